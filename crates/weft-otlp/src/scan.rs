@@ -1,0 +1,591 @@
+//! Zero-copy scanning of `ExportTraceServiceRequest` bytes.
+//!
+//! [`scan_request`] is the receiver's only look at a request: it validates the structure (every
+//! nested message well formed, IDs of the right length, strings valid UTF-8) and returns what
+//! routing and limits need (span count and the size of each trace's run of spans). It allocates
+//! nothing per span. The bytes then move to the WAL unchanged.
+//!
+//! [`for_each_span`] is used once more, when a block is built, to read each span's fields as
+//! sub-slices of the request.
+
+use crate::wire::{Field, Reader, Value, WireError};
+use thiserror::Error;
+
+/// Field numbers from the vendored protos (`proto/`), checked against the generated code by a
+/// unit test.
+pub mod fields {
+    pub const REQ_RESOURCE_SPANS: u32 = 1;
+    pub const RS_RESOURCE: u32 = 1;
+    pub const RS_SCOPE_SPANS: u32 = 2;
+    pub const RS_SCHEMA_URL: u32 = 3;
+    pub const SS_SCOPE: u32 = 1;
+    pub const SS_SPANS: u32 = 2;
+    pub const SS_SCHEMA_URL: u32 = 3;
+    pub const SPAN_TRACE_ID: u32 = 1;
+    pub const SPAN_SPAN_ID: u32 = 2;
+    pub const SPAN_TRACE_STATE: u32 = 3;
+    pub const SPAN_PARENT_SPAN_ID: u32 = 4;
+    pub const SPAN_NAME: u32 = 5;
+    pub const SPAN_KIND: u32 = 6;
+    pub const SPAN_START: u32 = 7;
+    pub const SPAN_END: u32 = 8;
+    pub const SPAN_ATTRIBUTES: u32 = 9;
+    pub const SPAN_DROPPED_ATTRIBUTES: u32 = 10;
+    pub const SPAN_EVENTS: u32 = 11;
+    pub const SPAN_DROPPED_EVENTS: u32 = 12;
+    pub const SPAN_LINKS: u32 = 13;
+    pub const SPAN_DROPPED_LINKS: u32 = 14;
+    pub const SPAN_STATUS: u32 = 15;
+    pub const SPAN_FLAGS: u32 = 16;
+    pub const STATUS_MESSAGE: u32 = 2;
+    pub const STATUS_CODE: u32 = 3;
+    pub const RESOURCE_ATTRIBUTES: u32 = 1;
+    pub const KV_KEY: u32 = 1;
+    pub const KV_VALUE: u32 = 2;
+    pub const ANY_STRING: u32 = 1;
+}
+use fields::*;
+
+/// Why a request was rejected. The message names the span and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ScanError {
+    #[error("invalid protobuf at {path}: {source}")]
+    Wire { path: String, source: WireError },
+    #[error("invalid span at {path}: {problem}")]
+    Invalid { path: String, problem: String },
+    #[error("attribute nesting deeper than {MAX_DEPTH} at {path}")]
+    TooDeep { path: String },
+}
+
+/// AnyValue nesting deeper than this is refused, so recursion is bounded.
+pub const MAX_DEPTH: u32 = 16;
+
+/// A run of consecutive spans of one trace within a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceRun {
+    pub trace_id: [u8; 16],
+    pub spans: u32,
+    /// Encoded size of those spans.
+    pub bytes: u32,
+}
+
+/// What the receiver learns from one request.
+#[derive(Debug, Default, Clone)]
+pub struct RequestSummary {
+    pub spans: u32,
+    /// Runs of consecutive spans sharing a trace ID, in request order.
+    pub runs: Vec<TraceRun>,
+}
+
+impl RequestSummary {
+    pub fn clear(&mut self) {
+        self.spans = 0;
+        self.runs.clear();
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Path {
+    rs: usize,
+    ss: usize,
+    span: usize,
+}
+
+impl Path {
+    fn render(&self, level: u8) -> String {
+        match level {
+            0 => format!("resource_spans[{}]", self.rs),
+            1 => format!("resource_spans[{}].scope_spans[{}]", self.rs, self.ss),
+            _ => format!("resource_spans[{}].scope_spans[{}].spans[{}]", self.rs, self.ss, self.span),
+        }
+    }
+}
+
+fn wire(path: Path, level: u8) -> impl Fn(WireError) -> ScanError {
+    move |source| ScanError::Wire { path: path.render(level), source }
+}
+
+/// Validates an `ExportTraceServiceRequest` and fills `out` with its routing summary.
+pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
+    out.clear();
+    let mut path = Path { rs: 0, ss: 0, span: 0 };
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next().map_err(|source| ScanError::Wire { path: "request".into(), source })? {
+        if f.number != REQ_RESOURCE_SPANS {
+            continue;
+        }
+        let rs = f.value.bytes(f.number).map_err(wire(path, 0))?;
+        scan_resource_spans(rs, &mut path, out)?;
+        path.rs += 1;
+    }
+    Ok(())
+}
+
+fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+    path.ss = 0;
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next().map_err(wire(*path, 0))? {
+        match f.number {
+            RS_RESOURCE => {
+                let res = f.value.bytes(f.number).map_err(wire(*path, 0))?;
+                validate_resource(res).map_err(|e| e.at(path.render(0) + ".resource"))?;
+            }
+            RS_SCOPE_SPANS => {
+                let ss = f.value.bytes(f.number).map_err(wire(*path, 0))?;
+                scan_scope_spans(ss, path, out)?;
+                path.ss += 1;
+            }
+            RS_SCHEMA_URL => {
+                let s = f.value.bytes(f.number).map_err(wire(*path, 0))?;
+                utf8(s).map_err(|e| e.at(path.render(0) + ".schema_url"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+    path.span = 0;
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next().map_err(wire(*path, 1))? {
+        match f.number {
+            SS_SCOPE => {
+                let scope = f.value.bytes(f.number).map_err(wire(*path, 1))?;
+                validate_scope(scope).map_err(|e| e.at(path.render(1) + ".scope"))?;
+            }
+            SS_SPANS => {
+                let span = f.value.bytes(f.number).map_err(wire(*path, 1))?;
+                let trace_id = scan_span(span, *path)?;
+                out.spans += 1;
+                let bytes = (f.end - f.start) as u32;
+                match out.runs.last_mut() {
+                    Some(run) if run.trace_id == trace_id => {
+                        run.spans += 1;
+                        run.bytes += bytes;
+                    }
+                    _ => out.runs.push(TraceRun { trace_id, spans: 1, bytes }),
+                }
+                path.span += 1;
+            }
+            SS_SCHEMA_URL => {
+                let s = f.value.bytes(f.number).map_err(wire(*path, 1))?;
+                utf8(s).map_err(|e| e.at(path.render(1) + ".schema_url"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Validates one span and returns its trace ID.
+fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
+    let invalid = |problem: String| ScanError::Invalid { path: path.render(2), problem };
+    let mut trace_id: Option<[u8; 16]> = None;
+    let mut has_span_id = false;
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next().map_err(wire(path, 2))? {
+        let n = f.number;
+        let v = f.value;
+        let w = wire(path, 2);
+        match n {
+            SPAN_TRACE_ID => {
+                let b = v.bytes(n).map_err(w)?;
+                let id: [u8; 16] = b
+                    .try_into()
+                    .map_err(|_| invalid(format!("trace_id must be 16 bytes, got {}", b.len())))?;
+                if id == [0; 16] {
+                    return Err(invalid("trace_id is all zeros".into()));
+                }
+                trace_id = Some(id);
+            }
+            SPAN_SPAN_ID => {
+                let b = v.bytes(n).map_err(w)?;
+                if b.len() != 8 {
+                    return Err(invalid(format!("span_id must be 8 bytes, got {}", b.len())));
+                }
+                if b == [0; 8] {
+                    return Err(invalid("span_id is all zeros".into()));
+                }
+                has_span_id = true;
+            }
+            SPAN_PARENT_SPAN_ID => {
+                let b = v.bytes(n).map_err(w)?;
+                if !b.is_empty() && b.len() != 8 {
+                    return Err(invalid(format!("parent_span_id must be empty or 8 bytes, got {}", b.len())));
+                }
+            }
+            SPAN_TRACE_STATE | SPAN_NAME => {
+                let b = v.bytes(n).map_err(w)?;
+                utf8(b).map_err(|e| e.at(path.render(2)))?;
+            }
+            SPAN_KIND | SPAN_DROPPED_ATTRIBUTES | SPAN_DROPPED_EVENTS | SPAN_DROPPED_LINKS => {
+                v.varint(n).map_err(w)?;
+            }
+            SPAN_START | SPAN_END => {
+                v.fixed64(n).map_err(w)?;
+            }
+            SPAN_FLAGS => {
+                v.fixed32(n).map_err(w)?;
+            }
+            SPAN_ATTRIBUTES => validate_key_value(v.bytes(n).map_err(w)?, 0).map_err(|e| e.at(path.render(2) + ".attributes"))?,
+            SPAN_EVENTS => validate_event(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".events"))?,
+            SPAN_LINKS => validate_link(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".links"))?,
+            SPAN_STATUS => validate_status(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".status"))?,
+            _ => {}
+        }
+    }
+    let trace_id = trace_id.ok_or_else(|| invalid("trace_id is missing".into()))?;
+    if !has_span_id {
+        return Err(invalid("span_id is missing".into()));
+    }
+    Ok(trace_id)
+}
+
+/// A validation failure below span level; the caller adds the path.
+#[derive(Debug)]
+struct Nested(String);
+
+impl Nested {
+    fn at(self, path: String) -> ScanError {
+        ScanError::Invalid { path, problem: self.0 }
+    }
+}
+
+impl From<WireError> for Nested {
+    fn from(e: WireError) -> Self {
+        Nested(format!("invalid protobuf: {e}"))
+    }
+}
+
+fn utf8(b: &[u8]) -> Result<(), Nested> {
+    std::str::from_utf8(b).map(|_| ()).map_err(|e| Nested(format!("string is not valid UTF-8 ({e})")))
+}
+
+/// Validates every field of a message with `check` and rejects wrong wire types.
+fn each_field(buf: &[u8], mut check: impl FnMut(Field<'_>) -> Result<(), Nested>) -> Result<(), Nested> {
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next()? {
+        check(f)?;
+    }
+    Ok(())
+}
+
+fn validate_key_value(buf: &[u8], depth: u32) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        KV_KEY => utf8(f.value.bytes(f.number)?),
+        KV_VALUE => validate_any_value(f.value.bytes(f.number)?, depth + 1),
+        _ => Ok(()),
+    })
+}
+
+fn validate_any_value(buf: &[u8], depth: u32) -> Result<(), Nested> {
+    if depth > MAX_DEPTH {
+        return Err(Nested(format!("attribute nesting deeper than {MAX_DEPTH}")));
+    }
+    each_field(buf, |f| match f.number {
+        1 => utf8(f.value.bytes(f.number)?),
+        2 | 3 => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        4 => f.value.fixed64(f.number).map(|_| ()).map_err(Into::into),
+        5 => each_field(f.value.bytes(f.number)?, |g| match g.number {
+            1 => validate_any_value(g.value.bytes(g.number)?, depth + 1),
+            _ => Ok(()),
+        }),
+        6 => each_field(f.value.bytes(f.number)?, |g| match g.number {
+            1 => validate_key_value(g.value.bytes(g.number)?, depth + 1),
+            _ => Ok(()),
+        }),
+        7 => f.value.bytes(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+fn validate_resource(buf: &[u8]) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        1 => validate_key_value(f.value.bytes(f.number)?, 0),
+        2 => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+fn validate_scope(buf: &[u8]) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        1 | 2 => utf8(f.value.bytes(f.number)?),
+        3 => validate_key_value(f.value.bytes(f.number)?, 0),
+        4 => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+fn validate_event(buf: &[u8]) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        1 => f.value.fixed64(f.number).map(|_| ()).map_err(Into::into),
+        2 => utf8(f.value.bytes(f.number)?),
+        3 => validate_key_value(f.value.bytes(f.number)?, 0),
+        4 => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+fn validate_link(buf: &[u8]) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        1 => {
+            let b = f.value.bytes(f.number)?;
+            if b.len() != 16 {
+                return Err(Nested(format!("link trace_id must be 16 bytes, got {}", b.len())));
+            }
+            Ok(())
+        }
+        2 => {
+            let b = f.value.bytes(f.number)?;
+            if b.len() != 8 {
+                return Err(Nested(format!("link span_id must be 8 bytes, got {}", b.len())));
+            }
+            Ok(())
+        }
+        3 => utf8(f.value.bytes(f.number)?),
+        4 => validate_key_value(f.value.bytes(f.number)?, 0),
+        5 => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        6 => f.value.fixed32(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+fn validate_status(buf: &[u8]) -> Result<(), Nested> {
+    each_field(buf, |f| match f.number {
+        STATUS_MESSAGE => utf8(f.value.bytes(f.number)?),
+        STATUS_CODE => f.value.varint(f.number).map(|_| ()).map_err(Into::into),
+        _ => Ok(()),
+    })
+}
+
+/// The byte ranges of one repeated group of fields inside a span. Encoders write a repeated
+/// field contiguously, so the group is usually one slice of the span; when it is not,
+/// [`SpanView::gather`] copies the pieces.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Group {
+    start: usize,
+    end: usize,
+    split: bool,
+}
+
+impl Group {
+    #[inline]
+    fn add(&mut self, f: &Field<'_>) {
+        if self.start == self.end {
+            self.start = f.start;
+            self.end = f.end;
+        } else if self.end == f.start {
+            self.end = f.end;
+        } else {
+            self.split = true;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// Which group a span field belongs to when a block is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupKind {
+    Attributes,
+    Events,
+    Links,
+    /// Every field without a column of its own: trace_state, flags, dropped counts and unknown
+    /// fields, kept verbatim so nothing a client sent is lost.
+    Extra,
+}
+
+fn group_of(number: u32) -> Option<GroupKind> {
+    match number {
+        SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_PARENT_SPAN_ID | SPAN_NAME | SPAN_KIND | SPAN_START | SPAN_END
+        | SPAN_STATUS => None,
+        SPAN_ATTRIBUTES => Some(GroupKind::Attributes),
+        SPAN_EVENTS => Some(GroupKind::Events),
+        SPAN_LINKS => Some(GroupKind::Links),
+        _ => Some(GroupKind::Extra),
+    }
+}
+
+/// One span's fields as slices of the request. Valid only for requests that passed
+/// [`scan_request`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpanView<'a> {
+    pub raw: &'a [u8],
+    pub trace_id: &'a [u8],
+    pub span_id: &'a [u8],
+    pub parent_span_id: &'a [u8],
+    pub name: &'a str,
+    pub kind: i32,
+    pub start_unix_nano: u64,
+    pub end_unix_nano: u64,
+    pub status_code: i32,
+    pub status_message: &'a str,
+    pub attributes: Group,
+    pub events: Group,
+    pub links: Group,
+    pub extra: Group,
+}
+
+impl<'a> SpanView<'a> {
+    /// Parses a span already validated by [`scan_request`].
+    pub fn parse(raw: &'a [u8]) -> Result<Self, WireError> {
+        let mut v = SpanView { raw, ..Default::default() };
+        let mut r = Reader::new(raw);
+        while let Some(f) = r.next()? {
+            match f.number {
+                SPAN_TRACE_ID => v.trace_id = f.value.bytes(f.number)?,
+                SPAN_SPAN_ID => v.span_id = f.value.bytes(f.number)?,
+                SPAN_PARENT_SPAN_ID => v.parent_span_id = f.value.bytes(f.number)?,
+                SPAN_NAME => v.name = std::str::from_utf8(f.value.bytes(f.number)?).unwrap_or(""),
+                SPAN_KIND => v.kind = f.value.varint(f.number)? as i32,
+                SPAN_START => v.start_unix_nano = f.value.fixed64(f.number)?,
+                SPAN_END => v.end_unix_nano = f.value.fixed64(f.number)?,
+                SPAN_STATUS => {
+                    let mut s = Reader::new(f.value.bytes(f.number)?);
+                    while let Some(g) = s.next()? {
+                        match g.number {
+                            STATUS_MESSAGE => {
+                                v.status_message = std::str::from_utf8(g.value.bytes(g.number)?).unwrap_or("")
+                            }
+                            STATUS_CODE => v.status_code = g.value.varint(g.number)? as i32,
+                            _ => {}
+                        }
+                    }
+                }
+                SPAN_ATTRIBUTES => v.attributes.add(&f),
+                SPAN_EVENTS => v.events.add(&f),
+                SPAN_LINKS => v.links.add(&f),
+                _ => v.extra.add(&f),
+            }
+        }
+        Ok(v)
+    }
+
+    /// Returns the encoded fields of `kind` (tags included): a slice of the span when they are
+    /// contiguous, otherwise a copy assembled in `scratch`.
+    pub fn gather<'s>(&self, kind: GroupKind, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        let g = match kind {
+            GroupKind::Attributes => self.attributes,
+            GroupKind::Events => self.events,
+            GroupKind::Links => self.links,
+            GroupKind::Extra => self.extra,
+        };
+        if !g.split {
+            return &self.raw[g.start..g.end];
+        }
+        scratch.clear();
+        let mut r = Reader::new(self.raw);
+        while let Ok(Some(f)) = r.next() {
+            if group_of(f.number) == Some(kind) {
+                scratch.extend_from_slice(&self.raw[f.start..f.end]);
+            }
+        }
+        scratch
+    }
+}
+
+/// One `ResourceSpans` or `ScopeSpans` header: every field except the nested list, verbatim.
+fn header_without(buf: &[u8], skip: u32, out: &mut Vec<u8>) -> Result<(), WireError> {
+    out.clear();
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next()? {
+        if f.number != skip {
+            out.extend_from_slice(&buf[f.start..f.end]);
+        }
+    }
+    Ok(())
+}
+
+/// Visits every span of a validated request with its resource header (the `ResourceSpans`
+/// fields other than `scope_spans`) and scope header (the `ScopeSpans` fields other than
+/// `spans`). Headers are passed as encoded bytes so they can be stored and re-emitted verbatim.
+pub fn for_each_span<'a>(
+    buf: &'a [u8],
+    mut visit: impl FnMut(&[u8], &[u8], SpanView<'a>),
+) -> Result<(), WireError> {
+    let mut resource = Vec::new();
+    let mut scope = Vec::new();
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next()? {
+        if f.number != REQ_RESOURCE_SPANS {
+            continue;
+        }
+        let rs = f.value.bytes(f.number)?;
+        header_without(rs, RS_SCOPE_SPANS, &mut resource)?;
+        let mut rr = Reader::new(rs);
+        while let Some(g) = rr.next()? {
+            if g.number != RS_SCOPE_SPANS {
+                continue;
+            }
+            let ss = g.value.bytes(g.number)?;
+            header_without(ss, SS_SPANS, &mut scope)?;
+            let mut sr = Reader::new(ss);
+            while let Some(h) = sr.next()? {
+                if h.number == SS_SPANS {
+                    visit(&resource, &scope, SpanView::parse(h.value.bytes(h.number)?)?);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Re-encodes a validated request keeping only the spans for which `keep(index)` is true
+/// (indexes count spans in request order). Headers and kept spans are copied verbatim; empty
+/// scopes and resources are dropped. Used only on the refusal path.
+pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result<Vec<u8>, WireError> {
+    use crate::wire::{begin_nested, end_nested};
+    let mut out = Vec::with_capacity(buf.len());
+    let mut index = 0usize;
+    let mut r = Reader::new(buf);
+    while let Some(f) = r.next()? {
+        if f.number != REQ_RESOURCE_SPANS {
+            continue;
+        }
+        let rs = f.value.bytes(f.number)?;
+        let rs_mark = out.len();
+        let rs_at = begin_nested(&mut out, REQ_RESOURCE_SPANS);
+        let mut kept_in_rs = 0;
+        let mut rr = Reader::new(rs);
+        while let Some(g) = rr.next()? {
+            if g.number != RS_SCOPE_SPANS {
+                out.extend_from_slice(&rs[g.start..g.end]);
+                continue;
+            }
+            let ss = g.value.bytes(g.number)?;
+            let mark = out.len();
+            let ss_at = begin_nested(&mut out, RS_SCOPE_SPANS);
+            let mut kept = 0;
+            let mut sr = Reader::new(ss);
+            while let Some(h) = sr.next()? {
+                if h.number == SS_SPANS {
+                    if keep(index) {
+                        out.extend_from_slice(&ss[h.start..h.end]);
+                        kept += 1;
+                    }
+                    index += 1;
+                } else {
+                    out.extend_from_slice(&ss[h.start..h.end]);
+                }
+            }
+            if kept == 0 {
+                out.truncate(mark);
+            } else {
+                end_nested(&mut out, ss_at);
+                kept_in_rs += kept;
+            }
+        }
+        if kept_in_rs == 0 {
+            out.truncate(rs_mark);
+        } else {
+            end_nested(&mut out, rs_at);
+        }
+    }
+    Ok(out)
+}

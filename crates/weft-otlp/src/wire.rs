@@ -1,0 +1,277 @@
+//! Minimal protobuf wire-format reader and writer.
+//!
+//! The ingest hot path never builds a message tree: it walks the bytes with [`Reader`] and keeps
+//! sub-slices of the input. Every read is bounds-checked, so arbitrary input yields a
+//! [`WireError`], never a panic (see the `no_panic_on_arbitrary_input` property test).
+
+use thiserror::Error;
+
+/// Why a buffer is not valid protobuf.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    #[error("truncated varint at byte {0}")]
+    TruncatedVarint(usize),
+    #[error("varint longer than 10 bytes at byte {0}")]
+    VarintTooLong(usize),
+    #[error("length {len} at byte {at} runs past the end of the message ({remaining} bytes left)")]
+    LengthOverrun { at: usize, len: u64, remaining: usize },
+    #[error("unsupported wire type {wire_type} for field {field} at byte {at}")]
+    BadWireType { field: u32, wire_type: u8, at: usize },
+    #[error("field number 0 at byte {0}")]
+    FieldZero(usize),
+    #[error("field {field}: expected wire type {expected}, found {found}")]
+    UnexpectedWireType { field: u32, expected: u8, found: u8 },
+}
+
+/// One decoded field value. Length-delimited values borrow from the input.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+    Fixed32(u32),
+}
+
+impl<'a> Value<'a> {
+    pub fn wire_type(&self) -> u8 {
+        match self {
+            Value::Varint(_) => 0,
+            Value::Fixed64(_) => 1,
+            Value::Bytes(_) => 2,
+            Value::Fixed32(_) => 5,
+        }
+    }
+
+    /// Returns the bytes of a length-delimited field, or an error naming the field.
+    pub fn bytes(self, field: u32) -> Result<&'a [u8], WireError> {
+        match self {
+            Value::Bytes(b) => Ok(b),
+            other => Err(WireError::UnexpectedWireType { field, expected: 2, found: other.wire_type() }),
+        }
+    }
+
+    pub fn varint(self, field: u32) -> Result<u64, WireError> {
+        match self {
+            Value::Varint(v) => Ok(v),
+            other => Err(WireError::UnexpectedWireType { field, expected: 0, found: other.wire_type() }),
+        }
+    }
+
+    pub fn fixed64(self, field: u32) -> Result<u64, WireError> {
+        match self {
+            Value::Fixed64(v) => Ok(v),
+            other => Err(WireError::UnexpectedWireType { field, expected: 1, found: other.wire_type() }),
+        }
+    }
+
+    pub fn fixed32(self, field: u32) -> Result<u32, WireError> {
+        match self {
+            Value::Fixed32(v) => Ok(v),
+            other => Err(WireError::UnexpectedWireType { field, expected: 5, found: other.wire_type() }),
+        }
+    }
+}
+
+/// A field as found in the buffer: its number, value, and the byte range it occupies
+/// (tag included), relative to the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Field<'a> {
+    pub number: u32,
+    pub value: Value<'a>,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Iterates the top-level fields of one message.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+#[inline]
+fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
+    let start = *pos;
+    let mut result: u64 = 0;
+    for i in 0..10 {
+        let Some(&b) = buf.get(*pos) else {
+            return Err(WireError::TruncatedVarint(start));
+        };
+        *pos += 1;
+        result |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Ok(result);
+        }
+    }
+    Err(WireError::VarintTooLong(start))
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Returns the next field, `Ok(None)` at the end of the message, or the first wire error.
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Field<'a>>, WireError> {
+        if self.pos >= self.buf.len() {
+            return Ok(None);
+        }
+        let start = self.pos;
+        let tag = read_varint(self.buf, &mut self.pos)?;
+        let number = (tag >> 3) as u32;
+        if number == 0 || tag >> 3 > u64::from(u32::MAX >> 3) {
+            return Err(WireError::FieldZero(start));
+        }
+        let wire_type = (tag & 7) as u8;
+        let value = match wire_type {
+            0 => Value::Varint(read_varint(self.buf, &mut self.pos)?),
+            1 => {
+                let b = self.take(8, start)?;
+                Value::Fixed64(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            }
+            2 => {
+                let at = self.pos;
+                let len = read_varint(self.buf, &mut self.pos)?;
+                let remaining = self.buf.len() - self.pos;
+                if len > remaining as u64 {
+                    return Err(WireError::LengthOverrun { at, len, remaining });
+                }
+                Value::Bytes(self.take(len as usize, start)?)
+            }
+            5 => {
+                let b = self.take(4, start)?;
+                Value::Fixed32(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            }
+            _ => return Err(WireError::BadWireType { field: number, wire_type, at: start }),
+        };
+        Ok(Some(Field { number, value, start, end: self.pos }))
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize, at: usize) -> Result<&'a [u8], WireError> {
+        let remaining = self.buf.len() - self.pos;
+        if n > remaining {
+            return Err(WireError::LengthOverrun { at, len: n as u64, remaining });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+}
+
+/// Appends a varint.
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Number of bytes [`put_varint`] writes for `v`.
+#[inline]
+pub fn varint_len(v: u64) -> usize {
+    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+}
+
+#[inline]
+pub fn put_tag(out: &mut Vec<u8>, field: u32, wire_type: u8) {
+    put_varint(out, (u64::from(field) << 3) | u64::from(wire_type));
+}
+
+/// Appends a length-delimited field.
+#[inline]
+pub fn put_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    put_tag(out, field, 2);
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+#[inline]
+pub fn put_fixed64(out: &mut Vec<u8>, field: u32, v: u64) {
+    put_tag(out, field, 1);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+pub fn put_varint_field(out: &mut Vec<u8>, field: u32, v: u64) {
+    put_tag(out, field, 0);
+    put_varint(out, v);
+}
+
+/// Starts a length-delimited field whose length is not known yet; finish it with [`end_nested`].
+/// Reserves the maximum varint width so no bytes move afterwards, and writes a padded varint.
+#[inline]
+pub fn begin_nested(out: &mut Vec<u8>, field: u32) -> usize {
+    put_tag(out, field, 2);
+    let at = out.len();
+    out.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x00]);
+    at
+}
+
+/// Completes a field opened by [`begin_nested`]. Padded varints (`0x80 … 0x00`) are valid
+/// protobuf; every decoder accepts them. Panics if the nested message exceeds 2^28 bytes,
+/// which the request-size limits rule out.
+#[inline]
+pub fn end_nested(out: &mut [u8], at: usize) {
+    let len = out.len() - at - 5;
+    assert!(len < (1 << 28), "nested message too large");
+    let len = len as u32;
+    out[at] = (len & 0x7f) as u8 | 0x80;
+    out[at + 1] = ((len >> 7) & 0x7f) as u8 | 0x80;
+    out[at + 2] = ((len >> 14) & 0x7f) as u8 | 0x80;
+    out[at + 3] = ((len >> 21) & 0x7f) as u8 | 0x80;
+    out[at + 4] = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn varint_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            let mut pos = 0;
+            assert_eq!(read_varint(&out, &mut pos).unwrap(), v);
+            assert_eq!(pos, out.len());
+        }
+    }
+
+    #[test]
+    fn padded_nested_length_decodes() {
+        let mut out = Vec::new();
+        let at = begin_nested(&mut out, 3);
+        out.extend_from_slice(b"hello");
+        end_nested(&mut out, at);
+        let mut r = Reader::new(&out);
+        let f = r.next().unwrap().unwrap();
+        assert_eq!(f.number, 3);
+        assert_eq!(f.value, Value::Bytes(b"hello"));
+        assert!(r.next().unwrap().is_none());
+    }
+
+    #[test]
+    fn length_overrun_is_an_error() {
+        let buf = [0x0a, 0x05, b'a'];
+        assert!(matches!(Reader::new(&buf).next(), Err(WireError::LengthOverrun { .. })));
+    }
+
+    proptest! {
+        #[test]
+        fn no_panic_on_arbitrary_input(buf in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut r = Reader::new(&buf);
+            for _ in 0..300 {
+                match r.next() {
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+        }
+    }
+}
