@@ -1,0 +1,147 @@
+//! Where blocks live.
+//!
+//! [`Storage`] is shaped like object storage, so the local filesystem and S3-compatible stores
+//! fit it alike: whole-object writes, whole and ranged reads, prefix listing, deletes. There is
+//! no rename, append or directory concept. Paths are `/`-separated keys without a leading `/`.
+//!
+//! Every backend must pass [`conformance::run`].
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::ops::Range;
+
+mod local;
+mod memory;
+pub use local::LocalStorage;
+pub use memory::MemoryStorage;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("object not found: {0}")]
+    NotFound(String),
+    #[error("invalid object path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+    #[error("range {start}..{end} is outside object {path} of {size} bytes")]
+    BadRange { path: String, start: u64, end: u64, size: u64 },
+    #[error("storage i/o error on {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub path: String,
+    pub size: u64,
+}
+
+/// An object store.
+///
+/// Contract for every method: on `Ok` the operation is complete and durable (a later call, in
+/// this process or after a crash, observes it); on `Err` the object is either unchanged or, for
+/// `put`, absent or complete — never partially written. Methods are cancel safe in the same
+/// sense: dropping a future leaves each object either as before or as after the call.
+#[async_trait]
+pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
+    /// Writes a whole object, replacing any object at `path`. Readers see the old object, or the
+    /// new one complete, never a mix.
+    async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError>;
+
+    /// Reads a whole object. Returns [`StorageError::NotFound`] if it does not exist.
+    async fn get(&self, path: &str) -> Result<Bytes, StorageError>;
+
+    /// Reads `range` of an object. A range reaching past the end is [`StorageError::BadRange`].
+    async fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes, StorageError>;
+
+    /// Lists every object whose path starts with `prefix`, in lexicographic path order.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError>;
+
+    /// Deletes an object. Returns `Ok(())` if the object did not exist.
+    async fn delete(&self, path: &str) -> Result<(), StorageError>;
+}
+
+/// Rejects paths that could escape a root or that object stores treat specially.
+pub fn validate_path(path: &str) -> Result<(), StorageError> {
+    let bad = |reason| Err(StorageError::InvalidPath { path: path.to_string(), reason });
+    if path.is_empty() {
+        return bad("empty");
+    }
+    if path.starts_with('/') || path.ends_with('/') {
+        return bad("leading or trailing '/'");
+    }
+    for part in path.split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return bad("empty, '.' or '..' segment");
+        }
+        if part.starts_with(".tmp-") {
+            return bad("'.tmp-' prefix is reserved");
+        }
+    }
+    Ok(())
+}
+
+/// The conformance suite. Call [`conformance::run`] from each backend's tests.
+pub mod conformance {
+    use super::*;
+
+    /// Exercises the whole [`Storage`] contract. Panics with a message on the first violation.
+    /// `store` must be empty.
+    pub async fn run(store: &dyn Storage) {
+        // put / get round trip, overwrite.
+        store.put("a/b/one", Bytes::from_static(b"hello world")).await.unwrap();
+        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"hello world"));
+        store.put("a/b/one", Bytes::from_static(b"replaced")).await.unwrap();
+        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"replaced"));
+
+        // empty objects are objects.
+        store.put("a/empty", Bytes::new()).await.unwrap();
+        assert_eq!(store.get("a/empty").await.unwrap().len(), 0);
+
+        // ranged reads.
+        store.put("r", Bytes::from_static(b"0123456789")).await.unwrap();
+        assert_eq!(store.get_range("r", 2..5).await.unwrap(), Bytes::from_static(b"234"));
+        assert_eq!(store.get_range("r", 0..10).await.unwrap(), Bytes::from_static(b"0123456789"));
+        assert_eq!(store.get_range("r", 10..10).await.unwrap().len(), 0);
+        assert!(matches!(store.get_range("r", 5..11).await, Err(StorageError::BadRange { .. })));
+
+        // missing objects.
+        assert!(matches!(store.get("nope").await, Err(StorageError::NotFound(_))));
+        assert!(matches!(store.get_range("nope", 0..1).await, Err(StorageError::NotFound(_))));
+
+        // listing: prefix, order, sizes, no directories.
+        store.put("a/c", Bytes::from_static(b"xy")).await.unwrap();
+        let listed = store.list("a/").await.unwrap();
+        let paths: Vec<&str> = listed.iter().map(|o| o.path.as_str()).collect();
+        assert_eq!(paths, vec!["a/b/one", "a/c", "a/empty"]);
+        assert_eq!(listed[1].size, 2);
+        assert_eq!(store.list("zzz").await.unwrap(), vec![]);
+        let all = store.list("").await.unwrap();
+        assert_eq!(all.len(), 4);
+
+        // delete, idempotent.
+        store.delete("a/c").await.unwrap();
+        store.delete("a/c").await.unwrap();
+        assert!(matches!(store.get("a/c").await, Err(StorageError::NotFound(_))));
+        assert_eq!(store.list("a/").await.unwrap().len(), 2);
+
+        // invalid paths are refused, never resolved outside the root.
+        for bad in ["", "/abs", "x/../y", "x//y", "trail/"] {
+            assert!(
+                matches!(store.put(bad, Bytes::new()).await, Err(StorageError::InvalidPath { .. })),
+                "put({bad:?}) must be refused"
+            );
+        }
+
+        // larger objects and concurrent writers to distinct keys.
+        let big = Bytes::from((0..(3 << 20)).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        store.put("big", big.clone()).await.unwrap();
+        assert_eq!(store.get_range("big", 1_000_000..1_000_100).await.unwrap(), big.slice(1_000_000..1_000_100));
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            tasks.push(store.put(Box::leak(format!("c/{i:02}").into_boxed_str()), Bytes::from(vec![i as u8; 1000])));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(store.list("c/").await.unwrap().len(), 16);
+    }
+}

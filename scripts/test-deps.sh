@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what the Python integration tests (tests/integration) need:
+#   - a virtualenv in .venv with the pinned packages of tests/integration/requirements.txt
+#   - telemetrygen in .tools/bin (built from the Go module proxy)
+# Idempotent: work already done is skipped, so a second run takes about a second.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3}"
+REQS="tests/integration/requirements.txt"
+VENV=".venv"
+STAMP="$VENV/.requirements.sha256"
+TELEMETRYGEN_VERSION="v0.161.0"
+TOOLS_BIN="$ROOT/.tools/bin"
+TG_STAMP="$ROOT/.tools/telemetrygen.version"
+
+log() { echo "[test-deps] $*" >&2; }
+
+# --- Python virtualenv -------------------------------------------------------
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+want_hash="$(sha256sum "$REQS" | cut -d' ' -f1)"
+have_hash="$(cat "$STAMP" 2>/dev/null || true)"
+if [[ "$want_hash" != "$have_hash" ]] || ! "$VENV/bin/python" -c 'import pytest, requests, duckdb, grpc, google.protobuf, opentelemetry.sdk, opentelemetry.proto, opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter' 2>/dev/null; then
+    log "installing Python packages from $REQS"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQS"
+    echo "$want_hash" > "$STAMP"
+else
+    log "Python packages already installed"
+fi
+
+# --- telemetrygen ------------------------------------------------------------
+if [[ -x "$TOOLS_BIN/telemetrygen" && "$(cat "$TG_STAMP" 2>/dev/null || true)" == "$TELEMETRYGEN_VERSION" ]]; then
+    log "telemetrygen $TELEMETRYGEN_VERSION already installed"
+else
+    command -v go >/dev/null || { log "go is not on PATH; cannot install telemetrygen"; exit 1; }
+    log "building telemetrygen $TELEMETRYGEN_VERSION into $TOOLS_BIN (takes a few minutes on a cold cache)"
+    mkdir -p "$TOOLS_BIN"
+    GOBIN="$TOOLS_BIN" GOFLAGS="${GOFLAGS:-} -mod=mod" \
+        go install "github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@${TELEMETRYGEN_VERSION}"
+    echo "$TELEMETRYGEN_VERSION" > "$TG_STAMP"
+fi
+
+log "done"
