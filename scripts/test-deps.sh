@@ -41,7 +41,7 @@ else
     command -v go >/dev/null || { log "go is not on PATH; cannot install telemetrygen"; exit 1; }
     log "building telemetrygen $TELEMETRYGEN_VERSION into $TOOLS_BIN (takes a few minutes on a cold cache)"
     mkdir -p "$TOOLS_BIN"
-    GOBIN="$TOOLS_BIN" GOFLAGS="${GOFLAGS:-} -mod=mod" \
+    GOBIN="$TOOLS_BIN" \
         go install "github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@${TELEMETRYGEN_VERSION}"
     echo "$TELEMETRYGEN_VERSION" > "$TG_STAMP"
 fi

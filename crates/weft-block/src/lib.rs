@@ -1,0 +1,160 @@
+//! weft's block format.
+//!
+//! A block is the unit of stored data: one tenant's spans over a span of time, in a folder (or
+//! object prefix) `blocks/<tenant>/<block_id>/` holding
+//! - `data.parquet`: one row per span, sorted by trace ID (see [`v1`] for the schema);
+//! - `index.bin`: each row group's trace-ID range plus a bloom filter ([`index`]);
+//! - `meta.json`: version, tenant, time range, counts and sizes ([`meta`]), written last.
+//!
+//! **Invariant:** a block whose `meta.json` exists is complete. Writers put `data.parquet` and
+//! `index.bin` first; readers ignore folders without `meta.json`.
+//!
+//! Formats are versioned modules: `meta.version` selects the reader. Blocks written by older
+//! versions are committed under `testdata/` and read by the tests forever.
+
+pub mod columns;
+pub mod hash;
+pub mod index;
+pub mod meta;
+pub mod row;
+pub mod v1;
+
+use bytes::Bytes;
+use columns::SpanColumns;
+use index::TraceIndex;
+use meta::{BlockMeta, FORMAT_VERSION, WalPosition};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use row::SpanRow;
+use std::sync::Arc;
+use weft_storage::{Storage, StorageError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlockError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("index: {0}")]
+    Index(#[from] index::IndexError),
+    #[error("meta.json: {0}")]
+    Meta(#[from] serde_json::Error),
+    #[error("block format version {0} is not supported by this build")]
+    UnsupportedVersion(u32),
+    #[error("corrupt block: {0}")]
+    Corrupt(String),
+}
+
+/// The folder of a block.
+pub fn block_prefix(tenant: &str, block_id: &str) -> String {
+    format!("blocks/{tenant}/{block_id}")
+}
+
+/// Encodes `cols` and writes the block, `meta.json` last. Returns its meta.
+pub async fn write_block(
+    storage: &dyn Storage,
+    cols: &SpanColumns,
+    tenant: &str,
+    wal_end: Option<WalPosition>,
+    opts: &v1::writer::WriteOptions,
+) -> Result<BlockMeta, BlockError> {
+    let enc = v1::writer::encode(cols, opts)?;
+    let block_id = uuid::Uuid::now_v7().to_string();
+    let prefix = block_prefix(tenant, &block_id);
+    let index = Bytes::from(enc.index.encode());
+    let meta = BlockMeta {
+        version: FORMAT_VERSION,
+        block_id,
+        tenant: tenant.to_string(),
+        min_start_unix_nano: if cols.is_empty() { 0 } else { cols.min_start },
+        max_end_unix_nano: cols.max_end,
+        span_count: cols.len() as u64,
+        trace_count: cols.trace_count() as u64,
+        row_groups: enc.row_groups,
+        size_bytes: enc.data.len() as u64,
+        index_bytes: index.len() as u64,
+        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        compaction_level: 0,
+        wal_end,
+    };
+    storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
+    storage.put(&format!("{prefix}/index.bin"), index).await?;
+    storage.put(&format!("{prefix}/meta.json"), Bytes::from(serde_json::to_vec_pretty(&meta)?)).await?;
+    Ok(meta)
+}
+
+/// An open block: its meta and index in memory, the Parquet footer loaded on first use.
+#[derive(Debug)]
+pub struct Block {
+    pub meta: BlockMeta,
+    pub index: TraceIndex,
+    prefix: String,
+    footer: tokio::sync::OnceCell<Arc<ParquetMetaData>>,
+}
+
+impl Block {
+    /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
+    pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
+        let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
+        if meta.version != FORMAT_VERSION {
+            return Err(BlockError::UnsupportedVersion(meta.version));
+        }
+        let index = TraceIndex::decode(&storage.get(&format!("{prefix}/index.bin")).await?)?;
+        Ok(Block { meta, index, prefix: prefix.to_string(), footer: tokio::sync::OnceCell::new() })
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn data_path(&self) -> String {
+        format!("{}/data.parquet", self.prefix)
+    }
+
+    async fn footer(&self, storage: &dyn Storage) -> Result<Arc<ParquetMetaData>, BlockError> {
+        self.footer
+            .get_or_try_init(|| async {
+                let len = self.meta.size_bytes;
+                if len < 8 {
+                    return Err(BlockError::Corrupt("data.parquet shorter than its footer".into()));
+                }
+                let tail = storage.get_range(&self.data_path(), len - 8..len).await?;
+                let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+                if &tail[4..] != b"PAR1" || meta_len + 8 > len {
+                    return Err(BlockError::Corrupt("data.parquet has a bad footer".into()));
+                }
+                let buf = storage.get_range(&self.data_path(), len - 8 - meta_len..len - 8).await?;
+                Ok(Arc::new(ParquetMetaDataReader::decode_metadata(&buf)?))
+            })
+            .await
+            .cloned()
+    }
+
+    /// Returns the spans of `trace_id` in this block (possibly none). Reads only the row groups
+    /// the index names.
+    pub async fn find_trace(&self, storage: &dyn Storage, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+        let candidates = self.index.candidates(trace_id);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let footer = self.footer(storage).await?;
+        let mut out = Vec::new();
+        for rg in candidates {
+            if rg >= footer.num_row_groups() {
+                return Err(BlockError::Corrupt(format!("index names row group {rg} of {}", footer.num_row_groups())));
+            }
+            let range = v1::reader::row_group_range(&footer, rg);
+            let data = storage.get_range(&self.data_path(), range.clone()).await?;
+            let chunk = v1::reader::RangeChunk { base: range.start, data, file_len: self.meta.size_bytes };
+            let footer = footer.clone();
+            let id = *trace_id;
+            let rows = tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
+                .await
+                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

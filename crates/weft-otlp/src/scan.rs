@@ -8,7 +8,7 @@
 //! [`for_each_span`] is used once more, when a block is built, to read each span's fields as
 //! sub-slices of the request.
 
-use crate::wire::{Field, Reader, Value, WireError};
+use crate::wire::{Field, Reader, WireError};
 use thiserror::Error;
 
 /// Field numbers from the vendored protos (`proto/`), checked against the generated code by a

@@ -1,0 +1,341 @@
+//! Spans decoded into columns in memory: the head of the store and the input of a block.
+//!
+//! Decoding happens here exactly once per span (see ARCHITECTURE.md, "marshal once"). Repeated
+//! values are interned: span names and status messages in a string table, resource and scope
+//! headers in a bytes table, so a batch of 512 spans from one resource stores its resource
+//! once. Attribute, event and link lists are kept as their protobuf bytes.
+
+use crate::hash::{FastBuild, FastMap};
+use crate::row::SpanRow;
+use bytes::Bytes;
+use weft_otlp::scan::{GroupKind, SpanView};
+use weft_otlp::wire::Reader;
+
+/// A table of distinct byte strings; id 0 is always the empty string.
+#[derive(Debug)]
+pub struct Interner {
+    map: FastMap<Box<[u8]>, u32>,
+    values: Vec<Box<[u8]>>,
+    bytes: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        let mut i = Interner { map: FastMap::with_hasher(FastBuild::default()), values: Vec::new(), bytes: 0 };
+        i.intern(b"");
+        i
+    }
+}
+
+impl Interner {
+    #[inline]
+    pub fn intern(&mut self, v: &[u8]) -> u32 {
+        if let Some(&id) = self.map.get(v) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(v.into());
+        self.map.insert(v.into(), id);
+        self.bytes += 2 * v.len() + 48;
+        id
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32) -> &[u8] {
+        &self.values[id as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.len() <= 1
+    }
+}
+
+/// A column of variable-length byte values stored end to end.
+#[derive(Debug, Default)]
+pub struct BlobColumn {
+    pub data: Vec<u8>,
+    /// `ends[i]` is the end of value `i` in `data`.
+    pub ends: Vec<u32>,
+}
+
+impl BlobColumn {
+    #[inline]
+    pub fn push(&mut self, v: &[u8]) {
+        self.data.extend_from_slice(v);
+        self.ends.push(self.data.len() as u32);
+    }
+
+    #[inline]
+    pub fn range(&self, i: usize) -> std::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        start..self.ends[i] as usize
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u8] {
+        &self.data[self.range(i)]
+    }
+}
+
+/// No previous row in a trace's chain.
+pub const NONE: u32 = u32::MAX;
+
+/// Spans of one tenant in columns, with a trace-ID index.
+#[derive(Debug)]
+pub struct SpanColumns {
+    pub trace_id: Vec<[u8; 16]>,
+    pub span_id: Vec<[u8; 8]>,
+    /// All zeros for a root span.
+    pub parent_span_id: Vec<[u8; 8]>,
+    pub name: Vec<u32>,
+    pub kind: Vec<u8>,
+    pub start: Vec<u64>,
+    /// `end - start`, wrapping, so any end time round-trips exactly.
+    pub duration: Vec<i64>,
+    pub status_code: Vec<u8>,
+    pub status_message: Vec<u32>,
+    pub resource: Vec<u32>,
+    pub scope: Vec<u32>,
+    pub attributes: BlobColumn,
+    pub events: BlobColumn,
+    pub links: BlobColumn,
+    pub extra: BlobColumn,
+    /// Span names and status messages.
+    pub strings: Interner,
+    /// Resource and scope headers (encoded protobuf fields).
+    pub headers: Interner,
+    /// Service name string id for each header id that is a resource.
+    pub service_of: FastMap<u32, u32>,
+    /// For each trace, its last row; `prev[row]` chains to the trace's earlier rows.
+    pub traces: FastMap<[u8; 16], u32>,
+    pub prev: Vec<u32>,
+    pub min_start: u64,
+    pub max_end: u64,
+    scratch: Vec<u8>,
+    last_trace: ([u8; 16], u32),
+}
+
+impl Default for SpanColumns {
+    fn default() -> Self {
+        SpanColumns {
+            trace_id: Vec::new(),
+            span_id: Vec::new(),
+            parent_span_id: Vec::new(),
+            name: Vec::new(),
+            kind: Vec::new(),
+            start: Vec::new(),
+            duration: Vec::new(),
+            status_code: Vec::new(),
+            status_message: Vec::new(),
+            resource: Vec::new(),
+            scope: Vec::new(),
+            attributes: BlobColumn::default(),
+            events: BlobColumn::default(),
+            links: BlobColumn::default(),
+            extra: BlobColumn::default(),
+            strings: Interner::default(),
+            headers: Interner::default(),
+            service_of: FastMap::with_hasher(FastBuild::default()),
+            traces: FastMap::with_hasher(FastBuild::default()),
+            prev: Vec::new(),
+            min_start: u64::MAX,
+            max_end: 0,
+            scratch: Vec::new(),
+            last_trace: ([0; 16], NONE),
+        }
+    }
+}
+
+/// Fixed bytes per span held in the columns and index, used for the memory estimate.
+const FIXED_ROW_BYTES: usize = 16 + 8 + 8 + 4 + 1 + 8 + 8 + 1 + 4 + 4 + 4 + 4 * 4 + 4;
+
+impl SpanColumns {
+    pub fn len(&self) -> usize {
+        self.trace_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trace_id.is_empty()
+    }
+
+    pub fn trace_count(&self) -> usize {
+        self.traces.len()
+    }
+
+    /// Approximate heap bytes held, for cutting blocks by size.
+    pub fn memory_bytes(&self) -> usize {
+        self.len() * FIXED_ROW_BYTES
+            + self.traces.len() * 28
+            + self.attributes.data.len()
+            + self.events.data.len()
+            + self.links.data.len()
+            + self.extra.data.len()
+            + self.strings.bytes
+            + self.headers.bytes
+    }
+
+    /// Interns a resource header and remembers its service name.
+    pub fn intern_resource(&mut self, header: &[u8]) -> u32 {
+        let id = self.headers.intern(header);
+        if !self.service_of.contains_key(&id) {
+            let svc = service_name(header).unwrap_or_default();
+            let sid = self.strings.intern(svc.as_bytes());
+            self.service_of.insert(id, sid);
+        }
+        id
+    }
+
+    /// Appends one span. `resource` and `scope` are ids from [`Self::intern_resource`] and
+    /// `headers.intern`. The span must come from a request validated by `scan_request`.
+    #[inline]
+    pub fn push(&mut self, resource: u32, scope: u32, s: &SpanView<'_>) {
+        let row = self.trace_id.len() as u32;
+        let tid: [u8; 16] = s.trace_id.try_into().unwrap_or([0; 16]);
+        // Spans of a trace usually arrive together: skip the map lookup for a repeat.
+        let prev = if self.last_trace.1 != NONE && self.last_trace.0 == tid {
+            self.traces.insert(tid, row);
+            self.last_trace.1
+        } else {
+            self.traces.insert(tid, row).unwrap_or(NONE)
+        };
+        self.last_trace = (tid, row);
+        self.prev.push(prev);
+        self.trace_id.push(tid);
+        self.span_id.push(s.span_id.try_into().unwrap_or([0; 8]));
+        self.parent_span_id.push(s.parent_span_id.try_into().unwrap_or([0; 8]));
+        let name = self.strings.intern(s.name.as_bytes());
+        self.name.push(name);
+        self.kind.push(s.kind.clamp(0, 255) as u8);
+        self.start.push(s.start_unix_nano);
+        self.duration.push(s.end_unix_nano.wrapping_sub(s.start_unix_nano) as i64);
+        self.min_start = self.min_start.min(s.start_unix_nano);
+        self.max_end = self.max_end.max(s.end_unix_nano);
+        self.status_code.push(s.status_code.clamp(0, 255) as u8);
+        let msg = if s.status_message.is_empty() { 0 } else { self.strings.intern(s.status_message.as_bytes()) };
+        self.status_message.push(msg);
+        self.resource.push(resource);
+        self.scope.push(scope);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.attributes.push(s.gather(GroupKind::Attributes, &mut scratch));
+        self.events.push(s.gather(GroupKind::Events, &mut scratch));
+        self.links.push(s.gather(GroupKind::Links, &mut scratch));
+        self.extra.push(s.gather(GroupKind::Extra, &mut scratch));
+        self.scratch = scratch;
+    }
+
+    /// Appends every span of a validated `ExportTraceServiceRequest`.
+    pub fn push_request(&mut self, request: &[u8]) -> Result<usize, weft_otlp::wire::WireError> {
+        let mut n = 0;
+        let mut last_res: (Vec<u8>, u32) = (Vec::new(), NONE);
+        let mut last_scope: (Vec<u8>, u32) = (Vec::new(), NONE);
+        // Headers repeat for every span of a scope; remember the last ids to skip re-hashing.
+        weft_otlp::scan::for_each_span(request, |res, scope, span| {
+            if last_res.1 == NONE || last_res.0 != res {
+                last_res = (res.to_vec(), self.intern_resource(res));
+            }
+            if last_scope.1 == NONE || last_scope.0 != scope {
+                last_scope = (scope.to_vec(), self.headers.intern(scope));
+            }
+            self.push(last_res.1, last_scope.1, &span);
+            n += 1;
+        })?;
+        Ok(n)
+    }
+
+    /// Rows of a trace, oldest first.
+    pub fn rows_of(&self, trace_id: &[u8; 16]) -> Vec<u32> {
+        let mut rows = Vec::new();
+        let mut r = self.traces.get(trace_id).copied().unwrap_or(NONE);
+        while r != NONE {
+            rows.push(r);
+            r = self.prev[r as usize];
+        }
+        rows.reverse();
+        rows
+    }
+
+    /// Copies one row out.
+    pub fn row(&self, i: u32) -> SpanRow {
+        let i = i as usize;
+        let header = |id: u32| Bytes::copy_from_slice(self.headers.get(id));
+        SpanRow {
+            trace_id: self.trace_id[i],
+            span_id: self.span_id[i],
+            parent_span_id: self.parent_span_id[i],
+            name: String::from_utf8_lossy(self.strings.get(self.name[i])).into_owned(),
+            kind: self.kind[i],
+            start_unix_nano: self.start[i],
+            duration_nano: self.duration[i],
+            status_code: self.status_code[i],
+            status_message: String::from_utf8_lossy(self.strings.get(self.status_message[i])).into_owned(),
+            resource: header(self.resource[i]),
+            scope: header(self.scope[i]),
+            attributes: Bytes::copy_from_slice(self.attributes.get(i)),
+            events: Bytes::copy_from_slice(self.events.get(i)),
+            links: Bytes::copy_from_slice(self.links.get(i)),
+            extra: Bytes::copy_from_slice(self.extra.get(i)),
+        }
+    }
+
+    /// Row order for a block: by trace ID, then start time, then span ID.
+    pub fn sorted_order(&self) -> Vec<u32> {
+        let mut ids: Vec<&[u8; 16]> = self.traces.keys().collect();
+        ids.sort_unstable();
+        let mut order = Vec::with_capacity(self.len());
+        for id in ids {
+            let from = order.len();
+            let mut r = self.traces[id];
+            while r != NONE {
+                order.push(r);
+                r = self.prev[r as usize];
+            }
+            order[from..].sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
+        }
+        order
+    }
+}
+
+/// Finds `service.name` in an encoded resource header (`ResourceSpans` fields other than
+/// `scope_spans`).
+pub fn service_name(header: &[u8]) -> Option<String> {
+    use weft_otlp::scan::fields::*;
+    let mut r = Reader::new(header);
+    while let Ok(Some(f)) = r.next() {
+        if f.number != RS_RESOURCE {
+            continue;
+        }
+        let res = f.value.bytes(f.number).ok()?;
+        let mut rr = Reader::new(res);
+        while let Ok(Some(a)) = rr.next() {
+            if a.number != RESOURCE_ATTRIBUTES {
+                continue;
+            }
+            let kv = a.value.bytes(a.number).ok()?;
+            let mut key = None;
+            let mut val = None;
+            let mut kr = Reader::new(kv);
+            while let Ok(Some(k)) = kr.next() {
+                match k.number {
+                    KV_KEY => key = k.value.bytes(k.number).ok(),
+                    KV_VALUE => val = k.value.bytes(k.number).ok(),
+                    _ => {}
+                }
+            }
+            if key == Some(b"service.name".as_slice())
+                && let Some(v) = val
+            {
+                let mut vr = Reader::new(v);
+                while let Ok(Some(x)) = vr.next() {
+                    if x.number == ANY_STRING {
+                        return x.value.bytes(x.number).ok().map(|s| String::from_utf8_lossy(s).into_owned());
+                    }
+                }
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,64 @@
+//! Block format version 1: `data.parquet` with one row per span, sorted by trace ID.
+//!
+//! Schema (`weft_span_v1`):
+//!
+//! | column | type | encoding |
+//! |---|---|---|
+//! | trace_id | FIXED_LEN_BYTE_ARRAY(16) | dictionary (each ID repeats once per span of its trace) |
+//! | span_id | FIXED_LEN_BYTE_ARRAY(8) | plain (random, incompressible) |
+//! | parent_span_id | optional FIXED_LEN_BYTE_ARRAY(8), null for roots | dictionary |
+//! | name | STRING | dictionary |
+//! | kind | INT32 (OTLP SpanKind) | dictionary |
+//! | start_time_unix_nano | INT64 | delta binary packed |
+//! | duration_nano | INT64 (end − start) | delta binary packed |
+//! | status_code | INT32 (OTLP StatusCode) | dictionary |
+//! | status_message | optional STRING | dictionary |
+//! | service_name | STRING (resource `service.name`) | dictionary |
+//! | resource | BINARY: encoded `ResourceSpans` fields except `scope_spans` | dictionary |
+//! | scope | BINARY: encoded `ScopeSpans` fields except `spans` | dictionary |
+//! | attributes, events, links | optional BINARY: the span's encoded repeated fields | dictionary, falling back to plain |
+//! | extra | optional BINARY: every other span field, encoded | dictionary |
+//!
+//! Pages are zstd-compressed. Row groups hold up to `row_group_rows` rows; `index.bin` records
+//! each row group's trace-ID range.
+
+pub mod reader;
+pub mod writer;
+
+pub const SCHEMA: &str = "message weft_span_v1 {
+  required fixed_len_byte_array(16) trace_id;
+  required fixed_len_byte_array(8) span_id;
+  optional fixed_len_byte_array(8) parent_span_id;
+  required binary name (STRING);
+  required int32 kind;
+  required int64 start_time_unix_nano;
+  required int64 duration_nano;
+  required int32 status_code;
+  optional binary status_message (STRING);
+  required binary service_name (STRING);
+  required binary resource;
+  required binary scope;
+  optional binary attributes;
+  optional binary events;
+  optional binary links;
+  optional binary extra;
+}";
+
+pub(crate) mod col {
+    pub const TRACE_ID: usize = 0;
+    pub const SPAN_ID: usize = 1;
+    pub const PARENT: usize = 2;
+    pub const NAME: usize = 3;
+    pub const KIND: usize = 4;
+    pub const START: usize = 5;
+    pub const DURATION: usize = 6;
+    pub const STATUS_CODE: usize = 7;
+    pub const STATUS_MESSAGE: usize = 8;
+    pub const SERVICE: usize = 9;
+    pub const RESOURCE: usize = 10;
+    pub const SCOPE: usize = 11;
+    pub const ATTRIBUTES: usize = 12;
+    pub const EVENTS: usize = 13;
+    pub const LINKS: usize = 14;
+    pub const EXTRA: usize = 15;
+}

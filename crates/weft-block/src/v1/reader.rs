@@ -1,0 +1,161 @@
+//! Reads spans of one trace from a v1 row group.
+
+use super::col;
+use crate::BlockError;
+use crate::row::SpanRow;
+use bytes::Bytes;
+use parquet::column::reader::get_typed_column_reader;
+use parquet::data_type::{ByteArrayType, DataType, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::properties::ReaderProperties;
+use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
+use parquet::file::serialized_reader::SerializedRowGroupReader;
+use std::sync::Arc;
+
+/// A byte range of the data file held in memory, addressed by file offsets.
+pub struct RangeChunk {
+    pub base: u64,
+    pub data: Bytes,
+    pub file_len: u64,
+}
+
+impl Length for RangeChunk {
+    fn len(&self) -> u64 {
+        self.file_len
+    }
+}
+
+impl ChunkReader for RangeChunk {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        let off = start.checked_sub(self.base).filter(|&o| o <= self.data.len() as u64).ok_or_else(|| {
+            parquet::errors::ParquetError::General(format!("offset {start} outside the fetched range"))
+        })?;
+        Ok(self.data.slice(off as usize..).reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let off = start
+            .checked_sub(self.base)
+            .map(|o| o as usize)
+            .filter(|&o| o + length <= self.data.len())
+            .ok_or_else(|| parquet::errors::ParquetError::General(format!("range {start}+{length} outside the fetched range")))?;
+        Ok(self.data.slice(off..off + length))
+    }
+}
+
+/// The byte range of row group `rg` in the data file.
+pub fn row_group_range(meta: &ParquetMetaData, rg: usize) -> std::ops::Range<u64> {
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    for c in meta.row_group(rg).columns() {
+        let (s, l) = c.byte_range();
+        lo = lo.min(s);
+        hi = hi.max(s + l);
+    }
+    lo..hi
+}
+
+fn read<T: DataType>(
+    rg: &SerializedRowGroupReader<'_, RangeChunk>,
+    i: usize,
+    skip: usize,
+    take: usize,
+    optional: bool,
+) -> Result<(Vec<T::T>, Vec<i16>), BlockError>
+where
+    T::T: Clone,
+{
+    let mut r = get_typed_column_reader::<T>(rg.get_column_reader(i)?);
+    let mut skipped = 0;
+    while skipped < skip {
+        let n = r.skip_records(skip - skipped)?;
+        if n == 0 {
+            return Err(BlockError::Corrupt(format!("column {i} ended while skipping")));
+        }
+        skipped += n;
+    }
+    let mut vals = Vec::with_capacity(take);
+    let mut def = Vec::with_capacity(take);
+    let mut got = 0;
+    while got < take {
+        let (n, _, _) = if optional {
+            r.read_records(take - got, Some(&mut def), None, &mut vals)?
+        } else {
+            r.read_records(take - got, None, None, &mut vals)?
+        };
+        if n == 0 {
+            return Err(BlockError::Corrupt(format!("column {i} ended early")));
+        }
+        got += n;
+    }
+    Ok((vals, def))
+}
+
+/// Expands optional values with their definition levels into one `Option` per row.
+fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
+    let mut it = vals.into_iter();
+    if def.is_empty() {
+        return (0..rows).map(|_| it.next()).collect();
+    }
+    def.iter().map(|&d| if d > 0 { it.next() } else { None }).collect()
+}
+
+/// Returns the spans of `trace_id` in row group `rg`. `chunk` must hold the row group's bytes.
+pub fn read_trace(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+    let props = Arc::new(ReaderProperties::builder().build());
+    let rgr = SerializedRowGroupReader::new(Arc::new(chunk), meta.row_group(rg), meta.page_index_for_row_group(rg), props)?;
+    let rows = meta.row_group(rg).num_rows() as usize;
+    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
+    let lo = ids.partition_point(|v| v.data() < trace_id.as_slice());
+    let hi = ids.partition_point(|v| v.data() <= trace_id.as_slice());
+    if lo == hi {
+        return Ok(Vec::new());
+    }
+    let n = hi - lo;
+    let fixed = |v: &[u8]| -> [u8; 8] { v.try_into().unwrap_or([0; 8]) };
+    let text = |v: &parquet::data_type::ByteArray| String::from_utf8_lossy(v.data()).into_owned();
+    let (span_ids, _) = read::<FixedLenByteArrayType>(&rgr, col::SPAN_ID, lo, n, false)?;
+    let (parents, pdef) = read::<FixedLenByteArrayType>(&rgr, col::PARENT, lo, n, true)?;
+    let (names, _) = read::<ByteArrayType>(&rgr, col::NAME, lo, n, false)?;
+    let (kinds, _) = read::<Int32Type>(&rgr, col::KIND, lo, n, false)?;
+    let (starts, _) = read::<Int64Type>(&rgr, col::START, lo, n, false)?;
+    let (durs, _) = read::<Int64Type>(&rgr, col::DURATION, lo, n, false)?;
+    let (codes, _) = read::<Int32Type>(&rgr, col::STATUS_CODE, lo, n, false)?;
+    let (msgs, mdef) = read::<ByteArrayType>(&rgr, col::STATUS_MESSAGE, lo, n, true)?;
+    let (res, _) = read::<ByteArrayType>(&rgr, col::RESOURCE, lo, n, false)?;
+    let (scopes, _) = read::<ByteArrayType>(&rgr, col::SCOPE, lo, n, false)?;
+    let blob = |i| -> Result<Vec<Bytes>, BlockError> {
+        let (v, d) = read::<ByteArrayType>(&rgr, i, lo, n, true)?;
+        Ok(spread(v, &d, n).into_iter().map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default()).collect())
+    };
+    let attrs = blob(col::ATTRIBUTES)?;
+    let events = blob(col::EVENTS)?;
+    let links = blob(col::LINKS)?;
+    let extra = blob(col::EXTRA)?;
+    let parents = spread(parents, &pdef, n);
+    let msgs = spread(msgs, &mdef, n);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        out.push(SpanRow {
+            trace_id: *trace_id,
+            span_id: fixed(span_ids[i].data()),
+            parent_span_id: parents[i].as_ref().map(|p| fixed(p.data())).unwrap_or([0; 8]),
+            name: text(&names[i]),
+            kind: kinds[i].clamp(0, 255) as u8,
+            start_unix_nano: starts[i] as u64,
+            duration_nano: durs[i],
+            status_code: codes[i].clamp(0, 255) as u8,
+            status_message: msgs[i].as_ref().map(text).unwrap_or_default(),
+            resource: Bytes::copy_from_slice(res[i].data()),
+            scope: Bytes::copy_from_slice(scopes[i].data()),
+            attributes: attrs[i].clone(),
+            events: events[i].clone(),
+            links: links[i].clone(),
+            extra: extra[i].clone(),
+        });
+    }
+    Ok(out)
+}
