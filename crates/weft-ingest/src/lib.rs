@@ -1,0 +1,400 @@
+//! The write path and the head of weft.
+//!
+//! ```text
+//! receiver ─► Ingest::push ─► scan (validate, trace runs) ─► limits ─► WAL (group commit)
+//!                                                                        │ durable records
+//!                                                      builder thread ◄──┘
+//!                                                      (head columns; cut by size/age)
+//!                                                                        │ cuts
+//!                                                      flusher thread ◄──┘
+//!                                                      (one block per tenant; WAL truncation)
+//! ```
+//! `Ingest::find_trace` reads the head and the blocks and merges them.
+
+pub mod head;
+pub mod limits;
+pub mod metrics;
+
+use bytes::Bytes;
+use head::{BuilderSink, Cut, CutPolicy, Head};
+use limits::{RateLimiter, TraceSizes};
+use metrics::{IngestMetrics, RefuseReason};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use weft_block::meta::WalPosition;
+use weft_block::row::{SpanRow, dedup_spans};
+use weft_block::v1::writer::WriteOptions;
+use weft_block::{Block, BlockError};
+use weft_otlp::scan::{RequestSummary, scan_request};
+use weft_storage::Storage;
+use weft_wal::{FsyncPolicy, KIND_OTLP, Wal, WalOptions, WalPos};
+
+/// Settings of the write path.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// The WAL lives in `<data_dir>/wal`.
+    pub data_dir: PathBuf,
+    pub fsync: FsyncPolicy,
+    pub wal_segment_bytes: u64,
+    pub cut: CutPolicy,
+    /// Maximum bytes of one trace while it is live; 0 disables.
+    pub max_trace_bytes: u64,
+    /// Per-tenant ingestion rate in bytes/s; 0 disables.
+    pub rate_bytes: u64,
+    pub burst_bytes: u64,
+    /// Requests holding more than this many bytes not yet durable cause refusals (503).
+    pub max_inflight_bytes: u64,
+    /// Cut blocks not yet written holding more than this many bytes cause refusals (503).
+    pub max_flushing_bytes: u64,
+    pub row_group_rows: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            data_dir: PathBuf::from("weft-data"),
+            fsync: FsyncPolicy::Always,
+            wal_segment_bytes: 64 << 20,
+            cut: CutPolicy { max_age: Duration::from_secs(30), max_spans: 200_000, max_bytes: 32 << 20 },
+            max_trace_bytes: 5 << 20,
+            rate_bytes: 0,
+            burst_bytes: 0,
+            max_inflight_bytes: 64 << 20,
+            max_flushing_bytes: 128 << 20,
+            row_group_rows: 8192,
+        }
+    }
+}
+
+/// Why a push was refused. Each maps to one HTTP status and gRPC code in the server.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{message}")]
+    RateLimited { message: String, retry_after: Duration },
+    /// Every span of the request belongs to a trace over the size limit.
+    #[error("{message}")]
+    TraceTooLarge { message: String, rejected: u32 },
+    #[error("{0}")]
+    Overloaded(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A push that was at least partly accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushOutcome {
+    pub accepted_spans: u32,
+    pub rejected_spans: u32,
+    /// Why spans were rejected; empty when none were.
+    pub message: String,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    Block(#[from] BlockError),
+}
+
+/// Blocks in storage, per tenant.
+#[derive(Debug, Default)]
+pub struct BlockSet {
+    tenants: RwLock<HashMap<String, Vec<Arc<Block>>>>,
+}
+
+impl BlockSet {
+    pub fn add(&self, b: Arc<Block>) {
+        self.tenants.write().entry(b.meta.tenant.clone()).or_default().push(b);
+    }
+
+    pub fn of(&self, tenant: &str) -> Vec<Arc<Block>> {
+        self.tenants.read().get(tenant).cloned().unwrap_or_default()
+    }
+
+    pub fn count(&self) -> usize {
+        self.tenants.read().values().map(Vec::len).sum()
+    }
+
+    /// Loads every complete block (one with `meta.json`) from storage.
+    pub async fn load(storage: &dyn Storage) -> Result<BlockSet, BlockError> {
+        let set = BlockSet::default();
+        let objects = storage.list("blocks/").await?;
+        for o in objects.iter().filter(|o| o.path.ends_with("/meta.json")) {
+            let prefix = o.path.trim_end_matches("/meta.json");
+            match Block::open(storage, prefix).await {
+                Ok(b) => set.add(Arc::new(b)),
+                Err(e) => tracing::error!(block = prefix, error = %e, "skipping unreadable block"),
+            }
+        }
+        Ok(set)
+    }
+}
+
+/// The write path and head, with trace lookup.
+pub struct Ingest {
+    cfg: IngestConfig,
+    wal: Wal,
+    head: Arc<Head>,
+    pub blocks: Arc<BlockSet>,
+    storage: Arc<dyn Storage>,
+    pub metrics: Arc<IngestMetrics>,
+    rate: RateLimiter,
+    trace_sizes: TraceSizes,
+    pub wal_stats: Arc<weft_wal::WalStats>,
+}
+
+impl Ingest {
+    /// Loads blocks, replays the WAL into the head (skipping records already in blocks), and
+    /// starts the builder and flusher threads. Must be called inside a tokio runtime.
+    pub async fn open(cfg: IngestConfig, storage: Arc<dyn Storage>) -> Result<Arc<Ingest>, String> {
+        let metrics = Arc::new(IngestMetrics::default());
+        let blocks = Arc::new(BlockSet::load(&*storage).await.map_err(|e| format!("loading blocks: {e}"))?);
+        metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
+        // Per tenant, the WAL position below which everything is already in blocks.
+        let mut covered: HashMap<String, WalPosition> = HashMap::new();
+        let mut max_segment = 0;
+        for bs in blocks.tenants.read().values() {
+            for b in bs {
+                if let Some(p) = b.meta.wal_end {
+                    let e = covered.entry(b.meta.tenant.clone()).or_insert(p);
+                    *e = (*e).max(p);
+                    max_segment = max_segment.max(p.segment);
+                }
+            }
+        }
+        let head = Arc::new(Head::new(metrics.clone()));
+        let (tx, rx) = mpsc::sync_channel(64);
+        let wal_opts = WalOptions { fsync: cfg.fsync, segment_bytes: cfg.wal_segment_bytes, min_segment: max_segment + 1 };
+        let mut skipped = 0u64;
+        let (wal, report) = Wal::open(
+            &cfg.data_dir.join("wal"),
+            wal_opts,
+            |rec| {
+                let pos = WalPosition { segment: rec.pos.segment, offset: rec.pos.offset };
+                if covered.get(&*rec.tenant).is_some_and(|c| pos < *c) {
+                    skipped += 1;
+                } else {
+                    head.apply(&rec);
+                }
+            },
+            Box::new(BuilderSink(tx)),
+        )
+        .map_err(|e| format!("opening the wal: {e}"))?;
+        if report.records > 0 {
+            tracing::info!(records = report.records, already_in_blocks = skipped, "wal replayed into the head");
+        }
+        let wal_stats = wal.stats.clone();
+        let (cut_tx, cut_rx) = mpsc::channel::<Arc<Cut>>();
+        {
+            let head = head.clone();
+            let policy = cfg.cut.clone();
+            std::thread::Builder::new()
+                .name("head-builder".into())
+                .spawn(move || head::run_builder(head, rx, policy, cut_tx))
+                .map_err(|e| e.to_string())?;
+        }
+        {
+            let head = head.clone();
+            let storage = storage.clone();
+            let blocks = blocks.clone();
+            let metrics = metrics.clone();
+            let wal = wal.clone();
+            let opts = WriteOptions { row_group_rows: cfg.row_group_rows, ..Default::default() };
+            let rt = tokio::runtime::Handle::current();
+            std::thread::Builder::new()
+                .name("block-flusher".into())
+                .spawn(move || {
+                    for cut in cut_rx {
+                        flush_cut(&rt, &cut, &*storage, &blocks, &metrics, &opts);
+                        head.finish(&cut);
+                        wal.truncate_before(WalPos { segment: cut.wal_end.segment, offset: cut.wal_end.offset });
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        let rate = RateLimiter::new(cfg.rate_bytes, cfg.burst_bytes);
+        let trace_sizes = TraceSizes::new(cfg.cut.max_age.max(Duration::from_secs(10)));
+        Ok(Arc::new(Ingest { cfg, wal, head, blocks, storage, metrics, rate, trace_sizes, wal_stats }))
+    }
+
+    /// Validates, admits and durably stores one OTLP `ExportTraceServiceRequest`.
+    ///
+    /// On `Ok` the accepted spans are fsync'd (under the `always` policy) and readable.
+    pub async fn push(&self, tenant: &Arc<str>, body: Bytes) -> Result<PushOutcome, PushError> {
+        let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
+        let mut summary = RequestSummary::default();
+        if let Err(e) = scan_request(&body, &mut summary) {
+            refuse(RefuseReason::Invalid, 0);
+            return Err(PushError::Invalid(e.to_string()));
+        }
+        if summary.spans == 0 {
+            return Ok(PushOutcome { accepted_spans: 0, rejected_spans: 0, message: String::new() });
+        }
+        if let Err(wait) = self.rate.try_take(tenant, body.len()) {
+            refuse(RefuseReason::RateLimited, summary.spans);
+            let message = if wait == Duration::MAX {
+                format!("request of {} bytes exceeds tenant {tenant}'s ingestion burst of {} bytes", body.len(), self.cfg.burst_bytes.max(self.cfg.rate_bytes * 2))
+            } else {
+                format!("tenant {tenant} exceeded its ingestion rate limit of {} bytes/s", self.cfg.rate_bytes)
+            };
+            let retry_after = if wait == Duration::MAX { Duration::from_secs(60) } else { wait };
+            return Err(PushError::RateLimited { message, retry_after });
+        }
+        let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
+        let flushing = self.metrics.flushing_bytes.load(Ordering::Relaxed);
+        if inflight + body.len() as u64 > self.cfg.max_inflight_bytes || flushing > self.cfg.max_flushing_bytes {
+            refuse(RefuseReason::Overloaded, summary.spans);
+            return Err(PushError::Overloaded(format!(
+                "ingest is behind ({inflight} bytes in flight, {flushing} bytes of blocks waiting to be written); retry later"
+            )));
+        }
+        let (body, accepted, rejected, message) = self.admit_traces(tenant, body, &summary)?;
+        self.metrics.inflight_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        let len = body.len() as u64;
+        let res = self.wal.append(tenant.clone(), KIND_OTLP, body).await;
+        self.metrics.inflight_bytes.fetch_sub(len, Ordering::Relaxed);
+        match res {
+            Ok(_) => {
+                let c = self.metrics.tenant(tenant);
+                c.spans_received.fetch_add(u64::from(accepted), Ordering::Relaxed);
+                c.bytes_received.fetch_add(len, Ordering::Relaxed);
+                if rejected > 0 {
+                    refuse(RefuseReason::TraceTooLarge, rejected);
+                }
+                Ok(PushOutcome { accepted_spans: accepted, rejected_spans: rejected, message })
+            }
+            Err(e) => {
+                refuse(RefuseReason::Internal, summary.spans);
+                Err(PushError::Internal(format!("writing the wal failed: {e}")))
+            }
+        }
+    }
+
+    /// Applies the maximum trace size; returns the (possibly filtered) body and counts.
+    fn admit_traces(&self, tenant: &Arc<str>, body: Bytes, summary: &RequestSummary) -> Result<(Bytes, u32, u32, String), PushError> {
+        if self.cfg.max_trace_bytes == 0 {
+            return Ok((body, summary.spans, 0, String::new()));
+        }
+        let runs: Vec<([u8; 16], u64)> = summary.runs.iter().map(|r| (r.trace_id, u64::from(r.bytes))).collect();
+        let mut admitted = Vec::with_capacity(runs.len());
+        self.trace_sizes.admit(tenant, &runs, self.cfg.max_trace_bytes, &mut admitted);
+        if admitted.iter().all(|&a| a) {
+            return Ok((body, summary.spans, 0, String::new()));
+        }
+        let mut keep = Vec::with_capacity(summary.spans as usize);
+        let mut rejected = 0u32;
+        let mut first_bad = None;
+        for (run, ok) in summary.runs.iter().zip(&admitted) {
+            for _ in 0..run.spans {
+                keep.push(*ok);
+            }
+            if !ok {
+                rejected += run.spans;
+                first_bad.get_or_insert(run.trace_id);
+            }
+        }
+        let message = format!(
+            "trace too large: {rejected} spans refused because their traces (first: {}) exceed the maximum trace size of {} bytes",
+            hex(&first_bad.unwrap_or_default()),
+            self.cfg.max_trace_bytes
+        );
+        if rejected == summary.spans {
+            self.metrics.refused(tenant, RefuseReason::TraceTooLarge, u64::from(rejected));
+            return Err(PushError::TraceTooLarge { message, rejected });
+        }
+        let filtered = weft_otlp::scan::filter_request(&body, |i| keep[i]).map_err(|e| PushError::Internal(e.to_string()))?;
+        Ok((Bytes::from(filtered), summary.spans - rejected, rejected, message))
+    }
+
+    /// Waits until every acknowledged record is in the head (bounded).
+    async fn catch_up(&self) {
+        let target = self.wal_stats.committed_groups.load(Ordering::Acquire);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Returns the spans of a trace from the head and the blocks, de-duplicated and ordered by
+    /// start time. `range` (Unix seconds, inclusive) restricts which blocks are read.
+    pub async fn find_trace(&self, tenant: &str, id: &[u8; 16], range: Option<(u64, u64)>) -> Result<Vec<SpanRow>, QueryError> {
+        self.catch_up().await;
+        let mut rows = self.head.find_trace(tenant, id);
+        for b in self.blocks.of(tenant) {
+            if let Some((start, end)) = range {
+                let (lo, hi) = (b.meta.min_start_unix_nano / 1_000_000_000, b.meta.max_end_unix_nano / 1_000_000_000);
+                if hi < start || lo > end {
+                    continue;
+                }
+            }
+            rows.extend(b.find_trace(&*self.storage, id).await?);
+        }
+        dedup_spans(&mut rows);
+        Ok(rows)
+    }
+
+    /// Syncs the WAL and stops accepting writes. The head is not cut: the WAL replays it.
+    pub async fn shutdown(&self) {
+        self.wal.shutdown().await;
+    }
+
+    /// Cuts the head now and waits until its blocks are written (for tests and tools).
+    pub async fn flush(&self) {
+        self.catch_up().await;
+        if let Some(cut) = self.head.cut() {
+            let opts = WriteOptions { row_group_rows: self.cfg.row_group_rows, ..Default::default() };
+            for (tenant, cols) in &cut.tenants {
+                if let Ok(meta) = weft_block::write_block(&*self.storage, cols, tenant, Some(cut.wal_end), &opts).await
+                    && let Ok(b) = Block::open(&*self.storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
+                {
+                    self.blocks.add(Arc::new(b));
+                }
+            }
+            self.head.finish(&cut);
+            self.wal.truncate_before(WalPos { segment: cut.wal_end.segment, offset: cut.wal_end.offset });
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Writes one block per tenant of a cut, retrying failed writes until they succeed.
+fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, storage: &dyn Storage, blocks: &BlockSet, metrics: &IngestMetrics, opts: &WriteOptions) {
+    for (tenant, cols) in &cut.tenants {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let started = Instant::now();
+            let res = rt.block_on(async {
+                let meta = weft_block::write_block(storage, cols, tenant, Some(cut.wal_end), opts).await?;
+                Block::open(storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
+            });
+            match res {
+                Ok(b) => {
+                    metrics.blocks_written.fetch_add(1, Ordering::Relaxed);
+                    metrics.block_bytes_written.fetch_add(b.meta.size_bytes, Ordering::Relaxed);
+                    metrics.block_spans_written.fetch_add(b.meta.span_count, Ordering::Relaxed);
+                    metrics.block_write_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, traces = b.meta.trace_count, bytes = b.meta.size_bytes, elapsed_ms = started.elapsed().as_millis() as u64, "block written");
+                    blocks.add(Arc::new(b));
+                    metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
+                    break;
+                }
+                Err(e) => {
+                    metrics.block_write_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(tenant = %tenant, error = %e, retry_in_ms = delay.as_millis() as u64, "block write failed; retrying");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}

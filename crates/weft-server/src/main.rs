@@ -1,1 +1,138 @@
-fn main() {}
+//! The `weft` binary. With no subcommand it runs every role in one process: OTLP receivers,
+//! the WAL and head, block building, and the query API.
+
+mod api;
+mod config;
+mod grpc;
+mod http_otlp;
+mod loadgen;
+mod tenant;
+
+use anyhow::Context;
+use axum::Router;
+use axum::routing::{get, post};
+use clap::Parser;
+use config::{Cli, Command, Config, LogFormat};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use weft_ingest::{Ingest, IngestConfig, head::CutPolicy};
+
+/// What every handler shares.
+pub struct AppState {
+    pub cfg: Arc<Config>,
+    pub tenants: tenant::Tenants,
+    pub ingest: Arc<Ingest>,
+    pub trace_latency: api::Histogram,
+    pub started: Instant,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Loadgen(args)) => loadgen::main(args),
+        None => serve(&cli.server),
+    };
+    if let Err(e) = result {
+        eprintln!("weft: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(cfg: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cfg.log_level));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cfg.log_format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+fn serve(flags: &config::ServerFlags) -> anyhow::Result<()> {
+    let cfg = Config::load(flags)?;
+    init_logging(&cfg);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weft").build()?;
+    rt.block_on(run(cfg))
+}
+
+async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let addr = format!("{host}:{port}");
+    tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr} for {what}"))
+}
+
+async fn shutdown_signal(tx: watch::Sender<bool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM; shutting down"),
+        _ = int.recv() => tracing::info!("received SIGINT; shutting down"),
+    }
+    let _ = tx.send(true);
+}
+
+async fn run(cfg: Config) -> anyhow::Result<()> {
+    let cfg = Arc::new(cfg);
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
+    let storage: Arc<dyn weft_storage::Storage> = Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
+    let icfg = IngestConfig {
+        data_dir: cfg.data_dir.clone(),
+        fsync: cfg.fsync_policy(),
+        cut: CutPolicy { max_age: Duration::from_secs_f64(cfg.block_max_age), max_spans: cfg.block_max_spans, max_bytes: cfg.block_max_bytes },
+        max_trace_bytes: cfg.max_trace_bytes,
+        rate_bytes: cfg.ingestion_rate_bytes,
+        burst_bytes: cfg.ingestion_burst_bytes,
+        ..IngestConfig::default()
+    };
+    let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
+    let state = Arc::new(AppState { cfg: cfg.clone(), tenants: tenant::Tenants::new(&cfg), ingest: ingest.clone(), trace_latency: api::Histogram::latency(), started: Instant::now() });
+
+    let api_l = bind(&cfg.listen_host, cfg.http_port, "the query API").await?;
+    let otlp_http_l = bind(&cfg.listen_host, cfg.otlp_http_port, "OTLP/HTTP").await?;
+    let grpc_addr: SocketAddr = format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port).parse().context("parsing the OTLP/gRPC listen address")?;
+    let grpc_l = bind(&cfg.listen_host, cfg.otlp_grpc_port, "OTLP/gRPC").await?;
+
+    let api = Router::new()
+        .route("/api/traces/{id}", get(api::trace_v1))
+        .route("/api/v2/traces/{id}", get(api::trace_v2))
+        .route("/api/echo", get(api::echo))
+        .route("/ready", get(api::ready))
+        .route("/api/status/buildinfo", get(api::buildinfo))
+        .route("/metrics", get(api::metrics))
+        .fallback(api::not_found)
+        .with_state(state.clone());
+    let otlp_http = Router::new()
+        .route("/v1/traces", post(http_otlp::export))
+        .fallback(api::not_found)
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state.clone());
+
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(shutdown_signal(tx));
+    let wait = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    tracing::info!(
+        data_dir = %cfg.data_dir.display(),
+        query = %format!("http://{}:{}", cfg.listen_host, cfg.http_port),
+        otlp_grpc = %grpc_addr,
+        otlp_http = %format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port),
+        fsync = ?cfg.fsync,
+        multitenancy = cfg.multitenancy,
+        "weft is ready"
+    );
+    let grpc = tonic::transport::Server::builder()
+        .add_service(grpc::TraceService::new(state.clone()))
+        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)), wait(rx.clone()));
+    let api_srv = axum::serve(api_l, api).with_graceful_shutdown(wait(rx.clone()));
+    let http_srv = axum::serve(otlp_http_l, otlp_http).with_graceful_shutdown(wait(rx.clone()));
+    let (a, b, c) = tokio::join!(api_srv, http_srv, grpc);
+    a.context("query API server")?;
+    b.context("OTLP/HTTP server")?;
+    c.context("OTLP/gRPC server")?;
+    ingest.shutdown().await;
+    tracing::info!("weft stopped cleanly");
+    Ok(())
+}
+

@@ -1,0 +1,172 @@
+//! The head: spans that are durable in the WAL but not yet in a block.
+//!
+//! The WAL writer thread hands durable records to the *builder* thread, which decodes them into
+//! per-tenant [`SpanColumns`]. When the head reaches its size or age limit the builder *cuts* it:
+//! every tenant's columns move into a [`Cut`], which stays readable while the *flusher* thread
+//! encodes and writes one block per tenant. Once all of a cut's blocks are written, the cut
+//! leaves the head and WAL segments it covers are deleted.
+//!
+//! **Invariant:** every acknowledged span is in exactly one of: the active head, a cut being
+//! flushed, or a written block (transiently in both a cut and its block; readers de-duplicate).
+
+use crate::metrics::IngestMetrics;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use weft_block::columns::SpanColumns;
+use weft_block::meta::WalPosition;
+use weft_block::row::SpanRow;
+use weft_wal::{CommitSink, Record, WalPos};
+
+/// A frozen head, being written as blocks.
+#[derive(Debug)]
+pub struct Cut {
+    pub tenants: Vec<(Arc<str>, SpanColumns)>,
+    /// Every record before this position is in this cut or an earlier one.
+    pub wal_end: WalPosition,
+    pub bytes: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct HeadState {
+    pub active: HashMap<Arc<str>, SpanColumns>,
+    pub flushing: Vec<Arc<Cut>>,
+    opened: Option<Instant>,
+    last_pos: Option<WalPos>,
+    spans: usize,
+}
+
+/// When the head is cut.
+#[derive(Debug, Clone)]
+pub struct CutPolicy {
+    pub max_age: Duration,
+    pub max_spans: usize,
+    pub max_bytes: usize,
+}
+
+/// The head, shared by the builder, the flusher and readers.
+#[derive(Debug)]
+pub struct Head {
+    pub state: RwLock<HeadState>,
+    /// Record groups applied by the builder; compared with the WAL's committed groups so a
+    /// reader sees every acknowledged span.
+    pub applied_groups: AtomicU64,
+    metrics: Arc<IngestMetrics>,
+}
+
+impl Head {
+    pub fn new(metrics: Arc<IngestMetrics>) -> Self {
+        Head { state: RwLock::new(HeadState::default()), applied_groups: AtomicU64::new(0), metrics }
+    }
+
+    /// Decodes one durable record into the head. Used by replay and by the builder.
+    pub fn apply(&self, rec: &Record) {
+        let mut st = self.state.write();
+        if rec.kind == weft_wal::KIND_OTLP {
+            let cols = st.active.entry(rec.tenant.clone()).or_default();
+            let before = cols.len();
+            if let Err(e) = cols.push_request(&rec.payload) {
+                // Requests are validated before they reach the WAL; this is corruption.
+                tracing::error!(tenant = %rec.tenant, segment = rec.pos.segment, offset = rec.pos.offset, error = %e, "skipping undecodable wal record");
+            }
+            let added = cols.len() - before;
+            st.spans += added;
+            if st.opened.is_none() && added > 0 {
+                st.opened = Some(Instant::now());
+            }
+        }
+        st.last_pos = Some(rec.pos);
+    }
+
+    fn should_cut(&self, p: &CutPolicy) -> bool {
+        let st = self.state.read();
+        if st.spans == 0 {
+            return false;
+        }
+        let bytes: usize = st.active.values().map(|c| c.memory_bytes()).sum();
+        self.metrics.head_spans.store(st.spans as u64, Ordering::Relaxed);
+        self.metrics.head_bytes.store(bytes as u64, Ordering::Relaxed);
+        st.spans >= p.max_spans || bytes >= p.max_bytes || st.opened.is_some_and(|o| o.elapsed() >= p.max_age)
+    }
+
+    /// Freezes the active head into a cut, or returns `None` if it is empty.
+    pub fn cut(&self) -> Option<Arc<Cut>> {
+        let mut st = self.state.write();
+        if st.spans == 0 {
+            return None;
+        }
+        let pos = st.last_pos.expect("a non-empty head has a position");
+        let tenants: Vec<(Arc<str>, SpanColumns)> = st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
+        let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
+        let cut = Arc::new(Cut { tenants, wal_end: WalPosition { segment: pos.segment, offset: pos.offset + 1 }, bytes });
+        st.flushing.push(cut.clone());
+        st.spans = 0;
+        st.opened = None;
+        self.metrics.flushing_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.metrics.head_spans.store(0, Ordering::Relaxed);
+        self.metrics.head_bytes.store(0, Ordering::Relaxed);
+        Some(cut)
+    }
+
+    /// Drops a cut whose blocks are all written.
+    pub fn finish(&self, cut: &Arc<Cut>) {
+        self.state.write().flushing.retain(|c| !Arc::ptr_eq(c, cut));
+        self.metrics.flushing_bytes.fetch_sub(cut.bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Copies out the head's spans of one trace (active head and cuts being flushed).
+    pub fn find_trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        let st = self.state.read();
+        let mut out = Vec::new();
+        if let Some(c) = st.active.get(tenant) {
+            out.extend(c.rows_of(id).into_iter().map(|r| c.row(r)));
+        }
+        for cut in &st.flushing {
+            for (t, c) in &cut.tenants {
+                if &**t == tenant {
+                    out.extend(c.rows_of(id).into_iter().map(|r| c.row(r)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The WAL's sink: queues durable record groups for the builder thread. The queue is bounded,
+/// so a builder that falls behind slows the WAL writer, which raises in-flight bytes until
+/// receivers refuse work.
+pub struct BuilderSink(pub mpsc::SyncSender<Vec<Record>>);
+
+impl CommitSink for BuilderSink {
+    fn committed(&mut self, records: Vec<Record>) {
+        if self.0.send(records).is_err() {
+            tracing::error!("head builder stopped; durable records will be applied on replay");
+        }
+    }
+}
+
+/// Runs the builder: applies record groups and cuts the head by policy. Returns when the WAL
+/// side of the channel closes.
+pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(group) => {
+                for rec in &group {
+                    head.apply(rec);
+                }
+                head.applied_groups.fetch_add(1, Ordering::Release);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        if head.should_cut(&policy)
+            && let Some(cut) = head.cut()
+            && cuts.send(cut).is_err()
+        {
+            return;
+        }
+    }
+}

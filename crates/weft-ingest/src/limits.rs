@@ -1,0 +1,155 @@
+//! Per-tenant limits: ingestion rate (token bucket, bytes) and live trace size.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_block::hash::FastMap;
+
+/// A token bucket refilled at `rate` bytes per second up to `burst`.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// Rate limiting per tenant. A rate of 0 disables the limit.
+#[derive(Debug)]
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<Arc<str>, Bucket>>,
+}
+
+impl RateLimiter {
+    pub fn new(rate_bytes: u64, burst_bytes: u64) -> Self {
+        let burst = if burst_bytes == 0 { rate_bytes.saturating_mul(2) } else { burst_bytes };
+        RateLimiter { rate: rate_bytes as f64, burst: burst as f64, buckets: Mutex::new(HashMap::new()) }
+    }
+
+    /// Takes `bytes` from the tenant's bucket, or returns how long until they would be there.
+    /// A request larger than the burst can never pass and waits `Duration::MAX`.
+    pub fn try_take(&self, tenant: &Arc<str>, bytes: usize) -> Result<(), Duration> {
+        if self.rate <= 0.0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut map = self.buckets.lock();
+        let b = map.entry(tenant.clone()).or_insert(Bucket { tokens: self.burst, last: now });
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
+        b.last = now;
+        let need = bytes as f64;
+        if need > self.burst {
+            return Err(Duration::MAX);
+        }
+        if b.tokens >= need {
+            b.tokens -= need;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((need - b.tokens) / self.rate))
+        }
+    }
+}
+
+/// Bytes seen per live trace, per tenant, to enforce the maximum trace size.
+///
+/// A trace is live for between one and two windows after its last span; then its count is
+/// forgotten (as in Tempo, where the limit applies to traces still in the ingester).
+#[derive(Debug)]
+pub struct TraceSizes {
+    window: Duration,
+    inner: Mutex<TraceSizesInner>,
+}
+
+#[derive(Debug)]
+struct TraceSizesInner {
+    rotated: Instant,
+    current: HashMap<Arc<str>, FastMap<[u8; 16], u64>>,
+    previous: HashMap<Arc<str>, FastMap<[u8; 16], u64>>,
+}
+
+impl TraceSizes {
+    pub fn new(window: Duration) -> Self {
+        TraceSizes {
+            window,
+            inner: Mutex::new(TraceSizesInner { rotated: Instant::now(), current: HashMap::new(), previous: HashMap::new() }),
+        }
+    }
+
+    /// For each run `(trace_id, bytes)`, adds the bytes if the trace stays within `max`, and
+    /// reports whether it was admitted. Runs of one trace are admitted or refused together.
+    pub fn admit(&self, tenant: &Arc<str>, runs: &[([u8; 16], u64)], max: u64, admitted: &mut Vec<bool>) {
+        admitted.clear();
+        let mut g = self.inner.lock();
+        if g.rotated.elapsed() >= self.window {
+            let cur = std::mem::take(&mut g.current);
+            g.previous = cur;
+            g.rotated = Instant::now();
+        }
+        let prev_total = |g: &TraceSizesInner, id: &[u8; 16]| g.previous.get(tenant).and_then(|m| m.get(id)).copied().unwrap_or(0);
+        for (id, bytes) in runs {
+            let before = prev_total(&g, id);
+            let cur = g.current.entry(tenant.clone()).or_default().entry(*id).or_insert(0);
+            if before + *cur + bytes > max {
+                admitted.push(false);
+            } else {
+                *cur += bytes;
+                admitted.push(true);
+            }
+        }
+    }
+}
+
+/// Tenant IDs follow the Cortex/Tempo rules: 1–150 characters from `[A-Za-z0-9!-_.*'()]`,
+/// and not `.` or `..`.
+pub fn validate_tenant(t: &str) -> Result<(), String> {
+    if t.is_empty() || t.len() > 150 {
+        return Err(format!("tenant id must be 1 to 150 characters, got {}", t.len()));
+    }
+    if t == "." || t == ".." {
+        return Err(format!("tenant id {t:?} is not allowed"));
+    }
+    if let Some(c) = t.chars().find(|c| !(c.is_ascii_alphanumeric() || "!-_.*'()".contains(*c))) {
+        return Err(format!("tenant id contains unsupported character {c:?}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limiter_refuses_past_burst_and_refills() {
+        let rl = RateLimiter::new(1000, 2000);
+        let t: Arc<str> = Arc::from("a");
+        assert!(rl.try_take(&t, 1500).is_ok());
+        let wait = rl.try_take(&t, 1500).unwrap_err();
+        assert!(wait > Duration::from_millis(500) && wait <= Duration::from_secs(1));
+        assert_eq!(rl.try_take(&t, 5000), Err(Duration::MAX));
+        assert!(rl.try_take(&Arc::from("b"), 1500).is_ok(), "tenants have separate buckets");
+        assert!(RateLimiter::new(0, 0).try_take(&t, usize::MAX).is_ok());
+    }
+
+    #[test]
+    fn trace_sizes_admit_until_the_limit() {
+        let ts = TraceSizes::new(Duration::from_secs(60));
+        let t: Arc<str> = Arc::from("a");
+        let mut adm = Vec::new();
+        ts.admit(&t, &[([1; 16], 60), ([2; 16], 10)], 100, &mut adm);
+        assert_eq!(adm, vec![true, true]);
+        ts.admit(&t, &[([1; 16], 50), ([2; 16], 50)], 100, &mut adm);
+        assert_eq!(adm, vec![false, true]);
+        ts.admit(&Arc::from("b"), &[([1; 16], 100)], 100, &mut adm);
+        assert_eq!(adm, vec![true]);
+    }
+
+    #[test]
+    fn tenant_rules() {
+        assert!(validate_tenant("team-a_1.prod").is_ok());
+        assert!(validate_tenant("").is_err());
+        assert!(validate_tenant("..").is_err());
+        assert!(validate_tenant("a/b").is_err());
+        assert!(validate_tenant(&"x".repeat(151)).is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! Configuration: YAML file (`--config`), overridden by flags and `WEFT_*` variables.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about = "weft: a fast, cheap distributed tracing backend (OTLP in; Tempo-compatible queries out)")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub server: ServerFlags,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate OTLP gRPC load against a weft (or any OTLP) endpoint and report throughput.
+    Loadgen(crate::loadgen::LoadgenArgs),
+}
+
+/// Which roles this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Every role in one process (the default).
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fsync {
+    /// fsync the WAL before acknowledging each request (group commit shares the cost). Nothing
+    /// acknowledged is lost, even on power failure.
+    Always,
+    /// fsync at most every `fsync_interval_ms`; acknowledge after the write. A power failure
+    /// may lose the last interval; a process crash loses nothing.
+    Interval,
+    /// Never fsync explicitly. Fastest; a power failure may lose whatever the OS had not
+    /// written back.
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Server flags. Every flag also reads a `WEFT_*` variable and overrides the config file.
+#[derive(Debug, Args, Default)]
+pub struct ServerFlags {
+    /// YAML configuration file; flags and WEFT_* variables override its values.
+    #[arg(long, env = "WEFT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Role to run.
+    #[arg(long, env = "WEFT_TARGET", value_enum)]
+    pub target: Option<Target>,
+    /// Directory for the WAL and blocks [default: ./weft-data].
+    #[arg(long, env = "WEFT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address every port listens on [default: 127.0.0.1].
+    #[arg(long, env = "WEFT_LISTEN_HOST")]
+    pub listen_host: Option<String>,
+    /// OTLP gRPC port [default: 4317].
+    #[arg(long, env = "WEFT_OTLP_GRPC_PORT")]
+    pub otlp_grpc_port: Option<u16>,
+    /// OTLP HTTP port [default: 4318].
+    #[arg(long, env = "WEFT_OTLP_HTTP_PORT")]
+    pub otlp_http_port: Option<u16>,
+    /// Tempo-compatible query API, /metrics and /ready [default: 3200].
+    #[arg(long, env = "WEFT_HTTP_PORT")]
+    pub http_port: Option<u16>,
+    /// Require X-Scope-OrgID on every request; otherwise every request is tenant "single-tenant".
+    #[arg(long, env = "WEFT_MULTITENANCY", num_args = 0..=1, default_missing_value = "true")]
+    pub multitenancy: Option<bool>,
+    /// WAL fsync policy [default: always].
+    #[arg(long, env = "WEFT_FSYNC", value_enum)]
+    pub fsync: Option<Fsync>,
+    /// With --fsync interval: milliseconds between syncs [default: 100].
+    #[arg(long, env = "WEFT_FSYNC_INTERVAL_MS")]
+    pub fsync_interval_ms: Option<u64>,
+    /// Cut a block once the oldest span in the head is this many seconds old [default: 30].
+    #[arg(long, env = "WEFT_BLOCK_MAX_AGE")]
+    pub block_max_age: Option<f64>,
+    /// Cut a block once the head holds this many spans [default: 200000].
+    #[arg(long, env = "WEFT_BLOCK_MAX_SPANS")]
+    pub block_max_spans: Option<usize>,
+    /// Cut a block once the head holds about this many bytes of memory [default: 33554432].
+    #[arg(long, env = "WEFT_BLOCK_MAX_BYTES")]
+    pub block_max_bytes: Option<usize>,
+    /// Largest accepted request body, before decompression [default: 16777216].
+    #[arg(long, env = "WEFT_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<usize>,
+    /// Largest accepted request after decompression [default: 67108864].
+    #[arg(long, env = "WEFT_MAX_DECOMPRESSED_BYTES")]
+    pub max_decompressed_bytes: Option<usize>,
+    /// Largest trace, in encoded bytes, while it is live; 0 disables [default: 5242880].
+    #[arg(long, env = "WEFT_MAX_TRACE_BYTES")]
+    pub max_trace_bytes: Option<u64>,
+    /// Per-tenant ingestion rate in bytes per second; 0 disables [default: 0].
+    #[arg(long, env = "WEFT_INGESTION_RATE_BYTES")]
+    pub ingestion_rate_bytes: Option<u64>,
+    /// Per-tenant ingestion burst in bytes [default: twice the rate].
+    #[arg(long, env = "WEFT_INGESTION_BURST_BYTES")]
+    pub ingestion_burst_bytes: Option<u64>,
+    /// Log format [default: text].
+    #[arg(long, env = "WEFT_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log level filter, e.g. info or weft=debug [default: info].
+    #[arg(long, env = "WEFT_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// The resolved configuration. Field names are the YAML keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub target: Target,
+    pub data_dir: PathBuf,
+    pub listen_host: String,
+    pub otlp_grpc_port: u16,
+    pub otlp_http_port: u16,
+    pub http_port: u16,
+    pub multitenancy: bool,
+    /// Bearer token → tenant. When non-empty, every request needs a listed token.
+    pub auth_tokens: BTreeMap<String, String>,
+    pub fsync: Fsync,
+    pub fsync_interval_ms: u64,
+    pub block_max_age: f64,
+    pub block_max_spans: usize,
+    pub block_max_bytes: usize,
+    pub max_request_bytes: usize,
+    pub max_decompressed_bytes: usize,
+    pub max_trace_bytes: u64,
+    pub ingestion_rate_bytes: u64,
+    pub ingestion_burst_bytes: u64,
+    pub log_format: LogFormat,
+    pub log_level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            target: Target::All,
+            data_dir: PathBuf::from("weft-data"),
+            listen_host: "127.0.0.1".into(),
+            otlp_grpc_port: 4317,
+            otlp_http_port: 4318,
+            http_port: 3200,
+            multitenancy: false,
+            auth_tokens: BTreeMap::new(),
+            fsync: Fsync::Always,
+            fsync_interval_ms: 100,
+            block_max_age: 30.0,
+            block_max_spans: 200_000,
+            block_max_bytes: 32 << 20,
+            max_request_bytes: 16 << 20,
+            max_decompressed_bytes: 64 << 20,
+            max_trace_bytes: 5 << 20,
+            ingestion_rate_bytes: 0,
+            ingestion_burst_bytes: 0,
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads the config file (if any) and applies flags over it.
+    pub fn load(flags: &ServerFlags) -> anyhow::Result<Config> {
+        let mut c = match &flags.config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
+                serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("parsing config {}: {e}", p.display()))?
+            }
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = flags.$f.clone() { c.$f = v; } )* };
+        }
+        set!(target, data_dir, listen_host, otlp_grpc_port, otlp_http_port, http_port, multitenancy, fsync, fsync_interval_ms,
+            block_max_age, block_max_spans, block_max_bytes, max_request_bytes, max_decompressed_bytes, max_trace_bytes,
+            ingestion_rate_bytes, ingestion_burst_bytes, log_format, log_level);
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.block_max_age > 0.0 && self.block_max_age.is_finite(), "block_max_age must be a positive number of seconds");
+        anyhow::ensure!(self.block_max_spans > 0, "block_max_spans must be positive");
+        anyhow::ensure!(self.max_request_bytes > 0, "max_request_bytes must be positive");
+        anyhow::ensure!(
+            self.max_decompressed_bytes >= self.max_request_bytes,
+            "max_decompressed_bytes ({}) must be at least max_request_bytes ({})",
+            self.max_decompressed_bytes,
+            self.max_request_bytes
+        );
+        for t in self.auth_tokens.values() {
+            weft_ingest::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
+        }
+        Ok(())
+    }
+
+    pub fn fsync_policy(&self) -> weft_wal::FsyncPolicy {
+        match self.fsync {
+            Fsync::Always => weft_wal::FsyncPolicy::Always,
+            Fsync::Interval => weft_wal::FsyncPolicy::Interval(Duration::from_millis(self.fsync_interval_ms.max(1))),
+            Fsync::Never => weft_wal::FsyncPolicy::Never,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("weft.yaml");
+        std::fs::write(&p, "http_port: 9999\nmultitenancy: true\nblock_max_spans: 10\n").unwrap();
+        let flags = ServerFlags { config: Some(p.clone()), http_port: Some(1234), ..Default::default() };
+        let c = Config::load(&flags).unwrap();
+        assert_eq!(c.http_port, 1234);
+        assert!(c.multitenancy);
+        assert_eq!(c.block_max_spans, 10);
+        assert_eq!(c.otlp_grpc_port, 4317);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.yaml");
+        std::fs::write(&p, "no_such_key: 1\n").unwrap();
+        let err = Config::load(&ServerFlags { config: Some(p), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("no_such_key"), "{err}");
+        let err = Config::load(&ServerFlags { block_max_age: Some(-1.0), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("block_max_age"));
+    }
+}

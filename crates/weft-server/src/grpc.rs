@@ -1,0 +1,159 @@
+//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+//!
+//! Hand-written instead of generated so the request stays bytes: the codec below hands the
+//! encoded message to the ingest path without decoding it (marshal once).
+
+use crate::AppState;
+use bytes::{Buf, BufMut, Bytes};
+use prost::Message;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder, EnabledCompressionEncodings};
+use tonic::{Code, Status};
+use weft_ingest::PushError;
+use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+
+/// A codec that moves message bytes without decoding them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCodec;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawEncoder;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawDecoder;
+
+impl Encoder for RawEncoder {
+    type Item = Bytes;
+    type Error = Status;
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawDecoder {
+    type Item = Bytes;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+/// The TraceService server.
+#[derive(Clone)]
+pub struct TraceService {
+    state: Arc<AppState>,
+}
+
+impl TraceService {
+    pub fn new(state: Arc<AppState>) -> Self {
+        TraceService { state }
+    }
+}
+
+impl tonic::server::NamedService for TraceService {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+}
+
+struct Export(Arc<AppState>);
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl tonic::server::UnaryService<Bytes> for Export {
+    type Response = Bytes;
+    type Future = BoxFut<Result<tonic::Response<Bytes>, Status>>;
+
+    fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
+        let state = self.0.clone();
+        Box::pin(async move {
+            let headers = req.metadata().clone().into_headers();
+            let tenant = state.tenants.resolve(&headers).map_err(|e| {
+                state.ingest.metrics.refused("unknown", weft_ingest::metrics::RefuseReason::Unauthorized, 1);
+                Status::unauthenticated(e.0)
+            })?;
+            let body = req.into_inner();
+            match state.ingest.push(&tenant, body).await {
+                Ok(out) => {
+                    let resp = ExportTraceServiceResponse {
+                        partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
+                            rejected_spans: i64::from(out.rejected_spans),
+                            error_message: out.message,
+                        }),
+                    };
+                    Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
+                }
+                Err(PushError::TraceTooLarge { message, rejected }) => {
+                    // Every span was refused. OTLP answers that with a partial success naming
+                    // the count, so clients log it and do not retry.
+                    let resp = ExportTraceServiceResponse {
+                        partial_success: Some(ExportTracePartialSuccess { rejected_spans: i64::from(rejected), error_message: message }),
+                    };
+                    Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
+                }
+                Err(e) => Err(push_status(e)),
+            }
+        })
+    }
+}
+
+/// Maps a refusal to the gRPC status OTLP clients expect.
+pub fn push_status(e: PushError) -> Status {
+    match e {
+        PushError::Invalid(m) => Status::invalid_argument(m),
+        PushError::TraceTooLarge { message, .. } => Status::invalid_argument(message),
+        PushError::RateLimited { message, .. } => Status::resource_exhausted(message),
+        PushError::Overloaded(m) => Status::unavailable(m),
+        PushError::Internal(m) => Status::unavailable(m),
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFut<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            if req.uri().path() != weft_otlp::EXPORT_PATH {
+                return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
+            }
+            let mut accept = EnabledCompressionEncodings::default();
+            accept.enable(CompressionEncoding::Gzip);
+            let max = state.cfg.max_decompressed_bytes;
+            let mut grpc = tonic::server::Grpc::new(RawCodec)
+                .apply_compression_config(accept, EnabledCompressionEncodings::default())
+                .apply_max_message_size_config(Some(max), Some(4 << 20));
+            let mut resp = grpc.unary(Export(state.clone()), req).await;
+            // tonic reports an oversized message as OUT_OF_RANGE; gRPC servers conventionally
+            // (and SPEC §2) answer RESOURCE_EXHAUSTED, which OTLP exporters do not retry blindly.
+            let code = resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<i32>().ok());
+            if code == Some(Code::OutOfRange as i32) {
+                resp.headers_mut().insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
+                state.ingest.metrics.refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
+            }
+            Ok(resp)
+        })
+    }
+}

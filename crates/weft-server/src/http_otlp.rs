@@ -1,0 +1,180 @@
+//! OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
+
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use prost::Message;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_ingest::PushError;
+use weft_ingest::metrics::RefuseReason;
+use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+/// An OTLP/HTTP error: status, `google.rpc.Status` code and message, optional `Retry-After`.
+struct OtlpError {
+    status: StatusCode,
+    code: i32,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl OtlpError {
+    fn new(status: StatusCode, code: i32, message: impl Into<String>) -> Self {
+        OtlpError { status, code, message: message.into(), retry_after: None }
+    }
+
+    fn into_response(self, fmt: Format) -> Response {
+        let body = match fmt {
+            Format::Json => serde_json::json!({ "code": self.code, "message": self.message }).to_string().into_bytes(),
+            Format::Protobuf => {
+                // google.rpc.Status { int32 code = 1; string message = 2; }
+                let mut out = Vec::new();
+                weft_otlp::wire::put_varint_field(&mut out, 1, self.code as u32 as u64);
+                weft_otlp::wire::put_bytes(&mut out, 2, self.message.as_bytes());
+                out
+            }
+        };
+        let mut r = (self.status, body).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
+        if let Some(d) = self.retry_after {
+            let secs = d.as_secs_f64().ceil().max(1.0) as u64;
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        r
+    }
+}
+
+fn content_type(fmt: Format) -> HeaderValue {
+    HeaderValue::from_static(match fmt {
+        Format::Json => "application/json",
+        Format::Protobuf => "application/x-protobuf",
+    })
+}
+
+// google.rpc.Code values.
+const INVALID_ARGUMENT: i32 = 3;
+const RESOURCE_EXHAUSTED: i32 = 8;
+const UNAVAILABLE: i32 = 14;
+const UNAUTHENTICATED: i32 = 16;
+
+/// `POST /v1/traces`.
+pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mime = ctype.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let fmt = match mime.as_str() {
+        "application/x-protobuf" | "application/protobuf" => Format::Protobuf,
+        "application/json" => Format::Json,
+        _ => {
+            return OtlpError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                INVALID_ARGUMENT,
+                format!("unsupported content type {ctype:?}: use application/x-protobuf or application/json"),
+            )
+            .into_response(Format::Json);
+        }
+    };
+    match handle(&st, &headers, body, fmt).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(fmt),
+    }
+}
+
+async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> Result<Response, OtlpError> {
+    let metrics = &st.ingest.metrics;
+    let tenant = st.tenants.resolve(headers).map_err(|e| {
+        metrics.refused("unknown", RefuseReason::Unauthorized, 1);
+        OtlpError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, e.0)
+    })?;
+    let max = st.cfg.max_request_bytes;
+    let too_large = |what: String| {
+        metrics.refused(&tenant, RefuseReason::RequestTooLarge, 1);
+        OtlpError::new(StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED, what)
+    };
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok())
+        && len > max as u64
+    {
+        return Err(too_large(format!("request body of {len} bytes exceeds the maximum request size of {max} bytes")));
+    }
+    let raw = axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large(format!("request body exceeds the maximum request size of {max} bytes")))?;
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let data = match encoding.as_str() {
+        "" | "identity" => raw,
+        "gzip" | "x-gzip" => {
+            let cap = st.cfg.max_decompressed_bytes;
+            let mut out = Vec::with_capacity((raw.len() * 4).min(cap));
+            let n = flate2::read::MultiGzDecoder::new(&raw[..]).take(cap as u64 + 1).read_to_end(&mut out);
+            match n {
+                Ok(n) if n > cap => {
+                    return Err(too_large(format!("request decompresses to more than the maximum of {cap} bytes")));
+                }
+                Ok(_) => Bytes::from(out),
+                Err(e) => {
+                    metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                    return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, format!("invalid gzip body: {e}")));
+                }
+            }
+        }
+        other => {
+            return Err(OtlpError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                INVALID_ARGUMENT,
+                format!("unsupported content encoding {other:?}: use gzip or none"),
+            ));
+        }
+    };
+    let pb = match fmt {
+        Format::Protobuf => data,
+        Format::Json => match weft_otlp::json::request_from_json(&data) {
+            Ok(req) => Bytes::from(req.encode_to_vec()),
+            Err(e) => {
+                metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
+            }
+        },
+    };
+    match st.ingest.push(&tenant, pb).await {
+        Ok(out) => {
+            let resp = ExportTraceServiceResponse {
+                partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
+                    rejected_spans: i64::from(out.rejected_spans),
+                    error_message: out.message,
+                }),
+            };
+            let body = match fmt {
+                Format::Protobuf => resp.encode_to_vec(),
+                Format::Json => weft_otlp::json::response_to_json(&resp).to_string().into_bytes(),
+            };
+            let mut r = (StatusCode::OK, body).into_response();
+            r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
+            Ok(r)
+        }
+        Err(e) => Err(match e {
+            PushError::Invalid(m) => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m),
+            PushError::TraceTooLarge { message, .. } => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message),
+            PushError::RateLimited { message, retry_after } => OtlpError {
+                retry_after: Some(retry_after),
+                ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
+            },
+            PushError::Overloaded(m) => OtlpError {
+                retry_after: Some(Duration::from_secs(1)),
+                ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
+            },
+            PushError::Internal(m) => OtlpError {
+                retry_after: Some(Duration::from_secs(1)),
+                ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
+            },
+        }),
+    }
+}

@@ -1,0 +1,67 @@
+//! Which tenant a request belongs to.
+
+use crate::config::Config;
+use http::HeaderMap;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The tenant used when multi-tenancy is off (the Tempo convention).
+pub const SINGLE_TENANT: &str = "single-tenant";
+pub const ORG_HEADER: &str = "x-scope-orgid";
+
+/// Resolves tenants from headers.
+#[derive(Debug)]
+pub struct Tenants {
+    multitenancy: bool,
+    tokens: HashMap<String, Arc<str>>,
+    single: Arc<str>,
+}
+
+/// Why a request has no usable tenant; always answered with 401 / UNAUTHENTICATED.
+#[derive(Debug)]
+pub struct TenantError(pub String);
+
+
+impl std::fmt::Display for TenantError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TenantError {}
+
+impl Tenants {
+    pub fn new(cfg: &Config) -> Self {
+        Tenants {
+            multitenancy: cfg.multitenancy,
+            tokens: cfg.auth_tokens.iter().map(|(k, v)| (k.clone(), Arc::from(v.as_str()))).collect(),
+            single: Arc::from(SINGLE_TENANT),
+        }
+    }
+
+    /// Returns the request's tenant.
+    ///
+    /// With `auth_tokens` configured, the bearer token decides the tenant (a request without a
+    /// listed token is refused). Otherwise, with multi-tenancy on, `X-Scope-OrgID` names it;
+    /// with it off, every request is `single-tenant`.
+    pub fn resolve(&self, headers: &HeaderMap) -> Result<Arc<str>, TenantError> {
+        if !self.tokens.is_empty() {
+            let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let token = auth.strip_prefix("Bearer ").or_else(|| auth.strip_prefix("bearer ")).map(str::trim);
+            return match token.and_then(|t| self.tokens.get(t)) {
+                Some(t) => Ok(t.clone()),
+                None if token.is_none() => Err(TenantError("missing bearer token in the Authorization header".into())),
+                None => Err(TenantError("invalid bearer token".into())),
+            };
+        }
+        if !self.multitenancy {
+            return Ok(self.single.clone());
+        }
+        let Some(v) = headers.get(ORG_HEADER) else {
+            return Err(TenantError("no org id: the X-Scope-OrgID header is required when multi-tenancy is enabled".into()));
+        };
+        let t = v.to_str().map_err(|_| TenantError("X-Scope-OrgID is not valid ASCII".into()))?.trim();
+        weft_ingest::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
+        Ok(Arc::from(t))
+    }
+}

@@ -1,0 +1,335 @@
+"""Limits and bad input: the right refusal, a message naming the problem, counted in /metrics,
+and the server keeps running and keeps serving what it already stored."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import grpc
+import pytest
+
+from otlpdata import (
+    ExportTraceServiceRequest,
+    make_request,
+    make_span,
+    new_span_id,
+    new_trace_id,
+    to_otlp_json,
+)
+from weftlib import PROTOBUF, SINGLE_TENANT, parse_export_response
+
+REFUSED = "weft_spans_refused_total"
+
+
+def small_request(tid: bytes | None = None, n: int = 3, service: str = "limits"):
+    tid = tid or new_trace_id()
+    now = time.time_ns()
+    return make_request([make_span(tid, name=f"small-{i}", start=now + i) for i in range(n)],
+                        service=service)
+
+
+def padded_request(tid: bytes, n: int, pad: int, name: str = "padded"):
+    """n spans of trace tid, each carrying a `pad`-character attribute."""
+    now = time.time_ns()
+    return make_request([make_span(tid, name=f"{name}-{i}", start=now + i,
+                                   attributes={"pad": "x" * pad, "i": i}) for i in range(n)])
+
+
+def span_ids(td) -> set[bytes]:
+    return {sp.span_id for rs in td.resource_spans for ss in rs.scope_spans for sp in ss.spans}
+
+
+def all_span_ids(req) -> list[bytes]:
+    return [sp.span_id for rs in req.resource_spans for ss in rs.scope_spans for sp in ss.spans]
+
+
+def assert_still_serving(srv, tid: bytes, n: int) -> None:
+    srv.assert_alive()
+    r = srv.get("/ready")
+    assert r.status_code == 200, f"/ready -> {r.status_code} after refusals"
+    td = srv.fetch_trace(tid)
+    assert td is not None and len(span_ids(td)) == n, "an earlier trace is no longer served"
+
+
+def names_limit(text: str, number: int, flag: str) -> bool:
+    t = text.lower()
+    return str(number) in t or flag in t or flag.replace("-", "_") in t
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def test_request_body_limit(weft_factory):
+    limit = 65536
+    srv = weft_factory("--max-request-bytes", str(limit))
+    good = small_request()
+    srv.send(good)
+
+    big = padded_request(new_trace_id(), 4, 20_000)
+    body = big.SerializeToString()
+    assert len(body) > limit
+    r = srv.post_otlp(body)
+    assert r.status_code == 413, f"{len(body)}-byte body: {r.status_code} {r.content[:300]!r}"
+    assert names_limit(r.content.decode("utf-8", "replace"), limit, "max-request-bytes"), \
+        f"413 message does not name the limit: {r.content[:300]!r}"
+
+    r = srv.post_otlp(to_otlp_json(big))
+    assert r.status_code == 413, f"JSON body: {r.status_code} {r.content[:300]!r}"
+
+    # Chunked upload without Content-Length: the limit holds while streaming too.
+    def chunks():
+        for i in range(0, len(body), 8192):
+            yield body[i:i + 8192]
+    r = srv.http.post(srv.otlp_url, data=chunks(), headers={"Content-Type": PROTOBUF}, timeout=15)
+    assert r.status_code == 413, f"chunked body: {r.status_code} {r.content[:300]!r}"
+
+    with pytest.raises(grpc.RpcError) as e:
+        srv.grpc_export(big)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+    assert names_limit(e.value.details() or "", limit, "max-request-bytes"), e.value.details()
+
+    # Just under the limit is fine.
+    fits = padded_request(new_trace_id(), 2, 30_000)
+    assert len(fits.SerializeToString()) < limit
+    srv.send(fits)
+
+    assert srv.fetch_trace(big.resource_spans[0].scope_spans[0].spans[0].trace_id) is None
+    assert_still_serving(srv, good.resource_spans[0].scope_spans[0].spans[0].trace_id, 3)
+    assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="request_too_large") or 0) > 0
+
+
+def test_decompression_bomb(weft_factory):
+    limit = 1 << 20
+    srv = weft_factory("--max-decompressed-bytes", str(limit))
+    good = small_request()
+    srv.send(good, gzip_body=True)
+
+    bomb = padded_request(new_trace_id(), 1, 3 * limit)  # valid OTLP, 3 MiB inflated
+    raw = bomb.SerializeToString()
+    packed = gzip.compress(raw)
+    assert len(packed) < 64 * 1024 < limit < len(raw)
+    r = srv.post_otlp(packed, headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 413, f"gzip bomb: {r.status_code} {r.content[:300]!r}"
+    assert names_limit(r.content.decode("utf-8", "replace"), limit, "max-decompressed-bytes") \
+        or "decompress" in r.content.decode("utf-8", "replace").lower(), r.content[:300]
+
+    r = srv.post_otlp(gzip.compress(json.dumps(to_otlp_json(bomb)).encode()),
+                      content_type="application/json", headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 413, f"JSON gzip bomb: {r.status_code} {r.content[:300]!r}"
+
+    # A plain bomb of zeros (not even OTLP) is refused for its size, not parsed.
+    r = srv.post_otlp(gzip.compress(b"\0" * (8 * limit)), headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 413, f"zeros bomb: {r.status_code} {r.content[:300]!r}"
+
+    with pytest.raises(grpc.RpcError) as e:
+        srv.grpc_export(bomb, compression=grpc.Compression.Gzip)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+
+    assert srv.fetch_trace(bomb.resource_spans[0].scope_spans[0].spans[0].trace_id) is None
+    assert_still_serving(srv, good.resource_spans[0].scope_spans[0].spans[0].trace_id, 3)
+
+
+def test_trace_size_limit(weft_factory):
+    srv = weft_factory("--max-trace-bytes", "20000")
+    tid = new_trace_id()
+    first = padded_request(tid, 5, 1000, name="first")
+    srv.send(first)  # ~5.5 kB: fits
+
+    second = padded_request(tid, 30, 1000, name="second")  # ~33 kB more: only part fits
+    r = srv.post_otlp(second)
+    assert r.status_code == 200, f"partly too large trace: {r.status_code} {r.content[:300]!r}"
+    ps = parse_export_response(r).partial_success
+    assert 0 < ps.rejected_spans < 30, f"expected some of 30 spans rejected: {ps}"
+    assert "trace too large" in ps.error_message.lower(), ps.error_message
+    rejected = ps.rejected_spans
+
+    td = srv.fetch_trace(tid)
+    got = span_ids(td)
+    assert set(all_span_ids(first)) <= got, "spans stored before the limit was reached were lost"
+    assert len(got) == 5 + 30 - rejected, f"{len(got)} spans readable, expected {5 + 30 - rejected}"
+    assert got <= set(all_span_ids(first)) | set(all_span_ids(second))
+
+    third = padded_request(tid, 5, 1000, name="third")  # the trace is full: all refused
+    r = srv.post_otlp(third)
+    assert r.status_code == 400, f"all spans over the trace limit: {r.status_code} {r.content[:300]!r}"
+    assert b"trace too large" in r.content.lower(), r.content[:300]
+    assert span_ids(srv.fetch_trace(tid)) == got, "a refused request changed the stored trace"
+
+    # JSON: partial success in JSON, rejectedSpans as a string or a number.
+    jtid = new_trace_id()
+    r = srv.post_otlp(to_otlp_json(padded_request(jtid, 30, 1000, name="json")))
+    assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+    body = r.json()
+    jrej = int(body["partialSuccess"]["rejectedSpans"])
+    assert 0 < jrej < 30 and "trace too large" in body["partialSuccess"]["errorMessage"].lower(), body
+
+    # gRPC: OK with partial_success, also when every span is refused.
+    gtid = new_trace_id()
+    resp = srv.grpc_export(padded_request(gtid, 30, 1000, name="grpc"))
+    grej = resp.partial_success.rejected_spans
+    assert 0 < grej < 30 and "trace too large" in resp.partial_success.error_message.lower(), resp
+    resp = srv.grpc_export(padded_request(gtid, 4, 1000, name="grpc-full"))
+    assert resp.partial_success.rejected_spans == 4, resp
+    assert len(span_ids(srv.fetch_trace(gtid))) == 30 - grej
+
+    # One request mixing a full trace and a new small one: only the full trace's spans refused.
+    small_tid = new_trace_id()
+    mixed = padded_request(tid, 3, 1000, name="mixed-full")
+    mixed.resource_spans[0].scope_spans[0].spans.extend(
+        small_request(small_tid, 2).resource_spans[0].scope_spans[0].spans)
+    r = srv.post_otlp(mixed)
+    assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+    assert parse_export_response(r).partial_success.rejected_spans == 3
+    assert len(span_ids(srv.fetch_trace(small_tid))) == 2
+
+    total_refused = rejected + 5 + jrej + grej + 4 + 3
+    assert srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="trace_too_large") == total_refused
+    accepted = 5 + (30 - rejected) + (30 - jrej) + (30 - grej) + 2
+    assert srv.metric("weft_spans_received_total", tenant=SINGLE_TENANT) >= accepted
+
+    srv.restart()
+    assert span_ids(srv.fetch_trace(tid)) == got, "the trace changed across a restart"
+
+
+def test_rate_limit(weft_factory):
+    srv = weft_factory("--ingestion-rate-bytes", "2000", "--ingestion-burst-bytes", "20000")
+    req = padded_request(new_trace_id(), 4, 1000, name="rate")  # ~4.5 kB
+    ok = 0
+    limited = None
+    refused_spans = 0
+    for _ in range(20):
+        r = srv.post_otlp(make_fresh(req))
+        if r.status_code == 200:
+            ok += 1
+            continue
+        assert r.status_code == 429, f"over the rate: {r.status_code} {r.content[:300]!r}"
+        limited = r
+        refused_spans += 4
+        break
+    assert ok >= 1, "the burst allowance let no request through"
+    assert limited is not None, "20 requests of 4.5 kB against a 20 kB burst were never limited"
+    retry_after = limited.headers.get("Retry-After")
+    assert retry_after is not None and retry_after.strip().isdigit() and int(retry_after) >= 1, \
+        f"429 without a usable Retry-After: {retry_after!r}"
+
+    # The bucket is per tenant, shared by the receivers: gRPC is refused too.
+    code = None
+    for _ in range(20):
+        try:
+            srv.grpc_export(make_fresh(req))
+        except grpc.RpcError as e:
+            code = e.code()
+            refused_spans += 4
+            break
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, f"gRPC over the rate: {code}"
+
+    assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="rate_limited") or 0) > 0
+
+    # After waiting as told, the tenant may write again.
+    deadline = time.monotonic() + 20
+    wait = int(retry_after)
+    while True:
+        assert wait <= 15, f"Retry-After {wait}s for a 4.5 kB request at 2000 B/s"
+        time.sleep(wait + 0.2)
+        r = srv.post_otlp(make_fresh(req))
+        if r.status_code == 200:
+            break
+        assert r.status_code == 429, f"after Retry-After: {r.status_code} {r.content[:300]!r}"
+        assert time.monotonic() < deadline, "still limited 20 s after the first 429"
+        wait = int(r.headers.get("Retry-After", "1"))
+    srv.assert_alive()
+
+
+def make_fresh(req):
+    """The same request with new span IDs (so every request is new data)."""
+    out = type(req)()
+    out.CopyFrom(req)
+    for rs in out.resource_spans:
+        for ss in rs.scope_spans:
+            for sp in ss.spans:
+                sp.span_id = new_span_id()
+    return out
+
+
+MALFORMED_PROTOBUF = [
+    b"\x0a\x10\x01",                 # field 1 claims 16 bytes, 1 follows
+    b"\xff\xff\xff\xff\xff\xff",     # unterminated varint tag
+    b"\x0a\x04\x12\x05\x00\x00",     # nested length (5) overruns its parent (4)
+    b"\x0f\x00",                     # wire type 7 does not exist
+]
+
+
+def test_bad_input(weft_factory):
+    srv = weft_factory()
+    good = small_request(n=4)
+    good_tid = good.resource_spans[0].scope_spans[0].spans[0].trace_id
+    srv.send(good)
+
+    for body in MALFORMED_PROTOBUF:
+        r = srv.post_otlp(body)
+        assert r.status_code == 400, f"malformed protobuf {body!r}: {r.status_code} {r.content[:300]!r}"
+        assert b"invalid protobuf" in r.content.lower(), f"message does not name the problem: {r.content[:300]!r}"
+
+    for body in (b'{"resourceSpans": [', b"not json at all", b'{"resourceSpans": 7}'):
+        r = srv.post_otlp(body, content_type="application/json")
+        assert r.status_code == 400, f"malformed JSON {body!r}: {r.status_code} {r.content[:300]!r}"
+        assert b"invalid json" in r.content.lower(), f"message does not name the problem: {r.content[:300]!r}"
+
+    bad_ids = to_otlp_json(small_request(n=1))
+    bad_ids["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "not-hex-at-all"
+    r = srv.post_otlp(bad_ids)
+    assert r.status_code == 400, f"JSON with a non-hex trace ID: {r.status_code} {r.content[:300]!r}"
+
+    short_id = small_request(n=1)
+    short_id.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01\x02\x03\x04\x05"
+    r = srv.post_otlp(short_id)
+    assert r.status_code == 400, f"protobuf with a 5-byte trace ID: {r.status_code} {r.content[:300]!r}"
+
+    r = srv.post_otlp(b"\x1f\x8b\x08\x00garbage", headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 400, f"broken gzip: {r.status_code} {r.content[:300]!r}"
+
+    r = srv.post_otlp(good.SerializeToString(), content_type="text/plain")
+    assert r.status_code == 415, f"text/plain: {r.status_code} {r.content[:300]!r}"
+
+    # Empty requests are valid OTLP.
+    r = srv.post_otlp(b"")
+    assert r.status_code == 200, f"empty protobuf request: {r.status_code} {r.content[:300]!r}"
+    r = srv.post_otlp({})
+    assert r.status_code == 200, f"empty JSON request: {r.status_code} {r.content[:300]!r}"
+
+    for body in MALFORMED_PROTOBUF:
+        with pytest.raises(grpc.RpcError) as e:
+            srv.grpc_export_raw(body)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, f"gRPC garbage {body!r}: {e.value}"
+
+    assert_still_serving(srv, good_tid, 4)
+    assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="invalid") or 0) > 0
+    assert srv.metric("weft_spans_received_total", tenant=SINGLE_TENANT) == 4
+    srv.restart()  # the WAL was not corrupted by any of it
+    assert_still_serving(srv, good_tid, 4)
+
+
+def test_refusals_never_answer_500(weft_factory):
+    """A burst of mixed good and bad requests from several clients: only 200/400/413/415."""
+    import concurrent.futures
+
+    srv = weft_factory("--max-request-bytes", "65536")
+    bodies = [small_request().SerializeToString(), MALFORMED_PROTOBUF[0],
+              padded_request(new_trace_id(), 4, 20_000).SerializeToString(), b"{"]
+    ctypes = [PROTOBUF, PROTOBUF, PROTOBUF, "application/json"]
+
+    def one(i: int) -> int:
+        from weftlib import http_session
+        with http_session() as s:
+            r = s.post(srv.otlp_url, data=bodies[i % 4], headers={"Content-Type": ctypes[i % 4]}, timeout=15)
+            return r.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(one, range(64)))
+    assert set(codes) <= {200, 400, 413}, f"answers: {sorted(set(codes))}"
+    assert codes.count(200) == 16
+    srv.assert_alive()
+    assert srv.metric("weft_spans_received_total", tenant=SINGLE_TENANT) == 16 * 3
+    assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="request_too_large") or 0) > 0

@@ -1,0 +1,90 @@
+"""Multi-tenancy: tenants come from X-Scope-OrgID, and no tenant reads another's data."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+
+from otlpdata import canon_spans, make_request, make_span, new_trace_id
+from weftlib import block_metas, wait_for_block_spans
+
+A, B = "tenant-a", "tenant-b"
+
+
+def one_trace(service: str, n: int = 3):
+    tid = new_trace_id()
+    now = time.time_ns()
+    return tid, make_request([make_span(tid, name=f"{service}-{i}", start=now + i) for i in range(n)],
+                             service=service)
+
+
+def assert_isolated(srv, tid_a, req_a, tid_b, req_b, stage):
+    for tenant, tid, req, other, other_tid in ((A, tid_a, req_a, B, tid_b), (B, tid_b, req_b, A, tid_a)):
+        for version in (1, 2):
+            td = srv.fetch_trace(tid, tenant=tenant, version=version)
+            assert td is not None, f"{stage}: {tenant} cannot read its own trace (v{version})"
+            assert canon_spans(td)[0] == canon_spans(req)[0], f"{stage}: {tenant}'s trace differs"
+            assert srv.fetch_trace(tid, tenant=other, version=version) is None, \
+                f"{stage}: {other} can read {tenant}'s trace (v{version})"
+            assert srv.fetch_trace(other_tid, tenant=other, version=version) is not None
+        r = srv.get(f"/api/traces/{tid.hex()}")
+        assert r.status_code == 401, f"{stage}: read without X-Scope-OrgID -> {r.status_code}"
+        r = srv.get(f"/api/v2/traces/{tid.hex()}")
+        assert r.status_code == 401, f"{stage}: v2 read without X-Scope-OrgID -> {r.status_code}"
+
+
+def test_tenants_are_isolated(weft_factory):
+    srv = weft_factory("--multitenancy", "--block-max-age", "1")
+    tid_a, req_a = one_trace("svc-a")
+    tid_b, req_b = one_trace("svc-b", 4)
+
+    r = srv.post_otlp(req_a)
+    assert r.status_code == 401, f"write without X-Scope-OrgID -> {r.status_code} {r.content[:200]!r}"
+    with pytest.raises(grpc.RpcError) as e:
+        srv.grpc_export(req_a)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, e.value
+    assert srv.fetch_trace(tid_a, tenant=A) is None, "a refused write was stored"
+
+    srv.send(req_a, tenant=A)
+    srv.grpc_export(req_b, tenant=B)
+    assert_isolated(srv, tid_a, req_a, tid_b, req_b, "from the head")
+
+    wait_for_block_spans(srv, 3, tenant=A)
+    wait_for_block_spans(srv, 4, tenant=B)
+    assert [m["tenant"] for _, m in block_metas(srv.data_dir, A)] == [A]
+    assert [m["tenant"] for _, m in block_metas(srv.data_dir, B)] == [B]
+    assert not block_metas(srv.data_dir, "single-tenant")
+    assert_isolated(srv, tid_a, req_a, tid_b, req_b, "from blocks")
+
+    assert srv.metric("weft_spans_received_total", tenant=A) == 3
+    assert srv.metric("weft_spans_received_total", tenant=B) == 4
+
+    srv.restart()
+    assert_isolated(srv, tid_a, req_a, tid_b, req_b, "after a restart")
+
+
+def test_same_trace_id_in_two_tenants(weft_factory):
+    srv = weft_factory("--multitenancy")
+    tid = new_trace_id()
+    now = time.time_ns()
+    req_a = make_request([make_span(tid, name="a-only", start=now)], service="a")
+    req_b = make_request([make_span(tid, name="b-only", start=now)], service="b")
+    srv.send(req_a, tenant=A)
+    srv.send(req_b, tenant=B, json_body=True)
+    got_a = canon_spans(srv.fetch_trace(tid, tenant=A))[0]
+    got_b = canon_spans(srv.fetch_trace(tid, tenant=B))[0]
+    assert got_a == canon_spans(req_a)[0]
+    assert got_b == canon_spans(req_b)[0]
+
+
+def test_single_tenant_ignores_header(weft_factory):
+    """With multi-tenancy off, everything is `single-tenant`, whatever the header says."""
+    srv = weft_factory("--block-max-age", "1")
+    tid, req = one_trace("svc")
+    srv.send(req, tenant="someone")
+    assert srv.fetch_trace(tid) is not None
+    assert srv.fetch_trace(tid, tenant="someone-else") is not None
+    assert srv.metric("weft_spans_received_total", tenant="single-tenant") == 3
+    wait_for_block_spans(srv, 3, tenant="single-tenant")
