@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PYTHON="${PYTHON:-python3}"
+PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 REQS="tests/integration/requirements.txt"
 VENV=".venv"
 STAMP="$VENV/.requirements.sha256"

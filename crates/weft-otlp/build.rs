@@ -17,5 +17,6 @@ fn main() {
     for p in &paths {
         println!("cargo:rerun-if-changed={}", p.display());
     }
-    cfg.compile_protos(&paths, &[root]).expect("vendored OTLP protos compile");
+    cfg.compile_protos(&paths, &[root])
+        .expect("vendored OTLP protos compile");
 }

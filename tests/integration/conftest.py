@@ -3,6 +3,12 @@
 Each test gets real weft processes on free ports, with a fresh data dir under pytest's tmp_path.
 The binary is $WEFT_BIN (default target/debug/weft, relative to the repository root). Nothing is
 skipped: a missing binary or tool fails the test with a message saying how to get it.
+
+Environment:
+  WEFT_BIN              the weft binary (default target/debug/weft)
+  TELEMETRYGEN          the telemetrygen binary (default .tools/bin/telemetrygen)
+  WEFT_TEST_EXTRA_ARGS  extra flags for every weft started (e.g. ports of receivers added later)
+Other WEFT_* variables of the caller are not passed on to the servers under test.
 """
 
 from __future__ import annotations

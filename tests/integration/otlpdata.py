@@ -392,7 +392,7 @@ def canon_value(v: AnyValue):
     if which == "int_value":
         return ("int", v.int_value)
     if which == "double_value":
-        return ("double", float(v.double_value).hex())
+        return ("double", repr(float(v.double_value)))  # repr round-trips exactly
     if which == "bytes_value":
         return ("bytes", bytes(v.bytes_value))
     if which == "array_value":
@@ -485,8 +485,33 @@ def trace_ids_of(msg) -> list[bytes]:
     return list(seen)
 
 
+def _is_attr_tuple(v: Any) -> bool:
+    return isinstance(v, tuple) and all(
+        isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], tuple)
+        for x in v)
+
+
+def _diff(e: Any, a: Any, path: str, out: list[str]) -> None:
+    if e == a:
+        return
+    if isinstance(e, dict) and isinstance(a, dict):
+        for k in list(e) + [k for k in a if k not in e]:
+            _diff(e.get(k, "<absent>"), a.get(k, "<absent>"), f"{path}.{k}", out)
+        return
+    if _is_attr_tuple(e) and _is_attr_tuple(a) and len({k for k, _ in e}) == len(e) \
+            and len({k for k, _ in a}) == len(a):
+        _diff(dict(e), dict(a), path, out)
+        return
+    if isinstance(e, list) and isinstance(a, list) and len(e) == len(a):
+        for i, (x, y) in enumerate(zip(e, a)):
+            _diff(x, y, f"{path}[{i}]", out)
+        return
+    out.append(f"{path}:\n      sent: {e!r}\n      read: {a!r}")
+
+
 def assert_same_spans(expected: dict[str, dict], actual: dict[str, dict], what: str) -> None:
-    """Compare canonical span maps; the message names every missing, extra and differing span."""
+    """Compare canonical span maps; the message names every missing, extra and differing span
+    and, within a span, every differing field (down to single attributes)."""
     missing = sorted(set(expected) - set(actual))
     extra = sorted(set(actual) - set(expected))
     problems = []
@@ -495,13 +520,6 @@ def assert_same_spans(expected: dict[str, dict], actual: dict[str, dict], what: 
     if extra:
         problems.append(f"unexpected spans {extra}")
     for sid in sorted(set(expected) & set(actual)):
-        e, a = expected[sid], actual[sid]
-        if e != a:
-            for field in e:
-                if e[field] != a.get(field):
-                    problems.append(
-                        f"span {sid} ({e['name']!r}) field {field!r}:\n"
-                        f"      sent: {e[field]!r}\n      read: {a.get(field)!r}"
-                    )
+        _diff(expected[sid], actual[sid], f"span {sid} ({expected[sid]['name']!r})", problems)
     if problems:
         raise AssertionError(f"{what}: read-back differs from what was sent:\n  " + "\n  ".join(problems))

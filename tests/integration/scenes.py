@@ -114,7 +114,7 @@ def build_spans(provider: TracerProvider) -> None:
         attributes={"scope.component": "checkout", "scope.level": 3},
     )
     db = provider.get_tracer("weft.tests.db", "0.9.0-beta.1")
-    base = time.time_ns() - 30_000_000_000 + 123_457  # odd nanoseconds on purpose
+    base = time.time_ns() - 1_000_000_000 + 123_457  # odd nanoseconds on purpose
 
     linked = SpanContext(
         trace_id=int.from_bytes(os.urandom(16), "big") | 1,
@@ -192,7 +192,7 @@ RICH_ATTRS = {
 
 
 def rich_request(trace_id: bytes, service: str = "raw-svc") -> ExportTraceServiceRequest:
-    base = time.time_ns() - 60_000_000_000 + 999
+    base = time.time_ns() - 2_000_000_000 + 999
     root, child, grand, other = (new_span_id() for _ in range(4))
     link_trace = os.urandom(16)
 

@@ -60,6 +60,16 @@ def test_short_and_uppercase_ids(weft):
             assert canon_spans(td)[0] == expected
 
 
+def test_json_is_the_default(weft):
+    tid, req = sample_trace()
+    weft.send(req)
+    for path, key in ((f"/api/traces/{tid.hex()}", "batches"), (f"/api/v2/traces/{tid.hex()}", "trace")):
+        r = weft.get(path)
+        assert r.status_code == 200
+        assert "application/json" in r.headers.get("Content-Type", ""), r.headers.get("Content-Type")
+        assert key in r.json()
+
+
 def test_start_end_params(weft):
     tid, req = sample_trace()
     weft.send(req)

@@ -35,7 +35,10 @@ impl Bloom {
     /// Sizes a filter for `n` keys at about 10 bits per key.
     pub fn with_capacity(n: usize) -> Self {
         let bits = (n.max(64) * 10).next_power_of_two();
-        Bloom { k: 7, words: vec![0; bits / 64] }
+        Bloom {
+            k: 7,
+            words: vec![0; bits / 64],
+        }
     }
 
     fn probes(&self, id: &[u8; 16]) -> impl Iterator<Item = usize> + '_ {
@@ -52,7 +55,8 @@ impl Bloom {
     }
 
     pub fn may_contain(&self, id: &[u8; 16]) -> bool {
-        self.probes(id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
+        self.probes(id)
+            .all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 
     pub fn size_bytes(&self) -> usize {
@@ -87,7 +91,9 @@ impl TraceIndex {
         }
         // First row group whose max >= id, then every following one whose min <= id.
         let start = self.row_groups.partition_point(|rg| rg.max < *id);
-        (start..self.row_groups.len()).take_while(|&i| self.row_groups[i].min <= *id).collect()
+        (start..self.row_groups.len())
+            .take_while(|&i| self.row_groups[i].min <= *id)
+            .collect()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -140,7 +146,12 @@ impl TraceIndex {
             let max = take(16)?.try_into().expect("16 bytes");
             let first_row = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
             let rows = u32_(take(4)?);
-            row_groups.push(RowGroupRange { min, max, first_row, rows });
+            row_groups.push(RowGroupRange {
+                min,
+                max,
+                first_row,
+                rows,
+            });
         }
         let k = u32_(take(4)?);
         let nw = u32_(take(4)?) as usize;
@@ -148,8 +159,14 @@ impl TraceIndex {
             return Err(IndexError::Truncated);
         }
         let raw = take(nw * 8)?;
-        let words = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-        Ok(TraceIndex { row_groups, bloom: Bloom { k, words } })
+        let words = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        Ok(TraceIndex {
+            row_groups,
+            bloom: Bloom { k, words },
+        })
     }
 }
 
@@ -159,14 +176,24 @@ mod tests {
 
     #[test]
     fn bloom_has_no_false_negatives_and_few_false_positives() {
-        let ids: Vec<[u8; 16]> = (0..10_000u64).map(|i| { let mut a = [0u8; 16]; a[8..].copy_from_slice(&i.to_be_bytes()); a }).collect();
+        let ids: Vec<[u8; 16]> = (0..10_000u64)
+            .map(|i| {
+                let mut a = [0u8; 16];
+                a[8..].copy_from_slice(&i.to_be_bytes());
+                a
+            })
+            .collect();
         let mut b = Bloom::with_capacity(ids.len());
         for id in &ids {
             b.insert(id);
         }
         assert!(ids.iter().all(|id| b.may_contain(id)));
         let fp = (10_000..110_000u64)
-            .filter(|i| { let mut a = [0u8; 16]; a[8..].copy_from_slice(&i.to_be_bytes()); b.may_contain(&a) })
+            .filter(|i| {
+                let mut a = [0u8; 16];
+                a[8..].copy_from_slice(&i.to_be_bytes());
+                b.may_contain(&a)
+            })
             .count();
         assert!(fp < 3_000, "false positive rate too high: {fp} / 100000");
     }
@@ -176,7 +203,20 @@ mod tests {
         let mut bloom = Bloom::with_capacity(10);
         bloom.insert(&[1; 16]);
         let idx = TraceIndex {
-            row_groups: vec![RowGroupRange { min: [1; 16], max: [2; 16], first_row: 0, rows: 5 }, RowGroupRange { min: [3; 16], max: [9; 16], first_row: 5, rows: 7 }],
+            row_groups: vec![
+                RowGroupRange {
+                    min: [1; 16],
+                    max: [2; 16],
+                    first_row: 0,
+                    rows: 5,
+                },
+                RowGroupRange {
+                    min: [3; 16],
+                    max: [9; 16],
+                    first_row: 5,
+                    rows: 7,
+                },
+            ],
             bloom,
         };
         let enc = idx.encode();
@@ -184,7 +224,10 @@ mod tests {
         assert_eq!(idx.candidates(&[1; 16]), vec![0]);
         let mut bad = enc.clone();
         bad[30] ^= 1;
-        assert!(matches!(TraceIndex::decode(&bad), Err(IndexError::Checksum)));
+        assert!(matches!(
+            TraceIndex::decode(&bad),
+            Err(IndexError::Checksum)
+        ));
         assert!(TraceIndex::decode(&enc[..10]).is_err());
     }
 }

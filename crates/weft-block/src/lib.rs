@@ -72,13 +72,23 @@ pub async fn write_block(
         row_groups: enc.row_groups,
         size_bytes: enc.data.len() as u64,
         index_bytes: index.len() as u64,
-        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
         compaction_level: 0,
         wal_end,
     };
-    storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
+    storage
+        .put(&format!("{prefix}/data.parquet"), enc.data)
+        .await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
-    storage.put(&format!("{prefix}/meta.json"), Bytes::from(serde_json::to_vec_pretty(&meta)?)).await?;
+    storage
+        .put(
+            &format!("{prefix}/meta.json"),
+            Bytes::from(serde_json::to_vec_pretty(&meta)?),
+        )
+        .await?;
     Ok(meta)
 }
 
@@ -94,12 +104,18 @@ pub struct Block {
 impl Block {
     /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
     pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
-        let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
+        let meta: BlockMeta =
+            serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
         if meta.version != FORMAT_VERSION {
             return Err(BlockError::UnsupportedVersion(meta.version));
         }
         let index = TraceIndex::decode(&storage.get(&format!("{prefix}/index.bin")).await?)?;
-        Ok(Block { meta, index, prefix: prefix.to_string(), footer: tokio::sync::OnceCell::new() })
+        Ok(Block {
+            meta,
+            index,
+            prefix: prefix.to_string(),
+            footer: tokio::sync::OnceCell::new(),
+        })
     }
 
     pub fn prefix(&self) -> &str {
@@ -115,14 +131,18 @@ impl Block {
             .get_or_try_init(|| async {
                 let len = self.meta.size_bytes;
                 if len < 8 {
-                    return Err(BlockError::Corrupt("data.parquet shorter than its footer".into()));
+                    return Err(BlockError::Corrupt(
+                        "data.parquet shorter than its footer".into(),
+                    ));
                 }
                 let tail = storage.get_range(&self.data_path(), len - 8..len).await?;
                 let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
                 if &tail[4..] != b"PAR1" || meta_len + 8 > len {
                     return Err(BlockError::Corrupt("data.parquet has a bad footer".into()));
                 }
-                let buf = storage.get_range(&self.data_path(), len - 8 - meta_len..len - 8).await?;
+                let buf = storage
+                    .get_range(&self.data_path(), len - 8 - meta_len..len - 8)
+                    .await?;
                 Ok(Arc::new(ParquetMetaDataReader::decode_metadata(&buf)?))
             })
             .await
@@ -131,7 +151,11 @@ impl Block {
 
     /// Returns the spans of `trace_id` in this block (possibly none). Reads only the row groups
     /// the index names.
-    pub async fn find_trace(&self, storage: &dyn Storage, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+    pub async fn find_trace(
+        &self,
+        storage: &dyn Storage,
+        trace_id: &[u8; 16],
+    ) -> Result<Vec<SpanRow>, BlockError> {
         let candidates = self.index.candidates(trace_id);
         if candidates.is_empty() {
             return Ok(Vec::new());
@@ -140,16 +164,25 @@ impl Block {
         let mut out = Vec::new();
         for rg in candidates {
             if rg >= footer.num_row_groups() {
-                return Err(BlockError::Corrupt(format!("index names row group {rg} of {}", footer.num_row_groups())));
+                return Err(BlockError::Corrupt(format!(
+                    "index names row group {rg} of {}",
+                    footer.num_row_groups()
+                )));
             }
             let range = v1::reader::row_group_range(&footer, rg);
             let data = storage.get_range(&self.data_path(), range.clone()).await?;
-            let chunk = v1::reader::RangeChunk { base: range.start, data, file_len: self.meta.size_bytes };
+            let chunk = v1::reader::RangeChunk {
+                base: range.start,
+                data,
+                file_len: self.meta.size_bytes,
+            };
             let footer = footer.clone();
             let id = *trace_id;
-            let rows = tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
-                .await
-                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+            let rows = tokio::task::spawn_blocking(move || {
+                v1::reader::read_trace(&footer, rg, chunk, &id)
+            })
+            .await
+            .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
             out.extend(rows);
         }
         Ok(out)

@@ -1,13 +1,18 @@
 use super::*;
 use prost::Message;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
-use weft_otlp::pb::common::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value::Value as V};
+use weft_otlp::pb::common::{
+    AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value::Value as V,
+};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span, Status, TracesData, span};
 use weft_storage::MemoryStorage;
 
 fn kv(k: &str, v: V) -> KeyValue {
-    KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }) }
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    }
 }
 
 /// A deterministic request: `traces` traces of `per_trace` spans over two services, with every
@@ -32,12 +37,21 @@ pub(crate) fn sample_request(traces: u32, per_trace: u32, seed: u8) -> ExportTra
                 sid[7] = 7;
                 let mut parent = sid;
                 parent[5..7].copy_from_slice(&0u16.to_be_bytes());
-                let start = 1_700_000_000_000_000_000u64 + u64::from(t) * 1_000_000 + u64::from(s) * 1000;
+                let start =
+                    1_700_000_000_000_000_000u64 + u64::from(t) * 1_000_000 + u64::from(s) * 1000;
                 spans.push(Span {
                     trace_id: tid.to_vec().into(),
                     span_id: sid.to_vec().into(),
-                    trace_state: if s == 1 { "ro=1,vendor=x".into() } else { String::new() },
-                    parent_span_id: if s == 0 { Default::default() } else { parent.to_vec().into() },
+                    trace_state: if s == 1 {
+                        "ro=1,vendor=x".into()
+                    } else {
+                        String::new()
+                    },
+                    parent_span_id: if s == 0 {
+                        Default::default()
+                    } else {
+                        parent.to_vec().into()
+                    },
                     flags: 0x301,
                     name: format!("op-{}", s % 3),
                     kind: (s % 6) as i32,
@@ -48,30 +62,81 @@ pub(crate) fn sample_request(traces: u32, per_trace: u32, seed: u8) -> ExportTra
                         kv("int", V::IntValue(-(t as i64))),
                         kv("dbl", V::DoubleValue(1.5)),
                         kv("bool", V::BoolValue(true)),
-                        kv("arr", V::ArrayValue(ArrayValue { values: vec![AnyValue { value: Some(V::IntValue(1)) }, AnyValue { value: Some(V::StringValue("x".into())) }] })),
-                        kv("kv", V::KvlistValue(KeyValueList { values: vec![kv("inner", V::BoolValue(false))] })),
+                        kv(
+                            "arr",
+                            V::ArrayValue(ArrayValue {
+                                values: vec![
+                                    AnyValue {
+                                        value: Some(V::IntValue(1)),
+                                    },
+                                    AnyValue {
+                                        value: Some(V::StringValue("x".into())),
+                                    },
+                                ],
+                            }),
+                        ),
+                        kv(
+                            "kv",
+                            V::KvlistValue(KeyValueList {
+                                values: vec![kv("inner", V::BoolValue(false))],
+                            }),
+                        ),
                         kv("bytes", V::BytesValue(vec![0, 1, 2, 255].into())),
                     ],
                     dropped_attributes_count: s % 2,
                     events: if s == 0 {
-                        vec![span::Event { time_unix_nano: start + 10, name: "ev".into(), attributes: vec![kv("e", V::IntValue(3))], dropped_attributes_count: 0 }]
+                        vec![span::Event {
+                            time_unix_nano: start + 10,
+                            name: "ev".into(),
+                            attributes: vec![kv("e", V::IntValue(3))],
+                            dropped_attributes_count: 0,
+                        }]
                     } else {
                         vec![]
                     },
                     dropped_events_count: 0,
                     links: if s == 2 {
-                        vec![span::Link { trace_id: vec![9; 16].into(), span_id: vec![8; 8].into(), trace_state: "a=b".into(), attributes: vec![kv("l", V::StringValue("x".into()))], dropped_attributes_count: 1, flags: 1 }]
+                        vec![span::Link {
+                            trace_id: vec![9; 16].into(),
+                            span_id: vec![8; 8].into(),
+                            trace_state: "a=b".into(),
+                            attributes: vec![kv("l", V::StringValue("x".into()))],
+                            dropped_attributes_count: 1,
+                            flags: 1,
+                        }]
                     } else {
                         vec![]
                     },
                     dropped_links_count: 0,
-                    status: if s == 3 { Some(Status { message: "boom".into(), code: 2 }) } else { None },
+                    status: if s == 3 {
+                        Some(Status {
+                            message: "boom".into(),
+                            code: 2,
+                        })
+                    } else {
+                        None
+                    },
                 });
             }
         }
         rs.push(ResourceSpans {
-            resource: Some(Resource { attributes: vec![kv("service.name", V::StringValue(format!("svc-{svc}"))), kv("host", V::StringValue("h".into()))], dropped_attributes_count: 0 }),
-            scope_spans: vec![ScopeSpans { scope: Some(InstrumentationScope { name: "lib".into(), version: "1.0".into(), attributes: vec![], dropped_attributes_count: 0 }), spans, schema_url: "https://s/1".into() }],
+            resource: Some(Resource {
+                attributes: vec![
+                    kv("service.name", V::StringValue(format!("svc-{svc}"))),
+                    kv("host", V::StringValue("h".into())),
+                ],
+                dropped_attributes_count: 0,
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "lib".into(),
+                    version: "1.0".into(),
+                    attributes: vec![],
+                    dropped_attributes_count: 0,
+                }),
+                spans,
+                schema_url: "https://s/1".into(),
+            }],
             schema_url: "https://r/1".into(),
         });
     }
@@ -79,12 +144,26 @@ pub(crate) fn sample_request(traces: u32, per_trace: u32, seed: u8) -> ExportTra
 }
 
 /// Collects (resource, scope, span) triples for comparison, ignoring grouping and order.
-fn flatten(rs: &[ResourceSpans]) -> Vec<(Option<Resource>, String, Option<InstrumentationScope>, String, Span)> {
+fn flatten(
+    rs: &[ResourceSpans],
+) -> Vec<(
+    Option<Resource>,
+    String,
+    Option<InstrumentationScope>,
+    String,
+    Span,
+)> {
     let mut out = Vec::new();
     for r in rs {
         for ss in &r.scope_spans {
             for s in &ss.spans {
-                out.push((r.resource.clone(), r.schema_url.clone(), ss.scope.clone(), ss.schema_url.clone(), s.clone()));
+                out.push((
+                    r.resource.clone(),
+                    r.schema_url.clone(),
+                    ss.scope.clone(),
+                    ss.schema_url.clone(),
+                    s.clone(),
+                ));
             }
         }
     }
@@ -93,18 +172,43 @@ fn flatten(rs: &[ResourceSpans]) -> Vec<(Option<Resource>, String, Option<Instru
 }
 
 fn trace_ids(req: &ExportTraceServiceRequest) -> Vec<[u8; 16]> {
-    let mut ids: Vec<[u8; 16]> =
-        req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).map(|s| s.trace_id[..].try_into().unwrap()).collect();
+    let mut ids: Vec<[u8; 16]> = req
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .map(|s| s.trace_id[..].try_into().unwrap())
+        .collect();
     ids.sort();
     ids.dedup();
     ids
 }
 
-fn spans_of(req: &ExportTraceServiceRequest, id: &[u8; 16]) -> Vec<(Option<Resource>, String, Option<InstrumentationScope>, String, Span)> {
-    flatten(&req.resource_spans).into_iter().filter(|x| x.4.trace_id[..] == id[..]).collect()
+fn spans_of(
+    req: &ExportTraceServiceRequest,
+    id: &[u8; 16],
+) -> Vec<(
+    Option<Resource>,
+    String,
+    Option<InstrumentationScope>,
+    String,
+    Span,
+)> {
+    flatten(&req.resource_spans)
+        .into_iter()
+        .filter(|x| x.4.trace_id[..] == id[..])
+        .collect()
 }
 
-fn decode_rows(rows: &[SpanRow]) -> Vec<(Option<Resource>, String, Option<InstrumentationScope>, String, Span)> {
+fn decode_rows(
+    rows: &[SpanRow],
+) -> Vec<(
+    Option<Resource>,
+    String,
+    Option<InstrumentationScope>,
+    String,
+    Span,
+)> {
     let td = TracesData::decode(&row::encode_traces_data(rows)[..]).unwrap();
     flatten(&td.resource_spans)
 }
@@ -134,19 +238,33 @@ async fn block_round_trip_reproduces_every_field() {
     let req = sample_request(3000, 5, 2);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions { row_group_rows: 1000, ..Default::default() };
+    let opts = v1::writer::WriteOptions {
+        row_group_rows: 1000,
+        ..Default::default()
+    };
     let meta = write_block(&store, &cols, "t1", None, &opts).await.unwrap();
     assert_eq!(meta.span_count, 15000);
     assert_eq!(meta.trace_count, 3000);
     assert!(meta.row_groups >= 15);
-    let block = Block::open(&store, &block_prefix("t1", &meta.block_id)).await.unwrap();
+    let block = Block::open(&store, &block_prefix("t1", &meta.block_id))
+        .await
+        .unwrap();
     for id in trace_ids(&req).iter().step_by(97) {
         let rows = block.find_trace(&store, id).await.unwrap();
         assert_eq!(rows.len(), 5);
         assert_eq!(decode_rows(&rows), spans_of(&req, id));
     }
-    assert!(block.find_trace(&store, &[0xee; 16]).await.unwrap().is_empty());
-    println!("bytes per span for the sample: {}", meta.size_bytes / meta.span_count);
+    assert!(
+        block
+            .find_trace(&store, &[0xee; 16])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    println!(
+        "bytes per span for the sample: {}",
+        meta.size_bytes / meta.span_count
+    );
 }
 
 #[tokio::test]
@@ -154,9 +272,14 @@ async fn traces_never_straddle_row_groups_needlessly() {
     let req = sample_request(500, 7, 3);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions { row_group_rows: 100, ..Default::default() };
+    let opts = v1::writer::WriteOptions {
+        row_group_rows: 100,
+        ..Default::default()
+    };
     let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
-    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id))
+        .await
+        .unwrap();
     for w in block.index.row_groups.windows(2) {
         assert!(w[0].max < w[1].min, "row groups are disjoint and sorted");
     }
@@ -171,19 +294,35 @@ async fn golden_v1_block_stays_readable() {
     let req = sample_request(40, 5, 9);
     if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
         let cols = columns_of(&req);
-        let opts = v1::writer::WriteOptions { row_group_rows: 64, ..Default::default() };
-        write_block(&store, &cols, "golden", None, &opts).await.unwrap();
+        let opts = v1::writer::WriteOptions {
+            row_group_rows: 64,
+            ..Default::default()
+        };
+        write_block(&store, &cols, "golden", None, &opts)
+            .await
+            .unwrap();
     }
     let listed = store.list("blocks/golden/").await.unwrap();
-    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
-    assert!(!metas.is_empty(), "golden blocks are committed under {}", dir.display());
+    let metas: Vec<_> = listed
+        .iter()
+        .filter(|o| o.path.ends_with("/meta.json"))
+        .collect();
+    assert!(
+        !metas.is_empty(),
+        "golden blocks are committed under {}",
+        dir.display()
+    );
     for m in metas {
         let prefix = m.path.trim_end_matches("/meta.json");
         let block = Block::open(&store, prefix).await.unwrap();
         assert_eq!(block.meta.span_count, 200);
         for id in trace_ids(&req) {
             let rows = block.find_trace(&store, &id).await.unwrap();
-            assert_eq!(decode_rows(&rows), spans_of(&req, &id), "golden block {prefix}");
+            assert_eq!(
+                decode_rows(&rows),
+                spans_of(&req, &id),
+                "golden block {prefix}"
+            );
         }
     }
 }

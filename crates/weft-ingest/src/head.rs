@@ -59,7 +59,11 @@ pub struct Head {
 
 impl Head {
     pub fn new(metrics: Arc<IngestMetrics>) -> Self {
-        Head { state: RwLock::new(HeadState::default()), applied_groups: AtomicU64::new(0), metrics }
+        Head {
+            state: RwLock::new(HeadState::default()),
+            applied_groups: AtomicU64::new(0),
+            metrics,
+        }
     }
 
     /// Decodes one durable record into the head. Used by replay and by the builder.
@@ -87,9 +91,15 @@ impl Head {
             return false;
         }
         let bytes: usize = st.active.values().map(|c| c.memory_bytes()).sum();
-        self.metrics.head_spans.store(st.spans as u64, Ordering::Relaxed);
-        self.metrics.head_bytes.store(bytes as u64, Ordering::Relaxed);
-        st.spans >= p.max_spans || bytes >= p.max_bytes || st.opened.is_some_and(|o| o.elapsed() >= p.max_age)
+        self.metrics
+            .head_spans
+            .store(st.spans as u64, Ordering::Relaxed);
+        self.metrics
+            .head_bytes
+            .store(bytes as u64, Ordering::Relaxed);
+        st.spans >= p.max_spans
+            || bytes >= p.max_bytes
+            || st.opened.is_some_and(|o| o.elapsed() >= p.max_age)
     }
 
     /// Freezes the active head into a cut, or returns `None` if it is empty.
@@ -99,13 +109,23 @@ impl Head {
             return None;
         }
         let pos = st.last_pos.expect("a non-empty head has a position");
-        let tenants: Vec<(Arc<str>, SpanColumns)> = st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
+        let tenants: Vec<(Arc<str>, SpanColumns)> =
+            st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
-        let cut = Arc::new(Cut { tenants, wal_end: WalPosition { segment: pos.segment, offset: pos.offset + 1 }, bytes });
+        let cut = Arc::new(Cut {
+            tenants,
+            wal_end: WalPosition {
+                segment: pos.segment,
+                offset: pos.offset + 1,
+            },
+            bytes,
+        });
         st.flushing.push(cut.clone());
         st.spans = 0;
         st.opened = None;
-        self.metrics.flushing_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.metrics
+            .flushing_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         self.metrics.head_spans.store(0, Ordering::Relaxed);
         self.metrics.head_bytes.store(0, Ordering::Relaxed);
         Some(cut)
@@ -114,7 +134,9 @@ impl Head {
     /// Drops a cut whose blocks are all written.
     pub fn finish(&self, cut: &Arc<Cut>) {
         self.state.write().flushing.retain(|c| !Arc::ptr_eq(c, cut));
-        self.metrics.flushing_bytes.fetch_sub(cut.bytes as u64, Ordering::Relaxed);
+        self.metrics
+            .flushing_bytes
+            .fetch_sub(cut.bytes as u64, Ordering::Relaxed);
     }
 
     /// Copies out the head's spans of one trace (active head and cuts being flushed).
@@ -150,7 +172,12 @@ impl CommitSink for BuilderSink {
 
 /// Runs the builder: applies record groups and cuts the head by policy. Returns when the WAL
 /// side of the channel closes.
-pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
+pub fn run_builder(
+    head: Arc<Head>,
+    rx: mpsc::Receiver<Vec<Record>>,
+    policy: CutPolicy,
+    cuts: mpsc::Sender<Arc<Cut>>,
+) {
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(group) => {

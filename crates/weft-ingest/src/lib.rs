@@ -60,12 +60,16 @@ impl Default for IngestConfig {
             data_dir: PathBuf::from("weft-data"),
             fsync: FsyncPolicy::Always,
             wal_segment_bytes: 64 << 20,
-            cut: CutPolicy { max_age: Duration::from_secs(30), max_spans: 200_000, max_bytes: 32 << 20 },
+            cut: CutPolicy {
+                max_age: Duration::from_secs(30),
+                max_spans: 200_000,
+                max_bytes: 32 << 20,
+            },
             max_trace_bytes: 5 << 20,
             rate_bytes: 0,
             burst_bytes: 0,
             max_inflight_bytes: 64 << 20,
-            max_flushing_bytes: 128 << 20,
+            max_flushing_bytes: 32 << 20,
             row_group_rows: 8192,
         }
     }
@@ -77,7 +81,10 @@ pub enum PushError {
     #[error("{0}")]
     Invalid(String),
     #[error("{message}")]
-    RateLimited { message: String, retry_after: Duration },
+    RateLimited {
+        message: String,
+        retry_after: Duration,
+    },
     /// Every span of the request belongs to a trace over the size limit.
     #[error("{message}")]
     TraceTooLarge { message: String, rejected: u32 },
@@ -111,7 +118,11 @@ pub struct BlockSet {
 
 impl BlockSet {
     pub fn add(&self, b: Arc<Block>) {
-        self.tenants.write().entry(b.meta.tenant.clone()).or_default().push(b);
+        self.tenants
+            .write()
+            .entry(b.meta.tenant.clone())
+            .or_default()
+            .push(b);
     }
 
     pub fn of(&self, tenant: &str) -> Vec<Arc<Block>> {
@@ -148,6 +159,8 @@ pub struct Ingest {
     rate: RateLimiter,
     trace_sizes: TraceSizes,
     pub wal_stats: Arc<weft_wal::WalStats>,
+    /// Signalled whenever a cut's blocks are written.
+    flushed: Arc<tokio::sync::Notify>,
 }
 
 impl Ingest {
@@ -155,8 +168,14 @@ impl Ingest {
     /// starts the builder and flusher threads. Must be called inside a tokio runtime.
     pub async fn open(cfg: IngestConfig, storage: Arc<dyn Storage>) -> Result<Arc<Ingest>, String> {
         let metrics = Arc::new(IngestMetrics::default());
-        let blocks = Arc::new(BlockSet::load(&*storage).await.map_err(|e| format!("loading blocks: {e}"))?);
-        metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
+        let blocks = Arc::new(
+            BlockSet::load(&*storage)
+                .await
+                .map_err(|e| format!("loading blocks: {e}"))?,
+        );
+        metrics
+            .blocks
+            .store(blocks.count() as u64, Ordering::Relaxed);
         // Per tenant, the WAL position below which everything is already in blocks.
         let mut covered: HashMap<String, WalPosition> = HashMap::new();
         let mut max_segment = 0;
@@ -171,13 +190,20 @@ impl Ingest {
         }
         let head = Arc::new(Head::new(metrics.clone()));
         let (tx, rx) = mpsc::sync_channel(64);
-        let wal_opts = WalOptions { fsync: cfg.fsync, segment_bytes: cfg.wal_segment_bytes, min_segment: max_segment + 1 };
+        let wal_opts = WalOptions {
+            fsync: cfg.fsync,
+            segment_bytes: cfg.wal_segment_bytes,
+            min_segment: max_segment + 1,
+        };
         let mut skipped = 0u64;
         let (wal, report) = Wal::open(
             &cfg.data_dir.join("wal"),
             wal_opts,
             |rec| {
-                let pos = WalPosition { segment: rec.pos.segment, offset: rec.pos.offset };
+                let pos = WalPosition {
+                    segment: rec.pos.segment,
+                    offset: rec.pos.offset,
+                };
                 if covered.get(&*rec.tenant).is_some_and(|c| pos < *c) {
                     skipped += 1;
                 } else {
@@ -188,10 +214,15 @@ impl Ingest {
         )
         .map_err(|e| format!("opening the wal: {e}"))?;
         if report.records > 0 {
-            tracing::info!(records = report.records, already_in_blocks = skipped, "wal replayed into the head");
+            tracing::info!(
+                records = report.records,
+                already_in_blocks = skipped,
+                "wal replayed into the head"
+            );
         }
         let wal_stats = wal.stats.clone();
         let (cut_tx, cut_rx) = mpsc::channel::<Arc<Cut>>();
+        let flushed = Arc::new(tokio::sync::Notify::new());
         {
             let head = head.clone();
             let policy = cfg.cut.clone();
@@ -206,69 +237,120 @@ impl Ingest {
             let blocks = blocks.clone();
             let metrics = metrics.clone();
             let wal = wal.clone();
-            let opts = WriteOptions { row_group_rows: cfg.row_group_rows, ..Default::default() };
+            let opts = WriteOptions {
+                row_group_rows: cfg.row_group_rows,
+                ..Default::default()
+            };
             let rt = tokio::runtime::Handle::current();
+            let flushed = flushed.clone();
             std::thread::Builder::new()
                 .name("block-flusher".into())
                 .spawn(move || {
                     for cut in cut_rx {
                         flush_cut(&rt, &cut, &*storage, &blocks, &metrics, &opts);
                         head.finish(&cut);
-                        wal.truncate_before(WalPos { segment: cut.wal_end.segment, offset: cut.wal_end.offset });
+                        flushed.notify_waiters();
+                        wal.truncate_before(WalPos {
+                            segment: cut.wal_end.segment,
+                            offset: cut.wal_end.offset,
+                        });
                     }
                 })
                 .map_err(|e| e.to_string())?;
         }
         let rate = RateLimiter::new(cfg.rate_bytes, cfg.burst_bytes);
         let trace_sizes = TraceSizes::new(cfg.cut.max_age.max(Duration::from_secs(10)));
-        Ok(Arc::new(Ingest { cfg, wal, head, blocks, storage, metrics, rate, trace_sizes, wal_stats }))
+        Ok(Arc::new(Ingest {
+            cfg,
+            wal,
+            head,
+            blocks,
+            storage,
+            metrics,
+            rate,
+            trace_sizes,
+            wal_stats,
+            flushed,
+        }))
     }
 
     /// Validates, admits and durably stores one OTLP `ExportTraceServiceRequest`.
     ///
     /// On `Ok` the accepted spans are fsync'd (under the `always` policy) and readable.
     pub async fn push(&self, tenant: &Arc<str>, body: Bytes) -> Result<PushOutcome, PushError> {
-        let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
+        let refuse = |reason: RefuseReason, spans: u32| {
+            self.metrics
+                .refused(tenant, reason, u64::from(spans.max(1)))
+        };
         let mut summary = RequestSummary::default();
         if let Err(e) = scan_request(&body, &mut summary) {
             refuse(RefuseReason::Invalid, 0);
             return Err(PushError::Invalid(e.to_string()));
         }
         if summary.spans == 0 {
-            return Ok(PushOutcome { accepted_spans: 0, rejected_spans: 0, message: String::new() });
+            return Ok(PushOutcome {
+                accepted_spans: 0,
+                rejected_spans: 0,
+                message: String::new(),
+            });
         }
         if let Err(wait) = self.rate.try_take(tenant, body.len()) {
             refuse(RefuseReason::RateLimited, summary.spans);
             let message = if wait == Duration::MAX {
-                format!("request of {} bytes exceeds tenant {tenant}'s ingestion burst of {} bytes", body.len(), self.cfg.burst_bytes.max(self.cfg.rate_bytes * 2))
+                format!(
+                    "request of {} bytes exceeds tenant {tenant}'s ingestion burst of {} bytes",
+                    body.len(),
+                    self.cfg.burst_bytes.max(self.cfg.rate_bytes * 2)
+                )
             } else {
-                format!("tenant {tenant} exceeded its ingestion rate limit of {} bytes/s", self.cfg.rate_bytes)
+                format!(
+                    "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
+                    self.cfg.rate_bytes
+                )
             };
-            let retry_after = if wait == Duration::MAX { Duration::from_secs(60) } else { wait };
-            return Err(PushError::RateLimited { message, retry_after });
+            let retry_after = if wait == Duration::MAX {
+                Duration::from_secs(60)
+            } else {
+                wait
+            };
+            return Err(PushError::RateLimited {
+                message,
+                retry_after,
+            });
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
-        let flushing = self.metrics.flushing_bytes.load(Ordering::Relaxed);
-        if inflight + body.len() as u64 > self.cfg.max_inflight_bytes || flushing > self.cfg.max_flushing_bytes {
+        if inflight + body.len() as u64 > self.cfg.max_inflight_bytes
+            || !self.wait_for_flusher().await
+        {
             refuse(RefuseReason::Overloaded, summary.spans);
+            let flushing = self.metrics.flushing_bytes.load(Ordering::Relaxed);
             return Err(PushError::Overloaded(format!(
                 "ingest is behind ({inflight} bytes in flight, {flushing} bytes of blocks waiting to be written); retry later"
             )));
         }
         let (body, accepted, rejected, message) = self.admit_traces(tenant, body, &summary)?;
-        self.metrics.inflight_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .inflight_bytes
+            .fetch_add(body.len() as u64, Ordering::Relaxed);
         let len = body.len() as u64;
         let res = self.wal.append(tenant.clone(), KIND_OTLP, body).await;
-        self.metrics.inflight_bytes.fetch_sub(len, Ordering::Relaxed);
+        self.metrics
+            .inflight_bytes
+            .fetch_sub(len, Ordering::Relaxed);
         match res {
             Ok(_) => {
                 let c = self.metrics.tenant(tenant);
-                c.spans_received.fetch_add(u64::from(accepted), Ordering::Relaxed);
+                c.spans_received
+                    .fetch_add(u64::from(accepted), Ordering::Relaxed);
                 c.bytes_received.fetch_add(len, Ordering::Relaxed);
                 if rejected > 0 {
                     refuse(RefuseReason::TraceTooLarge, rejected);
                 }
-                Ok(PushOutcome { accepted_spans: accepted, rejected_spans: rejected, message })
+                Ok(PushOutcome {
+                    accepted_spans: accepted,
+                    rejected_spans: rejected,
+                    message,
+                })
             }
             Err(e) => {
                 refuse(RefuseReason::Internal, summary.spans);
@@ -277,14 +359,41 @@ impl Ingest {
         }
     }
 
+    /// While cut blocks wait to be written beyond `max_flushing_bytes`, holds the request (its
+    /// bytes are already in memory, and in-flight bytes are capped) for up to 5 s. Waiting turns
+    /// a burst into latency instead of refusals that clients must resend. Returns false if the
+    /// flusher is still behind at the deadline.
+    async fn wait_for_flusher(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let notified = self.flushed.notified();
+            if self.metrics.flushing_bytes.load(Ordering::Relaxed) <= self.cfg.max_flushing_bytes {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return false;
+            }
+        }
+    }
+
     /// Applies the maximum trace size; returns the (possibly filtered) body and counts.
-    fn admit_traces(&self, tenant: &Arc<str>, body: Bytes, summary: &RequestSummary) -> Result<(Bytes, u32, u32, String), PushError> {
+    fn admit_traces(
+        &self,
+        tenant: &Arc<str>,
+        body: Bytes,
+        summary: &RequestSummary,
+    ) -> Result<(Bytes, u32, u32, String), PushError> {
         if self.cfg.max_trace_bytes == 0 {
             return Ok((body, summary.spans, 0, String::new()));
         }
-        let runs: Vec<([u8; 16], u64)> = summary.runs.iter().map(|r| (r.trace_id, u64::from(r.bytes))).collect();
+        let runs: Vec<([u8; 16], u64)> = summary
+            .runs
+            .iter()
+            .map(|r| (r.trace_id, u64::from(r.bytes)))
+            .collect();
         let mut admitted = Vec::with_capacity(runs.len());
-        self.trace_sizes.admit(tenant, &runs, self.cfg.max_trace_bytes, &mut admitted);
+        self.trace_sizes
+            .admit(tenant, &runs, self.cfg.max_trace_bytes, &mut admitted);
         if admitted.iter().all(|&a| a) {
             return Ok((body, summary.spans, 0, String::new()));
         }
@@ -306,30 +415,46 @@ impl Ingest {
             self.cfg.max_trace_bytes
         );
         if rejected == summary.spans {
-            self.metrics.refused(tenant, RefuseReason::TraceTooLarge, u64::from(rejected));
+            self.metrics
+                .refused(tenant, RefuseReason::TraceTooLarge, u64::from(rejected));
             return Err(PushError::TraceTooLarge { message, rejected });
         }
-        let filtered = weft_otlp::scan::filter_request(&body, |i| keep[i]).map_err(|e| PushError::Internal(e.to_string()))?;
-        Ok((Bytes::from(filtered), summary.spans - rejected, rejected, message))
+        let filtered = weft_otlp::scan::filter_request(&body, |i| keep[i])
+            .map_err(|e| PushError::Internal(e.to_string()))?;
+        Ok((
+            Bytes::from(filtered),
+            summary.spans - rejected,
+            rejected,
+            message,
+        ))
     }
 
     /// Waits until every acknowledged record is in the head (bounded).
     async fn catch_up(&self) {
         let target = self.wal_stats.committed_groups.load(Ordering::Acquire);
         let deadline = Instant::now() + Duration::from_secs(5);
-        while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline {
+        while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
     /// Returns the spans of a trace from the head and the blocks, de-duplicated and ordered by
     /// start time. `range` (Unix seconds, inclusive) restricts which blocks are read.
-    pub async fn find_trace(&self, tenant: &str, id: &[u8; 16], range: Option<(u64, u64)>) -> Result<Vec<SpanRow>, QueryError> {
+    pub async fn find_trace(
+        &self,
+        tenant: &str,
+        id: &[u8; 16],
+        range: Option<(u64, u64)>,
+    ) -> Result<Vec<SpanRow>, QueryError> {
         self.catch_up().await;
         let mut rows = self.head.find_trace(tenant, id);
         for b in self.blocks.of(tenant) {
             if let Some((start, end)) = range {
-                let (lo, hi) = (b.meta.min_start_unix_nano / 1_000_000_000, b.meta.max_end_unix_nano / 1_000_000_000);
+                let (lo, hi) = (
+                    b.meta.min_start_unix_nano / 1_000_000_000,
+                    b.meta.max_end_unix_nano / 1_000_000_000,
+                );
                 if hi < start || lo > end {
                     continue;
                 }
@@ -338,6 +463,17 @@ impl Ingest {
         }
         dedup_spans(&mut rows);
         Ok(rows)
+    }
+
+    /// Spans in the active head (not yet cut).
+    pub fn head_span_count(&self) -> usize {
+        self.head
+            .state
+            .read()
+            .active
+            .values()
+            .map(|c| c.len())
+            .sum()
     }
 
     /// Syncs the WAL and stops accepting writes. The head is not cut: the WAL replays it.
@@ -349,16 +485,29 @@ impl Ingest {
     pub async fn flush(&self) {
         self.catch_up().await;
         if let Some(cut) = self.head.cut() {
-            let opts = WriteOptions { row_group_rows: self.cfg.row_group_rows, ..Default::default() };
+            let opts = WriteOptions {
+                row_group_rows: self.cfg.row_group_rows,
+                ..Default::default()
+            };
             for (tenant, cols) in &cut.tenants {
-                if let Ok(meta) = weft_block::write_block(&*self.storage, cols, tenant, Some(cut.wal_end), &opts).await
-                    && let Ok(b) = Block::open(&*self.storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
+                if let Ok(meta) =
+                    weft_block::write_block(&*self.storage, cols, tenant, Some(cut.wal_end), &opts)
+                        .await
+                    && let Ok(b) = Block::open(
+                        &*self.storage,
+                        &weft_block::block_prefix(tenant, &meta.block_id),
+                    )
+                    .await
                 {
                     self.blocks.add(Arc::new(b));
                 }
             }
             self.head.finish(&cut);
-            self.wal.truncate_before(WalPos { segment: cut.wal_end.segment, offset: cut.wal_end.offset });
+            self.flushed.notify_waiters();
+            self.wal.truncate_before(WalPos {
+                segment: cut.wal_end.segment,
+                offset: cut.wal_end.offset,
+            });
         }
     }
 }
@@ -368,24 +517,40 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// Writes one block per tenant of a cut, retrying failed writes until they succeed.
-fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, storage: &dyn Storage, blocks: &BlockSet, metrics: &IngestMetrics, opts: &WriteOptions) {
+fn flush_cut(
+    rt: &tokio::runtime::Handle,
+    cut: &Cut,
+    storage: &dyn Storage,
+    blocks: &BlockSet,
+    metrics: &IngestMetrics,
+    opts: &WriteOptions,
+) {
     for (tenant, cols) in &cut.tenants {
         let mut delay = Duration::from_millis(200);
         loop {
             let started = Instant::now();
             let res = rt.block_on(async {
-                let meta = weft_block::write_block(storage, cols, tenant, Some(cut.wal_end), opts).await?;
+                let meta =
+                    weft_block::write_block(storage, cols, tenant, Some(cut.wal_end), opts).await?;
                 Block::open(storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
             });
             match res {
                 Ok(b) => {
                     metrics.blocks_written.fetch_add(1, Ordering::Relaxed);
-                    metrics.block_bytes_written.fetch_add(b.meta.size_bytes, Ordering::Relaxed);
-                    metrics.block_spans_written.fetch_add(b.meta.span_count, Ordering::Relaxed);
-                    metrics.block_write_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    metrics
+                        .block_bytes_written
+                        .fetch_add(b.meta.size_bytes, Ordering::Relaxed);
+                    metrics
+                        .block_spans_written
+                        .fetch_add(b.meta.span_count, Ordering::Relaxed);
+                    metrics
+                        .block_write_nanos
+                        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, traces = b.meta.trace_count, bytes = b.meta.size_bytes, elapsed_ms = started.elapsed().as_millis() as u64, "block written");
                     blocks.add(Arc::new(b));
-                    metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
+                    metrics
+                        .blocks
+                        .store(blocks.count() as u64, Ordering::Relaxed);
                     break;
                 }
                 Err(e) => {

@@ -23,8 +23,16 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     pub fn new(rate_bytes: u64, burst_bytes: u64) -> Self {
-        let burst = if burst_bytes == 0 { rate_bytes.saturating_mul(2) } else { burst_bytes };
-        RateLimiter { rate: rate_bytes as f64, burst: burst as f64, buckets: Mutex::new(HashMap::new()) }
+        let burst = if burst_bytes == 0 {
+            rate_bytes.saturating_mul(2)
+        } else {
+            burst_bytes
+        };
+        RateLimiter {
+            rate: rate_bytes as f64,
+            burst: burst as f64,
+            buckets: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Takes `bytes` from the tenant's bucket, or returns how long until they would be there.
@@ -35,8 +43,12 @@ impl RateLimiter {
         }
         let now = Instant::now();
         let mut map = self.buckets.lock();
-        let b = map.entry(tenant.clone()).or_insert(Bucket { tokens: self.burst, last: now });
-        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
+        let b = map.entry(tenant.clone()).or_insert(Bucket {
+            tokens: self.burst,
+            last: now,
+        });
+        b.tokens =
+            (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
         b.last = now;
         let need = bytes as f64;
         if need > self.burst {
@@ -72,13 +84,23 @@ impl TraceSizes {
     pub fn new(window: Duration) -> Self {
         TraceSizes {
             window,
-            inner: Mutex::new(TraceSizesInner { rotated: Instant::now(), current: HashMap::new(), previous: HashMap::new() }),
+            inner: Mutex::new(TraceSizesInner {
+                rotated: Instant::now(),
+                current: HashMap::new(),
+                previous: HashMap::new(),
+            }),
         }
     }
 
     /// For each run `(trace_id, bytes)`, adds the bytes if the trace stays within `max`, and
     /// reports whether it was admitted. Runs of one trace are admitted or refused together.
-    pub fn admit(&self, tenant: &Arc<str>, runs: &[([u8; 16], u64)], max: u64, admitted: &mut Vec<bool>) {
+    pub fn admit(
+        &self,
+        tenant: &Arc<str>,
+        runs: &[([u8; 16], u64)],
+        max: u64,
+        admitted: &mut Vec<bool>,
+    ) {
         admitted.clear();
         let mut g = self.inner.lock();
         if g.rotated.elapsed() >= self.window {
@@ -86,10 +108,21 @@ impl TraceSizes {
             g.previous = cur;
             g.rotated = Instant::now();
         }
-        let prev_total = |g: &TraceSizesInner, id: &[u8; 16]| g.previous.get(tenant).and_then(|m| m.get(id)).copied().unwrap_or(0);
+        let prev_total = |g: &TraceSizesInner, id: &[u8; 16]| {
+            g.previous
+                .get(tenant)
+                .and_then(|m| m.get(id))
+                .copied()
+                .unwrap_or(0)
+        };
         for (id, bytes) in runs {
             let before = prev_total(&g, id);
-            let cur = g.current.entry(tenant.clone()).or_default().entry(*id).or_insert(0);
+            let cur = g
+                .current
+                .entry(tenant.clone())
+                .or_default()
+                .entry(*id)
+                .or_insert(0);
             if before + *cur + bytes > max {
                 admitted.push(false);
             } else {
@@ -104,12 +137,18 @@ impl TraceSizes {
 /// and not `.` or `..`.
 pub fn validate_tenant(t: &str) -> Result<(), String> {
     if t.is_empty() || t.len() > 150 {
-        return Err(format!("tenant id must be 1 to 150 characters, got {}", t.len()));
+        return Err(format!(
+            "tenant id must be 1 to 150 characters, got {}",
+            t.len()
+        ));
     }
     if t == "." || t == ".." {
         return Err(format!("tenant id {t:?} is not allowed"));
     }
-    if let Some(c) = t.chars().find(|c| !(c.is_ascii_alphanumeric() || "!-_.*'()".contains(*c))) {
+    if let Some(c) = t
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "!-_.*'()".contains(*c)))
+    {
         return Err(format!("tenant id contains unsupported character {c:?}"));
     }
     Ok(())
@@ -127,7 +166,10 @@ mod tests {
         let wait = rl.try_take(&t, 1500).unwrap_err();
         assert!(wait > Duration::from_millis(500) && wait <= Duration::from_secs(1));
         assert_eq!(rl.try_take(&t, 5000), Err(Duration::MAX));
-        assert!(rl.try_take(&Arc::from("b"), 1500).is_ok(), "tenants have separate buckets");
+        assert!(
+            rl.try_take(&Arc::from("b"), 1500).is_ok(),
+            "tenants have separate buckets"
+        );
         assert!(RateLimiter::new(0, 0).try_take(&t, usize::MAX).is_ok());
     }
 

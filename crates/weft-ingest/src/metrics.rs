@@ -67,38 +67,108 @@ impl IngestMetrics {
     }
 
     pub fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {
-        *self.refused.lock().entry((tenant.to_string(), reason)).or_insert(0) += spans;
+        *self
+            .refused
+            .lock()
+            .entry((tenant.to_string(), reason))
+            .or_insert(0) += spans;
     }
 
     /// Appends the Prometheus text exposition of these metrics.
     pub fn render(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP weft_spans_received_total Spans accepted and made durable, by tenant.");
+        let _ = writeln!(
+            out,
+            "# HELP weft_spans_received_total Spans accepted and made durable, by tenant."
+        );
         let _ = writeln!(out, "# TYPE weft_spans_received_total counter");
         let tenants = self.tenants.lock().clone();
         for (t, c) in &tenants {
-            let _ = writeln!(out, "weft_spans_received_total{{tenant=\"{t}\"}} {}", c.spans_received.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "weft_spans_received_total{{tenant=\"{t}\"}} {}",
+                c.spans_received.load(Ordering::Relaxed)
+            );
         }
-        let _ = writeln!(out, "# HELP weft_bytes_received_total Encoded bytes accepted, by tenant.");
+        let _ = writeln!(
+            out,
+            "# HELP weft_bytes_received_total Encoded bytes accepted, by tenant."
+        );
         let _ = writeln!(out, "# TYPE weft_bytes_received_total counter");
         for (t, c) in &tenants {
-            let _ = writeln!(out, "weft_bytes_received_total{{tenant=\"{t}\"}} {}", c.bytes_received.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "weft_bytes_received_total{{tenant=\"{t}\"}} {}",
+                c.bytes_received.load(Ordering::Relaxed)
+            );
         }
-        let _ = writeln!(out, "# HELP weft_spans_refused_total Spans refused, by tenant and reason (requests whose spans could not be counted count as 1).");
+        let _ = writeln!(
+            out,
+            "# HELP weft_spans_refused_total Spans refused, by tenant and reason (requests whose spans could not be counted count as 1)."
+        );
         let _ = writeln!(out, "# TYPE weft_spans_refused_total counter");
         for ((t, r), n) in self.refused.lock().iter() {
-            let _ = writeln!(out, "weft_spans_refused_total{{tenant=\"{t}\",reason=\"{}\"}} {n}", r.as_str());
+            let _ = writeln!(
+                out,
+                "weft_spans_refused_total{{tenant=\"{t}\",reason=\"{}\"}} {n}",
+                r.as_str()
+            );
         }
         let gauges: [(&str, &str, &str, &AtomicU64); 10] = [
-            ("weft_blocks_written_total", "counter", "Blocks cut from the head and written.", &self.blocks_written),
-            ("weft_block_bytes_written_total", "counter", "Bytes of data.parquet written.", &self.block_bytes_written),
-            ("weft_block_spans_written_total", "counter", "Spans written into blocks.", &self.block_spans_written),
-            ("weft_block_write_errors_total", "counter", "Block writes that failed (retried).", &self.block_write_errors),
-            ("weft_block_write_seconds_total", "counter", "Time spent encoding and writing blocks.", &self.block_write_nanos),
-            ("weft_head_spans", "gauge", "Spans in the head, not yet in a block.", &self.head_spans),
-            ("weft_head_bytes", "gauge", "Approximate memory held by the head.", &self.head_bytes),
-            ("weft_flushing_bytes", "gauge", "Approximate memory of cut blocks being written.", &self.flushing_bytes),
+            (
+                "weft_blocks_written_total",
+                "counter",
+                "Blocks cut from the head and written.",
+                &self.blocks_written,
+            ),
+            (
+                "weft_block_bytes_written_total",
+                "counter",
+                "Bytes of data.parquet written.",
+                &self.block_bytes_written,
+            ),
+            (
+                "weft_block_spans_written_total",
+                "counter",
+                "Spans written into blocks.",
+                &self.block_spans_written,
+            ),
+            (
+                "weft_block_write_errors_total",
+                "counter",
+                "Block writes that failed (retried).",
+                &self.block_write_errors,
+            ),
+            (
+                "weft_block_write_seconds_total",
+                "counter",
+                "Time spent encoding and writing blocks.",
+                &self.block_write_nanos,
+            ),
+            (
+                "weft_head_spans",
+                "gauge",
+                "Spans in the head, not yet in a block.",
+                &self.head_spans,
+            ),
+            (
+                "weft_head_bytes",
+                "gauge",
+                "Approximate memory held by the head.",
+                &self.head_bytes,
+            ),
+            (
+                "weft_flushing_bytes",
+                "gauge",
+                "Approximate memory of cut blocks being written.",
+                &self.flushing_bytes,
+            ),
             ("weft_blocks", "gauge", "Blocks in storage.", &self.blocks),
-            ("weft_ingest_inflight_bytes", "gauge", "Request bytes accepted but not yet durable.", &self.inflight_bytes),
+            (
+                "weft_ingest_inflight_bytes",
+                "gauge",
+                "Request bytes accepted but not yet durable.",
+                &self.inflight_bytes,
+            ),
         ];
         for (name, kind, help, v) in gauges {
             let mut value = v.load(Ordering::Relaxed) as f64;

@@ -96,21 +96,34 @@ impl Path {
         match level {
             0 => format!("resource_spans[{}]", self.rs),
             1 => format!("resource_spans[{}].scope_spans[{}]", self.rs, self.ss),
-            _ => format!("resource_spans[{}].scope_spans[{}].spans[{}]", self.rs, self.ss, self.span),
+            _ => format!(
+                "resource_spans[{}].scope_spans[{}].spans[{}]",
+                self.rs, self.ss, self.span
+            ),
         }
     }
 }
 
 fn wire(path: Path, level: u8) -> impl Fn(WireError) -> ScanError {
-    move |source| ScanError::Wire { path: path.render(level), source }
+    move |source| ScanError::Wire {
+        path: path.render(level),
+        source,
+    }
 }
 
 /// Validates an `ExportTraceServiceRequest` and fills `out` with its routing summary.
 pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
     out.clear();
-    let mut path = Path { rs: 0, ss: 0, span: 0 };
+    let mut path = Path {
+        rs: 0,
+        ss: 0,
+        span: 0,
+    };
     let mut r = Reader::new(buf);
-    while let Some(f) = r.next().map_err(|source| ScanError::Wire { path: "request".into(), source })? {
+    while let Some(f) = r.next().map_err(|source| ScanError::Wire {
+        path: "request".into(),
+        source,
+    })? {
         if f.number != REQ_RESOURCE_SPANS {
             continue;
         }
@@ -121,7 +134,11 @@ pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanErro
     Ok(())
 }
 
-fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+fn scan_resource_spans(
+    buf: &[u8],
+    path: &mut Path,
+    out: &mut RequestSummary,
+) -> Result<(), ScanError> {
     path.ss = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 0))? {
@@ -145,7 +162,11 @@ fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) ->
     Ok(())
 }
 
-fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+fn scan_scope_spans(
+    buf: &[u8],
+    path: &mut Path,
+    out: &mut RequestSummary,
+) -> Result<(), ScanError> {
     path.span = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 1))? {
@@ -164,7 +185,11 @@ fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Re
                         run.spans += 1;
                         run.bytes += bytes;
                     }
-                    _ => out.runs.push(TraceRun { trace_id, spans: 1, bytes }),
+                    _ => out.runs.push(TraceRun {
+                        trace_id,
+                        spans: 1,
+                        bytes,
+                    }),
                 }
                 path.span += 1;
             }
@@ -180,7 +205,10 @@ fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Re
 
 /// Validates one span and returns its trace ID.
 fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
-    let invalid = |problem: String| ScanError::Invalid { path: path.render(2), problem };
+    let invalid = |problem: String| ScanError::Invalid {
+        path: path.render(2),
+        problem,
+    };
     let mut trace_id: Option<[u8; 16]> = None;
     let mut has_span_id = false;
     let mut r = Reader::new(buf);
@@ -212,7 +240,10 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
             SPAN_PARENT_SPAN_ID => {
                 let b = v.bytes(n).map_err(w)?;
                 if !b.is_empty() && b.len() != 8 {
-                    return Err(invalid(format!("parent_span_id must be empty or 8 bytes, got {}", b.len())));
+                    return Err(invalid(format!(
+                        "parent_span_id must be empty or 8 bytes, got {}",
+                        b.len()
+                    )));
                 }
             }
             SPAN_TRACE_STATE | SPAN_NAME => {
@@ -228,10 +259,14 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
             SPAN_FLAGS => {
                 v.fixed32(n).map_err(w)?;
             }
-            SPAN_ATTRIBUTES => validate_key_value(v.bytes(n).map_err(w)?, 0).map_err(|e| e.at(path.render(2) + ".attributes"))?,
-            SPAN_EVENTS => validate_event(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".events"))?,
-            SPAN_LINKS => validate_link(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".links"))?,
-            SPAN_STATUS => validate_status(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".status"))?,
+            SPAN_ATTRIBUTES => validate_key_value(v.bytes(n).map_err(w)?, 0)
+                .map_err(|e| e.at(path.render(2) + ".attributes"))?,
+            SPAN_EVENTS => validate_event(v.bytes(n).map_err(w)?)
+                .map_err(|e| e.at(path.render(2) + ".events"))?,
+            SPAN_LINKS => validate_link(v.bytes(n).map_err(w)?)
+                .map_err(|e| e.at(path.render(2) + ".links"))?,
+            SPAN_STATUS => validate_status(v.bytes(n).map_err(w)?)
+                .map_err(|e| e.at(path.render(2) + ".status"))?,
             _ => {}
         }
     }
@@ -248,7 +283,10 @@ struct Nested(String);
 
 impl Nested {
     fn at(self, path: String) -> ScanError {
-        ScanError::Invalid { path, problem: self.0 }
+        ScanError::Invalid {
+            path,
+            problem: self.0,
+        }
     }
 }
 
@@ -259,11 +297,16 @@ impl From<WireError> for Nested {
 }
 
 fn utf8(b: &[u8]) -> Result<(), Nested> {
-    std::str::from_utf8(b).map(|_| ()).map_err(|e| Nested(format!("string is not valid UTF-8 ({e})")))
+    std::str::from_utf8(b)
+        .map(|_| ())
+        .map_err(|e| Nested(format!("string is not valid UTF-8 ({e})")))
 }
 
 /// Validates every field of a message with `check` and rejects wrong wire types.
-fn each_field(buf: &[u8], mut check: impl FnMut(Field<'_>) -> Result<(), Nested>) -> Result<(), Nested> {
+fn each_field(
+    buf: &[u8],
+    mut check: impl FnMut(Field<'_>) -> Result<(), Nested>,
+) -> Result<(), Nested> {
     let mut r = Reader::new(buf);
     while let Some(f) = r.next()? {
         check(f)?;
@@ -332,14 +375,20 @@ fn validate_link(buf: &[u8]) -> Result<(), Nested> {
         1 => {
             let b = f.value.bytes(f.number)?;
             if b.len() != 16 {
-                return Err(Nested(format!("link trace_id must be 16 bytes, got {}", b.len())));
+                return Err(Nested(format!(
+                    "link trace_id must be 16 bytes, got {}",
+                    b.len()
+                )));
             }
             Ok(())
         }
         2 => {
             let b = f.value.bytes(f.number)?;
             if b.len() != 8 {
-                return Err(Nested(format!("link span_id must be 8 bytes, got {}", b.len())));
+                return Err(Nested(format!(
+                    "link span_id must be 8 bytes, got {}",
+                    b.len()
+                )));
             }
             Ok(())
         }
@@ -400,8 +449,8 @@ pub enum GroupKind {
 
 fn group_of(number: u32) -> Option<GroupKind> {
     match number {
-        SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_PARENT_SPAN_ID | SPAN_NAME | SPAN_KIND | SPAN_START | SPAN_END
-        | SPAN_STATUS => None,
+        SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_PARENT_SPAN_ID | SPAN_NAME | SPAN_KIND | SPAN_START
+        | SPAN_END | SPAN_STATUS => None,
         SPAN_ATTRIBUTES => Some(GroupKind::Attributes),
         SPAN_EVENTS => Some(GroupKind::Events),
         SPAN_LINKS => Some(GroupKind::Links),
@@ -432,7 +481,10 @@ pub struct SpanView<'a> {
 impl<'a> SpanView<'a> {
     /// Parses a span already validated by [`scan_request`].
     pub fn parse(raw: &'a [u8]) -> Result<Self, WireError> {
-        let mut v = SpanView { raw, ..Default::default() };
+        let mut v = SpanView {
+            raw,
+            ..Default::default()
+        };
         let mut r = Reader::new(raw);
         while let Some(f) = r.next()? {
             match f.number {
@@ -448,7 +500,8 @@ impl<'a> SpanView<'a> {
                     while let Some(g) = s.next()? {
                         match g.number {
                             STATUS_MESSAGE => {
-                                v.status_message = std::str::from_utf8(g.value.bytes(g.number)?).unwrap_or("")
+                                v.status_message =
+                                    std::str::from_utf8(g.value.bytes(g.number)?).unwrap_or("")
                             }
                             STATUS_CODE => v.status_code = g.value.varint(g.number)? as i32,
                             _ => {}
@@ -528,7 +581,11 @@ pub fn for_each_span<'a>(
             let mut sr = Reader::new(ss);
             while let Some(h) = sr.next()? {
                 if h.number == SS_SPANS {
-                    visit(&resource, &scope, SpanView::parse(h.value.bytes(h.number)?)?);
+                    visit(
+                        &resource,
+                        &scope,
+                        SpanView::parse(h.value.bytes(h.number)?)?,
+                    );
                 }
             }
         }
@@ -539,7 +596,10 @@ pub fn for_each_span<'a>(
 /// Re-encodes a validated request keeping only the spans for which `keep(index)` is true
 /// (indexes count spans in request order). Headers and kept spans are copied verbatim; empty
 /// scopes and resources are dropped. Used only on the refusal path.
-pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result<Vec<u8>, WireError> {
+pub fn filter_request(
+    buf: &[u8],
+    mut keep: impl FnMut(usize) -> bool,
+) -> Result<Vec<u8>, WireError> {
     use crate::wire::{begin_nested, end_nested};
     let mut out = Vec::with_capacity(buf.len());
     let mut index = 0usize;

@@ -23,8 +23,15 @@ pub struct Histogram {
 
 impl Histogram {
     pub fn latency() -> Self {
-        const B: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-        Histogram { bounds: B, counts: (0..B.len()).map(|_| AtomicU64::new(0)).collect(), sum_micros: AtomicU64::new(0), count: AtomicU64::new(0) }
+        const B: &[f64] = &[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ];
+        Histogram {
+            bounds: B,
+            counts: (0..B.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
     }
 
     pub fn observe(&self, secs: f64) {
@@ -34,29 +41,45 @@ impl Histogram {
             }
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, labels: &str) {
         for (b, c) in self.bounds.iter().zip(&self.counts) {
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {}", c.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels},le=\"{b}\"}} {}",
+                c.load(Ordering::Relaxed)
+            );
         }
         let n = self.count.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {n}");
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
         let _ = writeln!(out, "{name}_count{{{labels}}} {n}");
     }
 }
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], msg.into() + "\n").into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg.into() + "\n",
+    )
+        .into_response()
 }
 
 /// Parses a trace ID the way Tempo does: 1 to 32 hex digits, left-padded with zeros.
 pub fn parse_trace_id(s: &str) -> Result<[u8; 16], String> {
     let s = s.trim();
     if s.is_empty() || s.len() > 32 {
-        return Err(format!("invalid trace id {s:?}: expected 1 to 32 hex characters"));
+        return Err(format!(
+            "invalid trace id {s:?}: expected 1 to 32 hex characters"
+        ));
     }
     if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("invalid trace id {s:?}: not hexadecimal"));
@@ -76,12 +99,21 @@ pub struct TraceParams {
 fn parse_secs(name: &str, v: &Option<String>) -> Result<Option<u64>, String> {
     match v.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
-        Some(s) => s.parse::<u64>().map(Some).map_err(|_| format!("invalid {name} {s:?}: expected Unix seconds")),
+        Some(s) => s
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("invalid {name} {s:?}: expected Unix seconds")),
     }
 }
 
 /// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
-pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &TraceParams, v2: bool) -> Response {
+pub async fn trace_by_id(
+    st: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    params: &TraceParams,
+    v2: bool,
+) -> Response {
     let started = Instant::now();
     let tenant = match st.tenants.resolve(headers) {
         Ok(t) => t,
@@ -91,9 +123,19 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         Ok(id) => id,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let range = match (parse_secs("start", &params.start), parse_secs("end", &params.end)) {
-        (Ok(Some(s)), Ok(Some(e))) if s > e => return error(StatusCode::BAD_REQUEST, format!("invalid range: start {s} is after end {e}")),
-        (Ok(s), Ok(e)) if s.is_some() || e.is_some() => Some((s.unwrap_or(0), e.unwrap_or(u64::MAX))),
+    let range = match (
+        parse_secs("start", &params.start),
+        parse_secs("end", &params.end),
+    ) {
+        (Ok(Some(s)), Ok(Some(e))) if s > e => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid range: start {s} is after end {e}"),
+            );
+        }
+        (Ok(s), Ok(e)) if s.is_some() || e.is_some() => {
+            Some((s.unwrap_or(0), e.unwrap_or(u64::MAX)))
+        }
         (Ok(_), Ok(_)) => None,
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
@@ -101,18 +143,26 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, trace_id = %hex::encode(id), "trace lookup failed");
-            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}"));
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading trace failed: {e}"),
+            );
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     if rows.is_empty() {
-        return error(StatusCode::NOT_FOUND, format!("trace not found: {}", hex::encode(id)));
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("trace not found: {}", hex::encode(id)),
+        );
     }
     let data = weft_block::row::encode_traces_data(&rows);
     let wants_proto = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("application/protobuf") || a.contains("application/x-protobuf"));
+        .is_some_and(|a| {
+            a.contains("application/protobuf") || a.contains("application/x-protobuf")
+        });
     if wants_proto {
         let body = if v2 {
             // TraceByIDResponse { Trace trace = 1; }
@@ -126,7 +176,12 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     }
     let td = match TracesData::decode(&data[..]) {
         Ok(td) => td,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("stored trace does not decode: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("stored trace does not decode: {e}"),
+            );
+        }
     };
     let batches = weft_otlp::json::resource_spans_to_json(&td.resource_spans);
     let body = if v2 {
@@ -134,14 +189,28 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     } else {
         serde_json::json!({ "batches": batches })
     };
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
-pub async fn trace_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>, Query(p): Query<TraceParams>) -> Response {
+pub async fn trace_v1(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<TraceParams>,
+) -> Response {
     trace_by_id(&st, &headers, &id, &p, false).await
 }
 
-pub async fn trace_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>, Query(p): Query<TraceParams>) -> Response {
+pub async fn trace_v2(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<TraceParams>,
+) -> Response {
     trace_by_id(&st, &headers, &id, &p, true).await
 }
 
@@ -162,7 +231,11 @@ pub async fn buildinfo() -> Response {
         "buildDate": option_env!("WEFT_BUILD_DATE").unwrap_or(""),
         "goVersion": "",
     });
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn proc_stats() -> (f64, u64, u64) {
@@ -184,7 +257,14 @@ fn proc_stats() -> (f64, u64, u64) {
         * page;
     let hwm = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
         .unwrap_or(0)
         * 1024;
     (cpu, rss, hwm)
@@ -195,27 +275,78 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     st.ingest.metrics.render(&mut out);
     let w = &st.ingest.wal_stats;
     let wal: [(&str, &str, &str, f64); 5] = [
-        ("weft_wal_bytes_written_total", "counter", "Bytes appended to the WAL.", w.bytes_written.load(Ordering::Relaxed) as f64),
-        ("weft_wal_records_written_total", "counter", "Records appended to the WAL.", w.records_written.load(Ordering::Relaxed) as f64),
-        ("weft_wal_fsyncs_total", "counter", "WAL fsyncs (each covers a group of requests).", w.syncs.load(Ordering::Relaxed) as f64),
-        ("weft_wal_fsync_seconds_total", "counter", "Time spent in WAL fsync.", w.sync_nanos_total.load(Ordering::Relaxed) as f64 / 1e9),
-        ("weft_wal_size_bytes", "gauge", "Bytes in WAL segments on disk.", w.size_bytes.load(Ordering::Relaxed) as f64),
+        (
+            "weft_wal_bytes_written_total",
+            "counter",
+            "Bytes appended to the WAL.",
+            w.bytes_written.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_records_written_total",
+            "counter",
+            "Records appended to the WAL.",
+            w.records_written.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_fsyncs_total",
+            "counter",
+            "WAL fsyncs (each covers a group of requests).",
+            w.syncs.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_fsync_seconds_total",
+            "counter",
+            "Time spent in WAL fsync.",
+            w.sync_nanos_total.load(Ordering::Relaxed) as f64 / 1e9,
+        ),
+        (
+            "weft_wal_size_bytes",
+            "gauge",
+            "Bytes in WAL segments on disk.",
+            w.size_bytes.load(Ordering::Relaxed) as f64,
+        ),
     ];
     for (name, kind, help, v) in wal {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     }
-    let _ = writeln!(out, "# HELP weft_query_duration_seconds Query latency by route.\n# TYPE weft_query_duration_seconds histogram");
-    st.trace_latency.render(&mut out, "weft_query_duration_seconds", "route=\"trace_by_id\"");
+    let _ = writeln!(
+        out,
+        "# HELP weft_query_duration_seconds Query latency by route.\n# TYPE weft_query_duration_seconds histogram"
+    );
+    st.trace_latency.render(
+        &mut out,
+        "weft_query_duration_seconds",
+        "route=\"trace_by_id\"",
+    );
     let (cpu, rss, hwm) = proc_stats();
-    let _ = writeln!(out, "# HELP process_cpu_seconds_total User and system CPU time.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu}");
-    let _ = writeln!(out, "# HELP process_resident_memory_bytes Resident memory.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}");
-    let _ = writeln!(out, "# HELP process_resident_memory_peak_bytes Peak resident memory (VmHWM).\n# TYPE process_resident_memory_peak_bytes gauge\nprocess_resident_memory_peak_bytes {hwm}");
-    let _ = writeln!(out, "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}", st.started.elapsed().as_secs_f64());
+    let _ = writeln!(
+        out,
+        "# HELP process_cpu_seconds_total User and system CPU time.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP process_resident_memory_bytes Resident memory.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP process_resident_memory_peak_bytes Peak resident memory (VmHWM).\n# TYPE process_resident_memory_peak_bytes gauge\nprocess_resident_memory_peak_bytes {hwm}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
+        st.started.elapsed().as_secs_f64()
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> Response {
-    error(StatusCode::NOT_FOUND, format!("no such endpoint: {}", uri.path()))
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {}", uri.path()),
+    )
 }
 
 #[cfg(test)]
@@ -225,7 +356,10 @@ mod tests {
     #[test]
     fn trace_ids_parse_like_tempo() {
         assert_eq!(parse_trace_id("1").unwrap()[15], 1);
-        assert_eq!(parse_trace_id("ABCDEF0123456789abcdef0123456789").unwrap()[0], 0xab);
+        assert_eq!(
+            parse_trace_id("ABCDEF0123456789abcdef0123456789").unwrap()[0],
+            0xab
+        );
         assert!(parse_trace_id("").is_err());
         assert!(parse_trace_id("xyz").is_err());
         assert!(parse_trace_id(&"a".repeat(33)).is_err());

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "weft", version, about = "weft: a fast, cheap distributed tracing backend (OTLP in; Tempo-compatible queries out)")]
+#[command(
+    name = "weft",
+    version,
+    about = "weft: a fast, cheap distributed tracing backend (OTLP in; Tempo-compatible queries out)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -174,25 +178,51 @@ impl Config {
     pub fn load(flags: &ServerFlags) -> anyhow::Result<Config> {
         let mut c = match &flags.config {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
-                serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("parsing config {}: {e}", p.display()))?
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
+                serde_yaml::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("parsing config {}: {e}", p.display()))?
             }
             None => Config::default(),
         };
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = flags.$f.clone() { c.$f = v; } )* };
         }
-        set!(target, data_dir, listen_host, otlp_grpc_port, otlp_http_port, http_port, multitenancy, fsync, fsync_interval_ms,
-            block_max_age, block_max_spans, block_max_bytes, max_request_bytes, max_decompressed_bytes, max_trace_bytes,
-            ingestion_rate_bytes, ingestion_burst_bytes, log_format, log_level);
+        set!(
+            target,
+            data_dir,
+            listen_host,
+            otlp_grpc_port,
+            otlp_http_port,
+            http_port,
+            multitenancy,
+            fsync,
+            fsync_interval_ms,
+            block_max_age,
+            block_max_spans,
+            block_max_bytes,
+            max_request_bytes,
+            max_decompressed_bytes,
+            max_trace_bytes,
+            ingestion_rate_bytes,
+            ingestion_burst_bytes,
+            log_format,
+            log_level
+        );
         c.validate()?;
         Ok(c)
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.block_max_age > 0.0 && self.block_max_age.is_finite(), "block_max_age must be a positive number of seconds");
+        anyhow::ensure!(
+            self.block_max_age > 0.0 && self.block_max_age.is_finite(),
+            "block_max_age must be a positive number of seconds"
+        );
         anyhow::ensure!(self.block_max_spans > 0, "block_max_spans must be positive");
-        anyhow::ensure!(self.max_request_bytes > 0, "max_request_bytes must be positive");
+        anyhow::ensure!(
+            self.max_request_bytes > 0,
+            "max_request_bytes must be positive"
+        );
         anyhow::ensure!(
             self.max_decompressed_bytes >= self.max_request_bytes,
             "max_decompressed_bytes ({}) must be at least max_request_bytes ({})",
@@ -200,7 +230,8 @@ impl Config {
             self.max_request_bytes
         );
         for t in self.auth_tokens.values() {
-            weft_ingest::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
+            weft_ingest::limits::validate_tenant(t)
+                .map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
         }
         Ok(())
     }
@@ -208,7 +239,9 @@ impl Config {
     pub fn fsync_policy(&self) -> weft_wal::FsyncPolicy {
         match self.fsync {
             Fsync::Always => weft_wal::FsyncPolicy::Always,
-            Fsync::Interval => weft_wal::FsyncPolicy::Interval(Duration::from_millis(self.fsync_interval_ms.max(1))),
+            Fsync::Interval => weft_wal::FsyncPolicy::Interval(Duration::from_millis(
+                self.fsync_interval_ms.max(1),
+            )),
             Fsync::Never => weft_wal::FsyncPolicy::Never,
         }
     }
@@ -222,8 +255,16 @@ mod tests {
     fn flags_override_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("weft.yaml");
-        std::fs::write(&p, "http_port: 9999\nmultitenancy: true\nblock_max_spans: 10\n").unwrap();
-        let flags = ServerFlags { config: Some(p.clone()), http_port: Some(1234), ..Default::default() };
+        std::fs::write(
+            &p,
+            "http_port: 9999\nmultitenancy: true\nblock_max_spans: 10\n",
+        )
+        .unwrap();
+        let flags = ServerFlags {
+            config: Some(p.clone()),
+            http_port: Some(1234),
+            ..Default::default()
+        };
         let c = Config::load(&flags).unwrap();
         assert_eq!(c.http_port, 1234);
         assert!(c.multitenancy);
@@ -236,9 +277,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("bad.yaml");
         std::fs::write(&p, "no_such_key: 1\n").unwrap();
-        let err = Config::load(&ServerFlags { config: Some(p), ..Default::default() }).unwrap_err();
+        let err = Config::load(&ServerFlags {
+            config: Some(p),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("no_such_key"), "{err}");
-        let err = Config::load(&ServerFlags { block_max_age: Some(-1.0), ..Default::default() }).unwrap_err();
+        let err = Config::load(&ServerFlags {
+            block_max_age: Some(-1.0),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("block_max_age"));
     }
 }

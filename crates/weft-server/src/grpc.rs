@@ -11,7 +11,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder, EnabledCompressionEncodings};
+use tonic::codec::{
+    Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
+};
 use tonic::{Code, Status};
 use weft_ingest::PushError;
 use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
@@ -85,16 +87,22 @@ impl tonic::server::UnaryService<Bytes> for Export {
         Box::pin(async move {
             let headers = req.metadata().clone().into_headers();
             let tenant = state.tenants.resolve(&headers).map_err(|e| {
-                state.ingest.metrics.refused("unknown", weft_ingest::metrics::RefuseReason::Unauthorized, 1);
+                state.ingest.metrics.refused(
+                    "unknown",
+                    weft_ingest::metrics::RefuseReason::Unauthorized,
+                    1,
+                );
                 Status::unauthenticated(e.0)
             })?;
             let body = req.into_inner();
             match state.ingest.push(&tenant, body).await {
                 Ok(out) => {
                     let resp = ExportTraceServiceResponse {
-                        partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
-                            rejected_spans: i64::from(out.rejected_spans),
-                            error_message: out.message,
+                        partial_success: (out.rejected_spans > 0).then(|| {
+                            ExportTracePartialSuccess {
+                                rejected_spans: i64::from(out.rejected_spans),
+                                error_message: out.message,
+                            }
                         }),
                     };
                     Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
@@ -103,7 +111,10 @@ impl tonic::server::UnaryService<Bytes> for Export {
                     // Every span was refused. OTLP answers that with a partial success naming
                     // the count, so clients log it and do not retry.
                     let resp = ExportTraceServiceResponse {
-                        partial_success: Some(ExportTracePartialSuccess { rejected_spans: i64::from(rejected), error_message: message }),
+                        partial_success: Some(ExportTracePartialSuccess {
+                            rejected_spans: i64::from(rejected),
+                            error_message: message,
+                        }),
                     };
                     Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
                 }
@@ -137,7 +148,10 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
         let state = self.state.clone();
         Box::pin(async move {
             if req.uri().path() != weft_otlp::EXPORT_PATH {
-                return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
+                return Ok(
+                    Status::unimplemented(format!("unknown method {}", req.uri().path()))
+                        .into_http(),
+                );
             }
             let mut accept = EnabledCompressionEncodings::default();
             accept.enable(CompressionEncoding::Gzip);
@@ -148,10 +162,21 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
             let mut resp = grpc.unary(Export(state.clone()), req).await;
             // tonic reports an oversized message as OUT_OF_RANGE; gRPC servers conventionally
             // (and SPEC §2) answer RESOURCE_EXHAUSTED, which OTLP exporters do not retry blindly.
-            let code = resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<i32>().ok());
+            let code = resp
+                .headers()
+                .get("grpc-status")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.parse::<i32>().ok());
             if code == Some(Code::OutOfRange as i32) {
-                resp.headers_mut().insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
-                state.ingest.metrics.refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
+                resp.headers_mut().insert(
+                    "grpc-status",
+                    http::HeaderValue::from(Code::ResourceExhausted as i32),
+                );
+                state.ingest.metrics.refused(
+                    "unknown",
+                    weft_ingest::metrics::RefuseReason::RequestTooLarge,
+                    1,
+                );
             }
             Ok(resp)
         })

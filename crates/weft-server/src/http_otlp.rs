@@ -30,12 +30,19 @@ struct OtlpError {
 
 impl OtlpError {
     fn new(status: StatusCode, code: i32, message: impl Into<String>) -> Self {
-        OtlpError { status, code, message: message.into(), retry_after: None }
+        OtlpError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
     }
 
     fn into_response(self, fmt: Format) -> Response {
         let body = match fmt {
-            Format::Json => serde_json::json!({ "code": self.code, "message": self.message }).to_string().into_bytes(),
+            Format::Json => serde_json::json!({ "code": self.code, "message": self.message })
+                .to_string()
+                .into_bytes(),
             Format::Protobuf => {
                 // google.rpc.Status { int32 code = 1; string message = 2; }
                 let mut out = Vec::new();
@@ -45,10 +52,12 @@ impl OtlpError {
             }
         };
         let mut r = (self.status, body).into_response();
-        r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, content_type(fmt));
         if let Some(d) = self.retry_after {
             let secs = d.as_secs_f64().ceil().max(1.0) as u64;
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         r
     }
@@ -69,8 +78,16 @@ const UNAUTHENTICATED: i32 = 16;
 
 /// `POST /v1/traces`.
 pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let mime = ctype.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ctype
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let fmt = match mime.as_str() {
         "application/x-protobuf" | "application/protobuf" => Format::Protobuf,
         "application/json" => Format::Json,
@@ -89,7 +106,12 @@ pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
     }
 }
 
-async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> Result<Response, OtlpError> {
+async fn handle(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    fmt: Format,
+) -> Result<Response, OtlpError> {
     let metrics = &st.ingest.metrics;
     let tenant = st.tenants.resolve(headers).map_err(|e| {
         metrics.refused("unknown", RefuseReason::Unauthorized, 1);
@@ -100,29 +122,49 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
         metrics.refused(&tenant, RefuseReason::RequestTooLarge, 1);
         OtlpError::new(StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED, what)
     };
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok())
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<u64>().ok())
         && len > max as u64
     {
-        return Err(too_large(format!("request body of {len} bytes exceeds the maximum request size of {max} bytes")));
+        return Err(too_large(format!(
+            "request body of {len} bytes exceeds the maximum request size of {max} bytes"
+        )));
     }
-    let raw = axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| too_large(format!("request body exceeds the maximum request size of {max} bytes")))?;
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
+        too_large(format!(
+            "request body exceeds the maximum request size of {max} bytes"
+        ))
+    })?;
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
     let data = match encoding.as_str() {
         "" | "identity" => raw,
         "gzip" | "x-gzip" => {
             let cap = st.cfg.max_decompressed_bytes;
             let mut out = Vec::with_capacity((raw.len() * 4).min(cap));
-            let n = flate2::read::MultiGzDecoder::new(&raw[..]).take(cap as u64 + 1).read_to_end(&mut out);
+            let n = flate2::read::MultiGzDecoder::new(&raw[..])
+                .take(cap as u64 + 1)
+                .read_to_end(&mut out);
             match n {
                 Ok(n) if n > cap => {
-                    return Err(too_large(format!("request decompresses to more than the maximum of {cap} bytes")));
+                    return Err(too_large(format!(
+                        "request decompresses to more than the maximum of {cap} bytes"
+                    )));
                 }
                 Ok(_) => Bytes::from(out),
                 Err(e) => {
                     metrics.refused(&tenant, RefuseReason::Invalid, 1);
-                    return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, format!("invalid gzip body: {e}")));
+                    return Err(OtlpError::new(
+                        StatusCode::BAD_REQUEST,
+                        INVALID_ARGUMENT,
+                        format!("invalid gzip body: {e}"),
+                    ));
                 }
             }
         }
@@ -140,7 +182,11 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             Ok(req) => Bytes::from(req.encode_to_vec()),
             Err(e) => {
                 metrics.refused(&tenant, RefuseReason::Invalid, 1);
-                return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
+                return Err(OtlpError::new(
+                    StatusCode::BAD_REQUEST,
+                    INVALID_ARGUMENT,
+                    e.to_string(),
+                ));
             }
         },
     };
@@ -154,16 +200,24 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             };
             let body = match fmt {
                 Format::Protobuf => resp.encode_to_vec(),
-                Format::Json => weft_otlp::json::response_to_json(&resp).to_string().into_bytes(),
+                Format::Json => weft_otlp::json::response_to_json(&resp)
+                    .to_string()
+                    .into_bytes(),
             };
             let mut r = (StatusCode::OK, body).into_response();
-            r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, content_type(fmt));
             Ok(r)
         }
         Err(e) => Err(match e {
             PushError::Invalid(m) => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m),
-            PushError::TraceTooLarge { message, .. } => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message),
-            PushError::RateLimited { message, retry_after } => OtlpError {
+            PushError::TraceTooLarge { message, .. } => {
+                OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message)
+            }
+            PushError::RateLimited {
+                message,
+                retry_after,
+            } => OtlpError {
                 retry_after: Some(retry_after),
                 ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
             },

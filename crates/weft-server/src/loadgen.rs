@@ -61,7 +61,9 @@ pub fn main(args: LoadgenArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.query_ids {
         return query(&args, path);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(send(args))
 }
 
@@ -83,16 +85,40 @@ struct Template {
 }
 
 fn kv(k: &str, v: V) -> KeyValue {
-    KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }) }
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    }
 }
 
-const SERVICES: &[&str] = &["frontend", "checkout", "cart", "payment", "shipping", "currency", "email", "recommendation", "ad", "catalog"];
-const ROUTES: &[&str] = &["/api/cart", "/api/checkout", "/api/products/{id}", "/api/recommendations", "/api/currency/convert", "/api/shipping/quote"];
+const SERVICES: &[&str] = &[
+    "frontend",
+    "checkout",
+    "cart",
+    "payment",
+    "shipping",
+    "currency",
+    "email",
+    "recommendation",
+    "ad",
+    "catalog",
+];
+const ROUTES: &[&str] = &[
+    "/api/cart",
+    "/api/checkout",
+    "/api/products/{id}",
+    "/api/recommendations",
+    "/api/currency/convert",
+    "/api/shipping/quote",
+];
 
 /// Builds one request of `spans` spans in traces of `per_trace`, one resource per service.
 fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
     let traces = spans.div_ceil(per_trace);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     let svc = SERVICES[seed % SERVICES.len()];
     let mut out = Vec::with_capacity(spans);
     let mut n = 0;
@@ -104,25 +130,51 @@ fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
             tid[0..4].copy_from_slice(&(t as u32 + 1).to_be_bytes());
             let mut sid = vec![0u8; 8];
             sid[0..4].copy_from_slice(&(i as u32 + 1).to_be_bytes());
-            let parent = if i == 0 { vec![] } else { ((if i <= 3 { 0 } else { 1 + (i % 3) }) as u32 + 1).to_be_bytes().iter().copied().chain([0u8; 4]).collect() };
+            let parent = if i == 0 {
+                vec![]
+            } else {
+                ((if i <= 3 { 0 } else { 1 + (i % 3) }) as u32 + 1)
+                    .to_be_bytes()
+                    .iter()
+                    .copied()
+                    .chain([0u8; 4])
+                    .collect()
+            };
             let dur = 200_000 + ((t * 7919 + i * 104729) % 5_000_000) as u64;
             out.push(Span {
                 trace_id: tid.into(),
                 span_id: sid.into(),
                 parent_span_id: parent.into(),
                 flags: 0x101,
-                name: if i == 0 { format!("GET {route}") } else { format!("{} {}", ["SELECT", "grpc.Call", "cache.get", "HTTP POST"][i % 4], route) },
+                name: if i == 0 {
+                    format!("GET {route}")
+                } else {
+                    format!(
+                        "{} {}",
+                        ["SELECT", "grpc.Call", "cache.get", "HTTP POST"][i % 4],
+                        route
+                    )
+                },
                 kind: if i == 0 { 2 } else { [3, 1, 3, 1][i % 4] },
                 start_time_unix_nano: base + (i as u64) * 10_000,
                 end_time_unix_nano: base + (i as u64) * 10_000 + dur,
                 attributes: vec![
                     kv("http.request.method", V::StringValue("GET".into())),
                     kv("url.path", V::StringValue(route.into())),
-                    kv("http.response.status_code", V::IntValue(if (t + i) % 50 == 0 { 500 } else { 200 })),
-                    kv("server.address", V::StringValue(format!("{svc}.svc.cluster.local"))),
+                    kv(
+                        "http.response.status_code",
+                        V::IntValue(if (t + i) % 50 == 0 { 500 } else { 200 }),
+                    ),
+                    kv(
+                        "server.address",
+                        V::StringValue(format!("{svc}.svc.cluster.local")),
+                    ),
                     kv("network.peer.port", V::IntValue(8080)),
                 ],
-                status: ((t + i) % 50 == 0).then(|| Status { message: "internal error".into(), code: 2 }),
+                status: ((t + i) % 50 == 0).then(|| Status {
+                    message: "internal error".into(),
+                    code: 2,
+                }),
                 ..Default::default()
             });
             n += 1;
@@ -140,7 +192,11 @@ fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
                 dropped_attributes_count: 0,
             }),
             scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope { name: "weft-loadgen".into(), version: env!("CARGO_PKG_VERSION").into(), ..Default::default() }),
+                scope: Some(InstrumentationScope {
+                    name: "weft-loadgen".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    ..Default::default()
+                }),
                 spans: out,
                 schema_url: String::new(),
             }],
@@ -149,7 +205,11 @@ fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
     };
     let bytes = req.encode_to_vec();
     let slots = find_slots(&bytes);
-    Template { bytes, slots, traces: traces as u32 }
+    Template {
+        bytes,
+        slots,
+        traces: traces as u32,
+    }
 }
 
 /// Finds every span's ID fields in an encoded request.
@@ -171,14 +231,24 @@ fn find_slots(buf: &[u8]) -> Vec<IdSlots> {
                     continue;
                 }
                 let Ok(sp) = sp.value.bytes(2) else { continue };
-                let mut s = IdSlots { trace: 0, span: 0, parent: None, trace_index: 0, span_index: 0, parent_index: 0 };
+                let mut s = IdSlots {
+                    trace: 0,
+                    span: 0,
+                    parent: None,
+                    trace_index: 0,
+                    span_index: 0,
+                    parent_index: 0,
+                };
                 let mut f = Reader::new(sp);
                 while let Ok(Some(x)) = f.next() {
-                    let Ok(b) = x.value.bytes(x.number) else { continue };
+                    let Ok(b) = x.value.bytes(x.number) else {
+                        continue;
+                    };
                     match x.number {
                         1 => {
                             s.trace = off(b);
-                            s.trace_index = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+                            s.trace_index =
+                                u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
                         }
                         2 => {
                             s.span = off(b);
@@ -186,7 +256,8 @@ fn find_slots(buf: &[u8]) -> Vec<IdSlots> {
                         }
                         4 if b.len() == 8 => {
                             s.parent = Some(off(b));
-                            s.parent_index = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+                            s.parent_index =
+                                u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
                         }
                         _ => {}
                     }
@@ -240,7 +311,11 @@ fn instantiate(t: &Template, seq: u64, salt: u64) -> (Bytes, [u8; 16]) {
 }
 
 async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
-    let templates: Arc<Vec<Template>> = Arc::new((0..8).map(|i| build_template(i, args.spans_per_request, args.spans_per_trace.max(1))).collect());
+    let templates: Arc<Vec<Template>> = Arc::new(
+        (0..8)
+            .map(|i| build_template(i, args.spans_per_request, args.spans_per_trace.max(1)))
+            .collect(),
+    );
     let spans_per_req = templates[0].slots.len() as u64;
     let mut channels = Vec::new();
     for _ in 0..args.connections.max(1) {
@@ -257,15 +332,29 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
     let seq = Arc::new(AtomicU64::new(0));
     let ids = Arc::new(parking_lot::Mutex::new(Vec::<[u8; 16]>::new()));
     let last_error = Arc::new(parking_lot::Mutex::new(String::new()));
-    let salt = mix(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7));
+    let salt = mix(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7));
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.duration);
-    let max_spans = if args.max_spans == 0 { u64::MAX } else { args.max_spans };
+    let max_spans = if args.max_spans == 0 {
+        u64::MAX
+    } else {
+        args.max_spans
+    };
     let mut tasks = Vec::new();
     for w in 0..args.concurrency.max(1) {
         let mut grpc = tonic::client::Grpc::new(channels[w % channels.len()].clone());
-        let (templates, sent, spans, errors, seq, ids, last_error) =
-            (templates.clone(), sent.clone(), spans.clone(), errors.clone(), seq.clone(), ids.clone(), last_error.clone());
+        let (templates, sent, spans, errors, seq, ids, last_error) = (
+            templates.clone(),
+            sent.clone(),
+            spans.clone(),
+            errors.clone(),
+            seq.clone(),
+            ids.clone(),
+            last_error.clone(),
+        );
         let tenant = args.tenant.clone();
         let every = args.ids_every.max(1);
         let want_ids = args.ids_out.is_some();
@@ -275,10 +364,12 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
                 if n.saturating_mul(spans_per_req) >= max_spans {
                     break;
                 }
-                let (body, first) = instantiate(&templates[(n % templates.len() as u64) as usize], n, salt);
+                let (body, first) =
+                    instantiate(&templates[(n % templates.len() as u64) as usize], n, salt);
                 let mut req = tonic::Request::new(body);
                 if let Some(t) = &tenant {
-                    req.metadata_mut().insert("x-scope-orgid", t.parse().expect("tenant is ascii"));
+                    req.metadata_mut()
+                        .insert("x-scope-orgid", t.parse().expect("tenant is ascii"));
                 }
                 if grpc.ready().await.is_err() {
                     errors.fetch_add(1, Ordering::Relaxed);
@@ -330,7 +421,11 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
 
 /// Fetches each ID over one keep-alive HTTP/1.1 connection and reports latency percentiles.
 fn query(args: &LoadgenArgs, path: &std::path::Path) -> anyhow::Result<()> {
-    let ids: Vec<String> = std::fs::read_to_string(path)?.lines().map(str::to_string).filter(|l| !l.is_empty()).collect();
+    let ids: Vec<String> = std::fs::read_to_string(path)?
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect();
     anyhow::ensure!(!ids.is_empty(), "no trace ids in {}", path.display());
     let mut conn = std::net::TcpStream::connect(&args.query_http)?;
     conn.set_nodelay(true)?;
@@ -341,8 +436,15 @@ fn query(args: &LoadgenArgs, path: &std::path::Path) -> anyhow::Result<()> {
     for i in 0..args.queries {
         let id = &ids[(mix(i as u64) % ids.len() as u64) as usize];
         let t = Instant::now();
-        let tenant = args.tenant.as_ref().map(|t| format!("X-Scope-OrgID: {t}\r\n")).unwrap_or_default();
-        write!(conn, "GET /api/traces/{id} HTTP/1.1\r\nHost: weft\r\nAccept: application/protobuf\r\n{tenant}\r\n")?;
+        let tenant = args
+            .tenant
+            .as_ref()
+            .map(|t| format!("X-Scope-OrgID: {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            conn,
+            "GET /api/traces/{id} HTTP/1.1\r\nHost: weft\r\nAccept: application/protobuf\r\n{tenant}\r\n"
+        )?;
         let mut status = String::new();
         reader.read_line(&mut status)?;
         let mut len = 0usize;

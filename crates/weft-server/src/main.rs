@@ -41,8 +41,11 @@ fn main() {
 }
 
 fn init_logging(cfg: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cfg.log_level));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cfg.log_level));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match cfg.log_format {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.init(),
@@ -52,13 +55,18 @@ fn init_logging(cfg: &Config) {
 fn serve(flags: &config::ServerFlags) -> anyhow::Result<()> {
     let cfg = Config::load(flags)?;
     init_logging(&cfg);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weft").build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft")
+        .build()?;
     rt.block_on(run(cfg))
 }
 
 async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
     let addr = format!("{host}:{port}");
-    tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr} for {what}"))
+    tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for {what}"))
 }
 
 async fn shutdown_signal(tx: watch::Sender<bool>) {
@@ -74,23 +82,42 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
 
 async fn run(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
-    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
-    let storage: Arc<dyn weft_storage::Storage> = Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
+    let storage: Arc<dyn weft_storage::Storage> =
+        Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
     let icfg = IngestConfig {
         data_dir: cfg.data_dir.clone(),
         fsync: cfg.fsync_policy(),
-        cut: CutPolicy { max_age: Duration::from_secs_f64(cfg.block_max_age), max_spans: cfg.block_max_spans, max_bytes: cfg.block_max_bytes },
+        cut: CutPolicy {
+            max_age: Duration::from_secs_f64(cfg.block_max_age),
+            max_spans: cfg.block_max_spans,
+            max_bytes: cfg.block_max_bytes,
+        },
         max_trace_bytes: cfg.max_trace_bytes,
         rate_bytes: cfg.ingestion_rate_bytes,
         burst_bytes: cfg.ingestion_burst_bytes,
+        // One cut may wait for the flusher while the next fills; more means the flusher is
+        // behind, and receivers answer 503 instead of growing memory.
+        max_flushing_bytes: cfg.block_max_bytes as u64,
         ..IngestConfig::default()
     };
-    let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
-    let state = Arc::new(AppState { cfg: cfg.clone(), tenants: tenant::Tenants::new(&cfg), ingest: ingest.clone(), trace_latency: api::Histogram::latency(), started: Instant::now() });
+    let ingest = Ingest::open(icfg, storage)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let state = Arc::new(AppState {
+        cfg: cfg.clone(),
+        tenants: tenant::Tenants::new(&cfg),
+        ingest: ingest.clone(),
+        trace_latency: api::Histogram::latency(),
+        started: Instant::now(),
+    });
 
     let api_l = bind(&cfg.listen_host, cfg.http_port, "the query API").await?;
     let otlp_http_l = bind(&cfg.listen_host, cfg.otlp_http_port, "OTLP/HTTP").await?;
-    let grpc_addr: SocketAddr = format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port).parse().context("parsing the OTLP/gRPC listen address")?;
+    let grpc_addr: SocketAddr = format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port)
+        .parse()
+        .context("parsing the OTLP/gRPC listen address")?;
     let grpc_l = bind(&cfg.listen_host, cfg.otlp_grpc_port, "OTLP/gRPC").await?;
 
     let api = Router::new()
@@ -124,7 +151,10 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let grpc = tonic::transport::Server::builder()
         .add_service(grpc::TraceService::new(state.clone()))
-        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)), wait(rx.clone()));
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)),
+            wait(rx.clone()),
+        );
     let api_srv = axum::serve(api_l, api).with_graceful_shutdown(wait(rx.clone()));
     let http_srv = axum::serve(otlp_http_l, otlp_http).with_graceful_shutdown(wait(rx.clone()));
     let (a, b, c) = tokio::join!(api_srv, http_srv, grpc);
@@ -135,4 +165,3 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("weft stopped cleanly");
     Ok(())
 }
-

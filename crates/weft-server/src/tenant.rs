@@ -21,7 +21,6 @@ pub struct Tenants {
 #[derive(Debug)]
 pub struct TenantError(pub String);
 
-
 impl std::fmt::Display for TenantError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -34,7 +33,11 @@ impl Tenants {
     pub fn new(cfg: &Config) -> Self {
         Tenants {
             multitenancy: cfg.multitenancy,
-            tokens: cfg.auth_tokens.iter().map(|(k, v)| (k.clone(), Arc::from(v.as_str()))).collect(),
+            tokens: cfg
+                .auth_tokens
+                .iter()
+                .map(|(k, v)| (k.clone(), Arc::from(v.as_str())))
+                .collect(),
             single: Arc::from(SINGLE_TENANT),
         }
     }
@@ -46,11 +49,19 @@ impl Tenants {
     /// with it off, every request is `single-tenant`.
     pub fn resolve(&self, headers: &HeaderMap) -> Result<Arc<str>, TenantError> {
         if !self.tokens.is_empty() {
-            let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
-            let token = auth.strip_prefix("Bearer ").or_else(|| auth.strip_prefix("bearer ")).map(str::trim);
+            let auth = headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let token = auth
+                .strip_prefix("Bearer ")
+                .or_else(|| auth.strip_prefix("bearer "))
+                .map(str::trim);
             return match token.and_then(|t| self.tokens.get(t)) {
                 Some(t) => Ok(t.clone()),
-                None if token.is_none() => Err(TenantError("missing bearer token in the Authorization header".into())),
+                None if token.is_none() => Err(TenantError(
+                    "missing bearer token in the Authorization header".into(),
+                )),
                 None => Err(TenantError("invalid bearer token".into())),
             };
         }
@@ -58,10 +69,17 @@ impl Tenants {
             return Ok(self.single.clone());
         }
         let Some(v) = headers.get(ORG_HEADER) else {
-            return Err(TenantError("no org id: the X-Scope-OrgID header is required when multi-tenancy is enabled".into()));
+            return Err(TenantError(
+                "no org id: the X-Scope-OrgID header is required when multi-tenancy is enabled"
+                    .into(),
+            ));
         };
-        let t = v.to_str().map_err(|_| TenantError("X-Scope-OrgID is not valid ASCII".into()))?.trim();
-        weft_ingest::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
+        let t = v
+            .to_str()
+            .map_err(|_| TenantError("X-Scope-OrgID is not valid ASCII".into()))?
+            .trim();
+        weft_ingest::limits::validate_tenant(t)
+            .map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
         Ok(Arc::from(t))
     }
 }

@@ -22,9 +22,17 @@ pub enum StorageError {
     #[error("invalid object path {path:?}: {reason}")]
     InvalidPath { path: String, reason: &'static str },
     #[error("range {start}..{end} is outside object {path} of {size} bytes")]
-    BadRange { path: String, start: u64, end: u64, size: u64 },
+    BadRange {
+        path: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
     #[error("storage i/o error on {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// One listed object.
@@ -61,7 +69,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
 
 /// Rejects paths that could escape a root or that object stores treat specially.
 pub fn validate_path(path: &str) -> Result<(), StorageError> {
-    let bad = |reason| Err(StorageError::InvalidPath { path: path.to_string(), reason });
+    let bad = |reason| {
+        Err(StorageError::InvalidPath {
+            path: path.to_string(),
+            reason,
+        })
+    };
     if path.is_empty() {
         return bad("empty");
     }
@@ -87,25 +100,55 @@ pub mod conformance {
     /// `store` must be empty.
     pub async fn run(store: &dyn Storage) {
         // put / get round trip, overwrite.
-        store.put("a/b/one", Bytes::from_static(b"hello world")).await.unwrap();
-        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"hello world"));
-        store.put("a/b/one", Bytes::from_static(b"replaced")).await.unwrap();
-        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"replaced"));
+        store
+            .put("a/b/one", Bytes::from_static(b"hello world"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("a/b/one").await.unwrap(),
+            Bytes::from_static(b"hello world")
+        );
+        store
+            .put("a/b/one", Bytes::from_static(b"replaced"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("a/b/one").await.unwrap(),
+            Bytes::from_static(b"replaced")
+        );
 
         // empty objects are objects.
         store.put("a/empty", Bytes::new()).await.unwrap();
         assert_eq!(store.get("a/empty").await.unwrap().len(), 0);
 
         // ranged reads.
-        store.put("r", Bytes::from_static(b"0123456789")).await.unwrap();
-        assert_eq!(store.get_range("r", 2..5).await.unwrap(), Bytes::from_static(b"234"));
-        assert_eq!(store.get_range("r", 0..10).await.unwrap(), Bytes::from_static(b"0123456789"));
+        store
+            .put("r", Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_range("r", 2..5).await.unwrap(),
+            Bytes::from_static(b"234")
+        );
+        assert_eq!(
+            store.get_range("r", 0..10).await.unwrap(),
+            Bytes::from_static(b"0123456789")
+        );
         assert_eq!(store.get_range("r", 10..10).await.unwrap().len(), 0);
-        assert!(matches!(store.get_range("r", 5..11).await, Err(StorageError::BadRange { .. })));
+        assert!(matches!(
+            store.get_range("r", 5..11).await,
+            Err(StorageError::BadRange { .. })
+        ));
 
         // missing objects.
-        assert!(matches!(store.get("nope").await, Err(StorageError::NotFound(_))));
-        assert!(matches!(store.get_range("nope", 0..1).await, Err(StorageError::NotFound(_))));
+        assert!(matches!(
+            store.get("nope").await,
+            Err(StorageError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.get_range("nope", 0..1).await,
+            Err(StorageError::NotFound(_))
+        ));
 
         // listing: prefix, order, sizes, no directories.
         store.put("a/c", Bytes::from_static(b"xy")).await.unwrap();
@@ -120,13 +163,19 @@ pub mod conformance {
         // delete, idempotent.
         store.delete("a/c").await.unwrap();
         store.delete("a/c").await.unwrap();
-        assert!(matches!(store.get("a/c").await, Err(StorageError::NotFound(_))));
+        assert!(matches!(
+            store.get("a/c").await,
+            Err(StorageError::NotFound(_))
+        ));
         assert_eq!(store.list("a/").await.unwrap().len(), 2);
 
         // invalid paths are refused, never resolved outside the root.
         for bad in ["", "/abs", "x/../y", "x//y", "trail/"] {
             assert!(
-                matches!(store.put(bad, Bytes::new()).await, Err(StorageError::InvalidPath { .. })),
+                matches!(
+                    store.put(bad, Bytes::new()).await,
+                    Err(StorageError::InvalidPath { .. })
+                ),
                 "put({bad:?}) must be refused"
             );
         }
@@ -134,10 +183,16 @@ pub mod conformance {
         // larger objects and concurrent writers to distinct keys.
         let big = Bytes::from((0..(3 << 20)).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
         store.put("big", big.clone()).await.unwrap();
-        assert_eq!(store.get_range("big", 1_000_000..1_000_100).await.unwrap(), big.slice(1_000_000..1_000_100));
+        assert_eq!(
+            store.get_range("big", 1_000_000..1_000_100).await.unwrap(),
+            big.slice(1_000_000..1_000_100)
+        );
         let mut tasks = Vec::new();
         for i in 0..16 {
-            tasks.push(store.put(Box::leak(format!("c/{i:02}").into_boxed_str()), Bytes::from(vec![i as u8; 1000])));
+            tasks.push(store.put(
+                Box::leak(format!("c/{i:02}").into_boxed_str()),
+                Bytes::from(vec![i as u8; 1000]),
+            ));
         }
         for t in tasks {
             t.await.unwrap();

@@ -14,7 +14,10 @@ pub struct LocalStorage {
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StorageError + '_ {
-    move |source| StorageError::Io { path: path.display().to_string(), source }
+    move |source| StorageError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 impl LocalStorage {
@@ -71,7 +74,11 @@ impl LocalStorage {
             Some(i) => &prefix[..i],
             None => "",
         };
-        let start = if dir_part.is_empty() { self.root.clone() } else { self.root.join(dir_part) };
+        let start = if dir_part.is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(dir_part)
+        };
         let mut out = Vec::new();
         let mut stack = vec![start];
         while let Some(dir) = stack.pop() {
@@ -92,7 +99,11 @@ impl LocalStorage {
                 if ft.is_dir() {
                     stack.push(p);
                 } else if ft.is_file() {
-                    let rel = p.strip_prefix(&self.root).expect("under root").to_string_lossy().replace('\\', "/");
+                    let rel = p
+                        .strip_prefix(&self.root)
+                        .expect("under root")
+                        .to_string_lossy()
+                        .replace('\\', "/");
                     if rel.starts_with(prefix) {
                         let size = e.metadata().map_err(io_err(&p))?.len();
                         out.push(ObjectMeta { path: rel, size });
@@ -110,14 +121,22 @@ fn not_found(path: &str) -> impl Fn(std::io::Error) -> StorageError + '_ {
         if e.kind() == std::io::ErrorKind::NotFound {
             StorageError::NotFound(path.to_string())
         } else {
-            StorageError::Io { path: path.to_string(), source: e }
+            StorageError::Io {
+                path: path.to_string(),
+                source: e,
+            }
         }
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, StorageError> + Send + 'static) -> Result<T, StorageError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(StorageError::Io { path: String::new(), source: std::io::Error::other(e.to_string()) })
+        Err(StorageError::Io {
+            path: String::new(),
+            source: std::io::Error::other(e.to_string()),
+        })
     })
 }
 
@@ -141,10 +160,17 @@ impl Storage for LocalStorage {
             let mut f = File::open(&full).map_err(not_found(&p))?;
             let size = f.metadata().map_err(not_found(&p))?.len();
             if range.start > range.end || range.end > size {
-                return Err(StorageError::BadRange { path: p, start: range.start, end: range.end, size });
+                return Err(StorageError::BadRange {
+                    path: p,
+                    start: range.start,
+                    end: range.end,
+                    size,
+                });
             }
             let mut buf = vec![0u8; (range.end - range.start) as usize];
-            f.seek(SeekFrom::Start(range.start)).and_then(|_| f.read_exact(&mut buf)).map_err(not_found(&p))?;
+            f.seek(SeekFrom::Start(range.start))
+                .and_then(|_| f.read_exact(&mut buf))
+                .map_err(not_found(&p))?;
             Ok(Bytes::from(buf))
         })
         .await

@@ -23,13 +23,22 @@ impl Storage for MemoryStorage {
     }
 
     async fn get(&self, path: &str) -> Result<Bytes, StorageError> {
-        self.objects.read().get(path).cloned().ok_or_else(|| StorageError::NotFound(path.to_string()))
+        self.objects
+            .read()
+            .get(path)
+            .cloned()
+            .ok_or_else(|| StorageError::NotFound(path.to_string()))
     }
 
     async fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         let obj = self.get(path).await?;
         if range.start > range.end || range.end > obj.len() as u64 {
-            return Err(StorageError::BadRange { path: path.into(), start: range.start, end: range.end, size: obj.len() as u64 });
+            return Err(StorageError::BadRange {
+                path: path.into(),
+                start: range.start,
+                end: range.end,
+                size: obj.len() as u64,
+            });
         }
         Ok(obj.slice(range.start as usize..range.end as usize))
     }
@@ -40,7 +49,10 @@ impl Storage for MemoryStorage {
             .read()
             .range(prefix.to_string()..)
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| ObjectMeta { path: k.clone(), size: v.len() as u64 })
+            .map(|(k, v)| ObjectMeta {
+                path: k.clone(),
+                size: v.len() as u64,
+            })
             .collect())
     }
 

@@ -49,7 +49,10 @@ pub const MAX_RECORD: usize = 256 << 20;
 #[derive(Debug, Error)]
 pub enum WalError {
     #[error("wal i/o error on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("wal is closed")]
     Closed,
     #[error("wal record of {0} bytes exceeds the {MAX_RECORD} byte limit")]
@@ -59,7 +62,10 @@ pub enum WalError {
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
-    move |source| WalError::Io { path: path.to_path_buf(), source }
+    move |source| WalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// When the log is synced to disk.
@@ -111,7 +117,11 @@ pub struct WalOptions {
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, min_segment: 1 }
+        WalOptions {
+            fsync: FsyncPolicy::Always,
+            segment_bytes: 64 << 20,
+            min_segment: 1,
+        }
     }
 }
 
@@ -164,7 +174,10 @@ fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>, WalError> {
         if let Some(stem) = name.strip_suffix(".wal")
             && let Ok(seq) = stem.parse::<u64>()
         {
-            out.push(SegmentFile { seq, path: e.path() });
+            out.push(SegmentFile {
+                seq,
+                path: e.path(),
+            });
         }
     }
     out.sort_by_key(|s| s.seq);
@@ -198,7 +211,12 @@ pub fn encode_record(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) 
 
 /// Outcome of decoding one record from a segment buffer.
 enum Decoded {
-    Record { kind: u8, tenant: Arc<str>, payload: Bytes, next: usize },
+    Record {
+        kind: u8,
+        tenant: Arc<str>,
+        payload: Bytes,
+        next: usize,
+    },
     End,
     Torn(&'static str),
 }
@@ -231,7 +249,12 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
         return Decoded::Torn("tenant is not utf-8");
     };
     let start = at + 8 + 4 + tlen;
-    Decoded::Record { kind, tenant: Arc::from(tenant), payload: buf.slice(start..at + 8 + len), next: at + 8 + len }
+    Decoded::Record {
+        kind,
+        tenant: Arc::from(tenant),
+        payload: buf.slice(start..at + 8 + len),
+        next: at + 8 + len,
+    }
 }
 
 /// What replay found.
@@ -256,12 +279,17 @@ impl Wal {
     ) -> Result<(Wal, ReplayReport), WalError> {
         fs::create_dir_all(dir).map_err(io(dir))?;
         let segments = list_segments(dir)?;
-        let mut report = ReplayReport { segments: segments.len(), ..Default::default() };
+        let mut report = ReplayReport {
+            segments: segments.len(),
+            ..Default::default()
+        };
         let mut total_size = 0u64;
         let started = Instant::now();
         for (i, seg) in segments.iter().enumerate() {
             let mut data = Vec::new();
-            File::open(&seg.path).and_then(|mut f| f.read_to_end(&mut data)).map_err(io(&seg.path))?;
+            File::open(&seg.path)
+                .and_then(|mut f| f.read_to_end(&mut data))
+                .map_err(io(&seg.path))?;
             if data.len() < HEADER_LEN || &data[..HEADER_LEN] != MAGIC {
                 if data.len() < HEADER_LEN && i + 1 == segments.len() {
                     // A segment whose header never reached the disk: nothing in it was acknowledged.
@@ -269,16 +297,31 @@ impl Wal {
                     fs::remove_file(&seg.path).map_err(io(&seg.path))?;
                     continue;
                 }
-                return Err(WalError::BadHeader { path: seg.path.clone() });
+                return Err(WalError::BadHeader {
+                    path: seg.path.clone(),
+                });
             }
             let buf = Bytes::from(data);
             let mut at = HEADER_LEN;
             loop {
                 match decode_record(&buf, at) {
-                    Decoded::Record { kind, tenant, payload, next } => {
+                    Decoded::Record {
+                        kind,
+                        tenant,
+                        payload,
+                        next,
+                    } => {
                         report.records += 1;
                         report.bytes += (next - at) as u64;
-                        visit(Record { pos: WalPos { segment: seg.seq, offset: at as u64 }, kind, tenant, payload });
+                        visit(Record {
+                            pos: WalPos {
+                                segment: seg.seq,
+                                offset: at as u64,
+                            },
+                            kind,
+                            tenant,
+                            payload,
+                        });
                         at = next;
                     }
                     Decoded::End => break,
@@ -286,26 +329,51 @@ impl Wal {
                         let dropped = (buf.len() - at) as u64;
                         report.torn_bytes += dropped;
                         tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
-                        let f = OpenOptions::new().write(true).open(&seg.path).map_err(io(&seg.path))?;
-                        f.set_len(at as u64).and_then(|_| f.sync_all()).map_err(io(&seg.path))?;
+                        let f = OpenOptions::new()
+                            .write(true)
+                            .open(&seg.path)
+                            .map_err(io(&seg.path))?;
+                        f.set_len(at as u64)
+                            .and_then(|_| f.sync_all())
+                            .map_err(io(&seg.path))?;
                         break;
                     }
                 }
             }
             total_size += at as u64;
             if (i + 1) % 16 == 0 {
-                tracing::info!(segments_done = i + 1, segments_total = segments.len(), records = report.records, "wal replay progress");
+                tracing::info!(
+                    segments_done = i + 1,
+                    segments_total = segments.len(),
+                    records = report.records,
+                    "wal replay progress"
+                );
             }
         }
         if !segments.is_empty() {
-            tracing::info!(segments = report.segments, records = report.records, bytes = report.bytes, torn_bytes = report.torn_bytes, elapsed_ms = started.elapsed().as_millis() as u64, "wal replay done");
+            tracing::info!(
+                segments = report.segments,
+                records = report.records,
+                bytes = report.bytes,
+                torn_bytes = report.torn_bytes,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "wal replay done"
+            );
         }
-        let next_seq = segments.last().map(|s| s.seq + 1).unwrap_or(0).max(opts.min_segment);
+        let next_seq = segments
+            .last()
+            .map(|s| s.seq + 1)
+            .unwrap_or(0)
+            .max(opts.min_segment);
         let stats = Arc::new(WalStats::default());
         stats.size_bytes.store(total_size, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink)?;
-        writer.sealed = segments.iter().filter(|s| s.path.exists()).map(|s| s.seq).collect();
+        writer.sealed = segments
+            .iter()
+            .filter(|s| s.path.exists())
+            .map(|s| s.seq)
+            .collect();
         std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
@@ -317,15 +385,30 @@ impl Wal {
     ///
     /// Cancel safety: if the future is dropped, the record may still be written and passed to
     /// the sink; it is simply not acknowledged.
-    pub async fn append(&self, tenant: Arc<str>, kind: u8, payload: Bytes) -> Result<WalPos, WalError> {
+    pub async fn append(
+        &self,
+        tenant: Arc<str>,
+        kind: u8,
+        payload: Bytes,
+    ) -> Result<WalPos, WalError> {
         if payload.len() + tenant.len() + 12 > MAX_RECORD {
             return Err(WalError::TooLarge(payload.len()));
         }
         let (done, rx) = tokio::sync::oneshot::channel();
-        self.tx.send(Cmd::Append(Append { tenant, kind, payload, done })).map_err(|_| WalError::Closed)?;
+        self.tx
+            .send(Cmd::Append(Append {
+                tenant,
+                kind,
+                payload,
+                done,
+            }))
+            .map_err(|_| WalError::Closed)?;
         match rx.await {
             Ok(Ok(pos)) => Ok(pos),
-            Ok(Err(msg)) => Err(WalError::Io { path: PathBuf::from("wal"), source: std::io::Error::other(msg) }),
+            Ok(Err(msg)) => Err(WalError::Io {
+                path: PathBuf::from("wal"),
+                source: std::io::Error::other(msg),
+            }),
             Err(_) => Err(WalError::Closed),
         }
     }
@@ -360,16 +443,42 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(dir: PathBuf, opts: WalOptions, seq: u64, stats: Arc<WalStats>, sink: Box<dyn CommitSink>) -> Result<Self, WalError> {
+    fn new(
+        dir: PathBuf,
+        opts: WalOptions,
+        seq: u64,
+        stats: Arc<WalStats>,
+        sink: Box<dyn CommitSink>,
+    ) -> Result<Self, WalError> {
         let (file, path) = Self::create_segment(&dir, seq)?;
-        stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-        Ok(Writer { dir, opts, seq, file, path, offset: HEADER_LEN as u64, sealed: Vec::new(), stats, sink, last_sync: Instant::now(), dirty: false })
+        stats
+            .size_bytes
+            .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        Ok(Writer {
+            dir,
+            opts,
+            seq,
+            file,
+            path,
+            offset: HEADER_LEN as u64,
+            sealed: Vec::new(),
+            stats,
+            sink,
+            last_sync: Instant::now(),
+            dirty: false,
+        })
     }
 
     fn create_segment(dir: &Path, seq: u64) -> Result<(File, PathBuf), WalError> {
         let path = segment_path(dir, seq);
-        let mut file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(io(&path))?;
-        file.write_all(MAGIC).and_then(|_| file.sync_all()).map_err(io(&path))?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        file.write_all(MAGIC)
+            .and_then(|_| file.sync_all())
+            .map_err(io(&path))?;
         sync_dir(dir)?;
         Ok((file, path))
     }
@@ -379,14 +488,16 @@ impl Writer {
         let mut group: Vec<(Append, WalPos)> = Vec::new();
         loop {
             let first = match self.opts.fsync {
-                FsyncPolicy::Interval(d) if self.dirty => match rx.recv_timeout(d.saturating_sub(self.last_sync.elapsed())) {
-                    Ok(c) => c,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.sync_now();
-                        continue;
+                FsyncPolicy::Interval(d) if self.dirty => {
+                    match rx.recv_timeout(d.saturating_sub(self.last_sync.elapsed())) {
+                        Ok(c) => c,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            self.sync_now();
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                },
+                }
                 _ => match rx.recv() {
                     Ok(c) => c,
                     Err(_) => break,
@@ -399,12 +510,17 @@ impl Writer {
             while let Some(c) = cmd.take() {
                 match c {
                     Cmd::Append(a) => {
-                        if self.offset + (buf.len() as u64) >= self.opts.segment_bytes && self.offset > HEADER_LEN as u64 {
+                        if self.offset + (buf.len() as u64) >= self.opts.segment_bytes
+                            && self.offset > HEADER_LEN as u64
+                        {
                             // Finish the current group in this segment before rolling.
                             self.flush_group(&mut buf, &mut group);
                             self.roll();
                         }
-                        let pos = WalPos { segment: self.seq, offset: self.offset + buf.len() as u64 };
+                        let pos = WalPos {
+                            segment: self.seq,
+                            offset: self.offset + buf.len() as u64,
+                        };
                         encode_record(&mut buf, a.kind, &a.tenant, &a.payload);
                         group.push((a, pos));
                         if buf.len() >= 16 << 20 {
@@ -433,25 +549,40 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let result = self.file.write_all(buf).map_err(|e| e.to_string()).and_then(|_| {
-            self.offset += buf.len() as u64;
-            self.dirty = true;
-            self.stats.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
-            self.stats.size_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-            self.stats.records_written.fetch_add(group.len() as u64, Ordering::Relaxed);
-            match self.opts.fsync {
-                FsyncPolicy::Always => self.sync(),
-                FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
-                _ => Ok(()),
-            }
-        });
+        let result = self
+            .file
+            .write_all(buf)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                self.offset += buf.len() as u64;
+                self.dirty = true;
+                self.stats
+                    .bytes_written
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                self.stats
+                    .size_bytes
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                self.stats
+                    .records_written
+                    .fetch_add(group.len() as u64, Ordering::Relaxed);
+                match self.opts.fsync {
+                    FsyncPolicy::Always => self.sync(),
+                    FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
+                    _ => Ok(()),
+                }
+            });
         buf.clear();
         match result {
             Ok(()) => {
                 let mut records = Vec::with_capacity(group.len());
                 let mut acks = Vec::with_capacity(group.len());
                 for (a, pos) in group.drain(..) {
-                    records.push(Record { pos, kind: a.kind, tenant: a.tenant, payload: a.payload });
+                    records.push(Record {
+                        pos,
+                        kind: a.kind,
+                        tenant: a.tenant,
+                        payload: a.payload,
+                    });
                     acks.push((a.done, pos));
                 }
                 // The sink sees records before their writers are answered, so a reader that
@@ -478,7 +609,9 @@ impl Writer {
         let t = Instant::now();
         self.file.sync_data().map_err(|e| e.to_string())?;
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        self.stats.sync_nanos_total.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.stats
+            .sync_nanos_total
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.last_sync = Instant::now();
         self.dirty = false;
         Ok(())
@@ -502,25 +635,35 @@ impl Writer {
                 self.file = file;
                 self.path = path;
                 self.offset = HEADER_LEN as u64;
-                self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+                self.stats
+                    .size_bytes
+                    .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
-            Err(e) => tracing::error!(error = %e, "cannot start a new wal segment; continuing in the current one"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start a new wal segment; continuing in the current one")
+            }
         }
     }
 
     fn truncate_before(&mut self, pos: WalPos) {
         // A sealed segment below pos.segment holds only records before pos.
-        let (drop, keep): (Vec<u64>, Vec<u64>) = self.sealed.iter().partition(|&&s| s < pos.segment);
+        let (drop, keep): (Vec<u64>, Vec<u64>) =
+            self.sealed.iter().partition(|&&s| s < pos.segment);
         self.sealed = keep;
         for seq in drop {
             let path = segment_path(&self.dir, seq);
             let size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             match fs::remove_file(&path) {
                 Ok(()) => {
-                    self.stats.size_bytes.fetch_sub(size.min(self.stats.size_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+                    self.stats.size_bytes.fetch_sub(
+                        size.min(self.stats.size_bytes.load(Ordering::Relaxed)),
+                        Ordering::Relaxed,
+                    );
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot delete wal segment"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot delete wal segment")
+                }
             }
         }
         // The active segment may also be fully covered: roll so it can be deleted next time.

@@ -11,12 +11,25 @@ impl CommitSink for VecSink {
 
 fn open(dir: &Path, seen: &Arc<Mutex<Vec<Record>>>) -> (Wal, Vec<Record>) {
     let mut replayed = Vec::new();
-    let (wal, _) = Wal::open(dir, WalOptions { segment_bytes: 4096, ..Default::default() }, |r| replayed.push(r), Box::new(VecSink(seen.clone()))).unwrap();
+    let (wal, _) = Wal::open(
+        dir,
+        WalOptions {
+            segment_bytes: 4096,
+            ..Default::default()
+        },
+        |r| replayed.push(r),
+        Box::new(VecSink(seen.clone())),
+    )
+    .unwrap();
     (wal, replayed)
 }
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -31,7 +44,13 @@ fn appends_reach_sink_in_order_and_replay_after_restart() {
         for i in 0..200u32 {
             let w = wal.clone();
             handles.push(tokio::spawn(async move {
-                w.append(Arc::from("t1"), KIND_OTLP, Bytes::from(vec![i as u8; 100 + i as usize])).await.unwrap()
+                w.append(
+                    Arc::from("t1"),
+                    KIND_OTLP,
+                    Bytes::from(vec![i as u8; 100 + i as usize]),
+                )
+                .await
+                .unwrap()
             }));
         }
         for h in handles {
@@ -41,7 +60,10 @@ fn appends_reach_sink_in_order_and_replay_after_restart() {
     });
     let sink = seen.lock().unwrap().clone();
     assert_eq!(sink.len(), 200);
-    assert!(sink.windows(2).all(|w| w[0].pos < w[1].pos), "sink order follows log order");
+    assert!(
+        sink.windows(2).all(|w| w[0].pos < w[1].pos),
+        "sink order follows log order"
+    );
     let (_wal2, replayed) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
     assert_eq!(replayed.len(), 200);
     for (a, b) in sink.iter().zip(&replayed) {
@@ -59,12 +81,19 @@ fn torn_tail_is_dropped_and_earlier_records_survive() {
     rt.block_on(async {
         let (wal, _) = open(dir.path(), &seen);
         for i in 0..5u8 {
-            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 10])).await.unwrap();
+            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 10]))
+                .await
+                .unwrap();
         }
         wal.shutdown().await;
     });
     // Simulate a torn write: half a record at the end of the newest segment.
-    let seg = list_segments(dir.path()).unwrap().last().unwrap().path.clone();
+    let seg = list_segments(dir.path())
+        .unwrap()
+        .last()
+        .unwrap()
+        .path
+        .clone();
     let mut half = Vec::new();
     encode_record(&mut half, KIND_OTLP, "t", &[9; 50]);
     let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
@@ -73,7 +102,11 @@ fn torn_tail_is_dropped_and_earlier_records_survive() {
     let len_before = fs::metadata(&seg).unwrap().len();
     let (_w, replayed) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
     assert_eq!(replayed.len(), 5);
-    assert_eq!(fs::metadata(&seg).unwrap().len(), len_before - 30, "torn bytes truncated");
+    assert_eq!(
+        fs::metadata(&seg).unwrap().len(),
+        len_before - 30,
+        "torn bytes truncated"
+    );
 }
 
 #[test]
@@ -83,11 +116,18 @@ fn corrupted_checksum_stops_replay_at_that_record() {
     rt.block_on(async {
         let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
         for i in 0..3u8 {
-            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 10])).await.unwrap();
+            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 10]))
+                .await
+                .unwrap();
         }
         wal.shutdown().await;
     });
-    let seg = list_segments(dir.path()).unwrap().last().unwrap().path.clone();
+    let seg = list_segments(dir.path())
+        .unwrap()
+        .last()
+        .unwrap()
+        .path
+        .clone();
     let mut data = fs::read(&seg).unwrap();
     let n = data.len();
     data[n - 1] ^= 0xff; // flip a payload byte of the last record
@@ -105,7 +145,10 @@ fn truncate_before_deletes_only_covered_sealed_segments() {
         let (wal, _) = open(dir.path(), &seen);
         let mut last = WalPos::default();
         for i in 0..50u8 {
-            last = wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 500])).await.unwrap();
+            last = wal
+                .append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 500]))
+                .await
+                .unwrap();
         }
         let before = list_segments(dir.path()).unwrap().len();
         assert!(before > 3, "small segments roll");
@@ -116,7 +159,10 @@ fn truncate_before_deletes_only_covered_sealed_segments() {
         assert!(after.iter().all(|s| s.seq >= last.segment));
     });
     let (_w, replayed) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
-    assert!(replayed.iter().any(|r| r.payload[0] == 49), "the last record is still there");
+    assert!(
+        replayed.iter().any(|r| r.payload[0] == 49),
+        "the last record is still there"
+    );
 }
 
 #[test]
@@ -125,13 +171,19 @@ fn positions_grow_across_restarts() {
     let rt = rt();
     let a = rt.block_on(async {
         let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
-        let p = wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"x")).await.unwrap();
+        let p = wal
+            .append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"x"))
+            .await
+            .unwrap();
         wal.shutdown().await;
         p
     });
     let b = rt.block_on(async {
         let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
-        let p = wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"y")).await.unwrap();
+        let p = wal
+            .append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"y"))
+            .await
+            .unwrap();
         wal.shutdown().await;
         p
     });

@@ -30,9 +30,14 @@ impl ChunkReader for RangeChunk {
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        let off = start.checked_sub(self.base).filter(|&o| o <= self.data.len() as u64).ok_or_else(|| {
-            parquet::errors::ParquetError::General(format!("offset {start} outside the fetched range"))
-        })?;
+        let off = start
+            .checked_sub(self.base)
+            .filter(|&o| o <= self.data.len() as u64)
+            .ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!(
+                    "offset {start} outside the fetched range"
+                ))
+            })?;
         Ok(self.data.slice(off as usize..).reader())
     }
 
@@ -41,7 +46,11 @@ impl ChunkReader for RangeChunk {
             .checked_sub(self.base)
             .map(|o| o as usize)
             .filter(|&o| o + length <= self.data.len())
-            .ok_or_else(|| parquet::errors::ParquetError::General(format!("range {start}+{length} outside the fetched range")))?;
+            .ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!(
+                    "range {start}+{length} outside the fetched range"
+                ))
+            })?;
         Ok(self.data.slice(off..off + length))
     }
 }
@@ -73,7 +82,9 @@ where
     while skipped < skip {
         let n = r.skip_records(skip - skipped)?;
         if n == 0 {
-            return Err(BlockError::Corrupt(format!("column {i} ended while skipping")));
+            return Err(BlockError::Corrupt(format!(
+                "column {i} ended while skipping"
+            )));
         }
         skipped += n;
     }
@@ -100,13 +111,25 @@ fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
     if def.is_empty() {
         return (0..rows).map(|_| it.next()).collect();
     }
-    def.iter().map(|&d| if d > 0 { it.next() } else { None }).collect()
+    def.iter()
+        .map(|&d| if d > 0 { it.next() } else { None })
+        .collect()
 }
 
 /// Returns the spans of `trace_id` in row group `rg`. `chunk` must hold the row group's bytes.
-pub fn read_trace(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+pub fn read_trace(
+    meta: &ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+    trace_id: &[u8; 16],
+) -> Result<Vec<SpanRow>, BlockError> {
     let props = Arc::new(ReaderProperties::builder().build());
-    let rgr = SerializedRowGroupReader::new(Arc::new(chunk), meta.row_group(rg), meta.page_index_for_row_group(rg), props)?;
+    let rgr = SerializedRowGroupReader::new(
+        Arc::new(chunk),
+        meta.row_group(rg),
+        meta.page_index_for_row_group(rg),
+        props,
+    )?;
     let rows = meta.row_group(rg).num_rows() as usize;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
     let lo = ids.partition_point(|v| v.data() < trace_id.as_slice());
@@ -129,7 +152,10 @@ pub fn read_trace(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk, trace_id
     let (scopes, _) = read::<ByteArrayType>(&rgr, col::SCOPE, lo, n, false)?;
     let blob = |i| -> Result<Vec<Bytes>, BlockError> {
         let (v, d) = read::<ByteArrayType>(&rgr, i, lo, n, true)?;
-        Ok(spread(v, &d, n).into_iter().map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default()).collect())
+        Ok(spread(v, &d, n)
+            .into_iter()
+            .map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default())
+            .collect())
     };
     let attrs = blob(col::ATTRIBUTES)?;
     let events = blob(col::EVENTS)?;
@@ -142,7 +168,10 @@ pub fn read_trace(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk, trace_id
         out.push(SpanRow {
             trace_id: *trace_id,
             span_id: fixed(span_ids[i].data()),
-            parent_span_id: parents[i].as_ref().map(|p| fixed(p.data())).unwrap_or([0; 8]),
+            parent_span_id: parents[i]
+                .as_ref()
+                .map(|p| fixed(p.data()))
+                .unwrap_or([0; 8]),
             name: text(&names[i]),
             kind: kinds[i].clamp(0, 255) as u8,
             start_unix_nano: starts[i] as u64,

@@ -1,15 +1,17 @@
 //! Writes a block from [`SpanColumns`].
 
 use super::{SCHEMA, col};
+use crate::BlockError;
 use crate::columns::{BlobColumn, SpanColumns};
 use crate::index::{Bloom, RowGroupRange, TraceIndex};
-use crate::BlockError;
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::data_type::{
+    ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
+};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::file::metadata::KeyValue;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::ColumnPath;
 use std::sync::Arc;
@@ -25,7 +27,10 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { row_group_rows: 8192, zstd_level: 3 }
+        WriteOptions {
+            row_group_rows: 8192,
+            zstd_level: 3,
+        }
     }
 }
 
@@ -42,7 +47,10 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(opts.zstd_level)?))
         .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
         .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_key_value_metadata(Some(vec![KeyValue::new("weft.block.version".to_string(), "1".to_string())]));
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "weft.block.version".to_string(),
+            "1".to_string(),
+        )]));
     for c in ["span_id", "start_time_unix_nano", "duration_nano"] {
         b = b.set_column_dictionary_enabled(p(c), false);
     }
@@ -50,7 +58,17 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
         b = b.set_column_encoding(p(c), Encoding::DELTA_BINARY_PACKED);
     }
     b = b.set_column_encoding(p("span_id"), Encoding::PLAIN);
-    for c in ["resource", "scope", "attributes", "events", "links", "extra", "status_message", "service_name", "name"] {
+    for c in [
+        "resource",
+        "scope",
+        "attributes",
+        "events",
+        "links",
+        "extra",
+        "status_message",
+        "service_name",
+        "name",
+    ] {
         b = b.set_column_statistics_enabled(p(c), EnabledStatistics::None);
     }
     Ok(b.build())
@@ -64,12 +82,19 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::new(props(opts)?))?;
 
     // One Bytes per interned value; every row clones (refcounts) instead of copying.
-    let strings: Vec<ByteArray> =
-        (0..cols.strings.len()).map(|i| ByteArray::from(Bytes::copy_from_slice(cols.strings.get(i as u32)))).collect();
-    let headers: Vec<ByteArray> =
-        (0..cols.headers.len()).map(|i| ByteArray::from(Bytes::copy_from_slice(cols.headers.get(i as u32)))).collect();
+    let strings: Vec<ByteArray> = (0..cols.strings.len())
+        .map(|i| ByteArray::from(Bytes::copy_from_slice(cols.strings.get(i as u32))))
+        .collect();
+    let headers: Vec<ByteArray> = (0..cols.headers.len())
+        .map(|i| ByteArray::from(Bytes::copy_from_slice(cols.headers.get(i as u32))))
+        .collect();
     let blob = |c: &BlobColumn| Bytes::copy_from_slice(&c.data);
-    let (attrs, events, links, extra) = (blob(&cols.attributes), blob(&cols.events), blob(&cols.links), blob(&cols.extra));
+    let (attrs, events, links, extra) = (
+        blob(&cols.attributes),
+        blob(&cols.events),
+        blob(&cols.links),
+        blob(&cols.extra),
+    );
 
     let mut bloom = Bloom::with_capacity(cols.trace_count());
     for id in cols.traces.keys() {
@@ -86,7 +111,9 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         while s < order.len() {
             let mut e = (s + opts.row_group_rows).min(order.len());
             let limit = (e + opts.row_group_rows).min(order.len());
-            while e < limit && cols.trace_id[order[e] as usize] == cols.trace_id[order[e - 1] as usize] {
+            while e < limit
+                && cols.trace_id[order[e] as usize] == cols.trace_id[order[e - 1] as usize]
+            {
                 e += 1;
             }
             chunks.push(s..e);
@@ -120,7 +147,9 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         }
         let parents = Bytes::from(parents);
         let flba = |b: &Bytes, w: usize| -> Vec<FixedLenByteArray> {
-            (0..b.len() / w).map(|i| FixedLenByteArray::from(ByteArray::from(b.slice(i * w..(i + 1) * w)))).collect()
+            (0..b.len() / w)
+                .map(|i| FixedLenByteArray::from(ByteArray::from(b.slice(i * w..(i + 1) * w))))
+                .collect()
         };
         let opt_blob = |c: &BlobColumn, data: &Bytes| -> (Vec<ByteArray>, Vec<i16>) {
             let mut vals = Vec::new();
@@ -140,24 +169,39 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         while let Some(mut cw) = rg.next_column()? {
             match idx {
                 col::TRACE_ID => {
-                    cw.typed::<FixedLenByteArrayType>().write_batch(&flba(&ids, 16), None, None)?;
+                    cw.typed::<FixedLenByteArrayType>()
+                        .write_batch(&flba(&ids, 16), None, None)?;
                 }
                 col::SPAN_ID => {
-                    cw.typed::<FixedLenByteArrayType>().write_batch(&flba(&sids, 8), None, None)?;
+                    cw.typed::<FixedLenByteArrayType>()
+                        .write_batch(&flba(&sids, 8), None, None)?;
                 }
                 col::PARENT => {
-                    cw.typed::<FixedLenByteArrayType>().write_batch(&flba(&parents, 8), Some(&parent_def), None)?;
+                    cw.typed::<FixedLenByteArrayType>().write_batch(
+                        &flba(&parents, 8),
+                        Some(&parent_def),
+                        None,
+                    )?;
                 }
                 col::NAME => {
-                    let v: Vec<ByteArray> = rows.iter().map(|&r| strings[cols.name[r as usize] as usize].clone()).collect();
+                    let v: Vec<ByteArray> = rows
+                        .iter()
+                        .map(|&r| strings[cols.name[r as usize] as usize].clone())
+                        .collect();
                     cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
                 }
                 col::KIND => {
-                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.kind[r as usize])).collect();
+                    let v: Vec<i32> = rows
+                        .iter()
+                        .map(|&r| i32::from(cols.kind[r as usize]))
+                        .collect();
                     cw.typed::<Int32Type>().write_batch(&v, None, None)?;
                 }
                 col::START => {
-                    let v: Vec<i64> = rows.iter().map(|&r| cols.start[r as usize] as i64).collect();
+                    let v: Vec<i64> = rows
+                        .iter()
+                        .map(|&r| cols.start[r as usize] as i64)
+                        .collect();
                     cw.typed::<Int64Type>().write_batch(&v, None, None)?;
                 }
                 col::DURATION => {
@@ -165,7 +209,10 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                     cw.typed::<Int64Type>().write_batch(&v, None, None)?;
                 }
                 col::STATUS_CODE => {
-                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.status_code[r as usize])).collect();
+                    let v: Vec<i32> = rows
+                        .iter()
+                        .map(|&r| i32::from(cols.status_code[r as usize]))
+                        .collect();
                     cw.typed::<Int32Type>().write_batch(&v, None, None)?;
                 }
                 col::STATUS_MESSAGE => {
@@ -180,24 +227,35 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                             v.push(strings[m as usize].clone());
                         }
                     }
-                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
+                    cw.typed::<ByteArrayType>()
+                        .write_batch(&v, Some(&def), None)?;
                 }
                 col::SERVICE => {
                     let v: Vec<ByteArray> = rows
                         .iter()
                         .map(|&r| {
-                            let sid = cols.service_of.get(&cols.resource[r as usize]).copied().unwrap_or(0);
+                            let sid = cols
+                                .service_of
+                                .get(&cols.resource[r as usize])
+                                .copied()
+                                .unwrap_or(0);
                             strings[sid as usize].clone()
                         })
                         .collect();
                     cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
                 }
                 col::RESOURCE => {
-                    let v: Vec<ByteArray> = rows.iter().map(|&r| headers[cols.resource[r as usize] as usize].clone()).collect();
+                    let v: Vec<ByteArray> = rows
+                        .iter()
+                        .map(|&r| headers[cols.resource[r as usize] as usize].clone())
+                        .collect();
                     cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
                 }
                 col::SCOPE => {
-                    let v: Vec<ByteArray> = rows.iter().map(|&r| headers[cols.scope[r as usize] as usize].clone()).collect();
+                    let v: Vec<ByteArray> = rows
+                        .iter()
+                        .map(|&r| headers[cols.scope[r as usize] as usize].clone())
+                        .collect();
                     cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
                 }
                 col::ATTRIBUTES | col::EVENTS | col::LINKS | col::EXTRA => {
@@ -208,9 +266,14 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                         _ => (&cols.extra, &extra),
                     };
                     let (v, def) = opt_blob(c, d);
-                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
+                    cw.typed::<ByteArrayType>()
+                        .write_batch(&v, Some(&def), None)?;
                 }
-                _ => return Err(BlockError::Corrupt("schema has more columns than the writer knows".into())),
+                _ => {
+                    return Err(BlockError::Corrupt(
+                        "schema has more columns than the writer knows".into(),
+                    ));
+                }
             }
             cw.close()?;
             idx += 1;
@@ -228,5 +291,12 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     }
     writer.close()?;
     let row_groups = ranges.len() as u32;
-    Ok(Encoded { data: Bytes::from(out), index: TraceIndex { row_groups: ranges, bloom }, row_groups })
+    Ok(Encoded {
+        data: Bytes::from(out),
+        index: TraceIndex {
+            row_groups: ranges,
+            bloom,
+        },
+        row_groups,
+    })
 }

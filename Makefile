@@ -1,0 +1,20 @@
+# The front door. Logic lives in scripts/; recipes stay one line.
+.PHONY: run test bench lint build fmt
+
+run: ## Build the release binary and start weft with embedded storage in ./weft-data
+	cargo build --release -p weft-server && ./target/release/weft
+
+test: ## Install what the tests need and run every test (unit, integration, real clients)
+	bash scripts/test.sh
+
+bench: ## Throughput, memory, disk and latency benchmarks (see BENCHMARKS.md)
+	bash scripts/bench.sh
+
+lint: ## rustfmt and clippy, warnings are errors
+	bash scripts/lint.sh
+
+build:
+	cargo build --release -p weft-server
+
+fmt:
+	cargo fmt --all

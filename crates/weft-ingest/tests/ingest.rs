@@ -1,0 +1,163 @@
+//! The write path end to end, in process: push → WAL → head → block → find_trace, and restarts.
+
+use bytes::Bytes;
+use prost::Message;
+use std::sync::Arc;
+use weft_ingest::{Ingest, IngestConfig, PushError};
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+use weft_storage::LocalStorage;
+
+fn request(trace: u8, spans: u8) -> Bytes {
+    let spans = (0..spans)
+        .map(|i| Span {
+            trace_id: vec![trace; 16].into(),
+            span_id: vec![trace, i + 1, 0, 0, 0, 0, 0, 1].into(),
+            name: format!("s{i}"),
+            start_time_unix_nano: 1_000 + u64::from(i),
+            end_time_unix_nano: 2_000,
+            ..Default::default()
+        })
+        .collect();
+    let req = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    Bytes::from(req.encode_to_vec())
+}
+
+async fn open(dir: &std::path::Path, cfg: IngestConfig) -> Arc<Ingest> {
+    let storage = Arc::new(LocalStorage::new(dir).unwrap());
+    Ingest::open(
+        IngestConfig {
+            data_dir: dir.to_path_buf(),
+            ..cfg
+        },
+        storage,
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_spans_are_readable_from_head_blocks_and_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let t: Arc<str> = Arc::from("t1");
+    let ing = open(dir.path(), IngestConfig::default()).await;
+    let out = ing.push(&t, request(7, 3)).await.unwrap();
+    assert_eq!(out.accepted_spans, 3);
+    assert_eq!(
+        ing.find_trace("t1", &[7; 16], None).await.unwrap().len(),
+        3,
+        "readable from the head at once"
+    );
+    assert!(
+        ing.find_trace("other", &[7; 16], None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "tenants are isolated"
+    );
+    ing.flush().await;
+    assert_eq!(ing.blocks.count(), 1);
+    ing.push(&t, request(7, 5)).await.unwrap(); // span ids 1..3 repeat: a client retry
+    let rows = ing.find_trace("t1", &[7; 16], None).await.unwrap();
+    assert_eq!(rows.len(), 5, "head and block merged, duplicates removed");
+    ing.shutdown().await;
+    drop(ing);
+    let ing = open(dir.path(), IngestConfig::default()).await;
+    assert_eq!(
+        ing.find_trace("t1", &[7; 16], None).await.unwrap().len(),
+        5,
+        "after restart"
+    );
+    ing.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_skips_records_already_in_blocks() {
+    // Regression: a crash after a block is written but before its WAL segments are deleted
+    // must not put those spans into the head a second time.
+    let dir = tempfile::tempdir().unwrap();
+    let t: Arc<str> = Arc::from("t1");
+    let ing = open(dir.path(), IngestConfig::default()).await;
+    ing.push(&t, request(1, 4)).await.unwrap();
+    ing.shutdown().await;
+    drop(ing);
+    let wal_copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), wal_copy.path().join(e.file_name())).unwrap();
+    }
+    let ing = open(dir.path(), IngestConfig::default()).await;
+    assert_eq!(ing.head_span_count(), 4);
+    ing.flush().await;
+    ing.shutdown().await;
+    drop(ing);
+    // Put the old segments back, as if the deletion never happened.
+    for e in std::fs::read_dir(wal_copy.path()).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join("wal").join(e.file_name())).unwrap();
+    }
+    let ing = open(dir.path(), IngestConfig::default()).await;
+    assert_eq!(
+        ing.head_span_count(),
+        0,
+        "covered records are skipped on replay"
+    );
+    assert_eq!(ing.find_trace("t1", &[1; 16], None).await.unwrap().len(), 4);
+    ing.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_refuse_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let t: Arc<str> = Arc::from("t1");
+    let one = request(3, 1).len() as u64;
+    let ing = open(
+        dir.path(),
+        IngestConfig {
+            max_trace_bytes: 5 * one,
+            rate_bytes: 1,
+            burst_bytes: 100_000,
+            ..IngestConfig::default()
+        },
+    )
+    .await;
+    assert!(matches!(
+        ing.push(&t, Bytes::from_static(b"\xff\xff")).await,
+        Err(PushError::Invalid(_))
+    ));
+    // 4 spans fit; the next 4 of the same trace do not.
+    assert_eq!(ing.push(&t, request(3, 4)).await.unwrap().rejected_spans, 0);
+    match ing.push(&t, request(3, 4)).await {
+        Err(PushError::TraceTooLarge { rejected, message }) => {
+            assert_eq!(rejected, 4);
+            assert!(message.contains("trace too large"), "{message}");
+        }
+        other => panic!("expected TraceTooLarge, got {other:?}"),
+    }
+    assert_eq!(
+        ing.find_trace("t1", &[3; 16], None).await.unwrap().len(),
+        4,
+        "the stored part stays readable"
+    );
+    // Exhaust the burst.
+    let mut limited = false;
+    for i in 0..200u8 {
+        if let Err(PushError::RateLimited { retry_after, .. }) =
+            ing.push(&t, request(100u8.wrapping_add(i), 5)).await
+        {
+            assert!(retry_after.as_secs_f64() > 0.0);
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited, "rate limit must trigger");
+    ing.shutdown().await;
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Benchmarks: ingest throughput per core of server CPU, peak RSS, bytes per stored span and
+# trace-by-ID latency, driven by `weft loadgen` and confirmed with telemetrygen. Results go to
+# bench-out/ and are recorded by hand, with the method, in BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p weft-server
+bash scripts/test-deps.sh
+mkdir -p bench-out
+python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen --out bench-out/ingest.json "$@"
