@@ -213,8 +213,7 @@ impl SpanColumns {
         self.prev.push(prev);
         self.trace_id.push(tid);
         self.span_id.push(s.span_id.try_into().unwrap_or([0; 8]));
-        self.parent_span_id
-            .push(s.parent_span_id.try_into().unwrap_or([0; 8]));
+        self.parent_span_id.push(s.parent_span_id.try_into().unwrap_or([0; 8]));
         let name = self.strings.intern(s.name.as_bytes());
         self.name.push(name);
         self.kind.push(s.kind.clamp(0, 255) as u8);
@@ -233,8 +232,7 @@ impl SpanColumns {
         self.resource.push(resource);
         self.scope.push(scope);
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.attributes
-            .push(s.gather(GroupKind::Attributes, &mut scratch));
+        self.attributes.push(s.gather(GroupKind::Attributes, &mut scratch));
         self.events.push(s.gather(GroupKind::Events, &mut scratch));
         self.links.push(s.gather(GroupKind::Links, &mut scratch));
         self.extra.push(s.gather(GroupKind::Extra, &mut scratch));
@@ -254,17 +252,16 @@ impl SpanColumns {
     /// complete when this returns.
     pub fn push_request(&mut self, request: &[u8]) -> Result<usize, weft_otlp::wire::WireError> {
         let mut n = 0;
-        let mut last_res: (Vec<u8>, u32) = (Vec::new(), NONE);
-        let mut last_scope: (Vec<u8>, u32) = (Vec::new(), NONE);
-        // Headers repeat for every span of a scope; remember the last ids to skip re-hashing.
-        weft_otlp::scan::for_each_span(request, |res, scope, span| {
-            if last_res.1 == NONE || last_res.0 != res {
-                last_res = (res.to_vec(), self.intern_resource(res));
-            }
-            if last_scope.1 == NONE || last_scope.0 != scope {
-                last_scope = (scope.to_vec(), self.headers.intern(scope));
-            }
-            self.push(last_res.1, last_scope.1, &span);
+        // Intern each header once per resource/scope, not once per span.
+        let mut last: Option<(weft_otlp::scan::HeaderIds, u32, u32)> = None;
+        weft_otlp::scan::for_each_span(request, |ids, res, scope, span| {
+            let (r, s) = match last {
+                Some((l, r, s)) if l == ids => (r, s),
+                Some((l, r, _)) if l.resource == ids.resource => (r, self.headers.intern(scope)),
+                _ => (self.intern_resource(res), self.headers.intern(scope)),
+            };
+            last = Some((ids, r, s));
+            self.push(r, s, &span);
             n += 1;
         })
         .inspect_err(|_| self.end_run())?;
@@ -297,8 +294,7 @@ impl SpanColumns {
             start_unix_nano: self.start[i],
             duration_nano: self.duration[i],
             status_code: self.status_code[i],
-            status_message: String::from_utf8_lossy(self.strings.get(self.status_message[i]))
-                .into_owned(),
+            status_message: String::from_utf8_lossy(self.strings.get(self.status_message[i])).into_owned(),
             resource: header(self.resource[i]),
             scope: header(self.scope[i]),
             attributes: Bytes::copy_from_slice(self.attributes.get(i)),
@@ -320,8 +316,7 @@ impl SpanColumns {
                 order.push(r);
                 r = self.prev[r as usize];
             }
-            order[from..]
-                .sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
+            order[from..].sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
         }
         order
     }

@@ -55,8 +55,7 @@ impl Bloom {
     }
 
     pub fn may_contain(&self, id: &[u8; 16]) -> bool {
-        self.probes(id)
-            .all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
+        self.probes(id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 
     pub fn size_bytes(&self) -> usize {
@@ -224,10 +223,7 @@ mod tests {
         assert_eq!(idx.candidates(&[1; 16]), vec![0]);
         let mut bad = enc.clone();
         bad[30] ^= 1;
-        assert!(matches!(
-            TraceIndex::decode(&bad),
-            Err(IndexError::Checksum)
-        ));
+        assert!(matches!(TraceIndex::decode(&bad), Err(IndexError::Checksum)));
         assert!(TraceIndex::decode(&enc[..10]).is_err());
     }
 }

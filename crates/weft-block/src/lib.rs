@@ -79,9 +79,7 @@ pub async fn write_block(
         compaction_level: 0,
         wal_end,
     };
-    storage
-        .put(&format!("{prefix}/data.parquet"), enc.data)
-        .await?;
+    storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
     storage
         .put(
@@ -104,8 +102,7 @@ pub struct Block {
 impl Block {
     /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
     pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
-        let meta: BlockMeta =
-            serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
+        let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
         if meta.version != FORMAT_VERSION {
             return Err(BlockError::UnsupportedVersion(meta.version));
         }
@@ -131,9 +128,7 @@ impl Block {
             .get_or_try_init(|| async {
                 let len = self.meta.size_bytes;
                 if len < 8 {
-                    return Err(BlockError::Corrupt(
-                        "data.parquet shorter than its footer".into(),
-                    ));
+                    return Err(BlockError::Corrupt("data.parquet shorter than its footer".into()));
                 }
                 let tail = storage.get_range(&self.data_path(), len - 8..len).await?;
                 let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
@@ -151,11 +146,7 @@ impl Block {
 
     /// Returns the spans of `trace_id` in this block (possibly none). Reads only the row groups
     /// the index names.
-    pub async fn find_trace(
-        &self,
-        storage: &dyn Storage,
-        trace_id: &[u8; 16],
-    ) -> Result<Vec<SpanRow>, BlockError> {
+    pub async fn find_trace(&self, storage: &dyn Storage, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
         let candidates = self.index.candidates(trace_id);
         if candidates.is_empty() {
             return Ok(Vec::new());
@@ -178,11 +169,9 @@ impl Block {
             };
             let footer = footer.clone();
             let id = *trace_id;
-            let rows = tokio::task::spawn_blocking(move || {
-                v1::reader::read_trace(&footer, rg, chunk, &id)
-            })
-            .await
-            .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+            let rows = tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
+                .await
+                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
             out.extend(rows);
         }
         Ok(out)

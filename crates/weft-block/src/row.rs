@@ -72,7 +72,7 @@ impl SpanRow {
 /// Removes duplicate spans (same span ID, e.g. from a client retry), keeping the first, and
 /// orders the rest by start time.
 pub fn dedup_spans(rows: &mut Vec<SpanRow>) {
-    rows.sort_by(|a, b| (a.start_unix_nano, a.span_id).cmp(&(b.start_unix_nano, b.span_id)));
+    rows.sort_by_key(|a| (a.start_unix_nano, a.span_id));
     let mut seen = std::collections::HashSet::with_capacity(rows.len());
     rows.retain(|r| seen.insert(r.span_id));
 }
@@ -82,7 +82,8 @@ pub fn dedup_spans(rows: &mut Vec<SpanRow>) {
 /// an OTLP export request.
 pub fn encode_traces_data(rows: &[SpanRow]) -> Vec<u8> {
     // Group by resource, then scope, keeping first-seen order.
-    let mut groups: Vec<(&Bytes, Vec<(&Bytes, Vec<&SpanRow>)>)> = Vec::new();
+    type Scopes<'a> = Vec<(&'a Bytes, Vec<&'a SpanRow>)>;
+    let mut groups: Vec<(&Bytes, Scopes)> = Vec::new();
     for r in rows {
         let gi = match groups.iter().position(|(res, _)| *res == &r.resource) {
             Some(i) => i,

@@ -37,16 +37,11 @@ pub(crate) fn sample_request(traces: u32, per_trace: u32, seed: u8) -> ExportTra
                 sid[7] = 7;
                 let mut parent = sid;
                 parent[5..7].copy_from_slice(&0u16.to_be_bytes());
-                let start =
-                    1_700_000_000_000_000_000u64 + u64::from(t) * 1_000_000 + u64::from(s) * 1000;
+                let start = 1_700_000_000_000_000_000u64 + u64::from(t) * 1_000_000 + u64::from(s) * 1000;
                 spans.push(Span {
                     trace_id: tid.to_vec().into(),
                     span_id: sid.to_vec().into(),
-                    trace_state: if s == 1 {
-                        "ro=1,vendor=x".into()
-                    } else {
-                        String::new()
-                    },
+                    trace_state: if s == 1 { "ro=1,vendor=x".into() } else { String::new() },
                     parent_span_id: if s == 0 {
                         Default::default()
                     } else {
@@ -144,15 +139,10 @@ pub(crate) fn sample_request(traces: u32, per_trace: u32, seed: u8) -> ExportTra
 }
 
 /// Collects (resource, scope, span) triples for comparison, ignoring grouping and order.
-fn flatten(
-    rs: &[ResourceSpans],
-) -> Vec<(
-    Option<Resource>,
-    String,
-    Option<InstrumentationScope>,
-    String,
-    Span,
-)> {
+/// A span with its resource and scope, and their schema URLs, for field-by-field comparison.
+type FlatSpan = (Option<Resource>, String, Option<InstrumentationScope>, String, Span);
+
+fn flatten(rs: &[ResourceSpans]) -> Vec<FlatSpan> {
     let mut out = Vec::new();
     for r in rs {
         for ss in &r.scope_spans {
@@ -184,31 +174,14 @@ fn trace_ids(req: &ExportTraceServiceRequest) -> Vec<[u8; 16]> {
     ids
 }
 
-fn spans_of(
-    req: &ExportTraceServiceRequest,
-    id: &[u8; 16],
-) -> Vec<(
-    Option<Resource>,
-    String,
-    Option<InstrumentationScope>,
-    String,
-    Span,
-)> {
+fn spans_of(req: &ExportTraceServiceRequest, id: &[u8; 16]) -> Vec<FlatSpan> {
     flatten(&req.resource_spans)
         .into_iter()
         .filter(|x| x.4.trace_id[..] == id[..])
         .collect()
 }
 
-fn decode_rows(
-    rows: &[SpanRow],
-) -> Vec<(
-    Option<Resource>,
-    String,
-    Option<InstrumentationScope>,
-    String,
-    Span,
-)> {
+fn decode_rows(rows: &[SpanRow]) -> Vec<FlatSpan> {
     let td = TracesData::decode(&row::encode_traces_data(rows)[..]).unwrap();
     flatten(&td.resource_spans)
 }
@@ -246,25 +219,14 @@ async fn block_round_trip_reproduces_every_field() {
     assert_eq!(meta.span_count, 15000);
     assert_eq!(meta.trace_count, 3000);
     assert!(meta.row_groups >= 15);
-    let block = Block::open(&store, &block_prefix("t1", &meta.block_id))
-        .await
-        .unwrap();
+    let block = Block::open(&store, &block_prefix("t1", &meta.block_id)).await.unwrap();
     for id in trace_ids(&req).iter().step_by(97) {
         let rows = block.find_trace(&store, id).await.unwrap();
         assert_eq!(rows.len(), 5);
         assert_eq!(decode_rows(&rows), spans_of(&req, id));
     }
-    assert!(
-        block
-            .find_trace(&store, &[0xee; 16])
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    println!(
-        "bytes per span for the sample: {}",
-        meta.size_bytes / meta.span_count
-    );
+    assert!(block.find_trace(&store, &[0xee; 16]).await.unwrap().is_empty());
+    println!("bytes per span for the sample: {}", meta.size_bytes / meta.span_count);
 }
 
 #[tokio::test]
@@ -277,9 +239,7 @@ async fn traces_never_straddle_row_groups_needlessly() {
         ..Default::default()
     };
     let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
-    let block = Block::open(&store, &block_prefix("t", &meta.block_id))
-        .await
-        .unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
     for w in block.index.row_groups.windows(2) {
         assert!(w[0].max < w[1].min, "row groups are disjoint and sorted");
     }
@@ -298,31 +258,18 @@ async fn golden_v1_block_stays_readable() {
             row_group_rows: 64,
             ..Default::default()
         };
-        write_block(&store, &cols, "golden", None, &opts)
-            .await
-            .unwrap();
+        write_block(&store, &cols, "golden", None, &opts).await.unwrap();
     }
     let listed = store.list("blocks/golden/").await.unwrap();
-    let metas: Vec<_> = listed
-        .iter()
-        .filter(|o| o.path.ends_with("/meta.json"))
-        .collect();
-    assert!(
-        !metas.is_empty(),
-        "golden blocks are committed under {}",
-        dir.display()
-    );
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert!(!metas.is_empty(), "golden blocks are committed under {}", dir.display());
     for m in metas {
         let prefix = m.path.trim_end_matches("/meta.json");
         let block = Block::open(&store, prefix).await.unwrap();
         assert_eq!(block.meta.span_count, 200);
         for id in trace_ids(&req) {
             let rows = block.find_trace(&store, &id).await.unwrap();
-            assert_eq!(
-                decode_rows(&rows),
-                spans_of(&req, &id),
-                "golden block {prefix}"
-            );
+            assert_eq!(decode_rows(&rows), spans_of(&req, &id), "golden block {prefix}");
         }
     }
 }

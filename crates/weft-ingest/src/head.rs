@@ -91,15 +91,9 @@ impl Head {
             return false;
         }
         let bytes: usize = st.active.values().map(|c| c.memory_bytes()).sum();
-        self.metrics
-            .head_spans
-            .store(st.spans as u64, Ordering::Relaxed);
-        self.metrics
-            .head_bytes
-            .store(bytes as u64, Ordering::Relaxed);
-        st.spans >= p.max_spans
-            || bytes >= p.max_bytes
-            || st.opened.is_some_and(|o| o.elapsed() >= p.max_age)
+        self.metrics.head_spans.store(st.spans as u64, Ordering::Relaxed);
+        self.metrics.head_bytes.store(bytes as u64, Ordering::Relaxed);
+        st.spans >= p.max_spans || bytes >= p.max_bytes || st.opened.is_some_and(|o| o.elapsed() >= p.max_age)
     }
 
     /// Freezes the active head into a cut, or returns `None` if it is empty.
@@ -109,8 +103,7 @@ impl Head {
             return None;
         }
         let pos = st.last_pos.expect("a non-empty head has a position");
-        let tenants: Vec<(Arc<str>, SpanColumns)> =
-            st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
+        let tenants: Vec<(Arc<str>, SpanColumns)> = st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
         let cut = Arc::new(Cut {
             tenants,
@@ -123,9 +116,7 @@ impl Head {
         st.flushing.push(cut.clone());
         st.spans = 0;
         st.opened = None;
-        self.metrics
-            .flushing_bytes
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.metrics.flushing_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.metrics.head_spans.store(0, Ordering::Relaxed);
         self.metrics.head_bytes.store(0, Ordering::Relaxed);
         Some(cut)
@@ -172,12 +163,7 @@ impl CommitSink for BuilderSink {
 
 /// Runs the builder: applies record groups and cuts the head by policy. Returns when the WAL
 /// side of the channel closes.
-pub fn run_builder(
-    head: Arc<Head>,
-    rx: mpsc::Receiver<Vec<Record>>,
-    policy: CutPolicy,
-    cuts: mpsc::Sender<Arc<Cut>>,
-) {
+pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(group) => {

@@ -81,10 +81,7 @@ pub enum PushError {
     #[error("{0}")]
     Invalid(String),
     #[error("{message}")]
-    RateLimited {
-        message: String,
-        retry_after: Duration,
-    },
+    RateLimited { message: String, retry_after: Duration },
     /// Every span of the request belongs to a trace over the size limit.
     #[error("{message}")]
     TraceTooLarge { message: String, rejected: u32 },
@@ -118,11 +115,7 @@ pub struct BlockSet {
 
 impl BlockSet {
     pub fn add(&self, b: Arc<Block>) {
-        self.tenants
-            .write()
-            .entry(b.meta.tenant.clone())
-            .or_default()
-            .push(b);
+        self.tenants.write().entry(b.meta.tenant.clone()).or_default().push(b);
     }
 
     pub fn of(&self, tenant: &str) -> Vec<Arc<Block>> {
@@ -173,9 +166,7 @@ impl Ingest {
                 .await
                 .map_err(|e| format!("loading blocks: {e}"))?,
         );
-        metrics
-            .blocks
-            .store(blocks.count() as u64, Ordering::Relaxed);
+        metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
         // Per tenant, the WAL position below which everything is already in blocks.
         let mut covered: HashMap<String, WalPosition> = HashMap::new();
         let mut max_segment = 0;
@@ -278,10 +269,7 @@ impl Ingest {
     ///
     /// On `Ok` the accepted spans are fsync'd (under the `always` policy) and readable.
     pub async fn push(&self, tenant: &Arc<str>, body: Bytes) -> Result<PushOutcome, PushError> {
-        let refuse = |reason: RefuseReason, spans: u32| {
-            self.metrics
-                .refused(tenant, reason, u64::from(spans.max(1)))
-        };
+        let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         let mut summary = RequestSummary::default();
         if let Err(e) = scan_request(&body, &mut summary) {
             refuse(RefuseReason::Invalid, 0);
@@ -313,15 +301,10 @@ impl Ingest {
             } else {
                 wait
             };
-            return Err(PushError::RateLimited {
-                message,
-                retry_after,
-            });
+            return Err(PushError::RateLimited { message, retry_after });
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
-        if inflight + body.len() as u64 > self.cfg.max_inflight_bytes
-            || !self.wait_for_flusher().await
-        {
+        if inflight + body.len() as u64 > self.cfg.max_inflight_bytes || !self.wait_for_flusher().await {
             refuse(RefuseReason::Overloaded, summary.spans);
             let flushing = self.metrics.flushing_bytes.load(Ordering::Relaxed);
             return Err(PushError::Overloaded(format!(
@@ -334,14 +317,11 @@ impl Ingest {
             .fetch_add(body.len() as u64, Ordering::Relaxed);
         let len = body.len() as u64;
         let res = self.wal.append(tenant.clone(), KIND_OTLP, body).await;
-        self.metrics
-            .inflight_bytes
-            .fetch_sub(len, Ordering::Relaxed);
+        self.metrics.inflight_bytes.fetch_sub(len, Ordering::Relaxed);
         match res {
             Ok(_) => {
                 let c = self.metrics.tenant(tenant);
-                c.spans_received
-                    .fetch_add(u64::from(accepted), Ordering::Relaxed);
+                c.spans_received.fetch_add(u64::from(accepted), Ordering::Relaxed);
                 c.bytes_received.fetch_add(len, Ordering::Relaxed);
                 if rejected > 0 {
                     refuse(RefuseReason::TraceTooLarge, rejected);
@@ -386,11 +366,7 @@ impl Ingest {
         if self.cfg.max_trace_bytes == 0 {
             return Ok((body, summary.spans, 0, String::new()));
         }
-        let runs: Vec<([u8; 16], u64)> = summary
-            .runs
-            .iter()
-            .map(|r| (r.trace_id, u64::from(r.bytes)))
-            .collect();
+        let runs: Vec<([u8; 16], u64)> = summary.runs.iter().map(|r| (r.trace_id, u64::from(r.bytes))).collect();
         let mut admitted = Vec::with_capacity(runs.len());
         self.trace_sizes
             .admit(tenant, &runs, self.cfg.max_trace_bytes, &mut admitted);
@@ -419,22 +395,16 @@ impl Ingest {
                 .refused(tenant, RefuseReason::TraceTooLarge, u64::from(rejected));
             return Err(PushError::TraceTooLarge { message, rejected });
         }
-        let filtered = weft_otlp::scan::filter_request(&body, |i| keep[i])
-            .map_err(|e| PushError::Internal(e.to_string()))?;
-        Ok((
-            Bytes::from(filtered),
-            summary.spans - rejected,
-            rejected,
-            message,
-        ))
+        let filtered =
+            weft_otlp::scan::filter_request(&body, |i| keep[i]).map_err(|e| PushError::Internal(e.to_string()))?;
+        Ok((Bytes::from(filtered), summary.spans - rejected, rejected, message))
     }
 
     /// Waits until every acknowledged record is in the head (bounded).
     async fn catch_up(&self) {
         let target = self.wal_stats.committed_groups.load(Ordering::Acquire);
         let deadline = Instant::now() + Duration::from_secs(5);
-        while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline
-        {
+        while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -467,13 +437,7 @@ impl Ingest {
 
     /// Spans in the active head (not yet cut).
     pub fn head_span_count(&self) -> usize {
-        self.head
-            .state
-            .read()
-            .active
-            .values()
-            .map(|c| c.len())
-            .sum()
+        self.head.state.read().active.values().map(|c| c.len()).sum()
     }
 
     /// Syncs the WAL and stops accepting writes. The head is not cut: the WAL replays it.
@@ -490,14 +454,8 @@ impl Ingest {
                 ..Default::default()
             };
             for (tenant, cols) in &cut.tenants {
-                if let Ok(meta) =
-                    weft_block::write_block(&*self.storage, cols, tenant, Some(cut.wal_end), &opts)
-                        .await
-                    && let Ok(b) = Block::open(
-                        &*self.storage,
-                        &weft_block::block_prefix(tenant, &meta.block_id),
-                    )
-                    .await
+                if let Ok(meta) = weft_block::write_block(&*self.storage, cols, tenant, Some(cut.wal_end), &opts).await
+                    && let Ok(b) = Block::open(&*self.storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
                 {
                     self.blocks.add(Arc::new(b));
                 }
@@ -530,8 +488,7 @@ fn flush_cut(
         loop {
             let started = Instant::now();
             let res = rt.block_on(async {
-                let meta =
-                    weft_block::write_block(storage, cols, tenant, Some(cut.wal_end), opts).await?;
+                let meta = weft_block::write_block(storage, cols, tenant, Some(cut.wal_end), opts).await?;
                 Block::open(storage, &weft_block::block_prefix(tenant, &meta.block_id)).await
             });
             match res {
@@ -548,9 +505,7 @@ fn flush_cut(
                         .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, traces = b.meta.trace_count, bytes = b.meta.size_bytes, elapsed_ms = started.elapsed().as_millis() as u64, "block written");
                     blocks.add(Arc::new(b));
-                    metrics
-                        .blocks
-                        .store(blocks.count() as u64, Ordering::Relaxed);
+                    metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
                     break;
                 }
                 Err(e) => {

@@ -47,8 +47,7 @@ impl RateLimiter {
             tokens: self.burst,
             last: now,
         });
-        b.tokens =
-            (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
         b.last = now;
         let need = bytes as f64;
         if need > self.burst {
@@ -94,13 +93,7 @@ impl TraceSizes {
 
     /// For each run `(trace_id, bytes)`, adds the bytes if the trace stays within `max`, and
     /// reports whether it was admitted. Runs of one trace are admitted or refused together.
-    pub fn admit(
-        &self,
-        tenant: &Arc<str>,
-        runs: &[([u8; 16], u64)],
-        max: u64,
-        admitted: &mut Vec<bool>,
-    ) {
+    pub fn admit(&self, tenant: &Arc<str>, runs: &[([u8; 16], u64)], max: u64, admitted: &mut Vec<bool>) {
         admitted.clear();
         let mut g = self.inner.lock();
         if g.rotated.elapsed() >= self.window {
@@ -108,21 +101,15 @@ impl TraceSizes {
             g.previous = cur;
             g.rotated = Instant::now();
         }
-        let prev_total = |g: &TraceSizesInner, id: &[u8; 16]| {
-            g.previous
-                .get(tenant)
-                .and_then(|m| m.get(id))
-                .copied()
-                .unwrap_or(0)
+        let g = &mut *g;
+        let prev = g.previous.get(tenant);
+        let cur_map = match g.current.get_mut(tenant) {
+            Some(m) => m,
+            None => g.current.entry(tenant.clone()).or_default(),
         };
         for (id, bytes) in runs {
-            let before = prev_total(&g, id);
-            let cur = g
-                .current
-                .entry(tenant.clone())
-                .or_default()
-                .entry(*id)
-                .or_insert(0);
+            let before = prev.and_then(|m| m.get(id)).copied().unwrap_or(0);
+            let cur = cur_map.entry(*id).or_insert(0);
             if before + *cur + bytes > max {
                 admitted.push(false);
             } else {
@@ -137,10 +124,7 @@ impl TraceSizes {
 /// and not `.` or `..`.
 pub fn validate_tenant(t: &str) -> Result<(), String> {
     if t.is_empty() || t.len() > 150 {
-        return Err(format!(
-            "tenant id must be 1 to 150 characters, got {}",
-            t.len()
-        ));
+        return Err(format!("tenant id must be 1 to 150 characters, got {}", t.len()));
     }
     if t == "." || t == ".." {
         return Err(format!("tenant id {t:?} is not allowed"));

@@ -67,11 +67,7 @@ impl IngestMetrics {
     }
 
     pub fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {
-        *self
-            .refused
-            .lock()
-            .entry((tenant.to_string(), reason))
-            .or_insert(0) += spans;
+        *self.refused.lock().entry((tenant.to_string(), reason)).or_insert(0) += spans;
     }
 
     /// Appends the Prometheus text exposition of these metrics.

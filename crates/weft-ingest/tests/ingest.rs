@@ -57,10 +57,7 @@ async fn acknowledged_spans_are_readable_from_head_blocks_and_after_restart() {
         "readable from the head at once"
     );
     assert!(
-        ing.find_trace("other", &[7; 16], None)
-            .await
-            .unwrap()
-            .is_empty(),
+        ing.find_trace("other", &[7; 16], None).await.unwrap().is_empty(),
         "tenants are isolated"
     );
     ing.flush().await;
@@ -105,11 +102,7 @@ async fn replay_skips_records_already_in_blocks() {
         std::fs::copy(e.path(), dir.path().join("wal").join(e.file_name())).unwrap();
     }
     let ing = open(dir.path(), IngestConfig::default()).await;
-    assert_eq!(
-        ing.head_span_count(),
-        0,
-        "covered records are skipped on replay"
-    );
+    assert_eq!(ing.head_span_count(), 0, "covered records are skipped on replay");
     assert_eq!(ing.find_trace("t1", &[1; 16], None).await.unwrap().len(), 4);
     ing.shutdown().await;
 }
@@ -150,9 +143,7 @@ async fn limits_refuse_with_reasons() {
     // Exhaust the burst.
     let mut limited = false;
     for i in 0..200u8 {
-        if let Err(PushError::RateLimited { retry_after, .. }) =
-            ing.push(&t, request(100u8.wrapping_add(i), 5)).await
-        {
+        if let Err(PushError::RateLimited { retry_after, .. }) = ing.push(&t, request(100u8.wrapping_add(i), 5)).await {
             assert!(retry_after.as_secs_f64() > 0.0);
             limited = true;
             break;

@@ -4,12 +4,8 @@
 //! span IDs as hex, 64-bit integers as decimal strings (numbers accepted on input), enums as
 //! integers (names accepted on input), bytes as base64.
 
-use crate::pb::collector::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use crate::pb::common::{
-    AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
-};
+use crate::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse};
+use crate::pb::common::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value};
 use crate::pb::resource::Resource;
 use crate::pb::trace::{ResourceSpans, ScopeSpans, Span, Status, span};
 use base64::Engine;
@@ -32,9 +28,7 @@ fn err(path: &str, problem: impl Into<String>) -> JsonError {
 }
 
 fn get<'a>(obj: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a Value> {
-    obj.get(camel)
-        .or_else(|| obj.get(snake))
-        .filter(|v| !v.is_null())
+    obj.get(camel).or_else(|| obj.get(snake)).filter(|v| !v.is_null())
 }
 
 fn as_obj<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, JsonError> {
@@ -60,9 +54,7 @@ fn as_str(v: Option<&Value>, path: &str) -> Result<String, JsonError> {
 fn as_u64(v: Option<&Value>, path: &str) -> Result<u64, JsonError> {
     match v {
         None => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| err(path, "expected a non-negative integer")),
+        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| err(path, "expected a non-negative integer")),
         Some(Value::String(s)) => s
             .parse()
             .map_err(|_| err(path, format!("expected an integer, got {s:?}"))),
@@ -113,22 +105,12 @@ fn as_enum(v: Option<&Value>, path: &str, names: &[&str]) -> Result<i32, JsonErr
     }
 }
 
-fn hex_id(
-    v: Option<&Value>,
-    path: &str,
-    len: usize,
-    allow_empty: bool,
-) -> Result<Vec<u8>, JsonError> {
+fn hex_id(v: Option<&Value>, path: &str, len: usize, allow_empty: bool) -> Result<Vec<u8>, JsonError> {
     let s = as_str(v, path)?;
     if s.is_empty() && allow_empty {
         return Ok(Vec::new());
     }
-    let b = hex::decode(&s).map_err(|_| {
-        err(
-            path,
-            format!("expected {} hex characters, got {s:?}", len * 2),
-        )
-    })?;
+    let b = hex::decode(&s).map_err(|_| err(path, format!("expected {} hex characters, got {s:?}", len * 2)))?;
     if b.len() != len {
         return Err(err(
             path,
@@ -150,16 +132,12 @@ const STATUS_CODES: &[&str] = &["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_C
 
 /// Parses an OTLP/JSON `ExportTraceServiceRequest`.
 pub fn request_from_json(body: &[u8]) -> Result<ExportTraceServiceRequest, JsonError> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| err("$", format!("invalid JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| err("$", format!("invalid JSON: {e}")))?;
     let root = as_obj(&v, "$")?;
     let mut req = ExportTraceServiceRequest::default();
-    for (i, rs) in as_arr(
-        get(root, "resourceSpans", "resource_spans"),
-        "$.resourceSpans",
-    )?
-    .iter()
-    .enumerate()
+    for (i, rs) in as_arr(get(root, "resourceSpans", "resource_spans"), "$.resourceSpans")?
+        .iter()
+        .enumerate()
     {
         let p = format!("$.resourceSpans[{i}]");
         req.resource_spans.push(resource_spans_from_json(rs, &p)?);
@@ -177,30 +155,21 @@ fn resource_spans_from_json(v: &Value, p: &str) -> Result<ResourceSpans, JsonErr
         let rp = format!("{p}.resource");
         let ro = as_obj(r, &rp)?;
         rs.resource = Some(Resource {
-            attributes: attrs_from_json(
-                get(ro, "attributes", "attributes"),
-                &format!("{rp}.attributes"),
-            )?,
+            attributes: attrs_from_json(get(ro, "attributes", "attributes"), &format!("{rp}.attributes"))?,
             dropped_attributes_count: as_u64(
                 get(ro, "droppedAttributesCount", "dropped_attributes_count"),
                 &format!("{rp}.droppedAttributesCount"),
             )? as u32,
         });
     }
-    for (i, ss) in as_arr(
-        get(o, "scopeSpans", "scope_spans"),
-        &format!("{p}.scopeSpans"),
-    )?
-    .iter()
-    .enumerate()
+    for (i, ss) in as_arr(get(o, "scopeSpans", "scope_spans"), &format!("{p}.scopeSpans"))?
+        .iter()
+        .enumerate()
     {
         let sp = format!("{p}.scopeSpans[{i}]");
         let so = as_obj(ss, &sp)?;
         let mut out = ScopeSpans {
-            schema_url: as_str(
-                get(so, "schemaUrl", "schema_url"),
-                &format!("{sp}.schemaUrl"),
-            )?,
+            schema_url: as_str(get(so, "schemaUrl", "schema_url"), &format!("{sp}.schemaUrl"))?,
             ..Default::default()
         };
         if let Some(s) = get(so, "scope", "scope") {
@@ -209,10 +178,7 @@ fn resource_spans_from_json(v: &Value, p: &str) -> Result<ResourceSpans, JsonErr
             out.scope = Some(InstrumentationScope {
                 name: as_str(get(sco, "name", "name"), &format!("{scp}.name"))?,
                 version: as_str(get(sco, "version", "version"), &format!("{scp}.version"))?,
-                attributes: attrs_from_json(
-                    get(sco, "attributes", "attributes"),
-                    &format!("{scp}.attributes"),
-                )?,
+                attributes: attrs_from_json(get(sco, "attributes", "attributes"), &format!("{scp}.attributes"))?,
                 dropped_attributes_count: as_u64(
                     get(sco, "droppedAttributesCount", "dropped_attributes_count"),
                     &format!("{scp}.droppedAttributesCount"),
@@ -223,8 +189,7 @@ fn resource_spans_from_json(v: &Value, p: &str) -> Result<ResourceSpans, JsonErr
             .iter()
             .enumerate()
         {
-            out.spans
-                .push(span_from_json(s, &format!("{sp}.spans[{j}]"))?);
+            out.spans.push(span_from_json(s, &format!("{sp}.spans[{j}]"))?);
         }
         rs.scope_spans.push(out);
     }
@@ -278,50 +243,23 @@ fn span_from_json(v: &Value, p: &str) -> Result<Span, JsonError> {
         let ep = format!("{p}.events[{i}]");
         let eo = as_obj(e, &ep)?;
         sp.events.push(span::Event {
-            time_unix_nano: as_u64(
-                get(eo, "timeUnixNano", "time_unix_nano"),
-                &format!("{ep}.timeUnixNano"),
-            )?,
+            time_unix_nano: as_u64(get(eo, "timeUnixNano", "time_unix_nano"), &format!("{ep}.timeUnixNano"))?,
             name: as_str(get(eo, "name", "name"), &format!("{ep}.name"))?,
-            attributes: attrs_from_json(
-                get(eo, "attributes", "attributes"),
-                &format!("{ep}.attributes"),
-            )?,
+            attributes: attrs_from_json(get(eo, "attributes", "attributes"), &format!("{ep}.attributes"))?,
             dropped_attributes_count: as_u64(
                 get(eo, "droppedAttributesCount", "dropped_attributes_count"),
                 &format!("{ep}.droppedAttributesCount"),
             )? as u32,
         });
     }
-    for (i, l) in as_arr(f("links", "links"), &format!("{p}.links"))?
-        .iter()
-        .enumerate()
-    {
+    for (i, l) in as_arr(f("links", "links"), &format!("{p}.links"))?.iter().enumerate() {
         let lp = format!("{p}.links[{i}]");
         let lo = as_obj(l, &lp)?;
         sp.links.push(span::Link {
-            trace_id: hex_id(
-                get(lo, "traceId", "trace_id"),
-                &format!("{lp}.traceId"),
-                16,
-                false,
-            )?
-            .into(),
-            span_id: hex_id(
-                get(lo, "spanId", "span_id"),
-                &format!("{lp}.spanId"),
-                8,
-                false,
-            )?
-            .into(),
-            trace_state: as_str(
-                get(lo, "traceState", "trace_state"),
-                &format!("{lp}.traceState"),
-            )?,
-            attributes: attrs_from_json(
-                get(lo, "attributes", "attributes"),
-                &format!("{lp}.attributes"),
-            )?,
+            trace_id: hex_id(get(lo, "traceId", "trace_id"), &format!("{lp}.traceId"), 16, false)?.into(),
+            span_id: hex_id(get(lo, "spanId", "span_id"), &format!("{lp}.spanId"), 8, false)?.into(),
+            trace_state: as_str(get(lo, "traceState", "trace_state"), &format!("{lp}.traceState"))?,
+            attributes: attrs_from_json(get(lo, "attributes", "attributes"), &format!("{lp}.attributes"))?,
             dropped_attributes_count: as_u64(
                 get(lo, "droppedAttributesCount", "dropped_attributes_count"),
                 &format!("{lp}.droppedAttributesCount"),
@@ -334,11 +272,7 @@ fn span_from_json(v: &Value, p: &str) -> Result<Span, JsonError> {
         let so = as_obj(s, &sp2)?;
         sp.status = Some(Status {
             message: as_str(get(so, "message", "message"), &format!("{sp2}.message"))?,
-            code: as_enum(
-                get(so, "code", "code"),
-                &format!("{sp2}.code"),
-                STATUS_CODES,
-            )?,
+            code: as_enum(get(so, "code", "code"), &format!("{sp2}.code"), STATUS_CODES)?,
         });
     }
     Ok(sp)
@@ -371,21 +305,16 @@ fn any_from_json(v: &Value, p: &str, depth: u32) -> Result<AnyValue, JsonError> 
     let o = as_obj(v, p)?;
     use any_value::Value as V;
     let value = if let Some(s) = get(o, "stringValue", "string_value") {
-        Some(V::StringValue(as_str(
-            Some(s),
-            &format!("{p}.stringValue"),
-        )?))
+        Some(V::StringValue(as_str(Some(s), &format!("{p}.stringValue"))?))
     } else if let Some(b) = get(o, "boolValue", "bool_value") {
-        Some(V::BoolValue(b.as_bool().ok_or_else(|| {
-            err(&format!("{p}.boolValue"), "expected a boolean")
-        })?))
+        Some(V::BoolValue(
+            b.as_bool()
+                .ok_or_else(|| err(&format!("{p}.boolValue"), "expected a boolean"))?,
+        ))
     } else if let Some(i) = get(o, "intValue", "int_value") {
         Some(V::IntValue(as_i64(Some(i), &format!("{p}.intValue"))?))
     } else if let Some(d) = get(o, "doubleValue", "double_value") {
-        Some(V::DoubleValue(as_f64(
-            Some(d),
-            &format!("{p}.doubleValue"),
-        )?))
+        Some(V::DoubleValue(as_f64(Some(d), &format!("{p}.doubleValue"))?))
     } else if let Some(a) = get(o, "arrayValue", "array_value") {
         let ap = format!("{p}.arrayValue");
         let ao = as_obj(a, &ap)?;
@@ -432,10 +361,7 @@ fn rs_to_json(rs: &ResourceSpans) -> Value {
         let mut ro = Map::new();
         ro.insert("attributes".into(), attrs_to_json(&r.attributes));
         if r.dropped_attributes_count > 0 {
-            ro.insert(
-                "droppedAttributesCount".into(),
-                json!(r.dropped_attributes_count),
-            );
+            ro.insert("droppedAttributesCount".into(), json!(r.dropped_attributes_count));
         }
         o.insert("resource".into(), Value::Object(ro));
     }
@@ -454,10 +380,7 @@ fn rs_to_json(rs: &ResourceSpans) -> Value {
                     sco.insert("attributes".into(), attrs_to_json(&s.attributes));
                 }
                 if s.dropped_attributes_count > 0 {
-                    sco.insert(
-                        "droppedAttributesCount".into(),
-                        json!(s.dropped_attributes_count),
-                    );
+                    sco.insert("droppedAttributesCount".into(), json!(s.dropped_attributes_count));
                 }
                 so.insert("scope".into(), Value::Object(sco));
             }
@@ -493,22 +416,13 @@ fn span_to_json(s: &Span) -> Value {
     }
     o.insert("name".into(), json!(s.name));
     o.insert("kind".into(), json!(s.kind));
-    o.insert(
-        "startTimeUnixNano".into(),
-        json!(s.start_time_unix_nano.to_string()),
-    );
-    o.insert(
-        "endTimeUnixNano".into(),
-        json!(s.end_time_unix_nano.to_string()),
-    );
+    o.insert("startTimeUnixNano".into(), json!(s.start_time_unix_nano.to_string()));
+    o.insert("endTimeUnixNano".into(), json!(s.end_time_unix_nano.to_string()));
     if !s.attributes.is_empty() {
         o.insert("attributes".into(), attrs_to_json(&s.attributes));
     }
     if s.dropped_attributes_count > 0 {
-        o.insert(
-            "droppedAttributesCount".into(),
-            json!(s.dropped_attributes_count),
-        );
+        o.insert("droppedAttributesCount".into(), json!(s.dropped_attributes_count));
     }
     if !s.events.is_empty() {
         let ev: Vec<Value> = s
@@ -522,10 +436,7 @@ fn span_to_json(s: &Span) -> Value {
                     eo.insert("attributes".into(), attrs_to_json(&e.attributes));
                 }
                 if e.dropped_attributes_count > 0 {
-                    eo.insert(
-                        "droppedAttributesCount".into(),
-                        json!(e.dropped_attributes_count),
-                    );
+                    eo.insert("droppedAttributesCount".into(), json!(e.dropped_attributes_count));
                 }
                 Value::Object(eo)
             })
@@ -550,10 +461,7 @@ fn span_to_json(s: &Span) -> Value {
                     lo.insert("attributes".into(), attrs_to_json(&l.attributes));
                 }
                 if l.dropped_attributes_count > 0 {
-                    lo.insert(
-                        "droppedAttributesCount".into(),
-                        json!(l.dropped_attributes_count),
-                    );
+                    lo.insert("droppedAttributesCount".into(), json!(l.dropped_attributes_count));
                 }
                 if l.flags != 0 {
                     lo.insert("flags".into(), json!(l.flags));
@@ -588,10 +496,7 @@ fn kv_to_json(kv: &KeyValue) -> Value {
     o.insert("key".into(), json!(kv.key));
     o.insert(
         "value".into(),
-        kv.value
-            .as_ref()
-            .map(any_to_json)
-            .unwrap_or_else(|| json!({})),
+        kv.value.as_ref().map(any_to_json).unwrap_or_else(|| json!({})),
     );
     Value::Object(o)
 }

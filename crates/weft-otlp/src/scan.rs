@@ -114,11 +114,7 @@ fn wire(path: Path, level: u8) -> impl Fn(WireError) -> ScanError {
 /// Validates an `ExportTraceServiceRequest` and fills `out` with its routing summary.
 pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
     out.clear();
-    let mut path = Path {
-        rs: 0,
-        ss: 0,
-        span: 0,
-    };
+    let mut path = Path { rs: 0, ss: 0, span: 0 };
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(|source| ScanError::Wire {
         path: "request".into(),
@@ -134,11 +130,7 @@ pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanErro
     Ok(())
 }
 
-fn scan_resource_spans(
-    buf: &[u8],
-    path: &mut Path,
-    out: &mut RequestSummary,
-) -> Result<(), ScanError> {
+fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
     path.ss = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 0))? {
@@ -162,11 +154,7 @@ fn scan_resource_spans(
     Ok(())
 }
 
-fn scan_scope_spans(
-    buf: &[u8],
-    path: &mut Path,
-    out: &mut RequestSummary,
-) -> Result<(), ScanError> {
+fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
     path.span = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 1))? {
@@ -259,14 +247,12 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
             SPAN_FLAGS => {
                 v.fixed32(n).map_err(w)?;
             }
-            SPAN_ATTRIBUTES => validate_key_value(v.bytes(n).map_err(w)?, 0)
-                .map_err(|e| e.at(path.render(2) + ".attributes"))?,
-            SPAN_EVENTS => validate_event(v.bytes(n).map_err(w)?)
-                .map_err(|e| e.at(path.render(2) + ".events"))?,
-            SPAN_LINKS => validate_link(v.bytes(n).map_err(w)?)
-                .map_err(|e| e.at(path.render(2) + ".links"))?,
-            SPAN_STATUS => validate_status(v.bytes(n).map_err(w)?)
-                .map_err(|e| e.at(path.render(2) + ".status"))?,
+            SPAN_ATTRIBUTES => {
+                validate_key_value(v.bytes(n).map_err(w)?, 0).map_err(|e| e.at(path.render(2) + ".attributes"))?
+            }
+            SPAN_EVENTS => validate_event(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".events"))?,
+            SPAN_LINKS => validate_link(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".links"))?,
+            SPAN_STATUS => validate_status(v.bytes(n).map_err(w)?).map_err(|e| e.at(path.render(2) + ".status"))?,
             _ => {}
         }
     }
@@ -283,10 +269,7 @@ struct Nested(String);
 
 impl Nested {
     fn at(self, path: String) -> ScanError {
-        ScanError::Invalid {
-            path,
-            problem: self.0,
-        }
+        ScanError::Invalid { path, problem: self.0 }
     }
 }
 
@@ -303,10 +286,7 @@ fn utf8(b: &[u8]) -> Result<(), Nested> {
 }
 
 /// Validates every field of a message with `check` and rejects wrong wire types.
-fn each_field(
-    buf: &[u8],
-    mut check: impl FnMut(Field<'_>) -> Result<(), Nested>,
-) -> Result<(), Nested> {
+fn each_field(buf: &[u8], mut check: impl FnMut(Field<'_>) -> Result<(), Nested>) -> Result<(), Nested> {
     let mut r = Reader::new(buf);
     while let Some(f) = r.next()? {
         check(f)?;
@@ -375,20 +355,14 @@ fn validate_link(buf: &[u8]) -> Result<(), Nested> {
         1 => {
             let b = f.value.bytes(f.number)?;
             if b.len() != 16 {
-                return Err(Nested(format!(
-                    "link trace_id must be 16 bytes, got {}",
-                    b.len()
-                )));
+                return Err(Nested(format!("link trace_id must be 16 bytes, got {}", b.len())));
             }
             Ok(())
         }
         2 => {
             let b = f.value.bytes(f.number)?;
             if b.len() != 8 {
-                return Err(Nested(format!(
-                    "link span_id must be 8 bytes, got {}",
-                    b.len()
-                )));
+                return Err(Nested(format!("link span_id must be 8 bytes, got {}", b.len())));
             }
             Ok(())
         }
@@ -449,8 +423,8 @@ pub enum GroupKind {
 
 fn group_of(number: u32) -> Option<GroupKind> {
     match number {
-        SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_PARENT_SPAN_ID | SPAN_NAME | SPAN_KIND | SPAN_START
-        | SPAN_END | SPAN_STATUS => None,
+        SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_PARENT_SPAN_ID | SPAN_NAME | SPAN_KIND | SPAN_START | SPAN_END
+        | SPAN_STATUS => None,
         SPAN_ATTRIBUTES => Some(GroupKind::Attributes),
         SPAN_EVENTS => Some(GroupKind::Events),
         SPAN_LINKS => Some(GroupKind::Links),
@@ -500,8 +474,7 @@ impl<'a> SpanView<'a> {
                     while let Some(g) = s.next()? {
                         match g.number {
                             STATUS_MESSAGE => {
-                                v.status_message =
-                                    std::str::from_utf8(g.value.bytes(g.number)?).unwrap_or("")
+                                v.status_message = std::str::from_utf8(g.value.bytes(g.number)?).unwrap_or("")
                             }
                             STATUS_CODE => v.status_code = g.value.varint(g.number)? as i32,
                             _ => {}
@@ -555,13 +528,23 @@ fn header_without(buf: &[u8], skip: u32, out: &mut Vec<u8>) -> Result<(), WireEr
     Ok(())
 }
 
+/// Where a span sits in its request: the ordinal of its `ResourceSpans` and of its
+/// `ScopeSpans` within the request. Equal ordinals mean identical headers, so callers can
+/// intern a header once per scope instead of comparing bytes per span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderIds {
+    pub resource: u32,
+    pub scope: u32,
+}
+
 /// Visits every span of a validated request with its resource header (the `ResourceSpans`
 /// fields other than `scope_spans`) and scope header (the `ScopeSpans` fields other than
 /// `spans`). Headers are passed as encoded bytes so they can be stored and re-emitted verbatim.
 pub fn for_each_span<'a>(
     buf: &'a [u8],
-    mut visit: impl FnMut(&[u8], &[u8], SpanView<'a>),
+    mut visit: impl FnMut(HeaderIds, &[u8], &[u8], SpanView<'a>),
 ) -> Result<(), WireError> {
+    let mut ids = HeaderIds { resource: 0, scope: 0 };
     let mut resource = Vec::new();
     let mut scope = Vec::new();
     let mut r = Reader::new(buf);
@@ -581,14 +564,12 @@ pub fn for_each_span<'a>(
             let mut sr = Reader::new(ss);
             while let Some(h) = sr.next()? {
                 if h.number == SS_SPANS {
-                    visit(
-                        &resource,
-                        &scope,
-                        SpanView::parse(h.value.bytes(h.number)?)?,
-                    );
+                    visit(ids, &resource, &scope, SpanView::parse(h.value.bytes(h.number)?)?);
                 }
             }
+            ids.scope += 1;
         }
+        ids.resource += 1;
     }
     Ok(())
 }
@@ -596,10 +577,7 @@ pub fn for_each_span<'a>(
 /// Re-encodes a validated request keeping only the spans for which `keep(index)` is true
 /// (indexes count spans in request order). Headers and kept spans are copied verbatim; empty
 /// scopes and resources are dropped. Used only on the refusal path.
-pub fn filter_request(
-    buf: &[u8],
-    mut keep: impl FnMut(usize) -> bool,
-) -> Result<Vec<u8>, WireError> {
+pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result<Vec<u8>, WireError> {
     use crate::wire::{begin_nested, end_nested};
     let mut out = Vec::with_capacity(buf.len());
     let mut index = 0usize;

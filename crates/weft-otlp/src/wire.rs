@@ -14,17 +14,9 @@ pub enum WireError {
     #[error("varint longer than 10 bytes at byte {0}")]
     VarintTooLong(usize),
     #[error("length {len} at byte {at} runs past the end of the message ({remaining} bytes left)")]
-    LengthOverrun {
-        at: usize,
-        len: u64,
-        remaining: usize,
-    },
+    LengthOverrun { at: usize, len: u64, remaining: usize },
     #[error("unsupported wire type {wire_type} for field {field} at byte {at}")]
-    BadWireType {
-        field: u32,
-        wire_type: u8,
-        at: usize,
-    },
+    BadWireType { field: u32, wire_type: u8, at: usize },
     #[error("field number 0 at byte {0}")]
     FieldZero(usize),
     #[error("field {field}: expected wire type {expected}, found {found}")]
@@ -225,7 +217,7 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// Number of bytes [`put_varint`] writes for `v`.
 #[inline]
 pub fn varint_len(v: u64) -> usize {
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 #[inline]
@@ -311,10 +303,7 @@ mod tests {
     #[test]
     fn length_overrun_is_an_error() {
         let buf = [0x0a, 0x05, b'a'];
-        assert!(matches!(
-            Reader::new(&buf).next(),
-            Err(WireError::LengthOverrun { .. })
-        ));
+        assert!(matches!(Reader::new(&buf).next(), Err(WireError::LengthOverrun { .. })));
     }
 
     proptest! {

@@ -41,8 +41,7 @@ impl Histogram {
             }
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+        self.sum_micros.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, labels: &str) {
@@ -77,9 +76,7 @@ fn error(status: StatusCode, msg: impl Into<String>) -> Response {
 pub fn parse_trace_id(s: &str) -> Result<[u8; 16], String> {
     let s = s.trim();
     if s.is_empty() || s.len() > 32 {
-        return Err(format!(
-            "invalid trace id {s:?}: expected 1 to 32 hex characters"
-        ));
+        return Err(format!("invalid trace id {s:?}: expected 1 to 32 hex characters"));
     }
     if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("invalid trace id {s:?}: not hexadecimal"));
@@ -107,13 +104,7 @@ fn parse_secs(name: &str, v: &Option<String>) -> Result<Option<u64>, String> {
 }
 
 /// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
-pub async fn trace_by_id(
-    st: &AppState,
-    headers: &HeaderMap,
-    id: &str,
-    params: &TraceParams,
-    v2: bool,
-) -> Response {
+pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &TraceParams, v2: bool) -> Response {
     let started = Instant::now();
     let tenant = match st.tenants.resolve(headers) {
         Ok(t) => t,
@@ -123,19 +114,14 @@ pub async fn trace_by_id(
         Ok(id) => id,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let range = match (
-        parse_secs("start", &params.start),
-        parse_secs("end", &params.end),
-    ) {
+    let range = match (parse_secs("start", &params.start), parse_secs("end", &params.end)) {
         (Ok(Some(s)), Ok(Some(e))) if s > e => {
             return error(
                 StatusCode::BAD_REQUEST,
                 format!("invalid range: start {s} is after end {e}"),
             );
         }
-        (Ok(s), Ok(e)) if s.is_some() || e.is_some() => {
-            Some((s.unwrap_or(0), e.unwrap_or(u64::MAX)))
-        }
+        (Ok(s), Ok(e)) if s.is_some() || e.is_some() => Some((s.unwrap_or(0), e.unwrap_or(u64::MAX))),
         (Ok(_), Ok(_)) => None,
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
@@ -143,26 +129,18 @@ pub async fn trace_by_id(
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, trace_id = %hex::encode(id), "trace lookup failed");
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("reading trace failed: {e}"),
-            );
+            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}"));
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     if rows.is_empty() {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("trace not found: {}", hex::encode(id)),
-        );
+        return error(StatusCode::NOT_FOUND, format!("trace not found: {}", hex::encode(id)));
     }
     let data = weft_block::row::encode_traces_data(&rows);
     let wants_proto = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| {
-            a.contains("application/protobuf") || a.contains("application/x-protobuf")
-        });
+        .is_some_and(|a| a.contains("application/protobuf") || a.contains("application/x-protobuf"));
     if wants_proto {
         let body = if v2 {
             // TraceByIDResponse { Trace trace = 1; }
@@ -189,11 +167,7 @@ pub async fn trace_by_id(
     } else {
         serde_json::json!({ "batches": batches })
     };
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 pub async fn trace_v1(
@@ -231,11 +205,7 @@ pub async fn buildinfo() -> Response {
         "buildDate": option_env!("WEFT_BUILD_DATE").unwrap_or(""),
         "goVersion": "",
     });
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 fn proc_stats() -> (f64, u64, u64) {
@@ -307,20 +277,14 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         ),
     ];
     for (name, kind, help, v) in wal {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
     }
     let _ = writeln!(
         out,
         "# HELP weft_query_duration_seconds Query latency by route.\n# TYPE weft_query_duration_seconds histogram"
     );
-    st.trace_latency.render(
-        &mut out,
-        "weft_query_duration_seconds",
-        "route=\"trace_by_id\"",
-    );
+    st.trace_latency
+        .render(&mut out, "weft_query_duration_seconds", "route=\"trace_by_id\"");
     let (cpu, rss, hwm) = proc_stats();
     let _ = writeln!(
         out,
@@ -343,10 +307,7 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("no such endpoint: {}", uri.path()),
-    )
+    error(StatusCode::NOT_FOUND, format!("no such endpoint: {}", uri.path()))
 }
 
 #[cfg(test)]
@@ -356,10 +317,7 @@ mod tests {
     #[test]
     fn trace_ids_parse_like_tempo() {
         assert_eq!(parse_trace_id("1").unwrap()[15], 1);
-        assert_eq!(
-            parse_trace_id("ABCDEF0123456789abcdef0123456789").unwrap()[0],
-            0xab
-        );
+        assert_eq!(parse_trace_id("ABCDEF0123456789abcdef0123456789").unwrap()[0], 0xab);
         assert!(parse_trace_id("").is_err());
         assert!(parse_trace_id("xyz").is_err());
         assert!(parse_trace_id(&"a".repeat(33)).is_err());

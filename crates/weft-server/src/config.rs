@@ -178,10 +178,9 @@ impl Config {
     pub fn load(flags: &ServerFlags) -> anyhow::Result<Config> {
         let mut c = match &flags.config {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
-                serde_yaml::from_str(&text)
-                    .map_err(|e| anyhow::anyhow!("parsing config {}: {e}", p.display()))?
+                let text =
+                    std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
+                serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("parsing config {}: {e}", p.display()))?
             }
             None => Config::default(),
         };
@@ -219,10 +218,7 @@ impl Config {
             "block_max_age must be a positive number of seconds"
         );
         anyhow::ensure!(self.block_max_spans > 0, "block_max_spans must be positive");
-        anyhow::ensure!(
-            self.max_request_bytes > 0,
-            "max_request_bytes must be positive"
-        );
+        anyhow::ensure!(self.max_request_bytes > 0, "max_request_bytes must be positive");
         anyhow::ensure!(
             self.max_decompressed_bytes >= self.max_request_bytes,
             "max_decompressed_bytes ({}) must be at least max_request_bytes ({})",
@@ -230,8 +226,7 @@ impl Config {
             self.max_request_bytes
         );
         for t in self.auth_tokens.values() {
-            weft_ingest::limits::validate_tenant(t)
-                .map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
+            weft_ingest::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
         }
         Ok(())
     }
@@ -239,9 +234,7 @@ impl Config {
     pub fn fsync_policy(&self) -> weft_wal::FsyncPolicy {
         match self.fsync {
             Fsync::Always => weft_wal::FsyncPolicy::Always,
-            Fsync::Interval => weft_wal::FsyncPolicy::Interval(Duration::from_millis(
-                self.fsync_interval_ms.max(1),
-            )),
+            Fsync::Interval => weft_wal::FsyncPolicy::Interval(Duration::from_millis(self.fsync_interval_ms.max(1))),
             Fsync::Never => weft_wal::FsyncPolicy::Never,
         }
     }
@@ -255,11 +248,7 @@ mod tests {
     fn flags_override_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("weft.yaml");
-        std::fs::write(
-            &p,
-            "http_port: 9999\nmultitenancy: true\nblock_max_spans: 10\n",
-        )
-        .unwrap();
+        std::fs::write(&p, "http_port: 9999\nmultitenancy: true\nblock_max_spans: 10\n").unwrap();
         let flags = ServerFlags {
             config: Some(p.clone()),
             http_port: Some(1234),

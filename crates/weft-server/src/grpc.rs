@@ -11,9 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tonic::codec::{
-    Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
-};
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 use weft_ingest::PushError;
 use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
@@ -87,22 +85,19 @@ impl tonic::server::UnaryService<Bytes> for Export {
         Box::pin(async move {
             let headers = req.metadata().clone().into_headers();
             let tenant = state.tenants.resolve(&headers).map_err(|e| {
-                state.ingest.metrics.refused(
-                    "unknown",
-                    weft_ingest::metrics::RefuseReason::Unauthorized,
-                    1,
-                );
+                state
+                    .ingest
+                    .metrics
+                    .refused("unknown", weft_ingest::metrics::RefuseReason::Unauthorized, 1);
                 Status::unauthenticated(e.0)
             })?;
             let body = req.into_inner();
             match state.ingest.push(&tenant, body).await {
                 Ok(out) => {
                     let resp = ExportTraceServiceResponse {
-                        partial_success: (out.rejected_spans > 0).then(|| {
-                            ExportTracePartialSuccess {
-                                rejected_spans: i64::from(out.rejected_spans),
-                                error_message: out.message,
-                            }
+                        partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
+                            rejected_spans: i64::from(out.rejected_spans),
+                            error_message: out.message,
                         }),
                     };
                     Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
@@ -148,10 +143,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
         let state = self.state.clone();
         Box::pin(async move {
             if req.uri().path() != weft_otlp::EXPORT_PATH {
-                return Ok(
-                    Status::unimplemented(format!("unknown method {}", req.uri().path()))
-                        .into_http(),
-                );
+                return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
             }
             let mut accept = EnabledCompressionEncodings::default();
             accept.enable(CompressionEncoding::Gzip);
@@ -168,15 +160,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|s| s.parse::<i32>().ok());
             if code == Some(Code::OutOfRange as i32) {
-                resp.headers_mut().insert(
-                    "grpc-status",
-                    http::HeaderValue::from(Code::ResourceExhausted as i32),
-                );
-                state.ingest.metrics.refused(
-                    "unknown",
-                    weft_ingest::metrics::RefuseReason::RequestTooLarge,
-                    1,
-                );
+                resp.headers_mut()
+                    .insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
+                state
+                    .ingest
+                    .metrics
+                    .refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
             }
             Ok(resp)
         })

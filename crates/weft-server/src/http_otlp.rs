@@ -52,12 +52,10 @@ impl OtlpError {
             }
         };
         let mut r = (self.status, body).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, content_type(fmt));
+        r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
         if let Some(d) = self.retry_after {
             let secs = d.as_secs_f64().ceil().max(1.0) as u64;
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         r
     }
@@ -82,12 +80,7 @@ pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let mime = ctype
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = ctype.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     let fmt = match mime.as_str() {
         "application/x-protobuf" | "application/protobuf" => Format::Protobuf,
         "application/json" => Format::Json,
@@ -106,12 +99,7 @@ pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
     }
 }
 
-async fn handle(
-    st: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-    fmt: Format,
-) -> Result<Response, OtlpError> {
+async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> Result<Response, OtlpError> {
     let metrics = &st.ingest.metrics;
     let tenant = st.tenants.resolve(headers).map_err(|e| {
         metrics.refused("unknown", RefuseReason::Unauthorized, 1);
@@ -132,11 +120,9 @@ async fn handle(
             "request body of {len} bytes exceeds the maximum request size of {max} bytes"
         )));
     }
-    let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
-        too_large(format!(
-            "request body exceeds the maximum request size of {max} bytes"
-        ))
-    })?;
+    let raw = axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large(format!("request body exceeds the maximum request size of {max} bytes")))?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -182,11 +168,7 @@ async fn handle(
             Ok(req) => Bytes::from(req.encode_to_vec()),
             Err(e) => {
                 metrics.refused(&tenant, RefuseReason::Invalid, 1);
-                return Err(OtlpError::new(
-                    StatusCode::BAD_REQUEST,
-                    INVALID_ARGUMENT,
-                    e.to_string(),
-                ));
+                return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
             }
         },
     };
@@ -200,13 +182,10 @@ async fn handle(
             };
             let body = match fmt {
                 Format::Protobuf => resp.encode_to_vec(),
-                Format::Json => weft_otlp::json::response_to_json(&resp)
-                    .to_string()
-                    .into_bytes(),
+                Format::Json => weft_otlp::json::response_to_json(&resp).to_string().into_bytes(),
             };
             let mut r = (StatusCode::OK, body).into_response();
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, content_type(fmt));
+            r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
             Ok(r)
         }
         Err(e) => Err(match e {
@@ -214,10 +193,7 @@ async fn handle(
             PushError::TraceTooLarge { message, .. } => {
                 OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message)
             }
-            PushError::RateLimited {
-                message,
-                retry_after,
-            } => OtlpError {
+            PushError::RateLimited { message, retry_after } => OtlpError {
                 retry_after: Some(retry_after),
                 ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
             },

@@ -61,9 +61,7 @@ pub fn main(args: LoadgenArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.query_ids {
         return query(&args, path);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(send(args))
 }
 
@@ -149,11 +147,7 @@ fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
                 name: if i == 0 {
                     format!("GET {route}")
                 } else {
-                    format!(
-                        "{} {}",
-                        ["SELECT", "grpc.Call", "cache.get", "HTTP POST"][i % 4],
-                        route
-                    )
+                    format!("{} {}", ["SELECT", "grpc.Call", "cache.get", "HTTP POST"][i % 4], route)
                 },
                 kind: if i == 0 { 2 } else { [3, 1, 3, 1][i % 4] },
                 start_time_unix_nano: base + (i as u64) * 10_000,
@@ -165,10 +159,7 @@ fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
                         "http.response.status_code",
                         V::IntValue(if (t + i) % 50 == 0 { 500 } else { 200 }),
                     ),
-                    kv(
-                        "server.address",
-                        V::StringValue(format!("{svc}.svc.cluster.local")),
-                    ),
+                    kv("server.address", V::StringValue(format!("{svc}.svc.cluster.local"))),
                     kv("network.peer.port", V::IntValue(8080)),
                 ],
                 status: ((t + i) % 50 == 0).then(|| Status {
@@ -247,8 +238,7 @@ fn find_slots(buf: &[u8]) -> Vec<IdSlots> {
                     match x.number {
                         1 => {
                             s.trace = off(b);
-                            s.trace_index =
-                                u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+                            s.trace_index = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
                         }
                         2 => {
                             s.span = off(b);
@@ -256,8 +246,7 @@ fn find_slots(buf: &[u8]) -> Vec<IdSlots> {
                         }
                         4 if b.len() == 8 => {
                             s.parent = Some(off(b));
-                            s.parent_index =
-                                u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+                            s.parent_index = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
                         }
                         _ => {}
                     }
@@ -338,11 +327,7 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
         .unwrap_or(7));
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.duration);
-    let max_spans = if args.max_spans == 0 {
-        u64::MAX
-    } else {
-        args.max_spans
-    };
+    let max_spans = if args.max_spans == 0 { u64::MAX } else { args.max_spans };
     let mut tasks = Vec::new();
     for w in 0..args.concurrency.max(1) {
         let mut grpc = tonic::client::Grpc::new(channels[w % channels.len()].clone());
@@ -364,8 +349,7 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
                 if n.saturating_mul(spans_per_req) >= max_spans {
                     break;
                 }
-                let (body, first) =
-                    instantiate(&templates[(n % templates.len() as u64) as usize], n, salt);
+                let (body, first) = instantiate(&templates[(n % templates.len() as u64) as usize], n, salt);
                 let mut req = tonic::Request::new(body);
                 if let Some(t) = &tenant {
                     req.metadata_mut()

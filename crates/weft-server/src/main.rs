@@ -82,10 +82,8 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
 
 async fn run(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
-    std::fs::create_dir_all(&cfg.data_dir)
-        .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
-    let storage: Arc<dyn weft_storage::Storage> =
-        Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
+    let storage: Arc<dyn weft_storage::Storage> = Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
     let icfg = IngestConfig {
         data_dir: cfg.data_dir.clone(),
         fsync: cfg.fsync_policy(),
@@ -102,9 +100,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         max_flushing_bytes: cfg.block_max_bytes as u64,
         ..IngestConfig::default()
     };
-    let ingest = Ingest::open(icfg, storage)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
     let state = Arc::new(AppState {
         cfg: cfg.clone(),
         tenants: tenant::Tenants::new(&cfg),

@@ -59,9 +59,7 @@ impl Tenants {
                 .map(str::trim);
             return match token.and_then(|t| self.tokens.get(t)) {
                 Some(t) => Ok(t.clone()),
-                None if token.is_none() => Err(TenantError(
-                    "missing bearer token in the Authorization header".into(),
-                )),
+                None if token.is_none() => Err(TenantError("missing bearer token in the Authorization header".into())),
                 None => Err(TenantError("invalid bearer token".into())),
             };
         }
@@ -70,16 +68,14 @@ impl Tenants {
         }
         let Some(v) = headers.get(ORG_HEADER) else {
             return Err(TenantError(
-                "no org id: the X-Scope-OrgID header is required when multi-tenancy is enabled"
-                    .into(),
+                "no org id: the X-Scope-OrgID header is required when multi-tenancy is enabled".into(),
             ));
         };
         let t = v
             .to_str()
             .map_err(|_| TenantError("X-Scope-OrgID is not valid ASCII".into()))?
             .trim();
-        weft_ingest::limits::validate_tenant(t)
-            .map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
+        weft_ingest::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
         Ok(Arc::from(t))
     }
 }

@@ -29,10 +29,7 @@ pub enum StorageError {
         size: u64,
     },
     #[error("storage i/o error on {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 /// One listed object.
@@ -100,36 +97,18 @@ pub mod conformance {
     /// `store` must be empty.
     pub async fn run(store: &dyn Storage) {
         // put / get round trip, overwrite.
-        store
-            .put("a/b/one", Bytes::from_static(b"hello world"))
-            .await
-            .unwrap();
-        assert_eq!(
-            store.get("a/b/one").await.unwrap(),
-            Bytes::from_static(b"hello world")
-        );
-        store
-            .put("a/b/one", Bytes::from_static(b"replaced"))
-            .await
-            .unwrap();
-        assert_eq!(
-            store.get("a/b/one").await.unwrap(),
-            Bytes::from_static(b"replaced")
-        );
+        store.put("a/b/one", Bytes::from_static(b"hello world")).await.unwrap();
+        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"hello world"));
+        store.put("a/b/one", Bytes::from_static(b"replaced")).await.unwrap();
+        assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"replaced"));
 
         // empty objects are objects.
         store.put("a/empty", Bytes::new()).await.unwrap();
         assert_eq!(store.get("a/empty").await.unwrap().len(), 0);
 
         // ranged reads.
-        store
-            .put("r", Bytes::from_static(b"0123456789"))
-            .await
-            .unwrap();
-        assert_eq!(
-            store.get_range("r", 2..5).await.unwrap(),
-            Bytes::from_static(b"234")
-        );
+        store.put("r", Bytes::from_static(b"0123456789")).await.unwrap();
+        assert_eq!(store.get_range("r", 2..5).await.unwrap(), Bytes::from_static(b"234"));
         assert_eq!(
             store.get_range("r", 0..10).await.unwrap(),
             Bytes::from_static(b"0123456789")
@@ -141,10 +120,7 @@ pub mod conformance {
         ));
 
         // missing objects.
-        assert!(matches!(
-            store.get("nope").await,
-            Err(StorageError::NotFound(_))
-        ));
+        assert!(matches!(store.get("nope").await, Err(StorageError::NotFound(_))));
         assert!(matches!(
             store.get_range("nope", 0..1).await,
             Err(StorageError::NotFound(_))
@@ -163,10 +139,7 @@ pub mod conformance {
         // delete, idempotent.
         store.delete("a/c").await.unwrap();
         store.delete("a/c").await.unwrap();
-        assert!(matches!(
-            store.get("a/c").await,
-            Err(StorageError::NotFound(_))
-        ));
+        assert!(matches!(store.get("a/c").await, Err(StorageError::NotFound(_))));
         assert_eq!(store.list("a/").await.unwrap().len(), 2);
 
         // invalid paths are refused, never resolved outside the root.

@@ -49,10 +49,7 @@ pub const MAX_RECORD: usize = 256 << 20;
 #[derive(Debug, Error)]
 pub enum WalError {
     #[error("wal i/o error on {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("wal is closed")]
     Closed,
     #[error("wal record of {0} bytes exceeds the {MAX_RECORD} byte limit")]
@@ -174,10 +171,7 @@ fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>, WalError> {
         if let Some(stem) = name.strip_suffix(".wal")
             && let Ok(seq) = stem.parse::<u64>()
         {
-            out.push(SegmentFile {
-                seq,
-                path: e.path(),
-            });
+            out.push(SegmentFile { seq, path: e.path() });
         }
     }
     out.sort_by_key(|s| s.seq);
@@ -230,7 +224,7 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
     }
     let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4 bytes"));
-    if len < 4 || len > MAX_RECORD || buf.len() - at - 8 < len {
+    if !(4..=MAX_RECORD).contains(&len) || buf.len() - at - 8 < len {
         return Decoded::Torn("record length runs past the end of the segment");
     }
     let body = &buf[at + 8..at + 8 + len];
@@ -297,9 +291,7 @@ impl Wal {
                     fs::remove_file(&seg.path).map_err(io(&seg.path))?;
                     continue;
                 }
-                return Err(WalError::BadHeader {
-                    path: seg.path.clone(),
-                });
+                return Err(WalError::BadHeader { path: seg.path.clone() });
             }
             let buf = Bytes::from(data);
             let mut at = HEADER_LEN;
@@ -329,13 +321,8 @@ impl Wal {
                         let dropped = (buf.len() - at) as u64;
                         report.torn_bytes += dropped;
                         tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
-                        let f = OpenOptions::new()
-                            .write(true)
-                            .open(&seg.path)
-                            .map_err(io(&seg.path))?;
-                        f.set_len(at as u64)
-                            .and_then(|_| f.sync_all())
-                            .map_err(io(&seg.path))?;
+                        let f = OpenOptions::new().write(true).open(&seg.path).map_err(io(&seg.path))?;
+                        f.set_len(at as u64).and_then(|_| f.sync_all()).map_err(io(&seg.path))?;
                         break;
                     }
                 }
@@ -360,20 +347,12 @@ impl Wal {
                 "wal replay done"
             );
         }
-        let next_seq = segments
-            .last()
-            .map(|s| s.seq + 1)
-            .unwrap_or(0)
-            .max(opts.min_segment);
+        let next_seq = segments.last().map(|s| s.seq + 1).unwrap_or(0).max(opts.min_segment);
         let stats = Arc::new(WalStats::default());
         stats.size_bytes.store(total_size, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink)?;
-        writer.sealed = segments
-            .iter()
-            .filter(|s| s.path.exists())
-            .map(|s| s.seq)
-            .collect();
+        writer.sealed = segments.iter().filter(|s| s.path.exists()).map(|s| s.seq).collect();
         std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
@@ -385,12 +364,7 @@ impl Wal {
     ///
     /// Cancel safety: if the future is dropped, the record may still be written and passed to
     /// the sink; it is simply not acknowledged.
-    pub async fn append(
-        &self,
-        tenant: Arc<str>,
-        kind: u8,
-        payload: Bytes,
-    ) -> Result<WalPos, WalError> {
+    pub async fn append(&self, tenant: Arc<str>, kind: u8, payload: Bytes) -> Result<WalPos, WalError> {
         if payload.len() + tenant.len() + 12 > MAX_RECORD {
             return Err(WalError::TooLarge(payload.len()));
         }
@@ -451,9 +425,7 @@ impl Writer {
         sink: Box<dyn CommitSink>,
     ) -> Result<Self, WalError> {
         let (file, path) = Self::create_segment(&dir, seq)?;
-        stats
-            .size_bytes
-            .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
         Ok(Writer {
             dir,
             opts,
@@ -476,9 +448,7 @@ impl Writer {
             .append(true)
             .open(&path)
             .map_err(io(&path))?;
-        file.write_all(MAGIC)
-            .and_then(|_| file.sync_all())
-            .map_err(io(&path))?;
+        file.write_all(MAGIC).and_then(|_| file.sync_all()).map_err(io(&path))?;
         sync_dir(dir)?;
         Ok((file, path))
     }
@@ -549,28 +519,20 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let result = self
-            .file
-            .write_all(buf)
-            .map_err(|e| e.to_string())
-            .and_then(|_| {
-                self.offset += buf.len() as u64;
-                self.dirty = true;
-                self.stats
-                    .bytes_written
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                self.stats
-                    .size_bytes
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                self.stats
-                    .records_written
-                    .fetch_add(group.len() as u64, Ordering::Relaxed);
-                match self.opts.fsync {
-                    FsyncPolicy::Always => self.sync(),
-                    FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
-                    _ => Ok(()),
-                }
-            });
+        let result = self.file.write_all(buf).map_err(|e| e.to_string()).and_then(|_| {
+            self.offset += buf.len() as u64;
+            self.dirty = true;
+            self.stats.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            self.stats.size_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            self.stats
+                .records_written
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
+            match self.opts.fsync {
+                FsyncPolicy::Always => self.sync(),
+                FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
+                _ => Ok(()),
+            }
+        });
         buf.clear();
         match result {
             Ok(()) => {
@@ -635,9 +597,7 @@ impl Writer {
                 self.file = file;
                 self.path = path;
                 self.offset = HEADER_LEN as u64;
-                self.stats
-                    .size_bytes
-                    .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+                self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot start a new wal segment; continuing in the current one")
@@ -647,8 +607,7 @@ impl Writer {
 
     fn truncate_before(&mut self, pos: WalPos) {
         // A sealed segment below pos.segment holds only records before pos.
-        let (drop, keep): (Vec<u64>, Vec<u64>) =
-            self.sealed.iter().partition(|&&s| s < pos.segment);
+        let (drop, keep): (Vec<u64>, Vec<u64>) = self.sealed.iter().partition(|&&s| s < pos.segment);
         self.sealed = keep;
         for seq in drop {
             let path = segment_path(&self.dir, seq);

@@ -44,13 +44,9 @@ fn appends_reach_sink_in_order_and_replay_after_restart() {
         for i in 0..200u32 {
             let w = wal.clone();
             handles.push(tokio::spawn(async move {
-                w.append(
-                    Arc::from("t1"),
-                    KIND_OTLP,
-                    Bytes::from(vec![i as u8; 100 + i as usize]),
-                )
-                .await
-                .unwrap()
+                w.append(Arc::from("t1"), KIND_OTLP, Bytes::from(vec![i as u8; 100 + i as usize]))
+                    .await
+                    .unwrap()
             }));
         }
         for h in handles {
@@ -88,12 +84,7 @@ fn torn_tail_is_dropped_and_earlier_records_survive() {
         wal.shutdown().await;
     });
     // Simulate a torn write: half a record at the end of the newest segment.
-    let seg = list_segments(dir.path())
-        .unwrap()
-        .last()
-        .unwrap()
-        .path
-        .clone();
+    let seg = list_segments(dir.path()).unwrap().last().unwrap().path.clone();
     let mut half = Vec::new();
     encode_record(&mut half, KIND_OTLP, "t", &[9; 50]);
     let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
@@ -122,12 +113,7 @@ fn corrupted_checksum_stops_replay_at_that_record() {
         }
         wal.shutdown().await;
     });
-    let seg = list_segments(dir.path())
-        .unwrap()
-        .last()
-        .unwrap()
-        .path
-        .clone();
+    let seg = list_segments(dir.path()).unwrap().last().unwrap().path.clone();
     let mut data = fs::read(&seg).unwrap();
     let n = data.len();
     data[n - 1] ^= 0xff; // flip a payload byte of the last record

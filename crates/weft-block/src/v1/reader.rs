@@ -34,9 +34,7 @@ impl ChunkReader for RangeChunk {
             .checked_sub(self.base)
             .filter(|&o| o <= self.data.len() as u64)
             .ok_or_else(|| {
-                parquet::errors::ParquetError::General(format!(
-                    "offset {start} outside the fetched range"
-                ))
+                parquet::errors::ParquetError::General(format!("offset {start} outside the fetched range"))
             })?;
         Ok(self.data.slice(off as usize..).reader())
     }
@@ -47,9 +45,7 @@ impl ChunkReader for RangeChunk {
             .map(|o| o as usize)
             .filter(|&o| o + length <= self.data.len())
             .ok_or_else(|| {
-                parquet::errors::ParquetError::General(format!(
-                    "range {start}+{length} outside the fetched range"
-                ))
+                parquet::errors::ParquetError::General(format!("range {start}+{length} outside the fetched range"))
             })?;
         Ok(self.data.slice(off..off + length))
     }
@@ -82,9 +78,7 @@ where
     while skipped < skip {
         let n = r.skip_records(skip - skipped)?;
         if n == 0 {
-            return Err(BlockError::Corrupt(format!(
-                "column {i} ended while skipping"
-            )));
+            return Err(BlockError::Corrupt(format!("column {i} ended while skipping")));
         }
         skipped += n;
     }
@@ -111,9 +105,7 @@ fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
     if def.is_empty() {
         return (0..rows).map(|_| it.next()).collect();
     }
-    def.iter()
-        .map(|&d| if d > 0 { it.next() } else { None })
-        .collect()
+    def.iter().map(|&d| if d > 0 { it.next() } else { None }).collect()
 }
 
 /// Returns the spans of `trace_id` in row group `rg`. `chunk` must hold the row group's bytes.
@@ -168,10 +160,7 @@ pub fn read_trace(
         out.push(SpanRow {
             trace_id: *trace_id,
             span_id: fixed(span_ids[i].data()),
-            parent_span_id: parents[i]
-                .as_ref()
-                .map(|p| fixed(p.data()))
-                .unwrap_or([0; 8]),
+            parent_span_id: parents[i].as_ref().map(|p| fixed(p.data())).unwrap_or([0; 8]),
             name: text(&names[i]),
             kind: kinds[i].clamp(0, 255) as u8,
             start_unix_nano: starts[i] as u64,

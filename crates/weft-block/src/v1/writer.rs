@@ -6,9 +6,7 @@ use crate::columns::{BlobColumn, SpanColumns};
 use crate::index::{Bloom, RowGroupRange, TraceIndex};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::data_type::{
-    ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
-};
+use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -20,7 +18,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
     /// Rows per row group. Smaller groups make trace-by-ID reads cheaper; larger ones compress
-    /// better. 8192 keeps a trace lookup to one ~200 KB read.
+    /// better and cost less per row to write (one compressor and dictionary per column chunk).
+    /// 8192 keeps a trace lookup to one read of about 150 KB (see BENCHMARKS.md).
     pub row_group_rows: usize,
     pub zstd_level: i32,
 }
@@ -111,9 +110,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         while s < order.len() {
             let mut e = (s + opts.row_group_rows).min(order.len());
             let limit = (e + opts.row_group_rows).min(order.len());
-            while e < limit
-                && cols.trace_id[order[e] as usize] == cols.trace_id[order[e - 1] as usize]
-            {
+            while e < limit && cols.trace_id[order[e] as usize] == cols.trace_id[order[e - 1] as usize] {
                 e += 1;
             }
             chunks.push(s..e);
@@ -177,11 +174,8 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                         .write_batch(&flba(&sids, 8), None, None)?;
                 }
                 col::PARENT => {
-                    cw.typed::<FixedLenByteArrayType>().write_batch(
-                        &flba(&parents, 8),
-                        Some(&parent_def),
-                        None,
-                    )?;
+                    cw.typed::<FixedLenByteArrayType>()
+                        .write_batch(&flba(&parents, 8), Some(&parent_def), None)?;
                 }
                 col::NAME => {
                     let v: Vec<ByteArray> = rows
@@ -191,17 +185,11 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                     cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
                 }
                 col::KIND => {
-                    let v: Vec<i32> = rows
-                        .iter()
-                        .map(|&r| i32::from(cols.kind[r as usize]))
-                        .collect();
+                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.kind[r as usize])).collect();
                     cw.typed::<Int32Type>().write_batch(&v, None, None)?;
                 }
                 col::START => {
-                    let v: Vec<i64> = rows
-                        .iter()
-                        .map(|&r| cols.start[r as usize] as i64)
-                        .collect();
+                    let v: Vec<i64> = rows.iter().map(|&r| cols.start[r as usize] as i64).collect();
                     cw.typed::<Int64Type>().write_batch(&v, None, None)?;
                 }
                 col::DURATION => {
@@ -209,10 +197,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                     cw.typed::<Int64Type>().write_batch(&v, None, None)?;
                 }
                 col::STATUS_CODE => {
-                    let v: Vec<i32> = rows
-                        .iter()
-                        .map(|&r| i32::from(cols.status_code[r as usize]))
-                        .collect();
+                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.status_code[r as usize])).collect();
                     cw.typed::<Int32Type>().write_batch(&v, None, None)?;
                 }
                 col::STATUS_MESSAGE => {
@@ -227,18 +212,13 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                             v.push(strings[m as usize].clone());
                         }
                     }
-                    cw.typed::<ByteArrayType>()
-                        .write_batch(&v, Some(&def), None)?;
+                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
                 }
                 col::SERVICE => {
                     let v: Vec<ByteArray> = rows
                         .iter()
                         .map(|&r| {
-                            let sid = cols
-                                .service_of
-                                .get(&cols.resource[r as usize])
-                                .copied()
-                                .unwrap_or(0);
+                            let sid = cols.service_of.get(&cols.resource[r as usize]).copied().unwrap_or(0);
                             strings[sid as usize].clone()
                         })
                         .collect();
@@ -266,8 +246,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                         _ => (&cols.extra, &extra),
                     };
                     let (v, def) = opt_blob(c, d);
-                    cw.typed::<ByteArrayType>()
-                        .write_batch(&v, Some(&def), None)?;
+                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
                 }
                 _ => {
                     return Err(BlockError::Corrupt(
