@@ -112,12 +112,14 @@ async fn limits_refuse_with_reasons() {
     let dir = tempfile::tempdir().unwrap();
     let t: Arc<str> = Arc::from("t1");
     let one = request(3, 1).len() as u64;
+    // A burst of ten five-span requests: the loop below must run out of it.
+    let burst = 10 * request(100, 5).len() as u64;
     let ing = open(
         dir.path(),
         IngestConfig {
             max_trace_bytes: 5 * one,
             rate_bytes: 1,
-            burst_bytes: 100_000,
+            burst_bytes: burst,
             ..IngestConfig::default()
         },
     )
@@ -142,7 +144,7 @@ async fn limits_refuse_with_reasons() {
     );
     // Exhaust the burst.
     let mut limited = false;
-    for i in 0..200u8 {
+    for i in 0..20u8 {
         if let Err(PushError::RateLimited { retry_after, .. }) = ing.push(&t, request(100u8.wrapping_add(i), 5)).await {
             assert!(retry_after.as_secs_f64() > 0.0);
             limited = true;

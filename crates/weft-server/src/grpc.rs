@@ -5,6 +5,7 @@
 
 use crate::AppState;
 use bytes::{Buf, BufMut, Bytes};
+use http_body_util::BodyExt;
 use prost::Message;
 use std::convert::Infallible;
 use std::future::Future;
@@ -147,6 +148,24 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
             }
             let mut accept = EnabledCompressionEncodings::default();
             accept.enable(CompressionEncoding::Gzip);
+            // Two caps, as on OTLP/HTTP: the bytes on the wire (`--max-request-bytes`, checked
+            // while the body streams in) and the message after decompression
+            // (`--max-decompressed-bytes`, tonic's message limit, which bounds the inflater).
+            let wire_max = state.cfg.max_request_bytes;
+            let metrics = state.ingest.metrics.clone();
+            let req = req.map(|body| {
+                // 5 bytes of gRPC message framing ride on top of the message itself.
+                let limited = http_body_util::Limited::new(body, wire_max + 5);
+                tonic::body::Body::new(limited.map_err(move |e| match e.downcast::<Status>() {
+                    Ok(status) => *status,
+                    Err(_) => {
+                        metrics.refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
+                        Status::resource_exhausted(format!(
+                            "request body exceeds the maximum request size of {wire_max} bytes (--max-request-bytes)"
+                        ))
+                    }
+                }))
+            });
             let max = state.cfg.max_decompressed_bytes;
             let mut grpc = tonic::server::Grpc::new(RawCodec)
                 .apply_compression_config(accept, EnabledCompressionEncodings::default())
@@ -154,12 +173,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
             let mut resp = grpc.unary(Export(state.clone()), req).await;
             // tonic reports an oversized message as OUT_OF_RANGE; gRPC servers conventionally
             // (and SPEC §2) answer RESOURCE_EXHAUSTED, which OTLP exporters do not retry blindly.
-            let code = resp
-                .headers()
-                .get("grpc-status")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|s| s.parse::<i32>().ok());
-            if code == Some(Code::OutOfRange as i32) {
+            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let code = header("grpc-status").parse::<i32>().ok();
+            // tonic's own message limit: the frame's declared length or the inflated size.
+            let inflated_too_large = code == Some(Code::ResourceExhausted as i32)
+                && header("grpc-message").starts_with("Error%20decompressing");
+            if code == Some(Code::OutOfRange as i32) || inflated_too_large {
                 resp.headers_mut()
                     .insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
                 state
