@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
+echo "== spec vectors are well-formed and self-consistent"
+python3 scripts/check_vectors.py
+
 echo "== lint"
 bash scripts/lint.sh
 
