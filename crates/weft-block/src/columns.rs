@@ -214,7 +214,7 @@ impl SpanColumns {
         self.trace_id.push(tid);
         self.span_id.push(s.span_id.try_into().unwrap_or([0; 8]));
         self.parent_span_id.push(s.parent_span_id.try_into().unwrap_or([0; 8]));
-        let name = self.strings.intern(s.name.as_bytes());
+        let name = self.strings.intern(s.name);
         self.name.push(name);
         self.kind.push(s.kind.clamp(0, 255) as u8);
         self.start.push(s.start_unix_nano);
@@ -226,7 +226,7 @@ impl SpanColumns {
         let msg = if s.status_message.is_empty() {
             0
         } else {
-            self.strings.intern(s.status_message.as_bytes())
+            self.strings.intern(s.status_message)
         };
         self.status_message.push(msg);
         self.resource.push(resource);
