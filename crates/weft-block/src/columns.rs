@@ -59,16 +59,23 @@ impl Interner {
 }
 
 /// A column of variable-length byte values stored end to end.
+///
+/// While a head fills, values are appended to a `Vec`. [`BlobColumn::freeze`] turns the data
+/// into shared [`Bytes`] without copying, so the block writer can hand out slices of it instead
+/// of copying the column (the attribute blobs are most of a head's memory).
 #[derive(Debug, Default)]
 pub struct BlobColumn {
-    pub data: Vec<u8>,
-    /// `ends[i]` is the end of value `i` in `data`.
+    data: Vec<u8>,
+    frozen: Bytes,
+    /// `ends[i]` is the end of value `i` in the data.
     pub ends: Vec<u32>,
 }
 
 impl BlobColumn {
+    /// Appends a value. Must not be called after [`BlobColumn::freeze`].
     #[inline]
     pub fn push(&mut self, v: &[u8]) {
+        debug_assert!(self.frozen.is_empty(), "push after freeze");
         self.data.extend_from_slice(v);
         self.ends.push(self.data.len() as u32);
     }
@@ -81,7 +88,38 @@ impl BlobColumn {
 
     #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
-        &self.data[self.range(i)]
+        &self.bytes()[self.range(i)]
+    }
+
+    /// Every value, end to end.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        if self.frozen.is_empty() {
+            &self.data
+        } else {
+            &self.frozen
+        }
+    }
+
+    /// Bytes of data held.
+    pub fn data_len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    /// Makes the column immutable and its data shareable; cheap, no copy.
+    pub fn freeze(&mut self) {
+        if !self.data.is_empty() {
+            self.frozen = Bytes::from(std::mem::take(&mut self.data));
+        }
+    }
+
+    /// The data as shared bytes: a reference count if frozen, otherwise a copy.
+    pub fn shared(&self) -> Bytes {
+        if self.frozen.is_empty() {
+            Bytes::copy_from_slice(&self.data)
+        } else {
+            self.frozen.clone()
+        }
     }
 }
 
@@ -174,12 +212,20 @@ impl SpanColumns {
     pub fn memory_bytes(&self) -> usize {
         self.len() * FIXED_ROW_BYTES
             + self.traces.len() * 28
-            + self.attributes.data.len()
-            + self.events.data.len()
-            + self.links.data.len()
-            + self.extra.data.len()
+            + self.attributes.data_len()
+            + self.events.data_len()
+            + self.links.data_len()
+            + self.extra.data_len()
             + self.strings.bytes
             + self.headers.bytes
+    }
+
+    /// Freezes the blob columns so a block can be written from them without copying. No more
+    /// spans may be pushed afterwards.
+    pub fn freeze(&mut self) {
+        for c in [&mut self.attributes, &mut self.events, &mut self.links, &mut self.extra] {
+            c.freeze();
+        }
     }
 
     /// Interns a resource header and remembers its service name.

@@ -103,7 +103,15 @@ impl Head {
             return None;
         }
         let pos = st.last_pos.expect("a non-empty head has a position");
-        let tenants: Vec<(Arc<str>, SpanColumns)> = st.active.drain().filter(|(_, c)| !c.is_empty()).collect();
+        let tenants: Vec<(Arc<str>, SpanColumns)> = st
+            .active
+            .drain()
+            .filter(|(_, c)| !c.is_empty())
+            .map(|(t, mut c)| {
+                c.freeze();
+                (t, c)
+            })
+            .collect();
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
         let cut = Arc::new(Cut {
             tenants,

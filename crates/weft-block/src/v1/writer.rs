@@ -87,7 +87,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     let headers: Vec<ByteArray> = (0..cols.headers.len())
         .map(|i| ByteArray::from(Bytes::copy_from_slice(cols.headers.get(i as u32))))
         .collect();
-    let blob = |c: &BlobColumn| Bytes::copy_from_slice(&c.data);
+    let blob = BlobColumn::shared;
     let (attrs, events, links, extra) = (
         blob(&cols.attributes),
         blob(&cols.events),
