@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use weft_block::columns::SpanColumns;
+use weft_block::columns::{Capacity, SpanColumns};
 use weft_block::meta::WalPosition;
 use weft_block::row::SpanRow;
 use weft_wal::{CommitSink, Record, WalPos};
@@ -37,6 +37,8 @@ pub struct HeadState {
     opened: Option<Instant>,
     last_pos: Option<WalPos>,
     spans: usize,
+    /// Per tenant, the size of its columns at the last cut: the next head reserves that much.
+    sizes: HashMap<Arc<str>, Capacity>,
 }
 
 /// When the head is cut.
@@ -70,7 +72,11 @@ impl Head {
     pub fn apply(&self, rec: &Record) {
         let mut st = self.state.write();
         if rec.kind == weft_wal::KIND_OTLP {
-            let cols = st.active.entry(rec.tenant.clone()).or_default();
+            let st = &mut *st;
+            let cols = st
+                .active
+                .entry(rec.tenant.clone())
+                .or_insert_with(|| SpanColumns::with_capacity(st.sizes.get(&rec.tenant).copied().unwrap_or_default()));
             let before = cols.len();
             if let Err(e) = cols.push_request(&rec.payload) {
                 // Requests are validated before they reach the WAL; this is corruption.
@@ -112,6 +118,9 @@ impl Head {
                 (t, c)
             })
             .collect();
+        for (t, c) in &tenants {
+            st.sizes.insert(t.clone(), c.capacity_hint());
+        }
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
         let cut = Arc::new(Cut {
             tenants,
