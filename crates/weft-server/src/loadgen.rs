@@ -55,11 +55,20 @@ pub struct LoadgenArgs {
     pub query_http: String,
     #[arg(long, default_value_t = 2000)]
     pub queries: usize,
+    /// Instead of sending, run the server's CPU stages in this process on `--max-spans` spans
+    /// (default 200,000) of the same requests, single-threaded, best of 5 rounds, and report
+    /// nanoseconds per span for each: validation scan, head build, block encode. No network,
+    /// no fsync: a low-noise measure of the per-span work the server does.
+    #[arg(long)]
+    pub stages: bool,
 }
 
 pub fn main(args: LoadgenArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.query_ids {
         return query(&args, path);
+    }
+    if args.stages {
+        return stages(&args);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(send(args))
@@ -460,6 +469,59 @@ fn query(args: &LoadgenArgs, path: &std::path::Path) -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({ "queries": lat.len(), "not_found": not_found, "p50_ms": pct(0.5), "p90_ms": pct(0.9), "p99_ms": pct(0.99), "max_ms": pct(1.0), "spans_returned": spans_seen })
+    );
+    Ok(())
+}
+
+/// Times the server's per-span CPU stages on prepared requests (see `--stages`).
+fn stages(args: &LoadgenArgs) -> anyhow::Result<()> {
+    let spans = if args.max_spans == 0 {
+        200_000
+    } else {
+        args.max_spans as usize
+    };
+    let templates: Vec<Template> = (0..8)
+        .map(|i| build_template(i, args.spans_per_request, args.spans_per_trace.max(1)))
+        .collect();
+    let per_request = templates[0].slots.len();
+    let requests: Vec<Bytes> = (0..spans.div_ceil(per_request) as u64)
+        .map(|n| instantiate(&templates[(n % 8) as usize], n, 0x5eed).0)
+        .collect();
+    let n = (requests.len() * per_request) as f64;
+    let (mut scan, mut build, mut encode) = (f64::MAX, f64::MAX, f64::MAX);
+    let mut encoded_bytes = 0;
+    for _ in 0..5 {
+        let mut summary = weft_otlp::scan::RequestSummary::default();
+        let t = Instant::now();
+        for r in &requests {
+            weft_otlp::scan::scan_request(r, &mut summary)?;
+        }
+        scan = scan.min(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let mut cols = weft_block::columns::SpanColumns::default();
+        for r in &requests {
+            cols.push_request(r)?;
+        }
+        cols.freeze();
+        build = build.min(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let enc = weft_block::v1::writer::encode(&cols, &weft_block::v1::writer::WriteOptions::default())?;
+        encode = encode.min(t.elapsed().as_secs_f64());
+        encoded_bytes = enc.data.len();
+    }
+    let ns = |s: f64| (s * 1e9 / n * 10.0).round() / 10.0;
+    println!(
+        "{}",
+        serde_json::json!({
+            "spans": n as u64,
+            "scan_ns_per_span": ns(scan),
+            "build_ns_per_span": ns(build),
+            "encode_ns_per_span": ns(encode),
+            "total_ns_per_span": ns(scan + build + encode),
+            "parquet_bytes_per_span": (encoded_bytes as f64 / n * 100.0).round() / 100.0,
+        })
     );
     Ok(())
 }

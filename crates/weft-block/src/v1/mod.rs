@@ -19,8 +19,10 @@
 //! | attributes, events, links | optional BINARY: the span's encoded repeated fields | dictionary, falling back to plain |
 //! | extra | optional BINARY: every other span field, encoded | dictionary |
 //!
-//! Pages are zstd-compressed. Row groups hold up to `row_group_rows` rows; `index.bin` records
-//! each row group's trace-ID range.
+//! Pages of trace_id, span_id, the timestamps and attributes are zstd-compressed; the
+//! dictionary-encoded low-cardinality columns and the sparse ones are stored uncompressed (the
+//! codec is per column chunk, so readers need no change). Row groups hold up to
+//! `row_group_rows` rows; `index.bin` records each row group's trace-ID range.
 
 pub mod reader;
 pub mod writer;

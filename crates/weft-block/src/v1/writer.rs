@@ -57,6 +57,25 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
         b = b.set_column_encoding(p(c), Encoding::DELTA_BINARY_PACKED);
     }
     b = b.set_column_encoding(p("span_id"), Encoding::PLAIN);
+    // Columns whose chunks are small after dictionary/RLE encoding are not compressed: for
+    // them zstd saves a few bytes per row group but costs a compressor and decompressor
+    // setup per chunk, which was ~13% of block encoding (`weft loadgen --stages`,
+    // BENCHMARKS.md). The large columns (IDs, timestamps, attributes) stay zstd.
+    for c in [
+        "kind",
+        "status_code",
+        "status_message",
+        "service_name",
+        "scope",
+        "events",
+        "links",
+        "name",
+        "resource",
+        "extra",
+        "parent_span_id",
+    ] {
+        b = b.set_column_compression(p(c), Compression::UNCOMPRESSED);
+    }
     for c in [
         "resource",
         "scope",
