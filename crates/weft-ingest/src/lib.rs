@@ -63,13 +63,13 @@ impl Default for IngestConfig {
             cut: CutPolicy {
                 max_age: Duration::from_secs(30),
                 max_spans: 200_000,
-                max_bytes: 32 << 20,
+                max_bytes: 16 << 20,
             },
             max_trace_bytes: 5 << 20,
             rate_bytes: 0,
             burst_bytes: 0,
             max_inflight_bytes: 64 << 20,
-            max_flushing_bytes: 32 << 20,
+            max_flushing_bytes: 16 << 20,
             row_group_rows: 8192,
         }
     }

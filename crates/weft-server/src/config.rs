@@ -93,7 +93,8 @@ pub struct ServerFlags {
     /// Cut a block once the head holds this many spans [default: 200000].
     #[arg(long, env = "WEFT_BLOCK_MAX_SPANS")]
     pub block_max_spans: Option<usize>,
-    /// Cut a block once the head holds about this many bytes of memory [default: 33554432].
+    /// Cut a block once the head holds about this many bytes of memory [default: 16777216].
+    /// Peak memory is about three times this: the active head plus up to two cuts being written.
     #[arg(long, env = "WEFT_BLOCK_MAX_BYTES")]
     pub block_max_bytes: Option<usize>,
     /// Largest accepted request body, before decompression [default: 16777216].
@@ -161,7 +162,7 @@ impl Default for Config {
             fsync_interval_ms: 100,
             block_max_age: 30.0,
             block_max_spans: 200_000,
-            block_max_bytes: 32 << 20,
+            block_max_bytes: 16 << 20,
             max_request_bytes: 16 << 20,
             max_decompressed_bytes: 64 << 20,
             max_trace_bytes: 5 << 20,
