@@ -8,3 +8,5 @@ cargo build --release -p weft-server
 bash scripts/test-deps.sh
 mkdir -p bench-out
 python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen --out bench-out/ingest.json "$@"
+# Per-stage CPU per span (scan, head build, block encode), single-threaded, best of 5.
+target/release/weft loadgen --stages | tee bench-out/stages.json
