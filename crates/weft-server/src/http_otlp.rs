@@ -110,19 +110,39 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
         metrics.refused(&tenant, RefuseReason::RequestTooLarge, 1);
         OtlpError::new(StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED, what)
     };
-    if let Some(len) = headers
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.parse::<u64>().ok())
+        .and_then(|s| s.parse::<u64>().ok());
+    // Past the limit the rest of the body is read and discarded (up to `drain_cap`), so the
+    // client reads the 413 instead of a connection reset while it is still sending.
+    let drain_cap = max.saturating_mul(4);
+    if let Some(len) = declared
         && len > max as u64
     {
+        if len <= drain_cap as u64 {
+            let _ = read_limited(body, 0, drain_cap).await;
+        }
         return Err(too_large(format!(
             "request body of {len} bytes exceeds the maximum request size of {max} bytes"
         )));
     }
-    let raw = axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| too_large(format!("request body exceeds the maximum request size of {max} bytes")))?;
+    let raw = match read_limited(body, max, drain_cap).await {
+        Ok(Some(raw)) => raw,
+        Ok(None) => {
+            return Err(too_large(format!(
+                "request body exceeds the maximum request size of {max} bytes"
+            )));
+        }
+        Err(e) => {
+            metrics.refused(&tenant, RefuseReason::Invalid, 1);
+            return Err(OtlpError::new(
+                StatusCode::BAD_REQUEST,
+                INVALID_ARGUMENT,
+                format!("reading the request body failed: {e}"),
+            ));
+        }
+    };
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -207,4 +227,36 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             },
         }),
     }
+}
+
+/// Reads a body of at most `max` bytes. A longer body yields `Ok(None)` after the rest is read
+/// and discarded, up to `drain` bytes in all (then reading stops and the connection closes).
+/// A body that arrives in one frame is returned without copying.
+async fn read_limited(mut body: Body, max: usize, drain: usize) -> Result<Option<Bytes>, axum::Error> {
+    use http_body_util::BodyExt;
+    let mut first: Option<Bytes> = None;
+    let mut rest = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen > drain {
+            return Ok(None);
+        }
+        if seen > max {
+            first = None;
+            rest = bytes::BytesMut::new();
+        } else if first.is_none() && rest.is_empty() {
+            first = Some(data);
+        } else {
+            if let Some(f) = first.take() {
+                rest.reserve(f.len() + data.len());
+                rest.extend_from_slice(&f);
+            }
+            rest.extend_from_slice(&data);
+        }
+    }
+    Ok((seen <= max).then(|| first.unwrap_or_else(|| rest.freeze())))
 }
