@@ -1,0 +1,159 @@
+//! Drives the `tracecontext-service` example the way the W3C test harness does: POST a list of
+//! callbacks, and check what the callbacks receive.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn example_binary() -> PathBuf {
+    // target/<profile>/deps/<this test> → target/<profile>/examples/tracecontext-service
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
+    dir.join(format!("tracecontext-service{}", std::env::consts::EXE_SUFFIX))
+}
+
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn start_service() -> (Service, u16) {
+    let port = free_port();
+    let bin = example_binary();
+    assert!(bin.exists(), "{} not built (cargo test builds examples)", bin.display());
+    let child = Command::new(bin)
+        .arg(port.to_string())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tracecontext-service");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "service did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Service(child), port)
+}
+
+/// Lowercased headers and body of one request.
+type Received = (Vec<(String, String)>, Vec<u8>);
+
+/// Reads one HTTP/1.1 request.
+fn read_request(stream: &mut TcpStream) -> Received {
+    let mut r = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').unwrap();
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).unwrap();
+    (headers, body)
+}
+
+/// A callback server that records the headers of `n` requests.
+fn callbacks(n: usize) -> (String, mpsc::Receiver<Received>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/callback", l.local_addr().unwrap().port());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..n {
+            let (mut s, _) = l.accept().unwrap();
+            let req = read_request(&mut s);
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .unwrap();
+            tx.send(req).unwrap();
+        }
+    });
+    (url, rx)
+}
+
+fn post(port: u16, headers: &[(&str, &str)], body: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!(
+        "POST /test HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn propagates_traceparent_and_tracestate_to_every_callback() {
+    let (_svc, port) = start_service();
+    let (url, rx) = callbacks(2);
+    let body = format!(r#"[{{"url": "{url}", "arguments": [1]}}, {{"url": "{url}", "arguments": {{"a": "b"}}}}]"#);
+    let resp = post(
+        port,
+        &[
+            ("traceparent", "00-12345678901234567890123456789012-1234567890123456-01"),
+            ("tracestate", "foo=1,bar=2"),
+        ],
+        &body,
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    for want_body in ["[1]", r#"{"a":"b"}"#] {
+        let (h, b) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let tp = header(&h, "traceparent").unwrap();
+        assert!(tp.starts_with("00-12345678901234567890123456789012-"), "{tp}");
+        assert_ne!(&tp[36..52], "1234567890123456", "the service's span is the new parent");
+        assert!(tp.ends_with("-01"), "sampled parent: ParentBased samples the child");
+        assert_eq!(header(&h, "tracestate"), Some("foo=1,bar=2"));
+        assert_eq!(String::from_utf8(b).unwrap(), want_body);
+    }
+}
+
+#[test]
+fn invalid_traceparent_starts_a_new_trace_without_tracestate() {
+    let (_svc, port) = start_service();
+    let (url, rx) = callbacks(1);
+    let body = format!(r#"[{{"url": "{url}", "arguments": []}}]"#);
+    post(
+        port,
+        &[
+            ("traceparent", "00-12345678901234567890123456789012-1234567890123456-0X"),
+            ("tracestate", "foo=1"),
+        ],
+        &body,
+    );
+    let (h, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let tp = header(&h, "traceparent").unwrap();
+    assert_eq!(tp.len(), 55);
+    assert!(!tp.contains("12345678901234567890123456789012"));
+    assert_eq!(header(&h, "tracestate"), None);
+}
