@@ -10,3 +10,5 @@ mkdir -p bench-out
 python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen --out bench-out/ingest.json "$@"
 # Per-stage CPU per span (scan, head build, block encode), single-threaded, best of 5.
 target/release/weft loadgen --stages | tee bench-out/stages.json
+# Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).
+bash scripts/sdk-rust.sh bench

@@ -4,3 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+bash scripts/sdk-rust.sh lint

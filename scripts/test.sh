@@ -23,3 +23,6 @@ bash scripts/test-deps.sh
 
 echo "== end-to-end tests"
 .venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
+
+echo "== sdk/rust: lint, unit, vector, property and interop tests (exports to the weft binary too)"
+bash scripts/sdk-rust.sh test

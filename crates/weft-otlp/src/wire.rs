@@ -105,7 +105,7 @@ pub struct Reader<'a> {
 }
 
 #[inline(always)]
-fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
+pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
     // Fast path: tags and most lengths fit in one byte (measured: the varint loop was ~4% of
     // ingest CPU in `make bench` before this).
     if let Some(&b) = buf.get(*pos)

@@ -488,7 +488,7 @@ fn stages(args: &LoadgenArgs) -> anyhow::Result<()> {
         .map(|n| instantiate(&templates[(n % 8) as usize], n, 0x5eed).0)
         .collect();
     let n = (requests.len() * per_request) as f64;
-    let (mut scan, mut build, mut encode) = (f64::MAX, f64::MAX, f64::MAX);
+    let (mut scan, mut build, mut encode, mut walk) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
     let mut encoded_bytes = 0;
     for _ in 0..5 {
         let mut summary = weft_otlp::scan::RequestSummary::default();
@@ -497,6 +497,14 @@ fn stages(args: &LoadgenArgs) -> anyhow::Result<()> {
             weft_otlp::scan::scan_request(r, &mut summary)?;
         }
         scan = scan.min(t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let mut k = 0u64;
+        for r in &requests {
+            weft_otlp::scan::for_each_span(r, |_, _, _, v| k += v.kind as u64)?;
+        }
+        walk = walk.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(k);
 
         let t = Instant::now();
         let mut cols = weft_block::columns::SpanColumns::default();
@@ -518,6 +526,7 @@ fn stages(args: &LoadgenArgs) -> anyhow::Result<()> {
             "spans": n as u64,
             "scan_ns_per_span": ns(scan),
             "build_ns_per_span": ns(build),
+            "walk_ns_per_span": ns(walk),
             "encode_ns_per_span": ns(encode),
             "total_ns_per_span": ns(scan + build + encode),
             "parquet_bytes_per_span": (encoded_bytes as f64 / n * 100.0).round() / 100.0,

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The Rust SDK is its own Cargo workspace (sdk/rust). This runs its lint and tests, or its
+# benchmarks, from the repository root.
+#   scripts/sdk-rust.sh lint    rustfmt and clippy, warnings are errors
+#   scripts/sdk-rust.sh test    lint, then every test; with WEFT_BIN set (make test sets it to
+#                               the debug build) the backend interop test exports to that binary
+#   scripts/sdk-rust.sh bench   criterion benchmarks beside opentelemetry_sdk (sdk/rust/bench.sh)
+set -euo pipefail
+cd "$(dirname "$0")/../sdk/rust"
+case "${1:-test}" in
+    lint)
+        cargo fmt --all -- --check
+        cargo clippy --all-targets -- -D warnings
+        ;;
+    test)
+        cargo fmt --all -- --check
+        cargo clippy --all-targets -- -D warnings
+        cargo test
+        ;;
+    bench)
+        bash bench.sh
+        ;;
+    *)
+        echo "usage: scripts/sdk-rust.sh lint|test|bench" >&2
+        exit 2
+        ;;
+esac
