@@ -2,7 +2,7 @@
 # The Rust SDK is its own Cargo workspace (sdk/rust). This runs its lint and tests, or its
 # benchmarks, from the repository root.
 #   scripts/sdk-rust.sh lint    rustfmt and clippy, warnings are errors
-#   scripts/sdk-rust.sh test    lint, then every test; with WEFT_BIN set (make test sets it to
+#   scripts/sdk-rust.sh test    lint, every test, and a build check of the fuzz targets; with WEFT_BIN set (make test sets it to
 #                               the debug build) the backend interop test exports to that binary
 #   scripts/sdk-rust.sh bench   criterion benchmarks beside opentelemetry_sdk (sdk/rust/bench.sh)
 set -euo pipefail
@@ -16,6 +16,8 @@ case "${1:-test}" in
         cargo fmt --all -- --check
         cargo clippy --all-targets -- -D warnings
         cargo test
+        # Fuzzing needs nightly; CI at least builds every fuzz target (STYLE.md).
+        (cd fuzz && cargo check --bins)
         ;;
     bench)
         bash bench.sh
