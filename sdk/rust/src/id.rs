@@ -224,7 +224,7 @@ pub fn span_id_hex(id: SpanId) -> String {
 
 /// Value of each byte as a hex digit: `0..=15`, or `0xff` for a non-digit. `LOWER` accepts only
 /// `0-9a-f`; `ANY` also accepts `A-F`.
-const fn hex_table(upper: bool) -> [u8; 256] {
+pub(crate) const fn hex_table(upper: bool) -> [u8; 256] {
     let mut t = [0xffu8; 256];
     let mut i = 0;
     while i < 10 {

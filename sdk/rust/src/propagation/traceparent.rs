@@ -8,20 +8,7 @@ use crate::id::{SpanId, TraceId};
 pub const LEN: usize = 55;
 
 /// Lowercase hex digit values; `0xff` marks a non-digit.
-static HEX: [u8; 256] = {
-    let mut t = [0xffu8; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    t
-};
+static HEX: [u8; 256] = crate::id::hex_table(false);
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;

@@ -114,6 +114,20 @@ impl SamplingResult {
         }
     }
 
+    /// Samples (erasing a stale OTEP 235 `th` from the parent's tracestate, which no longer
+    /// describes this decision) or drops, leaving the tracestate unchanged. The decision of
+    /// every sampler that is not itself threshold-based.
+    pub(crate) fn sample_or_drop(sample: bool, params: &SamplingParams<'_>) -> Self {
+        if sample {
+            SamplingResult {
+                decision: Decision::RecordAndSample,
+                trace_state: consistent::erase_th(params.parent_trace_state()),
+            }
+        } else {
+            SamplingResult::unchanged(Decision::Drop)
+        }
+    }
+
     /// Returns the resulting tracestate given the parameters the sampler saw.
     pub fn resolved_trace_state(&self, params: &SamplingParams<'_>) -> TraceState {
         match &self.trace_state {

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{Decision, Sampler, SamplingParams, SamplingResult, consistent};
+use super::{Sampler, SamplingParams, SamplingResult};
 
 /// A token bucket with an explicit clock, in integer nanoseconds.
 ///
@@ -91,14 +91,7 @@ impl RateLimitingSampler {
 
 impl Sampler for RateLimitingSampler {
     fn should_sample(&self, params: &SamplingParams<'_>) -> SamplingResult {
-        if self.try_acquire() {
-            SamplingResult {
-                decision: Decision::RecordAndSample,
-                trace_state: consistent::erase_th(params.parent_trace_state()),
-            }
-        } else {
-            SamplingResult::unchanged(Decision::Drop)
-        }
+        SamplingResult::sample_or_drop(self.try_acquire(), params)
     }
 
     fn description(&self) -> String {

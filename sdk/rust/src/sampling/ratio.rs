@@ -1,6 +1,6 @@
 //! TraceIdRatioBased: the OpenTelemetry low-64-bit rule.
 
-use super::{Decision, Sampler, SamplingParams, SamplingResult, consistent};
+use super::{Sampler, SamplingParams, SamplingResult};
 
 /// Returns the sampling bound for `ratio`: `None` means "sample everything" (`ratio >= 1`);
 /// otherwise `trunc(ratio × 2^63)`, with 0 for `ratio <= 0` or NaN.
@@ -52,14 +52,7 @@ impl TraceIdRatioSampler {
 
 impl Sampler for TraceIdRatioSampler {
     fn should_sample(&self, params: &SamplingParams<'_>) -> SamplingResult {
-        if self.samples(params.trace_id) {
-            SamplingResult {
-                decision: Decision::RecordAndSample,
-                trace_state: consistent::erase_th(params.parent_trace_state()),
-            }
-        } else {
-            SamplingResult::unchanged(Decision::Drop)
-        }
+        SamplingResult::sample_or_drop(self.samples(params.trace_id), params)
     }
 
     fn description(&self) -> String {
