@@ -56,6 +56,12 @@ impl WeftLayer {
 /// The weft span stored in a `tracing` span's extensions.
 struct WeftSpan(Span);
 
+/// The weft span stored in a `tracing` span's extensions, if it is recording.
+fn recording<'a>(ext: &'a mut tracing_subscriber::registry::ExtensionsMut<'_>) -> Option<&'a mut Span> {
+    let WeftSpan(span) = ext.get_mut::<WeftSpan>()?;
+    span.is_recording().then_some(span)
+}
+
 thread_local! {
     // Contexts of the entered `tracing` spans on this thread (innermost last), so code without
     // access to the registry can propagate the current span (`current_span_context`).
@@ -182,12 +188,7 @@ where
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span_ref) = ctx.span(id) else { return };
         let mut ext = span_ref.extensions_mut();
-        let Some(WeftSpan(span)) = ext.get_mut::<WeftSpan>() else {
-            return;
-        };
-        if !span.is_recording() {
-            return;
-        }
+        let Some(span) = recording(&mut ext) else { return };
         let mut fields = Fields::default();
         values.record(&mut fields);
         for kv in fields.attributes.drain(..) {
@@ -219,12 +220,7 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let Some(span_ref) = ctx.event_span(event) else { return };
         let mut ext = span_ref.extensions_mut();
-        let Some(WeftSpan(span)) = ext.get_mut::<WeftSpan>() else {
-            return;
-        };
-        if !span.is_recording() {
-            return;
-        }
+        let Some(span) = recording(&mut ext) else { return };
         let mut fields = Fields::default();
         event.record(&mut fields);
         let meta = event.metadata();
