@@ -8,8 +8,10 @@
 use crate::hash::{FastBuild, FastMap};
 use crate::row::SpanRow;
 use bytes::Bytes;
+use hashbrown::HashTable;
 use weft_otlp::scan::{GroupKind, SpanView};
 use weft_otlp::wire::Reader;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// A table of distinct byte strings; id 0 is always the empty string.
 #[derive(Debug)]
@@ -58,40 +60,94 @@ impl Interner {
     }
 }
 
-/// A column of variable-length byte values stored end to end.
+/// A column of variable-length byte values, each distinct value stored once.
+///
+/// Invariants: value id 0 is the empty value; `ids[row]` is the value id of each row; value
+/// `v ≥ 1` occupies `data[ends[v - 1]..ends[v]]` and `ends[0] == 0`. Rows that repeat a value
+/// (the same attribute set, the same empty event list) share it, so the head holds each
+/// distinct value once and the block writer gets its dictionary from the ids instead of
+/// hashing every value again (the largest cost of block encoding, BENCHMARKS.md).
 ///
 /// While a head fills, values are appended to a `Vec`. [`BlobColumn::freeze`] turns the data
-/// into shared [`Bytes`] without copying, so the block writer can hand out slices of it instead
-/// of copying the column (the attribute blobs are most of a head's memory).
-#[derive(Debug, Default)]
+/// into shared [`Bytes`] without copying, so the block writer can hand out slices of it.
+#[derive(Debug)]
 pub struct BlobColumn {
     data: Vec<u8>,
     frozen: Bytes,
-    /// `ends[i]` is the end of value `i` in the data.
-    pub ends: Vec<u32>,
+    ends: Vec<u32>,
+    /// Value id of each row.
+    pub ids: Vec<u32>,
+    /// Distinct non-empty values: (hash, value id).
+    table: HashTable<(u64, u32)>,
+    seed: u64,
+}
+
+impl Default for BlobColumn {
+    fn default() -> Self {
+        BlobColumn {
+            data: Vec::new(),
+            frozen: Bytes::new(),
+            ends: vec![0],
+            ids: Vec::new(),
+            table: HashTable::new(),
+            seed: crate::hash::process_seed(),
+        }
+    }
 }
 
 impl BlobColumn {
-    /// Appends a value. Must not be called after [`BlobColumn::freeze`].
+    /// Appends a row holding `v`. Must not be called after [`BlobColumn::freeze`].
     #[inline]
     pub fn push(&mut self, v: &[u8]) {
         debug_assert!(self.frozen.is_empty(), "push after freeze");
+        if v.is_empty() {
+            self.ids.push(0);
+            return;
+        }
+        let h = xxh3_64_with_seed(v, self.seed);
+        let (data, ends) = (&self.data, &self.ends);
+        let value = |id: u32| &data[ends[id as usize - 1] as usize..ends[id as usize] as usize];
+        if let Some(&(_, id)) = self.table.find(h, |&(eh, id)| eh == h && value(id) == v) {
+            self.ids.push(id);
+            return;
+        }
+        let id = self.ends.len() as u32;
         self.data.extend_from_slice(v);
         self.ends.push(self.data.len() as u32);
+        self.table.insert_unique(h, (h, id), |&(eh, _)| eh);
+        self.ids.push(id);
     }
 
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Number of value ids, the empty value included.
+    pub fn distinct(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The bytes of value `id` as a range of [`Self::bytes`].
     #[inline]
-    pub fn range(&self, i: usize) -> std::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        start..self.ends[i] as usize
+    pub fn value_range(&self, id: u32) -> std::ops::Range<usize> {
+        if id == 0 {
+            return 0..0;
+        }
+        self.ends[id as usize - 1] as usize..self.ends[id as usize] as usize
     }
 
+    /// The value of row `i`.
     #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
-        &self.bytes()[self.range(i)]
+        &self.bytes()[self.value_range(self.ids[i])]
     }
 
-    /// Every value, end to end.
+    /// Every distinct value, end to end.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
         if self.frozen.is_empty() {
@@ -101,25 +157,34 @@ impl BlobColumn {
         }
     }
 
-    /// Bytes of data held.
+    /// Bytes of distinct values held.
     pub fn data_len(&self) -> usize {
         self.bytes().len()
     }
 
-    /// Reserves room for `values` more values holding `bytes` bytes.
-    pub fn reserve(&mut self, values: usize, bytes: usize) {
-        self.ends.reserve(values);
-        self.data.reserve(bytes);
+    /// Heap bytes held, for cutting heads by size.
+    pub fn memory_bytes(&self) -> usize {
+        self.data_len() + self.ids.len() * 4 + self.ends.len() * 4 + self.table.len() * 24
     }
 
-    /// Makes the column immutable and its data shareable; cheap, no copy.
+    /// Reserves room for `rows` more rows and `values` more distinct values holding `bytes`.
+    pub fn reserve(&mut self, rows: usize, values: usize, bytes: usize) {
+        self.ids.reserve(rows);
+        self.ends.reserve(values);
+        self.data.reserve(bytes);
+        self.table.reserve(values, |&(h, _)| h);
+    }
+
+    /// Makes the column immutable and its data shareable; cheap, no copy. Drops the lookup
+    /// table, which only pushing needs.
     pub fn freeze(&mut self) {
+        self.table = HashTable::new();
         if !self.data.is_empty() {
             self.frozen = Bytes::from(std::mem::take(&mut self.data));
         }
     }
 
-    /// The data as shared bytes: a reference count if frozen, otherwise a copy.
+    /// The distinct values as shared bytes: a reference count if frozen, otherwise a copy.
     pub fn shared(&self) -> Bytes {
         if self.frozen.is_empty() {
             Bytes::copy_from_slice(&self.data)
@@ -205,6 +270,8 @@ pub struct Capacity {
     pub traces: usize,
     /// Data bytes of the attribute, event, link and extra columns.
     pub blobs: [usize; 4],
+    /// Distinct values of the attribute, event, link and extra columns.
+    pub blob_values: [usize; 4],
 }
 
 impl SpanColumns {
@@ -229,11 +296,12 @@ impl SpanColumns {
             ..SpanColumns::default()
         };
         c.traces.reserve(cap.traces);
-        for (col, bytes) in [&mut c.attributes, &mut c.events, &mut c.links, &mut c.extra]
+        for ((col, bytes), values) in [&mut c.attributes, &mut c.events, &mut c.links, &mut c.extra]
             .into_iter()
             .zip(cap.blobs)
+            .zip(cap.blob_values)
         {
-            col.reserve(n, bytes);
+            col.reserve(n, values, bytes);
         }
         c
     }
@@ -249,12 +317,18 @@ impl SpanColumns {
                 self.links.data_len(),
                 self.extra.data_len(),
             ],
+            blob_values: [
+                self.attributes.distinct(),
+                self.events.distinct(),
+                self.links.distinct(),
+                self.extra.distinct(),
+            ],
         }
     }
 }
 
 /// Fixed bytes per span held in the columns and index, used for the memory estimate.
-const FIXED_ROW_BYTES: usize = 16 + 8 + 8 + 4 + 1 + 8 + 8 + 1 + 4 + 4 + 4 + 4 * 4 + 4;
+const FIXED_ROW_BYTES: usize = 16 + 8 + 8 + 4 + 1 + 8 + 8 + 1 + 4 + 4 + 4 + 4;
 
 impl SpanColumns {
     pub fn len(&self) -> usize {
@@ -273,10 +347,10 @@ impl SpanColumns {
     pub fn memory_bytes(&self) -> usize {
         self.len() * FIXED_ROW_BYTES
             + self.traces.len() * 28
-            + self.attributes.data_len()
-            + self.events.data_len()
-            + self.links.data_len()
-            + self.extra.data_len()
+            + self.attributes.memory_bytes()
+            + self.events.memory_bytes()
+            + self.links.memory_bytes()
+            + self.extra.memory_bytes()
             + self.strings.bytes
             + self.headers.bytes
     }

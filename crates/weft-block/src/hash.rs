@@ -39,6 +39,11 @@ impl Hasher for FastHasher {
     }
 }
 
+/// A random seed chosen once per process, shared by every hasher of the hot path.
+pub fn process_seed() -> u64 {
+    FastBuild::default().0
+}
+
 /// Builds [`FastHasher`]s with a seed chosen once per process.
 #[derive(Clone, Copy)]
 pub struct FastBuild(u64);

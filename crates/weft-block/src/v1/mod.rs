@@ -24,6 +24,7 @@
 //! codec is per column chunk, so readers need no change). Row groups hold up to
 //! `row_group_rows` rows; `index.bin` records each row group's trace-ID range.
 
+pub mod chunk;
 pub mod reader;
 pub mod writer;
 

@@ -1,14 +1,17 @@
 //! Writes a block from [`SpanColumns`].
 
+use super::chunk::{ChunkBuf, ChunkSpec};
 use super::{SCHEMA, col};
 use crate::BlockError;
-use crate::columns::{BlobColumn, SpanColumns};
+use crate::columns::SpanColumns;
+use crate::hash::{FastBuild, FastMap};
 use crate::index::{Bloom, RowGroupRange, TraceIndex};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::data_type::{FixedLenByteArray, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::statistics::Statistics;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::ColumnPath;
@@ -40,8 +43,9 @@ pub struct Encoded {
     pub row_groups: u32,
 }
 
+/// Writer properties. Only the two timestamp columns go through the Parquet column writer
+/// (see [`encode`]); the other chunks are written by [`ChunkBuf`] with their own settings.
 fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
-    let p = |s: &str| ColumnPath::from(s);
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(opts.zstd_level)?))
         .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
@@ -50,69 +54,126 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
             "weft.block.version".to_string(),
             "1".to_string(),
         )]));
-    for c in ["span_id", "start_time_unix_nano", "duration_nano"] {
-        b = b.set_column_dictionary_enabled(p(c), false);
-    }
     for c in ["start_time_unix_nano", "duration_nano"] {
-        b = b.set_column_encoding(p(c), Encoding::DELTA_BINARY_PACKED);
-    }
-    b = b.set_column_encoding(p("span_id"), Encoding::PLAIN);
-    // Columns whose chunks are small after dictionary/RLE encoding are not compressed: for
-    // them zstd saves a few bytes per row group but costs a compressor and decompressor
-    // setup per chunk, which was ~13% of block encoding (`weft loadgen --stages`,
-    // BENCHMARKS.md). The large columns (IDs, timestamps, attributes) stay zstd.
-    for c in [
-        "kind",
-        "status_code",
-        "status_message",
-        "service_name",
-        "scope",
-        "events",
-        "links",
-        "name",
-        "resource",
-        "extra",
-        "parent_span_id",
-    ] {
-        b = b.set_column_compression(p(c), Compression::UNCOMPRESSED);
-    }
-    for c in [
-        "resource",
-        "scope",
-        "attributes",
-        "events",
-        "links",
-        "extra",
-        "status_message",
-        "service_name",
-        "name",
-    ] {
-        b = b.set_column_statistics_enabled(p(c), EnabledStatistics::None);
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from(c), false)
+            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
     }
     Ok(b.build())
 }
 
+/// Maps head ids (interner or blob value ids) to dictionary indexes local to one column chunk.
+///
+/// An array indexed by head id instead of a hash map: one load per row. Only the entries set
+/// for a chunk are reset after it, so a block with many row groups pays per value, not per
+/// head id.
+struct Remap {
+    map: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+const UNSET: u32 = u32::MAX;
+
+impl Remap {
+    fn new() -> Self {
+        Remap {
+            map: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// The local index of head id `g`, calling `add` with `g` when it is new to the chunk.
+    #[inline]
+    fn local(&mut self, g: u32, add: impl FnOnce(u32)) -> u32 {
+        let g = g as usize;
+        if g >= self.map.len() {
+            self.map.resize(g + 1, UNSET);
+        }
+        let l = self.map[g];
+        if l != UNSET {
+            return l;
+        }
+        let l = self.touched.len() as u32;
+        self.map[g] = l;
+        self.touched.push(g as u32);
+        add(g as u32);
+        l
+    }
+
+    fn reset(&mut self) {
+        for &g in &self.touched {
+            self.map[g as usize] = UNSET;
+        }
+        self.touched.clear();
+    }
+}
+
+/// Fills `buf` with a dictionary-encoded chunk of head ids. With `optional`, id 0 is null.
+#[inline]
+fn dict_ids<'a>(
+    buf: &mut ChunkBuf,
+    remap: &mut Remap,
+    rows: &[u32],
+    optional: bool,
+    id_of: impl Fn(usize) -> u32,
+    value_of: impl Fn(u32) -> &'a [u8],
+) {
+    buf.indexes.reserve(rows.len());
+    for &r in rows {
+        let g = id_of(r as usize);
+        if optional {
+            if g == 0 {
+                buf.def.push(0);
+                continue;
+            }
+            buf.def.push(1);
+        }
+        let l = remap.local(g, |g| buf.dict_bytes(value_of(g)));
+        buf.indexes.push(l);
+    }
+    remap.reset();
+}
+
+/// Fills `buf` with a dictionary-encoded INT32 chunk of small values, returning (min, max).
+fn dict_small_ints(buf: &mut ChunkBuf, rows: &[u32], value_of: impl Fn(usize) -> u8) -> (i32, i32) {
+    let mut local = [UNSET; 256];
+    let (mut lo, mut hi) = (i32::MAX, i32::MIN);
+    for &r in rows {
+        let v = value_of(r as usize);
+        let mut l = local[v as usize];
+        if l == UNSET {
+            l = buf.dict_len;
+            local[v as usize] = l;
+            buf.dict.extend_from_slice(&i32::from(v).to_le_bytes());
+            buf.dict_len += 1;
+            lo = lo.min(i32::from(v));
+            hi = hi.max(i32::from(v));
+        }
+        buf.indexes.push(l);
+    }
+    (lo, hi)
+}
+
 /// Encodes `cols` as a v1 data file plus its trace index.
+///
+/// Every column except the two timestamps is written by [`ChunkBuf`] from the head's own
+/// dictionaries; the timestamps go through the Parquet column writer for its
+/// `DELTA_BINARY_PACKED` encoder and statistics.
 pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
     let schema = Arc::new(parse_message_type(SCHEMA)?);
     let order = cols.sorted_order();
     let mut out: Vec<u8> = Vec::with_capacity(cols.len() * 24 + (1 << 16));
     let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::new(props(opts)?))?;
+    let descr: Vec<_> = (0..writer.schema_descr().num_columns())
+        .map(|i| writer.schema_descr().column(i))
+        .collect();
 
-    // One Bytes per interned value; every row clones (refcounts) instead of copying.
-    let strings: Vec<ByteArray> = (0..cols.strings.len())
-        .map(|i| ByteArray::from(Bytes::copy_from_slice(cols.strings.get(i as u32))))
-        .collect();
-    let headers: Vec<ByteArray> = (0..cols.headers.len())
-        .map(|i| ByteArray::from(Bytes::copy_from_slice(cols.headers.get(i as u32))))
-        .collect();
-    let blob = BlobColumn::shared;
-    let (attrs, events, links, extra) = (
-        blob(&cols.attributes),
-        blob(&cols.events),
-        blob(&cols.links),
-        blob(&cols.extra),
-    );
+    // Service name string id by header id, so the service column needs no map lookup per row.
+    let mut service_of = vec![0u32; cols.headers.len()];
+    for (&h, &s) in &cols.service_of {
+        service_of[h as usize] = s;
+    }
+    let blobs = [&cols.attributes, &cols.events, &cols.links, &cols.extra].map(|c| (c, c.shared()));
 
     let mut bloom = Bloom::with_capacity(cols.trace_count());
     for id in cols.traces.keys() {
@@ -137,155 +198,120 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         }
     }
 
+    let mut buf = ChunkBuf::new(opts.zstd_level);
+    let mut remap = Remap::new();
+    let mut parents: FastMap<[u8; 8], u32> = FastMap::with_hasher(FastBuild::default());
     for range in chunks {
         let rows = &order[range.clone()];
+        let n = rows.len();
         let mut rg = writer.next_row_group()?;
-        let mut ids = Vec::with_capacity(rows.len() * 16);
+        let spec = |c: usize, optional: bool, compress: bool, statistics: Option<Statistics>| ChunkSpec {
+            descr: descr[c].clone(),
+            rows: n,
+            optional,
+            compress,
+            statistics,
+        };
+
+        // trace_id: rows are sorted, so the dictionary is each new ID in turn. Random IDs do
+        // not compress; the pages stay uncompressed.
+        let tid = |r: u32| &cols.trace_id[r as usize];
+        let mut prev: Option<&[u8; 16]> = None;
         for &r in rows {
-            ids.extend_from_slice(&cols.trace_id[r as usize]);
+            let id = tid(r);
+            if prev != Some(id) {
+                buf.dict.extend_from_slice(id);
+                buf.dict_len += 1;
+                prev = Some(id);
+            }
+            buf.indexes.push(buf.dict_len - 1);
         }
-        let ids = Bytes::from(ids);
-        let mut sids = Vec::with_capacity(rows.len() * 8);
+        let (min, max) = (*tid(rows[0]), *tid(rows[n - 1]));
+        let flba = |v: &[u8]| FixedLenByteArray::from(v.to_vec());
+        let st = Statistics::fixed_len_byte_array(Some(flba(&min)), Some(flba(&max)), None, Some(0), false);
+        buf.write(&mut rg, spec(col::TRACE_ID, false, false, Some(st)))?;
+
+        // span_id: random, PLAIN, uncompressed.
         for &r in rows {
-            sids.extend_from_slice(&cols.span_id[r as usize]);
+            buf.plain.extend_from_slice(&cols.span_id[r as usize]);
         }
-        let sids = Bytes::from(sids);
-        let mut parents = Vec::with_capacity(rows.len() * 8);
-        let mut parent_def = Vec::with_capacity(rows.len());
+        buf.write(&mut rg, spec(col::SPAN_ID, false, false, None))?;
+
+        // parent_span_id: null for roots; parents repeat within a trace.
         for &r in rows {
             let p = &cols.parent_span_id[r as usize];
             if *p == [0; 8] {
-                parent_def.push(0);
-            } else {
-                parent_def.push(1);
-                parents.extend_from_slice(p);
+                buf.def.push(0);
+                continue;
             }
+            buf.def.push(1);
+            let next = buf.dict_len;
+            let l = *parents.entry(*p).or_insert(next);
+            if l == next {
+                buf.dict.extend_from_slice(p);
+                buf.dict_len += 1;
+            }
+            buf.indexes.push(l);
         }
-        let parents = Bytes::from(parents);
-        let flba = |b: &Bytes, w: usize| -> Vec<FixedLenByteArray> {
-            (0..b.len() / w)
-                .map(|i| FixedLenByteArray::from(ByteArray::from(b.slice(i * w..(i + 1) * w))))
-                .collect()
-        };
-        let opt_blob = |c: &BlobColumn, data: &Bytes| -> (Vec<ByteArray>, Vec<i16>) {
-            let mut vals = Vec::new();
-            let mut def = Vec::with_capacity(rows.len());
-            for &r in rows {
-                let rg = c.range(r as usize);
-                if rg.is_empty() {
-                    def.push(0);
-                } else {
-                    def.push(1);
-                    vals.push(ByteArray::from(data.slice(rg)));
-                }
-            }
-            (vals, def)
-        };
-        let mut idx = 0;
-        while let Some(mut cw) = rg.next_column()? {
-            match idx {
-                col::TRACE_ID => {
-                    cw.typed::<FixedLenByteArrayType>()
-                        .write_batch(&flba(&ids, 16), None, None)?;
-                }
-                col::SPAN_ID => {
-                    cw.typed::<FixedLenByteArrayType>()
-                        .write_batch(&flba(&sids, 8), None, None)?;
-                }
-                col::PARENT => {
-                    cw.typed::<FixedLenByteArrayType>()
-                        .write_batch(&flba(&parents, 8), Some(&parent_def), None)?;
-                }
-                col::NAME => {
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&r| strings[cols.name[r as usize] as usize].clone())
-                        .collect();
-                    cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-                }
-                col::KIND => {
-                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.kind[r as usize])).collect();
-                    cw.typed::<Int32Type>().write_batch(&v, None, None)?;
-                }
-                col::START => {
-                    let v: Vec<i64> = rows.iter().map(|&r| cols.start[r as usize] as i64).collect();
-                    cw.typed::<Int64Type>().write_batch(&v, None, None)?;
-                }
-                col::DURATION => {
-                    let v: Vec<i64> = rows.iter().map(|&r| cols.duration[r as usize]).collect();
-                    cw.typed::<Int64Type>().write_batch(&v, None, None)?;
-                }
-                col::STATUS_CODE => {
-                    let v: Vec<i32> = rows.iter().map(|&r| i32::from(cols.status_code[r as usize])).collect();
-                    cw.typed::<Int32Type>().write_batch(&v, None, None)?;
-                }
-                col::STATUS_MESSAGE => {
-                    let mut v = Vec::new();
-                    let mut def = Vec::with_capacity(rows.len());
-                    for &r in rows {
-                        let m = cols.status_message[r as usize];
-                        if m == 0 {
-                            def.push(0);
-                        } else {
-                            def.push(1);
-                            v.push(strings[m as usize].clone());
-                        }
-                    }
-                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
-                }
-                col::SERVICE => {
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&r| {
-                            let sid = cols.service_of.get(&cols.resource[r as usize]).copied().unwrap_or(0);
-                            strings[sid as usize].clone()
-                        })
-                        .collect();
-                    cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-                }
-                col::RESOURCE => {
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&r| headers[cols.resource[r as usize] as usize].clone())
-                        .collect();
-                    cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-                }
-                col::SCOPE => {
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&r| headers[cols.scope[r as usize] as usize].clone())
-                        .collect();
-                    cw.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-                }
-                col::ATTRIBUTES | col::EVENTS | col::LINKS | col::EXTRA => {
-                    let (c, d) = match idx {
-                        col::ATTRIBUTES => (&cols.attributes, &attrs),
-                        col::EVENTS => (&cols.events, &events),
-                        col::LINKS => (&cols.links, &links),
-                        _ => (&cols.extra, &extra),
-                    };
-                    let (v, def) = opt_blob(c, d);
-                    cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
-                }
-                _ => {
-                    return Err(BlockError::Corrupt(
-                        "schema has more columns than the writer knows".into(),
-                    ));
-                }
-            }
+        parents.clear();
+        buf.write(&mut rg, spec(col::PARENT, true, false, None))?;
+
+        let string = |g: u32| cols.strings.get(g);
+        dict_ids(&mut buf, &mut remap, rows, false, |r| cols.name[r], string);
+        buf.write(&mut rg, spec(col::NAME, false, false, None))?;
+
+        let (lo, hi) = dict_small_ints(&mut buf, rows, |r| cols.kind[r]);
+        let st = Statistics::int32(Some(lo), Some(hi), None, Some(0), false);
+        buf.write(&mut rg, spec(col::KIND, false, false, Some(st)))?;
+
+        for c in [col::START, col::DURATION] {
+            let mut cw = rg
+                .next_column()?
+                .ok_or_else(|| BlockError::Corrupt("schema has fewer columns than the writer".into()))?;
+            let v: Vec<i64> = if c == col::START {
+                rows.iter().map(|&r| cols.start[r as usize] as i64).collect()
+            } else {
+                rows.iter().map(|&r| cols.duration[r as usize]).collect()
+            };
+            cw.typed::<Int64Type>().write_batch(&v, None, None)?;
             cw.close()?;
-            idx += 1;
+        }
+
+        let (lo, hi) = dict_small_ints(&mut buf, rows, |r| cols.status_code[r]);
+        let st = Statistics::int32(Some(lo), Some(hi), None, Some(0), false);
+        buf.write(&mut rg, spec(col::STATUS_CODE, false, false, Some(st)))?;
+
+        dict_ids(&mut buf, &mut remap, rows, true, |r| cols.status_message[r], string);
+        buf.write(&mut rg, spec(col::STATUS_MESSAGE, true, false, None))?;
+
+        let service = |r: usize| service_of[cols.resource[r] as usize];
+        dict_ids(&mut buf, &mut remap, rows, false, service, string);
+        buf.write(&mut rg, spec(col::SERVICE, false, false, None))?;
+
+        let header = |g: u32| cols.headers.get(g);
+        dict_ids(&mut buf, &mut remap, rows, false, |r| cols.resource[r], header);
+        buf.write(&mut rg, spec(col::RESOURCE, false, false, None))?;
+        dict_ids(&mut buf, &mut remap, rows, false, |r| cols.scope[r], header);
+        buf.write(&mut rg, spec(col::SCOPE, false, false, None))?;
+
+        // The blobs: attributes are large and compressible; events, links and extra are
+        // mostly empty (null) and small.
+        for (c, (blob, data)) in [col::ATTRIBUTES, col::EVENTS, col::LINKS, col::EXTRA]
+            .into_iter()
+            .zip(&blobs)
+        {
+            let value = |g: u32| &data[blob.value_range(g)];
+            dict_ids(&mut buf, &mut remap, rows, true, |r| blob.ids[r], value);
+            buf.write(&mut rg, spec(c, true, c == col::ATTRIBUTES, None))?;
         }
         rg.close()?;
-        let first = &ids[..16];
-        let last = &ids[ids.len() - 16..];
         ranges.push(RowGroupRange {
-            min: first.try_into().expect("16 bytes"),
-            max: last.try_into().expect("16 bytes"),
+            min,
+            max,
             first_row,
-            rows: rows.len() as u32,
+            rows: n as u32,
         });
-        first_row += rows.len() as u64;
+        first_row += n as u64;
     }
     writer.close()?;
     let row_groups = ranges.len() as u32;
