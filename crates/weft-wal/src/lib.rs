@@ -129,6 +129,27 @@ struct Append {
     done: tokio::sync::oneshot::Sender<Result<WalPos, String>>,
 }
 
+/// Appends gathered for one write and one sync: record headers end to end, and the payloads
+/// they precede, written together with `writev`.
+#[derive(Default)]
+struct Group {
+    headers: Vec<u8>,
+    header_ends: Vec<usize>,
+    appends: Vec<(Append, WalPos)>,
+    /// File bytes of the group: headers plus payloads.
+    bytes: u64,
+}
+
+impl Group {
+    fn push(&mut self, a: Append, pos: WalPos) {
+        let before = self.headers.len();
+        encode_record_header(&mut self.headers, a.kind, &a.tenant, &a.payload);
+        self.header_ends.push(self.headers.len());
+        self.bytes += (self.headers.len() - before + a.payload.len()) as u64;
+        self.appends.push((a, pos));
+    }
+}
+
 enum Cmd {
     Append(Append),
     /// Delete sealed segments whose every record is before the position.
@@ -188,8 +209,14 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
 
 /// Encodes one record (length, CRC, body) onto `out`.
 pub fn encode_record(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) {
+    encode_record_header(out, kind, tenant, payload);
+    out.extend_from_slice(payload);
+}
+
+/// Encodes everything of a record except its payload, which must follow it in the file. The
+/// writer sends the payload from its own buffer (`writev`), so it is never copied in user space.
+pub fn encode_record_header(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) {
     let body_len = 4 + tenant.len() + payload.len();
-    out.reserve(8 + body_len);
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
     let crc_at = out.len();
     out.extend_from_slice(&[0; 4]);
@@ -198,9 +225,26 @@ pub fn encode_record(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) 
     out.push(kind);
     out.extend_from_slice(&(tenant.len() as u16).to_le_bytes());
     out.extend_from_slice(tenant.as_bytes());
-    out.extend_from_slice(payload);
-    let crc = crc32c::crc32c(&out[body_at..]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[body_at..]), payload);
     out[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Writes all of `parts` with as few `writev` calls as the kernel allows.
+fn write_all_vectored(file: &mut File, parts: &[&[u8]]) -> std::io::Result<()> {
+    use std::io::IoSlice;
+    // IOV_MAX is 1024 on Linux.
+    for batch in parts.chunks(1024) {
+        let mut slices: Vec<IoSlice<'_>> = batch.iter().map(|p| IoSlice::new(p)).collect();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            let n = file.write_vectored(rest)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut rest, n);
+        }
+    }
+    Ok(())
 }
 
 /// Outcome of decoding one record from a segment buffer.
@@ -454,8 +498,7 @@ impl Writer {
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
-        let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-        let mut group: Vec<(Append, WalPos)> = Vec::new();
+        let mut group = Group::default();
         loop {
             let first = match self.opts.fsync {
                 FsyncPolicy::Interval(d) if self.dirty => {
@@ -475,25 +518,21 @@ impl Writer {
             };
             let mut shutdown = None;
             let mut cmd = Some(first);
-            buf.clear();
             // Drain everything already queued into one group: one write, one sync.
             while let Some(c) = cmd.take() {
                 match c {
                     Cmd::Append(a) => {
-                        if self.offset + (buf.len() as u64) >= self.opts.segment_bytes
-                            && self.offset > HEADER_LEN as u64
-                        {
+                        if self.offset + group.bytes >= self.opts.segment_bytes && self.offset > HEADER_LEN as u64 {
                             // Finish the current group in this segment before rolling.
-                            self.flush_group(&mut buf, &mut group);
+                            self.flush_group(&mut group);
                             self.roll();
                         }
                         let pos = WalPos {
                             segment: self.seq,
-                            offset: self.offset + buf.len() as u64,
+                            offset: self.offset + group.bytes,
                         };
-                        encode_record(&mut buf, a.kind, &a.tenant, &a.payload);
-                        group.push((a, pos));
-                        if buf.len() >= 16 << 20 {
+                        group.push(a, pos);
+                        if group.bytes >= 16 << 20 {
                             break;
                         }
                     }
@@ -505,7 +544,7 @@ impl Writer {
                 }
                 cmd = rx.try_recv().ok();
             }
-            self.flush_group(&mut buf, &mut group);
+            self.flush_group(&mut group);
             if let Some(done) = shutdown {
                 self.sync_now();
                 let _ = done.send(());
@@ -515,15 +554,26 @@ impl Writer {
         self.sync_now();
     }
 
-    fn flush_group(&mut self, buf: &mut Vec<u8>, group: &mut Vec<(Append, WalPos)>) {
-        if group.is_empty() {
+    fn flush_group(&mut self, g: &mut Group) {
+        if g.appends.is_empty() {
             return;
         }
-        let result = self.file.write_all(buf).map_err(|e| e.to_string()).and_then(|_| {
-            self.offset += buf.len() as u64;
+        let bytes = g.bytes;
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * g.appends.len());
+        let mut from = 0;
+        for ((a, _), &end) in g.appends.iter().zip(&g.header_ends) {
+            parts.push(&g.headers[from..end]);
+            parts.push(&a.payload);
+            from = end;
+        }
+        let result = write_all_vectored(&mut self.file, &parts).map_err(|e| e.to_string());
+        drop(parts);
+        let group = &mut g.appends;
+        let result = result.and_then(|_| {
+            self.offset += bytes;
             self.dirty = true;
-            self.stats.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
-            self.stats.size_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            self.stats.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+            self.stats.size_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats
                 .records_written
                 .fetch_add(group.len() as u64, Ordering::Relaxed);
@@ -533,7 +583,9 @@ impl Writer {
                 _ => Ok(()),
             }
         });
-        buf.clear();
+        g.headers.clear();
+        g.header_ends.clear();
+        g.bytes = 0;
         match result {
             Ok(()) => {
                 let mut records = Vec::with_capacity(group.len());
