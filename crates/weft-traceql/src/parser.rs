@@ -1,0 +1,730 @@
+//! A recursive-descent parser with precedence climbing for the two operator grammars (field
+//! expressions inside `{ }`, and spanset expressions between filters). The grammar and the
+//! precedence tables are in the crate docs.
+
+use crate::ParseError;
+use crate::ast::{
+    Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Hint, Intrinsic, MetricsFn, MetricsStage, Pipeline, Query,
+    ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static, UnaryOp,
+};
+use crate::lexer::{Pos, Tok, Token, tokenize};
+
+/// The deepest nesting accepted, counted both as parser recursion and as syntax-tree depth, so
+/// that neither parsing nor walking the tree (printing, validating, dropping) can exhaust the
+/// stack.
+pub const MAX_DEPTH: u32 = 128;
+
+/// Parses a TraceQL query.
+pub fn parse(input: &str) -> Result<Query, ParseError> {
+    let tokens = tokenize(input)?;
+    let mut parser = Parser { tokens, i: 0 };
+    parser.query()
+}
+
+struct Parser {
+    /// Always ends with `Tok::Eof`.
+    tokens: Vec<Token>,
+    i: usize,
+}
+
+type Parsed<T> = Result<(T, u32), ParseError>;
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.token(0).tok
+    }
+
+    fn peek_at(&self, n: usize) -> &Tok {
+        &self.token(n).tok
+    }
+
+    fn token(&self, n: usize) -> &Token {
+        let last = self.tokens.len() - 1;
+        &self.tokens[(self.i + n).min(last)]
+    }
+
+    fn pos(&self) -> Pos {
+        self.token(0).pos
+    }
+
+    /// Moves to the next token; stays on the final `Tok::Eof`.
+    fn advance(&mut self) {
+        if self.i + 1 < self.tokens.len() {
+            self.i += 1;
+        }
+    }
+
+    /// An error at the current token.
+    fn error_here(&self, message: impl Into<String>) -> ParseError {
+        let pos = self.pos();
+        ParseError {
+            line: pos.line,
+            column: pos.column,
+            message: message.into(),
+        }
+    }
+
+    fn error<T>(&self, message: impl Into<String>) -> Result<T, ParseError> {
+        Err(self.error_here(message))
+    }
+
+    /// An error naming what was expected and the current token.
+    fn expected_here(&self, what: &str) -> ParseError {
+        self.error_here(format!("expected {what}, found {}", self.peek().describe()))
+    }
+
+    fn expected<T>(&self, what: &str) -> Result<T, ParseError> {
+        Err(self.expected_here(what))
+    }
+
+    /// Consumes `tok` or fails with "expected {what}".
+    fn expect(&mut self, tok: Tok, what: &str) -> Result<(), ParseError> {
+        if *self.peek() == tok {
+            self.advance();
+            Ok(())
+        } else {
+            self.expected(what)
+        }
+    }
+
+    fn check_depth(&self, depth: u32) -> Result<(), ParseError> {
+        if depth > MAX_DEPTH {
+            return self.error(format!("query nests too deeply (more than {MAX_DEPTH} levels)"));
+        }
+        Ok(())
+    }
+
+    fn peek_ident(&self) -> Option<&str> {
+        match self.peek() {
+            Tok::Ident(word) => Some(word),
+            _ => None,
+        }
+    }
+
+    // query = pipeline [ hints ] EOF
+    fn query(&mut self) -> Result<Query, ParseError> {
+        let (pipeline, _) = self.pipeline(0)?;
+        let hints = if self.peek_ident() == Some("with") {
+            self.hints()?
+        } else {
+            Vec::new()
+        };
+        if *self.peek() != Tok::Eof {
+            let what = if hints.is_empty() {
+                "'|' or end of query"
+            } else {
+                "end of query"
+            };
+            return self.expected(what);
+        }
+        Ok(Query { pipeline, hints })
+    }
+
+    // pipeline = stage { "|" stage }
+    fn pipeline(&mut self, depth: u32) -> Parsed<Pipeline> {
+        self.check_depth(depth)?;
+        let (first, mut d) = self.stage(depth)?;
+        let mut stages = vec![first];
+        while *self.peek() == Tok::Pipe {
+            self.advance();
+            let (stage, sd) = self.stage(depth)?;
+            d = d.max(sd);
+            stages.push(stage);
+        }
+        Ok((Pipeline { stages }, d))
+    }
+
+    fn stage(&mut self, depth: u32) -> Parsed<Stage> {
+        if matches!(self.peek(), Tok::LBrace | Tok::LParen) {
+            let (expr, d) = self.spanset_expr(0, depth)?;
+            return Ok((Stage::Spanset(expr), d));
+        }
+        self.function_stage(depth)
+    }
+
+    // Kept out of `stage`, which is on the recursion path of nested pipelines: its locals would
+    // otherwise be paid for at every level.
+    fn function_stage(&mut self, depth: u32) -> Parsed<Stage> {
+        let Some(name) = self.peek_ident().map(str::to_owned) else {
+            return self.expected("a spanset filter '{ ... }' or a pipeline function");
+        };
+        let known = AggregateFn::from_name(&name).is_some()
+            || MetricsFn::from_name(&name).is_some()
+            || matches!(
+                name.as_str(),
+                "by" | "select" | "coalesce" | "compare" | "topk" | "bottomk"
+            );
+        if !known {
+            if *self.peek_at(1) == Tok::LParen {
+                return self.error(format!("unknown pipeline function '{name}'"));
+            }
+            return self.expected("a spanset filter '{ ... }' or a pipeline function");
+        }
+        self.advance();
+        if *self.peek() != Tok::LParen {
+            return self.expected(&format!("'(' after '{name}'"));
+        }
+        if let Some(func) = AggregateFn::from_name(&name) {
+            return self.scalar_filter(func, depth);
+        }
+        if let Some(func) = MetricsFn::from_name(&name) {
+            let (args, mut d) = self.call_args(&name, depth)?;
+            let mut by = None;
+            if self.peek_ident() == Some("by") {
+                self.advance();
+                let (list, bd) = self.call_args("by", depth)?;
+                d = d.max(bd);
+                by = Some(list);
+            }
+            return Ok((Stage::Metrics(MetricsStage { func, args, by }), d));
+        }
+        match name.as_str() {
+            "by" => {
+                let (args, d) = self.call_args(&name, depth)?;
+                Ok((Stage::By(args), d))
+            }
+            "select" => {
+                let (args, d) = self.call_args(&name, depth)?;
+                Ok((Stage::Select(args), d))
+            }
+            "coalesce" => {
+                self.advance();
+                self.expect(Tok::RParen, "')' after 'coalesce('")?;
+                Ok((Stage::Coalesce, 1))
+            }
+            "compare" => self.compare(depth),
+            _ => {
+                let func = if name == "topk" {
+                    SecondStageFn::TopK
+                } else {
+                    SecondStageFn::BottomK
+                };
+                let (args, d) = self.call_args(&name, depth)?;
+                Ok((Stage::SecondStage(SecondStage { func, args }), d))
+            }
+        }
+    }
+
+    // scalar_filter = aggregate compare_op static
+    fn scalar_filter(&mut self, func: AggregateFn, depth: u32) -> Parsed<Stage> {
+        let (args, d) = self.call_args(func.name(), depth)?;
+        let aggregate = Aggregate { func, args };
+        let op = match self.peek() {
+            Tok::Eq => BinaryOp::Eq,
+            Tok::Neq => BinaryOp::Neq,
+            Tok::Lt => BinaryOp::Lt,
+            Tok::Lte => BinaryOp::Lte,
+            Tok::Gt => BinaryOp::Gt,
+            Tok::Gte => BinaryOp::Gte,
+            _ => {
+                return self.expected(&format!(
+                    "a comparison operator after '{}()' (aggregates are compared with a value, e.g. 'count() > 2')",
+                    func.name()
+                ));
+            }
+        };
+        self.advance();
+        let value = self.static_value(op.symbol())?;
+        Ok((Stage::ScalarFilter(ScalarFilter { aggregate, op, value }), d))
+    }
+
+    // compare = "compare" "(" spanset_filter { "," field_expr } ")"
+    fn compare(&mut self, depth: u32) -> Parsed<Stage> {
+        self.advance();
+        if *self.peek() != Tok::LBrace {
+            return self.expected("a spanset filter '{ ... }' as the first argument of compare()");
+        }
+        let (filter, mut d) = self.filter(depth + 1)?;
+        let mut args = Vec::new();
+        while *self.peek() == Tok::Comma {
+            self.advance();
+            let (arg, ad) = self.field_expr(0, depth + 1, Some(","))?;
+            d = d.max(ad);
+            args.push(arg);
+        }
+        self.expect(Tok::RParen, "',' or ')' in the arguments of compare(")?;
+        Ok((Stage::Compare(Compare { filter, args }), d + 1))
+    }
+
+    // call_args = "(" [ field_expr { "," field_expr } ] ")"
+    fn call_args(&mut self, name: &str, depth: u32) -> Parsed<Vec<FieldExpr>> {
+        self.expect(Tok::LParen, &format!("'(' after '{name}'"))?;
+        let mut args = Vec::new();
+        let mut d = 0;
+        if *self.peek() == Tok::RParen {
+            self.advance();
+            return Ok((args, 1));
+        }
+        let mut after = None;
+        loop {
+            let (arg, ad) = self.field_expr(0, depth + 1, after)?;
+            d = d.max(ad);
+            args.push(arg);
+            match self.peek() {
+                Tok::Comma => {
+                    self.advance();
+                    after = Some(",");
+                }
+                Tok::RParen => {
+                    self.advance();
+                    return Ok((args, d + 1));
+                }
+                _ => return self.expected(&format!("an operator, ',' or ')' in the arguments of '{name}('")),
+            }
+        }
+    }
+
+    // hints = "with" "(" ident "=" static { "," ident "=" static } ")"
+    fn hints(&mut self) -> Result<Vec<Hint>, ParseError> {
+        self.advance();
+        self.expect(Tok::LParen, "'(' after 'with'")?;
+        let mut hints = Vec::new();
+        loop {
+            let Some(key) = self.peek_ident().map(str::to_owned) else {
+                return self.expected("a hint name such as 'sample'");
+            };
+            self.advance();
+            self.expect(Tok::Eq, &format!("'=' after hint name '{key}'"))?;
+            let value = self.static_value("=")?;
+            hints.push(Hint { key, value });
+            match self.peek() {
+                Tok::Comma => {
+                    self.advance();
+                }
+                Tok::RParen => {
+                    self.advance();
+                    return Ok(hints);
+                }
+                _ => return self.expected("',' or ')' in with(...)"),
+            }
+        }
+    }
+
+    /// A literal, with an optional minus before numbers and durations.
+    fn static_value(&mut self, after: &str) -> Result<Static, ParseError> {
+        let negative = *self.peek() == Tok::Minus;
+        if negative {
+            self.advance();
+        }
+        let value = match self.peek() {
+            Tok::Int(i) => Static::Int(*i),
+            Tok::Float(f) => Static::Float(*f),
+            Tok::Duration(ns) => Static::Duration(*ns),
+            Tok::Str(s) if !negative => Static::Str(s.clone()),
+            Tok::Ident(word) if !negative => match Static::from_keyword(word) {
+                Some(value) => value,
+                None => return self.expected(&format!("a value after '{after}'")),
+            },
+            _ if negative => return self.expected("a number or duration after '-'"),
+            _ => return self.expected(&format!("a value after '{after}'")),
+        };
+        self.advance();
+        if negative {
+            return match negate(&value) {
+                Some(value) => Ok(value),
+                None => self.error("negated value is out of range"),
+            };
+        }
+        Ok(value)
+    }
+
+    // spanset_expr = spanset_operand { spanset_op spanset_operand }   (precedence climbing)
+    fn spanset_expr(&mut self, min_prec: u8, depth: u32) -> Parsed<SpansetExpr> {
+        self.check_depth(depth)?;
+        let (mut lhs, mut d) = self.spanset_operand(depth, None)?;
+        while let Some(op) = spanset_op(self.peek()) {
+            let prec = op.precedence();
+            if prec < min_prec {
+                break;
+            }
+            self.advance();
+            let (rhs, rd) = self.spanset_expr_after(prec + 1, depth + 1, op)?;
+            d = d.max(rd) + 1;
+            self.check_depth(d)?;
+            lhs = SpansetExpr::Op {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            };
+        }
+        Ok((lhs, d))
+    }
+
+    fn spanset_expr_after(&mut self, min_prec: u8, depth: u32, op: SpansetOp) -> Parsed<SpansetExpr> {
+        if !matches!(self.peek(), Tok::LBrace | Tok::LParen) {
+            return self.spanset_operand(depth, Some(op));
+        }
+        self.spanset_expr(min_prec, depth)
+    }
+
+    // spanset_operand = spanset_filter | "(" pipeline ")"
+    fn spanset_operand(&mut self, depth: u32, after: Option<SpansetOp>) -> Parsed<SpansetExpr> {
+        self.check_depth(depth)?;
+        match self.peek() {
+            Tok::LBrace => {
+                let (filter, d) = self.filter(depth)?;
+                Ok((SpansetExpr::Filter(filter), d))
+            }
+            Tok::LParen => {
+                self.advance();
+                if !matches!(self.peek(), Tok::LBrace | Tok::LParen) {
+                    return self.expected("a spanset filter '{ ... }' after '('");
+                }
+                let (mut pipeline, d) = self.pipeline(depth + 1)?;
+                self.expect(Tok::RParen, "'|', a spanset operator or ')'")?;
+                // Parentheses around a plain spanset expression only group.
+                if let [Stage::Spanset(_)] = pipeline.stages.as_slice()
+                    && let Some(Stage::Spanset(expr)) = pipeline.stages.pop()
+                {
+                    return Ok((expr, d));
+                }
+                self.check_depth(d + 1)?;
+                Ok((SpansetExpr::Pipeline(Box::new(pipeline)), d + 1))
+            }
+            _ => match after {
+                Some(op) => self.expected(&format!("a spanset filter '{{ ... }}' after '{}'", op.symbol())),
+                None => self.expected("a spanset filter '{ ... }'"),
+            },
+        }
+    }
+
+    // spanset_filter = "{" [ field_expr ] "}"
+    fn filter(&mut self, depth: u32) -> Parsed<SpansetFilter> {
+        self.expect(Tok::LBrace, "'{'")?;
+        if *self.peek() == Tok::RBrace {
+            self.advance();
+            return Ok((SpansetFilter { expr: None }, 1));
+        }
+        let (expr, d) = self.field_expr(0, depth + 1, Some("{"))?;
+        if *self.peek() != Tok::RBrace {
+            return self.expected("an operator or '}'");
+        }
+        self.advance();
+        Ok((SpansetFilter { expr: Some(expr) }, d + 1))
+    }
+
+    // field_expr = unary { binary_op unary }   (precedence climbing)
+    fn field_expr(&mut self, min_prec: u8, depth: u32, after: Option<&str>) -> Parsed<FieldExpr> {
+        self.check_depth(depth)?;
+        let (mut lhs, mut d) = self.unary(depth, after)?;
+        while let Some(op) = binary_op(self.peek()) {
+            let prec = op.precedence();
+            if prec < min_prec {
+                break;
+            }
+            self.advance();
+            let next_min = if op.is_right_associative() { prec } else { prec + 1 };
+            let (rhs, rd) = self.field_expr(next_min, depth + 1, Some(op.symbol()))?;
+            d = d.max(rd) + 1;
+            self.check_depth(d)?;
+            lhs = FieldExpr::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            };
+        }
+        Ok((lhs, d))
+    }
+
+    // unary = ( "-" | "!" ) unary | primary
+    fn unary(&mut self, depth: u32, after: Option<&str>) -> Parsed<FieldExpr> {
+        self.check_depth(depth)?;
+        let op = match self.peek() {
+            Tok::Minus => UnaryOp::Neg,
+            Tok::Not => UnaryOp::Not,
+            _ => return self.primary(depth, after),
+        };
+        self.advance();
+        let (expr, d) = self.unary(depth + 1, Some(op.symbol()))?;
+        if op == UnaryOp::Neg
+            && let FieldExpr::Static(value) = &expr
+            && let Some(negated) = negate(value)
+        {
+            return Ok((FieldExpr::Static(negated), d));
+        }
+        self.check_depth(d + 1)?;
+        Ok((
+            FieldExpr::Unary {
+                op,
+                expr: Box::new(expr),
+            },
+            d + 1,
+        ))
+    }
+
+    // primary = "(" field_expr ")" | static | intrinsic | attribute
+    fn primary(&mut self, depth: u32, after: Option<&str>) -> Parsed<FieldExpr> {
+        let expr = match self.peek() {
+            Tok::LParen => {
+                self.advance();
+                let (expr, d) = self.field_expr(0, depth + 1, Some("("))?;
+                self.expect(Tok::RParen, "an operator or ')'")?;
+                return Ok((expr, d));
+            }
+            Tok::Str(s) => FieldExpr::Static(Static::Str(s.clone())),
+            Tok::Int(i) => FieldExpr::Static(Static::Int(*i)),
+            Tok::Float(f) => FieldExpr::Static(Static::Float(*f)),
+            Tok::Duration(ns) => FieldExpr::Static(Static::Duration(*ns)),
+            Tok::Attr(attr) => FieldExpr::Attribute(attr.clone()),
+            Tok::Ident(word) => match Static::from_keyword(word) {
+                Some(value) => FieldExpr::Static(value),
+                None => match Intrinsic::from_name(word) {
+                    Some(intrinsic) => FieldExpr::Intrinsic(intrinsic),
+                    None => return Err(self.unknown_word()),
+                },
+            },
+            _ => return Err(self.no_value(after)),
+        };
+        self.advance();
+        Ok((expr, 1))
+    }
+}
+
+impl Parser {
+    // The error paths of `primary` live here, out of its stack frame: `primary` is on the
+    // recursion path of parenthesised expressions.
+
+    #[cold]
+    fn unknown_word(&self) -> ParseError {
+        let word = self.peek_ident().unwrap_or_default();
+        let message = if word.contains(':') {
+            format!("unknown intrinsic '{word}'")
+        } else {
+            format!(
+                "unknown identifier '{word}' (attributes are written '.{word}' or with a scope, e.g. 'span.{word}')"
+            )
+        };
+        self.error_here(message)
+    }
+
+    #[cold]
+    fn no_value(&self, after: Option<&str>) -> ParseError {
+        match after {
+            Some(op) if op != "{" && op != "(" => self.expected_here(&format!("a value after '{op}'")),
+            _ => self.expected_here("a value, attribute or intrinsic"),
+        }
+    }
+}
+
+/// `-value` for numbers and durations; `None` for other literals or on overflow.
+fn negate(value: &Static) -> Option<Static> {
+    match value {
+        Static::Int(i) => i.checked_neg().map(Static::Int),
+        Static::Float(f) => Some(Static::Float(-f)),
+        Static::Duration(ns) => ns.checked_neg().map(Static::Duration),
+        _ => None,
+    }
+}
+
+fn binary_op(tok: &Tok) -> Option<BinaryOp> {
+    Some(match tok {
+        Tok::Or => BinaryOp::Or,
+        Tok::And => BinaryOp::And,
+        Tok::Eq => BinaryOp::Eq,
+        Tok::Neq => BinaryOp::Neq,
+        Tok::Lt => BinaryOp::Lt,
+        Tok::Lte => BinaryOp::Lte,
+        Tok::Gt => BinaryOp::Gt,
+        Tok::Gte => BinaryOp::Gte,
+        Tok::Re => BinaryOp::Regex,
+        Tok::Nre => BinaryOp::NotRegex,
+        Tok::Plus => BinaryOp::Add,
+        Tok::Minus => BinaryOp::Sub,
+        Tok::Star => BinaryOp::Mul,
+        Tok::Slash => BinaryOp::Div,
+        Tok::Percent => BinaryOp::Mod,
+        Tok::Caret => BinaryOp::Pow,
+        _ => return None,
+    })
+}
+
+fn spanset_op(tok: &Tok) -> Option<SpansetOp> {
+    Some(match tok {
+        Tok::And => SpansetOp::And,
+        Tok::Or => SpansetOp::Or,
+        Tok::Gt => SpansetOp::Child,
+        Tok::Desc => SpansetOp::Descendant,
+        Tok::Lt => SpansetOp::Parent,
+        Tok::Anc => SpansetOp::Ancestor,
+        Tok::Tilde => SpansetOp::Sibling,
+        Tok::NotChild => SpansetOp::NotChild,
+        Tok::NotDesc => SpansetOp::NotDescendant,
+        Tok::NotParent => SpansetOp::NotParent,
+        Tok::NotAnc => SpansetOp::NotAncestor,
+        Tok::Nre => SpansetOp::NotSibling,
+        Tok::UnionChild => SpansetOp::UnionChild,
+        Tok::UnionDesc => SpansetOp::UnionDescendant,
+        Tok::UnionParent => SpansetOp::UnionParent,
+        Tok::UnionAnc => SpansetOp::UnionAncestor,
+        Tok::UnionSibling => SpansetOp::UnionSibling,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::{Attribute, AttributeScope};
+
+    fn attr(scope: AttributeScope, name: &str) -> FieldExpr {
+        FieldExpr::Attribute(Attribute {
+            scope,
+            parent: false,
+            name: name.into(),
+        })
+    }
+
+    fn filter_expr(q: &str) -> FieldExpr {
+        let query = parse(q).unwrap();
+        match &query.pipeline.stages[0] {
+            Stage::Spanset(SpansetExpr::Filter(SpansetFilter { expr: Some(e) })) => e.clone(),
+            other => panic!("not a filter: {other:?}"),
+        }
+    }
+
+    fn bin(op: BinaryOp, lhs: FieldExpr, rhs: FieldExpr) -> FieldExpr {
+        FieldExpr::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        }
+    }
+
+    fn int(i: i64) -> FieldExpr {
+        FieldExpr::Static(Static::Int(i))
+    }
+
+    #[test]
+    fn and_and_or_share_a_level_left_to_right() {
+        // As in Tempo's grammar, so a query means the same against either server.
+        let a = || attr(AttributeScope::Unscoped, "a");
+        assert_eq!(
+            filter_expr("{ .a = 1 || .a = 2 && .a = 3 }"),
+            bin(
+                BinaryOp::And,
+                bin(
+                    BinaryOp::Or,
+                    bin(BinaryOp::Eq, a(), int(1)),
+                    bin(BinaryOp::Eq, a(), int(2))
+                ),
+                bin(BinaryOp::Eq, a(), int(3))
+            )
+        );
+    }
+
+    #[test]
+    fn arithmetic_precedence_and_power_is_right_associative() {
+        assert_eq!(
+            filter_expr("{ 1 + 2 * 3 ^ 4 ^ 5 = 0 }"),
+            bin(
+                BinaryOp::Eq,
+                bin(
+                    BinaryOp::Add,
+                    int(1),
+                    bin(
+                        BinaryOp::Mul,
+                        int(2),
+                        bin(BinaryOp::Pow, int(3), bin(BinaryOp::Pow, int(4), int(5)))
+                    )
+                ),
+                int(0)
+            )
+        );
+        assert_eq!(
+            filter_expr("{ 1 - 2 - 3 = 0 }"),
+            bin(
+                BinaryOp::Eq,
+                bin(BinaryOp::Sub, bin(BinaryOp::Sub, int(1), int(2)), int(3)),
+                int(0)
+            )
+        );
+    }
+
+    #[test]
+    fn unary_minus_folds_into_literals_and_binds_tightest() {
+        assert_eq!(
+            filter_expr("{ -(2) ^ 2 = 4 }"),
+            bin(BinaryOp::Eq, bin(BinaryOp::Pow, int(-2), int(2)), int(4))
+        );
+        assert_eq!(
+            filter_expr("{ -.a = 1 }"),
+            bin(
+                BinaryOp::Eq,
+                FieldExpr::Unary {
+                    op: UnaryOp::Neg,
+                    expr: Box::new(attr(AttributeScope::Unscoped, "a"))
+                },
+                int(1)
+            )
+        );
+    }
+
+    #[test]
+    fn structural_binds_tighter_than_and() {
+        let query = parse("{ .a } && { .b } > { .c } || { .d }").unwrap();
+        let Stage::Spanset(SpansetExpr::Op { op, lhs, .. }) = &query.pipeline.stages[0] else {
+            panic!("not a spanset op");
+        };
+        assert_eq!(*op, SpansetOp::Or);
+        let SpansetExpr::Op { op, rhs, .. } = lhs.as_ref() else {
+            panic!("not a spanset op");
+        };
+        assert_eq!(*op, SpansetOp::And);
+        assert!(matches!(
+            rhs.as_ref(),
+            SpansetExpr::Op {
+                op: SpansetOp::Child,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn errors_name_position_expected_and_found() {
+        let err = parse("{ .a = }").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "parse error at line 1, column 8: expected a value after '=', found '}'"
+        );
+        let err = parse("{ .a = 1 }\n| count( > 1").unwrap_err();
+        assert_eq!((err.line, err.column), (2, 10));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!("{{ {}1{} = 1 }}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(parse(&deep).unwrap_err().message.contains("nests too deeply"));
+        let long = format!("{{ .a = 1{} }}", " && .a = 1".repeat(10_000));
+        assert!(parse(&long).unwrap_err().message.contains("nests too deeply"));
+        let minus = format!("{{ {}.a = 1 }}", "-".repeat(100_000));
+        assert!(parse(&minus).unwrap_err().message.contains("nests too deeply"));
+        let spansets = format!("{{ }}{}", " && { }".repeat(10_000));
+        assert!(parse(&spansets).unwrap_err().message.contains("nests too deeply"));
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_is_accepted_and_walkable() {
+        let n = MAX_DEPTH as usize - 6;
+        let cases = [
+            format!("{{ {}.a{} = 1 }}", "(".repeat(n), ")".repeat(n)),
+            format!("{{ {}.a = 1 }}", "-".repeat(n)),
+            format!("{{ .a = 1{} }}", " && .a = 1".repeat(n)),
+            format!("{{ 2{} = 1 }}", " ^ 2".repeat(n)),
+            format!("{{ }}{}", " >> { }".repeat(n)),
+            format!("{}{{ }}{}", "(".repeat(n), " | { })".repeat(n)),
+        ];
+        // Half the default 2 MiB thread stack, in a debug build (the worst case needs about 550 KiB).
+        let worker = std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                for q in cases {
+                    let query = parse(&q).unwrap_or_else(|e| panic!("{e}"));
+                    let _ = crate::validate(&query);
+                    let _ = crate::supported(&query);
+                    assert_eq!(parse(&query.to_string()).unwrap(), query);
+                }
+            })
+            .unwrap();
+        worker.join().unwrap();
+    }
+}

@@ -1,0 +1,332 @@
+//! Canonical TraceQL text for the syntax tree (`Display`).
+//!
+//! The output parses back to an equal tree, and printing that tree again gives the same text.
+//! Canonical form: one space around binary and spanset operators and around `|`; `{ }` for the
+//! empty filter and `{ expr }` otherwise; parentheses only where precedence or associativity
+//! needs them; the short spelling of intrinsics that have one; strings in double quotes, or in
+//! backticks when they contain a backslash (regular expressions stay readable); durations in the
+//! largest unit that divides them exactly (`1500ms`, `2m`); floats with a decimal point or an
+//! exponent (`1.0`, `1e-7`).
+
+use std::fmt::{self, Display, Formatter, Write};
+
+use crate::ast::{
+    Attribute, AttributeScope, FieldExpr, Pipeline, Query, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
+};
+use crate::lexer::is_attribute_char;
+
+/// Binding strength of unary operators: tighter than every binary operator.
+const UNARY_PRECEDENCE: u8 = 7;
+
+impl Display for Query {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.pipeline)?;
+        if !self.hints.is_empty() {
+            f.write_str(" with(")?;
+            for (n, hint) in self.hints.iter().enumerate() {
+                if n > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{}={}", hint.key, hint.value)?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Pipeline {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for (n, stage) in self.stages.iter().enumerate() {
+            if n > 0 {
+                f.write_str(" | ")?;
+            }
+            write!(f, "{stage}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Stage {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::Spanset(expr) => write!(f, "{expr}"),
+            Stage::ScalarFilter(filter) => {
+                call(f, filter.aggregate.func.name(), &filter.aggregate.args)?;
+                write!(f, " {} {}", filter.op.symbol(), filter.value)
+            }
+            Stage::By(args) => call(f, "by", args),
+            Stage::Select(args) => call(f, "select", args),
+            Stage::Coalesce => f.write_str("coalesce()"),
+            Stage::Metrics(metrics) => {
+                call(f, metrics.func.name(), &metrics.args)?;
+                if let Some(by) = &metrics.by {
+                    f.write_str(" ")?;
+                    call(f, "by ", by)?;
+                }
+                Ok(())
+            }
+            Stage::Compare(compare) => {
+                write!(f, "compare({}", compare.filter)?;
+                for arg in &compare.args {
+                    write!(f, ", {arg}")?;
+                }
+                f.write_str(")")
+            }
+            Stage::SecondStage(stage) => call(f, stage.func.name(), &stage.args),
+        }
+    }
+}
+
+/// `name(a, b)`.
+fn call(f: &mut Formatter<'_>, name: &str, args: &[FieldExpr]) -> fmt::Result {
+    write!(f, "{name}(")?;
+    for (n, arg) in args.iter().enumerate() {
+        if n > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{arg}")?;
+    }
+    f.write_str(")")
+}
+
+impl Display for SpansetExpr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        spanset(f, self, 0, false)
+    }
+}
+
+/// Prints `expr` as an operand of an operator with precedence `parent`, on its right side if
+/// `right`. All spanset operators are left-associative, so an equal-precedence right operand
+/// needs parentheses.
+fn spanset(f: &mut Formatter<'_>, expr: &SpansetExpr, parent: u8, right: bool) -> fmt::Result {
+    match expr {
+        SpansetExpr::Filter(filter) => write!(f, "{filter}"),
+        SpansetExpr::Pipeline(pipeline) => write!(f, "({pipeline})"),
+        SpansetExpr::Op { op, lhs, rhs } => {
+            let prec = op.precedence();
+            let parens = prec < parent || (prec == parent && right);
+            if parens {
+                f.write_str("(")?;
+            }
+            spanset(f, lhs, prec, false)?;
+            write!(f, " {} ", op.symbol())?;
+            spanset(f, rhs, prec, true)?;
+            if parens {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Display for SpansetFilter {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match &self.expr {
+            None => f.write_str("{ }"),
+            Some(expr) => write!(f, "{{ {expr} }}"),
+        }
+    }
+}
+
+impl Display for FieldExpr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        field(f, self, 0, false)
+    }
+}
+
+fn field(f: &mut Formatter<'_>, expr: &FieldExpr, parent: u8, right: bool) -> fmt::Result {
+    match expr {
+        FieldExpr::Static(value) => write!(f, "{value}"),
+        FieldExpr::Intrinsic(intrinsic) => f.write_str(intrinsic.name()),
+        FieldExpr::Attribute(attr) => write!(f, "{attr}"),
+        FieldExpr::Unary { op, expr } => {
+            f.write_str(op.symbol())?;
+            // `-(-1)` must not print as `--1`, which would parse back as `1`.
+            let negative_literal = *op == UnaryOp::Neg && matches!(**expr, FieldExpr::Static(ref s) if is_negative(s));
+            if negative_literal {
+                f.write_str("(")?;
+                field(f, expr, 0, false)?;
+                f.write_str(")")
+            } else {
+                field(f, expr, UNARY_PRECEDENCE, false)
+            }
+        }
+        FieldExpr::Binary { op, lhs, rhs } => {
+            let prec = op.precedence();
+            let parens = prec < parent || (prec == parent && right != op.is_right_associative());
+            if parens {
+                f.write_str("(")?;
+            }
+            field(f, lhs, prec, false)?;
+            write!(f, " {} ", op.symbol())?;
+            field(f, rhs, prec, true)?;
+            if parens {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn is_negative(value: &Static) -> bool {
+    match value {
+        Static::Int(i) => *i < 0,
+        Static::Float(x) => x.is_sign_negative(),
+        Static::Duration(ns) => *ns < 0,
+        _ => false,
+    }
+}
+
+impl Display for Static {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Static::Str(s) => f.write_str(&quote(s)),
+            Static::Int(i) => write!(f, "{i}"),
+            // `{:?}` always shows a decimal point or an exponent, so the text lexes as a float.
+            Static::Float(x) => write!(f, "{x:?}"),
+            Static::Duration(ns) => f.write_str(&duration_to_string(*ns)),
+            Static::Bool(b) => write!(f, "{b}"),
+            Static::Nil => f.write_str("nil"),
+            Static::Status(status) => f.write_str(status.name()),
+            Static::Kind(kind) => f.write_str(kind.name()),
+        }
+    }
+}
+
+impl Display for Attribute {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(&attribute_to_string(self))
+    }
+}
+
+/// `span.http.method`, `parent.resource.x`, `span."name with spaces"`.
+pub(crate) fn attribute_to_string(attr: &Attribute) -> String {
+    let mut out = String::new();
+    if attr.parent {
+        out.push_str("parent");
+        if attr.scope != AttributeScope::Unscoped {
+            out.push('.');
+        }
+    }
+    out.push_str(attr.scope.prefix());
+    let name = &attr.name;
+    let needs_quotes = name.is_empty()
+        || !name.chars().all(|c| is_attribute_char(c) && !c.is_control())
+        // `.5` would lex as a number.
+        || (attr.scope == AttributeScope::Unscoped && name.starts_with(|c: char| c.is_ascii_digit()))
+        // `parent.` + `span.x` would lex as the span-scoped parent attribute `x`.
+        || (attr.parent
+            && attr.scope == AttributeScope::Unscoped
+            && (name.starts_with("span.") || name.starts_with("resource.")));
+    if needs_quotes {
+        out.push_str(&double_quote(name));
+    } else {
+        out.push_str(name);
+    }
+    out
+}
+
+/// A string literal: backticks when that avoids escaping backslashes, double quotes otherwise.
+pub(crate) fn quote(s: &str) -> String {
+    if s.contains('\\') && !s.contains('`') && !s.chars().any(char::is_control) {
+        format!("`{s}`")
+    } else {
+        double_quote(s)
+    }
+}
+
+fn double_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A duration in the largest unit that divides it exactly.
+pub(crate) fn duration_to_string(ns: i64) -> String {
+    const UNITS: [(u64, &str); 6] = [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    if ns == 0 {
+        return "0s".to_string();
+    }
+    let sign = if ns < 0 { "-" } else { "" };
+    let abs = ns.unsigned_abs();
+    let (size, unit) = UNITS
+        .iter()
+        .find(|(size, _)| abs.is_multiple_of(*size))
+        .copied()
+        .unwrap_or((1, "ns"));
+    format!("{sign}{}{unit}", abs / size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn canonical(q: &str) -> String {
+        parse(q).unwrap().to_string()
+    }
+
+    #[test]
+    fn canonical_forms() {
+        assert_eq!(canonical("{}"), "{ }");
+        assert_eq!(canonical("{.a=1&&span:name=\"x\"}"), "{ .a = 1 && name = \"x\" }");
+        assert_eq!(
+            canonical("{ (.a = 1 || .b = 2) && .c = 3 }"),
+            "{ .a = 1 || .b = 2 && .c = 3 }"
+        );
+        assert_eq!(
+            canonical("{ .a = 1 || (.b = 2 && .c = 3) }"),
+            "{ .a = 1 || (.b = 2 && .c = 3) }"
+        );
+        assert_eq!(canonical("{ ((.a = 1)) }"), "{ .a = 1 }");
+        assert_eq!(canonical("{ duration > 1.5s }"), "{ duration > 1500ms }");
+        assert_eq!(canonical("{ .a = 1.0 }"), "{ .a = 1.0 }");
+        assert_eq!(canonical("{ .a =~ \"a\\\\d+\" }"), "{ .a =~ `a\\d+` }");
+        assert_eq!(canonical("{ span.\"a b\" = 1 }"), "{ span.\"a b\" = 1 }");
+        assert_eq!(canonical("{ span.\"ab\" = 1 }"), "{ span.ab = 1 }");
+        assert_eq!(canonical("({ .a } && { .b }) > { .c }"), "({ .a } && { .b }) > { .c }");
+        assert_eq!(canonical("{ .a } > ({ .b } > { .c })"), "{ .a } > ({ .b } > { .c })");
+        assert_eq!(canonical("{ 2 ^ (3 ^ 4) = 1 }"), "{ 2 ^ 3 ^ 4 = 1 }");
+        assert_eq!(canonical("{ (2 ^ 3) ^ 4 = 1 }"), "{ (2 ^ 3) ^ 4 = 1 }");
+        assert_eq!(canonical("{ -(.a + 1) = 1 }"), "{ -(.a + 1) = 1 }");
+        assert_eq!(
+            canonical("{ } | rate() by(resource.service.name)"),
+            "{ } | rate() by (resource.service.name)"
+        );
+        assert_eq!(
+            canonical("{}|rate() with(sample=0.1,most_recent=true)"),
+            "{ } | rate() with(sample=0.1, most_recent=true)"
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_to_string(0), "0s");
+        assert_eq!(duration_to_string(90_000_000_000), "90s");
+        assert_eq!(duration_to_string(-120_000_000_000), "-2m");
+        assert_eq!(duration_to_string(1_001), "1001ns");
+        assert_eq!(duration_to_string(i64::MIN), "-9223372036854775808ns");
+    }
+}
