@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Benchmarks: ingest throughput per core of server CPU, peak RSS, bytes per stored span and
-# trace-by-ID latency, driven by `weft loadgen` and confirmed with telemetrygen. Results go to
-# bench-out/ and are recorded by hand, with the method, in BENCHMARKS.md.
+# trace-by-ID latency, driven by `weft loadgen` and confirmed with telemetrygen. The OpenTelemetry
+# Collector (OTLP receiver into the `nop` exporter, built by scripts/otelcol.sh) takes the same
+# load in the same run, so throughput is also reported as ratio_vs_collector, which the shared
+# host's speed drift cancels out of: weft and the Collector run in turn 3 times and the median
+# of the 3 pairs' ratios is reported (arguments to this script go to bench_ingest.py and override
+# that, e.g. `--rounds 5`). Results go to bench-out/ and are recorded by hand, with the method, in
+# BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p weft-server
 bash scripts/test-deps.sh
+bash scripts/otelcol.sh
 mkdir -p bench-out
-python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen --out bench-out/ingest.json "$@"
+python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen \
+    --otelcol .tools/bin/otelcol-bench --rounds 3 --out bench-out/ingest.json "$@"
 # Per-stage CPU per span (scan, head build, block encode), single-threaded, best of 5.
 target/release/weft loadgen --stages | tee bench-out/stages.json
 # Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).

@@ -12,8 +12,17 @@ Method (also in BENCHMARKS.md):
   5. Trace-by-ID latency: `weft loadgen --query-ids` fetches random acknowledged trace IDs
      over one keep-alive connection, without a time hint, with the spans stored above.
   6. Repeat 1-3 with telemetrygen (several processes) as the client nobody here wrote.
+  7. With --otelcol: the OpenTelemetry Collector (bench/otelcol: core OTLP receiver into the `nop`
+     exporter, which stores nothing) driven by the same `weft loadgen` invocation as step 2;
+     its CPU seconds and peak RSS are read the same way. With --rounds K, weft and the Collector
+     run in turn K times (weft, collector, weft, collector, ...) and each pair gives
+     ratio_vs_collector = weft spans/s per core / Collector spans/s per core; the top-level
+     ratio_vs_collector is the median. The ratio cancels the shared host's speed drift, which
+     moves the absolute figures by a quarter within minutes.
 """
-import argparse, json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def free_port():
     import socket
@@ -39,6 +48,12 @@ def metric(port, name):
         if line.startswith(name + " ") or line.startswith(name + "{"):
             total += float(line.rsplit(" ", 1)[1]); found = True
     return total if found else None
+
+def loadgen_cmd(args, grpc_port, ids):
+    """The one `weft loadgen` invocation that drives both weft and the Collector."""
+    return [args.weft, "loadgen", "--endpoint", f"127.0.0.1:{grpc_port}", "--duration", str(args.max_seconds),
+        "--max-spans", str(args.spans), "--concurrency", str(args.concurrency), "--connections", "4",
+        "--ids-out", ids, "--ids-every", "4"]
 
 class Server:
     def __init__(self, weft, extra=()):
@@ -84,9 +99,7 @@ def run_loadgen(args):
         ids = os.path.join(s.dir, "ids.txt")
         cpu0 = cpu_seconds(s.proc.pid)
         t0 = time.time()
-        out = subprocess.run([args.weft, "loadgen", "--endpoint", f"127.0.0.1:{s.grpc}", "--duration", str(args.max_seconds),
-            "--max-spans", str(args.spans), "--concurrency", str(args.concurrency), "--connections", "4",
-            "--ids-out", ids, "--ids-every", "4"], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(loadgen_cmd(args, s.grpc, ids), check=True, capture_output=True, text=True).stdout
         load = json.loads(out.strip().splitlines()[-1])
         load_cpu = cpu_seconds(s.proc.pid) - cpu0
         ok = s.wait_blocks_written()
@@ -108,6 +121,76 @@ def run_loadgen(args):
         }
     finally:
         s.stop()
+
+class Collector:
+    """The OpenTelemetry Collector built by scripts/otelcol.sh, on free ports, logging to a temp dir."""
+    def __init__(self, binary, config):
+        self.dir = tempfile.mkdtemp(prefix="otelcol-bench-")
+        self.grpc, self.metrics = free_port(), free_port()
+        self.log = open(os.path.join(self.dir, "otelcol.log"), "w")
+        env = dict(os.environ, OTELCOL_BENCH_GRPC_ENDPOINT=f"127.0.0.1:{self.grpc}", OTELCOL_BENCH_METRICS_PORT=str(self.metrics))
+        self.proc = subprocess.Popen([binary, "--config", config], stdout=self.log, stderr=self.log, env=env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                socket.create_connection(("127.0.0.1", self.grpc), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        log = open(self.log.name).read()
+        self.stop()
+        raise SystemExit("the Collector did not open its gRPC port:\n" + log)
+
+    def accepted_spans(self):
+        # otelcol_receiver_accepted_spans, with or without the _total suffix (it moved between releases).
+        for name in ("otelcol_receiver_accepted_spans_total", "otelcol_receiver_accepted_spans"):
+            try:
+                v = metric(self.metrics, name)
+            except Exception:
+                return None
+            if v is not None:
+                return v
+        return None
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try: self.proc.wait(30)
+        except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+def collector_version(binary):
+    try:
+        return subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:
+        return None
+
+def run_collector(args):
+    c = Collector(args.otelcol, args.otelcol_config)
+    try:
+        ids = os.path.join(c.dir, "ids.txt")
+        cpu0 = cpu_seconds(c.proc.pid)
+        out = subprocess.run(loadgen_cmd(args, c.grpc, ids), check=True, capture_output=True, text=True).stdout
+        load = json.loads(out.strip().splitlines()[-1])
+        load_cpu = cpu_seconds(c.proc.pid) - cpu0
+        # Nothing is left to do once the last request is answered (nop drops spans in the call);
+        # a short settle takes in what the Go runtime (GC) still spends on the load.
+        time.sleep(1)
+        cpu = cpu_seconds(c.proc.pid) - cpu0
+        spans = load["spans"]
+        return {
+            "client": "weft loadgen", "server": "otelcol (otlp receiver -> nop exporter)",
+            "spans_acknowledged": spans, "spans_received_metric": c.accepted_spans(),
+            "load_errors": load["errors"], "load_last_error": load.get("last_error", ""),
+            "load_wall_s": round(load["elapsed_s"], 2), "client_spans_per_s": round(load["spans_per_s"]),
+            "server_cpu_s_during_load": round(load_cpu, 2), "server_cpu_s_total": round(cpu, 2),
+            "spans_per_s_per_core": round(spans / cpu) if cpu else None,
+            "peak_rss_mb": round(peak_rss(c.proc.pid) / 2**20, 1),
+        }
+    finally:
+        c.stop()
 
 def run_telemetrygen(args):
     if not os.path.exists(args.telemetrygen):
@@ -132,10 +215,16 @@ def run_telemetrygen(args):
     finally:
         s.stop()
 
+RUNS = ("loadgen", "collector", "telemetrygen")
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--weft", required=True)
     ap.add_argument("--telemetrygen", default=".tools/bin/telemetrygen")
+    ap.add_argument("--otelcol", help="OpenTelemetry Collector binary (scripts/otelcol.sh builds .tools/bin/otelcol-bench); "
+        "without it there is no collector run")
+    ap.add_argument("--otelcol-config", default=os.path.join(ROOT, "bench", "otelcol", "config.yaml"))
+    ap.add_argument("--rounds", type=int, default=1, help="run weft and the Collector in turn this many times")
     ap.add_argument("--spans", type=int, default=3_000_000)
     ap.add_argument("--max-seconds", type=float, default=120)
     ap.add_argument("--concurrency", type=int, default=32)
@@ -143,12 +232,50 @@ def main():
     ap.add_argument("--tg-procs", type=int, default=4)
     ap.add_argument("--tg-seconds", type=int, default=15)
     ap.add_argument("--out", default="bench-out/ingest.json")
-    ap.add_argument("--only", choices=["loadgen", "telemetrygen"])
+    ap.add_argument("--only", help="comma-separated subset of " + ", ".join(RUNS) + " (default: all; collector only with --otelcol)")
     args = ap.parse_args()
-    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(), "runs": [r(args) for n, r in (("loadgen", run_loadgen), ("telemetrygen", run_telemetrygen)) if args.only in (None, n)]}
+    only = set(args.only.split(",")) if args.only else set(RUNS)
+    if not only <= set(RUNS):
+        ap.error(f"--only: unknown run(s) {', '.join(sorted(only - set(RUNS)))}; choose from {', '.join(RUNS)}")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if "collector" in only and not args.otelcol:
+        if args.only:
+            ap.error("--only collector needs --otelcol PATH (scripts/otelcol.sh builds .tools/bin/otelcol-bench)")
+        only.discard("collector")
+    if "collector" in only and not os.path.exists(args.otelcol):
+        ap.error(f"--otelcol {args.otelcol}: no such file (run scripts/otelcol.sh)")
+
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(), "runs": []}
+    rounds = []
+    for i in range(args.rounds if only & {"loadgen", "collector"} else 0):
+        r = {"round": i + 1}
+        if "loadgen" in only: r["weft"] = run_loadgen(args)
+        if "collector" in only: r["collector"] = run_collector(args)
+        if "weft" in r and "collector" in r and r["collector"]["spans_per_s_per_core"]:
+            r["ratio_vs_collector"] = round(r["weft"]["spans_per_s_per_core"] / r["collector"]["spans_per_s_per_core"], 3)
+        rounds.append(r)
+        print(f"round {i + 1}: " + ", ".join(f"{k} {r[k]['spans_per_s_per_core']:,} spans/s/core" for k in ("weft", "collector") if k in r)
+              + (f", ratio {r['ratio_vs_collector']}" if "ratio_vs_collector" in r else ""), file=sys.stderr, flush=True)
+    # "runs" keeps its old shape: the (first) weft loadgen run, then telemetrygen.
+    if rounds and "weft" in rounds[0]: results["runs"].append(rounds[0]["weft"])
+    if "telemetrygen" in only: results["runs"].append(run_telemetrygen(args))
+    if "collector" in only or args.rounds > 1:
+        results["collector_version"] = collector_version(args.otelcol) if "collector" in only else None
+        results["rounds"] = rounds
+        for k in ("weft", "collector"):
+            v = [r[k]["spans_per_s_per_core"] for r in rounds if k in r and r[k]["spans_per_s_per_core"]]
+            if v: results[f"{k}_spans_per_s_per_core_median"] = round(statistics.median(v))
+        ratios = [r["ratio_vs_collector"] for r in rounds if "ratio_vs_collector" in r]
+        if ratios:
+            results["ratios_vs_collector"] = ratios
+            results["ratio_vs_collector"] = round(statistics.median(ratios), 3)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f: json.dump(results, f, indent=2)
     print(json.dumps(results, indent=2))
+    if "ratio_vs_collector" in results:
+        print(f"ratio_vs_collector (weft spans/s/core / Collector spans/s/core, median of {len(ratios)}): "
+              f"{results['ratio_vs_collector']}  [{', '.join(map(str, ratios))}]")
 
 if __name__ == "__main__":
     main()
