@@ -685,10 +685,12 @@ impl<'a> SpanView<'a> {
 /// One `ResourceSpans` or `ScopeSpans` header: every field except the nested list, verbatim.
 fn header_without(buf: &[u8], skip: u32, out: &mut Vec<u8>) -> Result<(), WireError> {
     out.clear();
-    let mut r = Reader::new(buf);
-    while let Some(f) = r.next()? {
-        if f.number != skip {
-            out.extend_from_slice(&buf[f.start..f.end]);
+    let mut p = 0;
+    while p < buf.len() {
+        let start = p;
+        let (number, _, _) = crate::wire::next_field(buf, &mut p)?;
+        if number != skip {
+            out.extend_from_slice(&buf[start..p]);
         }
     }
     Ok(())
@@ -727,10 +729,18 @@ pub fn for_each_span<'a>(
             }
             let ss = g.value.bytes(g.number)?;
             header_without(ss, SS_SPANS, &mut scope)?;
-            let mut sr = Reader::new(ss);
-            while let Some(h) = sr.next()? {
-                if h.number == SS_SPANS {
-                    visit(ids, &resource, &scope, SpanView::parse(h.value.bytes(h.number)?)?);
+            let mut p = 0;
+            while p < ss.len() {
+                let (number, wire_type, value) = crate::wire::next_field(ss, &mut p)?;
+                if number == SS_SPANS {
+                    if wire_type != 2 {
+                        return Err(WireError::UnexpectedWireType {
+                            field: number,
+                            expected: 2,
+                            found: wire_type,
+                        });
+                    }
+                    visit(ids, &resource, &scope, SpanView::parse(&ss[value])?);
                 }
             }
             ids.scope += 1;
