@@ -1,12 +1,29 @@
-//! The TraceQL front end: lexer, parser, syntax tree ([`ast`]), printer, validator and support
-//! check. It has no executor; the tree is shaped for one that evaluates field expressions over
-//! span columns and combines spansets per trace.
+//! TraceQL for weft: lexer, parser, syntax tree ([`ast`]), printer, validator, support check, and
+//! an exact evaluator over in-memory traces ([`eval`](mod@eval) for spanset queries,
+//! [`metrics`] for metrics queries) whose data model ([`Trace`], [`Span`], [`Value`]) the storage
+//! layer fills.
 //!
 //! ```
 //! let query = weft_traceql::parse(r#"{ resource.service.name = "api" && duration > 500ms } | count() > 2"#)?;
 //! weft_traceql::validate(&query)?;
 //! weft_traceql::supported(&query)?;
 //! assert_eq!(query.to_string(), r#"{ resource.service.name = "api" && duration > 500ms } | count() > 2"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Evaluating a query on a trace:
+//!
+//! ```
+//! use weft_traceql::{Span, Trace, Value, eval, parse};
+//!
+//! let span = |name: &str, code: i64| Span {
+//!     name: name.to_owned(),
+//!     span_attrs: vec![("http.status_code".to_owned(), Value::Int(code))],
+//!     ..Span::default()
+//! };
+//! let trace = Trace { spans: vec![span("GET /", 200), span("POST /cart", 503)] };
+//! let spansets = eval(&parse("{ span.http.status_code >= 500 } | count() = 1")?, &trace)?;
+//! assert_eq!(spansets[0].spans, vec![1]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -17,6 +34,10 @@
 //!   (`{ status = 3 }`, `{ .a =~ 1 }`, `{ } | avg() > 1`, `{ } | rate() | { }`);
 //! - [`supported`] fails with [`Unsupported`] when the query is valid but uses a feature the
 //!   executor does not run yet (the API answers 400 naming the feature).
+//!
+//! [`Evaluator::new`] runs the last two on a parsed query and compiles its regular expressions,
+//! so [`eval`](eval()) and [`eval_metrics`] fail with an [`EvalError`] that wraps a
+//! [`ValidateError`] or an [`Unsupported`], or names a bad regular expression.
 //!
 //! `Display` on [`Query`] prints canonical TraceQL: `parse(q.to_string()) == q` for every parsed
 //! `q`, and printing is idempotent.
@@ -97,15 +118,21 @@
 //! error, so every later walk of the tree has bounded recursion.
 
 pub mod ast;
+pub mod eval;
 mod lexer;
+pub mod metrics;
 mod parser;
 mod printer;
 mod support;
+mod trace;
 mod validate;
 
 pub use ast::Query;
+pub use eval::{EvalError, Evaluator, Spanset, eval};
+pub use metrics::{MAX_METRICS_STEPS, Series, eval_metrics};
 pub use parser::{MAX_DEPTH, parse};
 pub use support::supported;
+pub use trace::{Event, Link, Span, Trace, Value};
 pub use validate::validate;
 
 /// The query text is not TraceQL.

@@ -1,0 +1,1418 @@
+//! The exact TraceQL evaluator over in-memory traces ([`Trace`]).
+//!
+//! [`Evaluator::new`] validates a query, runs the [support check](crate::supported) and compiles
+//! it (each regular expression once); [`Evaluator::eval`] runs its spanset pipeline on one trace;
+//! [`eval`] does both. Metrics queries go through [`eval_metrics`](crate::eval_metrics).
+//! Evaluation itself cannot fail: every error is found at compile time.
+//!
+//! # Semantics
+//!
+//! Tempo's engine (`pkg/traceql`, vParquet4 blocks) is the reference. Deliberate differences are
+//! marked **differs**.
+//!
+//! Fields:
+//! - `.x` is the span attribute `x`, else the resource attribute `x`.
+//! - `span.x`, `resource.x` and `instrumentation.x` read only that scope.
+//! - An attribute that is missing, or stored as [`Value::Nil`], is nil.
+//! - `span:id`, `span:parentID`, `trace:id`, `link:traceID` and `link:spanID` are lowercase hex
+//!   strings; `span:parentID` is nil when the span has no parent id.
+//! - `rootName`, `rootServiceName` and `traceDuration` are the same for every span of a trace
+//!   ([`Trace::root`], [`Trace::duration_nano`]); nil when the trace has no root.
+//! - **differs**: when there is no span without a parent id, the earliest span whose parent is
+//!   missing from the trace is the root (Tempo leaves `rootName` empty).
+//!
+//! Comparisons:
+//! - A comparison with a nil operand is false, `!=` included.
+//! - `f = nil` is true when `f` is nil; `f != nil` when it is not.
+//! - Integers, floats and durations compare numerically, durations as nanoseconds; integer and
+//!   duration pairs compare exactly, the rest as `f64`.
+//! - Strings compare byte-wise with `< <= > >=`.
+//! - Booleans, statuses and kinds support only `=` and `!=`.
+//! - Operands of different types (`"1"` and `1`) compare false, `!=` included.
+//! - `=~` and `!~` match the whole string: the pattern is compiled as `^(?s:pattern)$`, like
+//!   Tempo's Prometheus-style matcher, in the `regex` crate's RE2-like syntax; a non-string
+//!   operand makes both false.
+//! - Array against scalar: `!=` and `!~` hold when they hold for every element (none equals,
+//!   none matches); the other operators when they hold for any element. Array against array
+//!   is false (Tempo fails the query).
+//! - A comparison that reads `event.x` or `event:name` holds when it holds for at least one
+//!   event of the span, each event evaluated on its own; `link.x`, `link:traceID` and
+//!   `link:spanID` likewise per link. A span without events (links) fails it.
+//! - `event.x = nil` holds when no event has `x` (`!= nil`: some event has it); links alike.
+//! - **differs**: outside a comparison (`by()`, `select()`, aggregates, metrics, a bare
+//!   `{ event.x }`), an event or link field is read from the first event or link that has it.
+//!
+//! Logic and arithmetic:
+//! - `&&` and `||` treat every value but `true` as false.
+//! - `!x` is `true` for `false`, `false` for `true` and nil otherwise (**differs**: Tempo fails
+//!   the query when `x` is not a boolean).
+//! - Integer `+ - * / % ^` give integers (`/` truncates); on overflow, or a negative exponent,
+//!   the float result. Integer `/ 0` and `% 0` are nil. **differs**: Tempo computes integer
+//!   `a ^ b` as `b ^ a`, wraps on overflow, and panics on integer division by zero.
+//! - Other numeric arithmetic is `f64` arithmetic with durations as nanoseconds, like Tempo.
+//!
+//! Spansets:
+//! - `{ expr }` keeps the spans of its input spanset for which `expr` is `true`; `{ }` keeps all.
+//! - `A && B` is the spans of both sides when both are non-empty, else empty; `A || B` is the
+//!   spans of either side.
+//! - `A > B`: the B spans whose parent is in A. `A >> B`: the B spans with an ancestor in A.
+//! - `A < B`: the B spans that are the parent of some A span. `A << B`: the B spans that are an
+//!   ancestor of some A span.
+//! - `!>`, `!>>`, `!<`, `!<<`: the B spans for which the relation does not hold (all of B when
+//!   A is empty).
+//! - Relations use parent links ([`Trace::parents`]) over the whole trace, whatever the input
+//!   spanset holds. A span whose parent is not in the trace has no parent.
+//! - **differs**: in a parent cycle (malformed input) every other span of the cycle is an
+//!   ancestor; a span is never its own ancestor. Tempo's nested sets relate no span of a cycle.
+//!
+//! Pipelines:
+//! - The first stage reads one spanset of every span of the trace; an empty trace gives none.
+//! - Every stage maps each input spanset on its own; a spanset left with no spans is dropped.
+//! - `count() op n` compares the number of spans.
+//! - `avg/min/max/sum(f) op v` aggregate `f` over the spans where it is a number or duration,
+//!   skipping the rest; with no such span the spanset is dropped. The average of integers or of
+//!   durations is compared exactly (as a fraction).
+//! - `by(f)` splits each spanset by the value of `f`; spans lacking `f` form a nil group, as in
+//!   Tempo. Groups come in the order of their first span (**differs**: Tempo's are unordered).
+//! - Aggregate results and `by()` keys are recorded in [`Spanset::attributes`] under their
+//!   printed names (`count()`, `by(resource.service.name)`), as Tempo does.
+//! - `select(a, b)` keeps spansets unchanged and reports `a` and `b` for each span in
+//!   [`Spanset::selected_values`].
+//!
+//! # Cost
+//!
+//! Testing a span against a filter allocates nothing: values are borrowed from the trace and
+//! the query, ids are hex-encoded on the stack, and each regex is compiled once per query.
+//! Parent links and their cycles are worked out once per trace; each structural operator then
+//! takes time linear in the trace's span count, per input spanset (so `by()` into many groups
+//! followed by a structural operator costs groups × spans).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use regex::Regex;
+
+use crate::ast::{
+    AggregateFn, AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, MetricsFn, Pipeline, Query, SpansetExpr,
+    SpansetOp, Stage, Static, Status, UnaryOp,
+};
+use crate::trace::{Event, Link, Span, Trace, Value, find_attr, root_from_parents};
+use crate::{Unsupported, ValidateError};
+
+/// Why a query cannot be evaluated. Evaluation itself never fails; every error comes from
+/// [`Evaluator::new`] or from the arguments of [`eval_metrics`](crate::eval_metrics).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// The query is not valid TraceQL.
+    #[error(transparent)]
+    Invalid(#[from] ValidateError),
+    /// The query uses a feature the evaluator does not run.
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+    /// A regular expression does not compile.
+    #[error("invalid regular expression `{pattern}`: {message}")]
+    Regex {
+        /// The pattern as written in the query.
+        pattern: String,
+        /// What the regex compiler said.
+        message: String,
+    },
+    /// [`eval`] was given a metrics query.
+    #[error("`{query}` is a metrics query; evaluate it with eval_metrics")]
+    MetricsQuery {
+        /// The query, printed.
+        query: String,
+    },
+    /// [`eval_metrics`](crate::eval_metrics) was given a query without a metrics function.
+    #[error("`{query}` is not a metrics query: it has no rate(), count_over_time() or other metrics function")]
+    NotMetricsQuery {
+        /// The query, printed.
+        query: String,
+    },
+    /// The time range or step of a metrics query is unusable.
+    #[error("invalid metrics range: {message}")]
+    Range {
+        /// What is wrong, with the offending values.
+        message: String,
+    },
+}
+
+/// A set of spans of one trace produced by the query, with what the pipeline attached to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spanset {
+    /// Indexes into `trace.spans`, ascending, without duplicates. Never empty.
+    pub spans: Vec<usize>,
+    /// Values attached by pipeline stages, in stage order, under their printed names: `by()`
+    /// keys (`by(resource.service.name)`) and aggregate results (`count()`, `avg(duration)`).
+    /// A later stage with the same name replaces the earlier value.
+    pub attributes: Vec<(String, Value)>,
+    /// The fields named by `select()` stages, printed (`span.http.method`), without duplicates.
+    pub selected: Vec<String>,
+    /// One row per entry of `spans`, in the same order; row `i` holds the value of each
+    /// `selected` field for span `spans[i]` ([`Value::Nil`] when it lacks the field).
+    pub selected_values: Vec<Vec<Value>>,
+}
+
+/// Runs the spanset pipeline of `query` on `trace`. Compiles the query on every call; use
+/// [`Evaluator`] to evaluate one query over many traces.
+pub fn eval(query: &Query, trace: &Trace) -> Result<Vec<Spanset>, EvalError> {
+    Evaluator::new(query)?.eval(trace)
+}
+
+/// A compiled query, ready to run on any number of traces.
+#[derive(Debug)]
+pub struct Evaluator {
+    /// The printed query, for error messages.
+    text: String,
+    /// The stages before the metrics function (all of them for a spanset query).
+    stages: Vec<CStage>,
+    /// Fields named by `select()` stages; `CStage::Select` refers to them by index.
+    selects: Vec<(String, Expr)>,
+    /// The trailing metrics function, if any.
+    pub(crate) metrics: Option<CMetrics>,
+    /// Whether any stage uses a structural operator, so traces need their parent structure.
+    pub(crate) structural: bool,
+}
+
+impl Evaluator {
+    /// Validates and compiles `query`. Fails when it is invalid, unsupported, or has a regular
+    /// expression that does not compile.
+    pub fn new(query: &Query) -> Result<Evaluator, EvalError> {
+        crate::validate(query)?;
+        crate::supported(query)?;
+        let mut compiler = Compiler::default();
+        let (stages, metrics) = compiler.pipeline(&query.pipeline)?;
+        Ok(Evaluator {
+            text: query.to_string(),
+            stages,
+            selects: compiler.selects,
+            metrics,
+            structural: compiler.structural,
+        })
+    }
+
+    /// True when the query ends in a metrics function and must be run by
+    /// [`eval_metrics`](crate::eval_metrics).
+    pub fn is_metrics(&self) -> bool {
+        self.metrics.is_some()
+    }
+
+    /// The spansets the query produces for `trace`, in pipeline order (for `by()`, in the order
+    /// of each group's first span). Fails only for a metrics query.
+    pub fn eval(&self, trace: &Trace) -> Result<Vec<Spanset>, EvalError> {
+        if self.metrics.is_some() {
+            return Err(EvalError::MetricsQuery {
+                query: self.text.clone(),
+            });
+        }
+        let env = TraceEnv::new(trace, self.structural);
+        let sets = self.run(&env);
+        Ok(sets.into_iter().map(|set| self.finish(&env, set)).collect())
+    }
+
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Runs every stage before the metrics function.
+    pub(crate) fn run(&self, env: &TraceEnv<'_>) -> Vec<Set> {
+        if env.trace.spans.is_empty() {
+            return Vec::new();
+        }
+        let mut sets = vec![Set {
+            spans: (0..env.trace.spans.len()).collect(),
+            attributes: Vec::new(),
+            selected: Vec::new(),
+        }];
+        for stage in &self.stages {
+            sets = self.stage(env, stage, sets);
+            if sets.is_empty() {
+                break;
+            }
+        }
+        sets
+    }
+
+    fn stage(&self, env: &TraceEnv<'_>, stage: &CStage, input: Vec<Set>) -> Vec<Set> {
+        let mut out = Vec::with_capacity(input.len());
+        match stage {
+            CStage::Spanset(expr) => {
+                for set in input {
+                    let spans = spanset(env, expr, &set.spans);
+                    if !spans.is_empty() {
+                        out.push(Set { spans, ..set });
+                    }
+                }
+            }
+            CStage::Scalar(filter) => {
+                for mut set in input {
+                    let Some(agg) = filter.aggregate(env, &set.spans) else {
+                        continue;
+                    };
+                    if agg.compare(filter.op, &filter.value) {
+                        set.set_attribute(&filter.name, agg.to_value());
+                        out.push(set);
+                    }
+                }
+            }
+            CStage::By { name, expr } => {
+                for set in input {
+                    let mut index: HashMap<GroupKey, usize> = HashMap::new();
+                    let mut groups: Vec<(Value, Vec<usize>)> = Vec::new();
+                    for &i in &set.spans {
+                        let value = eval_value(expr, env.ctx(i)).to_value();
+                        let n = *index.entry(GroupKey::of(&value)).or_insert_with(|| {
+                            groups.push((value, Vec::new()));
+                            groups.len() - 1
+                        });
+                        groups[n].1.push(i);
+                    }
+                    for (value, spans) in groups {
+                        let mut group = Set {
+                            spans,
+                            attributes: set.attributes.clone(),
+                            selected: set.selected.clone(),
+                        };
+                        group.set_attribute(name, value);
+                        out.push(group);
+                    }
+                }
+            }
+            CStage::Select(fields) => {
+                for mut set in input {
+                    for &f in fields {
+                        if !set.selected.contains(&f) {
+                            set.selected.push(f);
+                        }
+                    }
+                    out.push(set);
+                }
+            }
+        }
+        out
+    }
+
+    fn finish(&self, env: &TraceEnv<'_>, set: Set) -> Spanset {
+        let selected_values = set
+            .spans
+            .iter()
+            .map(|&i| {
+                set.selected
+                    .iter()
+                    .map(|&f| eval_value(&self.selects[f].1, env.ctx(i)).to_value())
+                    .collect()
+            })
+            .collect();
+        Spanset {
+            selected: set.selected.iter().map(|&f| self.selects[f].0.clone()).collect(),
+            spans: set.spans,
+            attributes: set.attributes,
+            selected_values,
+        }
+    }
+}
+
+/// A spanset while the pipeline runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Set {
+    pub(crate) spans: Vec<usize>,
+    attributes: Vec<(String, Value)>,
+    /// Indexes into `Evaluator::selects`.
+    selected: Vec<usize>,
+}
+
+impl Set {
+    fn set_attribute(&mut self, name: &str, value: Value) {
+        match self.attributes.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.attributes.push((name.to_owned(), value)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiled form
+
+#[derive(Debug)]
+enum CStage {
+    Spanset(SExpr),
+    Scalar(CScalar),
+    By { name: String, expr: Expr },
+    Select(Vec<usize>),
+}
+
+/// A compiled metrics function.
+#[derive(Debug)]
+pub(crate) struct CMetrics {
+    pub(crate) func: MetricsFn,
+    /// The field of `*_over_time(field)`.
+    pub(crate) field: Option<Expr>,
+    /// The quantiles of `quantile_over_time`.
+    pub(crate) quantiles: Vec<f64>,
+    /// The `by()` fields, printed and compiled.
+    pub(crate) by: Vec<(String, Expr)>,
+}
+
+#[derive(Debug)]
+enum SExpr {
+    Filter(Option<Expr>),
+    And(Box<SExpr>, Box<SExpr>),
+    Or(Box<SExpr>, Box<SExpr>),
+    Rel {
+        rel: Relation,
+        negated: bool,
+        lhs: Box<SExpr>,
+        rhs: Box<SExpr>,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Relation {
+    Child,
+    Descendant,
+    Parent,
+    Ancestor,
+}
+
+#[derive(Debug)]
+struct CScalar {
+    func: AggregateFn,
+    arg: Option<Expr>,
+    op: BinaryOp,
+    value: Value,
+    /// The printed aggregate, e.g. `avg(duration)`.
+    name: String,
+}
+
+/// A compiled field expression.
+#[derive(Debug)]
+pub(crate) enum Expr {
+    Const(Value),
+    Intrinsic(Intrinsic),
+    Attr(AttributeScope, String),
+    Neg(Box<Expr>),
+    Not(Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Arith(BinaryOp, Box<Expr>, Box<Expr>),
+    Cmp {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        bind: Bind,
+    },
+    Regex {
+        negated: bool,
+        lhs: Box<Expr>,
+        re: Regex,
+        bind: Bind,
+    },
+    /// `operand != nil` (or `= nil` when `negated`).
+    Exists {
+        negated: bool,
+        operand: Box<Expr>,
+    },
+}
+
+/// Which per-event / per-link loops a comparison runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Bind {
+    events: bool,
+    links: bool,
+}
+
+#[derive(Default)]
+struct Compiler {
+    selects: Vec<(String, Expr)>,
+    structural: bool,
+}
+
+fn unsupported<T>(feature: impl Into<String>) -> Result<T, EvalError> {
+    Err(EvalError::Unsupported(Unsupported {
+        feature: feature.into(),
+    }))
+}
+
+impl Compiler {
+    fn pipeline(&mut self, pipeline: &Pipeline) -> Result<(Vec<CStage>, Option<CMetrics>), EvalError> {
+        let mut stages = Vec::new();
+        let mut metrics = None;
+        for stage in &pipeline.stages {
+            if metrics.is_some() {
+                return unsupported(format!("a stage after a metrics function (`{stage}`)"));
+            }
+            stages.push(match stage {
+                Stage::Spanset(expr) => CStage::Spanset(self.spanset(expr)?),
+                Stage::ScalarFilter(filter) => CStage::Scalar(CScalar {
+                    func: filter.aggregate.func,
+                    arg: filter.aggregate.args.first().map(|a| self.field(a)).transpose()?,
+                    op: filter.op,
+                    value: static_value(&filter.value),
+                    name: format!(
+                        "{}({})",
+                        filter.aggregate.func.name(),
+                        filter
+                            .aggregate
+                            .args
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }),
+                Stage::By(args) => {
+                    let [arg] = args.as_slice() else {
+                        return unsupported("by() with more than one argument");
+                    };
+                    CStage::By {
+                        name: format!("by({arg})"),
+                        expr: self.field(arg)?,
+                    }
+                }
+                Stage::Select(args) => {
+                    let mut fields = Vec::with_capacity(args.len());
+                    for arg in args {
+                        let name = arg.to_string();
+                        let n = match self.selects.iter().position(|(k, _)| *k == name) {
+                            Some(n) => n,
+                            None => {
+                                let expr = self.field(arg)?;
+                                self.selects.push((name, expr));
+                                self.selects.len() - 1
+                            }
+                        };
+                        fields.push(n);
+                    }
+                    CStage::Select(fields)
+                }
+                Stage::Metrics(m) => {
+                    let mut args = m.args.iter();
+                    let field = match m.func {
+                        MetricsFn::Rate | MetricsFn::CountOverTime => None,
+                        _ => args.next().map(|a| self.field(a)).transpose()?,
+                    };
+                    let quantiles = args
+                        .map(|q| match q {
+                            FieldExpr::Static(Static::Int(i)) => Ok(*i as f64),
+                            FieldExpr::Static(Static::Float(x)) => Ok(*x),
+                            other => unsupported(format!("the quantile `{other}`")),
+                        })
+                        .collect::<Result<Vec<f64>, EvalError>>()?;
+                    let by =
+                        m.by.iter()
+                            .flatten()
+                            .map(|b| Ok((b.to_string(), self.field(b)?)))
+                            .collect::<Result<Vec<_>, EvalError>>()?;
+                    metrics = Some(CMetrics {
+                        func: m.func,
+                        field,
+                        quantiles,
+                        by,
+                    });
+                    continue;
+                }
+                Stage::Coalesce => return unsupported("coalesce()"),
+                Stage::Compare(_) => return unsupported("compare()"),
+                Stage::SecondStage(s) => return unsupported(format!("{}()", s.func.name())),
+            });
+        }
+        Ok((stages, metrics))
+    }
+
+    fn spanset(&mut self, expr: &SpansetExpr) -> Result<SExpr, EvalError> {
+        Ok(match expr {
+            SpansetExpr::Filter(filter) => SExpr::Filter(filter.expr.as_ref().map(|e| self.field(e)).transpose()?),
+            SpansetExpr::Op { op, lhs, rhs } => {
+                let lhs = Box::new(self.spanset(lhs)?);
+                let rhs = Box::new(self.spanset(rhs)?);
+                let (rel, negated) = match op {
+                    SpansetOp::And => return Ok(SExpr::And(lhs, rhs)),
+                    SpansetOp::Or => return Ok(SExpr::Or(lhs, rhs)),
+                    SpansetOp::Child => (Relation::Child, false),
+                    SpansetOp::Descendant => (Relation::Descendant, false),
+                    SpansetOp::Parent => (Relation::Parent, false),
+                    SpansetOp::Ancestor => (Relation::Ancestor, false),
+                    SpansetOp::NotChild => (Relation::Child, true),
+                    SpansetOp::NotDescendant => (Relation::Descendant, true),
+                    SpansetOp::NotParent => (Relation::Parent, true),
+                    SpansetOp::NotAncestor => (Relation::Ancestor, true),
+                    SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
+                        return unsupported(format!("the sibling operator '{}'", op.symbol()));
+                    }
+                    SpansetOp::UnionChild
+                    | SpansetOp::UnionDescendant
+                    | SpansetOp::UnionParent
+                    | SpansetOp::UnionAncestor => {
+                        return unsupported(format!("the union structural operator '{}'", op.symbol()));
+                    }
+                };
+                self.structural = true;
+                SExpr::Rel { rel, negated, lhs, rhs }
+            }
+            SpansetExpr::Pipeline(_) => return unsupported("pipelines inside spanset expressions"),
+        })
+    }
+
+    fn field(&mut self, expr: &FieldExpr) -> Result<Expr, EvalError> {
+        Ok(match expr {
+            FieldExpr::Static(value) => Expr::Const(static_value(value)),
+            FieldExpr::Intrinsic(intrinsic) => match intrinsic {
+                Intrinsic::NestedSetLeft
+                | Intrinsic::NestedSetRight
+                | Intrinsic::NestedSetParent
+                | Intrinsic::EventTimeSinceStart => {
+                    return unsupported(format!("the {} intrinsic", intrinsic.name()));
+                }
+                _ => Expr::Intrinsic(*intrinsic),
+            },
+            FieldExpr::Attribute(attr) => {
+                if attr.parent {
+                    return unsupported("parent-scoped attributes (parent.)");
+                }
+                Expr::Attr(attr.scope, attr.name.clone())
+            }
+            FieldExpr::Unary { op, expr } => {
+                let operand = Box::new(self.field(expr)?);
+                match op {
+                    UnaryOp::Neg => Expr::Neg(operand),
+                    UnaryOp::Not => Expr::Not(operand),
+                }
+            }
+            FieldExpr::Binary { op, lhs, rhs } => {
+                let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
+                if op.is_comparison() && (nil(lhs) || nil(rhs)) && matches!(op, BinaryOp::Eq | BinaryOp::Neq) {
+                    let operand = if nil(rhs) { lhs } else { rhs };
+                    return Ok(Expr::Exists {
+                        negated: *op == BinaryOp::Eq,
+                        operand: Box::new(self.field(operand)?),
+                    });
+                }
+                if op.is_regex() {
+                    let FieldExpr::Static(Static::Str(pattern)) = rhs.as_ref() else {
+                        return unsupported(format!("a regular expression that is not a string literal (`{expr}`)"));
+                    };
+                    let re = Regex::new(&format!("^(?s:{pattern})$")).map_err(|e| EvalError::Regex {
+                        pattern: pattern.clone(),
+                        message: e.to_string(),
+                    })?;
+                    return Ok(Expr::Regex {
+                        negated: *op == BinaryOp::NotRegex,
+                        bind: Bind::of(lhs),
+                        lhs: Box::new(self.field(lhs)?),
+                        re,
+                    });
+                }
+                let l = Box::new(self.field(lhs)?);
+                let r = Box::new(self.field(rhs)?);
+                match op {
+                    BinaryOp::And => Expr::And(l, r),
+                    BinaryOp::Or => Expr::Or(l, r),
+                    _ if op.is_comparison() => {
+                        let bind = Bind::of(lhs).or(Bind::of(rhs));
+                        Expr::Cmp {
+                            op: *op,
+                            lhs: l,
+                            rhs: r,
+                            bind,
+                        }
+                    }
+                    _ => Expr::Arith(*op, l, r),
+                }
+            }
+        })
+    }
+}
+
+impl Bind {
+    /// The event and link fields `expr` reads.
+    fn of(expr: &FieldExpr) -> Bind {
+        match expr {
+            FieldExpr::Static(_) => Bind::default(),
+            FieldExpr::Intrinsic(i) => Bind {
+                events: matches!(i, Intrinsic::EventName | Intrinsic::EventTimeSinceStart),
+                links: matches!(i, Intrinsic::LinkTraceId | Intrinsic::LinkSpanId),
+            },
+            FieldExpr::Attribute(a) => Bind {
+                events: a.scope == AttributeScope::Event,
+                links: a.scope == AttributeScope::Link,
+            },
+            FieldExpr::Unary { expr, .. } => Bind::of(expr),
+            FieldExpr::Binary { lhs, rhs, .. } => Bind::of(lhs).or(Bind::of(rhs)),
+        }
+    }
+
+    fn or(self, other: Bind) -> Bind {
+        Bind {
+            events: self.events || other.events,
+            links: self.links || other.links,
+        }
+    }
+}
+
+pub(crate) fn static_value(value: &Static) -> Value {
+    match value {
+        Static::Str(s) => Value::Str(s.clone()),
+        Static::Int(i) => Value::Int(*i),
+        Static::Float(x) => Value::Float(*x),
+        Static::Duration(d) => Value::Duration(*d),
+        Static::Bool(b) => Value::Bool(*b),
+        Static::Nil => Value::Nil,
+        Static::Status(s) => Value::Status(*s),
+        Static::Kind(k) => Value::Kind(*k),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-trace environment
+
+/// What the evaluator precomputes once per trace.
+pub(crate) struct TraceEnv<'a> {
+    pub(crate) trace: &'a Trace,
+    root: Option<usize>,
+    duration: i64,
+    /// Built only when the query has structural operators.
+    structure: Option<Structure>,
+}
+
+impl<'a> TraceEnv<'a> {
+    pub(crate) fn new(trace: &'a Trace, structural: bool) -> TraceEnv<'a> {
+        let parents = trace.parents();
+        let root = root_from_parents(trace, &parents);
+        TraceEnv {
+            trace,
+            root,
+            duration: sat_i64(trace.duration_nano()),
+            structure: structural.then(|| Structure::new(parents)),
+        }
+    }
+
+    /// The context for evaluating a field expression on span `i`, with no event or link bound.
+    pub(crate) fn ctx(&'a self, i: usize) -> Ctx<'a> {
+        Ctx {
+            env: self,
+            span: &self.trace.spans[i],
+            event: None,
+            link: None,
+        }
+    }
+}
+
+fn sat_i64(x: u64) -> i64 {
+    i64::try_from(x).unwrap_or(i64::MAX)
+}
+
+/// Parent links of a trace, arranged for linear-time structural operators.
+///
+/// Each span has at most one parent, so following parents from any span ends at a span without
+/// a parent or runs into a cycle. `order` lists spans so that a parent comes before its children
+/// (spans without a parent and spans on cycles first); walking it forwards or backwards computes
+/// "some ancestor is in A" or "some descendant is in A" for all spans at once, and cycles are
+/// handled by counting A members per cycle instead of walking them.
+struct Structure {
+    parent: Vec<Option<usize>>,
+    /// For spans on a parent cycle, the cycle's number.
+    cycle: Vec<Option<usize>>,
+    /// The cycle a span reaches by following parents (its own for spans on a cycle).
+    reach: Vec<Option<usize>>,
+    cycles: usize,
+    order: Vec<usize>,
+}
+
+impl Structure {
+    fn new(parent: Vec<Option<usize>>) -> Structure {
+        let n = parent.len();
+        // Find cycles: walk up from each unvisited span, marking the path; meeting a span of the
+        // current path closes a cycle.
+        const NEW: u8 = 0;
+        const ON_PATH: u8 = 1;
+        const DONE: u8 = 2;
+        let mut state = vec![NEW; n];
+        let mut cycle = vec![None; n];
+        let mut cycles = 0;
+        let mut path = Vec::new();
+        for start in 0..n {
+            let mut at = Some(start);
+            while let Some(i) = at {
+                match state[i] {
+                    NEW => {
+                        state[i] = ON_PATH;
+                        path.push(i);
+                        at = parent[i];
+                    }
+                    ON_PATH => {
+                        let from = path.iter().rposition(|&p| p == i).unwrap_or(0);
+                        for &c in &path[from..] {
+                            cycle[c] = Some(cycles);
+                        }
+                        cycles += 1;
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            for &p in &path {
+                state[p] = DONE;
+            }
+            path.clear();
+        }
+        // Children of spans not on a cycle, as a compressed adjacency list.
+        let mut count = vec![0usize; n + 1];
+        for i in 0..n {
+            if let (Some(p), None) = (parent[i], cycle[i]) {
+                count[p + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            count[i + 1] += count[i];
+        }
+        let mut fill = count.clone();
+        let mut children = vec![0usize; count[n]];
+        for i in 0..n {
+            if let (Some(p), None) = (parent[i], cycle[i]) {
+                children[fill[p]] = i;
+                fill[p] += 1;
+            }
+        }
+        // Breadth-first from spans without a parent and spans on cycles.
+        let mut order: Vec<usize> = (0..n).filter(|&i| parent[i].is_none() || cycle[i].is_some()).collect();
+        let mut next = 0;
+        while next < order.len() {
+            let p = order[next];
+            next += 1;
+            order.extend_from_slice(&children[count[p]..count[p + 1]]);
+        }
+        let mut reach = vec![None; n];
+        for &i in &order {
+            reach[i] = match (cycle[i], parent[i]) {
+                (Some(c), _) => Some(c),
+                (None, Some(p)) => reach[p],
+                (None, None) => None,
+            };
+        }
+        Structure {
+            parent,
+            cycle,
+            reach,
+            cycles,
+            order,
+        }
+    }
+
+    /// The spans of `rhs` that stand in `rel` to some span of `lhs` (or to none, if `negated`).
+    fn relate(&self, rel: Relation, negated: bool, lhs: &[usize], rhs: &[usize]) -> Vec<usize> {
+        let n = self.parent.len();
+        let mut in_lhs = vec![false; n];
+        for &a in lhs {
+            in_lhs[a] = true;
+        }
+        let keep: Box<dyn Fn(usize) -> bool> = match rel {
+            Relation::Child => Box::new(|b: usize| self.parent[b].is_some_and(|p| in_lhs[p])),
+            Relation::Parent => {
+                let mut is_parent = vec![false; n];
+                for &a in lhs {
+                    if let Some(p) = self.parent[a] {
+                        is_parent[p] = true;
+                    }
+                }
+                Box::new(move |b: usize| is_parent[b])
+            }
+            Relation::Descendant => {
+                // below[i]: some span reached from i by one or more parent steps is in lhs.
+                let mut on_cycle = vec![0usize; self.cycles];
+                for &a in lhs {
+                    if let Some(c) = self.cycle[a] {
+                        on_cycle[c] += 1;
+                    }
+                }
+                let mut below = vec![false; n];
+                for &i in &self.order {
+                    below[i] = match (self.cycle[i], self.parent[i]) {
+                        (Some(c), _) => on_cycle[c] > 0,
+                        (None, Some(p)) => in_lhs[p] || below[p],
+                        (None, None) => false,
+                    };
+                }
+                let in_lhs = &in_lhs;
+                Box::new(move |b: usize| match self.cycle[b] {
+                    Some(c) => on_cycle[c] > usize::from(in_lhs[b]),
+                    None => below[b],
+                })
+            }
+            Relation::Ancestor => {
+                // above[i]: i is reached from some lhs span by one or more parent steps.
+                let mut reaching = vec![0usize; self.cycles];
+                for &a in lhs {
+                    if let Some(c) = self.reach[a] {
+                        reaching[c] += 1;
+                    }
+                }
+                let mut above = vec![false; n];
+                for &i in self.order.iter().rev() {
+                    if self.cycle[i].is_none()
+                        && (in_lhs[i] || above[i])
+                        && let Some(p) = self.parent[i]
+                    {
+                        above[p] = true;
+                    }
+                }
+                let in_lhs = &in_lhs;
+                Box::new(move |b: usize| match self.cycle[b] {
+                    Some(c) => reaching[c] > usize::from(in_lhs[b]),
+                    None => above[b],
+                })
+            }
+        };
+        rhs.iter().copied().filter(|&b| keep(b) != negated).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spanset expressions
+
+/// The spans of `universe` (ascending) that `expr` selects, ascending.
+fn spanset(env: &TraceEnv<'_>, expr: &SExpr, universe: &[usize]) -> Vec<usize> {
+    match expr {
+        SExpr::Filter(None) => universe.to_vec(),
+        SExpr::Filter(Some(e)) => universe
+            .iter()
+            .copied()
+            .filter(|&i| truthy(eval_value(e, env.ctx(i))))
+            .collect(),
+        SExpr::And(lhs, rhs) => {
+            let l = spanset(env, lhs, universe);
+            if l.is_empty() {
+                return l;
+            }
+            let r = spanset(env, rhs, universe);
+            if r.is_empty() {
+                return r;
+            }
+            union(&l, &r)
+        }
+        SExpr::Or(lhs, rhs) => union(&spanset(env, lhs, universe), &spanset(env, rhs, universe)),
+        SExpr::Rel { rel, negated, lhs, rhs } => {
+            let r = spanset(env, rhs, universe);
+            if r.is_empty() {
+                return r;
+            }
+            let l = spanset(env, lhs, universe);
+            match &env.structure {
+                Some(structure) => structure.relate(*rel, *negated, &l, &r),
+                // Unreachable: the compiler flags every query with a structural operator.
+                None => Vec::new(),
+            }
+        }
+    }
+}
+
+/// Merges two ascending, duplicate-free lists.
+fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field expressions
+
+/// Where a field expression is evaluated: a span, and the event and link bound by an enclosing
+/// comparison, if any.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    env: &'a TraceEnv<'a>,
+    span: &'a Span,
+    event: Option<&'a Event>,
+    link: Option<&'a Link>,
+}
+
+/// A value borrowed from the trace or the query, so evaluating a comparison allocates nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Val<'a> {
+    Nil,
+    Str(&'a str),
+    /// A span, trace or link id, kept as lowercase hex in place.
+    Id(HexId),
+    Int(i64),
+    Float(f64),
+    Duration(i64),
+    Bool(bool),
+    Status(Status),
+    Kind(Kind),
+    Array(&'a [Value]),
+}
+
+/// Up to 16 id bytes as lowercase hex, stored inline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HexId {
+    buf: [u8; 32],
+    len: u8,
+}
+
+impl HexId {
+    fn new(bytes: &[u8]) -> HexId {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 32];
+        let bytes = &bytes[..bytes.len().min(16)];
+        for (n, b) in bytes.iter().enumerate() {
+            buf[2 * n] = DIGITS[usize::from(b >> 4)];
+            buf[2 * n + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        HexId {
+            buf,
+            len: (2 * bytes.len()) as u8,
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl<'a> Val<'a> {
+    fn of(value: &'a Value) -> Val<'a> {
+        match value {
+            Value::Str(s) => Val::Str(s),
+            Value::Int(i) => Val::Int(*i),
+            Value::Float(x) => Val::Float(*x),
+            Value::Bool(b) => Val::Bool(*b),
+            Value::Duration(d) => Val::Duration(*d),
+            Value::Status(s) => Val::Status(*s),
+            Value::Kind(k) => Val::Kind(*k),
+            Value::Nil => Val::Nil,
+            Value::Array(a) => Val::Array(a),
+        }
+    }
+
+    fn opt(value: Option<&'a Value>) -> Val<'a> {
+        value.map_or(Val::Nil, Val::of)
+    }
+
+    pub(crate) fn to_value(self) -> Value {
+        match self {
+            Val::Nil => Value::Nil,
+            Val::Str(s) => Value::Str(s.to_owned()),
+            Val::Id(id) => Value::Str(id.as_str().to_owned()),
+            Val::Int(i) => Value::Int(i),
+            Val::Float(x) => Value::Float(x),
+            Val::Duration(d) => Value::Duration(d),
+            Val::Bool(b) => Value::Bool(b),
+            Val::Status(s) => Value::Status(s),
+            Val::Kind(k) => Value::Kind(k),
+            Val::Array(a) => Value::Array(a.to_vec()),
+        }
+    }
+
+    fn is_nil(&self) -> bool {
+        matches!(self, Val::Nil)
+    }
+}
+
+fn truthy(v: Val<'_>) -> bool {
+    matches!(v, Val::Bool(true))
+}
+
+/// Evaluates a field expression on one span.
+pub(crate) fn eval_value<'a>(expr: &'a Expr, ctx: Ctx<'a>) -> Val<'a> {
+    match expr {
+        Expr::Const(v) => Val::of(v),
+        Expr::Intrinsic(i) => intrinsic(*i, ctx),
+        Expr::Attr(scope, name) => attribute(*scope, name, ctx),
+        Expr::Neg(e) => neg(eval_value(e, ctx)),
+        Expr::Not(e) => match eval_value(e, ctx) {
+            Val::Bool(b) => Val::Bool(!b),
+            _ => Val::Nil,
+        },
+        Expr::And(l, r) => Val::Bool(truthy(eval_value(l, ctx)) && truthy(eval_value(r, ctx))),
+        Expr::Or(l, r) => Val::Bool(truthy(eval_value(l, ctx)) || truthy(eval_value(r, ctx))),
+        Expr::Arith(op, l, r) => arith(*op, eval_value(l, ctx), eval_value(r, ctx)),
+        Expr::Cmp { op, lhs, rhs, bind } => Val::Bool(bound(ctx, *bind, &|c| {
+            compare(*op, eval_value(lhs, c), eval_value(rhs, c))
+        })),
+        Expr::Regex { negated, lhs, re, bind } => {
+            Val::Bool(bound(ctx, *bind, &|c| regex_match(re, *negated, eval_value(lhs, c))))
+        }
+        Expr::Exists { negated, operand } => Val::Bool(eval_value(operand, ctx).is_nil() == *negated),
+    }
+}
+
+/// Runs `test` once per event and/or link of the span, binding each in turn, and reports
+/// whether any run passed. Already-bound scopes (from an enclosing comparison) stay as they are.
+fn bound<'a>(ctx: Ctx<'a>, bind: Bind, test: &dyn Fn(Ctx<'a>) -> bool) -> bool {
+    let events = bind.events && ctx.event.is_none();
+    let links = bind.links && ctx.link.is_none();
+    let per_link = |c: Ctx<'a>| {
+        if links {
+            c.span.links.iter().any(|l| test(Ctx { link: Some(l), ..c }))
+        } else {
+            test(c)
+        }
+    };
+    if events {
+        ctx.span.events.iter().any(|e| per_link(Ctx { event: Some(e), ..ctx }))
+    } else {
+        per_link(ctx)
+    }
+}
+
+fn attribute<'a>(scope: AttributeScope, name: &str, ctx: Ctx<'a>) -> Val<'a> {
+    let span = ctx.span;
+    Val::opt(match scope {
+        AttributeScope::Unscoped => find_attr(&span.span_attrs, name).or_else(|| find_attr(&span.resource_attrs, name)),
+        AttributeScope::Span => find_attr(&span.span_attrs, name),
+        AttributeScope::Resource => find_attr(&span.resource_attrs, name),
+        AttributeScope::Instrumentation => find_attr(&span.scope_attrs, name),
+        AttributeScope::Event => match ctx.event {
+            Some(e) => find_attr(&e.attrs, name),
+            None => span.events.iter().find_map(|e| find_attr(&e.attrs, name)),
+        },
+        AttributeScope::Link => match ctx.link {
+            Some(l) => find_attr(&l.attrs, name),
+            None => span.links.iter().find_map(|l| find_attr(&l.attrs, name)),
+        },
+    })
+}
+
+fn intrinsic<'a>(intrinsic: Intrinsic, ctx: Ctx<'a>) -> Val<'a> {
+    let span = ctx.span;
+    let env = ctx.env;
+    match intrinsic {
+        Intrinsic::Name => Val::Str(&span.name),
+        Intrinsic::Status => Val::Status(span.status),
+        Intrinsic::StatusMessage => Val::Str(&span.status_message),
+        Intrinsic::Kind => Val::Kind(span.kind),
+        Intrinsic::Duration => Val::Duration(sat_i64(span.duration_nano)),
+        Intrinsic::RootName => env.root.map_or(Val::Nil, |r| Val::Str(&env.trace.spans[r].name)),
+        Intrinsic::RootServiceName => env.root.map_or(Val::Nil, |r| {
+            Val::opt(find_attr(&env.trace.spans[r].resource_attrs, "service.name"))
+        }),
+        Intrinsic::TraceDuration => Val::Duration(env.duration),
+        Intrinsic::SpanId => Val::Id(HexId::new(&span.span_id)),
+        Intrinsic::ParentId => span.parent_span_id.map_or(Val::Nil, |p| Val::Id(HexId::new(&p))),
+        Intrinsic::TraceId => Val::Id(HexId::new(&span.trace_id)),
+        Intrinsic::EventName => ctx
+            .event
+            .or(span.events.first())
+            .map_or(Val::Nil, |e| Val::Str(&e.name)),
+        Intrinsic::LinkTraceId => ctx
+            .link
+            .or(span.links.first())
+            .map_or(Val::Nil, |l| Val::Id(HexId::new(&l.trace_id))),
+        Intrinsic::LinkSpanId => ctx
+            .link
+            .or(span.links.first())
+            .map_or(Val::Nil, |l| Val::Id(HexId::new(&l.span_id))),
+        Intrinsic::InstrumentationName => Val::Str(&span.scope_name),
+        Intrinsic::InstrumentationVersion => Val::Str(&span.scope_version),
+        // Rejected when compiling.
+        Intrinsic::NestedSetLeft
+        | Intrinsic::NestedSetRight
+        | Intrinsic::NestedSetParent
+        | Intrinsic::EventTimeSinceStart => Val::Nil,
+    }
+}
+
+fn neg(v: Val<'_>) -> Val<'_> {
+    match v {
+        Val::Int(i) => i.checked_neg().map_or(Val::Float(-(i as f64)), Val::Int),
+        Val::Float(x) => Val::Float(-x),
+        Val::Duration(d) => d.checked_neg().map_or(Val::Float(-(d as f64)), Val::Duration),
+        _ => Val::Nil,
+    }
+}
+
+/// The value of a number or duration as `f64` (durations in nanoseconds).
+fn as_f64(v: Val<'_>) -> Option<f64> {
+    match v {
+        Val::Int(i) | Val::Duration(i) => Some(i as f64),
+        Val::Float(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn arith<'a>(op: BinaryOp, l: Val<'a>, r: Val<'a>) -> Val<'a> {
+    if let (Val::Int(a), Val::Int(b)) = (l, r) {
+        return int_arith(op, a, b);
+    }
+    let (Some(a), Some(b)) = (as_f64(l), as_f64(r)) else {
+        return Val::Nil;
+    };
+    Val::Float(float_arith(op, a, b))
+}
+
+fn float_arith(op: BinaryOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Mod => a % b,
+        BinaryOp::Pow => a.powf(b),
+        _ => f64::NAN,
+    }
+}
+
+fn int_arith<'a>(op: BinaryOp, a: i64, b: i64) -> Val<'a> {
+    let exact = match op {
+        BinaryOp::Add => a.checked_add(b),
+        BinaryOp::Sub => a.checked_sub(b),
+        BinaryOp::Mul => a.checked_mul(b),
+        BinaryOp::Div | BinaryOp::Mod if b == 0 => return Val::Nil,
+        BinaryOp::Div => a.checked_div(b),
+        BinaryOp::Mod => Some(a.checked_rem(b).unwrap_or(0)),
+        BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
+        _ => return Val::Nil,
+    };
+    exact.map_or_else(|| Val::Float(float_arith(op, a as f64, b as f64)), Val::Int)
+}
+
+/// Applies a comparison operator to an ordering; `None` (unordered, NaN) satisfies only `!=`.
+fn apply(op: BinaryOp, ord: Option<Ordering>) -> bool {
+    match op {
+        BinaryOp::Eq => ord == Some(Ordering::Equal),
+        BinaryOp::Neq => ord != Some(Ordering::Equal),
+        BinaryOp::Lt => ord == Some(Ordering::Less),
+        BinaryOp::Lte => matches!(ord, Some(Ordering::Less | Ordering::Equal)),
+        BinaryOp::Gt => ord == Some(Ordering::Greater),
+        BinaryOp::Gte => matches!(ord, Some(Ordering::Greater | Ordering::Equal)),
+        _ => false,
+    }
+}
+
+/// `l op r` for a comparison operator, with array elements handled as documented.
+pub(crate) fn compare(op: BinaryOp, l: Val<'_>, r: Val<'_>) -> bool {
+    match (l, r) {
+        (Val::Nil, _) | (_, Val::Nil) | (Val::Array(_), Val::Array(_)) => false,
+        (Val::Array(elems), scalar) => elements(op, elems, |e| compare_scalar(op, e, scalar)),
+        (scalar, Val::Array(elems)) => elements(op, elems, |e| compare_scalar(op, scalar, e)),
+        _ => compare_scalar(op, l, r),
+    }
+}
+
+/// `!=` must hold for every element; any other operator for some element.
+fn elements(op: BinaryOp, elems: &[Value], test: impl Fn(Val<'_>) -> bool) -> bool {
+    if op == BinaryOp::Neq {
+        elems.iter().all(|e| test(Val::of(e)))
+    } else {
+        elems.iter().any(|e| test(Val::of(e)))
+    }
+}
+
+fn compare_scalar(op: BinaryOp, l: Val<'_>, r: Val<'_>) -> bool {
+    match (l, r) {
+        (Val::Nil, _) | (_, Val::Nil) => false,
+        (Val::Int(a) | Val::Duration(a), Val::Int(b) | Val::Duration(b)) => apply(op, Some(a.cmp(&b))),
+        (Val::Int(_) | Val::Duration(_) | Val::Float(_), Val::Int(_) | Val::Duration(_) | Val::Float(_)) => {
+            let (Some(a), Some(b)) = (as_f64(l), as_f64(r)) else {
+                return false;
+            };
+            apply(op, a.partial_cmp(&b))
+        }
+        (Val::Bool(a), Val::Bool(b)) => equality(op, a == b),
+        (Val::Status(a), Val::Status(b)) => equality(op, a == b),
+        (Val::Kind(a), Val::Kind(b)) => equality(op, a == b),
+        _ => match (str_of(&l), str_of(&r)) {
+            (Some(a), Some(b)) => apply(op, Some(a.cmp(b))),
+            _ => false,
+        },
+    }
+}
+
+fn str_of<'v>(v: &'v Val<'_>) -> Option<&'v str> {
+    match v {
+        Val::Str(s) => Some(s),
+        Val::Id(id) => Some(id.as_str()),
+        _ => None,
+    }
+}
+
+/// `=` or `!=` for values that have no order.
+fn equality(op: BinaryOp, equal: bool) -> bool {
+    match op {
+        BinaryOp::Eq => equal,
+        BinaryOp::Neq => !equal,
+        _ => false,
+    }
+}
+
+fn regex_match(re: &Regex, negated: bool, v: Val<'_>) -> bool {
+    let one = |v: &Val<'_>| str_of(v).map(|s| re.is_match(s) != negated);
+    match v {
+        Val::Array(elems) if negated => elems.iter().all(|e| one(&Val::of(e)) == Some(true)),
+        Val::Array(elems) => elems.iter().any(|e| one(&Val::of(e)) == Some(true)),
+        _ => one(&v) == Some(true),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregates
+
+/// An aggregate over a spanset, kept exact where the inputs allow.
+#[derive(Debug, Clone, Copy)]
+enum Agg {
+    Int(i128),
+    Duration(i128),
+    Float(f64),
+    /// An average of integers (or durations, when `duration`) as `sum / count`.
+    Ratio {
+        sum: i128,
+        count: u64,
+        duration: bool,
+    },
+}
+
+/// How a set of aggregated numbers is typed: all integers, all durations, or mixed (floats).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NumKind {
+    Int,
+    Duration,
+    Float,
+}
+
+impl CScalar {
+    fn aggregate(&self, env: &TraceEnv<'_>, spans: &[usize]) -> Option<Agg> {
+        if self.func == AggregateFn::Count {
+            return Some(Agg::Int(spans.len() as i128));
+        }
+        let arg = self.arg.as_ref()?;
+        let mut kind = None;
+        let mut values: Vec<Val<'_>> = Vec::with_capacity(spans.len());
+        for &i in spans {
+            let v = eval_value(arg, env.ctx(i));
+            let k = match v {
+                Val::Int(_) => NumKind::Int,
+                Val::Duration(_) => NumKind::Duration,
+                Val::Float(_) => NumKind::Float,
+                _ => continue,
+            };
+            kind = Some(match kind {
+                None => k,
+                Some(prev) if prev == k => k,
+                Some(_) => NumKind::Float,
+            });
+            values.push(v);
+        }
+        let kind = kind?;
+        let exact = |v: &Val<'_>| match v {
+            Val::Int(i) | Val::Duration(i) => i128::from(*i),
+            _ => 0,
+        };
+        let typed = |x: i128| match kind {
+            NumKind::Duration => Agg::Duration(x),
+            _ => Agg::Int(x),
+        };
+        let floats = || values.iter().filter_map(|v| as_f64(*v));
+        Some(match (self.func, kind) {
+            (AggregateFn::Sum, NumKind::Float) => Agg::Float(floats().sum()),
+            (AggregateFn::Sum, _) => typed(values.iter().map(exact).sum()),
+            (AggregateFn::Min, NumKind::Float) => Agg::Float(floats().fold(f64::INFINITY, f64::min)),
+            (AggregateFn::Min, _) => typed(values.iter().map(exact).min()?),
+            (AggregateFn::Max, NumKind::Float) => Agg::Float(floats().fold(f64::NEG_INFINITY, f64::max)),
+            (AggregateFn::Max, _) => typed(values.iter().map(exact).max()?),
+            (AggregateFn::Avg, NumKind::Float) => Agg::Float(floats().sum::<f64>() / values.len() as f64),
+            (AggregateFn::Avg, _) => Agg::Ratio {
+                sum: values.iter().map(exact).sum(),
+                count: values.len() as u64,
+                duration: kind == NumKind::Duration,
+            },
+            (AggregateFn::Count, _) => Agg::Int(values.len() as i128),
+        })
+    }
+}
+
+impl Agg {
+    /// `self op value` for a numeric literal; exact for integer and duration literals.
+    fn compare(self, op: BinaryOp, value: &Value) -> bool {
+        let exact = match value {
+            Value::Int(v) | Value::Duration(v) => Some(i128::from(*v)),
+            _ => None,
+        };
+        let float = match value {
+            Value::Int(v) | Value::Duration(v) => *v as f64,
+            Value::Float(x) => *x,
+            _ => return false,
+        };
+        let ord = match (self, exact) {
+            (Agg::Int(x) | Agg::Duration(x), Some(v)) => Some(x.cmp(&v)),
+            (Agg::Ratio { sum, count, .. }, Some(v)) => Some(sum.cmp(&(v * i128::from(count)))),
+            _ => self.as_f64().partial_cmp(&float),
+        };
+        apply(op, ord)
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Agg::Int(x) | Agg::Duration(x) => x as f64,
+            Agg::Float(x) => x,
+            Agg::Ratio { sum, count, .. } => sum as f64 / count as f64,
+        }
+    }
+
+    fn to_value(self) -> Value {
+        match self {
+            Agg::Int(x) => i64::try_from(x).map_or(Value::Float(x as f64), Value::Int),
+            Agg::Duration(x) => Value::Duration(i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })),
+            Agg::Float(x) => Value::Float(x),
+            Agg::Ratio { duration: true, .. } => Value::Duration(self.as_f64().round() as i64),
+            Agg::Ratio { .. } => Value::Float(self.as_f64()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grouping
+
+/// A hashable stand-in for a [`Value`]: floats by bit pattern (with `-0.0` as `0.0` and one NaN).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum GroupKey {
+    Str(String),
+    Int(i64),
+    Float(u64),
+    Bool(bool),
+    Duration(i64),
+    Status(Status),
+    Kind(Kind),
+    Nil,
+    Array(Vec<GroupKey>),
+}
+
+impl GroupKey {
+    pub(crate) fn of(value: &Value) -> GroupKey {
+        match value {
+            Value::Str(s) => GroupKey::Str(s.clone()),
+            Value::Int(i) => GroupKey::Int(*i),
+            Value::Float(x) => GroupKey::Float(if x.is_nan() {
+                f64::NAN.to_bits()
+            } else {
+                (x + 0.0).to_bits()
+            }),
+            Value::Bool(b) => GroupKey::Bool(*b),
+            Value::Duration(d) => GroupKey::Duration(*d),
+            Value::Status(s) => GroupKey::Status(*s),
+            Value::Kind(k) => GroupKey::Kind(*k),
+            Value::Nil => GroupKey::Nil,
+            Value::Array(a) => GroupKey::Array(a.iter().map(GroupKey::of).collect()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

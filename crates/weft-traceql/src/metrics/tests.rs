@@ -1,0 +1,283 @@
+//! Hand-written metrics cases over the evaluator's fixture trace.
+//!
+//! With steps of 500ns from 0 to 2500, the fixture's spans fall in these steps:
+//! step 1 `[500, 1000)`: [7]; step 2 `[1000, 1500)`: [0] [1] [2] [3] [4] [5]; step 3: [6].
+
+use crate::eval::tests::fixture;
+use crate::{EvalError, MAX_METRICS_STEPS, Series, Trace, Value, eval_metrics, parse};
+
+/// A series as (labels, values).
+type Row = (Vec<(String, Value)>, Vec<Option<f64>>);
+
+fn run_on(q: &str, traces: &[Trace], start: u64, end: u64, step: u64) -> Vec<Series> {
+    let query = parse(q).unwrap_or_else(|e| panic!("`{q}`: {e}"));
+    eval_metrics(&query, traces, start, end, step).unwrap_or_else(|e| panic!("`{q}`: {e}"))
+}
+
+fn run(q: &str) -> Vec<Series> {
+    run_on(q, &[fixture()], 0, 2500, 500)
+}
+
+fn label(name: &str, value: Value) -> (String, Value) {
+    (name.to_owned(), value)
+}
+
+fn s(v: &str) -> Value {
+    Value::Str(v.to_owned())
+}
+
+fn counts(values: &[f64]) -> Vec<Option<f64>> {
+    values.iter().map(|&v| Some(v)).collect()
+}
+
+/// Compares step values with a relative tolerance (seconds are fractions of nanoseconds).
+fn assert_close(got: &[Option<f64>], want: &[Option<f64>]) {
+    assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        match (g, w) {
+            (Some(g), Some(w)) => assert!(
+                (g - w).abs() <= 1e-12 * w.abs().max(1e-300),
+                "got {got:?}, want {want:?}"
+            ),
+            _ => assert_eq!(g, w, "got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn count_and_rate() {
+    assert_eq!(
+        run("{ } | count_over_time()"),
+        vec![Series {
+            labels: vec![label("__name__", s("count_over_time"))],
+            values: counts(&[0.0, 1.0, 6.0, 1.0, 0.0]),
+        }]
+    );
+    let rate = run("{ } | rate()");
+    assert_eq!(rate[0].labels, vec![label("__name__", s("rate"))]);
+    // 500ns steps: one span is 2,000,000 spans per second.
+    assert_close(&rate[0].values, &counts(&[0.0, 2e6, 12e6, 2e6, 0.0]));
+    let errors = run("{ status = error } | rate()");
+    assert_close(&errors[0].values, &counts(&[0.0, 0.0, 4e6, 0.0, 0.0]));
+    // A structural query counts the spans it returns.
+    let children = run("{ kind = server } > { } | count_over_time()");
+    assert_eq!(children[0].values, counts(&[0.0, 0.0, 4.0, 1.0, 0.0]));
+    // No span matches: no series.
+    assert!(run("{ span.nope } | rate()").is_empty());
+}
+
+#[test]
+fn by_labels() {
+    assert_eq!(
+        run("{ } | count_over_time() by (resource.service.name)"),
+        vec![
+            Series {
+                labels: vec![label("resource.service.name", s("backend"))],
+                values: counts(&[0.0, 1.0, 3.0, 0.0, 0.0]),
+            },
+            Series {
+                labels: vec![label("resource.service.name", s("frontend"))],
+                values: counts(&[0.0, 0.0, 3.0, 1.0, 0.0]),
+            },
+        ]
+    );
+    // Spans lacking the field form the nil series; series are sorted by label value.
+    let got = run("{ } | count_over_time() by (span.http.status_code)");
+    let labels: Vec<_> = got.iter().map(|s| s.labels.clone()).collect();
+    assert_eq!(
+        labels,
+        vec![
+            vec![label("span.http.status_code", Value::Nil)],
+            vec![label("span.http.status_code", Value::Int(200))],
+            vec![label("span.http.status_code", Value::Int(500))],
+            vec![label("span.http.status_code", s("500"))],
+        ]
+    );
+    assert_eq!(got[0].values, counts(&[0.0, 0.0, 4.0, 1.0, 0.0]));
+    // Nil values are left out of the labels; the rest keep their order.
+    let got = run("{ } | count_over_time() by (resource.service.name, span.http.status_code)");
+    let labels: Vec<_> = got.iter().map(|s| s.labels.clone()).collect();
+    assert_eq!(
+        labels,
+        vec![
+            vec![label("resource.service.name", s("backend"))],
+            vec![
+                label("resource.service.name", s("backend")),
+                label("span.http.status_code", s("500")),
+            ],
+            vec![label("resource.service.name", s("frontend"))],
+            vec![
+                label("resource.service.name", s("frontend")),
+                label("span.http.status_code", Value::Int(200)),
+            ],
+            vec![
+                label("resource.service.name", s("frontend")),
+                label("span.http.status_code", Value::Int(500)),
+            ],
+        ]
+    );
+    let got = run("{ } | rate() by (status)");
+    assert_eq!(got.len(), 3);
+    let got = run("{ } | rate() by (event:name)");
+    assert_eq!(got[0].labels, vec![label("event:name", Value::Nil)]);
+    assert_eq!(got[1].labels, vec![label("event:name", s("exception"))]);
+}
+
+#[test]
+fn over_time_aggregates() {
+    // Step 2 durations: 1000 100 700 600 400 10 ns; step 1: 50; step 3: 40 (in seconds).
+    let ns = |x: f64| Some(x * 1e-9);
+    let min = run("{ } | min_over_time(duration)");
+    assert_eq!(min[0].labels, vec![label("__name__", s("min_over_time"))]);
+    assert_close(&min[0].values, &[None, ns(50.0), ns(10.0), ns(40.0), None]);
+    let max = run("{ } | max_over_time(duration)");
+    assert_close(&max[0].values, &[None, ns(50.0), ns(1000.0), ns(40.0), None]);
+    let sum = run("{ } | sum_over_time(duration)");
+    assert_close(&sum[0].values, &[None, ns(50.0), ns(2810.0), ns(40.0), None]);
+    let avg = run("{ } | avg_over_time(duration)");
+    assert_close(&avg[0].values, &[None, ns(50.0), ns(2810.0 / 6.0), ns(40.0), None]);
+    // Integers stay as they are; strings are skipped and start no series.
+    let sum = run("{ } | sum_over_time(span.http.status_code) by (resource.service.name)");
+    assert_eq!(
+        sum,
+        vec![Series {
+            labels: vec![label("resource.service.name", s("frontend"))],
+            values: vec![None, None, Some(700.0), None, None],
+        }]
+    );
+    let avg = run("{ } | avg_over_time(span.ratio)");
+    assert_close(&avg[0].values, &[None, None, Some(0.375), None, None]);
+    assert!(run("{ } | max_over_time(span.nope)").is_empty());
+}
+
+#[test]
+fn quantiles_are_exact() {
+    // Step 2, ascending: 10 100 400 600 700 1000 ns.
+    let got = run("{ } | quantile_over_time(duration, 0.9, 0.5, 0, 1)");
+    let labels: Vec<_> = got.iter().map(|s| s.labels.clone()).collect();
+    assert_eq!(
+        labels,
+        vec![
+            vec![label("p", Value::Float(0.0))],
+            vec![label("p", Value::Float(0.5))],
+            vec![label("p", Value::Float(0.9))],
+            vec![label("p", Value::Float(1.0))],
+        ]
+    );
+    let ns = |x: f64| Some(x * 1e-9);
+    assert_close(&got[0].values, &[None, ns(50.0), ns(10.0), ns(40.0), None]);
+    // Rank 2.5: halfway between 400 and 600.
+    assert_close(&got[1].values, &[None, ns(50.0), ns(500.0), ns(40.0), None]);
+    // Rank 4.5: halfway between 700 and 1000.
+    assert_close(&got[2].values, &[None, ns(50.0), ns(850.0), ns(40.0), None]);
+    assert_close(&got[3].values, &[None, ns(50.0), ns(1000.0), ns(40.0), None]);
+    let by = run("{ } | quantile_over_time(duration, 0.5) by (resource.service.name)");
+    assert_eq!(
+        by.iter().map(|s| s.labels.clone()).collect::<Vec<_>>(),
+        vec![
+            vec![
+                label("resource.service.name", s("backend")),
+                label("p", Value::Float(0.5))
+            ],
+            vec![
+                label("resource.service.name", s("frontend")),
+                label("p", Value::Float(0.5))
+            ],
+        ]
+    );
+    // Backend step 2: 10 400 600 ns.
+    assert_close(&by[0].values, &[None, ns(50.0), ns(400.0), None, None]);
+    // Floats are included.
+    let ratio = run("{ } | quantile_over_time(span.ratio, 0.5)");
+    assert_close(&ratio[0].values, &[None, None, Some(0.375), None, None]);
+}
+
+#[test]
+fn histograms() {
+    let got = run("{ } | histogram_over_time(duration)");
+    let rows: Vec<Row> = got.into_iter().map(|s| (s.labels, s.values)).collect();
+    let bucket = |ns: f64| vec![label("__bucket", Value::Float(ns / 1e9))];
+    assert_eq!(
+        rows,
+        vec![
+            (bucket(16.0), counts(&[0.0, 0.0, 1.0, 0.0, 0.0])),
+            (bucket(64.0), counts(&[0.0, 1.0, 0.0, 1.0, 0.0])),
+            (bucket(128.0), counts(&[0.0, 0.0, 1.0, 0.0, 0.0])),
+            (bucket(512.0), counts(&[0.0, 0.0, 1.0, 0.0, 0.0])),
+            (bucket(1024.0), counts(&[0.0, 0.0, 3.0, 0.0, 0.0])),
+        ]
+    );
+    // Integers bucket as themselves; strings are skipped; by() labels come first.
+    let got = run("{ } | histogram_over_time(span.http.status_code) by (resource.service.name)");
+    assert_eq!(
+        got,
+        vec![
+            Series {
+                labels: vec![
+                    label("resource.service.name", s("frontend")),
+                    label("__bucket", Value::Float(256.0)),
+                ],
+                values: counts(&[0.0, 0.0, 1.0, 0.0, 0.0]),
+            },
+            Series {
+                labels: vec![
+                    label("resource.service.name", s("frontend")),
+                    label("__bucket", Value::Float(512.0)),
+                ],
+                values: counts(&[0.0, 0.0, 1.0, 0.0, 0.0]),
+            },
+        ]
+    );
+    // Exact powers of two are their own bucket; floats are skipped.
+    assert_eq!(
+        run("{ } | histogram_over_time(span.user.id)")[0].labels,
+        vec![label("__bucket", Value::Float(8.0))]
+    );
+    assert!(run("{ } | histogram_over_time(span.ratio)").is_empty());
+    // A missing by() field is left out, not labelled nil, for histograms.
+    let got = run("{ } | histogram_over_time(span.user.id) by (span.nope)");
+    assert_eq!(got[0].labels, vec![label("__bucket", Value::Float(8.0))]);
+}
+
+#[test]
+fn range_and_traces() {
+    let t = fixture();
+    // Spans starting at or after the end are ignored; a partial last step still counts.
+    let got = run_on("{ } | count_over_time()", std::slice::from_ref(&t), 1000, 1300, 200);
+    assert_eq!(got[0].values, counts(&[2.0, 2.0]));
+    // Every trace contributes.
+    let got = run_on("{ } | count_over_time()", &[t.clone(), t.clone()], 0, 2500, 2500);
+    assert_eq!(got[0].values, counts(&[16.0]));
+    // Empty input: no series.
+    assert!(run_on("{ } | rate()", &[], 0, 10, 1).is_empty());
+    assert!(run_on("{ } | rate()", &[Trace::default()], 0, 10, 1).is_empty());
+}
+
+#[test]
+fn errors() {
+    let err = |q: &str, start: u64, end: u64, step: u64| {
+        eval_metrics(&parse(q).expect(q), [&fixture()], start, end, step).expect_err(q)
+    };
+    assert_eq!(
+        err("{ }", 0, 10, 1).to_string(),
+        "`{ }` is not a metrics query: it has no rate(), count_over_time() or other metrics function"
+    );
+    assert_eq!(
+        err("{ } | rate()", 0, 10, 0).to_string(),
+        "invalid metrics range: step must be positive, found 0"
+    );
+    assert_eq!(
+        err("{ } | rate()", 10, 10, 1).to_string(),
+        "invalid metrics range: end 10 must be after start 10"
+    );
+    assert!(matches!(
+        err("{ } | rate()", 0, MAX_METRICS_STEPS + 1, 1),
+        EvalError::Range { .. }
+    ));
+    let ok = eval_metrics(&parse("{ } | rate()").unwrap(), [&fixture()], 0, MAX_METRICS_STEPS, 1);
+    assert!(ok.is_ok());
+    assert!(matches!(
+        err("{ } | rate() by (resource.service.name) | topk(10)", 0, 10, 1),
+        EvalError::Unsupported(_)
+    ));
+}
