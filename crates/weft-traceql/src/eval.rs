@@ -447,7 +447,7 @@ impl Compiler {
                     func: filter.aggregate.func,
                     arg: filter.aggregate.args.first().map(|a| self.field(a)).transpose()?,
                     op: filter.op,
-                    value: static_value(&filter.value),
+                    value: Value::from(&filter.value),
                     name: format!(
                         "{}({})",
                         filter.aggregate.func.name(),
@@ -536,14 +536,10 @@ impl Compiler {
                     SpansetOp::NotDescendant => (Relation::Descendant, true),
                     SpansetOp::NotParent => (Relation::Parent, true),
                     SpansetOp::NotAncestor => (Relation::Ancestor, true),
-                    SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
-                        return unsupported(format!("the sibling operator '{}'", op.symbol()));
-                    }
-                    SpansetOp::UnionChild
-                    | SpansetOp::UnionDescendant
-                    | SpansetOp::UnionParent
-                    | SpansetOp::UnionAncestor => {
-                        return unsupported(format!("the union structural operator '{}'", op.symbol()));
+                    _ => {
+                        let feature = crate::support::unsupported_spanset_op(*op)
+                            .unwrap_or_else(|| format!("the spanset operator '{}'", op.symbol()));
+                        return unsupported(feature);
                     }
                 };
                 self.structural = true;
@@ -555,7 +551,7 @@ impl Compiler {
 
     fn field(&mut self, expr: &FieldExpr) -> Result<Expr, EvalError> {
         Ok(match expr {
-            FieldExpr::Static(value) => Expr::Const(static_value(value)),
+            FieldExpr::Static(value) => Expr::Const(Value::from(value)),
             FieldExpr::Intrinsic(intrinsic) => match intrinsic {
                 Intrinsic::NestedSetLeft
                 | Intrinsic::NestedSetRight
@@ -649,16 +645,18 @@ impl Bind {
     }
 }
 
-pub(crate) fn static_value(value: &Static) -> Value {
-    match value {
-        Static::Str(s) => Value::Str(s.clone()),
-        Static::Int(i) => Value::Int(*i),
-        Static::Float(x) => Value::Float(*x),
-        Static::Duration(d) => Value::Duration(*d),
-        Static::Bool(b) => Value::Bool(*b),
-        Static::Nil => Value::Nil,
-        Static::Status(s) => Value::Status(*s),
-        Static::Kind(k) => Value::Kind(*k),
+impl From<&Static> for Value {
+    fn from(value: &Static) -> Value {
+        match value {
+            Static::Str(s) => Value::Str(s.clone()),
+            Static::Int(i) => Value::Int(*i),
+            Static::Float(x) => Value::Float(*x),
+            Static::Duration(d) => Value::Duration(*d),
+            Static::Bool(b) => Value::Bool(*b),
+            Static::Nil => Value::Nil,
+            Static::Status(s) => Value::Status(*s),
+            Static::Kind(k) => Value::Kind(*k),
+        }
     }
 }
 

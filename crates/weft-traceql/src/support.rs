@@ -51,22 +51,26 @@ fn spanset(expr: &SpansetExpr) -> Result<(), Unsupported> {
             None => Ok(()),
         },
         SpansetExpr::Op { op, lhs, rhs } => {
-            match op {
-                SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
-                    return unsupported(format!("the sibling operator '{}'", op.symbol()));
-                }
-                SpansetOp::UnionChild
-                | SpansetOp::UnionDescendant
-                | SpansetOp::UnionParent
-                | SpansetOp::UnionAncestor => {
-                    return unsupported(format!("the union structural operator '{}'", op.symbol()));
-                }
-                _ => {}
+            if let Some(feature) = unsupported_spanset_op(*op) {
+                return unsupported(feature);
             }
             spanset(lhs)?;
             spanset(rhs)
         }
         SpansetExpr::Pipeline(_) => unsupported("pipelines inside spanset expressions"),
+    }
+}
+
+/// The feature name of a spanset operator the evaluator does not run, or `None` if it does.
+pub(crate) fn unsupported_spanset_op(op: SpansetOp) -> Option<String> {
+    match op {
+        SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
+            Some(format!("the sibling operator '{}'", op.symbol()))
+        }
+        SpansetOp::UnionChild | SpansetOp::UnionDescendant | SpansetOp::UnionParent | SpansetOp::UnionAncestor => {
+            Some(format!("the union structural operator '{}'", op.symbol()))
+        }
+        _ => None,
     }
 }
 

@@ -357,19 +357,6 @@ fn to_f64(v: &Value) -> f64 {
     }
 }
 
-fn static_value(s: &Static) -> Value {
-    match s {
-        Static::Str(s) => Value::Str(s.clone()),
-        Static::Int(i) => Value::Int(*i),
-        Static::Float(x) => Value::Float(*x),
-        Static::Duration(d) => Value::Duration(*d),
-        Static::Bool(b) => Value::Bool(*b),
-        Static::Nil => Value::Nil,
-        Static::Status(s) => Value::Status(*s),
-        Static::Kind(k) => Value::Kind(*k),
-    }
-}
-
 /// Applies an ordering operator to two comparable values.
 fn ordered<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> bool {
     match op {
@@ -487,7 +474,7 @@ impl<'t> Model<'t> {
     fn value(&self, e: &FieldExpr, i: usize, ev: Option<&Event>, lk: Option<&Link>) -> Value {
         let span = &self.t.spans[i];
         match e {
-            FieldExpr::Static(s) => static_value(s),
+            FieldExpr::Static(s) => Value::from(s),
             FieldExpr::Intrinsic(x) => match x {
                 Intrinsic::Name => Value::Str(span.name.clone()),
                 Intrinsic::Status => Value::Status(span.status),
@@ -670,7 +657,7 @@ impl<'t> Model<'t> {
                         let mut attrs = attrs;
                         if let Some((v, reported)) = self.aggregate(f.aggregate.func, f.aggregate.args.first(), &spans)
                         {
-                            let lit = static_value(&f.value);
+                            let lit = Value::from(&f.value);
                             if compare(f.op, &v, &lit) {
                                 let name = format!(
                                     "{}({})",
