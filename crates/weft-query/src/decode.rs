@@ -1,0 +1,203 @@
+//! Stored span → [`weft_traceql::Span`].
+//!
+//! Stored spans keep resource and scope headers, attributes, events and links as protobuf bytes
+//! (ADR 0001, marshal once). Only queries that need those values decode them, here.
+//!
+//! Attribute values map to TraceQL values: `string_value` → `Str`, `bool_value` → `Bool`,
+//! `int_value` → `Int`, `double_value` → `Float`, `array_value` → `Array` (elements mapped the
+//! same way), and `kvlist_value`, `bytes_value` or an empty `AnyValue` → `Nil`, which TraceQL
+//! cannot compare with anything but `nil` (Tempo does not search them either). Invalid UTF-8,
+//! which receivers refuse, is replaced with U+FFFD rather than failing a query.
+//!
+//! Decoding never panics on any input: a malformed field ends the list it is in, and what was
+//! decoded before it is kept. Stored bytes were validated on ingest, so this only matters for
+//! corrupt blocks, which must not crash the server.
+
+use weft_block::row::SpanRow;
+use weft_otlp::scan::fields::*;
+use weft_otlp::wire::{Reader, Value as Wire};
+use weft_traceql::ast::{Kind, Status};
+use weft_traceql::{Event, Link, Span, Value};
+
+/// `InstrumentationScope` fields.
+const SCOPE_NAME: u32 = 1;
+const SCOPE_VERSION: u32 = 2;
+const SCOPE_ATTRIBUTES: u32 = 3;
+/// `Span.Event` fields.
+const EVENT_TIME: u32 = 1;
+const EVENT_NAME: u32 = 2;
+const EVENT_ATTRIBUTES: u32 = 3;
+/// `Span.Link` fields.
+const LINK_TRACE_ID: u32 = 1;
+const LINK_SPAN_ID: u32 = 2;
+const LINK_ATTRIBUTES: u32 = 4;
+/// `AnyValue` fields beyond `string_value`, and the list messages' `values` field.
+const ANY_BOOL: u32 = 2;
+const ANY_INT: u32 = 3;
+const ANY_DOUBLE: u32 = 4;
+const ANY_ARRAY: u32 = 5;
+const LIST_VALUES: u32 = 1;
+
+/// Deepest array nesting decoded; deeper values become `Nil` (receivers refuse deeper than
+/// `weft_otlp::scan::MAX_DEPTH` anyway).
+const MAX_DEPTH: u32 = weft_otlp::scan::MAX_DEPTH;
+
+/// Decodes one stored span.
+pub fn decode(row: &SpanRow) -> Span {
+    let (scope_name, scope_version, scope_attrs) = scope(&row.scope);
+    Span {
+        trace_id: row.trace_id,
+        span_id: row.span_id,
+        parent_span_id: (row.parent_span_id != [0; 8]).then_some(row.parent_span_id),
+        name: row.name.clone(),
+        kind: kind(row.kind),
+        status: status(row.status_code),
+        status_message: row.status_message.clone(),
+        start_unix_nano: row.start_unix_nano,
+        duration_nano: row.duration_nano as u64,
+        span_attrs: key_values(&row.attributes, SPAN_ATTRIBUTES),
+        resource_attrs: resource_attributes(&row.resource),
+        scope_name,
+        scope_version,
+        scope_attrs,
+        events: each(&row.events, SPAN_EVENTS).map(event).collect(),
+        links: each(&row.links, SPAN_LINKS).map(link).collect(),
+    }
+}
+
+/// OTLP `SpanKind` numbers; unknown numbers read as `unspecified`.
+fn kind(k: u8) -> Kind {
+    match k {
+        1 => Kind::Internal,
+        2 => Kind::Server,
+        3 => Kind::Client,
+        4 => Kind::Producer,
+        5 => Kind::Consumer,
+        _ => Kind::Unspecified,
+    }
+}
+
+/// OTLP `StatusCode` numbers; unknown numbers read as `unset`.
+fn status(code: u8) -> Status {
+    match code {
+        1 => Status::Ok,
+        2 => Status::Error,
+        _ => Status::Unset,
+    }
+}
+
+/// The length-delimited payloads of every field `number` in `buf`, stopping at the first
+/// malformed field.
+fn each(buf: &[u8], number: u32) -> impl Iterator<Item = &[u8]> {
+    let mut r = Reader::new(buf);
+    std::iter::from_fn(move || r.next().ok().flatten()).filter_map(move |f| match f.value {
+        Wire::Bytes(b) if f.number == number => Some(b),
+        _ => None,
+    })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The `KeyValue` messages in the fields `number` of `buf`.
+fn key_values(buf: &[u8], number: u32) -> Vec<(String, Value)> {
+    each(buf, number).filter_map(key_value).collect()
+}
+
+fn key_value(kv: &[u8]) -> Option<(String, Value)> {
+    let mut key = None;
+    let mut value = Value::Nil;
+    let mut r = Reader::new(kv);
+    while let Ok(Some(f)) = r.next() {
+        match (f.number, f.value) {
+            (KV_KEY, Wire::Bytes(b)) => key = Some(text(b)),
+            (KV_VALUE, Wire::Bytes(b)) => value = any_value(b, 0),
+            _ => {}
+        }
+    }
+    key.map(|k| (k, value))
+}
+
+fn any_value(b: &[u8], depth: u32) -> Value {
+    if depth > MAX_DEPTH {
+        return Value::Nil;
+    }
+    let mut value = Value::Nil;
+    let mut r = Reader::new(b);
+    while let Ok(Some(f)) = r.next() {
+        value = match (f.number, f.value) {
+            (ANY_STRING, Wire::Bytes(s)) => Value::Str(text(s)),
+            (ANY_BOOL, Wire::Varint(v)) => Value::Bool(v != 0),
+            (ANY_INT, Wire::Varint(v)) => Value::Int(v as i64),
+            (ANY_DOUBLE, Wire::Fixed64(v)) => Value::Float(f64::from_bits(v)),
+            (ANY_ARRAY, Wire::Bytes(a)) => {
+                Value::Array(each(a, LIST_VALUES).map(|v| any_value(v, depth + 1)).collect())
+            }
+            // kvlist_value, bytes_value and unknown fields: not comparable in TraceQL.
+            _ => Value::Nil,
+        };
+    }
+    value
+}
+
+fn resource_attributes(header: &[u8]) -> Vec<(String, Value)> {
+    each(header, RS_RESOURCE)
+        .flat_map(|res| key_values(res, RESOURCE_ATTRIBUTES))
+        .collect()
+}
+
+fn scope(header: &[u8]) -> (String, String, Vec<(String, Value)>) {
+    let (mut name, mut version, mut attrs) = (String::new(), String::new(), Vec::new());
+    for s in each(header, SS_SCOPE) {
+        let mut r = Reader::new(s);
+        while let Ok(Some(f)) = r.next() {
+            match (f.number, f.value) {
+                (SCOPE_NAME, Wire::Bytes(b)) => name = text(b),
+                (SCOPE_VERSION, Wire::Bytes(b)) => version = text(b),
+                (SCOPE_ATTRIBUTES, Wire::Bytes(b)) => attrs.extend(key_value(b)),
+                _ => {}
+            }
+        }
+    }
+    (name, version, attrs)
+}
+
+fn event(b: &[u8]) -> Event {
+    let mut e = Event {
+        name: String::new(),
+        time_unix_nano: 0,
+        attrs: Vec::new(),
+    };
+    let mut r = Reader::new(b);
+    while let Ok(Some(f)) = r.next() {
+        match (f.number, f.value) {
+            (EVENT_TIME, Wire::Fixed64(t)) => e.time_unix_nano = t,
+            (EVENT_NAME, Wire::Bytes(n)) => e.name = text(n),
+            (EVENT_ATTRIBUTES, Wire::Bytes(kv)) => e.attrs.extend(key_value(kv)),
+            _ => {}
+        }
+    }
+    e
+}
+
+fn link(b: &[u8]) -> Link {
+    let mut l = Link {
+        trace_id: [0; 16],
+        span_id: [0; 8],
+        attrs: Vec::new(),
+    };
+    let mut r = Reader::new(b);
+    while let Ok(Some(f)) = r.next() {
+        match (f.number, f.value) {
+            (LINK_TRACE_ID, Wire::Bytes(id)) => l.trace_id = id.try_into().unwrap_or([0; 16]),
+            (LINK_SPAN_ID, Wire::Bytes(id)) => l.span_id = id.try_into().unwrap_or([0; 8]),
+            (LINK_ATTRIBUTES, Wire::Bytes(kv)) => l.attrs.extend(key_value(kv)),
+            _ => {}
+        }
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests;

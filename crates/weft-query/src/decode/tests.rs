@@ -1,0 +1,225 @@
+use super::*;
+use prost::Message;
+use weft_block::columns::SpanColumns;
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::common::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value};
+use weft_otlp::pb::resource::Resource;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span as PbSpan, Status as PbStatus, span};
+
+fn kv(key: &str, v: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    }
+}
+
+fn s(v: &str) -> any_value::Value {
+    any_value::Value::StringValue(v.into())
+}
+
+/// One request through the real ingest decoding (scan, then head columns), one row back.
+fn stored(span: PbSpan) -> SpanRow {
+    let req = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    kv("service.name", s("checkout")),
+                    kv("host.cpus", any_value::Value::IntValue(8)),
+                ],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "io.weft.test".into(),
+                    version: "1.2.3".into(),
+                    attributes: vec![kv("lib.flavor", s("sync"))],
+                    ..Default::default()
+                }),
+                spans: vec![span],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let bytes = req.encode_to_vec();
+    let mut summary = weft_otlp::scan::RequestSummary::default();
+    weft_otlp::scan::scan_request(&bytes, &mut summary).unwrap();
+    let mut cols = SpanColumns::default();
+    cols.push_request(&bytes).unwrap();
+    cols.row(0)
+}
+
+#[test]
+fn every_field_and_value_type_decodes() {
+    let array = any_value::Value::ArrayValue(ArrayValue {
+        values: vec![
+            AnyValue { value: Some(s("a")) },
+            AnyValue {
+                value: Some(any_value::Value::IntValue(2)),
+            },
+        ],
+    });
+    let kvlist = any_value::Value::KvlistValue(KeyValueList {
+        values: vec![kv("inner", s("x"))],
+    });
+    let row = stored(PbSpan {
+        trace_id: vec![1; 16].into(),
+        span_id: vec![2; 8].into(),
+        parent_span_id: vec![3; 8].into(),
+        name: "POST /pay".into(),
+        kind: span::SpanKind::Server as i32,
+        start_time_unix_nano: 1_000,
+        end_time_unix_nano: 1_500,
+        attributes: vec![
+            kv("http.route", s("/pay")),
+            kv("retry", any_value::Value::BoolValue(true)),
+            kv("http.status_code", any_value::Value::IntValue(-503)),
+            kv("ratio", any_value::Value::DoubleValue(0.25)),
+            kv("tags", array),
+            kv("nested", kvlist),
+            kv("raw", any_value::Value::BytesValue(vec![0xff].into())),
+        ],
+        events: vec![span::Event {
+            time_unix_nano: 1_200,
+            name: "exception".into(),
+            attributes: vec![kv("exception.type", s("Timeout"))],
+            ..Default::default()
+        }],
+        links: vec![span::Link {
+            trace_id: vec![9; 16].into(),
+            span_id: vec![8; 8].into(),
+            attributes: vec![kv("link.kind", s("follows"))],
+            ..Default::default()
+        }],
+        status: Some(PbStatus {
+            message: "card declined".into(),
+            code: 2,
+        }),
+        ..Default::default()
+    });
+    let span = decode(&row);
+    assert_eq!(span.trace_id, [1; 16]);
+    assert_eq!(span.span_id, [2; 8]);
+    assert_eq!(span.parent_span_id, Some([3; 8]));
+    assert_eq!(span.name, "POST /pay");
+    assert_eq!(span.kind, Kind::Server);
+    assert_eq!(span.status, Status::Error);
+    assert_eq!(span.status_message, "card declined");
+    assert_eq!((span.start_unix_nano, span.duration_nano), (1_000, 500));
+    assert_eq!(
+        span.span_attrs,
+        vec![
+            ("http.route".to_string(), Value::Str("/pay".into())),
+            ("retry".to_string(), Value::Bool(true)),
+            ("http.status_code".to_string(), Value::Int(-503)),
+            ("ratio".to_string(), Value::Float(0.25)),
+            (
+                "tags".to_string(),
+                Value::Array(vec![Value::Str("a".into()), Value::Int(2)])
+            ),
+            ("nested".to_string(), Value::Nil),
+            ("raw".to_string(), Value::Nil),
+        ]
+    );
+    assert_eq!(
+        span.resource_attrs,
+        vec![
+            ("service.name".to_string(), Value::Str("checkout".into())),
+            ("host.cpus".to_string(), Value::Int(8)),
+        ]
+    );
+    assert_eq!(
+        (span.scope_name.as_str(), span.scope_version.as_str()),
+        ("io.weft.test", "1.2.3")
+    );
+    assert_eq!(
+        span.scope_attrs,
+        vec![("lib.flavor".to_string(), Value::Str("sync".into()))]
+    );
+    assert_eq!(span.events.len(), 1);
+    assert_eq!(span.events[0].name, "exception");
+    assert_eq!(span.events[0].time_unix_nano, 1_200);
+    assert_eq!(
+        span.events[0].attrs,
+        vec![("exception.type".to_string(), Value::Str("Timeout".into()))]
+    );
+    assert_eq!(span.links.len(), 1);
+    assert_eq!((span.links[0].trace_id, span.links[0].span_id), ([9; 16], [8; 8]));
+    assert_eq!(
+        span.links[0].attrs,
+        vec![("link.kind".to_string(), Value::Str("follows".into()))]
+    );
+}
+
+#[test]
+fn root_span_without_status_or_lists() {
+    let span = decode(&stored(PbSpan {
+        trace_id: vec![1; 16].into(),
+        span_id: vec![2; 8].into(),
+        name: "root".into(),
+        kind: 42,
+        start_time_unix_nano: 5,
+        end_time_unix_nano: 5,
+        ..Default::default()
+    }));
+    assert_eq!(span.parent_span_id, None);
+    assert_eq!(span.kind, Kind::Unspecified);
+    assert_eq!(span.status, Status::Unset);
+    assert!(span.span_attrs.is_empty() && span.events.is_empty() && span.links.is_empty());
+}
+
+#[test]
+fn a_stored_span_answers_traceql() {
+    let span = decode(&stored(PbSpan {
+        trace_id: vec![1; 16].into(),
+        span_id: vec![2; 8].into(),
+        name: "GET /cart".into(),
+        start_time_unix_nano: 0,
+        end_time_unix_nano: 2_000_000_000,
+        attributes: vec![kv("http.status_code", any_value::Value::IntValue(500))],
+        ..Default::default()
+    }));
+    let trace = weft_traceql::Trace { spans: vec![span] };
+    let hits = |q: &str| {
+        weft_traceql::eval(&weft_traceql::parse(q).unwrap(), &trace)
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        hits(r#"{ resource.service.name = "checkout" && span.http.status_code >= 500 }"#),
+        1
+    );
+    assert_eq!(
+        hits(r#"{ .http.status_code = 500 && duration > 1s && instrumentation:name = "io.weft.test" }"#),
+        1
+    );
+    assert_eq!(hits(r#"{ resource.service.name = "cart" }"#), 0);
+}
+
+proptest::proptest! {
+    /// Corrupt stored bytes never panic the decoder.
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        a in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+    ) {
+        let row = SpanRow {
+            trace_id: [0; 16],
+            span_id: [0; 8],
+            parent_span_id: [0; 8],
+            name: String::new(),
+            kind: 0,
+            start_unix_nano: 0,
+            duration_nano: 0,
+            status_code: 0,
+            status_message: String::new(),
+            resource: a.clone().into(),
+            scope: b.clone().into(),
+            attributes: a.clone().into(),
+            events: b.clone().into(),
+            links: a.into(),
+            extra: b.into(),
+        };
+        let _ = decode(&row);
+    }
+}
