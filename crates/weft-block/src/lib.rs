@@ -90,6 +90,15 @@ pub async fn write_block(
     Ok(meta)
 }
 
+/// Row-group statistics used to skip row groups that cannot match a query.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowGroupStats {
+    /// Smallest and largest span start time, Unix nanoseconds.
+    pub start: Option<(u64, u64)>,
+    /// Smallest and largest span duration, nanoseconds.
+    pub duration: Option<(i64, i64)>,
+}
+
 /// An open block: its meta and index in memory, the Parquet footer loaded on first use.
 #[derive(Debug)]
 pub struct Block {
@@ -142,6 +151,53 @@ impl Block {
             })
             .await
             .cloned()
+    }
+
+    /// The number of row groups (from the index, so no read is needed).
+    pub fn row_group_count(&self) -> usize {
+        self.index.row_groups.len()
+    }
+
+    /// What the footer's statistics say about row group `rg`, for pruning: its start times and
+    /// durations. `None` fields mean the statistics are absent, so nothing can be pruned.
+    pub async fn row_group_stats(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupStats, BlockError> {
+        use parquet::file::statistics::Statistics;
+        let footer = self.footer(storage).await?;
+        if rg >= footer.num_row_groups() {
+            return Err(BlockError::Corrupt(format!("no row group {rg}")));
+        }
+        let int64 = |c: usize| match footer.row_group(rg).column(c).statistics() {
+            Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
+            _ => None,
+        };
+        Ok(RowGroupStats {
+            start: int64(v1::col::START).map(|(a, b)| (a as u64, b as u64)),
+            duration: int64(v1::col::DURATION),
+        })
+    }
+
+    /// Reads every span of row group `rg`, in block order. Returns them with the number of
+    /// bytes read from storage.
+    pub async fn read_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<(Vec<SpanRow>, u64), BlockError> {
+        let footer = self.footer(storage).await?;
+        if rg >= footer.num_row_groups() {
+            return Err(BlockError::Corrupt(format!(
+                "row group {rg} of {}",
+                footer.num_row_groups()
+            )));
+        }
+        let range = v1::reader::row_group_range(&footer, rg);
+        let data = storage.get_range(&self.data_path(), range.clone()).await?;
+        let bytes = data.len() as u64;
+        let chunk = v1::reader::RangeChunk {
+            base: range.start,
+            data,
+            file_len: self.meta.size_bytes,
+        };
+        let rows = tokio::task::spawn_blocking(move || v1::reader::read_row_group(&footer, rg, chunk))
+            .await
+            .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+        Ok((rows, bytes))
     }
 
     /// Returns the spans of `trace_id` in this block (possibly none). Reads only the row groups

@@ -1,7 +1,15 @@
-//! The query side of weft: turning stored spans into what the TraceQL evaluator reads.
+//! The query side of weft: turning stored spans into what the TraceQL evaluator reads, and the
+//! consumers of whole traces behind the search, metrics and tag APIs.
 //!
-//! [`decode`] turns a [`SpanRow`](weft_block::row::SpanRow) (a block row or a head row, whose
-//! nested lists are still their protobuf bytes) into a [`weft_traceql::Span`]. Search over the
-//! head and the blocks, with predicate pushdown, builds on it (issue 4).
+//! - [`decode`] turns a [`SpanRow`](weft_block::row::SpanRow) (a block row or a head row, whose
+//!   nested lists are still their protobuf bytes) into a [`weft_traceql::Span`].
+//! - [`prefilter`] derives cheap necessary conditions from a query, tested on stored spans and
+//!   row-group statistics before anything is decoded (predicate pushdown).
+//! - [`search`] holds the [`TraceSink`](search::TraceSink)s: `/api/search`, TraceQL metrics and
+//!   the tag APIs, each fed whole traces by the storage scan in `weft-ingest`.
+//! - [`tempo`] renders results in the JSON shapes of Tempo's HTTP API.
 
 pub mod decode;
+pub mod prefilter;
+pub mod search;
+pub mod tempo;

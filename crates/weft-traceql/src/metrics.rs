@@ -63,38 +63,67 @@ pub fn eval_metrics<'a>(
     end_ns: u64,
     step_ns: u64,
 ) -> Result<Vec<Series>, EvalError> {
-    let evaluator = Evaluator::new(query)?;
-    let Some(metrics) = &evaluator.metrics else {
-        return Err(EvalError::NotMetricsQuery {
-            query: evaluator.text().to_owned(),
-        });
-    };
-    let range = |message: String| Err(EvalError::Range { message });
-    if step_ns == 0 {
-        return range("step must be positive, found 0".to_owned());
-    }
-    if end_ns <= start_ns {
-        return range(format!("end {end_ns} must be after start {start_ns}"));
-    }
-    let width = end_ns - start_ns;
-    let steps = width / step_ns + u64::from(!width.is_multiple_of(step_ns));
-    if steps > MAX_METRICS_STEPS {
-        return range(format!(
-            "{steps} steps of {step_ns}ns from {start_ns} to {end_ns}; at most {MAX_METRICS_STEPS} are allowed"
-        ));
-    }
-    let mut acc = Accumulator {
-        metrics,
-        start: start_ns,
-        end: end_ns,
-        step: step_ns,
-        steps: steps as usize,
-        index: HashMap::new(),
-        groups: Vec::new(),
-    };
+    let mut run = MetricsRun::new(query, start_ns, end_ns, step_ns)?;
     for trace in traces {
-        let env = TraceEnv::new(trace, evaluator.structural);
-        let sets = evaluator.run(&env);
+        run.add(trace);
+    }
+    Ok(run.finish())
+}
+
+/// A metrics query being run over traces fed one at a time, so the caller can stream traces
+/// from storage without holding them all: [`MetricsRun::add`] each trace once, then
+/// [`MetricsRun::finish`]. Gives the same series as [`eval_metrics`] over the same traces.
+#[derive(Debug)]
+pub struct MetricsRun {
+    evaluator: Evaluator,
+    acc: Accumulator,
+}
+
+impl MetricsRun {
+    /// Compiles `query` for the steps of `step_ns` nanoseconds from `start_ns` (inclusive) to
+    /// `end_ns` (exclusive). Fails as [`eval_metrics`] does.
+    pub fn new(query: &Query, start_ns: u64, end_ns: u64, step_ns: u64) -> Result<MetricsRun, EvalError> {
+        let evaluator = Evaluator::new(query)?;
+        if evaluator.metrics.is_none() {
+            return Err(EvalError::NotMetricsQuery {
+                query: evaluator.text().to_owned(),
+            });
+        }
+        let range = |message: String| Err(EvalError::Range { message });
+        if step_ns == 0 {
+            return range("step must be positive, found 0".to_owned());
+        }
+        if end_ns <= start_ns {
+            return range(format!("end {end_ns} must be after start {start_ns}"));
+        }
+        let width = end_ns - start_ns;
+        let steps = width / step_ns + u64::from(!width.is_multiple_of(step_ns));
+        if steps > MAX_METRICS_STEPS {
+            return range(format!(
+                "{steps} steps of {step_ns}ns from {start_ns} to {end_ns}; at most {MAX_METRICS_STEPS} are allowed"
+            ));
+        }
+        let acc = Accumulator {
+            start: start_ns,
+            end: end_ns,
+            step: step_ns,
+            steps: steps as usize,
+            index: HashMap::new(),
+            groups: Vec::new(),
+        };
+        Ok(MetricsRun { evaluator, acc })
+    }
+
+    /// The number of steps of the range.
+    pub fn steps(&self) -> usize {
+        self.acc.steps
+    }
+
+    /// Observes the spans `trace` contributes. Each trace must be added once, whole.
+    pub fn add(&mut self, trace: &Trace) {
+        let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
+        let env = TraceEnv::new(trace, self.evaluator.structural);
+        let sets = self.evaluator.run(&env);
         let mut seen = vec![false; if sets.len() > 1 { trace.spans.len() } else { 0 }];
         for set in &sets {
             for &i in &set.spans {
@@ -104,15 +133,20 @@ pub fn eval_metrics<'a>(
                     }
                     seen[i] = true;
                 }
-                acc.observe(&env, i);
+                self.acc.observe(metrics, &env, i);
             }
         }
     }
-    Ok(acc.finish())
+
+    /// The series, sorted by their labels.
+    pub fn finish(self) -> Vec<Series> {
+        let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
+        self.acc.finish(metrics)
+    }
 }
 
-struct Accumulator<'m> {
-    metrics: &'m CMetrics,
+#[derive(Debug)]
+struct Accumulator {
     start: u64,
     end: u64,
     step: u64,
@@ -122,6 +156,7 @@ struct Accumulator<'m> {
     groups: Vec<Group>,
 }
 
+#[derive(Debug)]
 struct Group {
     /// The value of each `by` field, nil included.
     by: Vec<Value>,
@@ -131,6 +166,7 @@ struct Group {
 }
 
 /// Per-step state.
+#[derive(Debug)]
 enum Data {
     Count(Vec<u64>),
     Min(Vec<Option<f64>>),
@@ -165,17 +201,17 @@ fn bucket(v: Val<'_>) -> Option<f64> {
     }
 }
 
-impl Accumulator<'_> {
-    fn observe(&mut self, env: &TraceEnv<'_>, i: usize) {
+impl Accumulator {
+    fn observe(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) {
         let start = env.trace.spans[i].start_unix_nano;
         if start < self.start || start >= self.end {
             return;
         }
         let step = ((start - self.start) / self.step) as usize;
         let ctx = env.ctx(i);
-        let field = self.metrics.field.as_ref().map(|f| eval_value(f, ctx));
+        let field = metrics.field.as_ref().map(|f| eval_value(f, ctx));
         let value = field.and_then(metric_value);
-        let func = self.metrics.func;
+        let func = metrics.func;
         let bucket = match func {
             MetricsFn::HistogramOverTime => match field.and_then(bucket) {
                 Some(b) => Some(b),
@@ -185,8 +221,7 @@ impl Accumulator<'_> {
             _ if value.is_none() => return,
             _ => None,
         };
-        let by: Vec<Value> = self
-            .metrics
+        let by: Vec<Value> = metrics
             .by
             .iter()
             .map(|(_, e)| eval_value(e, ctx).to_value())
@@ -225,8 +260,7 @@ impl Accumulator<'_> {
         }
     }
 
-    fn finish(self) -> Vec<Series> {
-        let metrics = self.metrics;
+    fn finish(self, metrics: &CMetrics) -> Vec<Series> {
         let step_seconds = self.step as f64 / 1e9;
         let mut out = Vec::new();
         for group in self.groups {

@@ -1,4 +1,4 @@
-//! Reads spans of one trace from a v1 row group.
+//! Reads spans from a v1 row group: one trace's, or all of them.
 
 use super::col;
 use crate::BlockError;
@@ -108,6 +108,20 @@ fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
     def.iter().map(|&d| if d > 0 { it.next() } else { None }).collect()
 }
 
+fn row_group_reader<'a>(
+    meta: &'a ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+) -> Result<SerializedRowGroupReader<'a, RangeChunk>, BlockError> {
+    let props = Arc::new(ReaderProperties::builder().build());
+    Ok(SerializedRowGroupReader::new(
+        Arc::new(chunk),
+        meta.row_group(rg),
+        meta.page_index_for_row_group(rg),
+        props,
+    )?)
+}
+
 /// Returns the spans of `trace_id` in row group `rg`. `chunk` must hold the row group's bytes.
 pub fn read_trace(
     meta: &ParquetMetaData,
@@ -115,13 +129,7 @@ pub fn read_trace(
     chunk: RangeChunk,
     trace_id: &[u8; 16],
 ) -> Result<Vec<SpanRow>, BlockError> {
-    let props = Arc::new(ReaderProperties::builder().build());
-    let rgr = SerializedRowGroupReader::new(
-        Arc::new(chunk),
-        meta.row_group(rg),
-        meta.page_index_for_row_group(rg),
-        props,
-    )?;
+    let rgr = row_group_reader(meta, rg, chunk)?;
     let rows = meta.row_group(rg).num_rows() as usize;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
     let lo = ids.partition_point(|v| v.data() < trace_id.as_slice());
@@ -129,7 +137,25 @@ pub fn read_trace(
     if lo == hi {
         return Ok(Vec::new());
     }
-    let n = hi - lo;
+    read_span_rows(&rgr, lo, hi - lo, |_| *trace_id)
+}
+
+/// Returns every span of row group `rg`, in block order (by trace ID). `chunk` must hold the
+/// row group's bytes.
+pub fn read_row_group(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk) -> Result<Vec<SpanRow>, BlockError> {
+    let rgr = row_group_reader(meta, rg, chunk)?;
+    let rows = meta.row_group(rg).num_rows() as usize;
+    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
+    read_span_rows(&rgr, 0, rows, |i| ids[i].data().try_into().unwrap_or([0; 16]))
+}
+
+/// Reads rows `lo..lo + n` of a row group; `trace_id(i)` gives the trace ID of row `lo + i`.
+fn read_span_rows(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    lo: usize,
+    n: usize,
+    trace_id: impl Fn(usize) -> [u8; 16],
+) -> Result<Vec<SpanRow>, BlockError> {
     let fixed = |v: &[u8]| -> [u8; 8] { v.try_into().unwrap_or([0; 8]) };
     let text = |v: &parquet::data_type::ByteArray| String::from_utf8_lossy(v.data()).into_owned();
     let (span_ids, _) = read::<FixedLenByteArrayType>(&rgr, col::SPAN_ID, lo, n, false)?;
@@ -158,7 +184,7 @@ pub fn read_trace(
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         out.push(SpanRow {
-            trace_id: *trace_id,
+            trace_id: trace_id(i),
             span_id: fixed(span_ids[i].data()),
             parent_span_id: parents[i].as_ref().map(|p| fixed(p.data())).unwrap_or([0; 8]),
             name: text(&names[i]),

@@ -1,0 +1,575 @@
+//! Search, metrics and tag lookups as consumers of whole traces.
+//!
+//! The storage side (`weft_ingest::scan`) walks the head and the blocks, skips what the
+//! [`Prefilter`] rules out, assembles each remaining trace whole (merging pieces from the head
+//! and several blocks, spans de-duplicated and ordered by start time) and hands it to a
+//! [`TraceSink`] exactly once. The sinks here decode the trace and run the exact evaluator, so
+//! a result never depends on how a trace was split across storage.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use weft_block::row::SpanRow;
+use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Pipeline, SpansetExpr, Stage};
+use weft_traceql::{EvalError, Evaluator, MetricsRun, Query, Series, Span, Trace, Value};
+
+use crate::decode::decode;
+use crate::prefilter::Prefilter;
+
+/// Something that consumes whole traces during a scan.
+pub trait TraceSink {
+    /// What a trace must satisfy to be worth offering.
+    fn prefilter(&self) -> &Prefilter;
+    /// Whether a trace starting at `start_unix_nano` can still change the result. A scan may
+    /// skip traces (and whole row groups) for which this is false.
+    fn wants_start(&self, _start_unix_nano: u64) -> bool {
+        true
+    }
+    /// One whole trace: de-duplicated, ordered by start time, never empty, overlapping the
+    /// scan's time window.
+    fn offer(&mut self, rows: &[SpanRow]);
+}
+
+/// Decodes a whole trace.
+pub fn to_trace(rows: &[SpanRow]) -> Trace {
+    Trace {
+        spans: rows.iter().map(decode).collect(),
+    }
+}
+
+/// The filters of `/api/search` besides the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchParams {
+    /// Only traces at least this long (trace duration: last span end − first span start).
+    pub min_duration_ns: Option<u64>,
+    /// Only traces at most this long.
+    pub max_duration_ns: Option<u64>,
+    /// At most this many traces, the most recent (by start time) first.
+    pub limit: usize,
+    /// At most this many spans per spanset (`spss`); `matched` still counts them all.
+    pub spans_per_spanset: usize,
+}
+
+impl Default for SearchParams {
+    /// Tempo's defaults: 20 traces, 3 spans per spanset.
+    fn default() -> Self {
+        SearchParams {
+            min_duration_ns: None,
+            max_duration_ns: None,
+            limit: 20,
+            spans_per_spanset: 3,
+        }
+    }
+}
+
+/// One matching trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub trace_id: [u8; 16],
+    /// Empty when the trace has no root span.
+    pub root_service_name: String,
+    /// Empty when the trace has no root span.
+    pub root_trace_name: String,
+    pub start_unix_nano: u64,
+    pub duration_nano: u64,
+    pub spansets: Vec<HitSpanset>,
+}
+
+/// One spanset of a matching trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HitSpanset {
+    /// The first `spans_per_spanset` spans, by start time.
+    pub spans: Vec<HitSpan>,
+    /// How many spans the spanset holds.
+    pub matched: usize,
+    /// `by()` keys and aggregate results (`count()`), under their printed names.
+    pub attributes: Vec<(String, Value)>,
+}
+
+/// A span of a spanset with the fields the query looked at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HitSpan {
+    pub span_id: [u8; 8],
+    pub name: String,
+    pub start_unix_nano: u64,
+    pub duration_nano: u64,
+    /// `service.name`, then the attributes and intrinsics the query reads, then `select()`
+    /// fields; each present value once, under the attribute's key (intrinsics by name).
+    pub attributes: Vec<(String, Value)>,
+}
+
+/// A spanset query being run: feed it traces, then take the hits.
+#[derive(Debug)]
+pub struct Search {
+    evaluator: Evaluator,
+    prefilter: Prefilter,
+    params: SearchParams,
+    fields: Vec<Field>,
+    hits: Vec<Hit>,
+    /// Start time of the oldest hit kept once `limit` are kept.
+    floor: Option<u64>,
+}
+
+/// A field shown on result spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Field {
+    Attr(AttributeScope, String),
+    Status,
+    StatusMessage,
+    Kind,
+}
+
+impl Search {
+    /// Compiles a spanset query. Fails when it is invalid, unsupported or a metrics query.
+    pub fn new(query: &Query, params: SearchParams) -> Result<Search, EvalError> {
+        let evaluator = Evaluator::new(query)?;
+        if evaluator.is_metrics() {
+            return Err(EvalError::MetricsQuery {
+                query: query.to_string(),
+            });
+        }
+        let mut fields = Vec::new();
+        pipeline_fields(&query.pipeline, &mut fields);
+        Ok(Search {
+            evaluator,
+            prefilter: Prefilter::new(query),
+            params: SearchParams {
+                limit: params.limit.max(1),
+                ..params
+            },
+            fields,
+            hits: Vec::new(),
+            floor: None,
+        })
+    }
+
+    /// The hits, most recent first, at most `limit`.
+    pub fn finish(mut self) -> Vec<Hit> {
+        self.trim();
+        self.hits
+    }
+
+    fn trim(&mut self) {
+        self.hits
+            .sort_by(|a, b| b.start_unix_nano.cmp(&a.start_unix_nano).then(a.trace_id.cmp(&b.trace_id)));
+        self.hits.truncate(self.params.limit);
+        if self.hits.len() == self.params.limit {
+            self.floor = self.hits.last().map(|h| h.start_unix_nano);
+        }
+    }
+}
+
+impl TraceSink for Search {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn wants_start(&self, start: u64) -> bool {
+        // Ties are kept: the trace ID breaks them, so a later trace may still displace one.
+        self.floor.is_none_or(|f| start >= f)
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
+        if !self.wants_start(start) {
+            return;
+        }
+        let end = rows.iter().map(SpanRow::end_unix_nano).max().unwrap_or(0);
+        let duration = end.saturating_sub(start);
+        if self.params.min_duration_ns.is_some_and(|m| duration < m)
+            || self.params.max_duration_ns.is_some_and(|m| duration > m)
+        {
+            return;
+        }
+        let trace = to_trace(rows);
+        let Ok(sets) = self.evaluator.eval(&trace) else {
+            return;
+        };
+        if sets.is_empty() {
+            return;
+        }
+        let spss = self.params.spans_per_spanset;
+        let spansets = sets
+            .into_iter()
+            .map(|set| {
+                let mut order: Vec<usize> = (0..set.spans.len()).collect();
+                order.sort_by_key(|&k| (trace.spans[set.spans[k]].start_unix_nano, set.spans[k]));
+                let spans = order
+                    .into_iter()
+                    .take(spss)
+                    .map(|k| {
+                        let span = &trace.spans[set.spans[k]];
+                        let mut attributes = self.span_fields(span);
+                        for (name, value) in set.selected.iter().zip(&set.selected_values[k]) {
+                            let key = display_key(name);
+                            if !matches!(value, Value::Nil) && !attributes.iter().any(|(k, _)| *k == key) {
+                                attributes.push((key, value.clone()));
+                            }
+                        }
+                        HitSpan {
+                            span_id: span.span_id,
+                            name: span.name.clone(),
+                            start_unix_nano: span.start_unix_nano,
+                            duration_nano: span.duration_nano,
+                            attributes,
+                        }
+                    })
+                    .collect();
+                HitSpanset {
+                    spans,
+                    matched: set.spans.len(),
+                    attributes: set.attributes,
+                }
+            })
+            .collect();
+        let root = trace.root().map(|i| &trace.spans[i]);
+        self.hits.push(Hit {
+            trace_id: rows[0].trace_id,
+            root_service_name: root.and_then(Span::service_name).unwrap_or_default().to_owned(),
+            root_trace_name: root.map(|s| s.name.clone()).unwrap_or_default(),
+            start_unix_nano: start,
+            duration_nano: duration,
+            spansets,
+        });
+        if self.hits.len() >= self.params.limit * 2 {
+            self.trim();
+        }
+    }
+}
+
+impl Search {
+    fn span_fields(&self, span: &Span) -> Vec<(String, Value)> {
+        let mut out: Vec<(String, Value)> = Vec::new();
+        let mut push = |k: &str, v: Option<Value>| {
+            if let Some(v) = v
+                && !matches!(v, Value::Nil)
+                && !out.iter().any(|(key, _)| key == k)
+            {
+                out.push((k.to_owned(), v));
+            }
+        };
+        push("service.name", span.resource_attr("service.name").cloned());
+        for f in &self.fields {
+            match f {
+                Field::Attr(scope, key) => {
+                    let v = match scope {
+                        AttributeScope::Span => span.span_attr(key),
+                        AttributeScope::Resource => span.resource_attr(key),
+                        AttributeScope::Unscoped => span.span_attr(key).or_else(|| span.resource_attr(key)),
+                        AttributeScope::Instrumentation => span.scope_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+                        AttributeScope::Event | AttributeScope::Link => None,
+                    };
+                    push(key, v.cloned());
+                }
+                Field::Status => push("status", Some(Value::Status(span.status))),
+                Field::Kind => push("kind", Some(Value::Kind(span.kind))),
+                Field::StatusMessage => push(
+                    "statusMessage",
+                    (!span.status_message.is_empty()).then(|| Value::Str(span.status_message.clone())),
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// The key under which a `select()`ed field is shown: an attribute's key without its scope.
+fn display_key(printed: &str) -> String {
+    for p in ["resource.", "span.", "instrumentation.", "event.", "link.", "."] {
+        if let Some(rest) = printed.strip_prefix(p) {
+            return rest.trim_matches('"').to_owned();
+        }
+    }
+    printed.to_owned()
+}
+
+fn pipeline_fields(p: &Pipeline, out: &mut Vec<Field>) {
+    for s in &p.stages {
+        match s {
+            Stage::Spanset(e) => spanset_fields(e, out),
+            Stage::By(es) => es.iter().for_each(|e| expr_fields(e, out)),
+            _ => {}
+        }
+    }
+}
+
+fn spanset_fields(e: &SpansetExpr, out: &mut Vec<Field>) {
+    match e {
+        SpansetExpr::Filter(f) => {
+            if let Some(e) = &f.expr {
+                expr_fields(e, out);
+            }
+        }
+        SpansetExpr::Op { lhs, rhs, .. } => {
+            spanset_fields(lhs, out);
+            spanset_fields(rhs, out);
+        }
+        SpansetExpr::Pipeline(p) => pipeline_fields(p, out),
+    }
+}
+
+fn add(out: &mut Vec<Field>, f: Field) {
+    if !out.contains(&f) {
+        out.push(f);
+    }
+}
+
+fn expr_fields(e: &FieldExpr, out: &mut Vec<Field>) {
+    match e {
+        FieldExpr::Attribute(a) if !a.parent => add(out, Field::Attr(a.scope, a.name.clone())),
+        FieldExpr::Intrinsic(Intrinsic::Status) => add(out, Field::Status),
+        FieldExpr::Intrinsic(Intrinsic::Kind) => add(out, Field::Kind),
+        FieldExpr::Intrinsic(Intrinsic::StatusMessage) => add(out, Field::StatusMessage),
+        FieldExpr::Unary { expr, .. } => expr_fields(expr, out),
+        FieldExpr::Binary { lhs, rhs, .. } => {
+            expr_fields(lhs, out);
+            expr_fields(rhs, out);
+        }
+        _ => {}
+    }
+}
+
+/// A metrics query being run over whole traces.
+#[derive(Debug)]
+pub struct Metrics {
+    run: MetricsRun,
+    prefilter: Prefilter,
+}
+
+impl Metrics {
+    /// Compiles a metrics query over `[start_ns, end_ns)` in steps of `step_ns`.
+    pub fn new(query: &Query, start_ns: u64, end_ns: u64, step_ns: u64) -> Result<Metrics, EvalError> {
+        Ok(Metrics {
+            run: MetricsRun::new(query, start_ns, end_ns, step_ns)?,
+            prefilter: Prefilter::new(query),
+        })
+    }
+
+    pub fn finish(self) -> Vec<Series> {
+        self.run.finish()
+    }
+}
+
+impl TraceSink for Metrics {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        self.run.add(&to_trace(rows));
+    }
+}
+
+/// Attribute scopes listed by the tag APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TagScope {
+    Resource,
+    Span,
+    Event,
+    Link,
+    Instrumentation,
+}
+
+impl TagScope {
+    pub fn name(self) -> &'static str {
+        match self {
+            TagScope::Resource => "resource",
+            TagScope::Span => "span",
+            TagScope::Event => "event",
+            TagScope::Link => "link",
+            TagScope::Instrumentation => "instrumentation",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TagScope> {
+        Some(match s {
+            "resource" => TagScope::Resource,
+            "span" => TagScope::Span,
+            "event" => TagScope::Event,
+            "link" => TagScope::Link,
+            "instrumentation" => TagScope::Instrumentation,
+            _ => return None,
+        })
+    }
+
+    pub const ALL: [TagScope; 5] = [
+        TagScope::Resource,
+        TagScope::Span,
+        TagScope::Event,
+        TagScope::Link,
+        TagScope::Instrumentation,
+    ];
+}
+
+/// Collects attribute keys per scope from the spans of traces matching a query (every trace
+/// for `{ }`).
+#[derive(Debug)]
+pub struct TagNames {
+    evaluator: Evaluator,
+    prefilter: Prefilter,
+    /// Most distinct keys kept per scope.
+    cap: usize,
+    pub keys: BTreeMap<TagScope, BTreeSet<String>>,
+}
+
+impl TagNames {
+    pub fn new(query: &Query, cap: usize) -> Result<TagNames, EvalError> {
+        Ok(TagNames {
+            evaluator: spanset_evaluator(query)?,
+            prefilter: Prefilter::new(query),
+            cap,
+            keys: BTreeMap::new(),
+        })
+    }
+}
+
+impl TraceSink for TagNames {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let trace = to_trace(rows);
+        let Ok(sets) = self.evaluator.eval(&trace) else {
+            return;
+        };
+        let cap = self.cap;
+        let mut add = |scope: TagScope, key: &str| {
+            let set = self.keys.entry(scope).or_default();
+            if set.len() < cap && !set.contains(key) {
+                set.insert(key.to_owned());
+            }
+        };
+        for &i in matched(&sets, trace.spans.len()).iter() {
+            let s = &trace.spans[i];
+            s.resource_attrs.iter().for_each(|(k, _)| add(TagScope::Resource, k));
+            s.span_attrs.iter().for_each(|(k, _)| add(TagScope::Span, k));
+            s.scope_attrs.iter().for_each(|(k, _)| add(TagScope::Instrumentation, k));
+            for e in &s.events {
+                e.attrs.iter().for_each(|(k, _)| add(TagScope::Event, k));
+            }
+            for l in &s.links {
+                l.attrs.iter().for_each(|(k, _)| add(TagScope::Link, k));
+            }
+        }
+    }
+}
+
+/// The spans of any spanset, ascending, each once.
+fn matched(sets: &[weft_traceql::Spanset], n: usize) -> Vec<usize> {
+    let mut seen = vec![false; n];
+    for s in sets {
+        for &i in &s.spans {
+            seen[i] = true;
+        }
+    }
+    (0..n).filter(|&i| seen[i]).collect()
+}
+
+fn spanset_evaluator(query: &Query) -> Result<Evaluator, EvalError> {
+    let e = Evaluator::new(query)?;
+    if e.is_metrics() {
+        return Err(EvalError::MetricsQuery {
+            query: query.to_string(),
+        });
+    }
+    Ok(e)
+}
+
+/// Collects the distinct values of one field over the spans matching a query.
+#[derive(Debug)]
+pub struct TagValues {
+    evaluator: Evaluator,
+    prefilter: Prefilter,
+    field: FieldExpr,
+    cap: usize,
+    /// Set when more than `cap` distinct values were seen.
+    pub truncated: bool,
+    values: Vec<Value>,
+    seen: std::collections::HashSet<String>,
+}
+
+impl TagValues {
+    /// `field` is an attribute (`resource.service.name`, `.http.url`) or intrinsic (`name`,
+    /// `status`) as TraceQL spells it. At most `cap` distinct values are kept.
+    pub fn new(query: &Query, field: FieldExpr, cap: usize) -> Result<TagValues, EvalError> {
+        Ok(TagValues {
+            evaluator: spanset_evaluator(query)?,
+            prefilter: Prefilter::new(query),
+            field,
+            cap,
+            truncated: false,
+            values: Vec::new(),
+            seen: Default::default(),
+        })
+    }
+
+    /// The values, in the order first seen.
+    pub fn finish(self) -> Vec<Value> {
+        self.values
+    }
+}
+
+impl TraceSink for TagValues {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let trace = to_trace(rows);
+        let Ok(sets) = self.evaluator.eval(&trace) else {
+            return;
+        };
+        for i in matched(&sets, trace.spans.len()) {
+            let mut vals = Vec::new();
+            field_values(&self.field, &trace.spans[i], &mut vals);
+            for v in vals {
+                if matches!(v, Value::Nil | Value::Array(_)) {
+                    continue;
+                }
+                let key = format!("{v:?}");
+                if self.seen.contains(&key) {
+                    continue;
+                }
+                if self.values.len() >= self.cap {
+                    self.truncated = true;
+                    return;
+                }
+                self.seen.insert(key);
+                self.values.push(v);
+            }
+        }
+    }
+}
+
+/// The values `field` takes on `span` (several for event and link attributes).
+fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
+    let find = |attrs: &[(String, Value)], key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    match field {
+        FieldExpr::Attribute(a) => match a.scope {
+            AttributeScope::Span => out.extend(span.span_attr(&a.name).cloned()),
+            AttributeScope::Resource => out.extend(span.resource_attr(&a.name).cloned()),
+            AttributeScope::Unscoped => {
+                out.extend(span.span_attr(&a.name).cloned());
+                out.extend(span.resource_attr(&a.name).cloned());
+            }
+            AttributeScope::Instrumentation => out.extend(find(&span.scope_attrs, &a.name)),
+            AttributeScope::Event => out.extend(span.events.iter().filter_map(|e| find(&e.attrs, &a.name))),
+            AttributeScope::Link => out.extend(span.links.iter().filter_map(|l| find(&l.attrs, &a.name))),
+        },
+        FieldExpr::Intrinsic(i) => match i {
+            Intrinsic::Name => out.push(Value::Str(span.name.clone())),
+            Intrinsic::Status => out.push(Value::Status(span.status)),
+            Intrinsic::Kind => out.push(Value::Kind(span.kind)),
+            Intrinsic::StatusMessage if !span.status_message.is_empty() => {
+                out.push(Value::Str(span.status_message.clone()))
+            }
+            Intrinsic::EventName => out.extend(span.events.iter().map(|e| Value::Str(e.name.clone()))),
+            Intrinsic::InstrumentationName if !span.scope_name.is_empty() => out.push(Value::Str(span.scope_name.clone())),
+            Intrinsic::InstrumentationVersion if !span.scope_version.is_empty() => {
+                out.push(Value::Str(span.scope_version.clone()))
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+}
