@@ -9,11 +9,13 @@
 //!                                                      flusher thread ◄──┘
 //!                                                      (one block per tenant; WAL truncation)
 //! ```
-//! `Ingest::find_trace` reads the head and the blocks and merges them.
+//! `Ingest::find_trace` reads the head and the blocks and merges them; `Ingest::scan` feeds
+//! whole traces that may match a query to a search, metrics or tag consumer ([`scan`]).
 
 pub mod head;
 pub mod limits;
 pub mod metrics;
+pub mod scan;
 
 use bytes::Bytes;
 use head::{BuilderSink, Cut, CutPolicy, Head};
@@ -401,7 +403,7 @@ impl Ingest {
     }
 
     /// Waits until every acknowledged record is in the head (bounded).
-    async fn catch_up(&self) {
+    pub(crate) async fn catch_up(&self) {
         let target = self.wal_stats.committed_groups.load(Ordering::Acquire);
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline {

@@ -1,0 +1,233 @@
+//! Results in the JSON shapes of Tempo's HTTP API (`tempopb` messages in proto3 JSON): 64-bit
+//! integers are strings (`startTimeUnixNano`, `durationNanos`, `intValue`, `inspectedBytes`),
+//! 32-bit ones numbers (`durationMs`, `matched`, `inspectedTraces`), and attribute values are
+//! OTLP `AnyValue`s (`{"stringValue": "x"}`).
+//!
+//! weft adds fields Tempo does not have where a user needs them; clients that parse Tempo's
+//! shapes ignore unknown fields: `metrics.inspectedBlocks`, `metrics.skippedBlocks`,
+//! `metrics.inspectedSpans`, and `truncated` on tag values.
+
+use serde_json::{Value as Json, json};
+use weft_traceql::{Series, Value};
+
+use crate::search::{Hit, HitSpan, HitSpanset};
+
+/// Lowercase hex.
+pub fn hex(b: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for &x in b {
+        s.push(DIGITS[(x >> 4) as usize] as char);
+        s.push(DIGITS[(x & 15) as usize] as char);
+    }
+    s
+}
+
+/// A value as an OTLP JSON `AnyValue`. Durations, statuses and kinds (which OTLP lacks) are
+/// strings as TraceQL prints them (`1.5s`, `error`, `server`).
+pub fn any_value(v: &Value) -> Json {
+    match v {
+        Value::Str(s) => json!({ "stringValue": s }),
+        Value::Int(i) => json!({ "intValue": i.to_string() }),
+        Value::Float(f) if f.is_finite() => json!({ "doubleValue": f }),
+        Value::Float(f) => json!({ "stringValue": f.to_string() }),
+        Value::Bool(b) => json!({ "boolValue": b }),
+        Value::Duration(d) => json!({ "stringValue": duration_text(*d) }),
+        Value::Status(s) => json!({ "stringValue": s.name() }),
+        Value::Kind(k) => json!({ "stringValue": k.name() }),
+        Value::Nil => json!({}),
+        Value::Array(vs) => json!({ "arrayValue": { "values": vs.iter().map(any_value).collect::<Vec<_>>() } }),
+    }
+}
+
+/// A duration as TraceQL writes it, in the largest unit that keeps it whole: `1500ms`, `2s`.
+pub fn duration_text(ns: i64) -> String {
+    for (unit, size) in [("h", 3_600_000_000_000i64), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns != 0 && ns % size == 0 {
+            return format!("{}{unit}", ns / size);
+        }
+    }
+    format!("{ns}ns")
+}
+
+fn key_values(kvs: &[(String, Value)]) -> Json {
+    Json::Array(
+        kvs.iter()
+            .map(|(k, v)| json!({ "key": k, "value": any_value(v) }))
+            .collect(),
+    )
+}
+
+fn span(s: &HitSpan) -> Json {
+    let mut o = json!({
+        "spanID": hex(&s.span_id),
+        "name": s.name,
+        "startTimeUnixNano": s.start_unix_nano.to_string(),
+        "durationNanos": s.duration_nano.to_string(),
+    });
+    if !s.attributes.is_empty() {
+        o["attributes"] = key_values(&s.attributes);
+    }
+    o
+}
+
+fn spanset(s: &HitSpanset) -> Json {
+    let mut o = json!({
+        "spans": s.spans.iter().map(span).collect::<Vec<_>>(),
+        "matched": s.matched,
+    });
+    if !s.attributes.is_empty() {
+        o["attributes"] = key_values(&s.attributes);
+    }
+    o
+}
+
+/// One trace of a search response. `spanSet` (the first spanset) is Tempo's older field,
+/// which Grafana still reads when `spanSets` is absent.
+pub fn hit(h: &Hit) -> Json {
+    let sets: Vec<Json> = h.spansets.iter().map(spanset).collect();
+    let mut o = json!({
+        "traceID": hex(&h.trace_id),
+        "rootServiceName": if h.root_service_name.is_empty() { "<root span not yet received>" } else { &h.root_service_name },
+        "startTimeUnixNano": h.start_unix_nano.to_string(),
+        "durationMs": h.duration_nano / 1_000_000,
+    });
+    if !h.root_trace_name.is_empty() {
+        o["rootTraceName"] = json!(h.root_trace_name);
+    }
+    if let Some(first) = sets.first() {
+        o["spanSet"] = first.clone();
+    }
+    o["spanSets"] = Json::Array(sets);
+    o
+}
+
+/// What a query looked at, as Tempo's `SearchMetrics` plus weft's block counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Inspected {
+    pub bytes: u64,
+    pub traces: u64,
+    pub spans: u64,
+    pub blocks: u64,
+    pub skipped_blocks: u64,
+    pub total_blocks: u64,
+    pub total_block_bytes: u64,
+}
+
+pub fn metrics(m: &Inspected) -> Json {
+    json!({
+        "inspectedTraces": m.traces,
+        "inspectedBytes": m.bytes.to_string(),
+        "inspectedSpans": m.spans.to_string(),
+        "inspectedBlocks": m.blocks,
+        "skippedBlocks": m.skipped_blocks,
+        "totalBlocks": m.total_blocks,
+        "totalBlockBytes": m.total_block_bytes.to_string(),
+        "completedJobs": 1,
+        "totalJobs": 1,
+    })
+}
+
+/// `GET /api/search`.
+pub fn search_response(hits: &[Hit], m: &Inspected) -> Json {
+    json!({
+        "traces": hits.iter().map(hit).collect::<Vec<_>>(),
+        "metrics": metrics(m),
+    })
+}
+
+/// Prometheus-style label text: `{resource.service.name="api", p="0.9"}`.
+fn prom_labels(labels: &[(String, Value)]) -> String {
+    let parts: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::Str(s) => s.clone(),
+                Value::Nil => "<nil>".to_owned(),
+                Value::Int(i) => i.to_string(),
+                Value::Float(f) => f.to_string(),
+                Value::Bool(b) => b.to_string(),
+                Value::Duration(d) => duration_text(*d),
+                Value::Status(s) => s.name().to_owned(),
+                Value::Kind(k) => k.name().to_owned(),
+                Value::Array(_) => "[...]".to_owned(),
+            };
+            format!("{k}={:?}", text)
+        })
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn labels(ls: &[(String, Value)]) -> Json {
+    Json::Array(
+        ls.iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    Value::Nil => json!({ "stringValue": "<nil>" }),
+                    v => any_value(v),
+                };
+                json!({ "key": k, "value": value })
+            })
+            .collect(),
+    )
+}
+
+/// `GET /api/metrics/query_range`: one sample per step that has a value, at the step's start.
+pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected) -> Json {
+    let series: Vec<Json> = series
+        .iter()
+        .map(|s| {
+            let samples: Vec<Json> = s
+                .values
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    let v = (*v)?;
+                    let ts = (start_ns + i as u64 * step_ns) / 1_000_000;
+                    Some(json!({ "timestampMs": ts.to_string(), "value": v }))
+                })
+                .collect();
+            json!({ "labels": labels(&s.labels), "samples": samples, "promLabels": prom_labels(&s.labels) })
+        })
+        .collect();
+    json!({ "series": series, "metrics": metrics(m) })
+}
+
+/// `GET /api/metrics/query`: the query evaluated as one step over the whole range.
+pub fn query_instant_response(series: &[Series], m: &Inspected) -> Json {
+    let series: Vec<Json> = series
+        .iter()
+        .filter_map(|s| {
+            let v = s.values.first().copied().flatten()?;
+            Some(json!({ "labels": labels(&s.labels), "value": v, "promLabels": prom_labels(&s.labels) }))
+        })
+        .collect();
+    json!({ "series": series, "metrics": metrics(m) })
+}
+
+/// A tag value of `/api/v2/search/tag/<tag>/values`, typed as Tempo types them: `string`,
+/// `int`, `float`, `bool`, `duration`, and `keyword` for statuses and kinds.
+pub fn typed_value(v: &Value) -> Json {
+    let (ty, text) = match v {
+        Value::Str(s) => ("string", s.clone()),
+        Value::Int(i) => ("int", i.to_string()),
+        Value::Float(f) => ("float", f.to_string()),
+        Value::Bool(b) => ("bool", b.to_string()),
+        Value::Duration(d) => ("duration", duration_text(*d)),
+        Value::Status(s) => ("keyword", s.name().to_owned()),
+        Value::Kind(k) => ("keyword", k.name().to_owned()),
+        Value::Nil | Value::Array(_) => ("string", String::new()),
+    };
+    json!({ "type": ty, "value": text })
+}
+
+/// The text of a value in `/api/search/tag/<tag>/values` (v1: strings only).
+pub fn value_text(v: &Value) -> String {
+    match typed_value(v)["value"].as_str() {
+        Some(s) => s.to_owned(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -285,6 +285,10 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     );
     st.trace_latency
         .render(&mut out, "weft_query_duration_seconds", "route=\"trace_by_id\"");
+    st.search_latency
+        .render(&mut out, "weft_query_duration_seconds", "route=\"search\"");
+    st.metrics_latency
+        .render(&mut out, "weft_query_duration_seconds", "route=\"metrics\"");
     let (cpu, rss, hwm) = proc_stats();
     let _ = writeln!(
         out,

@@ -6,6 +6,7 @@ mod config;
 mod grpc;
 mod http_otlp;
 mod loadgen;
+mod search_api;
 mod tenant;
 
 use anyhow::Context;
@@ -25,6 +26,8 @@ pub struct AppState {
     pub tenants: tenant::Tenants,
     pub ingest: Arc<Ingest>,
     pub trace_latency: api::Histogram,
+    pub search_latency: api::Histogram,
+    pub metrics_latency: api::Histogram,
     pub started: Instant,
 }
 
@@ -106,6 +109,8 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         tenants: tenant::Tenants::new(&cfg),
         ingest: ingest.clone(),
         trace_latency: api::Histogram::latency(),
+        search_latency: api::Histogram::latency(),
+        metrics_latency: api::Histogram::latency(),
         started: Instant::now(),
     });
 
@@ -119,6 +124,13 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
     let api = Router::new()
         .route("/api/traces/{id}", get(api::trace_v1))
         .route("/api/v2/traces/{id}", get(api::trace_v2))
+        .route("/api/search", get(search_api::search))
+        .route("/api/search/tags", get(search_api::tags_v1))
+        .route("/api/v2/search/tags", get(search_api::tags_v2))
+        .route("/api/search/tag/{tag}/values", get(search_api::tag_values_v1))
+        .route("/api/v2/search/tag/{tag}/values", get(search_api::tag_values_v2))
+        .route("/api/metrics/query_range", get(search_api::query_range))
+        .route("/api/metrics/query", get(search_api::query_instant))
         .route("/api/echo", get(api::echo))
         .route("/ready", get(api::ready))
         .route("/api/status/buildinfo", get(api::buildinfo))

@@ -1,0 +1,315 @@
+//! Scans a tenant's head and blocks and hands each trace that may match a query, whole, to a
+//! [`TraceSink`].
+//!
+//! # Contract
+//!
+//! Every trace of the tenant that satisfies the sink's [`Prefilter`] and overlaps the window
+//! is offered exactly once, with all its spans found in the head and the blocks at that moment,
+//! de-duplicated and ordered by start time. A trace is *in the window* when one of its spans
+//! overlaps `[start, end]`; a trace is only considered through a stored piece (its spans in
+//! the head, or in one block) that has a span in the window, so a trace none of whose pieces
+//! touches the window is never offered, as in Tempo.
+//!
+//! # How
+//!
+//! 1. The head: the active columns in chunks of traces under the read lock (so the builder is
+//!    never held up for long), and the cuts being flushed without a lock (they are frozen).
+//! 2. The blocks: newest first; blocks outside the window are skipped by their meta, and row
+//!    groups by their footer statistics (start times, durations) checked against the window
+//!    and the prefilter ([`Prefilter::row_group_may_match`]). Rows of a trace are contiguous
+//!    in a block.
+//! 3. A *piece* (a trace's spans in one place) is a candidate when some span passes some leaf
+//!    of the prefilter. A candidate that exists nowhere else (no other head part holds it, no
+//!    other block's index admits it, it does not cross a row-group boundary) is the whole
+//!    trace and is offered at once; one that might be split is remembered and fetched whole
+//!    with [`Ingest::find_trace`] at the end. Splits only cost time, never correctness.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use weft_block::row::{SpanRow, dedup_spans};
+use weft_block::{Block, columns::SpanColumns};
+use weft_query::prefilter::Prefilter;
+use weft_query::search::TraceSink;
+
+use crate::head::Cut;
+use crate::{Ingest, QueryError};
+
+/// Traces copied out of the active head per read-lock hold.
+const HEAD_CHUNK: usize = 256;
+
+/// What a scan looked at, for the `metrics` block of search responses and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Bytes of block data read from storage plus bytes of head spans examined.
+    pub inspected_bytes: u64,
+    /// Trace pieces examined (a trace split over the head and two blocks counts three times).
+    pub inspected_traces: u64,
+    pub inspected_spans: u64,
+    /// Blocks with at least one row group read.
+    pub inspected_blocks: u64,
+    /// Blocks of the tenant.
+    pub total_blocks: u64,
+    /// Blocks skipped by their time range, or because no row group could match.
+    pub skipped_blocks: u64,
+    /// Row groups skipped by their statistics.
+    pub skipped_row_groups: u64,
+    /// Traces fetched whole because they were split across the head and blocks.
+    pub split_traces: u64,
+}
+
+/// An inclusive time window in Unix nanoseconds.
+pub type Window = (u64, u64);
+
+fn row_bytes(r: &SpanRow) -> u64 {
+    (64 + r.name.len()
+        + r.status_message.len()
+        + r.attributes.len()
+        + r.events.len()
+        + r.links.len()
+        + r.extra.len()) as u64
+}
+
+fn overlaps(rows: &[SpanRow], w: Option<Window>) -> bool {
+    let Some((start, end)) = w else { return true };
+    rows.iter()
+        .any(|r| r.start_unix_nano <= end && r.end_unix_nano() >= start)
+}
+
+/// The spans of `id` in `cols`.
+fn rows_in(cols: &SpanColumns, id: &[u8; 16]) -> Vec<SpanRow> {
+    cols.rows_of(id).into_iter().map(|r| cols.row(r)).collect()
+}
+
+struct Scan<'a> {
+    ingest: &'a Ingest,
+    tenant: &'a str,
+    window: Option<Window>,
+    blocks: Vec<Arc<Block>>,
+    /// Traces already offered or deferred.
+    handled: HashSet<[u8; 16]>,
+    deferred: Vec<[u8; 16]>,
+    stats: ScanStats,
+}
+
+impl Ingest {
+    /// Offers every trace of `tenant` that may match `sink`'s query and overlaps `window` to
+    /// the sink, once, whole (see the [module docs](crate::scan)).
+    pub async fn scan(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        sink: &mut (dyn TraceSink + Send),
+    ) -> Result<ScanStats, QueryError> {
+        self.catch_up().await;
+        let mut scan = Scan {
+            ingest: self,
+            tenant,
+            window,
+            blocks: self.blocks.of(tenant),
+            handled: HashSet::new(),
+            deferred: Vec::new(),
+            stats: ScanStats::default(),
+        };
+        scan.head(sink);
+        // Blocks written while the head was scanned hold traces seen there; `handled` skips
+        // them, and anything else they hold was in the head and is offered or deferred.
+        scan.blocks = self.blocks.of(tenant);
+        scan.stats.total_blocks = scan.blocks.len() as u64;
+        scan.blocks
+            .sort_by(|a, b| b.meta.max_end_unix_nano.cmp(&a.meta.max_end_unix_nano));
+        for i in 0..scan.blocks.len() {
+            scan.block(i, sink).await?;
+        }
+        let deferred = std::mem::take(&mut scan.deferred);
+        for id in deferred {
+            let rows = self.find_trace(tenant, &id, None).await?;
+            scan.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
+            scan.finish_trace(rows, sink);
+        }
+        Ok(scan.stats)
+    }
+}
+
+impl Scan<'_> {
+    /// Offers a whole trace if it may match and overlaps the window.
+    fn finish_trace(&mut self, mut rows: Vec<SpanRow>, sink: &mut (dyn TraceSink + Send)) {
+        if rows.is_empty() || !sink.prefilter().trace_may_match(&rows) || !overlaps(&rows, self.window) {
+            return;
+        }
+        let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
+        if !sink.wants_start(start) {
+            return;
+        }
+        dedup_spans(&mut rows);
+        sink.offer(&rows);
+    }
+
+    /// Whether any block other than `except` may hold `id`.
+    fn in_other_block(&self, id: &[u8; 16], except: Option<usize>) -> bool {
+        self.blocks
+            .iter()
+            .enumerate()
+            .any(|(i, b)| Some(i) != except && !b.index.candidates(id).is_empty())
+    }
+
+    /// Counts a piece and says whether it is a candidate: not handled yet, passing some leaf
+    /// of the prefilter, and touching the window.
+    fn candidate(&mut self, rows: &[SpanRow], sink: &(dyn TraceSink + Send)) -> bool {
+        self.stats.inspected_traces += 1;
+        self.stats.inspected_spans += rows.len() as u64;
+        let pf: &Prefilter = sink.prefilter();
+        !self.handled.contains(&rows[0].trace_id) && pf.piece_may_match(rows) && overlaps(rows, self.window)
+    }
+
+    /// Takes a candidate piece: offers it as the whole trace, or defers it when `split` (other
+    /// parts of the head may hold the trace, or it crosses a row group) or another block may
+    /// hold the trace.
+    fn take(&mut self, rows: Vec<SpanRow>, split: bool, block: Option<usize>, sink: &mut (dyn TraceSink + Send)) {
+        let id = rows[0].trace_id;
+        self.handled.insert(id);
+        if split || self.in_other_block(&id, block) {
+            self.stats.split_traces += 1;
+            self.deferred.push(id);
+            return;
+        }
+        self.finish_trace(rows, sink);
+    }
+
+    fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
+        let head = self.ingest.head.clone();
+        let (ids, cuts): (Vec<[u8; 16]>, Vec<Arc<Cut>>) = {
+            let st = head.state.read();
+            (
+                st.active
+                    .get(self.tenant)
+                    .map(|c| c.traces.keys().copied().collect())
+                    .unwrap_or_default(),
+                st.flushing.clone(),
+            )
+        };
+        // Active head: copy a chunk of traces under the read lock. A trace that was cut since
+        // the ids were taken is found in the newer cut.
+        for chunk in ids.chunks(HEAD_CHUNK) {
+            let mut pieces = Vec::with_capacity(chunk.len());
+            {
+                let st = head.state.read();
+                let active = st.active.get(self.tenant);
+                for id in chunk {
+                    let mut rows = active.map(|c| rows_in(c, id)).unwrap_or_default();
+                    let mut split = false;
+                    for cut in &st.flushing {
+                        for (t, c) in &cut.tenants {
+                            if &**t == self.tenant && c.traces.contains_key(id) {
+                                if rows.is_empty() {
+                                    rows = rows_in(c, id);
+                                } else {
+                                    split = true;
+                                }
+                            }
+                        }
+                    }
+                    if !rows.is_empty() {
+                        self.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
+                        pieces.push((rows, split));
+                    }
+                }
+            }
+            for (rows, split) in pieces {
+                if self.candidate(&rows, sink) {
+                    self.take(rows, split, None, sink);
+                }
+            }
+        }
+        // Cuts: frozen, read without the lock.
+        let tenant = self.tenant;
+        for (k, cut) in cuts.iter().enumerate() {
+            let Some((_, cols)) = cut.tenants.iter().find(|(t, _)| &**t == tenant) else {
+                continue;
+            };
+            let others_hold = |id: &[u8; 16]| {
+                let st = head.state.read();
+                st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
+                    || cuts.iter().enumerate().any(|(j, c)| {
+                        j != k
+                            && c.tenants
+                                .iter()
+                                .any(|(t, cc)| &**t == tenant && cc.traces.contains_key(id))
+                    })
+            };
+            let ids: Vec<[u8; 16]> = cols.traces.keys().copied().collect();
+            for id in ids {
+                let rows = rows_in(cols, &id);
+                self.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
+                if self.candidate(&rows, sink) {
+                    let split = others_hold(&id);
+                    self.take(rows, split, None, sink);
+                }
+            }
+        }
+    }
+
+    async fn block(&mut self, i: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
+        let b = self.blocks[i].clone();
+        let storage = &*self.ingest.storage;
+        if let Some((start, end)) = self.window
+            && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
+        {
+            self.stats.skipped_blocks += 1;
+            return Ok(());
+        }
+        if !sink.wants_start(b.meta.max_end_unix_nano) {
+            self.stats.skipped_blocks += 1;
+            return Ok(());
+        }
+        let mut read_any = false;
+        let groups = b.row_group_count();
+        for rg in 0..groups {
+            let stats = b.row_group_stats(storage, rg).await?;
+            let skip_time = match (self.window, stats.start, stats.duration) {
+                (Some((ws, we)), Some((lo, hi)), Some((_, dmax))) => {
+                    lo > we || hi.saturating_add(dmax.max(0) as u64) < ws
+                }
+                _ => false,
+            };
+            let skip_recent = stats.start.is_some_and(|(_, hi)| !sink.wants_start(hi));
+            if skip_time || skip_recent || !sink.prefilter().row_group_may_match(&stats) {
+                self.stats.skipped_row_groups += 1;
+                continue;
+            }
+            let (rows, bytes) = b.read_row_group(storage, rg).await?;
+            read_any = true;
+            self.stats.inspected_bytes += bytes;
+            let ranges = &b.index.row_groups;
+            let mut rows = rows.into_iter().peekable();
+            while let Some(first) = rows.next() {
+                let id = first.trace_id;
+                let mut piece = vec![first];
+                while let Some(r) = rows.next_if(|r| r.trace_id == id) {
+                    piece.push(r);
+                }
+                if !self.candidate(&piece, sink) {
+                    continue;
+                }
+                // A trace at either edge of the row group may continue in the neighbour.
+                let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
+                let in_head = {
+                    let st = self.ingest.head.state.read();
+                    st.active.get(self.tenant).is_some_and(|c| c.traces.contains_key(&id))
+                        || st.flushing.iter().any(|c| {
+                            c.tenants
+                                .iter()
+                                .any(|(t, cc)| &**t == self.tenant && cc.traces.contains_key(&id))
+                        })
+                };
+                self.take(piece, crosses || in_head, Some(i), sink);
+            }
+        }
+        if read_any {
+            self.stats.inspected_blocks += 1;
+        } else {
+            self.stats.skipped_blocks += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,634 @@
+//! Tempo's search, tag and metrics endpoints on :3200.
+//!
+//! Parameters follow Tempo's HTTP API: `start`/`end` in Unix seconds (metrics also take
+//! nanoseconds or RFC 3339), durations as Go/Prometheus duration strings (`100ms`, `1m30s`).
+//! Bad parameters and invalid or unsupported TraceQL get a 400 whose text names the problem.
+
+use crate::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use weft_ingest::scan::{ScanStats, Window};
+use weft_query::search::{Metrics, Search, SearchParams, TagNames, TagScope, TagValues, TraceSink};
+use weft_query::tempo::{self, Inspected};
+use weft_traceql::ast::{FieldExpr, SpansetExpr, Stage};
+use weft_traceql::{EvalError, Query as TraceQl};
+
+type Params = Query<HashMap<String, String>>;
+
+/// Most spans per spanset a request may ask for, and most traces.
+const MAX_SPSS: usize = 1000;
+const MAX_LIMIT: usize = 10_000;
+/// Most distinct tag names per scope and tag values returned.
+const MAX_TAGS: usize = 5000;
+const MAX_TAG_VALUES: usize = 1000;
+
+fn bad(msg: impl Into<String>) -> Response {
+    text(StatusCode::BAD_REQUEST, msg)
+}
+
+fn text(status: StatusCode, msg: impl Into<String>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg.into() + "\n",
+    )
+        .into_response()
+}
+
+fn json(v: serde_json::Value) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}
+
+/// Parses a Go-style duration (`1h2m3.5s`, `250ms`, `10us`, `1µs`, `5ns`); a bare number is
+/// seconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok((secs * 1e9) as u64);
+        }
+        return Err(format!("invalid duration {s:?}: must not be negative"));
+    }
+    let err = || format!("invalid duration {s:?}: expected a number with a unit such as 100ms, 2s or 1m30s");
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        if num_len == 0 {
+            return Err(err());
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(err()),
+        };
+        rest = &rest[unit_len..];
+        total += n * scale;
+    }
+    Ok(total as u64)
+}
+
+/// Parses a time: Unix seconds (integer or fractional), Unix nanoseconds (integers above
+/// 10^15), or RFC 3339. Returns Unix nanoseconds.
+pub fn parse_time(name: &str, s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if let Ok(i) = s.parse::<u64>() {
+        return Ok(if i > 1_000_000_000_000_000 { i } else { i.saturating_mul(1_000_000_000) });
+    }
+    if let Ok(f) = s.parse::<f64>()
+        && f.is_finite()
+        && f >= 0.0
+    {
+        return Ok((f * 1e9) as u64);
+    }
+    parse_rfc3339(s).ok_or_else(|| format!("invalid {name} {s:?}: expected Unix seconds or an RFC 3339 time"))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix nanoseconds.
+fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut i = 19;
+    let mut nanos = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = &s[start..i];
+        let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
+        nanos = digits.parse().ok()?;
+    }
+    let offset = match &s[i..] {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let oh: i64 = o[1..3].parse().ok()?;
+            let om: i64 = o[4..6].parse().ok()?;
+            let v = (oh * 60 + om) * 60;
+            if o.starts_with('-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y2, m2) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * m2 + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    u64::try_from(secs).ok().map(|s| s * 1_000_000_000 + nanos as u64)
+}
+
+fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
+    p.get(k).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+/// `start`/`end` in Unix seconds as an inclusive window of nanoseconds; `end` is the end of
+/// its second.
+fn search_window(p: &HashMap<String, String>) -> Result<Option<Window>, String> {
+    let start = param(p, "start").map(|s| parse_time("start", s)).transpose()?;
+    let end = param(p, "end").map(|s| parse_time("end", s)).transpose()?;
+    if let (Some(s), Some(e)) = (start, end)
+        && s > e
+    {
+        return Err(format!("invalid range: start {} is after end {}", s / 1_000_000_000, e / 1_000_000_000));
+    }
+    Ok(match (start, end) {
+        (None, None) => None,
+        (s, e) => Some((s.unwrap_or(0), e.map(|e| e.saturating_add(999_999_999)).unwrap_or(u64::MAX))),
+    })
+}
+
+/// Parses, validates and checks support of a TraceQL query, as a 400 on failure.
+fn parse_query(q: &str) -> Result<TraceQl, String> {
+    let query = weft_traceql::parse(q).map_err(|e| format!("invalid TraceQL query: {e}"))?;
+    weft_traceql::validate(&query).map_err(|e| e.to_string())?;
+    weft_traceql::supported(&query).map_err(|e| e.to_string())?;
+    Ok(query)
+}
+
+fn eval_error(e: EvalError) -> Response {
+    bad(e.to_string())
+}
+
+/// TraceQL for Tempo's `tags=` logfmt: `{ .k = "v" && ... }`. Numbers and booleans also match
+/// attributes of that type; `name` is the span name and `status.code` the status.
+pub fn logfmt_to_traceql(tags: &str) -> Result<String, String> {
+    let mut conds = Vec::new();
+    let mut rest = tags.trim();
+    while !rest.is_empty() {
+        let eq = rest
+            .find('=')
+            .ok_or_else(|| format!("invalid tags {tags:?}: expected key=value pairs"))?;
+        let key = rest[..eq].trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(format!("invalid tags {tags:?}: bad key {key:?}"));
+        }
+        rest = &rest[eq + 1..];
+        let value;
+        if let Some(r) = rest.strip_prefix('"') {
+            let mut out = String::new();
+            let mut chars = r.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            out.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    c => out.push(c),
+                }
+            }
+            let end = end.ok_or_else(|| format!("invalid tags {tags:?}: unterminated quote"))?;
+            value = out;
+            rest = r[end + 1..].trim_start();
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            value = rest[..end].to_owned();
+            rest = rest[end..].trim_start();
+        }
+        let quoted = format!("{value:?}");
+        let cond = match key {
+            "name" => format!("name = {quoted}"),
+            "status.code" | "status" => match value.as_str() {
+                "error" | "2" | "STATUS_CODE_ERROR" => "status = error".to_owned(),
+                "ok" | "1" | "STATUS_CODE_OK" => "status = ok".to_owned(),
+                "unset" | "0" | "STATUS_CODE_UNSET" => "status = unset".to_owned(),
+                _ => return Err(format!("invalid tags {tags:?}: unknown status {value:?}")),
+            },
+            _ => {
+                let field = if key.chars().all(|c| c.is_alphanumeric() || "._-:/".contains(c)) {
+                    format!(".{key}")
+                } else {
+                    format!(".{key:?}")
+                };
+                if let Ok(i) = value.parse::<i64>() {
+                    format!("({field} = {quoted} || {field} = {i})")
+                } else if value == "true" || value == "false" {
+                    format!("({field} = {quoted} || {field} = {value})")
+                } else {
+                    format!("{field} = {quoted}")
+                }
+            }
+        };
+        conds.push(cond);
+    }
+    Ok(if conds.is_empty() {
+        "{ }".to_owned()
+    } else {
+        format!("{{ {} }}", conds.join(" && "))
+    })
+}
+
+fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected {
+    Inspected {
+        bytes: s.inspected_bytes,
+        traces: s.inspected_traces,
+        spans: s.inspected_spans,
+        blocks: s.inspected_blocks,
+        skipped_blocks: s.skipped_blocks,
+        total_blocks: s.total_blocks,
+        total_block_bytes: st.ingest.blocks.of(tenant).iter().map(|b| b.meta.size_bytes).sum(),
+    }
+}
+
+async fn run_scan(
+    st: &AppState,
+    tenant: &str,
+    window: Option<Window>,
+    sink: &mut (dyn TraceSink + Send),
+) -> Result<ScanStats, Response> {
+    st.ingest.scan(tenant, window, sink).await.map_err(|e| {
+        tracing::error!(error = %e, "search scan failed");
+        text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"))
+    })
+}
+
+/// `GET /api/search`.
+pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let q = match (param(&p, "q"), param(&p, "tags")) {
+        (Some(q), _) => q.to_owned(),
+        (None, Some(tags)) => match logfmt_to_traceql(tags) {
+            Ok(q) => q,
+            Err(e) => return bad(e),
+        },
+        (None, None) => "{ }".to_owned(),
+    };
+    let query = match parse_query(&q) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
+    let num = |k: &str, default: usize, max: usize| -> Result<usize, String> {
+        match param(&p, k) {
+            None => Ok(default),
+            Some(s) => match s.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n.min(max)),
+                _ => Err(format!("invalid {k} {s:?}: expected a positive integer")),
+            },
+        }
+    };
+    let dur = |k: &str| param(&p, k).map(parse_duration).transpose();
+    let params = match (num("limit", 20, MAX_LIMIT), num("spss", 3, MAX_SPSS), dur("minDuration"), dur("maxDuration")) {
+        (Ok(limit), Ok(spss), Ok(min), Ok(max)) => SearchParams {
+            limit,
+            spans_per_spanset: spss,
+            min_duration_ns: min,
+            max_duration_ns: max,
+        },
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return bad(e),
+    };
+    if let (Some(min), Some(max)) = (params.min_duration_ns, params.max_duration_ns)
+        && min > max
+    {
+        return bad("invalid duration range: minDuration is greater than maxDuration");
+    }
+    let window = match search_window(&p) {
+        Ok(w) => w,
+        Err(e) => return bad(e),
+    };
+    let mut sink = match Search::new(&query, params) {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
+    let stats = match run_scan(&st, &tenant, window, &mut sink).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let hits = sink.finish();
+    st.search_latency.observe(started.elapsed().as_secs_f64());
+    json(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)))
+}
+
+/// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`.
+const INTRINSICS: &[&str] = &[
+    "duration",
+    "event:name",
+    "event:timeSinceStart",
+    "instrumentation:name",
+    "instrumentation:version",
+    "kind",
+    "link:spanID",
+    "link:traceID",
+    "name",
+    "rootName",
+    "rootServiceName",
+    "span:id",
+    "span:parentID",
+    "status",
+    "statusMessage",
+    "trace:id",
+    "traceDuration",
+];
+
+/// A filter query from `q`, for the tag endpoints. Grafana sends the query being typed, which
+/// is often incomplete; an unparseable `q` filters nothing rather than failing autocomplete.
+fn filter_query(p: &HashMap<String, String>) -> TraceQl {
+    param(p, "q")
+        .and_then(|q| parse_query(q).ok())
+        .filter(|q| !q.pipeline.stages.iter().any(|s| matches!(s, Stage::Metrics(_))))
+        .unwrap_or_else(|| weft_traceql::parse("{ }").expect("valid"))
+}
+
+async fn collect_tags(st: &AppState, tenant: &str, p: &HashMap<String, String>) -> Result<(TagNames, ScanStats), Response> {
+    let window = search_window(p).map_err(bad)?;
+    let mut sink = TagNames::new(&filter_query(p), MAX_TAGS).map_err(eval_error)?;
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    Ok((sink, stats))
+}
+
+/// `GET /api/search/tags`: span and resource attribute keys.
+pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let (names, stats) = match collect_tags(&st, &tenant, &p).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let mut all = BTreeSet::new();
+    for scope in [TagScope::Span, TagScope::Resource] {
+        all.extend(names.keys.get(&scope).into_iter().flatten().cloned());
+    }
+    json(serde_json::json!({ "tagNames": all, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }))
+}
+
+/// `GET /api/v2/search/tags?scope=`: keys per scope, plus the intrinsics.
+pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let wanted: Vec<&str> = match param(&p, "scope") {
+        None | Some("all") => vec!["resource", "span", "event", "link", "instrumentation", "intrinsic"],
+        Some(s) if s == "intrinsic" || TagScope::parse(s).is_some() => vec![s],
+        Some(s) => {
+            return bad(format!(
+                "invalid scope {s:?}: expected resource, span, event, link, instrumentation, intrinsic or all"
+            ));
+        }
+    };
+    let needs_scan = wanted.iter().any(|s| *s != "intrinsic");
+    let (names, stats) = if needs_scan {
+        match collect_tags(&st, &tenant, &p).await {
+            Ok((n, s)) => (Some(n), s),
+            Err(r) => return r,
+        }
+    } else {
+        (None, ScanStats::default())
+    };
+    let scopes: Vec<serde_json::Value> = wanted
+        .iter()
+        .map(|&s| {
+            let tags: Vec<String> = match TagScope::parse(s) {
+                Some(scope) => names
+                    .as_ref()
+                    .and_then(|n| n.keys.get(&scope))
+                    .map(|k| k.iter().cloned().collect())
+                    .unwrap_or_default(),
+                None => INTRINSICS.iter().map(|s| s.to_string()).collect(),
+            };
+            serde_json::json!({ "name": s, "tags": tags })
+        })
+        .collect();
+    json(serde_json::json!({ "scopes": scopes, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }))
+}
+
+/// The field a tag names: a TraceQL attribute or intrinsic (`resource.service.name`, `.x`,
+/// `name`), or for v1 a bare key (`service.name`), read as `.key`.
+fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
+    let try_parse = |t: &str| -> Option<FieldExpr> {
+        let q = weft_traceql::parse(&format!("{{ {t} }}")).ok()?;
+        match q.pipeline.stages.first()? {
+            Stage::Spanset(SpansetExpr::Filter(f)) => f.expr.clone().filter(FieldExpr::is_field),
+            _ => None,
+        }
+    };
+    let bad_tag = || format!("invalid tag {tag:?}: expected an attribute such as resource.service.name or .http.method, or an intrinsic such as name");
+    if v2 {
+        return try_parse(tag).ok_or_else(bad_tag);
+    }
+    try_parse(&format!(".{tag}"))
+        .or_else(|| try_parse(&format!(".{tag:?}")))
+        .ok_or_else(bad_tag)
+}
+
+async fn tag_values(st: Arc<AppState>, headers: HeaderMap, tag: String, p: HashMap<String, String>, v2: bool) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let field = match tag_field(&tag, v2) {
+        Ok(f) => f,
+        Err(e) => return bad(e),
+    };
+    let window = match search_window(&p) {
+        Ok(w) => w,
+        Err(e) => return bad(e),
+    };
+    let mut sink = match TagValues::new(&filter_query(&p), field, MAX_TAG_VALUES) {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
+    let stats = match run_scan(&st, &tenant, window, &mut sink).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let truncated = sink.truncated;
+    let values = sink.finish();
+    let metrics = tempo::metrics(&inspected(&stats, &st, &tenant));
+    if v2 {
+        let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
+        json(serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }))
+    } else {
+        let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
+        json(serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }))
+    }
+}
+
+/// `GET /api/search/tag/{tag}/values`.
+pub async fn tag_values_v1(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    Query(p): Params,
+) -> Response {
+    tag_values(st, headers, tag, p, false).await
+}
+
+/// `GET /api/v2/search/tag/{tag}/values`.
+pub async fn tag_values_v2(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    Query(p): Params,
+) -> Response {
+    tag_values(st, headers, tag, p, true).await
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String, String>, instant: bool) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let Some(q) = param(&p, "q").or_else(|| param(&p, "query")) else {
+        return bad("missing q: a TraceQL metrics query such as { } | rate()");
+    };
+    let query = match parse_query(q) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
+    let now = now_ns();
+    let since = match param(&p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return bad(e),
+    };
+    let end = match param(&p, "end").map(|s| parse_time("end", s)).transpose() {
+        Ok(e) => e.unwrap_or(now),
+        Err(e) => return bad(e),
+    };
+    let start = match param(&p, "start").map(|s| parse_time("start", s)).transpose() {
+        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
+        Err(e) => return bad(e),
+    };
+    if start >= end {
+        return bad(format!("invalid range: start {start} is not before end {end} (nanoseconds)"));
+    }
+    let step = if instant {
+        end - start
+    } else {
+        match param(&p, "step").map(parse_duration).transpose() {
+            Ok(Some(0)) => return bad("invalid step: must be positive"),
+            Ok(Some(s)) => s,
+            // Tempo's default: about 100 points over the range, at least 1s.
+            Ok(None) => ((end - start) / 100).max(1_000_000_000),
+            Err(e) => return bad(e),
+        }
+    };
+    let mut sink = match Metrics::new(&query, start, end, step) {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
+    let stats = match run_scan(&st, &tenant, Some((start, end - 1)), &mut sink).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let series = sink.finish();
+    st.metrics_latency.observe(started.elapsed().as_secs_f64());
+    let m = inspected(&stats, &st, &tenant);
+    json(if instant {
+        tempo::query_instant_response(&series, &m)
+    } else {
+        tempo::query_range_response(&series, start, step, &m)
+    })
+}
+
+/// `GET /api/metrics/query_range`.
+pub async fn query_range(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    metrics_query(st, headers, p, false).await
+}
+
+/// `GET /api/metrics/query`.
+pub async fn query_instant(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    metrics_query(st, headers, p, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("100ms"), Ok(100_000_000));
+        assert_eq!(parse_duration("1m30s"), Ok(90_000_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("2"), Ok(2_000_000_000));
+        assert_eq!(parse_duration("10µs"), Ok(10_000));
+        assert!(parse_duration("10 parsecs").unwrap_err().contains("10 parsecs"));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn times_parse_as_seconds_nanos_or_rfc3339() {
+        assert_eq!(parse_time("start", "1700000000"), Ok(1_700_000_000_000_000_000));
+        assert_eq!(parse_time("start", "1700000000000000000"), Ok(1_700_000_000_000_000_000));
+        assert_eq!(parse_time("start", "1700000000.5"), Ok(1_700_000_000_500_000_000));
+        assert_eq!(parse_time("start", "2023-11-14T22:13:20Z"), Ok(1_700_000_000_000_000_000));
+        assert_eq!(
+            parse_time("start", "2023-11-14T23:13:20.25+01:00"),
+            Ok(1_700_000_000_250_000_000)
+        );
+        assert!(parse_time("start", "yesterday").unwrap_err().contains("start"));
+    }
+
+    #[test]
+    fn logfmt_tags_become_traceql() {
+        assert_eq!(
+            logfmt_to_traceql(r#"service.name=api http.status_code=500 name="GET /x""#).unwrap(),
+            r#"{ .service.name = "api" && (.http.status_code = "500" || .http.status_code = 500) && name = "GET /x" }"#
+        );
+        assert_eq!(logfmt_to_traceql("status.code=error").unwrap(), "{ status = error }");
+        for t in [
+            r#"service.name=api http.status_code=500 name="GET /x""#,
+            "error=true",
+            r#"k="a \"quoted\" value""#,
+        ] {
+            let q = logfmt_to_traceql(t).unwrap();
+            parse_query(&q).unwrap_or_else(|e| panic!("{t} -> {q}: {e}"));
+        }
+        assert!(logfmt_to_traceql("novalue").is_err());
+        assert!(logfmt_to_traceql(r#"k="open"#).is_err());
+    }
+
+    #[test]
+    fn tags_name_fields() {
+        assert!(tag_field("resource.service.name", true).is_ok());
+        assert!(tag_field("name", true).is_ok());
+        assert!(tag_field("service.name", false).is_ok());
+        assert!(tag_field("not a tag {", true).is_err());
+    }
+}
