@@ -23,6 +23,14 @@ pub fn hex(b: &[u8]) -> String {
     s
 }
 
+/// A trace ID as Tempo prints it in search results: lowercase hex without leading zeros
+/// (`/api/traces/<id>` pads it back).
+pub fn trace_id_text(id: &[u8; 16]) -> String {
+    let h = hex(id);
+    let t = h.trim_start_matches('0');
+    if t.is_empty() { "0".to_owned() } else { t.to_owned() }
+}
+
 /// A value as an OTLP JSON `AnyValue`. Durations, statuses and kinds (which OTLP lacks) are
 /// strings as TraceQL prints them (`1.5s`, `error`, `server`).
 pub fn any_value(v: &Value) -> Json {
@@ -87,7 +95,7 @@ fn spanset(s: &HitSpanset) -> Json {
 pub fn hit(h: &Hit) -> Json {
     let sets: Vec<Json> = h.spansets.iter().map(spanset).collect();
     let mut o = json!({
-        "traceID": hex(&h.trace_id),
+        "traceID": trace_id_text(&h.trace_id),
         "rootServiceName": if h.root_service_name.is_empty() { "<root span not yet received>" } else { &h.root_service_name },
         "startTimeUnixNano": h.start_unix_nano.to_string(),
         "durationMs": h.duration_nano / 1_000_000,

@@ -334,7 +334,7 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
     json(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)))
 }
 
-/// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`.
+/// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`: Tempo's list.
 const INTRINSICS: &[&str] = &[
     "duration",
     "event:name",
@@ -342,16 +342,19 @@ const INTRINSICS: &[&str] = &[
     "instrumentation:name",
     "instrumentation:version",
     "kind",
-    "link:spanID",
-    "link:traceID",
     "name",
     "rootName",
     "rootServiceName",
-    "span:id",
-    "span:parentID",
+    "span:duration",
+    "span:kind",
+    "span:name",
+    "span:status",
+    "span:statusMessage",
     "status",
     "statusMessage",
-    "trace:id",
+    "trace:duration",
+    "trace:rootName",
+    "trace:rootService",
     "traceDuration",
 ];
 
@@ -381,8 +384,18 @@ pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
         Ok(x) => x,
         Err(r) => return r,
     };
+    let scopes: Vec<TagScope> = match param(&p, "scope") {
+        None | Some("all") => TagScope::ALL.to_vec(),
+        Some("intrinsic") => {
+            return json(serde_json::json!({ "tagNames": INTRINSICS, "metrics": {} }));
+        }
+        Some(s) => match TagScope::parse(s) {
+            Some(scope) => vec![scope],
+            None => return bad(format!("invalid scope: {s}")),
+        },
+    };
     let mut all = BTreeSet::new();
-    for scope in [TagScope::Span, TagScope::Resource] {
+    for scope in scopes {
         all.extend(names.keys.get(&scope).into_iter().flatten().cloned());
     }
     json(serde_json::json!({ "tagNames": all, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }))
@@ -453,6 +466,11 @@ async fn tag_values(st: Arc<AppState>, headers: HeaderMap, tag: String, p: HashM
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
+    // Grafana encodes the tag twice; axum decoded it once.
+    let tag = if tag.contains('%') { percent_decode(&tag) } else { tag };
+    if let Some(values) = virtual_values(&tag, v2) {
+        return json(values);
+    }
     let field = match tag_field(&tag, v2) {
         Ok(f) => f,
         Err(e) => return bad(e),
@@ -479,6 +497,50 @@ async fn tag_values(st: Arc<AppState>, headers: HeaderMap, tag: String, p: HashM
         let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
         json(serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }))
     }
+}
+
+/// Tags whose values are fixed, answered without reading storage, as Tempo does.
+fn virtual_values(tag: &str, v2: bool) -> Option<serde_json::Value> {
+    let keywords = |vs: &[&str]| {
+        let vals: Vec<_> = vs.iter().map(|v| serde_json::json!({ "type": "keyword", "value": v })).collect();
+        serde_json::json!({ "tagValues": vals, "metrics": {} })
+    };
+    match (tag, v2) {
+        ("status" | "span:status", true) => Some(keywords(&["ok", "error", "unset"])),
+        ("kind" | "span:kind", true) => Some(keywords(&[
+            "client",
+            "server",
+            "producer",
+            "consumer",
+            "internal",
+            "unspecified",
+        ])),
+        ("duration" | "span:duration" | "traceDuration" | "trace:duration", true) => {
+            Some(serde_json::json!({ "tagValues": [], "metrics": {} }))
+        }
+        ("status.code", false) => Some(serde_json::json!({ "tagValues": ["unset", "ok", "error"], "metrics": {} })),
+        _ => None,
+    }
+}
+
+/// Decodes `%XX` escapes; invalid escapes are kept as written.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `GET /api/search/tag/{tag}/values`.
@@ -543,8 +605,12 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
         match param(&p, "step").map(parse_duration).transpose() {
             Ok(Some(0)) => return bad("invalid step: must be positive"),
             Ok(Some(s)) => s,
-            // Tempo's default: about 100 points over the range, at least 1s.
-            Ok(None) => ((end - start) / 100).max(1_000_000_000),
+            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
+            Ok(None) => {
+                let s = (end - start) / 240;
+                let five = 5_000_000_000;
+                if s >= five { s - s % five } else { s.max(1_000_000_000) }
+            }
             Err(e) => return bad(e),
         }
     };

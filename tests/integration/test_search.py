@@ -1,0 +1,223 @@
+"""Search, tag and metrics APIs over traces sent by the OpenTelemetry Python SDK, in Tempo's JSON
+shapes: from the head, from blocks, and after a restart."""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry import trace as trace_api
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from weftlib import block_metas, wait_for_block_spans
+
+BLOCK_AGE = "3"
+MS = 1_000_000
+
+
+def send_scene(srv) -> dict[str, str]:
+    """Three traces over three services, sent through the SDK's OTLP/HTTP exporter. Returns the
+    trace IDs (hex) by letter.
+
+    A: frontend "GET /cart" 2s > checkout "POST /checkout" 250ms (user.id u-17) > payments
+       "charge" 1.2s, status error.
+    B: frontend "GET /home" 50ms, http.status_code 200.
+    C: checkout "POST /checkout" 120ms, user.id u-99, http.status_code 500.
+    """
+    providers = {}
+    for svc in ("frontend", "checkout", "payments"):
+        p = TracerProvider(resource=Resource.create({"service.name": svc, "deployment.environment": "test"}))
+        p.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=srv.otlp_url)))
+        providers[svc] = p
+    tracer = {svc: p.get_tracer("weft.tests.search") for svc, p in providers.items()}
+    base = time.time_ns() - 10_000 * MS
+    ids = {}
+
+    a = tracer["frontend"].start_span("GET /cart", kind=SpanKind.SERVER, start_time=base)
+    ctx = trace_api.set_span_in_context(a)
+    b = tracer["checkout"].start_span("POST /checkout", context=ctx, kind=SpanKind.SERVER,
+                                      start_time=base + 10 * MS, attributes={"user.id": "u-17"})
+    c = tracer["payments"].start_span("charge", context=trace_api.set_span_in_context(b),
+                                      kind=SpanKind.CLIENT, start_time=base + 20 * MS,
+                                      attributes={"payment.amount": 12.5})
+    c.set_status(Status(StatusCode.ERROR, "card declined"))
+    c.end(end_time=base + 1220 * MS)
+    b.end(end_time=base + 260 * MS)
+    a.end(end_time=base + 2000 * MS)
+    ids["A"] = format(a.get_span_context().trace_id, "032x")
+
+    h = tracer["frontend"].start_span("GET /home", kind=SpanKind.SERVER, start_time=base + 3000 * MS,
+                                      attributes={"http.status_code": 200})
+    h.end(end_time=base + 3050 * MS)
+    ids["B"] = format(h.get_span_context().trace_id, "032x")
+
+    k = tracer["checkout"].start_span("POST /checkout", kind=SpanKind.SERVER, start_time=base + 4000 * MS,
+                                      attributes={"user.id": "u-99", "http.status_code": 500})
+    k.end(end_time=base + 4120 * MS)
+    ids["C"] = format(k.get_span_context().trace_id, "032x")
+
+    for p in providers.values():
+        assert p.force_flush(30_000)
+        p.shutdown()
+    return ids
+
+
+def search(srv, **params):
+    r = srv.get("/api/search", params=params)
+    assert r.status_code == 200, f"/api/search {params}: {r.status_code} {r.text}"
+    body = r.json()
+    assert set(body) == {"traces", "metrics"}, body
+    return body
+
+
+def found(body) -> list[str]:
+    return [t["traceID"].rjust(32, "0") for t in body["traces"]]
+
+
+def check_searches(srv, ids: dict[str, str], stage: str) -> None:
+    A, B, C = ids["A"], ids["B"], ids["C"]
+
+    body = search(srv, q='{ resource.service.name = "payments" && status = error }')
+    assert found(body) == [A], stage
+    t = body["traces"][0]
+    assert t["rootServiceName"] == "frontend" and t["rootTraceName"] == "GET /cart", t
+    assert isinstance(t["startTimeUnixNano"], str) and int(t["startTimeUnixNano"]) > 0, t
+    assert t["durationMs"] == 2000, t
+    (ss,) = t["spanSets"]
+    assert ss["matched"] == 1 and t["spanSet"] == ss, t
+    (span,) = ss["spans"]
+    assert span["name"] == "charge" and len(span["spanID"]) == 16, span
+    assert span["durationNanos"] == str(1200 * MS), span
+    attrs = {a["key"]: a["value"] for a in span["attributes"]}
+    assert attrs["service.name"] == {"stringValue": "payments"}, attrs
+    assert attrs["status"] == {"stringValue": "error"}, attrs
+
+    assert found(search(srv, q="{ duration > 1s }")) == [A], stage
+    assert search(srv, q="{ duration > 1s }")["traces"][0]["spanSets"][0]["matched"] == 2
+    assert found(search(srv, q='{ resource.service.name = "frontend" } >> { status = error }')) == [A], stage
+    assert found(search(srv, q='{ resource.service.name = "payments" } >> { }')) == [], stage
+    assert found(search(srv, q='{ span.user.id = "u-99" }')) == [C], stage
+    assert found(search(srv, q="{ span.http.status_code >= 500 }")) == [C], stage
+    assert found(search(srv, q='{ .user.id =~ "u-1.*" }')) == [A], stage
+    # Most recent first; limit keeps the newest.
+    assert found(search(srv, q="{ }")) == [C, B, A], stage
+    assert found(search(srv, q="{ }", limit=1)) == [C], stage
+    # Tempo's logfmt tags and duration filters (trace duration).
+    assert set(found(search(srv, tags="service.name=frontend"))) == {A, B}, stage
+    assert found(search(srv, tags="service.name=frontend", minDuration="1s")) == [A], stage
+    assert found(search(srv, tags="service.name=frontend", maxDuration="100ms")) == [B], stage
+    assert found(search(srv, tags="http.status_code=500")) == [C], stage
+    # Pipelines report their aggregates on the spanset.
+    body = search(srv, q="{ } | count() > 2")
+    assert found(body) == [A], stage
+    sattrs = {a["key"]: a["value"] for a in body["traces"][0]["spanSets"][0]["attributes"]}
+    assert sattrs == {"count()": {"intValue": "3"}}, sattrs
+    # spss caps the spans shown, not the count.
+    ss = search(srv, q="{ }", spss=1, limit=5)
+    a_sets = [t for t in ss["traces"] if t["traceID"].rjust(32, "0") == A][0]["spanSets"]
+    assert a_sets[0]["matched"] == 3 and len(a_sets[0]["spans"]) == 1, a_sets
+    # A time window that holds none of the traces.
+    assert found(search(srv, q="{ }", start=1_000_000, end=1_000_100)) == [], stage
+    now = int(time.time())
+    assert set(found(search(srv, q="{ }", start=now - 600, end=now + 60))) == {A, B, C}, stage
+
+
+def check_tags_and_metrics(srv, ids: dict[str, str]) -> None:
+    r = srv.get("/api/v2/search/tags")
+    assert r.status_code == 200, r.text
+    scopes = {s["name"]: set(s["tags"]) for s in r.json()["scopes"]}
+    assert {"service.name", "deployment.environment"} <= scopes["resource"], scopes
+    assert {"user.id", "http.status_code", "payment.amount"} <= scopes["span"], scopes
+    assert {"duration", "name", "status", "rootServiceName"} <= scopes["intrinsic"], scopes
+    r = srv.get("/api/v2/search/tags", params={"scope": "span"})
+    assert [s["name"] for s in r.json()["scopes"]] == ["span"], r.text
+    assert srv.get("/api/v2/search/tags", params={"scope": "bogus"}).status_code == 400
+    names = srv.get("/api/search/tags").json()["tagNames"]
+    assert {"service.name", "user.id", "http.status_code"} <= set(names), names
+
+    r = srv.get("/api/v2/search/tag/resource.service.name/values")
+    assert r.status_code == 200, r.text
+    vals = r.json()["tagValues"]
+    assert sorted(v["value"] for v in vals) == ["checkout", "frontend", "payments"], vals
+    assert all(v["type"] == "string" for v in vals), vals
+    r = srv.get("/api/v2/search/tag/resource.service.name/values", params={"q": '{ span.user.id = "u-99" }'})
+    assert r.json()["tagValues"] == [{"type": "string", "value": "checkout"}], r.text
+    r = srv.get("/api/v2/search/tag/span.http.status_code/values")
+    assert sorted(r.json()["tagValues"], key=lambda v: v["value"]) == [
+        {"type": "int", "value": "200"}, {"type": "int", "value": "500"}], r.text
+    r = srv.get("/api/v2/search/tag/status/values")
+    assert {v["value"] for v in r.json()["tagValues"]} == {"ok", "error", "unset"}, r.text
+    r = srv.get("/api/search/tag/service.name/values")
+    assert sorted(r.json()["tagValues"]) == ["checkout", "frontend", "payments"], r.text
+    # An incomplete query while typing filters nothing rather than failing autocomplete.
+    r = srv.get("/api/v2/search/tag/resource.service.name/values", params={"q": '{ span.user.id = '})
+    assert r.status_code == 200 and len(r.json()["tagValues"]) == 3, r.text
+
+    now = time.time_ns()
+    params = {"q": "{ } | count_over_time() by (resource.service.name)",
+              "start": str(now - 600 * 10**9), "end": str(now + 60 * 10**9), "step": "30s"}
+    r = srv.get("/api/metrics/query_range", params=params)
+    assert r.status_code == 200, r.text
+    series = r.json()["series"]
+    totals = {}
+    for s in series:
+        (label,) = s["labels"]
+        assert label["key"] == "resource.service.name", s
+        assert s["promLabels"].startswith("{resource.service.name="), s
+        for sample in s["samples"]:
+            assert isinstance(sample["timestampMs"], str), sample
+        totals[label["value"]["stringValue"]] = sum(x["value"] for x in s["samples"])
+    assert totals == {"frontend": 2, "checkout": 2, "payments": 1}, totals
+
+    r = srv.get("/api/metrics/query", params={"q": "{ status = error } | count_over_time()",
+                                              "start": params["start"], "end": params["end"]})
+    assert r.status_code == 200, r.text
+    (s,) = r.json()["series"]
+    assert s["value"] == 1, s
+    r = srv.get("/api/metrics/query_range", params={
+        "q": "{ } | quantile_over_time(duration, 0.5) by (resource.service.name)",
+        "start": params["start"], "end": params["end"], "step": "660s"})
+    assert r.status_code == 200, r.text
+    med = {s["labels"][0]["value"]["stringValue"]: s["samples"][0]["value"] for s in r.json()["series"]
+           if s["labels"][0]["key"] == "resource.service.name"}
+    assert med["payments"] == 1.2 and med["checkout"] == (0.25 + 0.12) / 2, med
+
+
+def test_search_head_blocks_and_restart(weft_factory):
+    srv = weft_factory("--block-max-age", BLOCK_AGE)
+    ids = send_scene(srv)
+    check_searches(srv, ids, "from the head")
+    check_tags_and_metrics(srv, ids)
+    wait_for_block_spans(srv, 5)
+    body = search(srv, q="{ }")
+    assert body["metrics"]["inspectedBlocks"] >= 1, body["metrics"]
+    assert body["metrics"]["totalBlocks"] == len(block_metas(srv.data_dir)), body["metrics"]
+    check_searches(srv, ids, "from blocks")
+    check_tags_and_metrics(srv, ids)
+    srv.restart()
+    check_searches(srv, ids, "after a restart")
+
+
+def test_search_errors_are_clear_400s(weft_factory):
+    srv = weft_factory()
+    cases = {
+        "/api/search?q={ .a = }": "column",
+        '/api/search?q={ resource.service.name = "x" } | compare({ status = error })': "compare()",
+        "/api/search?q={ status = 3 }": "invalid query",
+        "/api/search?q={ }&limit=abc": "limit",
+        "/api/search?q={ }&minDuration=fast": "fast",
+        "/api/search?q={ }&start=20&end=10": "start",
+        "/api/search?tags=noequals": "tags",
+        "/api/metrics/query_range?q={ } | rate()&step=0": "step",
+        "/api/metrics/query_range?q={ }": "metrics",
+        "/api/metrics/query_range": "missing q",
+        "/api/v2/search/tag/not a tag {/values": "invalid tag",
+    }
+    for path, needle in cases.items():
+        r = srv.get(path)
+        assert r.status_code == 400, f"{path}: {r.status_code} {r.text}"
+        assert needle in r.text, f"{path}: {r.text!r} does not mention {needle!r}"
+    srv.assert_alive()
