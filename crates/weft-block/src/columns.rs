@@ -379,20 +379,8 @@ impl SpanColumns {
     /// `headers.intern`. The span must come from a request validated by `scan_request`.
     #[inline]
     pub fn push(&mut self, resource: u32, scope: u32, s: &SpanView<'_>) {
-        let row = self.trace_id.len() as u32;
         let tid: [u8; 16] = s.trace_id.try_into().unwrap_or([0; 16]);
-        // Spans of a trace usually arrive together: while the trace repeats, chain to the
-        // previous row without touching the map; the map learns the run's last row when the
-        // run ends (`end_run`). Saves a hash-map write per span (ingest profile, `make bench`).
-        let prev = if self.last_trace.1 != NONE && self.last_trace.0 == tid {
-            self.last_trace.1
-        } else {
-            self.end_run();
-            self.traces.get(&tid).copied().unwrap_or(NONE)
-        };
-        self.last_trace = (tid, row);
-        self.prev.push(prev);
-        self.trace_id.push(tid);
+        self.chain(tid);
         self.span_id.push(s.span_id.try_into().unwrap_or([0; 8]));
         self.parent_span_id.push(s.parent_span_id.try_into().unwrap_or([0; 8]));
         let name = self.strings.intern(s.name);
@@ -418,6 +406,54 @@ impl SpanColumns {
         self.links.push(s.gather(GroupKind::Links, &mut scratch));
         self.extra.push(s.gather(GroupKind::Extra, &mut scratch));
         self.scratch = scratch;
+    }
+
+    /// Links the row about to be appended into its trace's chain and pushes its trace ID.
+    #[inline]
+    fn chain(&mut self, tid: [u8; 16]) {
+        let row = self.trace_id.len() as u32;
+        // Spans of a trace usually arrive together: while the trace repeats, chain to the
+        // previous row without touching the map; the map learns the run's last row when the
+        // run ends (`end_run`). Saves a hash-map write per span (ingest profile, `make bench`).
+        let prev = if self.last_trace.1 != NONE && self.last_trace.0 == tid {
+            self.last_trace.1
+        } else {
+            self.end_run();
+            self.traces.get(&tid).copied().unwrap_or(NONE)
+        };
+        self.last_trace = (tid, row);
+        self.prev.push(prev);
+        self.trace_id.push(tid);
+    }
+
+    /// Appends a stored span (compaction re-writes blocks this way). Call [`Self::end_run`]
+    /// before reading the trace index.
+    pub fn push_row(&mut self, r: &SpanRow) {
+        let resource = self.intern_resource(&r.resource);
+        let scope = self.headers.intern(&r.scope);
+        self.chain(r.trace_id);
+        self.span_id.push(r.span_id);
+        self.parent_span_id.push(r.parent_span_id);
+        let name = self.strings.intern(r.name.as_bytes());
+        self.name.push(name);
+        self.kind.push(r.kind);
+        self.start.push(r.start_unix_nano);
+        self.duration.push(r.duration_nano);
+        self.min_start = self.min_start.min(r.start_unix_nano);
+        self.max_end = self.max_end.max(r.end_unix_nano());
+        self.status_code.push(r.status_code);
+        let msg = if r.status_message.is_empty() {
+            0
+        } else {
+            self.strings.intern(r.status_message.as_bytes())
+        };
+        self.status_message.push(msg);
+        self.resource.push(resource);
+        self.scope.push(scope);
+        self.attributes.push(&r.attributes);
+        self.events.push(&r.events);
+        self.links.push(&r.links);
+        self.extra.push(&r.extra);
     }
 
     /// Records the last row of the current run of spans in the trace map.
@@ -485,7 +521,8 @@ impl SpanColumns {
         }
     }
 
-    /// Row order for a block: by trace ID, then start time, then span ID.
+    /// Row order for a block: by trace ID, then start time, then span ID; of spans with the
+    /// same trace ID, span ID and start time (client retries) only the first is listed.
     pub fn sorted_order(&self) -> Vec<u32> {
         let mut ids: Vec<&[u8; 16]> = self.traces.keys().collect();
         ids.sort_unstable();
@@ -498,6 +535,16 @@ impl SpanColumns {
                 r = self.prev[r as usize];
             }
             order[from..].sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
+            // A client retry stores a span twice: same ID and start, now adjacent. Keep one.
+            let mut keep = from + 1;
+            for i in from + 1..order.len() {
+                let (a, b) = (order[keep - 1] as usize, order[i] as usize);
+                if (self.start[a], self.span_id[a]) != (self.start[b], self.span_id[b]) {
+                    order[keep] = order[i];
+                    keep += 1;
+                }
+            }
+            order.truncate(keep.min(order.len()));
         }
         order
     }

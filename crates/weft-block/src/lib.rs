@@ -57,6 +57,32 @@ pub async fn write_block(
     wal_end: Option<WalPosition>,
     opts: &v1::writer::WriteOptions,
 ) -> Result<BlockMeta, BlockError> {
+    let origin = Origin {
+        wal_end,
+        ..Origin::default()
+    };
+    write_block_from(storage, cols, tenant, origin, opts).await
+}
+
+/// Where a new block's spans come from, recorded in its meta.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// See [`BlockMeta::wal_end`].
+    pub wal_end: Option<WalPosition>,
+    /// See [`BlockMeta::compaction_level`].
+    pub compaction_level: u32,
+    /// See [`BlockMeta::compacted_from`].
+    pub compacted_from: Vec<String>,
+}
+
+/// [`write_block`] with the block's origin spelled out (compaction).
+pub async fn write_block_from(
+    storage: &dyn Storage,
+    cols: &SpanColumns,
+    tenant: &str,
+    origin: Origin,
+    opts: &v1::writer::WriteOptions,
+) -> Result<BlockMeta, BlockError> {
     let enc = v1::writer::encode(cols, opts)?;
     let block_id = uuid::Uuid::now_v7().to_string();
     let prefix = block_prefix(tenant, &block_id);
@@ -67,7 +93,7 @@ pub async fn write_block(
         tenant: tenant.to_string(),
         min_start_unix_nano: if cols.is_empty() { 0 } else { cols.min_start },
         max_end_unix_nano: cols.max_end,
-        span_count: cols.len() as u64,
+        span_count: enc.rows,
         trace_count: cols.trace_count() as u64,
         row_groups: enc.row_groups,
         size_bytes: enc.data.len() as u64,
@@ -76,8 +102,9 @@ pub async fn write_block(
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
-        compaction_level: 0,
-        wal_end,
+        compaction_level: origin.compaction_level,
+        wal_end: origin.wal_end,
+        compacted_from: origin.compacted_from,
     };
     storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;

@@ -29,6 +29,10 @@ pub struct BlockMeta {
     /// segments never duplicates spans.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_end: Option<WalPosition>,
+    /// The blocks this one replaces (compaction). Once this block's `meta.json` exists they
+    /// are obsolete: a reader that still finds one of them ignores it, and startup deletes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compacted_from: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

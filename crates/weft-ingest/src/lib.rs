@@ -12,6 +12,7 @@
 //! `Ingest::find_trace` reads the head and the blocks and merges them; `Ingest::scan` feeds
 //! whole traces that may match a query to a search, metrics or tag consumer ([`scan`]).
 
+pub mod compact;
 pub mod head;
 pub mod limits;
 pub mod metrics;
@@ -54,6 +55,7 @@ pub struct IngestConfig {
     /// Cut blocks not yet written holding more than this many bytes cause refusals (503).
     pub max_flushing_bytes: u64,
     pub row_group_rows: usize,
+    pub compaction: compact::CompactionConfig,
 }
 
 impl Default for IngestConfig {
@@ -73,6 +75,7 @@ impl Default for IngestConfig {
             max_inflight_bytes: 64 << 20,
             max_flushing_bytes: 16 << 20,
             row_group_rows: 8192,
+            compaction: compact::CompactionConfig::default(),
         }
     }
 }
@@ -124,22 +127,83 @@ impl BlockSet {
         self.tenants.read().get(tenant).cloned().unwrap_or_default()
     }
 
+    /// Tenants with at least one block.
+    pub fn tenants(&self) -> Vec<String> {
+        self.tenants
+            .read()
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
     pub fn count(&self) -> usize {
         self.tenants.read().values().map(Vec::len).sum()
     }
 
-    /// Loads every complete block (one with `meta.json`) from storage.
+    /// Atomically removes the blocks `remove` of `tenant` and adds `add`: readers see either
+    /// the old blocks or the new one, never both or neither.
+    pub fn replace(&self, tenant: &str, remove: &[String], add: Option<Arc<Block>>) {
+        let mut t = self.tenants.write();
+        let v = t.entry(tenant.to_owned()).or_default();
+        v.retain(|b| !remove.contains(&b.meta.block_id));
+        v.extend(add);
+    }
+
+    /// Loads every complete block (one with `meta.json`) from storage, and finishes what a
+    /// crash interrupted: blocks replaced by a compacted block are deleted, and so are folders
+    /// without `meta.json` (a block write or delete cut short). Call only before any block is
+    /// being written.
     pub async fn load(storage: &dyn Storage) -> Result<BlockSet, BlockError> {
         let set = BlockSet::default();
         let objects = storage.list("blocks/").await?;
-        for o in objects.iter().filter(|o| o.path.ends_with("/meta.json")) {
-            let prefix = o.path.trim_end_matches("/meta.json");
+        let mut folders: std::collections::BTreeMap<String, bool> = Default::default();
+        for o in &objects {
+            if let Some((dir, file)) = o.path.rsplit_once('/') {
+                *folders.entry(dir.to_owned()).or_default() |= file == "meta.json";
+            }
+        }
+        let mut loaded = Vec::new();
+        for (prefix, complete) in &folders {
+            if !complete {
+                continue;
+            }
             match Block::open(storage, prefix).await {
-                Ok(b) => set.add(Arc::new(b)),
-                Err(e) => tracing::error!(block = prefix, error = %e, "skipping unreadable block"),
+                Ok(b) => loaded.push(b),
+                Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
+            }
+        }
+        let replaced: std::collections::HashSet<(String, String)> = loaded
+            .iter()
+            .flat_map(|b| b.meta.compacted_from.iter().map(|id| (b.meta.tenant.clone(), id.clone())))
+            .collect();
+        for b in loaded {
+            if replaced.contains(&(b.meta.tenant.clone(), b.meta.block_id.clone())) {
+                tracing::info!(block = %b.prefix(), "deleting a block replaced by compaction before a restart");
+                let _ = storage.delete(&format!("{}/meta.json", b.prefix())).await;
+                delete_files(storage, b.prefix()).await;
+            } else {
+                set.add(Arc::new(b));
+            }
+        }
+        for (prefix, complete) in &folders {
+            if !complete {
+                tracing::info!(block = %prefix, "deleting an incomplete block folder");
+                delete_files(storage, prefix).await;
             }
         }
         Ok(set)
+    }
+}
+
+/// Deletes a block folder's data files (not `meta.json`), ignoring missing ones.
+async fn delete_files(storage: &dyn Storage, prefix: &str) {
+    for f in ["data.parquet", "index.bin"] {
+        if let Err(e) = storage.delete(&format!("{prefix}/{f}")).await
+            && !matches!(e, weft_storage::StorageError::NotFound(_))
+        {
+            tracing::warn!(block = %prefix, error = %e, "deleting block file failed");
+        }
     }
 }
 
@@ -253,7 +317,8 @@ impl Ingest {
         }
         let rate = RateLimiter::new(cfg.rate_bytes, cfg.burst_bytes);
         let trace_sizes = TraceSizes::new(cfg.cut.max_age.max(Duration::from_secs(10)));
-        Ok(Arc::new(Ingest {
+        let interval = cfg.compaction.interval;
+        let ingest = Arc::new(Ingest {
             cfg,
             wal,
             head,
@@ -264,7 +329,19 @@ impl Ingest {
             trace_sizes,
             wal_stats,
             flushed,
-        }))
+        });
+        if let Some(every) = interval {
+            // Holds a weak reference so the compactor stops when the server drops the ingest.
+            let weak = Arc::downgrade(&ingest);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(ingest) = weak.upgrade() else { break };
+                    ingest.maintain().await;
+                }
+            });
+        }
+        Ok(ingest)
     }
 
     /// Validates, admits and durably stores one OTLP `ExportTraceServiceRequest`.

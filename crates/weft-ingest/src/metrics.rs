@@ -53,6 +53,13 @@ pub struct IngestMetrics {
     pub flushing_bytes: AtomicU64,
     pub blocks: AtomicU64,
     pub inflight_bytes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub compaction_input_blocks: AtomicU64,
+    pub compaction_spans: AtomicU64,
+    pub compaction_duplicates: AtomicU64,
+    pub compaction_errors: AtomicU64,
+    pub compaction_nanos: AtomicU64,
+    pub retention_deleted_blocks: AtomicU64,
 }
 
 impl IngestMetrics {
@@ -109,7 +116,49 @@ impl IngestMetrics {
                 r.as_str()
             );
         }
-        let gauges: [(&str, &str, &str, &AtomicU64); 10] = [
+        let gauges: [(&str, &str, &str, &AtomicU64); 17] = [
+            (
+                "weft_compactions_total",
+                "counter",
+                "Compactions finished (each merges several blocks into one).",
+                &self.compactions,
+            ),
+            (
+                "weft_compaction_input_blocks_total",
+                "counter",
+                "Blocks merged away by compaction.",
+                &self.compaction_input_blocks,
+            ),
+            (
+                "weft_compaction_spans_written_total",
+                "counter",
+                "Spans written by compaction.",
+                &self.compaction_spans,
+            ),
+            (
+                "weft_compaction_duplicate_spans_removed_total",
+                "counter",
+                "Duplicate spans (client retries) dropped by compaction.",
+                &self.compaction_duplicates,
+            ),
+            (
+                "weft_compaction_errors_total",
+                "counter",
+                "Compactions that failed (their inputs stay in place).",
+                &self.compaction_errors,
+            ),
+            (
+                "weft_compaction_seconds_total",
+                "counter",
+                "Time spent compacting.",
+                &self.compaction_nanos,
+            ),
+            (
+                "weft_retention_deleted_blocks_total",
+                "counter",
+                "Blocks deleted because they were past their tenant's retention.",
+                &self.retention_deleted_blocks,
+            ),
             (
                 "weft_blocks_written_total",
                 "counter",
@@ -168,7 +217,7 @@ impl IngestMetrics {
         ];
         for (name, kind, help, v) in gauges {
             let mut value = v.load(Ordering::Relaxed) as f64;
-            if name == "weft_block_write_seconds_total" {
+            if name == "weft_block_write_seconds_total" || name == "weft_compaction_seconds_total" {
                 value /= 1e9; // kept in nanoseconds
             }
             let _ = writeln!(out, "# HELP {name} {help}");

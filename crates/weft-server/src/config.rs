@@ -112,6 +112,16 @@ pub struct ServerFlags {
     /// Per-tenant ingestion burst in bytes [default: twice the rate].
     #[arg(long, env = "WEFT_INGESTION_BURST_BYTES")]
     pub ingestion_burst_bytes: Option<u64>,
+    /// Seconds between compaction and retention rounds; 0 disables both [default: 30].
+    #[arg(long, env = "WEFT_COMPACTION_INTERVAL")]
+    pub compaction_interval: Option<f64>,
+    /// Largest block compaction writes, in spans [default: 1000000].
+    #[arg(long, env = "WEFT_COMPACTION_MAX_BLOCK_SPANS")]
+    pub compaction_max_block_spans: Option<u64>,
+    /// Delete blocks whose newest span is older than this, e.g. 336h or 7d; 0 keeps blocks
+    /// forever. `tenant_retention` in the config file overrides it per tenant [default: 336h].
+    #[arg(long, env = "WEFT_RETENTION")]
+    pub retention: Option<String>,
     /// Log format [default: text].
     #[arg(long, env = "WEFT_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -143,6 +153,11 @@ pub struct Config {
     pub max_trace_bytes: u64,
     pub ingestion_rate_bytes: u64,
     pub ingestion_burst_bytes: u64,
+    pub compaction_interval: f64,
+    pub compaction_max_block_spans: u64,
+    pub retention: String,
+    /// Tenant → retention, overriding `retention` (YAML only).
+    pub tenant_retention: BTreeMap<String, String>,
     pub log_format: LogFormat,
     pub log_level: String,
 }
@@ -168,6 +183,10 @@ impl Default for Config {
             max_trace_bytes: 5 << 20,
             ingestion_rate_bytes: 0,
             ingestion_burst_bytes: 0,
+            compaction_interval: 30.0,
+            compaction_max_block_spans: 1_000_000,
+            retention: "336h".into(),
+            tenant_retention: BTreeMap::new(),
             log_format: LogFormat::Text,
             log_level: "info".into(),
         }
@@ -206,6 +225,9 @@ impl Config {
             max_trace_bytes,
             ingestion_rate_bytes,
             ingestion_burst_bytes,
+            compaction_interval,
+            compaction_max_block_spans,
+            retention,
             log_format,
             log_level
         );
@@ -226,10 +248,38 @@ impl Config {
             self.max_decompressed_bytes,
             self.max_request_bytes
         );
+        anyhow::ensure!(
+            self.compaction_interval >= 0.0 && self.compaction_interval.is_finite(),
+            "compaction_interval must be a non-negative number of seconds"
+        );
+        anyhow::ensure!(
+            self.compaction_max_block_spans > 0,
+            "compaction_max_block_spans must be positive"
+        );
+        parse_duration(&self.retention).map_err(|e| anyhow::anyhow!("retention: {e}"))?;
+        for (t, d) in &self.tenant_retention {
+            parse_duration(d).map_err(|e| anyhow::anyhow!("tenant_retention of {t}: {e}"))?;
+        }
         for t in self.auth_tokens.values() {
             weft_ingest::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
         }
         Ok(())
+    }
+
+    /// Compaction and retention settings for the ingest layer.
+    pub fn compaction(&self) -> weft_ingest::compact::CompactionConfig {
+        let retention = |s: &str| Some(Duration::from_nanos(parse_duration(s).ok()?)).filter(|d| !d.is_zero());
+        weft_ingest::compact::CompactionConfig {
+            interval: (self.compaction_interval > 0.0).then(|| Duration::from_secs_f64(self.compaction_interval)),
+            max_block_spans: self.compaction_max_block_spans,
+            retention: retention(&self.retention),
+            tenant_retention: self
+                .tenant_retention
+                .iter()
+                .map(|(t, d)| (t.clone(), retention(d).unwrap_or(Duration::MAX)))
+                .collect(),
+            ..Default::default()
+        }
     }
 
     pub fn fsync_policy(&self) -> weft_wal::FsyncPolicy {
@@ -239,6 +289,50 @@ impl Config {
             Fsync::Never => weft_wal::FsyncPolicy::Never,
         }
     }
+}
+
+/// Parses a Go-style duration (`1h2m3.5s`, `250ms`, `10us`, `1µs`, `5ns`, and `d` for days);
+/// a bare number is seconds. Returns nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok((secs * 1e9) as u64);
+        }
+        return Err(format!("invalid duration {s:?}: must not be negative"));
+    }
+    let err = || format!("invalid duration {s:?}: expected a number with a unit such as 100ms, 2s or 1m30s");
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        if num_len == 0 {
+            return Err(err());
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86400e9,
+            _ => return Err(err()),
+        };
+        rest = &rest[unit_len..];
+        total += n * scale;
+    }
+    Ok(total as u64)
 }
 
 #[cfg(test)]

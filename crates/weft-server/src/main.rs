@@ -101,6 +101,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         // One cut may wait for the flusher while the next fills; more means the flusher is
         // behind, and receivers answer 503 instead of growing memory.
         max_flushing_bytes: cfg.block_max_bytes as u64,
+        compaction: cfg.compaction(),
         ..IngestConfig::default()
     };
     let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;

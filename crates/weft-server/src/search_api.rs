@@ -43,48 +43,7 @@ fn json(v: serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
 
-/// Parses a Go-style duration (`1h2m3.5s`, `250ms`, `10us`, `1µs`, `5ns`); a bare number is
-/// seconds.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok((secs * 1e9) as u64);
-        }
-        return Err(format!("invalid duration {s:?}: must not be negative"));
-    }
-    let err = || format!("invalid duration {s:?}: expected a number with a unit such as 100ms, 2s or 1m30s");
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(err());
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        if num_len == 0 {
-            return Err(err());
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(err()),
-        };
-        rest = &rest[unit_len..];
-        total += n * scale;
-    }
-    Ok(total as u64)
-}
+pub use crate::config::parse_duration;
 
 /// Parses a time: Unix seconds (integer or fractional), Unix nanoseconds (integers above
 /// 10^15), or RFC 3339. Returns Unix nanoseconds.

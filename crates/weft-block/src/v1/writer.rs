@@ -39,6 +39,8 @@ impl Default for WriteOptions {
 /// The encoded files of a block.
 pub struct Encoded {
     pub data: Bytes,
+    /// Rows written: the spans of the columns less client-retry duplicates.
+    pub rows: u64,
     pub index: TraceIndex,
     pub row_groups: u32,
 }
@@ -363,6 +365,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     let row_groups = ranges.len() as u32;
     Ok(Encoded {
         data: Bytes::from(out),
+        rows: order.len() as u64,
         index: TraceIndex {
             row_groups: ranges,
             bloom,

@@ -1,0 +1,270 @@
+//! Compaction and retention.
+//!
+//! **Compaction** merges a tenant's small blocks into one: it reads every span of the inputs,
+//! writes them as a new block (dropping client-retry duplicates, rebuilding the trace index and
+//! bloom filter), and only then retires the inputs.
+//!
+//! **Retention** deletes blocks whose newest span is older than the tenant's retention.
+//!
+//! # Crash safety
+//!
+//! A block exists once its `meta.json` does. The new block's meta lists the blocks it replaces
+//! (`compacted_from`) and is written last, so:
+//! - a crash before it is written leaves the inputs authoritative and a folder without
+//!   `meta.json`, which startup deletes ([`BlockSet::load`](crate::BlockSet::load));
+//! - a crash after it is written, before every input is deleted, leaves inputs that startup
+//!   recognises as replaced (they are named in a live block's `compacted_from`) and deletes.
+//!
+//! Either way no span is lost and none is read twice. Retiring a block deletes its `meta.json`
+//! first (it is gone for readers and for the next start), then its data after a grace period,
+//! so queries that already hold the old block list finish reading.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use weft_block::columns::SpanColumns;
+use weft_block::v1::writer::WriteOptions;
+use weft_block::{Block, BlockError, Origin, block_prefix, write_block_from};
+use weft_storage::Storage;
+
+use crate::Ingest;
+
+/// When and how blocks are compacted and expired.
+#[derive(Debug, Clone)]
+pub struct CompactionConfig {
+    /// How often the compactor runs; `None` disables the background compactor (tests call
+    /// [`Ingest::compact_once`] and [`Ingest::apply_retention`] themselves).
+    pub interval: Option<Duration>,
+    /// Most blocks merged at once.
+    pub max_inputs: usize,
+    /// Fewest blocks worth merging.
+    pub min_inputs: usize,
+    /// Largest block (spans) compaction writes; bigger blocks are left alone. Bounds the
+    /// compactor's memory: the output is built in memory, like a head cut.
+    pub max_block_spans: u64,
+    /// Blocks whose newest span is older than this are deleted; `None` keeps blocks forever.
+    pub retention: Option<Duration>,
+    /// Per-tenant retention, overriding `retention`.
+    pub tenant_retention: Vec<(String, Duration)>,
+    /// How long a retired block's data stays readable for queries already running.
+    pub delete_grace: Duration,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            interval: Some(Duration::from_secs(30)),
+            max_inputs: 8,
+            min_inputs: 2,
+            max_block_spans: 1_000_000,
+            retention: Some(Duration::from_secs(14 * 24 * 3600)),
+            tenant_retention: Vec::new(),
+            delete_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What one compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub inputs: Vec<String>,
+    pub output: String,
+    pub spans_in: u64,
+    pub spans_out: u64,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Deletes a block: `meta.json` now, the rest after `grace` (in the background).
+pub(crate) async fn retire(storage: &Arc<dyn Storage>, prefix: &str, grace: Duration) -> Result<(), BlockError> {
+    match storage.delete(&format!("{prefix}/meta.json")).await {
+        Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let storage = storage.clone();
+    let prefix = prefix.to_owned();
+    let purge = async move {
+        tokio::time::sleep(grace).await;
+        for f in ["data.parquet", "index.bin"] {
+            if let Err(e) = storage.delete(&format!("{prefix}/{f}")).await
+                && !matches!(e, weft_storage::StorageError::NotFound(_))
+            {
+                tracing::warn!(block = %prefix, error = %e, "deleting retired block data failed; startup will retry");
+            }
+        }
+    };
+    if grace.is_zero() {
+        purge.await;
+    } else {
+        tokio::spawn(purge);
+    }
+    Ok(())
+}
+
+impl Ingest {
+    /// Picks up to `max_inputs` of the tenant's blocks that are small enough, oldest first, and
+    /// merges them into one. Returns `None` when fewer than `min_inputs` qualify.
+    pub async fn compact_once(&self, tenant: &str) -> Result<Option<Compacted>, BlockError> {
+        let cfg = &self.cfg.compaction;
+        let mut candidates: Vec<Arc<Block>> = self
+            .blocks
+            .of(tenant)
+            .into_iter()
+            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2)
+            .collect();
+        candidates.sort_by_key(|b| (b.meta.max_end_unix_nano, b.meta.block_id.clone()));
+        let mut inputs = Vec::new();
+        let mut spans = 0;
+        for b in candidates {
+            if inputs.len() == cfg.max_inputs.max(2) || spans + b.meta.span_count > cfg.max_block_spans {
+                break;
+            }
+            spans += b.meta.span_count;
+            inputs.push(b);
+        }
+        if inputs.len() < cfg.min_inputs.max(2) {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let ids: Vec<String> = inputs.iter().map(|b| b.meta.block_id.clone()).collect();
+        tracing::info!(tenant, blocks = inputs.len(), spans, inputs = ?ids, "compaction started");
+        let storage = &*self.storage;
+        let mut cols = SpanColumns::default();
+        for b in &inputs {
+            for rg in 0..b.row_group_count() {
+                let (rows, _) = b.read_row_group(storage, rg).await?;
+                for r in &rows {
+                    cols.push_row(r);
+                }
+            }
+        }
+        cols.end_run();
+        cols.freeze();
+        let origin = Origin {
+            wal_end: inputs.iter().filter_map(|b| b.meta.wal_end).max(),
+            compaction_level: inputs.iter().map(|b| b.meta.compaction_level).max().unwrap_or(0) + 1,
+            compacted_from: ids.clone(),
+        };
+        let opts = WriteOptions {
+            row_group_rows: self.cfg.row_group_rows,
+            ..Default::default()
+        };
+        let written = async {
+            let meta = write_block_from(storage, &cols, tenant, origin, &opts).await?;
+            Block::open(storage, &block_prefix(tenant, &meta.block_id)).await
+        }
+        .await;
+        let block = match written {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                self.metrics.compaction_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(tenant, error = %e, "compaction failed; its inputs stay in place");
+                return Err(e);
+            }
+        };
+        drop(cols);
+        let result = Compacted {
+            inputs: ids.clone(),
+            output: block.meta.block_id.clone(),
+            spans_in: spans,
+            spans_out: block.meta.span_count,
+        };
+        self.blocks.replace(tenant, &ids, Some(block));
+        for b in &inputs {
+            if let Err(e) = retire(&self.storage, b.prefix(), self.cfg.compaction.delete_grace).await {
+                tracing::warn!(block = %b.prefix(), error = %e, "retiring a compacted block failed; startup will finish it");
+            }
+        }
+        let m = &self.metrics;
+        m.compactions.fetch_add(1, Ordering::Relaxed);
+        m.compaction_input_blocks.fetch_add(inputs.len() as u64, Ordering::Relaxed);
+        m.compaction_spans.fetch_add(result.spans_out, Ordering::Relaxed);
+        m.compaction_duplicates
+            .fetch_add(result.spans_in.saturating_sub(result.spans_out), Ordering::Relaxed);
+        m.compaction_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        m.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
+        tracing::info!(
+            tenant,
+            output = %result.output,
+            inputs = result.inputs.len(),
+            spans_in = result.spans_in,
+            spans_out = result.spans_out,
+            duplicates_removed = result.spans_in.saturating_sub(result.spans_out),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "compaction finished"
+        );
+        Ok(Some(result))
+    }
+
+    /// The retention of `tenant`, if any.
+    pub fn retention_of(&self, tenant: &str) -> Option<Duration> {
+        let c = &self.cfg.compaction;
+        c.tenant_retention
+            .iter()
+            .find(|(t, _)| t == tenant)
+            .map(|(_, d)| *d)
+            .or(c.retention)
+    }
+
+    /// Deletes every block past its tenant's retention. Returns how many were deleted.
+    pub async fn apply_retention(&self) -> usize {
+        let now = now_ns();
+        let mut deleted = 0;
+        for tenant in self.blocks.tenants() {
+            let Some(keep) = self.retention_of(&tenant) else {
+                continue;
+            };
+            let cutoff = now.saturating_sub(keep.as_nanos() as u64);
+            let expired: Vec<Arc<Block>> = self
+                .blocks
+                .of(&tenant)
+                .into_iter()
+                .filter(|b| b.meta.max_end_unix_nano < cutoff)
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            let ids: Vec<String> = expired.iter().map(|b| b.meta.block_id.clone()).collect();
+            self.blocks.replace(&tenant, &ids, None);
+            for b in &expired {
+                match retire(&self.storage, b.prefix(), self.cfg.compaction.delete_grace).await {
+                    Ok(()) => {
+                        deleted += 1;
+                        tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, max_end_unix_nano = b.meta.max_end_unix_nano, "block deleted by retention");
+                    }
+                    Err(e) => tracing::warn!(block = %b.prefix(), error = %e, "retention delete failed"),
+                }
+            }
+        }
+        self.metrics
+            .retention_deleted_blocks
+            .fetch_add(deleted as u64, Ordering::Relaxed);
+        self.metrics.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
+        deleted
+    }
+
+    /// One round of the background compactor: retention, then compaction of every tenant until
+    /// nothing qualifies.
+    pub async fn maintain(&self) {
+        self.apply_retention().await;
+        for tenant in self.blocks.tenants() {
+            loop {
+                match self.compact_once(&tenant).await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(tenant = %tenant, error = %e, "compaction failed");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
