@@ -1,0 +1,469 @@
+//! Search against a model: random traces and random TraceQL queries from the supported grammar.
+//!
+//! The spans are pushed through the real write path in several batches (so traces are split
+//! over the head and several blocks, with small row groups so traces also cross row groups, and
+//! some spans are sent twice like client retries). The engine's answer — `Ingest::scan` with
+//! the prefilter feeding the search and metrics sinks — must equal the exact evaluator run on
+//! the model: the same spans built directly as `weft_traceql::Span`s, never stored or decoded.
+//!
+//! States checked: head only; head and blocks mixed; blocks only; after compaction into one
+//! block (which must also drop the retried duplicates).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use prost::Message;
+use weft_ingest::compact::CompactionConfig;
+use weft_ingest::{Ingest, IngestConfig};
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::common::{AnyValue, InstrumentationScope, KeyValue, any_value::Value as V};
+use weft_otlp::pb::resource::Resource;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span as PbSpan, Status as PbStatus, span::Event as PbEvent};
+use weft_query::search::{Metrics, Search, SearchParams};
+use weft_storage::MemoryStorage;
+use weft_traceql::ast::{Kind, Status};
+use weft_traceql::{Event, Span, Trace, Value};
+
+const SERVICES: [&str; 3] = ["svc1", "svc2", "svc3"];
+const NAMES: [&str; 3] = ["a", "b", "c"];
+const USERS: [&str; 3] = ["u1", "u2", "u3"];
+const CODES: [i64; 3] = [200, 404, 500];
+const DURATIONS: [u64; 4] = [5_000_000, 50_000_000, 500_000_000, 2_000_000_000];
+const BASE: u64 = 1_700_000_000_000_000_000;
+
+#[derive(Debug, Clone)]
+struct SpanSpec {
+    service: usize,
+    name: usize,
+    kind: u8,
+    status: u8,
+    duration: usize,
+    offset_ms: u64,
+    parent: Option<usize>,
+    user: Option<usize>,
+    code: Option<usize>,
+    event: Option<bool>,
+}
+
+fn span_spec(i: usize) -> impl Strategy<Value = SpanSpec> {
+    (
+        (0..3usize, 0..3usize, 0..6u8, 0..3u8, 0..4usize, 0..100u64),
+        proptest::option::weighted(0.85, 0..i.max(1)),
+        proptest::option::of(0..3usize),
+        proptest::option::of(0..3usize),
+        proptest::option::of(any::<bool>()),
+    )
+        .prop_map(move |((service, name, kind, status, duration, offset_ms), parent, user, code, event)| {
+            SpanSpec {
+                service,
+                name,
+                kind,
+                status,
+                duration,
+                offset_ms,
+                parent: if i == 0 { None } else { parent },
+                user,
+                code,
+                event,
+            }
+        })
+}
+
+fn trace_spec() -> impl Strategy<Value = Vec<SpanSpec>> {
+    (1..7usize).prop_flat_map(|n| (0..n).map(span_spec).collect::<Vec<_>>())
+}
+
+fn ids(t: usize, s: usize) -> ([u8; 16], [u8; 8]) {
+    let mut tid = [0u8; 16];
+    tid[0] = 0x40 + t as u8;
+    tid[15] = t as u8 + 1;
+    let mut sid = [0u8; 8];
+    sid[0] = t as u8 + 1;
+    sid[7] = s as u8 + 1;
+    (tid, sid)
+}
+
+fn start_of(t: usize, s: &SpanSpec) -> u64 {
+    BASE + t as u64 * 10_000_000_000 + s.offset_ms * 1_000_000
+}
+
+/// The model span, built directly from the spec.
+fn model_span(t: usize, i: usize, spans: &[SpanSpec]) -> Span {
+    let s = &spans[i];
+    let (trace_id, span_id) = ids(t, i);
+    let mut span_attrs = Vec::new();
+    if let Some(u) = s.user {
+        span_attrs.push(("user".to_owned(), Value::Str(USERS[u].to_owned())));
+    }
+    if let Some(c) = s.code {
+        span_attrs.push(("http.status_code".to_owned(), Value::Int(CODES[c])));
+    }
+    let start = start_of(t, s);
+    Span {
+        trace_id,
+        span_id,
+        parent_span_id: s.parent.map(|p| ids(t, p).1),
+        name: NAMES[s.name].to_owned(),
+        kind: [Kind::Unspecified, Kind::Internal, Kind::Server, Kind::Client, Kind::Producer, Kind::Consumer]
+            [s.kind as usize],
+        status: [Status::Unset, Status::Ok, Status::Error][s.status as usize],
+        status_message: String::new(),
+        start_unix_nano: start,
+        duration_nano: DURATIONS[s.duration],
+        span_attrs,
+        resource_attrs: vec![("service.name".to_owned(), Value::Str(SERVICES[s.service].to_owned()))],
+        scope_name: "model".to_owned(),
+        scope_version: "1".to_owned(),
+        scope_attrs: Vec::new(),
+        events: s
+            .event
+            .map(|retry| Event {
+                name: if retry { "retry" } else { "log" }.to_owned(),
+                time_unix_nano: start + 1,
+                attrs: vec![("attempt".to_owned(), Value::Int(i64::from(retry) + 1))],
+            })
+            .into_iter()
+            .collect(),
+        links: Vec::new(),
+    }
+}
+
+fn kv(k: &str, v: V) -> KeyValue {
+    KeyValue {
+        key: k.to_owned(),
+        value: Some(AnyValue { value: Some(v) }),
+        ..Default::default()
+    }
+}
+
+/// One OTLP request holding `spans` (model spans), one resource per service.
+fn request(spans: &[&Span]) -> Bytes {
+    let mut by_service: BTreeMap<String, Vec<PbSpan>> = BTreeMap::new();
+    for s in spans {
+        let Some(Value::Str(svc)) = s.resource_attr("service.name") else {
+            unreachable!()
+        };
+        let attrs = s
+            .span_attrs
+            .iter()
+            .map(|(k, v)| match v {
+                Value::Str(x) => kv(k, V::StringValue(x.clone())),
+                Value::Int(i) => kv(k, V::IntValue(*i)),
+                _ => unreachable!(),
+            })
+            .collect();
+        let events = s
+            .events
+            .iter()
+            .map(|e| PbEvent {
+                time_unix_nano: e.time_unix_nano,
+                name: e.name.clone(),
+                attributes: e
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::Int(i) => kv(k, V::IntValue(*i)),
+                        _ => unreachable!(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        let kind = [Kind::Unspecified, Kind::Internal, Kind::Server, Kind::Client, Kind::Producer, Kind::Consumer]
+            .iter()
+            .position(|k| *k == s.kind)
+            .unwrap() as i32;
+        let code = [Status::Unset, Status::Ok, Status::Error]
+            .iter()
+            .position(|k| *k == s.status)
+            .unwrap() as i32;
+        by_service.entry(svc.clone()).or_default().push(PbSpan {
+            trace_id: s.trace_id.to_vec().into(),
+            span_id: s.span_id.to_vec().into(),
+            parent_span_id: s.parent_span_id.map(|p| p.to_vec()).unwrap_or_default().into(),
+            name: s.name.clone(),
+            kind,
+            start_time_unix_nano: s.start_unix_nano,
+            end_time_unix_nano: s.end_unix_nano(),
+            attributes: attrs,
+            events,
+            status: Some(PbStatus {
+                code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    let req = ExportTraceServiceRequest {
+        resource_spans: by_service
+            .into_iter()
+            .map(|(svc, spans)| ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![kv("service.name", V::StringValue(svc))],
+                    ..Default::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    scope: Some(InstrumentationScope {
+                        name: "model".to_owned(),
+                        version: "1".to_owned(),
+                        ..Default::default()
+                    }),
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect(),
+    };
+    Bytes::from(req.encode_to_vec())
+}
+
+/// Random queries from the supported grammar.
+fn atom() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0..3usize).prop_map(|i| format!("name = \"{}\"", NAMES[i])),
+        (0..3usize).prop_map(|i| format!("resource.service.name = \"{}\"", SERVICES[i])),
+        (0..3usize).prop_map(|i| format!(".user = \"{}\"", USERS[i])),
+        (0..3usize).prop_map(|i| format!("span.user != \"{}\"", USERS[i])),
+        (0..3usize, prop_oneof![Just(">="), Just("<"), Just("=")])
+            .prop_map(|(i, op)| format!("span.http.status_code {op} {}", CODES[i])),
+        (0..4usize, prop_oneof![Just(">"), Just("<="), Just("=")])
+            .prop_map(|(i, op)| format!("duration {op} {}ms", DURATIONS[i] / 1_000_000)),
+        prop_oneof![Just("error"), Just("ok"), Just("unset")].prop_map(|s| format!("status = {s}")),
+        prop_oneof![Just("server"), Just("client"), Just("internal")].prop_map(|k| format!("kind != {k}")),
+        Just("name =~ \"a|b\"".to_owned()),
+        Just("event:name = \"retry\"".to_owned()),
+        Just("event.attempt > 1".to_owned()),
+        Just(".user = nil".to_owned()),
+        Just("rootServiceName = \"svc1\"".to_owned()),
+        Just("traceDuration > 1s".to_owned()),
+    ]
+}
+
+fn filter() -> impl Strategy<Value = String> {
+    prop_oneof![
+        1 => Just("{ }".to_owned()),
+        3 => atom().prop_map(|a| format!("{{ {a} }}")),
+        3 => (atom(), atom(), prop_oneof![Just("&&"), Just("||")]).prop_map(|(a, b, op)| format!("{{ {a} {op} {b} }}")),
+    ]
+}
+
+fn query() -> impl Strategy<Value = String> {
+    let spanset = prop_oneof![
+        2 => filter(),
+        3 => (filter(), filter(), prop_oneof![
+            Just("&&"), Just("||"), Just(">"), Just(">>"), Just("<"), Just("<<"),
+            Just("!>"), Just("!>>"), Just("!<"), Just("!<<"),
+        ]).prop_map(|(a, b, op)| format!("{a} {op} {b}")),
+    ];
+    (
+        spanset,
+        prop_oneof![
+            3 => Just(String::new()),
+            1 => Just(" | count() > 1".to_owned()),
+            1 => Just(" | by(resource.service.name)".to_owned()),
+            1 => Just(" | select(span.user)".to_owned()),
+            1 => Just(" | avg(duration) > 100ms".to_owned()),
+        ],
+    )
+        .prop_map(|(s, p)| format!("{s}{p}"))
+}
+
+fn metrics_query() -> impl Strategy<Value = String> {
+    (
+        filter(),
+        prop_oneof![
+            Just(" | count_over_time()"),
+            Just(" | rate() by (resource.service.name)"),
+            Just(" | count_over_time() by (span.user, name)"),
+        ],
+    )
+        .prop_map(|(f, m)| format!("{f}{m}"))
+}
+
+/// A search result reduced to what must match: per trace, each spanset's span IDs (sorted) and
+/// attributes.
+type Answer = BTreeMap<[u8; 16], Vec<(Vec<[u8; 8]>, Vec<(String, Value)>)>>;
+
+fn model_answer(query: &weft_traceql::Query, traces: &[Trace]) -> Answer {
+    let mut out = Answer::new();
+    for t in traces {
+        let sets = weft_traceql::eval(query, t).unwrap();
+        if sets.is_empty() {
+            continue;
+        }
+        let sets = sets
+            .into_iter()
+            .map(|s| {
+                let mut ids: Vec<[u8; 8]> = s.spans.iter().map(|&i| t.spans[i].span_id).collect();
+                ids.sort();
+                (ids, s.attributes)
+            })
+            .collect();
+        out.insert(t.spans[0].trace_id, sets);
+    }
+    out
+}
+
+async fn engine_answer(ing: &Ingest, query: &weft_traceql::Query) -> Answer {
+    let params = SearchParams {
+        limit: 10_000,
+        spans_per_spanset: 10_000,
+        ..Default::default()
+    };
+    let mut sink = Search::new(query, params).unwrap();
+    ing.scan("t", None, &mut sink).await.unwrap();
+    sink.finish()
+        .into_iter()
+        .map(|h| {
+            let sets = h
+                .spansets
+                .into_iter()
+                .map(|s| {
+                    assert_eq!(s.matched, s.spans.len());
+                    let mut ids: Vec<[u8; 8]> = s.spans.iter().map(|x| x.span_id).collect();
+                    ids.sort();
+                    (ids, s.attributes)
+                })
+                .collect();
+            (h.trace_id, sets)
+        })
+        .collect()
+}
+
+const METRICS_STEP: u64 = 5_000_000_000;
+
+async fn engine_metrics(ing: &Ingest, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
+    let mut sink = Metrics::new(query, BASE, end, METRICS_STEP).unwrap();
+    ing.scan("t", Some((BASE, end - 1)), &mut sink).await.unwrap();
+    sink.finish()
+}
+
+#[derive(Debug)]
+struct Case {
+    traces: Vec<Trace>,
+    batches: Vec<Bytes>,
+    queries: Vec<weft_traceql::Query>,
+    metrics: Vec<weft_traceql::Query>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        proptest::collection::vec(trace_spec(), 1..6),
+        proptest::collection::vec(query(), 4),
+        proptest::collection::vec(metrics_query(), 2),
+        any::<u64>(),
+    )
+        .prop_map(|(specs, queries, metrics, seed)| {
+            let traces: Vec<Trace> = specs
+                .iter()
+                .enumerate()
+                .map(|(t, spans)| {
+                    let mut spans: Vec<Span> = (0..spans.len()).map(|i| model_span(t, i, spans)).collect();
+                    // The order the engine sees a whole trace in (start time, then span ID).
+                    spans.sort_by_key(|s| (s.start_unix_nano, s.span_id));
+                    Trace { spans }
+                })
+                .collect();
+            // Split the spans over up to four batches; re-send some (client retries).
+            let all: Vec<&Span> = traces.iter().flat_map(|t| &t.spans).collect();
+            let mut batches: Vec<Vec<&Span>> = vec![Vec::new(); 4];
+            let mut x = seed | 1;
+            for s in &all {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                batches[(x % 4) as usize].push(s);
+                if x % 7 == 0 {
+                    batches[((x >> 8) % 4) as usize].push(s);
+                }
+            }
+            let parse = |q: &String| weft_traceql::parse(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+            let batches = batches.iter().filter(|b| !b.is_empty()).map(|b| request(b)).collect();
+            Case {
+                traces,
+                batches,
+                queries: queries.iter().map(parse).collect(),
+                metrics: metrics.iter().map(parse).collect(),
+            }
+        })
+}
+
+async fn open(dir: &std::path::Path) -> Arc<Ingest> {
+    let cfg = IngestConfig {
+        data_dir: dir.to_path_buf(),
+        // Traces cross row groups.
+        row_group_rows: 3,
+        compaction: CompactionConfig {
+            interval: None,
+            delete_grace: std::time::Duration::ZERO,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Ingest::open(cfg, Arc::new(MemoryStorage::default())).await.unwrap()
+}
+
+async fn check(ing: &Ingest, c: &Case, state: &str) {
+    let end = BASE + 100_000_000_000;
+    for q in &c.queries {
+        let want = model_answer(q, &c.traces);
+        let got = engine_answer(ing, q).await;
+        assert_eq!(got, want, "{state}: search `{q}`");
+    }
+    for q in &c.metrics {
+        let want = weft_traceql::eval_metrics(q, &c.traces, BASE, end, METRICS_STEP).unwrap();
+        let got = engine_metrics(ing, q, end).await;
+        assert_eq!(got, want, "{state}: metrics `{q}`");
+    }
+}
+
+async fn run(c: Case) {
+    let t: Arc<str> = Arc::from("t");
+    // Head only.
+    let dir = tempfile::tempdir().unwrap();
+    let ing = open(dir.path()).await;
+    for b in &c.batches {
+        ing.push(&t, b.clone()).await.unwrap();
+    }
+    check(&ing, &c, "head only").await;
+    ing.shutdown().await;
+    drop(ing);
+
+    // Head and blocks, then blocks only, then compacted.
+    let dir = tempfile::tempdir().unwrap();
+    let ing = open(dir.path()).await;
+    for (i, b) in c.batches.iter().enumerate() {
+        ing.push(&t, b.clone()).await.unwrap();
+        if i + 1 < c.batches.len() {
+            ing.flush().await;
+        }
+    }
+    check(&ing, &c, "head and blocks").await;
+    ing.flush().await;
+    assert_eq!(ing.head_span_count(), 0);
+    check(&ing, &c, "blocks only").await;
+    while ing.compact_once("t").await.unwrap().is_some() {}
+    let blocks = ing.blocks.of("t");
+    assert_eq!(blocks.len(), 1, "compaction leaves one block");
+    let unique: usize = c.traces.iter().map(|t| t.spans.len()).sum();
+    assert_eq!(blocks[0].meta.span_count as usize, unique, "compaction drops retried duplicates");
+    check(&ing, &c, "after compaction").await;
+    ing.shutdown().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn search_and_metrics_match_the_model(c in case()) {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run(c));
+    }
+}
