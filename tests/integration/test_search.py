@@ -221,3 +221,59 @@ def test_search_errors_are_clear_400s(weft_factory):
         assert r.status_code == 400, f"{path}: {r.status_code} {r.text}"
         assert needle in r.text, f"{path}: {r.text!r} does not mention {needle!r}"
     srv.assert_alive()
+
+
+def test_large_trace_is_written_found_and_returned_truncated(weft_factory):
+    """A 200,000-span trace: accepted with the default limits, found by search, and returned
+    capped at --max-trace-response-bytes with the truncation marked, while RSS stays bounded."""
+    from otlpdata import ExportTraceServiceRequest, new_trace_id
+
+    cap = 4_000_000
+    srv = weft_factory("--block-max-age", "2", "--max-trace-response-bytes", str(cap))
+    tid = new_trace_id()
+    root_id = b"\x01" * 8
+    base = time.time_ns() - 60 * 10**9
+    total, per_request = 200_000, 10_000
+    for first in range(0, total, per_request):
+        req = ExportTraceServiceRequest()
+        rs = req.resource_spans.add()
+        kv = rs.resource.attributes.add()
+        kv.key, kv.value.string_value = "service.name", "batch-job"
+        ss = rs.scope_spans.add()
+        for i in range(first, first + per_request):
+            s = ss.spans.add()
+            s.trace_id = tid
+            s.span_id = root_id if i == 0 else (i + 2).to_bytes(8, "big")
+            if i:
+                s.parent_span_id = root_id
+            s.name = "run-batch" if i == 0 else f"item-{i % 100}"
+            s.start_time_unix_nano = base + i * 1000
+            s.end_time_unix_nano = base + i * 1000 + (59 * 10**9 if i == 0 else 500)
+            a = s.attributes.add()
+            a.key, a.value.int_value = "item.index", i
+        srv.send(req)
+
+    body = search(srv, q='{ resource.service.name = "batch-job" && name = "run-batch" }')
+    assert found(body) == [tid.hex()], body
+    assert body["traces"][0]["rootTraceName"] == "run-batch"
+
+    def fetch_v2():
+        r = srv.get(f"/api/v2/traces/{tid.hex()}")
+        assert r.status_code == 200, r.text[:300]
+        return r
+
+    for stage in ("head", "blocks"):
+        if stage == "blocks":
+            wait_for_block_spans(srv, total, timeout=60)
+        r = fetch_v2()
+        assert r.headers.get("x-weft-trace-truncated") == "true", (stage, dict(r.headers))
+        doc = r.json()
+        assert doc["status"] == "PARTIAL" and "--max-trace-response-bytes" in doc["message"], doc.get("message")
+        spans = [s for rs in doc["trace"]["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+        assert 1000 < len(spans) < total, (stage, len(spans))
+        assert spans[0]["name"] == "run-batch", "the earliest spans, root first, are kept"
+        assert len(r.content) < 3 * cap, len(r.content)
+        r1 = srv.get(f"/api/traces/{tid.hex()}")
+        assert r1.status_code == 200 and r1.json()["truncated"] is True
+    rss = srv.metric("process_resident_memory_peak_bytes")
+    assert rss is not None and rss < 600 * 2**20, f"peak RSS {rss / 2**20:.0f} MiB"

@@ -230,34 +230,38 @@ impl Block {
     /// Returns the spans of `trace_id` in this block (possibly none). Reads only the row groups
     /// the index names.
     pub async fn find_trace(&self, storage: &dyn Storage, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
-        let candidates = self.index.candidates(trace_id);
-        if candidates.is_empty() {
-            return Ok(Vec::new());
-        }
-        let footer = self.footer(storage).await?;
         let mut out = Vec::new();
-        for rg in candidates {
-            if rg >= footer.num_row_groups() {
-                return Err(BlockError::Corrupt(format!(
-                    "index names row group {rg} of {}",
-                    footer.num_row_groups()
-                )));
-            }
-            let range = v1::reader::row_group_range(&footer, rg);
-            let data = storage.get_range(&self.data_path(), range.clone()).await?;
-            let chunk = v1::reader::RangeChunk {
-                base: range.start,
-                data,
-                file_len: self.meta.size_bytes,
-            };
-            let footer = footer.clone();
-            let id = *trace_id;
-            let rows = tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
-                .await
-                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-            out.extend(rows);
+        for rg in self.index.candidates(trace_id) {
+            out.extend(self.find_trace_in(storage, trace_id, rg).await?);
         }
         Ok(out)
+    }
+
+    /// Returns the spans of `trace_id` in row group `rg` (one of `index.candidates`).
+    pub async fn find_trace_in(
+        &self,
+        storage: &dyn Storage,
+        trace_id: &[u8; 16],
+        rg: usize,
+    ) -> Result<Vec<SpanRow>, BlockError> {
+        let footer = self.footer(storage).await?;
+        if rg >= footer.num_row_groups() {
+            return Err(BlockError::Corrupt(format!(
+                "index names row group {rg} of {}",
+                footer.num_row_groups()
+            )));
+        }
+        let range = v1::reader::row_group_range(&footer, rg);
+        let data = storage.get_range(&self.data_path(), range.clone()).await?;
+        let chunk = v1::reader::RangeChunk {
+            base: range.start,
+            data,
+            file_len: self.meta.size_bytes,
+        };
+        let id = *trace_id;
+        tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
+            .await
+            .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))?
     }
 }
 

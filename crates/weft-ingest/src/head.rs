@@ -147,6 +147,16 @@ impl Head {
             .fetch_sub(cut.bytes as u64, Ordering::Relaxed);
     }
 
+    /// Whether the head (active or cuts) holds spans of the trace.
+    pub fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
+        let st = self.state.read();
+        st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
+            || st
+                .flushing
+                .iter()
+                .any(|cut| cut.tenants.iter().any(|(t, c)| &**t == tenant && c.traces.contains_key(id)))
+    }
+
     /// Copies out the head's spans of one trace (active head and cuts being flushed).
     pub fn find_trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
         let st = self.state.read();

@@ -56,6 +56,9 @@ pub struct IngestConfig {
     pub max_flushing_bytes: u64,
     pub row_group_rows: usize,
     pub compaction: compact::CompactionConfig,
+    /// Most bytes of one trace a query holds in memory ([`span_bytes`]); a larger trace is
+    /// returned (and searched) truncated, and says so.
+    pub max_trace_read_bytes: u64,
 }
 
 impl Default for IngestConfig {
@@ -76,6 +79,7 @@ impl Default for IngestConfig {
             max_flushing_bytes: 16 << 20,
             row_group_rows: 8192,
             compaction: compact::CompactionConfig::default(),
+            max_trace_read_bytes: 32 << 20,
         }
     }
 }
@@ -110,6 +114,30 @@ pub struct PushOutcome {
 pub enum QueryError {
     #[error(transparent)]
     Block(#[from] BlockError),
+}
+
+/// A trace as read by [`Ingest::find_trace_capped`].
+#[derive(Debug, Clone, Default)]
+pub struct FoundTrace {
+    /// De-duplicated, ordered by start time.
+    pub rows: Vec<SpanRow>,
+    /// Spans were left out because the trace is larger than the cap.
+    pub truncated: bool,
+    /// Blocks whose index admitted the trace and were read.
+    pub blocks_read: u64,
+}
+
+/// The size of a stored span as counted against response and memory caps: its variable-length
+/// fields plus a fixed 64 bytes.
+pub fn span_bytes(r: &SpanRow) -> u64 {
+    (64 + r.name.len()
+        + r.status_message.len()
+        + r.resource.len()
+        + r.scope.len()
+        + r.attributes.len()
+        + r.events.len()
+        + r.links.len()
+        + r.extra.len()) as u64
 }
 
 /// Blocks in storage, per tenant.
@@ -496,9 +524,29 @@ impl Ingest {
         id: &[u8; 16],
         range: Option<(u64, u64)>,
     ) -> Result<Vec<SpanRow>, QueryError> {
+        Ok(self.find_trace_capped(tenant, id, range, u64::MAX).await?.rows)
+    }
+
+    /// Like [`Ingest::find_trace`], but stops reading once the spans found hold more than
+    /// `max_bytes` (as [`span_bytes`] counts them), so a huge trace costs bounded memory. The
+    /// blocks are read oldest first, then the head; `truncated` says spans were left out.
+    pub async fn find_trace_capped(
+        &self,
+        tenant: &str,
+        id: &[u8; 16],
+        range: Option<(u64, u64)>,
+        max_bytes: u64,
+    ) -> Result<FoundTrace, QueryError> {
         self.catch_up().await;
-        let mut rows = self.head.find_trace(tenant, id);
-        for b in self.blocks.of(tenant) {
+        let mut rows = Vec::new();
+        let mut bytes = 0u64;
+        let mut truncated = false;
+        let mut blocks_read = 0;
+        // Oldest blocks first, the head last: spans arrive roughly in time order, so when the
+        // cap stops the read, what was read is the start of the trace (with its root).
+        let mut blocks = self.blocks.of(tenant);
+        blocks.sort_by_key(|b| (b.meta.min_start_unix_nano, b.meta.max_end_unix_nano));
+        'blocks: for b in blocks {
             if let Some((start, end)) = range {
                 let (lo, hi) = (
                     b.meta.min_start_unix_nano / 1_000_000_000,
@@ -508,10 +556,52 @@ impl Ingest {
                     continue;
                 }
             }
-            rows.extend(b.find_trace(&*self.storage, id).await?);
+            let rgs = b.index.candidates(id);
+            if rgs.is_empty() {
+                continue;
+            }
+            blocks_read += 1;
+            for rg in rgs {
+                if bytes > max_bytes {
+                    truncated = true;
+                    break 'blocks;
+                }
+                let found = b.find_trace_in(&*self.storage, id, rg).await?;
+                bytes += found.iter().map(span_bytes).sum::<u64>();
+                rows.extend(found);
+            }
+        }
+        if bytes <= max_bytes {
+            // The head's copy is bounded by the head's own size limit.
+            let head = self.head.find_trace(tenant, id);
+            bytes += head.iter().map(span_bytes).sum::<u64>();
+            rows.extend(head);
+        } else if self.head.holds(tenant, id) {
+            truncated = true;
         }
         dedup_spans(&mut rows);
-        Ok(rows)
+        if bytes > max_bytes {
+            // Keep the earliest spans (the root is usually among them) up to the cap.
+            let mut kept = 0;
+            let keep = rows
+                .iter()
+                .take_while(|r| {
+                    kept += span_bytes(r);
+                    kept <= max_bytes
+                })
+                .count();
+            truncated |= keep < rows.len();
+            rows.truncate(keep);
+        }
+        self.metrics.trace_lookups.fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .trace_lookup_blocks_read
+            .fetch_add(blocks_read, Ordering::Relaxed);
+        Ok(FoundTrace {
+            rows,
+            truncated,
+            blocks_read,
+        })
     }
 
     /// Spans in the active head (not yet cut).

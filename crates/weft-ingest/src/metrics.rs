@@ -60,6 +60,8 @@ pub struct IngestMetrics {
     pub compaction_errors: AtomicU64,
     pub compaction_nanos: AtomicU64,
     pub retention_deleted_blocks: AtomicU64,
+    pub trace_lookups: AtomicU64,
+    pub trace_lookup_blocks_read: AtomicU64,
 }
 
 impl IngestMetrics {
@@ -116,7 +118,19 @@ impl IngestMetrics {
                 r.as_str()
             );
         }
-        let gauges: [(&str, &str, &str, &AtomicU64); 17] = [
+        let gauges: [(&str, &str, &str, &AtomicU64); 19] = [
+            (
+                "weft_trace_lookups_total",
+                "counter",
+                "Traces looked up by ID (trace by ID, and traces search had to assemble).",
+                &self.trace_lookups,
+            ),
+            (
+                "weft_trace_lookup_blocks_read_total",
+                "counter",
+                "Blocks read by trace lookups: those whose trace-ID index admitted the trace.",
+                &self.trace_lookup_blocks_read,
+            ),
             (
                 "weft_compactions_total",
                 "counter",

@@ -56,19 +56,15 @@ pub struct ScanStats {
     pub skipped_row_groups: u64,
     /// Traces fetched whole because they were split across the head and blocks.
     pub split_traces: u64,
+    /// Split traces larger than `IngestConfig::max_trace_read_bytes`, evaluated on their
+    /// earliest spans only.
+    pub truncated_traces: u64,
 }
 
 /// An inclusive time window in Unix nanoseconds.
 pub type Window = (u64, u64);
 
-fn row_bytes(r: &SpanRow) -> u64 {
-    (64 + r.name.len()
-        + r.status_message.len()
-        + r.attributes.len()
-        + r.events.len()
-        + r.links.len()
-        + r.extra.len()) as u64
-}
+use crate::span_bytes as row_bytes;
 
 fn overlaps(rows: &[SpanRow], w: Option<Window>) -> bool {
     let Some((start, end)) = w else { return true };
@@ -123,9 +119,13 @@ impl Ingest {
         }
         let deferred = std::mem::take(&mut scan.deferred);
         for id in deferred {
-            let rows = self.find_trace(tenant, &id, None).await?;
-            scan.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
-            scan.finish_trace(rows, sink);
+            let found = self.find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes).await?;
+            if found.truncated {
+                scan.stats.truncated_traces += 1;
+                tracing::warn!(tenant, trace_id = %weft_query::tempo::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");
+            }
+            scan.stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
+            scan.finish_trace(found.rows, sink);
         }
         Ok(scan.stats)
     }
@@ -293,15 +293,7 @@ impl Scan<'_> {
                 }
                 // A trace at either edge of the row group may continue in the neighbour.
                 let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
-                let in_head = {
-                    let st = self.ingest.head.state.read();
-                    st.active.get(self.tenant).is_some_and(|c| c.traces.contains_key(&id))
-                        || st.flushing.iter().any(|c| {
-                            c.tenants
-                                .iter()
-                                .any(|(t, cc)| &**t == self.tenant && cc.traces.contains_key(&id))
-                        })
-                };
+                let in_head = self.ingest.head.holds(self.tenant, &id);
                 self.take(piece, crosses || in_head, Some(i), sink);
             }
         }

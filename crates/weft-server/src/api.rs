@@ -125,7 +125,11 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         (Ok(_), Ok(_)) => None,
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let rows = match st.ingest.find_trace(&tenant, &id, range).await {
+    let found = match st
+        .ingest
+        .find_trace_capped(&tenant, &id, range, st.cfg.max_trace_response_bytes)
+        .await
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, trace_id = %hex::encode(id), "trace lookup failed");
@@ -133,8 +137,24 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
+    let rows = found.rows;
     if rows.is_empty() {
         return error(StatusCode::NOT_FOUND, format!("trace not found: {}", hex::encode(id)));
+    }
+    // A trace over the read cap: the earliest spans, marked as Tempo marks partial results
+    // (v2 `status: PARTIAL` with a message) and, for every shape, a response header.
+    let truncated = found.truncated.then(|| {
+        format!(
+            "trace {} is larger than the response cap of {} bytes (--max-trace-response-bytes); only its first {} spans are returned",
+            hex::encode(id),
+            st.cfg.max_trace_response_bytes,
+            rows.len()
+        )
+    });
+    let mut resp_headers = HeaderMap::new();
+    resp_headers.insert("x-weft-blocks-read", found.blocks_read.into());
+    if truncated.is_some() {
+        resp_headers.insert("x-weft-trace-truncated", axum::http::HeaderValue::from_static("true"));
     }
     let data = weft_block::row::encode_traces_data(&rows);
     let wants_proto = headers
@@ -143,14 +163,18 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         .is_some_and(|a| a.contains("application/protobuf") || a.contains("application/x-protobuf"));
     if wants_proto {
         let body = if v2 {
-            // TraceByIDResponse { Trace trace = 1; }
+            // TraceByIDResponse { Trace trace = 1; ...; PartialStatus status = 3; string message = 4; }
             let mut out = Vec::with_capacity(data.len() + 6);
             weft_otlp::wire::put_bytes(&mut out, 1, &data);
+            if let Some(msg) = &truncated {
+                weft_otlp::wire::put_varint_field(&mut out, 3, 1);
+                weft_otlp::wire::put_bytes(&mut out, 4, msg.as_bytes());
+            }
             out
         } else {
             data
         };
-        return ([(header::CONTENT_TYPE, "application/protobuf")], body).into_response();
+        return (resp_headers, [(header::CONTENT_TYPE, "application/protobuf")], body).into_response();
     }
     let td = match TracesData::decode(&data[..]) {
         Ok(td) => td,
@@ -162,12 +186,20 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         }
     };
     let batches = weft_otlp::json::resource_spans_to_json(&td.resource_spans);
-    let body = if v2 {
+    let mut body = if v2 {
         serde_json::json!({ "trace": { "resourceSpans": batches } })
     } else {
         serde_json::json!({ "batches": batches })
     };
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    if let Some(msg) = truncated {
+        if v2 {
+            body["status"] = "PARTIAL".into();
+            body["message"] = msg.into();
+        } else {
+            body["truncated"] = true.into();
+        }
+    }
+    (resp_headers, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 pub async fn trace_v1(

@@ -103,7 +103,9 @@ pub struct ServerFlags {
     /// Largest accepted request after decompression [default: 67108864].
     #[arg(long, env = "WEFT_MAX_DECOMPRESSED_BYTES")]
     pub max_decompressed_bytes: Option<usize>,
-    /// Largest trace, in encoded bytes, while it is live; 0 disables [default: 5242880].
+    /// Largest trace, in encoded bytes, while it is live; 0 disables [default: 134217728].
+    /// Tempo's 5 MB default refuses real traces (a 200,000-span batch job is ~60 MB); memory
+    /// stays bounded by the head limits and the query read cap instead.
     #[arg(long, env = "WEFT_MAX_TRACE_BYTES")]
     pub max_trace_bytes: Option<u64>,
     /// Per-tenant ingestion rate in bytes per second; 0 disables [default: 0].
@@ -112,6 +114,10 @@ pub struct ServerFlags {
     /// Per-tenant ingestion burst in bytes [default: twice the rate].
     #[arg(long, env = "WEFT_INGESTION_BURST_BYTES")]
     pub ingestion_burst_bytes: Option<u64>,
+    /// Most bytes of one trace a query reads and returns; a larger trace comes back truncated
+    /// and marked so (v2: "status": "partial") [default: 33554432].
+    #[arg(long, env = "WEFT_MAX_TRACE_RESPONSE_BYTES")]
+    pub max_trace_response_bytes: Option<u64>,
     /// Seconds between compaction and retention rounds; 0 disables both [default: 30].
     #[arg(long, env = "WEFT_COMPACTION_INTERVAL")]
     pub compaction_interval: Option<f64>,
@@ -151,6 +157,7 @@ pub struct Config {
     pub max_request_bytes: usize,
     pub max_decompressed_bytes: usize,
     pub max_trace_bytes: u64,
+    pub max_trace_response_bytes: u64,
     pub ingestion_rate_bytes: u64,
     pub ingestion_burst_bytes: u64,
     pub compaction_interval: f64,
@@ -180,7 +187,8 @@ impl Default for Config {
             block_max_bytes: 16 << 20,
             max_request_bytes: 16 << 20,
             max_decompressed_bytes: 64 << 20,
-            max_trace_bytes: 5 << 20,
+            max_trace_bytes: 128 << 20,
+            max_trace_response_bytes: 32 << 20,
             ingestion_rate_bytes: 0,
             ingestion_burst_bytes: 0,
             compaction_interval: 30.0,
@@ -223,6 +231,7 @@ impl Config {
             max_request_bytes,
             max_decompressed_bytes,
             max_trace_bytes,
+            max_trace_response_bytes,
             ingestion_rate_bytes,
             ingestion_burst_bytes,
             compaction_interval,
@@ -247,6 +256,10 @@ impl Config {
             "max_decompressed_bytes ({}) must be at least max_request_bytes ({})",
             self.max_decompressed_bytes,
             self.max_request_bytes
+        );
+        anyhow::ensure!(
+            self.max_trace_response_bytes > 0,
+            "max_trace_response_bytes must be positive"
         );
         anyhow::ensure!(
             self.compaction_interval >= 0.0 && self.compaction_interval.is_finite(),
@@ -308,9 +321,7 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         return Err(err());
     }
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
         if num_len == 0 {
             return Err(err());
         }

@@ -102,6 +102,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         // behind, and receivers answer 503 instead of growing memory.
         max_flushing_bytes: cfg.block_max_bytes as u64,
         compaction: cfg.compaction(),
+        max_trace_read_bytes: cfg.max_trace_response_bytes,
         ..IngestConfig::default()
     };
     let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;

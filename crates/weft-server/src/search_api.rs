@@ -50,7 +50,11 @@ pub use crate::config::parse_duration;
 pub fn parse_time(name: &str, s: &str) -> Result<u64, String> {
     let s = s.trim();
     if let Ok(i) = s.parse::<u64>() {
-        return Ok(if i > 1_000_000_000_000_000 { i } else { i.saturating_mul(1_000_000_000) });
+        return Ok(if i > 1_000_000_000_000_000 {
+            i
+        } else {
+            i.saturating_mul(1_000_000_000)
+        });
     }
     if let Ok(f) = s.parse::<f64>()
         && f.is_finite()
@@ -115,11 +119,18 @@ fn search_window(p: &HashMap<String, String>) -> Result<Option<Window>, String> 
     if let (Some(s), Some(e)) = (start, end)
         && s > e
     {
-        return Err(format!("invalid range: start {} is after end {}", s / 1_000_000_000, e / 1_000_000_000));
+        return Err(format!(
+            "invalid range: start {} is after end {}",
+            s / 1_000_000_000,
+            e / 1_000_000_000
+        ));
     }
     Ok(match (start, end) {
         (None, None) => None,
-        (s, e) => Some((s.unwrap_or(0), e.map(|e| e.saturating_add(999_999_999)).unwrap_or(u64::MAX))),
+        (s, e) => Some((
+            s.unwrap_or(0),
+            e.map(|e| e.saturating_add(999_999_999)).unwrap_or(u64::MAX),
+        )),
     })
 }
 
@@ -262,7 +273,12 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         }
     };
     let dur = |k: &str| param(&p, k).map(parse_duration).transpose();
-    let params = match (num("limit", 20, MAX_LIMIT), num("spss", 3, MAX_SPSS), dur("minDuration"), dur("maxDuration")) {
+    let params = match (
+        num("limit", 20, MAX_LIMIT),
+        num("spss", 3, MAX_SPSS),
+        dur("minDuration"),
+        dur("maxDuration"),
+    ) {
         (Ok(limit), Ok(spss), Ok(min), Ok(max)) => SearchParams {
             limit,
             spans_per_spanset: spss,
@@ -326,7 +342,11 @@ fn filter_query(p: &HashMap<String, String>) -> TraceQl {
         .unwrap_or_else(|| weft_traceql::parse("{ }").expect("valid"))
 }
 
-async fn collect_tags(st: &AppState, tenant: &str, p: &HashMap<String, String>) -> Result<(TagNames, ScanStats), Response> {
+async fn collect_tags(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+) -> Result<(TagNames, ScanStats), Response> {
     let window = search_window(p).map_err(bad)?;
     let mut sink = TagNames::new(&filter_query(p), MAX_TAGS).map_err(eval_error)?;
     let stats = run_scan(st, tenant, window, &mut sink).await?;
@@ -411,7 +431,11 @@ fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
             _ => None,
         }
     };
-    let bad_tag = || format!("invalid tag {tag:?}: expected an attribute such as resource.service.name or .http.method, or an intrinsic such as name");
+    let bad_tag = || {
+        format!(
+            "invalid tag {tag:?}: expected an attribute such as resource.service.name or .http.method, or an intrinsic such as name"
+        )
+    };
     if v2 {
         return try_parse(tag).ok_or_else(bad_tag);
     }
@@ -420,7 +444,13 @@ fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
         .ok_or_else(bad_tag)
 }
 
-async fn tag_values(st: Arc<AppState>, headers: HeaderMap, tag: String, p: HashMap<String, String>, v2: bool) -> Response {
+async fn tag_values(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    tag: String,
+    p: HashMap<String, String>,
+    v2: bool,
+) -> Response {
     let tenant = match st.tenants.resolve(&headers) {
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
@@ -461,7 +491,10 @@ async fn tag_values(st: Arc<AppState>, headers: HeaderMap, tag: String, p: HashM
 /// Tags whose values are fixed, answered without reading storage, as Tempo does.
 fn virtual_values(tag: &str, v2: bool) -> Option<serde_json::Value> {
     let keywords = |vs: &[&str]| {
-        let vals: Vec<_> = vs.iter().map(|v| serde_json::json!({ "type": "keyword", "value": v })).collect();
+        let vals: Vec<_> = vs
+            .iter()
+            .map(|v| serde_json::json!({ "type": "keyword", "value": v }))
+            .collect();
         serde_json::json!({ "tagValues": vals, "metrics": {} })
     };
     match (tag, v2) {
@@ -556,7 +589,9 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
         Err(e) => return bad(e),
     };
     if start >= end {
-        return bad(format!("invalid range: start {start} is not before end {end} (nanoseconds)"));
+        return bad(format!(
+            "invalid range: start {start} is not before end {end} (nanoseconds)"
+        ));
     }
     let step = if instant {
         end - start
@@ -620,9 +655,15 @@ mod tests {
     #[test]
     fn times_parse_as_seconds_nanos_or_rfc3339() {
         assert_eq!(parse_time("start", "1700000000"), Ok(1_700_000_000_000_000_000));
-        assert_eq!(parse_time("start", "1700000000000000000"), Ok(1_700_000_000_000_000_000));
+        assert_eq!(
+            parse_time("start", "1700000000000000000"),
+            Ok(1_700_000_000_000_000_000)
+        );
         assert_eq!(parse_time("start", "1700000000.5"), Ok(1_700_000_000_500_000_000));
-        assert_eq!(parse_time("start", "2023-11-14T22:13:20Z"), Ok(1_700_000_000_000_000_000));
+        assert_eq!(
+            parse_time("start", "2023-11-14T22:13:20Z"),
+            Ok(1_700_000_000_000_000_000)
+        );
         assert_eq!(
             parse_time("start", "2023-11-14T23:13:20.25+01:00"),
             Ok(1_700_000_000_250_000_000)
