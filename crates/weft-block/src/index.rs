@@ -1,12 +1,20 @@
 //! `index.bin`: finds a trace's row groups without reading the data file.
 //!
-//! Layout (version 1, little-endian):
+//! Layout (version 2, little-endian; version 1 is the same without the value blooms and is
+//! still read):
 //! ```text
 //! magic b"WEFTIDX1" | version u32 | row_groups u32
 //! row_groups × { min_trace_id [16] | max_trace_id [16] | first_row u64 | rows u32 }
 //! bloom_k u32 | bloom_words u32 | bloom_words × u64
+//! value_blooms u32 (0 or row_groups)                                         (version 2)
+//! value_blooms × { k u32 | words u32 | words × u64 }                        (version 2)
 //! crc32c u32 (of everything before it)
 //! ```
+//!
+//! A row group's *value bloom* holds every string attribute value of its spans (span, resource,
+//! scope, event and link attributes, array elements included), so a search for a rare value of
+//! any attribute, dedicated column or not, skips the row groups that cannot hold it. Compaction
+//! writes them; blocks cut from the head skip them to keep ingest cheap.
 //! Row groups hold rows sorted by trace ID, so their ranges are sorted and disjoint except at
 //! shared boundary IDs. The bloom filter covers every trace ID in the block (about 1% false
 //! positives at 10 bits per trace).
@@ -14,7 +22,7 @@
 use crate::hash::trace_id_hashes;
 
 const MAGIC: &[u8; 8] = b"WEFTIDX1";
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowGroupRange {
@@ -58,6 +66,19 @@ impl Bloom {
         self.probes(id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 
+    /// The 16-byte key a byte string is stored under (xxh3-128, stable across versions).
+    pub fn key_of(value: &[u8]) -> [u8; 16] {
+        xxhash_rust::xxh3::xxh3_128(value).to_le_bytes()
+    }
+
+    pub fn insert_bytes(&mut self, value: &[u8]) {
+        self.insert(&Self::key_of(value));
+    }
+
+    pub fn may_contain_bytes(&self, value: &[u8]) -> bool {
+        self.may_contain(&Self::key_of(value))
+    }
+
     pub fn size_bytes(&self) -> usize {
         self.words.len() * 8
     }
@@ -68,6 +89,9 @@ impl Bloom {
 pub struct TraceIndex {
     pub row_groups: Vec<RowGroupRange>,
     pub bloom: Bloom,
+    /// Per row group, the bloom filter of its string attribute values; empty when the block
+    /// has none (version 1, or a block cut from the head).
+    pub value_blooms: Vec<Bloom>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +135,14 @@ impl TraceIndex {
         for w in &self.bloom.words {
             out.extend_from_slice(&w.to_le_bytes());
         }
+        out.extend_from_slice(&(self.value_blooms.len() as u32).to_le_bytes());
+        for b in &self.value_blooms {
+            out.extend_from_slice(&b.k.to_le_bytes());
+            out.extend_from_slice(&(b.words.len() as u32).to_le_bytes());
+            for w in &b.words {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -135,7 +167,7 @@ impl TraceIndex {
         };
         let u32_ = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
         let version = u32_(take(4)?);
-        if version != INDEX_VERSION {
+        if version != 1 && version != INDEX_VERSION {
             return Err(IndexError::Version(version));
         }
         let n = u32_(take(4)?) as usize;
@@ -152,21 +184,37 @@ impl TraceIndex {
                 rows,
             });
         }
-        let k = u32_(take(4)?);
-        let nw = u32_(take(4)?) as usize;
-        if nw == 0 || !nw.is_power_of_two() || k == 0 || k > 32 {
-            return Err(IndexError::Truncated);
+        let main = read_bloom(&mut take)?;
+        let mut value_blooms = Vec::new();
+        if version >= 2 {
+            let nb = u32_(take(4)?) as usize;
+            if nb != 0 && nb != n {
+                return Err(IndexError::Truncated);
+            }
+            for _ in 0..nb {
+                value_blooms.push(read_bloom(&mut take)?);
+            }
         }
-        let raw = take(nw * 8)?;
-        let words = raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
         Ok(TraceIndex {
             row_groups,
-            bloom: Bloom { k, words },
+            bloom: main,
+            value_blooms,
         })
     }
+}
+
+fn read_bloom<'a>(take: &mut impl FnMut(usize) -> Result<&'a [u8], IndexError>) -> Result<Bloom, IndexError> {
+    let u32_ = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+    let k = u32_(take(4)?);
+    let nw = u32_(take(4)?) as usize;
+    if nw == 0 || !nw.is_power_of_two() || k == 0 || k > 32 {
+        return Err(IndexError::Truncated);
+    }
+    let words = take(nw * 8)?
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    Ok(Bloom { k, words })
 }
 
 #[cfg(test)]
@@ -217,6 +265,7 @@ mod tests {
                 },
             ],
             bloom,
+            value_blooms: Vec::new(),
         };
         let enc = idx.encode();
         assert_eq!(TraceIndex::decode(&enc).unwrap(), idx);
@@ -225,5 +274,16 @@ mod tests {
         bad[30] ^= 1;
         assert!(matches!(TraceIndex::decode(&bad), Err(IndexError::Checksum)));
         assert!(TraceIndex::decode(&enc[..10]).is_err());
+
+        let mut v = Bloom::with_capacity(4);
+        v.insert_bytes(b"needle");
+        let with_values = TraceIndex {
+            value_blooms: vec![v.clone(), Bloom::with_capacity(4)],
+            ..idx
+        };
+        let dec = TraceIndex::decode(&with_values.encode()).unwrap();
+        assert_eq!(dec, with_values);
+        assert!(dec.value_blooms[0].may_contain_bytes(b"needle"));
+        assert!(!dec.value_blooms[1].may_contain_bytes(b"needle"));
     }
 }

@@ -18,6 +18,7 @@ pub mod index;
 pub mod meta;
 pub mod row;
 pub mod v1;
+pub mod values;
 
 use bytes::Bytes;
 use columns::SpanColumns;
@@ -126,6 +127,42 @@ pub struct RowGroupStats {
     pub duration: Option<(i64, i64)>,
 }
 
+/// The fetched bytes of one row group. Decoding is CPU work: call it off the async runtime
+/// (`spawn_blocking`) for large row groups.
+#[derive(Clone)]
+pub struct RowGroupData {
+    footer: Arc<ParquetMetaData>,
+    rg: usize,
+    base: u64,
+    data: Bytes,
+    file_len: u64,
+}
+
+impl RowGroupData {
+    /// Bytes fetched from storage.
+    pub fn bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn chunk(&self) -> v1::reader::RangeChunk {
+        v1::reader::RangeChunk {
+            base: self.base,
+            data: self.data.clone(),
+            file_len: self.file_len,
+        }
+    }
+
+    /// Every span, in block order.
+    pub fn rows(&self) -> Result<Vec<SpanRow>, BlockError> {
+        v1::reader::read_row_group(&self.footer, self.rg, self.chunk())
+    }
+
+    /// The columns a prefilter needs, for every row.
+    pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
+        v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), needs)
+    }
+}
+
 /// An open block: its meta and index in memory, the Parquet footer loaded on first use.
 #[derive(Debug)]
 pub struct Block {
@@ -203,9 +240,8 @@ impl Block {
         })
     }
 
-    /// Reads every span of row group `rg`, in block order. Returns them with the number of
-    /// bytes read from storage.
-    pub async fn read_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<(Vec<SpanRow>, u64), BlockError> {
+    /// Fetches the bytes of row group `rg`, to decode with [`RowGroupData`].
+    pub async fn fetch_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupData, BlockError> {
         let footer = self.footer(storage).await?;
         if rg >= footer.num_row_groups() {
             return Err(BlockError::Corrupt(format!(
@@ -215,13 +251,21 @@ impl Block {
         }
         let range = v1::reader::row_group_range(&footer, rg);
         let data = storage.get_range(&self.data_path(), range.clone()).await?;
-        let bytes = data.len() as u64;
-        let chunk = v1::reader::RangeChunk {
+        Ok(RowGroupData {
+            footer,
+            rg,
             base: range.start,
             data,
             file_len: self.meta.size_bytes,
-        };
-        let rows = tokio::task::spawn_blocking(move || v1::reader::read_row_group(&footer, rg, chunk))
+        })
+    }
+
+    /// Reads every span of row group `rg`, in block order. Returns them with the number of
+    /// bytes read from storage.
+    pub async fn read_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<(Vec<SpanRow>, u64), BlockError> {
+        let data = self.fetch_row_group(storage, rg).await?;
+        let bytes = data.bytes();
+        let rows = tokio::task::spawn_blocking(move || data.rows())
             .await
             .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
         Ok((rows, bytes))

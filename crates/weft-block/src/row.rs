@@ -32,6 +32,90 @@ pub struct SpanRow {
     pub extra: Bytes,
 }
 
+/// The fields of a stored span that query prefilters test, borrowed from wherever the span is:
+/// a [`SpanRow`], or one row of a row group's [`FilterColumns`](crate::v1::reader::FilterColumns).
+pub trait SpanFields {
+    fn name(&self) -> &[u8];
+    fn start_unix_nano(&self) -> u64;
+    fn duration_nano(&self) -> i64;
+    fn status_code(&self) -> u8;
+    fn kind(&self) -> u8;
+    fn resource(&self) -> &[u8];
+    fn scope(&self) -> &[u8];
+    fn attributes(&self) -> &[u8];
+    fn events(&self) -> &[u8];
+    fn links(&self) -> &[u8];
+    fn end_unix_nano(&self) -> u64 {
+        self.start_unix_nano().wrapping_add(self.duration_nano() as u64)
+    }
+}
+
+impl<T: SpanFields + ?Sized> SpanFields for &T {
+    fn name(&self) -> &[u8] {
+        (**self).name()
+    }
+    fn start_unix_nano(&self) -> u64 {
+        (**self).start_unix_nano()
+    }
+    fn duration_nano(&self) -> i64 {
+        (**self).duration_nano()
+    }
+    fn status_code(&self) -> u8 {
+        (**self).status_code()
+    }
+    fn kind(&self) -> u8 {
+        (**self).kind()
+    }
+    fn resource(&self) -> &[u8] {
+        (**self).resource()
+    }
+    fn scope(&self) -> &[u8] {
+        (**self).scope()
+    }
+    fn attributes(&self) -> &[u8] {
+        (**self).attributes()
+    }
+    fn events(&self) -> &[u8] {
+        (**self).events()
+    }
+    fn links(&self) -> &[u8] {
+        (**self).links()
+    }
+}
+
+impl SpanFields for SpanRow {
+    fn name(&self) -> &[u8] {
+        self.name.as_bytes()
+    }
+    fn start_unix_nano(&self) -> u64 {
+        self.start_unix_nano
+    }
+    fn duration_nano(&self) -> i64 {
+        self.duration_nano
+    }
+    fn status_code(&self) -> u8 {
+        self.status_code
+    }
+    fn kind(&self) -> u8 {
+        self.kind
+    }
+    fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+    fn scope(&self) -> &[u8] {
+        &self.scope
+    }
+    fn attributes(&self) -> &[u8] {
+        &self.attributes
+    }
+    fn events(&self) -> &[u8] {
+        &self.events
+    }
+    fn links(&self) -> &[u8] {
+        &self.links
+    }
+}
+
 impl SpanRow {
     pub fn end_unix_nano(&self) -> u64 {
         self.start_unix_nano.wrapping_add(self.duration_nano as u64)

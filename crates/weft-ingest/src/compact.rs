@@ -2,7 +2,8 @@
 //!
 //! **Compaction** merges a tenant's small blocks into one: it reads every span of the inputs,
 //! writes them as a new block (dropping client-retry duplicates, rebuilding the trace index and
-//! bloom filter), and only then retires the inputs.
+//! bloom filter, and adding per-row-group value blooms for attribute search), and only then
+//! retires the inputs.
 //!
 //! **Retention** deletes blocks whose newest span is older than the tenant's retention.
 //!
@@ -153,6 +154,7 @@ impl Ingest {
         };
         let opts = WriteOptions {
             row_group_rows: self.cfg.row_group_rows,
+            value_blooms: true,
             ..Default::default()
         };
         let written = async {

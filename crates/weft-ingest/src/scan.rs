@@ -27,8 +27,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use weft_block::row::{SpanRow, dedup_spans};
-use weft_block::{Block, columns::SpanColumns};
+use weft_block::row::{SpanFields, SpanRow, dedup_spans};
+use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_query::prefilter::Prefilter;
 use weft_query::search::TraceSink;
 
@@ -66,10 +66,10 @@ pub type Window = (u64, u64);
 
 use crate::span_bytes as row_bytes;
 
-fn overlaps(rows: &[SpanRow], w: Option<Window>) -> bool {
+fn overlaps<F: SpanFields>(rows: impl IntoIterator<Item = F>, w: Option<Window>) -> bool {
     let Some((start, end)) = w else { return true };
-    rows.iter()
-        .any(|r| r.start_unix_nano <= end && r.end_unix_nano() >= start)
+    rows.into_iter()
+        .any(|r| r.start_unix_nano() <= end && r.end_unix_nano() >= start)
 }
 
 /// The spans of `id` in `cols`.
@@ -115,6 +115,9 @@ impl Ingest {
         scan.blocks
             .sort_by(|a, b| b.meta.max_end_unix_nano.cmp(&a.meta.max_end_unix_nano));
         for i in 0..scan.blocks.len() {
+            if sink.done() {
+                break;
+            }
             scan.block(i, sink).await?;
         }
         let deferred = std::mem::take(&mut scan.deferred);
@@ -249,8 +252,8 @@ impl Scan<'_> {
         }
     }
 
-    async fn block(&mut self, i: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
-        let b = self.blocks[i].clone();
+    async fn block(&mut self, i_block: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
+        let b = self.blocks[i_block].clone();
         let storage = &*self.ingest.storage;
         if let Some((start, end)) = self.window
             && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
@@ -264,7 +267,11 @@ impl Scan<'_> {
         }
         let mut read_any = false;
         let groups = b.row_group_count();
+        let needs = sink.prefilter().needs();
         for rg in 0..groups {
+            if sink.done() {
+                break;
+            }
             let stats = b.row_group_stats(storage, rg).await?;
             let skip_time = match (self.window, stats.start, stats.duration) {
                 (Some((ws, we)), Some((lo, hi)), Some((_, dmax))) => {
@@ -273,28 +280,66 @@ impl Scan<'_> {
                 _ => false,
             };
             let skip_recent = stats.start.is_some_and(|(_, hi)| !sink.wants_start(hi));
-            if skip_time || skip_recent || !sink.prefilter().row_group_may_match(&stats) {
+            let values = b.index.value_blooms.get(rg);
+            if skip_time || skip_recent || !sink.prefilter().row_group_may_match(&stats, values) {
                 self.stats.skipped_row_groups += 1;
                 continue;
             }
-            let (rows, bytes) = b.read_row_group(storage, rg).await?;
+            let data = b.fetch_row_group(storage, rg).await?;
             read_any = true;
-            self.stats.inspected_bytes += bytes;
+            self.stats.inspected_bytes += data.bytes();
+            // Test the prefilter on the columns it reads; assemble spans only for the traces
+            // that pass.
+            let d = data.clone();
+            let cols = tokio::task::spawn_blocking(move || d.filter_columns(needs))
+                .await
+                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
             let ranges = &b.index.row_groups;
-            let mut rows = rows.into_iter().peekable();
-            while let Some(first) = rows.next() {
-                let id = first.trace_id;
-                let mut piece = vec![first];
-                while let Some(r) = rows.next_if(|r| r.trace_id == id) {
-                    piece.push(r);
+            let mut wanted: Vec<std::ops::Range<usize>> = Vec::new();
+            let n = cols.len();
+            let mut i = 0;
+            while i < n {
+                let id = cols.trace_ids[i];
+                let mut j = i + 1;
+                while j < n && cols.trace_ids[j] == id {
+                    j += 1;
                 }
-                if !self.candidate(&piece, sink) {
+                let (lo, hi) = (i, j);
+                i = j;
+                self.stats.inspected_traces += 1;
+                self.stats.inspected_spans += (hi - lo) as u64;
+                let views = || (lo..hi).map(|k| cols.row(k));
+                let pf = sink.prefilter();
+                if self.handled.contains(&id) || !pf.piece_may_match(views()) || !overlaps(views(), self.window) {
+                    continue;
+                }
+                let piece_start = views().map(|r| r.start_unix_nano()).min().unwrap_or(0);
+                if !sink.wants_start(piece_start) {
                     continue;
                 }
                 // A trace at either edge of the row group may continue in the neighbour.
                 let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
-                let in_head = self.ingest.head.holds(self.tenant, &id);
-                self.take(piece, crosses || in_head, Some(i), sink);
+                if crosses || self.ingest.head.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block)) {
+                    self.handled.insert(id);
+                    self.stats.split_traces += 1;
+                    self.deferred.push(id);
+                } else if sink.prefilter().trace_may_match(views()) {
+                    self.handled.insert(id);
+                    wanted.push(lo..hi);
+                }
+            }
+            if wanted.is_empty() {
+                continue;
+            }
+            let rows = tokio::task::spawn_blocking(move || data.rows())
+                .await
+                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+            let mut rows = rows.into_iter();
+            let mut at = 0;
+            for r in wanted {
+                let piece: Vec<SpanRow> = rows.by_ref().skip(r.start - at).take(r.len()).collect();
+                at = r.end;
+                self.finish_trace(piece, sink);
             }
         }
         if read_any {

@@ -23,14 +23,20 @@
 //! pipeline are required too. A trace can match only if the tree holds, where a leaf holds
 //! when some span of the trace passes it.
 //!
+//! Row groups are skipped when their statistics rule out every leaf: start-time and duration
+//! ranges, and the per-row-group bloom filter of string attribute values written by compaction
+//! (`attr = "s"` cannot hold where the bloom lacks `s`).
+//!
 //! A trace split over several stored pieces (head and blocks, or two blocks) may need spans
 //! from different pieces to satisfy the tree, so a piece is first tested with
 //! [`Prefilter::piece_may_match`] (some span passes some leaf); only whole traces are tested
 //! with [`Prefilter::trace_may_match`].
 
 use memchr::memmem;
-use weft_block::row::SpanRow;
 use weft_block::RowGroupStats;
+use weft_block::index::Bloom;
+use weft_block::row::SpanFields;
+use weft_block::v1::reader::Needs;
 use weft_traceql::Query;
 use weft_traceql::ast::{
     AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, Pipeline, SpansetExpr, SpansetOp, Stage, Static, Status,
@@ -53,7 +59,13 @@ enum Term {
     Duration { op: BinaryOp, ns: i64 },
     Status { eq: bool, code: u8 },
     Kind { eq: bool, kind: u8 },
-    Contains { place: Place, finder: memmem::Finder<'static> },
+    /// `exact`: the needle is a whole string attribute value (`attr = "s"`), so a row group's
+    /// value bloom can rule it out.
+    Contains {
+        place: Place,
+        finder: memmem::Finder<'static>,
+        exact: bool,
+    },
 }
 
 /// The conjunction of the simple conjuncts of one spanset filter.
@@ -98,16 +110,16 @@ impl Prefilter {
 
     /// Whether some span of `rows` (part of a trace, or all of it) passes some leaf. A trace
     /// none of whose pieces passes cannot match.
-    pub fn piece_may_match(&self, rows: &[SpanRow]) -> bool {
-        rows.iter().any(|r| self.leaves.iter().any(|l| l.passes(r)))
+    pub fn piece_may_match<F: SpanFields>(&self, rows: impl IntoIterator<Item = F>) -> bool {
+        rows.into_iter().any(|r| self.leaves.iter().any(|l| l.passes(&r)))
     }
 
     /// Whether the whole trace `rows` may match the query.
-    pub fn trace_may_match(&self, rows: &[SpanRow]) -> bool {
+    pub fn trace_may_match<F: SpanFields>(&self, rows: impl IntoIterator<Item = F>) -> bool {
         let mut held = vec![false; self.leaves.len()];
         for r in rows {
             for (i, l) in self.leaves.iter().enumerate() {
-                if !held[i] && l.passes(r) {
+                if !held[i] && l.passes(&r) {
                     held[i] = true;
                 }
             }
@@ -115,10 +127,36 @@ impl Prefilter {
         eval(&self.cond, &held)
     }
 
-    /// Whether some span of a row group with these statistics could pass some leaf. `false`
-    /// means the row group can be skipped.
-    pub fn row_group_may_match(&self, stats: &RowGroupStats) -> bool {
-        self.leaves.iter().any(|l| l.stats_allow(stats))
+    /// Whether some span of a row group with these statistics and string-value bloom filter
+    /// (when the block has one) could pass some leaf. `false` means the row group can be
+    /// skipped.
+    pub fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
+        self.leaves.iter().any(|l| l.stats_allow(stats, values))
+    }
+
+    /// The columns the leaves read.
+    pub fn needs(&self) -> Needs {
+        let mut n = Needs::default();
+        for t in self.leaves.iter().flat_map(|l| &l.terms) {
+            match t {
+                Term::Name { .. } => n.name = true,
+                Term::Duration { .. } => {}
+                Term::Status { .. } => n.status = true,
+                Term::Kind { .. } => n.kind = true,
+                Term::Contains { place, .. } => match place {
+                    Place::SpanAttrs => n.attributes = true,
+                    Place::Resource => n.resource = true,
+                    Place::SpanOrResource => {
+                        n.attributes = true;
+                        n.resource = true;
+                    }
+                    Place::Scope => n.scope = true,
+                    Place::Events => n.events = true,
+                    Place::Links => n.links = true,
+                },
+            }
+        }
+        n
     }
 }
 
@@ -131,28 +169,34 @@ fn eval(c: &Cond, held: &[bool]) -> bool {
 }
 
 impl Leaf {
-    fn passes(&self, r: &SpanRow) -> bool {
+    fn passes(&self, r: &impl SpanFields) -> bool {
         self.terms.iter().all(|t| match t {
-            Term::Name { eq, value } => (r.name == *value) == *eq,
-            Term::Duration { op, ns } => compare(*op, r.duration_nano.cmp(ns)),
-            Term::Status { eq, code } => (status_code(r.status_code) == *code) == *eq,
-            Term::Kind { eq, kind } => (kind_code(r.kind) == *kind) == *eq,
-            Term::Contains { place, finder } => {
+            Term::Name { eq, value } => (r.name() == value.as_bytes()) == *eq,
+            Term::Duration { op, ns } => compare(*op, r.duration_nano().cmp(ns)),
+            Term::Status { eq, code } => (status_code(r.status_code()) == *code) == *eq,
+            Term::Kind { eq, kind } => (kind_code(r.kind()) == *kind) == *eq,
+            Term::Contains { place, finder, .. } => {
                 let find = |b: &[u8]| finder.find(b).is_some();
                 match place {
-                    Place::SpanAttrs => find(&r.attributes),
-                    Place::Resource => find(&r.resource),
-                    Place::SpanOrResource => find(&r.attributes) || find(&r.resource),
-                    Place::Scope => find(&r.scope),
-                    Place::Events => find(&r.events),
-                    Place::Links => find(&r.links),
+                    Place::SpanAttrs => find(r.attributes()),
+                    Place::Resource => find(r.resource()),
+                    Place::SpanOrResource => find(r.attributes()) || find(r.resource()),
+                    Place::Scope => find(r.scope()),
+                    Place::Events => find(r.events()),
+                    Place::Links => find(r.links()),
                 }
             }
         })
     }
 
-    fn stats_allow(&self, s: &RowGroupStats) -> bool {
+    fn stats_allow(&self, s: &RowGroupStats, values: Option<&Bloom>) -> bool {
         self.terms.iter().all(|t| match (t, s.duration) {
+            (
+                Term::Contains {
+                    finder, exact: true, ..
+                },
+                _,
+            ) => values.is_none_or(|b| b.may_contain_bytes(finder.needle())),
             (Term::Duration { op, ns }, Some((lo, hi))) => match op {
                 BinaryOp::Eq => lo <= *ns && *ns <= hi,
                 BinaryOp::Gt => hi > *ns,
@@ -299,7 +343,9 @@ fn term(field: &FieldExpr, lit: &Static, op: BinaryOp) -> Option<Term> {
                 Kind::Consumer => 5,
             },
         }),
-        (FieldExpr::Intrinsic(Intrinsic::EventName), Static::Str(s)) if op == BinaryOp::Eq => Some(contains(Place::Events, s)),
+        (FieldExpr::Intrinsic(Intrinsic::EventName), Static::Str(s)) if op == BinaryOp::Eq => {
+            Some(contains(Place::Events, s, false))
+        }
         (FieldExpr::Attribute(a), Static::Str(s)) if op == BinaryOp::Eq && !a.parent => {
             let place = match a.scope {
                 AttributeScope::Unscoped => Place::SpanOrResource,
@@ -309,16 +355,17 @@ fn term(field: &FieldExpr, lit: &Static, op: BinaryOp) -> Option<Term> {
                 AttributeScope::Event => Place::Events,
                 AttributeScope::Link => Place::Links,
             };
-            Some(contains(place, s))
+            Some(contains(place, s, true))
         }
         _ => None,
     }
 }
 
-fn contains(place: Place, s: &str) -> Term {
+fn contains(place: Place, s: &str, exact: bool) -> Term {
     Term::Contains {
         place,
         finder: memmem::Finder::new(s.as_bytes()).into_owned(),
+        exact,
     }
 }
 

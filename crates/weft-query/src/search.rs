@@ -27,6 +27,10 @@ pub trait TraceSink {
     /// One whole trace: de-duplicated, ordered by start time, never empty, overlapping the
     /// scan's time window.
     fn offer(&mut self, rows: &[SpanRow]);
+    /// True once more traces cannot change the result (a full tag-value list); the scan stops.
+    fn done(&self) -> bool {
+        false
+    }
 }
 
 /// Decodes a whole trace.
@@ -512,6 +516,10 @@ impl TagValues {
 impl TraceSink for TagValues {
     fn prefilter(&self) -> &Prefilter {
         &self.prefilter
+    }
+
+    fn done(&self) -> bool {
+        self.truncated
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {

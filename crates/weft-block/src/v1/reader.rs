@@ -203,3 +203,140 @@ fn read_span_rows(
     }
     Ok(out)
 }
+
+/// Which columns [`read_filter_columns`] reads besides trace IDs, start times and durations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub name: bool,
+    pub status: bool,
+    pub kind: bool,
+    pub resource: bool,
+    pub scope: bool,
+    pub attributes: bool,
+    pub events: bool,
+    pub links: bool,
+}
+
+/// The columns a prefilter tests, for every row of a row group. Columns not asked for are
+/// empty and read as empty values.
+#[derive(Debug, Default)]
+pub struct FilterColumns {
+    pub trace_ids: Vec<[u8; 16]>,
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    name: Vec<parquet::data_type::ByteArray>,
+    status: Vec<i32>,
+    kind: Vec<i32>,
+    resource: Vec<parquet::data_type::ByteArray>,
+    scope: Vec<parquet::data_type::ByteArray>,
+    /// Attributes, events and links: one entry per row, `None` for an empty list.
+    blobs: [Vec<Option<parquet::data_type::ByteArray>>; 3],
+}
+
+impl FilterColumns {
+    pub fn len(&self) -> usize {
+        self.trace_ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trace_ids.is_empty()
+    }
+
+    /// Row `i` as [`SpanFields`](crate::row::SpanFields).
+    pub fn row(&self, i: usize) -> FilterRow<'_> {
+        FilterRow { cols: self, i }
+    }
+}
+
+/// One row of [`FilterColumns`].
+#[derive(Debug, Clone, Copy)]
+pub struct FilterRow<'a> {
+    cols: &'a FilterColumns,
+    i: usize,
+}
+
+fn bytes_at(v: &[parquet::data_type::ByteArray], i: usize) -> &[u8] {
+    v.get(i).map(|b| b.data()).unwrap_or_default()
+}
+
+impl crate::row::SpanFields for FilterRow<'_> {
+    fn name(&self) -> &[u8] {
+        bytes_at(&self.cols.name, self.i)
+    }
+    fn start_unix_nano(&self) -> u64 {
+        self.cols.start[self.i] as u64
+    }
+    fn duration_nano(&self) -> i64 {
+        self.cols.duration[self.i]
+    }
+    fn status_code(&self) -> u8 {
+        self.cols.status.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
+    }
+    fn kind(&self) -> u8 {
+        self.cols.kind.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
+    }
+    fn resource(&self) -> &[u8] {
+        bytes_at(&self.cols.resource, self.i)
+    }
+    fn scope(&self) -> &[u8] {
+        bytes_at(&self.cols.scope, self.i)
+    }
+    fn attributes(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[0], self.i)
+    }
+    fn events(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[1], self.i)
+    }
+    fn links(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[2], self.i)
+    }
+}
+
+fn blob_at(v: &[Option<parquet::data_type::ByteArray>], i: usize) -> &[u8] {
+    v.get(i).and_then(|b| b.as_ref()).map(|b| b.data()).unwrap_or_default()
+}
+
+/// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
+/// of row group `rg`, without assembling spans. Dictionary-encoded values share their
+/// dictionary's bytes, so this costs little more than decoding the indexes.
+pub fn read_filter_columns(
+    meta: &ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+    needs: Needs,
+) -> Result<FilterColumns, BlockError> {
+    let rgr = row_group_reader(meta, rg, chunk)?;
+    let n = meta.row_group(rg).num_rows() as usize;
+    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, n, false)?;
+    let mut out = FilterColumns {
+        trace_ids: ids.iter().map(|v| v.data().try_into().unwrap_or([0; 16])).collect(),
+        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
+        duration: read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0,
+        ..Default::default()
+    };
+    if needs.name {
+        out.name = read::<ByteArrayType>(&rgr, col::NAME, 0, n, false)?.0;
+    }
+    if needs.status {
+        out.status = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0;
+    }
+    if needs.kind {
+        out.kind = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0;
+    }
+    if needs.resource {
+        out.resource = read::<ByteArrayType>(&rgr, col::RESOURCE, 0, n, false)?.0;
+    }
+    if needs.scope {
+        out.scope = read::<ByteArrayType>(&rgr, col::SCOPE, 0, n, false)?.0;
+    }
+    for (k, (c, need)) in [(col::ATTRIBUTES, needs.attributes), (col::EVENTS, needs.events), (col::LINKS, needs.links)]
+        .into_iter()
+        .enumerate()
+    {
+        if need {
+            let (v, d) = read::<ByteArrayType>(&rgr, c, 0, n, true)?;
+            out.blobs[k] = spread(v, &d, n);
+        }
+    }
+    Ok(out)
+}

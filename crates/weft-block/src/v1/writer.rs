@@ -25,6 +25,9 @@ pub struct WriteOptions {
     /// 8192 keeps a trace lookup to one read of about 150 KB (see BENCHMARKS.md).
     pub row_group_rows: usize,
     pub zstd_level: i32,
+    /// Write a bloom filter of each row group's string attribute values into the index
+    /// (compaction does; head cuts skip it to keep ingest cheap).
+    pub value_blooms: bool,
 }
 
 impl Default for WriteOptions {
@@ -32,6 +35,7 @@ impl Default for WriteOptions {
         WriteOptions {
             row_group_rows: 8192,
             zstd_level: 3,
+            value_blooms: false,
         }
     }
 }
@@ -173,6 +177,37 @@ fn dict_ids<'a>(
     remap.reset();
 }
 
+/// The bloom filter of the string attribute values of `rows`: each distinct resource, scope and
+/// attribute/event/link value of the row group is walked once.
+fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes); 4], rows: &[Row]) -> Bloom {
+    use crate::values::{Source, for_each_string};
+    let mut seen: hashbrown::HashSet<(u8, u32), FastBuild> = hashbrown::HashSet::with_hasher(FastBuild::default());
+    let mut values: Vec<&[u8]> = Vec::new();
+    for r in rows {
+        let ids = [(0u8, r.resource), (1, r.scope), (2, r.blobs[0]), (3, r.blobs[1]), (4, r.blobs[2])];
+        for (kind, id) in ids {
+            if (kind >= 2 && id == 0) || !seen.insert((kind, id)) {
+                continue;
+            }
+            let (source, buf) = match kind {
+                0 => (Source::Resource, cols.headers.get(id)),
+                1 => (Source::Scope, cols.headers.get(id)),
+                k => {
+                    let (blob, data) = &blobs[k as usize - 2];
+                    let source = [Source::SpanAttributes, Source::Events, Source::Links][k as usize - 2];
+                    (source, &data[blob.value_range(id)])
+                }
+            };
+            for_each_string(source, buf, |s| values.push(s));
+        }
+    }
+    let mut bloom = Bloom::with_capacity(values.len());
+    for v in values {
+        bloom.insert_bytes(v);
+    }
+    bloom
+}
+
 /// Fills `buf` with a dictionary-encoded INT32 chunk of small values, returning (min, max).
 fn dict_small_ints(buf: &mut ChunkBuf, rows: &[Row], value_of: impl Fn(&Row) -> u8) -> (i32, i32) {
     let mut local = [UNSET; 256];
@@ -219,6 +254,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         bloom.insert(id);
     }
     let mut ranges = Vec::new();
+    let mut value_blooms = Vec::new();
     let mut first_row = 0u64;
 
     let mut chunks = Vec::new();
@@ -252,6 +288,9 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         fix.clear();
         fix.extend(rows.iter().map(|&r| Row::of(cols, r as usize)));
         let rows = &fix[..];
+        if opts.value_blooms {
+            value_blooms.push(value_bloom(cols, &blobs, rows));
+        }
         let mut rg = writer.next_row_group()?;
         let spec = |c: usize, optional: bool, compress: bool, statistics: Option<Statistics>| ChunkSpec {
             descr: descr[c].clone(),
@@ -369,6 +408,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         index: TraceIndex {
             row_groups: ranges,
             bloom,
+            value_blooms,
         },
         row_groups,
     })
