@@ -63,7 +63,9 @@ pub fn for_each_string<'a>(source: Source, buf: &'a [u8], mut f: impl FnMut(&'a 
     let f = &mut f;
     match source {
         Source::SpanAttributes => each(buf, SPAN_ATTRIBUTES, |kv| kv_strings(kv, f)),
-        Source::Resource => each(buf, RS_RESOURCE, |res| each(res, RESOURCE_ATTRIBUTES, |kv| kv_strings(kv, f))),
+        Source::Resource => each(buf, RS_RESOURCE, |res| {
+            each(res, RESOURCE_ATTRIBUTES, |kv| kv_strings(kv, f))
+        }),
         Source::Scope => each(buf, SS_SCOPE, |s| each(s, SCOPE_ATTRIBUTES, |kv| kv_strings(kv, f))),
         Source::Events => each(buf, SPAN_EVENTS, |e| each(e, EVENT_ATTRIBUTES, |kv| kv_strings(kv, f))),
         Source::Links => each(buf, SPAN_LINKS, |l| each(l, LINK_ATTRIBUTES, |kv| kv_strings(kv, f))),

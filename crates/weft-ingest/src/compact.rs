@@ -185,7 +185,8 @@ impl Ingest {
         }
         let m = &self.metrics;
         m.compactions.fetch_add(1, Ordering::Relaxed);
-        m.compaction_input_blocks.fetch_add(inputs.len() as u64, Ordering::Relaxed);
+        m.compaction_input_blocks
+            .fetch_add(inputs.len() as u64, Ordering::Relaxed);
         m.compaction_spans.fetch_add(result.spans_out, Ordering::Relaxed);
         m.compaction_duplicates
             .fetch_add(result.spans_in.saturating_sub(result.spans_out), Ordering::Relaxed);

@@ -151,10 +151,11 @@ impl Head {
     pub fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
         let st = self.state.read();
         st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
-            || st
-                .flushing
-                .iter()
-                .any(|cut| cut.tenants.iter().any(|(t, c)| &**t == tenant && c.traces.contains_key(id)))
+            || st.flushing.iter().any(|cut| {
+                cut.tenants
+                    .iter()
+                    .any(|(t, c)| &**t == tenant && c.traces.contains_key(id))
+            })
     }
 
     /// Copies out the head's spans of one trace (active head and cuts being flushed).

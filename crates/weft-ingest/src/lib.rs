@@ -203,7 +203,12 @@ impl BlockSet {
         }
         let replaced: std::collections::HashSet<(String, String)> = loaded
             .iter()
-            .flat_map(|b| b.meta.compacted_from.iter().map(|id| (b.meta.tenant.clone(), id.clone())))
+            .flat_map(|b| {
+                b.meta
+                    .compacted_from
+                    .iter()
+                    .map(|id| (b.meta.tenant.clone(), id.clone()))
+            })
             .collect();
         for b in loaded {
             if replaced.contains(&(b.meta.tenant.clone(), b.meta.block_id.clone())) {

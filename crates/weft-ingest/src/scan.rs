@@ -112,8 +112,7 @@ impl Ingest {
         // them, and anything else they hold was in the head and is offered or deferred.
         scan.blocks = self.blocks.of(tenant);
         scan.stats.total_blocks = scan.blocks.len() as u64;
-        scan.blocks
-            .sort_by(|a, b| b.meta.max_end_unix_nano.cmp(&a.meta.max_end_unix_nano));
+        scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         for i in 0..scan.blocks.len() {
             if sink.done() {
                 break;
@@ -122,7 +121,9 @@ impl Ingest {
         }
         let deferred = std::mem::take(&mut scan.deferred);
         for id in deferred {
-            let found = self.find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes).await?;
+            let found = self
+                .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
+                .await?;
             if found.truncated {
                 scan.stats.truncated_traces += 1;
                 tracing::warn!(tenant, trace_id = %weft_query::tempo::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");

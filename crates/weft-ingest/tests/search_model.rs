@@ -55,8 +55,8 @@ fn span_spec(i: usize) -> impl Strategy<Value = SpanSpec> {
         proptest::option::of(0..3usize),
         proptest::option::of(any::<bool>()),
     )
-        .prop_map(move |((service, name, kind, status, duration, offset_ms), parent, user, code, event)| {
-            SpanSpec {
+        .prop_map(
+            move |((service, name, kind, status, duration, offset_ms), parent, user, code, event)| SpanSpec {
                 service,
                 name,
                 kind,
@@ -67,8 +67,8 @@ fn span_spec(i: usize) -> impl Strategy<Value = SpanSpec> {
                 user,
                 code,
                 event,
-            }
-        })
+            },
+        )
 }
 
 fn trace_spec() -> impl Strategy<Value = Vec<SpanSpec>> {
@@ -106,8 +106,14 @@ fn model_span(t: usize, i: usize, spans: &[SpanSpec]) -> Span {
         span_id,
         parent_span_id: s.parent.map(|p| ids(t, p).1),
         name: NAMES[s.name].to_owned(),
-        kind: [Kind::Unspecified, Kind::Internal, Kind::Server, Kind::Client, Kind::Producer, Kind::Consumer]
-            [s.kind as usize],
+        kind: [
+            Kind::Unspecified,
+            Kind::Internal,
+            Kind::Server,
+            Kind::Client,
+            Kind::Producer,
+            Kind::Consumer,
+        ][s.kind as usize],
         status: [Status::Unset, Status::Ok, Status::Error][s.status as usize],
         status_message: String::new(),
         start_unix_nano: start,
@@ -134,7 +140,6 @@ fn kv(k: &str, v: V) -> KeyValue {
     KeyValue {
         key: k.to_owned(),
         value: Some(AnyValue { value: Some(v) }),
-        ..Default::default()
     }
 }
 
@@ -171,10 +176,17 @@ fn request(spans: &[&Span]) -> Bytes {
                 ..Default::default()
             })
             .collect();
-        let kind = [Kind::Unspecified, Kind::Internal, Kind::Server, Kind::Client, Kind::Producer, Kind::Consumer]
-            .iter()
-            .position(|k| *k == s.kind)
-            .unwrap() as i32;
+        let kind = [
+            Kind::Unspecified,
+            Kind::Internal,
+            Kind::Server,
+            Kind::Client,
+            Kind::Producer,
+            Kind::Consumer,
+        ]
+        .iter()
+        .position(|k| *k == s.kind)
+        .unwrap() as i32;
         let code = [Status::Unset, Status::Ok, Status::Error]
             .iter()
             .position(|k| *k == s.status)
@@ -449,7 +461,10 @@ async fn run(c: Case) {
     let blocks = ing.blocks.of("t");
     assert_eq!(blocks.len(), 1, "compaction leaves one block");
     let unique: usize = c.traces.iter().map(|t| t.spans.len()).sum();
-    assert_eq!(blocks[0].meta.span_count as usize, unique, "compaction drops retried duplicates");
+    assert_eq!(
+        blocks[0].meta.span_count as usize, unique,
+        "compaction drops retried duplicates"
+    );
     check(&ing, &c, "after compaction").await;
     ing.shutdown().await;
 }

@@ -55,15 +55,27 @@ enum Place {
 
 #[derive(Debug, Clone)]
 enum Term {
-    Name { eq: bool, value: String },
-    Duration { op: BinaryOp, ns: i64 },
-    Status { eq: bool, code: u8 },
-    Kind { eq: bool, kind: u8 },
+    Name {
+        eq: bool,
+        value: String,
+    },
+    Duration {
+        op: BinaryOp,
+        ns: i64,
+    },
+    Status {
+        eq: bool,
+        code: u8,
+    },
+    Kind {
+        eq: bool,
+        kind: u8,
+    },
     /// `exact`: the needle is a whole string attribute value (`attr = "s"`), so a row group's
     /// value bloom can rule it out.
     Contains {
         place: Place,
-        finder: memmem::Finder<'static>,
+        finder: Box<memmem::Finder<'static>>,
         exact: bool,
     },
 }
@@ -364,7 +376,7 @@ fn term(field: &FieldExpr, lit: &Static, op: BinaryOp) -> Option<Term> {
 fn contains(place: Place, s: &str, exact: bool) -> Term {
     Term::Contains {
         place,
-        finder: memmem::Finder::new(s.as_bytes()).into_owned(),
+        finder: Box::new(memmem::Finder::new(s.as_bytes()).into_owned()),
         exact,
     }
 }

@@ -153,8 +153,11 @@ impl Search {
     }
 
     fn trim(&mut self) {
-        self.hits
-            .sort_by(|a, b| b.start_unix_nano.cmp(&a.start_unix_nano).then(a.trace_id.cmp(&b.trace_id)));
+        self.hits.sort_by(|a, b| {
+            b.start_unix_nano
+                .cmp(&a.start_unix_nano)
+                .then(a.trace_id.cmp(&b.trace_id))
+        });
         self.hits.truncate(self.params.limit);
         if self.hits.len() == self.params.limit {
             self.floor = self.hits.last().map(|h| h.start_unix_nano);
@@ -259,7 +262,9 @@ impl Search {
                         AttributeScope::Span => span.span_attr(key),
                         AttributeScope::Resource => span.resource_attr(key),
                         AttributeScope::Unscoped => span.span_attr(key).or_else(|| span.resource_attr(key)),
-                        AttributeScope::Instrumentation => span.scope_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+                        AttributeScope::Instrumentation => {
+                            span.scope_attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+                        }
                         AttributeScope::Event | AttributeScope::Link => None,
                     };
                     push(key, v.cloned());
@@ -447,7 +452,9 @@ impl TraceSink for TagNames {
             let s = &trace.spans[i];
             s.resource_attrs.iter().for_each(|(k, _)| add(TagScope::Resource, k));
             s.span_attrs.iter().for_each(|(k, _)| add(TagScope::Span, k));
-            s.scope_attrs.iter().for_each(|(k, _)| add(TagScope::Instrumentation, k));
+            s.scope_attrs
+                .iter()
+                .for_each(|(k, _)| add(TagScope::Instrumentation, k));
             for e in &s.events {
                 e.attrs.iter().for_each(|(k, _)| add(TagScope::Event, k));
             }
@@ -572,7 +579,9 @@ fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
                 out.push(Value::Str(span.status_message.clone()))
             }
             Intrinsic::EventName => out.extend(span.events.iter().map(|e| Value::Str(e.name.clone()))),
-            Intrinsic::InstrumentationName if !span.scope_name.is_empty() => out.push(Value::Str(span.scope_name.clone())),
+            Intrinsic::InstrumentationName if !span.scope_name.is_empty() => {
+                out.push(Value::Str(span.scope_name.clone()))
+            }
             Intrinsic::InstrumentationVersion if !span.scope_version.is_empty() => {
                 out.push(Value::Str(span.scope_version.clone()))
             }

@@ -50,7 +50,13 @@ pub fn any_value(v: &Value) -> Json {
 
 /// A duration as TraceQL writes it, in the largest unit that keeps it whole: `1500ms`, `2s`.
 pub fn duration_text(ns: i64) -> String {
-    for (unit, size) in [("h", 3_600_000_000_000i64), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+    for (unit, size) in [
+        ("h", 3_600_000_000_000i64),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
         if ns != 0 && ns % size == 0 {
             return format!("{}{unit}", ns / size);
         }

@@ -199,7 +199,12 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
             body["truncated"] = true.into();
         }
     }
-    (resp_headers, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        resp_headers,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 pub async fn trace_v1(

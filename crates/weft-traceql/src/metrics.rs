@@ -221,11 +221,7 @@ impl Accumulator {
             _ if value.is_none() => return,
             _ => None,
         };
-        let by: Vec<Value> = metrics
-            .by
-            .iter()
-            .map(|(_, e)| eval_value(e, ctx).to_value())
-            .collect();
+        let by: Vec<Value> = metrics.by.iter().map(|(_, e)| eval_value(e, ctx).to_value()).collect();
         let mut key: Vec<GroupKey> = by.iter().map(GroupKey::of).collect();
         if let Some(b) = bucket {
             key.push(GroupKey::of(&Value::Float(b)));

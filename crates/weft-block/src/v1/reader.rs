@@ -158,18 +158,18 @@ fn read_span_rows(
 ) -> Result<Vec<SpanRow>, BlockError> {
     let fixed = |v: &[u8]| -> [u8; 8] { v.try_into().unwrap_or([0; 8]) };
     let text = |v: &parquet::data_type::ByteArray| String::from_utf8_lossy(v.data()).into_owned();
-    let (span_ids, _) = read::<FixedLenByteArrayType>(&rgr, col::SPAN_ID, lo, n, false)?;
-    let (parents, pdef) = read::<FixedLenByteArrayType>(&rgr, col::PARENT, lo, n, true)?;
-    let (names, _) = read::<ByteArrayType>(&rgr, col::NAME, lo, n, false)?;
-    let (kinds, _) = read::<Int32Type>(&rgr, col::KIND, lo, n, false)?;
-    let (starts, _) = read::<Int64Type>(&rgr, col::START, lo, n, false)?;
-    let (durs, _) = read::<Int64Type>(&rgr, col::DURATION, lo, n, false)?;
-    let (codes, _) = read::<Int32Type>(&rgr, col::STATUS_CODE, lo, n, false)?;
-    let (msgs, mdef) = read::<ByteArrayType>(&rgr, col::STATUS_MESSAGE, lo, n, true)?;
-    let (res, _) = read::<ByteArrayType>(&rgr, col::RESOURCE, lo, n, false)?;
-    let (scopes, _) = read::<ByteArrayType>(&rgr, col::SCOPE, lo, n, false)?;
+    let (span_ids, _) = read::<FixedLenByteArrayType>(rgr, col::SPAN_ID, lo, n, false)?;
+    let (parents, pdef) = read::<FixedLenByteArrayType>(rgr, col::PARENT, lo, n, true)?;
+    let (names, _) = read::<ByteArrayType>(rgr, col::NAME, lo, n, false)?;
+    let (kinds, _) = read::<Int32Type>(rgr, col::KIND, lo, n, false)?;
+    let (starts, _) = read::<Int64Type>(rgr, col::START, lo, n, false)?;
+    let (durs, _) = read::<Int64Type>(rgr, col::DURATION, lo, n, false)?;
+    let (codes, _) = read::<Int32Type>(rgr, col::STATUS_CODE, lo, n, false)?;
+    let (msgs, mdef) = read::<ByteArrayType>(rgr, col::STATUS_MESSAGE, lo, n, true)?;
+    let (res, _) = read::<ByteArrayType>(rgr, col::RESOURCE, lo, n, false)?;
+    let (scopes, _) = read::<ByteArrayType>(rgr, col::SCOPE, lo, n, false)?;
     let blob = |i| -> Result<Vec<Bytes>, BlockError> {
-        let (v, d) = read::<ByteArrayType>(&rgr, i, lo, n, true)?;
+        let (v, d) = read::<ByteArrayType>(rgr, i, lo, n, true)?;
         Ok(spread(v, &d, n)
             .into_iter()
             .map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default())
@@ -270,7 +270,11 @@ impl crate::row::SpanFields for FilterRow<'_> {
         self.cols.duration[self.i]
     }
     fn status_code(&self) -> u8 {
-        self.cols.status.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
+        self.cols
+            .status
+            .get(self.i)
+            .map(|&c| c.clamp(0, 255) as u8)
+            .unwrap_or(0)
     }
     fn kind(&self) -> u8 {
         self.cols.kind.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
@@ -329,9 +333,13 @@ pub fn read_filter_columns(
     if needs.scope {
         out.scope = read::<ByteArrayType>(&rgr, col::SCOPE, 0, n, false)?.0;
     }
-    for (k, (c, need)) in [(col::ATTRIBUTES, needs.attributes), (col::EVENTS, needs.events), (col::LINKS, needs.links)]
-        .into_iter()
-        .enumerate()
+    for (k, (c, need)) in [
+        (col::ATTRIBUTES, needs.attributes),
+        (col::EVENTS, needs.events),
+        (col::LINKS, needs.links),
+    ]
+    .into_iter()
+    .enumerate()
     {
         if need {
             let (v, d) = read::<ByteArrayType>(&rgr, c, 0, n, true)?;

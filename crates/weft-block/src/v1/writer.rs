@@ -184,7 +184,13 @@ fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes)
     let mut seen: hashbrown::HashSet<(u8, u32), FastBuild> = hashbrown::HashSet::with_hasher(FastBuild::default());
     let mut values: Vec<&[u8]> = Vec::new();
     for r in rows {
-        let ids = [(0u8, r.resource), (1, r.scope), (2, r.blobs[0]), (3, r.blobs[1]), (4, r.blobs[2])];
+        let ids = [
+            (0u8, r.resource),
+            (1, r.scope),
+            (2, r.blobs[0]),
+            (3, r.blobs[1]),
+            (4, r.blobs[2]),
+        ];
         for (kind, id) in ids {
             if (kind >= 2 && id == 0) || !seen.insert((kind, id)) {
                 continue;

@@ -1,0 +1,70 @@
+use super::*;
+use bytes::Bytes;
+use weft_block::row::SpanRow;
+
+fn row(name: &str, duration: i64, status: u8, attrs: &[u8]) -> SpanRow {
+    SpanRow {
+        trace_id: [1; 16],
+        span_id: [2; 8],
+        parent_span_id: [0; 8],
+        name: name.into(),
+        kind: 2,
+        start_unix_nano: 100,
+        duration_nano: duration,
+        status_code: status,
+        status_message: String::new(),
+        resource: Bytes::new(),
+        scope: Bytes::new(),
+        attributes: Bytes::copy_from_slice(attrs),
+        events: Bytes::new(),
+        links: Bytes::new(),
+        extra: Bytes::new(),
+    }
+}
+
+fn pf(q: &str) -> Prefilter {
+    Prefilter::new(&weft_traceql::parse(q).unwrap())
+}
+
+#[test]
+fn leaves_test_the_simple_conjuncts() {
+    let slow_error = row("db", 2_000_000_000, 2, b"user-42");
+    let fast_ok = row("db", 1_000, 1, b"");
+    let p = pf(r#"{ duration > 1s && status = error && span.user = "user-42" }"#);
+    assert!(p.piece_may_match([&slow_error]));
+    assert!(!p.piece_may_match([&fast_ok]));
+    // `||` inside a filter is not extracted: everything may match.
+    assert!(pf("{ duration > 1s || status = ok }").piece_may_match([&fast_ok]));
+    assert!(pf("{ }").is_trivial());
+}
+
+#[test]
+fn structure_needs_both_sides_and_negation_only_the_right() {
+    let a = row("a", 1, 0, b"");
+    let b = row("b", 1, 0, b"");
+    let p = pf(r#"{ name = "a" } >> { name = "b" }"#);
+    assert!(p.piece_may_match([&a]), "a piece with either side is a candidate");
+    assert!(!p.trace_may_match([&a]));
+    assert!(p.trace_may_match([&a, &b]));
+    let n = pf(r#"{ name = "a" } !>> { name = "b" }"#);
+    assert!(n.trace_may_match([&b]));
+    assert!(!n.trace_may_match([&a]));
+}
+
+#[test]
+fn row_group_blooms_and_stats_prune() {
+    let p = pf(r#"{ span.user.id = "needle" }"#);
+    let mut bloom = Bloom::with_capacity(10);
+    bloom.insert_bytes(b"other");
+    let stats = RowGroupStats::default();
+    assert!(!p.row_group_may_match(&stats, Some(&bloom)));
+    bloom.insert_bytes(b"needle");
+    assert!(p.row_group_may_match(&stats, Some(&bloom)));
+    assert!(p.row_group_may_match(&stats, None), "no bloom: cannot prune");
+    let slow = pf("{ duration > 1s }");
+    let short = RowGroupStats {
+        start: None,
+        duration: Some((0, 500_000_000)),
+    };
+    assert!(!slow.row_group_may_match(&short, None));
+}

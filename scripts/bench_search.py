@@ -1,0 +1,572 @@
+#!/usr/bin/env python3
+"""Search benchmark for weft over realistic-cardinality data (stdlib only).
+
+Method:
+  1. Start the given `weft` binary on free ports with a fresh data directory (server defaults
+     unless --server-arg says otherwise).
+  2. Send --spans spans with `weft loadgen --realistic`: 20 services on 50 hosts, 200 span
+     names, 15 attributes per span (user.id over 1,000,000 users, http.url with an ID), traces
+     of 1-30 spans, log-normal durations, 2% errors, start times spread over --time-range-secs
+     ending now. Loadgen plants needles (span k*N gets user.id = "needle-<k>") and writes them
+     and a sample of acknowledged trace IDs to files.
+  3. Wait until every acknowledged span is in a block (sum of span_count over the blocks'
+     meta.json equals the acknowledged count, and the head and flushing gauges are 0).
+     Report ingest wall time and rate, server CPU seconds, peak RSS, and disk bytes per span.
+  4. Run each query --runs times, one at a time, over the whole time range, and report min,
+     p50 and max wall-clock milliseconds and the response's metrics (inspectedBytes,
+     inspectedBlocks, ...). A query that takes longer than --timeout seconds is recorded as a
+     timeout (and not repeated); the script then waits for the server to go idle.
+       needle           { span.user.id = "needle-1" }  (must find the needle's trace)
+       needle_narrow    the same with a 10-minute window around the needle (block pruning)
+       duration_gt_1s   { duration > 1s }
+       service_error    { resource.service.name = "<service>" } >> { status = error }
+       tag_values       /api/v2/search/tag/span.user.id/values
+       trace_by_id      `weft loadgen --query-ids` (no time hint), p50/p90/p99
+       rate_by_service  { } | rate() by (resource.service.name), /api/metrics/query_range
+  5. Print a table and write JSON to --out. Exit 1 if a query answered non-200 or the needle
+     was not found (timeouts are reported, not failures, unless --fail-on-timeout).
+
+The server is stopped and its data directory removed on exit, even on failure or Ctrl-C
+(--keep-data keeps the directory).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TENANT = "single-tenant"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+class Server:
+    def __init__(self, weft, work_dir, extra):
+        self.dir = tempfile.mkdtemp(prefix="weft-search-bench-", dir=work_dir)
+        self.data = os.path.join(self.dir, "data")
+        self.http, self.grpc, self.otlp_http = free_port(), free_port(), free_port()
+        self.log_path = os.path.join(self.dir, "weft.log")
+        self.log = open(self.log_path, "w")
+        cmd = [weft, "--data-dir", self.data, "--listen-host", "127.0.0.1", "--http-port", str(self.http),
+               "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http), *extra]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weft exited with {self.proc.returncode}:\n{self.tail_log()}")
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{self.http}/ready", timeout=1).status == 200:
+                    return
+            except Exception:
+                time.sleep(0.1)
+        raise RuntimeError("weft did not become ready:\n" + self.tail_log())
+
+    def tail_log(self, n=30):
+        try:
+            with open(self.log_path) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def metric(self, name):
+        body = urllib.request.urlopen(f"http://127.0.0.1:{self.http}/metrics", timeout=30).read().decode()
+        total, found = 0.0, False
+        for line in body.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+                found = True
+        return total if found else None
+
+    def block_metas(self):
+        metas = []
+        for p in glob.glob(os.path.join(self.data, "blocks", TENANT, "*", "meta.json")):
+            try:
+                with open(p) as f:
+                    metas.append(json.load(f))
+            except (OSError, ValueError):
+                pass  # being written
+        return metas
+
+    def block_spans(self):
+        return sum(int(m.get("span_count", 0)) for m in self.block_metas())
+
+    def wait_all_in_blocks(self, spans, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("weft exited while flushing:\n" + self.tail_log())
+            if (self.block_spans() >= spans and self.metric("weft_head_spans") == 0
+                    and self.metric("weft_flushing_bytes") == 0):
+                return True
+            time.sleep(0.5)
+        return False
+
+    def wait_idle(self, max_wait=600, threshold=0.1):
+        """Waits until the server uses less than `threshold` of a core over a second."""
+        deadline = time.time() + max_wait
+        while time.time() < deadline:
+            c0 = cpu_seconds(self.proc.pid)
+            time.sleep(1.0)
+            if cpu_seconds(self.proc.pid) - c0 < threshold:
+                return True
+        return False
+
+    def stop(self, keep):
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def http_get(url, timeout):
+    """GET `url`; returns (status, body bytes or None, wall ms). Raises TimeoutError on timeout."""
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            body = r.read()
+            return r.status, body, (time.perf_counter() - t0) * 1000
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), (time.perf_counter() - t0) * 1000
+    except (socket.timeout, TimeoutError):
+        raise TimeoutError()
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, (socket.timeout, TimeoutError)):
+            raise TimeoutError()
+        raise
+
+
+def summarize(ms):
+    if not ms:
+        return {}
+    return {"min_ms": round(min(ms), 1), "p50_ms": round(statistics.median(ms), 1), "max_ms": round(max(ms), 1)}
+
+
+def run_query(server, name, path, params, runs, timeout, check=None, measure_timeout=0):
+    """Runs one API query `runs` times; `check(json)` returns (ok, note, facts). After a timeout,
+    with `measure_timeout` > `timeout`, runs it once more with that limit to learn how long it takes."""
+    url = f"http://127.0.0.1:{server.http}{path}?{urllib.parse.urlencode(params)}"
+    res = {"name": name, "path": path, "params": params, "runs": [], "status": None, "ok": True}
+    ms = []
+    for _ in range(runs):
+        try:
+            status, body, t = http_get(url, timeout)
+        except TimeoutError:
+            res["timeout"] = True
+            res["runs"].append({"timeout_s": timeout})
+            print(f"  {name}: timed out after {timeout} s; waiting for the server to go idle", flush=True)
+            t0 = time.time()
+            res["server_idle_after_timeout"] = server.wait_idle()
+            res["server_busy_after_timeout_s"] = round(time.time() - t0, 1)
+            if measure_timeout > timeout:
+                print(f"  {name}: running it once with a {measure_timeout:.0f} s limit", flush=True)
+                try:
+                    status, body, t = http_get(url, measure_timeout)
+                    once = {"ms": round(t, 1), "status": status}
+                    if status == 200:
+                        m = json.loads(body).get("metrics", {}) or {}
+                        once.update({k: int(m[k]) for k in ("inspectedBytes", "inspectedBlocks", "inspectedSpans")
+                                     if k in m})
+                    res["untimed_run"] = once
+                except TimeoutError:
+                    res["untimed_run"] = {"timeout_s": measure_timeout}
+                    server.wait_idle()
+            break
+        res["status"] = status
+        run = {"ms": round(t, 1), "status": status}
+        if status != 200:
+            res["ok"] = False
+            res["error"] = body.decode(errors="replace")[:500]
+            res["runs"].append(run)
+            break
+        j = json.loads(body)
+        m = j.get("metrics", {}) or {}
+        for k in ("inspectedBytes", "inspectedBlocks", "inspectedSpans", "inspectedTraces", "skippedBlocks",
+                  "totalBlocks"):
+            if k in m:
+                run[k] = int(m[k])
+        if check:
+            ok, note, facts = check(j)
+            run.update(facts)
+            if not ok:
+                res["ok"] = False
+                res["error"] = note
+        res["runs"].append(run)
+        ms.append(t)
+    res.update(summarize(ms))
+    last = next((r for r in reversed(res["runs"]) if "ms" in r), None)
+    if last:
+        for k, v in last.items():
+            if k not in ("ms", "status"):
+                res[k] = v
+    print(f"  {name}: {fmt_row(res)}", flush=True)
+    return res
+
+
+def fmt_row(r):
+    if r.get("timeout") and "p50_ms" not in r:
+        return f"TIMEOUT (> {r['runs'][-1]['timeout_s']} s)" + untimed_note(r)
+    if not r.get("ok"):
+        return f"FAILED ({r.get('status')}): {r.get('error', '')[:120]}"
+    s = f"min {r.get('min_ms')} / p50 {r.get('p50_ms')} / max {r.get('max_ms')} ms"
+    if "inspectedBytes" in r:
+        s += f", inspected {r['inspectedBytes'] / 2**20:.1f} MiB in {r.get('inspectedBlocks')}/{r.get('totalBlocks')} blocks"
+    if r.get("timeout"):
+        s += " (a later run timed out)"
+    return s
+
+
+def levels(metas):
+    """Blocks, spans and bytes per span by compaction level."""
+    out = {}
+    for m in metas:
+        lv = out.setdefault(str(m.get("compaction_level", 0)), {"blocks": 0, "spans": 0, "bytes": 0})
+        lv["blocks"] += 1
+        lv["spans"] += int(m.get("span_count", 0))
+        lv["bytes"] += int(m.get("size_bytes", 0)) + int(m.get("index_bytes", 0))
+    for lv in out.values():
+        lv["bytes_per_span"] = round(lv["bytes"] / max(1, lv["spans"]), 1)
+    return out
+
+
+def untimed_note(r):
+    u = r.get("untimed_run")
+    if not u:
+        return ""
+    if "ms" not in u:
+        return f"; also > {u['timeout_s']} s"
+    s = f"; once without the limit: {u['ms'] / 1000:.1f} s"
+    if "inspectedBytes" in u:
+        s += f", inspected {u['inspectedBytes'] / 2**20:.1f} MiB in {u.get('inspectedBlocks')} blocks"
+    return s
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
+    ap.add_argument("--spans", type=int, default=10_000_000)
+    ap.add_argument("--out", default="bench-search.json")
+    ap.add_argument("--runs", type=int, default=5, help="runs per query (default 5)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds before a query counts as a timeout")
+    ap.add_argument("--fail-on-timeout", action="store_true")
+    ap.add_argument("--measure-timeouts", type=float, default=0,
+                    help="after a timeout, run that query once more with this many seconds allowed (0: don't)")
+    ap.add_argument("--time-range-secs", type=int, default=3600)
+    ap.add_argument("--needle-every", type=int, default=0,
+                    help="span k*N gets user.id=needle-<k> (default: 1,000,000, or spans/10 when fewer)")
+    ap.add_argument("--service", default="checkout", help="service of the structural query")
+    ap.add_argument("--trace-queries", type=int, default=500, help="trace-by-ID lookups")
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--flush-timeout", type=float, default=600)
+    ap.add_argument("--work-dir", default=None, help="parent of the temporary data directory")
+    ap.add_argument("--keep-data", action="store_true", help="keep the data directory")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra weft server flag (repeatable), e.g. --server-arg=--block-max-bytes=67108864")
+    args = ap.parse_args()
+
+    weft = os.path.abspath(args.weft)
+    if not os.access(weft, os.X_OK):
+        sys.exit(f"no weft binary at {weft}; build it with cargo build --release -p weft-server")
+    needle_every = args.needle_every or min(1_000_000, max(1, args.spans // 10))
+
+    # SIGTERM/SIGHUP raise SystemExit so the finally clause stops the server.
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    result = {
+        "benchmark": "search over realistic-cardinality spans",
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "mem_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")},
+        "config": {"spans": args.spans, "runs": args.runs, "timeout_s": args.timeout,
+                   "time_range_secs": args.time_range_secs, "needle_every": needle_every,
+                   "service": args.service, "server_args": args.server_arg, "weft": weft},
+    }
+    try:
+        result["weft_version"] = subprocess.run([weft, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        result["git_rev"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+        result["git_modified_files"] = [line[3:] for line in dirty if line.strip()]
+    except Exception:
+        pass
+
+    failures = []
+    server = None
+    try:
+        server = Server(weft, args.work_dir, args.server_arg)
+        result["config"]["server_cmd"] = server.cmd
+        print(f"weft on :{server.http} (grpc :{server.grpc}), data in {server.data}", flush=True)
+        ids_path = os.path.join(server.dir, "ids.txt")
+        needles_path = os.path.join(server.dir, "needles.jsonl")
+        spr = 512
+        ids_every = max(1, args.spans // spr // 2000)
+        load_cmd = [weft, "loadgen", "--realistic", "--endpoint", f"127.0.0.1:{server.grpc}",
+                    "--max-spans", str(args.spans), "--duration", "86400", "--spans-per-request", str(spr),
+                    "--concurrency", str(args.concurrency), "--connections", str(args.connections),
+                    "--time-range-secs", str(args.time_range_secs), "--needle-every", str(needle_every),
+                    "--needles-out", needles_path, "--ids-out", ids_path, "--ids-every", str(ids_every)]
+        if args.seed is not None:
+            load_cmd += ["--seed", str(args.seed)]
+        result["config"]["loadgen_cmd"] = load_cmd
+
+        # ---- ingest ----
+        print(f"sending {args.spans:,} spans ...", flush=True)
+        load_started = time.time()
+        cpu0 = cpu_seconds(server.proc.pid)
+        p = subprocess.run(load_cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"loadgen failed ({p.returncode}): {p.stderr.strip()}")
+        load = json.loads(p.stdout.strip().splitlines()[-1])
+        load_cpu = cpu_seconds(server.proc.pid) - cpu0
+        acked = load["spans"]
+        print(f"  acknowledged {acked:,} spans in {load['elapsed_s']:.1f} s ({load['spans_per_s']:,.0f} spans/s), "
+              f"{load['errors']} errors; waiting for blocks ...", flush=True)
+        t_flush = time.time()
+        all_in = server.wait_all_in_blocks(acked, args.flush_timeout)
+        flush_wait = time.time() - t_flush
+        cpu = cpu_seconds(server.proc.pid) - cpu0
+        # Let background work (compaction) finish so the disk figures describe settled blocks.
+        t_settle = time.time()
+        server.wait_idle(max_wait=600)
+        settle = time.time() - t_settle
+        metas = server.block_metas()
+        block_spans = sum(int(m.get("span_count", 0)) for m in metas)
+        live_bytes = sum(int(m.get("size_bytes", 0)) + int(m.get("index_bytes", 0)) for m in metas)
+        blocks_dir = os.path.join(server.data, "blocks")
+        block_bytes = dir_bytes(blocks_dir)
+        result["ingest"] = {
+            "spans_acknowledged": acked, "load_errors": load["errors"], "load_last_error": load.get("last_error"),
+            "load_wall_s": round(load["elapsed_s"], 2), "client_spans_per_s": round(load["spans_per_s"]),
+            "request_bytes": load.get("request_bytes"), "otlp_bytes_per_span": load.get("bytes_per_span"),
+            "flush_wait_s": round(flush_wait, 1), "all_in_blocks": all_in,
+            "ingest_to_blocks_wall_s": round(t_settle - load_started, 1),
+            "server_cpu_s_during_load": round(load_cpu, 1), "server_cpu_s_to_blocks": round(cpu, 1),
+            "spans_per_server_cpu_s": round(acked / cpu) if cpu else None,
+            "settle_wait_s": round(settle, 1),
+            "server_cpu_s_incl_settle": round(cpu_seconds(server.proc.pid) - cpu0, 1),
+            "peak_rss_mb": round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1),
+            "blocks": len(metas), "block_spans": block_spans,
+            "spans_per_block_avg": round(block_spans / len(metas)) if metas else 0,
+            "live_block_bytes": live_bytes, "blocks_dir_bytes": block_bytes,
+            "disk_bytes_per_span": round(live_bytes / max(1, block_spans), 2),
+            "blocks_dir_bytes_per_span": round(block_bytes / max(1, acked), 2),
+            "wal_bytes_after_settle": dir_bytes(os.path.join(server.data, "wal")),
+            "blocks_by_compaction_level": levels(metas),
+            "needles": load.get("needles"),
+        }
+        if not all_in:
+            failures.append(f"only {block_spans} of {acked} spans reached blocks within {args.flush_timeout} s")
+        i = result["ingest"]
+        print(f"  {len(metas)} blocks, {block_spans:,} spans, {human_bytes(live_bytes)} "
+              f"({i['disk_bytes_per_span']} B/span), server CPU {i['server_cpu_s_to_blocks']} s, "
+              f"peak RSS {i['peak_rss_mb']} MB", flush=True)
+
+        needles = []
+        with open(needles_path) as f:
+            for line in f:
+                if line.strip():
+                    needles.append(json.loads(line))
+        if not needles:
+            raise RuntimeError("loadgen planted no needles")
+        needle = next((n for n in needles if n["value"] == "needle-1"), needles[0])
+        result["needle"] = needle
+
+        # ---- queries ----
+        start = int(load_started) - args.time_range_secs - 120
+        end = int(time.time()) + 60
+        window = {"start": str(start), "end": str(end)}
+        server.wait_idle(max_wait=120)
+        result["blocks_before_queries"] = levels(server.block_metas())
+        print(f"  blocks by compaction level: {result['blocks_before_queries']}", flush=True)
+        print(f"queries over [{start}, {end}] ({end - start} s), {args.runs} runs each:", flush=True)
+        queries = []
+
+        def needle_check(j):
+            want = needle["trace_id"].lstrip("0")
+            got = [t.get("traceID", "").lstrip("0") for t in j.get("traces", [])]
+            return want in got, f"needle trace {needle['trace_id']} not in {got[:5]}", {"traces_returned": len(got)}
+
+        def count_traces(j):
+            return True, "", {"traces_returned": len(j.get("traces", []))}
+
+        q_needle = f'{{ span.user.id = "{needle["value"]}" }}'
+        queries.append(run_query(server, "needle", "/api/search", {"q": q_needle, **window, "limit": "20"},
+                                 args.runs, args.timeout, needle_check, args.measure_timeouts))
+        ns = needle["start_unix_nano"] // 10**9
+        queries.append(run_query(server, "needle_narrow", "/api/search",
+                                 {"q": q_needle, "start": str(ns - 300), "end": str(ns + 300), "limit": "20"},
+                                 args.runs, args.timeout, needle_check, args.measure_timeouts))
+        queries.append(run_query(server, "duration_gt_1s", "/api/search",
+                                 {"q": "{ duration > 1s }", **window, "limit": "20"}, args.runs, args.timeout,
+                                 count_traces, args.measure_timeouts))
+        queries.append(run_query(server, "service_error", "/api/search",
+                                 {"q": f'{{ resource.service.name = "{args.service}" }} >> {{ status = error }}',
+                                  **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+
+        def tag_check(j):
+            return True, "", {"values_returned": len(j.get("tagValues", [])), "truncated": bool(j.get("truncated"))}
+        queries.append(run_query(server, "tag_values", "/api/v2/search/tag/span.user.id/values", dict(window),
+                                 args.runs, args.timeout, tag_check, args.measure_timeouts))
+
+        # Trace by ID, no time hint.
+        tq = {"name": "trace_by_id", "path": "/api/traces/<id>", "ok": True}
+        try:
+            p = subprocess.run([weft, "loadgen", "--query-ids", ids_path, "--query-http", f"127.0.0.1:{server.http}",
+                                "--queries", str(args.trace_queries)], capture_output=True, text=True,
+                               timeout=max(args.timeout, 600))
+            if p.returncode != 0:
+                tq.update(ok=False, error=p.stderr.strip()[:500])
+            else:
+                q = json.loads(p.stdout.strip().splitlines()[-1])
+                tq.update(q)
+                if q.get("not_found"):
+                    tq.update(ok=False, error=f"{q['not_found']} of {q['queries']} trace IDs not found")
+        except subprocess.TimeoutExpired:
+            tq.update(timeout=True)
+        with open(ids_path) as f:
+            tq["ids_sampled"] = sum(1 for line in f if line.strip())
+        print(f"  trace_by_id: " + (f"p50 {tq.get('p50_ms', 0):.2f} / p90 {tq.get('p90_ms', 0):.2f} / "
+                                     f"p99 {tq.get('p99_ms', 0):.2f} / max {tq.get('max_ms', 0):.2f} ms over "
+                                     f"{tq.get('queries')} lookups" if tq["ok"] and not tq.get("timeout")
+                                     else f"FAILED {tq.get('error', 'timeout')}"), flush=True)
+        queries.append(tq)
+
+        step = max(60, (end - start) // 60)
+
+        def series_check(j):
+            return True, "", {"series_returned": len(j.get("series", []))}
+        queries.append(run_query(server, "rate_by_service", "/api/metrics/query_range",
+                                 {"q": "{ } | rate() by (resource.service.name)", **window, "step": f"{step}s"},
+                                 args.runs, args.timeout, series_check, args.measure_timeouts))
+        result["queries"] = queries
+        result["blocks_after_queries"] = levels(server.block_metas())
+        result["server_peak_rss_mb_after_queries"] = round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1)
+
+        for q in queries:
+            if not q.get("ok"):
+                failures.append(f"{q['name']}: {q.get('error') or q.get('status')}")
+            elif q.get("timeout") and args.fail_on_timeout:
+                failures.append(f"{q['name']}: timeout")
+    except (Exception, KeyboardInterrupt) as e:
+        failures.append(f"{type(e).__name__}: {e}")
+        if server:
+            result["server_log_tail"] = server.tail_log()
+    finally:
+        if server:
+            server.stop(args.keep_data)
+            if args.keep_data:
+                result["data_dir"] = server.dir
+
+    result["failures"] = failures
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print_table(result)
+    print(f"\nwrote {args.out}")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
+        sys.exit(1)
+
+
+def print_table(r):
+    i = r.get("ingest")
+    print()
+    if i:
+        print(f"Ingest: {i['spans_acknowledged']:,} spans in {i['load_wall_s']} s "
+              f"({i['client_spans_per_s']:,} spans/s; {i['ingest_to_blocks_wall_s']} s until all in blocks), "
+              f"server CPU {i['server_cpu_s_to_blocks']} s ({i['spans_per_server_cpu_s']:,} spans per CPU s), "
+              f"peak RSS {i['peak_rss_mb']} MB")
+        print(f"Disk:   {i['blocks']} live blocks, {human_bytes(i['live_block_bytes'])} = {i['disk_bytes_per_span']} B/span "
+              f"(blocks dir {i['blocks_dir_bytes_per_span']} B/span); OTLP request {i['otlp_bytes_per_span']} B/span; "
+              f"by compaction level {i['blocks_by_compaction_level']}")
+    qs = r.get("queries", [])
+    if not qs:
+        return
+    print()
+    hdr = f"{'query':<17} {'min ms':>9} {'p50 ms':>9} {'max ms':>9} {'inspected':>11} {'blocks':>9}  result"
+    print(hdr)
+    print("-" * len(hdr))
+    for q in qs:
+        if q["name"] == "trace_by_id":
+            if q.get("ok") and not q.get("timeout"):
+                print(f"{'trace_by_id':<17} {'p50':>9} {q['p50_ms']:>9.2f} {'p99':>9} {q['p99_ms']:>9.2f} ms {'':>5}  "
+                      f"{q['queries']} lookups, {q.get('spans_returned', 0):,} spans, max {q['max_ms']:.1f} ms")
+            else:
+                print(f"{'trace_by_id':<17} FAILED {q.get('error', 'timeout')}")
+            continue
+        if not q.get("ok"):
+            print(f"{q['name']:<17} FAILED ({q.get('status')}) {q.get('error', '')[:80]}")
+            continue
+        if "p50_ms" not in q:
+            print(f"{q['name']:<17} {'TIMEOUT':>9} (> {q['runs'][-1]['timeout_s']} s){untimed_note(q)}")
+            continue
+        res = ", ".join(f"{k}={q[k]}" for k in ("traces_returned", "values_returned", "truncated", "series_returned")
+                        if k in q)
+        if q.get("timeout"):
+            res += " (a later run timed out)"
+        insp = human_bytes(q["inspectedBytes"]) if "inspectedBytes" in q else "-"
+        blocks = f"{q.get('inspectedBlocks', '-')}/{q.get('totalBlocks', '-')}"
+        print(f"{q['name']:<17} {q['min_ms']:>9.1f} {q['p50_ms']:>9.1f} {q['max_ms']:>9.1f} {insp:>11} {blocks:>9}  {res}")
+
+
+if __name__ == "__main__":
+    main()
