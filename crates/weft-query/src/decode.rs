@@ -44,7 +44,111 @@ const MAX_DEPTH: u32 = weft_otlp::scan::MAX_DEPTH;
 
 /// Decodes one stored span.
 pub fn decode(row: &SpanRow) -> Span {
-    let (scope_name, scope_version, scope_attrs) = scope(&row.scope);
+    decode_parts(row, Parts::ALL)
+}
+
+/// Which nested parts of a span a query reads. Decoding attributes is most of a query's CPU,
+/// so parts no field of the query refers to are left empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Parts {
+    pub span_attrs: bool,
+    pub resource: bool,
+    pub scope: bool,
+    pub events: bool,
+    pub links: bool,
+}
+
+impl Parts {
+    pub const ALL: Parts = Parts {
+        span_attrs: true,
+        resource: true,
+        scope: true,
+        events: true,
+        links: true,
+    };
+
+    /// The parts `query` refers to anywhere (filters, aggregates, `by`, `select`, metrics).
+    pub fn of(query: &weft_traceql::Query) -> Parts {
+        let mut p = Parts::default();
+        for stage in &query.pipeline.stages {
+            p.stage(stage);
+        }
+        p
+    }
+
+    fn stage(&mut self, stage: &weft_traceql::ast::Stage) {
+        use weft_traceql::ast::Stage;
+        match stage {
+            Stage::Spanset(e) => self.spanset(e),
+            Stage::ScalarFilter(f) => f.aggregate.args.iter().for_each(|e| self.expr(e)),
+            Stage::By(args) | Stage::Select(args) => args.iter().for_each(|e| self.expr(e)),
+            Stage::Metrics(m) => {
+                m.args.iter().for_each(|e| self.expr(e));
+                m.by.iter().flatten().for_each(|e| self.expr(e));
+            }
+            Stage::Compare(c) => {
+                c.filter.expr.iter().for_each(|e| self.expr(e));
+                c.args.iter().for_each(|e| self.expr(e));
+            }
+            Stage::SecondStage(s) => s.args.iter().for_each(|e| self.expr(e)),
+            Stage::Coalesce => {}
+        }
+    }
+
+    fn spanset(&mut self, e: &weft_traceql::ast::SpansetExpr) {
+        use weft_traceql::ast::SpansetExpr;
+        match e {
+            SpansetExpr::Filter(f) => f.expr.iter().for_each(|e| self.expr(e)),
+            SpansetExpr::Op { lhs, rhs, .. } => {
+                self.spanset(lhs);
+                self.spanset(rhs);
+            }
+            SpansetExpr::Pipeline(p) => p.stages.iter().for_each(|s| self.stage(s)),
+        }
+    }
+
+    fn expr(&mut self, e: &weft_traceql::ast::FieldExpr) {
+        use weft_traceql::ast::{AttributeScope as S, FieldExpr, Intrinsic as I};
+        match e {
+            FieldExpr::Attribute(a) => match a.scope {
+                _ if a.parent => {
+                    self.span_attrs = true;
+                    self.resource = true;
+                }
+                S::Unscoped => {
+                    self.span_attrs = true;
+                    self.resource = true;
+                }
+                S::Span => self.span_attrs = true,
+                S::Resource => self.resource = true,
+                S::Instrumentation => self.scope = true,
+                S::Event => self.events = true,
+                S::Link => self.links = true,
+            },
+            FieldExpr::Intrinsic(i) => match i {
+                I::RootServiceName => self.resource = true,
+                I::EventName | I::EventTimeSinceStart => self.events = true,
+                I::LinkTraceId | I::LinkSpanId => self.links = true,
+                I::InstrumentationName | I::InstrumentationVersion => self.scope = true,
+                _ => {}
+            },
+            FieldExpr::Unary { expr, .. } => self.expr(expr),
+            FieldExpr::Binary { lhs, rhs, .. } => {
+                self.expr(lhs);
+                self.expr(rhs);
+            }
+            FieldExpr::Static(_) => {}
+        }
+    }
+}
+
+/// Decodes the parts of one stored span that `parts` names; the others are left empty.
+pub fn decode_parts(row: &SpanRow, parts: Parts) -> Span {
+    let (scope_name, scope_version, scope_attrs) = if parts.scope {
+        scope(&row.scope)
+    } else {
+        Default::default()
+    };
     Span {
         trace_id: row.trace_id,
         span_id: row.span_id,
@@ -55,13 +159,29 @@ pub fn decode(row: &SpanRow) -> Span {
         status_message: row.status_message.clone(),
         start_unix_nano: row.start_unix_nano,
         duration_nano: row.duration_nano as u64,
-        span_attrs: key_values(&row.attributes, SPAN_ATTRIBUTES),
-        resource_attrs: resource_attributes(&row.resource),
+        span_attrs: if parts.span_attrs {
+            key_values(&row.attributes, SPAN_ATTRIBUTES)
+        } else {
+            Vec::new()
+        },
+        resource_attrs: if parts.resource {
+            resource_attributes(&row.resource)
+        } else {
+            Vec::new()
+        },
         scope_name,
         scope_version,
         scope_attrs,
-        events: each(&row.events, SPAN_EVENTS).map(event).collect(),
-        links: each(&row.links, SPAN_LINKS).map(link).collect(),
+        events: if parts.events {
+            each(&row.events, SPAN_EVENTS).map(event).collect()
+        } else {
+            Vec::new()
+        },
+        links: if parts.links {
+            each(&row.links, SPAN_LINKS).map(link).collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 

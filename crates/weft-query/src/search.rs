@@ -12,7 +12,7 @@ use weft_block::row::SpanRow;
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Pipeline, SpansetExpr, Stage};
 use weft_traceql::{EvalError, Evaluator, MetricsRun, Query, Series, Span, Trace, Value};
 
-use crate::decode::decode;
+use crate::decode::{Parts, decode_parts};
 use crate::prefilter::Prefilter;
 
 /// Something that consumes whole traces during a scan.
@@ -35,8 +35,13 @@ pub trait TraceSink {
 
 /// Decodes a whole trace.
 pub fn to_trace(rows: &[SpanRow]) -> Trace {
+    to_trace_parts(rows, Parts::ALL)
+}
+
+/// Decodes the parts of a whole trace that a query reads.
+pub fn to_trace_parts(rows: &[SpanRow], parts: Parts) -> Trace {
     Trace {
-        spans: rows.iter().map(decode).collect(),
+        spans: rows.iter().map(|r| decode_parts(r, parts)).collect(),
     }
 }
 
@@ -105,6 +110,7 @@ pub struct HitSpan {
 #[derive(Debug)]
 pub struct Search {
     evaluator: Evaluator,
+    parts: Parts,
     prefilter: Prefilter,
     params: SearchParams,
     fields: Vec<Field>,
@@ -135,6 +141,11 @@ impl Search {
         pipeline_fields(&query.pipeline, &mut fields);
         Ok(Search {
             evaluator,
+            // Hits show the root's service and each span's `service.name`.
+            parts: Parts {
+                resource: true,
+                ..Parts::of(query)
+            },
             prefilter: Prefilter::new(query),
             params: SearchParams {
                 limit: params.limit.max(1),
@@ -187,7 +198,7 @@ impl TraceSink for Search {
         {
             return;
         }
-        let trace = to_trace(rows);
+        let trace = to_trace_parts(rows, self.parts);
         let Ok(sets) = self.evaluator.eval(&trace) else {
             return;
         };
@@ -341,6 +352,7 @@ fn expr_fields(e: &FieldExpr, out: &mut Vec<Field>) {
 #[derive(Debug)]
 pub struct Metrics {
     run: MetricsRun,
+    parts: Parts,
     prefilter: Prefilter,
 }
 
@@ -349,6 +361,7 @@ impl Metrics {
     pub fn new(query: &Query, start_ns: u64, end_ns: u64, step_ns: u64) -> Result<Metrics, EvalError> {
         Ok(Metrics {
             run: MetricsRun::new(query, start_ns, end_ns, step_ns)?,
+            parts: Parts::of(query),
             prefilter: Prefilter::new(query),
         })
     }
@@ -364,7 +377,7 @@ impl TraceSink for Metrics {
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {
-        self.run.add(&to_trace(rows));
+        self.run.add(&to_trace_parts(rows, self.parts));
     }
 }
 
