@@ -157,6 +157,11 @@ impl RowGroupData {
         v1::reader::read_row_group(&self.footer, self.rg, self.chunk())
     }
 
+    /// The spans of one trace.
+    pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+        v1::reader::read_trace(&self.footer, self.rg, self.chunk(), trace_id)
+    }
+
     /// The columns a prefilter needs, for every row.
     pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
         v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), needs)
@@ -288,22 +293,9 @@ impl Block {
         trace_id: &[u8; 16],
         rg: usize,
     ) -> Result<Vec<SpanRow>, BlockError> {
-        let footer = self.footer(storage).await?;
-        if rg >= footer.num_row_groups() {
-            return Err(BlockError::Corrupt(format!(
-                "index names row group {rg} of {}",
-                footer.num_row_groups()
-            )));
-        }
-        let range = v1::reader::row_group_range(&footer, rg);
-        let data = storage.get_range(&self.data_path(), range.clone()).await?;
-        let chunk = v1::reader::RangeChunk {
-            base: range.start,
-            data,
-            file_len: self.meta.size_bytes,
-        };
+        let data = self.fetch_row_group(storage, rg).await?;
         let id = *trace_id;
-        tokio::task::spawn_blocking(move || v1::reader::read_trace(&footer, rg, chunk, &id))
+        tokio::task::spawn_blocking(move || data.trace(&id))
             .await
             .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))?
     }

@@ -31,6 +31,14 @@ const NAMES: [&str; 3] = ["a", "b", "c"];
 const USERS: [&str; 3] = ["u1", "u2", "u3"];
 const CODES: [i64; 3] = [200, 404, 500];
 const DURATIONS: [u64; 4] = [5_000_000, 50_000_000, 500_000_000, 2_000_000_000];
+const KINDS: [Kind; 6] = [
+    Kind::Unspecified,
+    Kind::Internal,
+    Kind::Server,
+    Kind::Client,
+    Kind::Producer,
+    Kind::Consumer,
+];
 const BASE: u64 = 1_700_000_000_000_000_000;
 
 #[derive(Debug, Clone)]
@@ -106,14 +114,7 @@ fn model_span(t: usize, i: usize, spans: &[SpanSpec]) -> Span {
         span_id,
         parent_span_id: s.parent.map(|p| ids(t, p).1),
         name: NAMES[s.name].to_owned(),
-        kind: [
-            Kind::Unspecified,
-            Kind::Internal,
-            Kind::Server,
-            Kind::Client,
-            Kind::Producer,
-            Kind::Consumer,
-        ][s.kind as usize],
+        kind: KINDS[s.kind as usize],
         status: [Status::Unset, Status::Ok, Status::Error][s.status as usize],
         status_message: String::new(),
         start_unix_nano: start,
@@ -176,17 +177,7 @@ fn request(spans: &[&Span]) -> Bytes {
                 ..Default::default()
             })
             .collect();
-        let kind = [
-            Kind::Unspecified,
-            Kind::Internal,
-            Kind::Server,
-            Kind::Client,
-            Kind::Producer,
-            Kind::Consumer,
-        ]
-        .iter()
-        .position(|k| *k == s.kind)
-        .unwrap() as i32;
+        let kind = KINDS.iter().position(|k| *k == s.kind).unwrap() as i32;
         let code = [Status::Unset, Status::Ok, Status::Error]
             .iter()
             .position(|k| *k == s.status)
