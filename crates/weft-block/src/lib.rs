@@ -162,6 +162,12 @@ impl RowGroupData {
         v1::reader::read_trace(&self.footer, self.rg, self.chunk(), trace_id)
     }
 
+    /// The columns span-at-a-time metrics need, with dictionary ids. The data must have been
+    /// fetched with [`Block::fetch_metric_columns`] with the same `needs`, or whole.
+    pub fn metric_columns(&self, needs: v1::reader::MetricNeeds) -> Result<v1::reader::MetricColumns, BlockError> {
+        v1::reader::read_metric_columns(&self.footer, self.rg, self.chunk(), needs)
+    }
+
     /// The columns a prefilter needs, for every row.
     pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
         v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), needs)
@@ -260,6 +266,37 @@ impl Block {
             footer,
             rg,
             base: range.start,
+            data,
+            file_len: self.meta.size_bytes,
+        })
+    }
+
+    /// Fetches only the column chunks of row group `rg` that `needs` names (one contiguous
+    /// read spanning them), for [`RowGroupData::metric_columns`].
+    pub async fn fetch_metric_columns(
+        &self,
+        storage: &dyn Storage,
+        rg: usize,
+        needs: v1::reader::MetricNeeds,
+    ) -> Result<RowGroupData, BlockError> {
+        let footer = self.footer(storage).await?;
+        if rg >= footer.num_row_groups() {
+            return Err(BlockError::Corrupt(format!(
+                "row group {rg} of {}",
+                footer.num_row_groups()
+            )));
+        }
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for c in needs.columns() {
+            let (s, l) = footer.row_group(rg).column(c).byte_range();
+            lo = lo.min(s);
+            hi = hi.max(s + l);
+        }
+        let data = storage.get_range(&self.data_path(), lo..hi).await?;
+        Ok(RowGroupData {
+            footer,
+            rg,
+            base: lo,
             data,
             file_len: self.meta.size_bytes,
         })

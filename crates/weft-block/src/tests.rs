@@ -275,3 +275,64 @@ async fn golden_v1_block_stays_readable() {
         }
     }
 }
+
+/// Checks that the metric columns of every row group of `block` read (with only their chunks
+/// fetched) the same values as the full row reader.
+async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, block: &Block) {
+    let needs = v1::reader::MetricNeeds {
+        name: true,
+        status: true,
+        status_message: true,
+        kind: true,
+        duration: true,
+        resource: true,
+        scope: true,
+    };
+    for rg in 0..block.row_group_count() {
+        let rows = block.fetch_row_group(store, rg).await.unwrap().rows().unwrap();
+        let part = block.fetch_metric_columns(store, rg, needs).await.unwrap();
+        let whole = block.fetch_row_group(store, rg).await.unwrap();
+        assert!(part.bytes() < whole.bytes(), "only the needed chunks are fetched");
+        let c = part.metric_columns(needs).unwrap();
+        assert_eq!(c.start.len(), rows.len());
+        let at = |d: &v1::reader::DictColumn, i: usize| d.values[d.ids[i] as usize].clone();
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(c.start[i] as u64, r.start_unix_nano);
+            assert_eq!(c.duration[i], r.duration_nano);
+            assert_eq!(c.status[i] as u8, r.status_code);
+            assert_eq!(c.kind[i] as u8, r.kind);
+            assert_eq!(at(&c.name, i), r.name.as_bytes());
+            assert_eq!(at(&c.status_message, i), r.status_message.as_bytes());
+            assert_eq!(at(&c.resource, i), r.resource);
+            assert_eq!(at(&c.scope, i), r.scope);
+        }
+        // Only what is asked for is read.
+        let starts = part.metric_columns(v1::reader::MetricNeeds::default()).unwrap();
+        assert_eq!(starts.start, c.start);
+        assert!(starts.name.ids.is_empty() && starts.duration.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn metric_columns_match_the_row_reader() {
+    let req = sample_request(600, 5, 4);
+    let cols = columns_of(&req);
+    let store = MemoryStorage::new();
+    let opts = v1::writer::WriteOptions {
+        row_group_rows: 500,
+        ..Default::default()
+    };
+    let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
+    assert_metric_columns_match_rows(&store, &block).await;
+
+    // Both golden writers: weft's own chunks and Parquet's column writer (the generic path).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let golden = weft_storage::LocalStorage::new(&dir).unwrap();
+    for m in golden.list("blocks/golden/").await.unwrap() {
+        if let Some(prefix) = m.path.strip_suffix("/meta.json") {
+            let block = Block::open(&golden, prefix).await.unwrap();
+            assert_metric_columns_match_rows(&golden, &block).await;
+        }
+    }
+}

@@ -348,3 +348,212 @@ pub fn read_filter_columns(
     }
     Ok(out)
 }
+
+/// Which columns [`read_metric_columns`] reads besides start times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricNeeds {
+    pub name: bool,
+    pub status: bool,
+    pub status_message: bool,
+    pub kind: bool,
+    pub duration: bool,
+    pub resource: bool,
+    pub scope: bool,
+}
+
+impl MetricNeeds {
+    /// The schema columns to read, ascending.
+    pub(crate) fn columns(self) -> Vec<usize> {
+        let mut c = vec![col::START];
+        for (need, i) in [
+            (self.name, col::NAME),
+            (self.kind, col::KIND),
+            (self.duration, col::DURATION),
+            (self.status, col::STATUS_CODE),
+            (self.status_message, col::STATUS_MESSAGE),
+            (self.resource, col::RESOURCE),
+            (self.scope, col::SCOPE),
+        ] {
+            if need {
+                c.push(i);
+            }
+        }
+        c.sort_unstable();
+        c
+    }
+}
+
+/// A byte-string column as a dictionary plus one dictionary id per row. A null (of an optional
+/// column) reads as an empty value.
+#[derive(Debug, Default)]
+pub struct DictColumn {
+    pub values: Vec<Bytes>,
+    pub ids: Vec<u32>,
+}
+
+/// Columns of a row group for span-at-a-time metrics: start times always, the others when
+/// asked for (empty otherwise). Strings keep their dictionary ids, so a caller can evaluate
+/// once per distinct value instead of once per row.
+#[derive(Debug, Default)]
+pub struct MetricColumns {
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub status: Vec<i32>,
+    pub kind: Vec<i32>,
+    pub name: DictColumn,
+    pub status_message: DictColumn,
+    pub resource: DictColumn,
+    pub scope: DictColumn,
+}
+
+/// Reads the columns of row group `rg` that `needs` asks for. `chunk` must hold their bytes.
+pub fn read_metric_columns(
+    meta: &ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+    needs: MetricNeeds,
+) -> Result<MetricColumns, BlockError> {
+    let rgr = row_group_reader(meta, rg, chunk)?;
+    let n = meta.row_group(rg).num_rows() as usize;
+    let mut out = MetricColumns {
+        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
+        ..Default::default()
+    };
+    if needs.duration {
+        out.duration = read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0;
+    }
+    if needs.status {
+        out.status = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0;
+    }
+    if needs.kind {
+        out.kind = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0;
+    }
+    if needs.name {
+        out.name = dict_column(&rgr, col::NAME, n, false)?;
+    }
+    if needs.status_message {
+        out.status_message = dict_column(&rgr, col::STATUS_MESSAGE, n, true)?;
+    }
+    if needs.resource {
+        out.resource = dict_column(&rgr, col::RESOURCE, n, false)?;
+    }
+    if needs.scope {
+        out.scope = dict_column(&rgr, col::SCOPE, n, false)?;
+    }
+    Ok(out)
+}
+
+/// Reads a BYTE_ARRAY column of `n` rows keeping its dictionary ids.
+///
+/// The fast path decodes the pages weft writes ([`super::chunk`]): a PLAIN dictionary page and
+/// v1 data pages of `RLE_DICTIONARY` indexes. Any other layout (another writer, a PLAIN
+/// fallback page) is read with the generic column reader and given ids by hashing.
+fn dict_column(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    n: usize,
+    optional: bool,
+) -> Result<DictColumn, BlockError> {
+    if let Some(d) = dict_pages(rgr, c, n, optional)? {
+        return Ok(d);
+    }
+    let (vals, def) = read::<ByteArrayType>(rgr, c, 0, n, optional)?;
+    let mut out = DictColumn::default();
+    let mut seen: std::collections::HashMap<Bytes, u32> = std::collections::HashMap::new();
+    let mut id_of = |b: Bytes, out: &mut DictColumn| {
+        *seen.entry(b.clone()).or_insert_with(|| {
+            out.values.push(b);
+            out.values.len() as u32 - 1
+        })
+    };
+    for v in spread(vals, &def, n) {
+        let b = v.map(|v| Bytes::copy_from_slice(v.data())).unwrap_or_default();
+        let id = id_of(b, &mut out);
+        out.ids.push(id);
+    }
+    Ok(out)
+}
+
+/// The dictionary fast path of [`dict_column`]; `None` when the chunk has another layout.
+fn dict_pages(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    n: usize,
+    optional: bool,
+) -> Result<Option<DictColumn>, BlockError> {
+    use parquet::basic::Encoding;
+    use parquet::column::page::Page;
+    let corrupt = |m: String| BlockError::Corrupt(format!("column {c}: {m}"));
+    let mut pages = rgr.get_column_page_reader(c)?;
+    let mut out = DictColumn::default();
+    let mut null_id = None;
+    let mut idx = Vec::new();
+    while let Some(page) = pages.get_next_page()? {
+        match page {
+            Page::DictionaryPage { buf, num_values, .. } => {
+                let mut p = 0usize;
+                for _ in 0..num_values {
+                    let len = buf
+                        .get(p..p + 4)
+                        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
+                        .ok_or_else(|| corrupt("dictionary page ends inside a length".into()))?;
+                    if p + 4 + len > buf.len() {
+                        return Err(corrupt("dictionary page ends inside a value".into()));
+                    }
+                    out.values.push(buf.slice(p + 4..p + 4 + len));
+                    p += 4 + len;
+                }
+            }
+            Page::DataPage {
+                buf,
+                num_values,
+                encoding: Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY,
+                def_level_encoding,
+                ..
+            } if !optional || def_level_encoding == Encoding::RLE => {
+                let num = num_values as usize;
+                let mut p = 0usize;
+                let mut defs = Vec::new();
+                if optional {
+                    let len = buf
+                        .get(0..4)
+                        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
+                        .ok_or_else(|| corrupt("page ends inside the definition levels".into()))?;
+                    let levels = buf.get(4..4 + len).ok_or_else(|| corrupt("definition levels past the page".into()))?;
+                    decode_rle_hybrid(levels, 1, num, &mut defs).map_err(corrupt)?;
+                    p = 4 + len;
+                }
+                let present = if optional { defs.iter().filter(|&&d| d > 0).count() } else { num };
+                let width = *buf.get(p).ok_or_else(|| corrupt("page ends before the bit width".into()))?;
+                idx.clear();
+                decode_rle_hybrid(&buf[p + 1..], width, present, &mut idx).map_err(corrupt)?;
+                if let Some(&bad) = idx.iter().find(|&&i| i as usize >= out.values.len()) {
+                    return Err(corrupt(format!("dictionary index {bad} of {}", out.values.len())));
+                }
+                if optional {
+                    let mut vals = idx.iter();
+                    for &d in &defs {
+                        let id = if d > 0 {
+                            vals.next().copied().unwrap_or(0)
+                        } else {
+                            *null_id.get_or_insert_with(|| {
+                                out.values.push(Bytes::new());
+                                out.values.len() as u32 - 1
+                            })
+                        };
+                        out.ids.push(id);
+                    }
+                } else {
+                    out.ids.extend_from_slice(&idx);
+                }
+            }
+            _ => return Ok(None),
+        }
+    }
+    if out.ids.len() != n {
+        return Ok(None);
+    }
+    Ok(Some(out))
+}
+
+use super::chunk::decode_rle_hybrid;
