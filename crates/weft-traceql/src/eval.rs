@@ -210,6 +210,18 @@ impl Evaluator {
         Ok(sets.into_iter().map(|set| self.finish(&env, set)).collect())
     }
 
+    /// Whether the query is one spanset filter (or none) and a metrics function whose fields
+    /// all depend on the span alone, so a span evaluates the same alone as in its trace.
+    pub(crate) fn span_local(&self) -> bool {
+        let Some(m) = &self.metrics else { return false };
+        let filter_local = match self.stages.as_slice() {
+            [] => true,
+            [CStage::Spanset(SExpr::Filter(e))] => e.as_ref().is_none_or(Expr::span_local),
+            _ => false,
+        };
+        filter_local && m.field.as_ref().is_none_or(Expr::span_local) && m.by.iter().all(|(_, e)| e.span_local())
+    }
+
     pub(crate) fn text(&self) -> &str {
         &self.text
     }
@@ -412,6 +424,30 @@ pub(crate) enum Expr {
         negated: bool,
         operand: Box<Expr>,
     },
+}
+
+impl Expr {
+    /// Whether the value depends only on the span (not on other spans of its trace).
+    fn span_local(&self) -> bool {
+        use Intrinsic as I;
+        match self {
+            Expr::Const(_) | Expr::Attr(..) => true,
+            Expr::Intrinsic(i) => !matches!(
+                i,
+                I::RootName
+                    | I::RootServiceName
+                    | I::TraceDuration
+                    | I::NestedSetLeft
+                    | I::NestedSetRight
+                    | I::NestedSetParent
+            ),
+            Expr::Neg(e) | Expr::Not(e) => e.span_local(),
+            Expr::And(a, b) | Expr::Or(a, b) | Expr::Arith(_, a, b) => a.span_local() && b.span_local(),
+            Expr::Cmp { lhs, rhs, .. } => lhs.span_local() && rhs.span_local(),
+            Expr::Regex { lhs, .. } => lhs.span_local(),
+            Expr::Exists { operand, .. } => operand.span_local(),
+        }
+    }
 }
 
 /// Which per-event / per-link loops a comparison runs.

@@ -138,6 +138,36 @@ impl MetricsRun {
         }
     }
 
+    /// Whether each span's contribution depends on that span alone, so spans can be fed one at
+    /// a time with [`MetricsRun::resolve`]: the query is one spanset filter (no structural
+    /// operators, no pipeline stages) followed by the metrics function, and no field of it is
+    /// trace-level (`rootName`, `rootServiceName`, `traceDuration`, `trace:id`, nested sets,
+    /// parent attributes).
+    pub fn span_local(&self) -> bool {
+        self.evaluator.span_local()
+    }
+
+    /// Evaluates a trace of exactly one span, for a [`span_local`](Self::span_local) query:
+    /// the series the span falls in and the value it adds, or `None` when it adds nothing.
+    /// Nothing is recorded; pass the result to [`MetricsRun::record`]. A span-local query gives
+    /// the same series from `resolve` and `record` over each span of a trace as from
+    /// [`MetricsRun::add`] over the trace.
+    pub fn resolve(&mut self, one_span: &Trace) -> Option<(usize, f64)> {
+        debug_assert_eq!(one_span.spans.len(), 1);
+        let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
+        let env = TraceEnv::new(one_span, false);
+        if self.evaluator.run(&env).is_empty() {
+            return None;
+        }
+        self.acc.resolve(metrics, &env, 0)
+    }
+
+    /// Records a span that starts at `start_unix_nano` in the series and with the value
+    /// [`MetricsRun::resolve`] returned.
+    pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
+        self.acc.record(series, start_unix_nano, value);
+    }
+
     /// The series, sorted by their labels.
     pub fn finish(self) -> Vec<Series> {
         let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
@@ -163,6 +193,9 @@ struct Group {
     /// The histogram bucket.
     bucket: Option<f64>,
     data: Data,
+    /// Whether a span was recorded: [`MetricsRun::resolve`] creates groups that
+    /// [`MetricsRun::record`] may never use, and those make no series.
+    used: bool,
 }
 
 /// Per-step state.
@@ -207,18 +240,22 @@ impl Accumulator {
         if start < self.start || start >= self.end {
             return;
         }
-        let step = ((start - self.start) / self.step) as usize;
+        if let Some((group, value)) = self.resolve(metrics, env, i) {
+            self.record(group, start, value);
+        }
+    }
+
+    /// The group span `i` falls in (created if new) and the value it contributes; `None` when
+    /// it contributes nothing.
+    fn resolve(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) -> Option<(usize, f64)> {
         let ctx = env.ctx(i);
         let field = metrics.field.as_ref().map(|f| eval_value(f, ctx));
         let value = field.and_then(metric_value);
         let func = metrics.func;
         let bucket = match func {
-            MetricsFn::HistogramOverTime => match field.and_then(bucket) {
-                Some(b) => Some(b),
-                None => return,
-            },
+            MetricsFn::HistogramOverTime => Some(field.and_then(bucket)?),
             MetricsFn::Rate | MetricsFn::CountOverTime => None,
-            _ if value.is_none() => return,
+            _ if value.is_none() => return None,
             _ => None,
         };
         let by: Vec<Value> = metrics.by.iter().map(|(_, e)| eval_value(e, ctx).to_value()).collect();
@@ -239,11 +276,26 @@ impl Accumulator {
                 MetricsFn::AvgOverTime => Data::Avg(vec![(0.0, 0); steps]),
                 MetricsFn::QuantileOverTime => Data::Values(vec![Vec::new(); steps]),
             };
-            groups.push(Group { by, bucket, data });
+            groups.push(Group {
+                by,
+                bucket,
+                data,
+                used: false,
+            });
             groups.len() - 1
         });
-        let v = value.unwrap_or(0.0);
-        match &mut groups[n].data {
+        Some((n, value.unwrap_or(0.0)))
+    }
+
+    /// Adds `v` at the step of `start` to group `n`. Starts outside the range are ignored.
+    fn record(&mut self, n: usize, start: u64, v: f64) {
+        if start < self.start || start >= self.end {
+            return;
+        }
+        let step = ((start - self.start) / self.step) as usize;
+        let group = &mut self.groups[n];
+        group.used = true;
+        match &mut group.data {
             Data::Count(c) => c[step] += 1,
             Data::Min(m) => m[step] = Some(m[step].map_or(v, |x| x.min(v))),
             Data::Max(m) => m[step] = Some(m[step].map_or(v, |x| x.max(v))),
@@ -259,7 +311,7 @@ impl Accumulator {
     fn finish(self, metrics: &CMetrics) -> Vec<Series> {
         let step_seconds = self.step as f64 / 1e9;
         let mut out = Vec::new();
-        for group in self.groups {
+        for group in self.groups.into_iter().filter(|g| g.used) {
             let mut labels: Vec<(String, Value)> = metrics
                 .by
                 .iter()

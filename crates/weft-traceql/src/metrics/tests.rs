@@ -281,3 +281,52 @@ fn errors() {
         EvalError::Unsupported(_)
     ));
 }
+
+/// Span-at-a-time evaluation (`resolve` + `record`) gives the same series as whole traces for
+/// span-local queries, and `span_local` rejects the queries where it would not.
+#[test]
+fn span_at_a_time_matches_whole_traces() {
+    use crate::MetricsRun;
+    let local = [
+        "{ } | rate()",
+        "{ } | rate() by (resource.service.name)",
+        "{ status = error } | count_over_time() by (name)",
+        "{ duration > 100ns && kind = server } | rate() by (resource.service.name, status)",
+        "{ span.foo = \"bar\" || name =~ \"db.*\" } | count_over_time()",
+        "{ } | quantile_over_time(duration, .5, .9) by (name)",
+        "{ } | histogram_over_time(duration)",
+        "{ } | avg_over_time(duration) by (kind)",
+        "{ resource.service.name != \"none\" } | max_over_time(span.n)",
+        // A window that leaves spans out: groups seen only outside it make no series.
+        "{ } | count_over_time() by (span:id)",
+    ];
+    let traces = [fixture()];
+    for q in local {
+        let query = parse(q).unwrap();
+        let want = eval_metrics(&query, &traces, 900, 2500, 300).unwrap();
+        let mut run = MetricsRun::new(&query, 900, 2500, 300).unwrap();
+        assert!(run.span_local(), "`{q}` is span-local");
+        for t in &traces {
+            for span in &t.spans {
+                let one = Trace { spans: vec![span.clone()] };
+                if let Some((series, value)) = run.resolve(&one) {
+                    run.record(series, span.start_unix_nano, value);
+                }
+            }
+        }
+        assert_eq!(run.finish(), want, "`{q}`");
+    }
+    for q in [
+        "{ } >> { } | rate()",
+        "{ rootName = \"x\" } | rate()",
+        "{ } | rate() by (rootServiceName)",
+        "{ traceDuration > 1s } | rate()",
+        "{ } | count() > 1 | rate()",
+        "({ .a = 1 } && { .b = 2 }) | rate()",
+        "{ } | avg_over_time(traceDuration)",
+    ] {
+        let query = parse(q).unwrap();
+        let run = MetricsRun::new(&query, 0, 10, 1).unwrap();
+        assert!(!run.span_local(), "`{q}` is not span-local");
+    }
+}
