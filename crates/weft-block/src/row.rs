@@ -6,7 +6,7 @@ use weft_otlp::wire::{begin_nested, end_nested, put_bytes, put_fixed64, put_vari
 
 /// A stored span: the columns of a block row. Nested lists are their protobuf field bytes, so
 /// re-encoding is a copy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpanRow {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],

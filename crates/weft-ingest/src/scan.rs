@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, BlockError, columns::SpanColumns};
+use weft_query::columnar::{HeadRows, SpanMetrics};
 use weft_query::prefilter::Prefilter;
 use weft_query::search::TraceSink;
 
@@ -349,5 +350,86 @@ impl Scan<'_> {
             self.stats.skipped_blocks += 1;
         }
         Ok(())
+    }
+}
+
+impl Ingest {
+    /// Runs a span-local metrics query one span at a time (see `weft_query::columnar`): the
+    /// head's spans, then every block row group in the window, reading only the columns the
+    /// query needs.
+    ///
+    /// The head and the block list are taken under one hold of the head's read lock, so each
+    /// stored copy of a span counts once: a cut whose block is already listed (a tenant's
+    /// blocks are written in cut order, and compaction keeps the highest `wal_end` of its
+    /// inputs) is skipped. Client retries are dropped within the head and within a block, not
+    /// across them (compaction merges those).
+    pub async fn scan_span_metrics(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        m: &mut SpanMetrics,
+    ) -> Result<ScanStats, QueryError> {
+        self.catch_up().await;
+        let mut stats = ScanStats::default();
+        let (cuts, blocks) = {
+            let st = self.head.state.read();
+            let blocks = self.blocks.of(tenant);
+            if let Some(cols) = st.active.get(tenant) {
+                let order = cols.sorted_order();
+                stats.inspected_spans += order.len() as u64;
+                m.add(&HeadRows { cols, order: &order });
+            }
+            (st.flushing.clone(), blocks)
+        };
+        let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
+        for cut in &cuts {
+            if written.is_some_and(|w| w >= cut.wal_end) {
+                continue;
+            }
+            for (t, cols) in &cut.tenants {
+                if &**t == tenant {
+                    let order = cols.sorted_order();
+                    stats.inspected_spans += order.len() as u64;
+                    m.add(&HeadRows { cols, order: &order });
+                }
+            }
+        }
+        stats.total_blocks = blocks.len() as u64;
+        let storage = &*self.storage;
+        let needs = m.needs();
+        for b in blocks {
+            if let Some((start, end)) = window
+                && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
+            {
+                stats.skipped_blocks += 1;
+                continue;
+            }
+            let mut read_any = false;
+            for rg in 0..b.row_group_count() {
+                if let Some((ws, we)) = window {
+                    let s = b.row_group_stats(storage, rg).await?;
+                    if let Some((lo, hi)) = s.start
+                        && (lo > we || hi < ws)
+                    {
+                        stats.skipped_row_groups += 1;
+                        continue;
+                    }
+                }
+                let data = b.fetch_metric_columns(storage, rg, needs).await?;
+                read_any = true;
+                stats.inspected_bytes += data.bytes();
+                let cols = tokio::task::spawn_blocking(move || data.metric_columns(needs))
+                    .await
+                    .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+                stats.inspected_spans += cols.start.len() as u64;
+                m.add(&cols);
+            }
+            if read_any {
+                stats.inspected_blocks += 1;
+            } else {
+                stats.skipped_blocks += 1;
+            }
+        }
+        Ok(stats)
     }
 }

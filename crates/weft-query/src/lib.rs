@@ -9,6 +9,7 @@
 //!   the tag APIs, each fed whole traces by the storage scan in `weft-ingest`.
 //! - [`tempo`] renders results in the JSON shapes of Tempo's HTTP API.
 
+pub mod columnar;
 pub mod decode;
 pub mod prefilter;
 pub mod search;

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 use weft_ingest::scan::{ScanStats, Window};
+use weft_query::columnar::SpanMetrics;
 use weft_query::search::{Metrics, Search, SearchParams, TagNames, TagScope, TagValues, TraceSink};
 use weft_query::tempo::{self, Inspected};
 use weft_traceql::ast::{FieldExpr, SpansetExpr, Stage};
@@ -608,15 +609,28 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
             Err(e) => return bad(e),
         }
     };
-    let mut sink = match Metrics::new(&query, start, end, step) {
-        Ok(s) => s,
+    // Span-local queries over columns, one span at a time; the rest over whole traces.
+    let window = Some((start, end - 1));
+    let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
         Err(e) => return eval_error(e),
+        Ok(Some(mut m)) => match st.ingest.scan_span_metrics(&tenant, window, &mut m).await {
+            Ok(stats) => (m.finish(), stats),
+            Err(e) => {
+                tracing::error!(error = %e, "metrics scan failed");
+                return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
+            }
+        },
+        Ok(None) => {
+            let mut sink = match Metrics::new(&query, start, end, step) {
+                Ok(s) => s,
+                Err(e) => return eval_error(e),
+            };
+            match run_scan(&st, &tenant, window, &mut sink).await {
+                Ok(stats) => (sink.finish(), stats),
+                Err(r) => return r,
+            }
+        }
     };
-    let stats = match run_scan(&st, &tenant, Some((start, end - 1)), &mut sink).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let series = sink.finish();
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
     json(if instant {

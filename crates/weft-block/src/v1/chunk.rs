@@ -270,6 +270,73 @@ impl ChunkBuf {
     }
 }
 
+/// Decodes `count` values of Parquet's RLE/bit-packed hybrid encoding with `width` bits per
+/// value from `data` into `out`: the inverse of [`rle_hybrid`], for any conforming writer.
+/// Fails (instead of panicking) on truncated or malformed input.
+pub fn decode_rle_hybrid(data: &[u8], width: u8, count: usize, out: &mut Vec<u32>) -> Result<(), String> {
+    if width > 32 {
+        return Err(format!("bit width {width} is over 32"));
+    }
+    let value_bytes = (width as usize).div_ceil(8);
+    let mask: u64 = if width == 32 {
+        u32::MAX as u64
+    } else {
+        (1u64 << width) - 1
+    };
+    let goal = out.len() + count;
+    let mut p = 0usize;
+    while out.len() < goal {
+        let mut header = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *data.get(p).ok_or("run header past the end of the page")?;
+            p += 1;
+            header |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err("run header varint too long".into());
+            }
+        }
+        if header & 1 == 0 {
+            let run = (header >> 1) as usize;
+            let bytes = data
+                .get(p..p + value_bytes)
+                .ok_or("RLE value past the end of the page")?;
+            p += value_bytes;
+            let mut v = [0u8; 4];
+            v[..value_bytes].copy_from_slice(bytes);
+            let take = run.min(goal - out.len());
+            out.extend(std::iter::repeat_n(u32::from_le_bytes(v), take));
+        } else {
+            let groups = (header >> 1) as usize;
+            let len = groups * width as usize;
+            let bytes = data.get(p..p + len).ok_or("bit-packed run past the end of the page")?;
+            p += len;
+            let values = (groups * 8).min(goal - out.len());
+            if width == 0 {
+                out.extend(std::iter::repeat_n(0, values));
+                continue;
+            }
+            let mut acc = 0u64;
+            let mut bits = 0u32;
+            let mut it = bytes.iter();
+            for _ in 0..values {
+                while bits < width as u32 {
+                    acc |= (*it.next().ok_or("bit-packed run too short")? as u64) << bits;
+                    bits += 8;
+                }
+                out.push((acc & mask) as u32);
+                acc >>= width;
+                bits -= width as u32;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,65 +432,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Decodes `count` values of Parquet's RLE/bit-packed hybrid encoding with `width` bits per
-/// value from `data` into `out`: the inverse of [`rle_hybrid`], for any conforming writer.
-/// Fails (instead of panicking) on truncated or malformed input.
-pub fn decode_rle_hybrid(data: &[u8], width: u8, count: usize, out: &mut Vec<u32>) -> Result<(), String> {
-    if width > 32 {
-        return Err(format!("bit width {width} is over 32"));
-    }
-    let value_bytes = (width as usize).div_ceil(8);
-    let mask: u64 = if width == 32 { u32::MAX as u64 } else { (1u64 << width) - 1 };
-    let goal = out.len() + count;
-    let mut p = 0usize;
-    while out.len() < goal {
-        let mut header = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = *data.get(p).ok_or("run header past the end of the page")?;
-            p += 1;
-            header |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 63 {
-                return Err("run header varint too long".into());
-            }
-        }
-        if header & 1 == 0 {
-            let run = (header >> 1) as usize;
-            let bytes = data.get(p..p + value_bytes).ok_or("RLE value past the end of the page")?;
-            p += value_bytes;
-            let mut v = [0u8; 4];
-            v[..value_bytes].copy_from_slice(bytes);
-            let take = run.min(goal - out.len());
-            out.extend(std::iter::repeat_n(u32::from_le_bytes(v), take));
-        } else {
-            let groups = (header >> 1) as usize;
-            let len = groups * width as usize;
-            let bytes = data.get(p..p + len).ok_or("bit-packed run past the end of the page")?;
-            p += len;
-            let values = (groups * 8).min(goal - out.len());
-            if width == 0 {
-                out.extend(std::iter::repeat_n(0, values));
-                continue;
-            }
-            let mut acc = 0u64;
-            let mut bits = 0u32;
-            let mut it = bytes.iter();
-            for _ in 0..values {
-                while bits < width as u32 {
-                    acc |= (*it.next().ok_or("bit-packed run too short")? as u64) << bits;
-                    bits += 8;
-                }
-                out.push((acc & mask) as u32);
-                acc >>= width;
-                bits -= width as u32;
-            }
-        }
-    }
-    Ok(())
 }

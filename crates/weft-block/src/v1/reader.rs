@@ -519,12 +519,20 @@ fn dict_pages(
                         .get(0..4)
                         .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
                         .ok_or_else(|| corrupt("page ends inside the definition levels".into()))?;
-                    let levels = buf.get(4..4 + len).ok_or_else(|| corrupt("definition levels past the page".into()))?;
+                    let levels = buf
+                        .get(4..4 + len)
+                        .ok_or_else(|| corrupt("definition levels past the page".into()))?;
                     decode_rle_hybrid(levels, 1, num, &mut defs).map_err(corrupt)?;
                     p = 4 + len;
                 }
-                let present = if optional { defs.iter().filter(|&&d| d > 0).count() } else { num };
-                let width = *buf.get(p).ok_or_else(|| corrupt("page ends before the bit width".into()))?;
+                let present = if optional {
+                    defs.iter().filter(|&&d| d > 0).count()
+                } else {
+                    num
+                };
+                let width = *buf
+                    .get(p)
+                    .ok_or_else(|| corrupt("page ends before the bit width".into()))?;
                 idx.clear();
                 decode_rle_hybrid(&buf[p + 1..], width, present, &mut idx).map_err(corrupt)?;
                 if let Some(&bad) = idx.iter().find(|&&i| i as usize >= out.values.len()) {

@@ -308,7 +308,9 @@ fn span_at_a_time_matches_whole_traces() {
         assert!(run.span_local(), "`{q}` is span-local");
         for t in &traces {
             for span in &t.spans {
-                let one = Trace { spans: vec![span.clone()] };
+                let one = Trace {
+                    spans: vec![span.clone()],
+                };
                 if let Some((series, value)) = run.resolve(&one) {
                     run.record(series, span.start_unix_nano, value);
                 }

@@ -1,0 +1,297 @@
+//! TraceQL metrics one span at a time, straight from block columns.
+//!
+//! `{ } | rate() by (resource.service.name)` over ten million spans does not need ten million
+//! decoded spans grouped into traces: every span counts on its own. When a metrics query is
+//! *span-local* ([`MetricsRun::span_local`]) and reads only fields that have their own columns
+//! (span name, status, status message, kind, duration, resource and instrumentation-scope
+//! attributes), [`SpanMetrics`] runs it over a row group's columns:
+//!
+//! - only those column chunks are fetched (`Block::fetch_metric_columns`);
+//! - name, status message, resource and scope keep their dictionary ids, so the evaluator runs
+//!   once per distinct combination of the fields the query reads (a few hundred per row group),
+//!   never per row, unless the query's filter or grouping reads the duration;
+//! - each row then costs a hash lookup and an add.
+//!
+//! The result is exactly what [`MetricsRun::add`] gives over the same spans: a combination is
+//! evaluated as a one-span trace built by [`decode_parts`] from its column values, the same
+//! decoding the trace path uses (checked against it by this module's tests and by
+//! `weft-ingest`'s model test).
+//!
+//! Spans are not de-duplicated across blocks (a client retry stored in two blocks before
+//! compaction merges them counts twice), as in Tempo's metrics.
+
+use bytes::Bytes;
+use weft_block::columns::SpanColumns;
+use weft_block::hash::{FastBuild, FastMap};
+use weft_block::row::SpanRow;
+use weft_block::v1::reader::{DictColumn, MetricColumns, MetricNeeds};
+use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Stage};
+use weft_traceql::{EvalError, MetricsRun, Query, Series, Trace};
+
+use crate::decode::{Parts, decode_parts};
+
+/// A span-local metrics query over stored spans; see the [module docs](self).
+#[derive(Debug)]
+pub struct SpanMetrics {
+    run: MetricsRun,
+    needs: MetricNeeds,
+    parts: Parts,
+    /// The filter or `by()` reads the duration (or the histogram buckets it), so each row is
+    /// evaluated on its own.
+    per_row: bool,
+    /// The metric's value is the span's duration: cached evaluations give the series, each row
+    /// its own value.
+    value_is_duration: bool,
+    /// Series and value of each combination of dictionary ids seen in the current row group.
+    cache: FastMap<Key, Option<(usize, f64)>>,
+    one: Trace,
+}
+
+/// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
+/// columns the query does not read are 0).
+pub type Key = ([u32; 4], u16);
+
+/// What the fields of a query read, or `None` when one has no column.
+#[derive(Default)]
+struct Reads {
+    needs: MetricNeeds,
+    /// The duration is read by the filter or `by()`.
+    duration_outside_value: bool,
+}
+
+impl Reads {
+    fn expr(&mut self, e: &FieldExpr, in_value: bool) -> Option<()> {
+        use Intrinsic as I;
+        match e {
+            FieldExpr::Static(_) => {}
+            FieldExpr::Attribute(a) if a.parent => return None,
+            FieldExpr::Attribute(a) => match a.scope {
+                AttributeScope::Resource => self.needs.resource = true,
+                AttributeScope::Instrumentation => self.needs.scope = true,
+                _ => return None,
+            },
+            FieldExpr::Intrinsic(i) => match i {
+                I::Name => self.needs.name = true,
+                I::Status => self.needs.status = true,
+                I::StatusMessage => self.needs.status_message = true,
+                I::Kind => self.needs.kind = true,
+                I::Duration => {
+                    self.needs.duration = true;
+                    self.duration_outside_value |= !in_value;
+                }
+                I::InstrumentationName | I::InstrumentationVersion => self.needs.scope = true,
+                _ => return None,
+            },
+            FieldExpr::Unary { expr, .. } => self.expr(expr, false)?,
+            FieldExpr::Binary { lhs, rhs, .. } => {
+                self.expr(lhs, false)?;
+                self.expr(rhs, false)?;
+            }
+        }
+        Some(())
+    }
+}
+
+impl SpanMetrics {
+    /// Compiles `query` for span-at-a-time evaluation over `[start_ns, end_ns)` in steps of
+    /// `step_ns`. `Ok(None)` when the query is not span-local or reads a field without its own
+    /// column (span, event or link attributes, IDs); run it over whole traces instead.
+    pub fn new(query: &Query, start_ns: u64, end_ns: u64, step_ns: u64) -> Result<Option<SpanMetrics>, EvalError> {
+        let run = MetricsRun::new(query, start_ns, end_ns, step_ns)?;
+        if !run.span_local() {
+            return Ok(None);
+        }
+        let mut reads = Reads::default();
+        let mut value_is_duration = false;
+        for stage in &query.pipeline.stages {
+            let ok = match stage {
+                Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f)) => {
+                    f.expr.iter().try_for_each(|e| reads.expr(e, false))
+                }
+                Stage::Metrics(m) => {
+                    let histogram = m.func == weft_traceql::ast::MetricsFn::HistogramOverTime;
+                    value_is_duration = matches!(m.args.first(), Some(FieldExpr::Intrinsic(Intrinsic::Duration)));
+                    m.args
+                        .iter()
+                        .try_for_each(|e| reads.expr(e, !histogram))
+                        .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
+                }
+                _ => None,
+            };
+            if ok.is_none() {
+                return Ok(None);
+            }
+        }
+        let per_row = reads.duration_outside_value;
+        Ok(Some(SpanMetrics {
+            run,
+            needs: reads.needs,
+            parts: Parts {
+                resource: reads.needs.resource,
+                scope: reads.needs.scope,
+                ..Parts::default()
+            },
+            per_row,
+            value_is_duration: value_is_duration && !per_row,
+            cache: FastMap::with_hasher(FastBuild::default()),
+            one: Trace {
+                spans: vec![Default::default()],
+            },
+        }))
+    }
+
+    /// The columns to read from each row group.
+    pub fn needs(&self) -> MetricNeeds {
+        self.needs
+    }
+
+    /// Adds every span of `src` (a row group's columns read with [`Self::needs`], or head
+    /// rows). Evaluates once per distinct [`SpanSource::key`] unless the duration matters.
+    pub fn add(&mut self, src: &impl SpanSource) {
+        self.cache.clear();
+        for i in 0..src.len() {
+            let start = src.start(i);
+            let duration = src.duration(i);
+            let got = if self.per_row {
+                self.one.spans[0] = decode_parts(&src.row(i), self.parts);
+                self.run.resolve(&self.one)
+            } else {
+                let key = src.key(i);
+                match self.cache.get(&key) {
+                    Some(&got) => got,
+                    None => {
+                        self.one.spans[0] = decode_parts(&src.row(i), self.parts);
+                        let got = self.run.resolve(&self.one);
+                        self.cache.insert(key, got);
+                        got
+                    }
+                }
+            };
+            if let Some((series, value)) = got {
+                let value = if self.value_is_duration {
+                    // As the evaluator reads a stored duration (`decode_parts`, then seconds).
+                    i64::try_from(duration as u64).unwrap_or(i64::MAX) as f64 / 1e9
+                } else {
+                    value
+                };
+                self.run.record(series, start, value);
+            }
+        }
+    }
+
+    pub fn finish(self) -> Vec<Series> {
+        self.run.finish()
+    }
+}
+
+/// Spans fed to [`SpanMetrics::add`] by index.
+pub trait SpanSource {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn start(&self, i: usize) -> u64;
+    fn duration(&self, i: usize) -> i64;
+    /// Equal keys within one source mean equal name, status, status message, kind, resource
+    /// and scope (so the same evaluation, unless the duration matters).
+    fn key(&self, i: usize) -> Key;
+    /// Span `i` with at least the fields [`SpanMetrics::needs`] names filled in.
+    fn row(&self, i: usize) -> SpanRow;
+}
+
+fn dict_id(d: &DictColumn, i: usize) -> u32 {
+    d.ids.get(i).copied().unwrap_or(0)
+}
+
+fn small(v: &[i32], i: usize) -> u8 {
+    v.get(i).map_or(0, |&x| x.clamp(0, 255) as u8)
+}
+
+/// A row group's columns; columns not read are empty and read as empty values.
+impl SpanSource for MetricColumns {
+    fn len(&self) -> usize {
+        self.start.len()
+    }
+
+    fn start(&self, i: usize) -> u64 {
+        self.start[i] as u64
+    }
+
+    fn duration(&self, i: usize) -> i64 {
+        self.duration.get(i).copied().unwrap_or(0)
+    }
+
+    fn key(&self, i: usize) -> Key {
+        (
+            [
+                dict_id(&self.name, i),
+                dict_id(&self.status_message, i),
+                dict_id(&self.resource, i),
+                dict_id(&self.scope, i),
+            ],
+            u16::from(small(&self.status, i)) << 8 | u16::from(small(&self.kind, i)),
+        )
+    }
+
+    fn row(&self, i: usize) -> SpanRow {
+        let value = |d: &DictColumn| -> Bytes { d.values.get(dict_id(d, i) as usize).cloned().unwrap_or_default() };
+        let text = |d: &DictColumn| String::from_utf8_lossy(&value(d)).into_owned();
+        SpanRow {
+            name: text(&self.name),
+            status_message: text(&self.status_message),
+            status_code: small(&self.status, i),
+            kind: small(&self.kind, i),
+            start_unix_nano: self.start(i),
+            duration_nano: self.duration(i),
+            resource: value(&self.resource),
+            scope: value(&self.scope),
+            ..Default::default()
+        }
+    }
+}
+
+/// Rows of head columns, in the order given (`SpanColumns::sorted_order`, which leaves out
+/// client-retry duplicates).
+pub struct HeadRows<'a> {
+    pub cols: &'a SpanColumns,
+    pub order: &'a [u32],
+}
+
+impl SpanSource for HeadRows<'_> {
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn start(&self, i: usize) -> u64 {
+        self.cols.start[self.order[i] as usize]
+    }
+
+    fn duration(&self, i: usize) -> i64 {
+        self.cols.duration[self.order[i] as usize]
+    }
+
+    fn key(&self, i: usize) -> Key {
+        let (c, r) = (self.cols, self.order[i] as usize);
+        (
+            [c.name[r], c.status_message[r], c.resource[r], c.scope[r]],
+            u16::from(c.status_code[r]) << 8 | u16::from(c.kind[r]),
+        )
+    }
+
+    fn row(&self, i: usize) -> SpanRow {
+        let (c, r) = (self.cols, self.order[i] as usize);
+        let header = |id: u32| Bytes::copy_from_slice(c.headers.get(id));
+        let text = |id: u32| String::from_utf8_lossy(c.strings.get(id)).into_owned();
+        SpanRow {
+            name: text(c.name[r]),
+            status_message: text(c.status_message[r]),
+            status_code: c.status_code[r],
+            kind: c.kind[r],
+            start_unix_nano: c.start[r],
+            duration_nano: c.duration[r],
+            resource: header(c.resource[r]),
+            scope: header(c.scope[r]),
+            ..Default::default()
+        }
+    }
+}
