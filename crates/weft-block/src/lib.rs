@@ -13,6 +13,7 @@
 //! versions are committed under `testdata/` and read by the tests forever.
 
 pub mod columns;
+pub mod dedicated;
 pub mod hash;
 pub mod index;
 pub mod meta;
@@ -106,6 +107,7 @@ pub async fn write_block_from(
         compaction_level: origin.compaction_level,
         wal_end: origin.wal_end,
         compacted_from: origin.compacted_from,
+        dedicated_columns: enc.dedicated,
     };
     storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
@@ -132,6 +134,7 @@ pub struct RowGroupStats {
 #[derive(Clone)]
 pub struct RowGroupData {
     footer: Arc<ParquetMetaData>,
+    dedicated: Arc<[meta::DedicatedColumn]>,
     rg: usize,
     base: u64,
     data: Bytes,
@@ -154,12 +157,12 @@ impl RowGroupData {
 
     /// Every span, in block order.
     pub fn rows(&self) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_row_group(&self.footer, self.rg, self.chunk())
+        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated)
     }
 
     /// The spans of one trace.
     pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_trace(&self.footer, self.rg, self.chunk(), trace_id)
+        v1::reader::read_trace(&self.footer, self.rg, self.chunk(), &self.dedicated, trace_id)
     }
 
     /// The columns span-at-a-time metrics need, with dictionary ids. The data must have been
@@ -170,7 +173,7 @@ impl RowGroupData {
 
     /// The columns a prefilter needs, for every row.
     pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
-        v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), needs)
+        v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), &self.dedicated, needs)
     }
 }
 
@@ -181,17 +184,23 @@ pub struct Block {
     pub index: TraceIndex,
     prefix: String,
     footer: tokio::sync::OnceCell<Arc<ParquetMetaData>>,
+    /// `meta.dedicated_columns`, shared with the row groups read.
+    dedicated: Arc<[meta::DedicatedColumn]>,
 }
 
 impl Block {
     /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
     pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
         let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
-        if meta.version != FORMAT_VERSION {
+        if !meta::READABLE_VERSIONS.contains(&meta.version) {
             return Err(BlockError::UnsupportedVersion(meta.version));
+        }
+        if meta.version == 1 && !meta.dedicated_columns.is_empty() {
+            return Err(BlockError::Corrupt("a version 1 block lists dedicated columns".into()));
         }
         let index = TraceIndex::decode(&storage.get(&format!("{prefix}/index.bin")).await?)?;
         Ok(Block {
+            dedicated: meta.dedicated_columns.clone().into(),
             meta,
             index,
             prefix: prefix.to_string(),
@@ -222,7 +231,15 @@ impl Block {
                 let buf = storage
                     .get_range(&self.data_path(), len - 8 - meta_len..len - 8)
                     .await?;
-                Ok(Arc::new(ParquetMetaDataReader::decode_metadata(&buf)?))
+                let footer = ParquetMetaDataReader::decode_metadata(&buf)?;
+                let want = v1::col::EXTRA + 1 + self.dedicated.len();
+                if footer.file_metadata().schema_descr().num_columns() != want {
+                    return Err(BlockError::Corrupt(format!(
+                        "data.parquet has {} columns; meta.json implies {want}",
+                        footer.file_metadata().schema_descr().num_columns()
+                    )));
+                }
+                Ok(Arc::new(footer))
             })
             .await
             .cloned()
@@ -264,6 +281,7 @@ impl Block {
         let data = storage.get_range(&self.data_path(), range.clone()).await?;
         Ok(RowGroupData {
             footer,
+            dedicated: self.dedicated.clone(),
             rg,
             base: range.start,
             data,
@@ -295,6 +313,7 @@ impl Block {
         let data = storage.get_range(&self.data_path(), lo..hi).await?;
         Ok(RowGroupData {
             footer,
+            dedicated: self.dedicated.clone(),
             rg,
             base: lo,
             data,

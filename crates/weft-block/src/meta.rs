@@ -3,7 +3,14 @@
 use serde::{Deserialize, Serialize};
 
 /// The block format version this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// - 1: the `weft_span_v1` schema.
+/// - 2: `weft_span_v1` followed by the block's dedicated attribute columns, listed in
+///   [`BlockMeta::dedicated_columns`] (none is the same as version 1).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Every version this build reads.
+pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// A block's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -33,6 +40,43 @@ pub struct BlockMeta {
     /// are obsolete: a reader that still finds one of them ignores it, and startup deletes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compacted_from: Vec<String>,
+    /// The attribute keys that have their own typed column in this block (format 2), in
+    /// column order after the `weft_span_v1` columns. Chosen when the block is built (see
+    /// [`crate::dedicated`]); no configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dedicated_columns: Vec<DedicatedColumn>,
+}
+
+/// An attribute key stored in its own column.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct DedicatedColumn {
+    pub scope: DedicatedScope,
+    /// The attribute key, e.g. `http.request.method`.
+    pub name: String,
+    /// The value type the column holds. Values of another type stay in the generic columns.
+    #[serde(rename = "type")]
+    pub value_type: ValueType,
+    /// The Parquet column's name (`span_dedicated_0`, `resource_dedicated_0`, ...).
+    pub column: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum DedicatedScope {
+    /// Span attributes: the value is moved out of the span's `attributes` blob.
+    Span,
+    /// Resource attributes: the value is copied (the resource header keeps it; it is stored
+    /// once per row group in the header column's dictionary anyway).
+    Resource,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    String,
+    Int,
+    Double,
+    Bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

@@ -155,6 +155,7 @@ impl Ingest {
         let opts = WriteOptions {
             row_group_rows: self.cfg.row_group_rows,
             value_blooms: true,
+            dedicated_columns: true,
             ..Default::default()
         };
         let written = async {

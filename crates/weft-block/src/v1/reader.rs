@@ -127,6 +127,7 @@ pub fn read_trace(
     meta: &ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
+    dedicated: &[DedicatedColumn],
     trace_id: &[u8; 16],
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
@@ -137,21 +138,29 @@ pub fn read_trace(
     if lo == hi {
         return Ok(Vec::new());
     }
-    read_span_rows(&rgr, lo, hi - lo, |_| *trace_id)
+    read_span_rows(&rgr, dedicated, lo, hi - lo, |_| *trace_id)
 }
 
 /// Returns every span of row group `rg`, in block order (by trace ID). `chunk` must hold the
 /// row group's bytes.
-pub fn read_row_group(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk) -> Result<Vec<SpanRow>, BlockError> {
+pub fn read_row_group(
+    meta: &ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+    dedicated: &[DedicatedColumn],
+) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let rows = meta.row_group(rg).num_rows() as usize;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
-    read_span_rows(&rgr, 0, rows, |i| ids[i].data().try_into().unwrap_or([0; 16]))
+    read_span_rows(&rgr, dedicated, 0, rows, |i| {
+        ids[i].data().try_into().unwrap_or([0; 16])
+    })
 }
 
 /// Reads rows `lo..lo + n` of a row group; `trace_id(i)` gives the trace ID of row `lo + i`.
 fn read_span_rows(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    dedicated: &[DedicatedColumn],
     lo: usize,
     n: usize,
     trace_id: impl Fn(usize) -> [u8; 16],
@@ -175,7 +184,19 @@ fn read_span_rows(
             .map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default())
             .collect())
     };
-    let attrs = blob(col::ATTRIBUTES)?;
+    let mut attrs = blob(col::ATTRIBUTES)?;
+    let moved = SpanDedicated::read(rgr, dedicated, lo, n)?;
+    if !moved.is_empty() {
+        let mut out = Vec::new();
+        for (i, a) in attrs.iter_mut().enumerate() {
+            if moved.any(i) {
+                out.clear();
+                out.extend_from_slice(a);
+                moved.append(i, &mut out);
+                *a = Bytes::copy_from_slice(&out);
+            }
+        }
+    }
     let events = blob(col::EVENTS)?;
     let links = blob(col::LINKS)?;
     let extra = blob(col::EXTRA)?;
@@ -307,6 +328,7 @@ pub fn read_filter_columns(
     meta: &ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
+    dedicated: &[DedicatedColumn],
     needs: Needs,
 ) -> Result<FilterColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
@@ -344,6 +366,20 @@ pub fn read_filter_columns(
         if need {
             let (v, d) = read::<ByteArrayType>(&rgr, c, 0, n, true)?;
             out.blobs[k] = spread(v, &d, n);
+        }
+    }
+    if needs.attributes {
+        let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
+        if !moved.is_empty() {
+            let mut buf = Vec::new();
+            for (i, a) in out.blobs[0].iter_mut().enumerate() {
+                if moved.any(i) {
+                    buf.clear();
+                    buf.extend_from_slice(a.as_ref().map(|b| b.data()).unwrap_or_default());
+                    moved.append(i, &mut buf);
+                    *a = Some(parquet::data_type::ByteArray::from(buf.clone()));
+                }
+            }
         }
     }
     Ok(out)
@@ -565,3 +601,86 @@ fn dict_pages(
 }
 
 use super::chunk::decode_rle_hybrid;
+
+/// The span-scope dedicated columns of a range of rows, to append back to their attributes.
+struct SpanDedicated {
+    /// Per column: the key and one optional value per row.
+    cols: Vec<(Vec<u8>, DedicatedValues)>,
+}
+
+enum DedicatedValues {
+    Str(Vec<Option<parquet::data_type::ByteArray>>),
+    Int(Vec<Option<i64>>),
+    Double(Vec<Option<f64>>),
+    Bool(Vec<Option<bool>>),
+}
+
+impl SpanDedicated {
+    /// Reads rows `lo..lo + n` of every span-scope column of `dedicated`. Their schema index
+    /// follows the `weft_span_v1` columns, in `dedicated` order.
+    fn read(
+        rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+        dedicated: &[DedicatedColumn],
+        lo: usize,
+        n: usize,
+    ) -> Result<SpanDedicated, BlockError> {
+        use parquet::data_type::{BoolType, DoubleType};
+        let mut cols = Vec::new();
+        for (k, d) in dedicated.iter().enumerate() {
+            if d.scope != DedicatedScope::Span {
+                continue;
+            }
+            let c = col::EXTRA + 1 + k;
+            let values = match d.value_type {
+                ValueType::String => {
+                    let (v, def) = read::<ByteArrayType>(rgr, c, lo, n, true)?;
+                    DedicatedValues::Str(spread(v, &def, n))
+                }
+                ValueType::Int => {
+                    let (v, def) = read::<Int64Type>(rgr, c, lo, n, true)?;
+                    DedicatedValues::Int(spread(v, &def, n))
+                }
+                ValueType::Double => {
+                    let (v, def) = read::<DoubleType>(rgr, c, lo, n, true)?;
+                    DedicatedValues::Double(spread(v, &def, n))
+                }
+                ValueType::Bool => {
+                    let (v, def) = read::<BoolType>(rgr, c, lo, n, true)?;
+                    DedicatedValues::Bool(spread(v, &def, n))
+                }
+            };
+            cols.push((d.name.as_bytes().to_vec(), values));
+        }
+        Ok(SpanDedicated { cols })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.cols.is_empty()
+    }
+
+    fn value(v: &DedicatedValues, i: usize) -> Option<Scalar<'_>> {
+        match v {
+            DedicatedValues::Str(v) => v[i].as_ref().map(|b| Scalar::Str(b.data())),
+            DedicatedValues::Int(v) => v[i].map(Scalar::Int),
+            DedicatedValues::Double(v) => v[i].map(Scalar::Double),
+            DedicatedValues::Bool(v) => v[i].map(Scalar::Bool),
+        }
+    }
+
+    /// Whether row `i` has a moved value.
+    fn any(&self, i: usize) -> bool {
+        self.cols.iter().any(|(_, v)| Self::value(v, i).is_some())
+    }
+
+    /// Appends row `i`'s moved values to its attributes blob `out`, in column order.
+    fn append(&self, i: usize, out: &mut Vec<u8>) {
+        for (key, v) in &self.cols {
+            if let Some(x) = Self::value(v, i) {
+                append_key_value(out, key, x);
+            }
+        }
+    }
+}
+
+use crate::dedicated::{Scalar, append_key_value};
+use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};

@@ -4,8 +4,10 @@ use super::chunk::{ChunkBuf, ChunkSpec};
 use super::{SCHEMA, col};
 use crate::BlockError;
 use crate::columns::SpanColumns;
+use crate::dedicated::{self, Scalar};
 use crate::hash::{FastBuild, FastMap};
 use crate::index::{Bloom, RowGroupRange, TraceIndex};
+use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::data_type::{FixedLenByteArray, Int64Type};
@@ -28,6 +30,9 @@ pub struct WriteOptions {
     /// Write a bloom filter of each row group's string attribute values into the index
     /// (compaction does; head cuts skip it to keep ingest cheap).
     pub value_blooms: bool,
+    /// Choose and write dedicated attribute columns ([`crate::dedicated`]); compaction does,
+    /// head cuts skip the extra pass over every attribute to keep ingest cheap.
+    pub dedicated_columns: bool,
 }
 
 impl Default for WriteOptions {
@@ -36,6 +41,7 @@ impl Default for WriteOptions {
             row_group_rows: 8192,
             zstd_level: 3,
             value_blooms: false,
+            dedicated_columns: false,
         }
     }
 }
@@ -47,6 +53,8 @@ pub struct Encoded {
     pub rows: u64,
     pub index: TraceIndex,
     pub row_groups: u32,
+    /// The dedicated columns written after the `weft_span_v1` ones.
+    pub dedicated: Vec<DedicatedColumn>,
 }
 
 /// Writer properties. Only the two timestamp columns go through the Parquet column writer
@@ -58,7 +66,7 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             "weft.block.version".to_string(),
-            "1".to_string(),
+            crate::meta::FORMAT_VERSION.to_string(),
         )]));
     for c in ["start_time_unix_nano", "duration_nano"] {
         b = b
@@ -151,6 +159,88 @@ impl Row {
     }
 }
 
+/// The schema of a block with `dedicated` columns: `weft_span_v1`'s, then one optional column
+/// per dedicated key.
+pub fn schema_with(dedicated: &[DedicatedColumn]) -> String {
+    let mut s = SCHEMA.trim_end().trim_end_matches('}').to_owned();
+    for d in dedicated {
+        let ty = match d.value_type {
+            ValueType::String => "binary",
+            ValueType::Int => "int64",
+            ValueType::Double => "double",
+            ValueType::Bool => "boolean",
+        };
+        let logical = if d.value_type == ValueType::String {
+            " (STRING)"
+        } else {
+            ""
+        };
+        s.push_str(&format!("  optional {ty} {}{logical};\n", d.column));
+    }
+    s.push('}');
+    s
+}
+
+/// Chooses the dedicated columns of the rows `order` of `cols`.
+fn choose_dedicated(cols: &SpanColumns, order: &[u32], data: &[u8]) -> Vec<DedicatedColumn> {
+    let mut blobs: FastMap<u32, u64> = FastMap::with_hasher(FastBuild::default());
+    let mut resources: FastMap<u32, u64> = FastMap::with_hasher(FastBuild::default());
+    for &r in order {
+        let g = cols.attributes.ids[r as usize];
+        if g != 0 {
+            *blobs.entry(g).or_default() += 1;
+        }
+        *resources.entry(cols.resource[r as usize]).or_default() += 1;
+    }
+    dedicated::choose(
+        order.len() as u64,
+        blobs.iter().map(|(&g, &n)| (&data[cols.attributes.value_range(g)], n)),
+        resources.iter().map(|(&h, &n)| (cols.headers.get(h), n)),
+    )
+}
+
+/// Writes one dedicated column chunk through the Parquet column writer (dictionary for
+/// strings, statistics for pruning).
+fn write_dedicated<W: std::io::Write + Send>(
+    rg: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
+    ty: ValueType,
+    values: &[Option<Scalar<'_>>],
+) -> Result<(), BlockError> {
+    use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType};
+    let mut cw = rg
+        .next_column()?
+        .ok_or_else(|| BlockError::Corrupt("schema has fewer columns than the writer".into()))?;
+    let def: Vec<i16> = values.iter().map(|v| i16::from(v.is_some())).collect();
+    let present = values.iter().flatten();
+    match ty {
+        ValueType::String => {
+            let v: Vec<ByteArray> = present
+                .map(|s| match s {
+                    Scalar::Str(b) => ByteArray::from(b.to_vec()),
+                    _ => ByteArray::new(),
+                })
+                .collect();
+            cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
+        }
+        ValueType::Int => {
+            let v: Vec<i64> = present.map(|s| if let Scalar::Int(i) = s { *i } else { 0 }).collect();
+            cw.typed::<Int64Type>().write_batch(&v, Some(&def), None)?;
+        }
+        ValueType::Double => {
+            let v: Vec<f64> = present
+                .map(|s| if let Scalar::Double(d) = s { *d } else { 0.0 })
+                .collect();
+            cw.typed::<DoubleType>().write_batch(&v, Some(&def), None)?;
+        }
+        ValueType::Bool => {
+            let v: Vec<bool> = present.map(|s| matches!(s, Scalar::Bool(true))).collect();
+            cw.typed::<BoolType>().write_batch(&v, Some(&def), None)?;
+        }
+    }
+    cw.close()?;
+    Ok(())
+}
+
 /// Fills `buf` with a dictionary-encoded chunk of head ids. With `optional`, id 0 is null.
 #[inline]
 fn dict_ids<'a>(
@@ -240,8 +330,26 @@ fn dict_small_ints(buf: &mut ChunkBuf, rows: &[Row], value_of: impl Fn(&Row) -> 
 /// dictionaries; the timestamps go through the Parquet column writer for its
 /// `DELTA_BINARY_PACKED` encoder and statistics.
 pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
-    let schema = Arc::new(parse_message_type(SCHEMA)?);
     let order = cols.sorted_order();
+    let blobs = [&cols.attributes, &cols.events, &cols.links, &cols.extra].map(|c| (c, c.shared()));
+    let dedicated = if opts.dedicated_columns {
+        choose_dedicated(cols, &order, &blobs[0].1)
+    } else {
+        Vec::new()
+    };
+    let schema = Arc::new(parse_message_type(&schema_with(&dedicated))?);
+    let span_keys: Vec<(&[u8], ValueType)> = dedicated
+        .iter()
+        .filter(|c| c.scope == DedicatedScope::Span)
+        .map(|c| (c.name.as_bytes(), c.value_type))
+        .collect();
+    let res_keys: Vec<(&[u8], ValueType)> = dedicated
+        .iter()
+        .filter(|c| c.scope == DedicatedScope::Resource)
+        .map(|c| (c.name.as_bytes(), c.value_type))
+        .collect();
+    // Resource values by header id, computed once per block.
+    let mut res_vals: FastMap<u32, Vec<Option<Scalar<'_>>>> = FastMap::with_hasher(FastBuild::default());
     let mut out: Vec<u8> = Vec::with_capacity(cols.len() * 24 + (1 << 16));
     let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::new(props(opts)?))?;
     let descr: Vec<_> = (0..writer.schema_descr().num_columns())
@@ -253,7 +361,6 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     for (&h, &s) in &cols.service_of {
         service_of[h as usize] = s;
     }
-    let blobs = [&cols.attributes, &cols.events, &cols.links, &cols.extra].map(|c| (c, c.shared()));
 
     let mut bloom = Bloom::with_capacity(cols.trace_count());
     for id in cols.traces.keys() {
@@ -388,14 +495,58 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
 
         // The blobs: attributes are large and compressible; events, links and extra are
         // mostly empty (null) and small.
+        // With span-scope dedicated columns, each distinct attribute blob of the row group is
+        // split once into what stays generic (in `rest`) and the moved values.
+        let mut split: FastMap<u32, (std::ops::Range<usize>, Vec<Option<Scalar<'_>>>)> =
+            FastMap::with_hasher(FastBuild::default());
+        let mut rest: Vec<u8> = Vec::new();
+        if !span_keys.is_empty() {
+            let (blob, data) = &blobs[0];
+            for r in rows {
+                let g = r.blobs[0];
+                if g != 0 && !split.contains_key(&g) {
+                    let at = rest.len();
+                    let vals = dedicated::split_attributes(&data[blob.value_range(g)], &span_keys, &mut rest);
+                    split.insert(g, (at..rest.len(), vals));
+                }
+            }
+        }
         for (k, (c, (blob, data))) in [col::ATTRIBUTES, col::EVENTS, col::LINKS, col::EXTRA]
             .into_iter()
             .zip(&blobs)
             .enumerate()
         {
-            let value = |g: u32| &data[blob.value_range(g)];
-            dict_ids(&mut buf, &mut remap, rows, true, |r| r.blobs[k], value);
+            if k == 0 && !span_keys.is_empty() {
+                let value = |g: u32| &rest[split[&g].0.clone()];
+                dict_ids(&mut buf, &mut remap, rows, true, |r| r.blobs[0], value);
+            } else {
+                let value = |g: u32| &data[blob.value_range(g)];
+                dict_ids(&mut buf, &mut remap, rows, true, |r| r.blobs[k], value);
+            }
             buf.write(&mut rg, spec(c, true, c == col::ATTRIBUTES, None))?;
+        }
+        let (mut si, mut ri) = (0, 0);
+        for d in &dedicated {
+            let values: Vec<Option<Scalar<'_>>> = match d.scope {
+                DedicatedScope::Span => {
+                    si += 1;
+                    rows.iter()
+                        .map(|r| split.get(&r.blobs[0]).and_then(|(_, v)| v[si - 1]))
+                        .collect()
+                }
+                DedicatedScope::Resource => {
+                    ri += 1;
+                    rows.iter()
+                        .map(|r| {
+                            res_vals
+                                .entry(r.resource)
+                                .or_insert_with(|| dedicated::resource_values(cols.headers.get(r.resource), &res_keys))
+                                [ri - 1]
+                        })
+                        .collect()
+                }
+            };
+            write_dedicated(&mut rg, d.value_type, &values)?;
         }
         rg.close()?;
         ranges.push(RowGroupRange {
@@ -417,5 +568,6 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
             value_blooms,
         },
         row_groups,
+        dedicated,
     })
 }

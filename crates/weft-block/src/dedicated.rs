@@ -1,0 +1,326 @@
+//! Dedicated attribute columns: the most frequent attribute keys of a block get their own
+//! typed Parquet column, chosen from the data when the block is built.
+//!
+//! # Choice ([`choose`])
+//!
+//! For each scope (span attributes, resource attributes), a key is a candidate with the value
+//! type most of its values have when
+//! - it appears (once, with a scalar value of that type) in at least 1% of the block's spans;
+//! - for strings, its distinct values are at most one in twenty of its occurrences (plus 100):
+//!   a column of `http.request.method` is a small dictionary and a run of short indexes, while
+//!   a column of `user.id` or `url.full` would be as large as the generic blob and is better
+//!   served by the value blooms of the index.
+//!
+//! The [`MAX_PER_SCOPE`] most frequent candidates win (ties by key). The choice is written to
+//! `meta.json` ([`crate::meta::BlockMeta::dedicated_columns`]).
+//!
+//! # Storage
+//!
+//! A span attribute whose key is dedicated, that occurs once in the span and whose value is
+//! one scalar of the column's type is *moved*: the span's `attributes` blob keeps the other
+//! key/values, the column holds the value, and readers append it back as an encoded
+//! `KeyValue` ([`append_key_value`]). Values of another type, repeated keys and anything not
+//! canonical stay in the blob, so reading is exact (only the attribute order changes:
+//! dedicated ones come last, which OTLP does not give meaning to). Resource attributes are
+//! copied, not moved: each distinct resource is stored once per row group already.
+
+use crate::hash::{FastBuild, FastMap};
+use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
+use weft_otlp::scan::fields::*;
+use weft_otlp::wire::{Reader, Value as Wire, put_bytes, put_tag};
+
+/// At most this many dedicated columns per scope.
+pub const MAX_PER_SCOPE: usize = 10;
+
+/// `AnyValue` fields.
+const ANY_BOOL: u32 = 2;
+const ANY_INT: u32 = 3;
+const ANY_DOUBLE: u32 = 4;
+
+/// A scalar attribute value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    Str(&'a [u8]),
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+}
+
+impl Scalar<'_> {
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Scalar::Str(_) => ValueType::String,
+            Scalar::Int(_) => ValueType::Int,
+            Scalar::Double(_) => ValueType::Double,
+            Scalar::Bool(_) => ValueType::Bool,
+        }
+    }
+}
+
+/// A `KeyValue` of exactly a key and an `AnyValue` of exactly one scalar field: the only shape
+/// that is moved to a column, so that re-encoding it reproduces what a decoder reads.
+pub fn canonical_key_value(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
+    let mut r = Reader::new(kv);
+    let (mut key, mut value) = (None, None);
+    while let Ok(Some(f)) = r.next() {
+        match (f.number, f.value) {
+            (KV_KEY, Wire::Bytes(k)) if key.is_none() => key = Some(k),
+            (KV_VALUE, Wire::Bytes(v)) if value.is_none() => value = Some(v),
+            _ => return None,
+        }
+    }
+    if r.next().is_err() {
+        return None;
+    }
+    let mut r = Reader::new(value?);
+    let f = r.next().ok()??;
+    let scalar = match (f.number, f.value) {
+        (ANY_STRING, Wire::Bytes(s)) => Scalar::Str(s),
+        (ANY_BOOL, Wire::Varint(b)) if b <= 1 => Scalar::Bool(b == 1),
+        (ANY_INT, Wire::Varint(i)) => Scalar::Int(i as i64),
+        (ANY_DOUBLE, Wire::Fixed64(d)) => Scalar::Double(f64::from_bits(d)),
+        _ => return None,
+    };
+    if !matches!(r.next(), Ok(None)) {
+        return None;
+    }
+    Some((key?, scalar))
+}
+
+/// Calls `f` with each encoded `KeyValue` of a span's attributes blob.
+fn each_key_value<'a>(blob: &'a [u8], mut f: impl FnMut(&'a [u8])) {
+    let mut r = Reader::new(blob);
+    while let Ok(Some(field)) = r.next() {
+        if field.number == SPAN_ATTRIBUTES
+            && let Wire::Bytes(kv) = field.value
+        {
+            f(kv);
+        }
+    }
+}
+
+/// Calls `f` with each encoded `KeyValue` of a resource header's resource.
+fn each_resource_key_value<'a>(header: &'a [u8], mut f: impl FnMut(&'a [u8])) {
+    let mut r = Reader::new(header);
+    while let Ok(Some(field)) = r.next() {
+        if field.number == RS_RESOURCE
+            && let Wire::Bytes(res) = field.value
+        {
+            let mut rr = Reader::new(res);
+            while let Ok(Some(a)) = rr.next() {
+                if a.number == RESOURCE_ATTRIBUTES
+                    && let Wire::Bytes(kv) = a.value
+                {
+                    f(kv);
+                }
+            }
+        }
+    }
+}
+
+/// Occurrence counts of one key in one scope.
+#[derive(Default)]
+struct KeyStats {
+    /// Spans where the key occurs once with a canonical scalar, by value type.
+    by_type: [u64; 4],
+    /// Distinct string values, until there are more than the limit.
+    distinct: hashbrown::HashSet<Vec<u8>, FastBuild>,
+    too_many: bool,
+}
+
+fn type_index(t: ValueType) -> usize {
+    match t {
+        ValueType::String => 0,
+        ValueType::Int => 1,
+        ValueType::Double => 2,
+        ValueType::Bool => 3,
+    }
+}
+
+const TYPES: [ValueType; 4] = [ValueType::String, ValueType::Int, ValueType::Double, ValueType::Bool];
+
+/// Counts the keys of the encoded key/values of one span (or resource) seen `weight` times.
+fn count<'a>(
+    stats: &mut FastMap<Vec<u8>, KeyStats>,
+    kvs: &[(&'a [u8], Option<Scalar<'a>>)],
+    weight: u64,
+    distinct_limit: usize,
+) {
+    for (i, (key, value)) in kvs.iter().enumerate() {
+        let Some(value) = value else { continue };
+        if kvs.iter().enumerate().any(|(j, (k, _))| j != i && k == key) {
+            continue;
+        }
+        let s = stats.entry(key.to_vec()).or_default();
+        s.by_type[type_index(value.value_type())] += weight;
+        if let Scalar::Str(v) = value
+            && !s.too_many
+            && !s.distinct.contains(*v)
+        {
+            s.distinct.insert(v.to_vec());
+            s.too_many = s.distinct.len() > distinct_limit;
+        }
+    }
+}
+
+fn pick(stats: FastMap<Vec<u8>, KeyStats>, spans: u64, scope: DedicatedScope) -> Vec<DedicatedColumn> {
+    let min = spans.div_ceil(100).max(1);
+    let mut candidates: Vec<(u64, String, ValueType)> = Vec::new();
+    for (key, s) in stats {
+        let Ok(name) = String::from_utf8(key) else { continue };
+        let (t, &n) = s
+            .by_type
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, n)| (*n, std::cmp::Reverse(i)))
+            .expect("four types");
+        let t = TYPES[t];
+        if n < min {
+            continue;
+        }
+        if t == ValueType::String && (s.too_many || s.distinct.len() as u64 > n / 20 + 100) {
+            continue;
+        }
+        candidates.push((n, name, t));
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let prefix = match scope {
+        DedicatedScope::Span => "span",
+        DedicatedScope::Resource => "resource",
+    };
+    candidates
+        .into_iter()
+        .take(MAX_PER_SCOPE)
+        .enumerate()
+        .map(|(i, (_, name, value_type))| DedicatedColumn {
+            scope,
+            name,
+            value_type,
+            column: format!("{prefix}_dedicated_{i}"),
+        })
+        .collect()
+}
+
+/// The key/values of a blob or header, each with its canonical scalar if it has one.
+fn key_values(buf: &[u8], resource: bool) -> Vec<(&[u8], Option<Scalar<'_>>)> {
+    let mut out = Vec::new();
+    let mut f = |kv| match canonical_key_value(kv) {
+        Some((k, v)) => out.push((k, Some(v))),
+        // Every key/value gets an entry (in blob order, as `split_attributes` relies on).
+        None => out.push((raw_key(kv).unwrap_or_default(), None)),
+    };
+    if resource {
+        each_resource_key_value(buf, &mut f);
+    } else {
+        each_key_value(buf, &mut f);
+    }
+    out
+}
+
+/// The key of any `KeyValue`, canonical or not.
+fn raw_key(kv: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(kv);
+    while let Ok(Some(f)) = r.next() {
+        if let (KV_KEY, Wire::Bytes(k)) = (f.number, f.value) {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// Chooses the dedicated columns for a block from its distinct span attribute blobs and
+/// resource headers, each with the number of spans that carry it.
+pub fn choose<'a>(
+    spans: u64,
+    attribute_blobs: impl IntoIterator<Item = (&'a [u8], u64)>,
+    resource_headers: impl IntoIterator<Item = (&'a [u8], u64)>,
+) -> Vec<DedicatedColumn> {
+    let limit = (spans / 20 + 100) as usize;
+    let mut span_stats = FastMap::with_hasher(FastBuild::default());
+    for (blob, n) in attribute_blobs {
+        count(&mut span_stats, &key_values(blob, false), n, limit);
+    }
+    let mut res_stats = FastMap::with_hasher(FastBuild::default());
+    for (header, n) in resource_headers {
+        count(&mut res_stats, &key_values(header, true), n, limit);
+    }
+    let mut out = pick(span_stats, spans, DedicatedScope::Span);
+    out.extend(pick(res_stats, spans, DedicatedScope::Resource));
+    out
+}
+
+/// Splits a span's attributes blob: appends what stays generic to `rest` and returns the value
+/// of each of `keys` (the span-scope dedicated columns, in order) that is moved out.
+pub fn split_attributes<'a>(
+    blob: &'a [u8],
+    keys: &[(&[u8], ValueType)],
+    rest: &mut Vec<u8>,
+) -> Vec<Option<Scalar<'a>>> {
+    let mut vals = vec![None; keys.len()];
+    let kvs = key_values(blob, false);
+    let mut i = 0;
+    each_key_value(blob, |kv| {
+        let (key, value) = kvs[i];
+        i += 1;
+        let unique = || kvs.iter().filter(|(k, _)| *k == key).count() == 1;
+        if let Some(v) = value
+            && let Some(c) = keys.iter().position(|&(k, t)| k == key && t == v.value_type())
+            && unique()
+        {
+            vals[c] = Some(v);
+            return;
+        }
+        put_bytes(rest, SPAN_ATTRIBUTES, kv);
+    });
+    vals
+}
+
+/// The value of each of `keys` (the resource-scope dedicated columns) in a resource header.
+pub fn resource_values<'a>(header: &'a [u8], keys: &[(&[u8], ValueType)]) -> Vec<Option<Scalar<'a>>> {
+    let kvs = key_values(header, true);
+    keys.iter()
+        .map(|&(k, t)| {
+            let mut it = kvs.iter().filter(|(key, _)| *key == k);
+            match (it.next(), it.next()) {
+                (Some((_, Some(v))), None) if v.value_type() == t => Some(*v),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Appends `key = value` to a span's attributes blob as an encoded `KeyValue` field, in the
+/// canonical encoding (minimal lengths, fields in number order).
+pub fn append_key_value(out: &mut Vec<u8>, key: &[u8], value: Scalar<'_>) {
+    use weft_otlp::wire::{put_varint, varint_len};
+    let field = |len: usize| 1 + varint_len(len as u64) + len;
+    let any = match value {
+        Scalar::Str(s) => field(s.len()),
+        Scalar::Bool(_) => 2,
+        Scalar::Int(i) => 1 + varint_len(i as u64),
+        Scalar::Double(_) => 9,
+    };
+    put_tag(out, SPAN_ATTRIBUTES, 2);
+    put_varint(out, (field(key.len()) + field(any)) as u64);
+    put_bytes(out, KV_KEY, key);
+    put_tag(out, KV_VALUE, 2);
+    put_varint(out, any as u64);
+    match value {
+        Scalar::Str(s) => put_bytes(out, ANY_STRING, s),
+        Scalar::Bool(b) => {
+            put_tag(out, ANY_BOOL, 0);
+            out.push(u8::from(b));
+        }
+        Scalar::Int(i) => {
+            put_tag(out, ANY_INT, 0);
+            put_varint(out, i as u64);
+        }
+        Scalar::Double(d) => {
+            put_tag(out, ANY_DOUBLE, 1);
+            out.extend_from_slice(&d.to_bits().to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

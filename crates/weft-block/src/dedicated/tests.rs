@@ -1,0 +1,199 @@
+use super::*;
+use prost::Message;
+use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
+
+fn kv(k: &str, v: V) -> KeyValue {
+    KeyValue {
+        key: k.to_owned(),
+        value: Some(AnyValue { value: Some(v) }),
+    }
+}
+
+/// A span's attributes blob: repeated field 9.
+fn blob(kvs: &[KeyValue]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for kv in kvs {
+        put_bytes(&mut out, SPAN_ATTRIBUTES, &kv.encode_to_vec());
+    }
+    out
+}
+
+fn decode(blob: &[u8]) -> Vec<KeyValue> {
+    let mut out = Vec::new();
+    each_key_value(blob, |kv| out.push(KeyValue::decode(kv).unwrap()));
+    out
+}
+
+fn sorted(mut v: Vec<KeyValue>) -> Vec<KeyValue> {
+    v.sort_by(|a, b| {
+        a.key
+            .cmp(&b.key)
+            .then_with(|| format!("{:?}", a.value).cmp(&format!("{:?}", b.value)))
+    });
+    v
+}
+
+#[test]
+fn split_then_append_reproduces_the_attributes() {
+    let attrs = vec![
+        kv("http.method", V::StringValue("GET".into())),
+        kv("http.status_code", V::IntValue(-404)),
+        kv("ratio", V::DoubleValue(0.25)),
+        kv("ok", V::BoolValue(true)),
+        kv("user.id", V::StringValue("u-1".into())),
+        // The wrong type for its column: stays generic.
+        kv("retries", V::StringValue("three".into())),
+        // Repeated key: both stay generic, in order.
+        kv("dup", V::IntValue(1)),
+        kv("dup", V::IntValue(2)),
+        kv("list", V::ArrayValue(Default::default())),
+    ];
+    let b = blob(&attrs);
+    let keys: Vec<(&[u8], ValueType)> = vec![
+        (b"http.method", ValueType::String),
+        (b"http.status_code", ValueType::Int),
+        (b"ratio", ValueType::Double),
+        (b"ok", ValueType::Bool),
+        (b"retries", ValueType::Int),
+        (b"dup", ValueType::Int),
+        (b"absent", ValueType::String),
+    ];
+    let mut rest = Vec::new();
+    let vals = split_attributes(&b, &keys, &mut rest);
+    assert_eq!(
+        vals,
+        vec![
+            Some(Scalar::Str(b"GET")),
+            Some(Scalar::Int(-404)),
+            Some(Scalar::Double(0.25)),
+            Some(Scalar::Bool(true)),
+            None,
+            None,
+            None
+        ]
+    );
+    let kept: Vec<String> = decode(&rest).into_iter().map(|k| k.key).collect();
+    assert_eq!(kept, ["user.id", "retries", "dup", "dup", "list"]);
+    for (v, (k, _)) in vals.iter().zip(&keys) {
+        if let Some(v) = v {
+            append_key_value(&mut rest, k, *v);
+        }
+    }
+    assert_eq!(sorted(decode(&rest)), sorted(attrs.clone()));
+    // The canonical encoding: exactly what prost writes for the same KeyValue.
+    let mut one = Vec::new();
+    append_key_value(&mut one, b"http.status_code", Scalar::Int(-404));
+    assert_eq!(one, blob(&attrs[1..2]));
+}
+
+#[test]
+fn choice_prefers_frequent_low_cardinality_keys() {
+    let mut blobs = Vec::new();
+    for i in 0..1000u32 {
+        let mut attrs = vec![
+            kv("http.method", V::StringValue(["GET", "POST"][i as usize % 2].into())),
+            kv("http.status_code", V::IntValue(200 + i64::from(i % 3))),
+            kv("user.id", V::StringValue(format!("user-{i}"))),
+        ];
+        if i % 200 == 0 {
+            attrs.push(kv("rare", V::BoolValue(true)));
+        }
+        if i % 50 == 0 {
+            attrs.push(kv("sometimes", V::DoubleValue(1.5)));
+        }
+        // Mostly ints, sometimes strings: an int column.
+        attrs.push(if i % 10 == 0 {
+            kv("mixed", V::StringValue("x".into()))
+        } else {
+            kv("mixed", V::IntValue(7))
+        });
+        blobs.push(blob(&attrs));
+    }
+    let res = {
+        let mut h = Vec::new();
+        let r = weft_otlp::pb::resource::Resource {
+            attributes: vec![
+                kv("service.name", V::StringValue("svc".into())),
+                kv("host.name", V::StringValue("h1".into())),
+            ],
+            ..Default::default()
+        };
+        put_bytes(&mut h, RS_RESOURCE, &r.encode_to_vec());
+        h
+    };
+    let cols = choose(1000, blobs.iter().map(|b| (b.as_slice(), 1)), [(res.as_slice(), 1000)]);
+    let got: Vec<(DedicatedScope, &str, ValueType, &str)> = cols
+        .iter()
+        .map(|c| (c.scope, c.name.as_str(), c.value_type, c.column.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                DedicatedScope::Span,
+                "http.method",
+                ValueType::String,
+                "span_dedicated_0"
+            ),
+            (
+                DedicatedScope::Span,
+                "http.status_code",
+                ValueType::Int,
+                "span_dedicated_1"
+            ),
+            (DedicatedScope::Span, "mixed", ValueType::Int, "span_dedicated_2"),
+            (DedicatedScope::Span, "sometimes", ValueType::Double, "span_dedicated_3"),
+            (
+                DedicatedScope::Resource,
+                "host.name",
+                ValueType::String,
+                "resource_dedicated_0"
+            ),
+            (
+                DedicatedScope::Resource,
+                "service.name",
+                ValueType::String,
+                "resource_dedicated_1"
+            ),
+        ],
+        "user.id has too many values and `rare` is in under 1% of spans"
+    );
+    let many: Vec<Vec<u8>> = (0..30)
+        .map(|k| blob(&[kv(&format!("k{k:02}"), V::IntValue(k))]))
+        .collect();
+    let cols = choose(30, many.iter().map(|b| (b.as_slice(), 1)), []);
+    assert_eq!(cols.len(), MAX_PER_SCOPE);
+}
+
+#[test]
+fn resource_values_are_read_from_headers() {
+    let mut h = Vec::new();
+    let r = weft_otlp::pb::resource::Resource {
+        attributes: vec![
+            kv("service.name", V::StringValue("svc".into())),
+            kv("pid", V::IntValue(42)),
+        ],
+        ..Default::default()
+    };
+    put_bytes(&mut h, RS_RESOURCE, &r.encode_to_vec());
+    let keys: Vec<(&[u8], ValueType)> = vec![
+        (b"service.name", ValueType::String),
+        (b"pid", ValueType::Int),
+        (b"pid", ValueType::String),
+    ];
+    assert_eq!(
+        resource_values(&h, &keys),
+        vec![Some(Scalar::Str(b"svc")), Some(Scalar::Int(42)), None]
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn never_panics_on_arbitrary_bytes(b in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+        let keys: Vec<(&[u8], ValueType)> = vec![(b"a", ValueType::String)];
+        let mut rest = Vec::new();
+        let _ = split_attributes(&b, &keys, &mut rest);
+        let _ = resource_values(&b, &keys);
+        let _ = choose(1, [(b.as_slice(), 1)], [(b.as_slice(), 1)]);
+    }
+}
