@@ -23,6 +23,9 @@ Method:
        tag_values       /api/v2/search/tag/span.user.id/values
        trace_by_id      `weft loadgen --query-ids` (no time hint), p50/p90/p99
        rate_by_service  { } | rate() by (resource.service.name), /api/metrics/query_range
+       errors_rate      { status = error } | rate() by (resource.service.name)
+       duration_hist    { } | histogram_over_time(duration)  (Grafana's duration heatmap)
+       slow_rate        { duration > 1s } | rate()  (evaluated per span: the filter reads the duration)
   5. Print a table and write JSON to --out. Exit 1 if a query answered non-200 or the needle
      was not found (timeouts are reported, not failures, unless --fail-on-timeout).
 
@@ -498,6 +501,12 @@ def main():
         queries.append(run_query(server, "rate_by_service", "/api/metrics/query_range",
                                  {"q": "{ } | rate() by (resource.service.name)", **window, "step": f"{step}s"},
                                  args.runs, args.timeout, series_check, args.measure_timeouts))
+        for name, q in [("errors_rate", "{ status = error } | rate() by (resource.service.name)"),
+                        ("duration_hist", "{ } | histogram_over_time(duration)"),
+                        ("slow_rate", "{ duration > 1s } | rate()")]:
+            queries.append(run_query(server, name, "/api/metrics/query_range",
+                                     {"q": q, **window, "step": f"{step}s"},
+                                     args.runs, args.timeout, series_check, args.measure_timeouts))
         result["queries"] = queries
         result["blocks_after_queries"] = levels(server.block_metas())
         result["server_peak_rss_mb_after_queries"] = round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1)

@@ -157,7 +157,13 @@ impl RowGroupData {
 
     /// Every span, in block order.
     pub fn rows(&self) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated)
+        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated, None)
+    }
+
+    /// The spans of the rows in `ranges` (ascending, disjoint row indexes of the row group),
+    /// in order: what [`Self::rows`] gives for those rows, without assembling the others.
+    pub fn rows_in(&self, ranges: &[std::ops::Range<usize>]) -> Result<Vec<SpanRow>, BlockError> {
+        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated, Some(ranges))
     }
 
     /// The spans of one trace.

@@ -418,6 +418,9 @@ async fn dedicated_columns_round_trip_every_field() {
             ..Default::default()
         };
         let f = data.filter_columns(needs).unwrap();
+        let ranges = [0..1, 3..7, rows.len() - 2..rows.len()];
+        let want: Vec<SpanRow> = ranges.iter().flat_map(|r| rows[r.clone()].to_vec()).collect();
+        assert_eq!(data.rows_in(&ranges).unwrap(), want, "rows_in is rows() restricted");
         for (i, r) in rows.iter().enumerate() {
             use row::SpanFields;
             assert_eq!(f.row(i).attributes(), &r.attributes[..]);

@@ -333,14 +333,13 @@ impl Scan<'_> {
             if wanted.is_empty() {
                 continue;
             }
-            let rows = tokio::task::spawn_blocking(move || data.rows())
+            let lens: Vec<usize> = wanted.iter().map(|r| r.len()).collect();
+            let rows = tokio::task::spawn_blocking(move || data.rows_in(&wanted))
                 .await
                 .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
             let mut rows = rows.into_iter();
-            let mut at = 0;
-            for r in wanted {
-                let piece: Vec<SpanRow> = rows.by_ref().skip(r.start - at).take(r.len()).collect();
-                at = r.end;
+            for n in lens {
+                let piece: Vec<SpanRow> = rows.by_ref().take(n).collect();
                 self.finish_trace(piece, sink);
             }
         }

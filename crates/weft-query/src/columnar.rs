@@ -42,8 +42,14 @@ pub struct SpanMetrics {
     /// The metric's value is the span's duration: cached evaluations give the series, each row
     /// its own value.
     value_is_duration: bool,
-    /// Series and value of each combination of dictionary ids seen in the current row group.
-    cache: FastMap<Key, Option<(usize, f64)>>,
+    /// `histogram_over_time(duration)`: the series depends on the duration only through its
+    /// power-of-two bucket, which becomes part of the cache key.
+    histogram_of_duration: bool,
+    /// Series and value of each combination of dictionary ids (and duration bucket) seen in
+    /// the current source.
+    cache: FastMap<(Key, u64), Option<(usize, f64)>>,
+    /// For per-row evaluation: the span of each combination, decoded once per source.
+    decoded: FastMap<Key, weft_traceql::Span>,
     one: Trace,
 }
 
@@ -103,6 +109,7 @@ impl SpanMetrics {
         }
         let mut reads = Reads::default();
         let mut value_is_duration = false;
+        let mut histogram_of_duration = false;
         for stage in &query.pipeline.stages {
             let ok = match stage {
                 Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f)) => {
@@ -110,10 +117,12 @@ impl SpanMetrics {
                 }
                 Stage::Metrics(m) => {
                     let histogram = m.func == weft_traceql::ast::MetricsFn::HistogramOverTime;
-                    value_is_duration = matches!(m.args.first(), Some(FieldExpr::Intrinsic(Intrinsic::Duration)));
+                    let of_duration = matches!(m.args.first(), Some(FieldExpr::Intrinsic(Intrinsic::Duration)));
+                    value_is_duration = of_duration && !histogram;
+                    histogram_of_duration = of_duration && histogram;
                     m.args
                         .iter()
-                        .try_for_each(|e| reads.expr(e, !histogram))
+                        .try_for_each(|e| reads.expr(e, true))
                         .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
                 }
                 _ => None,
@@ -133,7 +142,9 @@ impl SpanMetrics {
             },
             per_row,
             value_is_duration: value_is_duration && !per_row,
+            histogram_of_duration: histogram_of_duration && !per_row,
             cache: FastMap::with_hasher(FastBuild::default()),
+            decoded: FastMap::with_hasher(FastBuild::default()),
             one: Trace {
                 spans: vec![Default::default()],
             },
@@ -149,28 +160,47 @@ impl SpanMetrics {
     /// rows). Evaluates once per distinct [`SpanSource::key`] unless the duration matters.
     pub fn add(&mut self, src: &impl SpanSource) {
         self.cache.clear();
+        self.decoded.clear();
         for i in 0..src.len() {
             let start = src.start(i);
             let duration = src.duration(i);
+            // The duration as the evaluator reads it (`decode_parts`, then `Val::Duration`).
+            let evaluated = i64::try_from(duration as u64).unwrap_or(i64::MAX);
+            let key = src.key(i);
             let got = if self.per_row {
-                self.one.spans[0] = decode_parts(&src.row(i), self.parts);
+                let parts = self.parts;
+                let span = self
+                    .decoded
+                    .entry(key)
+                    .or_insert_with(|| decode_parts(&src.row(i), parts));
+                self.one.spans[0].clone_from(span);
+                self.one.spans[0].start_unix_nano = start;
+                self.one.spans[0].duration_nano = duration as u64;
                 self.run.resolve(&self.one)
             } else {
-                let key = src.key(i);
-                match self.cache.get(&key) {
+                // Durations under 2ns have no histogram bucket; others share one per power of two.
+                let class = if self.histogram_of_duration {
+                    if evaluated < 2 {
+                        evaluated as u64
+                    } else {
+                        (evaluated as u64).next_power_of_two()
+                    }
+                } else {
+                    0
+                };
+                match self.cache.get(&(key, class)) {
                     Some(&got) => got,
                     None => {
                         self.one.spans[0] = decode_parts(&src.row(i), self.parts);
                         let got = self.run.resolve(&self.one);
-                        self.cache.insert(key, got);
+                        self.cache.insert((key, class), got);
                         got
                     }
                 }
             };
             if let Some((series, value)) = got {
                 let value = if self.value_is_duration {
-                    // As the evaluator reads a stored duration (`decode_parts`, then seconds).
-                    i64::try_from(duration as u64).unwrap_or(i64::MAX) as f64 / 1e9
+                    evaluated as f64 / 1e9
                 } else {
                     value
                 };

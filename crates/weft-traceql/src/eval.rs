@@ -720,6 +720,17 @@ impl<'a> TraceEnv<'a> {
         }
     }
 
+    /// The environment of a one-span trace for a [`Evaluator::span_local`] query, which reads
+    /// no trace-level field: the parent links, root and trace duration are not computed.
+    pub(crate) fn span_local(trace: &'a Trace) -> TraceEnv<'a> {
+        TraceEnv {
+            trace,
+            root: None,
+            duration: 0,
+            structure: None,
+        }
+    }
+
     /// The context for evaluating a field expression on span `i`, with no event or link bound.
     pub(crate) fn ctx(&'a self, i: usize) -> Ctx<'a> {
         Ctx {

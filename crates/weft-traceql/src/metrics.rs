@@ -154,8 +154,9 @@ impl MetricsRun {
     /// [`MetricsRun::add`] over the trace.
     pub fn resolve(&mut self, one_span: &Trace) -> Option<(usize, f64)> {
         debug_assert_eq!(one_span.spans.len(), 1);
+        debug_assert!(self.span_local());
         let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
-        let env = TraceEnv::new(one_span, false);
+        let env = TraceEnv::span_local(one_span);
         if self.evaluator.run(&env).is_empty() {
             return None;
         }

@@ -138,32 +138,49 @@ pub fn read_trace(
     if lo == hi {
         return Ok(Vec::new());
     }
-    read_span_rows(&rgr, dedicated, lo, hi - lo, |_| *trace_id)
+    read_span_rows(&rgr, dedicated, lo, hi - lo, |_| *trace_id, |_| true)
 }
 
 /// Returns every span of row group `rg`, in block order (by trace ID). `chunk` must hold the
 /// row group's bytes.
+/// With `keep`, only the rows in those ranges (ascending, disjoint) are returned, in order.
 pub fn read_row_group(
     meta: &ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
     dedicated: &[DedicatedColumn],
+    keep: Option<&[std::ops::Range<usize>]>,
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let rows = meta.row_group(rg).num_rows() as usize;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
-    read_span_rows(&rgr, dedicated, 0, rows, |i| {
-        ids[i].data().try_into().unwrap_or([0; 16])
-    })
+    let mask: Option<Vec<bool>> = keep.map(|k| {
+        let mut m = vec![false; rows];
+        for r in k {
+            m[r.start.min(rows)..r.end.min(rows)].fill(true);
+        }
+        m
+    });
+    read_span_rows(
+        &rgr,
+        dedicated,
+        0,
+        rows,
+        |i| ids[i].data().try_into().unwrap_or([0; 16]),
+        |i| mask.as_ref().is_none_or(|m| m[i]),
+    )
 }
 
 /// Reads rows `lo..lo + n` of a row group; `trace_id(i)` gives the trace ID of row `lo + i`.
+/// Only rows `lo + i` with `keep(i)` are assembled (columns are decoded whole either way; the
+/// per-row copies and the re-assembly of moved attributes are what `keep` saves).
 fn read_span_rows(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     dedicated: &[DedicatedColumn],
     lo: usize,
     n: usize,
     trace_id: impl Fn(usize) -> [u8; 16],
+    keep: impl Fn(usize) -> bool,
 ) -> Result<Vec<SpanRow>, BlockError> {
     let fixed = |v: &[u8]| -> [u8; 8] { v.try_into().unwrap_or([0; 8]) };
     let text = |v: &parquet::data_type::ByteArray| String::from_utf8_lossy(v.data()).into_owned();
@@ -177,33 +194,30 @@ fn read_span_rows(
     let (msgs, mdef) = read::<ByteArrayType>(rgr, col::STATUS_MESSAGE, lo, n, true)?;
     let (res, _) = read::<ByteArrayType>(rgr, col::RESOURCE, lo, n, false)?;
     let (scopes, _) = read::<ByteArrayType>(rgr, col::SCOPE, lo, n, false)?;
-    let blob = |i| -> Result<Vec<Bytes>, BlockError> {
+    let blob = |i| -> Result<Vec<Option<parquet::data_type::ByteArray>>, BlockError> {
         let (v, d) = read::<ByteArrayType>(rgr, i, lo, n, true)?;
-        Ok(spread(v, &d, n)
-            .into_iter()
-            .map(|o| o.map(|b| b.data().to_vec().into()).unwrap_or_default())
-            .collect())
+        Ok(spread(v, &d, n))
     };
-    let mut attrs = blob(col::ATTRIBUTES)?;
+    let owned = |b: &Option<parquet::data_type::ByteArray>| -> Bytes {
+        b.as_ref().map(|b| Bytes::copy_from_slice(b.data())).unwrap_or_default()
+    };
+    let attrs = blob(col::ATTRIBUTES)?;
     let moved = SpanDedicated::read(rgr, dedicated, lo, n)?;
-    if !moved.is_empty() {
-        let mut out = Vec::new();
-        for (i, a) in attrs.iter_mut().enumerate() {
-            if moved.any(i) {
-                out.clear();
-                out.extend_from_slice(a);
-                moved.append(i, &mut out);
-                *a = Bytes::copy_from_slice(&out);
-            }
+    let attributes = |i: usize| -> Bytes {
+        if moved.is_empty() || !moved.any(i) {
+            return owned(&attrs[i]);
         }
-    }
+        let mut out = attrs[i].as_ref().map(|b| b.data().to_vec()).unwrap_or_default();
+        moved.append(i, &mut out);
+        Bytes::from(out)
+    };
     let events = blob(col::EVENTS)?;
     let links = blob(col::LINKS)?;
     let extra = blob(col::EXTRA)?;
     let parents = spread(parents, &pdef, n);
     let msgs = spread(msgs, &mdef, n);
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    let mut out = Vec::new();
+    for i in (0..n).filter(|&i| keep(i)) {
         out.push(SpanRow {
             trace_id: trace_id(i),
             span_id: fixed(span_ids[i].data()),
@@ -216,10 +230,10 @@ fn read_span_rows(
             status_message: msgs[i].as_ref().map(text).unwrap_or_default(),
             resource: Bytes::copy_from_slice(res[i].data()),
             scope: Bytes::copy_from_slice(scopes[i].data()),
-            attributes: attrs[i].clone(),
-            events: events[i].clone(),
-            links: links[i].clone(),
-            extra: extra[i].clone(),
+            attributes: attributes(i),
+            events: owned(&events[i]),
+            links: owned(&links[i]),
+            extra: owned(&extra[i]),
         });
     }
     Ok(out)
