@@ -8,6 +8,7 @@ mod http_otlp;
 mod loadgen;
 mod search_api;
 mod tenant;
+mod ui;
 
 use anyhow::Context;
 use axum::Router;
@@ -137,6 +138,11 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         .route("/ready", get(api::ready))
         .route("/api/status/buildinfo", get(api::buildinfo))
         .route("/metrics", get(api::metrics))
+        .route("/", get(ui::page))
+        .route("/search", get(ui::page))
+        .route("/graph", get(ui::page))
+        .route("/trace/{id}", get(ui::trace_page))
+        .route("/assets/{file}", get(ui::asset))
         .fallback(api::not_found)
         .with_state(state.clone());
     let otlp_http = Router::new()

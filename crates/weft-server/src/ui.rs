@@ -1,0 +1,63 @@
+//! The web UI, embedded at build time (`build.rs`): `ui/dist/index.html` for every page route,
+//! the other files under `/assets/`. Page routes are real paths (`/search`, `/trace/<id>`,
+//! `/graph`), so every view has a URL; the page itself reads them.
+
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+include!(concat!(env!("OUT_DIR"), "/ui_files.rs"));
+
+/// Shown when the binary was built without `ui/dist` (a plain `cargo build`).
+const NOT_BUILT: &str = "<!doctype html><meta charset=utf-8><title>weft</title>\
+<body style=\"font-family:system-ui;max-width:40em;margin:4em auto\"><h1>weft</h1>\
+<p>The web UI was not built into this binary. Build it with <code>make run</code> \
+(or <code>bash scripts/build_ui.sh</code>, which needs Node.js 20, then rebuild).</p>\
+<p>The query API is up: try <a href=\"/api/search\">/api/search</a>.</p>";
+
+fn file(name: &str) -> Option<&'static [u8]> {
+    FILES.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("json") => "application/json",
+        Some("map") => "application/json",
+        _ => "application/octet-stream",
+    }
+}
+
+fn respond(name: &str, body: &'static [u8]) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(name)));
+    // File names carry no content hash: revalidate on every load.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// `GET /`, `/search`, `/trace/<id>`, `/graph`: the single page.
+pub async fn page() -> Response {
+    match file("index.html") {
+        Some(b) => respond("index.html", b),
+        None => respond("index.html", NOT_BUILT.as_bytes()),
+    }
+}
+
+/// `GET /trace/<id>` (the id is read by the page).
+pub async fn trace_page(Path(_id): Path<String>) -> Response {
+    page().await
+}
+
+/// `GET /assets/<file>`.
+pub async fn asset(Path(name): Path<String>) -> Response {
+    match file(&name).filter(|_| name != "index.html") {
+        Some(b) => respond(&name, b),
+        None => (StatusCode::NOT_FOUND, format!("no UI asset {name:?}\n")).into_response(),
+    }
+}
