@@ -1,8 +1,8 @@
 # The front door. Logic lives in scripts/; recipes stay one line.
 .PHONY: run test bench lint build fmt
 
-run: ## Build the release binary and start weft with embedded storage in ./weft-data
-	cargo build --release -p weft-server && ./target/release/weft
+run: ## Build the web UI and the release binary, then start weft with embedded storage in ./weft-data
+	bash scripts/build_ui.sh && cargo build --release -p weft-server && ./target/release/weft
 
 test: ## Install what the tests need and run every test (unit, integration, real clients)
 	bash scripts/test.sh
@@ -14,7 +14,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	bash scripts/lint.sh
 
 build:
-	cargo build --release -p weft-server
+	bash scripts/build_ui.sh && cargo build --release -p weft-server
 
 fmt:
 	cargo fmt --all

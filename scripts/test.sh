@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit and integration tests, then the end-to-end suite that drives the
-# real `weft` binary with real OpenTelemetry clients, telemetrygen and DuckDB.
+# real `weft` binary with real OpenTelemetry clients, telemetrygen and DuckDB, and the web UI's
+# tests in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
 echo "== spec vectors are well-formed and self-consistent"
 python3 scripts/check_vectors.py
+
+echo "== build the web UI (embedded into the weft binary)"
+bash scripts/build_ui.sh
 
 echo "== lint"
 bash scripts/lint.sh
@@ -23,6 +27,10 @@ bash scripts/test-deps.sh
 
 echo "== end-to-end tests"
 .venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
+
+echo "== web UI end-to-end tests (headless Chromium; the release binary, as the 3-second test measures what users run)"
+cargo build --release -p weft-server
+WEFT_BIN="$PWD/target/release/weft" bash scripts/test-ui.sh
 
 echo "== sdk/rust: lint, unit, vector, property and interop tests (exports to the weft binary too)"
 bash scripts/sdk-rust.sh test

@@ -1,0 +1,228 @@
+// End-to-end tests of the weft web UI: the real `weft` binary (WEFT_BIN), traces sent by the
+// OpenTelemetry JS SDK over OTLP/HTTP protobuf, and Debian's headless Chromium driven by
+// playwright-core (never a downloaded browser). Screenshots of each page go to artifacts/.
+//
+// Run: WEFT_BIN=target/debug/weft node --test tests/ui/e2e.test.mjs (scripts/test-ui.sh does it).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+import { context, trace, SpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const artifacts = join(here, "artifacts");
+mkdirSync(artifacts, { recursive: true });
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.unref();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+let weft, dataDir, base, otlpHttp, browser;
+
+before(async () => {
+  const bin = process.env.WEFT_BIN;
+  assert.ok(bin, "WEFT_BIN names the weft binary");
+  dataDir = mkdtempSync(join(tmpdir(), "weft-ui-"));
+  const [http, grpc, otlp] = [await freePort(), await freePort(), await freePort()];
+  base = `http://127.0.0.1:${http}`;
+  otlpHttp = `http://127.0.0.1:${otlp}/v1/traces`;
+  weft = spawn(bin, ["--data-dir", join(dataDir, "data"), "--http-port", `${http}`,
+    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"] });
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${base}/ready`)).ok) break;
+    } catch { /* not up yet */ }
+    assert.ok(i < 200, "weft became ready");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  weft?.kill("SIGTERM");
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** A tracer provider per service, exporting to weft with the real OTLP/HTTP protobuf exporter. */
+function provider(service) {
+  return new TracerProvider({
+    resource: resourceFromAttributes({ "service.name": service, "deployment.environment": "e2e" }),
+    spanProcessors: [new BatchSpanProcessor({
+      exporter: new OTLPTraceExporter({ url: otlpHttp }),
+      maxQueueSize: 250_000, maxExportBatchSize: 4096, scheduledDelayMillis: 50,
+    })],
+  });
+}
+
+const T0 = Date.now() - 60_000; // ms; spans a minute ago, inside "last 15 minutes"
+const ms = (x) => [Math.floor(x / 1000), Math.round((x % 1000) * 1e6)]; // HrTime
+
+/** Sends a three-span trace over three services and returns its IDs and expected shape. */
+async function sendCheckoutTrace() {
+  const providers = { frontend: provider("frontend"), checkout: provider("checkout"), payments: provider("payments") };
+  const t = (s) => providers[s].getTracer("e2e");
+  const root = t("frontend").startSpan("GET /cart/checkout", {
+    kind: SpanKind.SERVER, startTime: ms(T0), attributes: { "http.method": "GET", "user.id": "u-42" },
+  });
+  const c1 = trace.setSpan(context.active(), root);
+  const mid = t("checkout").startSpan("PlaceOrder", { kind: SpanKind.INTERNAL, startTime: ms(T0 + 10) }, c1);
+  const c2 = trace.setSpan(context.active(), mid);
+  const leaf = t("payments").startSpan("Charge", {
+    kind: SpanKind.CLIENT, startTime: ms(T0 + 20), attributes: { "payment.amount": 1999, "payment.card": "visa" },
+  }, c2);
+  leaf.addEvent("card declined", { reason: "insufficient funds" }, ms(T0 + 50));
+  leaf.setStatus({ code: SpanStatusCode.ERROR, message: "card declined" });
+  leaf.end(ms(T0 + 80));
+  mid.end(ms(T0 + 120));
+  root.end(ms(T0 + 150));
+  for (const p of Object.values(providers)) await p.forceFlush();
+  const id = (s) => s.spanContext().spanId;
+  return {
+    traceId: root.spanContext().traceId,
+    spans: new Map([
+      [id(root), { parent: "", depth: 0, ns: 150e6 }],
+      [id(mid), { parent: id(root), depth: 1, ns: 110e6 }],
+      [id(leaf), { parent: id(mid), depth: 2, ns: 60e6 }],
+    ]),
+    leaf: id(leaf),
+  };
+}
+
+let checkout;
+
+test("searching finds the trace and the waterfall shows every span nested, with durations", async () => {
+  checkout = await sendCheckoutTrace();
+  const stored = await fetch(`${base}/api/v2/traces/${checkout.traceId}`);
+  assert.equal(stored.status, 200, `weft stored the trace: ${await stored.clone().text()}`);
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/search`);
+  await page.getByTestId("traceql").fill('{ resource.service.name = "payments" && status = error }');
+  await page.getByTestId("search-run").click();
+  const row = page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`);
+  try {
+    await row.waitFor({ timeout: 15_000 });
+  } finally {
+    await page.screenshot({ path: join(artifacts, "search-wait.png") });
+  }
+  assert.equal(await page.getByTestId("scatter-dot").count() >= 1, true, "the scatter plot has a dot");
+  await page.screenshot({ path: join(artifacts, "search.png") });
+
+  await row.click();
+  await page.waitForURL(`**/trace/${checkout.traceId}**`);
+  const loaded = page.getByTestId("trace-loaded");
+  await loaded.waitFor({ state: "attached" });
+  assert.equal(await loaded.getAttribute("data-span-count"), "3");
+  const rows = page.getByTestId("span-row");
+  assert.equal(await rows.count(), 3);
+  for (const r of await rows.all()) {
+    const sid = await r.getAttribute("data-span-id");
+    const want = checkout.spans.get(sid);
+    assert.ok(want, `span ${sid} belongs to the trace`);
+    assert.equal(await r.getAttribute("data-parent-id"), want.parent, `parent of ${sid}`);
+    assert.equal(Number(await r.getAttribute("data-depth")), want.depth, `depth of ${sid}`);
+    const ns = Number(await r.getByTestId("span-duration").getAttribute("data-ns"));
+    assert.ok(Math.abs(ns - want.ns) < 1e6, `duration of ${sid}: ${ns} ns, want ${want.ns}`);
+  }
+  await page.screenshot({ path: join(artifacts, "trace.png") });
+  await page.close();
+});
+
+test("the span panel shows the attributes, and the URL reopens the same view", async () => {
+  assert.ok(checkout, "the first test sent the trace");
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/trace/${checkout.traceId}`);
+  await page.getByTestId("trace-loaded").waitFor({ state: "attached" });
+  await page.locator(`[data-testid="span-row"][data-span-id="${checkout.leaf}"]`).click();
+  const panel = page.getByTestId("span-panel");
+  await panel.waitFor();
+  const attr = (k) => panel.locator(`[data-testid="attr"][data-key="${k}"]`);
+  assert.equal(await attr("payment.card").getAttribute("data-value"), "visa");
+  assert.equal(await attr("payment.amount").getAttribute("data-value"), "1999");
+  await page.screenshot({ path: join(artifacts, "span.png") });
+
+  const url = page.url();
+  assert.match(url, new RegExp(`span=${checkout.leaf}`), "selecting a span puts it in the URL");
+  const again = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await again.goto(url);
+  const panel2 = again.getByTestId("span-panel");
+  await panel2.waitFor();
+  assert.equal(await panel2.locator('[data-testid="attr"][data-key="payment.card"]').getAttribute("data-value"), "visa");
+  // Back goes to the view before.
+  await again.goto(`${base}/search`);
+  await again.goBack();
+  await again.getByTestId("span-panel").waitFor();
+  await again.close();
+  await page.close();
+});
+
+test("an unknown trace shows a not-found page", async () => {
+  const page = await browser.newPage();
+  await page.goto(`${base}/trace/0123456789abcdef0123456789abcdef`);
+  await page.getByTestId("not-found").waitFor();
+  await page.close();
+});
+
+test("a 100,000-span trace opens in under 3 seconds and scrolls to its last span", async () => {
+  const p = provider("bulk");
+  const tracer = p.getTracer("e2e");
+  const N = 100_000;
+  const root = tracer.startSpan("bulk-root", { startTime: ms(T0) });
+  const rootCtx = trace.setSpan(context.active(), root);
+  // 1,000 children of the root, each with 99 children: a tree 3 levels deep.
+  let sent = 1;
+  for (let i = 0; sent < N; i++) {
+    const mid = tracer.startSpan(`batch-${i}`, { startTime: ms(T0 + i) }, rootCtx);
+    sent++;
+    const midCtx = trace.setSpan(context.active(), mid);
+    for (let j = 0; j < 99 && sent < N; j++, sent++) {
+      tracer.startSpan(`item-${j}`, { startTime: ms(T0 + i + 0.001 * j), attributes: { i, j } }, midCtx).end(ms(T0 + i + 0.5));
+    }
+    mid.end(ms(T0 + i + 1));
+  }
+  root.end(ms(T0 + 2000));
+  await p.forceFlush();
+  const traceId = root.spanContext().traceId;
+
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  // Warm the page's assets, then time the trace view alone.
+  await page.goto(`${base}/search`);
+  const started = Date.now();
+  await page.goto(`${base}/trace/${traceId}`);
+  const loaded = page.getByTestId("trace-loaded");
+  await loaded.waitFor({ state: "attached", timeout: 30_000 });
+  const took = Date.now() - started;
+  assert.equal(await loaded.getAttribute("data-span-count"), `${N}`);
+  console.log(`# 100,000-span trace rendered in ${took} ms`);
+  assert.ok(took < 3000, `the 100,000-span trace opened in ${took} ms`);
+  const inDom = await page.getByTestId("span-row").count();
+  assert.ok(inDom > 0 && inDom < 1000, `rows are virtualised (${inDom} in the DOM)`);
+  await page.getByTestId("waterfall").evaluate((el) => { el.scrollTop = el.scrollHeight; });
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll('[data-testid="span-row"]')].some((r) => r.textContent.includes("item-")));
+  await page.screenshot({ path: join(artifacts, "trace-100k.png") });
+  await page.close();
+});

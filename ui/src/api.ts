@@ -1,0 +1,207 @@
+// Client for weft's Tempo-compatible query API (same origin).
+
+import { decodeTraceResponse } from './otlpproto';
+
+export class ApiError extends Error {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface AnyValue {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number | string;
+  boolValue?: boolean;
+  bytesValue?: string;
+  arrayValue?: { values?: AnyValue[] };
+  kvlistValue?: { values?: KeyValue[] };
+}
+export interface KeyValue {
+  key: string;
+  value?: AnyValue;
+}
+
+export interface SearchSpan {
+  spanID: string;
+  name?: string;
+  startTimeUnixNano?: string;
+  durationNanos?: string;
+  attributes?: KeyValue[];
+}
+export interface SpanSet {
+  spans?: SearchSpan[];
+  matched?: number;
+}
+export interface SearchTrace {
+  traceID: string;
+  rootServiceName?: string;
+  rootTraceName?: string;
+  startTimeUnixNano?: string;
+  durationMs?: number;
+  spanSet?: SpanSet;
+  spanSets?: SpanSet[];
+}
+export interface SearchResponse {
+  traces?: SearchTrace[];
+  metrics?: Record<string, unknown>;
+}
+
+export interface OtlpEvent {
+  timeUnixNano?: string;
+  name?: string;
+  attributes?: KeyValue[];
+}
+export interface OtlpLink {
+  traceId?: string;
+  spanId?: string;
+  attributes?: KeyValue[];
+}
+export interface OtlpSpan {
+  traceId?: string;
+  spanId: string;
+  parentSpanId?: string;
+  name?: string;
+  kind?: number | string;
+  startTimeUnixNano?: string;
+  endTimeUnixNano?: string;
+  attributes?: KeyValue[];
+  events?: OtlpEvent[];
+  links?: OtlpLink[];
+  status?: { code?: number | string; message?: string };
+}
+export interface OtlpScope {
+  name?: string;
+  version?: string;
+  attributes?: KeyValue[];
+}
+export interface ResourceSpans {
+  resource?: { attributes?: KeyValue[] };
+  scopeSpans?: { scope?: OtlpScope; spans?: OtlpSpan[] }[];
+}
+export interface TraceResponse {
+  trace?: { resourceSpans?: ResourceSpans[] };
+  status?: string;
+  message?: string;
+}
+
+export interface TagValue {
+  type: string;
+  value: string;
+}
+
+async function request(path: string, signal?: AbortSignal, accept = 'application/json'): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(path, { signal, headers: { Accept: accept } });
+  } catch (e) {
+    if ((e as Error).name === 'AbortError') throw e;
+    throw new ApiError(0, `Could not reach the weft server (${(e as Error).message}).`);
+  }
+  if (!res.ok) {
+    let text = '';
+    try {
+      text = (await res.text()).trim();
+    } catch {
+      text = '';
+    }
+    throw new ApiError(res.status, text || `${res.status} ${res.statusText}`);
+  }
+  return res;
+}
+
+async function getJSON<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const res = await request(path, signal);
+  return (await res.json()) as T;
+}
+
+function qs(params: Record<string, string | number | undefined | null>): string {
+  const p = new URLSearchParams();
+  for (const k in params) {
+    const v = params[k];
+    if (v !== undefined && v !== null && v !== '') p.set(k, String(v));
+  }
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+export interface SearchParams {
+  q: string;
+  limit?: number;
+  start?: number;
+  end?: number;
+  minDuration?: string;
+  maxDuration?: string;
+  spss?: number;
+}
+
+export function search(p: SearchParams, signal?: AbortSignal): Promise<SearchResponse> {
+  return getJSON<SearchResponse>(
+    `/api/search${qs({ q: p.q, limit: p.limit, start: p.start, end: p.end, minDuration: p.minDuration, maxDuration: p.maxDuration, spss: p.spss })}`,
+    signal,
+  );
+}
+
+export async function tagNames(scope: 'span' | 'resource' | 'intrinsic' | '', signal?: AbortSignal): Promise<Record<string, string[]>> {
+  const r = await getJSON<{ scopes?: { name: string; tags?: string[] }[] }>(`/api/v2/search/tags${qs({ scope })}`, signal);
+  const out: Record<string, string[]> = {};
+  for (const s of r.scopes || []) out[s.name] = s.tags || [];
+  return out;
+}
+
+export async function tagValues(
+  tag: string,
+  opts: { q?: string; start?: number; end?: number } = {},
+  signal?: AbortSignal,
+): Promise<TagValue[]> {
+  const r = await getJSON<{ tagValues?: TagValue[] }>(
+    `/api/v2/search/tag/${encodeURIComponent(tag)}/values${qs({ q: opts.q, start: opts.start, end: opts.end })}`,
+    signal,
+  );
+  return r.tagValues || [];
+}
+
+export interface TraceResult {
+  data: TraceResponse;
+  truncated: boolean;
+  message: string;
+}
+
+export async function getTrace(id: string, signal?: AbortSignal): Promise<TraceResult> {
+  // Protobuf: the server sends the stored bytes without encoding JSON, a third of the size.
+  const res = await request(`/api/v2/traces/${encodeURIComponent(id)}`, signal, 'application/protobuf');
+  const data = (res.headers.get('content-type') || '').includes('protobuf')
+    ? decodeTraceResponse(new Uint8Array(await res.arrayBuffer()))
+    : ((await res.json()) as TraceResponse);
+  const header = res.headers.get('x-weft-trace-truncated');
+  const partial = (data.status || '').toUpperCase() === 'PARTIAL';
+  const truncated = partial || (header !== null && header !== '' && header !== 'false' && header !== '0');
+  return { data, truncated, message: data.message || '' };
+}
+
+/** Display string for an OTLP AnyValue. */
+export function valueString(v: AnyValue | undefined): string {
+  if (!v) return '';
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.intValue !== undefined) return String(v.intValue);
+  if (v.doubleValue !== undefined) return String(v.doubleValue);
+  if (v.boolValue !== undefined) return v.boolValue ? 'true' : 'false';
+  if (v.bytesValue !== undefined) return v.bytesValue;
+  if (v.arrayValue) return `[${(v.arrayValue.values || []).map(valueString).join(', ')}]`;
+  if (v.kvlistValue) return `{${(v.kvlistValue.values || []).map((kv) => `${kv.key}: ${valueString(kv.value)}`).join(', ')}}`;
+  return '';
+}
+
+/** Whether weft holds any trace at all (any time): tells "no data yet" from "no match". */
+export async function hasAnyData(signal?: AbortSignal): Promise<boolean> {
+  try {
+    const r = await search({ q: '{}', limit: 1, spss: 1 }, signal);
+    if ((r.traces || []).length) return true;
+    return (await tagValues('resource.service.name', {}, signal)).length > 0;
+  } catch {
+    return true; // unknown: assume data, show the ordinary "no match" state
+  }
+}

@@ -1,0 +1,94 @@
+// weft UI entry point: app shell (top bar) + router.
+
+import { h } from './dom';
+import { emptyState } from './components';
+import { graphPage } from './pages/graph';
+import { searchPage } from './pages/search';
+import { tracePage } from './pages/trace';
+import { Page, navigate, startRouter } from './router';
+
+function notFoundPage(url: URL): Page {
+  document.title = 'Not found · weft';
+  return {
+    el: h(
+      'div',
+      { class: 'page page-pad' },
+      emptyState(
+        'Page not found',
+        h('div', { class: 'help' }, h('p', null, 'Nothing lives at ', h('code', null, url.pathname), '.'), h('div', { class: 'btn-row' }, h('a', { class: 'btn primary', href: '/search' }, 'Go to search'))),
+        'not-found',
+      ),
+    ),
+  };
+}
+
+function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
+  const links: Record<string, HTMLAnchorElement> = {
+    search: h('a', { href: '/search', class: 'nav-link' }, 'Search'),
+    graph: h('a', { href: '/graph', class: 'nav-link' }, 'Service graph'),
+  };
+  const idInput = h('input', { class: 'input jump', placeholder: 'Go to trace ID…', 'aria-label': 'Go to trace ID', spellcheck: 'false' });
+  const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
+  jump.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const id = idInput.value.trim().replace(/^.*\/trace\//, '').replace(/[?#].*$/, '');
+    if (id) {
+      idInput.value = '';
+      idInput.blur();
+      navigate(`/trace/${encodeURIComponent(id)}`);
+    }
+  });
+  const bar = h(
+    'header',
+    { class: 'topbar' },
+    h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
+    h('nav', { class: 'nav' }, links.search, links.graph),
+    h('span', { class: 'spacer' }),
+    jump,
+  );
+  const outlet = h('main', { class: 'outlet', id: 'main' });
+  document.body.append(bar, outlet);
+  return {
+    outlet,
+    setActive(kind) {
+      for (const k in links) links[k].classList.toggle('active', k === kind);
+      for (const k in links) if (k === kind) links[k].setAttribute('aria-current', 'page');
+      else links[k].removeAttribute('aria-current');
+    },
+  };
+}
+
+function logo(): HTMLElement {
+  const s = h('span', { class: 'logo', 'aria-hidden': 'true' });
+  s.innerHTML =
+    '<svg width="22" height="22" viewBox="0 0 22 22"><rect x="2" y="3" width="12" height="4" rx="2" fill="#4e79a7"/><rect x="6" y="9" width="14" height="4" rx="2" fill="#f28e2b"/><rect x="9" y="15" width="8" height="4" rx="2" fill="#59a14f"/></svg>';
+  return s;
+}
+
+function start() {
+  const { outlet, setActive } = shell();
+  startRouter(
+    outlet,
+    [
+      { kind: 'search', pattern: /^\/(?:search\/?)?$/, create: (url) => searchPage(url) },
+      { kind: 'trace', pattern: /^\/trace\/([^/]+)\/?$/, create: (url, m) => tracePage(url, m) },
+      { kind: 'graph', pattern: /^\/graph\/?$/, create: (url) => graphPage(url) },
+    ],
+    notFoundPage,
+    (kind) => setActive(kind === 'trace' ? '' : kind),
+  );
+  // "/" focuses the most useful input on the page
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key !== '/' || ev.ctrlKey || ev.metaKey) return;
+    const t = ev.target as HTMLElement;
+    if (t.closest('input, textarea, select')) return;
+    const target = document.querySelector<HTMLInputElement>('[data-testid="traceql"], [data-testid="find"]');
+    if (target) {
+      ev.preventDefault();
+      target.focus();
+    }
+  });
+}
+
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+else start();

@@ -1,0 +1,342 @@
+// Trace model: OTLP JSON → flat span array + tree in O(n) (plus sorting siblings by start).
+//
+// Timestamps are decimal nanosecond strings beyond 2^53, so they are split into seconds and
+// nanoseconds and made relative to the trace's first second: relative values stay exact
+// integers (for traces shorter than ~100 days).
+
+import { KeyValue, OtlpEvent, OtlpLink, OtlpScope, TraceResponse, valueString } from './api';
+
+export interface Span {
+  idx: number;
+  id: string;
+  parentId: string;
+  name: string;
+  service: string;
+  kind: number; // OTLP SpanKind 0..5
+  /** ns since the trace start */
+  start: number;
+  /** ns */
+  dur: number;
+  /** epoch ms of the start, for display */
+  startMs: number;
+  statusCode: number; // 0 unset, 1 ok, 2 error
+  statusMessage: string;
+  attrs: KeyValue[];
+  events: OtlpEvent[];
+  links: OtlpLink[];
+  resource: number; // index into Trace.resources
+  scope: OtlpScope | undefined;
+  /** parent index in the displayed tree, -1 for roots (including orphans) */
+  parent: number;
+  depth: number;
+  children: number[] | null;
+  error: boolean;
+  /** the parent ID names a span not in the trace */
+  orphan: boolean;
+}
+
+export interface Trace {
+  id: string;
+  spans: Span[];
+  resources: KeyValue[][];
+  /** span indices in display (pre-order DFS) order */
+  order: Int32Array;
+  /** position of each span in `order` */
+  pos: Int32Array;
+  /** size of each span's subtree, itself included */
+  size: Int32Array;
+  roots: number[];
+  root: number; // the main root span index, -1 if no spans
+  durationNs: number;
+  startMs: number;
+  services: Map<string, number>; // service → span count
+  errorCount: number;
+  maxDepth: number;
+  orphanCount: number;
+  byId: Map<string, number>;
+  /** relative times: ns since trace start = (sec - baseSec) * 1e9 + ns - offsetNs */
+  baseSec: number;
+  offsetNs: number;
+}
+
+/** ns since the trace start of an absolute nanosecond timestamp (events). */
+export function relNs(t: Trace, s: string | number | undefined): number {
+  const [a, b] = splitNs(s);
+  return (a - t.baseSec) * 1e9 + b - t.offsetNs;
+}
+
+const KINDS: Record<string, number> = {
+  SPAN_KIND_UNSPECIFIED: 0,
+  SPAN_KIND_INTERNAL: 1,
+  SPAN_KIND_SERVER: 2,
+  SPAN_KIND_CLIENT: 3,
+  SPAN_KIND_PRODUCER: 4,
+  SPAN_KIND_CONSUMER: 5,
+};
+export const KIND_NAMES = ['unspecified', 'internal', 'server', 'client', 'producer', 'consumer'];
+export const STATUS_NAMES = ['unset', 'ok', 'error'];
+
+function kindOf(k: number | string | undefined): number {
+  if (typeof k === 'number') return k;
+  if (!k) return 0;
+  return KINDS[k] ?? (Number(k) || 0);
+}
+function statusOf(c: number | string | undefined): number {
+  if (typeof c === 'number') return c;
+  if (!c) return 0;
+  if (c === 'STATUS_CODE_ERROR') return 2;
+  if (c === 'STATUS_CODE_OK') return 1;
+  return Number(c) || 0;
+}
+
+/** Split a nanosecond timestamp into [seconds, nanoseconds]. */
+export function splitNs(s: string | number | undefined): [number, number] {
+  if (s === undefined || s === null || s === '') return [0, 0];
+  if (typeof s === 'number') {
+    const sec = Math.floor(s / 1e9);
+    return [sec, s - sec * 1e9];
+  }
+  if (s.length <= 9) return [0, Number(s)];
+  return [Number(s.slice(0, -9)), Number(s.slice(-9))];
+}
+
+export function buildTrace(id: string, data: TraceResponse): Trace {
+  const spans: Span[] = [];
+  const resources: KeyValue[][] = [];
+  const raw: { ss: number; sn: number; es: number; en: number }[] = [];
+  let baseSec = Infinity;
+
+  for (const rs of data.trace?.resourceSpans || []) {
+    const rattrs = rs.resource?.attributes || [];
+    const ri = resources.length;
+    resources.push(rattrs);
+    let service = '';
+    for (const kv of rattrs) if (kv.key === 'service.name') service = valueString(kv.value);
+    if (!service) service = 'unknown_service';
+    for (const ss of rs.scopeSpans || []) {
+      for (const s of ss.spans || []) {
+        const [a, b] = splitNs(s.startTimeUnixNano);
+        const [c, d] = splitNs(s.endTimeUnixNano ?? s.startTimeUnixNano);
+        if (a && a < baseSec) baseSec = a;
+        raw.push({ ss: a, sn: b, es: c, en: d });
+        const code = statusOf(s.status?.code);
+        spans.push({
+          idx: spans.length,
+          id: (s.spanId || '').toLowerCase(),
+          parentId: (s.parentSpanId || '').toLowerCase(),
+          name: s.name || '',
+          service,
+          kind: kindOf(s.kind),
+          start: 0,
+          dur: 0,
+          startMs: 0,
+          statusCode: code,
+          statusMessage: s.status?.message || '',
+          attrs: s.attributes || [],
+          events: s.events || [],
+          links: s.links || [],
+          resource: ri,
+          scope: ss.scope,
+          parent: -1,
+          depth: 0,
+          children: null,
+          error: code === 2,
+          orphan: false,
+        });
+      }
+    }
+  }
+  const n = spans.length;
+  if (!isFinite(baseSec)) baseSec = 0;
+
+  // Exact relative times.
+  let minStart = Infinity;
+  let maxEnd = -Infinity;
+  for (let i = 0; i < n; i++) {
+    const r = raw[i];
+    const st = (r.ss - baseSec) * 1e9 + r.sn;
+    let en = (r.es - baseSec) * 1e9 + r.en;
+    if (en < st) en = st;
+    spans[i].start = st;
+    spans[i].dur = en - st;
+    if (st < minStart) minStart = st;
+    if (en > maxEnd) maxEnd = en;
+  }
+  if (!isFinite(minStart)) minStart = 0;
+  if (!isFinite(maxEnd)) maxEnd = 0;
+  const startMs = baseSec * 1e3 + minStart / 1e6;
+  for (let i = 0; i < n; i++) {
+    const sp = spans[i];
+    sp.start -= minStart;
+    sp.startMs = startMs + sp.start / 1e6;
+  }
+
+  // Tree.
+  const byId = new Map<string, number>();
+  for (let i = 0; i < n; i++) if (!byId.has(spans[i].id)) byId.set(spans[i].id, i);
+  const roots: number[] = [];
+  let orphanCount = 0;
+  for (let i = 0; i < n; i++) {
+    const sp = spans[i];
+    if (!sp.parentId || /^0+$/.test(sp.parentId)) {
+      roots.push(i);
+      continue;
+    }
+    const p = byId.get(sp.parentId);
+    if (p === undefined || p === i) {
+      sp.orphan = true;
+      orphanCount++;
+      roots.push(i);
+      continue;
+    }
+    sp.parent = p;
+    const ps = spans[p];
+    if (ps.children) ps.children.push(i);
+    else ps.children = [i];
+  }
+  const byStart = (a: number, b: number) => spans[a].start - spans[b].start || (spans[b].dur - spans[a].dur);
+  for (let i = 0; i < n; i++) {
+    const c = spans[i].children;
+    if (c && c.length > 1) c.sort(byStart);
+  }
+  // True roots (no parent ID) before orphans, each group by start time.
+  roots.sort((a, b) => Number(spans[a].orphan) - Number(spans[b].orphan) || byStart(a, b));
+
+  // Pre-order DFS with an explicit stack (traces can be deep).
+  const order = new Int32Array(n);
+  const pos = new Int32Array(n);
+  const visited = new Uint8Array(n);
+  let k = 0;
+  let maxDepth = 0;
+  const stack: number[] = [];
+  const walk = (r: number) => {
+    stack.push(r);
+    spans[r].depth = 0;
+    while (stack.length) {
+      const i = stack.pop()!;
+      if (visited[i]) continue;
+      visited[i] = 1;
+      pos[i] = k;
+      order[k++] = i;
+      const sp = spans[i];
+      if (sp.depth > maxDepth) maxDepth = sp.depth;
+      const c = sp.children;
+      if (c) {
+        for (let j = c.length - 1; j >= 0; j--) {
+          const ci = c[j];
+          if (!visited[ci]) {
+            spans[ci].depth = sp.depth + 1;
+            stack.push(ci);
+          }
+        }
+      }
+    }
+  };
+  for (const r of roots) walk(r);
+  // Spans caught in a parent cycle are unreachable from any root: show them as roots.
+  if (k < n) {
+    for (let i = 0; i < n; i++) {
+      if (!visited[i]) {
+        const sp = spans[i];
+        if (sp.parent >= 0) {
+          const pc = spans[sp.parent].children!;
+          pc.splice(pc.indexOf(i), 1);
+        }
+        sp.parent = -1;
+        sp.orphan = true;
+        orphanCount++;
+        roots.push(i);
+        walk(i);
+      }
+    }
+  }
+
+  const size = new Int32Array(n);
+  for (let j = n - 1; j >= 0; j--) {
+    const i = order[j];
+    size[i] += 1;
+    const p = spans[i].parent;
+    if (p >= 0) size[p] += size[i];
+  }
+
+  const services = new Map<string, number>();
+  let errorCount = 0;
+  for (let i = 0; i < n; i++) {
+    const sp = spans[i];
+    services.set(sp.service, (services.get(sp.service) || 0) + 1);
+    if (sp.error) errorCount++;
+  }
+
+  return {
+    id,
+    spans,
+    resources,
+    order,
+    pos,
+    size,
+    roots,
+    root: roots.length ? roots[0] : -1,
+    durationNs: Math.max(0, maxEnd - minStart),
+    startMs,
+    services,
+    errorCount,
+    maxDepth,
+    orphanCount,
+    byId,
+    baseSec,
+    offsetNs: minStart,
+  };
+}
+
+/** Rows to display: pre-order, skipping descendants of collapsed spans. */
+export function visibleRows(t: Trace, collapsed: Uint8Array): Int32Array {
+  const n = t.order.length;
+  const out = new Int32Array(n);
+  let m = 0;
+  for (let k = 0; k < n; ) {
+    const i = t.order[k];
+    out[m++] = i;
+    k += collapsed[i] ? t.size[i] : 1;
+  }
+  return out.subarray(0, m);
+}
+
+/** Critical path: from each root, walking backwards in time, repeatedly take the child that
+ * ends last before the current point, recurse into it, and continue from its start. Marks the
+ * spans on the path with 1. */
+export function criticalPath(t: Trace): Uint8Array {
+  const spans = t.spans;
+  const mark = new Uint8Array(spans.length);
+  const stack: [number, number][] = [];
+  for (const r of t.roots) {
+    if (spans[r].orphan && t.roots.length > 1 && r !== t.root) continue;
+    stack.push([r, spans[r].start + spans[r].dur]);
+  }
+  while (stack.length) {
+    const [i, bound] = stack.pop()!;
+    if (mark[i]) continue;
+    mark[i] = 1;
+    const sp = spans[i];
+    if (!sp.children) continue;
+    const kids = sp.children.slice().sort((a, b) => spans[b].start + spans[b].dur - (spans[a].start + spans[a].dur));
+    let cursor = Math.min(sp.start + sp.dur, bound);
+    for (const c of kids) {
+      const cs = spans[c];
+      const ce = cs.start + cs.dur;
+      // a child that starts after the cursor ran in parallel with the path already taken
+      if (cs.start >= cursor) continue;
+      stack.push([c, Math.min(ce, cursor)]);
+      cursor = cs.start;
+      if (cursor <= sp.start) break;
+    }
+  }
+  return mark;
+}
+
+/** Lower-cased text a span is found by: name, service, span ID, attribute keys and values. */
+export function searchText(t: Trace, i: number): string {
+  const sp = t.spans[i];
+  let s = `${sp.name}\u0000${sp.service}\u0000${sp.id}\u0000${sp.statusMessage}`;
+  for (const kv of sp.attrs) s += `\u0000${kv.key}=${valueString(kv.value)}`;
+  return s.toLowerCase();
+}

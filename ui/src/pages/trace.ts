@@ -1,0 +1,846 @@
+// Trace page: header, virtualised waterfall, minimap, find, critical path, span detail panel.
+
+import { ApiError, KeyValue, getTrace, valueString } from '../api';
+import { emptyState, errorBox } from '../components';
+import { copyText, h, mount, toast } from '../dom';
+import { KIND_NAMES, STATUS_NAMES, Trace, buildTrace, criticalPath, relNs, searchText, visibleRows } from '../model';
+import { Page, replaceUrl } from '../router';
+import { fmtAgo, fmtCount, fmtDateTime, fmtDuration, serviceColor } from '../util';
+
+const ROW = 26; // px, fixed row height
+const OVERSCAN = 12; // rows rendered above and below the viewport
+const INDENT = 14; // px per tree level
+
+export function tracePage(_url: URL, match: RegExpExecArray): Page {
+  const traceId = decodeURIComponent(match[1]).toLowerCase();
+  const abort = new AbortController();
+  const el = h('div', { class: 'page trace-page' });
+  let view: TraceView | null = null;
+
+  document.title = `Trace ${traceId.slice(0, 16)} · weft`;
+  mount(el, loadingSkeleton(traceId));
+
+  const t0 = performance.now();
+  getTrace(traceId, abort.signal)
+    .then((res) => {
+      if (abort.signal.aborted) return;
+      const tFetched = performance.now();
+      const trace = buildTrace(traceId, res.data);
+      if (!trace.spans.length) {
+        mount(el, notFound(traceId, 'The trace exists but holds no spans.'));
+        return;
+      }
+      view = new TraceView(el, trace, res.truncated, res.message);
+      view.mount(new URL(location.href).searchParams.get('span'));
+      const tDone = performance.now();
+      view.loadedMarker.setAttribute('data-fetch-ms', String(Math.round(tFetched - t0)));
+      view.loadedMarker.setAttribute('data-render-ms', String(Math.round(tDone - tFetched)));
+    })
+    .catch((e: unknown) => {
+      if ((e as Error).name === 'AbortError') return;
+      if ((e as ApiError).status === 404) mount(el, notFound(traceId, (e as ApiError).message));
+      else
+        mount(
+          el,
+          h('div', { class: 'page-pad' }, errorBox(e, 'Could not load the trace'), h('p', null, h('a', { class: 'btn', href: '/search' }, '← Back to search'))),
+        );
+    });
+
+  return {
+    el,
+    update(u: URL) {
+      if (view) view.selectFromUrl(u.searchParams.get('span'));
+      return true;
+    },
+    destroy() {
+      abort.abort();
+      view?.destroy();
+    },
+  };
+}
+
+function loadingSkeleton(id: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'trace-loading' },
+    h('div', { class: 'card trace-header' }, h('div', { class: 'skeleton w40', style: 'height:22px' }), h('div', { class: 'skeleton w60', style: 'height:14px;margin-top:12px' })),
+    h('div', { class: 'loading' }, h('span', { class: 'spin' }), h('span', null, 'Loading trace '), h('code', null, id)),
+    h(
+      'div',
+      { class: 'card', style: 'padding:8px' },
+      Array.from({ length: 10 }, (_, i) =>
+        h('div', { class: 'skeleton-row' }, h('span', { class: 'skeleton', style: `width:${20 + (i % 4) * 5}%;margin-left:${(i % 5) * 14}px` }), h('span', { class: 'skeleton', style: `width:${15 + ((i * 7) % 30)}%;margin-left:${(i * 11) % 40}%` })),
+      ),
+    ),
+  );
+}
+
+function notFound(id: string, message: string): HTMLElement {
+  return h(
+    'div',
+    { class: 'page-pad' },
+    emptyState(
+      'Trace not found',
+      h(
+        'div',
+        { class: 'help' },
+        h('p', null, 'weft has no trace with ID ', h('code', null, id), '.'),
+        message && !/not found/i.test(message) ? h('p', { class: 'muted' }, `Server said: ${message}`) : null,
+        h('p', { class: 'muted' }, 'Check the ID (32 hex characters). A trace may also have passed the retention period, or its spans may not have arrived yet: they are searchable within a second of arriving.'),
+        h('div', { class: 'btn-row' }, h('a', { class: 'btn primary', href: '/search' }, '← Back to search'), h('button', { class: 'btn', type: 'button', onclick: () => location.reload() }, 'Retry')),
+      ),
+      'not-found',
+    ),
+  );
+}
+
+function attrValueString(kv: KeyValue): string {
+  return valueString(kv.value);
+}
+
+class TraceView {
+  t: Trace;
+  collapsed: Uint8Array;
+  rows: Int32Array; // visible span indices
+  rowOf: Int32Array; // span index -> visible row, -1 if hidden
+  selected = -1;
+  cp: Uint8Array | null = null;
+  cpOn = false;
+  matchSet: Uint8Array | null = null;
+  matches: number[] = [];
+  matchPos = -1;
+  texts: string[] | null = null;
+
+  root: HTMLElement;
+  scroller!: HTMLElement;
+  canvasEl!: HTMLElement;
+  headerEl!: HTMLElement;
+  panel!: HTMLElement;
+  minimap!: HTMLCanvasElement;
+  minimapBox!: HTMLElement;
+  minimapView!: HTMLElement;
+  findInput!: HTMLInputElement;
+  findCount!: HTMLElement;
+  cpBtn!: HTMLButtonElement;
+  loadedMarker!: HTMLElement;
+  rendered = new Map<number, HTMLElement>();
+  indentStep = INDENT;
+  maxIndent = 220;
+  raf = 0;
+  resizeObs: ResizeObserver | null = null;
+  truncated: boolean;
+  truncMessage: string;
+
+  constructor(root: HTMLElement, t: Trace, truncated: boolean, message: string) {
+    this.root = root;
+    this.t = t;
+    this.truncated = truncated;
+    this.truncMessage = message;
+    this.collapsed = new Uint8Array(t.spans.length);
+    this.rows = visibleRows(t, this.collapsed);
+    this.rowOf = new Int32Array(t.spans.length);
+    this.indexRows();
+  }
+
+  indexRows() {
+    this.rowOf.fill(-1);
+    for (let r = 0; r < this.rows.length; r++) this.rowOf[this.rows[r]] = r;
+  }
+
+  mount(spanParam: string | null) {
+    const t = this.t;
+    const rootSpan = t.spans[t.root];
+    document.title = `${rootSpan.service}: ${rootSpan.name} · weft`;
+
+    // --- header
+    const copyBtn = h('button', { class: 'btn', type: 'button', title: 'Copy a link to this trace' }, 'Copy link');
+    copyBtn.addEventListener('click', async () => {
+      const ok = await copyText(`${location.origin}/trace/${t.id}`);
+      toast(ok ? 'Link to this trace copied' : 'Could not copy: use the address bar');
+    });
+    const services = Array.from(t.services.entries()).sort((a, b) => b[1] - a[1]);
+    const stat = (label: string, value: string | HTMLElement, cls = '') => h('div', { class: `stat ${cls}` }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value));
+    const header = h(
+      'header',
+      { class: 'card trace-header' },
+      h(
+        'div',
+        { class: 'th-title' },
+        h('span', { class: 'swatch big', style: `background:${serviceColor(rootSpan.service)}` }),
+        h('h1', null, h('span', { class: 'svc' }, rootSpan.service), h('span', { class: 'op' }, rootSpan.name)),
+        h('code', { class: 'trace-id', title: 'Trace ID' }, t.id),
+        h('span', { class: 'spacer' }),
+        copyBtn,
+      ),
+      h(
+        'div',
+        { class: 'stats' },
+        stat('Duration', fmtDuration(t.durationNs)),
+        stat('Spans', this.truncated ? h('span', { title: 'Truncated: the trace has more spans than were returned' }, `${fmtCount(t.spans.length)}+`) : fmtCount(t.spans.length)),
+        stat('Services', String(t.services.size)),
+        stat('Depth', String(t.maxDepth + 1)),
+        stat('Errors', t.errorCount ? h('span', { class: 'badge err' }, fmtCount(t.errorCount)) : '0', t.errorCount ? 'has-err' : ''),
+        stat('Started', h('span', { title: new Date(t.startMs).toString() }, `${fmtDateTime(t.startMs)} `, h('span', { class: 'muted' }, `(${fmtAgo(t.startMs)})`))),
+      ),
+      h(
+        'div',
+        { class: 'legend' },
+        services.slice(0, 24).map(([s, n]) => h('span', { class: 'chip', title: `${n} spans` }, h('span', { class: 'swatch', style: `background:${serviceColor(s)}` }), s, h('span', { class: 'chip-n' }, fmtCount(n)))),
+        services.length > 24 ? h('span', { class: 'chip muted' }, `+${services.length - 24} more`) : null,
+      ),
+    );
+
+    const banners: HTMLElement[] = [];
+    if (this.truncated) {
+      banners.push(
+        h(
+          'div',
+          { class: 'callout warn', 'data-testid': 'truncated', role: 'status' },
+          h('b', null, 'This trace is truncated. '),
+          this.truncMessage || 'It is larger than the server returns in one response; only its earliest spans are shown.',
+        ),
+      );
+    }
+    if (t.orphanCount) {
+      banners.push(
+        h('div', { class: 'callout info' }, `${fmtCount(t.orphanCount)} span${t.orphanCount === 1 ? '' : 's'} reference a parent that is not in this trace (not received yet, or dropped); they are shown at the top level.`),
+      );
+    }
+
+    // --- toolbar
+    this.findInput = h('input', { class: 'input find', type: 'search', placeholder: 'Find in trace (name, service, attribute)…', 'aria-label': 'Find in trace', 'data-testid': 'find' });
+    this.findCount = h('span', { class: 'find-count muted', 'data-testid': 'find-count' });
+    const prevBtn = h('button', { class: 'btn icon', type: 'button', title: 'Previous match (Shift+Enter)', 'aria-label': 'Previous match' }, '↑');
+    const nextBtn = h('button', { class: 'btn icon', type: 'button', title: 'Next match (Enter)', 'aria-label': 'Next match' }, '↓');
+    this.cpBtn = h('button', { class: 'btn toggle', type: 'button', 'aria-pressed': 'false', 'data-testid': 'critical-path', title: 'Highlight the critical path: the chain of spans that determined the trace duration' }, 'Critical path');
+    const expandBtn = h('button', { class: 'btn', type: 'button' }, 'Expand all');
+    const collapseBtn = h('button', { class: 'btn', type: 'button', title: 'Show only the top two levels' }, 'Collapse');
+    const toolbar = h(
+      'div',
+      { class: 'trace-toolbar' },
+      h('div', { class: 'find-box' }, this.findInput, this.findCount, prevBtn, nextBtn),
+      h('span', { class: 'spacer' }),
+      this.cpBtn,
+      expandBtn,
+      collapseBtn,
+    );
+    let findTimer = 0;
+    this.findInput.addEventListener('input', () => {
+      clearTimeout(findTimer);
+      findTimer = window.setTimeout(() => this.find(this.findInput.value), t.spans.length > 20000 ? 200 : 60);
+    });
+    this.findInput.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter') {
+        ev.preventDefault();
+        clearTimeout(findTimer);
+        if (this.findInput.value.trim().toLowerCase() !== this.lastFind) this.find(this.findInput.value);
+        else this.step(ev.shiftKey ? -1 : 1);
+      } else if (ev.key === 'Escape') {
+        this.findInput.value = '';
+        this.find('');
+      }
+    });
+    prevBtn.addEventListener('click', () => this.step(-1));
+    nextBtn.addEventListener('click', () => this.step(1));
+    this.cpBtn.addEventListener('click', () => this.toggleCp());
+    expandBtn.addEventListener('click', () => {
+      this.collapsed.fill(0);
+      this.relayout();
+    });
+    collapseBtn.addEventListener('click', () => {
+      const sp = this.t.spans;
+      for (let i = 0; i < sp.length; i++) this.collapsed[i] = sp[i].children && sp[i].depth >= 1 ? 1 : 0;
+      this.relayout();
+    });
+
+    // --- minimap
+    this.minimap = h('canvas', { class: 'minimap-canvas', height: 56 });
+    this.minimapView = h('div', { class: 'minimap-view' });
+    this.minimapBox = h('div', { class: 'minimap', title: 'Overview: click or drag to jump', 'data-testid': 'minimap' }, this.minimap, this.minimapView);
+    this.minimapBox.addEventListener('mousedown', (ev) => this.minimapJump(ev));
+
+    // --- waterfall
+    const ticks = [0, 0.25, 0.5, 0.75, 1];
+    const nameHead = h('div', { class: 'wf-name-head' }, h('span', null, 'Service · operation'), h('span', { class: 'resize', title: 'Drag to resize' }));
+    this.headerEl = h(
+      'div',
+      { class: 'wf-header' },
+      nameHead,
+      h(
+        'div',
+        { class: 'wf-ruler' },
+        ticks.map((f) => h('span', { class: `tick ${f === 1 ? 'last' : ''}`, style: `left:${f * 100}%` }, fmtDuration(t.durationNs * f))),
+      ),
+    );
+    this.canvasEl = h('div', { class: 'wf-rows', style: `height:${this.rows.length * ROW}px` });
+    this.scroller = h('div', { class: 'waterfall', 'data-testid': 'waterfall', tabindex: 0, 'aria-label': 'Span waterfall' }, this.canvasEl);
+    this.panel = h('aside', { class: 'span-panel', 'data-testid': 'span-panel', hidden: true });
+    this.loadedMarker = h('span', { 'data-testid': 'trace-loaded', 'data-span-count': t.spans.length, hidden: true });
+
+    const wfWrap = h('div', { class: 'wf-wrap card' }, this.headerEl, this.scroller);
+    const body = h('div', { class: 'trace-body' }, wfWrap, this.panel);
+    mount(this.root, header, banners, toolbar, this.minimapBox, body, this.loadedMarker);
+
+    // column resize
+    const resize = nameHead.querySelector('.resize') as HTMLElement;
+    resize.addEventListener('mousedown', (ev) => {
+      ev.preventDefault();
+      const startX = ev.clientX;
+      const startW = nameHead.getBoundingClientRect().width;
+      const move = (e: MouseEvent) => {
+        const w = Math.max(160, Math.min(startW + e.clientX - startX, wfWrap.clientWidth - 200));
+        this.root.style.setProperty('--name-w', `${w}px`);
+        if (this.measureIndent()) this.schedule(true);
+      };
+      const up = () => {
+        window.removeEventListener('mousemove', move);
+        window.removeEventListener('mouseup', up);
+      };
+      window.addEventListener('mousemove', move);
+      window.addEventListener('mouseup', up);
+    });
+
+    this.scroller.addEventListener('scroll', () => this.schedule(), { passive: true });
+    this.scroller.addEventListener('click', (ev) => this.onClick(ev));
+    this.scroller.addEventListener('keydown', (ev) => this.onKey(ev));
+    this.panel.addEventListener('click', (ev) => this.onPanelClick(ev));
+    if (typeof ResizeObserver !== 'undefined') {
+      this.resizeObs = new ResizeObserver(() => {
+        this.syncScrollbarPad();
+        this.measureIndent();
+        this.drawMinimap();
+        this.schedule(true);
+      });
+      this.resizeObs.observe(this.scroller);
+    }
+
+    this.measureIndent();
+    this.selectFromUrl(spanParam, true);
+    this.syncScrollbarPad();
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  destroy() {
+    cancelAnimationFrame(this.raf);
+    this.resizeObs?.disconnect();
+  }
+
+  /** Indentation shrinks for deep traces so names stay readable; call when the column resizes. */
+  measureIndent(): boolean {
+    const nameW = (this.headerEl.firstElementChild as HTMLElement | null)?.offsetWidth || 380;
+    const maxIndent = Math.max(60, nameW - 170);
+    const step = Math.max(4, Math.min(INDENT, maxIndent / Math.max(1, this.t.maxDepth)));
+    const changed = maxIndent !== this.maxIndent || step !== this.indentStep;
+    this.maxIndent = maxIndent;
+    this.indentStep = step;
+    return changed;
+  }
+
+  syncScrollbarPad() {
+    const sb = this.scroller.offsetWidth - this.scroller.clientWidth;
+    this.headerEl.style.paddingRight = `${sb}px`;
+  }
+
+  // --- virtualised rows ------------------------------------------------------------------
+
+  schedule(full = false) {
+    if (full) this.dirty = true;
+    if (this.raf) return;
+    this.raf = requestAnimationFrame(() => {
+      this.raf = 0;
+      this.renderRows(this.dirty);
+      this.dirty = false;
+      this.updateMinimapView();
+    });
+  }
+  dirty = false;
+
+  /** Re-render every row in view (state changed); otherwise only add/remove at the edges. */
+  renderRows(full = false) {
+    const top = this.scroller.scrollTop;
+    const height = this.scroller.clientHeight || 600;
+    const n = this.rows.length;
+    const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
+    const last = Math.min(n - 1, Math.ceil((top + height) / ROW) + OVERSCAN);
+    if (full) {
+      for (const e of this.rendered.values()) e.remove();
+      this.rendered.clear();
+    } else {
+      for (const [r, e] of this.rendered) {
+        if (r < first || r > last) {
+          e.remove();
+          this.rendered.delete(r);
+        }
+      }
+    }
+    const frag = document.createDocumentFragment();
+    for (let r = first; r <= last; r++) {
+      if (this.rendered.has(r)) continue;
+      const e = this.makeRow(r);
+      this.rendered.set(r, e);
+      frag.appendChild(e);
+    }
+    this.canvasEl.appendChild(frag);
+  }
+
+  makeRow(r: number): HTMLElement {
+    const t = this.t;
+    const i = this.rows[r];
+    const sp = t.spans[i];
+    const total = t.durationNs || 1;
+    const color = serviceColor(sp.service);
+    const hasKids = !!sp.children && sp.children.length > 0;
+    const collapsed = this.collapsed[i] === 1;
+    const indentPx = Math.min(sp.depth * this.indentStep, this.maxIndent);
+    const clipped = sp.depth * this.indentStep > this.maxIndent;
+
+    let cls = 'row';
+    if (i === this.selected) cls += ' selected';
+    if (sp.error) cls += ' error';
+    if (this.matchSet) cls += this.matchSet[i] ? ' match' : ' nomatch';
+    if (this.matchPos >= 0 && this.matches[this.matchPos] === i) cls += ' match-current';
+    if (this.cpOn && this.cp) cls += this.cp[i] ? ' cp' : ' cp-off';
+
+    const left = (sp.start / total) * 100;
+    const width = (sp.dur / total) * 100;
+    // duration label: right of the bar, else left of it, else inside it
+    const durPos = left + width <= 78 ? '' : left >= 12 ? ' left' : ' inside';
+
+    const name = h(
+      'div',
+      { class: 'r-name', style: `padding-left:${6 + indentPx}px` },
+      hasKids
+        ? h('button', { class: `tog${collapsed ? ' closed' : ''}`, type: 'button', 'data-act': 'toggle', 'aria-label': collapsed ? 'Expand' : 'Collapse', 'aria-expanded': String(!collapsed), tabindex: -1 }, collapsed ? `▸` : '▾')
+        : h('span', { class: 'tog-space' }),
+      sp.error ? h('span', { class: 'err-icon', title: `Error${sp.statusMessage ? `: ${sp.statusMessage}` : ''}` }, '!') : null,
+      h('span', { class: 'svc', style: `--c:${color}` }, sp.service),
+      h('span', { class: 'op' }, sp.name),
+      collapsed ? h('span', { class: 'hidden-count', title: 'Hidden descendants' }, `+${fmtCount(t.size[i] - 1)}`) : null,
+      clipped ? h('span', { class: 'depth-badge', title: `Depth ${sp.depth}: deeper than the column shows` }, `d${sp.depth}`) : null,
+    );
+
+    const bar = h('div', { class: 'bar', style: `left:${left}%;width:${width}%;--c:${color}` });
+    const barCell = h('div', { class: 'r-bar' }, bar);
+    const ev = sp.events;
+    if (ev.length) {
+      const max = Math.min(ev.length, 50);
+      for (let k = 0; k < max; k++) {
+        const et = relNs(t, ev[k].timeUnixNano);
+        barCell.appendChild(h('span', { class: `ev${/exception|error/i.test(ev[k].name || '') ? ' ev-err' : ''}`, style: `left:${(et / total) * 100}%`, title: `${ev[k].name || 'event'} @ ${fmtDuration(et - sp.start)}` }));
+      }
+    }
+    barCell.appendChild(
+      h(
+        'span',
+        {
+          class: `dur${durPos}`,
+          'data-testid': 'span-duration',
+          'data-ns': sp.dur,
+          style: durPos === '' ? `left:${left + width}%` : durPos === ' left' ? `right:${100 - left}%` : `right:${Math.max(0, 100 - left - width)}%`,
+        },
+        fmtDuration(sp.dur),
+      ),
+    );
+
+    return h(
+      'div',
+      {
+        class: cls,
+        'data-testid': 'span-row',
+        'data-span-id': sp.id,
+        // the parent row's ID; empty for rows shown at the top level (orphans keep theirs in
+        // data-missing-parent)
+        'data-parent-id': sp.parent >= 0 ? t.spans[sp.parent].id : '',
+        'data-missing-parent': sp.orphan && sp.parentId ? sp.parentId : null,
+        'data-depth': sp.depth,
+        'data-idx': i,
+        style: `top:${r * ROW}px`,
+        role: 'row',
+        'aria-selected': i === this.selected ? 'true' : 'false',
+      },
+      name,
+      barCell,
+    );
+  }
+
+  /** Collapse state changed: recompute visible rows, keep the first visible span in place. */
+  relayout(keep?: number) {
+    const topRow = Math.floor(this.scroller.scrollTop / ROW);
+    const anchor = keep ?? this.rows[Math.min(topRow, this.rows.length - 1)];
+    this.rows = visibleRows(this.t, this.collapsed);
+    this.indexRows();
+    this.canvasEl.style.height = `${this.rows.length * ROW}px`;
+    if (anchor !== undefined && keep === undefined) {
+      const r = this.rowOf[anchor];
+      if (r >= 0) this.scroller.scrollTop = r * ROW;
+    }
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  toggle(i: number) {
+    this.collapsed[i] = this.collapsed[i] ? 0 : 1;
+    const r = this.rowOf[i];
+    const offset = r * ROW - this.scroller.scrollTop;
+    this.rows = visibleRows(this.t, this.collapsed);
+    this.indexRows();
+    this.canvasEl.style.height = `${this.rows.length * ROW}px`;
+    // keep the toggled row where it was on screen
+    this.scroller.scrollTop = this.rowOf[i] * ROW - offset;
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  /** Expand every collapsed ancestor of span i. */
+  reveal(i: number): boolean {
+    let changed = false;
+    for (let p = this.t.spans[i].parent; p >= 0; p = this.t.spans[p].parent) {
+      if (this.collapsed[p]) {
+        this.collapsed[p] = 0;
+        changed = true;
+      }
+    }
+    if (changed) {
+      this.rows = visibleRows(this.t, this.collapsed);
+      this.indexRows();
+      this.canvasEl.style.height = `${this.rows.length * ROW}px`;
+      this.drawMinimap();
+    }
+    return changed;
+  }
+
+  scrollToSpan(i: number, center = true) {
+    const r = this.rowOf[i];
+    if (r < 0) return;
+    const h = this.scroller.clientHeight || 600;
+    const y = r * ROW;
+    if (center) this.scroller.scrollTop = Math.max(0, y - h / 2 + ROW / 2);
+    else if (y < this.scroller.scrollTop) this.scroller.scrollTop = y;
+    else if (y + ROW > this.scroller.scrollTop + h) this.scroller.scrollTop = y + ROW - h;
+  }
+
+  // --- events ------------------------------------------------------------------------------
+
+  onClick(ev: MouseEvent) {
+    const target = ev.target as Element;
+    const row = target.closest('.row') as HTMLElement | null;
+    if (!row) return;
+    const i = Number(row.getAttribute('data-idx'));
+    if (target.closest('[data-act="toggle"]')) {
+      this.toggle(i);
+      return;
+    }
+    this.select(this.selected === i ? -1 : i);
+  }
+
+  onKey(ev: KeyboardEvent) {
+    if ((ev.target as Element).closest('input, textarea, select')) return;
+    const cur = this.selected >= 0 ? this.rowOf[this.selected] : -1;
+    let next = -2;
+    if (ev.key === 'ArrowDown' || ev.key === 'j') next = Math.min(this.rows.length - 1, cur + 1);
+    else if (ev.key === 'ArrowUp' || ev.key === 'k') next = Math.max(0, cur - 1);
+    else if ((ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') && this.selected >= 0) {
+      const sp = this.t.spans[this.selected];
+      const want = ev.key === 'ArrowLeft' ? 1 : 0;
+      if (sp.children && this.collapsed[this.selected] !== want) this.toggle(this.selected);
+      else if (ev.key === 'ArrowLeft' && sp.parent >= 0) this.select(sp.parent, true);
+      ev.preventDefault();
+      return;
+    } else if (ev.key === 'Escape') {
+      this.select(-1);
+      return;
+    }
+    if (next >= -1 && next !== -2) {
+      ev.preventDefault();
+      if (next >= 0) {
+        this.select(this.rows[next], false);
+        this.scrollToSpan(this.rows[next], false);
+      }
+    }
+  }
+
+  select(i: number, scroll = false) {
+    this.selected = i;
+    const base = `/trace/${this.t.id}`;
+    replaceUrl(i >= 0 ? `${base}?span=${this.t.spans[i].id}` : base);
+    if (i >= 0 && this.reveal(i)) scroll = true;
+    if (i >= 0 && scroll) this.scrollToSpan(i);
+    this.renderPanel();
+    this.renderRows(true);
+  }
+
+  selectFromUrl(spanId: string | null, initial = false) {
+    if (!spanId) {
+      if (this.selected >= 0) {
+        this.selected = -1;
+        this.renderPanel();
+        this.renderRows(true);
+      }
+      return;
+    }
+    const i = this.t.byId.get(spanId.toLowerCase());
+    if (i === undefined) {
+      toast(`Span ${spanId} is not in this trace`);
+      return;
+    }
+    if (initial) {
+      this.selected = i;
+      this.reveal(i);
+      this.renderPanel();
+      // layout is ready after mount; scroll after the panel took its width
+      this.scrollToSpan(i);
+      requestAnimationFrame(() => {
+        this.scrollToSpan(i);
+        this.renderRows(true);
+        this.updateMinimapView();
+      });
+    } else this.select(i, true);
+  }
+
+  // --- critical path -----------------------------------------------------------------------
+
+  toggleCp() {
+    this.cpOn = !this.cpOn;
+    if (this.cpOn && !this.cp) this.cp = criticalPath(this.t);
+    this.cpBtn.setAttribute('aria-pressed', String(this.cpOn));
+    this.cpBtn.classList.toggle('on', this.cpOn);
+    this.root.classList.toggle('cp-mode', this.cpOn);
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  // --- find --------------------------------------------------------------------------------
+
+  lastFind = '';
+  find(q: string) {
+    const needle = q.trim().toLowerCase();
+    this.lastFind = needle;
+    if (!needle) {
+      this.matchSet = null;
+      this.matches = [];
+      this.matchPos = -1;
+      this.findCount.textContent = '';
+      this.renderRows(true);
+      this.drawMinimap();
+      return;
+    }
+    const t = this.t;
+    const n = t.spans.length;
+    if (!this.texts) {
+      this.texts = new Array<string>(n);
+      for (let i = 0; i < n; i++) this.texts[i] = searchText(t, i);
+    }
+    const set = new Uint8Array(n);
+    const list: number[] = [];
+    // in display order
+    for (let k = 0; k < n; k++) {
+      const i = t.order[k];
+      if (this.texts[i].includes(needle)) {
+        set[i] = 1;
+        list.push(i);
+      }
+    }
+    this.matchSet = set;
+    this.matches = list;
+    this.matchPos = -1;
+    this.findInput.classList.toggle('invalid', list.length === 0);
+    if (list.length) this.step(1);
+    else {
+      this.findCount.textContent = 'no matches';
+      this.renderRows(true);
+      this.drawMinimap();
+    }
+  }
+
+  step(dir: number) {
+    if (!this.matches.length) return;
+    this.matchPos = (this.matchPos + dir + this.matches.length) % this.matches.length;
+    const i = this.matches[this.matchPos];
+    this.findCount.textContent = `${fmtCount(this.matchPos + 1)} / ${fmtCount(this.matches.length)}`;
+    this.reveal(i);
+    this.scrollToSpan(i);
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  // --- minimap -----------------------------------------------------------------------------
+
+  drawMinimap() {
+    const n = this.rows.length;
+    const show = n > 40;
+    this.minimapBox.hidden = !show;
+    if (!show) return;
+    const cv = this.minimap;
+    const w = this.minimapBox.clientWidth || 1000;
+    const dpr = window.devicePixelRatio || 1;
+    const H = 56;
+    cv.width = Math.round(w * dpr);
+    cv.height = Math.round(H * dpr);
+    cv.style.width = `${w}px`;
+    cv.style.height = `${H}px`;
+    const ctx = cv.getContext('2d');
+    if (!ctx) return;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, H);
+    const t = this.t;
+    const total = t.durationNs || 1;
+    const rh = Math.max(H / n, 0.5);
+    let last = '';
+    const dimOthers = !!this.matchSet || (this.cpOn && !!this.cp);
+    for (let r = 0; r < n; r++) {
+      const i = this.rows[r];
+      const sp = t.spans[i];
+      const hl = (this.matchSet && this.matchSet[i]) || (this.cpOn && this.cp && this.cp[i]);
+      const c = sp.error ? '#e15759' : serviceColor(sp.service);
+      const key = c + (dimOthers && !hl ? 'd' : '');
+      if (key !== last) {
+        ctx.fillStyle = c;
+        ctx.globalAlpha = dimOthers && !hl ? 0.18 : 0.9;
+        last = key;
+      }
+      ctx.fillRect((sp.start / total) * w, (r / n) * H, Math.max(1, (sp.dur / total) * w), rh);
+    }
+    ctx.globalAlpha = 1;
+    this.updateMinimapView();
+  }
+
+  updateMinimapView() {
+    if (this.minimapBox.hidden) return;
+    const total = this.rows.length * ROW || 1;
+    const H = 56;
+    const top = (this.scroller.scrollTop / total) * H;
+    const hgt = Math.max(3, (this.scroller.clientHeight / total) * H);
+    this.minimapView.style.top = `${top}px`;
+    this.minimapView.style.height = `${Math.min(H, hgt)}px`;
+  }
+
+  minimapJump(ev: MouseEvent) {
+    ev.preventDefault();
+    const go = (e: MouseEvent) => {
+      const rect = this.minimapBox.getBoundingClientRect();
+      const f = Math.max(0, Math.min(1, (e.clientY - rect.top) / rect.height));
+      this.scroller.scrollTop = f * this.rows.length * ROW - this.scroller.clientHeight / 2;
+    };
+    go(ev);
+    const up = () => {
+      window.removeEventListener('mousemove', go);
+      window.removeEventListener('mouseup', up);
+    };
+    window.addEventListener('mousemove', go);
+    window.addEventListener('mouseup', up);
+  }
+
+  // --- detail panel ------------------------------------------------------------------------
+
+  renderPanel() {
+    const i = this.selected;
+    this.root.classList.toggle('with-panel', i >= 0);
+    if (i < 0) {
+      this.panel.hidden = true;
+      this.panel.textContent = '';
+      return;
+    }
+    const t = this.t;
+    const sp = t.spans[i];
+    const color = serviceColor(sp.service);
+    const field = (k: string, v: string | HTMLElement) => h('div', { class: 'kv', 'data-testid': 'span-field', 'data-key': k }, h('div', { class: 'k' }, k), h('div', { class: 'v' }, v));
+    const attrRows = (kvs: KeyValue[], testid = 'attr') =>
+      kvs.length
+        ? h(
+            'div',
+            { class: 'kvs' },
+            kvs
+              .slice()
+              .sort((a, b) => a.key.localeCompare(b.key))
+              .map((kv) => {
+                const v = attrValueString(kv);
+                return h('div', { class: 'kv', 'data-testid': testid, 'data-key': kv.key, 'data-value': v }, h('div', { class: 'k', title: kv.key }, kv.key), h('div', { class: `v${kv.value?.stringValue === undefined ? ' typed' : ''}` }, v));
+              }),
+          )
+        : h('p', { class: 'muted small' }, 'none');
+    const section = (title: string, count: number | null, ...content: (HTMLElement | null)[]) =>
+      h('section', { class: 'panel-section' }, h('h3', null, title, count !== null ? h('span', { class: 'count' }, String(count)) : null), ...content);
+
+    const parent = sp.parent >= 0 ? t.spans[sp.parent] : null;
+    const statusEl = h(
+      'span',
+      null,
+      h('span', { class: `badge ${sp.statusCode === 2 ? 'err' : sp.statusCode === 1 ? 'ok' : ''}` }, STATUS_NAMES[sp.statusCode] ?? String(sp.statusCode)),
+      sp.statusMessage ? h('span', { class: 'status-msg' }, ` ${sp.statusMessage}`) : null,
+    );
+
+    const events = sp.events.map((e) => {
+      const off = relNs(t, e.timeUnixNano) - sp.start;
+      return h(
+        'div',
+        { class: 'event' },
+        h('div', { class: 'event-head' }, h('span', { class: `ev-dot${/exception|error/i.test(e.name || '') ? ' ev-err' : ''}` }), h('b', null, e.name || '(unnamed)'), h('span', { class: 'muted' }, ` +${fmtDuration(off)}`)),
+        e.attributes && e.attributes.length ? attrRows(e.attributes, 'event-attr') : null,
+      );
+    });
+    const links = sp.links.map((l) => {
+      const tid = (l.traceId || '').toLowerCase();
+      const sid = (l.spanId || '').toLowerCase();
+      const href = `/trace/${tid}${sid ? `?span=${sid}` : ''}`;
+      return h(
+        'div',
+        { class: 'link' },
+        h('a', { href, 'data-testid': 'span-link' }, h('span', { class: 'mono' }, tid), sid ? h('span', { class: 'mono muted' }, ` · ${sid}`) : null, tid === t.id ? ' (this trace)' : ' →'),
+        l.attributes && l.attributes.length ? attrRows(l.attributes, 'link-attr') : null,
+      );
+    });
+
+    const copySpan = h('button', { class: 'btn small', type: 'button', 'data-act': 'copy-span' }, 'Copy link to span');
+    const scope = sp.scope;
+    mount(
+      this.panel,
+      h(
+        'div',
+        { class: 'panel-head', style: `--c:${color}` },
+        h('div', { class: 'panel-title' }, h('span', { class: 'swatch', style: `background:${color}` }), h('span', { class: 'svc' }, sp.service), sp.error ? h('span', { class: 'badge err' }, 'error') : null, h('span', { class: 'spacer' }), h('button', { class: 'btn icon close', type: 'button', 'data-act': 'close', title: 'Close (Esc)', 'aria-label': 'Close' }, '×')),
+        h('h2', { class: 'panel-name' }, sp.name || '(no name)'),
+        h('div', { class: 'panel-actions' }, copySpan, parent ? h('button', { class: 'btn small', type: 'button', 'data-act': 'parent' }, 'Go to parent') : null),
+      ),
+      h(
+        'div',
+        { class: 'panel-body' },
+        h(
+          'div',
+          { class: 'kvs overview' },
+          field('Duration', fmtDuration(sp.dur)),
+          field('Start', h('span', null, `+${fmtDuration(sp.start)} `, h('span', { class: 'muted' }, fmtDateTime(sp.startMs)))),
+          field('Kind', KIND_NAMES[sp.kind] ?? String(sp.kind)),
+          field('Status', statusEl),
+          field('Span ID', h('code', null, sp.id)),
+          field('Parent ID', sp.parentId ? h('code', null, sp.parentId, sp.orphan ? h('span', { class: 'muted' }, ' (missing)') : null) : h('span', { class: 'muted' }, 'root')),
+          field('Children', fmtCount(sp.children?.length ?? 0)),
+        ),
+        section('Span attributes', sp.attrs.length, attrRows(sp.attrs)),
+        sp.events.length ? section('Events', sp.events.length, ...events) : null,
+        sp.links.length ? section('Links', sp.links.length, ...links) : null,
+        section('Resource', (t.resources[sp.resource] || []).length, attrRows(t.resources[sp.resource] || [])),
+        section(
+          'Instrumentation scope',
+          null,
+          h('div', { class: 'kvs' }, field('Name', scope?.name || '–'), field('Version', scope?.version || '–')),
+          scope?.attributes && scope.attributes.length ? attrRows(scope.attributes, 'scope-attr') : null,
+        ),
+      ),
+    );
+    this.panel.hidden = false;
+  }
+
+  async onPanelClick(ev: MouseEvent) {
+    const act = (ev.target as Element).closest('[data-act]')?.getAttribute('data-act');
+    if (!act) return;
+    if (act === 'close') this.select(-1);
+    else if (act === 'parent' && this.selected >= 0) {
+      const p = this.t.spans[this.selected].parent;
+      if (p >= 0) this.select(p, true);
+    } else if (act === 'copy-span' && this.selected >= 0) {
+      const ok = await copyText(`${location.origin}/trace/${this.t.id}?span=${this.t.spans[this.selected].id}`);
+      toast(ok ? 'Link to this span copied' : 'Could not copy: use the address bar');
+    }
+  }
+}
