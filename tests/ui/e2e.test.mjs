@@ -179,6 +179,18 @@ test("the span panel shows the attributes, and the URL reopens the same view", a
   await page.close();
 });
 
+test("the service graph shows the calls between services, with errors", async () => {
+  assert.ok(checkout, "the first test sent the trace");
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/graph`);
+  const edge = (from, to) => page.locator(`[data-testid="graph-edge"][data-from="${from}"][data-to="${to}"]`);
+  await edge("frontend", "checkout").waitFor({ state: "attached", timeout: 15_000 });
+  assert.ok(Number(await edge("frontend", "checkout").getAttribute("data-calls")) >= 1);
+  assert.ok(Number(await edge("checkout", "payments").getAttribute("data-errors")) >= 1, "the failed charge counts as an error");
+  await page.screenshot({ path: join(artifacts, "graph.png") });
+  await page.close();
+});
+
 test("an unknown trace shows a not-found page", async () => {
   const page = await browser.newPage();
   await page.goto(`${base}/trace/0123456789abcdef0123456789abcdef`);
