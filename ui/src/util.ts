@@ -69,7 +69,7 @@ export function nsStringToMs(s: string | number | undefined): number {
 const PALETTE = [
   '#4e79a7', '#f28e2b', '#59a14f', '#b07aa1', '#76b7b2', '#edc948', '#ff9da7', '#9c755f',
   '#2f8fce', '#e15759', '#8cd17d', '#d37295', '#499894', '#f1ce63', '#a0cbe8', '#86bcb6',
-  '#d4a6c8', '#b6992d', '#79706e', '#fabfd2',
+  '#d4a6c8', '#b6992d', '#79706e',
 ];
 // #e15759 reads as "error"; keep it out of rotation for services.
 const SERVICE_PALETTE = PALETTE.filter((c) => c !== '#e15759');
@@ -84,10 +84,23 @@ export function hashString(s: string): number {
 }
 
 const colorCache = new Map<string, string>();
+const colorsUsed = new Set<string>();
+/** A colour per service: its hash picks a palette slot; a slot another service already holds is
+ *  skipped (while free ones remain), so the services on one screen stay distinguishable. */
 export function serviceColor(service: string): string {
   let c = colorCache.get(service);
   if (!c) {
-    c = SERVICE_PALETTE[hashString(service) % SERVICE_PALETTE.length];
+    const n = SERVICE_PALETTE.length;
+    const h = hashString(service) % n;
+    c = SERVICE_PALETTE[h];
+    for (let k = 0; k < n && colorsUsed.size < n; k++) {
+      const slot = SERVICE_PALETTE[(h + k) % n];
+      if (!colorsUsed.has(slot)) {
+        c = slot;
+        break;
+      }
+    }
+    colorsUsed.add(c);
     colorCache.set(service, c);
   }
   return c;
