@@ -138,11 +138,17 @@ export interface SearchParams {
   spss?: number;
 }
 
-export function search(p: SearchParams, signal?: AbortSignal): Promise<SearchResponse> {
-  return getJSON<SearchResponse>(
+export async function search(p: SearchParams, signal?: AbortSignal): Promise<SearchResponse> {
+  const r = await getJSON<SearchResponse>(
     `/api/search${qs({ q: p.q, limit: p.limit, start: p.start, end: p.end, minDuration: p.minDuration, maxDuration: p.maxDuration, spss: p.spss })}`,
     signal,
   );
+  // Tempo's search drops the leading zeros of trace IDs; the rest of the UI (links, URLs, the
+  // trace page) uses the full 32 hex digits.
+  for (const t of r.traces || []) {
+    if (t.traceID && t.traceID.length < 32) t.traceID = t.traceID.padStart(32, '0');
+  }
+  return r;
 }
 
 export async function tagNames(scope: 'span' | 'resource' | 'intrinsic' | '', signal?: AbortSignal): Promise<Record<string, string[]>> {
