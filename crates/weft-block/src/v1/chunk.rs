@@ -312,10 +312,12 @@ pub fn decode_rle_hybrid(data: &[u8], width: u8, count: usize, out: &mut Vec<u32
             out.extend(std::iter::repeat_n(u32::from_le_bytes(v), take));
         } else {
             let groups = (header >> 1) as usize;
-            let len = groups * width as usize;
-            let bytes = data.get(p..p + len).ok_or("bit-packed run past the end of the page")?;
-            p += len;
-            let values = (groups * 8).min(goal - out.len());
+            let bytes = groups
+                .checked_mul(width as usize)
+                .and_then(|len| data.get(p..p.checked_add(len)?))
+                .ok_or("bit-packed run past the end of the page")?;
+            p += bytes.len();
+            let values = groups.saturating_mul(8).min(goal - out.len());
             if width == 0 {
                 out.extend(std::iter::repeat_n(0, values));
                 continue;
@@ -408,6 +410,15 @@ mod tests {
                 let err = decode_rle_hybrid(&out[..out.len() - 1], w, v.len(), &mut Vec::new());
                 assert!(err.is_err(), "truncated input of {v:?} decoded");
             }
+        }
+    }
+
+    #[test]
+    fn decode_rle_hybrid_rejects_huge_run_headers() {
+        // A bit-packed header of 2^63 - 1 groups: the run length overflows usize arithmetic.
+        let data = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        for width in [1, 8, 20, 32] {
+            assert!(decode_rle_hybrid(&data, width, 8, &mut Vec::new()).is_err());
         }
     }
 
