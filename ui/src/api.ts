@@ -188,6 +188,36 @@ export async function getTrace(id: string, signal?: AbortSignal): Promise<TraceR
   return { data, truncated, message: data.message || '' };
 }
 
+export interface GraphService {
+  name: string;
+  spanCount: number;
+  errorCount: number;
+  rootCount: number;
+}
+export interface GraphEdge {
+  parent: string;
+  child: string;
+  callCount: number;
+  errorCount: number;
+  latencyP50Nano: string;
+  latencyP90Nano: string;
+  latencyP99Nano: string;
+}
+export interface ServiceGraphResponse {
+  services: GraphService[];
+  edges: GraphEdge[];
+  /** false when the server's span budget ran out before the whole range was read */
+  complete: boolean;
+  /** with complete=false: start (Unix ns) of the oldest span counted */
+  countedFrom?: string;
+  metrics?: { inspectedTraces?: number; inspectedSpans?: string };
+}
+
+/** Calls between services over a time range, counted by the server from every trace in it. */
+export async function serviceGraph(p: { q?: string; start: number; end: number }, signal?: AbortSignal): Promise<ServiceGraphResponse> {
+  return getJSON<ServiceGraphResponse>(`/api/service-graph${qs({ q: p.q, start: p.start, end: p.end })}`, signal);
+}
+
 /** Display string for an OTLP AnyValue. */
 export function valueString(v: AnyValue | undefined): string {
   if (!v) return '';

@@ -200,17 +200,3 @@ export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number)
     t = window.setTimeout(() => fn(...a), ms);
   };
 }
-
-/** Run `fn` over `items` with at most `limit` in flight. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  async function worker() {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i], i);
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}

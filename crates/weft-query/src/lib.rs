@@ -7,10 +7,12 @@
 //!   row-group statistics before anything is decoded (predicate pushdown).
 //! - [`search`] holds the [`TraceSink`](search::TraceSink)s: `/api/search`, TraceQL metrics and
 //!   the tag APIs, each fed whole traces by the storage scan in `weft-ingest`.
+//! - [`graph`] aggregates calls between services from parent/child spans (the service graph).
 //! - [`tempo`] renders results in the JSON shapes of Tempo's HTTP API.
 
 pub mod columnar;
 pub mod decode;
+pub mod graph;
 pub mod prefilter;
 pub mod search;
 pub mod tempo;

@@ -326,6 +326,8 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         .render(&mut out, "weft_query_duration_seconds", "route=\"search\"");
     st.metrics_latency
         .render(&mut out, "weft_query_duration_seconds", "route=\"metrics\"");
+    st.graph_latency
+        .render(&mut out, "weft_query_duration_seconds", "route=\"service_graph\"");
     let (cpu, rss, hwm) = proc_stats();
     let _ = writeln!(
         out,

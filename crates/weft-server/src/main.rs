@@ -29,6 +29,7 @@ pub struct AppState {
     pub trace_latency: api::Histogram,
     pub search_latency: api::Histogram,
     pub metrics_latency: api::Histogram,
+    pub graph_latency: api::Histogram,
     pub started: Instant,
 }
 
@@ -114,6 +115,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         trace_latency: api::Histogram::latency(),
         search_latency: api::Histogram::latency(),
         metrics_latency: api::Histogram::latency(),
+        graph_latency: api::Histogram::latency(),
         started: Instant::now(),
     });
 
@@ -134,6 +136,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         .route("/api/v2/search/tag/{tag}/values", get(search_api::tag_values_v2))
         .route("/api/metrics/query_range", get(search_api::query_range))
         .route("/api/metrics/query", get(search_api::query_instant))
+        .route("/api/service-graph", get(search_api::service_graph))
         .route("/api/echo", get(api::echo))
         .route("/ready", get(api::ready))
         .route("/api/status/buildinfo", get(api::buildinfo))

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weft_ingest::scan::{ScanStats, Window};
 use weft_query::columnar::SpanMetrics;
+use weft_query::graph::ServiceGraph;
 use weft_query::search::{Metrics, Search, SearchParams, TagNames, TagScope, TagValues, TraceSink};
 use weft_query::tempo::{self, Inspected};
 use weft_traceql::ast::{FieldExpr, SpansetExpr, Stage};
@@ -648,6 +649,89 @@ pub async fn query_range(State(st): State<Arc<AppState>>, headers: HeaderMap, Qu
 /// `GET /api/metrics/query`.
 pub async fn query_instant(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
     metrics_query(st, headers, p, true).await
+}
+
+/// Most spans one service-graph request reads by default, and at most (`maxSpans`). About a
+/// second per million spans on one core; a larger range is counted newest first and marked
+/// incomplete rather than holding the request for minutes.
+const GRAPH_DEFAULT_SPANS: u64 = 2_000_000;
+const GRAPH_MAX_SPANS: u64 = 50_000_000;
+
+/// `GET /api/service-graph`: calls between services in a time range, with request and error
+/// counts and callee latency quantiles, from the parent/child spans of every trace in the
+/// range (not a sample). `start`/`end` as in search (default: the last `since`, 1h); `q`
+/// keeps only traces matching a spanset query; `maxSpans` bounds the work. When the budget
+/// runs out first, `complete` is false and `countedFrom` says how far back the counts reach.
+pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let query = match parse_query(param(&p, "q").unwrap_or("{ }")) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
+    let since = match param(&p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return bad(e),
+    };
+    let window = match search_window(&p) {
+        Ok(Some((s, e))) if param(&p, "start").is_none() => (e.saturating_sub(since).max(s), e),
+        Ok(Some(w)) => w,
+        Ok(None) => {
+            let end = now_ns();
+            (end.saturating_sub(since), end)
+        }
+        Err(e) => return bad(e),
+    };
+    let max_spans = match param(&p, "maxSpans") {
+        None => GRAPH_DEFAULT_SPANS,
+        Some(s) => match s.parse::<u64>() {
+            Ok(n) if n > 0 => n.min(GRAPH_MAX_SPANS),
+            _ => return bad(format!("invalid maxSpans {s:?}: expected a positive integer")),
+        },
+    };
+    let mut sink = match ServiceGraph::new(&query, Some(window), max_spans) {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
+    let stats = match run_scan(&st, &tenant, Some(window), &mut sink).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    st.graph_latency.observe(started.elapsed().as_secs_f64());
+    let edges: Vec<serde_json::Value> = sink
+        .edges()
+        .into_iter()
+        .map(|(from, to, e)| {
+            serde_json::json!({
+                "parent": from, "child": to, "callCount": e.calls, "errorCount": e.errors,
+                "latencyP50Nano": e.latency_quantile(0.5).to_string(),
+                "latencyP90Nano": e.latency_quantile(0.9).to_string(),
+                "latencyP99Nano": e.latency_quantile(0.99).to_string(),
+            })
+        })
+        .collect();
+    let services: Vec<serde_json::Value> = sink
+        .services()
+        .into_iter()
+        .map(|(name, s)| serde_json::json!({ "name": name, "spanCount": s.spans, "errorCount": s.errors, "rootCount": s.roots }))
+        .collect();
+    let mut out = serde_json::json!({
+        "services": services,
+        "edges": edges,
+        "start": (window.0 / 1_000_000_000).to_string(),
+        "end": (window.1 / 1_000_000_000).to_string(),
+        "complete": sink.complete(),
+        "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)),
+    });
+    if !sink.complete()
+        && let Some(oldest) = sink.oldest_start
+    {
+        out["countedFrom"] = serde_json::Value::String(oldest.to_string());
+    }
+    json(out)
 }
 
 #[cfg(test)]

@@ -1,18 +1,22 @@
-// Service graph: sample recent traces, build service→service edges from parent/child spans
-// whose services differ, draw a layered SVG.
+// Service graph: calls between services over a time range, counted by the server from the
+// parent/child spans of every trace in the range (/api/service-graph), drawn as a layered SVG
+// with a table of edges. An optional TraceQL filter keeps only the matching traces.
 
-import { ApiError, SearchTrace, getTrace, hasAnyData, search } from '../api';
+import { ApiError, GraphEdge, hasAnyData, serviceGraph } from '../api';
+import { attachAutocomplete } from '../autocomplete';
 import { emptyState, errorBox, sendDataHelp, timeRangePicker } from '../components';
 import { h, mount, svg } from '../dom';
-import { buildTrace } from '../model';
 import { Page, navigate } from '../router';
-import { TimeRange, fmtCount, mapLimit, readTimeRange, serviceColor, timeRangeLabel, writeTimeRange } from '../util';
+import { TimeRange, fmtCount, fmtDateTime, fmtDuration, readTimeRange, serviceColor, timeRangeLabel, writeTimeRange } from '../util';
 
 interface Edge {
   from: string;
   to: string;
   calls: number;
   errors: number;
+  p50: number;
+  p90: number;
+  p99: number;
 }
 interface NodeInfo {
   name: string;
@@ -23,42 +27,53 @@ interface NodeInfo {
   x: number;
   y: number;
 }
+type Stats = Map<string, { spans: number; errors: number }>;
 
-const SAMPLE_SIZES = [25, 50, 100];
-const CONCURRENCY = 6;
-const MAX_SPANS_PER_TRACE = 5000;
-
-function readParams(url: URL): { time: TimeRange; sample: number } {
-  const p = url.searchParams;
-  const n = Number(p.get('traces'));
-  return { time: readTimeRange(p, '1h'), sample: SAMPLE_SIZES.includes(n) ? n : 50 };
+function readParams(url: URL): { time: TimeRange; q: string } {
+  return { time: readTimeRange(url.searchParams, '1h'), q: (url.searchParams.get('q') || '').trim() };
 }
 
-function paramsUrl(time: TimeRange, sample: number): string {
+function paramsUrl(time: TimeRange, q: string): string {
   const p = new URLSearchParams();
+  if (q.trim()) p.set('q', q.trim());
   writeTimeRange(p, time);
-  if (sample !== 50) p.set('traces', String(sample));
   return `/graph?${p.toString()}`;
+}
+
+/** TraceQL for a service name in a string literal. */
+function quoted(s: string): string {
+  return `"${s.replace(/["\\]/g, '\\$&')}"`;
 }
 
 export function graphPage(url: URL): Page {
   let params = readParams(url);
   let abort: AbortController | null = null;
 
-  const picker = timeRangePicker(params.time, (t) => navigate(paramsUrl(t, params.sample)));
-  const sampleSel = h('select', { class: 'input', 'aria-label': 'Traces sampled' }, SAMPLE_SIZES.map((n) => h('option', { value: n }, `${n} traces`)));
-  sampleSel.addEventListener('change', () => navigate(paramsUrl(picker.get(), Number(sampleSel.value))));
-  const refresh = h('button', { class: 'btn primary', type: 'button' }, 'Refresh');
-  refresh.addEventListener('click', () => navigate(paramsUrl(picker.get(), Number(sampleSel.value))));
-  const note = h('div', { class: 'results-summary' });
+  const picker = timeRangePicker(params.time, (t) => navigate(paramsUrl(t, qIn.value)));
+  const qIn = h('input', {
+    class: 'input mono traceql',
+    'data-testid': 'graph-filter',
+    'aria-label': 'Only traces matching (TraceQL)',
+    placeholder: 'all traces; or e.g. { resource.deployment.environment = "prod" }',
+  });
+  qIn.value = params.q;
+  const refresh = h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'graph-run' }, 'Refresh');
+  const note = h('div', { class: 'results-summary', 'data-testid': 'graph-summary' });
   const body = h('div', { class: 'graph-body' });
-  const el = h(
-    'div',
-    { class: 'page graph-page' },
-    h('div', { class: 'card query-panel graph-controls' }, h('h1', { class: 'page-title' }, 'Service graph'), h('span', { class: 'spacer' }), h('label', { class: 'field inline' }, h('span', { class: 'field-label' }, 'Sample'), sampleSel), picker.el, refresh),
-    note,
-    body,
+  const form = h(
+    'form',
+    { class: 'card query-panel graph-controls', autocomplete: 'off' },
+    h('h1', { class: 'page-title' }, 'Service graph'),
+    h('div', { class: 'traceql-wrap grow' }, h('span', { class: 'ql-badge' }, 'Filter'), qIn),
+    picker.el,
+    refresh,
   );
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    navigate(paramsUrl(picker.get(), qIn.value));
+  });
+  attachAutocomplete(qIn, () => picker.get(), () => navigate(paramsUrl(picker.get(), qIn.value)));
+  const el = h('div', { class: 'page graph-page' }, form, note, body);
 
   async function run() {
     abort?.abort();
@@ -66,122 +81,131 @@ export function graphPage(url: URL): Page {
     abort = ctl;
     const t = readTimeRange(new URL(location.href).searchParams, '1h');
     picker.set(t);
-    sampleSel.value = String(params.sample);
+    qIn.value = params.q;
     refresh.disabled = true;
-    mount(note, h('span', { class: 'spin' }), h('span', { class: 'muted' }, ` Finding traces in ${timeRangeLabel(t).toLowerCase()}…`));
+    mount(note, h('span', { class: 'spin' }), h('span', { class: 'muted' }, ` Counting calls in ${timeRangeLabel(t).toLowerCase()}…`));
     mount(body, h('div', { class: 'card skeleton graph-skeleton' }));
     try {
-      const res = await search({ q: '{}', limit: 200, start: t.start, end: t.end, spss: 1 }, ctl.signal);
-      const all = res.traces || [];
-      if (!all.length) {
-        const any = await hasAnyData(ctl.signal);
+      const res = await serviceGraph({ q: params.q || undefined, start: t.start, end: t.end }, ctl.signal);
+      if (ctl.signal.aborted) return;
+      const services = res.services || [];
+      if (!services.length) {
+        const any = params.q ? true : await hasAnyData(ctl.signal);
         mount(note);
         mount(
           body,
           any
-            ? emptyState('No traces in this time range', h('div', { class: 'help' }, h('p', { class: 'muted' }, 'The graph is built from the traces of the chosen time range. Try a wider one.')))
+            ? emptyState(
+                params.q ? 'No traces match the filter in this time range' : 'No traces in this time range',
+                h('div', { class: 'help' }, h('p', { class: 'muted' }, 'The graph counts the calls in the traces of the chosen time range. Try a wider range', params.q ? ' or another filter.' : '.')),
+              )
             : emptyState('No traces yet', sendDataHelp()),
         );
         return;
       }
-      // very large traces (batch jobs) would dominate the time spent; leave them out
-      const spanCount = (tr: SearchTrace) => (tr.spanSets || (tr.spanSet ? [tr.spanSet] : [])).reduce((n, ss) => n + (ss.matched || 0), 0);
-      const usable = all.filter((tr) => spanCount(tr) <= MAX_SPANS_PER_TRACE);
-      const skippedBig = all.length - usable.length;
-      // spread the sample over the found traces rather than taking only the newest
-      const take = Math.min(params.sample, usable.length);
-      const step = usable.length / Math.max(1, take);
-      const ids: string[] = [];
-      for (let k = 0; k < take; k++) ids.push(usable[Math.floor(k * step)].traceID);
-      let done = 0;
-      let failed = 0;
-      const progress = () => mount(note, h('span', { class: 'spin' }), h('span', { class: 'muted' }, ` Reading traces: ${done} / ${ids.length}`));
-      progress();
-      const edges = new Map<string, Edge>();
-      const nodes = new Map<string, { spans: number; errors: number }>();
-      const rootServices = new Set<string>();
-      await mapLimit(ids, CONCURRENCY, async (id) => {
-        try {
-          const tr = await getTrace(id, ctl.signal);
-          const trace = buildTrace(id, tr.data);
-          for (const sp of trace.spans) {
-            const n = nodes.get(sp.service) || { spans: 0, errors: 0 };
-            n.spans++;
-            if (sp.error) n.errors++;
-            nodes.set(sp.service, n);
-            if (sp.parent < 0) {
-              if (!sp.orphan) rootServices.add(sp.service);
-              continue;
-            }
-            const ps = trace.spans[sp.parent];
-            if (ps.service === sp.service) continue;
-            const key = `${ps.service}\u0000${sp.service}`;
-            const e = edges.get(key) || { from: ps.service, to: sp.service, calls: 0, errors: 0 };
-            e.calls++;
-            if (sp.error) e.errors++;
-            edges.set(key, e);
-          }
-        } catch (e) {
-          if ((e as Error).name === 'AbortError') throw e;
-          failed++;
-        }
-        done++;
-        if (!ctl.signal.aborted) progress();
-      });
-      if (ctl.signal.aborted) return;
-      const read = ids.length - failed;
+      const edges: Edge[] = (res.edges || []).map((e: GraphEdge) => ({
+        from: e.parent,
+        to: e.child,
+        calls: e.callCount,
+        errors: e.errorCount,
+        p50: Number(e.latencyP50Nano),
+        p90: Number(e.latencyP90Nano),
+        p99: Number(e.latencyP99Nano),
+      }));
+      const stats: Stats = new Map(services.map((s) => [s.name, { spans: s.spanCount, errors: s.errorCount }]));
+      const roots = new Set(services.filter((s) => s.rootCount > 0).map((s) => s.name));
+      const spans = services.reduce((n, s) => n + s.spanCount, 0);
+      const calls = edges.reduce((n, e) => n + e.calls, 0);
+      const scope = params.q ? ' of matching traces' : '';
       mount(
         note,
-        h('span', null, `Sampled from `, h('b', { 'data-testid': 'graph-sample' }, `${read} trace${read === 1 ? '' : 's'}`), ` of ${fmtCount(all.length)}${all.length >= 200 ? '+' : ''} found in ${timeRangeLabel(t).toLowerCase()}.`),
         h(
           'span',
-          { class: 'muted' },
-          ` Call counts are from the sample, not totals.${skippedBig ? ` ${skippedBig} trace(s) over ${fmtCount(MAX_SPANS_PER_TRACE)} spans left out.` : ''}${failed ? ` ${failed} trace(s) could not be read.` : ''}`,
+          null,
+          h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
+          ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}.`,
         ),
+        res.complete
+          ? null
+          : h(
+              'span',
+              { class: 'warn-text', 'data-testid': 'graph-partial' },
+              ` The range holds more than one request reads: counted from ${fmtDateTime(Number(res.countedFrom || 0) / 1e6, false)} to the end. Narrow the range for totals.`,
+            ),
       );
-      render(Array.from(edges.values()), nodes, rootServices);
+      render(edges, stats, roots, t);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
       mount(note);
-      mount(body, errorBox(e, (e as ApiError).status === 400 ? 'Invalid query' : 'Could not build the graph'));
+      mount(body, errorBox(e, (e as ApiError).status === 400 ? 'Invalid filter' : 'Could not build the graph'));
     } finally {
       if (abort === ctl) refresh.disabled = false;
     }
   }
 
-  function render(edges: Edge[], nodeStats: Map<string, { spans: number; errors: number }>, roots: Set<string>) {
-    if (!edges.length && !nodeStats.size) {
-      mount(body, emptyState('No spans in the sampled traces', null));
-      return;
-    }
+  /** Search for the traces with a call from one service to another (or of one service). */
+  function searchUrl(q: string): string {
+    const p = new URLSearchParams();
+    p.set('q', q);
+    writeTimeRange(p, picker.get());
+    return `/search?${p.toString()}`;
+  }
+
+  function render(edges: Edge[], nodeStats: Stats, roots: Set<string>, t: TimeRange) {
     const layout = layoutGraph(edges, nodeStats, roots);
+    const minutes = Math.max(1, (t.end - t.start) / 60);
     const table = h(
       'table',
       { class: 'results-table edge-table' },
-      h('thead', null, h('tr', null, h('th', null, 'Caller'), h('th', null, 'Callee'), h('th', { class: 'c-num' }, 'Calls'), h('th', { class: 'c-num' }, 'Errors'), h('th', { class: 'c-num' }, 'Error rate'))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          h('th', null, 'Caller'),
+          h('th', null, 'Callee'),
+          h('th', { class: 'c-num' }, 'Calls'),
+          h('th', { class: 'c-num' }, 'Per minute'),
+          h('th', { class: 'c-num' }, 'Errors'),
+          h('th', { class: 'c-num' }, 'Error rate'),
+          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p50'),
+          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p90'),
+          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p99'),
+        ),
+      ),
       h(
         'tbody',
         null,
-        edges
-          .slice()
-          .sort((a, b) => b.calls - a.calls)
-          .map((e) =>
-            h(
-              'tr',
-              { class: e.errors ? 'has-error' : '' },
-              h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.from)}` }), e.from),
-              h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.to)}` }), e.to),
-              h('td', { class: 'c-num' }, fmtCount(e.calls)),
-              h('td', { class: 'c-num' }, e.errors ? h('span', { class: 'badge err' }, fmtCount(e.errors)) : '0'),
-              h('td', { class: 'c-num' }, `${((e.errors / e.calls) * 100).toFixed(1)}%`),
-            ),
-          ),
+        edges.map((e) => {
+          const tr = h(
+            'tr',
+            {
+              class: e.errors ? 'has-error' : '',
+              'data-testid': 'edge-row',
+              'data-from': e.from,
+              'data-to': e.to,
+              title: `Search the traces where ${e.from} calls ${e.to}`,
+            },
+            h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.from)}` }), e.from),
+            h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.to)}` }), e.to),
+            h('td', { class: 'c-num' }, fmtCount(e.calls)),
+            h('td', { class: 'c-num' }, fmtRate(e.calls / minutes)),
+            h('td', { class: 'c-num' }, e.errors ? h('span', { class: 'badge err' }, fmtCount(e.errors)) : '0'),
+            h('td', { class: 'c-num' }, `${((e.errors / e.calls) * 100).toFixed(1)}%`),
+            h('td', { class: 'c-num' }, fmtDuration(e.p50)),
+            h('td', { class: 'c-num' }, fmtDuration(e.p90)),
+            h('td', { class: 'c-num' }, fmtDuration(e.p99)),
+          );
+          tr.addEventListener('click', () => navigate(searchUrl(`{ resource.service.name = ${quoted(e.from)} } > { resource.service.name = ${quoted(e.to)} }`)));
+          return tr;
+        }),
       ),
     );
     mount(
       body,
       h('div', { class: 'card graph-card' }, layout),
-      edges.length ? h('div', { class: 'card table-card' }, table) : h('p', { class: 'muted' }, 'No calls between different services in the sampled traces.'),
+      edges.length ? h('div', { class: 'card table-card' }, table) : h('p', { class: 'muted' }, 'No calls between different services in this time range: every trace stays within one service.'),
     );
   }
 
@@ -200,10 +224,7 @@ export function graphPage(url: URL): Page {
   body.addEventListener('click', (ev) => {
     const node = (ev.target as Element).closest('[data-testid="graph-node"]');
     if (!node) return;
-    const p = new URLSearchParams();
-    p.set('q', `{ resource.service.name = "${(node.getAttribute('data-service') || '').replace(/["\\]/g, '\\$&')}" }`);
-    writeTimeRange(p, picker.get());
-    navigate(`/search?${p.toString()}`);
+    navigate(searchUrl(`{ resource.service.name = ${quoted(node.getAttribute('data-service') || '')} }`));
   });
 
   document.title = 'Service graph · weft';
@@ -222,6 +243,12 @@ export function graphPage(url: URL): Page {
   };
 }
 
+function fmtRate(perMinute: number): string {
+  if (perMinute >= 100) return fmtCount(Math.round(perMinute));
+  if (perMinute >= 1) return perMinute.toFixed(1);
+  return perMinute.toFixed(2);
+}
+
 // --- layout ----------------------------------------------------------------------------------
 
 const NODE_W = 168;
@@ -230,7 +257,7 @@ const COL_GAP = 120;
 const ROW_GAP = 26;
 const PAD = 24;
 
-function layoutGraph(edges: Edge[], stats: Map<string, { spans: number; errors: number }>, rootServices: Set<string>): SVGSVGElement {
+function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SVGSVGElement {
   const names = Array.from(stats.keys());
   for (const e of edges) for (const n of [e.from, e.to]) if (!stats.has(n)) names.push(n);
   const out = new Map<string, string[]>();
@@ -378,7 +405,7 @@ function layoutGraph(edges: Edge[], stats: Map<string, { spans: number; errors: 
           'data-calls': e.calls,
           'data-errors': e.errors,
         },
-        svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors`),
+        svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
       ),
     );
     const label = `${fmtCount(e.calls)}${e.errors ? ` · ${fmtCount(e.errors)} err` : ''}`;
@@ -400,7 +427,7 @@ function layoutGraph(edges: Edge[], stats: Map<string, { spans: number; errors: 
       svg(
         'g',
         { class: `node${n.errors ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
-        svg('title', null, `${n.name}\n${n.spans} spans in sample, ${n.errors} errors\nClick to search its traces`),
+        svg('title', null, `${n.name}\n${n.spans} spans, ${n.errors} errors\nClick to search its traces`),
         svg('rect', { width: NODE_W, height: NODE_H, rx: 8 }),
         svg('rect', { width: 6, height: NODE_H, rx: 3, fill: serviceColor(n.name), class: 'node-stripe' }),
         svg('text', { x: 16, y: 19, class: 'node-name' }, label),
