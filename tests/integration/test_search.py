@@ -277,3 +277,61 @@ def test_large_trace_is_written_found_and_returned_truncated(weft_factory):
         assert r1.status_code == 200 and r1.json()["truncated"] is True
     rss = srv.metric("process_resident_memory_peak_bytes")
     assert rss is not None and rss < 600 * 2**20, f"peak RSS {rss / 2**20:.0f} MiB"
+
+
+def graph(srv, **params):
+    r = srv.get("/api/service-graph", params=params)
+    assert r.status_code == 200, f"/api/service-graph {params}: {r.status_code} {r.text}"
+    return r.json()
+
+
+def check_service_graph(srv, stage: str) -> None:
+    """The scene's graph: frontend -> checkout (1 call) -> payments (1 call, failed), counted
+    over every trace, with the services' span, error and root counts."""
+    body = graph(srv)
+    assert body["complete"] is True and "countedFrom" not in body, (stage, body)
+    edges = {(e["parent"], e["child"]): e for e in body["edges"]}
+    assert set(edges) == {("frontend", "checkout"), ("checkout", "payments")}, (stage, body)
+    fc, cp = edges[("frontend", "checkout")], edges[("checkout", "payments")]
+    assert (fc["callCount"], fc["errorCount"]) == (1, 0), (stage, fc)
+    assert (cp["callCount"], cp["errorCount"]) == (1, 1), (stage, cp)
+    # Edge latency is the callee's duration, kept in a histogram with 8 buckets per power of two,
+    # so a quantile is within 10% of the truth.
+    for e, want in ((fc, 250 * MS), (cp, 1200 * MS)):
+        for q in ("latencyP50Nano", "latencyP90Nano", "latencyP99Nano"):
+            assert isinstance(e[q], str) and abs(int(e[q]) - want) <= want // 10, (stage, q, e)
+    services = {s["name"]: (s["spanCount"], s["errorCount"], s["rootCount"]) for s in body["services"]}
+    assert services == {"frontend": (2, 0, 2), "checkout": (2, 0, 1), "payments": (1, 1, 0)}, (stage, services)
+    assert body["metrics"]["inspectedTraces"] >= 3, body["metrics"]
+
+    # A filter keeps whole traces whose spans match: only trace A reaches payments.
+    only_a = graph(srv, q='{ resource.service.name = "payments" }')
+    assert {(e["parent"], e["child"]) for e in only_a["edges"]} == set(edges), (stage, only_a)
+    assert {s["name"]: s["spanCount"] for s in only_a["services"]} == {"frontend": 1, "checkout": 1, "payments": 1}
+    assert graph(srv, q="{ duration > 1h }")["edges"] == []
+
+    # A window before the scene holds nothing; a span budget of 1 gives a partial count, marked.
+    old = graph(srv, start=str(int(time.time()) - 7200), end=str(int(time.time()) - 3600))
+    assert old["edges"] == [] and old["services"] == [], (stage, old)
+    partial = graph(srv, maxSpans="1")
+    assert partial["complete"] is False and int(partial["countedFrom"]) > 0, (stage, partial)
+
+
+def test_service_graph_head_blocks_and_restart(weft_factory):
+    srv = weft_factory("--block-max-age", BLOCK_AGE)
+    send_scene(srv)
+    check_service_graph(srv, "from the head")
+    wait_for_block_spans(srv, 5)
+    check_service_graph(srv, "from blocks")
+    srv.restart()
+    check_service_graph(srv, "after a restart")
+    for path, needle in {
+        "/api/service-graph?q={ .a = }": "column",
+        "/api/service-graph?q={ } | rate()": "metrics",
+        "/api/service-graph?maxSpans=0": "maxSpans",
+        "/api/service-graph?since=forever": "forever",
+        "/api/service-graph?start=20&end=10": "start",
+    }.items():
+        r = srv.get(path)
+        assert r.status_code == 400, f"{path}: {r.status_code} {r.text}"
+        assert needle in r.text, f"{path}: {r.text!r} does not mention {needle!r}"
