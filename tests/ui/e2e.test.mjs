@@ -183,15 +183,144 @@ test("the span panel shows the attributes, and the URL reopens the same view", a
   await page.close();
 });
 
-test("the service graph shows the calls between services, with errors", async () => {
+test("the service graph counts every call between services, and an edge opens its traces", async () => {
   assert.ok(checkout, "the first test sent the trace");
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   await page.goto(`${base}/graph`);
   const edge = (from, to) => page.locator(`[data-testid="graph-edge"][data-from="${from}"][data-to="${to}"]`);
   await edge("frontend", "checkout").waitFor({ state: "attached", timeout: 15_000 });
-  assert.ok(Number(await edge("frontend", "checkout").getAttribute("data-calls")) >= 1);
-  assert.ok(Number(await edge("checkout", "payments").getAttribute("data-errors")) >= 1, "the failed charge counts as an error");
+  // Only the checkout trace has calls between services so far: exactly one call on each edge.
+  assert.equal(await page.getByTestId("graph-edge").count(), 2);
+  assert.equal(await edge("frontend", "checkout").getAttribute("data-calls"), "1");
+  assert.equal(await edge("frontend", "checkout").getAttribute("data-errors"), "0");
+  assert.equal(await edge("checkout", "payments").getAttribute("data-calls"), "1");
+  assert.equal(await edge("checkout", "payments").getAttribute("data-errors"), "1", "the failed charge counts as an error");
+  assert.equal(await page.getByTestId("graph-calls").getAttribute("data-calls"), "2");
+  assert.equal(await page.getByTestId("graph-partial").count(), 0, "the count is complete");
   await page.screenshot({ path: join(artifacts, "graph.png") });
+
+  // A filter that no trace matches empties the graph, and says so.
+  await page.getByTestId("graph-filter").fill("{ duration > 1h }");
+  await page.getByTestId("graph-run").click();
+  await page.waitForURL(/\/graph\?q=/);
+  await page.getByTestId("empty").waitFor();
+  await page.goBack();
+  await edge("checkout", "payments").waitFor({ state: "attached" });
+
+  // Clicking an edge searches the traces where the caller calls the callee.
+  await page.locator('[data-testid="edge-row"][data-from="checkout"][data-to="payments"]').click();
+  await page.waitForURL(/\/search\?/);
+  assert.equal(new URL(page.url()).searchParams.get("q"),
+    '{ resource.service.name = "checkout" } > { resource.service.name = "payments" }');
+  await page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`).waitFor({ timeout: 15_000 });
+  assert.equal(await page.getByTestId("result-row").count(), 1);
+  await page.close();
+});
+
+test("TraceQL autocomplete suggests attribute names and values", async () => {
+  assert.ok(checkout, "the first test sent the trace");
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/search?q=`);
+  const input = page.getByTestId("traceql");
+  await input.fill("");
+  await input.click();
+  const exactly = (s) => new RegExp(`^${s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`);
+  const option = (label) => page.locator('#traceql-ac [role="option"]', { has: page.locator(".ac-label", { hasText: exactly(label) }) });
+  await page.keyboard.type("{ resource.serv");
+  await option("resource.service.name").waitFor();
+  await option("resource.service.name").click();
+  assert.equal(await input.inputValue(), "{ resource.service.name");
+  await page.keyboard.type(' = "pay');
+  await option("payments").waitFor();
+  assert.equal(await option("frontend").count(), 0, "values are filtered by what was typed");
+  await page.keyboard.press("Enter"); // accepts the highlighted suggestion
+  assert.equal(await input.inputValue(), '{ resource.service.name = "payments"');
+  await page.keyboard.type(" && sta");
+  await option("status").waitFor();
+  await page.keyboard.press("Escape");
+  await page.keyboard.type("tus = error }");
+  await page.keyboard.press("Enter"); // the list is closed: runs the query
+  await page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`).waitFor({ timeout: 15_000 });
+  assert.equal(new URL(page.url()).searchParams.get("q"), '{ resource.service.name = "payments" && status = error }');
+  await page.close();
+});
+
+/** Sends one single-span trace of `service` and returns its trace ID. Times are in ms. */
+async function sendSpan(service, name, startMs, durationMs) {
+  const p = provider(service);
+  const s = p.getTracer("e2e").startSpan(name, { kind: SpanKind.SERVER, startTime: ms(startMs) });
+  s.end(ms(startMs + durationMs));
+  await p.forceFlush();
+  await p.shutdown();
+  return s.spanContext().traceId;
+}
+
+/** Waits until the result rows are exactly `ids`, in this order, and returns them. */
+async function waitForRows(page, ids) {
+  try {
+    await page.waitForFunction((want) => {
+      const got = [...document.querySelectorAll('[data-testid="result-row"]')].map((r) => r.getAttribute("data-trace-id"));
+      return got.join() === want.join();
+    }, ids, { timeout: 15_000 });
+  } catch (e) {
+    const got = await page.getByTestId("result-row").evaluateAll((rs) => rs.map((r) => r.getAttribute("data-trace-id")));
+    assert.deepEqual(got, ids, `result rows at ${page.url()}`);
+    throw e;
+  }
+}
+
+test("results sort by a column, both ways, and the URL keeps the order", async () => {
+  const now = Date.now();
+  // Start order (newest first) is fast, slow, medium; duration order is slow, medium, fast.
+  const medium = await sendSpan("sorting", "medium", now - 30_000, 30);
+  const slow = await sendSpan("sorting", "slow", now - 20_000, 300);
+  const fast = await sendSpan("sorting", "fast", now - 10_000, 3);
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/search?q=${encodeURIComponent('{ resource.service.name = "sorting" }')}&range=15m`);
+  await waitForRows(page, [fast, slow, medium]);
+  const header = page.locator('th[data-sort="duration"]');
+  await header.click();
+  await waitForRows(page, [slow, medium, fast]);
+  assert.equal(await header.getAttribute("aria-sort"), "descending");
+  assert.equal(new URL(page.url()).searchParams.get("sort"), "duration:desc");
+  await header.click();
+  await waitForRows(page, [fast, medium, slow]);
+  assert.equal(await header.getAttribute("aria-sort"), "ascending");
+  await page.reload();
+  await waitForRows(page, [fast, medium, slow]);
+  await page.locator('th[data-sort="service"]').click(); // root service, then operation, A to Z
+  await waitForRows(page, [fast, medium, slow]);
+  await page.locator('th[data-sort="start"]').click();
+  await waitForRows(page, [fast, slow, medium]);
+  await page.close();
+});
+
+test("the time range picks which traces are searched, and back and forward restore it", async () => {
+  const now = Date.now();
+  const recent = await sendSpan("timerange", "recent", now - 2 * 60_000, 10);
+  const older = await sendSpan("timerange", "older", now - 40 * 60_000, 10);
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const q = encodeURIComponent('{ resource.service.name = "timerange" }');
+  await page.goto(`${base}/search?q=${q}&range=15m`);
+  await waitForRows(page, [recent]);
+  const picker = page.getByLabel("Time range");
+  assert.equal(await picker.inputValue(), "15m");
+  await picker.selectOption("1h");
+  await waitForRows(page, [recent, older]);
+  assert.equal(new URL(page.url()).searchParams.get("range"), "1h");
+  await page.goBack();
+  await waitForRows(page, [recent]);
+  assert.equal(new URL(page.url()).searchParams.get("range"), "15m");
+  assert.equal(await picker.inputValue(), "15m", "the picker follows the URL");
+  await page.goForward();
+  await waitForRows(page, [recent, older]);
+  assert.equal(await picker.inputValue(), "1h");
+  // An absolute range in the URL: the two minutes around the older trace.
+  const at = Math.floor((now - 40 * 60_000) / 1000);
+  await page.goto(`${base}/search?q=${q}&start=${at - 60}&end=${at + 60}`);
+  await waitForRows(page, [older]);
+  assert.equal(await picker.inputValue(), "custom");
+  assert.equal(await page.getByLabel("From").isVisible(), true, "the custom range shows its from and to");
   await page.close();
 });
 
