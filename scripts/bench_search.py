@@ -26,6 +26,9 @@ Method:
        errors_rate      { status = error } | rate() by (resource.service.name)
        duration_hist    { } | histogram_over_time(duration)  (Grafana's duration heatmap)
        slow_rate        { duration > 1s } | rate()  (evaluated per span: the filter reads the duration)
+       service_graph    /api/service-graph over the range with the default span budget (the UI's
+                        request; "complete" says whether the budget covered the range)
+       service_graph_all  the same with maxSpans=50,000,000: every span counted
   5. Print a table and write JSON to --out. Exit 1 if a query answered non-200 or the needle
      was not found (timeouts are reported, not failures, unless --fail-on-timeout).
 
@@ -507,6 +510,16 @@ def main():
             queries.append(run_query(server, name, "/api/metrics/query_range",
                                      {"q": q, **window, "step": f"{step}s"},
                                      args.runs, args.timeout, series_check, args.measure_timeouts))
+
+        def graph_check(j):
+            return (bool(j.get("edges")), "no edges", {"edges": len(j.get("edges", [])), "complete": j.get("complete"),
+                                                      "calls": sum(e["callCount"] for e in j.get("edges", []))})
+        # The graph page's request (server default span budget), and the whole range counted.
+        queries.append(run_query(server, "service_graph", "/api/service-graph", dict(window),
+                                 args.runs, args.timeout, graph_check, args.measure_timeouts))
+        queries.append(run_query(server, "service_graph_all", "/api/service-graph",
+                                 {**window, "maxSpans": "50000000"},
+                                 args.runs, args.timeout, graph_check, args.measure_timeouts))
         result["queries"] = queries
         result["blocks_after_queries"] = levels(server.block_metas())
         result["server_peak_rss_mb_after_queries"] = round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1)

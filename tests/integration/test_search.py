@@ -335,3 +335,37 @@ def test_service_graph_head_blocks_and_restart(weft_factory):
         r = srv.get(path)
         assert r.status_code == 400, f"{path}: {r.status_code} {r.text}"
         assert needle in r.text, f"{path}: {r.text!r} does not mention {needle!r}"
+
+
+def test_service_graph_counts_calls_across_a_trace_split_between_block_and_head(weft_factory):
+    """The caller's span is already in a block when the callee's arrives in the head: the call
+    is still counted, once, and still once when both are in blocks."""
+    srv = weft_factory("--block-max-age", BLOCK_AGE)
+    providers = {}
+    for svc in ("gateway", "inventory"):
+        p = TracerProvider(resource=Resource.create({"service.name": svc}))
+        p.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=srv.otlp_url)))
+        providers[svc] = p
+    base = time.time_ns() - 5_000 * MS
+    client = providers["gateway"].get_tracer("t").start_span("GET /stock", kind=SpanKind.CLIENT, start_time=base)
+    client.set_status(Status(StatusCode.ERROR, "timeout"))
+    client.end(end_time=base + 900 * MS)
+    assert providers["gateway"].force_flush(30_000)
+    wait_for_block_spans(srv, 1)
+    server = providers["inventory"].get_tracer("t").start_span(
+        "stock", context=trace_api.set_span_in_context(client), kind=SpanKind.SERVER,
+        start_time=base + 5 * MS)
+    server.end(end_time=base + 805 * MS)
+    assert providers["inventory"].force_flush(30_000)
+    for p in providers.values():
+        p.shutdown()
+    for stage in ("block and head", "two blocks"):
+        body = graph(srv)
+        edges = {(e["parent"], e["child"]): e for e in body["edges"]}
+        assert set(edges) == {("gateway", "inventory")}, (stage, body)
+        e = edges[("gateway", "inventory")]
+        assert (e["callCount"], e["errorCount"]) == (1, 1), (stage, e)  # the caller saw it fail
+        assert abs(int(e["latencyP50Nano"]) - 800 * MS) <= 80 * MS, (stage, e)
+        assert "unresolvedCalls" not in body, (stage, body)
+        if stage == "block and head":
+            wait_for_block_spans(srv, 2)

@@ -177,6 +177,12 @@ impl RowGroupData {
         v1::reader::read_metric_columns(&self.footer, self.rg, self.chunk(), needs)
     }
 
+    /// The columns the service graph needs, with dictionary ids. The data must have been
+    /// fetched with [`Block::fetch_graph_columns`], or whole.
+    pub fn graph_columns(&self) -> Result<v1::reader::GraphColumns, BlockError> {
+        v1::reader::read_graph_columns(&self.footer, self.rg, self.chunk())
+    }
+
     /// The columns a prefilter needs, for every row.
     pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
         v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), &self.dedicated, needs)
@@ -303,6 +309,21 @@ impl Block {
         rg: usize,
         needs: v1::reader::MetricNeeds,
     ) -> Result<RowGroupData, BlockError> {
+        self.fetch_columns(storage, rg, &needs.columns()).await
+    }
+
+    /// Fetches the column chunks of row group `rg` that [`RowGroupData::graph_columns`] reads
+    /// (one contiguous read spanning them).
+    pub async fn fetch_graph_columns(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupData, BlockError> {
+        self.fetch_columns(storage, rg, &v1::reader::GRAPH_COLUMNS).await
+    }
+
+    async fn fetch_columns(
+        &self,
+        storage: &dyn Storage,
+        rg: usize,
+        columns: &[usize],
+    ) -> Result<RowGroupData, BlockError> {
         let footer = self.footer(storage).await?;
         if rg >= footer.num_row_groups() {
             return Err(BlockError::Corrupt(format!(
@@ -311,7 +332,7 @@ impl Block {
             )));
         }
         let (mut lo, mut hi) = (u64::MAX, 0);
-        for c in needs.columns() {
+        for &c in columns {
             let (s, l) = footer.row_group(rg).column(c).byte_range();
             lo = lo.min(s);
             hi = hi.max(s + l);

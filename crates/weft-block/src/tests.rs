@@ -276,8 +276,8 @@ async fn golden_v1_block_stays_readable() {
     }
 }
 
-/// Checks that the metric columns of every row group of `block` read (with only their chunks
-/// fetched) the same values as the full row reader.
+/// Checks that the metric and service-graph columns of every row group of `block` read (with
+/// only their chunks fetched) the same values as the full row reader.
 async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, block: &Block) {
     let needs = v1::reader::MetricNeeds {
         name: true,
@@ -310,6 +310,24 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         let starts = part.metric_columns(v1::reader::MetricNeeds::default()).unwrap();
         assert_eq!(starts.start, c.start);
         assert!(starts.name.ids.is_empty() && starts.duration.is_empty());
+
+        // The service graph's columns, likewise.
+        let part = block.fetch_graph_columns(store, rg).await.unwrap();
+        assert!(part.bytes() < whole.bytes(), "only the graph's chunks are fetched");
+        let g = part.graph_columns().unwrap();
+        assert_eq!(g.span_id.len(), rows.len());
+        let mut roots = 0;
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(at(&g.trace, i), r.trace_id.as_slice());
+            assert_eq!(g.span_id[i], u64::from_be_bytes(r.span_id));
+            assert_eq!(g.parent[i], u64::from_be_bytes(r.parent_span_id));
+            roots += usize::from(g.parent[i] == 0);
+            assert_eq!((g.kind[i] as u8, g.status[i] as u8), (r.kind, r.status_code));
+            assert_eq!((g.start[i] as u64, g.duration[i]), (r.start_unix_nano, r.duration_nano));
+            let service = crate::columns::service_name(&r.resource).unwrap_or_default();
+            assert_eq!(at(&g.service, i), service.as_bytes());
+        }
+        assert!(roots > 0 && roots < rows.len(), "roots and children both occur");
     }
 }
 

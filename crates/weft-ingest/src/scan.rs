@@ -30,6 +30,7 @@ use std::sync::Arc;
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_query::columnar::{HeadRows, SpanMetrics};
+use weft_query::graph::ServiceGraph;
 use weft_query::prefilter::Prefilter;
 use weft_query::search::TraceSink;
 
@@ -432,3 +433,133 @@ impl Ingest {
         Ok(stats)
     }
 }
+
+/// Most split traces one service-graph scan reads whole to find the parents of calls that
+/// cross a split; calls of the others are reported as unresolved.
+const GRAPH_MAX_RESOLVED_TRACES: usize = 1000;
+
+impl Ingest {
+    /// Counts every trace of `tenant` in `window` into `g` (which must count every trace,
+    /// [`ServiceGraph::counts_every_trace`]) from columns: the head's, then each block row
+    /// group's graph columns (IDs, kind, status, times, service name), newest blocks first,
+    /// until the graph's span budget is spent. Traces split between the head, row groups and
+    /// blocks whose calls cross the split are then read whole (at most
+    /// `GRAPH_MAX_RESOLVED_TRACES`).
+    ///
+    /// Each stored copy of a span counts once, as in [`Ingest::scan_span_metrics`]; client
+    /// retries stored in two places before compaction merges them count twice.
+    pub async fn scan_service_graph(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        g: &mut ServiceGraph,
+    ) -> Result<ScanStats, QueryError> {
+        debug_assert!(g.counts_every_trace());
+        self.catch_up().await;
+        let mut stats = ScanStats::default();
+        let mut blocks = self.blocks.of(tenant);
+        let in_blocks = |blocks: &[Arc<Block>], id: &[u8; 16], except: Option<usize>| {
+            blocks
+                .iter()
+                .enumerate()
+                .any(|(i, b)| Some(i) != except && !b.index.candidates(id).is_empty())
+        };
+        let cuts = {
+            let st = self.head.state.read();
+            let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
+            let cuts: Vec<&SpanColumns> = st
+                .flushing
+                .iter()
+                .filter(|c| written.is_none_or(|w| w < c.wal_end))
+                .flat_map(|c| c.tenants.iter().filter(|(t, _)| &**t == tenant).map(|(_, cols)| cols))
+                .collect();
+            let parts: Vec<&SpanColumns> = st.active.get(tenant).into_iter().chain(cuts.iter().copied()).collect();
+            for (k, cols) in parts.iter().enumerate() {
+                let order = cols.sorted_order();
+                stats.inspected_spans += order.len() as u64;
+                stats.inspected_bytes += order.len() as u64 * HEAD_GRAPH_ROW_BYTES;
+                g.add_head_rows(cols, &order, |id| {
+                    parts
+                        .iter()
+                        .enumerate()
+                        .any(|(j, p)| j != k && p.traces.contains_key(id))
+                        || in_blocks(&blocks, id, None)
+                });
+            }
+            st.flushing
+                .iter()
+                .filter(|c| written.is_none_or(|w| w < c.wal_end))
+                .cloned()
+                .collect::<Vec<Arc<Cut>>>()
+        };
+        let in_head = |id: &[u8; 16]| {
+            let st = self.head.state.read();
+            st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
+                || cuts.iter().any(|c| {
+                    c.tenants
+                        .iter()
+                        .any(|(t, cols)| &**t == tenant && cols.traces.contains_key(id))
+                })
+        };
+        stats.total_blocks = blocks.len() as u64;
+        blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+        let storage = &*self.storage;
+        for (bi, b) in blocks.iter().enumerate() {
+            if !g.complete() {
+                break;
+            }
+            if let Some((start, end)) = window
+                && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
+            {
+                stats.skipped_blocks += 1;
+                continue;
+            }
+            let mut read_any = false;
+            for rg in 0..b.row_group_count() {
+                if !g.complete() {
+                    break;
+                }
+                if let Some((ws, we)) = window {
+                    let s = b.row_group_stats(storage, rg).await?;
+                    if let Some((lo, hi)) = s.start
+                        && (lo > we || hi < ws)
+                    {
+                        stats.skipped_row_groups += 1;
+                        continue;
+                    }
+                }
+                let data = b.fetch_graph_columns(storage, rg).await?;
+                read_any = true;
+                stats.inspected_bytes += data.bytes();
+                let cols = tokio::task::spawn_blocking(move || data.graph_columns())
+                    .await
+                    .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+                stats.inspected_spans += cols.span_id.len() as u64;
+                let row_groups = b.row_group_count();
+                g.add_block_rows(&cols, |id, at_edge| {
+                    (at_edge && row_groups > 1) || in_blocks(&blocks, id, Some(bi)) || in_head(id)
+                });
+            }
+            if read_any {
+                stats.inspected_blocks += 1;
+            } else {
+                stats.skipped_blocks += 1;
+            }
+        }
+        for id in g.pending_traces().into_iter().take(GRAPH_MAX_RESOLVED_TRACES) {
+            let found = self
+                .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
+                .await?;
+            stats.split_traces += 1;
+            stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
+            g.resolve(&id, &found.rows);
+        }
+        g.give_up();
+        stats.inspected_traces = g.inspected_traces;
+        Ok(stats)
+    }
+}
+
+/// Bytes of head columns the service graph reads per span (IDs, kind, status, times and a
+/// resource id), for `ScanStats::inspected_bytes`.
+const HEAD_GRAPH_ROW_BYTES: u64 = 16 + 8 + 8 + 1 + 1 + 8 + 8 + 4;

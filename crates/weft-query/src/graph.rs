@@ -1,9 +1,9 @@
-//! The service graph: calls between services, aggregated from the parent/child spans of whole
+//! The service graph: calls between services, aggregated from the parent/child spans of
 //! traces.
 //!
 //! An *edge* `A → B` is a span of service `B` whose parent span belongs to service `A ≠ B` (a
 //! client span and the server span it caused, or a producer and its consumer). Counting from
-//! whole traces means a call is found wherever its two spans are stored, unlike a streaming
+//! stored traces means a call is found wherever its two spans are stored, unlike a streaming
 //! processor that pairs spans within a wait window. It is counted once per child span:
 //!
 //! - it is an **error** when the child span's status is error, or the parent is a client or
@@ -13,14 +13,22 @@
 //!   (quantiles within 9%).
 //!
 //! Only spans that start inside the window are counted; the rest of a trace still supplies
-//! parents. A span whose parent is not in the trace counts for its service but makes no edge.
+//! parents. A span whose parent was never stored counts for its service but makes no edge.
+//!
+//! Two ways in: whole traces from a search scan ([`TraceSink`], needed when a TraceQL filter
+//! picks the traces), or, for every trace, the few columns the graph reads straight from row
+//! groups and head columns, a trace's consecutive rows at a time (IDs, kind, status, times and
+//! the service name column; about a tenth of a block's bytes). Calls whose parent is stored in
+//! another piece of a split trace are resolved once that trace is read whole.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use weft_block::columns::service_name;
+use weft_block::columns::{SpanColumns, service_name};
+use weft_block::hash::{FastBuild, FastMap};
 use weft_block::row::SpanRow;
+use weft_block::v1::reader::GraphColumns;
 use weft_traceql::{EvalError, Evaluator, Query};
 
 use crate::decode::Parts;
@@ -118,8 +126,29 @@ impl LogHistogram {
     }
 }
 
-/// Builds the service graph from the traces a scan offers. Feed it traces, then read
-/// [`services`](ServiceGraph::services) and [`edges`](ServiceGraph::edges).
+/// One span as the graph sees it.
+#[derive(Debug, Clone, Copy)]
+struct GraphSpan {
+    id: u64,
+    /// 0 for a root span.
+    parent: u64,
+    /// Index into [`ServiceGraph::names`].
+    service: u32,
+    kind: u8,
+    status: u8,
+    start: u64,
+    duration: i64,
+}
+
+/// Builds the service graph from the spans it is given, whole traces ([`TraceSink::offer`])
+/// or row-group columns ([`ServiceGraph::add_block_rows`], [`ServiceGraph::add_head_rows`]),
+/// then read [`services`](ServiceGraph::services) and [`edges`](ServiceGraph::edges).
+///
+/// Columns hold a trace's rows consecutively, but a trace can be split between the head, a
+/// row group and blocks. A child whose parent is not in its piece, in a trace that may be
+/// stored elsewhere too, is kept aside: [`pending_traces`](ServiceGraph::pending_traces)
+/// lists those traces, and [`resolve`](ServiceGraph::resolve) counts the kept calls once the
+/// whole trace is read. The spans themselves count where they are found.
 #[derive(Debug)]
 pub struct ServiceGraph {
     /// `None` for `{ }`: every trace counts and nothing is decoded beyond the service name.
@@ -129,12 +158,26 @@ pub struct ServiceGraph {
     max_spans: u64,
     /// Spans of the offered traces, counted or not (the budget is spent on reading them).
     pub inspected_spans: u64,
+    /// Traces (or pieces of split traces) read.
+    pub inspected_traces: u64,
     /// Start of the oldest counted span: with a scan that stops early (newest first), the
     /// counts cover `[oldest_start, window end]`.
     pub oldest_start: Option<u64>,
-    services: HashMap<Arc<str>, ServiceStats>,
-    edges: HashMap<(Arc<str>, Arc<str>), EdgeStats>,
-    names: HashMap<Bytes, Arc<str>>,
+    /// Calls whose parent span was kept aside and never found ([`ServiceGraph::give_up`]).
+    pub unresolved_calls: u64,
+    /// Service names, by index; `services[i]` holds the totals of `names[i]`.
+    names: Vec<Arc<str>>,
+    name_ids: HashMap<Arc<str>, u32>,
+    services: Vec<ServiceStats>,
+    edges: FastMap<(u32, u32), EdgeStats>,
+    /// Resource header → service index, for offered rows.
+    resource_names: HashMap<Bytes, u32>,
+    /// Children kept aside until their trace is read whole, by trace ID.
+    pending: HashMap<[u8; 16], Vec<GraphSpan>>,
+    /// Scratch: one trace's spans, and their (span ID, position) sorted.
+    run: Vec<GraphSpan>,
+    by_id: Vec<(u64, u32)>,
+    orphans: Vec<GraphSpan>,
 }
 
 impl ServiceGraph {
@@ -157,11 +200,25 @@ impl ServiceGraph {
             window,
             max_spans,
             inspected_spans: 0,
+            inspected_traces: 0,
             oldest_start: None,
-            services: HashMap::new(),
-            edges: HashMap::new(),
-            names: HashMap::new(),
+            unresolved_calls: 0,
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            services: Vec::new(),
+            edges: FastMap::with_hasher(FastBuild::default()),
+            resource_names: HashMap::new(),
+            pending: HashMap::new(),
+            run: Vec::new(),
+            by_id: Vec::new(),
+            orphans: Vec::new(),
         })
+    }
+
+    /// True when every trace counts (`{ }`): the graph can then be fed columns, without
+    /// assembling traces.
+    pub fn counts_every_trace(&self) -> bool {
+        self.filter.is_none()
     }
 
     /// False when the span budget ran out before every trace of the window was read.
@@ -171,42 +228,238 @@ impl ServiceGraph {
 
     /// Services by name.
     pub fn services(&self) -> Vec<(&str, &ServiceStats)> {
-        let mut v: Vec<_> = self.services.iter().map(|(k, s)| (&**k, s)).collect();
+        let mut v: Vec<_> = self
+            .services
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.spans > 0)
+            .map(|(i, s)| (&*self.names[i], s))
+            .collect();
         v.sort_unstable_by(|a, b| a.0.cmp(b.0));
         v
     }
 
     /// Edges `(caller, callee, stats)`, most calls first.
     pub fn edges(&self) -> Vec<(&str, &str, &EdgeStats)> {
-        let mut v: Vec<_> = self.edges.iter().map(|((a, b), e)| (&**a, &**b, e)).collect();
+        let mut v: Vec<_> = self
+            .edges
+            .iter()
+            .map(|(&(a, b), e)| (&*self.names[a as usize], &*self.names[b as usize], e))
+            .collect();
         v.sort_unstable_by(|x, y| y.2.calls.cmp(&x.2.calls).then(x.0.cmp(y.0)).then(x.1.cmp(y.1)));
         v
     }
 
-    fn service(&mut self, resource: &Bytes) -> Arc<str> {
-        if let Some(n) = self.names.get(resource) {
-            return n.clone();
+    /// The index of a service name; the empty name is [`UNKNOWN_SERVICE`].
+    fn name_id(&mut self, name: &str) -> u32 {
+        let name = if name.is_empty() { UNKNOWN_SERVICE } else { name };
+        if let Some(&i) = self.name_ids.get(name) {
+            return i;
         }
-        if self.names.len() >= NAME_CACHE {
-            self.names.clear();
+        let i = self.names.len() as u32;
+        let name: Arc<str> = name.into();
+        self.names.push(name.clone());
+        self.name_ids.insert(name, i);
+        self.services.push(ServiceStats::default());
+        i
+    }
+
+    fn resource_service(&mut self, resource: &Bytes) -> u32 {
+        if let Some(&i) = self.resource_names.get(resource) {
+            return i;
         }
-        let name: Arc<str> = service_name(resource)
-            .filter(|s| !s.is_empty())
-            .as_deref()
-            .unwrap_or(UNKNOWN_SERVICE)
-            .into();
-        // one Arc per distinct name, so map keys share it
-        let name = self
-            .services
-            .get_key_value(&name)
-            .map(|(k, _)| k.clone())
-            .unwrap_or(name);
-        self.names.insert(resource.clone(), name.clone());
-        name
+        if self.resource_names.len() >= NAME_CACHE {
+            self.resource_names.clear();
+        }
+        let i = self.name_id(service_name(resource).as_deref().unwrap_or_default());
+        self.resource_names.insert(resource.clone(), i);
+        i
     }
 
     fn in_window(&self, start: u64) -> bool {
         self.window.is_none_or(|(s, e)| start >= s && start <= e)
+    }
+
+    /// Counts the spans of one trace (or a piece of one) in `self.run`. A child whose parent
+    /// is not in the piece makes no edge, unless `elsewhere()` says the trace may be stored
+    /// elsewhere too: then it is kept for [`ServiceGraph::resolve`].
+    fn count_run(&mut self, trace_id: &[u8; 16], elsewhere: impl FnOnce() -> bool) {
+        let run = std::mem::take(&mut self.run);
+        self.inspected_spans += run.len() as u64;
+        self.inspected_traces += 1;
+        self.by_id.clear();
+        self.by_id.extend(run.iter().enumerate().map(|(i, s)| (s.id, i as u32)));
+        // A trace's spans are few enough that a sorted index beats hashing.
+        self.by_id.sort_unstable();
+        self.orphans.clear();
+        for s in &run {
+            if !self.in_window(s.start) {
+                continue;
+            }
+            self.oldest_start = Some(self.oldest_start.map_or(s.start, |o| o.min(s.start)));
+            let error = s.status == STATUS_ERROR;
+            let st = &mut self.services[s.service as usize];
+            st.spans += 1;
+            st.errors += u64::from(error);
+            if s.parent == 0 {
+                st.roots += 1;
+                continue;
+            }
+            match self.by_id.binary_search_by_key(&s.parent, |&(id, _)| id) {
+                Ok(at) => {
+                    let p = run[self.by_id[at].1 as usize];
+                    self.edge(&p, s);
+                }
+                Err(_) => self.orphans.push(*s),
+            }
+        }
+        if !self.orphans.is_empty() && elsewhere() {
+            self.pending
+                .entry(*trace_id)
+                .or_default()
+                .extend_from_slice(&self.orphans);
+        }
+        self.run = run;
+        self.run.clear();
+    }
+
+    /// Counts the call from `parent` to `child` when their services differ.
+    fn edge(&mut self, parent: &GraphSpan, child: &GraphSpan) {
+        if parent.service == child.service {
+            return;
+        }
+        let caller_failed = matches!(parent.kind, KIND_CLIENT | KIND_PRODUCER) && parent.status == STATUS_ERROR;
+        let e = self
+            .edges
+            .entry((parent.service, child.service))
+            .or_insert_with(|| EdgeStats {
+                calls: 0,
+                errors: 0,
+                latency: LogHistogram::default(),
+            });
+        e.calls += 1;
+        e.errors += u64::from(child.status == STATUS_ERROR || caller_failed);
+        e.latency.add(child.duration.max(0) as u64);
+    }
+
+    /// Counts a row group's columns, trace by trace. `elsewhere(trace_id, at_edge)` says
+    /// whether the trace may also be stored outside this row group; `at_edge` is true when
+    /// its rows touch the row group's first or last row (a trace the writer split between
+    /// row groups). It is asked only for traces with a child whose parent is not in them.
+    pub fn add_block_rows(&mut self, c: &GraphColumns, mut elsewhere: impl FnMut(&[u8; 16], bool) -> bool) {
+        let n = c.span_id.len();
+        // this row group's service dictionary → service index
+        let services: Vec<u32> = c
+            .service
+            .values
+            .iter()
+            .map(|v| self.name_id(&String::from_utf8_lossy(v)))
+            .collect();
+        let small = |v: i32| v.clamp(0, 255) as u8;
+        let mut from = 0;
+        while from < n {
+            let trace = c.trace.ids[from];
+            let mut to = from + 1;
+            while to < n && c.trace.ids[to] == trace {
+                to += 1;
+            }
+            self.run.extend((from..to).map(|i| GraphSpan {
+                id: c.span_id[i],
+                parent: c.parent[i],
+                service: services[c.service.ids[i] as usize],
+                kind: small(c.kind[i]),
+                status: small(c.status[i]),
+                start: c.start[i] as u64,
+                duration: c.duration[i],
+            }));
+            let id: [u8; 16] = c.trace.values[trace as usize][..].try_into().unwrap_or([0; 16]);
+            let at_edge = from == 0 || to == n;
+            self.count_run(&id, || elsewhere(&id, at_edge));
+            from = to;
+        }
+    }
+
+    /// Counts head rows in `order` (`SpanColumns::sorted_order`: by trace, without client
+    /// retries). `elsewhere(trace_id)` says whether the trace may also be stored outside these
+    /// columns; it is asked only for traces with a child whose parent is not in them.
+    pub fn add_head_rows(&mut self, cols: &SpanColumns, order: &[u32], mut elsewhere: impl FnMut(&[u8; 16]) -> bool) {
+        // string id of a service name → service index
+        let mut services: FastMap<u32, u32> = FastMap::with_hasher(FastBuild::default());
+        let mut from = 0;
+        while from < order.len() {
+            let trace = cols.trace_id[order[from] as usize];
+            let mut to = from + 1;
+            while to < order.len() && cols.trace_id[order[to] as usize] == trace {
+                to += 1;
+            }
+            for &r in &order[from..to] {
+                let r = r as usize;
+                let sid = cols.service_of.get(&cols.resource[r]).copied();
+                let service = match sid {
+                    Some(sid) => match services.get(&sid) {
+                        Some(&i) => i,
+                        None => {
+                            let i = self.name_id(&String::from_utf8_lossy(cols.strings.get(sid)));
+                            services.insert(sid, i);
+                            i
+                        }
+                    },
+                    None => self.name_id(""),
+                };
+                self.run.push(GraphSpan {
+                    id: u64::from_be_bytes(cols.span_id[r]),
+                    parent: u64::from_be_bytes(cols.parent_span_id[r]),
+                    service,
+                    kind: cols.kind[r],
+                    status: cols.status_code[r],
+                    start: cols.start[r],
+                    duration: cols.duration[r],
+                });
+            }
+            self.count_run(&trace, || elsewhere(&trace));
+            from = to;
+        }
+    }
+
+    /// Traces with calls kept aside until the trace is read whole.
+    pub fn pending_traces(&self) -> Vec<[u8; 16]> {
+        let mut v: Vec<_> = self.pending.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Counts the calls kept aside for `trace_id`, finding their parents among `rows` (the
+    /// whole trace).
+    pub fn resolve(&mut self, trace_id: &[u8; 16], rows: &[SpanRow]) {
+        let Some(children) = self.pending.remove(trace_id) else {
+            return;
+        };
+        let mut parents: HashMap<u64, usize> = HashMap::with_capacity(rows.len());
+        for (i, r) in rows.iter().enumerate() {
+            parents.insert(u64::from_be_bytes(r.span_id), i);
+        }
+        for child in children {
+            let Some(&p) = parents.get(&child.parent) else {
+                continue; // the parent was never stored
+            };
+            let r = &rows[p];
+            let parent = GraphSpan {
+                id: child.parent,
+                parent: 0,
+                service: self.resource_service(&r.resource),
+                kind: r.kind,
+                status: r.status_code,
+                start: r.start_unix_nano,
+                duration: r.duration_nano,
+            };
+            self.edge(&parent, &child);
+        }
+    }
+
+    /// Drops the calls still kept aside, counting them in
+    /// [`unresolved_calls`](ServiceGraph::unresolved_calls).
+    pub fn give_up(&mut self) {
+        self.unresolved_calls += self.pending.drain().map(|(_, v)| v.len() as u64).sum::<u64>();
     }
 }
 
@@ -226,63 +479,32 @@ impl TraceSink for ServiceGraph {
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {
-        self.inspected_spans += rows.len() as u64;
+        if rows.is_empty() {
+            return;
+        }
         if let Some((evaluator, parts)) = &self.filter {
             let trace = to_trace_parts(rows, *parts);
             if !matches!(evaluator.eval(&trace), Ok(sets) if sets.iter().any(|s| !s.spans.is_empty())) {
+                self.inspected_spans += rows.len() as u64;
+                self.inspected_traces += 1;
                 return;
             }
         }
-        let services: Vec<Arc<str>> = rows.iter().map(|r| self.service(&r.resource)).collect();
-        // span ID → row; a trace's rows are few enough that a sorted index beats hashing
-        let mut by_id: Vec<(u64, u32)> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (u64::from_be_bytes(r.span_id), i as u32))
-            .collect();
-        by_id.sort_unstable();
-        for (i, r) in rows.iter().enumerate() {
-            if !self.in_window(r.start_unix_nano) {
-                continue;
-            }
-            self.oldest_start = Some(
-                self.oldest_start
-                    .map_or(r.start_unix_nano, |o| o.min(r.start_unix_nano)),
-            );
-            let svc = &services[i];
-            let error = r.status_code == STATUS_ERROR;
-            let root = r.parent_span_id == [0; 8];
-            let st = self.services.entry(svc.clone()).or_default();
-            st.spans += 1;
-            st.errors += u64::from(error);
-            st.roots += u64::from(root);
-            if root {
-                continue;
-            }
-            let pid = u64::from_be_bytes(r.parent_span_id);
-            let Ok(at) = by_id.binary_search_by_key(&pid, |&(id, _)| id) else {
-                continue;
-            };
-            let p = by_id[at].1 as usize;
-            let psvc = &services[p];
-            if psvc == svc {
-                continue;
-            }
-            let parent = &rows[p];
-            let caller_failed =
-                matches!(parent.kind, KIND_CLIENT | KIND_PRODUCER) && parent.status_code == STATUS_ERROR;
-            let e = self
-                .edges
-                .entry((psvc.clone(), svc.clone()))
-                .or_insert_with(|| EdgeStats {
-                    calls: 0,
-                    errors: 0,
-                    latency: LogHistogram::default(),
-                });
-            e.calls += 1;
-            e.errors += u64::from(error || caller_failed);
-            e.latency.add(r.duration_nano.max(0) as u64);
+        let mut run = std::mem::take(&mut self.run);
+        for r in rows {
+            run.push(GraphSpan {
+                id: u64::from_be_bytes(r.span_id),
+                parent: u64::from_be_bytes(r.parent_span_id),
+                service: self.resource_service(&r.resource),
+                kind: r.kind,
+                status: r.status_code,
+                start: r.start_unix_nano,
+                duration: r.duration_nano,
+            });
         }
+        self.run = run;
+        // An offered trace is whole: a missing parent was never stored.
+        self.count_run(&rows[0].trace_id, || false);
     }
 }
 
@@ -503,6 +725,117 @@ mod tests {
         assert!(!g.done());
         g.offer(&checkout_trace(2));
         assert!(g.done() && !g.complete());
+    }
+
+    /// The graph columns of `rows` (one row group, in order).
+    fn columns(rows: &[SpanRow]) -> GraphColumns {
+        let mut c = GraphColumns::default();
+        let mut dict = |d: &mut weft_block::v1::reader::DictColumn, v: Bytes| {
+            let id = d.values.iter().position(|x| *x == v).unwrap_or_else(|| {
+                d.values.push(v);
+                d.values.len() - 1
+            });
+            d.ids.push(id as u32);
+        };
+        for r in rows {
+            dict(&mut c.trace, Bytes::copy_from_slice(&r.trace_id));
+            dict(
+                &mut c.service,
+                Bytes::from(service_name(&r.resource).unwrap_or_default()),
+            );
+            c.span_id.push(u64::from_be_bytes(r.span_id));
+            c.parent.push(u64::from_be_bytes(r.parent_span_id));
+            c.kind.push(i32::from(r.kind));
+            c.status.push(i32::from(r.status_code));
+            c.start.push(r.start_unix_nano as i64);
+            c.duration.push(r.duration_nano);
+        }
+        c
+    }
+
+    fn summary(g: &ServiceGraph) -> (Vec<(String, String, u64, u64, u64)>, Vec<(String, ServiceStats)>) {
+        (
+            g.edges()
+                .into_iter()
+                .map(|(a, b, e)| (a.to_owned(), b.to_owned(), e.calls, e.errors, e.latency_quantile(0.5)))
+                .collect(),
+            g.services()
+                .into_iter()
+                .map(|(n, s)| (n.to_owned(), s.clone()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn columns_count_what_whole_traces_count() {
+        let traces: Vec<Vec<SpanRow>> = (1..=5).map(checkout_trace).collect();
+        let mut whole = graph("{ }", None);
+        for t in &traces {
+            whole.offer(t);
+        }
+        let all: Vec<SpanRow> = traces.concat();
+        let mut cols = graph("{ }", None);
+        assert!(cols.counts_every_trace());
+        cols.add_block_rows(&columns(&all), |_, _| panic!("no trace has a missing parent"));
+        assert_eq!(summary(&cols), summary(&whole));
+        assert_eq!(cols.inspected_spans, whole.inspected_spans);
+    }
+
+    #[test]
+    fn a_trace_split_between_row_groups_counts_its_calls_once_read_whole() {
+        let trace = checkout_trace(7);
+        // Spans 1-3 end one row group; 4-6 start the next, where 4's parent (3) is missing.
+        let (a, b) = trace.split_at(3);
+        let mut g = graph("{ }", None);
+        let mut asked = Vec::new();
+        g.add_block_rows(&columns(&[checkout_trace(1), a.to_vec()].concat()), |id, edge| {
+            asked.push((id[0], edge));
+            true
+        });
+        assert!(asked.is_empty(), "the first piece has every parent it needs");
+        g.add_block_rows(&columns(&[b.to_vec(), checkout_trace(2)].concat()), |id, edge| {
+            asked.push((id[0], edge));
+            edge
+        });
+        assert_eq!(
+            asked,
+            vec![(7, true)],
+            "asked only about the piece with a missing parent"
+        );
+        assert_eq!(g.pending_traces(), vec![[7; 16]]);
+        // checkout → payments of trace 7 is inside the second piece; spans 4 and 6 wait
+        assert_eq!(edge(&g, "checkout", "payments").unwrap().calls, 3);
+        assert_eq!(edge(&g, "frontend", "checkout").unwrap().calls, 3);
+        g.resolve(&[7; 16], &trace);
+        assert!(g.pending_traces().is_empty());
+        let mut whole = graph("{ }", None);
+        for t in [1, 7, 2] {
+            whole.offer(&checkout_trace(t));
+        }
+        assert_eq!(summary(&g), summary(&whole));
+
+        // An orphan whose trace is stored nowhere else makes no edge and is not kept.
+        let mut g = graph("{ }", None);
+        let orphan = rows(
+            9,
+            &[
+                sp(1, 0, "a", 2, false),
+                sp(2, 1, "b", 2, false),
+                sp(3, 8, "c", 2, false),
+            ],
+        );
+        g.add_block_rows(
+            &columns(&[checkout_trace(1), orphan, checkout_trace(2)].concat()),
+            |_, edge| edge,
+        );
+        assert!(g.pending_traces().is_empty());
+        assert_eq!(edge(&g, "a", "b").unwrap().calls, 1);
+        assert_eq!(g.services().iter().find(|s| s.0 == "c").unwrap().1.spans, 1);
+        // Kept calls whose trace is never read are reported, not counted.
+        let mut g = graph("{ }", None);
+        g.add_block_rows(&columns(b), |_, _| true);
+        g.give_up();
+        assert_eq!(g.unresolved_calls, 2, "spans 4 and 6");
     }
 
     #[test]

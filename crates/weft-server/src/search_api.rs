@@ -696,9 +696,20 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         Ok(s) => s,
         Err(e) => return eval_error(e),
     };
-    let stats = match run_scan(&st, &tenant, Some(window), &mut sink).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    // Every trace: straight from columns. A filter needs whole traces.
+    let stats = if sink.counts_every_trace() {
+        match st.ingest.scan_service_graph(&tenant, Some(window), &mut sink).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "service graph scan failed");
+                return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
+            }
+        }
+    } else {
+        match run_scan(&st, &tenant, Some(window), &mut sink).await {
+            Ok(s) => s,
+            Err(r) => return r,
+        }
     };
     st.graph_latency.observe(started.elapsed().as_secs_f64());
     let edges: Vec<serde_json::Value> = sink
@@ -730,6 +741,9 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         && let Some(oldest) = sink.oldest_start
     {
         out["countedFrom"] = serde_json::Value::String(oldest.to_string());
+    }
+    if sink.unresolved_calls > 0 {
+        out["unresolvedCalls"] = sink.unresolved_calls.into();
     }
     json(out)
 }

@@ -493,6 +493,59 @@ pub fn read_metric_columns(
     Ok(out)
 }
 
+/// Columns of a row group for the service graph: who called whom, per trace, without
+/// assembling spans. Rows are in block order, so a trace's rows are consecutive.
+#[derive(Debug, Default)]
+pub struct GraphColumns {
+    /// Trace IDs (16 bytes) with one id per row: a change of id starts the next trace.
+    pub trace: DictColumn,
+    /// Span IDs as big-endian integers.
+    pub span_id: Vec<u64>,
+    /// Parent span IDs as big-endian integers, 0 for a root span.
+    pub parent: Vec<u64>,
+    pub kind: Vec<i32>,
+    pub status: Vec<i32>,
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    /// Resource `service.name` (empty when the resource has none).
+    pub service: DictColumn,
+}
+
+/// The schema columns [`read_graph_columns`] reads, ascending.
+pub(crate) const GRAPH_COLUMNS: [usize; 8] = [
+    col::TRACE_ID,
+    col::SPAN_ID,
+    col::PARENT,
+    col::KIND,
+    col::START,
+    col::DURATION,
+    col::STATUS_CODE,
+    col::SERVICE,
+];
+
+/// Reads the [`GraphColumns`] of row group `rg`. `chunk` must hold [`GRAPH_COLUMNS`].
+pub fn read_graph_columns(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk) -> Result<GraphColumns, BlockError> {
+    let rgr = row_group_reader(meta, rg, chunk)?;
+    let n = meta.row_group(rg).num_rows() as usize;
+    let id = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or_default());
+    let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
+    let parent_of: Vec<u64> = parents.values.iter().map(|v| id(v)).collect();
+    Ok(GraphColumns {
+        trace: fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?,
+        span_id: read::<FixedLenByteArrayType>(&rgr, col::SPAN_ID, 0, n, false)?
+            .0
+            .iter()
+            .map(|v| id(v.data()))
+            .collect(),
+        parent: parents.ids.iter().map(|&i| parent_of[i as usize]).collect(),
+        kind: read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0,
+        status: read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0,
+        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
+        duration: read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0,
+        service: dict_column(&rgr, col::SERVICE, n, false)?,
+    })
+}
+
 /// Reads a BYTE_ARRAY column of `n` rows keeping its dictionary ids.
 ///
 /// The fast path decodes the pages weft writes ([`super::chunk`]): a PLAIN dictionary page and
@@ -504,10 +557,38 @@ fn dict_column(
     n: usize,
     optional: bool,
 ) -> Result<DictColumn, BlockError> {
-    if let Some(d) = dict_pages(rgr, c, n, optional)? {
+    if let Some(d) = dict_pages(rgr, c, n, optional, None)? {
         return Ok(d);
     }
     let (vals, def) = read::<ByteArrayType>(rgr, c, 0, n, optional)?;
+    Ok(dict_of(
+        spread(vals, &def, n)
+            .into_iter()
+            .map(|v| v.map(|v| Bytes::copy_from_slice(v.data()))),
+    ))
+}
+
+/// [`dict_column`] for a FIXED_LEN_BYTE_ARRAY column of `len`-byte values.
+fn fixed_dict_column(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    n: usize,
+    optional: bool,
+    len: usize,
+) -> Result<DictColumn, BlockError> {
+    if let Some(d) = dict_pages(rgr, c, n, optional, Some(len))? {
+        return Ok(d);
+    }
+    let (vals, def) = read::<FixedLenByteArrayType>(rgr, c, 0, n, optional)?;
+    Ok(dict_of(
+        spread(vals, &def, n)
+            .into_iter()
+            .map(|v| v.map(|v| Bytes::copy_from_slice(v.data()))),
+    ))
+}
+
+/// Gives ids to values by hashing them (the slow path of [`dict_column`]).
+fn dict_of(rows: impl Iterator<Item = Option<Bytes>>) -> DictColumn {
     let mut out = DictColumn::default();
     let mut seen: std::collections::HashMap<Bytes, u32> = std::collections::HashMap::new();
     let mut id_of = |b: Bytes, out: &mut DictColumn| {
@@ -516,20 +597,22 @@ fn dict_column(
             out.values.len() as u32 - 1
         })
     };
-    for v in spread(vals, &def, n) {
-        let b = v.map(|v| Bytes::copy_from_slice(v.data())).unwrap_or_default();
-        let id = id_of(b, &mut out);
+    for v in rows {
+        let id = id_of(v.unwrap_or_default(), &mut out);
         out.ids.push(id);
     }
-    Ok(out)
+    out
 }
 
 /// The dictionary fast path of [`dict_column`]; `None` when the chunk has another layout.
+/// `fixed` is the value length of a FIXED_LEN_BYTE_ARRAY column (PLAIN values without a
+/// length prefix).
 fn dict_pages(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     c: usize,
     n: usize,
     optional: bool,
+    fixed: Option<usize>,
 ) -> Result<Option<DictColumn>, BlockError> {
     use parquet::basic::Encoding;
     use parquet::column::page::Page;
@@ -543,15 +626,20 @@ fn dict_pages(
             Page::DictionaryPage { buf, num_values, .. } => {
                 let mut p = 0usize;
                 for _ in 0..num_values {
-                    let len = buf
-                        .get(p..p + 4)
-                        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
-                        .ok_or_else(|| corrupt("dictionary page ends inside a length".into()))?;
-                    if p + 4 + len > buf.len() {
+                    let (prefix, len) = match fixed {
+                        Some(len) => (0, len),
+                        None => (
+                            4,
+                            buf.get(p..p + 4)
+                                .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
+                                .ok_or_else(|| corrupt("dictionary page ends inside a length".into()))?,
+                        ),
+                    };
+                    if p + prefix + len > buf.len() {
                         return Err(corrupt("dictionary page ends inside a value".into()));
                     }
-                    out.values.push(buf.slice(p + 4..p + 4 + len));
-                    p += 4 + len;
+                    out.values.push(buf.slice(p + prefix..p + prefix + len));
+                    p += prefix + len;
                 }
             }
             Page::DataPage {
