@@ -310,11 +310,12 @@ def check_service_graph(srv, stage: str) -> None:
     assert {s["name"]: s["spanCount"] for s in only_a["services"]} == {"frontend": 1, "checkout": 1, "payments": 1}
     assert graph(srv, q="{ duration > 1h }")["edges"] == []
 
-    # A window before the scene holds nothing; a span budget of 1 gives a partial count, marked.
+    # A window before the scene holds nothing; a span budget that reading every span spends
+    # exactly still gives a complete count.
     old = graph(srv, start=str(int(time.time()) - 7200), end=str(int(time.time()) - 3600))
     assert old["edges"] == [] and old["services"] == [], (stage, old)
-    partial = graph(srv, maxSpans="1")
-    assert partial["complete"] is False and int(partial["countedFrom"]) > 0, (stage, partial)
+    exact = graph(srv, maxSpans="5")
+    assert exact["complete"] is True and exact["edges"] == body["edges"], (stage, exact)
 
 
 def test_service_graph_head_blocks_and_restart(weft_factory):
@@ -367,5 +368,8 @@ def test_service_graph_counts_calls_across_a_trace_split_between_block_and_head(
         assert (e["callCount"], e["errorCount"]) == (1, 1), (stage, e)  # the caller saw it fail
         assert abs(int(e["latencyP50Nano"]) - 800 * MS) <= 80 * MS, (stage, e)
         assert "unresolvedCalls" not in body, (stage, body)
+        # A budget of one span leaves the other piece unread: the count says it is partial.
+        partial = graph(srv, maxSpans="1")
+        assert partial["complete"] is False and int(partial["countedFrom"]) > 0, (stage, partial)
         if stage == "block and head":
             wait_for_block_spans(srv, 2)

@@ -210,6 +210,8 @@ export interface ServiceGraphResponse {
   complete: boolean;
   /** with complete=false: start (Unix ns) of the oldest span counted */
   countedFrom?: string;
+  /** calls of traces split across storage whose caller span was not looked up (rare) */
+  unresolvedCalls?: number;
   metrics?: { inspectedTraces?: number; inspectedSpans?: string };
 }
 

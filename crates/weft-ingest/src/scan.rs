@@ -442,7 +442,8 @@ impl Ingest {
     /// Counts every trace of `tenant` in `window` into `g` (which must count every trace,
     /// [`ServiceGraph::counts_every_trace`]) from columns: the head's, then each block row
     /// group's graph columns (IDs, kind, status, times, service name), newest blocks first,
-    /// until the graph's span budget is spent. Traces split between the head, row groups and
+    /// until the graph's span budget is spent (the graph is then marked truncated if a row
+    /// group of the window was left). Traces split between the head, row groups and
     /// blocks whose calls cross the split are then read whole (at most
     /// `GRAPH_MAX_RESOLVED_TRACES`).
     ///
@@ -504,10 +505,7 @@ impl Ingest {
         stats.total_blocks = blocks.len() as u64;
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         let storage = &*self.storage;
-        for (bi, b) in blocks.iter().enumerate() {
-            if !g.complete() {
-                break;
-            }
+        'blocks: for (bi, b) in blocks.iter().enumerate() {
             if let Some((start, end)) = window
                 && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
             {
@@ -516,9 +514,6 @@ impl Ingest {
             }
             let mut read_any = false;
             for rg in 0..b.row_group_count() {
-                if !g.complete() {
-                    break;
-                }
                 if let Some((ws, we)) = window {
                     let s = b.row_group_stats(storage, rg).await?;
                     if let Some((lo, hi)) = s.start
@@ -527,6 +522,13 @@ impl Ingest {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
+                }
+                if g.budget_spent() {
+                    g.mark_truncated();
+                    if read_any {
+                        stats.inspected_blocks += 1;
+                    }
+                    break 'blocks;
                 }
                 let data = b.fetch_graph_columns(storage, rg).await?;
                 read_any = true;

@@ -165,6 +165,8 @@ pub struct ServiceGraph {
     pub oldest_start: Option<u64>,
     /// Calls whose parent span was kept aside and never found ([`ServiceGraph::give_up`]).
     pub unresolved_calls: u64,
+    /// The budget ran out with spans left to read.
+    truncated: bool,
     /// Service names, by index; `services[i]` holds the totals of `names[i]`.
     names: Vec<Arc<str>>,
     name_ids: HashMap<Arc<str>, u32>,
@@ -203,6 +205,7 @@ impl ServiceGraph {
             inspected_traces: 0,
             oldest_start: None,
             unresolved_calls: 0,
+            truncated: false,
             names: Vec::new(),
             name_ids: HashMap::new(),
             services: Vec::new(),
@@ -223,7 +226,18 @@ impl ServiceGraph {
 
     /// False when the span budget ran out before every trace of the window was read.
     pub fn complete(&self) -> bool {
-        self.inspected_spans < self.max_spans
+        !self.truncated
+    }
+
+    /// True once the spans read reach the budget: a scan reads no more, and marks the graph
+    /// truncated ([`ServiceGraph::mark_truncated`]) if anything was left.
+    pub fn budget_spent(&self) -> bool {
+        self.inspected_spans >= self.max_spans
+    }
+
+    /// Records that the scan stopped with spans of the window unread.
+    pub fn mark_truncated(&mut self) {
+        self.truncated = true;
     }
 
     /// Services by name.
@@ -475,11 +489,16 @@ impl TraceSink for ServiceGraph {
     }
 
     fn done(&self) -> bool {
-        !self.complete()
+        self.truncated
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {
         if rows.is_empty() {
+            return;
+        }
+        if self.budget_spent() {
+            // a trace past the budget: more was left to read, and the scan stops
+            self.truncated = true;
             return;
         }
         if let Some((evaluator, parts)) = &self.filter {
@@ -724,7 +743,13 @@ mod tests {
         g.offer(&checkout_trace(1));
         assert!(!g.done());
         g.offer(&checkout_trace(2));
+        assert!(
+            g.budget_spent() && g.complete() && !g.done(),
+            "nothing was left unread yet"
+        );
+        g.offer(&checkout_trace(3));
         assert!(g.done() && !g.complete());
+        assert_eq!(g.inspected_spans, 12, "the trace past the budget is not counted");
     }
 
     /// The graph columns of `rows` (one row group, in order).

@@ -132,6 +132,13 @@ export function graphPage(url: URL): Page {
               { class: 'warn-text', 'data-testid': 'graph-partial' },
               ` The range holds more than one request reads: counted from ${fmtDateTime(Number(res.countedFrom || 0) / 1e6, false)} to the end. Narrow the range for totals.`,
             ),
+        res.unresolvedCalls
+          ? h(
+              'span',
+              { class: 'muted', title: 'Calls in traces stored in several pieces whose caller was not looked up' },
+              ` ${fmtCount(res.unresolvedCalls)} call${res.unresolvedCalls === 1 ? '' : 's'} of split traces not attributed.`,
+            )
+          : null,
       );
       render(edges, stats, roots, t);
     } catch (e) {
