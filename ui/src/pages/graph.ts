@@ -113,7 +113,6 @@ export function graphPage(url: URL): Page {
         p99: Number(e.latencyP99Nano),
       }));
       const stats: Stats = new Map(services.map((s) => [s.name, { spans: s.spanCount, errors: s.errorCount }]));
-      const roots = new Set(services.filter((s) => s.rootCount > 0).map((s) => s.name));
       const spans = services.reduce((n, s) => n + s.spanCount, 0);
       const calls = edges.reduce((n, e) => n + e.calls, 0);
       const scope = params.q ? ' of matching traces' : '';
@@ -123,7 +122,7 @@ export function graphPage(url: URL): Page {
           'span',
           null,
           h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
-          ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}.`,
+          ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
         ),
         res.complete
           ? null
@@ -140,7 +139,7 @@ export function graphPage(url: URL): Page {
             )
           : null,
       );
-      render(edges, stats, roots, t);
+      render(edges, stats, t);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
       mount(note);
@@ -158,8 +157,8 @@ export function graphPage(url: URL): Page {
     return `/search?${p.toString()}`;
   }
 
-  function render(edges: Edge[], nodeStats: Stats, roots: Set<string>, t: TimeRange) {
-    const layout = layoutGraph(edges, nodeStats, roots);
+  function render(edges: Edge[], nodeStats: Stats, t: TimeRange) {
+    const layout = layoutGraph(edges, nodeStats);
     const minutes = Math.max(1, (t.end - t.start) / 60);
     const table = h(
       'table',
@@ -188,7 +187,7 @@ export function graphPage(url: URL): Page {
           const tr = h(
             'tr',
             {
-              class: e.errors ? 'has-error' : '',
+              class: e.errors / e.calls >= ERROR_RATE_MARK ? 'has-error' : '',
               'data-testid': 'edge-row',
               'data-from': e.from,
               'data-to': e.to,
@@ -263,8 +262,84 @@ const NODE_H = 46;
 const COL_GAP = 120;
 const ROW_GAP = 26;
 const PAD = 24;
+/** Room left and right of the columns for arcs of calls that go back or stay in a column. */
+const PAD_X = 72;
+const MAX_BULGE = 64;
 
-function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SVGSVGElement {
+/**
+ * Columns for the services: callers left of callees. Real service graphs have cycles (a
+ * callback, a service that calls back into the gateway), so first order the services so that
+ * the calls going backwards are as few as possible, weighted by call count (the greedy
+ * heuristic of Eades, Lin and Smyth: peel off services nobody remaining calls or that call
+ * nobody remaining, else the one with the most calls out minus calls in). Each service's
+ * column is then the longest chain of forward calls leading to it; backward calls are drawn
+ * as arcs.
+ */
+function layerServices(names: string[], edges: Edge[]): Map<string, number> {
+  const outW = new Map<string, Map<string, number>>();
+  const inW = new Map<string, Map<string, number>>();
+  for (const n of names) {
+    outW.set(n, new Map());
+    inW.set(n, new Map());
+  }
+  for (const e of edges) {
+    if (e.from === e.to) continue;
+    outW.get(e.from)!.set(e.to, (outW.get(e.from)!.get(e.to) || 0) + e.calls);
+    inW.get(e.to)!.set(e.from, (inW.get(e.to)!.get(e.from) || 0) + e.calls);
+  }
+  const left: string[] = [];
+  const right: string[] = [];
+  const remaining = new Set(names.slice().sort((a, b) => a.localeCompare(b)));
+  const sum = (m: Map<string, number>) => {
+    let t = 0;
+    for (const [k, v] of m) if (remaining.has(k)) t += v;
+    return t;
+  };
+  while (remaining.size) {
+    let peeled = true;
+    while (peeled) {
+      peeled = false;
+      for (const n of remaining) {
+        if (sum(outW.get(n)!) === 0) {
+          right.unshift(n);
+          remaining.delete(n);
+          peeled = true;
+        } else if (sum(inW.get(n)!) === 0) {
+          left.push(n);
+          remaining.delete(n);
+          peeled = true;
+        }
+      }
+    }
+    let best: string | null = null;
+    let bestScore = -Infinity;
+    for (const n of remaining) {
+      const score = sum(outW.get(n)!) - sum(inW.get(n)!);
+      if (score > bestScore) {
+        best = n;
+        bestScore = score;
+      }
+    }
+    if (best !== null) {
+      left.push(best);
+      remaining.delete(best);
+    }
+  }
+  const order = left.concat(right);
+  const rank = new Map(order.map((n, i) => [n, i]));
+  const layer = new Map<string, number>(order.map((n) => [n, 0]));
+  for (const n of order) {
+    for (const k of outW.get(n)!.keys()) {
+      if (rank.get(k)! > rank.get(n)!) layer.set(k, Math.max(layer.get(k)!, layer.get(n)! + 1));
+    }
+  }
+  return layer;
+}
+
+/** An edge or service is drawn as failing from this error rate on. */
+const ERROR_RATE_MARK = 0.05;
+
+function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
   const names = Array.from(stats.keys());
   for (const e of edges) for (const n of [e.from, e.to]) if (!stats.has(n)) names.push(n);
   const out = new Map<string, string[]>();
@@ -278,34 +353,14 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
     indeg.set(e.to, (indeg.get(e.to) || 0) + 1);
   }
 
-  // Layers: hop distance (BFS) from the entry services: those no one calls, else the services
-  // that own trace root spans, else the one that calls most. Real service graphs have cycles;
-  // edges that go back or stay within a layer are drawn as arcs.
   const preds = new Map<string, string[]>();
   for (const n of names) preds.set(n, []);
   for (const e of edges) preds.get(e.to)!.push(e.from);
-  let sources = names.filter((n) => indeg.get(n) === 0 && out.get(n)!.length > 0);
-  if (!sources.length) sources = names.filter((n) => rootServices.has(n) && out.get(n)!.length > 0);
-  if (!sources.length && names.length) sources = [names.slice().sort((a, b) => out.get(b)!.length - out.get(a)!.length)[0]];
-  const layer = new Map<string, number>();
-  const queue: string[] = [];
-  for (const s0 of sources) {
-    layer.set(s0, 0);
-    queue.push(s0);
-  }
-  for (let qi = 0; qi < queue.length; qi++) {
-    const n = queue[qi];
-    for (const k of out.get(n)!) {
-      if (!layer.has(k)) {
-        layer.set(k, layer.get(n)! + 1);
-        queue.push(k);
-      }
-    }
-  }
-  // unreachable: isolated services (no cross-service calls) go in a last column of their own
+  const layer = layerServices(names, edges);
+  // isolated services (no cross-service calls) go in a last column of their own
   let maxLayer = 0;
-  for (const v of layer.values()) maxLayer = Math.max(maxLayer, v);
-  for (const n of names) if (!layer.has(n)) layer.set(n, out.get(n)!.length || preds.get(n)!.length ? 0 : maxLayer + 1);
+  for (const [n, v] of layer) if (out.get(n)!.length || preds.get(n)!.length) maxLayer = Math.max(maxLayer, v);
+  for (const n of names) if (!out.get(n)!.length && !preds.get(n)!.length) layer.set(n, edges.length ? maxLayer + 1 : 0);
   const layers: string[][] = [];
   for (const n of names.slice().sort((a, b) => a.localeCompare(b))) {
     const l = layer.get(n)!;
@@ -329,14 +384,14 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
 
   const maxRows = Math.max(...layers.map((l) => l.length));
   const height = PAD * 2 + maxRows * NODE_H + (maxRows - 1) * ROW_GAP + 30;
-  const width = PAD * 2 + layers.length * NODE_W + (layers.length - 1) * COL_GAP + 60;
+  const width = PAD_X * 2 + layers.length * NODE_W + (layers.length - 1) * COL_GAP;
   const nodes = new Map<string, NodeInfo>();
   layers.forEach((ns, l) => {
     const colH = ns.length * NODE_H + (ns.length - 1) * ROW_GAP;
     const y0 = (height - colH) / 2;
     ns.forEach((n, i) => {
       const st = stats.get(n) || { spans: 0, errors: 0 };
-      nodes.set(n, { name: n, spans: st.spans, errors: st.errors, layer: l, order: i, x: PAD + l * (NODE_W + COL_GAP), y: y0 + i * (NODE_H + ROW_GAP) });
+      nodes.set(n, { name: n, spans: st.spans, errors: st.errors, layer: l, order: i, x: PAD_X + l * (NODE_W + COL_GAP), y: y0 + i * (NODE_H + ROW_GAP) });
     });
   });
 
@@ -346,6 +401,9 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
     class: 'service-graph',
     width,
     height,
+    // shrink a wide graph to fit, but not below 80%, where labels stay readable; the card
+    // scrolls sideways beyond that
+    style: `min-width:${Math.round(width * 0.8)}px`,
     viewBox: `0 0 ${width} ${height}`,
     role: 'img',
     'aria-label': `Service graph: ${nodes.size} services, ${edges.length} edges`,
@@ -382,7 +440,7 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
       const y1 = a.y + NODE_H / 2 + 6;
       const x2 = b.x + NODE_W + 1;
       const y2 = b.y + NODE_H / 2 + 6;
-      const bulge = 34 + Math.abs(a.order - b.order) * 10;
+      const bulge = Math.min(MAX_BULGE, 34 + Math.abs(a.order - b.order) * 6);
       d = `M${x1},${y1} C${x1 + bulge},${y1} ${x2 + bulge},${y2} ${x2},${y2}`;
       lx = x1 + bulge * 0.75;
       ly = (y1 + y2) / 2;
@@ -397,7 +455,8 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
       ly = (y1 + y2) / 2 + 18;
     }
     const w = 1.2 + (Math.log(1 + e.calls) / Math.log(1 + maxCalls)) * 3.5;
-    const cls = e.errors ? 'edge err' : 'edge';
+    const failing = e.errors / e.calls >= ERROR_RATE_MARK;
+    const cls = failing ? 'edge err' : 'edge';
     edgeG.appendChild(
       svg(
         'path',
@@ -405,7 +464,7 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
           d,
           class: cls,
           'stroke-width': w.toFixed(1),
-          'marker-end': e.errors ? 'url(#arrow-err)' : 'url(#arrow)',
+          'marker-end': failing ? 'url(#arrow-err)' : 'url(#arrow)',
           'data-testid': 'graph-edge',
           'data-from': e.from,
           'data-to': e.to,
@@ -415,12 +474,12 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
         svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
       ),
     );
-    const label = `${fmtCount(e.calls)}${e.errors ? ` · ${fmtCount(e.errors)} err` : ''}`;
+    const label = `${fmtCount(e.calls)}${e.errors ? ` · ${((e.errors / e.calls) * 100).toFixed(e.errors / e.calls < 0.1 ? 1 : 0)}% err` : ''}`;
     const lw = label.length * 6.4 + 10;
     labelG.appendChild(
       svg(
         'g',
-        { class: `edge-label${e.errors ? ' err' : ''}`, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
+        { class: `edge-label${failing ? ' err' : ''}`, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
         svg('rect', { x: -lw / 2, y: -9, width: lw, height: 18, rx: 9 }),
         svg('text', { x: 0, y: 4, 'text-anchor': 'middle' }, label),
       ),
@@ -433,7 +492,7 @@ function layoutGraph(edges: Edge[], stats: Stats, rootServices: Set<string>): SV
     nodeG.appendChild(
       svg(
         'g',
-        { class: `node${n.errors ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
+        { class: `node${n.spans && n.errors / n.spans >= ERROR_RATE_MARK ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
         svg('title', null, `${n.name}\n${n.spans} spans, ${n.errors} errors\nClick to search its traces`),
         svg('rect', { width: NODE_W, height: NODE_H, rx: 8 }),
         svg('rect', { width: 6, height: NODE_H, rx: 3, fill: serviceColor(n.name), class: 'node-stripe' }),
