@@ -755,7 +755,7 @@ mod tests {
     /// The graph columns of `rows` (one row group, in order).
     fn columns(rows: &[SpanRow]) -> GraphColumns {
         let mut c = GraphColumns::default();
-        let mut dict = |d: &mut weft_block::v1::reader::DictColumn, v: Bytes| {
+        let dict = |d: &mut weft_block::v1::reader::DictColumn, v: Bytes| {
             let id = d.values.iter().position(|x| *x == v).unwrap_or_else(|| {
                 d.values.push(v);
                 d.values.len() - 1
@@ -778,7 +778,10 @@ mod tests {
         c
     }
 
-    fn summary(g: &ServiceGraph) -> (Vec<(String, String, u64, u64, u64)>, Vec<(String, ServiceStats)>) {
+    /// (caller, callee, calls, errors, p50) per edge.
+    type EdgeSummary = (String, String, u64, u64, u64);
+
+    fn summary(g: &ServiceGraph) -> (Vec<EdgeSummary>, Vec<(String, ServiceStats)>) {
         (
             g.edges()
                 .into_iter()
