@@ -398,22 +398,15 @@ impl Ingest {
         let storage = &*self.storage;
         let needs = m.needs();
         for b in blocks {
-            if let Some((start, end)) = window
-                && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
-            {
+            if block_outside(&b, window) {
                 stats.skipped_blocks += 1;
                 continue;
             }
             let mut read_any = false;
             for rg in 0..b.row_group_count() {
-                if let Some((ws, we)) = window {
-                    let s = b.row_group_stats(storage, rg).await?;
-                    if let Some((lo, hi)) = s.start
-                        && (lo > we || hi < ws)
-                    {
-                        stats.skipped_row_groups += 1;
-                        continue;
-                    }
+                if row_group_outside(&b, storage, rg, window).await? {
+                    stats.skipped_row_groups += 1;
+                    continue;
                 }
                 let data = b.fetch_metric_columns(storage, rg, needs).await?;
                 read_any = true;
@@ -432,6 +425,25 @@ impl Ingest {
         }
         Ok(stats)
     }
+}
+
+/// True when no span of block `b` starts or ends inside `window`.
+fn block_outside(b: &Block, window: Option<Window>) -> bool {
+    window.is_some_and(|(start, end)| b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
+}
+
+/// True when no span of row group `rg` of `b` starts inside `window` (by its statistics).
+async fn row_group_outside(
+    b: &Block,
+    storage: &dyn weft_storage::Storage,
+    rg: usize,
+    window: Option<Window>,
+) -> Result<bool, QueryError> {
+    let Some((ws, we)) = window else {
+        return Ok(false);
+    };
+    let s = b.row_group_stats(storage, rg).await?;
+    Ok(s.start.is_some_and(|(lo, hi)| lo > we || hi < ws))
 }
 
 /// Most split traces one service-graph scan reads whole to find the parents of calls that
@@ -506,22 +518,15 @@ impl Ingest {
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         let storage = &*self.storage;
         'blocks: for (bi, b) in blocks.iter().enumerate() {
-            if let Some((start, end)) = window
-                && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
-            {
+            if block_outside(b, window) {
                 stats.skipped_blocks += 1;
                 continue;
             }
             let mut read_any = false;
             for rg in 0..b.row_group_count() {
-                if let Some((ws, we)) = window {
-                    let s = b.row_group_stats(storage, rg).await?;
-                    if let Some((lo, hi)) = s.start
-                        && (lo > we || hi < ws)
-                    {
-                        stats.skipped_row_groups += 1;
-                        continue;
-                    }
+                if row_group_outside(b, storage, rg, window).await? {
+                    stats.skipped_row_groups += 1;
+                    continue;
                 }
                 if g.budget_spent() {
                     g.mark_truncated();

@@ -557,15 +557,7 @@ fn dict_column(
     n: usize,
     optional: bool,
 ) -> Result<DictColumn, BlockError> {
-    if let Some(d) = dict_pages(rgr, c, n, optional, None)? {
-        return Ok(d);
-    }
-    let (vals, def) = read::<ByteArrayType>(rgr, c, 0, n, optional)?;
-    Ok(dict_of(
-        spread(vals, &def, n)
-            .into_iter()
-            .map(|v| v.map(|v| Bytes::copy_from_slice(v.data()))),
-    ))
+    column_with_ids(rgr, c, n, optional, None)
 }
 
 /// [`dict_column`] for a FIXED_LEN_BYTE_ARRAY column of `len`-byte values.
@@ -576,15 +568,34 @@ fn fixed_dict_column(
     optional: bool,
     len: usize,
 ) -> Result<DictColumn, BlockError> {
-    if let Some(d) = dict_pages(rgr, c, n, optional, Some(len))? {
+    column_with_ids(rgr, c, n, optional, Some(len))
+}
+
+fn column_with_ids(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    n: usize,
+    optional: bool,
+    fixed: Option<usize>,
+) -> Result<DictColumn, BlockError> {
+    if let Some(d) = dict_pages(rgr, c, n, optional, fixed)? {
         return Ok(d);
     }
-    let (vals, def) = read::<FixedLenByteArrayType>(rgr, c, 0, n, optional)?;
-    Ok(dict_of(
+    let copy = |v: &[u8]| Bytes::copy_from_slice(v);
+    let rows: Vec<Option<Bytes>> = if fixed.is_some() {
+        let (vals, def) = read::<FixedLenByteArrayType>(rgr, c, 0, n, optional)?;
         spread(vals, &def, n)
             .into_iter()
-            .map(|v| v.map(|v| Bytes::copy_from_slice(v.data()))),
-    ))
+            .map(|v| v.map(|v| copy(v.data())))
+            .collect()
+    } else {
+        let (vals, def) = read::<ByteArrayType>(rgr, c, 0, n, optional)?;
+        spread(vals, &def, n)
+            .into_iter()
+            .map(|v| v.map(|v| copy(v.data())))
+            .collect()
+    };
+    Ok(dict_of(rows.into_iter()))
 }
 
 /// Gives ids to values by hashing them (the slow path of [`dict_column`]).
