@@ -74,7 +74,7 @@ pub struct LoadgenArgs {
     /// db.system, net.peer.name, rpc.service, region, tenant.tier, feature.flag, retry.count,
     /// payload.size, cache.hit, queue.wait_ms), traces of 1 to 30 spans (about 10) forming a
     /// parent/child tree under a server root, log-normal durations (median 20 ms, ~0.7% over
-    /// 1 s), 2% error spans, random IDs, and start times spread over --time-range-secs. Every
+    /// 1 s; a child is cut short to end by its parent's end), 2% error spans, random IDs, and start times spread over --time-range-secs. Every
     /// request holds exactly --spans-per-request spans. Also works with --stages.
     #[arg(long)]
     pub realistic: bool,
@@ -1058,14 +1058,15 @@ impl Realistic {
         for i in 0..len {
             let span_id = (rng.next() | 1).to_be_bytes();
             let dur = duration_ns(rng);
-            let (service, op, kind, start, parent) = if i == 0 {
+            // `by`: a child ends by the time its parent does, as a caller waits for its callee.
+            let (service, op, kind, start, parent, by) = if i == 0 {
                 // Most traces enter through the frontend or the gateway.
                 let service = if rng.chance(0.8) {
                     rng.below(2)
                 } else {
                     rng.below(services)
                 } as u8;
-                (service, rng.below(5) as u8, 2u8, start, None)
+                (service, rng.below(5) as u8, 2u8, start, None, u64::MAX)
             } else {
                 let p = &out[base + rng.below(i as u64) as usize];
                 let offset = (rng.unit() * 0.5 * (p.end - p.start) as f64) as u64;
@@ -1078,11 +1079,13 @@ impl Realistic {
                         if op >= 7 { 3 } else { 1 },
                         p.start + offset,
                         Some(p.span_id),
+                        p.end,
                     )
                 } else {
                     let callee = *rng.pick(&self.world.services[p.service as usize].downstream);
                     let kind = if rng.chance(0.5) { 2 } else { 3 };
-                    (callee, rng.below(7) as u8, kind, p.start + offset, Some(p.span_id))
+                    let start = p.start + offset;
+                    (callee, rng.below(7) as u8, kind, start, Some(p.span_id), p.end)
                 }
             };
             out.push(SpanRec {
@@ -1093,7 +1096,7 @@ impl Realistic {
                 op,
                 kind,
                 start,
-                end: start + dur,
+                end: (start + dur).min(by),
                 error: rng.chance(R_ERROR_RATE),
                 user,
                 region,
@@ -1243,6 +1246,7 @@ fn check_realistic(body: &[u8], spans: u64) -> anyhow::Result<()> {
     let mut summary = weft_otlp::scan::RequestSummary::default();
     weft_otlp::scan::scan_request(body, &mut summary).map_err(|e| anyhow::anyhow!("weft rejects it: {e}"))?;
     let mut ids: HashMap<Bytes, HashSet<Bytes>> = HashMap::new();
+    let mut times: HashMap<(Bytes, Bytes), (u64, u64)> = HashMap::new();
     let mut roots: HashMap<Bytes, usize> = HashMap::new();
     let mut n = 0;
     for rs in &req.resource_spans {
@@ -1255,6 +1259,10 @@ fn check_realistic(body: &[u8], spans: u64) -> anyhow::Result<()> {
                 anyhow::ensure!(s.attributes.len() == R_SPAN_ATTRS, "{} attributes", s.attributes.len());
                 anyhow::ensure!(s.end_time_unix_nano > s.start_time_unix_nano, "bad times");
                 ids.entry(s.trace_id.clone()).or_default().insert(s.span_id.clone());
+                times.insert(
+                    (s.trace_id.clone(), s.span_id.clone()),
+                    (s.start_time_unix_nano, s.end_time_unix_nano),
+                );
             }
         }
     }
@@ -1267,6 +1275,11 @@ fn check_realistic(body: &[u8], spans: u64) -> anyhow::Result<()> {
                     *roots.entry(s.trace_id.clone()).or_default() += 1;
                 } else {
                     anyhow::ensure!(ids[&s.trace_id].contains(&s.parent_span_id), "dangling parent");
+                    let (ps, pe) = times[&(s.trace_id.clone(), s.parent_span_id.clone())];
+                    anyhow::ensure!(
+                        ps <= s.start_time_unix_nano && s.end_time_unix_nano <= pe,
+                        "a child outside its parent's time"
+                    );
                 }
             }
         }
