@@ -324,11 +324,21 @@ test("the time range picks which traces are searched, and back and forward resto
   await page.close();
 });
 
-test("an unknown trace shows a not-found page", async () => {
+test("an unknown trace or page shows a not-found page", async () => {
   const page = await browser.newPage();
   await page.goto(`${base}/trace/0123456789abcdef0123456789abcdef`);
   await page.getByTestId("not-found").waitFor();
+  // A mistyped page is answered with the UI's not-found page (status 404) and a way back...
+  const res = await page.goto(`${base}/serach`);
+  assert.equal(res.status(), 404);
+  await page.getByTestId("not-found").waitFor();
+  await page.getByRole("link", { name: "Go to search" }).click();
+  await page.getByTestId("traceql").waitFor();
   await page.close();
+  // ...while an API client still gets the API's plain 404.
+  const api = await fetch(`${base}/serach`);
+  assert.equal(api.status, 404);
+  assert.match(await api.text(), /no such endpoint: \/serach/);
 });
 
 test("a 100,000-span trace opens in under 3 seconds and scrolls to its last span", async () => {

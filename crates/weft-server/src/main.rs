@@ -146,7 +146,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         .route("/graph", get(ui::page))
         .route("/trace/{id}", get(ui::trace_page))
         .route("/assets/{file}", get(ui::asset))
-        .fallback(api::not_found)
+        .fallback(ui::fallback)
         .with_state(state.clone());
     let otlp_http = Router::new()
         .route("/v1/traces", post(http_otlp::export))

@@ -3,7 +3,7 @@
 //! `/graph`), so every view has a URL; the page itself reads them.
 
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 include!(concat!(env!("OUT_DIR"), "/ui_files.rs"));
@@ -60,4 +60,22 @@ pub async fn asset(Path(name): Path<String>) -> Response {
         Some(b) => respond(&name, b),
         None => (StatusCode::NOT_FOUND, format!("no UI asset {name:?}\n")).into_response(),
     }
+}
+
+/// Fallback of the query port: a browser's page request for a path nothing serves gets the UI
+/// with status 404, so the UI shows its own not-found page with a way back; every other
+/// request (API clients, `/api/...`, non-GET) gets the API's plain 404.
+pub async fn fallback(method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let wants_page = method == Method::GET
+        && !uri.path().starts_with("/api/")
+        && headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+    if !wants_page {
+        return crate::api::not_found(uri).await;
+    }
+    let mut r = page().await;
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
 }
