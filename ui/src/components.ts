@@ -29,7 +29,13 @@ export function sendDataHelp(): HTMLElement {
       h('li', null, h('b', null, 'OTLP/HTTP'), ' on port ', h('code', null, '4318'), ' (', h('code', null, '/v1/traces'), ', protobuf or JSON)'),
     ),
     h('pre', { class: 'code' }, `export OTEL_TRACES_EXPORTER=otlp\nexport OTEL_EXPORTER_OTLP_ENDPOINT=http://${host}:4318\nexport OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`),
-    h('p', { class: 'muted' }, 'No application handy? ', h('code', null, 'weft loadgen --realistic --duration 10'), ' sends realistic traffic to a local weft. Spans are searchable within a second of arriving.'),
+    h(
+      'p',
+      { class: 'muted' },
+      'No application handy? In the weft checkout, ',
+      h('code', null, './target/release/weft loadgen --realistic --max-spans 200000'),
+      ' sends an hour of realistic traffic between 20 services. Spans are searchable within a second of arriving.',
+    ),
   );
 }
 

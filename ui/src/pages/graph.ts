@@ -123,6 +123,7 @@ export function graphPage(url: URL): Page {
           null,
           h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
           ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
+          edges.length > DENSE_EDGES ? ' Point at a service to see the counts on its calls.' : '',
         ),
         res.complete
           ? null
@@ -222,7 +223,7 @@ export function graphPage(url: URL): Page {
     if (!g) return;
     const name = node?.getAttribute('data-service') ?? null;
     g.classList.toggle('focus', !!name);
-    for (const e of g.querySelectorAll('[data-testid="graph-edge"]')) {
+    for (const e of g.querySelectorAll('[data-testid="graph-edge"], .edge-label')) {
       e.classList.toggle('hl', !!name && (e.getAttribute('data-from') === name || e.getAttribute('data-to') === name));
     }
     for (const n of g.querySelectorAll('[data-testid="graph-node"]')) n.classList.toggle('hl', n === node);
@@ -338,6 +339,9 @@ function layerServices(names: string[], edges: Edge[]): Map<string, number> {
 
 /** An edge or service is drawn as failing from this error rate on. */
 const ERROR_RATE_MARK = 0.05;
+/** With more edges than this, edge labels would pile on each other: they are shown only for the
+ * edges of the service under the pointer (the table below lists every edge's numbers). */
+const DENSE_EDGES = 16;
 
 function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
   const names = Array.from(stats.keys());
@@ -398,7 +402,7 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
   const maxCalls = Math.max(1, ...edges.map((e) => e.calls));
   const root = svg('svg', {
     'data-testid': 'service-graph',
-    class: 'service-graph',
+    class: edges.length > DENSE_EDGES ? 'service-graph dense' : 'service-graph',
     width,
     height,
     // shrink a wide graph to fit, but not below 80%, where labels stay readable; the card
@@ -479,7 +483,7 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
     labelG.appendChild(
       svg(
         'g',
-        { class: `edge-label${failing ? ' err' : ''}`, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
+        { class: `edge-label${failing ? ' err' : ''}`, 'data-from': e.from, 'data-to': e.to, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
         svg('rect', { x: -lw / 2, y: -9, width: lw, height: 18, rx: 9 }),
         svg('text', { x: 0, y: 4, 'text-anchor': 'middle' }, label),
       ),

@@ -362,9 +362,13 @@ export function searchPage(url: URL): Page {
     const unknown = rs.filter((r) => r.error === null);
     if (!unknown.length) return;
     const ids = unknown.map((r) => r.id);
+    // Only the time these traces span is read: blocks and row groups outside it are skipped.
+    let start = Math.floor(Math.min(...unknown.map((r) => r.startMs)) / 1000);
+    let end = Math.ceil(Math.max(...unknown.map((r) => r.startMs + r.durationMs)) / 1000) + 1;
+    if (!Number.isFinite(start) || !Number.isFinite(end)) [start, end] = [t.start, t.end];
     try {
       const resp = await search(
-        { q: `{ trace:id =~ "${ids.join('|')}" && status = error }`, limit: ids.length, start: t.start, end: t.end, spss: 1 },
+        { q: `{ trace:id =~ "${ids.join('|')}" && status = error }`, limit: ids.length, start, end, spss: 1 },
         ctl.signal,
       );
       if (ctl.signal.aborted) return;
