@@ -89,6 +89,10 @@ async function sendCheckoutTrace() {
   const zeros = { generateTraceId: () => `00${hex(30)}`, generateSpanId: () => hex(16) };
   const providers = { frontend: provider("frontend", zeros), checkout: provider("checkout"), payments: provider("payments") };
   const t = (s) => providers[s].getTracer("e2e");
+  // A trace the charge links to (a queued retry), and a link to a trace weft never received.
+  const retry = t("payments").startSpan("RetryCharge", { kind: SpanKind.CONSUMER, startTime: ms(T0 + 500) });
+  retry.end(ms(T0 + 520));
+  const unsent = { traceId: "abcdef0123456789abcdef0123456789", spanId: "0123456789abcdef", traceFlags: 1 };
   const root = t("frontend").startSpan("GET /cart/checkout", {
     kind: SpanKind.SERVER, startTime: ms(T0), attributes: { "http.method": "GET", "user.id": "u-42" },
   });
@@ -97,6 +101,7 @@ async function sendCheckoutTrace() {
   const c2 = trace.setSpan(context.active(), mid);
   const leaf = t("payments").startSpan("Charge", {
     kind: SpanKind.CLIENT, startTime: ms(T0 + 20), attributes: { "payment.amount": 1999, "payment.card": "visa" },
+    links: [{ context: retry.spanContext(), attributes: { "link.reason": "retry" } }, { context: unsent }],
   }, c2);
   leaf.addEvent("card declined", { reason: "insufficient funds" }, ms(T0 + 50));
   leaf.setStatus({ code: SpanStatusCode.ERROR, message: "card declined" });
@@ -113,10 +118,25 @@ async function sendCheckoutTrace() {
       [id(leaf), { parent: id(mid), depth: 2, ns: 60e6 }],
     ]),
     leaf: id(leaf),
+    retry: retry.spanContext(),
+    unsent,
   };
 }
 
 let checkout;
+
+test("a weft with no data yet says how to send some, on the search and graph pages", async () => {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  for (const path of ["/search", "/graph"]) {
+    await page.goto(`${base}${path}`);
+    const empty = page.getByTestId("empty");
+    await empty.waitFor();
+    await empty.getByText("No traces yet").waitFor();
+    assert.match(await empty.innerText(), /4317[\s\S]*4318[\s\S]*weft loadgen --realistic/);
+  }
+  await page.screenshot({ path: join(artifacts, "empty.png") });
+  await page.close();
+});
 
 test("searching finds the trace and the waterfall shows every span nested, with durations", async () => {
   checkout = await sendCheckoutTrace();
@@ -168,6 +188,21 @@ test("the span panel shows the attributes, and the URL reopens the same view", a
   assert.equal(await attr("payment.amount").getAttribute("data-value"), "1999");
   await page.screenshot({ path: join(artifacts, "span.png") });
 
+  // Links: the one to a stored trace opens it, the one to a trace weft never received is marked.
+  const missing = panel.getByTestId("span-link-missing");
+  await missing.waitFor();
+  assert.equal(await missing.getAttribute("data-trace-id"), checkout.unsent.traceId);
+  assert.equal(await panel.getByTestId("span-link").count(), 1, "only the stored trace's link is clickable");
+  const link = panel.getByTestId("span-link");
+  assert.equal(await link.getAttribute("data-trace-id"), checkout.retry.traceId);
+  assert.equal(await panel.locator('[data-testid="link-attr"][data-key="link.reason"]').getAttribute("data-value"), "retry");
+  const url0 = page.url();
+  await link.click();
+  await page.waitForURL(`**/trace/${checkout.retry.traceId}?span=${checkout.retry.spanId}`);
+  await page.getByTestId("span-panel").getByText("RetryCharge").waitFor();
+  await page.goBack();
+  await page.waitForURL(url0);
+
   const url = page.url();
   assert.match(url, new RegExp(`span=${checkout.leaf}`), "selecting a span puts it in the URL");
   const again = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -217,7 +252,7 @@ test("the service graph counts every call between services, and an edge opens it
   await page.close();
 });
 
-test("TraceQL autocomplete suggests attribute names and values", async () => {
+test("TraceQL autocomplete and the tags picker suggest attribute names and values", async () => {
   assert.ok(checkout, "the first test sent the trace");
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   await page.goto(`${base}/search?q=`);
@@ -242,6 +277,21 @@ test("TraceQL autocomplete suggests attribute names and values", async () => {
   await page.keyboard.press("Enter"); // the list is closed: runs the query
   await page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`).waitFor({ timeout: 15_000 });
   assert.equal(new URL(page.url()).searchParams.get("q"), '{ resource.service.name = "payments" && status = error }');
+
+  // The tags picker suggests attribute names, then their values, and builds the query.
+  await page.goto(`${base}/search`);
+  const tags = page.locator("#f-tags");
+  const tagOption = (label) => page.locator('#tags-ac [role="option"]', { has: page.locator(".ac-label", { hasText: exactly(label) }) });
+  await tags.click();
+  await page.keyboard.type("payment.c");
+  await tagOption("payment.card").click();
+  assert.equal(await tags.inputValue(), "payment.card=");
+  await tagOption("visa").waitFor(); // the value list opens by itself
+  await page.keyboard.press("Enter");
+  assert.equal(await tags.inputValue(), "payment.card=visa");
+  assert.equal(await input.inputValue(), '{ .payment.card = "visa" }', "the picker writes the TraceQL");
+  await page.keyboard.press("Enter");
+  await page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`).waitFor({ timeout: 15_000 });
   await page.close();
 });
 
@@ -332,6 +382,7 @@ test("an unknown trace or page shows a not-found page", async () => {
   const res = await page.goto(`${base}/serach`);
   assert.equal(res.status(), 404);
   await page.getByTestId("not-found").waitFor();
+  await page.screenshot({ path: join(artifacts, "not-found.png") });
   await page.getByRole("link", { name: "Go to search" }).click();
   await page.getByTestId("traceql").waitFor();
   await page.close();

@@ -188,6 +188,19 @@ export async function getTrace(id: string, signal?: AbortSignal): Promise<TraceR
   return { data, truncated, message: data.message || '' };
 }
 
+/** Whether weft stores trace `id`: true, false (404, or not a trace ID), or null when it could
+ * not be told (network or server error). A HEAD request: the server looks the trace up through
+ * its index, and no span crosses the wire. */
+export async function traceExists(id: string, signal?: AbortSignal): Promise<boolean | null> {
+  try {
+    const res = await fetch(`/api/v2/traces/${encodeURIComponent(id)}`, { method: 'HEAD', signal });
+    if (res.ok) return true;
+    return res.status === 404 || res.status === 400 ? false : null;
+  } catch {
+    return null;
+  }
+}
+
 export interface GraphService {
   name: string;
   spanCount: number;

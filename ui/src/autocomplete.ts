@@ -1,8 +1,12 @@
-// TraceQL autocomplete for a text input.
+// Autocomplete for a text input, in one of two languages.
 //
+// TraceQL (the query box):
 //   span.|resource.|.  → attribute names from /api/v2/search/tags
 //   { na               → intrinsics and scopes
 //   <tag> = "ch        → values from /api/v2/search/tag/<tag>/values
+// Tags (the search page's logfmt picker, `http.status_code=500 resource.region="eu 1"`):
+//   htt                → span attribute names as `name=`, resource ones as `resource.name=`
+//   name=ch            → values of `.name` (span or resource) or of `resource.name`
 
 import { TagValue, tagNames, tagValues } from './api';
 import { h } from './dom';
@@ -71,22 +75,130 @@ export function formatValue(v: TagValue): string {
   return v.value; // int, float, bool, keyword (status, kind), duration
 }
 
+/** What to suggest, and where the list opens (a character position in the input). */
+interface Suggestions {
+  items: Item[];
+  anchor: number;
+}
+
+const TAG_VALUE_RE = /(?:^|\s)([^\s="]+)=("?)((?:[^"\\]|\\.)*)$/;
+const TAG_KEY_RE = /(?:^|\s)([^\s="]*)$/;
+
+/** Suggestions for the logfmt tags picker at the caret; null closes the list. */
+async function tagSuggestions(before: string, caret: number, range: { start: number; end: number }): Promise<Suggestions | null> {
+  let m = TAG_VALUE_RE.exec(before);
+  if (m) {
+    const key = m[1];
+    const partial = m[3].toLowerCase();
+    const from = caret - m[2].length - m[3].length;
+    // the picker reads an unscoped key as `.key`: span or resource attribute
+    const tag = /^(span|resource)?\./.test(key) ? key : `.${key}`;
+    const items: Item[] = [];
+    for (const v of await valuesFor(tag, range)) {
+      if (partial && !v.value.toLowerCase().includes(partial)) continue;
+      const insert = v.value === '' || /[\s"\\]/.test(v.value) ? quote(v.value) : v.value;
+      items.push({ label: v.value, insert, hint: v.type, from, to: caret });
+    }
+    items.sort((a, b) => Number(!a.label.toLowerCase().startsWith(partial)) - Number(!b.label.toLowerCase().startsWith(partial)));
+    return { items, anchor: from };
+  }
+  m = TAG_KEY_RE.exec(before);
+  if (!m) return null;
+  const partial = m[1].toLowerCase();
+  const from = caret - m[1].length;
+  const tags = await allTags();
+  const items: Item[] = [];
+  for (const [scope, prefix] of [['span', ''], ['resource', 'resource.']]) {
+    for (const t of tags[scope] || []) {
+      const name = `${prefix}${t}`;
+      if (partial && !name.toLowerCase().includes(partial)) continue;
+      items.push({ label: name, insert: `${name}=`, hint: scope, from, to: caret, reopen: true });
+    }
+  }
+  items.sort((a, b) => Number(!a.label.toLowerCase().startsWith(partial)) - Number(!b.label.toLowerCase().startsWith(partial)));
+  return { items, anchor: from };
+}
+
 const VALUE_RE = /((?:\b(?:span|resource))?\.[\w.\-/:]+|\b[a-zA-Z][\w:]*)\s*(=|!=|=~|!~)\s*("?)((?:[^"\\]|\\.)*)$/;
 const ATTR_RE = /(^|[\s{(!&|])((?:span|resource)?\.)([\w.\-/:]*)$/;
 const WORD_RE = /(^|[\s{(!&|])([a-zA-Z][\w:]*)?$/;
 
+/** Suggestions for TraceQL at the caret; null closes the list. */
+async function traceqlSuggestions(before: string, caret: number, range: { start: number; end: number }): Promise<Suggestions | null> {
+  // only inside braces
+  const open = (before.match(/\{/g) || []).length;
+  const closed = (before.match(/\}/g) || []).length;
+  if (open <= closed) return null;
+
+  let m = VALUE_RE.exec(before);
+  if (m) {
+    const tag = m[1];
+    const partial = m[4].toLowerCase();
+    const from = caret - m[3].length - m[4].length;
+    const items: Item[] = [];
+    for (const v of await valuesFor(tag, range)) {
+      if (partial && !v.value.toLowerCase().includes(partial)) continue;
+      items.push({ label: v.value, insert: formatValue(v), hint: v.type, from, to: caret });
+    }
+    items.sort((a, b) => Number(!a.label.toLowerCase().startsWith(partial)) - Number(!b.label.toLowerCase().startsWith(partial)));
+    return { items, anchor: from };
+  }
+
+  m = ATTR_RE.exec(before);
+  if (m) {
+    const prefix = m[2];
+    const scope = prefix === '.' ? '' : prefix.slice(0, -1);
+    const partial = m[3].toLowerCase();
+    const from = caret - prefix.length - m[3].length;
+    const tags = await allTags();
+    const items: Item[] = [];
+    const seen = new Set<string>();
+    for (const sc of scope ? [scope] : ['span', 'resource']) {
+      for (const t of tags[sc] || []) {
+        if (partial && !t.toLowerCase().includes(partial)) continue;
+        const insert = `${prefix}${t}`;
+        if (seen.has(insert)) continue;
+        seen.add(insert);
+        items.push({ label: insert, insert, hint: sc, from, to: caret });
+      }
+    }
+    items.sort((a, b) => Number(!a.label.toLowerCase().startsWith(prefix + partial)) - Number(!b.label.toLowerCase().startsWith(prefix + partial)));
+    return { items, anchor: from };
+  }
+
+  m = WORD_RE.exec(before);
+  if (!m) return null;
+  const word = (m[2] || '').toLowerCase();
+  // only right after "{", "&&", "||", "(" or while typing a word
+  const prev = before.slice(0, caret - word.length).trimEnd();
+  if (!word && !/[{(&|!]$/.test(prev)) return null;
+  const from = caret - word.length;
+  const items: Item[] = [];
+  for (const [s, hint] of SCOPES) if (s.startsWith(word) || !word) items.push({ label: s, insert: s, hint, from, to: caret, reopen: true });
+  for (const [s, hint] of INTRINSICS) if (s.toLowerCase().startsWith(word)) items.push({ label: s, insert: s, hint, from, to: caret });
+  if (word && items.length === 1 && items[0].label.toLowerCase() === word) return null;
+  return { items, anchor: from };
+}
+
+/**
+ * Opens suggestions under `input` as the user types (TraceQL, or with `tags` the logfmt tags
+ * picker), in a list appended to the input's parent, which must be positioned. Enter or Tab
+ * accepts the highlighted suggestion; Enter with the list closed calls `onSubmit`.
+ */
 export function attachAutocomplete(
   input: HTMLInputElement,
   getRange: () => { start: number; end: number },
   onSubmit: () => void,
+  opts: { tags?: boolean; listId?: string } = {},
 ): { close(): void } {
-  const list = h('ul', { class: 'ac-list', role: 'listbox', id: 'traceql-ac' });
+  const listId = opts.listId ?? 'traceql-ac';
+  const list = h('ul', { class: 'ac-list', role: 'listbox', id: listId });
   list.hidden = true;
   input.parentElement!.appendChild(list);
   input.setAttribute('autocomplete', 'off');
   input.setAttribute('spellcheck', 'false');
   input.setAttribute('aria-autocomplete', 'list');
-  input.setAttribute('aria-controls', 'traceql-ac');
+  input.setAttribute('aria-controls', listId);
 
   void allTags(); // prefetch: the first "span." should not wait for the network
   let items: Item[] = [];
@@ -155,76 +267,10 @@ export function attachAutocomplete(
     const my = ++seq;
     const caret = input.selectionStart ?? input.value.length;
     const before = input.value.slice(0, caret);
-    // inside braces?
-    const open = (before.match(/\{/g) || []).length;
-    const closed = (before.match(/\}/g) || []).length;
-    if (open <= closed) {
-      close();
-      return;
-    }
-
-    let m = VALUE_RE.exec(before);
-    if (m) {
-      const tag = m[1];
-      const partial = m[4];
-      const from = caret - m[3].length - partial.length;
-      const values = await valuesFor(tag, getRange());
-      if (my !== seq) return;
-      const lp = partial.toLowerCase();
-      const next: Item[] = [];
-      for (const v of values) {
-        if (lp && !v.value.toLowerCase().includes(lp)) continue;
-        next.push({ label: v.value, insert: formatValue(v), hint: v.type, from, to: caret });
-      }
-      next.sort((a, b) => Number(!a.label.toLowerCase().startsWith(lp)) - Number(!b.label.toLowerCase().startsWith(lp)));
-      show(next, from);
-      return;
-    }
-
-    m = ATTR_RE.exec(before);
-    if (m) {
-      const scope = m[2] === '.' ? '' : m[2].slice(0, -1);
-      const partial = m[3].toLowerCase();
-      const from = caret - m[2].length - m[3].length;
-      const tags = await allTags();
-      if (my !== seq) return;
-      const next: Item[] = [];
-      const seen = new Set<string>();
-      for (const sc of scope ? [scope] : ['span', 'resource']) {
-        for (const t of tags[sc] || []) {
-          if (partial && !t.toLowerCase().includes(partial)) continue;
-          const insert = `${m[2]}${t}`;
-          if (seen.has(insert)) continue;
-          seen.add(insert);
-          next.push({ label: insert, insert, hint: sc, from, to: caret });
-        }
-      }
-      next.sort((a, b) => Number(!a.label.toLowerCase().startsWith(m![2] + partial)) - Number(!b.label.toLowerCase().startsWith(m![2] + partial)));
-      show(next, from);
-      return;
-    }
-
-    m = WORD_RE.exec(before);
-    if (m) {
-      const word = (m[2] || '').toLowerCase();
-      // only right after "{", "&&", "||", "(" or while typing a word
-      const prev = before.slice(0, caret - word.length).trimEnd();
-      if (!word && !/[{(&|!]$/.test(prev)) {
-        close();
-        return;
-      }
-      const from = caret - word.length;
-      const next: Item[] = [];
-      for (const [s, hint] of SCOPES) if (s.startsWith(word) || !word) next.push({ label: s, insert: s, hint, from, to: caret, reopen: true });
-      for (const [s, hint] of INTRINSICS) if (s.toLowerCase().startsWith(word)) next.push({ label: s, insert: s, hint, from, to: caret });
-      if (word && next.length === 1 && next[0].label.toLowerCase() === word) {
-        close();
-        return;
-      }
-      show(next, from);
-      return;
-    }
-    close();
+    const found = await (opts.tags ? tagSuggestions : traceqlSuggestions)(before, caret, getRange());
+    if (my !== seq) return;
+    if (found) show(found.items, found.anchor);
+    else close();
   }
 
   input.addEventListener('input', () => void suggest());

@@ -186,7 +186,7 @@ export function searchPage(url: URL): Page {
       { class: 'builder' },
       field('Service', 'f-service', serviceSel),
       field('Operation', 'f-op', opSel),
-      field('Tags', 'f-tags', tagsIn, 'grow'),
+      field('Tags', 'f-tags', h('div', { class: 'ac-wrap' }, tagsIn), 'grow'),
       field('Min duration', 'f-min', minIn, 'narrow'),
       field('Max duration', 'f-max', maxIn, 'narrow'),
       field('Limit', 'f-limit', limitSel, 'narrow'),
@@ -199,6 +199,7 @@ export function searchPage(url: URL): Page {
     submit();
   });
   attachAutocomplete(qIn, () => picker.get(), submit);
+  attachAutocomplete(tagsIn, () => picker.get(), submit, { tags: true, listId: 'tags-ac' });
 
   const summary = h('div', { class: 'results-summary' });
   const chartBox = h('div', { class: 'card chart-card' });
@@ -220,6 +221,7 @@ export function searchPage(url: URL): Page {
   });
   opSel.addEventListener('change', builderChanged);
   tagsIn.addEventListener('input', builderChanged);
+  tagsIn.addEventListener('change', builderChanged); // a suggestion was accepted
   qIn.addEventListener('input', syncBuilderFromQuery);
   qIn.addEventListener('change', syncBuilderFromQuery);
   for (const inp of [minIn, maxIn]) {

@@ -1,6 +1,6 @@
 // Trace page: header, virtualised waterfall, minimap, find, critical path, span detail panel.
 
-import { ApiError, KeyValue, getTrace, valueString } from '../api';
+import { ApiError, KeyValue, getTrace, traceExists, valueString } from '../api';
 import { emptyState, errorBox } from '../components';
 import { copyText, h, mount, toast } from '../dom';
 import { KIND_NAMES, STATUS_NAMES, Trace, buildTrace, criticalPath, relNs, searchText, visibleRows } from '../model';
@@ -130,6 +130,8 @@ class TraceView {
   resizeObs: ResizeObserver | null = null;
   truncated: boolean;
   truncMessage: string;
+  /** Whether weft holds each linked trace looked up so far, by trace ID. */
+  linkedTraces = new Map<string, boolean>();
 
   constructor(root: HTMLElement, t: Trace, truncated: boolean, message: string) {
     this.root = root;
@@ -779,16 +781,31 @@ class TraceView {
         e.attributes && e.attributes.length ? attrRows(e.attributes, 'event-attr') : null,
       );
     });
+    // A link is clickable once weft is known to hold the linked trace.
     const links = sp.links.map((l) => {
       const tid = (l.traceId || '').toLowerCase();
       const sid = (l.spanId || '').toLowerCase();
-      const href = `/trace/${tid}${sid ? `?span=${sid}` : ''}`;
-      return h(
-        'div',
-        { class: 'link' },
-        h('a', { href, 'data-testid': 'span-link' }, h('span', { class: 'mono' }, tid), sid ? h('span', { class: 'mono muted' }, ` · ${sid}`) : null, tid === t.id ? ' (this trace)' : ' →'),
-        l.attributes && l.attributes.length ? attrRows(l.attributes, 'link-attr') : null,
-      );
+      const ids = () => [h('span', { class: 'mono' }, tid), sid ? h('span', { class: 'mono muted' }, ` · ${sid}`) : null];
+      const anchor = () =>
+        h('a', { href: `/trace/${tid}${sid ? `?span=${sid}` : ''}`, 'data-testid': 'span-link', 'data-trace-id': tid }, ...ids(), tid === t.id ? ' (this trace)' : ' →');
+      const target = h('span', { class: 'link-target' });
+      const show = (exists: boolean | null) =>
+        mount(
+          target,
+          exists === false
+            ? h('span', { 'data-testid': 'span-link-missing', 'data-trace-id': tid, title: 'weft stores no trace with this ID (not sampled, not sent here, or past retention)' }, ...ids(), h('span', { class: 'muted' }, ' not stored'))
+            : anchor(),
+        );
+      const known = tid === t.id ? true : this.linkedTraces.get(tid);
+      if (known !== undefined) show(known);
+      else {
+        mount(target, h('span', { class: 'muted', 'data-testid': 'span-link-checking' }, ...ids(), ' …'));
+        void traceExists(tid).then((exists) => {
+          if (exists !== null) this.linkedTraces.set(tid, exists);
+          show(exists);
+        });
+      }
+      return h('div', { class: 'link' }, target, l.attributes && l.attributes.length ? attrRows(l.attributes, 'link-attr') : null);
     });
 
     const copySpan = h('button', { class: 'btn small', type: 'button', 'data-act': 'copy-span' }, 'Copy link to span');
