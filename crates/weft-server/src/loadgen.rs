@@ -74,7 +74,8 @@ pub struct LoadgenArgs {
     /// db.system, net.peer.name, rpc.service, region, tenant.tier, feature.flag, retry.count,
     /// payload.size, cache.hit, queue.wait_ms), traces of 1 to 30 spans (about 10) forming a
     /// parent/child tree under a server root, log-normal durations (median 20 ms, ~0.7% over
-    /// 1 s; a child is cut short to end by its parent's end), 2% error spans, random IDs, and start times spread over --time-range-secs. Every
+    /// 1 s) cut short so that a child ends by its parent's end (~0.1% of spans over 1 s), 2%
+    /// error spans, random IDs, and start times spread over --time-range-secs. Every
     /// request holds exactly --spans-per-request spans. Also works with --stages.
     #[arg(long)]
     pub realistic: bool,

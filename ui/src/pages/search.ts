@@ -72,6 +72,11 @@ function stateUrl(s: State): string {
   return `/search?${p.toString()}`;
 }
 
+/** A search result's duration: Tempo's search API gives whole milliseconds, so 0 is under 1 ms. */
+function fmtTraceMs(ms: number): string {
+  return ms < 1 ? '<1 ms' : fmtMs(ms);
+}
+
 // --- builder <-> TraceQL -------------------------------------------------------------------
 
 function quote(s: string): string {
@@ -210,9 +215,14 @@ export function searchPage(url: URL): Page {
   // --- builder wiring
   function builderChanged() {
     const q = builderToQuery({ service: serviceSel.value, op: opSel.value, tags: tagsIn.value });
-    tagsIn.classList.toggle('invalid', q === null);
+    markTags();
     if (q !== null) qIn.value = q;
     builderNote.textContent = '';
+  }
+  /** Marks the tags field when it does not parse; a key still being typed is not an error yet. */
+  function markTags() {
+    const typingKey = document.activeElement === tagsIn && /(?:^|\s)[^\s="]+$/.test(tagsIn.value);
+    tagsIn.classList.toggle('invalid', tagsToConditions(tagsIn.value) === null && !typingKey);
   }
   serviceSel.addEventListener('change', () => {
     opSel.value = '';
@@ -222,6 +232,7 @@ export function searchPage(url: URL): Page {
   opSel.addEventListener('change', builderChanged);
   tagsIn.addEventListener('input', builderChanged);
   tagsIn.addEventListener('change', builderChanged); // a suggestion was accepted
+  tagsIn.addEventListener('blur', markTags);
   qIn.addEventListener('input', syncBuilderFromQuery);
   qIn.addEventListener('change', syncBuilderFromQuery);
   for (const inp of [minIn, maxIn]) {
@@ -506,7 +517,7 @@ export function searchPage(url: URL): Page {
             'td',
             { class: 'c-dur' },
             h('span', { class: 'dur-bar' }, h('span', { style: `width:${Math.max(1, (r.durationMs / maxDur) * 100).toFixed(1)}%` })),
-            h('span', { class: 'dur-text' }, fmtMs(r.durationMs)),
+            h('span', { class: 'dur-text' }, fmtTraceMs(r.durationMs)),
           ),
           h('td', { class: 'c-time', title: new Date(r.startMs).toString() }, h('span', null, fmtAgo(r.startMs, now)), h('span', { class: 'muted abs' }, fmtDateTime(r.startMs))),
         ),
@@ -707,7 +718,7 @@ function scatter(rows: Row[], width: number): SVGSVGElement {
           r: rad.toFixed(1),
           fill: r.error ? undefined : serviceColor(r.service || '?'),
         },
-        svg('title', null, `${r.service || '?'}: ${r.op}\n${fmtMs(r.durationMs)} · ${r.spans} spans${r.error ? ' · error' : ''}\n${fmtDateTime(r.startMs)}`),
+        svg('title', null, `${r.service || '?'}: ${r.op}\n${fmtTraceMs(r.durationMs)} · ${r.spans} spans${r.error ? ' · error' : ''}\n${fmtDateTime(r.startMs)}`),
       ),
     );
   }
