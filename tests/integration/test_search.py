@@ -94,6 +94,12 @@ def check_searches(srv, ids: dict[str, str], stage: str) -> None:
     attrs = {a["key"]: a["value"] for a in span["attributes"]}
     assert attrs["service.name"] == {"stringValue": "payments"}, attrs
     assert attrs["status"] == {"stringValue": "error"}, attrs
+    # Tempo's serviceStats: every span of the trace by service, not only the matched ones
+    assert t["serviceStats"] == {
+        "frontend": {"spanCount": 1},
+        "checkout": {"spanCount": 1},
+        "payments": {"spanCount": 1, "errorCount": 1},
+    }, t
 
     assert found(search(srv, q="{ duration > 1s }")) == [A], stage
     assert search(srv, q="{ duration > 1s }")["traces"][0]["spanSets"][0]["matched"] == 2

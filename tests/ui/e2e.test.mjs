@@ -153,6 +153,12 @@ test("searching finds the trace and the waterfall shows every span nested, with 
     await page.screenshot({ path: join(artifacts, "search-wait.png") });
   }
   assert.equal(await page.getByTestId("scatter-dot").count() >= 1, true, "the scatter plot has a dot");
+  // The row counts every span of the trace, the one the query matched, and the failed one.
+  const spans = row.getByTestId("result-spans");
+  assert.equal(await spans.getAttribute("data-spans"), "3");
+  assert.equal(await spans.getAttribute("data-matched"), "1");
+  assert.equal(await row.getByTestId("result-errors").getAttribute("data-errors"), "1");
+  assert.equal(await row.getByTestId("result-errors").innerText(), "1");
   await page.screenshot({ path: join(artifacts, "search.png") });
 
   await row.click();
@@ -414,8 +420,10 @@ test("a 100,000-span trace opens in under 3 seconds and scrolls to its last span
   const traceId = root.spanContext().traceId;
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  // Warm the page's assets, then time the trace view alone.
+  // Warm the page's assets and let the search page's own queries finish (they read this trace
+  // too), then time the trace view alone.
   await page.goto(`${base}/search`);
+  await page.locator(`[data-testid="result-row"][data-trace-id="${traceId}"]`).waitFor({ timeout: 30_000 });
   const started = Date.now();
   await page.goto(`${base}/trace/${traceId}`);
   const loaded = page.getByTestId("trace-loaded");

@@ -44,6 +44,8 @@ export interface SearchTrace {
   durationMs?: number;
   spanSet?: SpanSet;
   spanSets?: SpanSet[];
+  /** Every span of the trace by service (Tempo's serviceStats; a zero errorCount is left out). */
+  serviceStats?: Record<string, { spanCount?: number; errorCount?: number }>;
 }
 export interface SearchResponse {
   traces?: SearchTrace[];

@@ -39,7 +39,7 @@ use crate::search::{TraceSink, to_trace_parts};
 const KIND_CLIENT: u8 = 3;
 const KIND_PRODUCER: u8 = 4;
 /// OTLP `Status.StatusCode.STATUS_CODE_ERROR`.
-const STATUS_ERROR: u8 = 2;
+pub(crate) const STATUS_ERROR: u8 = 2;
 /// The service of spans whose resource has no `service.name`, as the OpenTelemetry SDKs name
 /// it by default.
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
@@ -792,6 +792,31 @@ mod tests {
                 .map(|(n, s)| (n.to_owned(), s.clone()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn search_results_count_spans_and_errors_per_service() {
+        let mut trace = checkout_trace(1);
+        trace.extend(rows(
+            1,
+            &[S {
+                service: None,
+                ..sp(7, 1, "x", 1, true)
+            }],
+        ));
+        let got: Vec<(String, u32, u32)> = crate::search::service_stats(&trace)
+            .into_iter()
+            .map(|c| (c.service, c.spans, c.errors))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("checkout".to_owned(), 3, 1),
+                ("frontend".to_owned(), 2, 0),
+                ("payments".to_owned(), 1, 1),
+                (UNKNOWN_SERVICE.to_owned(), 1, 1),
+            ]
+        );
     }
 
     #[test]

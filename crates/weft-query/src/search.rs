@@ -6,13 +6,15 @@
 //! [`TraceSink`] exactly once. The sinks here decode the trace and run the exact evaluator, so
 //! a result never depends on how a trace was split across storage.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use weft_block::columns::service_name;
 use weft_block::row::SpanRow;
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Pipeline, SpansetExpr, Stage};
 use weft_traceql::{EvalError, Evaluator, MetricsRun, Query, Series, Span, Trace, Value};
 
 use crate::decode::{Parts, decode_parts};
+use crate::graph::{STATUS_ERROR, UNKNOWN_SERVICE};
 use crate::prefilter::Prefilter;
 
 /// Something that consumes whole traces during a scan.
@@ -81,6 +83,41 @@ pub struct Hit {
     pub start_unix_nano: u64,
     pub duration_nano: u64,
     pub spansets: Vec<HitSpanset>,
+    /// Every span of the trace counted by service, in name order (Tempo's `serviceStats`).
+    pub service_stats: Vec<ServiceCount>,
+}
+
+/// The spans of one service in a trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceCount {
+    /// `service.name` of the spans' resource; [`UNKNOWN_SERVICE`] without one.
+    pub service: String,
+    pub spans: u32,
+    /// Spans with status error.
+    pub errors: u32,
+}
+
+/// Counts the spans and error spans of a trace per service.
+pub fn service_stats(rows: &[SpanRow]) -> Vec<ServiceCount> {
+    // A trace holds few distinct resources: count by encoded resource, then read the service
+    // name of each distinct one once.
+    let mut by_resource: HashMap<&[u8], (u32, u32)> = HashMap::new();
+    for r in rows {
+        let c = by_resource.entry(&r.resource[..]).or_default();
+        c.0 += 1;
+        c.1 += u32::from(r.status_code == STATUS_ERROR);
+    }
+    let mut by_service: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    for (resource, (spans, errors)) in by_resource {
+        let service = service_name(resource).unwrap_or_else(|| UNKNOWN_SERVICE.to_owned());
+        let c = by_service.entry(service).or_default();
+        c.0 += spans;
+        c.1 += errors;
+    }
+    by_service
+        .into_iter()
+        .map(|(service, (spans, errors))| ServiceCount { service, spans, errors })
+        .collect()
 }
 
 /// One spanset of a matching trace.
@@ -247,6 +284,7 @@ impl TraceSink for Search {
             start_unix_nano: start,
             duration_nano: duration,
             spansets,
+            service_stats: service_stats(rows),
         });
         if self.hits.len() >= self.params.limit * 2 {
             self.trim();

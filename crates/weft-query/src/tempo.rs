@@ -10,7 +10,7 @@
 use serde_json::{Value as Json, json};
 use weft_traceql::{Series, Value};
 
-use crate::search::{Hit, HitSpan, HitSpanset};
+use crate::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 
 /// Lowercase hex.
 pub fn hex(b: &[u8]) -> String {
@@ -113,7 +113,22 @@ pub fn hit(h: &Hit) -> Json {
         o["spanSet"] = first.clone();
     }
     o["spanSets"] = Json::Array(sets);
+    o["serviceStats"] = service_stats(&h.service_stats);
     o
+}
+
+/// Tempo's `serviceStats`: a map from service name to `{"spanCount": n, "errorCount": e}`,
+/// where proto3 JSON leaves out a zero `errorCount`.
+fn service_stats(stats: &[ServiceCount]) -> Json {
+    let mut m = serde_json::Map::new();
+    for s in stats {
+        let mut o = json!({ "spanCount": s.spans });
+        if s.errors > 0 {
+            o["errorCount"] = json!(s.errors);
+        }
+        m.insert(s.service.clone(), o);
+    }
+    Json::Object(m)
 }
 
 /// What a query looked at, as Tempo's `SearchMetrics` plus weft's block counts.

@@ -1,6 +1,6 @@
 // Search page: builder pickers + TraceQL box, scatter plot of results, sortable results table.
 
-import { ApiError, SearchResponse, SearchTrace, hasAnyData, search, tagValues, valueString } from '../api';
+import { ApiError, SearchResponse, SearchTrace, hasAnyData, search, tagValues } from '../api';
 import { attachAutocomplete } from '../autocomplete';
 import { emptyState, errorBox, sendDataHelp, timeRangePicker } from '../components';
 import { h, mount, svg } from '../dom';
@@ -27,8 +27,11 @@ interface Row {
   op: string;
   startMs: number;
   durationMs: number;
+  /** Spans in the trace, and how many of them the query matched. */
   spans: number;
-  error: boolean | null; // null: not known yet
+  matched: number;
+  /** Spans with status error; null when the server did not say. */
+  errors: number | null;
 }
 
 type SortKey = 'start' | 'duration' | 'spans' | 'service' | 'errors';
@@ -353,7 +356,6 @@ export function searchPage(url: URL): Page {
       noData = !rows.length && !(await hasAnyData(ctl.signal));
       if (ctl.signal.aborted) return;
       renderResults(took);
-      if (rows.length) void markErrors(rows, t, ctl);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
       rows = [];
@@ -370,46 +372,20 @@ export function searchPage(url: URL): Page {
     }
   }
 
-  /** Error flags are not part of search results: ask which of these traces have an error span. */
-  async function markErrors(rs: Row[], t: TimeRange, ctl: AbortController) {
-    const unknown = rs.filter((r) => r.error === null);
-    if (!unknown.length) return;
-    const ids = unknown.map((r) => r.id);
-    // Only the time these traces span is read: blocks and row groups outside it are skipped.
-    let start = Math.floor(Math.min(...unknown.map((r) => r.startMs)) / 1000);
-    let end = Math.ceil(Math.max(...unknown.map((r) => r.startMs + r.durationMs)) / 1000) + 1;
-    if (!Number.isFinite(start) || !Number.isFinite(end)) [start, end] = [t.start, t.end];
-    try {
-      const resp = await search(
-        { q: `{ trace:id =~ "${ids.join('|')}" && status = error }`, limit: ids.length, start, end, spss: 1 },
-        ctl.signal,
-      );
-      if (ctl.signal.aborted) return;
-      const bad = new Set((resp.traces || []).map((x) => x.traceID));
-      for (const r of unknown) r.error = bad.has(r.id);
-    } catch {
-      return; // leave unknown
-    }
-    renderTable();
-    renderChart();
-  }
-
   function toRow(t: SearchTrace): Row {
     const sets = t.spanSets && t.spanSets.length ? t.spanSets : t.spanSet ? [t.spanSet] : [];
-    let spans = 0;
-    let err = false;
-    for (const s of sets) {
-      spans += s.matched ?? s.spans?.length ?? 0;
-      for (const sp of s.spans || []) for (const kv of sp.attributes || []) if (kv.key === 'status' && valueString(kv.value) === 'error') err = true;
-    }
+    let matched = 0;
+    for (const s of sets) matched += s.matched ?? s.spans?.length ?? 0;
+    const stats = Object.values(t.serviceStats || {});
     return {
       id: t.traceID,
       service: t.rootServiceName || '',
       op: t.rootTraceName || '',
       startMs: nsStringToMs(t.startTimeUnixNano),
       durationMs: t.durationMs ?? 0,
-      spans,
-      error: err ? true : null,
+      spans: stats.length ? stats.reduce((n, s) => n + (s.spanCount ?? 0), 0) : matched,
+      matched,
+      errors: t.serviceStats ? stats.reduce((n, s) => n + (s.errorCount ?? 0), 0) : null,
     };
   }
 
@@ -461,7 +437,7 @@ export function searchPage(url: URL): Page {
     const dir = state.desc ? -1 : 1;
     const key = state.sort;
     const f = (r: Row): number | string =>
-      key === 'start' ? r.startMs : key === 'duration' ? r.durationMs : key === 'spans' ? r.spans : key === 'errors' ? Number(r.error) : `${r.service}\u0000${r.op}`;
+      key === 'start' ? r.startMs : key === 'duration' ? r.durationMs : key === 'spans' ? r.spans : key === 'errors' ? (r.errors ?? -1) : `${r.service}\u0000${r.op}`;
     return rows.slice().sort((a, b) => {
       const x = f(a);
       const y = f(b);
@@ -482,7 +458,7 @@ export function searchPage(url: URL): Page {
           'aria-sort': activeSort ? (state.desc ? 'descending' : 'ascending') : 'none',
           'data-sort': key,
           tabindex: 0,
-          title: key === 'spans' ? 'Spans that matched the query ({} matches every span)' : null,
+          title: key === 'spans' ? 'Spans in the trace (and how many matched the query)' : key === 'errors' ? 'Spans with status error' : null,
         },
         label,
         h('span', { class: 'sort-ind' }, activeSort ? (state.desc ? '▼' : '▲') : ''),
@@ -494,7 +470,7 @@ export function searchPage(url: URL): Page {
       body.appendChild(
         h(
           'tr',
-          { 'data-testid': 'result-row', 'data-trace-id': r.id, class: r.error ? 'has-error' : '' },
+          { 'data-testid': 'result-row', 'data-trace-id': r.id, class: r.errors ? 'has-error' : '' },
           h(
             'td',
             { class: 'c-trace' },
@@ -507,11 +483,16 @@ export function searchPage(url: URL): Page {
             ),
             h('span', { class: 'trace-id mono' }, r.id.slice(0, 16)),
           ),
-          h('td', { class: 'c-num' }, fmtCount(r.spans)),
           h(
             'td',
-            { class: 'c-err' },
-            r.error === true ? h('span', { class: 'badge err', title: 'At least one span has status error' }, 'error') : r.error === false ? h('span', { class: 'muted' }, '–') : h('span', { class: 'muted', title: 'checking…' }, '·'),
+            { class: 'c-num', 'data-testid': 'result-spans', 'data-spans': r.spans, 'data-matched': r.matched, title: `${fmtCount(r.spans)} spans, ${fmtCount(r.matched)} matched the query` },
+            r.matched < r.spans ? h('span', { class: 'muted small' }, `${fmtCount(r.matched)} of `) : null,
+            fmtCount(r.spans),
+          ),
+          h(
+            'td',
+            { class: 'c-err', 'data-testid': 'result-errors', 'data-errors': r.errors ?? '' },
+            r.errors ? h('span', { class: 'badge err', title: `${fmtCount(r.errors)} span${r.errors === 1 ? '' : 's'} with status error` }, fmtCount(r.errors)) : r.errors === 0 ? h('span', { class: 'muted' }, '–') : h('span', { class: 'muted', title: 'not reported' }, '?'),
           ),
           h(
             'td',
@@ -526,7 +507,7 @@ export function searchPage(url: URL): Page {
     const table = h(
       'table',
       { class: 'results-table' },
-      h('thead', null, h('tr', null, th('service', 'Root service · operation'), th('spans', 'Matched', 'c-num'), th('errors', 'Errors', 'c-err'), th('duration', 'Duration', 'c-dur'), th('start', 'Started', 'c-time'))),
+      h('thead', null, h('tr', null, th('service', 'Root service · operation'), th('spans', 'Spans', 'c-num'), th('errors', 'Errors', 'c-err'), th('duration', 'Duration', 'c-dur'), th('start', 'Started', 'c-time'))),
       body,
     );
     mount(tableBox, table);
@@ -703,7 +684,7 @@ function scatter(rows: Row[], width: number): SVGSVGElement {
 
   const dots = svg('g', { class: 'dots' });
   // errors drawn last so they stay visible
-  const ordered = rows.slice().sort((a, b) => Number(!!a.error) - Number(!!b.error));
+  const ordered = rows.slice().sort((a, b) => Number(!!a.errors) - Number(!!b.errors));
   for (const r of ordered) {
     const rad = Math.min(9, 3.5 + Math.log2(Math.max(1, r.spans)) * 0.6);
     dots.appendChild(
@@ -712,13 +693,13 @@ function scatter(rows: Row[], width: number): SVGSVGElement {
         {
           'data-testid': 'scatter-dot',
           'data-trace-id': r.id,
-          class: r.error ? 'dot err' : 'dot',
+          class: r.errors ? 'dot err' : 'dot',
           cx: xs(r.startMs).toFixed(1),
           cy: ys(r.durationMs).toFixed(1),
           r: rad.toFixed(1),
-          fill: r.error ? undefined : serviceColor(r.service || '?'),
+          fill: r.errors ? undefined : serviceColor(r.service || '?'),
         },
-        svg('title', null, `${r.service || '?'}: ${r.op}\n${fmtTraceMs(r.durationMs)} · ${r.spans} spans${r.error ? ' · error' : ''}\n${fmtDateTime(r.startMs)}`),
+        svg('title', null, `${r.service || '?'}: ${r.op}\n${fmtTraceMs(r.durationMs)} · ${fmtCount(r.spans)} spans${r.errors ? ` · ${fmtCount(r.errors)} error${r.errors === 1 ? '' : 's'}` : ''}\n${fmtDateTime(r.startMs)}`),
       ),
     );
   }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::search::{Hit, HitSpan, HitSpanset};
+use crate::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 use weft_traceql::Value;
 
 #[test]
@@ -23,6 +23,18 @@ fn search_hits_use_tempos_types() {
             matched: 4,
             attributes: vec![("count()".into(), Value::Int(4))],
         }],
+        service_stats: vec![
+            ServiceCount {
+                service: "api".into(),
+                spans: 3,
+                errors: 0,
+            },
+            ServiceCount {
+                service: "db".into(),
+                spans: 2,
+                errors: 1,
+            },
+        ],
     };
     let j = hit(&h);
     assert_eq!(j["traceID"], "ab00000000000000", "leading zeros stripped");
@@ -36,6 +48,11 @@ fn search_hits_use_tempos_types() {
     assert_eq!(span["durationNanos"], "6");
     assert_eq!(span["attributes"][0]["value"]["intValue"], "500");
     assert_eq!(j["spanSets"][0]["attributes"][0]["key"], "count()");
+    assert_eq!(
+        j["serviceStats"],
+        serde_json::json!({"api": {"spanCount": 3}, "db": {"spanCount": 2, "errorCount": 1}}),
+        "Tempo's serviceStats, a zero errorCount left out as in proto3 JSON"
+    );
 }
 
 #[test]
