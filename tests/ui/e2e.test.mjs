@@ -161,6 +161,11 @@ test("searching finds the trace and the waterfall shows every span nested, with 
   assert.equal(await row.getByTestId("result-errors").innerText(), "1");
   await page.screenshot({ path: join(artifacts, "search.png") });
 
+  // A dot of the scatter plot opens its trace too.
+  await page.locator(`[data-testid="scatter-dot"][data-trace-id="${checkout.traceId}"]`).click();
+  await page.waitForURL(`**/trace/${checkout.traceId}**`);
+  await page.getByTestId("trace-loaded").waitFor({ state: "attached" });
+  await page.goBack();
   await row.click();
   await page.waitForURL(`**/trace/${checkout.traceId}**`);
   const loaded = page.getByTestId("trace-loaded");
@@ -377,6 +382,18 @@ test("the time range picks which traces are searched, and back and forward resto
   await waitForRows(page, [older]);
   assert.equal(await picker.inputValue(), "custom");
   assert.equal(await page.getByLabel("From").isVisible(), true, "the custom range shows its from and to");
+  await page.close();
+});
+
+test("a query the server rejects shows the server's message", async () => {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/search?q=${encodeURIComponent("{ .a = }")}`);
+  const error = page.getByTestId("error");
+  await error.waitFor();
+  const text = await error.innerText();
+  assert.match(text, /Invalid query \(HTTP 400\)/);
+  assert.match(text, /parse error at line 1, column 8: expected a value after '=', found '\}'/);
+  await page.screenshot({ path: join(artifacts, "search-error.png") });
   await page.close();
 });
 
