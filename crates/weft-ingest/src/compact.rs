@@ -165,6 +165,10 @@ impl Ingest {
         .await;
         let block = match written {
             Ok(b) => Arc::new(b),
+            Err(e) if self.stopping() => {
+                tracing::info!(tenant, "compaction cut short by shutdown; its inputs stay in place");
+                return Err(e);
+            }
             Err(e) => {
                 self.metrics.compaction_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(tenant, error = %e, "compaction failed; its inputs stay in place");
@@ -260,9 +264,13 @@ impl Ingest {
         self.apply_retention().await;
         for tenant in self.blocks.tenants() {
             loop {
+                if self.stopping() {
+                    return;
+                }
                 match self.compact_once(&tenant).await {
                     Ok(Some(_)) => continue,
                     Ok(None) => break,
+                    Err(_) if self.stopping() => return,
                     Err(e) => {
                         tracing::error!(tenant = %tenant, error = %e, "compaction failed");
                         break;

@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use weft_block::meta::WalPosition;
@@ -253,6 +253,9 @@ pub struct Ingest {
     pub wal_stats: Arc<weft_wal::WalStats>,
     /// Signalled whenever a cut's blocks are written.
     flushed: Arc<tokio::sync::Notify>,
+    /// Set by [`Ingest::shutdown`]: background work stops, and work cut short by the process
+    /// exiting is not reported as a failure.
+    stopping: AtomicBool,
 }
 
 impl Ingest {
@@ -362,6 +365,7 @@ impl Ingest {
             trace_sizes,
             wal_stats,
             flushed,
+            stopping: AtomicBool::new(false),
         });
         if let Some(every) = interval {
             // Holds a weak reference so the compactor stops when the server drops the ingest.
@@ -615,8 +619,16 @@ impl Ingest {
     }
 
     /// Syncs the WAL and stops accepting writes. The head is not cut: the WAL replays it.
+    /// Compaction starts no new merge; one in progress may be cut short, which leaves its
+    /// inputs in place (the next start merges them again).
     pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         self.wal.shutdown().await;
+    }
+
+    /// Whether [`Ingest::shutdown`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// Cuts the head now and waits until its blocks are written (for tests and tools).
