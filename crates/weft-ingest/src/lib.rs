@@ -448,9 +448,17 @@ impl Ingest {
                     message,
                 })
             }
+            Err(e @ weft_wal::WalError::Unavailable(_)) => {
+                refuse(RefuseReason::WalUnavailable, summary.spans);
+                Err(PushError::Overloaded(format!(
+                    "weft is read-only: {e}; nothing was stored, retry later"
+                )))
+            }
             Err(e) => {
                 refuse(RefuseReason::Internal, summary.spans);
-                Err(PushError::Internal(format!("writing the wal failed: {e}")))
+                Err(PushError::Internal(format!(
+                    "writing the wal failed: {e}; nothing was stored, retry later"
+                )))
             }
         }
     }

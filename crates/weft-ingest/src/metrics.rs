@@ -15,6 +15,8 @@ pub enum RefuseReason {
     TraceTooLarge,
     Overloaded,
     Unauthorized,
+    /// The WAL cannot be written (disk full): read-only until space returns.
+    WalUnavailable,
     Internal,
 }
 
@@ -27,6 +29,7 @@ impl RefuseReason {
             RefuseReason::TraceTooLarge => "trace_too_large",
             RefuseReason::Overloaded => "overloaded",
             RefuseReason::Unauthorized => "unauthorized",
+            RefuseReason::WalUnavailable => "wal_unavailable",
             RefuseReason::Internal => "internal",
         }
     }

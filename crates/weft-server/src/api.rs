@@ -281,7 +281,7 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::with_capacity(8192);
     st.ingest.metrics.render(&mut out);
     let w = &st.ingest.wal_stats;
-    let wal: [(&str, &str, &str, f64); 5] = [
+    let wal: [(&str, &str, &str, f64); 13] = [
         (
             "weft_wal_bytes_written_total",
             "counter",
@@ -311,6 +311,54 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
             "gauge",
             "Bytes in WAL segments on disk.",
             w.size_bytes.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_write_errors_total",
+            "counter",
+            "WAL writes or fsyncs that failed (the group was refused and rolled back).",
+            w.write_errors.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_unavailable_refusals_total",
+            "counter",
+            "Appends refused because no WAL segment could be written (disk full).",
+            w.unavailable_refusals.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_unwritable",
+            "gauge",
+            "1 while the WAL cannot be written and ingest is refused (read-only mode), else 0.",
+            w.unwritable.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_fenced_segments_total",
+            "counter",
+            "WAL segments closed for writing because a failed write could not be rolled back.",
+            w.fenced_segments.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_replay_torn_bytes",
+            "gauge",
+            "Bytes of torn (never acknowledged) tails dropped by the last WAL replay.",
+            w.replay_torn_bytes.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_replay_damaged_bytes",
+            "gauge",
+            "Damaged bytes skipped inside WAL segments by the last replay (records lost to corruption).",
+            w.replay_damaged_bytes.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_replay_damaged_ranges",
+            "gauge",
+            "Damaged ranges skipped by the last WAL replay.",
+            w.replay_damaged_ranges.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "weft_wal_replay_removed_segments",
+            "gauge",
+            "WAL segments without a complete header removed by the last replay.",
+            w.replay_removed_segments.load(Ordering::Relaxed) as f64,
         ),
     ];
     for (name, kind, help, v) in wal {

@@ -128,6 +128,35 @@ pub struct ServerFlags {
     /// forever. `tenant_retention` in the config file overrides it per tenant [default: 336h].
     #[arg(long, env = "WEFT_RETENTION")]
     pub retention: Option<String>,
+    /// A WAL segment is sealed and a new one started at this size [default: 67108864].
+    #[arg(long, env = "WEFT_WAL_SEGMENT_BYTES")]
+    pub wal_segment_bytes: Option<u64>,
+    /// Request bytes (as received plus decompressed) held by all requests at once, over every
+    /// port; a request that would pass it waits briefly, then gets 503 / UNAVAILABLE before its
+    /// body is read [default: 268435456].
+    #[arg(long, env = "WEFT_MAX_INFLIGHT_REQUEST_BYTES")]
+    pub max_inflight_request_bytes: Option<u64>,
+    /// Most series a metrics query may return (Tempo's max_response_series); more is a 400
+    /// [default: 1000].
+    #[arg(long, env = "WEFT_MAX_METRICS_SERIES")]
+    pub max_metrics_series: Option<usize>,
+    /// Most points (series times steps) a metrics query may hold; more is a 400 naming the
+    /// limit [default: 2000000].
+    #[arg(long, env = "WEFT_MAX_METRICS_POINTS")]
+    pub max_metrics_points: Option<u64>,
+    /// Most open connections per port; further connections wait in the kernel's backlog
+    /// [default: 4096, lowered to fit the process's file-descriptor limit].
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's headers, and to send its body
+    /// [default: 10 and 60: --header-timeout, --body-timeout].
+    #[arg(long, env = "WEFT_HEADER_TIMEOUT")]
+    pub header_timeout: Option<f64>,
+    #[arg(long, env = "WEFT_BODY_TIMEOUT")]
+    pub body_timeout: Option<f64>,
+    /// Seconds an idle connection stays open [default: 120].
+    #[arg(long, env = "WEFT_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<f64>,
     /// Log format [default: text].
     #[arg(long, env = "WEFT_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -165,6 +194,14 @@ pub struct Config {
     pub retention: String,
     /// Tenant → retention, overriding `retention` (YAML only).
     pub tenant_retention: BTreeMap<String, String>,
+    pub wal_segment_bytes: u64,
+    pub max_inflight_request_bytes: u64,
+    pub max_metrics_series: usize,
+    pub max_metrics_points: u64,
+    pub max_connections: usize,
+    pub header_timeout: f64,
+    pub body_timeout: f64,
+    pub idle_timeout: f64,
     pub log_format: LogFormat,
     pub log_level: String,
 }
@@ -195,6 +232,14 @@ impl Default for Config {
             compaction_max_block_spans: 1_000_000,
             retention: "336h".into(),
             tenant_retention: BTreeMap::new(),
+            wal_segment_bytes: 64 << 20,
+            max_inflight_request_bytes: 256 << 20,
+            max_metrics_series: 1000,
+            max_metrics_points: 2_000_000,
+            max_connections: 4096,
+            header_timeout: 10.0,
+            body_timeout: 60.0,
+            idle_timeout: 120.0,
             log_format: LogFormat::Text,
             log_level: "info".into(),
         }
@@ -237,6 +282,14 @@ impl Config {
             compaction_interval,
             compaction_max_block_spans,
             retention,
+            wal_segment_bytes,
+            max_inflight_request_bytes,
+            max_metrics_series,
+            max_metrics_points,
+            max_connections,
+            header_timeout,
+            body_timeout,
+            idle_timeout,
             log_format,
             log_level
         );
@@ -269,6 +322,26 @@ impl Config {
             self.compaction_max_block_spans > 0,
             "compaction_max_block_spans must be positive"
         );
+        anyhow::ensure!(
+            self.wal_segment_bytes >= 4096,
+            "wal_segment_bytes must be at least 4096"
+        );
+        anyhow::ensure!(
+            self.max_inflight_request_bytes >= self.max_decompressed_bytes as u64,
+            "max_inflight_request_bytes ({}) must be at least max_decompressed_bytes ({})",
+            self.max_inflight_request_bytes,
+            self.max_decompressed_bytes
+        );
+        anyhow::ensure!(self.max_metrics_series > 0, "max_metrics_series must be positive");
+        anyhow::ensure!(self.max_metrics_points > 0, "max_metrics_points must be positive");
+        anyhow::ensure!(self.max_connections > 0, "max_connections must be positive");
+        for (name, v) in [
+            ("header_timeout", self.header_timeout),
+            ("body_timeout", self.body_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            anyhow::ensure!(v > 0.0 && v.is_finite(), "{name} must be a positive number of seconds");
+        }
         parse_duration(&self.retention).map_err(|e| anyhow::anyhow!("retention: {e}"))?;
         for (t, d) in &self.tenant_retention {
             parse_duration(d).map_err(|e| anyhow::anyhow!("tenant_retention of {t}: {e}"))?;

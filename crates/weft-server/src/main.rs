@@ -92,6 +92,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
     let icfg = IngestConfig {
         data_dir: cfg.data_dir.clone(),
         fsync: cfg.fsync_policy(),
+        wal_segment_bytes: cfg.wal_segment_bytes,
         cut: CutPolicy {
             max_age: Duration::from_secs_f64(cfg.block_max_age),
             max_spans: cfg.block_max_spans,

@@ -22,9 +22,23 @@
 //! # Invariants
 //! - **Invariant:** a record whose append returned `Ok` is in a segment on disk and, under
 //!   `Always`, was synced before the call returned.
-//! - A torn write can only affect the tail of the newest segment. Replay stops at the first
-//!   record whose length runs past the end of the file or whose CRC does not match, truncates the
-//!   segment there, and logs how many bytes were dropped. Such a record was never acknowledged.
+//! - **Invariant:** no acknowledged record is ever placed after bytes that replay would cut.
+//!   A write or sync that fails is rolled back: the segment is truncated to the end of the last
+//!   durable group and synced. If that fails too, the segment is fenced (never written again) and
+//!   the next group goes to a new segment. While no segment can be written (disk full), every
+//!   append is refused with [`WalError::Unavailable`]; each later append retries, so the log
+//!   recovers by itself once space returns. A segment file whose header could not be written is
+//!   removed, so a failed roll never blocks the next one.
+//! - A torn write can only affect the tail of a segment, and only records that were never
+//!   acknowledged. Replay drops a torn tail (the segment is truncated there when it can be) and
+//!   logs how many bytes were dropped.
+//! - Damage inside a segment (a flipped byte, a bad header) skips only the damaged bytes: records
+//!   are self-delimiting and checksummed, so replay resynchronises on the next record whose
+//!   length, version, kind, tenant and CRC all check out (first at the damaged record's stated
+//!   end, then byte by byte), logs the skipped range and counts it in [`ReplayReport`] and
+//!   [`WalStats`]. Segments shorter than a header hold no record and are removed. Opening never
+//!   fails because of damaged content; it fails only on I/O errors reading the directory or on a
+//!   segment written by a newer format version.
 //! - A [`WalPos`] names a record by (segment, offset). Positions only grow, across restarts too.
 
 use bytes::Bytes;
@@ -38,6 +52,8 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 const MAGIC: &[u8; 8] = b"WEFTWAL1";
+/// Every format version's magic starts with this.
+const MAGIC_PREFIX: &[u8; 7] = b"WEFTWAL";
 /// Record body format version written by this build.
 pub const RECORD_VERSION: u8 = 1;
 /// Record kind: an OTLP `ExportTraceServiceRequest`.
@@ -54,8 +70,11 @@ pub enum WalError {
     Closed,
     #[error("wal record of {0} bytes exceeds the {MAX_RECORD} byte limit")]
     TooLarge(usize),
-    #[error("wal segment {path} has a bad header")]
-    BadHeader { path: PathBuf },
+    #[error("wal segment {path} was written by a newer weft (format {version}); refusing to replay it")]
+    NewerFormat { path: PathBuf, version: String },
+    /// No segment can be written (e.g. the disk is full); the append was not stored.
+    #[error("wal is not writable: {0}")]
+    Unavailable(String),
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
@@ -126,27 +145,43 @@ struct Append {
     tenant: Arc<str>,
     kind: u8,
     payload: Bytes,
-    done: tokio::sync::oneshot::Sender<Result<WalPos, String>>,
+    done: tokio::sync::oneshot::Sender<Result<WalPos, Refusal>>,
+}
+
+/// Why the writer refused a group.
+#[derive(Debug, Clone)]
+enum Refusal {
+    /// The write or sync failed (and was rolled back).
+    Io(String),
+    /// No writable segment.
+    Unavailable(String),
 }
 
 /// Appends gathered for one write and one sync: record headers end to end, and the payloads
-/// they precede, written together with `writev`.
+/// they precede, written together with `writev`. Positions are assigned when the group is
+/// written, as the segment it lands in is known only then.
 #[derive(Default)]
 struct Group {
     headers: Vec<u8>,
     header_ends: Vec<usize>,
-    appends: Vec<(Append, WalPos)>,
+    appends: Vec<Append>,
     /// File bytes of the group: headers plus payloads.
     bytes: u64,
 }
 
 impl Group {
-    fn push(&mut self, a: Append, pos: WalPos) {
+    fn push(&mut self, a: Append) {
         let before = self.headers.len();
         encode_record_header(&mut self.headers, a.kind, &a.tenant, &a.payload);
         self.header_ends.push(self.headers.len());
         self.bytes += (self.headers.len() - before + a.payload.len()) as u64;
-        self.appends.push((a, pos));
+        self.appends.push(a);
+    }
+
+    fn clear(&mut self) {
+        self.headers.clear();
+        self.header_ends.clear();
+        self.bytes = 0;
     }
 }
 
@@ -167,6 +202,20 @@ pub struct WalStats {
     pub size_bytes: AtomicU64,
     /// Sequence number of the last group whose records reached the sink.
     pub committed_groups: AtomicU64,
+    /// Groups whose write or sync failed and was refused (rolled back or fenced).
+    pub write_errors: AtomicU64,
+    /// Appends refused because no segment could be written.
+    pub unavailable_refusals: AtomicU64,
+    /// 1 while no segment can be written (the log refuses appends), else 0.
+    pub unwritable: AtomicU64,
+    /// Segments fenced after a failed write could not be rolled back.
+    pub fenced_segments: AtomicU64,
+    /// What the last replay dropped: torn tail bytes, damaged bytes skipped inside segments, the
+    /// number of damaged ranges, and segments removed for having no complete header.
+    pub replay_torn_bytes: AtomicU64,
+    pub replay_damaged_bytes: AtomicU64,
+    pub replay_damaged_ranges: AtomicU64,
+    pub replay_removed_segments: AtomicU64,
 }
 
 /// A handle to the log. Cloning is cheap; all clones feed the same writer thread.
@@ -272,17 +321,18 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
         return Decoded::Torn("record length runs past the end of the segment");
     }
     let body = &buf[at + 8..at + 8 + len];
-    if crc32c::crc32c(body) != crc {
-        return Decoded::Torn("record checksum mismatch");
-    }
     if body[0] != RECORD_VERSION {
         return Decoded::Torn("unknown record version");
     }
-    let kind = body[1];
     let tlen = u16::from_le_bytes([body[2], body[3]]) as usize;
     if 4 + tlen > len {
         return Decoded::Torn("tenant runs past the record");
     }
+    // The cheap checks above come first: resynchronisation calls this at every byte offset.
+    if crc32c::crc32c(body) != crc {
+        return Decoded::Torn("record checksum mismatch");
+    }
+    let kind = body[1];
     let Ok(tenant) = std::str::from_utf8(&body[4..4 + tlen]) else {
         return Decoded::Torn("tenant is not utf-8");
     };
@@ -295,20 +345,150 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
     }
 }
 
+/// The offset of the next intact record after damage at `at`, if any: first where the damaged
+/// record says it ends (a flipped payload byte leaves its length intact), then byte by byte.
+fn resync(buf: &Bytes, at: usize) -> Option<usize> {
+    if buf.len() - at >= 8 {
+        let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let end = at.saturating_add(8).saturating_add(len);
+        if (4..=MAX_RECORD).contains(&len)
+            && end < buf.len()
+            && matches!(decode_record(buf, end), Decoded::Record { .. })
+        {
+            return Some(end);
+        }
+    }
+    (at + 1..buf.len().saturating_sub(11)).find(|&p| matches!(decode_record(buf, p), Decoded::Record { .. }))
+}
+
 /// What replay found.
 #[derive(Debug, Default)]
 pub struct ReplayReport {
     pub segments: usize,
     pub records: u64,
     pub bytes: u64,
-    /// Bytes dropped from torn tails.
+    /// Bytes dropped from torn tails (never acknowledged).
     pub torn_bytes: u64,
+    /// Bytes skipped inside segments because they were damaged, and how many ranges.
+    pub damaged_bytes: u64,
+    pub damaged_ranges: u64,
+    /// Segments removed because they were too short to hold a header.
+    pub removed_segments: u64,
+}
+
+/// Replays the records of one segment through `visit`; returns the segment's valid length.
+fn replay_segment(
+    seg: &SegmentFile,
+    report: &mut ReplayReport,
+    visit: &mut impl FnMut(Record),
+) -> Result<Option<u64>, WalError> {
+    let mut data = Vec::new();
+    File::open(&seg.path)
+        .and_then(|mut f| f.read_to_end(&mut data))
+        .map_err(io(&seg.path))?;
+    if data.len() < HEADER_LEN {
+        // A segment whose header never reached the disk holds no record.
+        tracing::warn!(path = %seg.path.display(), bytes = data.len(), "removing wal segment with no complete header");
+        report.removed_segments += 1;
+        if let Err(e) = fs::remove_file(&seg.path) {
+            tracing::warn!(path = %seg.path.display(), error = %e, "cannot remove wal segment");
+        }
+        return Ok(None);
+    }
+    let buf = Bytes::from(data);
+    let mut at = HEADER_LEN;
+    if &buf[..HEADER_LEN] != MAGIC {
+        if buf[..MAGIC_PREFIX.len()] == MAGIC_PREFIX[..] && buf[7].is_ascii_digit() && buf[7] > MAGIC[7] {
+            return Err(WalError::NewerFormat {
+                path: seg.path.clone(),
+                version: char::from(buf[7]).to_string(),
+            });
+        }
+        // A damaged header: the records after it may still be intact.
+        match resync(&buf, HEADER_LEN - 1) {
+            Some(p) => {
+                damaged(seg, report, 0, p, "segment header is damaged");
+                at = p;
+            }
+            None => {
+                damaged(
+                    seg,
+                    report,
+                    0,
+                    buf.len(),
+                    "segment header is damaged and no record follows",
+                );
+                return Ok(Some(buf.len() as u64));
+            }
+        }
+    }
+    loop {
+        match decode_record(&buf, at) {
+            Decoded::Record {
+                kind,
+                tenant,
+                payload,
+                next,
+            } => {
+                report.records += 1;
+                report.bytes += (next - at) as u64;
+                visit(Record {
+                    pos: WalPos {
+                        segment: seg.seq,
+                        offset: at as u64,
+                    },
+                    kind,
+                    tenant,
+                    payload,
+                });
+                at = next;
+            }
+            Decoded::End => return Ok(Some(at as u64)),
+            Decoded::Torn(why) => match resync(&buf, at) {
+                Some(p) => {
+                    damaged(seg, report, at, p, why);
+                    at = p;
+                }
+                None => {
+                    let dropped = (buf.len() - at) as u64;
+                    report.torn_bytes += dropped;
+                    tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
+                    // Nothing is appended to a replayed segment, so truncating is only tidying:
+                    // a failure (e.g. a read-only disk) is logged and replay goes on.
+                    if let Err(e) = OpenOptions::new()
+                        .write(true)
+                        .open(&seg.path)
+                        .and_then(|f| f.set_len(at as u64).and_then(|_| f.sync_all()))
+                    {
+                        tracing::warn!(path = %seg.path.display(), error = %e, "cannot truncate torn wal tail");
+                    }
+                    return Ok(Some(at as u64));
+                }
+            },
+        }
+    }
+}
+
+fn damaged(seg: &SegmentFile, report: &mut ReplayReport, from: usize, to: usize, why: &str) {
+    report.damaged_bytes += (to - from) as u64;
+    report.damaged_ranges += 1;
+    tracing::error!(
+        path = %seg.path.display(),
+        from_offset = from,
+        to_offset = to,
+        skipped_bytes = to - from,
+        reason = why,
+        "skipping damaged wal bytes; replay continues with the next intact record"
+    );
 }
 
 impl Wal {
-    /// Replays every record in `dir` (creating it if needed) through `visit`, truncates a torn
-    /// tail, then starts the writer thread on a fresh segment. `sink` receives records appended
-    /// from now on.
+    /// Replays every record in `dir` (creating it if needed) through `visit`, skipping damaged
+    /// bytes and dropping torn tails, then starts the writer thread on a fresh segment. `sink`
+    /// receives records appended from now on.
+    ///
+    /// If no segment can be created (e.g. the disk is full) the log still opens: appends are
+    /// refused with [`WalError::Unavailable`] until a segment can be created.
     pub fn open(
         dir: &Path,
         opts: WalOptions,
@@ -322,56 +502,13 @@ impl Wal {
             ..Default::default()
         };
         let mut total_size = 0u64;
+        let mut kept = Vec::with_capacity(segments.len());
         let started = Instant::now();
         for (i, seg) in segments.iter().enumerate() {
-            let mut data = Vec::new();
-            File::open(&seg.path)
-                .and_then(|mut f| f.read_to_end(&mut data))
-                .map_err(io(&seg.path))?;
-            if data.len() < HEADER_LEN || &data[..HEADER_LEN] != MAGIC {
-                if data.len() < HEADER_LEN && i + 1 == segments.len() {
-                    // A segment whose header never reached the disk: nothing in it was acknowledged.
-                    tracing::warn!(path = %seg.path.display(), "dropping wal segment with a torn header");
-                    fs::remove_file(&seg.path).map_err(io(&seg.path))?;
-                    continue;
-                }
-                return Err(WalError::BadHeader { path: seg.path.clone() });
+            if let Some(len) = replay_segment(seg, &mut report, &mut visit)? {
+                total_size += len;
+                kept.push(seg.seq);
             }
-            let buf = Bytes::from(data);
-            let mut at = HEADER_LEN;
-            loop {
-                match decode_record(&buf, at) {
-                    Decoded::Record {
-                        kind,
-                        tenant,
-                        payload,
-                        next,
-                    } => {
-                        report.records += 1;
-                        report.bytes += (next - at) as u64;
-                        visit(Record {
-                            pos: WalPos {
-                                segment: seg.seq,
-                                offset: at as u64,
-                            },
-                            kind,
-                            tenant,
-                            payload,
-                        });
-                        at = next;
-                    }
-                    Decoded::End => break,
-                    Decoded::Torn(why) => {
-                        let dropped = (buf.len() - at) as u64;
-                        report.torn_bytes += dropped;
-                        tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
-                        let f = OpenOptions::new().write(true).open(&seg.path).map_err(io(&seg.path))?;
-                        f.set_len(at as u64).and_then(|_| f.sync_all()).map_err(io(&seg.path))?;
-                        break;
-                    }
-                }
-            }
-            total_size += at as u64;
             if (i + 1) % 16 == 0 {
                 tracing::info!(
                     segments_done = i + 1,
@@ -387,6 +524,9 @@ impl Wal {
                 records = report.records,
                 bytes = report.bytes,
                 torn_bytes = report.torn_bytes,
+                damaged_bytes = report.damaged_bytes,
+                damaged_ranges = report.damaged_ranges,
+                removed_segments = report.removed_segments,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "wal replay done"
             );
@@ -394,16 +534,25 @@ impl Wal {
         let next_seq = segments.last().map(|s| s.seq + 1).unwrap_or(0).max(opts.min_segment);
         let stats = Arc::new(WalStats::default());
         stats.size_bytes.store(total_size, Ordering::Relaxed);
+        stats.replay_torn_bytes.store(report.torn_bytes, Ordering::Relaxed);
+        stats
+            .replay_damaged_bytes
+            .store(report.damaged_bytes, Ordering::Relaxed);
+        stats
+            .replay_damaged_ranges
+            .store(report.damaged_ranges, Ordering::Relaxed);
+        stats
+            .replay_removed_segments
+            .store(report.removed_segments, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink)?;
-        writer.sealed = segments.iter().filter(|s| s.path.exists()).map(|s| s.seq).collect();
+        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink);
+        writer.sealed = kept;
         std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(io(dir))?;
         Ok((Wal { tx, stats }, report))
     }
-
     /// Appends a record and resolves once it is durable under the fsync policy.
     ///
     /// Cancel safety: if the future is dropped, the record may still be written and passed to
@@ -423,10 +572,11 @@ impl Wal {
             .map_err(|_| WalError::Closed)?;
         match rx.await {
             Ok(Ok(pos)) => Ok(pos),
-            Ok(Err(msg)) => Err(WalError::Io {
+            Ok(Err(Refusal::Io(msg))) => Err(WalError::Io {
                 path: PathBuf::from("wal"),
                 source: std::io::Error::other(msg),
             }),
+            Ok(Err(Refusal::Unavailable(msg))) => Err(WalError::Unavailable(msg)),
             Err(_) => Err(WalError::Closed),
         }
     }
@@ -449,52 +599,87 @@ impl Wal {
 struct Writer {
     dir: PathBuf,
     opts: WalOptions,
+    /// The segment being written, or the last one that was when `file` is `None`.
     seq: u64,
-    file: File,
+    /// `None` while no segment is writable: appends are refused until one can be created.
+    file: Option<File>,
     path: PathBuf,
+    /// End of the last durable group in the current segment. Everything before it is intact
+    /// records; nothing after it is ever left behind by a failed write.
     offset: u64,
     sealed: Vec<u64>,
     stats: Arc<WalStats>,
     sink: Box<dyn CommitSink>,
     last_sync: Instant,
     dirty: bool,
+    /// Error logs while the disk refuses writes are limited to one per interval.
+    last_error_log: Option<Instant>,
+    suppressed_errors: u64,
 }
 
+const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 impl Writer {
-    fn new(
-        dir: PathBuf,
-        opts: WalOptions,
-        seq: u64,
-        stats: Arc<WalStats>,
-        sink: Box<dyn CommitSink>,
-    ) -> Result<Self, WalError> {
-        let (file, path) = Self::create_segment(&dir, seq)?;
-        stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-        Ok(Writer {
+    fn new(dir: PathBuf, opts: WalOptions, seq: u64, stats: Arc<WalStats>, sink: Box<dyn CommitSink>) -> Self {
+        let mut w = Writer {
+            path: segment_path(&dir, seq),
             dir,
             opts,
             seq,
-            file,
-            path,
+            file: None,
             offset: HEADER_LEN as u64,
             sealed: Vec::new(),
             stats,
             sink,
             last_sync: Instant::now(),
             dirty: false,
-        })
+            last_error_log: None,
+            suppressed_errors: 0,
+        };
+        match Self::create_segment(&w.dir, seq) {
+            Ok(file) => {
+                w.file = Some(file);
+                w.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Start anyway, so queries are served; appends retry creating the segment.
+                tracing::error!(error = %e, "cannot start a wal segment; refusing writes until it can (is the disk full?)");
+                w.seq = seq.saturating_sub(1);
+                w.stats.unwritable.store(1, Ordering::Relaxed);
+            }
+        }
+        w
     }
 
-    fn create_segment(dir: &Path, seq: u64) -> Result<(File, PathBuf), WalError> {
+    /// Creates segment `seq` with its header, synced. On failure nothing is left behind, so a
+    /// later attempt can create it.
+    fn create_segment(dir: &Path, seq: u64) -> Result<File, WalError> {
         let path = segment_path(dir, seq);
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        file.write_all(MAGIC).and_then(|_| file.sync_all()).map_err(io(&path))?;
-        sync_dir(dir)?;
-        Ok((file, path))
+        let open = || OpenOptions::new().create_new(true).append(true).open(&path);
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Left by a crash between creating the file and writing its header, or by an
+                // older build: nothing was acknowledged in a segment without a complete header.
+                let len = fs::metadata(&path).map_err(io(&path))?.len();
+                if len > HEADER_LEN as u64 {
+                    return Err(io(&path)(e));
+                }
+                fs::remove_file(&path).map_err(io(&path))?;
+                open().map_err(io(&path))?
+            }
+            r => r.map_err(io(&path))?,
+        };
+        let written = file
+            .write_all(MAGIC)
+            .and_then(|_| file.sync_all())
+            .map_err(io(&path))
+            .and_then(|_| sync_dir(dir));
+        if let Err(e) = written {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(file)
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
@@ -527,11 +712,7 @@ impl Writer {
                             self.flush_group(&mut group);
                             self.roll();
                         }
-                        let pos = WalPos {
-                            segment: self.seq,
-                            offset: self.offset + group.bytes,
-                        };
-                        group.push(a, pos);
+                        group.push(a);
                         if group.bytes >= 16 << 20 {
                             break;
                         }
@@ -554,43 +735,62 @@ impl Writer {
         self.sync_now();
     }
 
+    /// Logs a write-path error, at most once per [`ERROR_LOG_INTERVAL`] (a full disk fails
+    /// every append until space returns).
+    fn log_error(&mut self, msg: &str, what: &str) {
+        if self.last_error_log.is_some_and(|t| t.elapsed() < ERROR_LOG_INTERVAL) {
+            self.suppressed_errors += 1;
+            return;
+        }
+        tracing::error!(path = %self.path.display(), error = %msg, similar_errors_suppressed = self.suppressed_errors, "{what}");
+        self.last_error_log = Some(Instant::now());
+        self.suppressed_errors = 0;
+    }
+
     fn flush_group(&mut self, g: &mut Group) {
         if g.appends.is_empty() {
             return;
         }
-        let bytes = g.bytes;
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * g.appends.len());
-        let mut from = 0;
-        for ((a, _), &end) in g.appends.iter().zip(&g.header_ends) {
-            parts.push(&g.headers[from..end]);
-            parts.push(&a.payload);
-            from = end;
+        if self.file.is_none() {
+            self.reopen();
         }
-        let result = write_all_vectored(&mut self.file, &parts).map_err(|e| e.to_string());
-        drop(parts);
-        let group = &mut g.appends;
+        let result = match self.file.as_mut() {
+            None => Err(Refusal::Unavailable(format!(
+                "no wal segment can be written in {} (is the disk full?)",
+                self.dir.display()
+            ))),
+            Some(file) => {
+                let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * g.appends.len());
+                let mut from = 0;
+                for (a, &end) in g.appends.iter().zip(&g.header_ends) {
+                    parts.push(&g.headers[from..end]);
+                    parts.push(&a.payload);
+                    from = end;
+                }
+                write_all_vectored(file, &parts).map_err(|e| Refusal::Io(e.to_string()))
+            }
+        };
         let result = result.and_then(|_| {
-            self.offset += bytes;
             self.dirty = true;
-            self.stats.bytes_written.fetch_add(bytes, Ordering::Relaxed);
-            self.stats.size_bytes.fetch_add(bytes, Ordering::Relaxed);
-            self.stats
-                .records_written
-                .fetch_add(group.len() as u64, Ordering::Relaxed);
             match self.opts.fsync {
-                FsyncPolicy::Always => self.sync(),
-                FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
+                FsyncPolicy::Always => self.sync().map_err(Refusal::Io),
+                FsyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync().map_err(Refusal::Io),
                 _ => Ok(()),
             }
         });
-        g.headers.clear();
-        g.header_ends.clear();
-        g.bytes = 0;
+        let bytes = g.bytes;
+        g.clear();
         match result {
             Ok(()) => {
-                let mut records = Vec::with_capacity(group.len());
-                let mut acks = Vec::with_capacity(group.len());
-                for (a, pos) in group.drain(..) {
+                let mut records = Vec::with_capacity(g.appends.len());
+                let mut acks = Vec::with_capacity(g.appends.len());
+                let mut offset = self.offset;
+                for a in g.appends.drain(..) {
+                    let pos = WalPos {
+                        segment: self.seq,
+                        offset,
+                    };
+                    offset += record_len(&a.tenant, &a.payload);
                     records.push(Record {
                         pos,
                         kind: a.kind,
@@ -599,6 +799,13 @@ impl Writer {
                     });
                     acks.push((a.done, pos));
                 }
+                debug_assert_eq!(offset, self.offset + bytes);
+                self.offset += bytes;
+                self.stats.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+                self.stats.size_bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.stats
+                    .records_written
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
                 // The sink sees records before their writers are answered, so a reader that
                 // waits for the sink observes every acknowledged record.
                 self.sink.committed(records);
@@ -607,21 +814,77 @@ impl Writer {
                     let _ = done.send(Ok(pos));
                 }
             }
-            Err(msg) => {
-                tracing::error!(path = %self.path.display(), error = %msg, "wal write failed; refusing the group");
-                // The file may now hold a partial group; start a new segment so replay stops
-                // at this torn tail and later records stay readable.
-                for (a, _) in group.drain(..) {
-                    let _ = a.done.send(Err(msg.clone()));
+            Err(refusal) => {
+                match &refusal {
+                    Refusal::Io(msg) => {
+                        self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                        let msg = msg.clone();
+                        self.log_error(&msg, "wal write failed; refusing the group and rolling it back");
+                        self.roll_back();
+                    }
+                    Refusal::Unavailable(msg) => {
+                        let msg = msg.clone();
+                        self.log_error(&msg, "wal is not writable; refusing appends");
+                    }
                 }
-                self.roll();
+                if matches!(refusal, Refusal::Unavailable(_)) {
+                    self.stats
+                        .unavailable_refusals
+                        .fetch_add(g.appends.len() as u64, Ordering::Relaxed);
+                }
+                for a in g.appends.drain(..) {
+                    let _ = a.done.send(Err(refusal.clone()));
+                }
+            }
+        }
+    }
+
+    /// After a failed write or sync: cuts the segment back to the end of the last durable group,
+    /// so no later record follows torn bytes. If that fails, fences the segment: it is never
+    /// written again, and the next group starts a new one.
+    fn roll_back(&mut self) {
+        let Some(file) = self.file.as_mut() else { return };
+        let cut = file.set_len(self.offset).and_then(|_| file.sync_data());
+        match cut {
+            Ok(()) => self.dirty = false,
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot roll back a failed wal write; fencing the segment");
+                self.stats.fenced_segments.fetch_add(1, Ordering::Relaxed);
+                self.file = None;
+                self.sealed.push(self.seq);
+                self.dirty = false;
+                self.reopen();
+            }
+        }
+    }
+
+    /// Tries to start the next segment while none is writable.
+    fn reopen(&mut self) {
+        let next = self.seq + 1;
+        match Self::create_segment(&self.dir, next) {
+            Ok(file) => {
+                self.seq = next;
+                self.file = Some(file);
+                self.path = segment_path(&self.dir, next);
+                self.offset = HEADER_LEN as u64;
+                self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+                if self.stats.unwritable.swap(0, Ordering::Relaxed) == 1 {
+                    tracing::info!(path = %self.path.display(), "wal is writable again");
+                }
+            }
+            Err(e) => {
+                self.stats.unwritable.store(1, Ordering::Relaxed);
+                self.log_error(&e.to_string(), "cannot start a new wal segment");
             }
         }
     }
 
     fn sync(&mut self) -> Result<(), String> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
         let t = Instant::now();
-        self.file.sync_data().map_err(|e| e.to_string())?;
+        file.sync_data().map_err(|e| e.to_string())?;
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         self.stats
             .sync_nanos_total
@@ -639,21 +902,28 @@ impl Writer {
         }
     }
 
+    /// Seals the current segment and starts the next one. If the next cannot be created, the
+    /// current one stays in use (it is intact) and a later roll tries again.
     fn roll(&mut self) {
+        if self.file.is_none() {
+            self.reopen();
+            return;
+        }
         self.sync_now();
         let next = self.seq + 1;
         match Self::create_segment(&self.dir, next) {
-            Ok((file, path)) => {
+            Ok(file) => {
                 self.sealed.push(self.seq);
                 self.seq = next;
-                self.file = file;
-                self.path = path;
+                self.file = Some(file);
+                self.path = segment_path(&self.dir, next);
                 self.offset = HEADER_LEN as u64;
                 self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start a new wal segment; continuing in the current one")
-            }
+            Err(e) => self.log_error(
+                &e.to_string(),
+                "cannot start a new wal segment; continuing in the current one",
+            ),
         }
     }
 
@@ -682,6 +952,11 @@ impl Writer {
             self.roll();
         }
     }
+}
+
+/// Bytes a record takes in a segment.
+fn record_len(tenant: &str, payload: &[u8]) -> u64 {
+    (8 + 4 + tenant.len() + payload.len()) as u64
 }
 
 #[cfg(test)]
