@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from otlpdata import make_request, make_span, new_trace_id
-from weftlib import WeftServer, wait_for
+from weftlib import WeftServer, block_metas, wait_for
 
 MAX_REQUESTS = 4000
 MAX_SECONDS = 90
@@ -188,3 +188,90 @@ def test_damaged_older_wal_segments_lose_only_the_damaged_records(weft_factory):
     assert srv.metric("weft_wal_replay_removed_segments") == 1
     found = sum(1 for t in tids if found_spans(srv, t) == 2)
     assert 0 < len(tids) - 1 - found < in_third // 600 + 2, (found, in_third)
+
+
+def wait_blocks(srv: WeftServer, n: int) -> None:
+    wait_for(lambda: len(block_metas(srv.data_dir)) >= n, 30, f"{n} blocks")
+
+
+def test_damaged_blocks_are_quarantined_and_queries_answer_from_the_rest(weft_factory):
+    """Regression: one damaged block broke every search, tags, metrics and service-graph query
+    of its tenant (500), compaction retried it forever, and flipped bytes in the middle of
+    data.parquet were served as data (3 traces of 600 with a wrong span ID)."""
+    srv = weft_factory("--block-max-age", "1", "--compaction-interval", "0")
+    groups: list[list[bytes]] = []
+    for g in range(4):
+        tids = [new_trace_id() for _ in range(150)]
+        for i in range(0, len(tids), 50):
+            now = time.time_ns()
+            srv.send(make_request([
+                make_span(t, name=f"g{g}", start=now - 10**9, end=now, attributes={"pad": "y" * 200})
+                for t in tids[i:i + 50] for _ in range(2)
+            ], service=f"svc-{g}"))
+        groups.append(tids)
+        wait_blocks(srv, g + 1)
+    assert srv.stop() == 0
+    metas = block_metas(srv.data_dir)
+    assert len(metas) == 4, [m["block_id"] for _, m in metas]
+    by_service = {}
+    for d, m in metas:
+        by_service[m["min_start_unix_nano"]] = d
+    dirs = [d for _, d in sorted(by_service.items())]
+    # Block 1: bytes flipped in the middle of its data; block 2: a damaged index.
+    data = bytearray((dirs[1] / "data.parquet").read_bytes())
+    for off in (len(data) // 3, len(data) // 2):
+        data[off] ^= 0x08
+    (dirs[1] / "data.parquet").write_bytes(bytes(data))
+    index = bytearray((dirs[2] / "index.bin").read_bytes())
+    index[len(index) // 2] ^= 0x01
+    (dirs[2] / "index.bin").write_bytes(bytes(index))
+
+    srv.start()
+    # The damaged index is found at start: that block is quarantined before any query.
+    assert not (dirs[2] / "meta.json").exists()
+    assert (srv.data_dir / "quarantine" / "single-tenant" / dirs[2].name / "index.bin").exists()
+
+    # Every query kind answers (200) from the other blocks, and says it is partial.
+    now = int(time.time())
+    for path, params in [
+        ("/api/search", {"q": "{ }", "limit": "1000", "spss": "3"}),
+        ("/api/v2/search/tags", {"scope": "span"}),
+        ("/api/v2/search/tag/name/values", {}),
+        ("/api/metrics/query_range", {"q": "{ } | rate() by (resource.service.name)",
+                                      "start": str(now - 600), "end": str(now + 60), "step": "60s"}),
+        ("/api/service-graph", {"since": "1h"}),
+    ]:
+        r = srv.get(path, params=params)
+        assert r.status_code == 200, (path, r.status_code, r.text[:300])
+        assert int(r.headers.get("x-weft-partial-damaged-blocks", "0")) >= 1, (path, dict(r.headers))
+    r = srv.get("/api/search", params={"q": "{ }", "limit": "1000", "spss": "3"})
+    found = {t["traceID"].rjust(32, "0") for t in r.json()["traces"]}
+    for g in (0, 3):
+        assert {t.hex() for t in groups[g]} <= found, f"healthy block {g} not searched"
+    # Nothing damaged is ever served: a trace of the damaged blocks is absent, never wrong.
+    for g in (1, 2):
+        for t in groups[g]:
+            td = srv.fetch_trace(t)
+            assert td is None, f"trace {t.hex()} of a damaged block was served"
+    for g in (0, 3):
+        for t in groups[g][:20]:
+            assert found_spans(srv, t) == 2
+
+    # Both blocks are listed in /metrics and moved to quarantine/.
+    q = [l for n, l, v in srv.metrics() if n == "weft_block_quarantined"]
+    assert {l["block"] for l in q} == {dirs[1].name, dirs[2].name}, q
+    wait_for(lambda: (srv.data_dir / "quarantine" / "single-tenant" / dirs[1].name / "data.parquet").exists(),
+             10, "the damaged block moved to quarantine/")
+    assert not (dirs[1] / "meta.json").exists()
+    log = srv.stderr_path.read_text()
+    assert "damaged block quarantined" in log
+
+    # Compaction skips them and merges the healthy blocks.
+    assert srv.stop() == 0
+    srv.args = ["--block-max-age", "1", "--compaction-interval", "1"]
+    srv.start()
+    wait_for(lambda: len(block_metas(srv.data_dir)) == 1, 30, "the two healthy blocks merged")
+    for g in (0, 3):
+        for t in groups[g][:20]:
+            assert found_spans(srv, t) == 2
+    assert (srv.metric("weft_compaction_errors_total") or 0) == 0

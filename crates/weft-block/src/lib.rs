@@ -44,6 +44,54 @@ pub enum BlockError {
     UnsupportedVersion(u32),
     #[error("corrupt block: {0}")]
     Corrupt(String),
+    /// Bytes read do not match the checksum recorded when the block was written.
+    #[error("damaged block: {0}")]
+    Damaged(String),
+}
+
+impl BlockError {
+    /// Whether the error says the block's bytes are damaged (a checksum mismatch, or, in a
+    /// block without checksums, bytes that do not decode), as opposed to storage being
+    /// unreachable. Such a block should be quarantined rather than retried.
+    pub fn is_damage(&self, has_checksums: bool) -> bool {
+        match self {
+            BlockError::Damaged(_) => true,
+            BlockError::Parquet(_) | BlockError::Corrupt(_) | BlockError::Index(_) | BlockError::Meta(_) => {
+                !has_checksums
+            }
+            BlockError::Storage(_) | BlockError::UnsupportedVersion(_) => false,
+        }
+    }
+}
+
+/// The checksums of an encoded block: its data file's footer and column chunks, and its index.
+fn checksum(data: &Bytes, index: &[u8]) -> Result<meta::Checksums, BlockError> {
+    let len = data.len();
+    if len < 8 {
+        return Err(BlockError::Corrupt(
+            "encoded data.parquet is shorter than its footer".into(),
+        ));
+    }
+    let meta_len = u32::from_le_bytes(data[len - 8..len - 4].try_into().expect("4 bytes")) as usize;
+    let footer = ParquetMetaDataReader::decode_metadata(&data[len - 8 - meta_len..len - 8])?;
+    let chunks = footer
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            rg.columns()
+                .iter()
+                .map(|c| {
+                    let (s, l) = c.byte_range();
+                    crc32c::crc32c(&data[s as usize..(s + l) as usize])
+                })
+                .collect()
+        })
+        .collect();
+    Ok(meta::Checksums {
+        index: crc32c::crc32c(index),
+        footer: crc32c::crc32c(&data[len - 8 - meta_len..]),
+        chunks,
+    })
 }
 
 /// The folder of a block.
@@ -89,6 +137,7 @@ pub async fn write_block_from(
     let block_id = uuid::Uuid::now_v7().to_string();
     let prefix = block_prefix(tenant, &block_id);
     let index = Bytes::from(enc.index.encode());
+    let checksums = checksum(&enc.data, &index)?;
     let meta = BlockMeta {
         version: FORMAT_VERSION,
         block_id,
@@ -108,6 +157,7 @@ pub async fn write_block_from(
         wal_end: origin.wal_end,
         compacted_from: origin.compacted_from,
         dedicated_columns: enc.dedicated,
+        checksums: Some(checksums),
     };
     storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
@@ -210,7 +260,22 @@ impl Block {
         if meta.version == 1 && !meta.dedicated_columns.is_empty() {
             return Err(BlockError::Corrupt("a version 1 block lists dedicated columns".into()));
         }
-        let index = TraceIndex::decode(&storage.get(&format!("{prefix}/index.bin")).await?)?;
+        let index_bytes = storage.get(&format!("{prefix}/index.bin")).await?;
+        if let Some(c) = &meta.checksums {
+            if crc32c::crc32c(&index_bytes) != c.index {
+                return Err(BlockError::Damaged(format!(
+                    "{prefix}/index.bin does not match its checksum"
+                )));
+            }
+            if c.chunks.len() != meta.row_groups as usize {
+                return Err(BlockError::Damaged(format!(
+                    "{prefix}/meta.json lists checksums of {} row groups for {}",
+                    c.chunks.len(),
+                    meta.row_groups
+                )));
+            }
+        }
+        let index = TraceIndex::decode(&index_bytes)?;
         Ok(Block {
             dedicated: meta.dedicated_columns.clone().into(),
             meta,
@@ -243,6 +308,14 @@ impl Block {
                 let buf = storage
                     .get_range(&self.data_path(), len - 8 - meta_len..len - 8)
                     .await?;
+                if let Some(c) = &self.meta.checksums
+                    && crc32c::crc32c_append(crc32c::crc32c(&buf), &tail) != c.footer
+                {
+                    return Err(BlockError::Damaged(format!(
+                        "{}: the parquet footer does not match its checksum",
+                        self.data_path()
+                    )));
+                }
                 let footer = ParquetMetaDataReader::decode_metadata(&buf)?;
                 let want = v1::col::EXTRA + 1 + self.dedicated.len();
                 if footer.file_metadata().schema_descr().num_columns() != want {
@@ -291,6 +364,7 @@ impl Block {
         }
         let range = v1::reader::row_group_range(&footer, rg);
         let data = storage.get_range(&self.data_path(), range.clone()).await?;
+        self.verify(&footer, rg, range.start, &data)?;
         Ok(RowGroupData {
             footer,
             dedicated: self.dedicated.clone(),
@@ -338,6 +412,7 @@ impl Block {
             hi = hi.max(s + l);
         }
         let data = storage.get_range(&self.data_path(), lo..hi).await?;
+        self.verify(&footer, rg, lo, &data)?;
         Ok(RowGroupData {
             footer,
             dedicated: self.dedicated.clone(),
@@ -346,6 +421,30 @@ impl Block {
             data,
             file_len: self.meta.size_bytes,
         })
+    }
+
+    /// Checks every column chunk of row group `rg` that lies within `data` (fetched from file
+    /// offset `base`) against the checksums in the meta, if it has them.
+    fn verify(&self, footer: &ParquetMetaData, rg: usize, base: u64, data: &Bytes) -> Result<(), BlockError> {
+        let Some(sums) = self.meta.checksums.as_ref().and_then(|c| c.chunks.get(rg)) else {
+            return Ok(());
+        };
+        let end = base + data.len() as u64;
+        for (c, col) in footer.row_group(rg).columns().iter().enumerate() {
+            let (s, l) = col.byte_range();
+            if s < base || s + l > end {
+                continue;
+            }
+            let got = crc32c::crc32c(&data[(s - base) as usize..(s - base + l) as usize]);
+            if sums.get(c) != Some(&got) {
+                return Err(BlockError::Damaged(format!(
+                    "{}: row group {rg} column {} does not match its checksum",
+                    self.data_path(),
+                    col.column_descr().name()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Reads every span of row group `rg`, in block order. Returns them with the number of

@@ -45,6 +45,22 @@ pub struct BlockMeta {
     /// [`crate::dedicated`]); no configuration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dedicated_columns: Vec<DedicatedColumn>,
+    /// CRC32C checksums of the block's files, recorded when it is written and verified by every
+    /// read, so damage is detected instead of served. Absent in blocks written before they were
+    /// added (those are read unverified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksums: Option<Checksums>,
+}
+
+/// CRC32C (Castagnoli) checksums of a block's files.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Checksums {
+    /// Of the whole `index.bin`.
+    pub index: u32,
+    /// Of the Parquet footer: the file's last `8 + footer length` bytes.
+    pub footer: u32,
+    /// Per row group, per column (schema order): of the column chunk's bytes.
+    pub chunks: Vec<Vec<u32>>,
 }
 
 /// An attribute key stored in its own column.

@@ -117,7 +117,7 @@ impl Ingest {
             .blocks
             .of(tenant)
             .into_iter()
-            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2)
+            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2 && !self.is_damaged(&b.meta.block_id))
             .collect();
         candidates.sort_by_key(|b| (b.meta.max_end_unix_nano, b.meta.block_id.clone()));
         let mut inputs = Vec::new();
@@ -139,7 +139,19 @@ impl Ingest {
         let mut cols = SpanColumns::default();
         for b in &inputs {
             for rg in 0..b.row_group_count() {
-                let (rows, _) = b.read_row_group(storage, rg).await?;
+                let rows = match b.read_row_group(storage, rg).await {
+                    Ok((rows, _)) => rows,
+                    Err(e @ BlockError::Storage(_)) => return Err(e),
+                    Err(e) => {
+                        // A damaged input is quarantined (or, if it verifies but does not
+                        // decode, left out); the merge starts over without it.
+                        tracing::warn!(tenant, block = %b.meta.block_id, error = %e, "compaction input unreadable; merging without it");
+                        if let Err(crate::QueryError::Block(e)) = self.block_failed(b, e) {
+                            return Err(e);
+                        }
+                        return Box::pin(self.compact_once(tenant)).await;
+                    }
+                };
                 for r in &rows {
                     cols.push_row(r);
                 }

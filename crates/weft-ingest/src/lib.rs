@@ -16,6 +16,7 @@ pub mod compact;
 pub mod head;
 pub mod limits;
 pub mod metrics;
+pub mod quarantine;
 pub mod scan;
 
 use bytes::Bytes;
@@ -125,6 +126,9 @@ pub struct FoundTrace {
     pub truncated: bool,
     /// Blocks whose index admitted the trace and were read.
     pub blocks_read: u64,
+    /// Blocks that may hold the trace but were skipped because they are damaged: spans may be
+    /// missing, and the answer should say it is partial.
+    pub damaged_blocks: u64,
 }
 
 /// The size of a stored span as counted against response and memory caps: its variable-length
@@ -180,9 +184,10 @@ impl BlockSet {
 
     /// Loads every complete block (one with `meta.json`) from storage, and finishes what a
     /// crash interrupted: blocks replaced by a compacted block are deleted, and so are folders
-    /// without `meta.json` (a block write or delete cut short). Call only before any block is
-    /// being written.
-    pub async fn load(storage: &dyn Storage) -> Result<BlockSet, BlockError> {
+    /// without `meta.json` (a block write or delete cut short). A block whose `meta.json` or
+    /// `index.bin` is damaged is moved to quarantine; it is returned as (tenant, block id, why).
+    /// Call only before any block is being written.
+    pub async fn load(storage: &dyn Storage) -> Result<(BlockSet, Vec<Quarantined>), BlockError> {
         let set = BlockSet::default();
         let objects = storage.list("blocks/").await?;
         let mut folders: std::collections::BTreeMap<String, bool> = Default::default();
@@ -192,12 +197,33 @@ impl BlockSet {
             }
         }
         let mut loaded = Vec::new();
+        let mut quarantined = Vec::new();
         for (prefix, complete) in &folders {
             if !complete {
                 continue;
             }
             match Block::open(storage, prefix).await {
                 Ok(b) => loaded.push(b),
+                Err(e) if e.is_damage(false) => {
+                    tracing::error!(block = %prefix, error = %e, "damaged block quarantined at start");
+                    let range = match storage.get(&format!("{prefix}/meta.json")).await {
+                        Ok(m) => serde_json::from_slice::<weft_block::meta::BlockMeta>(&m)
+                            .ok()
+                            .map(|m| (m.min_start_unix_nano, m.max_end_unix_nano)),
+                        Err(_) => None,
+                    };
+                    if let Err(m) = quarantine::move_to_quarantine(storage, prefix).await {
+                        tracing::error!(block = %prefix, error = %m, "moving a damaged block to quarantine failed; it is skipped");
+                    }
+                    let mut parts = prefix.trim_start_matches("blocks/").splitn(2, '/');
+                    let (t, id) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    quarantined.push(Quarantined {
+                        tenant: t.to_owned(),
+                        block: id.to_owned(),
+                        why: e.to_string(),
+                        range,
+                    });
+                }
                 Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
             }
         }
@@ -225,8 +251,18 @@ impl BlockSet {
                 delete_files(storage, prefix).await;
             }
         }
-        Ok(set)
+        Ok((set, quarantined))
     }
+}
+
+/// A block quarantined when the block set was loaded.
+#[derive(Debug, Clone)]
+pub struct Quarantined {
+    pub tenant: String,
+    pub block: String,
+    pub why: String,
+    /// Its time range, when its `meta.json` was readable.
+    pub range: Option<(u64, u64)>,
 }
 
 /// Deletes a block folder's data files (not `meta.json`), ignoring missing ones.
@@ -256,6 +292,11 @@ pub struct Ingest {
     /// Set by [`Ingest::shutdown`]: background work stops, and work cut short by the process
     /// exiting is not reported as a failure.
     stopping: AtomicBool,
+    /// Blocks quarantined or found unreadable since start ([`quarantine`]).
+    damaged: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// (tenant, min start, max end) of the blocks quarantined since start, whose meta was
+    /// readable: scans over those times are partial.
+    quarantined_ranges: parking_lot::Mutex<Vec<(String, u64, u64)>>,
 }
 
 impl Ingest {
@@ -263,11 +304,29 @@ impl Ingest {
     /// starts the builder and flusher threads. Must be called inside a tokio runtime.
     pub async fn open(cfg: IngestConfig, storage: Arc<dyn Storage>) -> Result<Arc<Ingest>, String> {
         let metrics = Arc::new(IngestMetrics::default());
-        let blocks = Arc::new(
-            BlockSet::load(&*storage)
-                .await
-                .map_err(|e| format!("loading blocks: {e}"))?,
-        );
+        let (blocks, quarantined) = BlockSet::load(&*storage)
+            .await
+            .map_err(|e| format!("loading blocks: {e}"))?;
+        let blocks = Arc::new(blocks);
+        {
+            let listed = quarantine::list_quarantined(&*storage).await;
+            let mut q = metrics.quarantined.lock();
+            for (t, id) in listed {
+                let why = quarantined
+                    .iter()
+                    .find(|q| q.tenant == t && q.block == id)
+                    .map(|q| q.why.clone())
+                    .unwrap_or_else(|| "quarantined before this start".into());
+                q.push((t, id, why));
+            }
+            metrics
+                .blocks_quarantined
+                .store(quarantined.len() as u64, Ordering::Relaxed);
+        }
+        let quarantined_ranges: Vec<(String, u64, u64)> = quarantined
+            .iter()
+            .filter_map(|q| q.range.map(|(lo, hi)| (q.tenant.clone(), lo, hi)))
+            .collect();
         metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
         // Per tenant, the WAL position below which everything is already in blocks.
         let mut covered: HashMap<String, WalPosition> = HashMap::new();
@@ -366,6 +425,8 @@ impl Ingest {
             wal_stats,
             flushed,
             stopping: AtomicBool::new(false),
+            damaged: Default::default(),
+            quarantined_ranges: parking_lot::Mutex::new(quarantined_ranges),
         });
         if let Some(every) = interval {
             // Holds a weak reference so the compactor stops when the server drops the ingest.
@@ -559,6 +620,7 @@ impl Ingest {
         let mut bytes = 0u64;
         let mut truncated = false;
         let mut blocks_read = 0;
+        let mut damaged_blocks = 0;
         // Oldest blocks first, the head last: spans arrive roughly in time order, so when the
         // cap stops the read, what was read is the start of the trace (with its root).
         let mut blocks = self.blocks.of(tenant);
@@ -578,15 +640,30 @@ impl Ingest {
                 continue;
             }
             blocks_read += 1;
+            let mut from_block = Vec::new();
             for rg in rgs {
                 if bytes > max_bytes {
                     truncated = true;
+                    rows.append(&mut from_block);
                     break 'blocks;
                 }
-                let found = b.find_trace_in(&*self.storage, id, rg).await?;
-                bytes += found.iter().map(span_bytes).sum::<u64>();
-                rows.extend(found);
+                match b.find_trace_in(&*self.storage, id, rg).await {
+                    Ok(found) => {
+                        bytes += found.iter().map(span_bytes).sum::<u64>();
+                        from_block.extend(found);
+                    }
+                    Err(e) => {
+                        // Nothing of a damaged block is served, not even its row groups that
+                        // did verify: the block is out of service as a whole.
+                        self.block_failed(&b, e)?;
+                        damaged_blocks += 1;
+                        bytes -= from_block.iter().map(span_bytes).sum::<u64>();
+                        from_block.clear();
+                        break;
+                    }
+                }
             }
+            rows.append(&mut from_block);
         }
         if bytes <= max_bytes {
             // The head's copy is bounded by the head's own size limit.
@@ -618,6 +695,7 @@ impl Ingest {
             rows,
             truncated,
             blocks_read,
+            damaged_blocks,
         })
     }
 

@@ -65,6 +65,11 @@ pub struct IngestMetrics {
     pub retention_deleted_blocks: AtomicU64,
     pub trace_lookups: AtomicU64,
     pub trace_lookup_blocks_read: AtomicU64,
+    /// Blocks taken out of service because their bytes are damaged: (tenant, block id, why).
+    pub quarantined: Mutex<Vec<(String, String, String)>>,
+    pub blocks_quarantined: AtomicU64,
+    /// Reads that skipped a block whose bytes verify but do not decode (left in place).
+    pub block_read_errors: AtomicU64,
 }
 
 impl IngestMetrics {
@@ -121,7 +126,27 @@ impl IngestMetrics {
                 r.as_str()
             );
         }
-        let gauges: [(&str, &str, &str, &AtomicU64); 19] = [
+        let _ = writeln!(
+            out,
+            "# HELP weft_block_quarantined A block moved to quarantine/ because its bytes are damaged (1 per block, by tenant and block; queries answer without it, marked partial)."
+        );
+        let _ = writeln!(out, "# TYPE weft_block_quarantined gauge");
+        for (t, b, _) in self.quarantined.lock().iter() {
+            let _ = writeln!(out, "weft_block_quarantined{{tenant=\"{t}\",block=\"{b}\"}} 1");
+        }
+        let gauges: [(&str, &str, &str, &AtomicU64); 21] = [
+            (
+                "weft_blocks_quarantined_total",
+                "counter",
+                "Blocks quarantined since start because a checksum or decode check found damage.",
+                &self.blocks_quarantined,
+            ),
+            (
+                "weft_block_read_errors_total",
+                "counter",
+                "Block reads skipped because verified bytes did not decode (a bug; the block stays in place).",
+                &self.block_read_errors,
+            ),
             (
                 "weft_trace_lookups_total",
                 "counter",

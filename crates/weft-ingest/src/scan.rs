@@ -61,6 +61,8 @@ pub struct ScanStats {
     /// Split traces larger than `IngestConfig::max_trace_read_bytes`, evaluated on their
     /// earliest spans only.
     pub truncated_traces: u64,
+    /// Blocks left out because they are damaged ([`crate::quarantine`]): the result is partial.
+    pub damaged_blocks: u64,
 }
 
 /// An inclusive time window in Unix nanoseconds.
@@ -107,7 +109,10 @@ impl Ingest {
             blocks: self.blocks.of(tenant),
             handled: HashSet::new(),
             deferred: Vec::new(),
-            stats: ScanStats::default(),
+            stats: ScanStats {
+                damaged_blocks: self.quarantined_overlapping(tenant, window),
+                ..ScanStats::default()
+            },
         };
         scan.head(sink);
         // Blocks written while the head was scanned hold traces seen there; `handled` skips
@@ -119,7 +124,10 @@ impl Ingest {
             if sink.done() {
                 break;
             }
-            scan.block(i, sink).await?;
+            if let Err(QueryError::Block(e)) = scan.block(i, sink).await {
+                self.block_failed(&scan.blocks[i], e)?;
+                scan.stats.damaged_blocks += 1;
+            }
         }
         let deferred = std::mem::take(&mut scan.deferred);
         for id in deferred {
@@ -131,6 +139,7 @@ impl Ingest {
                 tracing::warn!(tenant, trace_id = %weft_query::tempo::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");
             }
             scan.stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
+            scan.stats.damaged_blocks += found.damaged_blocks;
             scan.finish_trace(found.rows, sink);
         }
         Ok(scan.stats)
@@ -370,7 +379,10 @@ impl Ingest {
         m: &mut SpanMetrics,
     ) -> Result<ScanStats, QueryError> {
         self.catch_up().await;
-        let mut stats = ScanStats::default();
+        let mut stats = ScanStats {
+            damaged_blocks: self.quarantined_overlapping(tenant, window),
+            ..ScanStats::default()
+        };
         let (cuts, blocks) = {
             let st = self.head.state.read();
             let blocks = self.blocks.of(tenant);
@@ -402,25 +414,32 @@ impl Ingest {
                 stats.skipped_blocks += 1;
                 continue;
             }
-            let mut read_any = false;
-            for rg in 0..b.row_group_count() {
-                if row_group_outside(&b, storage, rg, window).await? {
-                    stats.skipped_row_groups += 1;
-                    continue;
+            let read: Result<bool, QueryError> = async {
+                let mut read_any = false;
+                for rg in 0..b.row_group_count() {
+                    if row_group_outside(&b, storage, rg, window).await? {
+                        stats.skipped_row_groups += 1;
+                        continue;
+                    }
+                    let data = b.fetch_metric_columns(storage, rg, needs).await?;
+                    read_any = true;
+                    stats.inspected_bytes += data.bytes();
+                    let cols = tokio::task::spawn_blocking(move || data.metric_columns(needs))
+                        .await
+                        .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+                    stats.inspected_spans += cols.start.len() as u64;
+                    m.add(&cols);
                 }
-                let data = b.fetch_metric_columns(storage, rg, needs).await?;
-                read_any = true;
-                stats.inspected_bytes += data.bytes();
-                let cols = tokio::task::spawn_blocking(move || data.metric_columns(needs))
-                    .await
-                    .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-                stats.inspected_spans += cols.start.len() as u64;
-                m.add(&cols);
+                Ok(read_any)
             }
-            if read_any {
-                stats.inspected_blocks += 1;
-            } else {
-                stats.skipped_blocks += 1;
+            .await;
+            match read {
+                Ok(true) => stats.inspected_blocks += 1,
+                Ok(false) => stats.skipped_blocks += 1,
+                Err(QueryError::Block(e)) => {
+                    self.block_failed(&b, e)?;
+                    stats.damaged_blocks += 1;
+                }
             }
         }
         Ok(stats)
@@ -469,7 +488,10 @@ impl Ingest {
     ) -> Result<ScanStats, QueryError> {
         debug_assert!(g.counts_every_trace());
         self.catch_up().await;
-        let mut stats = ScanStats::default();
+        let mut stats = ScanStats {
+            damaged_blocks: self.quarantined_overlapping(tenant, window),
+            ..ScanStats::default()
+        };
         let mut blocks = self.blocks.of(tenant);
         let in_blocks = |blocks: &[Arc<Block>], id: &[u8; 16], except: Option<usize>| {
             blocks
@@ -517,46 +539,58 @@ impl Ingest {
         stats.total_blocks = blocks.len() as u64;
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         let storage = &*self.storage;
-        'blocks: for (bi, b) in blocks.iter().enumerate() {
+        for (bi, b) in blocks.iter().enumerate() {
             if block_outside(b, window) {
                 stats.skipped_blocks += 1;
                 continue;
             }
-            let mut read_any = false;
-            for rg in 0..b.row_group_count() {
-                if row_group_outside(b, storage, rg, window).await? {
-                    stats.skipped_row_groups += 1;
-                    continue;
-                }
-                if g.budget_spent() {
-                    g.mark_truncated();
-                    if read_any {
-                        stats.inspected_blocks += 1;
+            // (whether a row group was read, whether the span budget ran out)
+            let read: Result<(bool, bool), QueryError> = async {
+                let mut read_any = false;
+                for rg in 0..b.row_group_count() {
+                    if row_group_outside(b, storage, rg, window).await? {
+                        stats.skipped_row_groups += 1;
+                        continue;
                     }
-                    break 'blocks;
+                    if g.budget_spent() {
+                        g.mark_truncated();
+                        return Ok((read_any, true));
+                    }
+                    let data = b.fetch_graph_columns(storage, rg).await?;
+                    read_any = true;
+                    stats.inspected_bytes += data.bytes();
+                    let cols = tokio::task::spawn_blocking(move || data.graph_columns())
+                        .await
+                        .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+                    stats.inspected_spans += cols.span_id.len() as u64;
+                    let row_groups = b.row_group_count();
+                    g.add_block_rows(&cols, |id, at_edge| {
+                        (at_edge && row_groups > 1) || in_blocks(&blocks, id, Some(bi)) || in_head(id)
+                    });
                 }
-                let data = b.fetch_graph_columns(storage, rg).await?;
-                read_any = true;
-                stats.inspected_bytes += data.bytes();
-                let cols = tokio::task::spawn_blocking(move || data.graph_columns())
-                    .await
-                    .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-                stats.inspected_spans += cols.span_id.len() as u64;
-                let row_groups = b.row_group_count();
-                g.add_block_rows(&cols, |id, at_edge| {
-                    (at_edge && row_groups > 1) || in_blocks(&blocks, id, Some(bi)) || in_head(id)
-                });
+                Ok((read_any, false))
             }
-            if read_any {
-                stats.inspected_blocks += 1;
-            } else {
-                stats.skipped_blocks += 1;
+            .await;
+            match read {
+                Ok((true, spent)) => {
+                    stats.inspected_blocks += 1;
+                    if spent {
+                        break;
+                    }
+                }
+                Ok((false, true)) => break,
+                Ok((false, false)) => stats.skipped_blocks += 1,
+                Err(QueryError::Block(e)) => {
+                    self.block_failed(b, e)?;
+                    stats.damaged_blocks += 1;
+                }
             }
         }
         for id in g.pending_traces().into_iter().take(GRAPH_MAX_RESOLVED_TRACES) {
             let found = self
                 .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
                 .await?;
+            stats.damaged_blocks += found.damaged_blocks;
             stats.split_traces += 1;
             stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
             g.resolve(&id, &found.rows);

@@ -103,6 +103,18 @@ fn parse_secs(name: &str, v: &Option<String>) -> Result<Option<u64>, String> {
     }
 }
 
+/// A response header naming how many damaged blocks a query skipped; present only when it
+/// skipped some, so the answer may be missing spans.
+pub const PARTIAL_HEADER: &str = "x-weft-partial-damaged-blocks";
+
+/// The message of an answer that skipped `n` damaged blocks.
+pub fn damaged_message(n: u64) -> String {
+    format!(
+        "{n} damaged block{} skipped: the answer may be missing spans (the blocks are quarantined; see weft_block_quarantined in /metrics)",
+        if n == 1 { " was" } else { "s were" }
+    )
+}
+
 /// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
 pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &TraceParams, v2: bool) -> Response {
     let started = Instant::now();
@@ -143,19 +155,27 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     }
     // A trace over the read cap: the earliest spans, marked as Tempo marks partial results
     // (v2 `status: PARTIAL` with a message) and, for every shape, a response header.
-    let truncated = found.truncated.then(|| {
-        format!(
+    let mut partial = Vec::new();
+    if found.truncated {
+        partial.push(format!(
             "trace {} is larger than the response cap of {} bytes (--max-trace-response-bytes); only its first {} spans are returned",
             hex::encode(id),
             st.cfg.max_trace_response_bytes,
             rows.len()
-        )
-    });
+        ));
+    }
+    if found.damaged_blocks > 0 {
+        partial.push(damaged_message(found.damaged_blocks));
+    }
     let mut resp_headers = HeaderMap::new();
     resp_headers.insert("x-weft-blocks-read", found.blocks_read.into());
-    if truncated.is_some() {
+    if found.truncated {
         resp_headers.insert("x-weft-trace-truncated", axum::http::HeaderValue::from_static("true"));
     }
+    if found.damaged_blocks > 0 {
+        resp_headers.insert(PARTIAL_HEADER, found.damaged_blocks.into());
+    }
+    let truncated = (!partial.is_empty()).then(|| partial.join("; "));
     let data = weft_block::row::encode_traces_data(&rows);
     let wants_proto = headers
         .get(header::ACCEPT)

@@ -45,6 +45,17 @@ fn json(v: serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
 
+/// [`json`], marked partial when the scan skipped damaged blocks (a header, so Tempo's reply
+/// shapes stay exact).
+fn json_scanned(v: serde_json::Value, stats: &ScanStats) -> Response {
+    let mut r = json(v);
+    if stats.damaged_blocks > 0 {
+        r.headers_mut()
+            .insert(crate::api::PARTIAL_HEADER, stats.damaged_blocks.into());
+    }
+    r
+}
+
 pub use crate::config::parse_duration;
 
 /// Parses a time: Unix seconds (integer or fractional), Unix nanoseconds (integers above
@@ -308,7 +319,7 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
     };
     let hits = sink.finish();
     st.search_latency.observe(started.elapsed().as_secs_f64());
-    json(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)))
+    json_scanned(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)), &stats)
 }
 
 /// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`: Tempo's list.
@@ -379,7 +390,10 @@ pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
     for scope in scopes {
         all.extend(names.keys.get(&scope).into_iter().flatten().cloned());
     }
-    json(serde_json::json!({ "tagNames": all, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }))
+    json_scanned(
+        serde_json::json!({ "tagNames": all, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }),
+        &stats,
+    )
 }
 
 /// `GET /api/v2/search/tags?scope=`: keys per scope, plus the intrinsics.
@@ -420,7 +434,10 @@ pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
             serde_json::json!({ "name": s, "tags": tags })
         })
         .collect();
-    json(serde_json::json!({ "scopes": scopes, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }))
+    json_scanned(
+        serde_json::json!({ "scopes": scopes, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }),
+        &stats,
+    )
 }
 
 /// The field a tag names: a TraceQL attribute or intrinsic (`resource.service.name`, `.x`,
@@ -483,10 +500,16 @@ async fn tag_values(
     let metrics = tempo::metrics(&inspected(&stats, &st, &tenant));
     if v2 {
         let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
-        json(serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }))
+        json_scanned(
+            serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }),
+            &stats,
+        )
     } else {
         let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
-        json(serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }))
+        json_scanned(
+            serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }),
+            &stats,
+        )
     }
 }
 
@@ -634,11 +657,14 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
     };
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
-    json(if instant {
-        tempo::query_instant_response(&series, &m)
-    } else {
-        tempo::query_range_response(&series, start, step, &m)
-    })
+    json_scanned(
+        if instant {
+            tempo::query_instant_response(&series, &m)
+        } else {
+            tempo::query_range_response(&series, start, step, &m)
+        },
+        &stats,
+    )
 }
 
 /// `GET /api/metrics/query_range`.
@@ -746,7 +772,11 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     if sink.unresolved_calls > 0 {
         out["unresolvedCalls"] = sink.unresolved_calls.into();
     }
-    json(out)
+    if stats.damaged_blocks > 0 {
+        out["complete"] = false.into();
+        out["damagedBlocks"] = stats.damaged_blocks.into();
+    }
+    json_scanned(out, &stats)
 }
 
 #[cfg(test)]
