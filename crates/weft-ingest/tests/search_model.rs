@@ -346,14 +346,14 @@ const METRICS_STEP: u64 = 5_000_000_000;
 async fn engine_metrics(ing: &Ingest, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
     let mut sink = Metrics::new(query, BASE, end, METRICS_STEP).unwrap();
     ing.scan("t", Some((BASE, end - 1)), &mut sink).await.unwrap();
-    sink.finish()
+    sink.finish().unwrap()
 }
 
 /// The span-at-a-time path from columns, when the query allows it.
 async fn engine_span_metrics(ing: &Ingest, query: &weft_traceql::Query, end: u64) -> Option<Vec<weft_traceql::Series>> {
     let mut m = SpanMetrics::new(query, BASE, end, METRICS_STEP).unwrap()?;
     ing.scan_span_metrics("t", Some((BASE, end - 1)), &mut m).await.unwrap();
-    Some(m.finish())
+    Some(m.finish().unwrap())
 }
 
 #[derive(Debug)]

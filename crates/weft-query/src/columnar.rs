@@ -209,8 +209,17 @@ impl SpanMetrics {
         }
     }
 
-    pub fn finish(self) -> Vec<Series> {
-        self.run.finish()
+    /// Bounds the series and points the query may hold ([`MetricsRun::limit`]).
+    pub fn limit(&mut self, max_series: usize, max_points: u64) -> Result<(), EvalError> {
+        self.run.limit(max_series, max_points)
+    }
+
+    /// The series, or the limit the query passed.
+    pub fn finish(self) -> Result<Vec<Series>, EvalError> {
+        match self.run.over_limit() {
+            Some(e) => Err(e),
+            None => Ok(self.run.finish()),
+        }
     }
 }
 

@@ -202,24 +202,40 @@ fn labels(ls: &[(String, Value)]) -> Json {
 }
 
 /// `GET /api/metrics/query_range`: one sample per step that has a value, at the step's start.
-pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected) -> Json {
-    let series: Vec<Json> = series
-        .iter()
-        .map(|s| {
-            let samples: Vec<Json> = s
-                .values
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| {
-                    let v = (*v)?;
-                    let ts = (start_ns + i as u64 * step_ns) / 1_000_000;
-                    Some(json!({ "timestampMs": ts.to_string(), "value": v }))
-                })
-                .collect();
-            json!({ "labels": labels(&s.labels), "samples": samples, "promLabels": prom_labels(&s.labels) })
-        })
-        .collect();
-    json!({ "series": series, "metrics": metrics(m) })
+pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected) -> String {
+    use std::io::Write;
+    // Written as text, not built as a `serde_json::Value` tree: a tree costs about 1 KB per
+    // sample, the text about 50 bytes, and a query may return millions of samples.
+    let points: usize = series.iter().map(|s| s.values.len()).sum();
+    let mut out: Vec<u8> = Vec::with_capacity(64 + points * 48);
+    out.extend_from_slice(b"{\"series\":[");
+    for (k, s) in series.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"labels\":");
+        serde_json::to_writer(&mut out, &labels(&s.labels)).expect("writing to memory");
+        out.extend_from_slice(b",\"samples\":[");
+        let mut first = true;
+        for (i, v) in s.values.iter().enumerate() {
+            let Some(v) = v else { continue };
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            let ts = (start_ns + i as u64 * step_ns) / 1_000_000;
+            let _ = write!(out, "{{\"timestampMs\":\"{ts}\",\"value\":");
+            serde_json::to_writer(&mut out, v).expect("writing to memory");
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],\"promLabels\":");
+        serde_json::to_writer(&mut out, &prom_labels(&s.labels)).expect("writing to memory");
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"metrics\":");
+    serde_json::to_writer(&mut out, &metrics(m)).expect("writing to memory");
+    out.push(b'}');
+    String::from_utf8(out).expect("serde_json writes utf-8")
 }
 
 /// `GET /api/metrics/query`: the query evaluated as one step over the whole range.

@@ -48,7 +48,12 @@ fn json(v: serde_json::Value) -> Response {
 /// [`json`], marked partial when the scan skipped damaged blocks (a header, so Tempo's reply
 /// shapes stay exact).
 fn json_scanned(v: serde_json::Value, stats: &ScanStats) -> Response {
-    let mut r = json(v);
+    json_text_scanned(v.to_string(), stats)
+}
+
+/// [`json_scanned`] for a reply already written as JSON text.
+fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
+    let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     if stats.damaged_blocks > 0 {
         r.headers_mut()
             .insert(crate::api::PARTIAL_HEADER, stats.damaged_blocks.into());
@@ -635,36 +640,46 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
     };
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
+    let (max_series, max_points) = (st.cfg.max_metrics_series, st.cfg.max_metrics_points);
     let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
         Err(e) => return eval_error(e),
-        Ok(Some(mut m)) => match st.ingest.scan_span_metrics(&tenant, window, &mut m).await {
-            Ok(stats) => (m.finish(), stats),
-            Err(e) => {
-                tracing::error!(error = %e, "metrics scan failed");
-                return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
+        Ok(Some(mut m)) => {
+            if let Err(e) = m.limit(max_series, max_points) {
+                return eval_error(e);
             }
-        },
+            match st.ingest.scan_span_metrics(&tenant, window, &mut m).await {
+                Ok(stats) => (m.finish(), stats),
+                Err(e) => {
+                    tracing::error!(error = %e, "metrics scan failed");
+                    return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
+                }
+            }
+        }
         Ok(None) => {
             let mut sink = match Metrics::new(&query, start, end, step) {
                 Ok(s) => s,
                 Err(e) => return eval_error(e),
             };
+            if let Err(e) = sink.limit(max_series, max_points) {
+                return eval_error(e);
+            }
             match run_scan(&st, &tenant, window, &mut sink).await {
                 Ok(stats) => (sink.finish(), stats),
                 Err(r) => return r,
             }
         }
     };
+    let series = match series {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
-    json_scanned(
-        if instant {
-            tempo::query_instant_response(&series, &m)
-        } else {
-            tempo::query_range_response(&series, start, step, &m)
-        },
-        &stats,
-    )
+    if instant {
+        json_scanned(tempo::query_instant_response(&series, &m), &stats)
+    } else {
+        json_text_scanned(tempo::query_range_response(&series, start, step, &m), &stats)
+    }
 }
 
 /// `GET /api/metrics/query_range`.

@@ -129,6 +129,12 @@ pub enum EvalError {
         /// The query, printed.
         query: String,
     },
+    /// A metrics query would hold more series or points than its limits allow.
+    #[error("metrics query over its limit: {message}")]
+    Limit {
+        /// Which limit, its value, and how to stay within it.
+        message: String,
+    },
     /// The time range or step of a metrics query is unusable.
     #[error("invalid metrics range: {message}")]
     Range {

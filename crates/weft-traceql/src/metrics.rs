@@ -110,8 +110,52 @@ impl MetricsRun {
             steps: steps as usize,
             index: HashMap::new(),
             groups: Vec::new(),
+            max_groups: usize::MAX,
+            over_limit: false,
+            limit_text: String::new(),
         };
         Ok(MetricsRun { evaluator, acc })
+    }
+
+    /// Bounds the memory of the run: at most `max_series` series, and at most `max_points`
+    /// series times steps. Fails at once if one series alone has more points than allowed.
+    /// A run that would pass a limit stops adding series and reports it from
+    /// [`MetricsRun::over_limit`]; its result must then not be returned.
+    pub fn limit(&mut self, max_series: usize, max_points: u64) -> Result<(), EvalError> {
+        let steps = self.acc.steps as u64;
+        if steps > max_points {
+            return Err(EvalError::Limit {
+                message: format!(
+                    "{steps} steps exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step or a shorter range"
+                ),
+            });
+        }
+        let by_points = (max_points / steps.max(1)) as usize;
+        self.acc.max_groups = max_series.min(by_points);
+        self.acc.over_limit = false;
+        if self.acc.max_groups < max_series {
+            self.acc.limit_text = format!(
+                "{} series of {steps} steps would exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step, a shorter range or fewer by() fields",
+                self.acc.max_groups + 1
+            );
+        } else {
+            self.acc.limit_text = format!(
+                "the query produces more than the maximum of {max_series} series (max_metrics_series); narrow its filter or use fewer by() fields"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the run hit a limit (see [`MetricsRun::limit`]).
+    pub fn is_over_limit(&self) -> bool {
+        self.acc.over_limit
+    }
+
+    /// The limit the run hit, if any (see [`MetricsRun::limit`]).
+    pub fn over_limit(&self) -> Option<EvalError> {
+        self.acc.over_limit.then(|| EvalError::Limit {
+            message: self.acc.limit_text.clone(),
+        })
     }
 
     /// The number of steps of the range.
@@ -185,6 +229,11 @@ struct Accumulator {
     /// Group key (the `by` values, plus the bucket for histograms) to index in `groups`.
     index: HashMap<Vec<GroupKey>, usize>,
     groups: Vec<Group>,
+    /// Most groups (series) the run may create; see [`MetricsRun::limit`].
+    max_groups: usize,
+    /// Set when a span needed a group past `max_groups`.
+    over_limit: bool,
+    limit_text: String,
 }
 
 #[derive(Debug)]
@@ -266,6 +315,10 @@ impl Accumulator {
         }
         let steps = self.steps;
         let groups = &mut self.groups;
+        if groups.len() >= self.max_groups && !self.index.contains_key(&key) {
+            self.over_limit = true;
+            return None;
+        }
         let n = *self.index.entry(key).or_insert_with(|| {
             let data = match func {
                 MetricsFn::Rate | MetricsFn::CountOverTime | MetricsFn::HistogramOverTime => {

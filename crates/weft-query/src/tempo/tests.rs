@@ -77,7 +77,10 @@ fn metrics_samples_sit_at_step_starts() {
         labels: vec![("resource.service.name".into(), Value::Str("api".into()))],
         values: vec![Some(1.0), None, Some(3.0)],
     }];
-    let j = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default());
+    let text = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default());
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(j["series"][0]["samples"][0]["value"], 1.0);
+    assert_eq!(j["series"][0]["labels"][0]["value"]["stringValue"], "api");
     let samples = &j["series"][0]["samples"];
     assert_eq!(samples.as_array().unwrap().len(), 2);
     assert_eq!(samples[1]["timestampMs"], "20000");

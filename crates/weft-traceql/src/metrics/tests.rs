@@ -332,3 +332,45 @@ fn span_at_a_time_matches_whole_traces() {
         assert!(!run.span_local(), "`{q}` is not span-local");
     }
 }
+
+/// Regression (issue 13, point 6): memory was series × steps and only steps were capped, so
+/// one query by a high-cardinality attribute took gigabytes. The run refuses past its limits.
+#[test]
+fn series_and_points_are_bounded() {
+    use crate::MetricsRun;
+    let q = parse("{ } | count_over_time() by (span.user)").unwrap();
+    let trace = |i: u64| {
+        let mut span = fixture().spans[0].clone();
+        span.start_unix_nano = 1_000_000_000 + i;
+        span.span_attrs = vec![("user".into(), Value::Str(format!("u{i}")))];
+        Trace { spans: vec![span] }
+    };
+    // Within the limits: exact.
+    let mut run = MetricsRun::new(&q, 0, 100_000_000_000, 1_000_000_000).unwrap();
+    run.limit(10, 1_000).unwrap();
+    for i in 0..10 {
+        run.add(&trace(i));
+    }
+    assert!(run.over_limit().is_none());
+    assert_eq!(run.finish().len(), 10);
+    // One series too many.
+    let mut run = MetricsRun::new(&q, 0, 100_000_000_000, 1_000_000_000).unwrap();
+    run.limit(10, 1_000_000).unwrap();
+    for i in 0..1000 {
+        run.add(&trace(i));
+    }
+    let e = run.over_limit().unwrap().to_string();
+    assert!(e.contains("max_metrics_series") && e.contains("10"), "{e}");
+    // Points: 100 steps allow 5 series under 500 points.
+    let mut run = MetricsRun::new(&q, 0, 100_000_000_000, 1_000_000_000).unwrap();
+    run.limit(1000, 500).unwrap();
+    for i in 0..6 {
+        run.add(&trace(i));
+    }
+    let e = run.over_limit().unwrap().to_string();
+    assert!(e.contains("max_metrics_points") && e.contains("500"), "{e}");
+    // Steps alone over the points limit: refused before any work.
+    let mut run = MetricsRun::new(&q, 0, 100_000_000_000, 1_000_000_000).unwrap();
+    let e = run.limit(1000, 99).unwrap_err().to_string();
+    assert!(e.contains("100 steps") && e.contains("max_metrics_points"), "{e}");
+}
