@@ -118,7 +118,7 @@ pub enum QueryError {
 }
 
 /// A trace as read by [`Ingest::find_trace_capped`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct FoundTrace {
     /// De-duplicated, ordered by start time.
     pub rows: Vec<SpanRow>,
@@ -129,7 +129,16 @@ pub struct FoundTrace {
     /// Blocks that may hold the trace but were skipped because they are damaged: spans may be
     /// missing, and the answer should say it is partial.
     pub damaged_blocks: u64,
+    /// Held while a large trace is in memory ([`LARGE_TRACE_READ_BYTES`]); keep it until the
+    /// trace is no longer needed (e.g. its response is written).
+    pub large_read: Option<tokio::sync::OwnedSemaphorePermit>,
 }
+
+/// A trace read that holds more than this many bytes ([`span_bytes`]) takes one of
+/// [`LARGE_TRACE_READS`] permits before reading on, so only a few large traces (each up to the
+/// read cap, plus its decoded form) are in memory at once, however many are requested.
+pub const LARGE_TRACE_READ_BYTES: u64 = 4 << 20;
+pub const LARGE_TRACE_READS: usize = 2;
 
 /// The size of a stored span as counted against response and memory caps: its variable-length
 /// fields plus a fixed 64 bytes.
@@ -292,6 +301,8 @@ pub struct Ingest {
     /// Set by [`Ingest::shutdown`]: background work stops, and work cut short by the process
     /// exiting is not reported as a failure.
     stopping: AtomicBool,
+    /// Permits for reading large traces ([`LARGE_TRACE_READ_BYTES`]).
+    large_trace_reads: Arc<tokio::sync::Semaphore>,
     /// Blocks quarantined or found unreadable since start ([`quarantine`]).
     damaged: parking_lot::Mutex<std::collections::HashSet<String>>,
     /// (tenant, min start, max end) of the blocks quarantined since start, whose meta was
@@ -425,6 +436,7 @@ impl Ingest {
             wal_stats,
             flushed,
             stopping: AtomicBool::new(false),
+            large_trace_reads: Arc::new(tokio::sync::Semaphore::new(LARGE_TRACE_READS)),
             damaged: Default::default(),
             quarantined_ranges: parking_lot::Mutex::new(quarantined_ranges),
         });
@@ -440,6 +452,21 @@ impl Ingest {
             });
         }
         Ok(ingest)
+    }
+
+    /// Refuses at once if `tenant` is over its ingestion rate, before a receiver reads or
+    /// decodes a request ([`RateLimiter::check`]); takes nothing.
+    pub fn check_rate(&self, tenant: &Arc<str>) -> Result<(), PushError> {
+        self.rate.check(tenant).map_err(|wait| {
+            self.metrics.refused(tenant, RefuseReason::RateLimited, 1);
+            PushError::RateLimited {
+                message: format!(
+                    "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
+                    self.cfg.rate_bytes
+                ),
+                retry_after: wait,
+            }
+        })
     }
 
     /// Validates, admits and durably stores one OTLP `ExportTraceServiceRequest`.
@@ -621,6 +648,7 @@ impl Ingest {
         let mut truncated = false;
         let mut blocks_read = 0;
         let mut damaged_blocks = 0;
+        let mut large_read = None;
         // Oldest blocks first, the head last: spans arrive roughly in time order, so when the
         // cap stops the read, what was read is the start of the trace (with its root).
         let mut blocks = self.blocks.of(tenant);
@@ -646,6 +674,18 @@ impl Ingest {
                     truncated = true;
                     rows.append(&mut from_block);
                     break 'blocks;
+                }
+                // What this row group may add: the block's average row group, compressed
+                // (decoded spans take more; the point is to catch large traces early).
+                let rg_bytes = b.meta.size_bytes / u64::from(b.meta.row_groups.max(1));
+                if large_read.is_none() && bytes + rg_bytes > LARGE_TRACE_READ_BYTES {
+                    large_read = Some(
+                        self.large_trace_reads
+                            .clone()
+                            .acquire_owned()
+                            .await
+                            .expect("never closed"),
+                    );
                 }
                 match b.find_trace_in(&*self.storage, id, rg).await {
                     Ok(found) => {
@@ -696,6 +736,7 @@ impl Ingest {
             truncated,
             blocks_read,
             damaged_blocks,
+            large_read,
         })
     }
 

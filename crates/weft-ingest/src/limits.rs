@@ -35,6 +35,23 @@ impl RateLimiter {
         }
     }
 
+    /// Whether the tenant's bucket is empty, without taking anything: a receiver asks before
+    /// reading and decoding a request, so a tenant over its rate costs no decoding. Returns
+    /// how long until the bucket holds a byte again.
+    pub fn check(&self, tenant: &Arc<str>) -> Result<(), Duration> {
+        if self.rate <= 0.0 {
+            return Ok(());
+        }
+        let map = self.buckets.lock();
+        let Some(b) = map.get(tenant) else { return Ok(()) };
+        let tokens = (b.tokens + b.last.elapsed().as_secs_f64() * self.rate).min(self.burst);
+        if tokens >= 1.0 {
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - tokens) / self.rate))
+        }
+    }
+
     /// Takes `bytes` from the tenant's bucket, or returns how long until they would be there.
     /// A request larger than the burst can never pass and waits `Duration::MAX`.
     pub fn try_take(&self, tenant: &Arc<str>, bytes: usize) -> Result<(), Duration> {

@@ -137,7 +137,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         (Ok(_), Ok(_)) => None,
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let found = match st
+    let mut found = match st
         .ingest
         .find_trace_capped(&tenant, &id, range, st.cfg.max_trace_response_bytes)
         .await
@@ -149,7 +149,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
-    let rows = found.rows;
+    let rows = std::mem::take(&mut found.rows);
     if rows.is_empty() {
         return error(StatusCode::NOT_FOUND, format!("trace not found: {}", hex::encode(id)));
     }
@@ -176,12 +176,13 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         resp_headers.insert(PARTIAL_HEADER, found.damaged_blocks.into());
     }
     let truncated = (!partial.is_empty()).then(|| partial.join("; "));
-    let data = weft_block::row::encode_traces_data(&rows);
     let wants_proto = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/protobuf") || a.contains("application/x-protobuf"));
     if wants_proto {
+        let data = weft_block::row::encode_traces_data(&rows);
+        drop(rows);
         let body = if v2 {
             // TraceByIDResponse { Trace trace = 1; ...; PartialStatus status = 3; string message = 4; }
             let mut out = Vec::with_capacity(data.len() + 6);
@@ -196,35 +197,96 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         };
         return (resp_headers, [(header::CONTENT_TYPE, "application/protobuf")], body).into_response();
     }
-    let td = match TracesData::decode(&data[..]) {
-        Ok(td) => td,
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("stored trace does not decode: {e}"),
-            );
-        }
-    };
-    let batches = weft_otlp::json::resource_spans_to_json(&td.resource_spans);
-    let mut body = if v2 {
-        serde_json::json!({ "trace": { "resourceSpans": batches } })
-    } else {
-        serde_json::json!({ "batches": batches })
-    };
-    if let Some(msg) = truncated {
-        if v2 {
-            body["status"] = "PARTIAL".into();
-            body["message"] = msg.into();
+    let body = stream_trace_json(rows, found.large_read, v2, truncated);
+    (resp_headers, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Spans per piece of a JSON trace. Each piece is rendered on its own (its spans grouped by
+/// resource and scope into batches) and sent as soon as enough text is ready, so a large trace
+/// costs one piece's JSON tree and a few chunks of text at a time, not a tree of the whole
+/// trace (which took 1.5–2.8 GiB for 200,000 spans). A resource whose spans span several
+/// pieces appears in several batches, as OTLP allows.
+const JSON_PIECE_SPANS: usize = 256;
+/// Text sent per chunk, and chunks buffered ahead of a slow client.
+const JSON_CHUNK_BYTES: usize = 64 << 10;
+const JSON_CHUNKS_AHEAD: usize = 4;
+
+/// The v1 (`{"batches": [...]}`) or v2 (`{"trace": {"resourceSpans": [...]}}`) JSON of a
+/// trace, written piece by piece on a blocking thread and streamed to the client.
+fn stream_trace_json(
+    rows: Vec<weft_block::row::SpanRow>,
+    large_read: Option<tokio::sync::OwnedSemaphorePermit>,
+    v2: bool,
+    partial: Option<String>,
+) -> axum::body::Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(JSON_CHUNKS_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        // Held until the trace is written, so large traces in memory at once stay few.
+        let _large_read = large_read;
+        let mut buf: Vec<u8> = Vec::with_capacity(JSON_CHUNK_BYTES + (JSON_CHUNK_BYTES >> 2));
+        buf.extend_from_slice(if v2 {
+            br#"{"trace":{"resourceSpans":["#
         } else {
-            body["truncated"] = true.into();
+            br#"{"batches":["#
+        });
+        let mut first = true;
+        for piece in rows.chunks(JSON_PIECE_SPANS) {
+            let data = weft_block::row::encode_traces_data(piece);
+            let td = match TracesData::decode(&data[..]) {
+                Ok(td) => td,
+                Err(e) => {
+                    tracing::error!(error = %e, "stored trace does not decode; response cut short");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(format!("stored trace does not decode: {e}"))));
+                    return;
+                }
+            };
+            let batches = weft_otlp::json::resource_spans_to_json(&td.resource_spans);
+            for b in batches.as_array().into_iter().flatten() {
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                serde_json::to_writer(&mut buf, b).expect("writing to memory");
+            }
+            if buf.len() >= JSON_CHUNK_BYTES
+                && tx
+                    .blocking_send(Ok(bytes::Bytes::from(std::mem::take(&mut buf))))
+                    .is_err()
+            {
+                return; // the client went away
+            }
         }
+        buf.push(b']');
+        if v2 {
+            buf.push(b'}');
+        }
+        match (&partial, v2) {
+            (Some(msg), true) => {
+                buf.extend_from_slice(br#","status":"PARTIAL","message":"#);
+                serde_json::to_writer(&mut buf, msg).expect("writing to memory");
+            }
+            (Some(_), false) => buf.extend_from_slice(br#","truncated":true"#),
+            (None, _) => {}
+        }
+        buf.push(b'}');
+        let _ = tx.blocking_send(Ok(bytes::Bytes::from(buf)));
+    });
+    axum::body::Body::new(ChannelBody(rx))
+}
+
+/// A response body fed by a channel of chunks.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Result<bytes::Bytes, std::io::Error>>);
+
+impl http_body::Body for ChannelBody {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx).map(|c| c.map(|r| r.map(http_body::Frame::data)))
     }
-    (
-        resp_headers,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
 }
 
 pub async fn trace_v1(
@@ -383,6 +445,55 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     ];
     for (name, kind, help, v) in wal {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+    }
+    let b = &st.budget;
+    let _ = writeln!(
+        out,
+        "# HELP weft_request_budget_bytes Request bytes held by requests being received (budget: --max-inflight-request-bytes).\n# TYPE weft_request_budget_bytes gauge\nweft_request_budget_bytes{{state=\"in_use\"}} {}\nweft_request_budget_bytes{{state=\"total\"}} {}",
+        b.in_use(),
+        b.total()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP weft_request_budget_refusals_total Requests refused (503) because the request budget stayed exhausted.\n# TYPE weft_request_budget_refusals_total counter\nweft_request_budget_refusals_total {}",
+        b.refusals.load(Ordering::Relaxed)
+    );
+    for (name, help, kind, get) in [
+        (
+            "weft_connections_open",
+            "Open connections, by port.",
+            "gauge",
+            (|l| &l.open) as fn(&crate::listen::ListenStats) -> &std::sync::atomic::AtomicU64,
+        ),
+        (
+            "weft_connections_accepted_total",
+            "Connections accepted, by port.",
+            "counter",
+            |l| &l.accepted,
+        ),
+        (
+            "weft_connections_at_cap_total",
+            "Times a port stopped accepting because it held --max-connections connections.",
+            "counter",
+            |l| &l.at_cap,
+        ),
+        (
+            "weft_connections_idle_closed_total",
+            "Connections closed after --idle-timeout without a request.",
+            "counter",
+            |l| &l.idle_closed,
+        ),
+        (
+            "weft_connection_accept_errors_total",
+            "Failed accepts (e.g. out of file descriptors), by port.",
+            "counter",
+            |l| &l.accept_errors,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (port, l) in &st.listeners {
+            let _ = writeln!(out, "{name}{{port=\"{port}\"}} {}", get(l).load(Ordering::Relaxed));
+        }
     }
     let _ = writeln!(
         out,

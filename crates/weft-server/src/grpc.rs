@@ -4,6 +4,7 @@
 //! encoded message to the ingest path without decoding it (marshal once).
 
 use crate::AppState;
+use crate::budget::{BudgetedBody, Exhausted, Held};
 use bytes::{Buf, BufMut, Bytes};
 use http_body_util::BodyExt;
 use prost::Message;
@@ -12,6 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 use weft_ingest::PushError;
@@ -92,8 +94,21 @@ impl tonic::server::UnaryService<Bytes> for Export {
                     .refused("unknown", weft_ingest::metrics::RefuseReason::Unauthorized, 1);
                 Status::unauthenticated(e.0)
             })?;
+            let held = req.extensions().get::<Held>().cloned().unwrap_or_default();
             let body = req.into_inner();
-            match state.ingest.push(&tenant, body).await {
+            // tonic inflated a gzip message past what the wire frames took: take the
+            // difference too, so later requests wait while this one is held.
+            let extra = (body.len() as u64).saturating_sub(held.bytes());
+            if extra > 0 {
+                state
+                    .budget
+                    .acquire(extra, &held)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?;
+            }
+            let result = state.ingest.push(&tenant, body).await;
+            drop(held);
+            match result {
                 Ok(out) => {
                     let resp = ExportTraceServiceResponse {
                         partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
@@ -131,7 +146,7 @@ pub fn push_status(e: PushError) -> Status {
     }
 }
 
-impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
+impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
     type Future = BoxFut<Result<Self::Response, Infallible>>;
@@ -140,12 +155,19 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
         let state = self.state.clone();
         Box::pin(async move {
             if req.uri().path() != weft_otlp::EXPORT_PATH {
                 return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
             }
+            // The message's bytes come out of the shared request budget as they arrive, and
+            // stay taken until the export is answered ([`crate::budget`]).
+            let held = Held::default();
+            let budget = state.budget.clone();
+            let (mut parts, body) = req.into_parts();
+            parts.extensions.insert(held.clone());
+            let req = http::Request::from_parts(parts, BudgetedBody::new(body, budget, held));
             let mut accept = EnabledCompressionEncodings::default();
             accept.enable(CompressionEncoding::Gzip);
             // Two caps, as on OTLP/HTTP: the bytes on the wire (`--max-request-bytes`, checked
@@ -158,19 +180,32 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
                 let limited = http_body_util::Limited::new(body, wire_max + 5);
                 tonic::body::Body::new(limited.map_err(move |e| match e.downcast::<Status>() {
                     Ok(status) => *status,
-                    Err(_) => {
+                    Err(e) if e.is::<Exhausted>() => Status::unavailable(e.to_string()),
+                    Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                         metrics.refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
                         Status::resource_exhausted(format!(
                             "request body exceeds the maximum request size of {wire_max} bytes (--max-request-bytes)"
                         ))
                     }
+                    Err(e) => Status::invalid_argument(format!("reading the request failed: {e}")),
                 }))
             });
             let max = state.cfg.max_decompressed_bytes;
             let mut grpc = tonic::server::Grpc::new(RawCodec)
                 .apply_compression_config(accept, EnabledCompressionEncodings::default())
                 .apply_max_message_size_config(Some(max), Some(4 << 20));
-            let mut resp = grpc.unary(Export(state.clone()), req).await;
+            // A client that stalls mid-message is cut off after the body timeout.
+            let body_timeout = Duration::from_secs_f64(state.cfg.body_timeout);
+            let mut resp = match tokio::time::timeout(body_timeout, grpc.unary(Export(state.clone()), req)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Ok(Status::deadline_exceeded(format!(
+                        "the request was not received and answered within {}s (--body-timeout)",
+                        body_timeout.as_secs_f64()
+                    ))
+                    .into_http());
+                }
+            };
             // tonic reports an oversized message as OUT_OF_RANGE; gRPC servers conventionally
             // (and SPEC §2) answer RESOURCE_EXHAUSTED, which OTLP exporters do not retry blindly.
             let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -178,6 +213,19 @@ impl tower::Service<http::Request<tonic::body::Body>> for TraceService {
             // tonic's own message limit: the frame's declared length or the inflated size.
             let inflated_too_large = code == Some(Code::ResourceExhausted as i32)
                 && header("grpc-message").starts_with("Error%20decompressing");
+            // A call without a message is the client's mistake, not an internal error.
+            if code == Some(Code::Internal as i32) && header("grpc-message").starts_with("Missing%20request%20message")
+            {
+                resp.headers_mut()
+                    .insert("grpc-status", http::HeaderValue::from(Code::InvalidArgument as i32));
+                resp.headers_mut().insert(
+                    "grpc-message",
+                    http::HeaderValue::from_static(
+                        "missing%20request%20message:%20the%20call%20carried%20no%20ExportTraceServiceRequest",
+                    ),
+                );
+                return Ok(resp);
+            }
             if code == Some(Code::OutOfRange as i32) || inflated_too_large {
                 resp.headers_mut()
                     .insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));

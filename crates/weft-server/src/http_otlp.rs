@@ -1,6 +1,7 @@
 //! OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
 
 use crate::AppState;
+use crate::budget::{BudgetedBody, Exhausted, Held};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -121,25 +122,53 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
         && len > max as u64
     {
         if len <= drain_cap as u64 {
-            let _ = read_limited(body, 0, drain_cap).await;
+            let _ = tokio::time::timeout(body_timeout(st), read_limited(body, 0, drain_cap)).await;
         }
         return Err(too_large(format!(
             "request body of {len} bytes exceeds the maximum request size of {max} bytes"
         )));
     }
-    let raw = match read_limited(body, max, drain_cap).await {
-        Ok(Some(raw)) => raw,
-        Ok(None) => {
+    // A tenant already over its rate gets 429 before its body is read or decoded.
+    if let Err(e) = st.ingest.check_rate(&tenant) {
+        return Err(push_error(e));
+    }
+    // The body's bytes come out of the shared request budget: all at once before reading
+    // when the length is declared, else frame by frame ([`crate::budget`]).
+    let held = Held::default();
+    let body = match declared {
+        Some(len) => {
+            st.budget.acquire(len, &held).await.map_err(|e| busy(st, &tenant, e))?;
+            axum::body::Body::new(body)
+        }
+        None => axum::body::Body::new(BudgetedBody::new(body, st.budget.clone(), held.clone())),
+    };
+    let raw = match tokio::time::timeout(body_timeout(st), read_limited(body, max, drain_cap)).await {
+        Ok(Ok(Some(raw))) => raw,
+        Ok(Ok(None)) => {
             return Err(too_large(format!(
                 "request body exceeds the maximum request size of {max} bytes"
             )));
         }
-        Err(e) => {
+        Ok(Err(e)) => {
+            if let Some(ex) = find_cause::<Exhausted>(&e) {
+                return Err(busy(st, &tenant, ex.clone()));
+            }
             metrics.refused(&tenant, RefuseReason::Invalid, 1);
             return Err(OtlpError::new(
                 StatusCode::BAD_REQUEST,
                 INVALID_ARGUMENT,
                 format!("reading the request body failed: {e}"),
+            ));
+        }
+        Err(_) => {
+            metrics.refused(&tenant, RefuseReason::Invalid, 1);
+            return Err(OtlpError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                INVALID_ARGUMENT,
+                format!(
+                    "the request body did not arrive within {}s (--body-timeout)",
+                    st.cfg.body_timeout
+                ),
             ));
         }
     };
@@ -153,26 +182,37 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
         "" | "identity" => raw,
         "gzip" | "x-gzip" => {
             let cap = st.cfg.max_decompressed_bytes;
-            let mut out = Vec::with_capacity((raw.len() * 4).min(cap));
-            let n = flate2::read::MultiGzDecoder::new(&raw[..])
-                .take(cap as u64 + 1)
-                .read_to_end(&mut out);
-            match n {
-                Ok(n) if n > cap => {
-                    return Err(too_large(format!(
-                        "request decompresses to more than the maximum of {cap} bytes"
-                    )));
-                }
-                Ok(_) => Bytes::from(out),
-                Err(e) => {
-                    metrics.refused(&tenant, RefuseReason::Invalid, 1);
-                    return Err(OtlpError::new(
-                        StatusCode::BAD_REQUEST,
-                        INVALID_ARGUMENT,
-                        format!("invalid gzip body: {e}"),
-                    ));
+            // Inflated in steps, each taken from the budget before it is written.
+            const STEP: usize = 1 << 20;
+            let mut out: Vec<u8> = Vec::new();
+            let mut dec = flate2::read::MultiGzDecoder::new(&raw[..]);
+            loop {
+                st.budget
+                    .acquire(STEP as u64, &held)
+                    .await
+                    .map_err(|e| busy(st, &tenant, e))?;
+                out.reserve_exact(STEP);
+                let before = out.len();
+                match (&mut dec).take(STEP as u64).read_to_end(&mut out) {
+                    Ok(_) if out.len() > cap => {
+                        return Err(too_large(format!(
+                            "request decompresses to more than the maximum of {cap} bytes"
+                        )));
+                    }
+                    Ok(_) if out.len() - before < STEP => break,
+                    Ok(_) => {}
+                    Err(e) => {
+                        metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                        return Err(OtlpError::new(
+                            StatusCode::BAD_REQUEST,
+                            INVALID_ARGUMENT,
+                            format!("invalid gzip body: {e}"),
+                        ));
+                    }
                 }
             }
+            drop(raw);
+            Bytes::from(out)
         }
         other => {
             return Err(OtlpError::new(
@@ -184,15 +224,24 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
     };
     let pb = match fmt {
         Format::Protobuf => data,
-        Format::Json => match weft_otlp::json::request_from_json(&data) {
-            Ok(req) => Bytes::from(req.encode_to_vec()),
-            Err(e) => {
-                metrics.refused(&tenant, RefuseReason::Invalid, 1);
-                return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
+        Format::Json => {
+            // The conversion's working memory, taken before the work.
+            st.budget
+                .acquire(JSON_WORK_FACTOR * data.len() as u64, &held)
+                .await
+                .map_err(|e| busy(st, &tenant, e))?;
+            match weft_otlp::json::request_from_json(&data) {
+                Ok(req) => Bytes::from(req.encode_to_vec()),
+                Err(e) => {
+                    metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                    return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
+                }
             }
-        },
+        }
     };
-    match st.ingest.push(&tenant, pb).await {
+    let result = st.ingest.push(&tenant, pb).await;
+    drop(held);
+    match result {
         Ok(out) => {
             let resp = ExportTraceServiceResponse {
                 partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
@@ -208,24 +257,55 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
             Ok(r)
         }
-        Err(e) => Err(match e {
-            PushError::Invalid(m) => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m),
-            PushError::TraceTooLarge { message, .. } => {
-                OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message)
-            }
-            PushError::RateLimited { message, retry_after } => OtlpError {
-                retry_after: Some(retry_after),
-                ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
-            },
-            PushError::Overloaded(m) => OtlpError {
-                retry_after: Some(Duration::from_secs(1)),
-                ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
-            },
-            PushError::Internal(m) => OtlpError {
-                retry_after: Some(Duration::from_secs(1)),
-                ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
-            },
-        }),
+        Err(e) => Err(push_error(e)),
+    }
+}
+
+/// Working memory of converting OTLP/JSON to protobuf, per byte of JSON, taken from the
+/// budget before the conversion runs.
+const JSON_WORK_FACTOR: u64 = 2;
+
+fn body_timeout(st: &AppState) -> Duration {
+    Duration::from_secs_f64(st.cfg.body_timeout)
+}
+
+/// The 503 of a request that found the budget exhausted.
+fn busy(st: &AppState, tenant: &str, e: Exhausted) -> OtlpError {
+    st.ingest.metrics.refused(tenant, RefuseReason::Overloaded, 1);
+    OtlpError {
+        retry_after: Some(Duration::from_secs(1)),
+        ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, e.to_string())
+    }
+}
+
+/// The first error of type `T` in `e`'s chain of sources.
+fn find_cause<'a, T: std::error::Error + 'static>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a T> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<T>() {
+            return Some(t);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+fn push_error(e: PushError) -> OtlpError {
+    match e {
+        PushError::Invalid(m) => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m),
+        PushError::TraceTooLarge { message, .. } => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message),
+        PushError::RateLimited { message, retry_after } => OtlpError {
+            retry_after: Some(retry_after),
+            ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
+        },
+        PushError::Overloaded(m) => OtlpError {
+            retry_after: Some(Duration::from_secs(1)),
+            ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
+        },
+        PushError::Internal(m) => OtlpError {
+            retry_after: Some(Duration::from_secs(1)),
+            ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
+        },
     }
 }
 
