@@ -60,6 +60,10 @@ pub struct IngestConfig {
     /// Most bytes of one trace a query holds in memory ([`span_bytes`]); a larger trace is
     /// returned (and searched) truncated, and says so.
     pub max_trace_read_bytes: u64,
+    /// Where the background compactor runs; the current runtime when `None`. The server
+    /// passes its low-priority background runtime, so compaction never competes with ingest
+    /// on equal terms.
+    pub background: Option<tokio::runtime::Handle>,
 }
 
 impl Default for IngestConfig {
@@ -81,6 +85,7 @@ impl Default for IngestConfig {
             row_group_rows: 8192,
             compaction: compact::CompactionConfig::default(),
             max_trace_read_bytes: 32 << 20,
+            background: None,
         }
     }
 }
@@ -443,7 +448,12 @@ impl Ingest {
         if let Some(every) = interval {
             // Holds a weak reference so the compactor stops when the server drops the ingest.
             let weak = Arc::downgrade(&ingest);
-            tokio::spawn(async move {
+            let rt = ingest
+                .cfg
+                .background
+                .clone()
+                .unwrap_or_else(tokio::runtime::Handle::current);
+            rt.spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     let Some(ingest) = weak.upgrade() else { break };

@@ -144,6 +144,10 @@ pub struct ServerFlags {
     /// limit [default: 2000000].
     #[arg(long, env = "WEFT_MAX_METRICS_POINTS")]
     pub max_metrics_points: Option<u64>,
+    /// Queries that read storage (search, tags, metrics, service graph, trace by ID) run at
+    /// once; more wait up to 30 s for a slot, then get 429 [default: 8].
+    #[arg(long, env = "WEFT_MAX_CONCURRENT_QUERIES")]
+    pub max_concurrent_queries: Option<usize>,
     /// Most open connections per port; further connections wait in the kernel's backlog
     /// [default: 4096, lowered to fit the process's file-descriptor limit].
     #[arg(long, env = "WEFT_MAX_CONNECTIONS")]
@@ -198,6 +202,7 @@ pub struct Config {
     pub max_inflight_request_bytes: u64,
     pub max_metrics_series: usize,
     pub max_metrics_points: u64,
+    pub max_concurrent_queries: usize,
     pub max_connections: usize,
     pub header_timeout: f64,
     pub body_timeout: f64,
@@ -236,6 +241,7 @@ impl Default for Config {
             max_inflight_request_bytes: 256 << 20,
             max_metrics_series: 1000,
             max_metrics_points: 2_000_000,
+            max_concurrent_queries: 8,
             max_connections: 4096,
             header_timeout: 10.0,
             body_timeout: 60.0,
@@ -286,6 +292,7 @@ impl Config {
             max_inflight_request_bytes,
             max_metrics_series,
             max_metrics_points,
+            max_concurrent_queries,
             max_connections,
             header_timeout,
             body_timeout,
@@ -335,6 +342,10 @@ impl Config {
         anyhow::ensure!(self.max_metrics_series > 0, "max_metrics_series must be positive");
         anyhow::ensure!(self.max_metrics_points > 0, "max_metrics_points must be positive");
         anyhow::ensure!(self.max_connections > 0, "max_connections must be positive");
+        anyhow::ensure!(
+            self.max_concurrent_queries > 0,
+            "max_concurrent_queries must be positive"
+        );
         for (name, v) in [
             ("header_timeout", self.header_timeout),
             ("body_timeout", self.body_timeout),

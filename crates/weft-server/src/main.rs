@@ -35,6 +35,8 @@ pub struct AppState {
     pub started: Instant,
     /// Request bytes held by requests being received, over every port.
     pub budget: Arc<budget::RequestBudget>,
+    /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
+    pub queries: Arc<tokio::sync::Semaphore>,
     /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API.
     pub listeners: [(&'static str, Arc<listen::ListenStats>); 3],
 }
@@ -71,7 +73,65 @@ fn serve(flags: &config::ServerFlags) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("weft")
         .build()?;
-    rt.block_on(run(cfg))
+    // Queries and compaction run on their own threads at a lower scheduling priority, so a
+    // burst of heavy queries slows the queries, not ingest.
+    let background = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft-query")
+        .on_thread_start(lower_priority)
+        .build()?;
+    let result = rt.block_on(run(cfg, background.handle().clone()));
+    background.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// How much lower than ingest the query and compaction threads run (a `nice` increment:
+/// under contention the scheduler gives them about a tenth of the CPU ingest threads get).
+const BACKGROUND_NICE: libc::c_int = 10;
+
+fn lower_priority() {
+    // SAFETY: gettid and setpriority only read and change the calling thread's priority.
+    #[allow(unsafe_code)]
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
+    }
+}
+
+/// How long a query waits for one of `--max-concurrent-queries` slots before it gets 429.
+const QUERY_QUEUE_WAIT: Duration = Duration::from_secs(30);
+
+/// Admits a query that reads storage (everything under `/api/` but the echo, build info and
+/// weft's own cheap endpoints) into one of the concurrent query slots, so a flood of heavy
+/// queries waits in line instead of taking every core and all memory at once.
+async fn admit_query(
+    axum::extract::State(st): axum::extract::State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = req.uri().path();
+    let reads_storage = path.starts_with("/api/")
+        && !matches!(path, "/api/echo" | "/api/status/buildinfo")
+        && !path.starts_with("/api/status/");
+    if !reads_storage {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(QUERY_QUEUE_WAIT, st.queries.clone().acquire_owned()).await {
+        Ok(Ok(_slot)) => next.run(req).await,
+        _ => {
+            use axum::response::IntoResponse;
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [(axum::http::header::RETRY_AFTER, "5")],
+                format!(
+                    "too many queries: {} are running and others waited {}s for a slot (--max-concurrent-queries); retry later",
+                    st.cfg.max_concurrent_queries,
+                    QUERY_QUEUE_WAIT.as_secs()
+                ),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Caps glibc's malloc arenas at one per core (its default is eight per core). Every arena
@@ -131,7 +191,7 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
-async fn run(cfg: Config) -> anyhow::Result<()> {
+async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
     let storage: Arc<dyn weft_storage::Storage> = Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
@@ -152,6 +212,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         max_flushing_bytes: cfg.block_max_bytes as u64,
         compaction: cfg.compaction(),
         max_trace_read_bytes: cfg.max_trace_response_bytes,
+        background: Some(background.clone()),
         ..IngestConfig::default()
     };
     let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
@@ -166,6 +227,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         graph_latency: api::Histogram::latency(),
         started: Instant::now(),
         budget: Arc::new(budget::RequestBudget::new(cfg.max_inflight_request_bytes)),
+        queries: Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent_queries)),
         listeners: [
             ("otlp_grpc", Default::default()),
             ("otlp_http", Default::default()),
@@ -201,6 +263,7 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         .route("/trace/{id}", get(ui::trace_page))
         .route("/assets/{file}", get(ui::asset))
         .fallback(ui::fallback)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query))
         .with_state(state.clone());
     let otlp_http = Router::new()
         .route("/v1/traces", post(http_otlp::export))
@@ -242,7 +305,10 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         ..limits
     };
     let [(_, grpc_stats), (_, http_stats), (_, api_stats)] = state.listeners.clone();
-    tokio::join!(
+    // The query port is served from the background runtime: its handlers, and the blocking
+    // work they hand off, run on the low-priority threads.
+    let api_srv = background.spawn(listen::serve(api_l, api, limits, api_stats, rx.clone(), "query"));
+    let (_, _, api_done) = tokio::join!(
         listen::serve(
             grpc_l,
             grpc::TraceService::new(state.clone()),
@@ -252,8 +318,9 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
             "otlp_grpc"
         ),
         listen::serve(otlp_http_l, otlp_http, limits, http_stats, rx.clone(), "otlp_http"),
-        listen::serve(api_l, api, limits, api_stats, rx.clone(), "query"),
+        api_srv,
     );
+    api_done.context("query API server")?;
     ingest.shutdown().await;
     tracing::info!("weft stopped cleanly");
     Ok(())
