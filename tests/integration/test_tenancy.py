@@ -88,3 +88,23 @@ def test_single_tenant_ignores_header(weft_factory):
     assert srv.fetch_trace(tid, tenant="someone-else") is not None
     assert srv.metric("weft_spans_received_total", tenant="single-tenant") == 3
     wait_for_block_spans(srv, 3, tenant="single-tenant")
+
+
+def test_bearer_tokens_map_to_tenants_and_guard_metrics(weft_factory, tmp_path):
+    """Tokens decide the tenant; the scheme is case-insensitive (`BEARER` was refused);
+    /metrics needs a token too and shows only that token's tenant (it showed every tenant's
+    name and counts to anyone)."""
+    cfg = tmp_path / "weft.yaml"
+    cfg.write_text('auth_tokens:\n  "tok-a": "team-a"\n  "tok-b": "team-b"\n')
+    srv = weft_factory("--config", str(cfg))
+    req = make_request([make_span(new_trace_id(), start=time.time_ns())])
+    assert srv.post_otlp(req).status_code == 401
+    for i, scheme in enumerate(["Bearer", "bearer", "BEARER"]):
+        tok = "tok-a" if i % 2 == 0 else "tok-b"
+        r = srv.post_otlp(req, headers={"Authorization": f"{scheme} {tok}"})
+        assert r.status_code == 200, (scheme, r.status_code, r.text)
+    assert srv.get("/metrics").status_code == 401
+    text = srv.get("/metrics", headers={"Authorization": "Bearer tok-a"}).text
+    assert 'tenant="team-a"' in text
+    assert "team-b" not in text, "another tenant is visible in /metrics"
+    assert "weft_wal_bytes_written_total" in text

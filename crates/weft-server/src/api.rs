@@ -359,7 +359,17 @@ fn proc_stats() -> (f64, u64, u64) {
     (cpu, rss, hwm)
 }
 
-pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    // With tokens configured, /metrics needs one too, and shows only the token's own tenant
+    // among the per-tenant series (tenant names and counts are not public).
+    let only_tenant = if st.tenants.tokens_required() {
+        match st.tenants.resolve(&headers) {
+            Ok(t) => Some(t),
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e.0),
+        }
+    } else {
+        None
+    };
     let mut out = String::with_capacity(8192);
     st.ingest.metrics.render(&mut out);
     let w = &st.ingest.wal_stats;
@@ -525,6 +535,14 @@ pub async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
         st.started.elapsed().as_secs_f64()
     );
+    if let Some(t) = only_tenant {
+        let own = format!("tenant=\"{t}\"");
+        out = out
+            .lines()
+            .filter(|l| l.starts_with('#') || !l.contains("tenant=\"") || l.contains(&own))
+            .flat_map(|l| [l, "\n"])
+            .collect();
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

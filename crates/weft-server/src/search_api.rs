@@ -58,8 +58,18 @@ fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
         r.headers_mut()
             .insert(crate::api::PARTIAL_HEADER, stats.damaged_blocks.into());
     }
+    if stats.truncated_traces > 0 {
+        // Traces larger than --max-trace-response-bytes were evaluated on their earliest
+        // spans only: a match in their later spans may be missing.
+        r.headers_mut()
+            .insert(TRUNCATED_TRACES_HEADER, stats.truncated_traces.into());
+    }
     r
 }
+
+/// A response header naming how many traces larger than the read cap a scan evaluated on
+/// their earliest spans only.
+pub const TRUNCATED_TRACES_HEADER: &str = "x-weft-partial-truncated-traces";
 
 pub use crate::config::parse_duration;
 

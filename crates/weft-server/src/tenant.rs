@@ -42,6 +42,11 @@ impl Tenants {
         }
     }
 
+    /// Whether requests must carry a bearer token.
+    pub fn tokens_required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
     /// Returns the request's tenant.
     ///
     /// With `auth_tokens` configured, the bearer token decides the tenant (a request without a
@@ -53,10 +58,11 @@ impl Tenants {
                 .get(http::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
+            // The scheme is case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
             let token = auth
-                .strip_prefix("Bearer ")
-                .or_else(|| auth.strip_prefix("bearer "))
-                .map(str::trim);
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, t)| t.trim());
             return match token.and_then(|t| self.tokens.get(t)) {
                 Some(t) => Ok(t.clone()),
                 None if token.is_none() => Err(TenantError("missing bearer token in the Authorization header".into())),
@@ -77,5 +83,27 @@ impl Tenants {
             .trim();
         weft_ingest::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
         Ok(Arc::from(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        let cfg = Config {
+            auth_tokens: [("s3cret".to_owned(), "team-a".to_owned())].into(),
+            ..Config::default()
+        };
+        let t = Tenants::new(&cfg);
+        for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+            let mut h = HeaderMap::new();
+            h.insert(http::header::AUTHORIZATION, format!("{scheme} s3cret").parse().unwrap());
+            assert_eq!(&*t.resolve(&h).unwrap(), "team-a", "{scheme}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(http::header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
+        assert!(t.resolve(&h).is_err());
     }
 }
