@@ -23,3 +23,8 @@ bash scripts/sdk-rust.sh bench
 # whole range; a query over 120 s is recorded as a timeout.
 python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
     --out bench-out/search.json
+# Soak (BENCHMARKS.md, "Soak"): 10 minutes of mixed ingest and queries with kill -9 every 90 s,
+# a full disk every 120 s and hostile clients; peak RSS, ingest latency percentiles and
+# acknowledged vs read-back spans. Needs root (mounts a tmpfs as the data directory).
+.venv/bin/python scripts/bench_soak.py --weft target/release/weft --seconds "${SOAK_SECONDS:-600}" \
+    --out bench-out/soak.json
