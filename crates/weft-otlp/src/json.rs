@@ -12,6 +12,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
+mod to_protobuf;
+
+pub use to_protobuf::request_json_to_protobuf;
+
 /// A JSON document that is not a valid OTLP request. The message names the path and problem.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid OTLP JSON at {path}: {problem}")]
