@@ -14,6 +14,9 @@ Method (also in BENCHMARKS.md, "Soak"):
      data; every --fill-every seconds the disk is filled to the last byte for 10 s, then freed.
   4. At the end the server is restarted once more and every acknowledged trace is read back by
      ID (protobuf); a span acknowledged but not read back is lost.
+  Before all that, an isolation phase measures ingest latency alone and then while
+  --heavy-queries threads run heavy searches and metrics without pause (queries run on
+  low-priority threads, at most --max-concurrent-queries at once; ingest should barely notice).
   Reported: peak RSS of every server instance (VmHWM), ingest latency percentiles of
   acknowledged requests, answers by status, acknowledged vs read-back spans and traces,
   kills, disk-full episodes and how ingest answered during them.
@@ -233,11 +236,68 @@ class Soak:
         self.filling = False
         os.unlink(path)
 
+    def isolation(self):
+        """Ingest latency with no queries, then while --heavy-queries threads run heavy
+        searches and metrics without pause (the first phase of the run, before any chaos)."""
+        a = self.args
+        writers = [threading.Thread(target=self.writer, args=(1000 + i,), daemon=True) for i in range(a.writers)]
+        for t in writers:
+            t.start()
+        time.sleep(a.phase_seconds)  # data for the queries to chew on
+        with self.lock:
+            self.latencies.clear()
+        time.sleep(a.phase_seconds)
+        with self.lock:
+            idle = sorted(self.latencies)
+            self.latencies.clear()
+        heavy_stop = threading.Event()
+        done = [0]
+
+        def heavy(seed):
+            rng = random.Random(seed)
+            s = http_session()
+            qs = [("/api/search", {"q": "{ span.i > 3 }", "limit": "500", "spss": "10"}),
+                  ("/api/metrics/query_range", {"q": "{ } | quantile_over_time(duration, .99) by (span.user)",
+                                                "since": "10m", "step": "10s"}),
+                  ("/api/search", {"q": '{ span.user =~ "u1.*" } >> { name = "op-3" }', "limit": "200"})]
+            while not heavy_stop.is_set():
+                path, params = rng.choice(qs)
+                try:
+                    s.get(self.srv.api + path, params=params, timeout=120)
+                    done[0] += 1
+                except requests.RequestException:
+                    s = http_session()
+
+        hs = [threading.Thread(target=heavy, args=(i,), daemon=True) for i in range(a.heavy_queries)]
+        for t in hs:
+            t.start()
+        time.sleep(a.phase_seconds)
+        with self.lock:
+            loaded = sorted(self.latencies)
+            self.latencies.clear()
+        heavy_stop.set()
+        self.stop.set()
+        for t in writers + hs:
+            t.join(timeout=150)
+        self.stop.clear()
+
+        def pct(lat, q):
+            return round(lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 2) if lat else None
+
+        return {
+            "heavy_query_threads": a.heavy_queries,
+            "queries_finished_while_loaded": done[0],
+            "ingest_requests": {"idle": len(idle), "loaded": len(loaded)},
+            "ingest_latency_ms_idle": {"p50": pct(idle, .5), "p99": pct(idle, .99)},
+            "ingest_latency_ms_loaded": {"p50": pct(loaded, .5), "p99": pct(loaded, .99)},
+        }
+
     def run(self):
         a = self.args
         self.mount()
         try:
             self.srv.start(timeout=120)
+            isolation = self.isolation() if a.heavy_queries else None
             threads = [threading.Thread(target=self.writer, args=(i,), daemon=True) for i in range(a.writers)]
             threads += [threading.Thread(target=self.reader, args=(100 + i,), daemon=True) for i in range(a.readers)]
             threads.append(threading.Thread(target=self.abuser, daemon=True))
@@ -259,7 +319,9 @@ class Soak:
             for t in threads:
                 t.join(timeout=150)
             self.restart(kill=True)
-            return self.read_back()
+            result = self.read_back()
+            result["isolation"] = isolation
+            return result
         finally:
             self.record_peak()
             try:
@@ -316,6 +378,9 @@ def main():
     p.add_argument("--kill-every", type=int, default=90)
     p.add_argument("--fill-every", type=int, default=120)
     p.add_argument("--disk-mib", type=int, default=2048)
+    p.add_argument("--heavy-queries", type=int, default=64,
+                   help="threads of heavy queries in the isolation phase (0 skips it)")
+    p.add_argument("--phase-seconds", type=int, default=20)
     p.add_argument("--out")
     a = p.parse_args()
     result = Soak(a).run()
