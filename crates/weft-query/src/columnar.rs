@@ -216,10 +216,7 @@ impl SpanMetrics {
 
     /// The series, or the limit the query passed.
     pub fn finish(self) -> Result<Vec<Series>, EvalError> {
-        match self.run.over_limit() {
-            Some(e) => Err(e),
-            None => Ok(self.run.finish()),
-        }
+        self.run.finish_within_limits()
     }
 }
 

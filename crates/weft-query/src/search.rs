@@ -411,10 +411,7 @@ impl Metrics {
 
     /// The series, or the limit the query passed.
     pub fn finish(self) -> Result<Vec<Series>, EvalError> {
-        match self.run.over_limit() {
-            Some(e) => Err(e),
-            None => Ok(self.run.finish()),
-        }
+        self.run.finish_within_limits()
     }
 }
 

@@ -213,6 +213,14 @@ impl MetricsRun {
         self.acc.record(series, start_unix_nano, value);
     }
 
+    /// The series, or the limit the run passed ([`MetricsRun::limit`]).
+    pub fn finish_within_limits(self) -> Result<Vec<Series>, EvalError> {
+        match self.over_limit() {
+            Some(e) => Err(e),
+            None => Ok(self.finish()),
+        }
+    }
+
     /// The series, sorted by their labels.
     pub fn finish(self) -> Vec<Series> {
         let metrics = self.evaluator.metrics.as_ref().expect("checked in new");

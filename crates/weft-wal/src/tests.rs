@@ -460,6 +460,40 @@ mod model {
     use super::*;
     use proptest::prelude::*;
 
+    /// Appends `payloads` to a new log in `dir`, all in one segment.
+    fn write_one_segment(dir: &Path, payloads: &[Vec<u8>]) {
+        rt().block_on(async {
+            let (wal, _) = Wal::open(
+                dir,
+                WalOptions {
+                    segment_bytes: 1 << 30,
+                    ..Default::default()
+                },
+                |_| {},
+                Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+            )
+            .unwrap();
+            for p in payloads {
+                wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(p.clone()))
+                    .await
+                    .unwrap();
+            }
+            wal.shutdown().await;
+        });
+    }
+
+    /// Opens the log in `dir`: the result, and the payloads replayed.
+    fn replay_payloads(dir: &Path) -> (Result<(Wal, ReplayReport), WalError>, Vec<Vec<u8>>) {
+        let mut got = Vec::new();
+        let res = Wal::open(
+            dir,
+            WalOptions::default(),
+            |r| got.push(r.payload.to_vec()),
+            Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+        );
+        (res, got)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// Whatever prefix of the newest segment survives a crash, replay returns exactly a
@@ -467,21 +501,13 @@ mod model {
         #[test]
         fn replay_after_any_cut_is_a_prefix(sizes in proptest::collection::vec(0usize..300, 1..40), cut in 0usize..20_000) {
             let dir = tempfile::tempdir().unwrap();
-            let rt = rt();
             let payloads: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8; n]).collect();
-            rt.block_on(async {
-                let (wal, _) = Wal::open(dir.path(), WalOptions { segment_bytes: 1 << 30, ..Default::default() }, |_| {}, Box::new(VecSink(Arc::new(Mutex::new(Vec::new()))))).unwrap();
-                for p in &payloads {
-                    wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(p.clone())).await.unwrap();
-                }
-                wal.shutdown().await;
-            });
+            write_one_segment(dir.path(), &payloads);
             let seg = list_segments(dir.path()).unwrap().last().unwrap().path.clone();
             let data = fs::read(&seg).unwrap();
             let keep = cut.min(data.len());
             fs::write(&seg, &data[..keep]).unwrap();
-            let mut got = Vec::new();
-            let res = Wal::open(dir.path(), WalOptions::default(), |r| got.push(r.payload.to_vec()), Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))));
+            let (res, got) = replay_payloads(dir.path());
             if keep < HEADER_LEN {
                 prop_assert!(res.is_ok());
                 prop_assert!(got.is_empty());
@@ -498,22 +524,14 @@ mod model {
         #[test]
         fn a_flipped_byte_loses_only_what_it_touches(sizes in proptest::collection::vec(1usize..200, 2..30), at in 0usize..10_000, bit in 0u8..8) {
             let dir = tempfile::tempdir().unwrap();
-            let rt = rt();
             let payloads: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8; n]).collect();
-            rt.block_on(async {
-                let (wal, _) = Wal::open(dir.path(), WalOptions { segment_bytes: 1 << 30, ..Default::default() }, |_| {}, Box::new(VecSink(Arc::new(Mutex::new(Vec::new()))))).unwrap();
-                for p in &payloads {
-                    wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(p.clone())).await.unwrap();
-                }
-                wal.shutdown().await;
-            });
+            write_one_segment(dir.path(), &payloads);
             let seg = list_segments(dir.path()).unwrap()[0].path.clone();
             let mut data = fs::read(&seg).unwrap();
             let at = at % data.len();
             data[at] ^= 1 << bit;
             fs::write(&seg, &data).unwrap();
-            let mut got = Vec::new();
-            let res = Wal::open(dir.path(), WalOptions::default(), |r| got.push(r.payload.to_vec()), Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))));
+            let (res, got) = replay_payloads(dir.path());
             prop_assert!(res.is_ok());
             // Every replayed record is one that was appended, in order.
             let mut next = 0;
