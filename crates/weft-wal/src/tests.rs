@@ -482,8 +482,8 @@ mod model {
         });
     }
 
-    /// Opens the log in `dir`: the result, and the payloads replayed.
-    fn replay_payloads(dir: &Path) -> (Result<(Wal, ReplayReport), WalError>, Vec<Vec<u8>>) {
+    /// Opens the log in `dir`: whether it opened, and the payloads replayed.
+    fn replay_payloads(dir: &Path) -> (bool, Vec<Vec<u8>>) {
         let mut got = Vec::new();
         let res = Wal::open(
             dir,
@@ -491,7 +491,7 @@ mod model {
             |r| got.push(r.payload.to_vec()),
             Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
         );
-        (res, got)
+        (res.is_ok(), got)
     }
 
     proptest! {
