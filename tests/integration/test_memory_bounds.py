@@ -185,7 +185,7 @@ def test_stalled_uploads_hold_bounded_memory(weft):
                 pass
         assert refused > 0, "no upload was refused for the budget"
         assert (weft.metric("weft_request_budget_refusals_total") or 0) > 0
-        # Ingest and queries still work meanwhile? Ingest waits for budget; queries answer.
+        # Queries still answer while the budget is exhausted.
         assert weft.get("/ready").status_code == 200
     finally:
         for s in socks:
@@ -274,8 +274,8 @@ def test_connection_flood_cannot_exhaust_descriptors(weft_factory):
 
 
 def test_grpc_call_without_message_is_invalid_argument(weft):
-    """A gRPC call that carries no message got INTERNAL; it is the client's mistake."""
-    import urllib.request  # noqa: F401  (stdlib only; the raw HTTP/2 call goes through grpc's channel)
+    """A gRPC call that carries no message got INTERNAL; it is the client's mistake.
+    (A client-streaming call with no element sends exactly that on the wire.)"""
     call = weft.channel.stream_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                                      request_serializer=None, response_deserializer=None)
     with pytest.raises(grpc.RpcError) as e:
