@@ -12,8 +12,10 @@ Method (also in BENCHMARKS.md, "Soak"):
      series x steps far past the limit, and a flood of 1,500 idle connections.
   3. Every --kill-every seconds the server is killed with SIGKILL and restarted on the same
      data; every --fill-every seconds the disk is filled to the last byte for 10 s, then freed.
-  4. At the end the server is restarted once more and every acknowledged trace is read back by
-     ID (protobuf); a span acknowledged but not read back is lost.
+  4. At the end the server is restarted once more and acknowledged traces are read back by ID
+     (protobuf; a uniform sample of --sample, or all with --full-read-back); a span acknowledged
+     but not read back is lost. A metrics query counts every stored span, which must be at least
+     the acknowledged count.
   Before all that, an isolation phase measures ingest latency alone and then while
   --heavy-queries threads run heavy searches and metrics without pause (queries run on
   low-priority threads, at most --max-concurrent-queries at once; ingest should barely notice).
@@ -298,6 +300,9 @@ class Soak:
         try:
             self.srv.start(timeout=120)
             isolation = self.isolation() if a.heavy_queries else None
+            if a.isolation_only:
+                self.record_peak()
+                return {"isolation": isolation, "peak_rss_mib": round(max(self.peaks or [0]) / 2**20, 1)}
             threads = [threading.Thread(target=self.writer, args=(i,), daemon=True) for i in range(a.writers)]
             threads += [threading.Thread(target=self.reader, args=(100 + i,), daemon=True) for i in range(a.readers)]
             threads.append(threading.Thread(target=self.abuser, daemon=True))
@@ -332,21 +337,41 @@ class Soak:
             shutil.rmtree(self.work, ignore_errors=True)
 
     def read_back(self):
-        s = http_session()
-        found_traces = found_spans = 0
-        missing = []
-        for tid, n in self.acked.items():
-            r = s.get(f"{self.srv.api}/api/traces/{tid.hex()}", headers={"Accept": "application/protobuf"},
-                      timeout=60)
+        """Reads acknowledged traces back by ID, in parallel: all of them with --full-read-back,
+        else a uniform sample of --sample; and counts every stored span with a metrics query,
+        which must be at least the acknowledged count (requests whose answer was lost to a
+        kill may be stored without being acknowledged)."""
+        from concurrent.futures import ThreadPoolExecutor
+        items = list(self.acked.items())
+        if not self.args.full_read_back and len(items) > self.args.sample:
+            items = random.Random(7).sample(items, self.args.sample)
+        local = threading.local()
+
+        def fetch(item):
+            tid, n = item
+            if not hasattr(local, "s"):
+                local.s = http_session()
+            r = local.s.get(f"{self.srv.api}/api/traces/{tid.hex()}", headers={"Accept": "application/protobuf"},
+                            timeout=60)
             got = 0
             if r.status_code == 200:
                 td = TracesData.FromString(r.content)
                 got = sum(len(ss.spans) for rs in td.resource_spans for ss in rs.scope_spans)
-            found_spans += min(got, n)
-            if got >= n:
-                found_traces += 1
-            else:
-                missing.append(tid.hex())
+            return tid, n, got
+
+        found_traces = found_spans = 0
+        missing = []
+        with ThreadPoolExecutor(8) as ex:
+            for tid, n, got in ex.map(fetch, items):
+                found_spans += min(got, n)
+                if got >= n:
+                    found_traces += 1
+                else:
+                    missing.append(tid.hex())
+        now = int(time.time())
+        r = http_session().get(f"{self.srv.api}/api/metrics/query", timeout=600, params={
+            "q": "{ } | count_over_time()", "start": str(now - 7200), "end": str(now + 60)})
+        stored = sum(s.get("value", 0) for s in r.json().get("series", [])) if r.status_code == 200 else None
         lat = sorted(self.latencies)
         pct = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 2) if lat else None
         return {
@@ -359,9 +384,12 @@ class Soak:
             "answers": dict(sorted(self.answers.items())),
             "acknowledged_traces": len(self.acked),
             "acknowledged_spans": sum(self.acked.values()),
+            "read_back_checked_traces": len(items),
             "read_back_traces": found_traces,
             "read_back_spans": found_spans,
-            "lost_spans": sum(self.acked.values()) - found_spans,
+            "lost_spans": sum(n for _, n in items) - found_spans,
+            "stored_spans_counted": stored,
+            "stored_at_least_acknowledged": stored is not None and stored >= sum(self.acked.values()),
             "missing_traces_sample": missing[:10],
             "kills": self.kills,
             "disk_full_episodes": self.fills,
@@ -381,6 +409,9 @@ def main():
     p.add_argument("--heavy-queries", type=int, default=64,
                    help="threads of heavy queries in the isolation phase (0 skips it)")
     p.add_argument("--phase-seconds", type=int, default=20)
+    p.add_argument("--isolation-only", action="store_true", help="run the isolation phase only")
+    p.add_argument("--sample", type=int, default=50_000, help="acknowledged traces read back by ID")
+    p.add_argument("--full-read-back", action="store_true", help="read back every acknowledged trace")
     p.add_argument("--out")
     a = p.parse_args()
     result = Soak(a).run()
@@ -389,8 +420,10 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n")
-    if result["lost_spans"]:
+    if result.get("lost_spans"):
         sys.exit(f"bench_soak: {result['lost_spans']} acknowledged spans were not read back")
+    if "stored_at_least_acknowledged" in result and not result["stored_at_least_acknowledged"]:
+        sys.exit("bench_soak: fewer spans stored than acknowledged")
 
 
 if __name__ == "__main__":
