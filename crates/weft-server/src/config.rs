@@ -152,13 +152,15 @@ pub struct ServerFlags {
     /// [default: 4096, lowered to fit the process's file-descriptor limit].
     #[arg(long, env = "WEFT_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
-    /// Seconds a client may take to send a request's headers, and to send its body
-    /// [default: 10 and 60: --header-timeout, --body-timeout].
+    /// Seconds a client may take to send a request's headers (an HTTP/1.1 keep-alive
+    /// connection waiting longer than this for its next request is closed too), and to send
+    /// its body [default: 30 and 60: --header-timeout, --body-timeout].
     #[arg(long, env = "WEFT_HEADER_TIMEOUT")]
     pub header_timeout: Option<f64>,
     #[arg(long, env = "WEFT_BODY_TIMEOUT")]
     pub body_timeout: Option<f64>,
-    /// Seconds an idle connection stays open [default: 120].
+    /// Seconds a connection with no request in flight and no bytes moving stays open
+    /// (HTTP/2 and gRPC connections; see --header-timeout for HTTP/1.1) [default: 120].
     #[arg(long, env = "WEFT_IDLE_TIMEOUT")]
     pub idle_timeout: Option<f64>,
     /// Log format [default: text].
@@ -243,7 +245,7 @@ impl Default for Config {
             max_metrics_points: 2_000_000,
             max_concurrent_queries: 8,
             max_connections: 4096,
-            header_timeout: 10.0,
+            header_timeout: 30.0,
             body_timeout: 60.0,
             idle_timeout: 120.0,
             log_format: LogFormat::Text,

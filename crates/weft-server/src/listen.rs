@@ -5,7 +5,8 @@
 //!   loop stops accepting and further connections wait in the kernel's backlog (logged, and
 //!   counted in `/metrics`), so the process never runs out of file descriptors;
 //! - **a header timeout**: a client must send a request's headers within `header_timeout`
-//!   (slowloris);
+//!   (slowloris). hyper starts this timer whenever an HTTP/1.1 connection waits for a request,
+//!   so it also closes keep-alive connections idle for that long;
 //! - **an idle timeout**: a connection with no request in flight and no bytes either way for
 //!   `idle_timeout` is closed;
 //! - accept errors (EMFILE and the like) are logged, rate-limited, and retried after a pause
