@@ -75,10 +75,10 @@ def test_metrics_series_limit_names_the_setting(weft_factory):
     assert "max_metrics_series" in r.text and "10" in r.text, r.text
 
 
-def big_json_body(attrs: int) -> bytes:
+def big_json_body(attrs: int, trace_id: bytes | None = None) -> bytes:
     """One span with `attrs` small attributes, as OTLP/JSON."""
     now = time.time_ns()
-    span = {"traceId": new_trace_id().hex(), "spanId": new_span_id().hex(), "name": "big",
+    span = {"traceId": (trace_id or new_trace_id()).hex(), "spanId": new_span_id().hex(), "name": "big",
             "startTimeUnixNano": str(now), "endTimeUnixNano": str(now + 1000),
             "attributes": [{"key": f"k{i}", "value": {"intValue": str(i)}} for i in range(attrs)]}
     doc = {"resourceSpans": [{"resource": {"attributes": [
@@ -90,7 +90,8 @@ def big_json_body(attrs: int) -> bytes:
 def test_otlp_json_does_not_amplify_memory(weft):
     """Regression: a 3.4 MiB gzip body (63 MiB of JSON, 1.4M attributes, within both size caps)
     took 2.2 GiB; 4 at once 4.6 GiB."""
-    raw = big_json_body(1_360_000)
+    tid = new_trace_id()
+    raw = big_json_body(1_360_000, tid)
     assert 60 << 20 < len(raw) < 64 << 20  # within --max-decompressed-bytes
     body = gzip.compress(raw, 6)
     assert len(body) < 16 << 20
@@ -105,6 +106,16 @@ def test_otlp_json_does_not_amplify_memory(weft):
     assert set(codes) <= {200, 503}, codes
     assert 200 in codes, codes
     assert_peak_under_limit(weft, "OTLP/JSON with 1.4M attributes, 4 at once")
+    # Regression: fetching that span back as JSON took 4.3 GiB.
+    for v in ("", "v2/"):
+        r = weft.get(f"/api/{v}traces/{tid.hex()}", headers={"Accept": "application/json"}, timeout=300)
+        assert r.status_code == 200, r.text[:200]
+        doc = r.json()
+        batches = doc["trace"]["resourceSpans"] if v else doc["batches"]
+        attrs = batches[0]["scopeSpans"][0]["spans"][0]["attributes"]
+        assert len(attrs) == 1_360_000 and attrs[-1] == {"key": "k1359999", "value": {"intValue": "1359999"}}
+        del doc, batches, attrs
+    assert_peak_under_limit(weft, "the 1.4M-attribute span fetched as JSON, v1 and v2")
 
 
 def test_large_trace_json_is_streamed_within_memory(weft_factory):

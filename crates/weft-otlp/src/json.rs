@@ -1,5 +1,8 @@
 //! OTLP/JSON ⇄ protobuf messages.
 //!
+//! Large payloads skip the message trees: [`request_json_to_protobuf`] reads JSON straight into
+//! protobuf bytes, and [`write_resource_spans_json`] writes protobuf straight as JSON text.
+//!
 //! Follows the OTLP/JSON rules: lowerCamelCase keys (snake_case is accepted on input), trace and
 //! span IDs as hex, 64-bit integers as decimal strings (numbers accepted on input), enums as
 //! integers (names accepted on input), bytes as base64.
@@ -12,8 +15,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
+mod from_protobuf;
 mod to_protobuf;
 
+pub use from_protobuf::{ProtobufError, ProtobufProblem, write_resource_spans_json};
 pub use to_protobuf::request_json_to_protobuf;
 
 /// A JSON document that is not a valid OTLP request. The message names the path and problem.
@@ -355,6 +360,9 @@ fn any_from_json(v: &Value, p: &str, depth: u32) -> Result<AnyValue, JsonError> 
 }
 
 /// Renders resource spans as OTLP/JSON values.
+///
+/// [`write_resource_spans_json`] writes the same text straight from protobuf bytes, without
+/// this tree or the message tree.
 pub fn resource_spans_to_json(batches: &[ResourceSpans]) -> Value {
     Value::Array(batches.iter().map(rs_to_json).collect())
 }

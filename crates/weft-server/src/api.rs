@@ -4,13 +4,11 @@ use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use prost::Message;
 use serde::Deserialize;
 use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use weft_otlp::pb::trace::TracesData;
 
 /// A latency histogram with fixed buckets, rendered in Prometheus format.
 #[derive(Debug)]
@@ -232,21 +230,12 @@ fn stream_trace_json(
         let mut first = true;
         for piece in rows.chunks(JSON_PIECE_SPANS) {
             let data = weft_block::row::encode_traces_data(piece);
-            let td = match TracesData::decode(&data[..]) {
-                Ok(td) => td,
-                Err(e) => {
-                    tracing::error!(error = %e, "stored trace does not decode; response cut short");
-                    let _ = tx.blocking_send(Err(std::io::Error::other(format!("stored trace does not decode: {e}"))));
-                    return;
-                }
-            };
-            let batches = weft_otlp::json::resource_spans_to_json(&td.resource_spans);
-            for b in batches.as_array().into_iter().flatten() {
-                if !first {
-                    buf.push(b',');
-                }
-                first = false;
-                serde_json::to_writer(&mut buf, b).expect("writing to memory");
+            // Straight from protobuf to JSON text: no message tree, no JSON tree (a span with
+            // 1.4M attributes took 2.2 GiB through both).
+            if let Err(e) = weft_otlp::json::write_resource_spans_json(&data, &mut first, &mut buf) {
+                tracing::error!(error = %e, "stored trace does not decode; response cut short");
+                let _ = tx.blocking_send(Err(std::io::Error::other(format!("stored trace does not decode: {e}"))));
+                return;
             }
             if buf.len() >= JSON_CHUNK_BYTES
                 && tx
