@@ -60,10 +60,10 @@ pub struct IngestConfig {
     /// Most bytes of one trace a query holds in memory ([`span_bytes`]); a larger trace is
     /// returned (and searched) truncated, and says so.
     pub max_trace_read_bytes: u64,
-    /// Where the background compactor runs; the current runtime when `None`. The server
-    /// passes its low-priority background runtime, so compaction never competes with ingest
-    /// on equal terms.
-    pub background: Option<tokio::runtime::Handle>,
+    /// Called first on the compactor's own thread (compaction runs there, on a runtime of its
+    /// own, so its CPU-heavy merges block neither ingest nor queries). The server lowers the
+    /// thread's scheduling priority with it.
+    pub compactor_thread_start: Option<fn()>,
 }
 
 impl Default for IngestConfig {
@@ -85,7 +85,7 @@ impl Default for IngestConfig {
             row_group_rows: 8192,
             compaction: compact::CompactionConfig::default(),
             max_trace_read_bytes: 32 << 20,
-            background: None,
+            compactor_thread_start: None,
         }
     }
 }
@@ -448,18 +448,29 @@ impl Ingest {
         if let Some(every) = interval {
             // Holds a weak reference so the compactor stops when the server drops the ingest.
             let weak = Arc::downgrade(&ingest);
-            let rt = ingest
-                .cfg
-                .background
-                .clone()
-                .unwrap_or_else(tokio::runtime::Handle::current);
-            rt.spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    let Some(ingest) = weak.upgrade() else { break };
-                    ingest.maintain().await;
-                }
-            });
+            let start = ingest.cfg.compactor_thread_start;
+            std::thread::Builder::new()
+                .name("weft-compactor".into())
+                .spawn(move || {
+                    if let Some(f) = start {
+                        f();
+                    }
+                    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot start the compactor's runtime; compaction and retention are off");
+                            return;
+                        }
+                    };
+                    rt.block_on(async move {
+                        loop {
+                            tokio::time::sleep(every).await;
+                            let Some(ingest) = weak.upgrade() else { break };
+                            ingest.maintain().await;
+                        }
+                    });
+                })
+                .map_err(|e| e.to_string())?;
         }
         Ok(ingest)
     }

@@ -73,8 +73,8 @@ fn serve(flags: &config::ServerFlags) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("weft")
         .build()?;
-    // Queries and compaction run on their own threads at a lower scheduling priority, so a
-    // burst of heavy queries slows the queries, not ingest.
+    // Queries run on their own threads at a lower scheduling priority (compaction too, on a
+    // thread of its own), so a burst of heavy queries slows the queries, not ingest.
     let background = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weft-query")
@@ -212,7 +212,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         max_flushing_bytes: cfg.block_max_bytes as u64,
         compaction: cfg.compaction(),
         max_trace_read_bytes: cfg.max_trace_response_bytes,
-        background: Some(background.clone()),
+        compactor_thread_start: Some(lower_priority),
         ..IngestConfig::default()
     };
     let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
