@@ -161,6 +161,12 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
             if req.uri().path() != weft_otlp::EXPORT_PATH {
                 return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
             }
+            // A tenant over its ingestion rate is refused before its message is read.
+            if let Ok(tenant) = state.tenants.resolve(req.headers())
+                && let Err(e) = state.ingest.check_rate(&tenant)
+            {
+                return Ok(push_status(e).into_http());
+            }
             // The message's bytes come out of the shared request budget as they arrive, and
             // stay taken until the export is answered ([`crate::budget`]).
             let held = Held::default();
