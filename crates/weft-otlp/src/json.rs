@@ -15,6 +15,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
+#[cfg(test)]
+mod fixtures;
 mod from_protobuf;
 mod to_protobuf;
 

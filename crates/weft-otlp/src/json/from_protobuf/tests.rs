@@ -1,6 +1,8 @@
 //! `write_resource_spans_json` against the reference: prost's `TracesData::decode` followed by
 //! `resource_spans_to_json`. Both must accept the same bytes and write the same text.
 
+use crate::json::fixtures::{SID, TID, every_field_resource_spans, kv, some_any};
+
 use super::{Msg, ProtobufError, ProtobufProblem, RECURSION_LIMIT, Ty, write_resource_spans_json};
 use crate::json::resource_spans_to_json;
 use crate::pb::common::any_value::Value as V;
@@ -14,9 +16,6 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use prost::Message;
 use serde_json::{Value, json};
-
-const TID: &str = "5b8efff798038103d269b633813fc60c";
-const SID: &str = "eee19b7ec3c1b174";
 
 /// The new writer's text for `pb`, in brackets.
 fn new_text(pb: &[u8]) -> Result<String, ProtobufError> {
@@ -140,93 +139,9 @@ fn the_value(text: &str) -> Value {
     the_span(text)["attributes"][0]["value"].clone()
 }
 
-fn some_any(v: V) -> Option<AnyValue> {
-    Some(AnyValue { value: Some(v) })
-}
-
-fn kv(key: &str, v: V) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: some_any(v),
-    }
-}
-
 fn every_field_message() -> TracesData {
-    let tid = hex::decode(TID).unwrap();
-    let sid = hex::decode(SID).unwrap();
     TracesData {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![kv("service.name", V::StringValue("api".into()))],
-                dropped_attributes_count: 1,
-            }),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "lib".into(),
-                    version: "1.2".into(),
-                    attributes: vec![kv("s", V::BoolValue(true))],
-                    dropped_attributes_count: 2,
-                }),
-                spans: vec![Span {
-                    trace_id: tid.clone().into(),
-                    span_id: sid.clone().into(),
-                    trace_state: "a=b".into(),
-                    parent_span_id: vec![1, 2, 3, 4, 5, 6, 7, 8].into(),
-                    flags: 257,
-                    name: "GET /".into(),
-                    kind: 2,
-                    start_time_unix_nano: 1_700_000_000_000_000_000,
-                    end_time_unix_nano: 1_700_000_000_000_000_500,
-                    attributes: vec![
-                        kv("i", V::IntValue(-42)),
-                        kv("d", V::DoubleValue(2.5)),
-                        kv("b", V::BytesValue(vec![1, 2, 3].into())),
-                        kv(
-                            "a",
-                            V::ArrayValue(ArrayValue {
-                                values: vec![
-                                    AnyValue {
-                                        value: Some(V::IntValue(1)),
-                                    },
-                                    AnyValue {
-                                        value: Some(V::StringValue("x".into())),
-                                    },
-                                ],
-                            }),
-                        ),
-                        kv(
-                            "m",
-                            V::KvlistValue(KeyValueList {
-                                values: vec![kv("n", V::BoolValue(false))],
-                            }),
-                        ),
-                    ],
-                    dropped_attributes_count: 3,
-                    events: vec![span::Event {
-                        time_unix_nano: 5,
-                        name: "ev".into(),
-                        attributes: vec![kv("e", V::IntValue(7))],
-                        dropped_attributes_count: 4,
-                    }],
-                    dropped_events_count: 5,
-                    links: vec![span::Link {
-                        trace_id: tid.into(),
-                        span_id: sid.into(),
-                        trace_state: "x=y".into(),
-                        attributes: vec![kv("l", V::StringValue(String::new()))],
-                        dropped_attributes_count: 6,
-                        flags: 1,
-                    }],
-                    dropped_links_count: 7,
-                    status: Some(Status {
-                        message: "boom".into(),
-                        code: 2,
-                    }),
-                }],
-                schema_url: "https://scope".into(),
-            }],
-            schema_url: "https://resource".into(),
-        }],
+        resource_spans: every_field_resource_spans(),
     }
 }
 
