@@ -15,6 +15,9 @@ bash scripts/build_ui.sh
 echo "== lint"
 bash scripts/lint.sh
 
+echo "== backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly fuzz run <target>)"
+(cd crates/weft-otlp/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
+
 echo "== rust tests"
 cargo test --workspace
 

@@ -59,9 +59,6 @@ def test_metrics_query_series_times_steps_is_bounded(weft):
     r = weft.get("/api/metrics/query_range", params={**params, "step": "100s"}, timeout=60)
     assert r.status_code == 200, r.text[:300]
     assert len(r.json()["series"]) == 30
-    # More series than max_metrics_series.
-    r = weft.get("/api/metrics/query_range", params={**params, "step": "1000s"}, timeout=60)
-    assert r.status_code == 200
     assert_peak_under_limit(weft, "metrics query")
 
 

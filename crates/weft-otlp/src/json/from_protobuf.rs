@@ -749,6 +749,28 @@ impl<S: Sink> Render<'_, '_, S> {
         Ok(())
     }
 
+    /// `"attributes"` (the repeated `KeyValue` field `field`, when present) and
+    /// `"droppedAttributesCount"` (when not 0), as scopes, events and links write them.
+    fn attributes_and_dropped(
+        &mut self,
+        first: &mut bool,
+        body: &Body<'_>,
+        ctx: u32,
+        field: u32,
+        present: bool,
+        dropped: u32,
+    ) -> Result<(), ProtobufError> {
+        if present {
+            self.key(first, "attributes");
+            self.array(body, ctx, field, Self::key_value)?;
+        }
+        if dropped > 0 {
+            self.key(first, "droppedAttributesCount");
+            self.json(&dropped);
+        }
+        Ok(())
+    }
+
     fn scope(&mut self, body: &Body<'_>, ctx: u32) -> Result<(), ProtobufError> {
         let (mut name, mut version, mut attributes, mut dropped) = ("", "", false, 0);
         each(self.input, body, ctx, &mut |f| {
@@ -763,14 +785,7 @@ impl<S: Sink> Render<'_, '_, S> {
         })?;
         let first = &mut true;
         self.put(b"{");
-        if attributes {
-            self.key(first, "attributes");
-            self.array(body, ctx, 3, Self::key_value)?;
-        }
-        if dropped > 0 {
-            self.key(first, "droppedAttributesCount");
-            self.json(&dropped);
-        }
+        self.attributes_and_dropped(first, body, ctx, 3, attributes, dropped)?;
         self.key(first, "name");
         self.json(name);
         if !version.is_empty() {
@@ -877,14 +892,7 @@ impl<S: Sink> Render<'_, '_, S> {
         })?;
         let first = &mut true;
         self.put(b"{");
-        if attributes {
-            self.key(first, "attributes");
-            self.array(body, ctx, 3, Self::key_value)?;
-        }
-        if dropped > 0 {
-            self.key(first, "droppedAttributesCount");
-            self.json(&dropped);
-        }
+        self.attributes_and_dropped(first, body, ctx, 3, attributes, dropped)?;
         self.key(first, "name");
         self.json(name);
         self.key(first, "timeUnixNano");
@@ -910,14 +918,7 @@ impl<S: Sink> Render<'_, '_, S> {
         })?;
         let first = &mut true;
         self.put(b"{");
-        if attributes {
-            self.key(first, "attributes");
-            self.array(body, ctx, 4, Self::key_value)?;
-        }
-        if dropped > 0 {
-            self.key(first, "droppedAttributesCount");
-            self.json(&dropped);
-        }
+        self.attributes_and_dropped(first, body, ctx, 4, attributes, dropped)?;
         if flags != 0 {
             self.key(first, "flags");
             self.json(&flags);

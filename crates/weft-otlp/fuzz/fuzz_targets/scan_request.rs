@@ -1,0 +1,7 @@
+#![no_main]
+
+// The ingest hot path's validation of an `ExportTraceServiceRequest`: never a panic.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let mut summary = weft_otlp::scan::RequestSummary::default();
+    let _ = weft_otlp::scan::scan_request(data, &mut summary);
+});
