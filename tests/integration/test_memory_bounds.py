@@ -219,7 +219,10 @@ def test_concurrent_large_grpc_messages_hold_bounded_memory(weft):
 
     with ThreadPoolExecutor(100) as ex:
         codes = list(ex.map(send, range(100)))
-    assert set(codes) <= {"INVALID_ARGUMENT", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}, set(codes)
+    # Each is read and refused as invalid, or refused for the budget, or cut off by the body
+    # timeout (--body-timeout, DEADLINE_EXCEEDED) while it waited its turn on a loaded machine.
+    assert set(codes) <= {"INVALID_ARGUMENT", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"}, set(codes)
+    assert "INVALID_ARGUMENT" in codes, codes
     assert_peak_under_limit(weft, "100 concurrent 15 MiB gRPC messages")
 
 
