@@ -134,9 +134,10 @@ def test_decompression_bomb(weft_factory):
 def test_trace_size_limit(weft_factory):
     """Spans past --max-trace-bytes are refused; what was stored stays readable.
 
-    Whether the spans of one trace within one request are refused one by one (200 + partial
-    success) or together (400 when that is every span of the request) is left to the server; a
-    request that mixes a full trace with another trace must get a partial success either way."""
+    Spans over the limit are valid data the server will not keep: OTLP answers them with a
+    partial success (HTTP 200 / gRPC OK naming the rejected count), also when that is every
+    span of the request, on both transports alike. Whether the spans of one trace within one
+    request are refused one by one or together is left to the server."""
     srv = weft_factory("--max-trace-bytes", "20000")
     tid = new_trace_id()
     first = padded_request(tid, 5, 1000, name="first")
@@ -145,15 +146,11 @@ def test_trace_size_limit(weft_factory):
 
     second = padded_request(tid, 30, 1000, name="second")  # ~33 kB more: not all of it fits
     r = srv.post_otlp(second)
-    if r.status_code == 200:
-        ps = parse_export_response(r).partial_success
-        assert 0 < ps.rejected_spans < 30, f"expected some of 30 spans rejected: {ps}"
-        assert "trace too large" in ps.error_message.lower(), ps.error_message
-        rejected = ps.rejected_spans
-    else:
-        assert r.status_code == 400, f"over the trace limit: {r.status_code} {r.content[:300]!r}"
-        assert b"trace too large" in r.content.lower(), r.content[:300]
-        rejected = 30
+    assert r.status_code == 200, f"over the trace limit: {r.status_code} {r.content[:300]!r}"
+    ps = parse_export_response(r).partial_success
+    assert 0 < ps.rejected_spans <= 30, f"expected spans of 30 rejected: {ps}"
+    assert "trace too large" in ps.error_message.lower(), ps.error_message
+    rejected = ps.rejected_spans
     refused += rejected
 
     td = srv.fetch_trace(tid)
@@ -162,16 +159,17 @@ def test_trace_size_limit(weft_factory):
     assert len(got) == 5 + 30 - rejected, f"{len(got)} spans readable, expected {5 + 30 - rejected}"
     assert got <= set(all_span_ids(first)) | set(all_span_ids(second))
 
-    # Fill the trace one span at a time until a request is refused whole: 400.
+    # Fill the trace one span at a time until a request is refused whole: 200 with a partial
+    # success rejecting its one span.
     for fills in range(25):
         one = padded_request(tid, 1, 1000, name=f"fill{fills}")
         r = srv.post_otlp(one)
-        if r.status_code == 400:
-            assert b"trace too large" in r.content.lower(), r.content[:300]
+        assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+        ps = parse_export_response(r).partial_success
+        if ps.rejected_spans:
+            assert ps.rejected_spans == 1 and "trace too large" in ps.error_message.lower(), ps
             refused += 1
             break
-        assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
-        assert parse_export_response(r).partial_success.rejected_spans == 0
         got |= set(all_span_ids(one))
     else:
         raise AssertionError("25 more 1 kB spans were accepted into a trace limited to 20000 bytes")
@@ -215,6 +213,16 @@ def test_trace_size_limit(weft_factory):
     resp = srv.grpc_export(padded_request(tid, 3, 1000, name="grpc-full"))
     assert resp.partial_success.rejected_spans == 3, resp
     refused += 2 + 3
+
+    # Every span over the limit, over HTTP in both encodings: the same answer as gRPC.
+    r = srv.post_otlp(padded_request(tid, 2, 1000, name="http-full"))
+    assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+    ps = parse_export_response(r).partial_success
+    assert ps.rejected_spans == 2 and "trace too large" in ps.error_message.lower(), ps
+    r = srv.post_otlp(to_otlp_json(padded_request(tid, 2, 1000, name="json-full")))
+    assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+    assert int(r.json()["partialSuccess"]["rejectedSpans"]) == 2, r.json()
+    refused += 4
 
     assert len(span_ids(srv.fetch_trace(tid))) == stored_before
     assert srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="trace_too_large") == refused

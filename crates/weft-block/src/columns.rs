@@ -9,7 +9,7 @@ use crate::hash::{FastBuild, FastMap};
 use crate::row::SpanRow;
 use bytes::Bytes;
 use hashbrown::HashTable;
-use weft_otlp::scan::{GroupKind, SpanView};
+use weft_otlp::request::{GroupKind, SpanView};
 use weft_otlp::wire::Reader;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -376,7 +376,7 @@ impl SpanColumns {
 
     /// Appends one span. Call [`Self::end_run`] (as `push_request` does) before reading the trace
     /// index. `resource` and `scope` are ids from [`Self::intern_resource`] and
-    /// `headers.intern`. The span must come from a request validated by `scan_request`.
+    /// `headers.intern`. The span must come from a request validated by `validate_request`.
     #[inline]
     pub fn push(&mut self, resource: u32, scope: u32, s: &SpanView<'_>) {
         let tid: [u8; 16] = s.trace_id.try_into().unwrap_or([0; 16]);
@@ -470,8 +470,8 @@ impl SpanColumns {
     pub fn push_request(&mut self, request: &[u8]) -> Result<usize, weft_otlp::wire::WireError> {
         let mut n = 0;
         // Intern each header once per resource/scope, not once per span.
-        let mut last: Option<(weft_otlp::scan::HeaderIds, u32, u32)> = None;
-        weft_otlp::scan::for_each_span(request, |ids, res, scope, span| {
+        let mut last: Option<(weft_otlp::request::HeaderIds, u32, u32)> = None;
+        weft_otlp::request::for_each_span(request, |ids, res, scope, span| {
             let (r, s) = match last {
                 Some((l, r, s)) if l == ids => (r, s),
                 Some((l, r, _)) if l.resource == ids.resource => (r, self.headers.intern(scope)),
@@ -553,7 +553,7 @@ impl SpanColumns {
 /// Finds `service.name` in an encoded resource header (`ResourceSpans` fields other than
 /// `scope_spans`).
 pub fn service_name(header: &[u8]) -> Option<String> {
-    use weft_otlp::scan::fields::*;
+    use weft_otlp::request::fields::*;
     let mut r = Reader::new(header);
     while let Ok(Some(f)) = r.next() {
         if f.number != RS_RESOURCE {

@@ -26,7 +26,7 @@
 
 use crate::hash::{FastBuild, FastMap};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
-use weft_otlp::scan::fields::*;
+use weft_otlp::request::fields::*;
 use weft_otlp::wire::{Reader, Value as Wire, put_bytes, put_tag};
 
 /// At most this many dedicated columns per scope.

@@ -2,29 +2,54 @@
 //!
 //! A block is the unit of stored data: one tenant's spans over a span of time, in a folder (or
 //! object prefix) `blocks/<tenant>/<block_id>/` holding
-//! - `data.parquet`: one row per span, sorted by trace ID (see [`v1`] for the schema);
+//! - `data.parquet`: one row per span, sorted by trace ID (the schema is the format version's:
+//!   see the `v1` module for versions 1 and 2);
 //! - `index.bin`: each row group's trace-ID range plus a bloom filter ([`index`]);
 //! - `meta.json`: version, tenant, time range, counts and sizes ([`meta`]), written last.
 //!
 //! **Invariant:** a block whose `meta.json` exists is complete. Writers put `data.parquet` and
 //! `index.bin` first; readers ignore folders without `meta.json`.
 //!
-//! Formats are versioned modules: `meta.version` selects the reader. Blocks written by older
-//! versions are committed under `testdata/` and read by the tests forever.
+//! # Format versions
+//!
+//! Formats are versioned modules behind one seam, the `format` module: it alone maps
+//! `meta.version` to the encoding that reads the block (`format::from_version`, called by
+//! [`Block::open`]) and names the encoding this build writes ([`write_block`], [`encode`]).
+//! [`Block`] remembers its encoding and [`RowGroupData`] carries it, so every read dispatches
+//! there. Callers see only this crate root and format-neutral types ([`WriteOptions`],
+//! [`Needs`], [`MetricNeeds`], [`FilterColumns`], [`MetricColumns`], [`GraphColumns`],
+//! [`DictColumn`], …), never an encoding module. The `v1` module reads versions 1 and 2.
+//!
+//! To add a format 3:
+//! 1. write it as a new module beside `v1` (say `v3`), with a type implementing
+//!    `format::BlockFormat` on the neutral types;
+//! 2. add its variant to `format::Encoding` and its arm to the dispatch in `format` (and map
+//!    version 3 to it in `format::from_version`); to write it, point `format::WRITES` at it
+//!    and bump [`meta::FORMAT_VERSION`] and [`meta::READABLE_VERSIONS`];
+//! 3. keep every older encoding: golden blocks of every old version stay committed under
+//!    `testdata/golden/` and are read by the tests forever (see `golden_v1_block_stays_readable`
+//!    in the tests; commit a golden block of the new version the same way).
 
 pub mod columns;
 pub mod dedicated;
+mod format;
 pub mod hash;
 pub mod index;
 pub mod meta;
+mod read;
 pub mod row;
-pub mod v1;
+mod v1;
 pub mod values;
+mod write;
+
+pub use read::{DictColumn, FilterColumns, FilterRow, GraphColumns, MetricColumns, MetricNeeds, Needs};
+pub use write::{Encoded, WriteOptions};
 
 use bytes::Bytes;
 use columns::SpanColumns;
+use format::Encoding;
 use index::TraceIndex;
-use meta::{BlockMeta, FORMAT_VERSION, WalPosition};
+use meta::{BlockMeta, FORMAT_VERSION, WalPos};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use row::SpanRow;
 use std::sync::Arc;
@@ -99,41 +124,34 @@ pub fn block_prefix(tenant: &str, block_id: &str) -> String {
     format!("blocks/{tenant}/{block_id}")
 }
 
-/// Encodes `cols` and writes the block, `meta.json` last. Returns its meta.
-pub async fn write_block(
-    storage: &dyn Storage,
-    cols: &SpanColumns,
-    tenant: &str,
-    wal_end: Option<WalPosition>,
-    opts: &v1::writer::WriteOptions,
-) -> Result<BlockMeta, BlockError> {
-    let origin = Origin {
-        wal_end,
-        ..Origin::default()
-    };
-    write_block_from(storage, cols, tenant, origin, opts).await
-}
-
 /// Where a new block's spans come from, recorded in its meta.
 #[derive(Debug, Clone, Default)]
 pub struct Origin {
     /// See [`BlockMeta::wal_end`].
-    pub wal_end: Option<WalPosition>,
+    pub wal_end: Option<WalPos>,
     /// See [`BlockMeta::compaction_level`].
     pub compaction_level: u32,
     /// See [`BlockMeta::compacted_from`].
     pub compacted_from: Vec<String>,
 }
 
-/// [`write_block`] with the block's origin spelled out (compaction).
-pub async fn write_block_from(
+/// Encodes `cols` in the format this build writes ([`meta::FORMAT_VERSION`]): the data file
+/// plus its trace index, without writing anything. [`write_block`] stores the result.
+pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
+    format::WRITES.encode(cols, opts)
+}
+
+/// Encodes `cols` and writes the block, `meta.json` last, recording `origin` (a head cut
+/// passes `Origin { wal_end, ..Default::default() }`; compaction its level and inputs).
+/// Returns its meta.
+pub async fn write_block(
     storage: &dyn Storage,
     cols: &SpanColumns,
     tenant: &str,
     origin: Origin,
-    opts: &v1::writer::WriteOptions,
+    opts: &WriteOptions,
 ) -> Result<BlockMeta, BlockError> {
-    let enc = v1::writer::encode(cols, opts)?;
+    let enc = encode(cols, opts)?;
     let block_id = uuid::Uuid::now_v7().to_string();
     let prefix = block_prefix(tenant, &block_id);
     let index = Bytes::from(enc.index.encode());
@@ -183,6 +201,8 @@ pub struct RowGroupStats {
 /// (`spawn_blocking`) for large row groups.
 #[derive(Clone)]
 pub struct RowGroupData {
+    /// The block's encoding, which decodes the bytes (it reads the fields below).
+    encoding: Encoding,
     footer: Arc<ParquetMetaData>,
     dedicated: Arc<[meta::DedicatedColumn]>,
     rg: usize,
@@ -197,45 +217,37 @@ impl RowGroupData {
         self.data.len() as u64
     }
 
-    fn chunk(&self) -> v1::reader::RangeChunk {
-        v1::reader::RangeChunk {
-            base: self.base,
-            data: self.data.clone(),
-            file_len: self.file_len,
-        }
-    }
-
     /// Every span, in block order.
     pub fn rows(&self) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated, None)
+        self.encoding.read_rows(self, None)
     }
 
     /// The spans of the rows in `ranges` (ascending, disjoint row indexes of the row group),
     /// in order: what [`Self::rows`] gives for those rows, without assembling the others.
     pub fn rows_in(&self, ranges: &[std::ops::Range<usize>]) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_row_group(&self.footer, self.rg, self.chunk(), &self.dedicated, Some(ranges))
+        self.encoding.read_rows(self, Some(ranges))
     }
 
     /// The spans of one trace.
     pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
-        v1::reader::read_trace(&self.footer, self.rg, self.chunk(), &self.dedicated, trace_id)
+        self.encoding.read_trace(self, trace_id)
     }
 
     /// The columns span-at-a-time metrics need, with dictionary ids. The data must have been
     /// fetched with [`Block::fetch_metric_columns`] with the same `needs`, or whole.
-    pub fn metric_columns(&self, needs: v1::reader::MetricNeeds) -> Result<v1::reader::MetricColumns, BlockError> {
-        v1::reader::read_metric_columns(&self.footer, self.rg, self.chunk(), needs)
+    pub fn metric_columns(&self, needs: MetricNeeds) -> Result<MetricColumns, BlockError> {
+        self.encoding.read_metric_columns(self, needs)
     }
 
     /// The columns the service graph needs, with dictionary ids. The data must have been
     /// fetched with [`Block::fetch_graph_columns`], or whole.
-    pub fn graph_columns(&self) -> Result<v1::reader::GraphColumns, BlockError> {
-        v1::reader::read_graph_columns(&self.footer, self.rg, self.chunk())
+    pub fn graph_columns(&self) -> Result<GraphColumns, BlockError> {
+        self.encoding.read_graph_columns(self)
     }
 
     /// The columns a prefilter needs, for every row.
-    pub fn filter_columns(&self, needs: v1::reader::Needs) -> Result<v1::reader::FilterColumns, BlockError> {
-        v1::reader::read_filter_columns(&self.footer, self.rg, self.chunk(), &self.dedicated, needs)
+    pub fn filter_columns(&self, needs: Needs) -> Result<FilterColumns, BlockError> {
+        self.encoding.read_filter_columns(self, needs)
     }
 }
 
@@ -244,6 +256,8 @@ impl RowGroupData {
 pub struct Block {
     pub meta: BlockMeta,
     pub index: TraceIndex,
+    /// The encoding of `meta.version`.
+    encoding: Encoding,
     prefix: String,
     footer: tokio::sync::OnceCell<Arc<ParquetMetaData>>,
     /// `meta.dedicated_columns`, shared with the row groups read.
@@ -254,9 +268,7 @@ impl Block {
     /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
     pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
         let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
-        if !meta::READABLE_VERSIONS.contains(&meta.version) {
-            return Err(BlockError::UnsupportedVersion(meta.version));
-        }
+        let encoding = format::from_version(meta.version)?;
         if meta.version == 1 && !meta.dedicated_columns.is_empty() {
             return Err(BlockError::Corrupt("a version 1 block lists dedicated columns".into()));
         }
@@ -280,6 +292,7 @@ impl Block {
             dedicated: meta.dedicated_columns.clone().into(),
             meta,
             index,
+            encoding,
             prefix: prefix.to_string(),
             footer: tokio::sync::OnceCell::new(),
         })
@@ -317,7 +330,7 @@ impl Block {
                     )));
                 }
                 let footer = ParquetMetaDataReader::decode_metadata(&buf)?;
-                let want = v1::col::EXTRA + 1 + self.dedicated.len();
+                let want = self.encoding.column_count(self.dedicated.len());
                 if footer.file_metadata().schema_descr().num_columns() != want {
                     return Err(BlockError::Corrupt(format!(
                         "data.parquet has {} columns; meta.json implies {want}",
@@ -347,9 +360,10 @@ impl Block {
             Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
             _ => None,
         };
+        let (start, duration) = self.encoding.stats_columns();
         Ok(RowGroupStats {
-            start: int64(v1::col::START).map(|(a, b)| (a as u64, b as u64)),
-            duration: int64(v1::col::DURATION),
+            start: int64(start).map(|(a, b)| (a as u64, b as u64)),
+            duration: int64(duration),
         })
     }
 
@@ -362,10 +376,11 @@ impl Block {
                 footer.num_row_groups()
             )));
         }
-        let range = v1::reader::row_group_range(&footer, rg);
+        let range = self.encoding.row_group_range(&footer, rg);
         let data = storage.get_range(&self.data_path(), range.clone()).await?;
         self.verify(&footer, rg, range.start, &data)?;
         Ok(RowGroupData {
+            encoding: self.encoding,
             footer,
             dedicated: self.dedicated.clone(),
             rg,
@@ -381,15 +396,16 @@ impl Block {
         &self,
         storage: &dyn Storage,
         rg: usize,
-        needs: v1::reader::MetricNeeds,
+        needs: MetricNeeds,
     ) -> Result<RowGroupData, BlockError> {
-        self.fetch_columns(storage, rg, &needs.columns()).await
+        self.fetch_columns(storage, rg, &self.encoding.metric_columns(needs))
+            .await
     }
 
     /// Fetches the column chunks of row group `rg` that [`RowGroupData::graph_columns`] reads
     /// (one contiguous read spanning them).
     pub async fn fetch_graph_columns(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupData, BlockError> {
-        self.fetch_columns(storage, rg, &v1::reader::GRAPH_COLUMNS).await
+        self.fetch_columns(storage, rg, self.encoding.graph_columns()).await
     }
 
     async fn fetch_columns(
@@ -414,6 +430,7 @@ impl Block {
         let data = storage.get_range(&self.data_path(), lo..hi).await?;
         self.verify(&footer, rg, lo, &data)?;
         Ok(RowGroupData {
+            encoding: self.encoding,
             footer,
             dedicated: self.dedicated.clone(),
             rg,

@@ -9,13 +9,14 @@ use serde::{Deserialize, Serialize};
 ///   [`BlockMeta::dedicated_columns`] (none is the same as version 1).
 pub const FORMAT_VERSION: u32 = 2;
 
-/// Every version this build reads.
+/// Every version this build reads (the `format` module maps each to the encoding that reads it;
+/// a test checks they agree).
 pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// A block's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BlockMeta {
-    /// Block format version; selects the reader module (`v1`, …).
+    /// Block format version; selects the encoding that reads the block (`v1`, …).
     pub version: u32,
     pub block_id: String,
     pub tenant: String,
@@ -35,7 +36,7 @@ pub struct BlockMeta {
     /// one. Replay skips those records, so a crash between writing a block and deleting WAL
     /// segments never duplicates spans.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wal_end: Option<WalPosition>,
+    pub wal_end: Option<WalPos>,
     /// The blocks this one replaces (compaction). Once this block's `meta.json` exists they
     /// are obsolete: a reader that still finds one of them ignores it, and startup deletes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -95,8 +96,5 @@ pub enum ValueType {
     Bool,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct WalPosition {
-    pub segment: u64,
-    pub offset: u64,
-}
+/// A WAL position as `meta.json` records it: `{"segment": n, "offset": n}`.
+pub use weft_core::WalPos;

@@ -1,7 +1,7 @@
 //! One span as stored, and re-assembly of OTLP messages from stored spans.
 
 use bytes::Bytes;
-use weft_otlp::scan::fields::*;
+use weft_otlp::request::fields::*;
 use weft_otlp::wire::{begin_nested, end_nested, put_bytes, put_fixed64, put_varint_field};
 
 /// A stored span: the columns of a block row. Nested lists are their protobuf field bytes, so
@@ -33,7 +33,7 @@ pub struct SpanRow {
 }
 
 /// The fields of a stored span that query prefilters test, borrowed from wherever the span is:
-/// a [`SpanRow`], or one row of a row group's [`FilterColumns`](crate::v1::reader::FilterColumns).
+/// a [`SpanRow`], or one row of a row group's [`FilterColumns`](crate::FilterColumns).
 pub trait SpanFields {
     fn name(&self) -> &[u8];
     fn start_unix_nano(&self) -> u64;

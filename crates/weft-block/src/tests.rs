@@ -188,8 +188,8 @@ fn decode_rows(rows: &[SpanRow]) -> Vec<FlatSpan> {
 
 fn columns_of(req: &ExportTraceServiceRequest) -> SpanColumns {
     let bytes = req.encode_to_vec();
-    let mut summary = weft_otlp::scan::RequestSummary::default();
-    weft_otlp::scan::scan_request(&bytes, &mut summary).unwrap();
+    let mut summary = weft_otlp::request::RequestSummary::default();
+    weft_otlp::request::validate_request(&bytes, &mut summary).unwrap();
     let mut cols = SpanColumns::default();
     cols.push_request(&bytes).unwrap();
     cols
@@ -211,11 +211,13 @@ async fn block_round_trip_reproduces_every_field() {
     let req = sample_request(3000, 5, 2);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions {
+    let opts = WriteOptions {
         row_group_rows: 1000,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t1", None, &opts).await.unwrap();
+    let meta = write_block(&store, &cols, "t1", Origin::default(), &opts)
+        .await
+        .unwrap();
     assert_eq!(meta.span_count, 15000);
     assert_eq!(meta.trace_count, 3000);
     assert!(meta.row_groups >= 15);
@@ -234,11 +236,11 @@ async fn traces_never_straddle_row_groups_needlessly() {
     let req = sample_request(500, 7, 3);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions {
+    let opts = WriteOptions {
         row_group_rows: 100,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
     let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
     for w in block.index.row_groups.windows(2) {
         assert!(w[0].max < w[1].min, "row groups are disjoint and sorted");
@@ -256,11 +258,13 @@ async fn golden_v1_block_stays_readable() {
     let req = sample_request(40, 5, 9);
     if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
         let cols = columns_of(&req);
-        let opts = v1::writer::WriteOptions {
+        let opts = WriteOptions {
             row_group_rows: 64,
             ..Default::default()
         };
-        write_block(&store, &cols, "golden", None, &opts).await.unwrap();
+        write_block(&store, &cols, "golden", Origin::default(), &opts)
+            .await
+            .unwrap();
     }
     let listed = store.list("blocks/golden/").await.unwrap();
     let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
@@ -279,7 +283,7 @@ async fn golden_v1_block_stays_readable() {
 /// Checks that the metric and service-graph columns of every row group of `block` read (with
 /// only their chunks fetched) the same values as the full row reader.
 async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, block: &Block) {
-    let needs = v1::reader::MetricNeeds {
+    let needs = MetricNeeds {
         name: true,
         status: true,
         status_message: true,
@@ -295,7 +299,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         assert!(part.bytes() < whole.bytes(), "only the needed chunks are fetched");
         let c = part.metric_columns(needs).unwrap();
         assert_eq!(c.start.len(), rows.len());
-        let at = |d: &v1::reader::DictColumn, i: usize| d.values[d.ids[i] as usize].clone();
+        let at = |d: &DictColumn, i: usize| d.values[d.ids[i] as usize].clone();
         for (i, r) in rows.iter().enumerate() {
             assert_eq!(c.start[i] as u64, r.start_unix_nano);
             assert_eq!(c.duration[i], r.duration_nano);
@@ -307,7 +311,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             assert_eq!(at(&c.scope, i), r.scope);
         }
         // Only what is asked for is read.
-        let starts = part.metric_columns(v1::reader::MetricNeeds::default()).unwrap();
+        let starts = part.metric_columns(MetricNeeds::default()).unwrap();
         assert_eq!(starts.start, c.start);
         assert!(starts.name.ids.is_empty() && starts.duration.is_empty());
 
@@ -336,11 +340,11 @@ async fn metric_columns_match_the_row_reader() {
     let req = sample_request(600, 5, 4);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions {
+    let opts = WriteOptions {
         row_group_rows: 500,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
     let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
     assert_metric_columns_match_rows(&store, &block).await;
 
@@ -393,12 +397,12 @@ async fn dedicated_columns_round_trip_every_field() {
     let req = with_dedicatable_attributes(sample_request(600, 5, 5));
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions {
+    let opts = WriteOptions {
         row_group_rows: 500,
         dedicated_columns: true,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
     assert_eq!(meta.version, 2);
     let chosen: Vec<(meta::DedicatedScope, &str, meta::ValueType)> = meta
         .dedicated_columns
@@ -431,7 +435,7 @@ async fn dedicated_columns_round_trip_every_field() {
     for rg in 0..block.row_group_count() {
         let data = block.fetch_row_group(&store, rg).await.unwrap();
         let rows = data.rows().unwrap();
-        let needs = v1::reader::Needs {
+        let needs = Needs {
             attributes: true,
             ..Default::default()
         };
@@ -453,13 +457,17 @@ async fn dedicated_columns_round_trip_every_field() {
     for r in &all {
         again.push_row(r);
     }
-    let meta2 = write_block(&store, &again, "t", None, &opts).await.unwrap();
+    let meta2 = write_block(&store, &again, "t", Origin::default(), &opts)
+        .await
+        .unwrap();
     assert_eq!(meta2.dedicated_columns, meta.dedicated_columns);
-    let generic = v1::writer::WriteOptions {
+    let generic = WriteOptions {
         dedicated_columns: false,
         ..opts.clone()
     };
-    let plain = write_block(&store, &cols, "t", None, &generic).await.unwrap();
+    let plain = write_block(&store, &cols, "t", Origin::default(), &generic)
+        .await
+        .unwrap();
     assert!(plain.dedicated_columns.is_empty());
     println!(
         "sample bytes per span: {} with dedicated columns, {} without",
@@ -477,12 +485,14 @@ async fn golden_v2_block_with_dedicated_columns_stays_readable() {
     let req = with_dedicatable_attributes(sample_request(40, 5, 9));
     if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
         let cols = columns_of(&req);
-        let opts = v1::writer::WriteOptions {
+        let opts = WriteOptions {
             row_group_rows: 64,
             dedicated_columns: true,
             ..Default::default()
         };
-        write_block(&store, &cols, "golden-v2", None, &opts).await.unwrap();
+        write_block(&store, &cols, "golden-v2", Origin::default(), &opts)
+            .await
+            .unwrap();
     }
     let listed = store.list("blocks/golden-v2/").await.unwrap();
     let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
@@ -511,11 +521,11 @@ async fn damaged_bytes_are_detected_never_served() {
     let req = sample_request(600, 4, 5);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = v1::writer::WriteOptions {
+    let opts = WriteOptions {
         row_group_rows: 300,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t", None, &opts).await.unwrap();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
     let prefix = block_prefix("t", &meta.block_id);
     let sums = meta.checksums.clone().expect("new blocks carry checksums");
     assert_eq!(sums.chunks.len(), meta.row_groups as usize);
@@ -556,4 +566,78 @@ async fn damaged_bytes_are_detected_never_served() {
     store.put(&index_path, Bytes::from(index)).await.unwrap();
     let err = Block::open(&store, &prefix).await.unwrap_err();
     assert!(matches!(err, BlockError::Damaged(_)), "{err}");
+}
+
+/// `Block::open` maps `meta.version` to an encoding through the dispatch: an unknown version
+/// is refused with its number, and a version 1 block that lists dedicated columns is corrupt.
+#[tokio::test]
+async fn open_refuses_versions_without_an_encoding() {
+    let cols = columns_of(&sample_request(50, 3, 6));
+    let store = MemoryStorage::new();
+    let opts = WriteOptions {
+        dedicated_columns: true,
+        ..Default::default()
+    };
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
+    assert!(!meta.dedicated_columns.is_empty());
+    let prefix = block_prefix("t", &meta.block_id);
+    let put_meta = |m: meta::BlockMeta| {
+        let store = &store;
+        let path = format!("{prefix}/meta.json");
+        async move {
+            store
+                .put(&path, Bytes::from(serde_json::to_vec(&m).unwrap()))
+                .await
+                .unwrap()
+        }
+    };
+    put_meta(meta::BlockMeta {
+        version: meta::FORMAT_VERSION + 1,
+        ..meta.clone()
+    })
+    .await;
+    let err = Block::open(&store, &prefix).await.unwrap_err();
+    assert!(
+        matches!(err, BlockError::UnsupportedVersion(v) if v == meta::FORMAT_VERSION + 1),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "block format version {} is not supported by this build",
+            meta::FORMAT_VERSION + 1
+        )
+    );
+    put_meta(meta::BlockMeta {
+        version: 1,
+        ..meta.clone()
+    })
+    .await;
+    let err = Block::open(&store, &prefix).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "corrupt block: a version 1 block lists dedicated columns"
+    );
+    put_meta(meta.clone()).await;
+    assert_eq!(Block::open(&store, &prefix).await.unwrap().meta, meta);
+}
+
+/// [`encode`] gives the bytes [`write_block`] stores.
+#[tokio::test]
+async fn encode_is_what_write_block_stores() {
+    let cols = columns_of(&sample_request(200, 4, 7));
+    let store = MemoryStorage::new();
+    let opts = WriteOptions {
+        row_group_rows: 100,
+        ..Default::default()
+    };
+    let enc = encode(&cols, &opts).unwrap();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
+    let prefix = block_prefix("t", &meta.block_id);
+    assert_eq!(store.get(&format!("{prefix}/data.parquet")).await.unwrap(), enc.data);
+    assert_eq!(
+        store.get(&format!("{prefix}/index.bin")).await.unwrap(),
+        Bytes::from(enc.index.encode())
+    );
+    assert_eq!((meta.span_count, meta.row_groups), (enc.rows, enc.row_groups));
 }

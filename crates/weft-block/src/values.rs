@@ -1,7 +1,7 @@
 //! The string attribute values held in a stored span's protobuf fields, for the per-row-group
 //! value blooms of the index ([`crate::index`]).
 
-use weft_otlp::scan::fields::*;
+use weft_otlp::request::fields::*;
 use weft_otlp::wire::{Reader, Value};
 
 /// Where a stored byte string comes from, which says how its attributes are nested.
@@ -55,7 +55,7 @@ fn kv_strings<'a>(kv: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
     each(kv, KV_VALUE, |v| any_strings(v, 0, f));
 }
 
-const MAX_DEPTH: u32 = weft_otlp::scan::MAX_DEPTH;
+const MAX_DEPTH: u32 = weft_otlp::request::MAX_DEPTH;
 
 /// Calls `f` with every string attribute value (array elements included) in `buf`, stored
 /// bytes of kind `source`. Malformed bytes end the walk early; this never panics.

@@ -17,18 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use weft_block::columns::{Capacity, SpanColumns};
-use weft_block::meta::WalPosition;
 use weft_block::row::SpanRow;
+use weft_db::recent::FrozenSpans;
 use weft_wal::{CommitSink, Record, WalPos};
 
-/// A frozen head, being written as blocks.
-#[derive(Debug)]
-pub struct Cut {
-    pub tenants: Vec<(Arc<str>, SpanColumns)>,
-    /// Every record before this position is in this cut or an earlier one.
-    pub wal_end: WalPosition,
-    pub bytes: usize,
-}
+/// A frozen head, being written as blocks (one per tenant).
+pub type Cut = FrozenSpans;
 
 #[derive(Debug, Default)]
 pub struct HeadState {
@@ -124,7 +118,7 @@ impl Head {
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
         let cut = Arc::new(Cut {
             tenants,
-            wal_end: WalPosition {
+            wal_end: WalPos {
                 segment: pos.segment,
                 offset: pos.offset + 1,
             },

@@ -310,7 +310,7 @@ fn kv_from_json(v: &Value, p: &str, depth: u32) -> Result<KeyValue, JsonError> {
 }
 
 fn any_from_json(v: &Value, p: &str, depth: u32) -> Result<AnyValue, JsonError> {
-    if depth > crate::scan::MAX_DEPTH {
+    if depth > crate::request::MAX_DEPTH {
         return Err(err(p, "attribute nesting too deep"));
     }
     let o = as_obj(v, p)?;

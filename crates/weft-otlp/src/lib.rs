@@ -2,13 +2,13 @@
 //!
 //! - [`pb`]: message types generated from the vendored protos in `proto/` (pinned tag in
 //!   `proto/README.md`). Used on slow paths: JSON transcoding, query responses, tests.
-//! - [`scan`]: the ingest hot path. Validates a request and extracts routing facts without
+//! - [`request`]: the ingest hot path. Validates a request and extracts routing facts without
 //!   building a message tree.
 //! - [`wire`]: the protobuf varint/tag reader and writer under both.
 //! - [`json`]: OTLP/JSON in both directions.
 
 pub mod json;
-pub mod scan;
+pub mod request;
 pub mod wire;
 
 /// Generated OTLP messages, with short aliases for the packages.

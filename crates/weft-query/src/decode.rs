@@ -14,7 +14,7 @@
 //! corrupt blocks, which must not crash the server.
 
 use weft_block::row::SpanRow;
-use weft_otlp::scan::fields::*;
+use weft_otlp::request::fields::*;
 use weft_otlp::wire::{Reader, Value as Wire};
 use weft_traceql::ast::{Kind, Status};
 use weft_traceql::{Event, Link, Span, Value};
@@ -39,8 +39,8 @@ const ANY_ARRAY: u32 = 5;
 const LIST_VALUES: u32 = 1;
 
 /// Deepest array nesting decoded; deeper values become `Nil` (receivers refuse deeper than
-/// `weft_otlp::scan::MAX_DEPTH` anyway).
-const MAX_DEPTH: u32 = weft_otlp::scan::MAX_DEPTH;
+/// `weft_otlp::request::MAX_DEPTH` anyway).
+const MAX_DEPTH: u32 = weft_otlp::request::MAX_DEPTH;
 
 /// Decodes one stored span.
 pub fn decode(row: &SpanRow) -> Span {

@@ -25,10 +25,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use weft_block::GraphColumns;
 use weft_block::columns::{SpanColumns, service_name};
 use weft_block::hash::{FastBuild, FastMap};
 use weft_block::row::SpanRow;
-use weft_block::v1::reader::GraphColumns;
 use weft_traceql::{EvalError, Evaluator, Query};
 
 use crate::decode::Parts;
@@ -755,7 +755,7 @@ mod tests {
     /// The graph columns of `rows` (one row group, in order).
     fn columns(rows: &[SpanRow]) -> GraphColumns {
         let mut c = GraphColumns::default();
-        let dict = |d: &mut weft_block::v1::reader::DictColumn, v: Bytes| {
+        let dict = |d: &mut weft_block::DictColumn, v: Bytes| {
             let id = d.values.iter().position(|x| *x == v).unwrap_or_else(|| {
                 d.values.push(v);
                 d.values.len() - 1

@@ -6,13 +6,15 @@
 //! - [`prefilter`] derives cheap necessary conditions from a query, tested on stored spans and
 //!   row-group statistics before anything is decoded (predicate pushdown).
 //! - [`search`] holds the [`TraceSink`](search::TraceSink)s: `/api/search`, TraceQL metrics and
-//!   the tag APIs, each fed whole traces by the storage scan in `weft-ingest`.
+//!   the tag APIs, each fed whole traces by the scans of `weft-querier`.
+//! - [`span_metrics`] evaluates span-local metrics queries one span at a time, from columns.
 //! - [`graph`] aggregates calls between services from parent/child spans (the service graph).
-//! - [`tempo`] renders results in the JSON shapes of Tempo's HTTP API.
+//!
+//! This crate does no I/O and knows nothing of where spans are stored; response shapes belong
+//! to the API layer (`weft-server`).
 
-pub mod columnar;
 pub mod decode;
 pub mod graph;
 pub mod prefilter;
 pub mod search;
-pub mod tempo;
+pub mod span_metrics;

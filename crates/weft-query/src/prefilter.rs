@@ -33,10 +33,10 @@
 //! with [`Prefilter::trace_may_match`].
 
 use memchr::memmem;
+use weft_block::Needs;
 use weft_block::RowGroupStats;
 use weft_block::index::Bloom;
 use weft_block::row::SpanFields;
-use weft_block::v1::reader::Needs;
 use weft_traceql::Query;
 use weft_traceql::ast::{
     AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, Pipeline, SpansetExpr, SpansetOp, Stage, Static, Status,

@@ -5,10 +5,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use weft_core::prom::{Exposition, Kind};
 
 /// A latency histogram with fixed buckets, rendered in Prometheus format.
 #[derive(Debug)]
@@ -42,22 +42,110 @@ impl Histogram {
         self.sum_micros.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    /// Writes the buckets, sum and count of the series with label `route`.
+    fn render(&self, out: &mut Exposition, name: &str, route: &str) {
+        let bucket = format!("{name}_bucket");
         for (b, c) in self.bounds.iter().zip(&self.counts) {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels},le=\"{b}\"}} {}",
-                c.load(Ordering::Relaxed)
+            let le = b.to_string();
+            out.sample(
+                &bucket,
+                &[("route", route), ("le", &le)],
+                c.load(Ordering::Relaxed) as f64,
             );
         }
-        let n = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {n}");
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{labels}}} {}",
-            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{{{labels}}} {n}");
+        let n = self.count.load(Ordering::Relaxed) as f64;
+        out.sample(&bucket, &[("route", route), ("le", "+Inf")], n);
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        out.sample(&format!("{name}_sum"), &[("route", route)], sum);
+        out.sample(&format!("{name}_count"), &[("route", route)], n);
+    }
+}
+
+/// The WAL's counters.
+fn render_wal(w: &weft_wal::WalStats, out: &mut Exposition) {
+    let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
+    let wal: [(&str, Kind, &str, f64); 13] = [
+        (
+            "weft_wal_bytes_written_total",
+            Kind::Counter,
+            "Bytes appended to the WAL.",
+            n(&w.bytes_written),
+        ),
+        (
+            "weft_wal_records_written_total",
+            Kind::Counter,
+            "Records appended to the WAL.",
+            n(&w.records_written),
+        ),
+        (
+            "weft_wal_fsyncs_total",
+            Kind::Counter,
+            "WAL fsyncs (each covers a group of requests).",
+            n(&w.syncs),
+        ),
+        (
+            "weft_wal_fsync_seconds_total",
+            Kind::Counter,
+            "Time spent in WAL fsync.",
+            n(&w.sync_nanos_total) / 1e9,
+        ),
+        (
+            "weft_wal_size_bytes",
+            Kind::Gauge,
+            "Bytes in WAL segments on disk.",
+            n(&w.size_bytes),
+        ),
+        (
+            "weft_wal_write_errors_total",
+            Kind::Counter,
+            "WAL writes or fsyncs that failed (the group was refused and rolled back).",
+            n(&w.write_errors),
+        ),
+        (
+            "weft_wal_unavailable_refusals_total",
+            Kind::Counter,
+            "Appends refused because no WAL segment could be written (disk full).",
+            n(&w.unavailable_refusals),
+        ),
+        (
+            "weft_wal_unwritable",
+            Kind::Gauge,
+            "1 while the WAL cannot be written and ingest is refused (read-only mode), else 0.",
+            n(&w.unwritable),
+        ),
+        (
+            "weft_wal_fenced_segments_total",
+            Kind::Counter,
+            "WAL segments closed for writing because a failed write could not be rolled back.",
+            n(&w.fenced_segments),
+        ),
+        (
+            "weft_wal_replay_torn_bytes",
+            Kind::Gauge,
+            "Bytes of torn (never acknowledged) tails dropped by the last WAL replay.",
+            n(&w.replay_torn_bytes),
+        ),
+        (
+            "weft_wal_replay_damaged_bytes",
+            Kind::Gauge,
+            "Damaged bytes skipped inside WAL segments by the last replay (records lost to corruption).",
+            n(&w.replay_damaged_bytes),
+        ),
+        (
+            "weft_wal_replay_damaged_ranges",
+            Kind::Gauge,
+            "Damaged ranges skipped by the last WAL replay.",
+            n(&w.replay_damaged_ranges),
+        ),
+        (
+            "weft_wal_replay_removed_segments",
+            Kind::Gauge,
+            "WAL segments without a complete header removed by the last replay.",
+            n(&w.replay_removed_segments),
+        ),
+    ];
+    for (name, kind, help, v) in wal {
+        out.single(name, kind, help, v);
     }
 }
 
@@ -136,7 +224,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
     let mut found = match st
-        .ingest
+        .querier()
         .find_trace_capped(&tenant, &id, range, st.cfg.max_trace_response_bytes)
         .await
     {
@@ -359,171 +447,105 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
     } else {
         None
     };
-    let mut out = String::with_capacity(8192);
-    st.ingest.metrics.render(&mut out);
-    let w = &st.ingest.wal_stats;
-    let wal: [(&str, &str, &str, f64); 13] = [
-        (
-            "weft_wal_bytes_written_total",
-            "counter",
-            "Bytes appended to the WAL.",
-            w.bytes_written.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_records_written_total",
-            "counter",
-            "Records appended to the WAL.",
-            w.records_written.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_fsyncs_total",
-            "counter",
-            "WAL fsyncs (each covers a group of requests).",
-            w.syncs.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_fsync_seconds_total",
-            "counter",
-            "Time spent in WAL fsync.",
-            w.sync_nanos_total.load(Ordering::Relaxed) as f64 / 1e9,
-        ),
-        (
-            "weft_wal_size_bytes",
-            "gauge",
-            "Bytes in WAL segments on disk.",
-            w.size_bytes.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_write_errors_total",
-            "counter",
-            "WAL writes or fsyncs that failed (the group was refused and rolled back).",
-            w.write_errors.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_unavailable_refusals_total",
-            "counter",
-            "Appends refused because no WAL segment could be written (disk full).",
-            w.unavailable_refusals.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_unwritable",
-            "gauge",
-            "1 while the WAL cannot be written and ingest is refused (read-only mode), else 0.",
-            w.unwritable.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_fenced_segments_total",
-            "counter",
-            "WAL segments closed for writing because a failed write could not be rolled back.",
-            w.fenced_segments.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_replay_torn_bytes",
-            "gauge",
-            "Bytes of torn (never acknowledged) tails dropped by the last WAL replay.",
-            w.replay_torn_bytes.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_replay_damaged_bytes",
-            "gauge",
-            "Damaged bytes skipped inside WAL segments by the last replay (records lost to corruption).",
-            w.replay_damaged_bytes.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_replay_damaged_ranges",
-            "gauge",
-            "Damaged ranges skipped by the last WAL replay.",
-            w.replay_damaged_ranges.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "weft_wal_replay_removed_segments",
-            "gauge",
-            "WAL segments without a complete header removed by the last replay.",
-            w.replay_removed_segments.load(Ordering::Relaxed) as f64,
-        ),
-    ];
-    for (name, kind, help, v) in wal {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+    let mut out = Exposition::new();
+    let m = &st.modules;
+    if let Some(ingest) = &m.ingest {
+        ingest.metrics.render(&mut out);
+        render_wal(&ingest.wal_stats, &mut out);
+    }
+    if let Some(db) = &m.db {
+        db.metrics.render(&mut out);
     }
     let b = &st.budget;
-    let _ = writeln!(
-        out,
-        "# HELP weft_request_budget_bytes Request bytes held by requests being received (budget: --max-inflight-request-bytes).\n# TYPE weft_request_budget_bytes gauge\nweft_request_budget_bytes{{state=\"in_use\"}} {}\nweft_request_budget_bytes{{state=\"total\"}} {}",
-        b.in_use(),
-        b.total()
-    );
-    let _ = writeln!(
-        out,
-        "# HELP weft_request_budget_refusals_total Requests refused (503) because the request budget stayed exhausted.\n# TYPE weft_request_budget_refusals_total counter\nweft_request_budget_refusals_total {}",
-        b.refusals.load(Ordering::Relaxed)
+    out.family(
+        "weft_request_budget_bytes",
+        Kind::Gauge,
+        "Request bytes held by requests being received (budget: --max-inflight-request-bytes).",
+    )
+    .sample("weft_request_budget_bytes", &[("state", "in_use")], b.in_use() as f64)
+    .sample("weft_request_budget_bytes", &[("state", "total")], b.total() as f64);
+    out.single(
+        "weft_request_budget_refusals_total",
+        Kind::Counter,
+        "Requests refused (503) because the request budget stayed exhausted.",
+        b.refusals.load(Ordering::Relaxed) as f64,
     );
     for (name, help, kind, get) in [
         (
             "weft_connections_open",
             "Open connections, by port.",
-            "gauge",
+            Kind::Gauge,
             (|l| &l.open) as fn(&crate::listen::ListenStats) -> &std::sync::atomic::AtomicU64,
         ),
         (
             "weft_connections_accepted_total",
             "Connections accepted, by port.",
-            "counter",
+            Kind::Counter,
             |l| &l.accepted,
         ),
         (
             "weft_connections_at_cap_total",
             "Times a port stopped accepting because it held --max-connections connections.",
-            "counter",
+            Kind::Counter,
             |l| &l.at_cap,
         ),
         (
             "weft_connections_idle_closed_total",
             "Connections closed after --idle-timeout without a request.",
-            "counter",
+            Kind::Counter,
             |l| &l.idle_closed,
         ),
         (
             "weft_connection_accept_errors_total",
             "Failed accepts (e.g. out of file descriptors), by port.",
-            "counter",
+            Kind::Counter,
             |l| &l.accept_errors,
         ),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        out.family(name, kind, help);
         for (port, l) in &st.listeners {
-            let _ = writeln!(out, "{name}{{port=\"{port}\"}} {}", get(l).load(Ordering::Relaxed));
+            out.sample(name, &[("port", port)], get(l).load(Ordering::Relaxed) as f64);
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP weft_query_duration_seconds Query latency by route.\n# TYPE weft_query_duration_seconds histogram"
+    out.family(
+        "weft_query_duration_seconds",
+        Kind::Histogram,
+        "Query latency by route.",
     );
     st.trace_latency
-        .render(&mut out, "weft_query_duration_seconds", "route=\"trace_by_id\"");
+        .render(&mut out, "weft_query_duration_seconds", "trace_by_id");
     st.search_latency
-        .render(&mut out, "weft_query_duration_seconds", "route=\"search\"");
+        .render(&mut out, "weft_query_duration_seconds", "search");
     st.metrics_latency
-        .render(&mut out, "weft_query_duration_seconds", "route=\"metrics\"");
+        .render(&mut out, "weft_query_duration_seconds", "metrics");
     st.graph_latency
-        .render(&mut out, "weft_query_duration_seconds", "route=\"service_graph\"");
+        .render(&mut out, "weft_query_duration_seconds", "service_graph");
     let (cpu, rss, hwm) = proc_stats();
-    let _ = writeln!(
-        out,
-        "# HELP process_cpu_seconds_total User and system CPU time.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu}"
+    out.single(
+        "process_cpu_seconds_total",
+        Kind::Counter,
+        "User and system CPU time.",
+        cpu,
     );
-    let _ = writeln!(
-        out,
-        "# HELP process_resident_memory_bytes Resident memory.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+    out.single(
+        "process_resident_memory_bytes",
+        Kind::Gauge,
+        "Resident memory.",
+        rss as f64,
     );
-    let _ = writeln!(
-        out,
-        "# HELP process_resident_memory_peak_bytes Peak resident memory (VmHWM).\n# TYPE process_resident_memory_peak_bytes gauge\nprocess_resident_memory_peak_bytes {hwm}"
+    out.single(
+        "process_resident_memory_peak_bytes",
+        Kind::Gauge,
+        "Peak resident memory (VmHWM).",
+        hwm as f64,
     );
-    let _ = writeln!(
-        out,
-        "# HELP weft_uptime_seconds Seconds since start.\n# TYPE weft_uptime_seconds gauge\nweft_uptime_seconds {}",
-        st.started.elapsed().as_secs_f64()
+    out.single(
+        "weft_uptime_seconds",
+        Kind::Gauge,
+        "Seconds since start.",
+        st.started.elapsed().as_secs_f64(),
     );
+    let mut out = out.into_string();
     if let Some(t) = only_tenant {
         let own = format!("tenant=\"{t}\"");
         out = out

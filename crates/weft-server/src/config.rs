@@ -25,12 +25,21 @@ pub enum Command {
     Loadgen(crate::loadgen::LoadgenArgs),
 }
 
-/// Which roles this process runs.
+/// Which roles this process runs ([`crate::modules`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Target {
     /// Every role in one process (the default).
     All,
+    /// Receives spans (OTLP ports), keeps the WAL and the head, and writes blocks. Serves
+    /// /metrics and /ready on the HTTP port, no queries. Leaves compaction to a compactor.
+    Ingester,
+    /// Answers the query API and the UI from the blocks of the data directory, re-reading the
+    /// block list every --blocklist-poll seconds. Writes nothing.
+    Querier,
+    /// Compacts blocks, applies retention and deletes what crashed writers left behind.
+    /// Serves /metrics and /ready on the HTTP port.
+    Compactor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -118,6 +127,10 @@ pub struct ServerFlags {
     /// and marked so (v2: "status": "partial") [default: 33554432].
     #[arg(long, env = "WEFT_MAX_TRACE_RESPONSE_BYTES")]
     pub max_trace_response_bytes: Option<u64>,
+    /// Seconds between re-reads of the block list, for roles that share a data directory with
+    /// other processes (--target querier, ingester, compactor) [default: 5].
+    #[arg(long, env = "WEFT_BLOCKLIST_POLL")]
+    pub blocklist_poll: Option<f64>,
     /// Seconds between compaction and retention rounds; 0 disables both [default: 30].
     #[arg(long, env = "WEFT_COMPACTION_INTERVAL")]
     pub compaction_interval: Option<f64>,
@@ -195,6 +208,7 @@ pub struct Config {
     pub max_trace_response_bytes: u64,
     pub ingestion_rate_bytes: u64,
     pub ingestion_burst_bytes: u64,
+    pub blocklist_poll: f64,
     pub compaction_interval: f64,
     pub compaction_max_block_spans: u64,
     pub retention: String,
@@ -235,6 +249,7 @@ impl Default for Config {
             max_trace_response_bytes: 32 << 20,
             ingestion_rate_bytes: 0,
             ingestion_burst_bytes: 0,
+            blocklist_poll: 5.0,
             compaction_interval: 30.0,
             compaction_max_block_spans: 1_000_000,
             retention: "336h".into(),
@@ -287,6 +302,7 @@ impl Config {
             max_trace_response_bytes,
             ingestion_rate_bytes,
             ingestion_burst_bytes,
+            blocklist_poll,
             compaction_interval,
             compaction_max_block_spans,
             retention,
@@ -322,6 +338,10 @@ impl Config {
         anyhow::ensure!(
             self.max_trace_response_bytes > 0,
             "max_trace_response_bytes must be positive"
+        );
+        anyhow::ensure!(
+            self.blocklist_poll > 0.0 && self.blocklist_poll.is_finite(),
+            "blocklist_poll must be a positive number of seconds"
         );
         anyhow::ensure!(
             self.compaction_interval >= 0.0 && self.compaction_interval.is_finite(),
@@ -365,10 +385,10 @@ impl Config {
         Ok(())
     }
 
-    /// Compaction and retention settings for the ingest layer.
-    pub fn compaction(&self) -> weft_ingest::compact::CompactionConfig {
+    /// Compaction and retention settings.
+    pub fn compaction(&self) -> weft_db::compact::CompactionConfig {
         let retention = |s: &str| Some(Duration::from_nanos(parse_duration(s).ok()?)).filter(|d| !d.is_zero());
-        weft_ingest::compact::CompactionConfig {
+        weft_db::compact::CompactionConfig {
             interval: (self.compaction_interval > 0.0).then(|| Duration::from_secs_f64(self.compaction_interval)),
             max_block_spans: self.compaction_max_block_spans,
             retention: retention(&self.retention),
@@ -390,8 +410,9 @@ impl Config {
     }
 }
 
-/// Parses a Go-style duration (`1h2m3.5s`, `250ms`, `10us`, `1µs`, `5ns`, and `d` for days);
-/// a bare number is seconds. Returns nanoseconds.
+/// Parses a duration flag or query parameter: a Go-style duration with `d` for days
+/// ([`weft_core::parse_duration`]), or a bare number of seconds (`30`, `1.5`). Returns
+/// nanoseconds.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
@@ -400,36 +421,7 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         }
         return Err(format!("invalid duration {s:?}: must not be negative"));
     }
-    let err = || format!("invalid duration {s:?}: expected a number with a unit such as 100ms, 2s or 1m30s");
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(err());
-    }
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
-        if num_len == 0 {
-            return Err(err());
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            "d" => 86400e9,
-            _ => return Err(err()),
-        };
-        rest = &rest[unit_len..];
-        total += n * scale;
-    }
-    Ok(total as u64)
+    weft_core::parse_duration(s, true).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
 #[cfg(test)]

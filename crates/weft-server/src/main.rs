@@ -1,14 +1,16 @@
-//! The `weft` binary. With no subcommand it runs every role in one process: OTLP receivers,
-//! the WAL and head, block building, and the query API.
+//! The `weft` binary. With no subcommand it runs the roles `--target` names ([`modules`]);
+//! by default every role in one process: OTLP receivers, the WAL and head, block building,
+//! compaction, and the query API.
 
 mod api;
 mod budget;
 mod config;
-mod grpc;
-mod http_otlp;
 mod listen;
 mod loadgen;
+mod modules;
+mod receivers;
 mod search_api;
+mod tempo;
 mod tenant;
 mod ui;
 
@@ -17,17 +19,15 @@ use axum::Router;
 use axum::routing::{get, post};
 use clap::Parser;
 use config::{Cli, Command, Config, LogFormat};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use weft_ingest::{Ingest, IngestConfig, head::CutPolicy};
 
 /// What every handler shares.
 pub struct AppState {
     pub cfg: Arc<Config>,
-    pub tenants: tenant::Tenants,
-    pub ingest: Arc<Ingest>,
+    pub tenants: Arc<tenant::Tenants>,
+    pub modules: modules::Modules,
     pub trace_latency: api::Histogram,
     pub search_latency: api::Histogram,
     pub metrics_latency: api::Histogram,
@@ -39,6 +39,24 @@ pub struct AppState {
     pub queries: Arc<tokio::sync::Semaphore>,
     /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API.
     pub listeners: [(&'static str, Arc<listen::ListenStats>); 3],
+}
+
+impl AppState {
+    /// The receivers' context. Receivers are served only when the module runs.
+    pub fn receiver(&self) -> &receivers::Receiver {
+        self.modules
+            .receiver
+            .as_ref()
+            .expect("receivers are served only with the Receivers module")
+    }
+
+    /// The querier. Query routes are served only when the module runs.
+    pub fn querier(&self) -> &weft_querier::Querier {
+        self.modules
+            .querier
+            .as_deref()
+            .expect("query routes are served only with the Querier module")
+    }
 }
 
 fn main() {
@@ -193,34 +211,13 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
 
 async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
-    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
-    let storage: Arc<dyn weft_storage::Storage> = Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?);
-    let icfg = IngestConfig {
-        data_dir: cfg.data_dir.clone(),
-        fsync: cfg.fsync_policy(),
-        wal_segment_bytes: cfg.wal_segment_bytes,
-        cut: CutPolicy {
-            max_age: Duration::from_secs_f64(cfg.block_max_age),
-            max_spans: cfg.block_max_spans,
-            max_bytes: cfg.block_max_bytes,
-        },
-        max_trace_bytes: cfg.max_trace_bytes,
-        rate_bytes: cfg.ingestion_rate_bytes,
-        burst_bytes: cfg.ingestion_burst_bytes,
-        // One cut may wait for the flusher while the next fills; more means the flusher is
-        // behind, and receivers answer 503 instead of growing memory.
-        max_flushing_bytes: cfg.block_max_bytes as u64,
-        compaction: cfg.compaction(),
-        max_trace_read_bytes: cfg.max_trace_response_bytes,
-        compactor_thread_start: Some(lower_priority),
-        ..IngestConfig::default()
-    };
-    let ingest = Ingest::open(icfg, storage).await.map_err(anyhow::Error::msg)?;
+    let tenants = Arc::new(tenant::Tenants::new(&cfg));
+    let modules = modules::Modules::init(&cfg, tenants.clone(), lower_priority).await?;
     tokio::spawn(return_freed_memory());
     let state = Arc::new(AppState {
         cfg: cfg.clone(),
-        tenants: tenant::Tenants::new(&cfg),
-        ingest: ingest.clone(),
+        tenants,
+        modules,
         trace_latency: api::Histogram::latency(),
         search_latency: api::Histogram::latency(),
         metrics_latency: api::Histogram::latency(),
@@ -234,50 +231,58 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("query", Default::default()),
         ],
     });
+    let m = &state.modules;
+    let receives = m.runs(modules::Module::Receivers);
+    let queries = m.runs(modules::Module::QueryApi);
 
-    let api_l = bind(&cfg.listen_host, cfg.http_port, "the query API").await?;
-    let otlp_http_l = bind(&cfg.listen_host, cfg.otlp_http_port, "OTLP/HTTP").await?;
-    let grpc_addr: SocketAddr = format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port)
-        .parse()
-        .context("parsing the OTLP/gRPC listen address")?;
-    let grpc_l = bind(&cfg.listen_host, cfg.otlp_grpc_port, "OTLP/gRPC").await?;
+    let api_l = bind(&cfg.listen_host, cfg.http_port, "the HTTP API").await?;
+    let otlp = if receives {
+        let grpc_l = bind(&cfg.listen_host, cfg.otlp_grpc_port, "OTLP/gRPC").await?;
+        let http_l = bind(&cfg.listen_host, cfg.otlp_http_port, "OTLP/HTTP").await?;
+        Some((grpc_l, http_l))
+    } else {
+        None
+    };
 
-    let api = Router::new()
-        .route("/api/traces/{id}", get(api::trace_v1))
-        .route("/api/v2/traces/{id}", get(api::trace_v2))
-        .route("/api/search", get(search_api::search))
-        .route("/api/search/tags", get(search_api::tags_v1))
-        .route("/api/v2/search/tags", get(search_api::tags_v2))
-        .route("/api/search/tag/{tag}/values", get(search_api::tag_values_v1))
-        .route("/api/v2/search/tag/{tag}/values", get(search_api::tag_values_v2))
-        .route("/api/metrics/query_range", get(search_api::query_range))
-        .route("/api/metrics/query", get(search_api::query_instant))
-        .route("/api/service-graph", get(search_api::service_graph))
+    // Every target: operations endpoints. The query API and the UI with a querier.
+    let mut api = Router::new()
         .route("/api/echo", get(api::echo))
         .route("/ready", get(api::ready))
         .route("/api/status/buildinfo", get(api::buildinfo))
-        .route("/metrics", get(api::metrics))
-        .route("/", get(ui::page))
-        .route("/search", get(ui::page))
-        .route("/graph", get(ui::page))
-        .route("/trace/{id}", get(ui::trace_page))
-        .route("/assets/{file}", get(ui::asset))
-        .fallback(ui::fallback)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query))
-        .with_state(state.clone());
-    let otlp_http = Router::new()
-        .route("/v1/traces", post(http_otlp::export))
-        .fallback(api::not_found)
-        .layer(axum::extract::DefaultBodyLimit::disable())
-        .with_state(state.clone());
+        .route("/metrics", get(api::metrics));
+    if queries {
+        api = api
+            .route("/api/traces/{id}", get(api::trace_v1))
+            .route("/api/v2/traces/{id}", get(api::trace_v2))
+            .route("/api/search", get(search_api::search))
+            .route("/api/search/tags", get(search_api::tags_v1))
+            .route("/api/v2/search/tags", get(search_api::tags_v2))
+            .route("/api/search/tag/{tag}/values", get(search_api::tag_values_v1))
+            .route("/api/v2/search/tag/{tag}/values", get(search_api::tag_values_v2))
+            .route("/api/metrics/query_range", get(search_api::query_range))
+            .route("/api/metrics/query", get(search_api::query_instant))
+            .route("/api/service-graph", get(search_api::service_graph))
+            .route("/", get(ui::page))
+            .route("/search", get(ui::page))
+            .route("/graph", get(ui::page))
+            .route("/trace/{id}", get(ui::trace_page))
+            .route("/assets/{file}", get(ui::asset))
+            .fallback(ui::fallback)
+            .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query));
+    } else {
+        api = api.fallback(api::not_found);
+    }
+    let api = api.with_state(state.clone());
 
     let (tx, rx) = watch::channel(false);
     tokio::spawn(shutdown_signal(tx));
     tracing::info!(
+        target_roles = ?cfg.target,
+        modules = ?state.modules.running,
         data_dir = %cfg.data_dir.display(),
-        query = %format!("http://{}:{}", cfg.listen_host, cfg.http_port),
-        otlp_grpc = %grpc_addr,
-        otlp_http = %format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port),
+        http = %format!("http://{}:{}", cfg.listen_host, cfg.http_port),
+        otlp_grpc = %if receives { format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port) } else { "off".into() },
+        otlp_http = %if receives { format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port) } else { "off".into() },
         fsync = ?cfg.fsync,
         multitenancy = cfg.multitenancy,
         "weft is ready"
@@ -305,23 +310,31 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         ..limits
     };
     let [(_, grpc_stats), (_, http_stats), (_, api_stats)] = state.listeners.clone();
-    // The query port is served from the background runtime: its handlers, and the blocking
+    // The HTTP port is served from the background runtime: query handlers, and the blocking
     // work they hand off, run on the low-priority threads.
     let api_srv = background.spawn(listen::serve(api_l, api, limits, api_stats, rx.clone(), "query"));
-    let (_, _, api_done) = tokio::join!(
-        listen::serve(
-            grpc_l,
-            grpc::TraceService::new(state.clone()),
-            grpc_limits,
-            grpc_stats,
-            rx.clone(),
-            "otlp_grpc"
-        ),
-        listen::serve(otlp_http_l, otlp_http, limits, http_stats, rx.clone(), "otlp_http"),
-        api_srv,
-    );
-    api_done.context("query API server")?;
-    ingest.shutdown().await;
+    let receivers = async {
+        let Some((grpc_l, http_l)) = otlp else { return };
+        let otlp_http = Router::new()
+            .route("/v1/traces", post(receivers::otlp_http::export))
+            .fallback(api::not_found)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(state.clone());
+        tokio::join!(
+            listen::serve(
+                grpc_l,
+                receivers::otlp_grpc::TraceService::new(state.clone()),
+                grpc_limits,
+                grpc_stats,
+                rx.clone(),
+                "otlp_grpc"
+            ),
+            listen::serve(http_l, otlp_http, limits, http_stats, rx.clone(), "otlp_http"),
+        );
+    };
+    let (_, api_done) = tokio::join!(receivers, api_srv);
+    api_done.context("HTTP API server")?;
+    state.modules.stop().await;
     tracing::info!("weft stopped cleanly");
     Ok(())
 }

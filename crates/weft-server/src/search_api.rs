@@ -5,17 +5,17 @@
 //! Bad parameters and invalid or unsupported TraceQL get a 400 whose text names the problem.
 
 use crate::AppState;
+use crate::tempo::{self, Inspected};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_ingest::scan::{ScanStats, Window};
-use weft_query::columnar::SpanMetrics;
+use weft_querier::scan::{ScanStats, Window};
 use weft_query::graph::ServiceGraph;
 use weft_query::search::{Metrics, Search, SearchParams, TagNames, TagScope, TagValues, TraceSink};
-use weft_query::tempo::{self, Inspected};
+use weft_query::span_metrics::SpanMetrics;
 use weft_traceql::ast::{FieldExpr, SpansetExpr, Stage};
 use weft_traceql::{EvalError, Query as TraceQl};
 
@@ -256,7 +256,7 @@ fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected {
         blocks: s.inspected_blocks,
         skipped_blocks: s.skipped_blocks,
         total_blocks: s.total_blocks,
-        total_block_bytes: st.ingest.blocks.of(tenant).iter().map(|b| b.meta.size_bytes).sum(),
+        total_block_bytes: st.querier().blocks(tenant).iter().map(|b| b.meta.size_bytes).sum(),
     }
 }
 
@@ -266,7 +266,7 @@ async fn run_scan(
     window: Option<Window>,
     sink: &mut (dyn TraceSink + Send),
 ) -> Result<ScanStats, Response> {
-    st.ingest.scan(tenant, window, sink).await.map_err(|e| {
+    st.querier().scan(tenant, window, sink).await.map_err(|e| {
         tracing::error!(error = %e, "search scan failed");
         text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"))
     })
@@ -595,12 +595,7 @@ pub async fn tag_values_v2(
     tag_values(st, headers, tag, p, true).await
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
+use weft_core::now_ns;
 
 async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String, String>, instant: bool) -> Response {
     let started = Instant::now();
@@ -657,7 +652,7 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
             if let Err(e) = m.limit(max_series, max_points) {
                 return eval_error(e);
             }
-            match st.ingest.scan_span_metrics(&tenant, window, &mut m).await {
+            match st.querier().scan_span_metrics(&tenant, window, &mut m).await {
                 Ok(stats) => (m.finish(), stats),
                 Err(e) => {
                     tracing::error!(error = %e, "metrics scan failed");
@@ -750,7 +745,7 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     };
     // Every trace: straight from columns. A filter needs whole traces.
     let stats = if sink.counts_every_trace() {
-        match st.ingest.scan_service_graph(&tenant, Some(window), &mut sink).await {
+        match st.querier().scan_service_graph(&tenant, Some(window), &mut sink).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "service graph scan failed");

@@ -167,10 +167,7 @@ fn is_word_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-fn is_micro(c: char) -> bool {
-    // U+00B5 MICRO SIGN and U+03BC GREEK SMALL LETTER MU both spell microseconds.
-    c == 'µ' || c == 'μ'
-}
+use weft_core::is_micro;
 
 struct Lexer {
     chars: Vec<char>,
@@ -537,69 +534,11 @@ impl Lexer {
     }
 }
 
-const UNITS: &str = "units are ns, us, µs, ms, s, m and h";
-
-/// Parses `1.5s`, `100ms`, `1h30m` into nanoseconds. Fractions below a nanosecond are truncated.
+/// Parses `1.5s`, `100ms`, `1h30m` into nanoseconds ([`weft_core::parse_duration`] without
+/// days, as Go's `time.ParseDuration`, which Tempo uses).
 pub(crate) fn parse_duration(text: &str) -> Result<i64, String> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut i = 0;
-    let mut total: u128 = 0;
-    while i < chars.len() {
-        let mut whole: u128 = 0;
-        let mut digits = 0;
-        while let Some(d) = chars.get(i).and_then(|c| c.to_digit(10)) {
-            whole = whole
-                .checked_mul(10)
-                .and_then(|w| w.checked_add(u128::from(d)))
-                .ok_or("value is out of range")?;
-            digits += 1;
-            i += 1;
-        }
-        let mut fraction: u128 = 0;
-        let mut scale: u128 = 1;
-        if chars.get(i) == Some(&'.') {
-            i += 1;
-            while let Some(d) = chars.get(i).and_then(|c| c.to_digit(10)) {
-                // Digits past 1e-18 of a unit cannot change a nanosecond count.
-                if scale < 1_000_000_000_000_000_000 {
-                    fraction = fraction * 10 + u128::from(d);
-                    scale *= 10;
-                }
-                digits += 1;
-                i += 1;
-            }
-        }
-        if digits == 0 {
-            return Err(match chars.get(i) {
-                Some(c) => format!("expected a number, found {c:?}"),
-                None => "expected a number after the last unit".to_string(),
-            });
-        }
-        let mut unit = String::new();
-        while let Some(&c) = chars.get(i).filter(|c| c.is_alphabetic() || is_micro(**c)) {
-            unit.push(c);
-            i += 1;
-        }
-        let nanos_per_unit: u128 = match unit.as_str() {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            "" => return Err(format!("missing unit ({UNITS})")),
-            other => return Err(format!("unknown unit '{other}' ({UNITS})")),
-        };
-        let part = whole
-            .checked_mul(nanos_per_unit)
-            .and_then(|w| w.checked_add(fraction * nanos_per_unit / scale))
-            .ok_or("value is out of range")?;
-        total = total.checked_add(part).ok_or("value is out of range")?;
-        if total > i64::MAX as u128 {
-            return Err("value is out of range".to_string());
-        }
-    }
-    i64::try_from(total).map_err(|_| "value is out of range".to_string())
+    let n = weft_core::parse_duration(text, false)?;
+    i64::try_from(n).map_err(|_| "value is out of range".to_string())
 }
 
 #[cfg(test)]

@@ -98,11 +98,7 @@ pub enum FsyncPolicy {
 }
 
 /// The position of a record: segment sequence number and byte offset in that segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct WalPos {
-    pub segment: u64,
-    pub offset: u64,
-}
+pub use weft_core::WalPos;
 
 /// A durable record handed to the [`CommitSink`] or returned by replay.
 #[derive(Debug, Clone)]

@@ -23,10 +23,24 @@
 //! dictionary-encoded low-cardinality columns and the sparse ones are stored uncompressed (the
 //! codec is per column chunk, so readers need no change). Row groups hold up to
 //! `row_group_rows` rows; `index.bin` records each row group's trace-ID range.
+//!
+//! Version 2 is the same schema followed by one optional column per dedicated attribute key
+//! listed in `meta.json` ([`crate::meta::BlockMeta::dedicated_columns`]); this module writes
+//! it and reads both. The rest of the crate reaches it only through [`crate::format`], as
+//! [`V1`].
 
 pub mod chunk;
 pub mod reader;
 pub mod writer;
+
+use crate::columns::SpanColumns;
+use crate::format::BlockFormat;
+use crate::read::{FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
+use crate::row::SpanRow;
+use crate::write::{Encoded, WriteOptions};
+use crate::{BlockError, RowGroupData};
+use parquet::file::metadata::ParquetMetaData;
+use std::ops::Range;
 
 pub const SCHEMA: &str = "message weft_span_v1 {
   required fixed_len_byte_array(16) trace_id;
@@ -64,4 +78,58 @@ pub(crate) mod col {
     pub const EVENTS: usize = 13;
     pub const LINKS: usize = 14;
     pub const EXTRA: usize = 15;
+}
+
+/// Format versions 1 and 2 behind the [`BlockFormat`] seam.
+pub(crate) struct V1;
+
+/// The fetched bytes of `data` as the Parquet reader's chunk.
+fn chunk(data: &RowGroupData) -> reader::RangeChunk {
+    reader::RangeChunk {
+        base: data.base,
+        data: data.data.clone(),
+        file_len: data.file_len,
+    }
+}
+
+impl BlockFormat for V1 {
+    const START: usize = col::START;
+    const DURATION: usize = col::DURATION;
+    const GRAPH_COLUMNS: &'static [usize] = &reader::GRAPH_COLUMNS;
+
+    fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
+        writer::encode(cols, opts)
+    }
+
+    fn column_count(dedicated: usize) -> usize {
+        col::EXTRA + 1 + dedicated
+    }
+
+    fn metric_columns(needs: MetricNeeds) -> Vec<usize> {
+        reader::metric_columns(needs)
+    }
+
+    fn row_group_range(footer: &ParquetMetaData, rg: usize) -> Range<u64> {
+        reader::row_group_range(footer, rg)
+    }
+
+    fn read_rows(data: &RowGroupData, keep: Option<&[Range<usize>]>) -> Result<Vec<SpanRow>, BlockError> {
+        reader::read_row_group(&data.footer, data.rg, chunk(data), &data.dedicated, keep)
+    }
+
+    fn read_trace(data: &RowGroupData, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
+        reader::read_trace(&data.footer, data.rg, chunk(data), &data.dedicated, trace_id)
+    }
+
+    fn read_metric_columns(data: &RowGroupData, needs: MetricNeeds) -> Result<MetricColumns, BlockError> {
+        reader::read_metric_columns(&data.footer, data.rg, chunk(data), needs)
+    }
+
+    fn read_graph_columns(data: &RowGroupData) -> Result<GraphColumns, BlockError> {
+        reader::read_graph_columns(&data.footer, data.rg, chunk(data))
+    }
+
+    fn read_filter_columns(data: &RowGroupData, needs: Needs) -> Result<FilterColumns, BlockError> {
+        reader::read_filter_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::col;
 use crate::BlockError;
+use crate::read::{DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use crate::row::SpanRow;
 use bytes::Bytes;
 use parquet::column::reader::get_typed_column_reader;
@@ -239,102 +240,6 @@ fn read_span_rows(
     Ok(out)
 }
 
-/// Which columns [`read_filter_columns`] reads besides trace IDs, start times and durations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Needs {
-    pub name: bool,
-    pub status: bool,
-    pub kind: bool,
-    pub resource: bool,
-    pub scope: bool,
-    pub attributes: bool,
-    pub events: bool,
-    pub links: bool,
-}
-
-/// The columns a prefilter tests, for every row of a row group. Columns not asked for are
-/// empty and read as empty values.
-#[derive(Debug, Default)]
-pub struct FilterColumns {
-    pub trace_ids: Vec<[u8; 16]>,
-    pub start: Vec<i64>,
-    pub duration: Vec<i64>,
-    name: Vec<parquet::data_type::ByteArray>,
-    status: Vec<i32>,
-    kind: Vec<i32>,
-    resource: Vec<parquet::data_type::ByteArray>,
-    scope: Vec<parquet::data_type::ByteArray>,
-    /// Attributes, events and links: one entry per row, `None` for an empty list.
-    blobs: [Vec<Option<parquet::data_type::ByteArray>>; 3],
-}
-
-impl FilterColumns {
-    pub fn len(&self) -> usize {
-        self.trace_ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.trace_ids.is_empty()
-    }
-
-    /// Row `i` as [`SpanFields`](crate::row::SpanFields).
-    pub fn row(&self, i: usize) -> FilterRow<'_> {
-        FilterRow { cols: self, i }
-    }
-}
-
-/// One row of [`FilterColumns`].
-#[derive(Debug, Clone, Copy)]
-pub struct FilterRow<'a> {
-    cols: &'a FilterColumns,
-    i: usize,
-}
-
-fn bytes_at(v: &[parquet::data_type::ByteArray], i: usize) -> &[u8] {
-    v.get(i).map(|b| b.data()).unwrap_or_default()
-}
-
-impl crate::row::SpanFields for FilterRow<'_> {
-    fn name(&self) -> &[u8] {
-        bytes_at(&self.cols.name, self.i)
-    }
-    fn start_unix_nano(&self) -> u64 {
-        self.cols.start[self.i] as u64
-    }
-    fn duration_nano(&self) -> i64 {
-        self.cols.duration[self.i]
-    }
-    fn status_code(&self) -> u8 {
-        self.cols
-            .status
-            .get(self.i)
-            .map(|&c| c.clamp(0, 255) as u8)
-            .unwrap_or(0)
-    }
-    fn kind(&self) -> u8 {
-        self.cols.kind.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
-    }
-    fn resource(&self) -> &[u8] {
-        bytes_at(&self.cols.resource, self.i)
-    }
-    fn scope(&self) -> &[u8] {
-        bytes_at(&self.cols.scope, self.i)
-    }
-    fn attributes(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[0], self.i)
-    }
-    fn events(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[1], self.i)
-    }
-    fn links(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[2], self.i)
-    }
-}
-
-fn blob_at(v: &[Option<parquet::data_type::ByteArray>], i: usize) -> &[u8] {
-    v.get(i).and_then(|b| b.as_ref()).map(|b| b.data()).unwrap_or_default()
-}
-
 /// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
 /// of row group `rg`, without assembling spans. Dictionary-encoded values share their
 /// dictionary's bytes, so this costs little more than decoding the indexes.
@@ -399,61 +304,24 @@ pub fn read_filter_columns(
     Ok(out)
 }
 
-/// Which columns [`read_metric_columns`] reads besides start times.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MetricNeeds {
-    pub name: bool,
-    pub status: bool,
-    pub status_message: bool,
-    pub kind: bool,
-    pub duration: bool,
-    pub resource: bool,
-    pub scope: bool,
-}
-
-impl MetricNeeds {
-    /// The schema columns to read, ascending.
-    pub(crate) fn columns(self) -> Vec<usize> {
-        let mut c = vec![col::START];
-        for (need, i) in [
-            (self.name, col::NAME),
-            (self.kind, col::KIND),
-            (self.duration, col::DURATION),
-            (self.status, col::STATUS_CODE),
-            (self.status_message, col::STATUS_MESSAGE),
-            (self.resource, col::RESOURCE),
-            (self.scope, col::SCOPE),
-        ] {
-            if need {
-                c.push(i);
-            }
+/// The schema columns [`read_metric_columns`] reads for `needs`, ascending.
+pub(crate) fn metric_columns(needs: MetricNeeds) -> Vec<usize> {
+    let mut c = vec![col::START];
+    for (need, i) in [
+        (needs.name, col::NAME),
+        (needs.kind, col::KIND),
+        (needs.duration, col::DURATION),
+        (needs.status, col::STATUS_CODE),
+        (needs.status_message, col::STATUS_MESSAGE),
+        (needs.resource, col::RESOURCE),
+        (needs.scope, col::SCOPE),
+    ] {
+        if need {
+            c.push(i);
         }
-        c.sort_unstable();
-        c
     }
-}
-
-/// A byte-string column as a dictionary plus one dictionary id per row. A null (of an optional
-/// column) reads as an empty value.
-#[derive(Debug, Default)]
-pub struct DictColumn {
-    pub values: Vec<Bytes>,
-    pub ids: Vec<u32>,
-}
-
-/// Columns of a row group for span-at-a-time metrics: start times always, the others when
-/// asked for (empty otherwise). Strings keep their dictionary ids, so a caller can evaluate
-/// once per distinct value instead of once per row.
-#[derive(Debug, Default)]
-pub struct MetricColumns {
-    pub start: Vec<i64>,
-    pub duration: Vec<i64>,
-    pub status: Vec<i32>,
-    pub kind: Vec<i32>,
-    pub name: DictColumn,
-    pub status_message: DictColumn,
-    pub resource: DictColumn,
-    pub scope: DictColumn,
+    c.sort_unstable();
+    c
 }
 
 /// Reads the columns of row group `rg` that `needs` asks for. `chunk` must hold their bytes.
@@ -491,24 +359,6 @@ pub fn read_metric_columns(
         out.scope = dict_column(&rgr, col::SCOPE, n, false)?;
     }
     Ok(out)
-}
-
-/// Columns of a row group for the service graph: who called whom, per trace, without
-/// assembling spans. Rows are in block order, so a trace's rows are consecutive.
-#[derive(Debug, Default)]
-pub struct GraphColumns {
-    /// Trace IDs (16 bytes) with one id per row: a change of id starts the next trace.
-    pub trace: DictColumn,
-    /// Span IDs as big-endian integers.
-    pub span_id: Vec<u64>,
-    /// Parent span IDs as big-endian integers, 0 for a root span.
-    pub parent: Vec<u64>,
-    pub kind: Vec<i32>,
-    pub status: Vec<i32>,
-    pub start: Vec<i64>,
-    pub duration: Vec<i64>,
-    /// Resource `service.name` (empty when the resource has none).
-    pub service: DictColumn,
 }
 
 /// The schema columns [`read_graph_columns`] reads, ascending.

@@ -8,6 +8,7 @@ use crate::dedicated::{self, Scalar};
 use crate::hash::{FastBuild, FastMap};
 use crate::index::{Bloom, RowGroupRange, TraceIndex};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
+use crate::write::{Encoded, WriteOptions};
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::data_type::{FixedLenByteArray, Int64Type};
@@ -18,44 +19,6 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::ColumnPath;
 use std::sync::Arc;
-
-/// Tuning for [`encode`].
-#[derive(Debug, Clone)]
-pub struct WriteOptions {
-    /// Rows per row group. Smaller groups make trace-by-ID reads cheaper; larger ones compress
-    /// better and cost less per row to write (one compressor and dictionary per column chunk).
-    /// 8192 keeps a trace lookup to one read of about 150 KB (see BENCHMARKS.md).
-    pub row_group_rows: usize,
-    pub zstd_level: i32,
-    /// Write a bloom filter of each row group's string attribute values into the index
-    /// (compaction does; head cuts skip it to keep ingest cheap).
-    pub value_blooms: bool,
-    /// Choose and write dedicated attribute columns ([`crate::dedicated`]); compaction does,
-    /// head cuts skip the extra pass over every attribute to keep ingest cheap.
-    pub dedicated_columns: bool,
-}
-
-impl Default for WriteOptions {
-    fn default() -> Self {
-        WriteOptions {
-            row_group_rows: 8192,
-            zstd_level: 3,
-            value_blooms: false,
-            dedicated_columns: false,
-        }
-    }
-}
-
-/// The encoded files of a block.
-pub struct Encoded {
-    pub data: Bytes,
-    /// Rows written: the spans of the columns less client-retry duplicates.
-    pub rows: u64,
-    pub index: TraceIndex,
-    pub row_groups: u32,
-    /// The dedicated columns written after the `weft_span_v1` ones.
-    pub dedicated: Vec<DedicatedColumn>,
-}
 
 /// Writer properties. Only the two timestamp columns go through the Parquet column writer
 /// (see [`encode`]); the other chunks are written by [`ChunkBuf`] with their own settings.

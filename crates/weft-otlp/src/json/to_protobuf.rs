@@ -32,7 +32,7 @@
 //! than about 40 levels deep (attribute nesting is capped at [`MAX_DEPTH`]).
 
 use super::{JsonError, KINDS, STATUS_CODES, err};
-use crate::scan::MAX_DEPTH;
+use crate::request::MAX_DEPTH;
 use crate::wire::{put_bytes, put_fixed64, put_tag, put_varint_field, varint_len};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;

@@ -42,8 +42,8 @@ fn stored(span: PbSpan) -> SpanRow {
         }],
     };
     let bytes = req.encode_to_vec();
-    let mut summary = weft_otlp::scan::RequestSummary::default();
-    weft_otlp::scan::scan_request(&bytes, &mut summary).unwrap();
+    let mut summary = weft_otlp::request::RequestSummary::default();
+    weft_otlp::request::validate_request(&bytes, &mut summary).unwrap();
     let mut cols = SpanColumns::default();
     cols.push_request(&bytes).unwrap();
     cols.row(0)

@@ -692,7 +692,7 @@ fn attribute_nesting_limit() {
         }
         v
     }
-    let limit = crate::scan::MAX_DEPTH as usize;
+    let limit = crate::request::MAX_DEPTH as usize;
     // The attribute's own value is at depth 1, each array adds 1.
     ok(&attr(&arrays(limit - 1, r#"{"intValue":1}"#)));
     for leaf in [r#"{"intValue":1}"#, "{}", "null", "5", r#"{"arrayValue":[]}"#] {

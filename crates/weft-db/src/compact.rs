@@ -12,7 +12,7 @@
 //! A block exists once its `meta.json` does. The new block's meta lists the blocks it replaces
 //! (`compacted_from`) and is written last, so:
 //! - a crash before it is written leaves the inputs authoritative and a folder without
-//!   `meta.json`, which startup deletes ([`BlockSet::load`](crate::BlockSet::load));
+//!   `meta.json`, which maintenance deletes ([`BlockSet::load`](crate::BlockSet::load));
 //! - a crash after it is written, before every input is deleted, leaves inputs that startup
 //!   recognises as replaced (they are named in a live block's `compacted_from`) and deletes.
 //!
@@ -21,21 +21,21 @@
 //! so queries that already hold the old block list finish reading.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use weft_block::columns::SpanColumns;
-use weft_block::v1::writer::WriteOptions;
-use weft_block::{Block, BlockError, Origin, block_prefix, write_block_from};
+use weft_block::{Block, BlockError, Origin, WriteOptions};
+use weft_core::now_ns;
 use weft_storage::Storage;
 
-use crate::Ingest;
+use crate::Db;
 
 /// When and how blocks are compacted and expired.
 #[derive(Debug, Clone)]
 pub struct CompactionConfig {
     /// How often the compactor runs; `None` disables the background compactor (tests call
-    /// [`Ingest::compact_once`] and [`Ingest::apply_retention`] themselves).
+    /// [`Compactor::compact_once`] and [`Compactor::apply_retention`] themselves).
     pub interval: Option<Duration>,
     /// Most blocks merged at once.
     pub max_inputs: usize,
@@ -50,6 +50,8 @@ pub struct CompactionConfig {
     pub tenant_retention: Vec<(String, Duration)>,
     /// How long a retired block's data stays readable for queries already running.
     pub delete_grace: Duration,
+    /// Rows per row group of compacted blocks.
+    pub row_group_rows: usize,
 }
 
 impl Default for CompactionConfig {
@@ -62,6 +64,7 @@ impl Default for CompactionConfig {
             retention: Some(Duration::from_secs(14 * 24 * 3600)),
             tenant_retention: Vec::new(),
             delete_grace: Duration::from_secs(60),
+            row_group_rows: 8192,
         }
     }
 }
@@ -73,13 +76,6 @@ pub struct Compacted {
     pub output: String,
     pub spans_in: u64,
     pub spans_out: u64,
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// Deletes a block: `meta.json` now, the rest after `grace` (in the background).
@@ -108,16 +104,79 @@ pub(crate) async fn retire(storage: &Arc<dyn Storage>, prefix: &str, grace: Dura
     Ok(())
 }
 
-impl Ingest {
+/// Block maintenance: compaction and retention over a [`Db`]. Runs in the process that
+/// maintains the storage ([`crate::DbOptions::maintains`]).
+pub struct Compactor {
+    db: Arc<Db>,
+    cfg: CompactionConfig,
+    /// Set by [`Compactor::stop`]: no new merge starts, and work cut short by the process
+    /// exiting is not reported as a failure.
+    stopping: AtomicBool,
+}
+
+impl Compactor {
+    pub fn new(db: Arc<Db>, cfg: CompactionConfig) -> Arc<Compactor> {
+        Arc::new(Compactor {
+            db,
+            cfg,
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    pub fn config(&self) -> &CompactionConfig {
+        &self.cfg
+    }
+
+    /// Stops starting merges. One in progress may be cut short, which leaves its inputs in
+    /// place (the next start merges them again).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Runs [`Compactor::maintain`] every `interval` on a thread of its own with its own
+    /// runtime, so its CPU-heavy merges block neither ingest nor queries. `thread_start` runs
+    /// first on that thread (the server lowers its scheduling priority with it). The thread
+    /// holds a weak reference and ends when the compactor is dropped.
+    pub fn spawn(self: &Arc<Self>, interval: Duration, thread_start: Option<fn()>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new().name("weft-compactor".into()).spawn(move || {
+            if let Some(f) = thread_start {
+                f();
+            }
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the compactor's runtime; compaction and retention are off");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                loop {
+                    tokio::time::sleep(interval).await;
+                    let Some(c) = weak.upgrade() else { break };
+                    if c.stopping() {
+                        break;
+                    }
+                    c.maintain().await;
+                }
+            });
+        })?;
+        Ok(())
+    }
+
     /// Picks up to `max_inputs` of the tenant's blocks that are small enough, oldest first, and
     /// merges them into one. Returns `None` when fewer than `min_inputs` qualify.
     pub async fn compact_once(&self, tenant: &str) -> Result<Option<Compacted>, BlockError> {
-        let cfg = &self.cfg.compaction;
-        let mut candidates: Vec<Arc<Block>> = self
-            .blocks
-            .of(tenant)
+        let cfg = &self.cfg;
+        let db = &self.db;
+        let mut candidates: Vec<Arc<Block>> = db
+            .blocks(tenant)
             .into_iter()
-            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2 && !self.is_damaged(&b.meta.block_id))
+            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2 && !db.is_damaged(&b.meta.block_id))
             .collect();
         candidates.sort_by_key(|b| (b.meta.max_end_unix_nano, b.meta.block_id.clone()));
         let mut inputs = Vec::new();
@@ -135,7 +194,7 @@ impl Ingest {
         let started = Instant::now();
         let ids: Vec<String> = inputs.iter().map(|b| b.meta.block_id.clone()).collect();
         tracing::info!(tenant, blocks = inputs.len(), spans, inputs = ?ids, "compaction started");
-        let storage = &*self.storage;
+        let storage = &**db.storage();
         let mut cols = SpanColumns::default();
         for b in &inputs {
             for rg in 0..b.row_group_count() {
@@ -146,9 +205,7 @@ impl Ingest {
                         // A damaged input is quarantined (or, if it verifies but does not
                         // decode, left out); the merge starts over without it.
                         tracing::warn!(tenant, block = %b.meta.block_id, error = %e, "compaction input unreadable; merging without it");
-                        if let Err(crate::QueryError::Block(e)) = self.block_failed(b, e) {
-                            return Err(e);
-                        }
+                        db.block_failed(b, e)?;
                         return Box::pin(self.compact_once(tenant)).await;
                     }
                 };
@@ -165,24 +222,20 @@ impl Ingest {
             compacted_from: ids.clone(),
         };
         let opts = WriteOptions {
-            row_group_rows: self.cfg.row_group_rows,
+            row_group_rows: cfg.row_group_rows,
             value_blooms: true,
             dedicated_columns: true,
             ..Default::default()
         };
-        let written = async {
-            let meta = write_block_from(storage, &cols, tenant, origin, &opts).await?;
-            Block::open(storage, &block_prefix(tenant, &meta.block_id)).await
-        }
-        .await;
-        let block = match written {
-            Ok(b) => Arc::new(b),
+        // Writing replaces the inputs in the block set at once (the new meta names them).
+        let block = match db.write_block(&cols, tenant, origin, &opts).await {
+            Ok(b) => b,
             Err(e) if self.stopping() => {
                 tracing::info!(tenant, "compaction cut short by shutdown; its inputs stay in place");
                 return Err(e);
             }
             Err(e) => {
-                self.metrics.compaction_errors.fetch_add(1, Ordering::Relaxed);
+                db.metrics.compaction_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(tenant, error = %e, "compaction failed; its inputs stay in place");
                 return Err(e);
             }
@@ -194,13 +247,12 @@ impl Ingest {
             spans_in: spans,
             spans_out: block.meta.span_count,
         };
-        self.blocks.replace(tenant, &ids, Some(block));
         for b in &inputs {
-            if let Err(e) = retire(&self.storage, b.prefix(), self.cfg.compaction.delete_grace).await {
+            if let Err(e) = retire(db.storage(), b.prefix(), cfg.delete_grace).await {
                 tracing::warn!(block = %b.prefix(), error = %e, "retiring a compacted block failed; startup will finish it");
             }
         }
-        let m = &self.metrics;
+        let m = &db.metrics;
         m.compactions.fetch_add(1, Ordering::Relaxed);
         m.compaction_input_blocks
             .fetch_add(inputs.len() as u64, Ordering::Relaxed);
@@ -209,7 +261,6 @@ impl Ingest {
             .fetch_add(result.spans_in.saturating_sub(result.spans_out), Ordering::Relaxed);
         m.compaction_nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        m.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
         tracing::info!(
             tenant,
             output = %result.output,
@@ -225,7 +276,7 @@ impl Ingest {
 
     /// The retention of `tenant`, if any.
     pub fn retention_of(&self, tenant: &str) -> Option<Duration> {
-        let c = &self.cfg.compaction;
+        let c = &self.cfg;
         c.tenant_retention
             .iter()
             .find(|(t, _)| t == tenant)
@@ -237,14 +288,14 @@ impl Ingest {
     pub async fn apply_retention(&self) -> usize {
         let now = now_ns();
         let mut deleted = 0;
-        for tenant in self.blocks.tenants() {
+        let db = &self.db;
+        for tenant in db.tenants() {
             let Some(keep) = self.retention_of(&tenant) else {
                 continue;
             };
             let cutoff = now.saturating_sub(keep.as_nanos() as u64);
-            let expired: Vec<Arc<Block>> = self
-                .blocks
-                .of(&tenant)
+            let expired: Vec<Arc<Block>> = db
+                .blocks(&tenant)
                 .into_iter()
                 .filter(|b| b.meta.max_end_unix_nano < cutoff)
                 .collect();
@@ -252,9 +303,9 @@ impl Ingest {
                 continue;
             }
             let ids: Vec<String> = expired.iter().map(|b| b.meta.block_id.clone()).collect();
-            self.blocks.replace(&tenant, &ids, None);
+            db.replace(&tenant, &ids, None);
             for b in &expired {
-                match retire(&self.storage, b.prefix(), self.cfg.compaction.delete_grace).await {
+                match retire(db.storage(), b.prefix(), self.cfg.delete_grace).await {
                     Ok(()) => {
                         deleted += 1;
                         tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, max_end_unix_nano = b.meta.max_end_unix_nano, "block deleted by retention");
@@ -263,18 +314,23 @@ impl Ingest {
                 }
             }
         }
-        self.metrics
+        db.metrics
             .retention_deleted_blocks
             .fetch_add(deleted as u64, Ordering::Relaxed);
-        self.metrics.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
         deleted
     }
 
-    /// One round of the background compactor: retention, then compaction of every tenant until
-    /// nothing qualifies.
+    /// One round of the background compactor: the block list re-read if other processes
+    /// write blocks, retention, then compaction of every tenant until nothing qualifies, then
+    /// incomplete block folders deleted.
     pub async fn maintain(&self) {
+        let db = &self.db;
+        let shared = !db.options().incomplete_grace.is_zero();
+        if shared && let Err(e) = db.poll().await {
+            tracing::warn!(error = %e, "polling the block list failed; compacting what is known");
+        }
         self.apply_retention().await;
-        for tenant in self.blocks.tenants() {
+        for tenant in db.tenants() {
             loop {
                 if self.stopping() {
                     return;
@@ -289,6 +345,9 @@ impl Ingest {
                     }
                 }
             }
+        }
+        if shared && let Err(e) = crate::blocks::collect_garbage(&**db.storage(), db.options().incomplete_grace).await {
+            tracing::warn!(error = %e, "listing blocks to delete incomplete folders failed");
         }
     }
 }

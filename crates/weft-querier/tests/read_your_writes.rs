@@ -1,9 +1,13 @@
-//! The write path end to end, in process: push → WAL → head → block → find_trace, and restarts.
+//! The write path end to end, read back through the querier, in process: push → WAL → head →
+//! block → find_trace, and restarts.
+
+mod common;
 
 use bytes::Bytes;
+use common::Node;
 use prost::Message;
 use std::sync::Arc;
-use weft_ingest::{Ingest, IngestConfig, PushError};
+use weft_ingest::{IngestConfig, PushError, PushOutcome};
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
 use weft_storage::LocalStorage;
@@ -31,17 +35,17 @@ fn request(trace: u8, spans: u8) -> Bytes {
     Bytes::from(req.encode_to_vec())
 }
 
-async fn open(dir: &std::path::Path, cfg: IngestConfig) -> Arc<Ingest> {
+async fn open(dir: &std::path::Path, cfg: IngestConfig) -> Node {
     let storage = Arc::new(LocalStorage::new(dir).unwrap());
-    Ingest::open(
+    Node::open(
         IngestConfig {
             data_dir: dir.to_path_buf(),
             ..cfg
         },
+        Default::default(),
         storage,
     )
     .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +65,7 @@ async fn acknowledged_spans_are_readable_from_head_blocks_and_after_restart() {
         "tenants are isolated"
     );
     ing.flush().await;
-    assert_eq!(ing.blocks.count(), 1);
+    assert_eq!(ing.db.block_count(), 1);
     ing.push(&t, request(7, 5)).await.unwrap(); // span ids 1..3 repeat: a client retry
     let rows = ing.find_trace("t1", &[7; 16], None).await.unwrap();
     assert_eq!(rows.len(), 5, "head and block merged, duplicates removed");
@@ -130,12 +134,15 @@ async fn limits_refuse_with_reasons() {
     ));
     // 4 spans fit; the next 4 of the same trace do not.
     assert_eq!(ing.push(&t, request(3, 4)).await.unwrap().rejected_spans, 0);
+    // Every span over the limit: a partial success rejecting all of them (OTLP: valid data
+    // the server will not keep), with nothing stored.
     match ing.push(&t, request(3, 4)).await {
-        Err(PushError::TraceTooLarge { rejected, message }) => {
-            assert_eq!(rejected, 4);
-            assert!(message.contains("trace too large"), "{message}");
-        }
-        other => panic!("expected TraceTooLarge, got {other:?}"),
+        Ok(PushOutcome {
+            accepted_spans: 0,
+            rejected_spans: 4,
+            message,
+        }) => assert!(message.contains("trace too large"), "{message}"),
+        other => panic!("expected every span rejected as too large, got {other:?}"),
     }
     assert_eq!(
         ing.find_trace("t1", &[3; 16], None).await.unwrap().len(),

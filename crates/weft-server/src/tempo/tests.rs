@@ -1,5 +1,5 @@
 use super::*;
-use crate::search::{Hit, HitSpan, HitSpanset, ServiceCount};
+use weft_query::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 use weft_traceql::Value;
 
 #[test]

@@ -16,8 +16,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder};
 use tonic::{Code, Status};
-use weft_ingest::PushError;
-use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+use weft_ingest::metrics::RefuseReason;
 
 /// A codec that moves message bytes without decoding them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -86,14 +85,15 @@ impl tonic::server::UnaryService<Bytes> for Export {
     fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
         let state = self.0.clone();
         Box::pin(async move {
+            let receiver = state.receiver();
             let headers = req.metadata().clone().into_headers();
-            let tenant = state.tenants.resolve(&headers).map_err(|e| {
-                state
-                    .ingest
-                    .metrics
-                    .refused("unknown", weft_ingest::metrics::RefuseReason::Unauthorized, 1);
-                Status::unauthenticated(e.0)
-            })?;
+            let tenant = receiver.tenant(&headers).map_err(|r| r.grpc_status())?;
+            // The client's deadline (grpc-timeout) bounds how long the push waits for room.
+            let deadline = headers
+                .get("grpc-timeout")
+                .and_then(|v| v.to_str().ok())
+                .and_then(grpc_timeout)
+                .map(|d| tokio::time::Instant::now() + d);
             let held = req.extensions().get::<Held>().cloned().unwrap_or_default();
             let body = req.into_inner();
             // tonic inflated a gzip message past what the wire frames took: take the
@@ -106,44 +106,29 @@ impl tonic::server::UnaryService<Bytes> for Export {
                     .await
                     .map_err(|e| Status::unavailable(e.to_string()))?;
             }
-            let result = state.ingest.push(&tenant, body).await;
+            let result = receiver.push(&tenant, body, deadline).await;
             drop(held);
             match result {
-                Ok(out) => {
-                    let resp = ExportTraceServiceResponse {
-                        partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
-                            rejected_spans: i64::from(out.rejected_spans),
-                            error_message: out.message,
-                        }),
-                    };
-                    Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
-                }
-                Err(PushError::TraceTooLarge { message, rejected }) => {
-                    // Every span was refused. OTLP answers that with a partial success naming
-                    // the count, so clients log it and do not retry.
-                    let resp = ExportTraceServiceResponse {
-                        partial_success: Some(ExportTracePartialSuccess {
-                            rejected_spans: i64::from(rejected),
-                            error_message: message,
-                        }),
-                    };
-                    Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec())))
-                }
-                Err(e) => Err(push_status(e)),
+                Ok(resp) => Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec()))),
+                Err(r) => Err(r.grpc_status()),
             }
         })
     }
 }
 
-/// Maps a refusal to the gRPC status OTLP clients expect.
-pub fn push_status(e: PushError) -> Status {
-    match e {
-        PushError::Invalid(m) => Status::invalid_argument(m),
-        PushError::TraceTooLarge { message, .. } => Status::invalid_argument(message),
-        PushError::RateLimited { message, .. } => Status::resource_exhausted(message),
-        PushError::Overloaded(m) => Status::unavailable(m),
-        PushError::Internal(m) => Status::unavailable(m),
-    }
+/// Parses a `grpc-timeout` header value (`<digits><unit>`, unit one of H M S m u n).
+fn grpc_timeout(v: &str) -> Option<Duration> {
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
@@ -162,10 +147,11 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
                 return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
             }
             // A tenant over its ingestion rate is refused before its message is read.
+            let receiver = state.receiver();
             if let Ok(tenant) = state.tenants.resolve(req.headers())
-                && let Err(e) = state.ingest.check_rate(&tenant)
+                && let Err(r) = receiver.check_rate(&tenant)
             {
-                return Ok(push_status(e).into_http());
+                return Ok(r.grpc_status().into_http());
             }
             // The message's bytes come out of the shared request budget as they arrive, and
             // stay taken until the export is answered ([`crate::budget`]).
@@ -180,7 +166,7 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
             // while the body streams in) and the message after decompression
             // (`--max-decompressed-bytes`, tonic's message limit, which bounds the inflater).
             let wire_max = state.cfg.max_request_bytes;
-            let metrics = state.ingest.metrics.clone();
+            let counter = receiver.clone();
             let req = req.map(|body| {
                 // 5 bytes of gRPC message framing ride on top of the message itself.
                 let limited = http_body_util::Limited::new(body, wire_max + 5);
@@ -188,7 +174,7 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
                     Ok(status) => *status,
                     Err(e) if e.is::<Exhausted>() => Status::unavailable(e.to_string()),
                     Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                        metrics.refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
+                        counter.refused("unknown", RefuseReason::RequestTooLarge);
                         Status::resource_exhausted(format!(
                             "request body exceeds the maximum request size of {wire_max} bytes (--max-request-bytes)"
                         ))
@@ -235,10 +221,7 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
             if code == Some(Code::OutOfRange as i32) || inflated_too_large {
                 resp.headers_mut()
                     .insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
-                state
-                    .ingest
-                    .metrics
-                    .refused("unknown", weft_ingest::metrics::RefuseReason::RequestTooLarge, 1);
+                receiver.refused("unknown", RefuseReason::RequestTooLarge);
             }
             Ok(resp)
         })

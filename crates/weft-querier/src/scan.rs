@@ -22,20 +22,21 @@
 //!    of the prefilter. A candidate that exists nowhere else (no other head part holds it, no
 //!    other block's index admits it, it does not cross a row-group boundary) is the whole
 //!    trace and is offered at once; one that might be split is remembered and fetched whole
-//!    with [`Ingest::find_trace`] at the end. Splits only cost time, never correctness.
+//!    with [`Querier::find_trace`] at the end. Splits only cost time, never correctness.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, BlockError, columns::SpanColumns};
-use weft_query::columnar::{HeadRows, SpanMetrics};
+use weft_db::recent::FrozenSpans;
+use weft_db::span_bytes as row_bytes;
 use weft_query::graph::ServiceGraph;
 use weft_query::prefilter::Prefilter;
 use weft_query::search::TraceSink;
+use weft_query::span_metrics::{HeadRows, SpanMetrics};
 
-use crate::head::Cut;
-use crate::{Ingest, QueryError};
+use crate::{Querier, QueryError};
 
 /// Traces copied out of the active head per read-lock hold.
 const HEAD_CHUNK: usize = 256;
@@ -58,17 +59,15 @@ pub struct ScanStats {
     pub skipped_row_groups: u64,
     /// Traces fetched whole because they were split across the head and blocks.
     pub split_traces: u64,
-    /// Split traces larger than `IngestConfig::max_trace_read_bytes`, evaluated on their
+    /// Split traces larger than `QuerierConfig::max_trace_read_bytes`, evaluated on their
     /// earliest spans only.
     pub truncated_traces: u64,
-    /// Blocks left out because they are damaged ([`crate::quarantine`]): the result is partial.
+    /// Blocks left out because they are damaged ([`weft_db::quarantine`]): the result is partial.
     pub damaged_blocks: u64,
 }
 
 /// An inclusive time window in Unix nanoseconds.
 pub type Window = (u64, u64);
-
-use crate::span_bytes as row_bytes;
 
 fn overlaps<F: SpanFields>(rows: impl IntoIterator<Item = F>, w: Option<Window>) -> bool {
     let Some((start, end)) = w else { return true };
@@ -82,7 +81,7 @@ fn rows_in(cols: &SpanColumns, id: &[u8; 16]) -> Vec<SpanRow> {
 }
 
 struct Scan<'a> {
-    ingest: &'a Ingest,
+    q: &'a Querier,
     tenant: &'a str,
     window: Option<Window>,
     blocks: Vec<Arc<Block>>,
@@ -92,7 +91,7 @@ struct Scan<'a> {
     stats: ScanStats,
 }
 
-impl Ingest {
+impl Querier {
     /// Offers every trace of `tenant` that may match `sink`'s query and overlaps `window` to
     /// the sink, once, whole (see the [module docs](crate::scan)).
     pub async fn scan(
@@ -101,23 +100,23 @@ impl Ingest {
         window: Option<Window>,
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<ScanStats, QueryError> {
-        self.catch_up().await;
+        self.recent.catch_up().await;
         let mut scan = Scan {
-            ingest: self,
+            q: self,
             tenant,
             window,
-            blocks: self.blocks.of(tenant),
+            blocks: self.db.blocks(tenant),
             handled: HashSet::new(),
             deferred: Vec::new(),
             stats: ScanStats {
-                damaged_blocks: self.quarantined_overlapping(tenant, window),
+                damaged_blocks: self.db.quarantined_overlapping(tenant, window),
                 ..ScanStats::default()
             },
         };
         scan.head(sink);
         // Blocks written while the head was scanned hold traces seen there; `handled` skips
         // them, and anything else they hold was in the head and is offered or deferred.
-        scan.blocks = self.blocks.of(tenant);
+        scan.blocks = self.db.blocks(tenant);
         scan.stats.total_blocks = scan.blocks.len() as u64;
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         for i in 0..scan.blocks.len() {
@@ -125,7 +124,7 @@ impl Ingest {
                 break;
             }
             if let Err(QueryError::Block(e)) = scan.block(i, sink).await {
-                self.block_failed(&scan.blocks[i], e)?;
+                self.db.block_failed(&scan.blocks[i], e)?;
                 scan.stats.damaged_blocks += 1;
             }
         }
@@ -136,7 +135,7 @@ impl Ingest {
                 .await?;
             if found.truncated {
                 scan.stats.truncated_traces += 1;
-                tracing::warn!(tenant, trace_id = %weft_query::tempo::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");
+                tracing::warn!(tenant, trace_id = %weft_core::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");
             }
             scan.stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
             scan.stats.damaged_blocks += found.damaged_blocks;
@@ -192,65 +191,59 @@ impl Scan<'_> {
     }
 
     fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
-        let head = self.ingest.head.clone();
-        let (ids, cuts): (Vec<[u8; 16]>, Vec<Arc<Cut>>) = {
-            let st = head.state.read();
-            (
-                st.active
-                    .get(self.tenant)
-                    .map(|c| c.traces.keys().copied().collect())
-                    .unwrap_or_default(),
-                st.flushing.clone(),
-            )
-        };
-        // Active head: copy a chunk of traces under the read lock. A trace that was cut since
-        // the ids were taken is found in the newer cut.
+        let recent = self.q.recent.clone();
+        let tenant = self.tenant;
+        let mut ids: Vec<[u8; 16]> = Vec::new();
+        recent.view(tenant, &mut |v| {
+            ids = v.active.map(|c| c.traces.keys().copied().collect()).unwrap_or_default();
+        });
+        let cuts = recent.frozen();
+        // Active head: copy a chunk of traces per view (so the builder is never held up for
+        // long). A trace that was cut since the ids were taken is found in the newer cut.
         for chunk in ids.chunks(HEAD_CHUNK) {
             let mut pieces = Vec::with_capacity(chunk.len());
-            {
-                let st = head.state.read();
-                let active = st.active.get(self.tenant);
+            recent.view(tenant, &mut |v| {
                 for id in chunk {
-                    let mut rows = active.map(|c| rows_in(c, id)).unwrap_or_default();
+                    let mut rows = v.active.map(|c| rows_in(c, id)).unwrap_or_default();
                     let mut split = false;
-                    for cut in &st.flushing {
-                        for (t, c) in &cut.tenants {
-                            if &**t == self.tenant && c.traces.contains_key(id) {
-                                if rows.is_empty() {
-                                    rows = rows_in(c, id);
-                                } else {
-                                    split = true;
-                                }
+                    for cut in v.frozen {
+                        if let Some(c) = cut.of(tenant)
+                            && c.traces.contains_key(id)
+                        {
+                            if rows.is_empty() {
+                                rows = rows_in(c, id);
+                            } else {
+                                split = true;
                             }
                         }
                     }
                     if !rows.is_empty() {
-                        self.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
                         pieces.push((rows, split));
                     }
                 }
-            }
+            });
             for (rows, split) in pieces {
+                self.stats.inspected_bytes += rows.iter().map(row_bytes).sum::<u64>();
                 if self.candidate(&rows, sink) {
                     self.take(rows, split, None, sink);
                 }
             }
         }
-        // Cuts: frozen, read without the lock.
-        let tenant = self.tenant;
+        // Cuts: frozen, read without holding the view.
         for (k, cut) in cuts.iter().enumerate() {
-            let Some((_, cols)) = cut.tenants.iter().find(|(t, _)| &**t == tenant) else {
+            let Some(cols) = cut.of(tenant) else {
                 continue;
             };
             let others_hold = |id: &[u8; 16]| {
-                let st = head.state.read();
-                st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
-                    || cuts.iter().enumerate().any(|(j, c)| {
-                        j != k
-                            && c.tenants
-                                .iter()
-                                .any(|(t, cc)| &**t == tenant && cc.traces.contains_key(id))
-                    })
+                let mut active = false;
+                recent.view(tenant, &mut |v| {
+                    active = v.active.is_some_and(|c| c.traces.contains_key(id));
+                });
+                active
+                    || cuts
+                        .iter()
+                        .enumerate()
+                        .any(|(j, c)| j != k && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)))
             };
             let ids: Vec<[u8; 16]> = cols.traces.keys().copied().collect();
             for id in ids {
@@ -266,7 +259,7 @@ impl Scan<'_> {
 
     async fn block(&mut self, i_block: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
         let b = self.blocks[i_block].clone();
-        let storage = &*self.ingest.storage;
+        let storage = &**self.q.db.storage();
         if let Some((start, end)) = self.window
             && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
         {
@@ -331,7 +324,7 @@ impl Scan<'_> {
                 }
                 // A trace at either edge of the row group may continue in the neighbour.
                 let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
-                if crosses || self.ingest.head.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block)) {
+                if crosses || self.q.recent.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block)) {
                     self.handled.insert(id);
                     self.stats.split_traces += 1;
                     self.deferred.push(id);
@@ -362,12 +355,12 @@ impl Scan<'_> {
     }
 }
 
-impl Ingest {
-    /// Runs a span-local metrics query one span at a time (see `weft_query::columnar`): the
+impl Querier {
+    /// Runs a span-local metrics query one span at a time (see `weft_query::span_metrics`): the
     /// head's spans, then every block row group in the window, reading only the columns the
     /// query needs.
     ///
-    /// The head and the block list are taken under one hold of the head's read lock, so each
+    /// The head and the block list are taken in one view of the recent spans, so each
     /// stored copy of a span counts once: a cut whose block is already listed (a tenant's
     /// blocks are written in cut order, and compaction keeps the highest `wal_end` of its
     /// inputs) is skipped. Client retries are dropped within the head and within a block, not
@@ -378,36 +371,35 @@ impl Ingest {
         window: Option<Window>,
         m: &mut SpanMetrics,
     ) -> Result<ScanStats, QueryError> {
-        self.catch_up().await;
+        self.recent.catch_up().await;
         let mut stats = ScanStats {
-            damaged_blocks: self.quarantined_overlapping(tenant, window),
+            damaged_blocks: self.db.quarantined_overlapping(tenant, window),
             ..ScanStats::default()
         };
-        let (cuts, blocks) = {
-            let st = self.head.state.read();
-            let blocks = self.blocks.of(tenant);
-            if let Some(cols) = st.active.get(tenant) {
+        let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
+        let mut blocks: Vec<Arc<Block>> = Vec::new();
+        self.recent.view(tenant, &mut |v| {
+            blocks = self.db.blocks(tenant);
+            if let Some(cols) = v.active {
                 let order = cols.sorted_order();
                 stats.inspected_spans += order.len() as u64;
                 m.add(&HeadRows { cols, order: &order });
             }
-            (st.flushing.clone(), blocks)
-        };
+            cuts = v.frozen.to_vec();
+        });
         let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
         for cut in &cuts {
             if written.is_some_and(|w| w >= cut.wal_end) {
                 continue;
             }
-            for (t, cols) in &cut.tenants {
-                if &**t == tenant {
-                    let order = cols.sorted_order();
-                    stats.inspected_spans += order.len() as u64;
-                    m.add(&HeadRows { cols, order: &order });
-                }
+            if let Some(cols) = cut.of(tenant) {
+                let order = cols.sorted_order();
+                stats.inspected_spans += order.len() as u64;
+                m.add(&HeadRows { cols, order: &order });
             }
         }
         stats.total_blocks = blocks.len() as u64;
-        let storage = &*self.storage;
+        let storage = &**self.db.storage();
         let needs = m.needs();
         for b in blocks {
             if block_outside(&b, window) {
@@ -437,7 +429,7 @@ impl Ingest {
                 Ok(true) => stats.inspected_blocks += 1,
                 Ok(false) => stats.skipped_blocks += 1,
                 Err(QueryError::Block(e)) => {
-                    self.block_failed(&b, e)?;
+                    self.db.block_failed(&b, e)?;
                     stats.damaged_blocks += 1;
                 }
             }
@@ -469,7 +461,7 @@ async fn row_group_outside(
 /// cross a split; calls of the others are reported as unresolved.
 const GRAPH_MAX_RESOLVED_TRACES: usize = 1000;
 
-impl Ingest {
+impl Querier {
     /// Counts every trace of `tenant` in `window` into `g` (which must count every trace,
     /// [`ServiceGraph::counts_every_trace`]) from columns: the head's, then each block row
     /// group's graph columns (IDs, kind, status, times, service name), newest blocks first,
@@ -478,7 +470,7 @@ impl Ingest {
     /// blocks whose calls cross the split are then read whole (at most
     /// `GRAPH_MAX_RESOLVED_TRACES`).
     ///
-    /// Each stored copy of a span counts once, as in [`Ingest::scan_span_metrics`]; client
+    /// Each stored copy of a span counts once, as in [`Querier::scan_span_metrics`]; client
     /// retries stored in two places before compaction merges them count twice.
     pub async fn scan_service_graph(
         &self,
@@ -487,28 +479,34 @@ impl Ingest {
         g: &mut ServiceGraph,
     ) -> Result<ScanStats, QueryError> {
         debug_assert!(g.counts_every_trace());
-        self.catch_up().await;
+        self.recent.catch_up().await;
         let mut stats = ScanStats {
-            damaged_blocks: self.quarantined_overlapping(tenant, window),
+            damaged_blocks: self.db.quarantined_overlapping(tenant, window),
             ..ScanStats::default()
         };
-        let mut blocks = self.blocks.of(tenant);
         let in_blocks = |blocks: &[Arc<Block>], id: &[u8; 16], except: Option<usize>| {
             blocks
                 .iter()
                 .enumerate()
                 .any(|(i, b)| Some(i) != except && !b.index.candidates(id).is_empty())
         };
-        let cuts = {
-            let st = self.head.state.read();
+        let mut blocks: Vec<Arc<Block>> = Vec::new();
+        let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
+        // The head and the block list in one view, so each stored copy of a span counts once.
+        self.recent.view(tenant, &mut |v| {
+            blocks = self.db.blocks(tenant);
             let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
-            let cuts: Vec<&SpanColumns> = st
-                .flushing
+            cuts = v
+                .frozen
                 .iter()
                 .filter(|c| written.is_none_or(|w| w < c.wal_end))
-                .flat_map(|c| c.tenants.iter().filter(|(t, _)| &**t == tenant).map(|(_, cols)| cols))
+                .cloned()
                 .collect();
-            let parts: Vec<&SpanColumns> = st.active.get(tenant).into_iter().chain(cuts.iter().copied()).collect();
+            let parts: Vec<&SpanColumns> = v
+                .active
+                .into_iter()
+                .chain(cuts.iter().filter_map(|c| c.of(tenant)))
+                .collect();
             for (k, cols) in parts.iter().enumerate() {
                 let order = cols.sorted_order();
                 stats.inspected_spans += order.len() as u64;
@@ -521,24 +519,20 @@ impl Ingest {
                         || in_blocks(&blocks, id, None)
                 });
             }
-            st.flushing
-                .iter()
-                .filter(|c| written.is_none_or(|w| w < c.wal_end))
-                .cloned()
-                .collect::<Vec<Arc<Cut>>>()
-        };
+        });
         let in_head = |id: &[u8; 16]| {
-            let st = self.head.state.read();
-            st.active.get(tenant).is_some_and(|c| c.traces.contains_key(id))
-                || cuts.iter().any(|c| {
-                    c.tenants
-                        .iter()
-                        .any(|(t, cols)| &**t == tenant && cols.traces.contains_key(id))
-                })
+            let mut active = false;
+            self.recent.view(tenant, &mut |v| {
+                active = v.active.is_some_and(|c| c.traces.contains_key(id));
+            });
+            active
+                || cuts
+                    .iter()
+                    .any(|c| c.of(tenant).is_some_and(|cols| cols.traces.contains_key(id)))
         };
         stats.total_blocks = blocks.len() as u64;
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-        let storage = &*self.storage;
+        let storage = &**self.db.storage();
         for (bi, b) in blocks.iter().enumerate() {
             if block_outside(b, window) {
                 stats.skipped_blocks += 1;
@@ -581,7 +575,7 @@ impl Ingest {
                 Ok((false, true)) => break,
                 Ok((false, false)) => stats.skipped_blocks += 1,
                 Err(QueryError::Block(e)) => {
-                    self.block_failed(b, e)?;
+                    self.db.block_failed(b, e)?;
                     stats.damaged_blocks += 1;
                 }
             }

@@ -2,27 +2,30 @@
 //!
 //! The spans are pushed through the real write path in several batches (so traces are split
 //! over the head and several blocks, with small row groups so traces also cross row groups, and
-//! some spans are sent twice like client retries). The engine's answer — `Ingest::scan` with
+//! some spans are sent twice like client retries). The engine's answer — `Querier::scan` with
 //! the prefilter feeding the search and metrics sinks — must equal the exact evaluator run on
 //! the model: the same spans built directly as `weft_traceql::Span`s, never stored or decoded.
 //!
 //! States checked: head only; head and blocks mixed; blocks only; after compaction into one
 //! block (which must also drop the retried duplicates).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use common::Node;
 use proptest::prelude::*;
 use prost::Message;
-use weft_ingest::compact::CompactionConfig;
-use weft_ingest::{Ingest, IngestConfig};
+use weft_db::compact::CompactionConfig;
+use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, InstrumentationScope, KeyValue, any_value::Value as V};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span as PbSpan, Status as PbStatus, span::Event as PbEvent};
-use weft_query::columnar::SpanMetrics;
 use weft_query::search::{Metrics, Search, SearchParams};
+use weft_query::span_metrics::SpanMetrics;
 use weft_storage::MemoryStorage;
 use weft_traceql::ast::{Kind, Status};
 use weft_traceql::{Event, Span, Trace, Value};
@@ -315,7 +318,7 @@ fn model_answer(query: &weft_traceql::Query, traces: &[Trace]) -> Answer {
     out
 }
 
-async fn engine_answer(ing: &Ingest, query: &weft_traceql::Query) -> Answer {
+async fn engine_answer(ing: &Node, query: &weft_traceql::Query) -> Answer {
     let params = SearchParams {
         limit: 10_000,
         spans_per_spanset: 10_000,
@@ -343,14 +346,14 @@ async fn engine_answer(ing: &Ingest, query: &weft_traceql::Query) -> Answer {
 
 const METRICS_STEP: u64 = 5_000_000_000;
 
-async fn engine_metrics(ing: &Ingest, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
+async fn engine_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
     let mut sink = Metrics::new(query, BASE, end, METRICS_STEP).unwrap();
     ing.scan("t", Some((BASE, end - 1)), &mut sink).await.unwrap();
     sink.finish().unwrap()
 }
 
 /// The span-at-a-time path from columns, when the query allows it.
-async fn engine_span_metrics(ing: &Ingest, query: &weft_traceql::Query, end: u64) -> Option<Vec<weft_traceql::Series>> {
+async fn engine_span_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Option<Vec<weft_traceql::Series>> {
     let mut m = SpanMetrics::new(query, BASE, end, METRICS_STEP).unwrap()?;
     ing.scan_span_metrics("t", Some((BASE, end - 1)), &mut m).await.unwrap();
     Some(m.finish().unwrap())
@@ -406,22 +409,22 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-async fn open(dir: &std::path::Path) -> Arc<Ingest> {
+async fn open(dir: &std::path::Path) -> Node {
     let cfg = IngestConfig {
         data_dir: dir.to_path_buf(),
         // Traces cross row groups.
         row_group_rows: 3,
-        compaction: CompactionConfig {
-            interval: None,
-            delete_grace: std::time::Duration::ZERO,
-            ..Default::default()
-        },
         ..Default::default()
     };
-    Ingest::open(cfg, Arc::new(MemoryStorage::default())).await.unwrap()
+    let compaction = CompactionConfig {
+        delete_grace: std::time::Duration::ZERO,
+        row_group_rows: 3,
+        ..Default::default()
+    };
+    Node::open(cfg, compaction, Arc::new(MemoryStorage::default())).await
 }
 
-async fn check(ing: &Ingest, c: &Case, state: &str, stored_once: bool) {
+async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
     let end = BASE + 100_000_000_000;
     for q in &c.queries {
         let want = model_answer(q, &c.traces);
@@ -466,7 +469,7 @@ async fn run(c: Case) {
     assert_eq!(ing.head_span_count(), 0);
     check(&ing, &c, "blocks only", false).await;
     while ing.compact_once("t").await.unwrap().is_some() {}
-    let blocks = ing.blocks.of("t");
+    let blocks = ing.blocks("t");
     assert_eq!(blocks.len(), 1, "compaction leaves one block");
     let unique: usize = c.traces.iter().map(|t| t.spans.len()).sum();
     assert_eq!(

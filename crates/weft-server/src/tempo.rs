@@ -10,18 +10,9 @@
 use serde_json::{Value as Json, json};
 use weft_traceql::{Series, Value};
 
-use crate::search::{Hit, HitSpan, HitSpanset, ServiceCount};
+use weft_query::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 
-/// Lowercase hex.
-pub fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for &x in b {
-        s.push(DIGITS[(x >> 4) as usize] as char);
-        s.push(DIGITS[(x & 15) as usize] as char);
-    }
-    s
-}
+use weft_core::hex;
 
 /// A trace ID as Tempo prints it in search results: lowercase hex without leading zeros
 /// (`/api/traces/<id>` pads it back).

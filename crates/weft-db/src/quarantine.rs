@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use weft_block::{Block, BlockError};
 use weft_storage::{Storage, StorageError};
 
-use crate::{Ingest, QueryError};
+use crate::Db;
 
 /// Where quarantined blocks go.
 pub const QUARANTINE_PREFIX: &str = "quarantine";
@@ -61,16 +61,16 @@ pub async fn list_quarantined(storage: &dyn Storage) -> Vec<(String, String)> {
     out
 }
 
-impl Ingest {
+impl Db {
     /// Decides what a failed read of block `b` means for the query that made it. Damage (see
     /// the [module docs](self)) quarantines the block; bytes that verify but do not decode are
     /// counted and logged. In both cases the query goes on without the block (`Ok`), and should
     /// say it is partial. Any other error (storage unreachable) is returned for the query to
     /// fail with.
-    pub(crate) fn block_failed(&self, b: &Arc<Block>, e: BlockError) -> Result<(), QueryError> {
+    pub fn block_failed(&self, b: &Arc<Block>, e: BlockError) -> Result<(), BlockError> {
         let has_checksums = b.meta.checksums.is_some();
         if matches!(e, BlockError::Storage(_) | BlockError::UnsupportedVersion(_)) {
-            return Err(e.into());
+            return Err(e);
         }
         if !self.damaged.lock().insert(b.meta.block_id.clone()) {
             return Ok(()); // already handled by another reader
@@ -95,17 +95,16 @@ impl Ingest {
     }
 
     /// Whether compaction must leave block `id` alone (quarantined or unreadable).
-    pub(crate) fn is_damaged(&self, id: &str) -> bool {
+    pub fn is_damaged(&self, id: &str) -> bool {
         self.damaged.lock().contains(id)
     }
 
-    /// Takes `b` out of the block set now and moves its files to quarantine in the background.
+    /// Takes `b` out of the block set now and, in the maintaining process, moves its files to
+    /// quarantine in the background.
     pub(crate) fn quarantine(&self, b: Arc<Block>, why: String) {
         let tenant = b.meta.tenant.clone();
         self.damaged.lock().insert(b.meta.block_id.clone());
-        self.blocks
-            .replace(&tenant, std::slice::from_ref(&b.meta.block_id), None);
-        self.metrics.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
+        self.replace(&tenant, std::slice::from_ref(&b.meta.block_id), None);
         self.metrics.blocks_quarantined.fetch_add(1, Ordering::Relaxed);
         self.quarantined_ranges
             .lock()
@@ -115,6 +114,9 @@ impl Ingest {
             .lock()
             .push((tenant.clone(), b.meta.block_id.clone(), why.clone()));
         tracing::error!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, reason = %why, "damaged block quarantined; queries answer without it");
+        if !self.opts.maintains {
+            return;
+        }
         let storage = self.storage.clone();
         tokio::spawn(async move {
             if let Err(e) = move_to_quarantine(&*storage, b.prefix()).await {

@@ -1,6 +1,6 @@
-//! Zero-copy scanning of `ExportTraceServiceRequest` bytes.
+//! Zero-copy validation and reading of `ExportTraceServiceRequest` bytes.
 //!
-//! [`scan_request`] is the receiver's only look at a request: it validates the structure (every
+//! [`validate_request`] is the receiver's only look at a request: it validates the structure (every
 //! nested message well formed, IDs of the right length, strings valid UTF-8) and returns what
 //! routing and limits need (span count and the size of each trace's run of spans). It allocates
 //! nothing per span. The bytes then move to the WAL unchanged.
@@ -112,7 +112,7 @@ fn wire(path: Path, level: u8) -> impl Fn(WireError) -> ScanError {
 }
 
 /// Validates an `ExportTraceServiceRequest` and fills `out` with its routing summary.
-pub fn scan_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
+pub fn validate_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
     out.clear();
     let mut path = Path { rs: 0, ss: 0, span: 0 };
     let mut r = Reader::new(buf);
@@ -532,14 +532,14 @@ fn group_of(number: u32) -> Option<GroupKind> {
 }
 
 /// One span's fields as slices of the request. Valid only for requests that passed
-/// [`scan_request`].
+/// [`validate_request`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SpanView<'a> {
     pub raw: &'a [u8],
     pub trace_id: &'a [u8],
     pub span_id: &'a [u8],
     pub parent_span_id: &'a [u8],
-    /// UTF-8, checked by [`scan_request`]; kept as bytes so the builder does not check again.
+    /// UTF-8, checked by [`validate_request`]; kept as bytes so the builder does not check again.
     pub name: &'a [u8],
     pub kind: i32,
     pub start_unix_nano: u64,
@@ -553,12 +553,12 @@ pub struct SpanView<'a> {
 }
 
 impl<'a> SpanView<'a> {
-    /// Parses a span already validated by [`scan_request`].
+    /// Parses a span already validated by [`validate_request`].
     ///
     /// This is the head builder's only walk over a span, so it is written out by hand instead
     /// of going through [`Reader`]: building a `Field` per field and matching on it twice made
     /// this walk about half of the head build (`weft loadgen --stages`, BENCHMARKS.md). Every
-    /// read is still bounds-checked; a field of an unexpected wire type (which `scan_request`
+    /// read is still bounds-checked; a field of an unexpected wire type (which `validate_request`
     /// refuses) is kept verbatim in `extra` rather than trusted.
     pub fn parse(raw: &'a [u8]) -> Result<Self, WireError> {
         use crate::wire::read_varint;
@@ -906,7 +906,7 @@ mod tests {
             ..Default::default()
         };
         let mut summary = RequestSummary::default();
-        scan_request(&request_with_span(&good.encode_to_vec()), &mut summary).unwrap();
+        validate_request(&request_with_span(&good.encode_to_vec()), &mut summary).unwrap();
         assert_eq!((summary.spans, summary.runs[0].trace_id), (1, [1; 16]));
 
         let cases: Vec<(Vec<u8>, &str)> = vec![
@@ -961,7 +961,7 @@ mod tests {
             ([good.encode_to_vec(), vec![0x2a, 0x01, 0xff]].concat(), "UTF-8"),
         ];
         for (span, want) in cases {
-            let err = scan_request(&request_with_span(&span), &mut summary)
+            let err = validate_request(&request_with_span(&span), &mut summary)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(want), "want {want:?} in {err:?}");

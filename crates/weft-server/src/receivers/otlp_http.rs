@@ -11,9 +11,10 @@ use prost::Message;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
-use weft_ingest::PushError;
 use weft_ingest::metrics::RefuseReason;
-use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+
+use super::Refusal;
+use super::code::{INVALID_ARGUMENT, UNAVAILABLE};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -69,12 +70,6 @@ fn content_type(fmt: Format) -> HeaderValue {
     })
 }
 
-// google.rpc.Code values.
-const INVALID_ARGUMENT: i32 = 3;
-const RESOURCE_EXHAUSTED: i32 = 8;
-const UNAVAILABLE: i32 = 14;
-const UNAUTHENTICATED: i32 = 16;
-
 /// `POST /v1/traces`.
 pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let ctype = headers
@@ -101,15 +96,12 @@ pub async fn export(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
 }
 
 async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> Result<Response, OtlpError> {
-    let metrics = &st.ingest.metrics;
-    let tenant = st.tenants.resolve(headers).map_err(|e| {
-        metrics.refused("unknown", RefuseReason::Unauthorized, 1);
-        OtlpError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, e.0)
-    })?;
+    let receiver = st.receiver();
+    let tenant = receiver.tenant(headers)?;
     let max = st.cfg.max_request_bytes;
     let too_large = |what: String| {
-        metrics.refused(&tenant, RefuseReason::RequestTooLarge, 1);
-        OtlpError::new(StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED, what)
+        receiver.refused(&tenant, RefuseReason::RequestTooLarge);
+        OtlpError::from(Refusal::TooLarge(what))
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -129,9 +121,7 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
         )));
     }
     // A tenant already over its rate gets 429 before its body is read or decoded.
-    if let Err(e) = st.ingest.check_rate(&tenant) {
-        return Err(push_error(e));
-    }
+    receiver.check_rate(&tenant)?;
     // The body's bytes come out of the shared request budget: all at once before reading
     // when the length is declared, else frame by frame ([`crate::budget`]).
     let held = Held::default();
@@ -153,7 +143,7 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             if let Some(ex) = find_cause::<Exhausted>(&e) {
                 return Err(busy(st, &tenant, ex.clone()));
             }
-            metrics.refused(&tenant, RefuseReason::Invalid, 1);
+            receiver.refused(&tenant, RefuseReason::Invalid);
             return Err(OtlpError::new(
                 StatusCode::BAD_REQUEST,
                 INVALID_ARGUMENT,
@@ -161,7 +151,7 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             ));
         }
         Err(_) => {
-            metrics.refused(&tenant, RefuseReason::Invalid, 1);
+            receiver.refused(&tenant, RefuseReason::Invalid);
             return Err(OtlpError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 INVALID_ARGUMENT,
@@ -202,7 +192,7 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
                     Ok(_) if out.len() - before < STEP => break,
                     Ok(_) => {}
                     Err(e) => {
-                        metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                        receiver.refused(&tenant, RefuseReason::Invalid);
                         return Err(OtlpError::new(
                             StatusCode::BAD_REQUEST,
                             INVALID_ARGUMENT,
@@ -233,22 +223,16 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             match weft_otlp::json::request_json_to_protobuf(&data) {
                 Ok(pb) => Bytes::from(pb),
                 Err(e) => {
-                    metrics.refused(&tenant, RefuseReason::Invalid, 1);
+                    receiver.refused(&tenant, RefuseReason::Invalid);
                     return Err(OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, e.to_string()));
                 }
             }
         }
     };
-    let result = st.ingest.push(&tenant, pb).await;
+    let result = receiver.push(&tenant, pb, None).await;
     drop(held);
     match result {
-        Ok(out) => {
-            let resp = ExportTraceServiceResponse {
-                partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
-                    rejected_spans: i64::from(out.rejected_spans),
-                    error_message: out.message,
-                }),
-            };
+        Ok(resp) => {
             let body = match fmt {
                 Format::Protobuf => resp.encode_to_vec(),
                 Format::Json => weft_otlp::json::response_to_json(&resp).to_string().into_bytes(),
@@ -257,7 +241,7 @@ async fn handle(st: &AppState, headers: &HeaderMap, body: Body, fmt: Format) -> 
             r.headers_mut().insert(header::CONTENT_TYPE, content_type(fmt));
             Ok(r)
         }
-        Err(e) => Err(push_error(e)),
+        Err(r) => Err(r.into()),
     }
 }
 
@@ -272,7 +256,7 @@ fn body_timeout(st: &AppState) -> Duration {
 
 /// The 503 of a request that found the budget exhausted.
 fn busy(st: &AppState, tenant: &str, e: Exhausted) -> OtlpError {
-    st.ingest.metrics.refused(tenant, RefuseReason::Overloaded, 1);
+    st.receiver().refused(tenant, RefuseReason::Overloaded);
     OtlpError {
         retry_after: Some(Duration::from_secs(1)),
         ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, e.to_string())
@@ -291,22 +275,17 @@ fn find_cause<'a, T: std::error::Error + 'static>(e: &'a (dyn std::error::Error 
     None
 }
 
-fn push_error(e: PushError) -> OtlpError {
-    match e {
-        PushError::Invalid(m) => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m),
-        PushError::TraceTooLarge { message, .. } => OtlpError::new(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, message),
-        PushError::RateLimited { message, retry_after } => OtlpError {
-            retry_after: Some(retry_after),
-            ..OtlpError::new(StatusCode::TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED, message)
-        },
-        PushError::Overloaded(m) => OtlpError {
-            retry_after: Some(Duration::from_secs(1)),
-            ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
-        },
-        PushError::Internal(m) => OtlpError {
-            retry_after: Some(Duration::from_secs(1)),
-            ..OtlpError::new(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m)
-        },
+impl From<Refusal> for OtlpError {
+    fn from(r: Refusal) -> Self {
+        let (status, code, message, retry_after) = r.parts();
+        OtlpError {
+            retry_after,
+            ..OtlpError::new(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                code,
+                message,
+            )
+        }
     }
 }
 

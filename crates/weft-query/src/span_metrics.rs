@@ -24,7 +24,7 @@ use bytes::Bytes;
 use weft_block::columns::SpanColumns;
 use weft_block::hash::{FastBuild, FastMap};
 use weft_block::row::SpanRow;
-use weft_block::v1::reader::{DictColumn, MetricColumns, MetricNeeds};
+use weft_block::{DictColumn, MetricColumns, MetricNeeds};
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Stage};
 use weft_traceql::{EvalError, MetricsRun, Query, Series, Trace};
 

@@ -1,0 +1,156 @@
+//! What a caller asks of a row group's columns and what it gets back
+//! ([`RowGroupData`](crate::RowGroupData)), whatever the block's format version: these types
+//! are format-neutral, and each encoding (the `v1` module, …) fills them.
+
+use bytes::Bytes;
+
+/// Which columns [`filter_columns`](crate::RowGroupData::filter_columns) reads besides trace
+/// IDs, start times and durations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub name: bool,
+    pub status: bool,
+    pub kind: bool,
+    pub resource: bool,
+    pub scope: bool,
+    pub attributes: bool,
+    pub events: bool,
+    pub links: bool,
+}
+
+/// The columns a prefilter tests, for every row of a row group. Columns not asked for are
+/// empty and read as empty values.
+#[derive(Debug, Default)]
+pub struct FilterColumns {
+    pub trace_ids: Vec<[u8; 16]>,
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub(crate) name: Vec<parquet::data_type::ByteArray>,
+    pub(crate) status: Vec<i32>,
+    pub(crate) kind: Vec<i32>,
+    pub(crate) resource: Vec<parquet::data_type::ByteArray>,
+    pub(crate) scope: Vec<parquet::data_type::ByteArray>,
+    /// Attributes, events and links: one entry per row, `None` for an empty list.
+    pub(crate) blobs: [Vec<Option<parquet::data_type::ByteArray>>; 3],
+}
+
+impl FilterColumns {
+    pub fn len(&self) -> usize {
+        self.trace_ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trace_ids.is_empty()
+    }
+
+    /// Row `i` as [`SpanFields`](crate::row::SpanFields).
+    pub fn row(&self, i: usize) -> FilterRow<'_> {
+        FilterRow { cols: self, i }
+    }
+}
+
+/// One row of [`FilterColumns`].
+#[derive(Debug, Clone, Copy)]
+pub struct FilterRow<'a> {
+    cols: &'a FilterColumns,
+    i: usize,
+}
+
+fn bytes_at(v: &[parquet::data_type::ByteArray], i: usize) -> &[u8] {
+    v.get(i).map(|b| b.data()).unwrap_or_default()
+}
+
+impl crate::row::SpanFields for FilterRow<'_> {
+    fn name(&self) -> &[u8] {
+        bytes_at(&self.cols.name, self.i)
+    }
+    fn start_unix_nano(&self) -> u64 {
+        self.cols.start[self.i] as u64
+    }
+    fn duration_nano(&self) -> i64 {
+        self.cols.duration[self.i]
+    }
+    fn status_code(&self) -> u8 {
+        self.cols
+            .status
+            .get(self.i)
+            .map(|&c| c.clamp(0, 255) as u8)
+            .unwrap_or(0)
+    }
+    fn kind(&self) -> u8 {
+        self.cols.kind.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
+    }
+    fn resource(&self) -> &[u8] {
+        bytes_at(&self.cols.resource, self.i)
+    }
+    fn scope(&self) -> &[u8] {
+        bytes_at(&self.cols.scope, self.i)
+    }
+    fn attributes(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[0], self.i)
+    }
+    fn events(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[1], self.i)
+    }
+    fn links(&self) -> &[u8] {
+        blob_at(&self.cols.blobs[2], self.i)
+    }
+}
+
+fn blob_at(v: &[Option<parquet::data_type::ByteArray>], i: usize) -> &[u8] {
+    v.get(i).and_then(|b| b.as_ref()).map(|b| b.data()).unwrap_or_default()
+}
+
+/// Which columns [`metric_columns`](crate::RowGroupData::metric_columns) reads besides start
+/// times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricNeeds {
+    pub name: bool,
+    pub status: bool,
+    pub status_message: bool,
+    pub kind: bool,
+    pub duration: bool,
+    pub resource: bool,
+    pub scope: bool,
+}
+
+/// A byte-string column as a dictionary plus one dictionary id per row. A null (of an optional
+/// column) reads as an empty value.
+#[derive(Debug, Default)]
+pub struct DictColumn {
+    pub values: Vec<Bytes>,
+    pub ids: Vec<u32>,
+}
+
+/// Columns of a row group for span-at-a-time metrics: start times always, the others when
+/// asked for (empty otherwise). Strings keep their dictionary ids, so a caller can evaluate
+/// once per distinct value instead of once per row.
+#[derive(Debug, Default)]
+pub struct MetricColumns {
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    pub status: Vec<i32>,
+    pub kind: Vec<i32>,
+    pub name: DictColumn,
+    pub status_message: DictColumn,
+    pub resource: DictColumn,
+    pub scope: DictColumn,
+}
+
+/// Columns of a row group for the service graph: who called whom, per trace, without
+/// assembling spans. Rows are in block order, so a trace's rows are consecutive.
+#[derive(Debug, Default)]
+pub struct GraphColumns {
+    /// Trace IDs (16 bytes) with one id per row: a change of id starts the next trace.
+    pub trace: DictColumn,
+    /// Span IDs as big-endian integers.
+    pub span_id: Vec<u64>,
+    /// Parent span IDs as big-endian integers, 0 for a root span.
+    pub parent: Vec<u64>,
+    pub kind: Vec<i32>,
+    pub status: Vec<i32>,
+    pub start: Vec<i64>,
+    pub duration: Vec<i64>,
+    /// Resource `service.name` (empty when the resource has none).
+    pub service: DictColumn,
+}

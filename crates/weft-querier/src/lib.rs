@@ -1,0 +1,145 @@
+//! weft's read path.
+//!
+//! A [`Querier`] answers from two sources: the blocks of a [`Db`], and recent spans (not yet
+//! in a block) through [`RecentSpans`]. In the all-in-one binary the recent spans are the
+//! ingester's head in the same process; a querier on its own reads blocks only
+//! ([`weft_db::recent::NoRecentSpans`]). Query APIs (Tempo's today) are adapters over one
+//! `Querier`; they render its results in their own shapes.
+//!
+//! - [`Querier::find_trace`]: one trace, from the head and the blocks, merged;
+//! - [`Querier::scan`]: whole traces that may match a query, fed to a search, metrics or tag
+//!   consumer ([`scan`]);
+//! - [`Querier::scan_span_metrics`] and [`Querier::scan_service_graph`]: span-at-a-time
+//!   metrics and the service graph from columns.
+
+pub mod scan;
+
+use std::sync::Arc;
+
+use weft_block::row::{SpanRow, dedup_spans};
+use weft_block::{Block, BlockError};
+use weft_db::recent::RecentSpans;
+use weft_db::{Db, span_bytes};
+
+/// Settings of the read path.
+#[derive(Debug, Clone)]
+pub struct QuerierConfig {
+    /// Most bytes of one trace a query holds in memory ([`span_bytes`]); a larger trace is
+    /// returned (and searched) truncated, and says so.
+    pub max_trace_read_bytes: u64,
+}
+
+impl Default for QuerierConfig {
+    fn default() -> Self {
+        QuerierConfig {
+            max_trace_read_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    Block(#[from] BlockError),
+}
+
+/// A trace as read by [`Querier::find_trace_capped`].
+#[derive(Debug, Default)]
+pub struct FoundTrace {
+    /// De-duplicated, ordered by start time.
+    pub rows: Vec<SpanRow>,
+    /// Spans were left out because the trace is larger than the cap.
+    pub truncated: bool,
+    /// Blocks whose index admitted the trace and were read.
+    pub blocks_read: u64,
+    /// Blocks that may hold the trace but were skipped because they are damaged: spans may be
+    /// missing, and the answer should say it is partial.
+    pub damaged_blocks: u64,
+    /// Held while a large trace is in memory ([`weft_db::LARGE_TRACE_READ_BYTES`]); keep it
+    /// until the trace is no longer needed (e.g. its response is written).
+    pub large_read: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The read path over one block database and one source of recent spans.
+pub struct Querier {
+    db: Arc<Db>,
+    recent: Arc<dyn RecentSpans>,
+    cfg: QuerierConfig,
+}
+
+impl Querier {
+    pub fn new(db: Arc<Db>, recent: Arc<dyn RecentSpans>, cfg: QuerierConfig) -> Querier {
+        Querier { db, recent, cfg }
+    }
+
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    pub fn config(&self) -> &QuerierConfig {
+        &self.cfg
+    }
+
+    /// The blocks of `tenant` now.
+    pub fn blocks(&self, tenant: &str) -> Vec<Arc<Block>> {
+        self.db.blocks(tenant)
+    }
+
+    /// Returns the spans of a trace from the recent spans and the blocks, de-duplicated and
+    /// ordered by start time. `range` (Unix seconds, inclusive) restricts which blocks are
+    /// read.
+    pub async fn find_trace(
+        &self,
+        tenant: &str,
+        id: &[u8; 16],
+        range: Option<(u64, u64)>,
+    ) -> Result<Vec<SpanRow>, QueryError> {
+        Ok(self.find_trace_capped(tenant, id, range, u64::MAX).await?.rows)
+    }
+
+    /// Like [`Querier::find_trace`], but stops reading once the spans found hold more than
+    /// `max_bytes` (as [`span_bytes`] counts them), so a huge trace costs bounded memory. The
+    /// blocks are read oldest first, then the recent spans; `truncated` says spans were left
+    /// out.
+    pub async fn find_trace_capped(
+        &self,
+        tenant: &str,
+        id: &[u8; 16],
+        range: Option<(u64, u64)>,
+        max_bytes: u64,
+    ) -> Result<FoundTrace, QueryError> {
+        self.recent.catch_up().await;
+        let found = self.db.find_trace(tenant, id, range, max_bytes).await?;
+        let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
+        if bytes <= max_bytes {
+            // The head's copy is bounded by the head's own size limit.
+            let head = self.recent.trace(tenant, id);
+            bytes += head.iter().map(span_bytes).sum::<u64>();
+            rows.extend(head);
+        } else if self.recent.holds(tenant, id) {
+            truncated = true;
+        }
+        dedup_spans(&mut rows);
+        if bytes > max_bytes {
+            // Keep the earliest spans (the root is usually among them) up to the cap.
+            let mut kept = 0;
+            let keep = rows
+                .iter()
+                .take_while(|r| {
+                    kept += span_bytes(r);
+                    kept <= max_bytes
+                })
+                .count();
+            truncated |= keep < rows.len();
+            rows.truncate(keep);
+        }
+        Ok(FoundTrace {
+            rows,
+            truncated,
+            blocks_read: found.blocks_read,
+            damaged_blocks: found.damaged_blocks,
+            large_read: found.large_read,
+        })
+    }
+}

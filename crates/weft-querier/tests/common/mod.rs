@@ -1,0 +1,72 @@
+//! One process's worth of weft for tests: a block database, the write path over it, a
+//! querier reading both, and a compactor run by hand.
+
+#![allow(dead_code)]
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use weft_db::compact::{Compacted, CompactionConfig, Compactor};
+use weft_db::{Db, DbOptions};
+use weft_ingest::{Ingest, IngestConfig, PushError, PushOutcome};
+use weft_querier::{Querier, QuerierConfig};
+use weft_storage::Storage;
+
+pub struct Node {
+    pub db: Arc<Db>,
+    pub ingest: Arc<Ingest>,
+    pub querier: Querier,
+    pub compactor: Arc<Compactor>,
+}
+
+impl Node {
+    /// Opens every role over `storage`; compaction runs only when a test calls it.
+    pub async fn open(cfg: IngestConfig, compaction: CompactionConfig, storage: Arc<dyn Storage>) -> Node {
+        let db = Db::open(storage, DbOptions::default()).await.unwrap();
+        let ingest = Ingest::open(cfg, db.clone()).await.unwrap();
+        let querier = Querier::new(db.clone(), ingest.clone(), QuerierConfig::default());
+        let compactor = Compactor::new(
+            db.clone(),
+            CompactionConfig {
+                interval: None,
+                ..compaction
+            },
+        );
+        Node {
+            db,
+            ingest,
+            querier,
+            compactor,
+        }
+    }
+
+    pub async fn push(&self, tenant: &Arc<str>, body: Bytes) -> Result<PushOutcome, PushError> {
+        self.ingest.push(tenant, body, None).await
+    }
+
+    pub async fn flush(&self) {
+        self.ingest.flush().await
+    }
+
+    pub fn head_span_count(&self) -> usize {
+        self.ingest.head_span_count()
+    }
+
+    pub async fn compact_once(&self, tenant: &str) -> Result<Option<Compacted>, weft_block::BlockError> {
+        self.compactor.compact_once(tenant).await
+    }
+
+    pub async fn shutdown(&self) {
+        self.compactor.stop();
+        self.ingest.shutdown().await
+    }
+}
+
+impl Deref for Node {
+    type Target = Querier;
+
+    fn deref(&self) -> &Querier {
+        &self.querier
+    }
+}

@@ -1,0 +1,271 @@
+//! The roles of the binary, as modules with dependencies (Tempo's `cmd/tempo/app/modules.go`).
+//!
+//! `--target` names the modules a process runs; [`Modules::init`] adds their dependencies and
+//! initialises each once, dependencies first. `all` runs every module in one process.
+//!
+//! | module | needs | what it is |
+//! |---|---|---|
+//! | `Storage` | | where blocks live (the data directory) |
+//! | `Db` | Storage | the block list and block maintenance primitives (`weft-db`) |
+//! | `Ingester` | Db | WAL, head, block flusher (`weft-ingest`) |
+//! | `Receivers` | Ingester | OTLP/gRPC and OTLP/HTTP listeners pushing into the ingester |
+//! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process) |
+//! | `QueryApi` | Querier | Tempo's HTTP API and the UI on the HTTP port |
+//! | `Compactor` | Db | compaction, retention, clean-up of crashed writes |
+//! | `BlocklistPoller` | Db | re-reads the block list written by other processes |
+//!
+//! Every target also serves `/metrics`, `/ready`, `/api/echo` and `/api/status/buildinfo` on
+//! its HTTP port.
+//!
+//! Several processes may share one data directory: only the compactor (or `all`) deletes
+//! anything there ([`weft_db::DbOptions::maintains`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use weft_db::compact::Compactor;
+use weft_db::recent::{NoRecentSpans, RecentSpans};
+use weft_db::{Db, DbOptions};
+use weft_ingest::head::CutPolicy;
+use weft_ingest::{Ingest, IngestConfig};
+use weft_querier::{Querier, QuerierConfig};
+use weft_storage::Storage;
+
+use crate::config::{Config, Target};
+use crate::receivers::Receiver;
+use crate::tenant::Tenants;
+
+/// One role or shared service of the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Module {
+    Storage,
+    Db,
+    Ingester,
+    Receivers,
+    Querier,
+    QueryApi,
+    Compactor,
+    BlocklistPoller,
+}
+
+impl Module {
+    /// The modules this one needs, initialised before it.
+    pub fn deps(self) -> &'static [Module] {
+        use Module::*;
+        match self {
+            Storage => &[],
+            Db => &[Storage],
+            Ingester | Querier | Compactor | BlocklistPoller => &[Db],
+            Receivers => &[Ingester],
+            QueryApi => &[Querier],
+        }
+    }
+}
+
+/// The modules a target asks for (their dependencies are added by [`resolve`]).
+pub fn target_modules(t: Target) -> &'static [Module] {
+    use Module::*;
+    match t {
+        Target::All => &[Receivers, QueryApi, Compactor],
+        Target::Ingester => &[Receivers, BlocklistPoller],
+        Target::Querier => &[QueryApi, BlocklistPoller],
+        Target::Compactor => &[Compactor],
+    }
+}
+
+/// `wanted` plus everything they need, each once, dependencies first.
+pub fn resolve(wanted: &[Module]) -> Vec<Module> {
+    fn visit(m: Module, out: &mut Vec<Module>) {
+        if out.contains(&m) {
+            return;
+        }
+        for &d in m.deps() {
+            visit(d, out);
+        }
+        out.push(m);
+    }
+    let mut out = Vec::new();
+    for &m in wanted {
+        visit(m, &mut out);
+    }
+    out
+}
+
+/// The initialised modules of this process.
+#[derive(Default)]
+pub struct Modules {
+    pub running: Vec<Module>,
+    pub storage: Option<Arc<dyn Storage>>,
+    pub db: Option<Arc<Db>>,
+    pub ingest: Option<Arc<Ingest>>,
+    pub receiver: Option<Receiver>,
+    pub querier: Option<Arc<Querier>>,
+    pub compactor: Option<Arc<Compactor>>,
+}
+
+impl Modules {
+    /// Initialises the modules of `cfg.target`, dependencies first. Must be called inside the
+    /// ingest runtime (the ingester's threads hand work to it).
+    pub async fn init(cfg: &Config, tenants: Arc<Tenants>, background_thread_start: fn()) -> anyhow::Result<Modules> {
+        let mut m = Modules::default();
+        for module in resolve(target_modules(cfg.target)) {
+            m.init_one(module, cfg, &tenants, background_thread_start)
+                .await
+                .with_context(|| format!("starting module {module:?}"))?;
+            m.running.push(module);
+        }
+        Ok(m)
+    }
+
+    pub fn runs(&self, m: Module) -> bool {
+        self.running.contains(&m)
+    }
+
+    async fn init_one(
+        &mut self,
+        module: Module,
+        cfg: &Config,
+        tenants: &Arc<Tenants>,
+        lower: fn(),
+    ) -> anyhow::Result<()> {
+        match module {
+            Module::Storage => {
+                std::fs::create_dir_all(&cfg.data_dir)
+                    .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
+                self.storage = Some(Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?));
+            }
+            Module::Db => {
+                let opts = match cfg.target {
+                    // The only process: clean up at once.
+                    Target::All => DbOptions {
+                        maintains: true,
+                        incomplete_grace: Duration::ZERO,
+                    },
+                    // Shares the directory with an ingester that may be writing a block.
+                    Target::Compactor => DbOptions {
+                        maintains: true,
+                        incomplete_grace: INCOMPLETE_GRACE,
+                    },
+                    Target::Ingester | Target::Querier => DbOptions {
+                        maintains: false,
+                        incomplete_grace: INCOMPLETE_GRACE,
+                    },
+                };
+                let storage = self.storage.clone().expect("Storage runs before Db");
+                self.db = Some(Db::open(storage, opts).await.context("loading blocks")?);
+            }
+            Module::Ingester => {
+                let icfg = IngestConfig {
+                    data_dir: cfg.data_dir.clone(),
+                    fsync: cfg.fsync_policy(),
+                    wal_segment_bytes: cfg.wal_segment_bytes,
+                    cut: CutPolicy {
+                        max_age: Duration::from_secs_f64(cfg.block_max_age),
+                        max_spans: cfg.block_max_spans,
+                        max_bytes: cfg.block_max_bytes,
+                    },
+                    max_trace_bytes: cfg.max_trace_bytes,
+                    rate_bytes: cfg.ingestion_rate_bytes,
+                    burst_bytes: cfg.ingestion_burst_bytes,
+                    // One cut may wait for the flusher while the next fills; more means the
+                    // flusher is behind, and receivers answer 503 instead of growing memory.
+                    max_flushing_bytes: cfg.block_max_bytes as u64,
+                    ..IngestConfig::default()
+                };
+                let db = self.db.clone().expect("Db runs before Ingester");
+                self.ingest = Some(Ingest::open(icfg, db).await.map_err(anyhow::Error::msg)?);
+            }
+            Module::Receivers => {
+                let ingest = self.ingest.clone().expect("Ingester runs before Receivers");
+                self.receiver = Some(Receiver {
+                    tenants: tenants.clone(),
+                    consumer: ingest,
+                });
+            }
+            Module::Querier => {
+                // In one process with the ingester, queries see its head at once; a querier on
+                // its own sees spans once their block is written.
+                let recent: Arc<dyn RecentSpans> = match &self.ingest {
+                    Some(i) => i.clone(),
+                    None => Arc::new(NoRecentSpans),
+                };
+                let qcfg = QuerierConfig {
+                    max_trace_read_bytes: cfg.max_trace_response_bytes,
+                };
+                let db = self.db.clone().expect("Db runs before Querier");
+                self.querier = Some(Arc::new(Querier::new(db, recent, qcfg)));
+            }
+            Module::QueryApi => {}
+            Module::Compactor => {
+                let db = self.db.clone().expect("Db runs before Compactor");
+                let c = Compactor::new(db, cfg.compaction());
+                if let Some(every) = c.config().interval {
+                    c.spawn(every, Some(lower)).context("starting the compactor thread")?;
+                }
+                self.compactor = Some(c);
+            }
+            Module::BlocklistPoller => {
+                let db = Arc::downgrade(self.db.as_ref().expect("Db runs before BlocklistPoller"));
+                let every = Duration::from_secs_f64(cfg.blocklist_poll);
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(every);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tick.tick().await;
+                        let Some(db) = db.upgrade() else { break };
+                        if let Err(e) = db.poll().await {
+                            tracing::warn!(error = %e, "re-reading the block list failed; keeping the last one");
+                        }
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops background work and syncs the WAL.
+    pub async fn stop(&self) {
+        if let Some(c) = &self.compactor {
+            c.stop();
+        }
+        if let Some(i) = &self.ingest {
+            i.shutdown().await;
+        }
+    }
+}
+
+/// A block folder without `meta.json` younger than this may still be being written by another
+/// process sharing the data directory, and is not deleted as a crashed write.
+const INCOMPLETE_GRACE: Duration = Duration::from_secs(600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_resolve_dependencies_first() {
+        use Module::*;
+        assert_eq!(
+            resolve(target_modules(Target::All)),
+            vec![Storage, Db, Ingester, Receivers, Querier, QueryApi, Compactor]
+        );
+        assert_eq!(
+            resolve(target_modules(Target::Querier)),
+            vec![Storage, Db, Querier, QueryApi, BlocklistPoller]
+        );
+        assert_eq!(
+            resolve(target_modules(Target::Ingester)),
+            vec![Storage, Db, Ingester, Receivers, BlocklistPoller]
+        );
+        assert_eq!(resolve(target_modules(Target::Compactor)), vec![Storage, Db, Compactor]);
+        for t in [Target::All, Target::Ingester, Target::Querier, Target::Compactor] {
+            let order = resolve(target_modules(t));
+            for (i, m) in order.iter().enumerate() {
+                for d in m.deps() {
+                    assert!(order[..i].contains(d), "{m:?} before its dependency {d:?}");
+                }
+            }
+        }
+    }
+}

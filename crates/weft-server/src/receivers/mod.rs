@@ -1,0 +1,125 @@
+//! Receivers: transports and formats in, [`TraceConsumer`] out.
+//!
+//! Each receiver owns a listener and a wire format, converts what it receives into an encoded
+//! OTLP `ExportTraceServiceRequest` once, and pushes it into the process's [`TraceConsumer`]
+//! (the ingester today, a distributor with Kafka later). What every receiver does the same way
+//! lives here: finding the tenant, counting refusals, and answering in OTLP's terms (partial
+//! success; the status a refusal maps to, and whether and when to retry).
+//!
+//! To add a receiver: a module here with its listener and a translator to OTLP (tested both
+//! ways, with vectors under `spec/`), pushing through [`Receiver::push`].
+
+pub mod otlp_grpc;
+pub mod otlp_http;
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use weft_ingest::metrics::RefuseReason;
+use weft_ingest::{PushError, PushOutcome, TraceConsumer};
+use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+
+use crate::tenant::Tenants;
+
+/// What receivers share: the tenant resolver and the consumer they push into.
+#[derive(Clone)]
+pub struct Receiver {
+    pub tenants: Arc<Tenants>,
+    pub consumer: Arc<dyn TraceConsumer>,
+}
+
+/// A request refused before it was pushed, or by the consumer.
+#[derive(Debug)]
+pub enum Refusal {
+    /// No valid tenant or token: 401 / UNAUTHENTICATED.
+    Unauthenticated(String),
+    /// Over a size cap: 413 / RESOURCE_EXHAUSTED.
+    TooLarge(String),
+    /// Refused by the consumer (or by the request budget, as overloaded).
+    Push(PushError),
+}
+
+impl From<PushError> for Refusal {
+    fn from(e: PushError) -> Self {
+        Refusal::Push(e)
+    }
+}
+
+impl Receiver {
+    /// The tenant of a request, from `X-Scope-OrgID` or its bearer token. A failure is counted
+    /// (tenant "unknown", reason `unauthorized`).
+    pub fn tenant(&self, headers: &HeaderMap) -> Result<Arc<str>, Refusal> {
+        self.tenants.resolve(headers).map_err(|e| {
+            self.consumer.refused("unknown", RefuseReason::Unauthorized, 1);
+            Refusal::Unauthenticated(e.0)
+        })
+    }
+
+    /// Refuses a tenant over its ingestion rate before its request is read (counted by the
+    /// consumer).
+    pub fn check_rate(&self, tenant: &Arc<str>) -> Result<(), Refusal> {
+        Ok(self.consumer.check_rate(tenant)?)
+    }
+
+    /// Counts a refusal the receiver made itself (`spans` 1 when they could not be counted).
+    pub fn refused(&self, tenant: &str, reason: RefuseReason) {
+        self.consumer.refused(tenant, reason, 1);
+    }
+
+    /// Pushes one encoded OTLP request and returns the OTLP reply: a partial success names
+    /// the rejected spans (also when every span was rejected, per OTLP: the data was valid,
+    /// the client must not retry it).
+    pub async fn push(
+        &self,
+        tenant: &Arc<str>,
+        otlp: bytes::Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<ExportTraceServiceResponse, Refusal> {
+        let out = self.consumer.push(tenant, otlp, deadline).await?;
+        Ok(export_response(out))
+    }
+}
+
+/// The OTLP reply to an accepted push.
+fn export_response(out: PushOutcome) -> ExportTraceServiceResponse {
+    ExportTraceServiceResponse {
+        partial_success: (out.rejected_spans > 0).then(|| ExportTracePartialSuccess {
+            rejected_spans: i64::from(out.rejected_spans),
+            error_message: out.message,
+        }),
+    }
+}
+
+/// google.rpc.Code values, shared by gRPC statuses and OTLP/HTTP error bodies.
+pub mod code {
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const UNAVAILABLE: i32 = 14;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
+
+impl Refusal {
+    /// The HTTP status, `google.rpc.Code` and message of the refusal, and how long to wait
+    /// before retrying (`Retry-After`) when the refusal is retryable.
+    pub fn parts(&self) -> (u16, i32, String, Option<std::time::Duration>) {
+        match self {
+            Refusal::Unauthenticated(m) => (401, code::UNAUTHENTICATED, m.clone(), None),
+            Refusal::TooLarge(m) => (413, code::RESOURCE_EXHAUSTED, m.clone(), None),
+            Refusal::Push(e) => {
+                let (status, code) = match e {
+                    PushError::Invalid(_) => (400, code::INVALID_ARGUMENT),
+                    PushError::RateLimited { .. } => (429, code::RESOURCE_EXHAUSTED),
+                    PushError::Overloaded(_) | PushError::Internal(_) => (503, code::UNAVAILABLE),
+                };
+                (status, code, e.to_string(), e.retry_after())
+            }
+        }
+    }
+
+    /// The gRPC status OTLP exporters expect (they retry UNAVAILABLE and RESOURCE_EXHAUSTED
+    /// with a retry delay, never INVALID_ARGUMENT or UNAUTHENTICATED).
+    pub fn grpc_status(&self) -> tonic::Status {
+        let (_, code, message, _) = self.parts();
+        tonic::Status::new(tonic::Code::from_i32(code), message)
+    }
+}
