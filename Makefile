@@ -1,5 +1,5 @@
 # The front door. Logic lives in scripts/; recipes stay one line.
-.PHONY: run test bench lint build fmt
+.PHONY: run test bench bench-compare lint build fmt
 
 run: ## Build the web UI and the release binary, then start weft with embedded storage in ./weft-data
 	bash scripts/build_ui.sh && cargo build --release -p weft-server && ./target/release/weft
@@ -9,6 +9,9 @@ test: ## Install what the tests need and run every test (unit, integration, real
 
 bench: ## Throughput, memory, disk and latency benchmarks (see BENCHMARKS.md)
 	bash scripts/bench.sh
+
+bench-compare: ## The same benchmarks for BASE=<rev> (default HEAD~1) and this tree, side by side in one run
+	bash scripts/bench_compare.sh
 
 lint: ## rustfmt and clippy, warnings are errors
 	bash scripts/lint.sh

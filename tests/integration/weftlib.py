@@ -165,7 +165,8 @@ class WeftServer:
             try:
                 r = self.http.get(f"{self.api}/ready", timeout=2)
                 last = f"GET /ready -> {r.status_code} {r.text[:200]!r}"
-                if r.status_code == 200 and _port_open(self.grpc_port) and _port_open(self.otlp_http_port):
+                if r.status_code == 200 and (not self.receives or (
+                        _port_open(self.grpc_port) and _port_open(self.otlp_http_port))):
                     return
             except requests.RequestException as e:
                 last = f"GET /ready -> {type(e).__name__}"
@@ -173,6 +174,22 @@ class WeftServer:
         self.proc.kill()
         self.proc.wait()
         raise WeftError(f"weft did not become ready within {timeout:.0f}s ({last})\n{self.describe()}")
+
+    @property
+    def target(self) -> str:
+        """The --target this server runs (all unless the arguments say otherwise)."""
+        args = self.args + os.environ.get("WEFT_TEST_EXTRA_ARGS", "").split()
+        for i, a in enumerate(args):
+            if a == "--target" and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith("--target="):
+                return a.split("=", 1)[1]
+        return "all"
+
+    @property
+    def receives(self) -> bool:
+        """Whether this server's roles listen for OTLP."""
+        return self.target in ("all", "ingester")
 
     @property
     def running(self) -> bool:

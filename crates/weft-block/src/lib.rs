@@ -167,10 +167,7 @@ pub async fn write_block(
         row_groups: enc.row_groups,
         size_bytes: enc.data.len() as u64,
         index_bytes: index.len() as u64,
-        created_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        created_unix: weft_core::now_ns() / 1_000_000_000,
         compaction_level: origin.compaction_level,
         wal_end: origin.wal_end,
         compacted_from: origin.compacted_from,

@@ -1,6 +1,6 @@
 //! Search, metrics and tag lookups as consumers of whole traces.
 //!
-//! The storage side (`weft_ingest::scan`) walks the head and the blocks, skips what the
+//! The storage side (`weft_querier::scan`) walks the head and the blocks, skips what the
 //! [`Prefilter`] rules out, assembles each remaining trace whole (merging pieces from the head
 //! and several blocks, spans de-duplicated and ordered by start time) and hands it to a
 //! [`TraceSink`] exactly once. The sinks here decode the trace and run the exact evaluator, so

@@ -15,7 +15,7 @@
 //! The result is exactly what [`MetricsRun::add`] gives over the same spans: a combination is
 //! evaluated as a one-span trace built by [`decode_parts`] from its column values, the same
 //! decoding the trace path uses (checked against it by this module's tests and by
-//! `weft-ingest`'s model test).
+//! `weft-querier`'s model test).
 //!
 //! Spans are not de-duplicated across blocks (a client retry stored in two blocks before
 //! compaction merges them counts twice), as in Tempo's metrics.

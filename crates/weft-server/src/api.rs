@@ -230,14 +230,17 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     {
         Ok(r) => r,
         Err(e) => {
-            tracing::error!(error = %e, trace_id = %hex::encode(id), "trace lookup failed");
+            tracing::error!(error = %e, trace_id = %weft_core::hex(&id), "trace lookup failed");
             return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}"));
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     let rows = std::mem::take(&mut found.rows);
     if rows.is_empty() {
-        return error(StatusCode::NOT_FOUND, format!("trace not found: {}", hex::encode(id)));
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("trace not found: {}", weft_core::hex(&id)),
+        );
     }
     // A trace over the read cap: the earliest spans, marked as Tempo marks partial results
     // (v2 `status: PARTIAL` with a message) and, for every shape, a response header.
@@ -245,7 +248,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     if found.truncated {
         partial.push(format!(
             "trace {} is larger than the response cap of {} bytes (--max-trace-response-bytes); only its first {} spans are returned",
-            hex::encode(id),
+            weft_core::hex(&id),
             st.cfg.max_trace_response_bytes,
             rows.len()
         ));

@@ -117,10 +117,7 @@ use realistic::*;
 use template::*;
 
 async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
-    let salt = mix(std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(7));
+    let salt = mix(weft_core::now_ns());
     let source = Arc::new(Source::new(&args, salt)?);
     let spans_per_req = source.spans_per_request();
     let mut channels = Vec::new();
@@ -212,7 +209,7 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.ids_out {
         let mut f = std::fs::File::create(p)?;
         for id in ids.lock().iter() {
-            writeln!(f, "{}", hex::encode(id))?;
+            writeln!(f, "{}", weft_core::hex(id.as_slice()))?;
         }
     }
     let mut needles = std::mem::take(&mut *needles.lock());
@@ -222,8 +219,8 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
         for n in &needles {
             let line = serde_json::json!({
                 "value": format!("needle-{}", n.k),
-                "trace_id": hex::encode(n.trace_id),
-                "span_id": hex::encode(n.span_id),
+                "trace_id": weft_core::hex(&n.trace_id),
+                "span_id": weft_core::hex(&n.span_id),
                 "start_unix_nano": n.start_unix_nano,
             });
             writeln!(f, "{line}")?;

@@ -344,10 +344,7 @@ pub(super) fn duration_ns(rng: &mut Rng) -> u64 {
 
 impl Realistic {
     pub(super) fn new(args: &LoadgenArgs, salt: u64) -> Realistic {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let now = weft_core::now_ns();
         let range_ns = args.time_range_secs.saturating_mul(1_000_000_000).min(now / 2);
         Realistic {
             world: World::new(),

@@ -51,10 +51,7 @@ pub(super) const ROUTES: &[&str] = &[
 /// Builds one request of `spans` spans in traces of `per_trace`, one resource per service.
 pub(super) fn build_template(seed: usize, spans: usize, per_trace: usize) -> Template {
     let traces = spans.div_ceil(per_trace);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let now = weft_core::now_ns();
     let svc = SERVICES[seed % SERVICES.len()];
     let mut out = Vec::with_capacity(spans);
     let mut n = 0;

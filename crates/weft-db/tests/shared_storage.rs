@@ -1,0 +1,184 @@
+//! Several processes on one storage: a writer adds blocks, a reader re-lists them, and only the
+//! maintaining process deletes (replaced blocks, old incomplete folders).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use prost::Message;
+use weft_block::columns::SpanColumns;
+use weft_block::{Origin, WriteOptions};
+use weft_db::compact::{CompactionConfig, Compactor};
+use weft_db::{Db, DbOptions};
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+use weft_storage::{LocalStorage, Storage};
+
+fn columns(trace: u8, spans: u8) -> SpanColumns {
+    let spans = (0..spans)
+        .map(|i| Span {
+            trace_id: vec![trace; 16].into(),
+            span_id: vec![trace, i + 1, 0, 0, 0, 0, 0, 1].into(),
+            name: format!("s{i}"),
+            start_time_unix_nano: 1_000 + u64::from(i),
+            end_time_unix_nano: 2_000,
+            ..Default::default()
+        })
+        .collect();
+    let req = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let mut cols = SpanColumns::default();
+    cols.push_request(&Bytes::from(req.encode_to_vec())).unwrap();
+    cols.freeze();
+    cols
+}
+
+const READER: DbOptions = DbOptions {
+    maintains: false,
+    incomplete_grace: Duration::from_secs(600),
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_poll_what_writers_add_and_the_maintainer_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let writer = Db::open(storage.clone(), READER).await.unwrap();
+    let reader = Db::open(storage.clone(), READER).await.unwrap();
+    for t in 1..=3u8 {
+        writer
+            .write_block(&columns(t, 2), "t", Origin::default(), &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(writer.blocks("t").len(), 3);
+    assert_eq!(
+        reader.blocks("t").len(),
+        0,
+        "a reader sees new blocks only when it polls"
+    );
+    assert_eq!(reader.poll().await.unwrap(), (3, 0));
+    assert_eq!(reader.poll().await.unwrap(), (0, 0), "polling again changes nothing");
+    let found = reader.find_trace("t", &[2; 16], None, u64::MAX).await.unwrap();
+    assert_eq!(found.rows.len(), 2);
+
+    // A folder without meta.json: a block being written by another process.
+    storage
+        .put(
+            "blocks/t/0190aaaa-0000-7000-8000-000000000000/data.parquet",
+            Bytes::from_static(b"x"),
+        )
+        .await
+        .unwrap();
+    let fresh = uuid_now();
+    storage
+        .put(&format!("blocks/t/{fresh}/data.parquet"), Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+
+    // The maintainer (a compactor process) merges the three blocks into one.
+    let maintainer = Db::open(
+        storage.clone(),
+        DbOptions {
+            maintains: true,
+            incomplete_grace: Duration::from_secs(600),
+        },
+    )
+    .await
+    .unwrap();
+    let c = Compactor::new(
+        maintainer.clone(),
+        CompactionConfig {
+            interval: None,
+            delete_grace: Duration::ZERO,
+            retention: None,
+            ..Default::default()
+        },
+    );
+    let done = c.compact_once("t").await.unwrap().expect("three small blocks merge");
+    assert_eq!(done.inputs.len(), 3);
+    assert_eq!(
+        reader.poll().await.unwrap(),
+        (1, 3),
+        "the merged block replaces its inputs"
+    );
+    assert_eq!(reader.blocks("t").len(), 1);
+    assert_eq!(
+        reader
+            .find_trace("t", &[3; 16], None, u64::MAX)
+            .await
+            .unwrap()
+            .rows
+            .len(),
+        2
+    );
+
+    // Only the maintainer deletes, and only incomplete folders older than the grace.
+    c.maintain().await;
+    let listed: Vec<String> = storage
+        .list("blocks/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.path)
+        .collect();
+    assert!(
+        !listed.iter().any(|p| p.contains("0190aaaa")),
+        "an old incomplete folder is deleted: {listed:?}"
+    );
+    assert!(
+        listed.iter().any(|p| p.contains(&fresh)),
+        "a folder another process may still be writing is kept: {listed:?}"
+    );
+    // The writer, which does not maintain, drops the replaced blocks when it polls.
+    assert_eq!(writer.poll().await.unwrap(), (1, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_skips_replaced_blocks_without_deleting_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let writer = Db::open(storage.clone(), READER).await.unwrap();
+    let a = writer
+        .write_block(&columns(1, 2), "t", Origin::default(), &WriteOptions::default())
+        .await
+        .unwrap();
+    // A compacted block naming `a`, as a compactor that crashed before retiring `a` leaves it.
+    writer
+        .write_block(
+            &columns(1, 2),
+            "t",
+            Origin {
+                compacted_from: vec![a.meta.block_id.clone()],
+                compaction_level: 1,
+                ..Origin::default()
+            },
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let reader = Db::open(storage.clone(), READER).await.unwrap();
+    assert_eq!(reader.blocks("t").len(), 1, "the replaced block is not read");
+    assert!(
+        storage.get(&format!("{}/meta.json", a.prefix())).await.is_ok(),
+        "a reader deletes nothing"
+    );
+    let maintainer = Db::open(storage.clone(), DbOptions::default()).await.unwrap();
+    assert_eq!(maintainer.blocks("t").len(), 1);
+    assert!(
+        storage.get(&format!("{}/meta.json", a.prefix())).await.is_err(),
+        "the maintaining process deletes the replaced block"
+    );
+}
+
+/// A UUIDv7-shaped block ID made now.
+fn uuid_now() -> String {
+    let ms = format!("{:012x}", weft_core::now_ns() / 1_000_000);
+    format!("{}-{}-7000-8000-000000000000", &ms[..8], &ms[8..])
+}
