@@ -58,8 +58,14 @@ fn id_age(id: &str) -> Option<Duration> {
 }
 
 impl BlockSet {
+    /// Adds a block, unless a block with its ID is already listed (a poll may open a block
+    /// this process just wrote before the writer adds it).
     pub fn add(&self, b: Arc<Block>) {
-        self.tenants.write().entry(b.meta.tenant.clone()).or_default().push(b);
+        let mut t = self.tenants.write();
+        let v = t.entry(b.meta.tenant.clone()).or_default();
+        if !v.iter().any(|x| x.meta.block_id == b.meta.block_id) {
+            v.push(b);
+        }
     }
 
     pub fn of(&self, tenant: &str) -> Vec<Arc<Block>> {
@@ -86,7 +92,11 @@ impl BlockSet {
         let mut t = self.tenants.write();
         let v = t.entry(tenant.to_owned()).or_default();
         v.retain(|b| !remove.contains(&b.meta.block_id));
-        v.extend(add);
+        if let Some(b) = add
+            && !v.iter().any(|x| x.meta.block_id == b.meta.block_id)
+        {
+            v.push(b);
+        }
     }
 
     /// Per tenant, the highest `wal_end` of its blocks.
@@ -218,8 +228,10 @@ impl BlockSet {
         }
         let mut added = 0;
         for b in opened {
-            if !gone(&b) {
-                tenants.entry(b.meta.tenant.clone()).or_default().push(b);
+            let v = tenants.entry(b.meta.tenant.clone()).or_default();
+            // Added meanwhile by this process's own writer: already listed.
+            if !gone(&b) && !v.iter().any(|x| x.meta.block_id == b.meta.block_id) {
+                v.push(b);
                 added += 1;
             }
         }

@@ -25,9 +25,9 @@ use weft_wal::{CommitSink, Record, WalPos};
 pub type Cut = FrozenSpans;
 
 #[derive(Debug, Default)]
-pub struct HeadState {
-    pub active: HashMap<Arc<str>, SpanColumns>,
-    pub flushing: Vec<Arc<Cut>>,
+pub(crate) struct HeadState {
+    pub(crate) active: HashMap<Arc<str>, SpanColumns>,
+    pub(crate) flushing: Vec<Arc<Cut>>,
     opened: Option<Instant>,
     last_pos: Option<WalPos>,
     spans: usize,
@@ -46,7 +46,7 @@ pub struct CutPolicy {
 /// The head, shared by the builder, the flusher and readers.
 #[derive(Debug)]
 pub struct Head {
-    pub state: RwLock<HeadState>,
+    pub(crate) state: RwLock<HeadState>,
     /// Record groups applied by the builder; compared with the WAL's committed groups so a
     /// reader sees every acknowledged span.
     pub applied_groups: AtomicU64,
