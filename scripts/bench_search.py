@@ -14,7 +14,7 @@ Method:
      Report ingest wall time and rate, server CPU seconds, peak RSS, and disk bytes per span.
   4. Run each query --runs times, one at a time, over the whole time range, and report min,
      p50 and max wall-clock milliseconds and the response's metrics (inspectedBytes,
-     inspectedBlocks, ...). A query that takes longer than --timeout seconds is recorded as a
+     inspectedBlocks from weft's x-weft-* headers, ...). A query that takes longer than --timeout seconds is recorded as a
      timeout (and not repeated); the script then waits for the server to go idle.
        needle           { span.user.id = "needle-1" }  (must find the needle's trace)
        needle_narrow    the same with a 10-minute window around the needle (block pruning)
@@ -173,15 +173,32 @@ class Server:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# What a query inspected: Tempo's `metrics` fields, and weft's block counts from its headers.
+WEFT_HEADERS = {"x-weft-inspected-blocks": "inspectedBlocks", "x-weft-skipped-blocks": "skippedBlocks"}
+
+
+def scan_facts(body, headers):
+    """inspectedBytes, inspectedSpans, ... from a reply's `metrics` plus weft's x-weft-* headers."""
+    m = json.loads(body).get("metrics", {}) or {}
+    facts = {k: int(m[k]) for k in ("inspectedBytes", "inspectedSpans", "inspectedTraces", "totalBlocks") if k in m}
+    for h, k in WEFT_HEADERS.items():
+        if headers.get(h) is not None:
+            facts[k] = int(headers[h])
+    if "tagValues" in json.loads(body):
+        facts["truncated"] = headers.get("x-weft-tag-values-truncated") == "true"
+    return facts
+
+
 def http_get(url, timeout):
-    """GET `url`; returns (status, body bytes or None, wall ms). Raises TimeoutError on timeout."""
+    """GET `url`; returns (status, body bytes or None, wall ms, headers). Raises TimeoutError on
+    timeout."""
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             body = r.read()
-            return r.status, body, (time.perf_counter() - t0) * 1000
+            return r.status, body, (time.perf_counter() - t0) * 1000, r.headers
     except urllib.error.HTTPError as e:
-        return e.code, e.read(), (time.perf_counter() - t0) * 1000
+        return e.code, e.read(), (time.perf_counter() - t0) * 1000, e.headers
     except (socket.timeout, TimeoutError):
         raise TimeoutError()
     except urllib.error.URLError as e:
@@ -204,7 +221,7 @@ def run_query(server, name, path, params, runs, timeout, check=None, measure_tim
     ms = []
     for _ in range(runs):
         try:
-            status, body, t = http_get(url, timeout)
+            status, body, t, headers = http_get(url, timeout)
         except TimeoutError:
             res["timeout"] = True
             res["runs"].append({"timeout_s": timeout})
@@ -215,12 +232,10 @@ def run_query(server, name, path, params, runs, timeout, check=None, measure_tim
             if measure_timeout > timeout:
                 print(f"  {name}: running it once with a {measure_timeout:.0f} s limit", flush=True)
                 try:
-                    status, body, t = http_get(url, measure_timeout)
+                    status, body, t, headers = http_get(url, measure_timeout)
                     once = {"ms": round(t, 1), "status": status}
                     if status == 200:
-                        m = json.loads(body).get("metrics", {}) or {}
-                        once.update({k: int(m[k]) for k in ("inspectedBytes", "inspectedBlocks", "inspectedSpans")
-                                     if k in m})
+                        once.update(scan_facts(body, headers))
                     res["untimed_run"] = once
                 except TimeoutError:
                     res["untimed_run"] = {"timeout_s": measure_timeout}
@@ -234,11 +249,7 @@ def run_query(server, name, path, params, runs, timeout, check=None, measure_tim
             res["runs"].append(run)
             break
         j = json.loads(body)
-        m = j.get("metrics", {}) or {}
-        for k in ("inspectedBytes", "inspectedBlocks", "inspectedSpans", "inspectedTraces", "skippedBlocks",
-                  "totalBlocks"):
-            if k in m:
-                run[k] = int(m[k])
+        run.update(scan_facts(body, headers))
         if check:
             ok, note, facts = check(j)
             run.update(facts)
@@ -470,7 +481,7 @@ def main():
                                   **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
 
         def tag_check(j):
-            return True, "", {"values_returned": len(j.get("tagValues", [])), "truncated": bool(j.get("truncated"))}
+            return True, "", {"values_returned": len(j.get("tagValues", []))}
         queries.append(run_query(server, "tag_values", "/api/v2/search/tag/span.user.id/values", dict(window),
                                  args.runs, args.timeout, tag_check, args.measure_timeouts))
 

@@ -172,7 +172,7 @@ def check_tags_and_metrics(srv, ids: dict[str, str]) -> None:
     for s in series:
         (label,) = s["labels"]
         assert label["key"] == "resource.service.name", s
-        assert s["promLabels"].startswith("{resource.service.name="), s
+        assert set(s) <= {"labels", "samples", "exemplars"}, f"not Tempo 3's TimeSeries: {s}"
         for sample in s["samples"]:
             assert isinstance(sample["timestampMs"], str), sample
         totals[label["value"]["stringValue"]] = sum(x["value"] for x in s["samples"])
@@ -198,8 +198,12 @@ def test_search_head_blocks_and_restart(weft_factory):
     check_searches(srv, ids, "from the head")
     check_tags_and_metrics(srv, ids)
     wait_for_block_spans(srv, 5)
-    body = search(srv, q="{ }")
-    assert body["metrics"]["inspectedBlocks"] >= 1, body["metrics"]
+    r = srv.get("/api/search", params={"q": "{ }"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    # weft's block counts ride in headers: Tempo's SearchMetrics has no field for them.
+    assert int(r.headers["x-weft-inspected-blocks"]) >= 1, dict(r.headers)
+    assert "inspectedBlocks" not in body["metrics"] and "skippedBlocks" not in body["metrics"], body
     assert body["metrics"]["totalBlocks"] == len(block_metas(srv.data_dir)), body["metrics"]
     check_searches(srv, ids, "from blocks")
     check_tags_and_metrics(srv, ids)
@@ -280,7 +284,8 @@ def test_large_trace_is_written_found_and_returned_truncated(weft_factory):
         assert spans[0]["name"] == "run-batch", "the earliest spans, root first, are kept"
         assert len(r.content) < 3 * cap, len(r.content)
         r1 = srv.get(f"/api/traces/{tid.hex()}")
-        assert r1.status_code == 200 and r1.json()["truncated"] is True
+        assert r1.status_code == 200 and r1.headers.get("x-weft-trace-truncated") == "true"
+        assert list(r1.json()) == ["batches"], "v1 is tempopb.Trace: the truncation is in the header"
         if stage == "blocks" and len(block_metas(srv.data_dir)) > 1:
             # Split over blocks, the trace is searched on its first spans only: the answer
             # says so instead of silently missing matches in the rest.

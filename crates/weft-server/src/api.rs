@@ -340,13 +340,10 @@ fn stream_trace_json(
         if v2 {
             buf.push(b'}');
         }
-        match (&partial, v2) {
-            (Some(msg), true) => {
-                buf.extend_from_slice(br#","status":"PARTIAL","message":"#);
-                serde_json::to_writer(&mut buf, msg).expect("writing to memory");
-            }
-            (Some(_), false) => buf.extend_from_slice(br#","truncated":true"#),
-            (None, _) => {}
+        // v1 (`tempopb.Trace`) has no field for it: the x-weft-* headers say so.
+        if let (Some(msg), true) = (&partial, v2) {
+            buf.extend_from_slice(br#","status":"PARTIAL","message":"#);
+            serde_json::to_writer(&mut buf, msg).expect("writing to memory");
         }
         buf.push(b'}');
         let _ = tx.blocking_send(Ok(bytes::Bytes::from(buf)));

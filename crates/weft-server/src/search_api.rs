@@ -21,7 +21,8 @@ use weft_traceql::{EvalError, Query as TraceQl};
 
 type Params = Query<HashMap<String, String>>;
 
-/// Most spans per spanset a request may ask for, and most traces.
+/// Most spans per spanset a request may ask for (also what `spss=0`, "unlimited" in Tempo,
+/// means), and most traces.
 const MAX_SPSS: usize = 1000;
 const MAX_LIMIT: usize = 10_000;
 /// Most distinct tag names per scope and tag values returned.
@@ -54,6 +55,13 @@ fn json_scanned(v: serde_json::Value, stats: &ScanStats) -> Response {
 /// [`json_scanned`] for a reply already written as JSON text.
 fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
     let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    // What weft can say beyond Tempo's reply messages, which clients decode strictly.
+    let h = r.headers_mut();
+    h.insert(INSPECTED_BLOCKS_HEADER, stats.inspected_blocks.into());
+    h.insert(SKIPPED_BLOCKS_HEADER, stats.skipped_blocks.into());
+    h.insert(SKIPPED_ROW_GROUPS_HEADER, stats.skipped_row_groups.into());
+    h.insert(INSPECTED_SPANS_HEADER, stats.inspected_spans.into());
+    h.insert(INSPECTED_TRACES_HEADER, stats.inspected_traces.into());
     if stats.damaged_blocks > 0 {
         r.headers_mut()
             .insert(crate::api::PARTIAL_HEADER, stats.damaged_blocks.into());
@@ -70,6 +78,17 @@ fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
 /// A response header naming how many traces larger than the read cap a scan evaluated on
 /// their earliest spans only.
 pub const TRUNCATED_TRACES_HEADER: &str = "x-weft-partial-truncated-traces";
+/// Blocks a query read at least one row group of.
+pub const INSPECTED_BLOCKS_HEADER: &str = "x-weft-inspected-blocks";
+/// Blocks a query skipped by their time range or statistics.
+pub const SKIPPED_BLOCKS_HEADER: &str = "x-weft-skipped-blocks";
+/// Row groups skipped by their statistics or value blooms.
+pub const SKIPPED_ROW_GROUPS_HEADER: &str = "x-weft-skipped-row-groups";
+/// Spans and trace pieces a query examined (tag replies have no field for them).
+pub const INSPECTED_SPANS_HEADER: &str = "x-weft-inspected-spans";
+pub const INSPECTED_TRACES_HEADER: &str = "x-weft-inspected-traces";
+/// Set to `true` when a tag-values reply stopped at its limit of distinct values.
+pub const TRUNCATED_VALUES_HEADER: &str = "x-weft-tag-values-truncated";
 
 pub use crate::config::parse_duration;
 
@@ -291,19 +310,21 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         Ok(q) => q,
         Err(e) => return bad(e),
     };
-    let num = |k: &str, default: usize, max: usize| -> Result<usize, String> {
+    // `zero`: what 0 means (Tempo: `spss=0` is unlimited, `limit=0` an error).
+    let num = |k: &str, default: usize, max: usize, zero: Option<usize>| -> Result<usize, String> {
         match param(&p, k) {
             None => Ok(default),
-            Some(s) => match s.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n.min(max)),
+            Some(s) => match (s.parse::<usize>(), zero) {
+                (Ok(0), Some(z)) => Ok(z),
+                (Ok(n), _) if n > 0 => Ok(n.min(max)),
                 _ => Err(format!("invalid {k} {s:?}: expected a positive integer")),
             },
         }
     };
     let dur = |k: &str| param(&p, k).map(parse_duration).transpose();
     let params = match (
-        num("limit", 20, MAX_LIMIT),
-        num("spss", 3, MAX_SPSS),
+        num("limit", 20, MAX_LIMIT, None),
+        num("spss", 3, MAX_SPSS, Some(MAX_SPSS)),
         dur("minDuration"),
         dur("maxDuration"),
     ) {
@@ -406,7 +427,7 @@ pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
         all.extend(names.keys.get(&scope).into_iter().flatten().cloned());
     }
     json_scanned(
-        serde_json::json!({ "tagNames": all, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }),
+        serde_json::json!({ "tagNames": all, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
         &stats,
     )
 }
@@ -450,7 +471,7 @@ pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
         })
         .collect();
     json_scanned(
-        serde_json::json!({ "scopes": scopes, "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)) }),
+        serde_json::json!({ "scopes": scopes, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
         &stats,
     )
 }
@@ -512,20 +533,19 @@ async fn tag_values(
     };
     let truncated = sink.truncated;
     let values = sink.finish();
-    let metrics = tempo::metrics(&inspected(&stats, &st, &tenant));
-    if v2 {
+    let metrics = tempo::metadata_metrics(&inspected(&stats, &st, &tenant));
+    let mut r = if v2 {
         let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
-        json_scanned(
-            serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }),
-            &stats,
-        )
+        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
     } else {
         let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
-        json_scanned(
-            serde_json::json!({ "tagValues": vals, "truncated": truncated, "metrics": metrics }),
-            &stats,
-        )
+        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
+    };
+    if truncated {
+        r.headers_mut()
+            .insert(TRUNCATED_VALUES_HEADER, axum::http::HeaderValue::from_static("true"));
     }
+    r
 }
 
 /// Tags whose values are fixed, answered without reading storage, as Tempo does.

@@ -3,9 +3,12 @@
 //! 32-bit ones numbers (`durationMs`, `matched`, `inspectedTraces`), and attribute values are
 //! OTLP `AnyValue`s (`{"stringValue": "x"}`).
 //!
-//! weft adds fields Tempo does not have where a user needs them; clients that parse Tempo's
-//! shapes ignore unknown fields: `metrics.inspectedBlocks`, `metrics.skippedBlocks`,
-//! `metrics.inspectedSpans`, and `truncated` on tag values.
+//! Every reply has exactly the fields of its `tempopb` message in Tempo 3 (`SearchResponse`,
+//! `SearchTagsResponse`, `SearchTagsV2Response`, `SearchTagValues(V2)Response`,
+//! `QueryRangeResponse`, `QueryInstantResponse`), nothing more: Grafana's backend and
+//! tempo-cli decode some of them strictly and fail on any unknown field. What weft can say
+//! beyond them (blocks inspected and skipped, truncated tag values) goes in `x-weft-*` response
+//! headers (`search_api.rs`).
 
 use serde_json::{Value as Json, json};
 use weft_traceql::{Series, Value};
@@ -122,7 +125,8 @@ fn service_stats(stats: &[ServiceCount]) -> Json {
     Json::Object(m)
 }
 
-/// What a query looked at, as Tempo's `SearchMetrics` plus weft's block counts.
+/// What a query looked at: Tempo's `SearchMetrics` (and `MetadataMetrics`) plus the block
+/// counts weft reports in headers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Inspected {
     pub bytes: u64,
@@ -134,17 +138,29 @@ pub struct Inspected {
     pub total_block_bytes: u64,
 }
 
+/// Tempo's `SearchMetrics` (fields 1–7 in Tempo 3), the `metrics` of search and metrics
+/// replies.
 pub fn metrics(m: &Inspected) -> Json {
     json!({
         "inspectedTraces": m.traces,
         "inspectedBytes": m.bytes.to_string(),
-        "inspectedSpans": m.spans.to_string(),
-        "inspectedBlocks": m.blocks,
-        "skippedBlocks": m.skipped_blocks,
         "totalBlocks": m.total_blocks,
-        "totalBlockBytes": m.total_block_bytes.to_string(),
         "completedJobs": 1,
         "totalJobs": 1,
+        "totalBlockBytes": m.total_block_bytes.to_string(),
+        "inspectedSpans": m.spans.to_string(),
+    })
+}
+
+/// Tempo's `MetadataMetrics`, the `metrics` of the tag and tag-values replies (it has no
+/// trace or span counts).
+pub fn metadata_metrics(m: &Inspected) -> Json {
+    json!({
+        "inspectedBytes": m.bytes.to_string(),
+        "totalJobs": 1,
+        "completedJobs": 1,
+        "totalBlocks": m.total_blocks,
+        "totalBlockBytes": m.total_block_bytes.to_string(),
     })
 }
 
@@ -154,28 +170,6 @@ pub fn search_response(hits: &[Hit], m: &Inspected) -> Json {
         "traces": hits.iter().map(hit).collect::<Vec<_>>(),
         "metrics": metrics(m),
     })
-}
-
-/// Prometheus-style label text: `{resource.service.name="api", p="0.9"}`.
-fn prom_labels(labels: &[(String, Value)]) -> String {
-    let parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| {
-            let text = match v {
-                Value::Str(s) => s.clone(),
-                Value::Nil => "<nil>".to_owned(),
-                Value::Int(i) => i.to_string(),
-                Value::Float(f) => f.to_string(),
-                Value::Bool(b) => b.to_string(),
-                Value::Duration(d) => duration_text(*d),
-                Value::Status(s) => s.name().to_owned(),
-                Value::Kind(k) => k.name().to_owned(),
-                Value::Array(_) => "[...]".to_owned(),
-            };
-            format!("{k}={:?}", text)
-        })
-        .collect();
-    format!("{{{}}}", parts.join(", "))
 }
 
 fn labels(ls: &[(String, Value)]) -> Json {
@@ -219,9 +213,7 @@ pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &
             serde_json::to_writer(&mut out, v).expect("writing to memory");
             out.push(b'}');
         }
-        out.extend_from_slice(b"],\"promLabels\":");
-        serde_json::to_writer(&mut out, &prom_labels(&s.labels)).expect("writing to memory");
-        out.push(b'}');
+        out.extend_from_slice(b"]}");
     }
     out.extend_from_slice(b"],\"metrics\":");
     serde_json::to_writer(&mut out, &metrics(m)).expect("writing to memory");
@@ -235,7 +227,7 @@ pub fn query_instant_response(series: &[Series], m: &Inspected) -> Json {
         .iter()
         .filter_map(|s| {
             let v = s.values.first().copied().flatten()?;
-            Some(json!({ "labels": labels(&s.labels), "value": v, "promLabels": prom_labels(&s.labels) }))
+            Some(json!({ "labels": labels(&s.labels), "value": v }))
         })
         .collect();
     json!({ "series": series, "metrics": metrics(m) })

@@ -3,8 +3,10 @@
 //! Usage: `tracecontext-service [PORT]` (default 5000; the W3C harness itself listens on 7777). It listens on 127.0.0.1:PORT and accepts
 //! `POST /test` (any path) with a JSON array of `{"url": …, "arguments": …}`. For each element it
 //! POSTs `arguments` (as JSON) to `url`, propagating the W3C context: `traceparent`/`tracestate`
-//! are extracted from the incoming request, a child span is started, and its context is injected
-//! into each outgoing request. See README.md for running the suite.
+//! are extracted from the incoming request and a server span is started under them (or a new
+//! trace when they are absent or invalid); then every outgoing request gets its own client span,
+//! a child of the server span, whose context (so its own span ID) is injected into that request.
+//! See README.md for running the suite.
 //!
 //! Spans are exported with OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is
 //! set, and discarded otherwise.
@@ -17,7 +19,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use opentelemetry::trace::{Span as _, SpanKind};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{Span as _, SpanKind, Status};
 use weft_sdk::propagation::{PropagatedContext, Propagator, TraceContextPropagator};
 
 fn provider() -> weft_sdk::TracerProvider {
@@ -88,20 +91,34 @@ async fn handle(
             return Ok(resp);
         }
     };
-    let outgoing = PropagatedContext {
-        span: Some(span.full_context()),
-        baggage: Default::default(),
-    };
-    let mut headers = http::HeaderMap::new();
-    propagator.inject(&outgoing, &mut headers);
+    let server = span.full_context();
     for call in calls {
         let Some(url) = call.get("url").and_then(|u| u.as_str()) else {
             continue;
         };
         let args = serde_json::to_vec(call.get("arguments").unwrap_or(&serde_json::Value::Null)).unwrap_or_default();
+        // One client span per outgoing request: each callee sees its own parent-id (W3C
+        // trace-context AdvancedTest.test_multiple_requests_*).
+        let mut client = tracer.start_with_parent(
+            "POST",
+            SpanKind::Client,
+            Some(&server),
+            vec![
+                KeyValue::new("http.request.method", "POST"),
+                KeyValue::new("url.full", url.to_owned()),
+            ],
+        );
+        let outgoing = PropagatedContext {
+            span: Some(client.full_context()),
+            baggage: Default::default(),
+        };
+        let mut headers = http::HeaderMap::new();
+        propagator.inject(&outgoing, &mut headers);
         if let Err(e) = post(url, &headers, args).await {
             eprintln!("tracecontext-service: calling {url} failed: {e}");
+            client.set_status(Status::error(e));
         }
+        client.end();
     }
     span.end();
     Ok(Response::new(Full::new(Bytes::new())))

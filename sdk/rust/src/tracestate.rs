@@ -28,7 +28,8 @@ pub enum TraceStateError {
     InvalidKey,
     /// A value is empty, too long, or has a forbidden character.
     InvalidValue,
-    /// A key appears twice.
+    /// A key appears twice. Only [`TraceState::from_members`] reports this: a received header
+    /// with a repeated key keeps the first occurrence (see [`TraceState::parse`]).
     DuplicateKey,
     /// More than 32 non-empty members.
     TooManyMembers,
@@ -83,10 +84,13 @@ impl TraceState {
     /// The empty tracestate.
     pub const EMPTY: TraceState = TraceState(None);
 
-    /// Parses the values of every `tracestate` header line, in order, as one list.
+    /// Parses the values of every `tracestate` header line, in order, as one list
+    /// (spec/propagation.md, "tracestate extract").
     ///
-    /// Empty and whitespace-only members are skipped; any invalid member, a duplicate key or more
-    /// than 32 members rejects the whole list.
+    /// Empty and whitespace-only members are skipped. When a key appears more than once, the
+    /// first (left-most) occurrence is kept, at its position, and every later one is dropped.
+    /// Any invalid member (a dropped duplicate included) or more than 32 non-empty members
+    /// (dropped duplicates included) rejects the whole list.
     pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Result<TraceState, TraceStateError> {
         let mut out = String::new();
         let mut count = 0usize;
@@ -108,7 +112,8 @@ impl TraceState {
                     return Err(TraceStateError::TooManyMembers);
                 }
                 if members_of(&out).any(|(k, _)| k == key) {
-                    return Err(TraceStateError::DuplicateKey);
+                    // A later duplicate: the left-most member is the most recent position.
+                    continue;
                 }
                 if !out.is_empty() {
                     out.push(',');
@@ -132,10 +137,28 @@ impl TraceState {
         }
     }
 
-    /// Builds a tracestate from members in order; fails like [`TraceState::parse`].
+    /// Builds a tracestate from members in order. Unlike [`TraceState::parse`], which accepts
+    /// what another tracer sent, this builds a state weft will send, so a repeated key is an
+    /// error ([`TraceStateError::DuplicateKey`]; W3C: adding a member "MUST NOT result in the
+    /// same key being present multiple times"), as are an invalid key or value and more than 32
+    /// members.
     pub fn from_members<'a>(members: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, TraceStateError> {
         let mut s = String::new();
+        let mut count = 0usize;
         for (k, v) in members {
+            if !is_valid_key(k) {
+                return Err(TraceStateError::InvalidKey);
+            }
+            if !is_valid_value(v) {
+                return Err(TraceStateError::InvalidValue);
+            }
+            count += 1;
+            if count > MAX_MEMBERS {
+                return Err(TraceStateError::TooManyMembers);
+            }
+            if members_of(&s).any(|(key, _)| key == k) {
+                return Err(TraceStateError::DuplicateKey);
+            }
             if !s.is_empty() {
                 s.push(',');
             }
@@ -143,7 +166,7 @@ impl TraceState {
             s.push('=');
             s.push_str(v);
         }
-        Self::parse_str(&s)
+        Ok(TraceState::from_canonical_unchecked(s))
     }
 
     /// Returns whether there are no members.
@@ -297,8 +320,44 @@ mod tests {
     }
 
     #[test]
-    fn rejects_duplicates_and_bad_members() {
-        assert_eq!(TraceState::parse(["a=1", "a=2"]), Err(TraceStateError::DuplicateKey));
+    fn duplicate_keys_keep_the_first_occurrence() {
+        let p = |v: &[&str]| TraceState::parse(v.iter().copied()).map(|t| t.as_str().to_owned());
+        assert_eq!(p(&["foo=1,foo=1"]), Ok("foo=1".into()));
+        assert_eq!(p(&["foo=1,foo=2"]), Ok("foo=1".into()));
+        assert_eq!(p(&["foo=1", "foo=2"]), Ok("foo=1".into()));
+        assert_eq!(p(&["a=1,foo=1,b=2,foo=2,c=3,a=9"]), Ok("a=1,foo=1,b=2,c=3".into()));
+        // A dropped duplicate is still validated ...
+        assert_eq!(p(&["foo=1,foo=bar=baz"]), Err(TraceStateError::InvalidValue));
+        assert_eq!(p(&["foo=1,bar=2,foo"]), Err(TraceStateError::MissingEquals));
+        // ... and still counts towards the 32-member limit.
+        let mut many: Vec<String> = (1..=31).map(|i| format!("k{i}=v")).collect();
+        many.push("k1=w".into());
+        let ts = TraceState::parse(many.iter().map(|s| s.as_str())).unwrap();
+        assert_eq!((ts.len(), ts.get("k1")), (31, Some("v")));
+        many.push("k2=w".into());
+        assert_eq!(
+            TraceState::parse(many.iter().map(|s| s.as_str())),
+            Err(TraceStateError::TooManyMembers)
+        );
+    }
+
+    #[test]
+    fn from_members_rejects_what_weft_must_not_send() {
+        assert_eq!(
+            TraceState::from_members([("a", "1"), ("a", "2")]),
+            Err(TraceStateError::DuplicateKey)
+        );
+        assert_eq!(TraceState::from_members([("a=1,b", "2")]), Err(TraceStateError::InvalidKey));
+        assert_eq!(TraceState::from_members([("a", "1,b=2")]), Err(TraceStateError::InvalidValue));
+        assert_eq!(
+            TraceState::from_members([("a", "1"), ("b@x", " 2")]).unwrap().as_str(),
+            "a=1,b@x= 2"
+        );
+        assert_eq!(TraceState::from_members([]), Ok(TraceState::EMPTY));
+    }
+
+    #[test]
+    fn rejects_bad_members() {
         assert_eq!(TraceState::parse_str("A=1"), Err(TraceStateError::InvalidKey));
         assert_eq!(
             TraceState::parse_str("a=1 x,"),

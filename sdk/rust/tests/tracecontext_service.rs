@@ -131,7 +131,7 @@ fn propagates_traceparent_and_tracestate_to_every_callback() {
         let (h, b) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         let tp = header(&h, "traceparent").unwrap();
         assert!(tp.starts_with("00-12345678901234567890123456789012-"), "{tp}");
-        assert_ne!(&tp[36..52], "1234567890123456", "the service's span is the new parent");
+        assert_ne!(&tp[36..52], "1234567890123456", "the service's client span is the new parent");
         assert!(tp.ends_with("-01"), "sampled parent: ParentBased samples the child");
         assert_eq!(header(&h, "tracestate"), Some("foo=1,bar=2"));
         assert_eq!(String::from_utf8(b).unwrap(), want_body);
@@ -156,4 +156,87 @@ fn invalid_traceparent_starts_a_new_trace_without_tracestate() {
     assert_eq!(tp.len(), 55);
     assert!(!tp.contains("12345678901234567890123456789012"));
     assert_eq!(header(&h, "tracestate"), None);
+}
+
+/// Makes the service call back `n` times with `headers` on the incoming request, and returns
+/// the headers of every callback, in order.
+fn call_back(headers: &[(&str, &str)], n: usize) -> Vec<Vec<(String, String)>> {
+    let (_svc, port) = start_service();
+    let (url, rx) = callbacks(n);
+    let calls: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"url": "{url}", "arguments": [{i}]}}"#))
+        .collect();
+    let resp = post(port, headers, &format!("[{}]", calls.join(", ")));
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    (0..n)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap().0)
+        .collect()
+}
+
+/// Checks that every callback got one well-formed traceparent, all with one trace ID and each
+/// with its own parent ID; returns the trace ID.
+fn distinct_client_spans(received: &[Vec<(String, String)>], incoming_parent: Option<&str>) -> String {
+    let mut trace_ids = std::collections::BTreeSet::new();
+    let mut parent_ids = std::collections::BTreeSet::new();
+    for h in received {
+        let tps: Vec<&str> = h
+            .iter()
+            .filter(|(k, _)| k == "traceparent")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(tps.len(), 1, "{h:?}");
+        let tp = tps[0];
+        assert_eq!(tp.len(), 55, "{tp}");
+        assert!(tp.starts_with("00-"), "{tp}");
+        trace_ids.insert(tp[3..35].to_owned());
+        parent_ids.insert(tp[36..52].to_owned());
+    }
+    assert_eq!(trace_ids.len(), 1, "one trace: {trace_ids:?}");
+    assert_eq!(parent_ids.len(), received.len(), "one client span per call: {parent_ids:?}");
+    if let Some(p) = incoming_parent {
+        assert!(!parent_ids.contains(p), "the incoming parent-id is not reused: {parent_ids:?}");
+    }
+    trace_ids.into_iter().next().unwrap()
+}
+
+#[test]
+fn each_callback_gets_its_own_span_with_a_valid_traceparent() {
+    let got = call_back(
+        &[("traceparent", "00-12345678901234567890123456789012-1234567890123456-01")],
+        3,
+    );
+    let trace_id = distinct_client_spans(&got, Some("1234567890123456"));
+    assert_eq!(trace_id, "12345678901234567890123456789012");
+}
+
+#[test]
+fn each_callback_gets_its_own_span_without_a_traceparent() {
+    let got = call_back(&[], 3);
+    let trace_id = distinct_client_spans(&got, None);
+    assert_ne!(trace_id, "00000000000000000000000000000000");
+}
+
+#[test]
+fn each_callback_gets_its_own_span_with_an_invalid_traceparent() {
+    let got = call_back(
+        &[("traceparent", "00-00000000000000000000000000000000-1234567890123456-01")],
+        3,
+    );
+    let trace_id = distinct_client_spans(&got, Some("1234567890123456"));
+    assert_ne!(trace_id, "00000000000000000000000000000000");
+}
+
+#[test]
+fn duplicated_tracestate_keys_keep_the_first_and_the_rest() {
+    let got = call_back(
+        &[
+            ("traceparent", "00-12345678901234567890123456789012-1234567890123456-00"),
+            ("tracestate", "foo=1,bar=2,foo=2"),
+            ("tracestate", "bar=3,baz=4"),
+        ],
+        2,
+    );
+    for h in &got {
+        assert_eq!(header(h, "tracestate"), Some("foo=1,bar=2,baz=4"), "{h:?}");
+    }
 }

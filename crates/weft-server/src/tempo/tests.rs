@@ -84,5 +84,20 @@ fn metrics_samples_sit_at_step_starts() {
     let samples = &j["series"][0]["samples"];
     assert_eq!(samples.as_array().unwrap().len(), 2);
     assert_eq!(samples[1]["timestampMs"], "20000");
-    assert_eq!(j["series"][0]["promLabels"], "{resource.service.name=\"api\"}");
+    // Exactly Tempo 3's TimeSeries fields (promLabels was removed in Tempo 2.9).
+    let keys: Vec<&String> = j["series"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["labels", "samples"]);
+    let keys: Vec<&String> = j["metrics"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "completedJobs",
+            "inspectedBytes",
+            "inspectedSpans",
+            "inspectedTraces",
+            "totalBlockBytes",
+            "totalBlocks",
+            "totalJobs"
+        ]
+    );
 }

@@ -63,11 +63,15 @@ impl Propagator for TraceContextPropagator {
     }
 }
 
-/// The fuzz body for `tracestate`: never panics; a parsed state re-parses to itself.
+/// The fuzz body for `tracestate`: never panics; a parsed state has at most 32 members, no
+/// repeated key, and re-parses to itself.
 pub fn fuzz_tracestate(data: &[u8]) {
     let Ok(s) = std::str::from_utf8(data) else { return };
     let lines: Vec<&str> = s.split('\n').collect();
     if let Ok(ts) = TraceState::parse(lines) {
+        let keys: Vec<&str> = ts.members().map(|(k, _)| k).collect();
+        assert!(keys.len() <= crate::tracestate::MAX_MEMBERS);
+        assert!(keys.iter().enumerate().all(|(i, k)| !keys[..i].contains(k)));
         assert_eq!(TraceState::parse_str(ts.as_str()).as_ref(), Ok(&ts));
         let header = ts.header_value();
         assert!(header.len() <= crate::tracestate::MAX_HEADER_LEN);
@@ -96,6 +100,21 @@ mod tests {
         let mut out = HeaderVec::new();
         p.inject(&cx, &mut out);
         assert_eq!(out.get("tracestate"), Some("congo=t61rcWkgMzE,rojo=1"));
+    }
+
+    #[test]
+    fn duplicate_tracestate_keys_keep_the_first() {
+        let h = HeaderVec::from_pairs([
+            ("traceparent", "00-12345678901234567890123456789012-1234567890123456-00"),
+            ("tracestate", "foo=1,bar=2"),
+            ("tracestate", "foo=2,baz=3"),
+        ]);
+        let p = TraceContextPropagator::new();
+        let mut cx = PropagatedContext::default();
+        p.extract(&h, &mut cx);
+        let mut out = HeaderVec::new();
+        p.inject(&cx, &mut out);
+        assert_eq!(out.get("tracestate"), Some("foo=1,bar=2,baz=3"));
     }
 
     #[test]
