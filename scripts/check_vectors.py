@@ -120,7 +120,10 @@ def ts_value_ok(v):
 
 
 def parse_tracestate(values):
-    members, seen = [], set()
+    """propagation.md "tracestate extract": any invalid member (a duplicate included) or more than 32
+    non-empty members as received (duplicates included) discards the list; a repeated key keeps its
+    first occurrence and drops the later ones."""
+    members, seen, count = [], set(), 0
     for piece in ",".join(values).split(","):
         p = piece.strip(OWS)
         if not p:
@@ -128,12 +131,15 @@ def parse_tracestate(values):
         if "=" not in p:
             return []
         k, v = p.split("=", 1)
-        if not KEY_RE.fullmatch(k) or not ts_value_ok(v) or k in seen:
+        if not KEY_RE.fullmatch(k) or not ts_value_ok(v):
             return []
+        count += 1
+        if count > 32:
+            return []
+        if k in seen:
+            continue
         seen.add(k)
         members.append((k, v))
-        if len(members) > 32:
-            return []
     return members
 
 
@@ -607,7 +613,9 @@ def check_propagation(fname, v):
         if ctx is not None:
             need(is_hex_lc(ctx.get("trace_id"), 32) and is_hex_lc(ctx.get("span_id"), 16) and is_hex_lc(ctx.get("trace_flags"), 2),
                  "input.context needs trace_id, span_id (lowercase hex) and trace_flags")
-            need(isinstance(ctx.get("tracestate", ""), str), "input.context.tracestate must be a canonical string")
+            ts = ctx.get("tracestate", "")
+            need(isinstance(ts, str), "input.context.tracestate must be a canonical string")
+            need(ts_str(parse_tracestate([ts])) == ts, "input.context.tracestate must be valid and canonical (no OWS, no empty or repeated members)")
         baggage = inp.get("baggage", [])
         need(isinstance(exp.get("headers"), dict), "expected.headers must be an object")
         for k, val in exp["headers"].items():

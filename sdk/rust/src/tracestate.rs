@@ -347,8 +347,14 @@ mod tests {
             TraceState::from_members([("a", "1"), ("a", "2")]),
             Err(TraceStateError::DuplicateKey)
         );
-        assert_eq!(TraceState::from_members([("a=1,b", "2")]), Err(TraceStateError::InvalidKey));
-        assert_eq!(TraceState::from_members([("a", "1,b=2")]), Err(TraceStateError::InvalidValue));
+        assert_eq!(
+            TraceState::from_members([("a=1,b", "2")]),
+            Err(TraceStateError::InvalidKey)
+        );
+        assert_eq!(
+            TraceState::from_members([("a", "1,b=2")]),
+            Err(TraceStateError::InvalidValue)
+        );
         assert_eq!(
             TraceState::from_members([("a", "1"), ("b@x", " 2")]).unwrap().as_str(),
             "a=1,b@x= 2"

@@ -131,7 +131,11 @@ fn propagates_traceparent_and_tracestate_to_every_callback() {
         let (h, b) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         let tp = header(&h, "traceparent").unwrap();
         assert!(tp.starts_with("00-12345678901234567890123456789012-"), "{tp}");
-        assert_ne!(&tp[36..52], "1234567890123456", "the service's client span is the new parent");
+        assert_ne!(
+            &tp[36..52],
+            "1234567890123456",
+            "the service's client span is the new parent"
+        );
         assert!(tp.ends_with("-01"), "sampled parent: ParentBased samples the child");
         assert_eq!(header(&h, "tracestate"), Some("foo=1,bar=2"));
         assert_eq!(String::from_utf8(b).unwrap(), want_body);
@@ -192,9 +196,16 @@ fn distinct_client_spans(received: &[Vec<(String, String)>], incoming_parent: Op
         parent_ids.insert(tp[36..52].to_owned());
     }
     assert_eq!(trace_ids.len(), 1, "one trace: {trace_ids:?}");
-    assert_eq!(parent_ids.len(), received.len(), "one client span per call: {parent_ids:?}");
+    assert_eq!(
+        parent_ids.len(),
+        received.len(),
+        "one client span per call: {parent_ids:?}"
+    );
     if let Some(p) = incoming_parent {
-        assert!(!parent_ids.contains(p), "the incoming parent-id is not reused: {parent_ids:?}");
+        assert!(
+            !parent_ids.contains(p),
+            "the incoming parent-id is not reused: {parent_ids:?}"
+        );
     }
     trace_ids.into_iter().next().unwrap()
 }

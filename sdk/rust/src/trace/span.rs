@@ -87,6 +87,11 @@ impl Span {
     }
 
     /// The span's full context, as the propagators take it.
+    ///
+    /// To propagate on an outgoing request, inject the context of a new `SpanKind::Client` span
+    /// started for that request (one per request, as a child of this span), not this span's own
+    /// context: every request must carry its own parent-id (spec/propagation.md "Outgoing
+    /// requests").
     pub fn full_context(&self) -> FullSpanContext {
         FullSpanContext::new(self.context, self.trace_state().clone())
     }
