@@ -200,6 +200,19 @@ impl Search {
         self.hits
     }
 
+    /// The hits so far, as [`Search::finish`] would return them now (for progressive
+    /// results; later traces may still displace some of them).
+    pub fn hits_so_far(&self) -> Vec<Hit> {
+        let mut hits = self.hits.clone();
+        hits.sort_by(|a, b| {
+            b.start_unix_nano
+                .cmp(&a.start_unix_nano)
+                .then(a.trace_id.cmp(&b.trace_id))
+        });
+        hits.truncate(self.params.limit);
+        hits
+    }
+
     fn trim(&mut self) {
         self.hits.sort_by(|a, b| {
             b.start_unix_nano

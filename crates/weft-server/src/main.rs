@@ -10,6 +10,7 @@ mod loadgen;
 mod modules;
 mod receivers;
 mod search_api;
+mod streaming;
 mod tempo;
 mod tenant;
 mod ui;
@@ -272,7 +273,10 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
     } else {
         api = api.fallback(api::not_found);
     }
-    let api = api.with_state(state.clone());
+    let api = streaming::HttpPort {
+        router: api.with_state(state.clone()),
+        grpc: queries.then(|| streaming::StreamingQuerier::new(state.clone())),
+    };
 
     let (tx, rx) = watch::channel(false);
     tokio::spawn(shutdown_signal(tx));

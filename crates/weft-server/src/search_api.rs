@@ -33,13 +33,20 @@ fn bad(msg: impl Into<String>) -> Response {
     text(StatusCode::BAD_REQUEST, msg)
 }
 
+/// The message of an error reply, kept for callers that answer in another protocol (gRPC).
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorText(pub String);
+
 fn text(status: StatusCode, msg: impl Into<String>) -> Response {
-    (
+    let msg = msg.into();
+    let mut r = (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        msg.into() + "\n",
+        format!("{msg}\n"),
     )
-        .into_response()
+        .into_response();
+    r.extensions_mut().insert(ErrorText(msg));
+    r
 }
 
 fn json(v: serde_json::Value) -> Response {
@@ -267,7 +274,7 @@ pub fn logfmt_to_traceql(tags: &str) -> Result<String, String> {
     })
 }
 
-fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected {
+pub(crate) fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected {
     Inspected {
         bytes: s.inspected_bytes,
         traces: s.inspected_traces,
@@ -298,21 +305,47 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
-    let q = match (param(&p, "q"), param(&p, "tags")) {
+    let (hits, stats) = match run_search(&st, &tenant, &p).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    st.search_latency.observe(started.elapsed().as_secs_f64());
+    json_scanned(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)), &stats)
+}
+
+/// A search with Tempo's parameters (`q` or `tags`, `limit`, `spss`, `minDuration`,
+/// `maxDuration`, `start`, `end`): its hits and what it inspected, or the error reply.
+pub(crate) async fn run_search(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+) -> Result<(Vec<weft_query::search::Hit>, ScanStats), Response> {
+    run_search_progress(st, tenant, p, Arc::default()).await
+}
+
+/// [`run_search`], publishing the hits found so far into `progress` as the scan goes (at most
+/// every 100 ms), for progressive results.
+pub(crate) async fn run_search_progress(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+    progress: Arc<parking_lot::Mutex<Vec<weft_query::search::Hit>>>,
+) -> Result<(Vec<weft_query::search::Hit>, ScanStats), Response> {
+    let q = match (param(p, "q"), param(p, "tags")) {
         (Some(q), _) => q.to_owned(),
         (None, Some(tags)) => match logfmt_to_traceql(tags) {
             Ok(q) => q,
-            Err(e) => return bad(e),
+            Err(e) => return Err(bad(e)),
         },
         (None, None) => "{ }".to_owned(),
     };
     let query = match parse_query(&q) {
         Ok(q) => q,
-        Err(e) => return bad(e),
+        Err(e) => return Err(bad(e)),
     };
     // `zero`: what 0 means (Tempo: `spss=0` is unlimited, `limit=0` an error).
     let num = |k: &str, default: usize, max: usize, zero: Option<usize>| -> Result<usize, String> {
-        match param(&p, k) {
+        match param(p, k) {
             None => Ok(default),
             Some(s) => match (s.parse::<usize>(), zero) {
                 (Ok(0), Some(z)) => Ok(z),
@@ -321,7 +354,7 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
             },
         }
     };
-    let dur = |k: &str| param(&p, k).map(parse_duration).transpose();
+    let dur = |k: &str| param(p, k).map(parse_duration).transpose();
     let params = match (
         num("limit", 20, MAX_LIMIT, None),
         num("spss", 3, MAX_SPSS, Some(MAX_SPSS)),
@@ -334,28 +367,57 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
             min_duration_ns: min,
             max_duration_ns: max,
         },
-        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return bad(e),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return Err(bad(e)),
     };
     if let (Some(min), Some(max)) = (params.min_duration_ns, params.max_duration_ns)
         && min > max
     {
-        return bad("invalid duration range: minDuration is greater than maxDuration");
+        return Err(bad("invalid duration range: minDuration is greater than maxDuration"));
     }
-    let window = match search_window(&p) {
+    let window = match search_window(p) {
         Ok(w) => w,
-        Err(e) => return bad(e),
+        Err(e) => return Err(bad(e)),
     };
-    let mut sink = match Search::new(&query, params) {
+    let sink = match Search::new(&query, params) {
         Ok(s) => s,
-        Err(e) => return eval_error(e),
+        Err(e) => return Err(eval_error(e)),
     };
-    let stats = match run_scan(&st, &tenant, window, &mut sink).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    let mut sink = Progress {
+        inner: sink,
+        out: progress,
+        last: Instant::now(),
     };
-    let hits = sink.finish();
-    st.search_latency.observe(started.elapsed().as_secs_f64());
-    json_scanned(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)), &stats)
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    Ok((sink.inner.finish(), stats))
+}
+
+/// A search sink that publishes its hits so far now and then.
+struct Progress {
+    inner: Search,
+    out: Arc<parking_lot::Mutex<Vec<weft_query::search::Hit>>>,
+    last: Instant,
+}
+
+impl TraceSink for Progress {
+    fn prefilter(&self) -> &weft_query::prefilter::Prefilter {
+        self.inner.prefilter()
+    }
+
+    fn wants_start(&self, start: u64) -> bool {
+        self.inner.wants_start(start)
+    }
+
+    fn offer(&mut self, rows: &[weft_block::row::SpanRow]) {
+        self.inner.offer(rows);
+        if self.last.elapsed() >= std::time::Duration::from_millis(100) && Arc::strong_count(&self.out) > 1 {
+            *self.out.lock() = self.inner.hits_so_far();
+            self.last = Instant::now();
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.inner.done()
+    }
 }
 
 /// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`: Tempo's list.
@@ -623,80 +685,9 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
-    let Some(q) = param(&p, "q").or_else(|| param(&p, "query")) else {
-        return bad("missing q: a TraceQL metrics query such as { } | rate()");
-    };
-    let query = match parse_query(q) {
-        Ok(q) => q,
-        Err(e) => return bad(e),
-    };
-    let now = now_ns();
-    let since = match param(&p, "since").map(parse_duration).transpose() {
-        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
-        Err(e) => return bad(e),
-    };
-    let end = match param(&p, "end").map(|s| parse_time("end", s)).transpose() {
-        Ok(e) => e.unwrap_or(now),
-        Err(e) => return bad(e),
-    };
-    let start = match param(&p, "start").map(|s| parse_time("start", s)).transpose() {
-        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
-        Err(e) => return bad(e),
-    };
-    if start >= end {
-        return bad(format!(
-            "invalid range: start {start} is not before end {end} (nanoseconds)"
-        ));
-    }
-    let step = if instant {
-        end - start
-    } else {
-        match param(&p, "step").map(parse_duration).transpose() {
-            Ok(Some(0)) => return bad("invalid step: must be positive"),
-            Ok(Some(s)) => s,
-            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
-            Ok(None) => {
-                let s = (end - start) / 240;
-                let five = 5_000_000_000;
-                if s >= five { s - s % five } else { s.max(1_000_000_000) }
-            }
-            Err(e) => return bad(e),
-        }
-    };
-    // Span-local queries over columns, one span at a time; the rest over whole traces.
-    let window = Some((start, end - 1));
-    let (max_series, max_points) = (st.cfg.max_metrics_series, st.cfg.max_metrics_points);
-    let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
-        Err(e) => return eval_error(e),
-        Ok(Some(mut m)) => {
-            if let Err(e) = m.limit(max_series, max_points) {
-                return eval_error(e);
-            }
-            match st.querier().scan_span_metrics(&tenant, window, &mut m).await {
-                Ok(stats) => (m.finish(), stats),
-                Err(e) => {
-                    tracing::error!(error = %e, "metrics scan failed");
-                    return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
-                }
-            }
-        }
-        Ok(None) => {
-            let mut sink = match Metrics::new(&query, start, end, step) {
-                Ok(s) => s,
-                Err(e) => return eval_error(e),
-            };
-            if let Err(e) = sink.limit(max_series, max_points) {
-                return eval_error(e);
-            }
-            match run_scan(&st, &tenant, window, &mut sink).await {
-                Ok(stats) => (sink.finish(), stats),
-                Err(r) => return r,
-            }
-        }
-    };
-    let series = match series {
-        Ok(s) => s,
-        Err(e) => return eval_error(e),
+    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant).await {
+        Ok(r) => r,
+        Err(r) => return r,
     };
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
@@ -705,6 +696,96 @@ async fn metrics_query(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String,
     } else {
         json_text_scanned(tempo::query_range_response(&series, start, step, &m), &stats)
     }
+}
+
+/// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
+/// start and step (nanoseconds) and what it inspected, or the error reply. An instant query is
+/// one step over the whole range.
+pub(crate) async fn run_metrics(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+    instant: bool,
+) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
+    let Some(q) = param(p, "q").or_else(|| param(p, "query")) else {
+        return Err(bad("missing q: a TraceQL metrics query such as { } | rate()"));
+    };
+    let query = match parse_query(q) {
+        Ok(q) => q,
+        Err(e) => return Err(bad(e)),
+    };
+    let now = now_ns();
+    let since = match param(p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return Err(bad(e)),
+    };
+    let end = match param(p, "end").map(|s| parse_time("end", s)).transpose() {
+        Ok(e) => e.unwrap_or(now),
+        Err(e) => return Err(bad(e)),
+    };
+    let start = match param(p, "start").map(|s| parse_time("start", s)).transpose() {
+        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
+        Err(e) => return Err(bad(e)),
+    };
+    if start >= end {
+        return Err(bad(format!(
+            "invalid range: start {start} is not before end {end} (nanoseconds)"
+        )));
+    }
+    let step = if instant {
+        end - start
+    } else {
+        match param(p, "step").map(parse_duration).transpose() {
+            Ok(Some(0)) => return Err(bad("invalid step: must be positive")),
+            Ok(Some(s)) => s,
+            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
+            Ok(None) => {
+                let s = (end - start) / 240;
+                let five = 5_000_000_000;
+                if s >= five { s - s % five } else { s.max(1_000_000_000) }
+            }
+            Err(e) => return Err(bad(e)),
+        }
+    };
+    // Span-local queries over columns, one span at a time; the rest over whole traces.
+    let window = Some((start, end - 1));
+    let (max_series, max_points) = (st.cfg.max_metrics_series, st.cfg.max_metrics_points);
+    let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
+        Err(e) => return Err(eval_error(e)),
+        Ok(Some(mut m)) => {
+            if let Err(e) = m.limit(max_series, max_points) {
+                return Err(eval_error(e));
+            }
+            match st.querier().scan_span_metrics(tenant, window, &mut m).await {
+                Ok(stats) => (m.finish(), stats),
+                Err(e) => {
+                    tracing::error!(error = %e, "metrics scan failed");
+                    return Err(text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("reading blocks failed: {e}"),
+                    ));
+                }
+            }
+        }
+        Ok(None) => {
+            let mut sink = match Metrics::new(&query, start, end, step) {
+                Ok(s) => s,
+                Err(e) => return Err(eval_error(e)),
+            };
+            if let Err(e) = sink.limit(max_series, max_points) {
+                return Err(eval_error(e));
+            }
+            match run_scan(st, tenant, window, &mut sink).await {
+                Ok(stats) => (sink.finish(), stats),
+                Err(r) => return Err(r),
+            }
+        }
+    };
+    let series = match series {
+        Ok(s) => s,
+        Err(e) => return Err(eval_error(e)),
+    };
+    Ok((series, start, step, stats))
 }
 
 /// `GET /api/metrics/query_range`.

@@ -17,6 +17,8 @@ use weft_query::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 
 use weft_core::hex;
 
+pub mod pb;
+
 /// A trace ID as Tempo prints it in search results: lowercase hex without leading zeros
 /// (`/api/traces/<id>` pads it back).
 pub fn trace_id_text(id: &[u8; 16]) -> String {

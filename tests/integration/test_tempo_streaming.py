@@ -1,0 +1,158 @@
+"""Tempo's gRPC streaming query API (`tempopb.StreamingQuerier`) on the HTTP port, as Grafana's
+Tempo data source calls it with streaming on: Search, MetricsQueryRange, MetricsQueryInstant.
+
+The messages are built here from Tempo 3's field numbers and types (the wire contract; see
+spec/tempo-streaming.md), with OTLP's KeyValue from the opentelemetry-proto package, and called
+with grpcio's generic stub over plain-text HTTP/2, as Grafana does for an http:// URL."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: F401  (registers KeyValue)
+
+from otlpdata import make_request, make_span, new_trace_id
+
+F = descriptor_pb2.FieldDescriptorProto
+T = {"string": F.TYPE_STRING, "uint32": F.TYPE_UINT32, "uint64": F.TYPE_UINT64, "int64": F.TYPE_INT64,
+     "int32": F.TYPE_INT32, "double": F.TYPE_DOUBLE, "bool": F.TYPE_BOOL}
+KV = ".opentelemetry.proto.common.v1.KeyValue"
+
+# message -> [(field name, number, type or .message, repeated)]
+MESSAGES = {
+    "SearchRequest": [("Query", 8, "string", False), ("Limit", 4, "uint32", False), ("start", 5, "uint32", False),
+                      ("end", 6, "uint32", False), ("SpansPerSpanSet", 9, "uint32", False),
+                      ("MinDurationMs", 2, "uint32", False), ("MaxDurationMs", 3, "uint32", False)],
+    "ServiceStats": [("spanCount", 1, "uint32", False), ("errorCount", 2, "uint32", False)],
+    "Span": [("spanID", 1, "string", False), ("name", 2, "string", False), ("startTimeUnixNano", 3, "uint64", False),
+             ("durationNanos", 4, "uint64", False), ("attributes", 5, KV, True)],
+    "SpanSet": [("spans", 1, ".tempopb.Span", True), ("matched", 2, "uint32", False), ("attributes", 3, KV, True)],
+    "TraceSearchMetadata": [("traceID", 1, "string", False), ("rootServiceName", 2, "string", False),
+                            ("rootTraceName", 3, "string", False), ("startTimeUnixNano", 4, "uint64", False),
+                            ("durationMs", 5, "uint32", False), ("spanSet", 6, ".tempopb.SpanSet", False),
+                            ("spanSets", 7, ".tempopb.SpanSet", True)],
+    "SearchMetrics": [("inspectedTraces", 1, "uint32", False), ("inspectedBytes", 2, "uint64", False),
+                      ("totalBlocks", 3, "uint32", False), ("completedJobs", 4, "uint32", False),
+                      ("totalJobs", 5, "uint32", False), ("totalBlockBytes", 6, "uint64", False),
+                      ("inspectedSpans", 7, "uint64", False)],
+    "SearchResponse": [("traces", 1, ".tempopb.TraceSearchMetadata", True),
+                       ("metrics", 2, ".tempopb.SearchMetrics", False)],
+    "QueryRangeRequest": [("query", 1, "string", False), ("start", 2, "uint64", False), ("end", 3, "uint64", False),
+                          ("step", 4, "uint64", False), ("exemplars", 16, "uint32", False)],
+    "Sample": [("value", 1, "double", False), ("timestamp_ms", 2, "int64", False)],
+    "TimeSeries": [("labels", 1, KV, True), ("samples", 2, ".tempopb.Sample", True)],
+    "QueryRangeResponse": [("series", 1, ".tempopb.TimeSeries", True), ("metrics", 2, ".tempopb.SearchMetrics", False),
+                           ("status", 3, "int32", False), ("message", 4, "string", False)],
+    "QueryInstantRequest": [("query", 1, "string", False), ("start", 2, "uint64", False), ("end", 3, "uint64", False)],
+    "InstantSeries": [("labels", 1, KV, True), ("value", 2, "double", False)],
+    "QueryInstantResponse": [("series", 1, ".tempopb.InstantSeries", True),
+                             ("metrics", 2, ".tempopb.SearchMetrics", False),
+                             ("status", 3, "int32", False), ("message", 4, "string", False)],
+    "SearchTagsRequest": [("scope", 1, "string", False)],
+}
+
+
+def _classes():
+    fd = descriptor_pb2.FileDescriptorProto(name="weft_tests/tempopb_streaming.proto", package="tempopb",
+                                            syntax="proto3",
+                                            dependency=["opentelemetry/proto/common/v1/common.proto"])
+    for name, fields in MESSAGES.items():
+        m = fd.message_type.add(name=name)
+        for fname, num, ftype, repeated in fields:
+            f = m.field.add(name=fname, number=num, json_name=fname,
+                            label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+            if ftype.startswith("."):
+                f.type, f.type_name = F.TYPE_MESSAGE, ftype
+            else:
+                f.type = T[ftype]
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(fd.name)
+    except KeyError:
+        pool.Add(fd)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tempopb.{n}")) for n in MESSAGES}
+
+
+PB = _classes()
+
+
+def stream(srv, method: str, req, reply: str, timeout: float = 30) -> list:
+    channel = grpc.insecure_channel(f"127.0.0.1:{srv.http_port}")
+    try:
+        call = channel.unary_stream(f"/tempopb.StreamingQuerier/{method}",
+                                    request_serializer=lambda m: m.SerializeToString(),
+                                    response_deserializer=PB[reply].FromString)
+        return list(call(req, timeout=timeout))
+    finally:
+        channel.close()
+
+
+def test_streaming_search_and_metrics_answer_like_the_http_api(weft_factory):
+    srv = weft_factory("--block-max-age", "1")
+    now = time.time_ns()
+    sent = {}
+    for i in range(12):
+        tid = new_trace_id()
+        root = make_span(tid, name=f"op-{i % 3}", start=now - 60_000_000_000 + i * 1_000_000, kind=2)
+        spans = [root] + [make_span(tid, parent=root.span_id, name="child", start=now - 59_000_000_000 + k)
+                          for k in range(4)]
+        srv.send(make_request(spans, service=f"svc-{i % 2}"))
+        sent[tid.hex().lstrip("0")] = i
+
+    start_s, end_s = (now - 600_000_000_000) // 10**9, now // 10**9 + 60
+    # Search: the stream's messages merged by trace ID, as Grafana merges them, equal the HTTP answer.
+    replies = stream(srv, "Search", PB["SearchRequest"](Query="{ }", Limit=50, start=start_s, end=end_s,
+                                                         SpansPerSpanSet=0), "SearchResponse")
+    assert replies, "the stream ended without a reply"
+    final = replies[-1]
+    assert final.metrics.inspectedSpans >= 60, final.metrics
+    got = {}
+    for r in replies:
+        for t in r.traces:
+            got.setdefault(t.traceID, t)
+    assert set(got) == set(sent), (sorted(got), sorted(sent))
+    http = srv.get("/api/search", params={"q": "{ }", "limit": "50", "start": str(start_s), "end": str(end_s),
+                                          "spss": "0"}).json()
+    assert {t["traceID"] for t in http["traces"]} == {t.traceID for t in final.traces}
+    t = got[next(iter(sent))]
+    assert t.rootServiceName.startswith("svc-") and t.rootTraceName.startswith("op-"), t
+    assert len(t.spanSet.spans) == 5 and t.spanSet.matched == 5, "spss=0 is unlimited"
+    assert t.spanSets[0] == t.spanSet
+
+    # A filter and a limit.
+    replies = stream(srv, "Search", PB["SearchRequest"](Query='{ resource.service.name = "svc-1" }', Limit=3,
+                                                         start=start_s, end=end_s, SpansPerSpanSet=3),
+                     "SearchResponse")
+    final = replies[-1]
+    assert len(final.traces) == 3 and all(sent[t.traceID] % 2 == 1 for t in final.traces), final.traces
+    assert all((len(t.spanSet.spans), t.spanSet.matched) == (3, 5) for t in final.traces), final.traces
+
+    # Range metrics, nanosecond times as Grafana sends them.
+    q = "{ } | count_over_time() by (resource.service.name)"
+    replies = stream(srv, "MetricsQueryRange", PB["QueryRangeRequest"](
+        query=q, start=now - 600_000_000_000, end=now + 60_000_000_000, step=60_000_000_000), "QueryRangeResponse")
+    totals = {s.labels[0].value.string_value: sum(x.value for x in s.samples) for s in replies[-1].series}
+    assert totals == {"svc-0": 30, "svc-1": 30}, totals
+    http = srv.get("/api/metrics/query_range", params={"q": q, "start": str(now - 600_000_000_000),
+                                                       "end": str(now + 60_000_000_000), "step": "60s"}).json()
+    assert len(http["series"]) == len(replies[-1].series)
+    # Instant metrics.
+    replies = stream(srv, "MetricsQueryInstant", PB["QueryInstantRequest"](
+        query=q, start=now - 600_000_000_000, end=now + 60_000_000_000), "QueryInstantResponse")
+    assert sorted(s.value for s in replies[-1].series) == [30, 30], replies[-1]
+
+    # Errors are statuses that name the problem.
+    try:
+        stream(srv, "Search", PB["SearchRequest"](Query="{ .a = }", start=start_s, end=end_s), "SearchResponse")
+        raise AssertionError("a bad query was answered")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "parse" in e.details().lower(), e
+    try:
+        stream(srv, "SearchTags", PB["SearchTagsRequest"](scope="span"), "SearchResponse")
+        raise AssertionError("SearchTags was answered")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "/api/v2/search/tags" in e.details(), e
+    # The HTTP API on the same port is unaffected.
+    assert srv.get("/api/echo").status_code == 200
