@@ -182,3 +182,35 @@ def test_every_tempo_endpoint_replies_with_exactly_tempos_fields(weft_factory):
     all_endpoints("blocks")
     r = srv.get("/api/search", params={"q": "{ }"})
     assert int(r.headers["x-weft-inspected-blocks"]) >= 1, dict(r.headers)
+
+
+def test_every_offered_intrinsic_has_values(weft_factory):
+    """Each intrinsic the tags endpoint offers answers its values endpoint with values
+    (trace-level ones once per trace: root name, root service, trace duration)."""
+    srv = weft_factory()
+    now = time.time_ns()
+    for i in range(3):
+        tid = new_trace_id()
+        root = make_span(tid, name=f"root-{i}", start=now - 10**9, end=now - 10**9 + (i + 1) * 10**8, kind=2)
+        child = make_span(tid, parent=root.span_id, name="child", start=now - 10**9 + 10)
+        srv.send(make_request([root, child], service=f"svc-{i}"))
+    r = srv.get("/api/v2/search/tags", params={"scope": "intrinsic"})
+    offered = assert_shape(r, SEARCH_TAGS_V2_RESPONSE, "intrinsic tags")["scopes"][0]["tags"]
+    empty = []
+    for tag in offered:
+        body = assert_shape(srv.get(f"/api/v2/search/tag/{tag}/values"), SEARCH_TAG_VALUES_V2_RESPONSE, tag)
+        if not body["tagValues"]:
+            empty.append(tag)
+    # Only what these spans do not have (no events, no status message, no scope version).
+    assert set(empty) <= {"event:name", "event:timeSinceStart", "statusMessage", "span:statusMessage",
+                          "instrumentation:version"}, empty
+
+    def values(tag, **params):
+        body = assert_shape(srv.get(f"/api/v2/search/tag/{tag}/values", params=params),
+                            SEARCH_TAG_VALUES_V2_RESPONSE, tag)
+        return sorted((v["type"], v["value"]) for v in body["tagValues"])
+
+    assert values("rootName") == [("string", f"root-{i}") for i in range(3)]
+    assert values("trace:rootService") == [("string", f"svc-{i}") for i in range(3)]
+    assert values("traceDuration") == [("duration", "100ms"), ("duration", "200ms"), ("duration", "300ms")]
+    assert values("rootName", q='{ resource.service.name = "svc-1" }') == [("string", "root-1")]

@@ -609,25 +609,53 @@ impl TraceSink for TagValues {
         let Ok(sets) = self.evaluator.eval(&trace) else {
             return;
         };
-        for i in matched(&sets, trace.spans.len()) {
-            let mut vals = Vec::new();
-            field_values(&self.field, &trace.spans[i], &mut vals);
-            for v in vals {
-                if matches!(v, Value::Nil | Value::Array(_)) {
-                    continue;
+        let spans = matched(&sets, trace.spans.len());
+        if spans.is_empty() {
+            return;
+        }
+        let mut vals = Vec::new();
+        match &self.field {
+            // Trace-level intrinsics take one value per trace that has a matching span.
+            FieldExpr::Intrinsic(i @ (Intrinsic::RootName | Intrinsic::RootServiceName | Intrinsic::TraceDuration)) => {
+                vals.extend(trace_value(*i, &trace))
+            }
+            field => {
+                for i in spans {
+                    field_values(field, &trace.spans[i], &mut vals);
                 }
-                let key = format!("{v:?}");
-                if self.seen.contains(&key) {
-                    continue;
-                }
-                if self.values.len() >= self.cap {
-                    self.truncated = true;
-                    return;
-                }
-                self.seen.insert(key);
-                self.values.push(v);
             }
         }
+        for v in vals {
+            if matches!(v, Value::Nil | Value::Array(_)) {
+                continue;
+            }
+            let key = format!("{v:?}");
+            if self.seen.contains(&key) {
+                continue;
+            }
+            if self.values.len() >= self.cap {
+                self.truncated = true;
+                return;
+            }
+            self.seen.insert(key);
+            self.values.push(v);
+        }
+    }
+}
+
+/// The value of a trace-level intrinsic (`rootName`, `rootServiceName`, `traceDuration`) of
+/// `trace`, or `None` when `i` is not one (or the trace has no root for the root ones).
+fn trace_value(i: Intrinsic, trace: &Trace) -> Option<Value> {
+    let root = || trace.spans.iter().find(|s| s.parent_span_id.is_none());
+    match i {
+        Intrinsic::RootName => root().map(|r| Value::Str(r.name.clone())),
+        Intrinsic::RootServiceName => root().and_then(|r| r.resource_attr("service.name").cloned()),
+        Intrinsic::TraceDuration => {
+            let start = trace.spans.iter().map(|s| s.start_unix_nano).min()?;
+            let end = trace.spans.iter().map(|s| s.start_unix_nano + s.duration_nano).max()?;
+            Some(Value::Duration(end.saturating_sub(start) as i64))
+        }
+        _ => None,
     }
 }
 
@@ -660,6 +688,12 @@ fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
             Intrinsic::InstrumentationVersion if !span.scope_version.is_empty() => {
                 out.push(Value::Str(span.scope_version.clone()))
             }
+            Intrinsic::Duration => out.push(Value::Duration(span.duration_nano as i64)),
+            Intrinsic::EventTimeSinceStart => out.extend(
+                span.events
+                    .iter()
+                    .map(|e| Value::Duration(e.time_unix_nano.saturating_sub(span.start_unix_nano) as i64)),
+            ),
             _ => {}
         },
         _ => {}

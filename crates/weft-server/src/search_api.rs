@@ -629,9 +629,6 @@ fn virtual_values(tag: &str, v2: bool) -> Option<serde_json::Value> {
             "internal",
             "unspecified",
         ])),
-        ("duration" | "span:duration" | "traceDuration" | "trace:duration", true) => {
-            Some(serde_json::json!({ "tagValues": [], "metrics": {} }))
-        }
         ("status.code", false) => Some(serde_json::json!({ "tagValues": ["unset", "ok", "error"], "metrics": {} })),
         _ => None,
     }
