@@ -31,6 +31,9 @@ bash scripts/test-deps.sh
 echo "== end-to-end tests"
 .venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
 
+echo "== Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
+(cd tests/tempo-conformance && go test -count=1 ./...)
+
 echo "== web UI end-to-end tests (headless Chromium; the release binary, as the 3-second test measures what users run)"
 cargo build --release -p weft-server
 WEFT_BIN="$PWD/target/release/weft" bash scripts/test-ui.sh
