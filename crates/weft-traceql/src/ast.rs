@@ -14,9 +14,105 @@
 #[derive(Debug, Clone, PartialEq)]
 pub struct Query {
     /// The stages, in order. Never empty.
+    ///
+    /// For metrics arithmetic between queries (`math` is `Some`), this is not what runs: it is
+    /// the union view of the operands, one [`Stage::Spanset`] joining each operand pipeline
+    /// (spanset stages, metrics function and second stages) with `||`. It tells consumers that
+    /// walk `pipeline` which spans and fields the query reads (every span any operand reads);
+    /// [`MetricsExpr::union_pipeline`] builds it.
     pub pipeline: Pipeline,
     /// Query hints from a trailing `with(key=value, ...)`, in the order written.
     pub hints: Vec<Hint>,
+    /// Metrics arithmetic between queries, `({ } | rate()) / ({ } | count_over_time())`:
+    /// always a [`MetricsExpr::Binary`]. `None` for every other query, including metrics
+    /// queries with one operand, whose scalar arithmetic, comparisons and `topk()` are
+    /// [`Stage::SecondStage`]s of `pipeline`.
+    pub math: Option<MetricsExpr>,
+}
+
+impl Query {
+    /// A query of one pipeline (no metrics arithmetic between queries).
+    pub fn new(pipeline: Pipeline, hints: Vec<Hint>) -> Query {
+        Query {
+            pipeline,
+            hints,
+            math: None,
+        }
+    }
+
+    /// A query of metrics arithmetic between queries; `pipeline` is set to the union view.
+    pub fn from_math(math: MetricsExpr, hints: Vec<Hint>) -> Query {
+        Query {
+            pipeline: math.union_pipeline(),
+            hints,
+            math: Some(math),
+        }
+    }
+
+    /// Every pipeline the query runs: `pipeline`, or each operand of `math`, left to right.
+    pub fn pipelines(&self) -> Vec<&Pipeline> {
+        match &self.math {
+            Some(math) => math.operands(),
+            None => vec![&self.pipeline],
+        }
+    }
+}
+
+/// Metrics arithmetic between queries (Tempo's "metrics math").
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricsExpr {
+    /// `({ ... } | rate() ...)`: a pipeline that ends in a metrics function, optionally followed
+    /// by second stages ([`Stage::SecondStage`]).
+    Query(Pipeline),
+    /// `lhs op rhs` with `op` one of `+ - * /`, then `stages` applied to the result (scalar
+    /// arithmetic, comparisons, `topk()`/`bottomk()`), in order.
+    Binary {
+        /// `+`, `-`, `*` or `/`.
+        op: BinaryOp,
+        /// The left operand.
+        lhs: Box<MetricsExpr>,
+        /// The right operand.
+        rhs: Box<MetricsExpr>,
+        /// Second stages applied to the combined series, in order.
+        stages: Vec<SecondStage>,
+    },
+}
+
+impl MetricsExpr {
+    /// The operand pipelines, left to right.
+    pub fn operands(&self) -> Vec<&Pipeline> {
+        let mut out = Vec::new();
+        let mut todo = vec![self];
+        while let Some(e) = todo.pop() {
+            match e {
+                MetricsExpr::Query(p) => out.push(p),
+                MetricsExpr::Binary { lhs, rhs, .. } => {
+                    todo.push(rhs);
+                    todo.push(lhs);
+                }
+            }
+        }
+        out
+    }
+
+    /// The union view of the operands (see [`Query::pipeline`]).
+    pub fn union_pipeline(&self) -> Pipeline {
+        let mut operands = self
+            .operands()
+            .into_iter()
+            .map(|p| SpansetExpr::Pipeline(Box::new(p.clone())));
+        let first = operands
+            .next()
+            .unwrap_or(SpansetExpr::Filter(SpansetFilter { expr: None }));
+        let expr = operands.fold(first, |lhs, rhs| SpansetExpr::Op {
+            op: SpansetOp::Or,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        });
+        Pipeline {
+            stages: vec![Stage::Spanset(expr)],
+        }
+    }
 }
 
 /// Stages separated by `|`. Each stage consumes the spansets the previous one produced.
@@ -303,31 +399,51 @@ pub struct Compare {
     pub args: Vec<FieldExpr>,
 }
 
-/// `topk(n)` or `bottomk(n)`.
+/// What may follow a metrics function: `| topk(n)`, `| bottomk(n)`, a comparison (`> 10`) or
+/// arithmetic with a number (`(...) * 100`, `100 * (...)`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SecondStage {
     /// Which function.
     pub func: SecondStageFn,
-    /// After validation: exactly one positive integer literal.
+    /// After validation: for `topk`/`bottomk`, exactly one positive integer literal; for
+    /// comparisons and arithmetic, exactly one number (integer or float; comparisons also take
+    /// a duration, compared in seconds).
     pub args: Vec<FieldExpr>,
 }
 
-/// Functions that may follow a metrics function.
+/// Second-stage functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SecondStageFn {
-    /// `topk(n)`: the n series with the highest values.
+    /// `topk(n)`: at each step, the n series with the highest values.
     TopK,
-    /// `bottomk(n)`: the n series with the lowest values.
+    /// `bottomk(n)`: at each step, the n series with the lowest values.
     BottomK,
+    /// `> v` and the other comparisons (`=`, `!=`, `<`, `<=`, `>`, `>=`): keep the points
+    /// that satisfy it, and the series left with a point.
+    Filter(BinaryOp),
+    /// Arithmetic (`+`, `-`, `*` or `/`) of every point with the number in `args`: `series op
+    /// v`, or `v op series` when `scalar_first`.
+    Arithmetic {
+        /// The operator.
+        op: BinaryOp,
+        /// `v op series` rather than `series op v`.
+        scalar_first: bool,
+    },
 }
 
 impl SecondStageFn {
-    /// The function name as written in TraceQL.
+    /// The function name as written in TraceQL (the operator for comparisons and arithmetic).
     pub fn name(self) -> &'static str {
         match self {
             SecondStageFn::TopK => "topk",
             SecondStageFn::BottomK => "bottomk",
+            SecondStageFn::Filter(op) | SecondStageFn::Arithmetic { op, .. } => op.symbol(),
         }
+    }
+
+    /// `topk` and `bottomk`, written after a `|`.
+    pub fn is_function(self) -> bool {
+        matches!(self, SecondStageFn::TopK | SecondStageFn::BottomK)
     }
 }
 
@@ -644,6 +760,8 @@ pub enum Intrinsic {
     NestedSetRight,
     /// `nestedSetParent` (integer)
     NestedSetParent,
+    /// `span:childCount` (integer): how many spans of the trace have this span as parent.
+    ChildCount,
 }
 
 impl Intrinsic {
@@ -670,6 +788,7 @@ impl Intrinsic {
             Intrinsic::NestedSetLeft => "nestedSetLeft",
             Intrinsic::NestedSetRight => "nestedSetRight",
             Intrinsic::NestedSetParent => "nestedSetParent",
+            Intrinsic::ChildCount => "span:childCount",
         }
     }
 
@@ -695,6 +814,7 @@ impl Intrinsic {
             "nestedSetLeft" => Intrinsic::NestedSetLeft,
             "nestedSetRight" => Intrinsic::NestedSetRight,
             "nestedSetParent" => Intrinsic::NestedSetParent,
+            "span:childCount" => Intrinsic::ChildCount,
             _ => return None,
         })
     }

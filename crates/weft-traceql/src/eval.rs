@@ -16,6 +16,7 @@
 //! - An attribute that is missing, or stored as [`Value::Nil`], is nil.
 //! - `span:id`, `span:parentID`, `trace:id`, `link:traceID` and `link:spanID` are lowercase hex
 //!   strings; `span:parentID` is nil when the span has no parent id.
+//! - `span:childCount` is the number of spans of the trace whose parent is the span.
 //! - `rootName`, `rootServiceName` and `traceDuration` are the same for every span of a trace
 //!   ([`Trace::root`], [`Trace::duration_nano`]); nil when the trace has no root.
 //! - **differs**: when there is no span without a parent id, the earliest span whose parent is
@@ -23,7 +24,8 @@
 //!
 //! Comparisons:
 //! - A comparison with a nil operand is false, `!=` included.
-//! - `f = nil` is true when `f` is nil; `f != nil` when it is not.
+//! - `f = nil` (or `nil = f`) is true when `f` is nil; `f != nil` when it is not; `f` may be
+//!   any expression. `nil = nil` and `nil != nil` are false, as in Tempo.
 //! - Integers, floats and durations compare numerically, durations as nanoseconds; integer and
 //!   duration pairs compare exactly, the rest as `f64`.
 //! - Strings compare byte-wise with `< <= > >=`.
@@ -93,8 +95,8 @@ use std::collections::HashMap;
 use regex::Regex;
 
 use crate::ast::{
-    AggregateFn, AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, MetricsFn, Pipeline, Query, SpansetExpr,
-    SpansetOp, Stage, Static, Status, UnaryOp,
+    AggregateFn, AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, MetricsFn, Pipeline, Query, SecondStage,
+    SecondStageFn, SpansetExpr, SpansetOp, Stage, Static, Status, UnaryOp,
 };
 use crate::trace::{Event, Link, Span, Trace, Value, find_attr, root_from_parents};
 use crate::{Unsupported, ValidateError};
@@ -118,7 +120,7 @@ pub enum EvalError {
         message: String,
     },
     /// [`eval`] was given a metrics query.
-    #[error("`{query}` is a metrics query; evaluate it with eval_metrics")]
+    #[error("`{query}` is a metrics query: run it with /api/metrics/query_range")]
     MetricsQuery {
         /// The query, printed.
         query: String,
@@ -176,6 +178,9 @@ pub struct Evaluator {
     selects: Vec<(String, Expr)>,
     /// The trailing metrics function, if any.
     pub(crate) metrics: Option<CMetrics>,
+    /// Whether the query is metrics arithmetic between queries (run by
+    /// [`MetricsRun`](crate::MetricsRun), which compiles each operand).
+    pub(crate) math: bool,
     /// Whether any stage uses a structural operator, so traces need their parent structure.
     pub(crate) structural: bool,
 }
@@ -186,27 +191,48 @@ impl Evaluator {
     pub fn new(query: &Query) -> Result<Evaluator, EvalError> {
         crate::validate(query)?;
         crate::supported(query)?;
+        let text = query.to_string();
+        if query.math.is_some() {
+            // Every operand is compiled (and its regular expressions checked) now.
+            for pipeline in query.pipelines() {
+                Evaluator::compile(pipeline, String::new())?;
+            }
+            return Ok(Evaluator {
+                text,
+                stages: Vec::new(),
+                selects: Vec::new(),
+                metrics: None,
+                math: true,
+                structural: false,
+            });
+        }
+        Evaluator::compile(&query.pipeline, text)
+    }
+
+    /// Compiles one validated, supported pipeline.
+    pub(crate) fn compile(pipeline: &Pipeline, text: String) -> Result<Evaluator, EvalError> {
         let mut compiler = Compiler::default();
-        let (stages, metrics) = compiler.pipeline(&query.pipeline)?;
+        let (stages, metrics) = compiler.pipeline(pipeline)?;
         Ok(Evaluator {
-            text: query.to_string(),
+            text,
             stages,
             selects: compiler.selects,
             metrics,
+            math: false,
             structural: compiler.structural,
         })
     }
 
-    /// True when the query ends in a metrics function and must be run by
-    /// [`eval_metrics`](crate::eval_metrics).
+    /// True when the query ends in a metrics function (or is arithmetic between metrics
+    /// queries) and must be run by [`eval_metrics`](crate::eval_metrics).
     pub fn is_metrics(&self) -> bool {
-        self.metrics.is_some()
+        self.metrics.is_some() || self.math
     }
 
     /// The spansets the query produces for `trace`, in pipeline order (for `by()`, in the order
     /// of each group's first span). Fails only for a metrics query.
     pub fn eval(&self, trace: &Trace) -> Result<Vec<Spanset>, EvalError> {
-        if self.metrics.is_some() {
+        if self.is_metrics() {
             return Err(EvalError::MetricsQuery {
                 query: self.text.clone(),
             });
@@ -369,6 +395,56 @@ pub(crate) struct CMetrics {
     pub(crate) quantiles: Vec<f64>,
     /// The `by()` fields, printed and compiled.
     pub(crate) by: Vec<(String, Expr)>,
+    /// What follows the metrics function, in order.
+    pub(crate) second: Vec<CSecond>,
+}
+
+/// A compiled second stage.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CSecond {
+    TopK(usize),
+    BottomK(usize),
+    /// Keep the points `value op v` holds for.
+    Filter(BinaryOp, f64),
+    /// `v op value`, or `value op v` when `scalar_first`.
+    Arithmetic {
+        op: BinaryOp,
+        value: f64,
+        scalar_first: bool,
+    },
+}
+
+impl CSecond {
+    /// Compiles a validated second stage.
+    pub(crate) fn compile(stage: &SecondStage) -> Result<CSecond, EvalError> {
+        let number = |arg: Option<&FieldExpr>| match arg {
+            Some(FieldExpr::Static(Static::Int(i))) => Ok(*i as f64),
+            Some(FieldExpr::Static(Static::Float(x))) => Ok(*x),
+            // Durations compare in seconds, as metrics values of durations are.
+            Some(FieldExpr::Static(Static::Duration(d))) => Ok(*d as f64 / 1e9),
+            _ => unsupported(format!("the second stage `{}`", Stage::SecondStage(stage.clone()))),
+        };
+        let arg = stage.args.first();
+        Ok(match stage.func {
+            SecondStageFn::TopK | SecondStageFn::BottomK => {
+                let n = match arg {
+                    Some(FieldExpr::Static(Static::Int(n))) => usize::try_from(*n).unwrap_or(usize::MAX),
+                    _ => return unsupported(format!("the argument of {}()", stage.func.name())),
+                };
+                if stage.func == SecondStageFn::TopK {
+                    CSecond::TopK(n)
+                } else {
+                    CSecond::BottomK(n)
+                }
+            }
+            SecondStageFn::Filter(op) => CSecond::Filter(op, number(arg)?),
+            SecondStageFn::Arithmetic { op, scalar_first } => CSecond::Arithmetic {
+                op,
+                value: number(arg)?,
+                scalar_first,
+            },
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -446,6 +522,7 @@ impl Expr {
                     | I::NestedSetLeft
                     | I::NestedSetRight
                     | I::NestedSetParent
+                    | I::ChildCount
             ),
             Expr::Neg(e) | Expr::Not(e) => e.span_local(),
             Expr::And(a, b) | Expr::Or(a, b) | Expr::Arith(_, a, b) => a.span_local() && b.span_local(),
@@ -480,8 +557,13 @@ impl Compiler {
         let mut stages = Vec::new();
         let mut metrics = None;
         for stage in &pipeline.stages {
-            if metrics.is_some() {
-                return unsupported(format!("a stage after a metrics function (`{stage}`)"));
+            if let Some(m) = &mut metrics {
+                let Stage::SecondStage(second) = stage else {
+                    return unsupported(format!("a stage after a metrics function (`{stage}`)"));
+                };
+                let m: &mut CMetrics = m;
+                m.second.push(CSecond::compile(second)?);
+                continue;
             }
             stages.push(match stage {
                 Stage::Spanset(expr) => CStage::Spanset(self.spanset(expr)?),
@@ -550,12 +632,15 @@ impl Compiler {
                         field,
                         quantiles,
                         by,
+                        second: Vec::new(),
                     });
                     continue;
                 }
                 Stage::Coalesce => return unsupported("coalesce()"),
                 Stage::Compare(_) => return unsupported("compare()"),
-                Stage::SecondStage(s) => return unsupported(format!("{}()", s.func.name())),
+                Stage::SecondStage(s) => {
+                    return unsupported(format!("`{}` before a metrics function", Stage::SecondStage(s.clone())));
+                }
             });
         }
         Ok((stages, metrics))
@@ -601,6 +686,10 @@ impl Compiler {
                 | Intrinsic::EventTimeSinceStart => {
                     return unsupported(format!("the {} intrinsic", intrinsic.name()));
                 }
+                Intrinsic::ChildCount => {
+                    self.structural = true;
+                    Expr::Intrinsic(*intrinsic)
+                }
                 _ => Expr::Intrinsic(*intrinsic),
             },
             FieldExpr::Attribute(attr) => {
@@ -618,6 +707,10 @@ impl Compiler {
             }
             FieldExpr::Binary { op, lhs, rhs } => {
                 let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
+                if nil(lhs) && nil(rhs) {
+                    // `nil = nil` and `nil != nil` are false, as in Tempo.
+                    return Ok(Expr::Const(Value::Bool(false)));
+                }
                 if op.is_comparison() && (nil(lhs) || nil(rhs)) && matches!(op, BinaryOp::Eq | BinaryOp::Neq) {
                     let operand = if nil(rhs) { lhs } else { rhs };
                     return Ok(Expr::Exists {
@@ -742,6 +835,7 @@ impl<'a> TraceEnv<'a> {
         Ctx {
             env: self,
             span: &self.trace.spans[i],
+            index: i,
             event: None,
             link: None,
         }
@@ -761,6 +855,8 @@ fn sat_i64(x: u64) -> i64 {
 /// handled by counting A members per cycle instead of walking them.
 struct Structure {
     parent: Vec<Option<usize>>,
+    /// How many spans have each span as parent (`span:childCount`).
+    children: Vec<u32>,
     /// For spans on a parent cycle, the cycle's number.
     cycle: Vec<Option<usize>>,
     /// The cycle a span reaches by following parents (its own for spans on a cycle).
@@ -840,8 +936,13 @@ impl Structure {
                 (None, None) => None,
             };
         }
+        let mut child_count = vec![0u32; n];
+        for p in parent.iter().flatten() {
+            child_count[*p] = child_count[*p].saturating_add(1);
+        }
         Structure {
             parent,
+            children: child_count,
             cycle,
             reach,
             cycles,
@@ -991,6 +1092,8 @@ fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
 pub(crate) struct Ctx<'a> {
     env: &'a TraceEnv<'a>,
     span: &'a Span,
+    /// The span's index in the trace.
+    index: usize,
     event: Option<&'a Event>,
     link: Option<&'a Link>,
 }
@@ -1173,6 +1276,10 @@ fn intrinsic<'a>(intrinsic: Intrinsic, ctx: Ctx<'a>) -> Val<'a> {
             .map_or(Val::Nil, |l| Val::Id(HexId::new(&l.span_id))),
         Intrinsic::InstrumentationName => Val::Str(&span.scope_name),
         Intrinsic::InstrumentationVersion => Val::Str(&span.scope_version),
+        Intrinsic::ChildCount => env
+            .structure
+            .as_ref()
+            .map_or(Val::Nil, |s| Val::Int(i64::from(s.children[ctx.index]))),
         // Rejected when compiling.
         Intrinsic::NestedSetLeft
         | Intrinsic::NestedSetRight

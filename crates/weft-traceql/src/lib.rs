@@ -45,9 +45,17 @@
 //! # Grammar
 //!
 //! ```text
-//! query          = pipeline [ hints ] EOF
+//! query          = ( pipeline | metrics_query ) [ hints ] EOF
 //! hints          = "with" "(" IDENT "=" static { "," IDENT "=" static } ")"
-//! pipeline       = stage { "|" stage }
+//! pipeline       = stage { "|" stage | metrics_filter }          (metrics_filter only after a
+//!                                                                   metrics function or topk())
+//! metrics_filter = compare_op scalar                              ({ } | rate() > 10)
+//! metrics_query  = metrics_sum { metrics_filter | "|" ( "topk" | "bottomk" ) args }
+//! metrics_sum    = metrics_prod { ( "+" | "-" ) metrics_prod }
+//! metrics_prod   = metrics_atom { ( "*" | "/" ) metrics_atom }
+//! metrics_atom   = scalar_atom | "(" pipeline ")" | "(" metrics_query ")"
+//! scalar         = scalar_sum                                     (numbers only; folded)
+//! scalar_atom    = INTEGER | FLOAT | DURATION | "-" scalar_atom | "(" scalar ")"
 //! stage          = spanset_expr
 //!                | aggregate compare_op static                    (scalar filter: count() > 2)
 //!                | "by" args | "select" args | "coalesce" "(" ")"
@@ -92,6 +100,14 @@
 //!
 //! `-` directly before a number or duration is folded into the literal (`-1s`). Between spansets,
 //! `!~` is the not-sibling operator; between values it is the negated regex match.
+//!
+//! Metrics arithmetic follows Tempo's grammar: operands are parenthesised metrics queries
+//! (`({ } | rate())`) or numbers; `+ - * /` between numbers are folded at parse time with
+//! Tempo's integer rules (`1 / 2` is `0`), durations are refused in arithmetic (a comparison
+//! takes one, in seconds); a number and a metrics query become a second stage of that query
+//! ([`ast::SecondStageFn::Arithmetic`]); two metrics queries make [`ast::MetricsExpr`]
+//! (`Query::math`). `*` and `/` bind tighter than `+` and `-`, comparisons and `| topk()`
+//! loosest.
 //!
 //! # Precedence
 //!

@@ -31,12 +31,31 @@
 //!   `__name__ = "<function>"` (`rate`), like Tempo.
 //! - Series are sorted by their labels. Event and link fields read the first event or link that
 //!   has them.
+//!
+//! After the metrics function, second stages run in order on the series, as Tempo's do:
+//! - a comparison (`> 10`, `>= 1s` in seconds) keeps the points that satisfy it; a series left
+//!   without a point is dropped;
+//! - arithmetic with a number (`(...) * 100`, `100 / (...)`) applies to every point; division
+//!   by zero has no value (Tempo: NaN);
+//! - `topk(k)` / `bottomk(k)`: with at most `k` series, nothing changes; otherwise at each step
+//!   the `k` series with the highest (lowest) values there keep them, other points are `None`,
+//!   and series kept at no step are dropped. Ties go to the series whose labels sort first for
+//!   `topk` and last for `bottomk` (Tempo's heap order).
+//!
+//! Arithmetic between queries (`(A) / (B)`) runs each operand (its own second stages included)
+//! over the same traces and combines their series as Tempo does: series pair up when their
+//! labels other than `__name__` are equal, and a series without other labels (no `by()`) pairs
+//! with every series of the other side; unpaired series are dropped. Each point is `l op r`
+//! (`None` when either is, or on division by zero). The labels are the left series' plus the
+//! right's not already there; `__name__` becomes `(l op r)` (`(rate / count_over_time)`) when
+//! both sides have one and is dropped otherwise (**differs**: Tempo moves the last label into
+//! its place). Second stages written after the arithmetic apply to the combined series.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use crate::ast::{MetricsFn, Query};
-use crate::eval::{CMetrics, EvalError, Evaluator, GroupKey, TraceEnv, Val, eval_value};
+use crate::ast::{BinaryOp, MetricsExpr, MetricsFn, Query};
+use crate::eval::{CMetrics, CSecond, EvalError, Evaluator, GroupKey, TraceEnv, Val, eval_value};
 use crate::trace::{Trace, Value};
 
 /// The most steps a metrics query may ask for.
@@ -75,8 +94,30 @@ pub fn eval_metrics<'a>(
 /// [`MetricsRun::finish`]. Gives the same series as [`eval_metrics`] over the same traces.
 #[derive(Debug)]
 pub struct MetricsRun {
+    /// One per metrics query: the query itself, or each operand of metrics arithmetic.
+    operands: Vec<Operand>,
+    /// How the operands' series combine.
+    plan: Plan,
+}
+
+#[derive(Debug)]
+struct Operand {
     evaluator: Evaluator,
     acc: Accumulator,
+}
+
+/// The series a metrics query answers with, from its operands' series.
+#[derive(Debug)]
+enum Plan {
+    /// Operand `n`'s series (its own second stages are applied when it finishes).
+    Operand(usize),
+    /// `lhs op rhs`, then `stages`.
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Plan>,
+        rhs: Box<Plan>,
+        stages: Vec<CSecond>,
+    },
 }
 
 impl MetricsRun {
@@ -84,7 +125,7 @@ impl MetricsRun {
     /// `end_ns` (exclusive). Fails as [`eval_metrics`] does.
     pub fn new(query: &Query, start_ns: u64, end_ns: u64, step_ns: u64) -> Result<MetricsRun, EvalError> {
         let evaluator = Evaluator::new(query)?;
-        if evaluator.metrics.is_none() {
+        if !evaluator.is_metrics() {
             return Err(EvalError::NotMetricsQuery {
                 query: evaluator.text().to_owned(),
             });
@@ -103,7 +144,7 @@ impl MetricsRun {
                 "{steps} steps of {step_ns}ns from {start_ns} to {end_ns}; at most {MAX_METRICS_STEPS} are allowed"
             ));
         }
-        let acc = Accumulator {
+        let acc = || Accumulator {
             start: start_ns,
             end: end_ns,
             step: step_ns,
@@ -114,57 +155,144 @@ impl MetricsRun {
             over_limit: false,
             limit_text: String::new(),
         };
-        Ok(MetricsRun { evaluator, acc })
+        let mut operands = Vec::new();
+        let plan = match &query.math {
+            None => {
+                operands.push(Operand { evaluator, acc: acc() });
+                Plan::Operand(0)
+            }
+            Some(math) => plan(math, &mut operands, &acc)?,
+        };
+        Ok(MetricsRun { operands, plan })
     }
 
     /// Bounds the memory of the run: at most `max_series` series, and at most `max_points`
-    /// series times steps. Fails at once if one series alone has more points than allowed.
+    /// series times steps, for each metrics query of it (each operand of arithmetic between
+    /// queries). Fails at once if one series alone has more points than allowed.
     /// A run that would pass a limit stops adding series and reports it from
     /// [`MetricsRun::over_limit`]; its result must then not be returned.
     pub fn limit(&mut self, max_series: usize, max_points: u64) -> Result<(), EvalError> {
-        let steps = self.acc.steps as u64;
-        if steps > max_points {
-            return Err(EvalError::Limit {
-                message: format!(
-                    "{steps} steps exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step or a shorter range"
-                ),
-            });
-        }
-        let by_points = (max_points / steps.max(1)) as usize;
-        self.acc.max_groups = max_series.min(by_points);
-        self.acc.over_limit = false;
-        if self.acc.max_groups < max_series {
-            self.acc.limit_text = format!(
-                "{} series of {steps} steps would exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step, a shorter range or fewer by() fields",
-                self.acc.max_groups + 1
-            );
-        } else {
-            self.acc.limit_text = format!(
-                "the query produces more than the maximum of {max_series} series (max_metrics_series); narrow its filter or use fewer by() fields"
-            );
+        for operand in &mut self.operands {
+            operand.acc.limit(max_series, max_points)?;
         }
         Ok(())
     }
 
     /// Whether the run hit a limit (see [`MetricsRun::limit`]).
     pub fn is_over_limit(&self) -> bool {
-        self.acc.over_limit
+        self.operands.iter().any(|o| o.acc.over_limit)
     }
 
     /// The limit the run hit, if any (see [`MetricsRun::limit`]).
     pub fn over_limit(&self) -> Option<EvalError> {
-        self.acc.over_limit.then(|| EvalError::Limit {
-            message: self.acc.limit_text.clone(),
-        })
+        self.operands
+            .iter()
+            .find(|o| o.acc.over_limit)
+            .map(|o| EvalError::Limit {
+                message: o.acc.limit_text.clone(),
+            })
     }
 
     /// The number of steps of the range.
     pub fn steps(&self) -> usize {
-        self.acc.steps
+        self.operands[0].acc.steps
     }
 
     /// Observes the spans `trace` contributes. Each trace must be added once, whole.
     pub fn add(&mut self, trace: &Trace) {
+        for operand in &mut self.operands {
+            operand.add(trace);
+        }
+    }
+
+    /// Whether each span's contribution depends on that span alone, so spans can be fed one at
+    /// a time with [`MetricsRun::resolve`]: the query is one spanset filter (no structural
+    /// operators, no pipeline stages) followed by the metrics function, and no field of it is
+    /// trace-level (`rootName`, `rootServiceName`, `traceDuration`, `trace:id`, nested sets,
+    /// parent attributes, `span:childCount`). Never true for arithmetic between queries.
+    pub fn span_local(&self) -> bool {
+        self.operands.len() == 1 && self.operands[0].evaluator.span_local()
+    }
+
+    /// Evaluates a trace of exactly one span, for a [`span_local`](Self::span_local) query:
+    /// the series the span falls in and the value it adds, or `None` when it adds nothing.
+    /// Nothing is recorded; pass the result to [`MetricsRun::record`]. A span-local query gives
+    /// the same series from `resolve` and `record` over each span of a trace as from
+    /// [`MetricsRun::add`] over the trace.
+    pub fn resolve(&mut self, one_span: &Trace) -> Option<(usize, f64)> {
+        debug_assert_eq!(one_span.spans.len(), 1);
+        debug_assert!(self.span_local());
+        let operand = &mut self.operands[0];
+        let metrics = operand.evaluator.metrics.as_ref().expect("checked in new");
+        let env = TraceEnv::span_local(one_span);
+        if operand.evaluator.run(&env).is_empty() {
+            return None;
+        }
+        operand.acc.resolve(metrics, &env, 0)
+    }
+
+    /// Records a span that starts at `start_unix_nano` in the series and with the value
+    /// [`MetricsRun::resolve`] returned.
+    pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
+        self.operands[0].acc.record(series, start_unix_nano, value);
+    }
+
+    /// The series, or the limit the run passed ([`MetricsRun::limit`]).
+    pub fn finish_within_limits(self) -> Result<Vec<Series>, EvalError> {
+        match self.over_limit() {
+            Some(e) => Err(e),
+            None => Ok(self.finish()),
+        }
+    }
+
+    /// The series, sorted by their labels.
+    pub fn finish(self) -> Vec<Series> {
+        let steps = self.steps();
+        let mut finished: Vec<Option<Vec<Series>>> = self
+            .operands
+            .into_iter()
+            .map(|o| {
+                let metrics = o.evaluator.metrics.as_ref().expect("checked in new");
+                let series = o.acc.finish(metrics);
+                Some(second_stages(series, &metrics.second, steps))
+            })
+            .collect();
+        let mut out = run_plan(&self.plan, &mut finished, steps);
+        out.sort_by(|a, b| cmp_labels(&a.labels, &b.labels));
+        out
+    }
+}
+
+/// Compiles metrics arithmetic: each operand pipeline becomes an [`Operand`].
+fn plan(math: &MetricsExpr, operands: &mut Vec<Operand>, acc: &dyn Fn() -> Accumulator) -> Result<Plan, EvalError> {
+    Ok(match math {
+        MetricsExpr::Query(pipeline) => {
+            let evaluator = Evaluator::compile(pipeline, pipeline.to_string())?;
+            operands.push(Operand { evaluator, acc: acc() });
+            Plan::Operand(operands.len() - 1)
+        }
+        MetricsExpr::Binary { op, lhs, rhs, stages } => Plan::Binary {
+            op: *op,
+            lhs: Box::new(plan(lhs, operands, acc)?),
+            rhs: Box::new(plan(rhs, operands, acc)?),
+            stages: stages.iter().map(CSecond::compile).collect::<Result<_, _>>()?,
+        },
+    })
+}
+
+fn run_plan(plan: &Plan, finished: &mut [Option<Vec<Series>>], steps: usize) -> Vec<Series> {
+    match plan {
+        Plan::Operand(n) => finished[*n].take().unwrap_or_default(),
+        Plan::Binary { op, lhs, rhs, stages } => {
+            let l = run_plan(lhs, finished, steps);
+            let r = run_plan(rhs, finished, steps);
+            second_stages(binary(*op, &l, &r), stages, steps)
+        }
+    }
+}
+
+impl Operand {
+    fn add(&mut self, trace: &Trace) {
         let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
         let env = TraceEnv::new(trace, self.evaluator.structural);
         let sets = self.evaluator.run(&env);
@@ -180,51 +308,6 @@ impl MetricsRun {
                 self.acc.observe(metrics, &env, i);
             }
         }
-    }
-
-    /// Whether each span's contribution depends on that span alone, so spans can be fed one at
-    /// a time with [`MetricsRun::resolve`]: the query is one spanset filter (no structural
-    /// operators, no pipeline stages) followed by the metrics function, and no field of it is
-    /// trace-level (`rootName`, `rootServiceName`, `traceDuration`, `trace:id`, nested sets,
-    /// parent attributes).
-    pub fn span_local(&self) -> bool {
-        self.evaluator.span_local()
-    }
-
-    /// Evaluates a trace of exactly one span, for a [`span_local`](Self::span_local) query:
-    /// the series the span falls in and the value it adds, or `None` when it adds nothing.
-    /// Nothing is recorded; pass the result to [`MetricsRun::record`]. A span-local query gives
-    /// the same series from `resolve` and `record` over each span of a trace as from
-    /// [`MetricsRun::add`] over the trace.
-    pub fn resolve(&mut self, one_span: &Trace) -> Option<(usize, f64)> {
-        debug_assert_eq!(one_span.spans.len(), 1);
-        debug_assert!(self.span_local());
-        let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
-        let env = TraceEnv::span_local(one_span);
-        if self.evaluator.run(&env).is_empty() {
-            return None;
-        }
-        self.acc.resolve(metrics, &env, 0)
-    }
-
-    /// Records a span that starts at `start_unix_nano` in the series and with the value
-    /// [`MetricsRun::resolve`] returned.
-    pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
-        self.acc.record(series, start_unix_nano, value);
-    }
-
-    /// The series, or the limit the run passed ([`MetricsRun::limit`]).
-    pub fn finish_within_limits(self) -> Result<Vec<Series>, EvalError> {
-        match self.over_limit() {
-            Some(e) => Err(e),
-            None => Ok(self.finish()),
-        }
-    }
-
-    /// The series, sorted by their labels.
-    pub fn finish(self) -> Vec<Series> {
-        let metrics = self.evaluator.metrics.as_ref().expect("checked in new");
-        self.acc.finish(metrics)
     }
 }
 
@@ -293,6 +376,31 @@ fn bucket(v: Val<'_>) -> Option<f64> {
 }
 
 impl Accumulator {
+    fn limit(&mut self, max_series: usize, max_points: u64) -> Result<(), EvalError> {
+        let steps = self.steps as u64;
+        if steps > max_points {
+            return Err(EvalError::Limit {
+                message: format!(
+                    "{steps} steps exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step or a shorter range"
+                ),
+            });
+        }
+        let by_points = (max_points / steps.max(1)) as usize;
+        self.max_groups = max_series.min(by_points);
+        self.over_limit = false;
+        if self.max_groups < max_series {
+            self.limit_text = format!(
+                "{} series of {steps} steps would exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step, a shorter range or fewer by() fields",
+                self.max_groups + 1
+            );
+        } else {
+            self.limit_text = format!(
+                "the query produces more than the maximum of {max_series} series (max_metrics_series); narrow its filter or use fewer by() fields"
+            );
+        }
+        Ok(())
+    }
+
     fn observe(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) {
         let start = env.trace.spans[i].start_unix_nano;
         if start < self.start || start >= self.end {
@@ -479,6 +587,181 @@ fn cmp_value(a: &Value, b: &Value) -> Ordering {
         }
         _ => rank(a).cmp(&rank(b)),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Second stages and arithmetic between queries
+
+/// Applies second stages in order.
+fn second_stages(mut series: Vec<Series>, stages: &[CSecond], steps: usize) -> Vec<Series> {
+    for stage in stages {
+        series = match *stage {
+            CSecond::TopK(k) => top_k(series, k, steps, true),
+            CSecond::BottomK(k) => top_k(series, k, steps, false),
+            CSecond::Filter(op, value) => series
+                .into_iter()
+                .filter_map(|mut s| {
+                    for v in &mut s.values {
+                        *v = v.filter(|x| !x.is_nan() && compare_f64(op, *x, value));
+                    }
+                    s.values.iter().any(Option::is_some).then_some(s)
+                })
+                .collect(),
+            CSecond::Arithmetic {
+                op,
+                value,
+                scalar_first,
+            } => series
+                .into_iter()
+                .map(|mut s| {
+                    for v in &mut s.values {
+                        *v = v.and_then(|x| {
+                            let (a, b) = if scalar_first { (value, x) } else { (x, value) };
+                            arithmetic(op, a, b)
+                        });
+                    }
+                    s
+                })
+                .collect(),
+        };
+    }
+    series
+}
+
+fn compare_f64(op: BinaryOp, a: f64, b: f64) -> bool {
+    match op {
+        BinaryOp::Eq => a == b,
+        BinaryOp::Neq => a != b,
+        BinaryOp::Lt => a < b,
+        BinaryOp::Lte => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Gte => a >= b,
+        _ => false,
+    }
+}
+
+/// `a op b` for `+ - * /`; `None` for division by zero and any other undefined result.
+fn arithmetic(op: BinaryOp, a: f64, b: f64) -> Option<f64> {
+    let x = match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div if b == 0.0 => return None,
+        BinaryOp::Div => a / b,
+        _ => return None,
+    };
+    (!x.is_nan()).then_some(x)
+}
+
+/// `topk(k)` (`highest`) or `bottomk(k)`, as Tempo: with at most `k` series, all of them
+/// unchanged; otherwise, at each step, the `k` series with the highest (lowest) values there
+/// keep that value, and a series kept at no step is dropped. Ties go to the series whose labels
+/// sort first for `topk` and last for `bottomk`, as Tempo's heaps break them.
+fn top_k(series: Vec<Series>, k: usize, steps: usize, highest: bool) -> Vec<Series> {
+    if series.len() <= k {
+        return series;
+    }
+    // keep[n * steps + step]: series n is among the k at that step.
+    let mut keep = vec![false; series.len() * steps];
+    let mut order: Vec<usize> = Vec::with_capacity(series.len());
+    for step in 0..steps {
+        order.clear();
+        order.extend((0..series.len()).filter(|&n| series[n].values.get(step).copied().flatten().is_some()));
+        let value = |n: usize| series[n].values[step].unwrap_or(f64::NAN);
+        order.sort_by(|&a, &b| {
+            let by_value = value(a).total_cmp(&value(b));
+            let by_labels = cmp_labels(&series[a].labels, &series[b].labels);
+            if highest {
+                by_value.reverse().then(by_labels)
+            } else {
+                by_value.then(by_labels.reverse())
+            }
+        });
+        for &n in order.iter().take(k) {
+            keep[n * steps + step] = true;
+        }
+    }
+    series
+        .into_iter()
+        .zip(keep.chunks(steps.max(1)))
+        .filter(|(_, keep)| keep.iter().any(|&k| k))
+        .map(|(mut s, keep)| {
+            for (v, &k) in s.values.iter_mut().zip(keep) {
+                if !k {
+                    *v = None;
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// The labels that identify a series for matching: all but `__name__`.
+fn match_key(labels: &[(String, Value)]) -> Vec<(String, GroupKey)> {
+    labels
+        .iter()
+        .filter(|(k, _)| k != "__name__")
+        .map(|(k, v)| (k.clone(), GroupKey::of(v)))
+        .collect()
+}
+
+/// `lhs op rhs` between the series of two metrics queries, as Tempo: series pair up when their
+/// labels other than `__name__` are equal, and a series without such labels pairs with every
+/// series of the other side. Unpaired series are dropped. Each point is `l op r` (`None` if
+/// either is, or on division by zero). The labels are the left series' plus the right's not
+/// already there; `__name__` becomes `(l op r)` when both sides have one, else it is dropped.
+fn binary(op: BinaryOp, lhs: &[Series], rhs: &[Series]) -> Vec<Series> {
+    let index = |set: &[Series]| -> HashMap<Vec<(String, GroupKey)>, usize> {
+        set.iter().enumerate().map(|(n, s)| (match_key(&s.labels), n)).collect()
+    };
+    let (li, ri) = (index(lhs), index(rhs));
+    let bare: Vec<(String, GroupKey)> = Vec::new();
+    let target = if ri.contains_key(&bare) { lhs } else { rhs };
+    let mut out = Vec::new();
+    for t in target {
+        let key = match_key(&t.labels);
+        let find =
+            |index: &HashMap<Vec<(String, GroupKey)>, usize>| index.get(&key).or_else(|| index.get(&bare)).copied();
+        let (Some(l), Some(r)) = (find(&li), find(&ri)) else {
+            continue;
+        };
+        let (l, r) = (&lhs[l], &rhs[r]);
+        let values = l
+            .values
+            .iter()
+            .zip(&r.values)
+            .map(|(a, b)| arithmetic(op, (*a)?, (*b)?))
+            .collect();
+        out.push(Series {
+            labels: merge_labels(op, &l.labels, &r.labels),
+            values,
+        });
+    }
+    out
+}
+
+fn merge_labels(op: BinaryOp, l: &[(String, Value)], r: &[(String, Value)]) -> Vec<(String, Value)> {
+    let mut out = l.to_vec();
+    for (k, v) in r {
+        if k != "__name__" && !l.iter().any(|(lk, _)| lk == k) {
+            out.push((k.clone(), v.clone()));
+        }
+    }
+    let name = |labels: &[(String, Value)]| {
+        labels.iter().find_map(|(k, v)| match v {
+            Value::Str(s) if k == "__name__" => Some(s.clone()),
+            _ => None,
+        })
+    };
+    match (name(l), name(r)) {
+        (Some(a), Some(b)) => {
+            if let Some(slot) = out.iter_mut().find(|(k, _)| k == "__name__") {
+                slot.1 = Value::Str(format!("({a} {} {b})", op.symbol()));
+            }
+        }
+        _ => out.retain(|(k, _)| k != "__name__"),
+    }
+    out
 }
 
 #[cfg(test)]

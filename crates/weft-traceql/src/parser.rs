@@ -4,8 +4,9 @@
 
 use crate::ParseError;
 use crate::ast::{
-    Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Hint, Intrinsic, MetricsFn, MetricsStage, Pipeline, Query,
-    ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static, UnaryOp,
+    Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Hint, Intrinsic, MetricsExpr, MetricsFn, MetricsStage,
+    Pipeline, Query, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static,
+    UnaryOp,
 };
 use crate::lexer::{Pos, Tok, Token, tokenize};
 
@@ -101,9 +102,60 @@ impl Parser {
         }
     }
 
-    // query = pipeline [ hints ] EOF
+    // query = ( pipeline | metrics_query ) [ hints ] EOF
     fn query(&mut self) -> Result<Query, ParseError> {
-        let (pipeline, _) = self.pipeline(0)?;
+        let start = self.i;
+        let plain = self.pipeline(0);
+        let plain_end = self.i;
+        let complete = plain.is_ok() && self.at_query_end();
+        if let Ok((pipeline, _)) = &plain
+            && complete
+        {
+            let pipeline = unwrap_metrics_pipeline(pipeline.clone());
+            return self.finish_query(pipeline, None);
+        }
+        // Not a plain pipeline: maybe metrics arithmetic, `({ } | rate()) * 100`.
+        self.i = start;
+        let metrics = self.metrics_query(0);
+        match metrics {
+            Ok((expr, _)) if self.at_query_end() => match expr {
+                MetricsExpr::Query(pipeline) => self.finish_query(pipeline, None),
+                math => self.finish_query(math.union_pipeline(), Some(math)),
+            },
+            metrics => {
+                let metrics_error = match metrics {
+                    Ok(_) => self.expected_here("an arithmetic operator, a comparison, '|' or end of query"),
+                    Err(e) => e,
+                };
+                let plain_error = match plain {
+                    Ok(_) => {
+                        self.i = plain_end;
+                        self.expected_here("'|' or end of query")
+                    }
+                    Err(e) => e,
+                };
+                // The error further into the query. At the same place, the metrics one when the
+                // query starts like metrics arithmetic or the pipeline stopped at an operator.
+                let (m, p) = (
+                    (metrics_error.line, metrics_error.column),
+                    (plain_error.line, plain_error.column),
+                );
+                let metrics_like = matches!(
+                    self.tokens[start].tok,
+                    Tok::Int(_) | Tok::Float(_) | Tok::Duration(_) | Tok::Minus
+                ) || plain_error.message.starts_with("expected '|' or end of query");
+                let further = m > p || (m == p && metrics_like);
+                Err(if further { metrics_error } else { plain_error })
+            }
+        }
+    }
+
+    fn at_query_end(&self) -> bool {
+        *self.peek() == Tok::Eof || self.peek_ident() == Some("with")
+    }
+
+    // [ hints ] EOF
+    fn finish_query(&mut self, pipeline: Pipeline, math: Option<MetricsExpr>) -> Result<Query, ParseError> {
         let hints = if self.peek_ident() == Some("with") {
             self.hints()?
         } else {
@@ -117,21 +169,194 @@ impl Parser {
             };
             return self.expected(what);
         }
-        Ok(Query { pipeline, hints })
+        Ok(Query { pipeline, hints, math })
     }
 
-    // pipeline = stage { "|" stage }
+    // pipeline = stage { "|" stage | metrics_filter }
     fn pipeline(&mut self, depth: u32) -> Parsed<Pipeline> {
         self.check_depth(depth)?;
         let (first, mut d) = self.stage(depth)?;
         let mut stages = vec![first];
-        while *self.peek() == Tok::Pipe {
-            self.advance();
-            let (stage, sd) = self.stage(depth)?;
-            d = d.max(sd);
-            stages.push(stage);
+        loop {
+            if *self.peek() == Tok::Pipe {
+                self.advance();
+                let (stage, sd) = self.stage(depth)?;
+                d = d.max(sd);
+                stages.push(stage);
+            } else if let Some(op) = comparison_op(self.peek())
+                && matches!(
+                    stages.last(),
+                    Some(Stage::Metrics(_) | Stage::Compare(_) | Stage::SecondStage(_))
+                )
+            {
+                // `{ } | rate() > 10`: a comparison on the series, without a '|'.
+                self.advance();
+                let value = self.scalar(op.symbol(), depth)?;
+                stages.push(Stage::SecondStage(SecondStage {
+                    func: SecondStageFn::Filter(op),
+                    args: vec![FieldExpr::Static(value)],
+                }));
+            } else {
+                break;
+            }
         }
         Ok((Pipeline { stages }, d))
+    }
+
+    // metrics_query = metrics_sum { compare_op scalar | "|" ( "topk" | "bottomk" ) args }
+    fn metrics_query(&mut self, depth: u32) -> Parsed<MetricsExpr> {
+        let (operand, d) = self.metrics_inner(depth)?;
+        match operand {
+            Operand::Metrics(expr) => Ok((expr, d)),
+            Operand::Scalar(_) => self.expected("an arithmetic operator and a metrics query '({ ... } | rate())'"),
+        }
+    }
+
+    /// A metrics sum and its trailing comparisons and `topk()`/`bottomk()`, or a folded number.
+    fn metrics_inner(&mut self, depth: u32) -> Parsed<Operand> {
+        self.check_depth(depth)?;
+        let (mut operand, d) = self.metrics_sum(depth)?;
+        if let Operand::Metrics(expr) = &mut operand {
+            loop {
+                if let Some(op) = comparison_op(self.peek()) {
+                    self.advance();
+                    let value = self.scalar(op.symbol(), depth)?;
+                    push_second_stage(
+                        expr,
+                        SecondStage {
+                            func: SecondStageFn::Filter(op),
+                            args: vec![FieldExpr::Static(value)],
+                        },
+                    );
+                } else if *self.peek() == Tok::Pipe
+                    && matches!(self.peek_at(1), Tok::Ident(w) if w == "topk" || w == "bottomk")
+                {
+                    self.advance();
+                    let (stage, _) = self.function_stage(depth)?;
+                    if let Stage::SecondStage(stage) = stage {
+                        push_second_stage(expr, stage);
+                    }
+                } else {
+                    break;
+                }
+            }
+        }
+        Ok((operand, d))
+    }
+
+    // metrics_sum = metrics_product { ( "+" | "-" ) metrics_product }
+    fn metrics_sum(&mut self, depth: u32) -> Parsed<Operand> {
+        let (mut lhs, mut d) = self.metrics_product(depth)?;
+        while let Some(op) = match self.peek() {
+            Tok::Plus => Some(BinaryOp::Add),
+            Tok::Minus => Some(BinaryOp::Sub),
+            _ => None,
+        } {
+            let pos = self.pos();
+            self.advance();
+            let (rhs, rd) = self.metrics_product(depth + 1)?;
+            d = d.max(rd) + 1;
+            self.check_depth(d)?;
+            lhs = combine(op, lhs, rhs).map_err(|message| ParseError {
+                line: pos.line,
+                column: pos.column,
+                message,
+            })?;
+        }
+        Ok((lhs, d))
+    }
+
+    // metrics_product = metrics_primary { ( "*" | "/" ) metrics_primary }
+    fn metrics_product(&mut self, depth: u32) -> Parsed<Operand> {
+        let (mut lhs, mut d) = self.metrics_primary(depth)?;
+        while let Some(op) = match self.peek() {
+            Tok::Star => Some(BinaryOp::Mul),
+            Tok::Slash => Some(BinaryOp::Div),
+            _ => None,
+        } {
+            let pos = self.pos();
+            self.advance();
+            let (rhs, rd) = self.metrics_primary(depth + 1)?;
+            d = d.max(rd) + 1;
+            self.check_depth(d)?;
+            lhs = combine(op, lhs, rhs).map_err(|message| ParseError {
+                line: pos.line,
+                column: pos.column,
+                message,
+            })?;
+        }
+        Ok((lhs, d))
+    }
+
+    // metrics_primary = number | "-" metrics_primary | "(" pipeline ")" | "(" metrics_inner ")"
+    fn metrics_primary(&mut self, depth: u32) -> Parsed<Operand> {
+        self.check_depth(depth)?;
+        match self.peek() {
+            Tok::Int(_) | Tok::Float(_) | Tok::Duration(_) => {
+                let value = self.static_value("(")?;
+                Ok((Operand::Scalar(value), 1))
+            }
+            Tok::Minus => {
+                let pos = self.pos();
+                self.advance();
+                let (operand, d) = self.metrics_primary(depth + 1)?;
+                match operand {
+                    Operand::Scalar(value) => match negate(&value) {
+                        Some(value) => Ok((Operand::Scalar(value), d)),
+                        None => Err(ParseError {
+                            line: pos.line,
+                            column: pos.column,
+                            message: "negated value is out of range".to_owned(),
+                        }),
+                    },
+                    Operand::Metrics(_) => Err(ParseError {
+                        line: pos.line,
+                        column: pos.column,
+                        message: "unary '-' cannot negate a metrics query; write '-1 * (...)'".to_owned(),
+                    }),
+                }
+            }
+            Tok::LParen => {
+                let open = self.i;
+                self.advance();
+                // A parenthesised pipeline ending in a metrics function: `({ } | rate())`.
+                if matches!(self.peek(), Tok::LBrace | Tok::LParen)
+                    && let Ok((pipeline, d)) = self.pipeline(depth + 1)
+                    && *self.peek() == Tok::RParen
+                {
+                    // Validation says so if it has no metrics function.
+                    self.advance();
+                    let pipeline = unwrap_metrics_pipeline(pipeline);
+                    return Ok((Operand::Metrics(MetricsExpr::Query(pipeline)), d + 1));
+                }
+                // A parenthesised metrics expression or number: `(({ } | rate()) * 2)`, `(1 + 2)`.
+                self.i = open + 1;
+                let (operand, d) = self.metrics_inner(depth + 1)?;
+                self.expect(Tok::RParen, "an operator or ')'")?;
+                Ok((operand, d + 1))
+            }
+            _ => self.expected("a number or a parenthesised metrics query such as '({ } | rate())'"),
+        }
+    }
+
+    /// A number after a metrics comparison, constant arithmetic folded: `> 10`, `> 2 * 5`, `> 1s`.
+    fn scalar(&mut self, after: &str, depth: u32) -> Result<Static, ParseError> {
+        let pos = self.pos();
+        if !matches!(
+            self.peek(),
+            Tok::Int(_) | Tok::Float(_) | Tok::Duration(_) | Tok::Minus | Tok::LParen
+        ) {
+            return self.expected(&format!("a number after '{after}'"));
+        }
+        let (operand, _) = self.metrics_sum(depth + 1)?;
+        match operand {
+            Operand::Scalar(value) => Ok(value),
+            Operand::Metrics(_) => Err(ParseError {
+                line: pos.line,
+                column: pos.column,
+                message: format!("expected a number after '{after}', found a metrics query"),
+            }),
+        }
     }
 
     fn stage(&mut self, depth: u32) -> Parsed<Stage> {
@@ -514,6 +739,134 @@ fn negate(value: &Static) -> Option<Static> {
         Static::Duration(ns) => ns.checked_neg().map(Static::Duration),
         _ => None,
     }
+}
+
+/// An operand of metrics arithmetic while parsing: a metrics query, or a number (folded).
+enum Operand {
+    Metrics(MetricsExpr),
+    Scalar(Static),
+}
+
+fn push_second_stage(expr: &mut MetricsExpr, stage: SecondStage) {
+    match expr {
+        MetricsExpr::Query(pipeline) => pipeline.stages.push(Stage::SecondStage(stage)),
+        MetricsExpr::Binary { stages, .. } => stages.push(stage),
+    }
+}
+
+/// `lhs op rhs` for metrics arithmetic: numbers fold, a number and a metrics query become a
+/// second stage of the query, two metrics queries a [`MetricsExpr::Binary`].
+fn combine(op: BinaryOp, lhs: Operand, rhs: Operand) -> Result<Operand, String> {
+    let arithmetic = |mut expr: MetricsExpr, value: Static, scalar_first: bool| {
+        if matches!(value, Static::Duration(_)) {
+            return Err(format!(
+                "a duration cannot be used in metrics arithmetic ('{}'); use a number",
+                op.symbol()
+            ));
+        }
+        push_second_stage(
+            &mut expr,
+            SecondStage {
+                func: SecondStageFn::Arithmetic { op, scalar_first },
+                args: vec![FieldExpr::Static(value)],
+            },
+        );
+        Ok(Operand::Metrics(expr))
+    };
+    match (lhs, rhs) {
+        (Operand::Scalar(a), Operand::Scalar(b)) => Ok(Operand::Scalar(fold(op, &a, &b)?)),
+        (Operand::Metrics(expr), Operand::Scalar(value)) => arithmetic(expr, value, false),
+        (Operand::Scalar(value), Operand::Metrics(expr)) => arithmetic(expr, value, true),
+        (Operand::Metrics(lhs), Operand::Metrics(rhs)) => Ok(Operand::Metrics(MetricsExpr::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+            stages: Vec::new(),
+        })),
+    }
+}
+
+/// Constant arithmetic between numbers, as Tempo folds it: integers stay integers (`/`
+/// truncates), anything with a float is a float; durations are refused.
+fn fold(op: BinaryOp, a: &Static, b: &Static) -> Result<Static, String> {
+    let sym = op.symbol();
+    let float = |s: &Static| match s {
+        Static::Int(i) => Some(*i as f64),
+        Static::Float(x) => Some(*x),
+        _ => None,
+    };
+    if let (Static::Int(x), Static::Int(y)) = (a, b) {
+        let result = match op {
+            BinaryOp::Add => x.checked_add(*y),
+            BinaryOp::Sub => x.checked_sub(*y),
+            BinaryOp::Mul => x.checked_mul(*y),
+            BinaryOp::Div if *y == 0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
+            BinaryOp::Div => x.checked_div(*y),
+            _ => None,
+        };
+        return result
+            .map(Static::Int)
+            .ok_or_else(|| format!("`{a} {sym} {b}` is out of range"));
+    }
+    let (Some(x), Some(y)) = (float(a), float(b)) else {
+        return Err(format!(
+            "a duration cannot be used in arithmetic between numbers (`{a} {sym} {b}`)"
+        ));
+    };
+    let result = match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div if y == 0.0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
+        _ => x / y,
+    };
+    if result.is_finite() {
+        Ok(Static::Float(result))
+    } else {
+        Err(format!("`{a} {sym} {b}` is out of range"))
+    }
+}
+
+/// `({ } | rate())` and `({ } | rate()) | topk(2)` at the start of a pipeline are the metrics
+/// pipeline itself: the parentheses only group.
+fn unwrap_metrics_pipeline(mut pipeline: Pipeline) -> Pipeline {
+    loop {
+        let wrapped = matches!(
+            pipeline.stages.first(),
+            Some(Stage::Spanset(SpansetExpr::Pipeline(inner))) if has_metrics(inner)
+        ) && pipeline.stages[1..].iter().all(|s| matches!(s, Stage::SecondStage(_)));
+        if !wrapped {
+            return pipeline;
+        }
+        let rest = pipeline.stages.split_off(1);
+        match pipeline.stages.pop() {
+            Some(Stage::Spanset(SpansetExpr::Pipeline(inner))) => {
+                pipeline = *inner;
+                pipeline.stages.extend(rest);
+            }
+            _ => return pipeline,
+        }
+    }
+}
+
+/// Whether the pipeline has a metrics function (or `compare()`).
+fn has_metrics(pipeline: &Pipeline) -> bool {
+    pipeline
+        .stages
+        .iter()
+        .any(|s| matches!(s, Stage::Metrics(_) | Stage::Compare(_)))
+}
+
+fn comparison_op(tok: &Tok) -> Option<BinaryOp> {
+    Some(match tok {
+        Tok::Eq => BinaryOp::Eq,
+        Tok::Neq => BinaryOp::Neq,
+        Tok::Lt => BinaryOp::Lt,
+        Tok::Lte => BinaryOp::Lte,
+        Tok::Gt => BinaryOp::Gt,
+        Tok::Gte => BinaryOp::Gte,
+        _ => return None,
+    })
 }
 
 fn binary_op(tok: &Tok) -> Option<BinaryOp> {

@@ -11,7 +11,8 @@
 use std::fmt::{self, Display, Formatter, Write};
 
 use crate::ast::{
-    Attribute, AttributeScope, FieldExpr, Pipeline, Query, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
+    Attribute, AttributeScope, FieldExpr, MetricsExpr, Pipeline, Query, SecondStage, SecondStageFn, SpansetExpr,
+    SpansetFilter, Stage, Static, UnaryOp,
 };
 use crate::lexer::is_attribute_char;
 
@@ -20,7 +21,10 @@ const UNARY_PRECEDENCE: u8 = 7;
 
 impl Display for Query {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.pipeline)?;
+        match &self.math {
+            Some(math) => write!(f, "{math}")?,
+            None => write!(f, "{}", self.pipeline)?,
+        }
         if !self.hints.is_empty() {
             f.write_str(" with(")?;
             for (n, hint) in self.hints.iter().enumerate() {
@@ -37,13 +41,72 @@ impl Display for Query {
 
 impl Display for Pipeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        // Second stages after a metrics function: comparisons follow without '|', and
+        // arithmetic with a number wraps what comes before it in parentheses.
+        let mut out = String::new();
         for (n, stage) in self.stages.iter().enumerate() {
-            if n > 0 {
-                f.write_str(" | ")?;
+            match stage {
+                Stage::SecondStage(second) if !second.func.is_function() => {
+                    out = with_second_stage(out, second);
+                }
+                _ => {
+                    if n > 0 {
+                        out.push_str(" | ");
+                    }
+                    let _ = write!(out, "{stage}");
+                }
             }
-            write!(f, "{stage}")?;
         }
-        Ok(())
+        f.write_str(&out)
+    }
+}
+
+/// `expr` followed by a second stage: `expr | topk(5)`, `expr > 10`, `(expr) * 100`,
+/// `100 * (expr)`.
+fn with_second_stage(expr: String, stage: &SecondStage) -> String {
+    let value = stage
+        .args
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    match stage.func {
+        SecondStageFn::TopK | SecondStageFn::BottomK => format!("{expr} | {}({value})", stage.func.name()),
+        SecondStageFn::Filter(op) => format!("{expr} {} {value}", op.symbol()),
+        SecondStageFn::Arithmetic {
+            op,
+            scalar_first: false,
+        } => format!("({expr}) {} {value}", op.symbol()),
+        SecondStageFn::Arithmetic { op, scalar_first: true } => format!("{value} {} ({expr})", op.symbol()),
+    }
+}
+
+impl Display for MetricsExpr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(&metrics_expr(self, 0, false))
+    }
+}
+
+/// Prints metrics arithmetic as an operand of an operator with precedence `parent`, on its
+/// right side if `right`. Operands that are queries are always parenthesised.
+fn metrics_expr(expr: &MetricsExpr, parent: u8, right: bool) -> String {
+    match expr {
+        MetricsExpr::Query(pipeline) => format!("({pipeline})"),
+        MetricsExpr::Binary { op, lhs, rhs, stages } => {
+            let prec = op.precedence();
+            let core = format!(
+                "{} {} {}",
+                metrics_expr(lhs, prec, false),
+                op.symbol(),
+                metrics_expr(rhs, prec, true)
+            );
+            if stages.is_empty() {
+                let parens = prec < parent || (prec == parent && right);
+                return if parens { format!("({core})") } else { core };
+            }
+            let out = stages.iter().fold(core, with_second_stage);
+            if parent > 0 { format!("({out})") } else { out }
+        }
     }
 }
 
@@ -73,7 +136,9 @@ impl Display for Stage {
                 }
                 f.write_str(")")
             }
-            Stage::SecondStage(stage) => call(f, stage.func.name(), &stage.args),
+            Stage::SecondStage(stage) if stage.func.is_function() => call(f, stage.func.name(), &stage.args),
+            // Comparisons and arithmetic print around the rest of their pipeline.
+            Stage::SecondStage(stage) => f.write_str(&with_second_stage(String::new(), stage)),
         }
     }
 }
@@ -319,6 +384,24 @@ mod tests {
             canonical("{}|rate() with(sample=0.1,most_recent=true)"),
             "{ } | rate() with(sample=0.1, most_recent=true)"
         );
+    }
+
+    #[test]
+    fn metrics_second_stages_and_arithmetic() {
+        assert_eq!(canonical("{}|rate()>10|topk(5)"), "{ } | rate() > 10 | topk(5)");
+        assert_eq!(canonical("({}|rate())*(2+3)"), "({ } | rate()) * 5");
+        assert_eq!(canonical("100*({}|rate())"), "100 * ({ } | rate())");
+        assert_eq!(canonical("((({}|rate())))"), "{ } | rate()");
+        assert_eq!(canonical("({}|rate())|topk(3)"), "{ } | rate() | topk(3)");
+        assert_eq!(
+            canonical("({.a}|rate())/({}|rate())*100>1"),
+            "(({ .a } | rate()) / ({ } | rate())) * 100 > 1"
+        );
+        assert_eq!(
+            canonical("({.a}|rate())-(({.b}|rate())-({.c}|rate()))"),
+            "({ .a } | rate()) - (({ .b } | rate()) - ({ .c } | rate()))"
+        );
+        assert_eq!(canonical("({}|rate())>1s"), "{ } | rate() > 1s");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::ast::{FieldExpr, Intrinsic, Pipeline, Query, SpansetExpr, SpansetOp, 
 /// [`validate`](crate::validate); the result for an invalid query is unspecified (but it does not
 /// panic).
 ///
-/// Not supported: `compare()`, `topk()`/`bottomk()`, `coalesce()`, query hints `with(...)`, the
+/// Not supported: `compare()`, `coalesce()`, query hints `with(...)`, the
 /// sibling operators (`~`, `!~`, `&~`), the union structural operators (`&>`, `&>>`, `&<`,
 /// `&<<`), pipelines used as spanset operands (`({ } | count() > 1) > { }`), the `nestedSet*`
 /// intrinsics, `event:timeSinceStart`, `parent.`-scoped attributes, and arithmetic that involves
@@ -17,7 +17,7 @@ pub fn supported(query: &Query) -> Result<(), Unsupported> {
     if !query.hints.is_empty() {
         return unsupported("query hints with(...)");
     }
-    pipeline(&query.pipeline)
+    query.pipelines().into_iter().try_for_each(pipeline)
 }
 
 fn unsupported(feature: impl Into<String>) -> Result<(), Unsupported> {
@@ -38,7 +38,7 @@ fn pipeline(pipeline: &Pipeline) -> Result<(), Unsupported> {
                 fields(metrics.by.as_deref().unwrap_or_default())?;
             }
             Stage::Compare(_) => return unsupported("compare()"),
-            Stage::SecondStage(stage) => return unsupported(format!("{}()", stage.func.name())),
+            Stage::SecondStage(_) => {}
         }
     }
     Ok(())

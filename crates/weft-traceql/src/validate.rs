@@ -9,13 +9,16 @@ use std::collections::HashSet;
 
 use crate::ValidateError;
 use crate::ast::{
-    Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Intrinsic, MetricsFn, MetricsStage, Pipeline, Query,
-    ScalarFilter, SecondStage, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
+    Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Intrinsic, MetricsExpr, MetricsFn, MetricsStage, Pipeline,
+    Query, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
 };
 
 /// Checks that a parsed query is meaningful. See the crate docs for the rules.
 pub fn validate(query: &Query) -> Result<(), ValidateError> {
-    pipeline(&query.pipeline, true)?;
+    match &query.math {
+        Some(math) => metrics_expr(math)?,
+        None => pipeline(&query.pipeline, true)?,
+    }
     let mut seen = HashSet::new();
     for hint in &query.hints {
         if !seen.insert(hint.key.as_str()) {
@@ -92,7 +95,9 @@ fn intrinsic_type(intrinsic: Intrinsic) -> Type {
         Intrinsic::Status => Type::Status,
         Intrinsic::Kind => Type::Kind,
         Intrinsic::Duration | Intrinsic::TraceDuration | Intrinsic::EventTimeSinceStart => Type::Duration,
-        Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => Type::Int,
+        Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent | Intrinsic::ChildCount => {
+            Type::Int
+        }
         Intrinsic::Name
         | Intrinsic::StatusMessage
         | Intrinsic::RootName
@@ -178,11 +183,18 @@ fn comparison(
 ) -> Result<(), ValidateError> {
     let sym = op.symbol();
     if lt == Type::Nil || rt == Type::Nil {
-        let other = if lt == Type::Nil { rhs } else { lhs };
-        if !matches!(op, BinaryOp::Eq | BinaryOp::Neq) || !other.is_field() {
+        // Tempo's rules: `x = nil` / `x != nil` (either side) test whether x has a value;
+        // `nil = nil` and `nil != nil` are false; nil has no order.
+        if !matches!(op, BinaryOp::Eq | BinaryOp::Neq) {
             return fail(format!(
-                "nil can only be compared with an attribute or intrinsic using '=' or '!=', in `{expr}`"
+                "nil can only be compared using '=' or '!=' (to test whether a value is missing or present), in `{expr}`"
             ));
+        }
+        let other = if lt == Type::Nil { rhs } else { lhs };
+        if op == BinaryOp::Eq
+            && let Some(what) = never_nil(other)
+        {
+            return fail(format!("`{expr}` is not valid because {what} cannot be nil"));
         }
         return Ok(());
     }
@@ -241,6 +253,30 @@ fn comparison(
     Ok(())
 }
 
+/// Why `expr = nil` can never hold, as Tempo refuses it: intrinsics that every span has, and
+/// `resource.service.name`. Intrinsics that a span may lack (`span:parentID` of a root span,
+/// `event:name` of a span without events, ...) may be compared with nil.
+fn never_nil(expr: &FieldExpr) -> Option<String> {
+    match expr {
+        FieldExpr::Intrinsic(i) => match i {
+            Intrinsic::ParentId
+            | Intrinsic::RootName
+            | Intrinsic::RootServiceName
+            | Intrinsic::EventName
+            | Intrinsic::EventTimeSinceStart
+            | Intrinsic::LinkTraceId
+            | Intrinsic::LinkSpanId => None,
+            _ => Some(format!("the intrinsic {}", i.name())),
+        },
+        FieldExpr::Attribute(a)
+            if a.scope == crate::ast::AttributeScope::Resource && !a.parent && a.name == "service.name" =>
+        {
+            Some("resource.service.name".to_owned())
+        }
+        _ => None,
+    }
+}
+
 /// True if `expr` reads an attribute or intrinsic somewhere.
 fn references_field(expr: &FieldExpr) -> bool {
     match expr {
@@ -292,9 +328,9 @@ fn pipeline(pipeline: &Pipeline, top_level: bool) -> Result<(), ValidateError> {
                 if n == 0 {
                     return fail(format!("{name}() needs spans to work on, e.g. '{{ }} | {name}()'"));
                 }
-                if !(rest.is_empty() || matches!(rest, [Stage::SecondStage(_)])) {
+                if !rest.iter().all(|s| matches!(s, Stage::SecondStage(_))) {
                     return fail(format!(
-                        "{name}() must be the last stage of the pipeline (only topk() or bottomk() may follow it)"
+                        "{name}() must be the last stage of the pipeline (only topk(), bottomk(), comparisons and arithmetic may follow it)"
                     ));
                 }
                 match stage {
@@ -304,15 +340,28 @@ fn pipeline(pipeline: &Pipeline, top_level: bool) -> Result<(), ValidateError> {
                 }
             }
             Stage::SecondStage(second) => {
-                let name = second.func.name();
-                let after_metrics = n > 0 && matches!(stages[n - 1], Stage::Metrics(_) | Stage::Compare(_));
-                if !top_level || !after_metrics {
+                let after_metrics = n > 0
+                    && matches!(
+                        stages[n - 1],
+                        Stage::Metrics(_) | Stage::Compare(_) | Stage::SecondStage(_)
+                    );
+                let has_metrics = stages
+                    .iter()
+                    .any(|s| matches!(s, Stage::Metrics(_) | Stage::Compare(_)));
+                if top_level && !has_metrics && !second.func.is_function() {
                     return fail(format!(
-                        "{name}() must directly follow a metrics function such as rate()"
+                        "{} needs a metrics query such as '({{ }} | rate())', found `{}`",
+                        second_stage_name(second),
+                        Pipeline {
+                            stages: stages[..n].to_vec()
+                        }
                     ));
                 }
-                if !rest.is_empty() {
-                    return fail(format!("{name}() must be the last stage of the pipeline"));
+                if !top_level || !after_metrics {
+                    return fail(format!(
+                        "{} must directly follow a metrics function such as rate()",
+                        second_stage_name(second)
+                    ));
                 }
                 second_stage(second)?;
             }
@@ -486,14 +535,85 @@ fn compare_stage(compare: &Compare) -> Result<(), ValidateError> {
     Ok(())
 }
 
+/// How messages name a second stage: `topk()`, `the comparison '>'`, `arithmetic '*'`.
+fn second_stage_name(stage: &SecondStage) -> String {
+    match stage.func {
+        SecondStageFn::TopK | SecondStageFn::BottomK => format!("{}()", stage.func.name()),
+        SecondStageFn::Filter(op) => format!("the comparison '{}'", op.symbol()),
+        SecondStageFn::Arithmetic { op, .. } => format!("arithmetic '{}'", op.symbol()),
+    }
+}
+
 fn second_stage(stage: &SecondStage) -> Result<(), ValidateError> {
     let name = stage.func.name();
-    match stage.args.as_slice() {
-        [FieldExpr::Static(Static::Int(n))] if *n > 0 => Ok(()),
-        [arg] => fail(format!("{name}() takes a positive integer, found `{arg}`")),
-        args => fail(format!(
-            "{name}() takes one positive integer, found {} arguments",
-            args.len()
-        )),
+    match stage.func {
+        SecondStageFn::TopK | SecondStageFn::BottomK => match stage.args.as_slice() {
+            [FieldExpr::Static(Static::Int(n))] if *n > 0 => Ok(()),
+            [arg] => fail(format!("{name}() takes a positive integer, found `{arg}`")),
+            args => fail(format!(
+                "{name}() takes one positive integer, found {} arguments",
+                args.len()
+            )),
+        },
+        SecondStageFn::Filter(op) => {
+            if !matches!(
+                op,
+                BinaryOp::Eq | BinaryOp::Neq | BinaryOp::Lt | BinaryOp::Lte | BinaryOp::Gt | BinaryOp::Gte
+            ) {
+                return fail(format!("'{name}' cannot compare metrics series"));
+            }
+            match stage.args.as_slice() {
+                [FieldExpr::Static(Static::Int(_) | Static::Float(_) | Static::Duration(_))] => Ok(()),
+                _ => fail(format!(
+                    "a metrics comparison '{name}' takes a number or duration, found `{}`",
+                    list(&stage.args)
+                )),
+            }
+        }
+        SecondStageFn::Arithmetic { op, .. } => {
+            if !matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) {
+                return fail(format!("metrics arithmetic takes '+', '-', '*' or '/', found '{name}'"));
+            }
+            match stage.args.as_slice() {
+                [FieldExpr::Static(Static::Int(_) | Static::Float(_))] => Ok(()),
+                _ => fail(format!(
+                    "metrics arithmetic '{name}' takes a number, found `{}`",
+                    list(&stage.args)
+                )),
+            }
+        }
+    }
+}
+
+fn list(args: &[FieldExpr]) -> String {
+    args.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Metrics arithmetic between queries: each operand a metrics query, `+ - * /` between them.
+fn metrics_expr(expr: &MetricsExpr) -> Result<(), ValidateError> {
+    match expr {
+        MetricsExpr::Query(p) => {
+            let has_metrics = p
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Metrics(_) | Stage::Compare(_)));
+            if !has_metrics {
+                return fail(format!(
+                    "each operand of metrics arithmetic must be a metrics query such as '({{ }} | rate())', found `({p})`"
+                ));
+            }
+            pipeline(p, true)
+        }
+        MetricsExpr::Binary { op, lhs, rhs, stages } => {
+            if !matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) {
+                return fail(format!(
+                    "metrics arithmetic takes '+', '-', '*' or '/', found '{}'",
+                    op.symbol()
+                ));
+            }
+            metrics_expr(lhs)?;
+            metrics_expr(rhs)?;
+            stages.iter().try_for_each(second_stage)
+        }
     }
 }

@@ -222,6 +222,18 @@ fn comparison() -> BoxedStrategy<String> {
             .prop_map(join3),
         (select(STRING_FIELDS), select(vec!["=", "!="]), Just("nil")).prop_map(join3),
         (
+            Just("nil"),
+            select(vec!["=", "!="]),
+            select([ATTRS, STRING_FIELDS, &["nil"]].concat())
+        )
+            .prop_map(join3),
+        (
+            Just("span:childCount"),
+            select(ORDER_OPS),
+            select(vec!["0", "1", "2", "1.5"]),
+        )
+            .prop_map(join3),
+        (
             select(vec!["duration", "traceDuration"]),
             select(ORDER_OPS),
             select(vec!["30ns", "50", "1.5", "0", "60ns"]),
@@ -514,6 +526,9 @@ impl<'t> Model<'t> {
                     .map_or(Value::Nil, |l| Value::Str(hex(&l.span_id))),
                 Intrinsic::InstrumentationName => Value::Str(span.scope_name.clone()),
                 Intrinsic::InstrumentationVersion => Value::Str(span.scope_version.clone()),
+                Intrinsic::ChildCount => {
+                    Value::Int((0..self.t.spans.len()).filter(|&c| self.parent[c] == Some(i)).count() as i64)
+                }
                 other => unreachable!("{other:?}"),
             },
             FieldExpr::Attribute(a) => {
@@ -552,6 +567,7 @@ impl<'t> Model<'t> {
                     BinaryOp::Or => {
                         Value::Bool(truthy(&self.value(lhs, i, ev, lk)) || truthy(&self.value(rhs, i, ev, lk)))
                     }
+                    BinaryOp::Eq | BinaryOp::Neq if nil(lhs) && nil(rhs) => Value::Bool(false),
                     BinaryOp::Eq | BinaryOp::Neq if nil(lhs) || nil(rhs) => {
                         let other = if nil(lhs) { rhs } else { lhs };
                         let present = self.value(other, i, ev, lk) != Value::Nil;
@@ -966,7 +982,12 @@ proptest! {
     #[test]
     fn supported_corpus_queries_evaluate(trace in trace()) {
         for query in runnable_corpus() {
-            let metrics = matches!(query.pipeline.stages.last(), Some(Stage::Metrics(_)));
+            let metrics = query.math.is_some()
+                || query
+                    .pipeline
+                    .stages
+                    .iter()
+                    .any(|s| matches!(s, Stage::Metrics(_) | Stage::Compare(_)));
             if metrics {
                 let result = eval_metrics(query, [&trace], 0, 200, 10);
                 prop_assert!(result.is_ok(), "`{}`: {}", query, result.unwrap_err());

@@ -659,7 +659,7 @@ fn errors() {
     assert!(matches!(err("{ } | rate()"), EvalError::MetricsQuery { .. }));
     assert_eq!(
         err("{ } | rate()").to_string(),
-        "`{ } | rate()` is a metrics query; evaluate it with eval_metrics"
+        "`{ } | rate()` is a metrics query: run it with /api/metrics/query_range"
     );
     let e = err(r#"{ name =~ "(" }"#);
     assert!(matches!(&e, EvalError::Regex { pattern, .. } if pattern == "("), "{e}");
@@ -698,4 +698,25 @@ fn corpus_examples_on_the_fixture() {
         ("{ } | max(duration) > 1", ALL),
     ]);
     assert_eq!(spans(r#"{ span.db.system = "postgresql" }"#), vec![4]);
+}
+
+#[test]
+fn child_count_and_nil_on_either_side() {
+    check(&[
+        ("{ span:childCount = 3 }", &[0]),
+        ("{ span:childCount = 2 }", &[3]),
+        ("{ span:childCount > 0 }", &[0, 2, 3]),
+        ("{ span:childCount = 0 && kind = internal }", &[1, 5, 6, 7]),
+        ("{ nil = span.http.status_code }", &[1, 3, 4, 5, 6]),
+        ("{ nil != span.http.status_code }", &[0, 2, 7]),
+        ("{ (span.user.id + 1) != nil }", &[1]),
+        ("{ nil = nil }", &[]),
+        ("{ nil != nil }", &[]),
+        ("{ span:parentID = nil }", &[0]),
+    ]);
+    let err = |q: &str| eval(&parse(q).expect(q), &fixture()).expect_err(q).to_string();
+    assert_eq!(
+        err("{ span:status = nil }"),
+        "invalid query: `status = nil` is not valid because the intrinsic status cannot be nil"
+    );
 }

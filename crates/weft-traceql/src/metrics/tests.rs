@@ -277,7 +277,16 @@ fn errors() {
     let ok = eval_metrics(&parse("{ } | rate()").unwrap(), [&fixture()], 0, MAX_METRICS_STEPS, 1);
     assert!(ok.is_ok());
     assert!(matches!(
-        err("{ } | rate() by (resource.service.name) | topk(10)", 0, 10, 1),
+        err(
+            "{ } | rate() by (resource.service.name) | compare({ status = error })",
+            0,
+            10,
+            1
+        ),
+        EvalError::Invalid(_)
+    ));
+    assert!(matches!(
+        err("{ } | compare({ status = error })", 0, 10, 1),
         EvalError::Unsupported(_)
     ));
 }
@@ -373,4 +382,137 @@ fn series_and_points_are_bounded() {
     let mut run = MetricsRun::new(&q, 0, 100_000_000_000, 1_000_000_000).unwrap();
     let e = run.limit(1000, 99).unwrap_err().to_string();
     assert!(e.contains("100 steps") && e.contains("max_metrics_points"), "{e}");
+}
+
+fn values_of(series: &[Series]) -> Vec<Vec<Option<f64>>> {
+    series.iter().map(|s| s.values.clone()).collect()
+}
+
+#[test]
+fn comparisons_keep_points_and_series() {
+    // Counts by service: backend [0 1 3 0 0], frontend [0 0 3 1 0].
+    let q = "{ } | count_over_time() by (resource.service.name)";
+    let got = run(&format!("{q} > 0"));
+    assert_eq!(
+        values_of(&got),
+        vec![
+            vec![None, Some(1.0), Some(3.0), None, None],
+            vec![None, None, Some(3.0), Some(1.0), None],
+        ]
+    );
+    // A series left with no point is dropped.
+    let got = run(&format!("{q} >= 1 | topk(5) < 1"));
+    assert!(got.is_empty(), "{got:?}");
+    let got = run(&format!("{q} = 1"));
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].values, vec![None, Some(1.0), None, None, None]);
+    // Durations compare in seconds.
+    let got = run("{ } | max_over_time(duration) > 500ns");
+    assert_close(&got[0].values, &[None, None, Some(1e-6), None, None]);
+    // Constant arithmetic is folded: `> 2 * 1` is `> 2`.
+    let got = run(&format!("{q} > 2 * 1"));
+    assert_eq!(values_of(&got), vec![vec![None, None, Some(3.0), None, None]; 2]);
+}
+
+#[test]
+fn topk_and_bottomk_per_step() {
+    let q = "{ } | count_over_time() by (name)";
+    // Step 2 holds one span of each of six names; ties go to the names that sort first.
+    let got = run(&format!("{q} | topk(2)"));
+    let names: Vec<_> = got.iter().map(|s| s.labels[0].1.clone()).collect();
+    // Step 0 and 4 are all zeros: the two first names win there too.
+    assert_eq!(names, vec![s("GET /"), s("auth"), s("late"), s("render")]);
+    let late = &got[2];
+    assert_eq!(late.values, vec![None, Some(1.0), None, None, None]);
+    let render = &got[3];
+    assert_eq!(render.values, vec![None, None, None, Some(1.0), None]);
+    // bottomk: the zeros; ties go to the names that sort last.
+    let got = run(&format!("{q} | bottomk(1)"));
+    let names: Vec<_> = got.iter().map(|s| s.labels[0].1.clone()).collect();
+    assert_eq!(names, vec![s("late"), s("render")]);
+    // `render` has 1 at step 3, so `late` (0) is lowest there.
+    assert_eq!(got[0].values, vec![None, None, None, Some(0.0), None]);
+    assert_eq!(got[1].values, vec![Some(0.0), Some(0.0), Some(0.0), None, Some(0.0)]);
+    // With at most k series, everything is kept unchanged.
+    let by_service = "{ } | count_over_time() by (resource.service.name)";
+    assert_eq!(run(&format!("{by_service} | topk(2)")), run(by_service));
+}
+
+#[test]
+fn arithmetic_with_numbers() {
+    let rate = run("{ } | count_over_time()");
+    assert_eq!(rate[0].values, counts(&[0.0, 1.0, 6.0, 1.0, 0.0]));
+    let got = run("({ } | count_over_time()) * 100");
+    assert_eq!(got[0].values, counts(&[0.0, 100.0, 600.0, 100.0, 0.0]));
+    assert_eq!(got[0].labels, rate[0].labels);
+    let got = run("100 / ({ } | count_over_time())");
+    // Division by zero has no value.
+    assert_eq!(
+        got[0].values,
+        vec![None, Some(100.0), Some(100.0 / 6.0), Some(100.0), None]
+    );
+    let got = run("1 - ({ } | count_over_time()) / 2");
+    assert_eq!(got[0].values, counts(&[1.0, 0.5, -2.0, 0.5, 1.0]));
+    // Constants fold with Tempo's integer arithmetic: 1 / 2 is 0.
+    let got = run("({ } | count_over_time()) + 1 / 2");
+    assert_eq!(got[0].values, counts(&[0.0, 1.0, 6.0, 1.0, 0.0]));
+    // Comparisons after arithmetic see the computed values.
+    let got = run("({ } | count_over_time()) * 10 > 20");
+    assert_eq!(got[0].values, vec![None, None, Some(60.0), None, None]);
+}
+
+#[test]
+fn arithmetic_between_queries() {
+    // Errors: [2] frontend and [4] backend, both in step 2.
+    let got = run("({ status = error } | count_over_time()) / ({ } | count_over_time())");
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].labels,
+        vec![label("__name__", s("(count_over_time / count_over_time)"))]
+    );
+    assert_eq!(got[0].values, vec![None, Some(0.0), Some(2.0 / 6.0), Some(0.0), None]);
+    // By labels: series pair up by their labels.
+    let by = "by (resource.service.name)";
+    let got = run(&format!(
+        "({{ status = error }} | count_over_time() {by}) / ({{ }} | count_over_time() {by})"
+    ));
+    assert_eq!(
+        got.iter().map(|s| s.labels.clone()).collect::<Vec<_>>(),
+        vec![
+            vec![label("resource.service.name", s("backend"))],
+            vec![label("resource.service.name", s("frontend"))],
+        ]
+    );
+    assert_eq!(got[0].values, vec![None, Some(0.0), Some(1.0 / 3.0), None, None]);
+    assert_eq!(got[1].values, vec![None, None, Some(1.0 / 3.0), Some(0.0), None]);
+    // A series without labels pairs with every series of the other side.
+    let got = run(&format!(
+        "({{ }} | count_over_time() {by}) / ({{ }} | count_over_time())"
+    ));
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].values, vec![None, Some(1.0), Some(0.5), Some(0.0), None]);
+    // Unpaired series are dropped.
+    let got = run(&format!(
+        "({{ }} | count_over_time() by (name)) - ({{ }} | count_over_time() {by})"
+    ));
+    assert!(got.is_empty(), "{got:?}");
+    // Scalars, comparisons and topk on the combined series, and nested arithmetic.
+    let got = run(&format!(
+        "(({{ }} | count_over_time() {by}) + ({{ }} | count_over_time() {by})) * 10 > 20 | topk(1)"
+    ));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].labels, vec![label("resource.service.name", s("backend"))]);
+    assert_eq!(got[0].values, vec![None, None, Some(60.0), None, None]);
+    let got = run("({ } | count_over_time()) + ({ } | count_over_time()) * ({ } | count_over_time())");
+    assert_eq!(got[0].values, counts(&[0.0, 2.0, 42.0, 2.0, 0.0]));
+    assert_eq!(
+        got[0].labels,
+        vec![label(
+            "__name__",
+            s("(count_over_time + (count_over_time * count_over_time))")
+        )]
+    );
+    // Operand-level second stages apply before the arithmetic.
+    let got = run("({ } | count_over_time() > 1) - ({ } | count_over_time())");
+    assert_eq!(got[0].values, vec![None, None, Some(0.0), None, None]);
 }
