@@ -4,16 +4,25 @@
 //! fit it alike: whole-object writes, whole and ranged reads, prefix listing, deletes. There is
 //! no rename, append or directory concept. Paths are `/`-separated keys without a leading `/`.
 //!
-//! Every backend must pass [`conformance::run`].
+//! Every backend must pass [`conformance::run`]. Wrappers such as [`CountingStorage`] compose
+//! around any backend and are themselves a [`Storage`].
+//!
+//! Backends: [`LocalStorage`] (files under a directory), [`MemoryStorage`] (tests) and
+//! [`S3Storage`] (any S3-compatible object store, through the `object_store` crate).
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::ops::Range;
+use std::sync::Arc;
 
+mod counting;
 mod local;
 mod memory;
+mod s3;
+pub use counting::{CountingStorage, StorageMetrics};
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
+pub use s3::{S3Config, S3ConfigError, S3Retry, S3Storage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -30,6 +39,27 @@ pub enum StorageError {
     },
     #[error("storage i/o error on {path}: {source}")]
     Io { path: String, source: std::io::Error },
+    /// A remote store failed: a server error that outlasted the retries, a refused request, a
+    /// network failure. The object is as the [`Storage`] contract says for an `Err`.
+    #[error("storage backend error in {op} of {path:?}: {source}")]
+    Backend {
+        op: &'static str,
+        path: String,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+impl StorageError {
+    /// A short stable name of the variant, for metric labels and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StorageError::NotFound(_) => "not_found",
+            StorageError::InvalidPath { .. } => "invalid_path",
+            StorageError::BadRange { .. } => "bad_range",
+            StorageError::Io { .. } => "io",
+            StorageError::Backend { .. } => "backend",
+        }
+    }
 }
 
 /// One listed object.
@@ -62,6 +92,26 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes an object. Returns `Ok(())` if the object did not exist.
     async fn delete(&self, path: &str) -> Result<(), StorageError>;
+}
+
+/// A shared store is a store, so wrappers compose around `Arc<dyn Storage>` too.
+#[async_trait]
+impl<S: Storage + ?Sized> Storage for Arc<S> {
+    async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError> {
+        (**self).put(path, data).await
+    }
+    async fn get(&self, path: &str) -> Result<Bytes, StorageError> {
+        (**self).get(path).await
+    }
+    async fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        (**self).get_range(path, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        (**self).list(prefix).await
+    }
+    async fn delete(&self, path: &str) -> Result<(), StorageError> {
+        (**self).delete(path).await
+    }
 }
 
 /// Rejects paths that could escape a root or that object stores treat specially.
