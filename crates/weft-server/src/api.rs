@@ -456,6 +456,9 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
     if let Some(db) = &m.db {
         db.metrics.render(&mut out);
     }
+    if let Some(sm) = &m.storage_metrics {
+        sm.render(&mut out);
+    }
     let b = &st.budget;
     out.family(
         "weft_request_budget_bytes",

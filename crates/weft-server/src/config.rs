@@ -42,6 +42,16 @@ pub enum Target {
     Compactor,
 }
 
+/// Where blocks are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageKind {
+    /// `<data_dir>/blocks` on the local filesystem (the default).
+    Local,
+    /// An S3-compatible bucket (`--s3-*`). The WAL stays in `data_dir`.
+    S3,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fsync {
@@ -127,6 +137,27 @@ pub struct ServerFlags {
     /// and marked so (v2: "status": "partial") [default: 33554432].
     #[arg(long, env = "WEFT_MAX_TRACE_RESPONSE_BYTES")]
     pub max_trace_response_bytes: Option<u64>,
+    /// Where blocks are stored: local (in --data-dir) or s3 [default: local].
+    #[arg(long, env = "WEFT_STORAGE", value_enum)]
+    pub storage: Option<StorageKind>,
+    /// S3: endpoint URL of an S3-compatible server (`http://127.0.0.1:9000`); unset is AWS S3.
+    #[arg(long, env = "WEFT_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3: bucket (required with --storage s3).
+    #[arg(long, env = "WEFT_S3_BUCKET")]
+    pub s3_bucket: Option<String>,
+    /// S3: region [default: us-east-1].
+    #[arg(long, env = "WEFT_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// S3: access key ID; with the secret unset too, the environment's AWS credential chain.
+    #[arg(long, env = "WEFT_S3_ACCESS_KEY_ID")]
+    pub s3_access_key_id: Option<String>,
+    /// S3: secret access key (prefer the WEFT_S3_SECRET_ACCESS_KEY variable).
+    #[arg(long, env = "WEFT_S3_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub s3_secret_access_key: Option<String>,
+    /// S3: key prefix inside the bucket for everything weft stores [default: none].
+    #[arg(long, env = "WEFT_S3_PREFIX")]
+    pub s3_prefix: Option<String>,
     /// Seconds between re-reads of the block list, for roles that share a data directory with
     /// other processes (--target querier, ingester, compactor) [default: 5].
     #[arg(long, env = "WEFT_BLOCKLIST_POLL")]
@@ -208,6 +239,13 @@ pub struct Config {
     pub max_trace_response_bytes: u64,
     pub ingestion_rate_bytes: u64,
     pub ingestion_burst_bytes: u64,
+    pub storage: StorageKind,
+    pub s3_endpoint: Option<String>,
+    pub s3_bucket: String,
+    pub s3_region: String,
+    pub s3_access_key_id: String,
+    pub s3_secret_access_key: String,
+    pub s3_prefix: String,
     pub blocklist_poll: f64,
     pub compaction_interval: f64,
     pub compaction_max_block_spans: u64,
@@ -249,6 +287,13 @@ impl Default for Config {
             max_trace_response_bytes: 32 << 20,
             ingestion_rate_bytes: 0,
             ingestion_burst_bytes: 0,
+            storage: StorageKind::Local,
+            s3_endpoint: None,
+            s3_bucket: String::new(),
+            s3_region: "us-east-1".into(),
+            s3_access_key_id: String::new(),
+            s3_secret_access_key: String::new(),
+            s3_prefix: String::new(),
             blocklist_poll: 5.0,
             compaction_interval: 30.0,
             compaction_max_block_spans: 1_000_000,
@@ -302,6 +347,12 @@ impl Config {
             max_trace_response_bytes,
             ingestion_rate_bytes,
             ingestion_burst_bytes,
+            storage,
+            s3_bucket,
+            s3_region,
+            s3_access_key_id,
+            s3_secret_access_key,
+            s3_prefix,
             blocklist_poll,
             compaction_interval,
             compaction_max_block_spans,
@@ -318,6 +369,9 @@ impl Config {
             log_format,
             log_level
         );
+        if flags.s3_endpoint.is_some() {
+            c.s3_endpoint = flags.s3_endpoint.clone();
+        }
         c.validate()?;
         Ok(c)
     }
@@ -339,6 +393,9 @@ impl Config {
             self.max_trace_response_bytes > 0,
             "max_trace_response_bytes must be positive"
         );
+        if self.storage == StorageKind::S3 {
+            self.s3_config().map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         anyhow::ensure!(
             self.blocklist_poll > 0.0 && self.blocklist_poll.is_finite(),
             "blocklist_poll must be a positive number of seconds"
@@ -383,6 +440,22 @@ impl Config {
             weft_ingest::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
         }
         Ok(())
+    }
+
+    /// The S3 settings, checked (`--storage s3`).
+    pub fn s3_config(&self) -> Result<weft_storage::S3Config, String> {
+        if self.s3_bucket.is_empty() {
+            return Err("--storage s3 needs --s3-bucket (or s3_bucket in the config file)".into());
+        }
+        weft_storage::S3Config::new(
+            self.s3_endpoint.as_deref(),
+            &self.s3_bucket,
+            &self.s3_region,
+            &self.s3_access_key_id,
+            &self.s3_secret_access_key,
+        )
+        .and_then(|c| c.with_prefix(&self.s3_prefix))
+        .map_err(|e| e.to_string())
     }
 
     /// Compaction and retention settings.

@@ -5,7 +5,7 @@
 //!
 //! | module | needs | what it is |
 //! |---|---|---|
-//! | `Storage` | | where blocks live (the data directory) |
+//! | `Storage` | | where blocks live (the data directory, or an S3 bucket with `--storage s3`), counted |
 //! | `Db` | Storage | the block list and block maintenance primitives (`weft-db`) |
 //! | `Ingester` | Db | WAL, head, block flusher (`weft-ingest`) |
 //! | `Receivers` | Ingester | OTLP/gRPC and OTLP/HTTP listeners pushing into the ingester |
@@ -32,7 +32,7 @@ use weft_ingest::{Ingest, IngestConfig};
 use weft_querier::{Querier, QuerierConfig};
 use weft_storage::Storage;
 
-use crate::config::{Config, Target};
+use crate::config::{Config, StorageKind, Target};
 use crate::receivers::Receiver;
 use crate::tenant::Tenants;
 
@@ -97,6 +97,8 @@ pub fn resolve(wanted: &[Module]) -> Vec<Module> {
 pub struct Modules {
     pub running: Vec<Module>,
     pub storage: Option<Arc<dyn Storage>>,
+    /// Requests, errors, latency and bytes of the block storage.
+    pub storage_metrics: Option<Arc<weft_storage::StorageMetrics>>,
     pub db: Option<Arc<Db>>,
     pub ingest: Option<Arc<Ingest>>,
     pub receiver: Option<Receiver>,
@@ -133,7 +135,26 @@ impl Modules {
             Module::Storage => {
                 std::fs::create_dir_all(&cfg.data_dir)
                     .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
-                self.storage = Some(Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?));
+                let inner: Arc<dyn Storage> = match cfg.storage {
+                    StorageKind::Local => Arc::new(weft_storage::LocalStorage::new(&cfg.data_dir)?),
+                    StorageKind::S3 => {
+                        let s3 = weft_storage::S3Storage::new(cfg.s3_config().map_err(anyhow::Error::msg)?)?;
+                        // Fail at start, not at the first block, on a wrong endpoint, bucket
+                        // or credentials.
+                        // The error's text already holds its causes: no chain to repeat.
+                        s3.list("blocks/").await.map_err(|e| {
+                            anyhow::anyhow!(
+                                "listing bucket {} at {}: {e}",
+                                cfg.s3_bucket,
+                                cfg.s3_endpoint.as_deref().unwrap_or("AWS S3")
+                            )
+                        })?;
+                        Arc::new(s3)
+                    }
+                };
+                let metrics = Arc::new(weft_storage::StorageMetrics::new());
+                self.storage_metrics = Some(metrics.clone());
+                self.storage = Some(Arc::new(weft_storage::CountingStorage::with_metrics(inner, metrics)));
             }
             Module::Db => {
                 let opts = match cfg.target {
