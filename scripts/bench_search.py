@@ -26,6 +26,9 @@ Method:
        errors_rate      { status = error } | rate() by (resource.service.name)
        duration_hist    { } | histogram_over_time(duration)  (Grafana's duration heatmap)
        slow_rate        { duration > 1s } | rate()  (evaluated per span: the filter reads the duration)
+       rate_per_count   ({ } | rate() by (service)) / ({ } | count_over_time() by (service))
+       route_rate_top5  { } | rate() by (span.http.route) | topk(5)
+       errors_rate_gt_1 { status = error } | rate() > 1
        service_graph    /api/service-graph over the range with the default span budget (the UI's
                         request; "complete" says whether the budget covered the range)
        service_graph_all  the same with maxSpans=50,000,000: every span counted
@@ -517,7 +520,12 @@ def main():
                                  args.runs, args.timeout, series_check, args.measure_timeouts))
         for name, q in [("errors_rate", "{ status = error } | rate() by (resource.service.name)"),
                         ("duration_hist", "{ } | histogram_over_time(duration)"),
-                        ("slow_rate", "{ duration > 1s } | rate()")]:
+                        ("slow_rate", "{ duration > 1s } | rate()"),
+                        # Tempo's metrics forms: arithmetic between queries, topk, a comparison.
+                        ("rate_per_count", "({ } | rate() by (resource.service.name)) / "
+                                           "({ } | count_over_time() by (resource.service.name))"),
+                        ("route_rate_top5", "{ } | rate() by (span.http.route) | topk(5)"),
+                        ("errors_rate_gt_1", "{ status = error } | rate() > 1")]:
             queries.append(run_query(server, name, "/api/metrics/query_range",
                                      {"q": q, **window, "step": f"{step}s"},
                                      args.runs, args.timeout, series_check, args.measure_timeouts))

@@ -125,6 +125,9 @@ impl SpanMetrics {
                         .try_for_each(|e| reads.expr(e, true))
                         .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
                 }
+                // topk/bottomk, comparisons and arithmetic with numbers act on the finished
+                // series (`MetricsRun::finish`), so they do not stop span-at-a-time evaluation.
+                Stage::SecondStage(_) => Some(()),
                 _ => None,
             };
             if ok.is_none() {
