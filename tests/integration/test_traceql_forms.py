@@ -1,6 +1,7 @@
 """TraceQL that Tempo runs and Grafana sends: metrics comparisons and arithmetic, topk/bottomk,
-span:childCount and nil, answered through the HTTP API; what weft does not run yet is a 400 that
-names the feature, never a parse error."""
+span:childCount and nil, the sibling and union structural operators, coalesce(), hints and
+pipelines inside spanset expressions, answered through the HTTP API; what weft does not run yet
+is a 400 that names the feature, never a parse error."""
 
 from __future__ import annotations
 
@@ -81,10 +82,23 @@ def test_child_count_nil_and_clear_refusals(weft_factory):
     # A span always has a status: Tempo refuses comparing it with nil.
     r = search("{ span:status = nil }")
     assert r.status_code == 400, r.text
+    # Siblings, unions, coalesce and hints run.
+    r = search('{ name = "kid" } ~ { name = "kid" }')
+    assert r.status_code == 200 and len(r.json()["traces"]) == 2, r.text[:300]
+    r = search('{ name = "root" } &> { name = "kid" }')
+    assert r.status_code == 200 and [t["spanSet"]["matched"] for t in r.json()["traces"]] == [3, 3], r.text[:300]
+    r = search('{ name = "solo" } !~ { name = "solo" }')
+    assert r.status_code == 200 and len(r.json()["traces"]) == 4, r.text[:300]
+    for q in ("{ } | coalesce()", "{ } with (sample=true)", '({ } | count() > 2) && { name = "root" }'):
+        r = search(q)
+        assert r.status_code == 200, (q, r.text)
+    assert len(search('({ } | count() > 2) && { name = "root" }').json()["traces"]) == 2
     # Valid TraceQL weft does not run yet: a 400 naming the feature, not a parse error.
-    for q, feature in (("{ } ~ { }", "~"), ("{ } | coalesce()", "coalesce"), ("{ } with (sample=true)", "with")):
+    for q, feature in (('{ parent.foo = "x" }', "parent"),):
         r = search(q)
         assert r.status_code == 400 and feature in r.text and "parse" not in r.text.lower(), (q, r.text)
+    r = srv.get("/api/metrics/query_range", params={"q": "{ } | compare({ status = error })"})
+    assert r.status_code == 400 and "compare" in r.text and "parse" not in r.text.lower(), r.text
     # A metrics query sent to search says where to send it, naming no internal function.
     r = search("{ } | rate()")
     assert r.status_code == 400 and "/api/metrics/query_range" in r.text and "eval_metrics" not in r.text, r.text

@@ -692,7 +692,7 @@ fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
             Intrinsic::EventTimeSinceStart => out.extend(
                 span.events
                     .iter()
-                    .map(|e| Value::Duration(e.time_unix_nano.saturating_sub(span.start_unix_nano) as i64)),
+                    .map(|e| Value::Duration(e.time_unix_nano.wrapping_sub(span.start_unix_nano) as i64)),
             ),
             _ => {}
         },

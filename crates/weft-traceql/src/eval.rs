@@ -17,6 +17,9 @@
 //! - `span:id`, `span:parentID`, `trace:id`, `link:traceID` and `link:spanID` are lowercase hex
 //!   strings; `span:parentID` is nil when the span has no parent id.
 //! - `span:childCount` is the number of spans of the trace whose parent is the span.
+//! - `event:timeSinceStart` is the event's time minus its span's start, a duration; negative
+//!   for an event before the span starts (Tempo stores the unsigned difference and reads it back
+//!   signed). It binds per event in comparisons, like `event:name`.
 //! - `rootName`, `rootServiceName` and `traceDuration` are the same for every span of a trace
 //!   ([`Trace::root`], [`Trace::duration_nano`]); nil when the trace has no root.
 //! - **differs**: when there is no span without a parent id, the earliest span whose parent is
@@ -60,8 +63,21 @@
 //! - `A > B`: the B spans whose parent is in A. `A >> B`: the B spans with an ancestor in A.
 //! - `A < B`: the B spans that are the parent of some A span. `A << B`: the B spans that are an
 //!   ancestor of some A span.
-//! - `!>`, `!>>`, `!<`, `!<<`: the B spans for which the relation does not hold (all of B when
-//!   A is empty).
+//! - `A ~ B`: the B spans that share a parent with some other span of A. Spans without a
+//!   parent id are siblings of each other (Tempo's nested sets give every root one parent);
+//!   a span whose parent is not in the trace has no siblings; a span is not its own sibling.
+//! - `!>`, `!>>`, `!<`, `!<<`, `!~`: the B spans for which the relation does not hold (all of B
+//!   when A is empty).
+//! - `&>`, `&>>`, `&<`, `&<<`, `&~`: the union forms: the B spans for which the relation holds
+//!   with some A span, together with the A spans it holds for with some B span (`A &> B` is the
+//!   children in B and their parents in A). Empty when either side is.
+//! - A pipeline used as an operand, `({ } | count() > 1) && { }`, runs on the spanset being
+//!   evaluated; the spans of every spanset it yields are the operand's spans. Attributes its
+//!   stages set (`count()`, `by()` keys) are not kept, as in Tempo; fields its `select()`
+//!   stages name are reported for every span the enclosing stage returns (Tempo fetches them
+//!   for the whole query). A structural operator needs one spanset on each side, so an operand
+//!   with `by()` not followed by `coalesce()` is refused by validation (Tempo fails such a
+//!   query at run time once a trace splits).
 //! - Relations use parent links ([`Trace::parents`]) over the whole trace, whatever the input
 //!   spanset holds. A span whose parent is not in the trace has no parent.
 //! - **differs**: in a parent cycle (malformed input) every other span of the cycle is an
@@ -78,6 +94,8 @@
 //!   Tempo. Groups come in the order of their first span (**differs**: Tempo's are unordered).
 //! - Aggregate results and `by()` keys are recorded in [`Spanset::attributes`] under their
 //!   printed names (`count()`, `by(resource.service.name)`), as Tempo does.
+//! - `coalesce()` merges every spanset into one, without the attributes of earlier stages
+//!   (Tempo starts a new spanset); `select()` fields are kept.
 //! - `select(a, b)` keeps spansets unchanged and reports `a` and `b` for each span in
 //!   [`Spanset::selected_values`].
 //!
@@ -248,7 +266,7 @@ impl Evaluator {
         let Some(m) = &self.metrics else { return false };
         let filter_local = match self.stages.as_slice() {
             [] => true,
-            [CStage::Spanset(SExpr::Filter(e))] => e.as_ref().is_none_or(Expr::span_local),
+            [CStage::Spanset(SExpr::Filter(e), _)] => e.as_ref().is_none_or(Expr::span_local),
             _ => false,
         };
         filter_local && m.field.as_ref().is_none_or(Expr::span_local) && m.by.iter().all(|(_, e)| e.span_local())
@@ -263,77 +281,12 @@ impl Evaluator {
         if env.trace.spans.is_empty() {
             return Vec::new();
         }
-        let mut sets = vec![Set {
+        let all = Set {
             spans: (0..env.trace.spans.len()).collect(),
             attributes: Vec::new(),
             selected: Vec::new(),
-        }];
-        for stage in &self.stages {
-            sets = self.stage(env, stage, sets);
-            if sets.is_empty() {
-                break;
-            }
-        }
-        sets
-    }
-
-    fn stage(&self, env: &TraceEnv<'_>, stage: &CStage, input: Vec<Set>) -> Vec<Set> {
-        let mut out = Vec::with_capacity(input.len());
-        match stage {
-            CStage::Spanset(expr) => {
-                for set in input {
-                    let spans = spanset(env, expr, &set.spans);
-                    if !spans.is_empty() {
-                        out.push(Set { spans, ..set });
-                    }
-                }
-            }
-            CStage::Scalar(filter) => {
-                for mut set in input {
-                    let Some(agg) = filter.aggregate(env, &set.spans) else {
-                        continue;
-                    };
-                    if agg.compare(filter.op, &filter.value) {
-                        set.set_attribute(&filter.name, agg.to_value());
-                        out.push(set);
-                    }
-                }
-            }
-            CStage::By { name, expr } => {
-                for set in input {
-                    let mut index: HashMap<GroupKey, usize> = HashMap::new();
-                    let mut groups: Vec<(Value, Vec<usize>)> = Vec::new();
-                    for &i in &set.spans {
-                        let value = eval_value(expr, env.ctx(i)).to_value();
-                        let n = *index.entry(GroupKey::of(&value)).or_insert_with(|| {
-                            groups.push((value, Vec::new()));
-                            groups.len() - 1
-                        });
-                        groups[n].1.push(i);
-                    }
-                    for (value, spans) in groups {
-                        let mut group = Set {
-                            spans,
-                            attributes: set.attributes.clone(),
-                            selected: set.selected.clone(),
-                        };
-                        group.set_attribute(name, value);
-                        out.push(group);
-                    }
-                }
-            }
-            CStage::Select(fields) => {
-                for mut set in input {
-                    for &f in fields {
-                        if !set.selected.contains(&f) {
-                            set.selected.push(f);
-                        }
-                    }
-                    out.push(set);
-                }
-            }
-        }
-        out
+        };
+        run_stages(env, &self.stages, all)
     }
 
     fn finish(&self, env: &TraceEnv<'_>, set: Set) -> Spanset {
@@ -354,6 +307,105 @@ impl Evaluator {
             selected_values,
         }
     }
+}
+
+/// Runs `stages` on one spanset, stopping early once no spanset is left.
+fn run_stages(env: &TraceEnv<'_>, stages: &[CStage], input: Set) -> Vec<Set> {
+    let mut sets = vec![input];
+    for stage in stages {
+        sets = run_stage(env, stage, sets);
+        if sets.is_empty() {
+            break;
+        }
+    }
+    sets
+}
+
+fn run_stage(env: &TraceEnv<'_>, stage: &CStage, input: Vec<Set>) -> Vec<Set> {
+    let mut out = Vec::with_capacity(input.len());
+    match stage {
+        CStage::Spanset(expr, hoisted) => {
+            for mut set in input {
+                let spans = spanset(env, expr, &set.spans);
+                if !spans.is_empty() {
+                    for &f in hoisted {
+                        if !set.selected.contains(&f) {
+                            set.selected.push(f);
+                        }
+                    }
+                    out.push(Set { spans, ..set });
+                }
+            }
+        }
+        CStage::Scalar(filter) => {
+            for mut set in input {
+                let Some(agg) = filter.aggregate(env, &set.spans) else {
+                    continue;
+                };
+                if agg.compare(filter.op, &filter.value) {
+                    set.set_attribute(&filter.name, agg.to_value());
+                    out.push(set);
+                }
+            }
+        }
+        CStage::By { name, expr } => {
+            for set in input {
+                let mut index: HashMap<GroupKey, usize> = HashMap::new();
+                let mut groups: Vec<(Value, Vec<usize>)> = Vec::new();
+                for &i in &set.spans {
+                    let value = eval_value(expr, env.ctx(i)).to_value();
+                    let n = *index.entry(GroupKey::of(&value)).or_insert_with(|| {
+                        groups.push((value, Vec::new()));
+                        groups.len() - 1
+                    });
+                    groups[n].1.push(i);
+                }
+                for (value, spans) in groups {
+                    let mut group = Set {
+                        spans,
+                        attributes: set.attributes.clone(),
+                        selected: set.selected.clone(),
+                    };
+                    group.set_attribute(name, value);
+                    out.push(group);
+                }
+            }
+        }
+        CStage::Select(fields) => {
+            for mut set in input {
+                for &f in fields {
+                    if !set.selected.contains(&f) {
+                        set.selected.push(f);
+                    }
+                }
+                out.push(set);
+            }
+        }
+        CStage::Coalesce => {
+            // Tempo's coalesce(): one spanset of every span, without the attributes of
+            // earlier stages.
+            let mut spans: Vec<usize> = Vec::new();
+            let mut selected: Vec<usize> = Vec::new();
+            for set in input {
+                spans.extend_from_slice(&set.spans);
+                for f in set.selected {
+                    if !selected.contains(&f) {
+                        selected.push(f);
+                    }
+                }
+            }
+            spans.sort_unstable();
+            spans.dedup();
+            if !spans.is_empty() {
+                out.push(Set {
+                    spans,
+                    attributes: Vec::new(),
+                    selected,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// A spanset while the pipeline runs.
@@ -379,9 +431,15 @@ impl Set {
 
 #[derive(Debug)]
 enum CStage {
-    Spanset(SExpr),
+    /// A spanset expression, and the `select()` fields of pipelines inside it (indexes into
+    /// `Evaluator::selects`), which every span it returns reports, as in Tempo.
+    Spanset(SExpr, Vec<usize>),
+    Coalesce,
     Scalar(CScalar),
-    By { name: String, expr: Expr },
+    By {
+        name: String,
+        expr: Expr,
+    },
     Select(Vec<usize>),
 }
 
@@ -454,10 +512,25 @@ enum SExpr {
     Or(Box<SExpr>, Box<SExpr>),
     Rel {
         rel: Relation,
-        negated: bool,
+        mode: RelMode,
         lhs: Box<SExpr>,
         rhs: Box<SExpr>,
     },
+    /// A pipeline used as an operand: its stages run on the input spanset, and the spans of
+    /// every spanset it yields are the operand's spans.
+    Pipeline(Vec<CStage>),
+}
+
+/// How a structural operator uses its relation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RelMode {
+    /// `>`: the right-hand spans related to some left-hand span.
+    Plain,
+    /// `!>`: the right-hand spans related to no left-hand span.
+    Negated,
+    /// `&>`: the right-hand spans related to some left-hand span, and the left-hand spans
+    /// some right-hand span is related to.
+    Union,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -466,6 +539,21 @@ enum Relation {
     Descendant,
     Parent,
     Ancestor,
+    Sibling,
+}
+
+impl Relation {
+    /// The relation seen from the other side: `b` is a child of `a` exactly when `a` is the
+    /// parent of `b`.
+    fn inverse(self) -> Relation {
+        match self {
+            Relation::Child => Relation::Parent,
+            Relation::Parent => Relation::Child,
+            Relation::Descendant => Relation::Ancestor,
+            Relation::Ancestor => Relation::Descendant,
+            Relation::Sibling => Relation::Sibling,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -544,6 +632,10 @@ pub(crate) struct Bind {
 struct Compiler {
     selects: Vec<(String, Expr)>,
     structural: bool,
+    /// How many spanset expressions enclose the pipeline being compiled.
+    nested: usize,
+    /// The `select()` fields met in pipelines inside the current spanset stage.
+    hoisted: Vec<usize>,
 }
 
 fn unsupported<T>(feature: impl Into<String>) -> Result<T, EvalError> {
@@ -566,7 +658,15 @@ impl Compiler {
                 continue;
             }
             stages.push(match stage {
-                Stage::Spanset(expr) => CStage::Spanset(self.spanset(expr)?),
+                Stage::Spanset(expr) => {
+                    let outer = std::mem::take(&mut self.hoisted);
+                    let expr = self.spanset(expr)?;
+                    let hoisted = std::mem::replace(&mut self.hoisted, outer);
+                    if self.nested > 0 {
+                        self.hoisted.extend(hoisted.iter().copied());
+                    }
+                    CStage::Spanset(expr, hoisted)
+                }
                 Stage::ScalarFilter(filter) => CStage::Scalar(CScalar {
                     func: filter.aggregate.func,
                     arg: filter.aggregate.args.first().map(|a| self.field(a)).transpose()?,
@@ -607,6 +707,9 @@ impl Compiler {
                         };
                         fields.push(n);
                     }
+                    if self.nested > 0 {
+                        self.hoisted.extend(fields.iter().copied());
+                    }
                     CStage::Select(fields)
                 }
                 Stage::Metrics(m) => {
@@ -636,7 +739,7 @@ impl Compiler {
                     });
                     continue;
                 }
-                Stage::Coalesce => return unsupported("coalesce()"),
+                Stage::Coalesce => CStage::Coalesce,
                 Stage::Compare(_) => return unsupported("compare()"),
                 Stage::SecondStage(s) => {
                     return unsupported(format!("`{}` before a metrics function", Stage::SecondStage(s.clone())));
@@ -652,27 +755,39 @@ impl Compiler {
             SpansetExpr::Op { op, lhs, rhs } => {
                 let lhs = Box::new(self.spanset(lhs)?);
                 let rhs = Box::new(self.spanset(rhs)?);
-                let (rel, negated) = match op {
+                let (rel, mode) = match op {
                     SpansetOp::And => return Ok(SExpr::And(lhs, rhs)),
                     SpansetOp::Or => return Ok(SExpr::Or(lhs, rhs)),
-                    SpansetOp::Child => (Relation::Child, false),
-                    SpansetOp::Descendant => (Relation::Descendant, false),
-                    SpansetOp::Parent => (Relation::Parent, false),
-                    SpansetOp::Ancestor => (Relation::Ancestor, false),
-                    SpansetOp::NotChild => (Relation::Child, true),
-                    SpansetOp::NotDescendant => (Relation::Descendant, true),
-                    SpansetOp::NotParent => (Relation::Parent, true),
-                    SpansetOp::NotAncestor => (Relation::Ancestor, true),
-                    _ => {
-                        let feature = crate::support::unsupported_spanset_op(*op)
-                            .unwrap_or_else(|| format!("the spanset operator '{}'", op.symbol()));
-                        return unsupported(feature);
-                    }
+                    SpansetOp::Child => (Relation::Child, RelMode::Plain),
+                    SpansetOp::Descendant => (Relation::Descendant, RelMode::Plain),
+                    SpansetOp::Parent => (Relation::Parent, RelMode::Plain),
+                    SpansetOp::Ancestor => (Relation::Ancestor, RelMode::Plain),
+                    SpansetOp::Sibling => (Relation::Sibling, RelMode::Plain),
+                    SpansetOp::NotChild => (Relation::Child, RelMode::Negated),
+                    SpansetOp::NotDescendant => (Relation::Descendant, RelMode::Negated),
+                    SpansetOp::NotParent => (Relation::Parent, RelMode::Negated),
+                    SpansetOp::NotAncestor => (Relation::Ancestor, RelMode::Negated),
+                    SpansetOp::NotSibling => (Relation::Sibling, RelMode::Negated),
+                    SpansetOp::UnionChild => (Relation::Child, RelMode::Union),
+                    SpansetOp::UnionDescendant => (Relation::Descendant, RelMode::Union),
+                    SpansetOp::UnionParent => (Relation::Parent, RelMode::Union),
+                    SpansetOp::UnionAncestor => (Relation::Ancestor, RelMode::Union),
+                    SpansetOp::UnionSibling => (Relation::Sibling, RelMode::Union),
                 };
                 self.structural = true;
-                SExpr::Rel { rel, negated, lhs, rhs }
+                SExpr::Rel { rel, mode, lhs, rhs }
             }
-            SpansetExpr::Pipeline(_) => return unsupported("pipelines inside spanset expressions"),
+            SpansetExpr::Pipeline(pipeline) => {
+                self.nested += 1;
+                let compiled = self.pipeline(pipeline);
+                self.nested -= 1;
+                let (stages, metrics) = compiled?;
+                if metrics.is_some() {
+                    // Rejected by validation.
+                    return unsupported("a metrics function inside a spanset expression");
+                }
+                SExpr::Pipeline(stages)
+            }
         })
     }
 
@@ -680,10 +795,7 @@ impl Compiler {
         Ok(match expr {
             FieldExpr::Static(value) => Expr::Const(Value::from(value)),
             FieldExpr::Intrinsic(intrinsic) => match intrinsic {
-                Intrinsic::NestedSetLeft
-                | Intrinsic::NestedSetRight
-                | Intrinsic::NestedSetParent
-                | Intrinsic::EventTimeSinceStart => {
+                Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => {
                     return unsupported(format!("the {} intrinsic", intrinsic.name()));
                 }
                 Intrinsic::ChildCount => {
@@ -815,7 +927,7 @@ impl<'a> TraceEnv<'a> {
             trace,
             root,
             duration: sat_i64(trace.duration_nano()),
-            structure: structural.then(|| Structure::new(parents)),
+            structure: structural.then(|| Structure::new(trace, parents)),
         }
     }
 
@@ -863,11 +975,22 @@ struct Structure {
     reach: Vec<Option<usize>>,
     cycles: usize,
     order: Vec<usize>,
+    /// What siblings share: the parent's index, or `n` (the span count) for spans without a
+    /// parent id, which Tempo's nested sets give one common parent. `None` for spans whose
+    /// parent is not in the trace: they have no siblings.
+    sibling_key: Vec<Option<usize>>,
 }
 
 impl Structure {
-    fn new(parent: Vec<Option<usize>>) -> Structure {
+    fn new(trace: &Trace, parent: Vec<Option<usize>>) -> Structure {
         let n = parent.len();
+        let sibling_key = (0..n)
+            .map(|i| match parent[i] {
+                Some(p) => Some(p),
+                None if trace.spans[i].parent_span_id.is_none() => Some(n),
+                None => None,
+            })
+            .collect();
         // Find cycles: walk up from each unvisited span, marking the path; meeting a span of the
         // current path closes a cycle.
         const NEW: u8 = 0;
@@ -947,6 +1070,20 @@ impl Structure {
             reach,
             cycles,
             order,
+            sibling_key,
+        }
+    }
+
+    /// The spans of `rhs` that stand in `rel` to some span of `lhs`, with `mode` applied:
+    /// negated, or joined with the spans of `lhs` that some span of `rhs` stands in `rel` to.
+    fn apply(&self, rel: Relation, mode: RelMode, lhs: &[usize], rhs: &[usize]) -> Vec<usize> {
+        match mode {
+            RelMode::Plain => self.relate(rel, false, lhs, rhs),
+            RelMode::Negated => self.relate(rel, true, lhs, rhs),
+            RelMode::Union => union(
+                &self.relate(rel.inverse(), false, rhs, lhs),
+                &self.relate(rel, false, lhs, rhs),
+            ),
         }
     }
 
@@ -958,6 +1095,17 @@ impl Structure {
             in_lhs[a] = true;
         }
         let keep: Box<dyn Fn(usize) -> bool> = match rel {
+            Relation::Sibling => {
+                // How many lhs spans share each parent; a span is not its own sibling.
+                let mut sharing = vec![0usize; n + 1];
+                for &a in lhs {
+                    if let Some(k) = self.sibling_key[a] {
+                        sharing[k] += 1;
+                    }
+                }
+                let in_lhs = &in_lhs;
+                Box::new(move |b: usize| self.sibling_key[b].is_some_and(|k| sharing[k] > usize::from(in_lhs[b])))
+            }
             Relation::Child => Box::new(|b: usize| self.parent[b].is_some_and(|p| in_lhs[p])),
             Relation::Parent => {
                 let mut is_parent = vec![false; n];
@@ -1042,16 +1190,34 @@ fn spanset(env: &TraceEnv<'_>, expr: &SExpr, universe: &[usize]) -> Vec<usize> {
             union(&l, &r)
         }
         SExpr::Or(lhs, rhs) => union(&spanset(env, lhs, universe), &spanset(env, rhs, universe)),
-        SExpr::Rel { rel, negated, lhs, rhs } => {
+        SExpr::Rel { rel, mode, lhs, rhs } => {
             let r = spanset(env, rhs, universe);
             if r.is_empty() {
                 return r;
             }
             let l = spanset(env, lhs, universe);
             match &env.structure {
-                Some(structure) => structure.relate(*rel, *negated, &l, &r),
+                Some(structure) => structure.apply(*rel, *mode, &l, &r),
                 // Unreachable: the compiler flags every query with a structural operator.
                 None => Vec::new(),
+            }
+        }
+        SExpr::Pipeline(stages) => {
+            let input = Set {
+                spans: universe.to_vec(),
+                attributes: Vec::new(),
+                selected: Vec::new(),
+            };
+            let mut sets = run_stages(env, stages, input);
+            match sets.len() {
+                0 => Vec::new(),
+                1 => sets.pop().map(|s| s.spans).unwrap_or_default(),
+                _ => {
+                    let mut spans: Vec<usize> = sets.into_iter().flat_map(|s| s.spans).collect();
+                    spans.sort_unstable();
+                    spans.dedup();
+                    spans
+                }
             }
         }
     }
@@ -1280,12 +1446,19 @@ fn intrinsic<'a>(intrinsic: Intrinsic, ctx: Ctx<'a>) -> Val<'a> {
             .structure
             .as_ref()
             .map_or(Val::Nil, |s| Val::Int(i64::from(s.children[ctx.index]))),
+        Intrinsic::EventTimeSinceStart => ctx.event.or(span.events.first()).map_or(Val::Nil, |e| {
+            Val::Duration(time_since(e.time_unix_nano, span.start_unix_nano))
+        }),
         // Rejected when compiling.
-        Intrinsic::NestedSetLeft
-        | Intrinsic::NestedSetRight
-        | Intrinsic::NestedSetParent
-        | Intrinsic::EventTimeSinceStart => Val::Nil,
+        Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => Val::Nil,
     }
+}
+
+/// `time - start` in nanoseconds, negative for an event before its span's start (as Tempo reads
+/// its unsigned difference back as a signed duration), saturating at the `i64` bounds.
+fn time_since(time: u64, start: u64) -> i64 {
+    let d = i128::from(time) - i128::from(start);
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
 }
 
 fn neg(v: Val<'_>) -> Val<'_> {

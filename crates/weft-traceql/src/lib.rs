@@ -33,7 +33,8 @@
 //! - [`validate`] fails with a [`ValidateError`] when the query parses but is meaningless
 //!   (`{ status = 3 }`, `{ .a =~ 1 }`, `{ } | avg() > 1`, `{ } | rate() | { }`);
 //! - [`supported`] fails with [`Unsupported`] when the query is valid but uses a feature the
-//!   executor does not run yet (the API answers 400 naming the feature).
+//!   executor does not run yet (the API answers 400 naming the feature). Query hints
+//!   `with(...)` are all accepted; [`supported`] documents which ones weft honours.
 //!
 //! [`Evaluator::new`] runs the last two on a parsed query and compiles its regular expressions,
 //! so [`eval`](eval()) and [`eval_metrics`] fail with an [`EvalError`] that wraps a
@@ -175,6 +176,6 @@ pub struct ValidateError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unsupported TraceQL feature: {feature}")]
 pub struct Unsupported {
-    /// The feature, e.g. `compare()` or `the sibling operator '~'`.
+    /// The feature, e.g. `compare()` or `the nestedSetLeft intrinsic`.
     pub feature: String,
 }

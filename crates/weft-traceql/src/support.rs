@@ -2,21 +2,31 @@
 //! names the feature, never answered with partial or wrong results.
 
 use crate::Unsupported;
-use crate::ast::{FieldExpr, Intrinsic, Pipeline, Query, SpansetExpr, SpansetOp, Stage, UnaryOp};
+use crate::ast::{FieldExpr, Intrinsic, Pipeline, Query, SpansetExpr, Stage, UnaryOp};
 
 /// Checks that the executor supports every feature `query` uses. Call it after
 /// [`validate`](crate::validate); the result for an invalid query is unspecified (but it does not
 /// panic).
 ///
-/// Not supported: `compare()`, `coalesce()`, query hints `with(...)`, the
-/// sibling operators (`~`, `!~`, `&~`), the union structural operators (`&>`, `&>>`, `&<`,
-/// `&<<`), pipelines used as spanset operands (`({ } | count() > 1) > { }`), the `nestedSet*`
-/// intrinsics, `event:timeSinceStart`, `parent.`-scoped attributes, and arithmetic that involves
-/// more than one attribute or intrinsic (`span.a + span.b > 1`, `span.a * 2 = span.b`).
+/// Not supported: `compare()`, the `nestedSet*` intrinsics, `parent.`-scoped attributes, and
+/// arithmetic that involves more than one attribute or intrinsic (`span.a + span.b > 1`,
+/// `span.a * 2 = span.b`).
+///
+/// # Query hints
+///
+/// Every hint `with(key=value, ...)` is accepted, as Tempo accepts any name and value (its
+/// validator checks none; a hint it does not know, or of an unexpected type, is ignored). What
+/// weft does with each:
+///
+/// | hint | effect in weft |
+/// |---|---|
+/// | `sample`, `trace_sample`, `span_sample` | ignored: weft evaluates every span exactly, so a sampled query returns the exact answer |
+/// | `most_recent` | nothing to do: search always returns the most recent matching traces (by start time) first, whatever its value |
+/// | `exemplars` | ignored |
+/// | any other name (`job_size`, `debug`, ...) | ignored, as Tempo ignores unknown names and its unsafe hints by default |
+///
+/// Only a hint given twice is refused (by [`validate`](crate::validate)).
 pub fn supported(query: &Query) -> Result<(), Unsupported> {
-    if !query.hints.is_empty() {
-        return unsupported("query hints with(...)");
-    }
     query.pipelines().into_iter().try_for_each(pipeline)
 }
 
@@ -32,7 +42,7 @@ fn pipeline(pipeline: &Pipeline) -> Result<(), Unsupported> {
             Stage::Spanset(expr) => spanset(expr)?,
             Stage::ScalarFilter(filter) => fields(&filter.aggregate.args)?,
             Stage::By(args) | Stage::Select(args) => fields(args)?,
-            Stage::Coalesce => return unsupported("coalesce()"),
+            Stage::Coalesce => {}
             Stage::Metrics(metrics) => {
                 fields(&metrics.args)?;
                 fields(metrics.by.as_deref().unwrap_or_default())?;
@@ -50,27 +60,11 @@ fn spanset(expr: &SpansetExpr) -> Result<(), Unsupported> {
             Some(expr) => field(expr),
             None => Ok(()),
         },
-        SpansetExpr::Op { op, lhs, rhs } => {
-            if let Some(feature) = unsupported_spanset_op(*op) {
-                return unsupported(feature);
-            }
+        SpansetExpr::Op { lhs, rhs, .. } => {
             spanset(lhs)?;
             spanset(rhs)
         }
-        SpansetExpr::Pipeline(_) => unsupported("pipelines inside spanset expressions"),
-    }
-}
-
-/// The feature name of a spanset operator the evaluator does not run, or `None` if it does.
-pub(crate) fn unsupported_spanset_op(op: SpansetOp) -> Option<String> {
-    match op {
-        SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
-            Some(format!("the sibling operator '{}'", op.symbol()))
-        }
-        SpansetOp::UnionChild | SpansetOp::UnionDescendant | SpansetOp::UnionParent | SpansetOp::UnionAncestor => {
-            Some(format!("the union structural operator '{}'", op.symbol()))
-        }
-        _ => None,
+        SpansetExpr::Pipeline(inner) => pipeline(inner),
     }
 }
 
@@ -85,7 +79,6 @@ fn field(expr: &FieldExpr) -> Result<(), Unsupported> {
             Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => {
                 unsupported(format!("the {} intrinsic", intrinsic.name()))
             }
-            Intrinsic::EventTimeSinceStart => unsupported("the event:timeSinceStart intrinsic"),
             _ => Ok(()),
         },
         FieldExpr::Attribute(attr) => {

@@ -373,12 +373,35 @@ fn pipeline(pipeline: &Pipeline, top_level: bool) -> Result<(), ValidateError> {
 fn spanset(expr: &SpansetExpr) -> Result<(), ValidateError> {
     match expr {
         SpansetExpr::Filter(f) => filter(f),
-        SpansetExpr::Op { lhs, rhs, .. } => {
+        SpansetExpr::Op { op, lhs, rhs } => {
             spanset(lhs)?;
-            spanset(rhs)
+            spanset(rhs)?;
+            if op.is_structural() {
+                for side in [lhs, rhs] {
+                    if let SpansetExpr::Pipeline(p) = side.as_ref()
+                        && may_split(p)
+                    {
+                        return fail(format!(
+                            "the structural operator '{}' needs one spanset per trace on each side, but by() in `({p})` can split a trace into several (Tempo fails the query then); end that pipeline with '| coalesce()'",
+                            op.symbol()
+                        ));
+                    }
+                }
+            }
+            Ok(())
         }
         SpansetExpr::Pipeline(inner) => pipeline(inner, false),
     }
+}
+
+/// Whether a pipeline used as an operand can give several spansets for one input spanset: it
+/// has a `by()` not followed by `coalesce()`.
+fn may_split(p: &Pipeline) -> bool {
+    p.stages.iter().fold(false, |split, stage| match stage {
+        Stage::By(_) => true,
+        Stage::Coalesce => false,
+        _ => split,
+    })
 }
 
 fn filter(filter: &SpansetFilter) -> Result<(), ValidateError> {

@@ -240,6 +240,13 @@ fn comparison() -> BoxedStrategy<String> {
         )
             .prop_map(join3),
         (
+            Just("event:timeSinceStart"),
+            select(ORDER_OPS),
+            select(vec!["0", "1ns", "2", "1.5", "-1ns"]),
+        )
+            .prop_map(join3),
+        (Just("event:timeSinceStart"), select(vec!["=", "!="]), Just("nil")).prop_map(join3),
+        (
             Just("status"),
             select(vec!["=", "!="]),
             select(vec!["error", "ok", "unset"])
@@ -279,14 +286,35 @@ fn field_filter() -> BoxedStrategy<String> {
 }
 
 fn spanset_expr() -> BoxedStrategy<String> {
-    let leaf = prop_oneof![
+    let filter = prop_oneof![
         2 => Just("{ }".to_owned()),
         5 => field_filter().prop_map(|f| format!("{{ {f} }}")),
+    ];
+    // Pipelines as operands: an aggregate filter, by() (merged by `&&`/`||`, refused by
+    // structural operators unless coalesce() follows), and plain filter chains.
+    let operand_pipeline = (
+        filter.clone(),
+        select(vec![
+            "count() > 1",
+            "count() = 1",
+            "avg(duration) > 30",
+            "by(resource.service.name) | count() > 1",
+            "by(.a) | coalesce()",
+            "by(kind) | count() = 1 | coalesce() | count() > 1",
+            "{ status = error }",
+        ]),
+    )
+        .prop_map(|(f, rest)| format!("({f} | {rest})"));
+    let leaf = prop_oneof![
+        8 => filter,
+        1 => operand_pipeline,
     ];
     leaf.prop_recursive(3, 8, 2, |inner| {
         (
             inner.clone(),
-            select(vec!["&&", "||", ">", ">>", "<", "<<", "!>", "!>>", "!<", "!<<"]),
+            select(vec![
+                "&&", "||", ">", ">>", "<", "<<", "~", "!>", "!>>", "!<", "!<<", "!~", "&>", "&>>", "&<", "&<<", "&~",
+            ]),
             inner,
         )
             .prop_map(|(a, op, b)| format!("({a}) {op} ({b})"))
@@ -319,6 +347,7 @@ fn stage() -> BoxedStrategy<String> {
             1..3
         )
         .prop_map(|fields| format!("select({})", fields.join(", "))),
+        Just("coalesce()".to_owned()),
     ]
     .boxed()
 }
@@ -409,7 +438,7 @@ fn mentions(e: &FieldExpr, scope: AttributeScope) -> bool {
     match e {
         FieldExpr::Static(_) => false,
         FieldExpr::Intrinsic(i) => match scope {
-            AttributeScope::Event => *i == Intrinsic::EventName,
+            AttributeScope::Event => matches!(i, Intrinsic::EventName | Intrinsic::EventTimeSinceStart),
             _ => matches!(i, Intrinsic::LinkTraceId | Intrinsic::LinkSpanId),
         },
         FieldExpr::Attribute(a) => a.scope == scope,
@@ -463,12 +492,20 @@ impl<'t> Model<'t> {
         out
     }
 
+    /// Whether `b` (right-hand side) stands in the operator's relation to `a` (left-hand side).
     fn related(&self, op: SpansetOp, a: usize, b: usize) -> bool {
         match op {
-            SpansetOp::Child | SpansetOp::NotChild => self.parent[b] == Some(a),
-            SpansetOp::Descendant | SpansetOp::NotDescendant => self.ancestors(b).contains(&a),
-            SpansetOp::Parent | SpansetOp::NotParent => self.parent[a] == Some(b),
-            SpansetOp::Ancestor | SpansetOp::NotAncestor => self.ancestors(a).contains(&b),
+            SpansetOp::Child | SpansetOp::NotChild | SpansetOp::UnionChild => self.parent[b] == Some(a),
+            SpansetOp::Descendant | SpansetOp::NotDescendant | SpansetOp::UnionDescendant => {
+                self.ancestors(b).contains(&a)
+            }
+            SpansetOp::Parent | SpansetOp::NotParent | SpansetOp::UnionParent => self.parent[a] == Some(b),
+            SpansetOp::Ancestor | SpansetOp::NotAncestor | SpansetOp::UnionAncestor => self.ancestors(a).contains(&b),
+            // Same parent in the trace, or both without a parent id (Tempo's roots share one).
+            SpansetOp::Sibling | SpansetOp::NotSibling | SpansetOp::UnionSibling => {
+                let root = |i: usize| self.t.spans[i].parent_span_id.is_none();
+                a != b && ((self.parent[a].is_some() && self.parent[a] == self.parent[b]) || (root(a) && root(b)))
+            }
             _ => unreachable!("{op:?}"),
         }
     }
@@ -526,6 +563,9 @@ impl<'t> Model<'t> {
                     .map_or(Value::Nil, |l| Value::Str(hex(&l.span_id))),
                 Intrinsic::InstrumentationName => Value::Str(span.scope_name.clone()),
                 Intrinsic::InstrumentationVersion => Value::Str(span.scope_version.clone()),
+                Intrinsic::EventTimeSinceStart => ev.or(span.events.first()).map_or(Value::Nil, |e| {
+                    Value::Duration(e.time_unix_nano as i64 - span.start_unix_nano as i64)
+                }),
                 Intrinsic::ChildCount => {
                     Value::Int((0..self.t.spans.len()).filter(|&c| self.parent[c] == Some(i)).count() as i64)
                 }
@@ -630,11 +670,30 @@ impl<'t> Model<'t> {
                 match op {
                     SpansetOp::And if l.is_empty() || r.is_empty() => BTreeSet::new(),
                     SpansetOp::And | SpansetOp::Or => l.union(&r).copied().collect(),
-                    SpansetOp::Child | SpansetOp::Descendant | SpansetOp::Parent | SpansetOp::Ancestor => r
+                    SpansetOp::Child
+                    | SpansetOp::Descendant
+                    | SpansetOp::Parent
+                    | SpansetOp::Ancestor
+                    | SpansetOp::Sibling => r
                         .iter()
                         .copied()
                         .filter(|&b| l.iter().any(|&a| self.related(*op, a, b)))
                         .collect(),
+                    SpansetOp::UnionChild
+                    | SpansetOp::UnionDescendant
+                    | SpansetOp::UnionParent
+                    | SpansetOp::UnionAncestor
+                    | SpansetOp::UnionSibling => {
+                        let right = r
+                            .iter()
+                            .copied()
+                            .filter(|&b| l.iter().any(|&a| self.related(*op, a, b)));
+                        let left = l
+                            .iter()
+                            .copied()
+                            .filter(|&a| r.iter().any(|&b| self.related(*op, a, b)));
+                        right.chain(left).collect()
+                    }
                     _ => r
                         .iter()
                         .copied()
@@ -642,7 +701,12 @@ impl<'t> Model<'t> {
                         .collect(),
                 }
             }
-            SpansetExpr::Pipeline(_) => unreachable!(),
+            // Every spanset the pipeline yields from this one contributes its spans.
+            SpansetExpr::Pipeline(p) => self
+                .run(&p.stages, vec![(universe.clone(), Vec::new(), Vec::new())])
+                .into_iter()
+                .flat_map(|(spans, _, _)| spans)
+                .collect(),
         }
     }
 
@@ -651,7 +715,21 @@ impl<'t> Model<'t> {
         if n == 0 {
             return Vec::new();
         }
-        let mut sets: Vec<ModelSet> = vec![((0..n).collect(), Vec::new(), Vec::new())];
+        let sets = self.run(&q.pipeline.stages, vec![((0..n).collect(), Vec::new(), Vec::new())]);
+        sets.into_iter()
+            .map(|(spans, attributes, selected)| Spanset {
+                selected_values: spans
+                    .iter()
+                    .map(|&i| selected.iter().map(|f| self.value(f, i, None, None)).collect())
+                    .collect(),
+                selected: selected.iter().map(|f| f.to_string()).collect(),
+                spans: spans.into_iter().collect(),
+                attributes,
+            })
+            .collect()
+    }
+
+    fn run(&self, stages: &[Stage], mut sets: Vec<ModelSet>) -> Vec<ModelSet> {
         let set_attr = |attrs: &mut Vec<(String, Value)>, k: String, v: Value| {
             if let Some(slot) = attrs.iter_mut().find(|(name, _)| *name == k) {
                 slot.1 = v;
@@ -659,7 +737,24 @@ impl<'t> Model<'t> {
                 attrs.push((k, v));
             }
         };
-        for stage in &q.pipeline.stages {
+        for stage in stages {
+            if let Stage::Coalesce = stage {
+                // One spanset of every span, without attributes; selected fields kept.
+                let mut spans = BTreeSet::new();
+                let mut selected: Vec<FieldExpr> = Vec::new();
+                for (s, _, sel) in std::mem::take(&mut sets) {
+                    spans.extend(s);
+                    for f in sel {
+                        if !selected.contains(&f) {
+                            selected.push(f);
+                        }
+                    }
+                }
+                if !spans.is_empty() {
+                    sets.push((spans, Vec::new(), selected));
+                }
+                continue;
+            }
             let mut next = Vec::new();
             for (spans, attrs, selected) in sets {
                 match stage {
@@ -721,17 +816,7 @@ impl<'t> Model<'t> {
             }
             sets = next;
         }
-        sets.into_iter()
-            .map(|(spans, attributes, selected)| Spanset {
-                selected_values: spans
-                    .iter()
-                    .map(|&i| selected.iter().map(|f| self.value(f, i, None, None)).collect())
-                    .collect(),
-                selected: selected.iter().map(|f| f.to_string()).collect(),
-                spans: spans.into_iter().collect(),
-                attributes,
-            })
-            .collect()
+        sets
     }
 
     /// The aggregate as compared and as reported. Plain `f64` arithmetic is exact for the small

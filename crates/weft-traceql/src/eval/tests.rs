@@ -665,14 +665,15 @@ fn errors() {
     assert!(matches!(&e, EvalError::Regex { pattern, .. } if pattern == "("), "{e}");
     assert!(e.to_string().starts_with("invalid regular expression `(`: "), "{e}");
     assert_eq!(
-        err(r#"{ name = "a" } ~ { name = "b" }"#).to_string(),
-        "unsupported TraceQL feature: the sibling operator '~'"
+        err("{ nestedSetParent = -1 }").to_string(),
+        "unsupported TraceQL feature: the nestedSetParent intrinsic"
     );
     assert!(matches!(err("{ status = 3 }"), EvalError::Invalid(_)));
     assert!(matches!(
         err("{ } | rate() with(sample=true)"),
-        EvalError::Unsupported(_)
+        EvalError::MetricsQuery { .. }
     ));
+    assert!(matches!(err("({ } | by(name)) > { }"), EvalError::Invalid(_)));
 }
 
 #[test]
@@ -719,4 +720,212 @@ fn child_count_and_nil_on_either_side() {
         err("{ span:status = nil }"),
         "invalid query: `status = nil` is not valid because the intrinsic status cannot be nil"
     );
+}
+
+#[test]
+fn sibling_operators() {
+    check(&[
+        // [1], [2] and [6] share the parent [0]; [4] and [5] share [3].
+        (r#"{ name = "auth" } ~ { }"#, &[2, 6]),
+        ("{ } ~ { }", &[1, 2, 4, 5, 6]),
+        // A span is not its own sibling.
+        (r#"{ name = "auth" } ~ { name = "auth" }"#, &[]),
+        ("{ kind = client } ~ { }", &[1, 5, 6]),
+        ("{ kind = client } ~ { kind = client }", &[]),
+        // The orphan [7] (parent not in the trace) and the lone root have no siblings.
+        (r#"{ } ~ { name = "late" }"#, &[]),
+        (r#"{ name = "late" } ~ { }"#, &[]),
+        // Negated: the right-hand spans without a sibling on the left.
+        ("{ } !~ { }", &[0, 3, 7]),
+        (r#"{ name = "auth" } !~ { }"#, &[0, 1, 3, 4, 5, 7]),
+        (r#"{ name = "auth" } !~ { name = "auth" }"#, &[1]),
+        ("{ span.nope } !~ { kind = server }", &[0, 3]),
+        // Union: both sides' spans that have a sibling on the other side.
+        (r#"{ name = "auth" } &~ { kind = internal }"#, &[1, 6]),
+        (r#"{ name = "cache" } &~ { status = error }"#, &[4, 5]),
+        (r#"{ name = "auth" } &~ { name = "auth" }"#, &[]),
+        ("{ span.nope } &~ { }", &[]),
+    ]);
+    // Spans without a parent id are siblings of each other (Tempo gives every root the same
+    // nested-set parent).
+    let mut two_roots = fixture();
+    two_roots.spans[7].parent_span_id = None;
+    assert_eq!(spans_of(r#"{ name = "late" } ~ { }"#, &two_roots), vec![0]);
+    assert_eq!(spans_of("{ } !~ { }", &two_roots), vec![3]);
+    // A parent cycle: [0] and [2] share the parent [1]; [4] names itself and has no siblings.
+    let t = cyclic();
+    assert_eq!(spans_of(r#"{ name = "a" } ~ { }"#, &t), vec![2]);
+    assert_eq!(spans_of(r#"{ name = "e" } ~ { }"#, &t), Vec::<usize>::new());
+    assert_eq!(spans_of("{ } ~ { }", &t), vec![0, 2]);
+}
+
+#[test]
+fn union_structural_operators() {
+    check(&[
+        // `&>`: the children on the right and their parents on the left.
+        ("{ kind = server } &> { }", &[0, 1, 2, 3, 4, 5, 6]),
+        ("{ kind = server } &> { status = error }", &[0, 2, 3, 4]),
+        (r#"{ kind = server } &> { name = "late" }"#, &[]),
+        // `&>>`: descendants and their ancestors.
+        (
+            r#"{ name = "GET /" } &>> { resource.service.name = "backend" }"#,
+            &[0, 3, 4, 5],
+        ),
+        (r#"{ } &>> { name = "cache" }"#, &[0, 2, 3, 5]),
+        // `&<`: the parents on the right and their children on the left.
+        ("{ status = error } &< { kind = server }", &[0, 2, 3, 4]),
+        (r#"{ name = "db query" } &< { }"#, &[3, 4]),
+        // `&<<`: the ancestors on the right and their descendants on the left.
+        (r#"{ name = "db query" } &<< { }"#, &[0, 2, 3, 4]),
+        (r#"{ name = "db query" } &<< { kind = server }"#, &[0, 3, 4]),
+        ("{ span.nope } &> { }", &[]),
+        ("{ } &> { span.nope }", &[]),
+        // A span is not its own relative.
+        (r#"{ name = "handle" } &>> { name = "handle" }"#, &[]),
+        // Chains group left to right: the first gives [0, 2, 3, 4], whose child [3] is a server.
+        ("{ kind = server } &> { kind = client } &> { }", &[0, 1, 2, 3, 4, 5, 6]),
+        ("{ kind = server } &> { kind = client } &> { kind = server }", &[2, 3]),
+    ]);
+    // Per by() group, as the other structural operators.
+    assert_eq!(
+        groups("{ } | by(resource.service.name) | { } &> { }", &fixture()),
+        vec![vec![0, 1, 2, 6], vec![3, 4, 5]]
+    );
+}
+
+#[test]
+fn event_time_since_start() {
+    // [2] starts at 1200; its events are at 1300 and 1400.
+    check(&[
+        ("{ event:timeSinceStart = 100ns }", &[2]),
+        ("{ event:timeSinceStart > 150ns }", &[2]),
+        ("{ event:timeSinceStart > 200ns }", &[]),
+        ("{ event:timeSinceStart >= 200 }", &[2]),
+        ("{ event:timeSinceStart < 1ms }", &[2]),
+        ("{ event:timeSinceStart != nil }", &[2]),
+        ("{ event:timeSinceStart = nil }", &[0, 1, 3, 4, 5, 6, 7]),
+        // Each comparison reads one event: the retry event is 200ns in.
+        (r#"{ (event:name = "retry") = (event:timeSinceStart = 200ns) }"#, &[2]),
+        ("{ event:timeSinceStart * 2 = 400 }", &[2]),
+    ]);
+    let t = fixture();
+    let got = sets(r#"{ name = "call backend" } | select(event:timeSinceStart)"#, &t);
+    assert_eq!(got[0].selected_values, vec![vec![Value::Duration(100)]]);
+    // An event before its span's start is a negative duration, as Tempo reads it.
+    let mut early = fixture();
+    early.spans[0].events = vec![Event {
+        name: "early".to_owned(),
+        time_unix_nano: 900,
+        attrs: Vec::new(),
+    }];
+    assert_eq!(spans_of("{ event:timeSinceStart < 0 }", &early), vec![0]);
+    assert_eq!(spans_of("{ event:timeSinceStart = -100ns }", &early), vec![0]);
+    // Outside comparisons, the first event counts: -100ns for [0], 100ns for [2].
+    assert_eq!(
+        groups("{ } | max(event:timeSinceStart) = 100ns", &early),
+        vec![ALL.to_vec()]
+    );
+    assert_eq!(
+        groups("{ } | min(event:timeSinceStart) = -100ns", &early),
+        vec![ALL.to_vec()]
+    );
+}
+
+#[test]
+fn coalesce_merges_spansets() {
+    let t = fixture();
+    let got = sets("{ } | by(resource.service.name) | coalesce()", &t);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].spans, ALL);
+    // Tempo's coalesce() starts a new spanset: earlier attributes are gone.
+    assert!(got[0].attributes.is_empty());
+    let got = sets(
+        "{ status = error } | by(resource.service.name) | count() = 1 | coalesce() | count() = 2",
+        &t,
+    );
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].spans, vec![2, 4]);
+    assert_eq!(got[0].attributes, vec![("count()".to_owned(), Value::Int(2))]);
+    // Structural operators relate across the former groups again.
+    assert_eq!(
+        groups("{ } | by(kind) | coalesce() | { } > { }", &t),
+        vec![vec![1, 2, 3, 4, 5, 6]]
+    );
+    // Selected fields survive.
+    let got = sets(r#"{ kind = server } | select(name) | by(status) | coalesce()"#, &t);
+    assert_eq!(got[0].selected, vec!["name"]);
+    assert_eq!(got[0].selected_values, vec![vec![s("GET /")], vec![s("handle")]]);
+    // Nothing to merge: no spanset.
+    assert!(groups("{ span.nope } | by(kind) | coalesce()", &t).is_empty());
+}
+
+#[test]
+fn pipelines_as_spanset_operands() {
+    let t = fixture();
+    check(&[
+        ("({ } | count() > 1) && { span.http.status_code = 200 }", ALL),
+        ("({ status = error } | count() > 2) && { }", &[]),
+        ("({ status = error } | count() = 2) || { kind = server }", &[0, 2, 3, 4]),
+        // Every spanset the operand yields contributes its spans.
+        (
+            r#"({ } | by(resource.service.name) | count() = 4) && { name = "auth" }"#,
+            ALL,
+        ),
+        (
+            r#"({ status = error } | by(resource.service.name) | count() > 1) || { name = "auth" }"#,
+            &[1],
+        ),
+        (
+            "({ } | by(resource.service.name) | coalesce()) > { status = error }",
+            &[2, 4],
+        ),
+        // avg(duration) is 362.5, so the operand keeps every span.
+        ("{ kind = server } > ({ } | avg(duration) > 300)", &[1, 2, 4, 5, 6]),
+        ("{ kind = server } > ({ } | avg(duration) > 400)", &[]),
+        (
+            "({ kind = server } | { status = ok }) &> ({ } | { kind = client })",
+            &[0, 2, 3, 4],
+        ),
+    ]);
+    // The operand sees its input spanset only: each by() group on its own.
+    assert_eq!(
+        groups(
+            "{ } | by(resource.service.name) | ({ } | count() > 3) && { status = error }",
+            &t
+        ),
+        vec![vec![0, 1, 2, 6], vec![3, 4, 5, 7]]
+    );
+    assert_eq!(
+        groups(
+            r#"{ } | by(resource.service.name) | ({ status = error } | count() = 1) && { name = "auth" }"#,
+            &t
+        ),
+        vec![vec![1, 2]]
+    );
+    // Attributes set inside the operand stay there, as in Tempo; select() fields are reported.
+    let got = sets("({ } | count() > 1) && { }", &t);
+    assert!(got[0].attributes.is_empty());
+    let got = sets(
+        "({ status = error } | select(span.http.status_code)) && { kind = server }",
+        &t,
+    );
+    assert_eq!(got[0].spans, vec![0, 2, 3, 4]);
+    assert_eq!(got[0].selected, vec!["span.http.status_code"]);
+    assert_eq!(got[0].selected_values[1], vec![Value::Int(500)]);
+    // A structural operand that by() may split is refused, as Tempo fails such queries.
+    let err = eval(&parse("({ } | by(kind)) > { }").unwrap(), &t).unwrap_err();
+    assert!(
+        err.to_string().contains("end that pipeline with '| coalesce()'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hints_are_accepted() {
+    check(&[
+        ("{ status = error } with(most_recent=true)", &[2, 4]),
+        ("{ } with(sample=0.1)", ALL),
+        ("{ } with(sample=true, trace_sample=0.5, span_sample=0.5)", ALL),
+        (r#"{ kind = server } with(no_such_hint="x")"#, &[0, 3]),
+    ]);
 }
