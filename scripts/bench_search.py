@@ -20,6 +20,7 @@ Method:
        needle_narrow    the same with a 10-minute window around the needle (block pruning)
        duration_gt_1s   { duration > 1s }
        service_error    { resource.service.name = "<service>" } >> { status = error }
+       sibling_error    { resource.service.name = "<service>" } ~ { status = error }
        tag_values       /api/v2/search/tag/span.user.id/values
        trace_by_id      `weft loadgen --query-ids` (no time hint), p50/p90/p99
        rate_by_service  { } | rate() by (resource.service.name), /api/metrics/query_range
@@ -481,6 +482,10 @@ def main():
                                  count_traces, args.measure_timeouts))
         queries.append(run_query(server, "service_error", "/api/search",
                                  {"q": f'{{ resource.service.name = "{args.service}" }} >> {{ status = error }}',
+                                  **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+        # The sibling operator: error spans next to a span of the service.
+        queries.append(run_query(server, "sibling_error", "/api/search",
+                                 {"q": f'{{ resource.service.name = "{args.service}" }} ~ {{ status = error }}',
                                   **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
 
         def tag_check(j):
