@@ -114,6 +114,21 @@ pub struct MetricNeeds {
     pub scope: bool,
 }
 
+impl MetricNeeds {
+    /// The columns either needs.
+    pub fn union(self, o: MetricNeeds) -> MetricNeeds {
+        MetricNeeds {
+            name: self.name || o.name,
+            status: self.status || o.status,
+            status_message: self.status_message || o.status_message,
+            kind: self.kind || o.kind,
+            duration: self.duration || o.duration,
+            resource: self.resource || o.resource,
+            scope: self.scope || o.scope,
+        }
+    }
+}
+
 /// A byte-string column as a dictionary plus one dictionary id per row. A null (of an optional
 /// column) reads as an empty value.
 #[derive(Debug, Default)]

@@ -424,6 +424,17 @@ async fn open(dir: &std::path::Path) -> Node {
     Node::open(cfg, compaction, Arc::new(MemoryStorage::default())).await
 }
 
+/// Tempo's metrics forms over the generated spans: arithmetic between queries, with numbers,
+/// topk/bottomk and comparisons, each span-local so that both engine paths run them.
+const METRICS_FORMS: &[&str] = &[
+    "({ } | rate() by (resource.service.name)) / ({ } | count_over_time() by (resource.service.name))",
+    "({ status = error } | count_over_time()) * 100",
+    "{ } | count_over_time() by (name) | topk(2)",
+    "{ } | count_over_time() by (resource.service.name) | bottomk(1)",
+    "{ } | count_over_time() by (name) > 1",
+    "({ } | count_over_time() by (kind)) - ({ duration > 5ms } | count_over_time() by (kind))",
+];
+
 async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
     let end = BASE + 100_000_000_000;
     for q in &c.queries {
@@ -431,7 +442,15 @@ async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
         let got = engine_answer(ing, q).await;
         assert_eq!(got, want, "{state}: search `{q}`");
     }
-    for q in &c.metrics {
+    let forms: Vec<weft_traceql::Query> = METRICS_FORMS
+        .iter()
+        .map(|q| weft_traceql::parse(q).unwrap_or_else(|e| panic!("`{q}`: {e}")))
+        .collect();
+    for (k, q) in c.metrics.iter().chain(&forms).enumerate() {
+        if k >= c.metrics.len() {
+            let got = engine_span_metrics(ing, q, end).await;
+            assert!(got.is_some(), "`{q}` runs span at a time");
+        }
         let want = weft_traceql::eval_metrics(q, &c.traces, BASE, end, METRICS_STEP).unwrap();
         let got = engine_metrics(ing, q, end).await;
         assert_eq!(got, want, "{state}: metrics `{q}`");

@@ -36,6 +36,16 @@ pub struct SpanMetrics {
     run: MetricsRun,
     needs: MetricNeeds,
     parts: Parts,
+    /// One per query the run evaluates (one, or each operand of arithmetic between queries).
+    ops: Vec<OpState>,
+    /// For per-row evaluation: the span of each combination, decoded once per source.
+    decoded: FastMap<Key, weft_traceql::Span>,
+    one: Trace,
+}
+
+/// How one operand's spans are evaluated, and its cache.
+#[derive(Debug)]
+struct OpState {
     /// The filter or `by()` reads the duration (or the histogram buckets it), so each row is
     /// evaluated on its own.
     per_row: bool,
@@ -48,9 +58,6 @@ pub struct SpanMetrics {
     /// Series and value of each combination of dictionary ids (and duration bucket) seen in
     /// the current source.
     cache: FastMap<(Key, u64), Option<(usize, f64)>>,
-    /// For per-row evaluation: the span of each combination, decoded once per source.
-    decoded: FastMap<Key, weft_traceql::Span>,
-    one: Trace,
 }
 
 /// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
@@ -107,46 +114,59 @@ impl SpanMetrics {
         if !run.span_local() {
             return Ok(None);
         }
-        let mut reads = Reads::default();
-        let mut value_is_duration = false;
-        let mut histogram_of_duration = false;
-        for stage in &query.pipeline.stages {
-            let ok = match stage {
-                Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f)) => {
-                    f.expr.iter().try_for_each(|e| reads.expr(e, false))
+        let mut needs = MetricNeeds::default();
+        let mut ops = Vec::new();
+        // Each query of the run (arithmetic between queries has several), in the run's order.
+        for pipeline in query.pipelines() {
+            let mut reads = Reads::default();
+            let mut value_is_duration = false;
+            let mut histogram_of_duration = false;
+            for stage in &pipeline.stages {
+                let ok = match stage {
+                    Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f)) => {
+                        f.expr.iter().try_for_each(|e| reads.expr(e, false))
+                    }
+                    Stage::Metrics(m) => {
+                        let histogram = m.func == weft_traceql::ast::MetricsFn::HistogramOverTime;
+                        let of_duration = matches!(m.args.first(), Some(FieldExpr::Intrinsic(Intrinsic::Duration)));
+                        value_is_duration = of_duration && !histogram;
+                        histogram_of_duration = of_duration && histogram;
+                        m.args
+                            .iter()
+                            .try_for_each(|e| reads.expr(e, true))
+                            .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
+                    }
+                    // topk/bottomk, comparisons and arithmetic with numbers act on the
+                    // finished series (`MetricsRun::finish`), so they do not stop
+                    // span-at-a-time evaluation.
+                    Stage::SecondStage(_) => Some(()),
+                    _ => None,
+                };
+                if ok.is_none() {
+                    return Ok(None);
                 }
-                Stage::Metrics(m) => {
-                    let histogram = m.func == weft_traceql::ast::MetricsFn::HistogramOverTime;
-                    let of_duration = matches!(m.args.first(), Some(FieldExpr::Intrinsic(Intrinsic::Duration)));
-                    value_is_duration = of_duration && !histogram;
-                    histogram_of_duration = of_duration && histogram;
-                    m.args
-                        .iter()
-                        .try_for_each(|e| reads.expr(e, true))
-                        .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
-                }
-                // topk/bottomk, comparisons and arithmetic with numbers act on the finished
-                // series (`MetricsRun::finish`), so they do not stop span-at-a-time evaluation.
-                Stage::SecondStage(_) => Some(()),
-                _ => None,
-            };
-            if ok.is_none() {
-                return Ok(None);
             }
+            let per_row = reads.duration_outside_value;
+            needs = needs.union(reads.needs);
+            ops.push(OpState {
+                per_row,
+                value_is_duration: value_is_duration && !per_row,
+                histogram_of_duration: histogram_of_duration && !per_row,
+                cache: FastMap::with_hasher(FastBuild::default()),
+            });
         }
-        let per_row = reads.duration_outside_value;
+        if ops.len() != run.operand_count() {
+            return Ok(None);
+        }
         Ok(Some(SpanMetrics {
             run,
-            needs: reads.needs,
+            needs,
             parts: Parts {
-                resource: reads.needs.resource,
-                scope: reads.needs.scope,
+                resource: needs.resource,
+                scope: needs.scope,
                 ..Parts::default()
             },
-            per_row,
-            value_is_duration: value_is_duration && !per_row,
-            histogram_of_duration: histogram_of_duration && !per_row,
-            cache: FastMap::with_hasher(FastBuild::default()),
+            ops,
             decoded: FastMap::with_hasher(FastBuild::default()),
             one: Trace {
                 spans: vec![Default::default()],
@@ -162,7 +182,9 @@ impl SpanMetrics {
     /// Adds every span of `src` (a row group's columns read with [`Self::needs`], or head
     /// rows). Evaluates once per distinct [`SpanSource::key`] unless the duration matters.
     pub fn add(&mut self, src: &impl SpanSource) {
-        self.cache.clear();
+        for op in &mut self.ops {
+            op.cache.clear();
+        }
         self.decoded.clear();
         for i in 0..src.len() {
             let start = src.start(i);
@@ -170,44 +192,48 @@ impl SpanMetrics {
             // The duration as the evaluator reads it (`decode_parts`, then `Val::Duration`).
             let evaluated = i64::try_from(duration as u64).unwrap_or(i64::MAX);
             let key = src.key(i);
-            let got = if self.per_row {
-                let parts = self.parts;
-                let span = self
-                    .decoded
-                    .entry(key)
-                    .or_insert_with(|| decode_parts(&src.row(i), parts));
-                self.one.spans[0].clone_from(span);
-                self.one.spans[0].start_unix_nano = start;
-                self.one.spans[0].duration_nano = duration as u64;
-                self.run.resolve(&self.one)
-            } else {
-                // Durations under 2ns have no histogram bucket; others share one per power of two.
-                let class = if self.histogram_of_duration {
-                    if evaluated < 2 {
-                        evaluated as u64
+            for k in 0..self.ops.len() {
+                let op = &mut self.ops[k];
+                let got = if op.per_row {
+                    let parts = self.parts;
+                    let span = self
+                        .decoded
+                        .entry(key)
+                        .or_insert_with(|| decode_parts(&src.row(i), parts));
+                    self.one.spans[0].clone_from(span);
+                    self.one.spans[0].start_unix_nano = start;
+                    self.one.spans[0].duration_nano = duration as u64;
+                    self.run.resolve_in(k, &self.one)
+                } else {
+                    // Durations under 2ns have no histogram bucket; others share one per power
+                    // of two.
+                    let class = if op.histogram_of_duration {
+                        if evaluated < 2 {
+                            evaluated as u64
+                        } else {
+                            (evaluated as u64).next_power_of_two()
+                        }
                     } else {
-                        (evaluated as u64).next_power_of_two()
+                        0
+                    };
+                    match op.cache.get(&(key, class)) {
+                        Some(&got) => got,
+                        None => {
+                            self.one.spans[0] = decode_parts(&src.row(i), self.parts);
+                            let got = self.run.resolve_in(k, &self.one);
+                            self.ops[k].cache.insert((key, class), got);
+                            got
+                        }
                     }
-                } else {
-                    0
                 };
-                match self.cache.get(&(key, class)) {
-                    Some(&got) => got,
-                    None => {
-                        self.one.spans[0] = decode_parts(&src.row(i), self.parts);
-                        let got = self.run.resolve(&self.one);
-                        self.cache.insert((key, class), got);
-                        got
-                    }
+                if let Some((series, value)) = got {
+                    let value = if self.ops[k].value_is_duration {
+                        evaluated as f64 / 1e9
+                    } else {
+                        value
+                    };
+                    self.run.record_in(k, series, start, value);
                 }
-            };
-            if let Some((series, value)) = got {
-                let value = if self.value_is_duration {
-                    evaluated as f64 / 1e9
-                } else {
-                    value
-                };
-                self.run.record(series, start, value);
             }
         }
     }

@@ -209,9 +209,16 @@ impl MetricsRun {
     /// a time with [`MetricsRun::resolve`]: the query is one spanset filter (no structural
     /// operators, no pipeline stages) followed by the metrics function, and no field of it is
     /// trace-level (`rootName`, `rootServiceName`, `traceDuration`, `trace:id`, nested sets,
-    /// parent attributes, `span:childCount`). Never true for arithmetic between queries.
+    /// parent attributes, `span:childCount`). For arithmetic between queries, every operand
+    /// must be; feed each span to each operand ([`MetricsRun::resolve_in`]).
     pub fn span_local(&self) -> bool {
-        self.operands.len() == 1 && self.operands[0].evaluator.span_local()
+        self.operands.iter().all(|o| o.evaluator.span_local())
+    }
+
+    /// The queries the run evaluates: 1, or each operand of arithmetic between queries, in
+    /// the order of [`Query::pipelines`](crate::ast::Query::pipelines).
+    pub fn operand_count(&self) -> usize {
+        self.operands.len()
     }
 
     /// Evaluates a trace of exactly one span, for a [`span_local`](Self::span_local) query:
@@ -220,9 +227,14 @@ impl MetricsRun {
     /// the same series from `resolve` and `record` over each span of a trace as from
     /// [`MetricsRun::add`] over the trace.
     pub fn resolve(&mut self, one_span: &Trace) -> Option<(usize, f64)> {
+        self.resolve_in(0, one_span)
+    }
+
+    /// [`MetricsRun::resolve`] for operand `k` (< [`MetricsRun::operand_count`]).
+    pub fn resolve_in(&mut self, k: usize, one_span: &Trace) -> Option<(usize, f64)> {
         debug_assert_eq!(one_span.spans.len(), 1);
         debug_assert!(self.span_local());
-        let operand = &mut self.operands[0];
+        let operand = &mut self.operands[k];
         let metrics = operand.evaluator.metrics.as_ref().expect("checked in new");
         let env = TraceEnv::span_local(one_span);
         if operand.evaluator.run(&env).is_empty() {
@@ -234,7 +246,12 @@ impl MetricsRun {
     /// Records a span that starts at `start_unix_nano` in the series and with the value
     /// [`MetricsRun::resolve`] returned.
     pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
-        self.operands[0].acc.record(series, start_unix_nano, value);
+        self.record_in(0, series, start_unix_nano, value);
+    }
+
+    /// [`MetricsRun::record`] for operand `k`.
+    pub fn record_in(&mut self, k: usize, series: usize, start_unix_nano: u64, value: f64) {
+        self.operands[k].acc.record(series, start_unix_nano, value);
     }
 
     /// The series, or the limit the run passed ([`MetricsRun::limit`]).
