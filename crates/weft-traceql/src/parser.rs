@@ -246,37 +246,35 @@ impl Parser {
 
     // metrics_sum = metrics_product { ( "+" | "-" ) metrics_product }
     fn metrics_sum(&mut self, depth: u32) -> Parsed<Operand> {
-        let (mut lhs, mut d) = self.metrics_product(depth)?;
-        while let Some(op) = match self.peek() {
+        self.metrics_binary(depth, Self::metrics_product, |t| match t {
             Tok::Plus => Some(BinaryOp::Add),
             Tok::Minus => Some(BinaryOp::Sub),
             _ => None,
-        } {
-            let pos = self.pos();
-            self.advance();
-            let (rhs, rd) = self.metrics_product(depth + 1)?;
-            d = d.max(rd) + 1;
-            self.check_depth(d)?;
-            lhs = combine(op, lhs, rhs).map_err(|message| ParseError {
-                line: pos.line,
-                column: pos.column,
-                message,
-            })?;
-        }
-        Ok((lhs, d))
+        })
     }
 
     // metrics_product = metrics_primary { ( "*" | "/" ) metrics_primary }
     fn metrics_product(&mut self, depth: u32) -> Parsed<Operand> {
-        let (mut lhs, mut d) = self.metrics_primary(depth)?;
-        while let Some(op) = match self.peek() {
+        self.metrics_binary(depth, Self::metrics_primary, |t| match t {
             Tok::Star => Some(BinaryOp::Mul),
             Tok::Slash => Some(BinaryOp::Div),
             _ => None,
-        } {
+        })
+    }
+
+    /// One left-associative level of metrics arithmetic: `next { op next }`, with the
+    /// operators `op_of` recognises.
+    fn metrics_binary(
+        &mut self,
+        depth: u32,
+        next: fn(&mut Self, u32) -> Parsed<Operand>,
+        op_of: fn(&Tok) -> Option<BinaryOp>,
+    ) -> Parsed<Operand> {
+        let (mut lhs, mut d) = next(self, depth)?;
+        while let Some(op) = op_of(self.peek()) {
             let pos = self.pos();
             self.advance();
-            let (rhs, rd) = self.metrics_primary(depth + 1)?;
+            let (rhs, rd) = next(self, depth + 1)?;
             d = d.max(rd) + 1;
             self.check_depth(d)?;
             lhs = combine(op, lhs, rhs).map_err(|message| ParseError {
