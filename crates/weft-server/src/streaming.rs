@@ -318,3 +318,42 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for HttpPort {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes a client sends as a request message decode or fail cleanly, and a decoded
+        /// search request always becomes parameters the HTTP checks can judge.
+        #[test]
+        fn no_request_bytes_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(r) = pb::SearchRequest::decode(&bytes[..]) {
+                let p = search_params(&r);
+                prop_assert!(p.contains_key("spss"));
+            }
+            let _ = pb::QueryRangeRequest::decode(&bytes[..]);
+            let _ = pb::QueryInstantRequest::decode(&bytes[..]);
+        }
+    }
+
+    #[test]
+    fn search_params_follow_tempo() {
+        let r = pb::SearchRequest {
+            tags: [("service.name".to_owned(), "a b".to_owned())].into(),
+            min_duration_ms: 5,
+            limit: 0,
+            spans_per_span_set: 0,
+            ..Default::default()
+        };
+        let p = search_params(&r);
+        assert_eq!(p.get("tags").map(String::as_str), Some("service.name=\"a b\""));
+        assert_eq!(p.get("minDuration").map(String::as_str), Some("5ms"));
+        assert_eq!(p.get("spss").map(String::as_str), Some("0"), "0 is unlimited");
+        assert!(
+            !p.contains_key("limit") && !p.contains_key("start"),
+            "0 is unset: {p:?}"
+        );
+    }
+}
