@@ -197,6 +197,7 @@ fn pick(stats: FastMap<Vec<u8>, KeyStats>, spans: u64, scope: DedicatedScope) ->
             name,
             value_type,
             column: format!("{prefix}_dedicated_{i}"),
+            complete: false,
         })
         .collect()
 }
@@ -215,6 +216,18 @@ fn key_values(buf: &[u8], resource: bool) -> Vec<(&[u8], Option<Scalar<'_>>)> {
         each_key_value(buf, &mut f);
     }
     out
+}
+
+/// Appends each attribute of a span's attributes blob whose key is `keys[k]` to `out[k]`, as
+/// the same encoded `Span.attributes` field, in blob order.
+pub fn pick_attributes(blob: &[u8], keys: &[&[u8]], out: &mut [Vec<u8>]) {
+    each_key_value(blob, |kv| {
+        if let Some(key) = raw_key(kv)
+            && let Some(k) = keys.iter().position(|&want| want == key)
+        {
+            put_bytes(&mut out[k], SPAN_ATTRIBUTES, kv);
+        }
+    });
 }
 
 /// The key of any `KeyValue`, canonical or not.
@@ -250,11 +263,14 @@ pub fn choose<'a>(
 }
 
 /// Splits a span's attributes blob: appends what stays generic to `rest` and returns the value
-/// of each of `keys` (the span-scope dedicated columns, in order) that is moved out.
+/// of each of `keys` (the span-scope dedicated columns, in order) that is moved out. Sets
+/// `left[c]` when an occurrence of key `c` stays in `rest` (another type, repeated, or not
+/// canonical), so the column alone does not hold every value of that key.
 pub fn split_attributes<'a>(
     blob: &'a [u8],
     keys: &[(&[u8], ValueType)],
     rest: &mut Vec<u8>,
+    left: &mut [bool],
 ) -> Vec<Option<Scalar<'a>>> {
     let mut vals = vec![None; keys.len()];
     let kvs = key_values(blob, false);
@@ -269,6 +285,9 @@ pub fn split_attributes<'a>(
         {
             vals[c] = Some(v);
             return;
+        }
+        if let Some(c) = keys.iter().position(|&(k, _)| k == key) {
+            left[c] = true;
         }
         put_bytes(rest, SPAN_ATTRIBUTES, kv);
     });

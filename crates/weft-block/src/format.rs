@@ -17,6 +17,7 @@
 //! fetching of column chunks in the crate root are shared by all of them.
 
 use crate::columns::SpanColumns;
+use crate::meta::DedicatedColumn;
 use crate::read::{FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use crate::row::SpanRow;
 use crate::write::{Encoded, WriteOptions};
@@ -37,8 +38,9 @@ pub(crate) trait BlockFormat {
     fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError>;
     /// The number of columns of a data file with `dedicated` dedicated columns.
     fn column_count(dedicated: usize) -> usize;
-    /// The schema columns [`Self::read_metric_columns`] reads for `needs`, ascending.
-    fn metric_columns(needs: MetricNeeds) -> Vec<usize>;
+    /// The schema columns [`Self::read_metric_columns`] reads for `needs` in a block with the
+    /// `dedicated` columns, ascending.
+    fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize>;
     /// The byte range of row group `rg` in the data file.
     fn row_group_range(footer: &ParquetMetaData, rg: usize) -> Range<u64>;
     /// See [`RowGroupData::rows`] and [`RowGroupData::rows_in`] (`keep`).
@@ -46,7 +48,7 @@ pub(crate) trait BlockFormat {
     /// See [`RowGroupData::trace`].
     fn read_trace(data: &RowGroupData, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError>;
     /// See [`RowGroupData::metric_columns`].
-    fn read_metric_columns(data: &RowGroupData, needs: MetricNeeds) -> Result<MetricColumns, BlockError>;
+    fn read_metric_columns(data: &RowGroupData, needs: &MetricNeeds) -> Result<MetricColumns, BlockError>;
     /// See [`RowGroupData::graph_columns`].
     fn read_graph_columns(data: &RowGroupData) -> Result<GraphColumns, BlockError>;
     /// See [`RowGroupData::filter_columns`].
@@ -99,8 +101,8 @@ impl Encoding {
     }
 
     /// See [`BlockFormat::metric_columns`].
-    pub(crate) fn metric_columns(self, needs: MetricNeeds) -> Vec<usize> {
-        dispatch!(self, F => F::metric_columns(needs))
+    pub(crate) fn metric_columns(self, needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize> {
+        dispatch!(self, F => F::metric_columns(needs, dedicated))
     }
 
     /// See [`BlockFormat::GRAPH_COLUMNS`].
@@ -128,7 +130,7 @@ impl Encoding {
     pub(crate) fn read_metric_columns(
         self,
         data: &RowGroupData,
-        needs: MetricNeeds,
+        needs: &MetricNeeds,
     ) -> Result<MetricColumns, BlockError> {
         dispatch!(self, F => F::read_metric_columns(data, needs))
     }

@@ -203,15 +203,15 @@ pub struct RowGroupData {
     footer: Arc<ParquetMetaData>,
     dedicated: Arc<[meta::DedicatedColumn]>,
     rg: usize,
-    base: u64,
-    data: Bytes,
+    /// The fetched byte ranges of the data file: (file offset, bytes), ascending.
+    pieces: Arc<[(u64, Bytes)]>,
     file_len: u64,
 }
 
 impl RowGroupData {
     /// Bytes fetched from storage.
     pub fn bytes(&self) -> u64 {
-        self.data.len() as u64
+        self.pieces.iter().map(|(_, b)| b.len() as u64).sum()
     }
 
     /// Every span, in block order.
@@ -232,7 +232,7 @@ impl RowGroupData {
 
     /// The columns span-at-a-time metrics need, with dictionary ids. The data must have been
     /// fetched with [`Block::fetch_metric_columns`] with the same `needs`, or whole.
-    pub fn metric_columns(&self, needs: MetricNeeds) -> Result<MetricColumns, BlockError> {
+    pub fn metric_columns(&self, needs: &MetricNeeds) -> Result<MetricColumns, BlockError> {
         self.encoding.read_metric_columns(self, needs)
     }
 
@@ -381,26 +381,24 @@ impl Block {
             footer,
             dedicated: self.dedicated.clone(),
             rg,
-            base: range.start,
-            data,
+            pieces: vec![(range.start, data)].into(),
             file_len: self.meta.size_bytes,
         })
     }
 
-    /// Fetches only the column chunks of row group `rg` that `needs` names (one contiguous
-    /// read spanning them), for [`RowGroupData::metric_columns`].
+    /// Fetches only the column chunks of row group `rg` that `needs` names, for
+    /// [`RowGroupData::metric_columns`].
     pub async fn fetch_metric_columns(
         &self,
         storage: &dyn Storage,
         rg: usize,
-        needs: MetricNeeds,
+        needs: &MetricNeeds,
     ) -> Result<RowGroupData, BlockError> {
-        self.fetch_columns(storage, rg, &self.encoding.metric_columns(needs))
+        self.fetch_columns(storage, rg, &self.encoding.metric_columns(needs, &self.dedicated))
             .await
     }
 
-    /// Fetches the column chunks of row group `rg` that [`RowGroupData::graph_columns`] reads
-    /// (one contiguous read spanning them).
+    /// Fetches the column chunks of row group `rg` that [`RowGroupData::graph_columns`] reads.
     pub async fn fetch_graph_columns(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupData, BlockError> {
         self.fetch_columns(storage, rg, self.encoding.graph_columns()).await
     }
@@ -418,21 +416,36 @@ impl Block {
                 footer.num_row_groups()
             )));
         }
-        let (mut lo, mut hi) = (u64::MAX, 0);
-        for &c in columns {
-            let (s, l) = footer.row_group(rg).column(c).byte_range();
-            lo = lo.min(s);
-            hi = hi.max(s + l);
+        // One read per run of chunks, joining runs whose gap is small: a gap costs less than
+        // another request to object storage.
+        const JOIN_GAP: u64 = 256 << 10;
+        let mut spans: Vec<(u64, u64)> = columns
+            .iter()
+            .map(|&c| {
+                let (s, l) = footer.row_group(rg).column(c).byte_range();
+                (s, s + l)
+            })
+            .collect();
+        spans.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in spans {
+            match runs.last_mut() {
+                Some(last) if s <= last.1 + JOIN_GAP => last.1 = last.1.max(e),
+                _ => runs.push((s, e)),
+            }
         }
-        let data = storage.get_range(&self.data_path(), lo..hi).await?;
-        self.verify(&footer, rg, lo, &data)?;
+        let mut pieces = Vec::with_capacity(runs.len());
+        for (lo, hi) in runs {
+            let data = storage.get_range(&self.data_path(), lo..hi).await?;
+            self.verify(&footer, rg, lo, &data)?;
+            pieces.push((lo, data));
+        }
         Ok(RowGroupData {
             encoding: self.encoding,
             footer,
             dedicated: self.dedicated.clone(),
             rg,
-            base: lo,
-            data,
+            pieces: pieces.into(),
             file_len: self.meta.size_bytes,
         })
     }

@@ -75,6 +75,12 @@ pub struct DedicatedColumn {
     pub value_type: ValueType,
     /// The Parquet column's name (`span_dedicated_0`, `resource_dedicated_0`, ...).
     pub column: String,
+    /// Span scope: every occurrence of the key in the block's span attributes is in this
+    /// column (none stayed in the generic blob), so a reader that needs only this key reads
+    /// the column alone and takes a null as "absent". Resource columns are copies of the
+    /// headers and leave it false. Absent in blocks written before it existed (read as false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub complete: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]

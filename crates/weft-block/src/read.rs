@@ -103,7 +103,7 @@ fn blob_at(v: &[Option<parquet::data_type::ByteArray>], i: usize) -> &[u8] {
 
 /// Which columns [`metric_columns`](crate::RowGroupData::metric_columns) reads besides start
 /// times.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetricNeeds {
     pub name: bool,
     pub status: bool,
@@ -112,11 +112,20 @@ pub struct MetricNeeds {
     pub duration: bool,
     pub resource: bool,
     pub scope: bool,
+    /// Span attribute keys whose values are read ([`MetricColumns::span_attributes`]), each
+    /// once, in the order given.
+    pub span_keys: Vec<String>,
 }
 
 impl MetricNeeds {
     /// The columns either needs.
     pub fn union(self, o: MetricNeeds) -> MetricNeeds {
+        let mut span_keys = self.span_keys;
+        for k in o.span_keys {
+            if !span_keys.contains(&k) {
+                span_keys.push(k);
+            }
+        }
         MetricNeeds {
             name: self.name || o.name,
             status: self.status || o.status,
@@ -125,16 +134,19 @@ impl MetricNeeds {
             duration: self.duration || o.duration,
             resource: self.resource || o.resource,
             scope: self.scope || o.scope,
+            span_keys,
         }
     }
 }
 
 /// A byte-string column as a dictionary plus one dictionary id per row. A null (of an optional
-/// column) reads as an empty value.
+/// column) reads as an empty value, with an id of its own ([`DictColumn::null`]).
 #[derive(Debug, Default)]
 pub struct DictColumn {
     pub values: Vec<Bytes>,
     pub ids: Vec<u32>,
+    /// The id of the rows that are null, if any is.
+    pub null: Option<u32>,
 }
 
 /// Columns of a row group for span-at-a-time metrics: start times always, the others when
@@ -150,6 +162,10 @@ pub struct MetricColumns {
     pub status_message: DictColumn,
     pub resource: DictColumn,
     pub scope: DictColumn,
+    /// Per key of [`MetricNeeds::span_keys`], in that order: the span's attributes with that
+    /// key as encoded `Span.attributes` fields (what a span's attribute blob holds of it, in
+    /// order), empty when the span has none. Equal ids mean equal bytes.
+    pub span_attributes: Vec<DictColumn>,
 }
 
 /// Columns of a row group for the service graph: who called whom, per trace, without

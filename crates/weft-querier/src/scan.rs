@@ -383,7 +383,7 @@ impl Querier {
             if let Some(cols) = v.active {
                 let order = cols.sorted_order();
                 stats.inspected_spans += order.len() as u64;
-                m.add(&HeadRows { cols, order: &order });
+                m.add(&HeadRows::new(cols, &order, m.needs()));
             }
             cuts = v.frozen.to_vec();
         });
@@ -395,12 +395,12 @@ impl Querier {
             if let Some(cols) = cut.of(tenant) {
                 let order = cols.sorted_order();
                 stats.inspected_spans += order.len() as u64;
-                m.add(&HeadRows { cols, order: &order });
+                m.add(&HeadRows::new(cols, &order, m.needs()));
             }
         }
         stats.total_blocks = blocks.len() as u64;
         let storage = &**self.db.storage();
-        let needs = m.needs();
+        let needs = m.needs().clone();
         for b in blocks {
             if block_outside(&b, window) {
                 stats.skipped_blocks += 1;
@@ -413,10 +413,11 @@ impl Querier {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
-                    let data = b.fetch_metric_columns(storage, rg, needs).await?;
+                    let data = b.fetch_metric_columns(storage, rg, &needs).await?;
                     read_any = true;
                     stats.inspected_bytes += data.bytes();
-                    let cols = tokio::task::spawn_blocking(move || data.metric_columns(needs))
+                    let needs = needs.clone();
+                    let cols = tokio::task::spawn_blocking(move || data.metric_columns(&needs))
                         .await
                         .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
                     stats.inspected_spans += cols.start.len() as u64;

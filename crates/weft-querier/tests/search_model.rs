@@ -433,6 +433,13 @@ const METRICS_FORMS: &[&str] = &[
     "{ } | count_over_time() by (resource.service.name) | bottomk(1)",
     "{ } | count_over_time() by (name) > 1",
     "({ } | count_over_time() by (kind)) - ({ duration > 5ms } | count_over_time() by (kind))",
+    // Span attributes: from the attribute blob (blocks the head wrote) or from dedicated
+    // columns (compacted blocks), and from the head's distinct blobs.
+    "{ } | count_over_time() by (span.user) | topk(2)",
+    "{ span.http.status_code >= 400 } | rate() by (.user)",
+    "{ .user != nil } | count_over_time() by (span.http.status_code, resource.service.name)",
+    "{ } | avg_over_time(span.http.status_code) by (span.user)",
+    "{ span.user = nil } | histogram_over_time(duration) by (span.http.status_code)",
 ];
 
 async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {

@@ -2,14 +2,17 @@
 //!
 //! `{ } | rate() by (resource.service.name)` over ten million spans does not need ten million
 //! decoded spans grouped into traces: every span counts on its own. When a metrics query is
-//! *span-local* ([`MetricsRun::span_local`]) and reads only fields that have their own columns
-//! (span name, status, status message, kind, duration, resource and instrumentation-scope
-//! attributes), [`SpanMetrics`] runs it over a row group's columns:
+//! *span-local* ([`MetricsRun::span_local`]) and reads only fields of the span itself (span
+//! name, status, status message, kind, duration, resource and instrumentation-scope attributes,
+//! and up to [`MAX_SPAN_KEYS`] span attribute keys), [`SpanMetrics`] runs it over a row
+//! group's columns:
 //!
-//! - only those column chunks are fetched (`Block::fetch_metric_columns`);
-//! - name, status message, resource and scope keep their dictionary ids, so the evaluator runs
-//!   once per distinct combination of the fields the query reads (a few hundred per row group),
-//!   never per row, unless the query's filter or grouping reads the duration;
+//! - only those column chunks are fetched (`Block::fetch_metric_columns`); a span attribute
+//!   comes from its dedicated column when the block has a complete one, otherwise it is picked
+//!   out of each span's attribute blob;
+//! - name, status message, resource, scope and each span attribute's values keep ids, so the
+//!   evaluator runs once per distinct combination of the fields the query reads (a few hundred
+//!   per row group), never per row, unless the query's filter or grouping reads the duration;
 //! - each row then costs a hash lookup and an add.
 //!
 //! The result is exactly what [`MetricsRun::add`] gives over the same spans: a combination is
@@ -60,9 +63,13 @@ struct OpState {
     cache: FastMap<(Key, u64), Option<(usize, f64)>>,
 }
 
-/// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
-/// columns the query does not read are 0).
-pub type Key = ([u32; 4], u16);
+/// At most this many span attribute keys are read one span at a time; a query reading more
+/// runs over whole traces.
+pub const MAX_SPAN_KEYS: usize = 4;
+
+/// Dictionary ids of name, status message, resource and scope, then status and kind, then the
+/// value ids of each span attribute key read (ids of columns the query does not read are 0).
+pub type Key = ([u32; 4], u16, [u32; MAX_SPAN_KEYS]);
 
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
@@ -81,7 +88,13 @@ impl Reads {
             FieldExpr::Attribute(a) => match a.scope {
                 AttributeScope::Resource => self.needs.resource = true,
                 AttributeScope::Instrumentation => self.needs.scope = true,
-                _ => return None,
+                AttributeScope::Span => self.span_key(&a.name)?,
+                // The span's attribute, else the resource's.
+                AttributeScope::Unscoped => {
+                    self.span_key(&a.name)?;
+                    self.needs.resource = true;
+                }
+                AttributeScope::Event | AttributeScope::Link => return None,
             },
             FieldExpr::Intrinsic(i) => match i {
                 I::Name => self.needs.name = true,
@@ -100,6 +113,16 @@ impl Reads {
                 self.expr(lhs, false)?;
                 self.expr(rhs, false)?;
             }
+        }
+        Some(())
+    }
+
+    fn span_key(&mut self, key: &str) -> Option<()> {
+        if !self.needs.span_keys.iter().any(|k| k == key) {
+            if self.needs.span_keys.len() == MAX_SPAN_KEYS {
+                return None;
+            }
+            self.needs.span_keys.push(key.to_string());
         }
         Some(())
     }
@@ -148,6 +171,9 @@ impl SpanMetrics {
             }
             let per_row = reads.duration_outside_value;
             needs = needs.union(reads.needs);
+            if needs.span_keys.len() > MAX_SPAN_KEYS {
+                return Ok(None);
+            }
             ops.push(OpState {
                 per_row,
                 value_is_duration: value_is_duration && !per_row,
@@ -160,12 +186,13 @@ impl SpanMetrics {
         }
         Ok(Some(SpanMetrics {
             run,
-            needs,
             parts: Parts {
                 resource: needs.resource,
                 scope: needs.scope,
+                span_attrs: !needs.span_keys.is_empty(),
                 ..Parts::default()
             },
+            needs,
             ops,
             decoded: FastMap::with_hasher(FastBuild::default()),
             one: Trace {
@@ -175,8 +202,8 @@ impl SpanMetrics {
     }
 
     /// The columns to read from each row group.
-    pub fn needs(&self) -> MetricNeeds {
-        self.needs
+    pub fn needs(&self) -> &MetricNeeds {
+        &self.needs
     }
 
     /// Adds every span of `src` (a row group's columns read with [`Self::needs`], or head
@@ -287,6 +314,10 @@ impl SpanSource for MetricColumns {
     }
 
     fn key(&self, i: usize) -> Key {
+        let mut attrs = [0; MAX_SPAN_KEYS];
+        for (a, d) in attrs.iter_mut().zip(&self.span_attributes) {
+            *a = dict_id(d, i);
+        }
         (
             [
                 dict_id(&self.name, i),
@@ -295,12 +326,18 @@ impl SpanSource for MetricColumns {
                 dict_id(&self.scope, i),
             ],
             u16::from(small(&self.status, i)) << 8 | u16::from(small(&self.kind, i)),
+            attrs,
         )
     }
 
     fn row(&self, i: usize) -> SpanRow {
         let value = |d: &DictColumn| -> Bytes { d.values.get(dict_id(d, i) as usize).cloned().unwrap_or_default() };
         let text = |d: &DictColumn| String::from_utf8_lossy(&value(d)).into_owned();
+        let attributes = match self.span_attributes.as_slice() {
+            [] => Bytes::new(),
+            [one] => value(one),
+            many => many.iter().flat_map(|d| value(d)).collect::<Vec<u8>>().into(),
+        };
         SpanRow {
             name: text(&self.name),
             status_message: text(&self.status_message),
@@ -310,6 +347,7 @@ impl SpanSource for MetricColumns {
             duration_nano: self.duration(i),
             resource: value(&self.resource),
             scope: value(&self.scope),
+            attributes,
             ..Default::default()
         }
     }
@@ -318,8 +356,41 @@ impl SpanSource for MetricColumns {
 /// Rows of head columns, in the order given (`SpanColumns::sorted_order`, which leaves out
 /// client-retry duplicates).
 pub struct HeadRows<'a> {
-    pub cols: &'a SpanColumns,
-    pub order: &'a [u32],
+    cols: &'a SpanColumns,
+    order: &'a [u32],
+    /// Per span attribute key read: the picked attributes of each distinct attribute blob of
+    /// the head, as a [`DictColumn`] indexed by blob id.
+    attrs: Vec<DictColumn>,
+}
+
+impl<'a> HeadRows<'a> {
+    /// The rows `order` of `cols`, with the span attributes `needs` names picked out of each
+    /// distinct attribute blob once.
+    pub fn new(cols: &'a SpanColumns, order: &'a [u32], needs: &MetricNeeds) -> HeadRows<'a> {
+        let keys: Vec<&[u8]> = needs.span_keys.iter().map(|k| k.as_bytes()).collect();
+        let mut attrs: Vec<DictColumn> = keys.iter().map(|_| DictColumn::default()).collect();
+        if !keys.is_empty() {
+            let blobs = &cols.attributes;
+            let mut seen: Vec<FastMap<Vec<u8>, u32>> = keys.iter().map(|_| FastMap::default()).collect();
+            let mut picked: Vec<Vec<u8>> = vec![Vec::new(); keys.len()];
+            for id in 0..blobs.distinct() as u32 {
+                picked.iter_mut().for_each(Vec::clear);
+                weft_block::dedicated::pick_attributes(&blobs.bytes()[blobs.value_range(id)], &keys, &mut picked);
+                for ((d, seen), p) in attrs.iter_mut().zip(&mut seen).zip(&picked) {
+                    let v = *seen.entry(p.clone()).or_insert_with(|| {
+                        d.values.push(Bytes::copy_from_slice(p));
+                        d.values.len() as u32 - 1
+                    });
+                    d.ids.push(v);
+                }
+            }
+        }
+        HeadRows { cols, order, attrs }
+    }
+
+    fn attr_id(&self, k: usize, r: usize) -> u32 {
+        self.attrs[k].ids[self.cols.attributes.ids[r] as usize]
+    }
 }
 
 impl SpanSource for HeadRows<'_> {
@@ -337,9 +408,14 @@ impl SpanSource for HeadRows<'_> {
 
     fn key(&self, i: usize) -> Key {
         let (c, r) = (self.cols, self.order[i] as usize);
+        let mut attrs = [0; MAX_SPAN_KEYS];
+        for (k, a) in attrs.iter_mut().enumerate().take(self.attrs.len()) {
+            *a = self.attr_id(k, r);
+        }
         (
             [c.name[r], c.status_message[r], c.resource[r], c.scope[r]],
             u16::from(c.status_code[r]) << 8 | u16::from(c.kind[r]),
+            attrs,
         )
     }
 
@@ -347,6 +423,10 @@ impl SpanSource for HeadRows<'_> {
         let (c, r) = (self.cols, self.order[i] as usize);
         let header = |id: u32| Bytes::copy_from_slice(c.headers.get(id));
         let text = |id: u32| String::from_utf8_lossy(c.strings.get(id)).into_owned();
+        let mut attributes = Vec::new();
+        for k in 0..self.attrs.len() {
+            attributes.extend_from_slice(&self.attrs[k].values[self.attr_id(k, r) as usize]);
+        }
         SpanRow {
             name: text(c.name[r]),
             status_message: text(c.status_message[r]),
@@ -356,6 +436,7 @@ impl SpanSource for HeadRows<'_> {
             duration_nano: c.duration[r],
             resource: header(c.resource[r]),
             scope: header(c.scope[r]),
+            attributes: attributes.into(),
             ..Default::default()
         }
     }

@@ -59,7 +59,10 @@ fn split_then_append_reproduces_the_attributes() {
         (b"absent", ValueType::String),
     ];
     let mut rest = Vec::new();
-    let vals = split_attributes(&b, &keys, &mut rest);
+    let mut left = vec![false; keys.len()];
+    let vals = split_attributes(&b, &keys, &mut rest, &mut left);
+    // `retries` (wrong type) and `dup` (repeated) stay in the blob; the others moved or absent.
+    assert_eq!(left, [false, false, false, false, true, true, false]);
     assert_eq!(
         vals,
         vec![
@@ -192,7 +195,7 @@ proptest::proptest! {
     fn never_panics_on_arbitrary_bytes(b in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
         let keys: Vec<(&[u8], ValueType)> = vec![(b"a", ValueType::String)];
         let mut rest = Vec::new();
-        let _ = split_attributes(&b, &keys, &mut rest);
+        let _ = split_attributes(&b, &keys, &mut rest, &mut vec![false; keys.len()]);
         let _ = resource_values(&b, &keys);
         let _ = choose(1, [(b.as_slice(), 1)], [(b.as_slice(), 1)]);
     }

@@ -35,6 +35,7 @@ pub mod writer;
 
 use crate::columns::SpanColumns;
 use crate::format::BlockFormat;
+use crate::meta::DedicatedColumn;
 use crate::read::{FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use crate::row::SpanRow;
 use crate::write::{Encoded, WriteOptions};
@@ -86,8 +87,7 @@ pub(crate) struct V1;
 /// The fetched bytes of `data` as the Parquet reader's chunk.
 fn chunk(data: &RowGroupData) -> reader::RangeChunk {
     reader::RangeChunk {
-        base: data.base,
-        data: data.data.clone(),
+        pieces: data.pieces.clone(),
         file_len: data.file_len,
     }
 }
@@ -105,8 +105,8 @@ impl BlockFormat for V1 {
         col::EXTRA + 1 + dedicated
     }
 
-    fn metric_columns(needs: MetricNeeds) -> Vec<usize> {
-        reader::metric_columns(needs)
+    fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize> {
+        reader::metric_columns(needs, dedicated)
     }
 
     fn row_group_range(footer: &ParquetMetaData, rg: usize) -> Range<u64> {
@@ -121,8 +121,8 @@ impl BlockFormat for V1 {
         reader::read_trace(&data.footer, data.rg, chunk(data), &data.dedicated, trace_id)
     }
 
-    fn read_metric_columns(data: &RowGroupData, needs: MetricNeeds) -> Result<MetricColumns, BlockError> {
-        reader::read_metric_columns(&data.footer, data.rg, chunk(data), needs)
+    fn read_metric_columns(data: &RowGroupData, needs: &MetricNeeds) -> Result<MetricColumns, BlockError> {
+        reader::read_metric_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
     }
 
     fn read_graph_columns(data: &RowGroupData) -> Result<GraphColumns, BlockError> {

@@ -13,11 +13,26 @@ use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
 use parquet::file::serialized_reader::SerializedRowGroupReader;
 use std::sync::Arc;
 
-/// A byte range of the data file held in memory, addressed by file offsets.
+/// Byte ranges of the data file held in memory, addressed by file offsets: (offset, bytes),
+/// ascending and disjoint. Every read must fall within one of them.
 pub struct RangeChunk {
-    pub base: u64,
-    pub data: Bytes,
+    pub pieces: Arc<[(u64, Bytes)]>,
     pub file_len: u64,
+}
+
+impl RangeChunk {
+    /// The piece holding `start..start + length`, and `start`'s offset in it.
+    fn find(&self, start: u64, length: usize) -> parquet::errors::Result<(&Bytes, usize)> {
+        self.pieces
+            .iter()
+            .find_map(|(base, data)| {
+                let off = start.checked_sub(*base)? as usize;
+                (off + length <= data.len()).then_some((data, off))
+            })
+            .ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!("range {start}+{length} outside the fetched ranges"))
+            })
+    }
 }
 
 impl Length for RangeChunk {
@@ -31,24 +46,13 @@ impl ChunkReader for RangeChunk {
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        let off = start
-            .checked_sub(self.base)
-            .filter(|&o| o <= self.data.len() as u64)
-            .ok_or_else(|| {
-                parquet::errors::ParquetError::General(format!("offset {start} outside the fetched range"))
-            })?;
-        Ok(self.data.slice(off as usize..).reader())
+        let (data, off) = self.find(start, 0)?;
+        Ok(data.slice(off..).reader())
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        let off = start
-            .checked_sub(self.base)
-            .map(|o| o as usize)
-            .filter(|&o| o + length <= self.data.len())
-            .ok_or_else(|| {
-                parquet::errors::ParquetError::General(format!("range {start}+{length} outside the fetched range"))
-            })?;
-        Ok(self.data.slice(off..off + length))
+        let (data, off) = self.find(start, length)?;
+        Ok(data.slice(off..off + length))
     }
 }
 
@@ -305,7 +309,7 @@ pub fn read_filter_columns(
 }
 
 /// The schema columns [`read_metric_columns`] reads for `needs`, ascending.
-pub(crate) fn metric_columns(needs: MetricNeeds) -> Vec<usize> {
+pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize> {
     let mut c = vec![col::START];
     for (need, i) in [
         (needs.name, col::NAME),
@@ -320,8 +324,29 @@ pub(crate) fn metric_columns(needs: MetricNeeds) -> Vec<usize> {
             c.push(i);
         }
     }
+    for key in &needs.span_keys {
+        match span_column(dedicated, key) {
+            Some((i, d)) => {
+                c.push(i);
+                if !d.complete {
+                    c.push(col::ATTRIBUTES);
+                }
+            }
+            None => c.push(col::ATTRIBUTES),
+        }
+    }
     c.sort_unstable();
+    c.dedup();
     c
+}
+
+/// The schema column of the span-scope dedicated column of `key`, if the block has one.
+fn span_column<'a>(dedicated: &'a [DedicatedColumn], key: &str) -> Option<(usize, &'a DedicatedColumn)> {
+    dedicated
+        .iter()
+        .enumerate()
+        .find(|(_, d)| d.scope == DedicatedScope::Span && d.name == key)
+        .map(|(k, d)| (col::EXTRA + 1 + k, d))
 }
 
 /// Reads the columns of row group `rg` that `needs` asks for. `chunk` must hold their bytes.
@@ -329,7 +354,8 @@ pub fn read_metric_columns(
     meta: &ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
-    needs: MetricNeeds,
+    dedicated: &[DedicatedColumn],
+    needs: &MetricNeeds,
 ) -> Result<MetricColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let n = meta.row_group(rg).num_rows() as usize;
@@ -358,7 +384,107 @@ pub fn read_metric_columns(
     if needs.scope {
         out.scope = dict_column(&rgr, col::SCOPE, n, false)?;
     }
+    if !needs.span_keys.is_empty() {
+        out.span_attributes = span_attribute_columns(&rgr, dedicated, &needs.span_keys, n)?;
+    }
     Ok(out)
+}
+
+/// The values of span attribute `keys` in every row, as [`MetricColumns::span_attributes`].
+///
+/// A key whose dedicated column is complete is read from that column alone (a string column
+/// keeps its dictionary ids, so the work is per distinct value). Any other key is picked out of
+/// each span's attribute blob, plus its dedicated column's moved values if it has one.
+fn span_attribute_columns(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    dedicated: &[DedicatedColumn],
+    keys: &[String],
+    n: usize,
+) -> Result<Vec<DictColumn>, BlockError> {
+    let mut out: Vec<DictColumn> = keys.iter().map(|_| DictColumn::default()).collect();
+    // Keys read from the blob: (index in `keys`, the moved values of an incomplete column).
+    let mut from_blob: Vec<(usize, Option<DedicatedValues>)> = Vec::new();
+    for (k, key) in keys.iter().enumerate() {
+        match span_column(dedicated, key) {
+            Some((c, d)) if d.complete && d.value_type == ValueType::String => {
+                let mut ids = dict_column(rgr, c, n, true)?;
+                for (id, v) in ids.values.iter_mut().enumerate() {
+                    let mut kv = Vec::new();
+                    if ids.null != Some(id as u32) {
+                        append_key_value(&mut kv, key.as_bytes(), Scalar::Str(v));
+                    }
+                    *v = Bytes::from(kv);
+                }
+                out[k] = ids;
+            }
+            Some((c, d)) if d.complete => {
+                let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
+                let mut interner = Interner::default();
+                let mut kv = Vec::new();
+                for i in 0..n {
+                    kv.clear();
+                    if let Some(x) = SpanDedicated::value(&values, i) {
+                        append_key_value(&mut kv, key.as_bytes(), x);
+                    }
+                    interner.push(&kv);
+                }
+                out[k] = interner.finish();
+            }
+            Some((c, d)) => from_blob.push((k, Some(read_dedicated(rgr, c, d.value_type, 0, n)?))),
+            None => from_blob.push((k, None)),
+        }
+    }
+    if from_blob.is_empty() {
+        return Ok(out);
+    }
+    let (blobs, def) = read::<ByteArrayType>(rgr, col::ATTRIBUTES, 0, n, true)?;
+    let blobs = spread(blobs, &def, n);
+    let want: Vec<&[u8]> = from_blob.iter().map(|&(k, _)| keys[k].as_bytes()).collect();
+    let mut picked: Vec<Vec<u8>> = vec![Vec::new(); want.len()];
+    let mut interners: Vec<Interner> = want.iter().map(|_| Interner::default()).collect();
+    for (i, blob) in blobs.iter().enumerate() {
+        picked.iter_mut().for_each(Vec::clear);
+        if let Some(b) = blob {
+            pick_attributes(b.data(), &want, &mut picked);
+        }
+        for (j, (_, moved)) in from_blob.iter().enumerate() {
+            // A moved value's key occurred once in the span, so the blob had none of it.
+            if let Some(x) = moved.as_ref().and_then(|v| SpanDedicated::value(v, i)) {
+                append_key_value(&mut picked[j], want[j], x);
+            }
+            interners[j].push(&picked[j]);
+        }
+    }
+    for ((k, _), interner) in from_blob.into_iter().zip(interners) {
+        out[k] = interner.finish();
+    }
+    Ok(out)
+}
+
+/// Gives equal byte strings equal ids, row by row, into a [`DictColumn`].
+#[derive(Default)]
+struct Interner {
+    seen: crate::hash::FastMap<Vec<u8>, u32>,
+    out: DictColumn,
+}
+
+impl Interner {
+    fn push(&mut self, v: &[u8]) {
+        let id = match self.seen.get(v) {
+            Some(&id) => id,
+            None => {
+                let id = self.out.values.len() as u32;
+                self.out.values.push(Bytes::copy_from_slice(v));
+                self.seen.insert(v.to_vec(), id);
+                id
+            }
+        };
+        self.out.ids.push(id);
+    }
+
+    fn finish(self) -> DictColumn {
+        self.out
+    }
 }
 
 /// The schema columns [`read_graph_columns`] reads, ascending.
@@ -459,7 +585,13 @@ fn dict_of(rows: impl Iterator<Item = Option<Bytes>>) -> DictColumn {
         })
     };
     for v in rows {
-        let id = id_of(v.unwrap_or_default(), &mut out);
+        let id = match v {
+            Some(v) => id_of(v, &mut out),
+            None => *out.null.get_or_insert_with(|| {
+                out.values.push(Bytes::new());
+                out.values.len() as u32 - 1
+            }),
+        };
         out.ids.push(id);
     }
     out
@@ -480,7 +612,6 @@ fn dict_pages(
     let corrupt = |m: String| BlockError::Corrupt(format!("column {c}: {m}"));
     let mut pages = rgr.get_column_page_reader(c)?;
     let mut out = DictColumn::default();
-    let mut null_id = None;
     let mut idx = Vec::new();
     while let Some(page) = pages.get_next_page()? {
         match page {
@@ -543,7 +674,7 @@ fn dict_pages(
                         let id = if d > 0 {
                             vals.next().copied().unwrap_or(0)
                         } else {
-                            *null_id.get_or_insert_with(|| {
+                            *out.null.get_or_insert_with(|| {
                                 out.values.push(Bytes::new());
                                 out.values.len() as u32 - 1
                             })
@@ -564,6 +695,35 @@ fn dict_pages(
 }
 
 use super::chunk::decode_rle_hybrid;
+
+/// Reads rows `lo..lo + n` of dedicated column `c`, of type `t`.
+fn read_dedicated(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    t: ValueType,
+    lo: usize,
+    n: usize,
+) -> Result<DedicatedValues, BlockError> {
+    use parquet::data_type::{BoolType, DoubleType};
+    Ok(match t {
+        ValueType::String => {
+            let (v, def) = read::<ByteArrayType>(rgr, c, lo, n, true)?;
+            DedicatedValues::Str(spread(v, &def, n))
+        }
+        ValueType::Int => {
+            let (v, def) = read::<Int64Type>(rgr, c, lo, n, true)?;
+            DedicatedValues::Int(spread(v, &def, n))
+        }
+        ValueType::Double => {
+            let (v, def) = read::<DoubleType>(rgr, c, lo, n, true)?;
+            DedicatedValues::Double(spread(v, &def, n))
+        }
+        ValueType::Bool => {
+            let (v, def) = read::<BoolType>(rgr, c, lo, n, true)?;
+            DedicatedValues::Bool(spread(v, &def, n))
+        }
+    })
+}
 
 /// The span-scope dedicated columns of a range of rows, to append back to their attributes.
 struct SpanDedicated {
@@ -587,31 +747,12 @@ impl SpanDedicated {
         lo: usize,
         n: usize,
     ) -> Result<SpanDedicated, BlockError> {
-        use parquet::data_type::{BoolType, DoubleType};
         let mut cols = Vec::new();
         for (k, d) in dedicated.iter().enumerate() {
             if d.scope != DedicatedScope::Span {
                 continue;
             }
-            let c = col::EXTRA + 1 + k;
-            let values = match d.value_type {
-                ValueType::String => {
-                    let (v, def) = read::<ByteArrayType>(rgr, c, lo, n, true)?;
-                    DedicatedValues::Str(spread(v, &def, n))
-                }
-                ValueType::Int => {
-                    let (v, def) = read::<Int64Type>(rgr, c, lo, n, true)?;
-                    DedicatedValues::Int(spread(v, &def, n))
-                }
-                ValueType::Double => {
-                    let (v, def) = read::<DoubleType>(rgr, c, lo, n, true)?;
-                    DedicatedValues::Double(spread(v, &def, n))
-                }
-                ValueType::Bool => {
-                    let (v, def) = read::<BoolType>(rgr, c, lo, n, true)?;
-                    DedicatedValues::Bool(spread(v, &def, n))
-                }
-            };
+            let values = read_dedicated(rgr, col::EXTRA + 1 + k, d.value_type, lo, n)?;
             cols.push((d.name.as_bytes().to_vec(), values));
         }
         Ok(SpanDedicated { cols })
@@ -645,5 +786,5 @@ impl SpanDedicated {
     }
 }
 
-use crate::dedicated::{Scalar, append_key_value};
+use crate::dedicated::{Scalar, append_key_value, pick_attributes};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};

@@ -313,6 +313,8 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         .collect();
     // Resource values by header id, computed once per block.
     let mut res_vals: FastMap<u32, Vec<Option<Scalar<'_>>>> = FastMap::with_hasher(FastBuild::default());
+    // Per span-scope column: an occurrence of its key stayed in the generic blob.
+    let mut left = vec![false; span_keys.len()];
     let mut out: Vec<u8> = Vec::with_capacity(cols.len() * 24 + (1 << 16));
     let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::new(props(opts)?))?;
     let descr: Vec<_> = (0..writer.schema_descr().num_columns())
@@ -469,7 +471,8 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                 let g = r.blobs[0];
                 if g != 0 && !split.contains_key(&g) {
                     let at = rest.len();
-                    let vals = dedicated::split_attributes(&data[blob.value_range(g)], &span_keys, &mut rest);
+                    let vals =
+                        dedicated::split_attributes(&data[blob.value_range(g)], &span_keys, &mut rest, &mut left);
                     split.insert(g, (at..rest.len(), vals));
                 }
             }
@@ -522,6 +525,14 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     }
     writer.close()?;
     let row_groups = ranges.len() as u32;
+    let mut dedicated = dedicated;
+    for (d, left) in dedicated
+        .iter_mut()
+        .filter(|d| d.scope == DedicatedScope::Span)
+        .zip(left)
+    {
+        d.complete = !left;
+    }
     Ok(Encoded {
         data: Bytes::from(out),
         rows: order.len() as u64,
