@@ -28,7 +28,8 @@ Method:
        duration_hist    { } | histogram_over_time(duration)  (Grafana's duration heatmap)
        slow_rate        { duration > 1s } | rate()  (evaluated per span: the filter reads the duration)
        rate_per_count   ({ } | rate() by (service)) / ({ } | count_over_time() by (service))
-       route_rate_top5  { } | rate() by (span.http.route) | topk(5)
+       route_rate_top5  { } | rate() by (span.http.route) | topk(5)  (a dedicated column)
+       user_count       { span.user.id = "user-42" } | count_over_time()  (the attribute blob)
        errors_rate_gt_1 { status = error } | rate() > 1
        service_graph    /api/service-graph over the range with the default span budget (the UI's
                         request; "complete" says whether the budget covered the range)
@@ -530,6 +531,9 @@ def main():
                         ("rate_per_count", "({ } | rate() by (resource.service.name)) / "
                                            "({ } | count_over_time() by (resource.service.name))"),
                         ("route_rate_top5", "{ } | rate() by (span.http.route) | topk(5)"),
+                        # A span attribute kept in the attribute blob (1,000,000 users):
+                        # picked out of every span's blob.
+                        ("user_count", '{ span.user.id = "user-42" } | count_over_time()'),
                         ("errors_rate_gt_1", "{ status = error } | rate() > 1")]:
             queries.append(run_query(server, name, "/api/metrics/query_range",
                                      {"q": q, **window, "step": f"{step}s"},

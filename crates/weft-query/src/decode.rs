@@ -86,9 +86,10 @@ impl Parts {
                 m.args.iter().for_each(|e| self.expr(e));
                 m.by.iter().flatten().for_each(|e| self.expr(e));
             }
-            Stage::Compare(c) => {
-                c.filter.expr.iter().for_each(|e| self.expr(e));
-                c.args.iter().for_each(|e| self.expr(e));
+            // compare() counts every span and resource attribute.
+            Stage::Compare(_) => {
+                self.span_attrs = true;
+                self.resource = true;
             }
             Stage::SecondStage(s) => s.args.iter().for_each(|e| self.expr(e)),
             Stage::Coalesce => {}

@@ -455,6 +455,36 @@ pub(crate) struct CMetrics {
     pub(crate) by: Vec<(String, Expr)>,
     /// What follows the metrics function, in order.
     pub(crate) second: Vec<CSecond>,
+    /// For `compare()`, which replaces the metrics function (then `func` is
+    /// `count_over_time` and the other fields are empty).
+    pub(crate) compare: Option<CCompare>,
+}
+
+/// A compiled `compare({ selection }, top_n, start, end)`.
+#[derive(Debug)]
+pub(crate) struct CCompare {
+    /// The selection's condition; `None` for `{ }`.
+    pub(crate) selection: Option<Expr>,
+    /// How many values of each attribute to return, per group.
+    pub(crate) top_n: usize,
+    /// Only spans starting in `(start, end]` are selected, when given.
+    pub(crate) window: Option<(u64, u64)>,
+}
+
+/// Tempo's most values per attribute of `compare()`.
+pub(crate) const MAX_COMPARE_TOP_N: i64 = 1000;
+
+impl CCompare {
+    /// Whether span `i` is in the selection (else it is in the baseline).
+    pub(crate) fn selects(&self, env: &TraceEnv<'_>, i: usize) -> bool {
+        let start = env.trace.spans[i].start_unix_nano;
+        if self.window.is_some_and(|(lo, hi)| start <= lo || start > hi) {
+            return false;
+        }
+        self.selection
+            .as_ref()
+            .is_none_or(|e| truthy(eval_value(e, env.ctx(i))))
+    }
 }
 
 /// A compiled second stage.
@@ -736,11 +766,53 @@ impl Compiler {
                         quantiles,
                         by,
                         second: Vec::new(),
+                        compare: None,
                     });
                     continue;
                 }
                 Stage::Coalesce => CStage::Coalesce,
-                Stage::Compare(_) => return unsupported("compare()"),
+                Stage::Compare(c) => {
+                    let int = |k: usize| match c.args.get(k) {
+                        Some(FieldExpr::Static(Static::Int(v))) => Ok(*v),
+                        other => unsupported(format!("the compare() argument `{other:?}`")),
+                    };
+                    let top_n = if c.args.is_empty() { 10 } else { int(0)? };
+                    if !(1..=MAX_COMPARE_TOP_N).contains(&top_n) {
+                        return Err(EvalError::Range {
+                            message: format!(
+                                "compare() top-N must be between 1 and {MAX_COMPARE_TOP_N}, found {top_n}"
+                            ),
+                        });
+                    }
+                    let window = match c.args.len() {
+                        3 => match (int(1)?, int(2)?) {
+                            (0, 0) => None,
+                            (lo, hi) if lo > 0 && hi > lo => Some((lo as u64, hi as u64)),
+                            (lo, hi) => {
+                                return Err(EvalError::Range {
+                                    message: format!(
+                                        "compare() start and end must be unix nanoseconds with start < end (or both 0), found {lo} and {hi}"
+                                    ),
+                                });
+                            }
+                        },
+                        _ => None,
+                    };
+                    let selection = c.filter.expr.as_ref().map(|e| self.field(e)).transpose()?;
+                    metrics = Some(CMetrics {
+                        func: MetricsFn::CountOverTime,
+                        field: None,
+                        quantiles: Vec::new(),
+                        by: Vec::new(),
+                        second: Vec::new(),
+                        compare: Some(CCompare {
+                            selection,
+                            top_n: top_n as usize,
+                            window,
+                        }),
+                    });
+                    continue;
+                }
                 Stage::SecondStage(s) => {
                     return unsupported(format!("`{}` before a metrics function", Stage::SecondStage(s.clone())));
                 }
@@ -795,10 +867,10 @@ impl Compiler {
         Ok(match expr {
             FieldExpr::Static(value) => Expr::Const(Value::from(value)),
             FieldExpr::Intrinsic(intrinsic) => match intrinsic {
-                Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => {
-                    return unsupported(format!("the {} intrinsic", intrinsic.name()));
-                }
-                Intrinsic::ChildCount => {
+                Intrinsic::NestedSetLeft
+                | Intrinsic::NestedSetRight
+                | Intrinsic::NestedSetParent
+                | Intrinsic::ChildCount => {
                     self.structural = true;
                     Expr::Intrinsic(*intrinsic)
                 }
@@ -979,6 +1051,59 @@ struct Structure {
     /// parent id, which Tempo's nested sets give one common parent. `None` for spans whose
     /// parent is not in the trace: they have no siblings.
     sibling_key: Vec<Option<usize>>,
+    /// `nestedSetLeft`, `nestedSetRight` and `nestedSetParent` of each span: see
+    /// [`nested_sets`].
+    nested_set: Vec<[i64; 3]>,
+}
+
+/// Tempo's nested-set numbering of a trace: a depth-first walk from each root span (no parent
+/// span ID) with one counter starting at 1, giving a span `nestedSetLeft` on the way down and
+/// `nestedSetRight` on the way back up; `nestedSetParent` is the parent's `nestedSetLeft`, -1
+/// for a root. Roots, and each span's children, are visited by start time, then span ID, so the
+/// numbers do not depend on how the trace was stored. Spans not reached from a root (their
+/// parent is missing, or on a parent cycle) get 0 for all three, as in Tempo.
+fn nested_sets(
+    trace: &Trace,
+    parent: &[Option<usize>],
+    cycle: &[Option<usize>],
+    count: &[usize],
+    children: &[usize],
+) -> Vec<[i64; 3]> {
+    let n = parent.len();
+    let mut out = vec![[0i64; 3]; n];
+    let by_start = |a: &usize, b: &usize| {
+        let (x, y) = (&trace.spans[*a], &trace.spans[*b]);
+        (x.start_unix_nano, x.span_id).cmp(&(y.start_unix_nano, y.span_id))
+    };
+    let mut roots: Vec<usize> = (0..n)
+        .filter(|&i| trace.spans[i].parent_span_id.is_none() && cycle[i].is_none())
+        .collect();
+    roots.sort_by(by_start);
+    let mut bound = 1i64;
+    // (span, next child position); children sorted once when the span is entered.
+    let mut stack: Vec<(usize, Vec<usize>, usize)> = Vec::new();
+    for root in roots {
+        out[root] = [bound, 0, -1];
+        bound += 1;
+        let mut kids = children[count[root]..count[root + 1]].to_vec();
+        kids.sort_by(by_start);
+        stack.push((root, kids, 0));
+        while let Some((span, kids, next)) = stack.last_mut() {
+            if let Some(&child) = kids.get(*next) {
+                *next += 1;
+                out[child] = [bound, 0, out[*span][0]];
+                bound += 1;
+                let mut grand = children[count[child]..count[child + 1]].to_vec();
+                grand.sort_by(by_start);
+                stack.push((child, grand, 0));
+            } else {
+                out[*span][1] = bound;
+                bound += 1;
+                stack.pop();
+            }
+        }
+    }
+    out
 }
 
 impl Structure {
@@ -1063,6 +1188,7 @@ impl Structure {
         for p in parent.iter().flatten() {
             child_count[*p] = child_count[*p].saturating_add(1);
         }
+        let nested_set = nested_sets(trace, &parent, &cycle, &count, &children);
         Structure {
             parent,
             children: child_count,
@@ -1071,6 +1197,7 @@ impl Structure {
             cycles,
             order,
             sibling_key,
+            nested_set,
         }
     }
 
@@ -1450,7 +1577,16 @@ fn intrinsic<'a>(intrinsic: Intrinsic, ctx: Ctx<'a>) -> Val<'a> {
             Val::Duration(time_since(e.time_unix_nano, span.start_unix_nano))
         }),
         // Rejected when compiling.
-        Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => Val::Nil,
+        Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => {
+            env.structure.as_ref().map_or(Val::Nil, |s| {
+                let [left, right, parent] = s.nested_set[ctx.index];
+                Val::Int(match intrinsic {
+                    Intrinsic::NestedSetLeft => left,
+                    Intrinsic::NestedSetRight => right,
+                    _ => parent,
+                })
+            })
+        }
     }
 }
 

@@ -154,6 +154,7 @@ impl MetricsRun {
             max_groups: usize::MAX,
             over_limit: false,
             limit_text: String::new(),
+            compare: Default::default(),
         };
         let mut operands = Vec::new();
         let plan = match &query.math {
@@ -342,6 +343,21 @@ struct Accumulator {
     /// Set when a span needed a group past `max_groups`.
     over_limit: bool,
     limit_text: String,
+    /// `compare()`'s counts: baseline (0) and selection (1), by attribute label.
+    compare: [HashMap<String, AttrCounts>; 2],
+}
+
+/// Most distinct values of one attribute `compare()` counts per group. An attribute with more
+/// gives only its total series (Tempo marks it `__too_many_values__`, a series without
+/// samples, so no series).
+pub(crate) const MAX_COMPARE_VALUES: usize = 1000;
+
+/// `compare()`'s counts of one attribute in one group, per step.
+#[derive(Debug)]
+struct AttrCounts {
+    total: Vec<u64>,
+    values: HashMap<GroupKey, (Value, Vec<u64>)>,
+    too_many: bool,
 }
 
 #[derive(Debug)]
@@ -423,9 +439,112 @@ impl Accumulator {
         if start < self.start || start >= self.end {
             return;
         }
+        if let Some(c) = &metrics.compare {
+            self.observe_compare(c.selects(env, i), c.top_n, env, i);
+            return;
+        }
         if let Some((group, value)) = self.resolve(metrics, env, i) {
             self.record(group, start, value);
         }
+    }
+
+    /// Counts each attribute of span `i` for `compare()`: the intrinsics `name`, `status`,
+    /// `statusMessage` and `kind`, every span attribute (`span.x`) and every resource
+    /// attribute (`resource.x`), as Tempo's compare selects them; durations, IDs and arrays
+    /// are not counted.
+    ///
+    /// Each attribute of each group makes up to `top_n + 1` series, which count against the
+    /// run's series limit ([`MetricsRun::limit`]).
+    fn observe_compare(&mut self, selected: bool, top_n: usize, env: &TraceEnv<'_>, i: usize) {
+        let span = &env.trace.spans[i];
+        let step = ((span.start_unix_nano - self.start) / self.step) as usize;
+        let steps = self.steps;
+        let max_attrs = self.max_groups / (top_n + 1);
+        let mut attrs = self.compare[0].len() + self.compare[1].len();
+        let over_limit = &mut self.over_limit;
+        let groups = &mut self.compare[usize::from(selected)];
+        let mut count = |label: &str, value: Value| {
+            if matches!(value, Value::Nil | Value::Array(_)) {
+                return;
+            }
+            let attr = match groups.get_mut(label) {
+                Some(a) => a,
+                None if attrs >= max_attrs => {
+                    *over_limit = true;
+                    return;
+                }
+                None => {
+                    attrs += 1;
+                    groups.entry(label.to_owned()).or_insert_with(|| AttrCounts {
+                        total: vec![0; steps],
+                        values: HashMap::new(),
+                        too_many: false,
+                    })
+                }
+            };
+            attr.total[step] += 1;
+            if attr.too_many {
+                return;
+            }
+            let key = GroupKey::of(&value);
+            if let Some((_, counts)) = attr.values.get_mut(&key) {
+                counts[step] += 1;
+            } else if attr.values.len() == MAX_COMPARE_VALUES {
+                attr.too_many = true;
+                attr.values = HashMap::new();
+            } else {
+                let mut counts = vec![0; steps];
+                counts[step] = 1;
+                attr.values.insert(key, (value, counts));
+            }
+        };
+        count("name", Value::Str(span.name.clone()));
+        count("status", Value::Status(span.status));
+        count("statusMessage", Value::Str(span.status_message.clone()));
+        count("kind", Value::Kind(span.kind));
+        let mut label = String::new();
+        for (prefix, attrs) in [("span.", &span.span_attrs), ("resource.", &span.resource_attrs)] {
+            for (k, v) in attrs {
+                label.clear();
+                label.push_str(prefix);
+                label.push_str(k);
+                count(&label, v.clone());
+            }
+        }
+    }
+
+    /// `compare()`'s series: per group and attribute, the `top_n` values with the most spans
+    /// over the range (`__meta_type` `baseline` or `selection`), and the attribute's total
+    /// (`baseline_total` or `selection_total`, the attribute's value `nil`). Counts per step.
+    fn finish_compare(self, top_n: usize) -> Vec<Series> {
+        let mut out = Vec::new();
+        let as_values = |c: &[u64]| c.iter().map(|&n| Some(n as f64)).collect::<Vec<_>>();
+        for (groups, (kind, total)) in self
+            .compare
+            .into_iter()
+            .zip([("baseline", "baseline_total"), ("selection", "selection_total")])
+        {
+            for (label, attr) in groups {
+                let meta = |t: &str| ("__meta_type".to_owned(), Value::Str(t.to_owned()));
+                out.push(Series {
+                    labels: vec![meta(total), (label.clone(), Value::Str("nil".to_owned()))],
+                    values: as_values(&attr.total),
+                });
+                let mut values: Vec<(Value, Vec<u64>)> = attr.values.into_values().collect();
+                values.sort_by(|a, b| {
+                    let sum = |c: &[u64]| c.iter().sum::<u64>();
+                    sum(&b.1).cmp(&sum(&a.1)).then_with(|| cmp_value(&a.0, &b.0))
+                });
+                for (value, counts) in values.into_iter().take(top_n) {
+                    out.push(Series {
+                        labels: vec![meta(kind), (label.clone(), value)],
+                        values: as_values(&counts),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| cmp_labels(&a.labels, &b.labels));
+        out
     }
 
     /// The group span `i` falls in (created if new) and the value it contributes; `None` when
@@ -496,6 +615,9 @@ impl Accumulator {
     }
 
     fn finish(self, metrics: &CMetrics) -> Vec<Series> {
+        if let Some(c) = &metrics.compare {
+            return self.finish_compare(c.top_n);
+        }
         let step_seconds = self.step as f64 / 1e9;
         let mut out = Vec::new();
         for group in self.groups.into_iter().filter(|g| g.used) {

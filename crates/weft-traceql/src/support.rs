@@ -2,15 +2,14 @@
 //! names the feature, never answered with partial or wrong results.
 
 use crate::Unsupported;
-use crate::ast::{FieldExpr, Intrinsic, Pipeline, Query, SpansetExpr, Stage, UnaryOp};
+use crate::ast::{FieldExpr, Pipeline, Query, SpansetExpr, Stage};
 
 /// Checks that the executor supports every feature `query` uses. Call it after
 /// [`validate`](crate::validate); the result for an invalid query is unspecified (but it does not
 /// panic).
 ///
-/// Not supported: `compare()`, the `nestedSet*` intrinsics, `parent.`-scoped attributes, and
-/// arithmetic that involves more than one attribute or intrinsic (`span.a + span.b > 1`,
-/// `span.a * 2 = span.b`).
+/// Not supported: `parent.`-scoped attributes, which Tempo parses and refuses the same way
+/// ("parent not yet supported").
 ///
 /// # Query hints
 ///
@@ -47,7 +46,11 @@ fn pipeline(pipeline: &Pipeline) -> Result<(), Unsupported> {
                 fields(&metrics.args)?;
                 fields(metrics.by.as_deref().unwrap_or_default())?;
             }
-            Stage::Compare(_) => return unsupported("compare()"),
+            Stage::Compare(compare) => {
+                if let Some(expr) = &compare.filter.expr {
+                    field(expr)?;
+                }
+            }
             Stage::SecondStage(_) => {}
         }
     }
@@ -74,51 +77,17 @@ fn fields(args: &[FieldExpr]) -> Result<(), Unsupported> {
 
 fn field(expr: &FieldExpr) -> Result<(), Unsupported> {
     match expr {
-        FieldExpr::Static(_) => Ok(()),
-        FieldExpr::Intrinsic(intrinsic) => match intrinsic {
-            Intrinsic::NestedSetLeft | Intrinsic::NestedSetRight | Intrinsic::NestedSetParent => {
-                unsupported(format!("the {} intrinsic", intrinsic.name()))
-            }
-            _ => Ok(()),
-        },
+        FieldExpr::Static(_) | FieldExpr::Intrinsic(_) => Ok(()),
         FieldExpr::Attribute(attr) => {
             if attr.parent {
                 return unsupported("parent-scoped attributes (parent.)");
             }
             Ok(())
         }
-        FieldExpr::Unary { expr: operand, .. } => {
-            if is_arithmetic(expr) && count_fields(expr) > 1 {
-                return unsupported(format!("arithmetic between two attributes (`{expr}`)"));
-            }
-            field(operand)
-        }
-        FieldExpr::Binary { op, lhs, rhs } => {
-            let arithmetic = op.is_arithmetic() || (op.is_comparison() && (is_arithmetic(lhs) || is_arithmetic(rhs)));
-            if arithmetic && count_fields(expr) > 1 {
-                return unsupported(format!("arithmetic between two attributes (`{expr}`)"));
-            }
+        FieldExpr::Unary { expr, .. } => field(expr),
+        FieldExpr::Binary { lhs, rhs, .. } => {
             field(lhs)?;
             field(rhs)
         }
-    }
-}
-
-/// True for `a + b`-like nodes and for negation of a non-literal.
-fn is_arithmetic(expr: &FieldExpr) -> bool {
-    match expr {
-        FieldExpr::Binary { op, .. } => op.is_arithmetic(),
-        FieldExpr::Unary { op, .. } => *op == UnaryOp::Neg,
-        _ => false,
-    }
-}
-
-/// How many attribute or intrinsic references `expr` contains.
-fn count_fields(expr: &FieldExpr) -> usize {
-    match expr {
-        FieldExpr::Static(_) => 0,
-        FieldExpr::Intrinsic(_) | FieldExpr::Attribute(_) => 1,
-        FieldExpr::Unary { expr, .. } => count_fields(expr),
-        FieldExpr::Binary { lhs, rhs, .. } => count_fields(lhs) + count_fields(rhs),
     }
 }

@@ -69,8 +69,9 @@ fn corpus_has_enough_entries() {
         "validate_fails: {}",
         corpus.validate_fails.len()
     );
+    // `parent.` is the one feature left (Tempo refuses it too), in each of its forms.
     assert!(
-        corpus.unsupported.len() >= 15,
+        corpus.unsupported.len() >= 3,
         "unsupported: {}",
         corpus.unsupported.len()
     );

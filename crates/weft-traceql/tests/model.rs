@@ -266,6 +266,22 @@ fn comparison() -> BoxedStrategy<String> {
         )
             .prop_map(|(f, a, op, v)| format!("{f} {a} {op} {v}")),
         (select(ATTRS), select(ORDER_OPS), select(ATTRS)).prop_map(join3),
+        // Arithmetic between fields.
+        (
+            select(vec![".a", "span.b", "duration", "span:childCount"]),
+            select(vec!["+", "-", "*", "/", "%", "^"]),
+            select(vec![".a", "span.b", "duration", "nestedSetLeft"]),
+            select(ORDER_OPS),
+            select(vec!["0", "1", "2", "40", "0.5", "span.b", "10ns"]),
+        )
+            .prop_map(|(f, a, g, op, v)| format!("{f} {a} {g} {op} {v}")),
+        (
+            select(vec!["nestedSetLeft", "nestedSetRight", "nestedSetParent"]),
+            select(ORDER_OPS),
+            select(vec!["-1", "0", "1", "2", "3", "5"]),
+        )
+            .prop_map(join3),
+        Just("nestedSetRight - nestedSetLeft > 1".to_owned()),
     ]
     .boxed()
 }
@@ -478,6 +494,34 @@ impl<'t> Model<'t> {
         }
     }
 
+    /// Tempo's nested sets, recursively: roots (no parent id) and children in (start, span ID)
+    /// order, one counter from 1; spans no root reaches get zeros.
+    fn nested_set(&self) -> Vec<[i64; 3]> {
+        fn walk(m: &Model<'_>, i: usize, parent: i64, bound: &mut i64, out: &mut Vec<[i64; 3]>) {
+            out[i] = [*bound, 0, parent];
+            *bound += 1;
+            for c in m.sorted((0..m.t.spans.len()).filter(|&c| m.parent[c] == Some(i)).collect()) {
+                walk(m, c, out[i][0], bound, out);
+            }
+            out[i][1] = *bound;
+            *bound += 1;
+        }
+        let mut out = vec![[0i64; 3]; self.t.spans.len()];
+        let mut bound = 1;
+        let roots = (0..self.t.spans.len())
+            .filter(|&i| self.t.spans[i].parent_span_id.is_none())
+            .collect();
+        for r in self.sorted(roots) {
+            walk(self, r, -1, &mut bound, &mut out);
+        }
+        out
+    }
+
+    fn sorted(&self, mut spans: Vec<usize>) -> Vec<usize> {
+        spans.sort_by_key(|&i| (self.t.spans[i].start_unix_nano, self.t.spans[i].span_id));
+        spans
+    }
+
     /// Walks parent links at most `spans.len()` steps; a span is not its own ancestor.
     fn ancestors(&self, i: usize) -> BTreeSet<usize> {
         let mut out = BTreeSet::new();
@@ -569,7 +613,9 @@ impl<'t> Model<'t> {
                 Intrinsic::ChildCount => {
                     Value::Int((0..self.t.spans.len()).filter(|&c| self.parent[c] == Some(i)).count() as i64)
                 }
-                other => unreachable!("{other:?}"),
+                Intrinsic::NestedSetLeft => Value::Int(self.nested_set()[i][0]),
+                Intrinsic::NestedSetRight => Value::Int(self.nested_set()[i][1]),
+                Intrinsic::NestedSetParent => Value::Int(self.nested_set()[i][2]),
             },
             FieldExpr::Attribute(a) => {
                 let name = a.name.as_str();

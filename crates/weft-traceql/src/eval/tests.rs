@@ -665,8 +665,8 @@ fn errors() {
     assert!(matches!(&e, EvalError::Regex { pattern, .. } if pattern == "("), "{e}");
     assert!(e.to_string().starts_with("invalid regular expression `(`: "), "{e}");
     assert_eq!(
-        err("{ nestedSetParent = -1 }").to_string(),
-        "unsupported TraceQL feature: the nestedSetParent intrinsic"
+        err("{ parent.span.a = 1 }").to_string(),
+        "unsupported TraceQL feature: parent-scoped attributes (parent.)"
     );
     assert!(matches!(err("{ status = 3 }"), EvalError::Invalid(_)));
     assert!(matches!(
@@ -927,5 +927,43 @@ fn hints_are_accepted() {
         ("{ } with(sample=0.1)", ALL),
         ("{ } with(sample=true, trace_sample=0.5, span_sample=0.5)", ALL),
         (r#"{ kind = server } with(no_such_hint="x")"#, &[0, 3]),
+    ]);
+}
+
+/// Nested sets of the fixture: a depth-first walk by start time from the root; `late` [7],
+/// whose parent is missing, gets zeros.
+///
+/// ```text
+/// [0] 1..14 ─ [1] 2..3, [2] 4..11 ─ [3] 5..10 ─ [4] 6..7, [5] 8..9; [6] 12..13
+/// ```
+#[test]
+fn nested_sets() {
+    check(&[
+        ("{ nestedSetParent = -1 }", &[0]),
+        (
+            "{ nestedSetLeft = 0 && nestedSetRight = 0 && nestedSetParent = 0 }",
+            &[7],
+        ),
+        ("{ nestedSetParent = 5 }", &[4, 5]),
+        ("{ nestedSetParent = 1 }", &[1, 2, 6]),
+        ("{ nestedSetRight - nestedSetLeft = 1 }", &[1, 4, 5, 6]),
+        ("{ nestedSetLeft > 5 && nestedSetRight < 10 }", &[4, 5]),
+        ("{ nestedSetLeft = 12 && nestedSetRight = 13 }", &[6]),
+        ("{ nestedSetRight = 14 }", &[0]),
+    ]);
+}
+
+/// Arithmetic between fields: numbers mix as `f64` (durations in nanoseconds); a nil or
+/// non-numeric operand makes the comparison false.
+#[test]
+fn arithmetic_between_fields() {
+    check(&[
+        ("{ span.ratio * span.user.id > 1 }", &[1]),
+        ("{ duration - span.http.status_code > 500 }", &[0]),
+        ("{ duration - span.http.status_code != 0 }", &[0, 2]),
+        ("{ span.http.status_code / span.http.status_code = 1 }", &[0, 2]),
+        ("{ span.http.status_code % (span.http.status_code - 100) = 100 }", &[2]),
+        ("{ duration + duration = 2000 }", &[0]),
+        ("{ -span.ratio = 0 - span.ratio }", &[1, 5]),
     ]);
 }

@@ -3,6 +3,7 @@
 //! With steps of 500ns from 0 to 2500, the fixture's spans fall in these steps:
 //! step 1 `[500, 1000)`: [7]; step 2 `[1000, 1500)`: [0] [1] [2] [3] [4] [5]; step 3: [6].
 
+use crate::ast::Status;
 use crate::eval::tests::fixture;
 use crate::{EvalError, MAX_METRICS_STEPS, Series, Trace, Value, eval_metrics, parse};
 
@@ -286,9 +287,96 @@ fn errors() {
         EvalError::Invalid(_)
     ));
     assert!(matches!(
-        err("{ } | compare({ status = error })", 0, 10, 1),
-        EvalError::Unsupported(_)
+        err("{ } | compare({ status = error }, 0)", 0, 10, 1),
+        EvalError::Range { .. }
     ));
+    assert!(matches!(
+        err("{ } | compare({ status = error }, 10, 20, 10)", 0, 10, 1),
+        EvalError::Range { .. }
+    ));
+}
+
+/// `compare()`: per group (selection: the error spans [2] and [4]; baseline: the rest), the
+/// most frequent values of each attribute and each attribute's total, counted per step.
+#[test]
+fn compare_counts_attribute_values_of_selection_and_baseline() {
+    let got = run_on("{ } | compare({ status = error })", &[fixture()], 0, 2500, 1250);
+    let find = |meta: &str, key: &str, value: Value| {
+        got.iter()
+            .find(|s| {
+                s.labels
+                    == vec![
+                        ("__meta_type".to_owned(), Value::Str(meta.to_owned())),
+                        (key.to_owned(), value.clone()),
+                    ]
+            })
+            .unwrap_or_else(|| panic!("no {meta} {key}={value:?} in {got:#?}"))
+            .values
+            .clone()
+    };
+    let str = |v: &str| Value::Str(v.to_owned());
+    // Starts: [2] 1200, [4] 1300 are in steps 0 and 1.
+    assert_eq!(find("selection", "name", str("call backend")), counts(&[1.0, 0.0]));
+    assert_eq!(find("selection_total", "name", str("nil")), counts(&[1.0, 1.0]));
+    assert_eq!(
+        find("selection", "resource.service.name", str("backend")),
+        counts(&[0.0, 1.0])
+    );
+    assert_eq!(
+        find("selection", "status", Value::Status(Status::Error)),
+        counts(&[1.0, 1.0])
+    );
+    assert_eq!(
+        find("selection", "span.db.system", str("postgresql")),
+        counts(&[0.0, 1.0])
+    );
+    // Baseline: [0] 1000, [1] 1100, [3] 1250, [5] 1310, [6] 1950, [7] 900.
+    assert_eq!(
+        find("baseline", "resource.service.name", str("frontend")),
+        counts(&[2.0, 1.0])
+    );
+    assert_eq!(
+        find("baseline", "resource.service.name", str("backend")),
+        counts(&[1.0, 2.0])
+    );
+    assert_eq!(find("baseline_total", "kind", str("nil")), counts(&[3.0, 3.0]));
+    assert_eq!(
+        find("baseline", "span.http.status_code", Value::Int(200)),
+        counts(&[1.0, 0.0])
+    );
+    // Arrays, nils and durations are not counted; the error spans are not in the baseline.
+    assert!(
+        !got.iter()
+            .any(|s| s.labels.iter().any(|(k, _)| k == "span.tags" || k == "span.gone"))
+    );
+    assert!(
+        !got.iter()
+            .any(|s| s.labels[0].1 == str("baseline") && s.labels[1].0 == "span.db.system")
+    );
+
+    // Top N per attribute, by spans over the range: the 2 most frequent names of the baseline.
+    let top = run_on("{ } | compare({ status = error }, 1)", &[fixture()], 0, 2500, 2500);
+    let names: Vec<_> = top
+        .iter()
+        .filter(|s| s.labels[0].1 == str("baseline") && s.labels[1].0 == "resource.service.name")
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+
+    // A window selects only spans starting in (start, end]: [4] starts at 1300.
+    let w = run_on(
+        "{ } | compare({ status = error }, 10, 1250, 1300)",
+        &[fixture()],
+        0,
+        2500,
+        2500,
+    );
+    let sel = |k: &str| {
+        w.iter()
+            .filter(|s| s.labels[0].1 == str("selection") && s.labels[1].0 == k)
+            .map(|s| s.labels[1].1.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sel("name"), vec![str("db query")]);
 }
 
 /// Span-at-a-time evaluation (`resolve` + `record`) gives the same series as whole traces for
