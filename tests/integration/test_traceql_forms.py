@@ -1,11 +1,14 @@
 """TraceQL that Tempo runs and Grafana sends: metrics comparisons and arithmetic, topk/bottomk,
-span:childCount and nil, the sibling and union structural operators, coalesce(), hints and
-pipelines inside spanset expressions, answered through the HTTP API; what weft does not run yet
-is a 400 that names the feature, never a parse error."""
+span:childCount and nil, the sibling and union structural operators, coalesce(), hints,
+pipelines inside spanset expressions, compare(), nested sets, arithmetic between fields and
+exemplars, answered through the HTTP API; what weft does not run (`parent.`, as Tempo) is a 400
+that names the feature, never a parse error."""
 
 from __future__ import annotations
 
 import time
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from otlpdata import make_request, make_span, new_trace_id
 
@@ -97,8 +100,70 @@ def test_child_count_nil_and_clear_refusals(weft_factory):
     for q, feature in (('{ parent.foo = "x" }', "parent"),):
         r = search(q)
         assert r.status_code == 400 and feature in r.text and "parse" not in r.text.lower(), (q, r.text)
-    r = srv.get("/api/metrics/query_range", params={"q": "{ } | compare({ status = error })"})
-    assert r.status_code == 400 and "compare" in r.text and "parse" not in r.text.lower(), r.text
+    # Nested sets (depth-first by start time from the root) and arithmetic between fields.
+    r = search('{ nestedSetParent = -1 && name = "root" }')
+    assert r.status_code == 200 and len(r.json()["traces"]) == 2, r.text[:300]
+    r = search('{ nestedSetRight - nestedSetLeft = 1 && name = "kid" }')
+    assert r.status_code == 200 and len(r.json()["traces"]) == 2, r.text[:300]
+    r = search('{ name = "root" && nestedSetLeft = 1 && nestedSetRight = 6 }')
+    assert r.status_code == 200 and len(r.json()["traces"]) == 2, r.text[:300]
+    r = search("{ duration - duration = 0 && span:childCount * 10 + span:childCount = 22 }")
+    assert r.status_code == 200 and len(r.json()["traces"]) == 2, r.text[:300]
     # A metrics query sent to search says where to send it, naming no internal function.
     r = search("{ } | rate()")
     assert r.status_code == 400 and "/api/metrics/query_range" in r.text and "eval_metrics" not in r.text, r.text
+
+
+def test_compare_exemplars_and_span_attribute_metrics(weft_factory):
+    srv = weft_factory()
+    now = time.time_ns()
+    _scene(srv, now)
+    # compare(): the error span (a "solo" of svc-b, marked below) against the rest.
+    tid = new_trace_id()
+    srv.send(make_request([make_span(tid, name="boom", start=now - 10_000_000_000,
+                                     status=Status(code=Status.STATUS_CODE_ERROR),
+                                     attributes={"foo": "y"})], service="svc-b"))
+    got = {}
+    for s in _metrics(srv, "{ } | compare({ status = error })", now, instant=True):
+        ls = _labels(s)
+        meta = ls.pop("__meta_type")
+        (key, value), = ls.items()
+        got[(meta, key, value)] = s["value"]
+    assert got[("selection", "name", "boom")] == 1, got
+    assert got[("selection_total", "name", "nil")] == 1, got
+    assert got[("baseline", "name", "kid")] == 4, got
+    assert got[("baseline", "name", "solo")] == 4, got
+    assert got[("baseline_total", "resource.service.name", "nil")] == 10, got
+    assert got[("selection", "span.foo", "y")] == 1 and got[("baseline", "span.foo", "x")] == 1, got
+    assert ("baseline", "name", "boom") not in got, got
+    # topN = 1 keeps the most frequent value of each attribute.
+    top = [_labels(s) for s in _metrics(srv, "{ } | compare({ status = error }, 1)", now, instant=True)]
+    assert [l["resource.service.name"] for l in top
+            if l["__meta_type"] == "baseline" and "resource.service.name" in l] == ["svc-a"], top
+
+    # Exemplars on range queries: trace:id of a stored trace, at most the limit, none on instant.
+    params = {"q": "{ } | count_over_time() by (resource.service.name)",
+              "start": str(now - 120_000_000_000), "end": str(now + 1_000_000_000), "step": "10s"}
+    r = srv.get("/api/metrics/query_range", params=params)
+    assert r.status_code == 200, r.text
+    exemplars = [(s, e) for s in r.json()["series"] for e in s.get("exemplars", [])]
+    assert 1 <= len(exemplars) <= 100, r.text[:500]
+    for s, e in exemplars:
+        labels = {kv["key"]: kv["value"]["stringValue"] for kv in e["labels"]}
+        assert labels["resource.service.name"] == _labels(s)["resource.service.name"], (s, e)
+        t = srv.get(f"/api/traces/{labels['trace:id']}")
+        assert t.status_code == 200, (labels, t.status_code)
+        assert e["value"] >= 1 and int(e["timestampMs"]) > 0, e
+    assert len({e["labels"][0]["value"]["stringValue"] for _, e in exemplars}) == len(exemplars), \
+        "one exemplar per trace"
+    r = srv.get("/api/metrics/query_range", params={**params, "exemplars": "2"})
+    assert sum(len(s.get("exemplars", [])) for s in r.json()["series"]) <= 2, r.text[:500]
+    r = srv.get("/api/metrics/query_range", params={**params, "q": params["q"] + " with (exemplars=false)"})
+    assert not any(s.get("exemplars") for s in r.json()["series"]), r.text[:500]
+    r = srv.get("/api/metrics/query_range", params={**params, "exemplars": "many"})
+    assert r.status_code == 400 and "exemplars" in r.text, r.text
+
+    # Metrics grouped by a span attribute (from the head here; blocks in the Rust model test).
+    got = {_labels(s).get("span.foo"): s["value"]
+           for s in _metrics(srv, "{ } | count_over_time() by (span.foo)", now, instant=True)}
+    assert got == {"x": 1, "y": 1, "<nil>": 9}, got

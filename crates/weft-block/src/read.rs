@@ -115,6 +115,8 @@ pub struct MetricNeeds {
     /// Span attribute keys whose values are read ([`MetricColumns::span_attributes`]), each
     /// once, in the order given.
     pub span_keys: Vec<String>,
+    /// Trace IDs, for exemplars ([`MetricColumns::trace_id`]).
+    pub trace_ids: bool,
 }
 
 impl MetricNeeds {
@@ -135,6 +137,7 @@ impl MetricNeeds {
             resource: self.resource || o.resource,
             scope: self.scope || o.scope,
             span_keys,
+            trace_ids: self.trace_ids || o.trace_ids,
         }
     }
 }
@@ -166,6 +169,8 @@ pub struct MetricColumns {
     /// key as encoded `Span.attributes` fields (what a span's attribute blob holds of it, in
     /// order), empty when the span has none. Equal ids mean equal bytes.
     pub span_attributes: Vec<DictColumn>,
+    /// 16-byte trace IDs.
+    pub trace_id: DictColumn,
 }
 
 /// Columns of a row group for the service graph: who called whom, per trace, without

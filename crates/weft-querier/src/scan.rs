@@ -28,7 +28,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
-use weft_block::{Block, BlockError, columns::SpanColumns};
+use weft_block::{Block, BlockError, MetricNeeds, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_query::graph::ServiceGraph;
@@ -413,10 +413,15 @@ impl Querier {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
+                    // Trace IDs only while exemplars are still wanted: the first row groups
+                    // usually fill them.
+                    let needs = MetricNeeds {
+                        trace_ids: m.wants_exemplars(),
+                        ..needs.clone()
+                    };
                     let data = b.fetch_metric_columns(storage, rg, &needs).await?;
                     read_any = true;
                     stats.inspected_bytes += data.bytes();
-                    let needs = needs.clone();
                     let cols = tokio::task::spawn_blocking(move || data.metric_columns(&needs))
                         .await
                         .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;

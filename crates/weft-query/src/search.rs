@@ -422,6 +422,11 @@ impl Metrics {
         self.run.limit(max_series, max_points)
     }
 
+    /// Asks for up to `limit` exemplars ([`MetricsRun::exemplars`]).
+    pub fn exemplars(&mut self, limit: usize) {
+        self.run.exemplars(limit);
+    }
+
     /// The series, or the limit the query passed.
     pub fn finish(self) -> Result<Vec<Series>, EvalError> {
         self.run.finish_within_limits()

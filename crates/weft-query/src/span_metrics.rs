@@ -260,9 +260,25 @@ impl SpanMetrics {
                         value
                     };
                     self.run.record_in(k, series, start, value);
+                    if self.run.wants_exemplars_in(k)
+                        && let Some(trace) = src.trace_id(i)
+                    {
+                        self.run.exemplar_in(k, series, start, value, trace, src.span_id(i));
+                    }
                 }
             }
         }
+    }
+
+    /// Asks for up to `limit` exemplars ([`MetricsRun::exemplars`]).
+    pub fn exemplars(&mut self, limit: usize) {
+        self.run.exemplars(limit);
+    }
+
+    /// Whether exemplars are still wanted, so sources should give trace IDs
+    /// ([`MetricNeeds::trace_ids`]).
+    pub fn wants_exemplars(&self) -> bool {
+        (0..self.ops.len()).any(|k| self.run.wants_exemplars_in(k))
     }
 
     /// Bounds the series and points the query may hold ([`MetricsRun::limit`]).
@@ -289,6 +305,12 @@ pub trait SpanSource {
     fn key(&self, i: usize) -> Key;
     /// Span `i` with at least the fields [`SpanMetrics::needs`] names filled in.
     fn row(&self, i: usize) -> SpanRow;
+    /// The trace ID of span `i`, where the source has it (for exemplars).
+    fn trace_id(&self, i: usize) -> Option<[u8; 16]>;
+    /// The span ID of span `i`, where the source has it.
+    fn span_id(&self, _i: usize) -> Option<[u8; 8]> {
+        None
+    }
 }
 
 fn dict_id(d: &DictColumn, i: usize) -> u32 {
@@ -307,6 +329,11 @@ impl SpanSource for MetricColumns {
 
     fn start(&self, i: usize) -> u64 {
         self.start[i] as u64
+    }
+
+    fn trace_id(&self, i: usize) -> Option<[u8; 16]> {
+        let id = self.trace_id.values.get(*self.trace_id.ids.get(i)? as usize)?;
+        id.as_ref().try_into().ok()
     }
 
     fn duration(&self, i: usize) -> i64 {
@@ -400,6 +427,14 @@ impl SpanSource for HeadRows<'_> {
 
     fn start(&self, i: usize) -> u64 {
         self.cols.start[self.order[i] as usize]
+    }
+
+    fn trace_id(&self, i: usize) -> Option<[u8; 16]> {
+        Some(self.cols.trace_id[self.order[i] as usize])
+    }
+
+    fn span_id(&self, i: usize) -> Option<[u8; 8]> {
+        Some(self.cols.span_id[self.order[i] as usize])
     }
 
     fn duration(&self, i: usize) -> i64 {

@@ -744,6 +744,12 @@ pub(crate) async fn run_metrics(
             Err(e) => return Err(bad(e)),
         }
     };
+    let exemplars = if instant {
+        // Tempo's instant replies carry no exemplars.
+        0
+    } else {
+        exemplar_limit(p, &query).map_err(bad)?
+    };
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
     let (max_series, max_points) = (st.cfg.max_metrics_series, st.cfg.max_metrics_points);
@@ -753,6 +759,7 @@ pub(crate) async fn run_metrics(
             if let Err(e) = m.limit(max_series, max_points) {
                 return Err(eval_error(e));
             }
+            m.exemplars(exemplars);
             match st.querier().scan_span_metrics(tenant, window, &mut m).await {
                 Ok(stats) => (m.finish(), stats),
                 Err(e) => {
@@ -772,6 +779,7 @@ pub(crate) async fn run_metrics(
             if let Err(e) = sink.limit(max_series, max_points) {
                 return Err(eval_error(e));
             }
+            sink.exemplars(exemplars);
             match run_scan(st, tenant, window, &mut sink).await {
                 Ok(stats) => (sink.finish(), stats),
                 Err(r) => return Err(r),
@@ -783,6 +791,30 @@ pub(crate) async fn run_metrics(
         Err(e) => return Err(eval_error(e)),
     };
     Ok((series, start, step, stats))
+}
+
+/// The most exemplars a range query returns, as Tempo's default `max_exemplars`.
+pub const MAX_EXEMPLARS: usize = 100;
+
+/// How many exemplars a range query asks for, as Tempo reads it: the `with(exemplars=N)` hint
+/// over the `exemplars` parameter; `with(exemplars=false)` is none; 0 or neither means the
+/// most, [`MAX_EXEMPLARS`], which also caps any number asked.
+fn exemplar_limit(p: &HashMap<String, String>, query: &TraceQl) -> Result<usize, String> {
+    use weft_traceql::ast::Static;
+    let mut n = match param(p, "exemplars") {
+        None => 0,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| format!("invalid exemplars {v:?}: expected a non-negative integer"))?,
+    };
+    if let Some(h) = query.hints.iter().find(|h| h.key == "exemplars") {
+        match &h.value {
+            Static::Bool(false) => return Ok(0),
+            Static::Int(i) if *i >= 0 => n = *i as u64,
+            _ => {}
+        }
+    }
+    Ok(if n == 0 { MAX_EXEMPLARS } else { (n as usize).min(MAX_EXEMPLARS) })
 }
 
 /// `GET /api/metrics/query_range`.

@@ -125,6 +125,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                     if r.step > 0 {
                         p.insert("step".to_owned(), format!("{}ns", r.step));
                     }
+                    p.insert("exemplars".to_owned(), r.exemplars.to_string());
                     let (series, start, step, stats) = search_api::run_metrics(&state, &tenant, &p, false)
                         .await
                         .map_err(status_of)?;

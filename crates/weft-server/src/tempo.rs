@@ -215,12 +215,61 @@ pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &
             serde_json::to_writer(&mut out, v).expect("writing to memory");
             out.push(b'}');
         }
-        out.extend_from_slice(b"]}");
+        out.push(b']');
+        let exemplars = exemplars(s, start_ns, step_ns);
+        if !exemplars.is_empty() {
+            out.extend_from_slice(b",\"exemplars\":[");
+            for (k, (labels_of, value, ts_ms)) in exemplars.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"labels\":");
+                serde_json::to_writer(&mut out, &labels(labels_of)).expect("writing to memory");
+                out.extend_from_slice(b",\"value\":");
+                serde_json::to_writer(&mut out, value).expect("writing to memory");
+                let _ = write!(out, ",\"timestampMs\":\"{ts_ms}\"}}");
+            }
+            out.push(b']');
+        }
+        out.push(b'}');
     }
     out.extend_from_slice(b"],\"metrics\":");
     serde_json::to_writer(&mut out, &metrics(m)).expect("writing to memory");
     out.push(b'}');
     String::from_utf8(out).expect("serde_json writes utf-8")
+}
+
+/// The exemplars of a series as Tempo's `Exemplar` messages: (labels, value, timestamp in
+/// ms). Labels: `trace:id` (hex, leading zeros trimmed, as Tempo writes it), `span:id` where
+/// known, and the series' `by()` labels. A counting function's exemplar takes the series'
+/// value at its step; one whose step has no value is left out, as Tempo leaves it.
+pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<(Vec<(String, Value)>, f64, u64)> {
+    s.exemplars
+        .iter()
+        .filter_map(|e| {
+            let at = (e.timestamp_ns.checked_sub(start_ns)? / step_ns.max(1)) as usize;
+            let value = match e.value {
+                Some(v) => v,
+                None => (*s.values.get(at)?)?,
+            };
+            let full = hex(&e.trace_id);
+            let trimmed = full.trim_start_matches('0');
+            let mut labels = vec![(
+                "trace:id".to_owned(),
+                Value::Str(if trimmed.is_empty() { "0" } else { trimmed }.to_owned()),
+            )];
+            if let Some(span) = e.span_id {
+                labels.push(("span:id".to_owned(), Value::Str(hex(&span))));
+            }
+            labels.extend(
+                s.labels
+                    .iter()
+                    .filter(|(k, v)| !matches!(k.as_str(), "__name__" | "__bucket" | "p") && !matches!(v, Value::Nil))
+                    .cloned(),
+            );
+            Some((labels, value, e.timestamp_ns / 1_000_000))
+        })
+        .collect()
 }
 
 /// `GET /api/metrics/query`: the query evaluated as one step over the whole range.

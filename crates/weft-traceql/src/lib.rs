@@ -146,7 +146,7 @@ mod validate;
 
 pub use ast::Query;
 pub use eval::{EvalError, Evaluator, Spanset, eval};
-pub use metrics::{MAX_METRICS_STEPS, MetricsRun, Series, eval_metrics};
+pub use metrics::{Exemplar, MAX_METRICS_STEPS, MetricsRun, Series, eval_metrics};
 pub use parser::{MAX_DEPTH, parse};
 pub use support::supported;
 pub use trace::{Event, Link, Span, Trace, Value};

@@ -68,6 +68,35 @@ pub struct Series {
     pub labels: Vec<(String, Value)>,
     /// One value per step; `None` where the function has no value.
     pub values: Vec<Option<f64>>,
+    /// Spans that contributed to the series, when the run asked for them
+    /// ([`MetricsRun::exemplars`]).
+    pub exemplars: Vec<Exemplar>,
+}
+
+/// A span that contributed to a series, so a graph can link to its trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exemplar {
+    pub trace_id: [u8; 16],
+    /// Known where the span's ID was read (whole traces, the head).
+    pub span_id: Option<[u8; 8]>,
+    /// The span's value of the metric's field (`quantile_over_time(duration, ...)`: its
+    /// duration in seconds); `None` for the counting functions (`rate`, `count_over_time`,
+    /// `histogram_over_time`), whose exemplars take the series' value at their step, as Tempo's
+    /// do.
+    pub value: Option<f64>,
+    /// The span's start.
+    pub timestamp_ns: u64,
+}
+
+impl Series {
+    /// A series without exemplars.
+    pub fn new(labels: Vec<(String, Value)>, values: Vec<Option<f64>>) -> Series {
+        Series {
+            labels,
+            values,
+            exemplars: Vec::new(),
+        }
+    }
 }
 
 /// Runs the metrics query `query` over `traces` for the steps of `step_ns` nanoseconds from
@@ -155,6 +184,7 @@ impl MetricsRun {
             over_limit: false,
             limit_text: String::new(),
             compare: Default::default(),
+            exemplars: ExemplarPicker::default(),
         };
         let mut operands = Vec::new();
         let plan = match &query.math {
@@ -192,6 +222,38 @@ impl MetricsRun {
             .map(|o| EvalError::Limit {
                 message: o.acc.limit_text.clone(),
             })
+    }
+
+    /// Asks for up to `limit` exemplars per query (0: none, the default). They are kept for
+    /// the series of a single query; arithmetic between queries makes new series without
+    /// exemplars, and `compare()` gives none.
+    pub fn exemplars(&mut self, limit: usize) {
+        let single = matches!(self.plan, Plan::Operand(_));
+        for operand in &mut self.operands {
+            let compare = operand.evaluator.metrics.as_ref().is_some_and(|m| m.compare.is_some());
+            operand.acc.exemplars = ExemplarPicker::new(if single && !compare { limit } else { 0 });
+        }
+    }
+
+    /// Whether operand `k` still takes exemplars ([`MetricsRun::exemplar_in`]).
+    pub fn wants_exemplars_in(&self, k: usize) -> bool {
+        self.operands[k].acc.exemplars.wants()
+    }
+
+    /// Offers a span that [`MetricsRun::record_in`] added to `series` of operand `k`, with
+    /// the same start and value, as an exemplar.
+    pub fn exemplar_in(
+        &mut self,
+        k: usize,
+        series: usize,
+        start_unix_nano: u64,
+        value: f64,
+        trace_id: [u8; 16],
+        span_id: Option<[u8; 8]>,
+    ) {
+        let operand = &mut self.operands[k];
+        let metrics = operand.evaluator.metrics.as_ref().expect("checked in new");
+        operand.acc.exemplar(metrics, series, start_unix_nano, value, trace_id, span_id);
     }
 
     /// The number of steps of the range.
@@ -345,6 +407,47 @@ struct Accumulator {
     limit_text: String,
     /// `compare()`'s counts: baseline (0) and selection (1), by attribute label.
     compare: [HashMap<String, AttrCounts>; 2],
+    exemplars: ExemplarPicker,
+}
+
+/// Chooses exemplars as Tempo does: the range is cut into `limit / 2` equal buckets of at most
+/// two exemplars each, shared by every series of the query, and a trace gives at most one.
+/// The first spans offered win.
+#[derive(Debug, Default)]
+struct ExemplarPicker {
+    limit: usize,
+    buckets: Vec<u8>,
+    traces: std::collections::HashSet<[u8; 16]>,
+    /// (group, exemplar).
+    taken: Vec<(usize, Exemplar)>,
+}
+
+impl ExemplarPicker {
+    fn new(limit: usize) -> ExemplarPicker {
+        ExemplarPicker {
+            limit,
+            buckets: vec![0; (limit / 2).max(1)],
+            ..Default::default()
+        }
+    }
+
+    fn wants(&self) -> bool {
+        self.taken.len() < self.limit
+    }
+
+    fn offer(&mut self, range: (u64, u64), group: usize, e: Exemplar) {
+        if !self.wants() || e.timestamp_ns < range.0 || e.timestamp_ns >= range.1 || self.traces.contains(&e.trace_id) {
+            return;
+        }
+        let n = self.buckets.len() as u128;
+        let b = ((e.timestamp_ns - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize;
+        if self.buckets[b] >= 2 {
+            return;
+        }
+        self.buckets[b] += 1;
+        self.traces.insert(e.trace_id);
+        self.taken.push((group, e));
+    }
 }
 
 /// Most distinct values of one attribute `compare()` counts per group. An attribute with more
@@ -445,6 +548,10 @@ impl Accumulator {
         }
         if let Some((group, value)) = self.resolve(metrics, env, i) {
             self.record(group, start, value);
+            if self.exemplars.wants() {
+                let span = &env.trace.spans[i];
+                self.exemplar(metrics, group, start, value, span.trace_id, Some(span.span_id));
+            }
         }
     }
 
@@ -526,20 +633,17 @@ impl Accumulator {
         {
             for (label, attr) in groups {
                 let meta = |t: &str| ("__meta_type".to_owned(), Value::Str(t.to_owned()));
-                out.push(Series {
-                    labels: vec![meta(total), (label.clone(), Value::Str("nil".to_owned()))],
-                    values: as_values(&attr.total),
-                });
+                out.push(Series::new(
+                    vec![meta(total), (label.clone(), Value::Str("nil".to_owned()))],
+                    as_values(&attr.total),
+                ));
                 let mut values: Vec<(Value, Vec<u64>)> = attr.values.into_values().collect();
                 values.sort_by(|a, b| {
                     let sum = |c: &[u64]| c.iter().sum::<u64>();
                     sum(&b.1).cmp(&sum(&a.1)).then_with(|| cmp_value(&a.0, &b.0))
                 });
                 for (value, counts) in values.into_iter().take(top_n) {
-                    out.push(Series {
-                        labels: vec![meta(kind), (label.clone(), value)],
-                        values: as_values(&counts),
-                    });
+                    out.push(Series::new(vec![meta(kind), (label.clone(), value)], as_values(&counts)));
                 }
             }
         }
@@ -593,6 +697,22 @@ impl Accumulator {
         Some((n, value.unwrap_or(0.0)))
     }
 
+    /// Offers the span of `trace_id` that [`Accumulator::record`] added to group `n` as an
+    /// exemplar.
+    fn exemplar(&mut self, metrics: &CMetrics, n: usize, start: u64, v: f64, trace_id: [u8; 16], span_id: Option<[u8; 8]>) {
+        let value = match metrics.func {
+            MetricsFn::Rate | MetricsFn::CountOverTime | MetricsFn::HistogramOverTime => None,
+            _ => Some(v),
+        };
+        let e = Exemplar {
+            trace_id,
+            span_id,
+            value,
+            timestamp_ns: start,
+        };
+        self.exemplars.offer((self.start, self.end), n, e);
+    }
+
     /// Adds `v` at the step of `start` to group `n`. Starts outside the range are ignored.
     fn record(&mut self, n: usize, start: u64, v: f64) {
         if start < self.start || start >= self.end {
@@ -619,8 +739,13 @@ impl Accumulator {
             return self.finish_compare(c.top_n);
         }
         let step_seconds = self.step as f64 / 1e9;
+        let mut exemplars: Vec<Vec<Exemplar>> = vec![Vec::new(); self.groups.len()];
+        for (n, e) in self.exemplars.taken {
+            exemplars[n].push(e);
+        }
+        let (start, step) = (self.start, self.step);
         let mut out = Vec::new();
-        for group in self.groups.into_iter().filter(|g| g.used) {
+        for (group, exemplars) in self.groups.into_iter().zip(exemplars).filter(|(g, _)| g.used) {
             let mut labels: Vec<(String, Value)> = metrics
                 .by
                 .iter()
@@ -647,22 +772,46 @@ impl Accumulator {
                         1.0
                     };
                     let values = counts.iter().map(|&c| Some(c as f64 * scale)).collect();
-                    out.push(Series { labels, values });
+                    out.push(Series {
+                        labels,
+                        values,
+                        exemplars,
+                    });
                 }
-                Data::Min(values) | Data::Max(values) | Data::Sum(values) => out.push(Series { labels, values }),
+                Data::Min(values) | Data::Max(values) | Data::Sum(values) => out.push(Series {
+                    labels,
+                    values,
+                    exemplars,
+                }),
                 Data::Avg(sums) => {
                     let values = sums.iter().map(|&(sum, n)| (n > 0).then(|| sum / n as f64)).collect();
-                    out.push(Series { labels, values });
+                    out.push(Series {
+                        labels,
+                        values,
+                        exemplars,
+                    });
                 }
                 Data::Values(mut steps) => {
                     for values in &mut steps {
                         values.sort_by(f64::total_cmp);
                     }
+                    let first = out.len();
                     for &q in &metrics.quantiles {
                         let mut labels = labels.clone();
                         labels.push(("p".to_owned(), Value::Float(q)));
                         let values = steps.iter().map(|values| quantile(values, q)).collect();
-                        out.push(Series { labels, values });
+                        out.push(Series::new(labels, values));
+                    }
+                    // Each exemplar goes to the quantile whose value at its step is nearest.
+                    for e in exemplars {
+                        let at = ((e.timestamp_ns - start) / step) as usize;
+                        let v = e.value.unwrap_or(0.0);
+                        let nearest = (first..out.len())
+                            .filter_map(|k| Some((k, (out[k].values.get(at).copied().flatten()? - v).abs())))
+                            .min_by(|a, b| a.1.total_cmp(&b.1));
+                        if let Some((k, _)) = nearest {
+                            out[k].exemplars.push(e);
+                        }
                     }
                 }
             }
@@ -871,10 +1020,7 @@ fn binary(op: BinaryOp, lhs: &[Series], rhs: &[Series]) -> Vec<Series> {
             .zip(&r.values)
             .map(|(a, b)| arithmetic(op, (*a)?, (*b)?))
             .collect();
-        out.push(Series {
-            labels: merge_labels(op, &l.labels, &r.labels),
-            values,
-        });
+        out.push(Series::new(merge_labels(op, &l.labels, &r.labels), values));
     }
     out
 }

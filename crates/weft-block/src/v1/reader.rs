@@ -319,6 +319,7 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
         (needs.status_message, col::STATUS_MESSAGE),
         (needs.resource, col::RESOURCE),
         (needs.scope, col::SCOPE),
+        (needs.trace_ids, col::TRACE_ID),
     ] {
         if need {
             c.push(i);
@@ -386,6 +387,9 @@ pub fn read_metric_columns(
     }
     if !needs.span_keys.is_empty() {
         out.span_attributes = span_attribute_columns(&rgr, dedicated, &needs.span_keys, n)?;
+    }
+    if needs.trace_ids {
+        out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
     }
     Ok(out)
 }

@@ -145,6 +145,18 @@ pub struct TimeSeries {
     pub labels: Vec<KeyValue>,
     #[prost(message, repeated, tag = "2")]
     pub samples: Vec<Sample>,
+    #[prost(message, repeated, tag = "4")]
+    pub exemplars: Vec<Exemplar>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Exemplar {
+    #[prost(message, repeated, tag = "1")]
+    pub labels: Vec<KeyValue>,
+    #[prost(double, tag = "2")]
+    pub value: f64,
+    #[prost(int64, tag = "3")]
+    pub timestamp_ms: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -306,6 +318,14 @@ pub fn query_range(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected
                             timestamp_ms: ((start_ns + i as u64 * step_ns) / 1_000_000) as i64,
                             value: (*v)?,
                         })
+                    })
+                    .collect(),
+                exemplars: super::exemplars(s, start_ns, step_ns)
+                    .into_iter()
+                    .map(|(l, value, ts)| Exemplar {
+                        labels: labels(&l),
+                        value,
+                        timestamp_ms: ts as i64,
                     })
                     .collect(),
             })

@@ -76,6 +76,7 @@ fn metrics_samples_sit_at_step_starts() {
     let series = vec![weft_traceql::Series {
         labels: vec![("resource.service.name".into(), Value::Str("api".into()))],
         values: vec![Some(1.0), None, Some(3.0)],
+        exemplars: Vec::new(),
     }];
     let text = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default());
     let j: serde_json::Value = serde_json::from_str(&text).unwrap();

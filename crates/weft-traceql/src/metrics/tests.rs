@@ -52,6 +52,7 @@ fn count_and_rate() {
         vec![Series {
             labels: vec![label("__name__", s("count_over_time"))],
             values: counts(&[0.0, 1.0, 6.0, 1.0, 0.0]),
+            exemplars: Vec::new(),
         }]
     );
     let rate = run("{ } | rate()");
@@ -75,10 +76,12 @@ fn by_labels() {
             Series {
                 labels: vec![label("resource.service.name", s("backend"))],
                 values: counts(&[0.0, 1.0, 3.0, 0.0, 0.0]),
+                exemplars: Vec::new(),
             },
             Series {
                 labels: vec![label("resource.service.name", s("frontend"))],
                 values: counts(&[0.0, 0.0, 3.0, 1.0, 0.0]),
+                exemplars: Vec::new(),
             },
         ]
     );
@@ -144,6 +147,7 @@ fn over_time_aggregates() {
         vec![Series {
             labels: vec![label("resource.service.name", s("frontend"))],
             values: vec![None, None, Some(700.0), None, None],
+            exemplars: Vec::new(),
         }]
     );
     let avg = run("{ } | avg_over_time(span.ratio)");
@@ -219,6 +223,7 @@ fn histograms() {
                     label("__bucket", Value::Float(256.0)),
                 ],
                 values: counts(&[0.0, 0.0, 1.0, 0.0, 0.0]),
+                exemplars: Vec::new(),
             },
             Series {
                 labels: vec![
@@ -226,6 +231,7 @@ fn histograms() {
                     label("__bucket", Value::Float(512.0)),
                 ],
                 values: counts(&[0.0, 0.0, 1.0, 0.0, 0.0]),
+                exemplars: Vec::new(),
             },
         ]
     );
@@ -603,4 +609,57 @@ fn arithmetic_between_queries() {
     // Operand-level second stages apply before the arithmetic.
     let got = run("({ } | count_over_time() > 1) - ({ } | count_over_time())");
     assert_eq!(got[0].values, vec![None, None, Some(0.0), None, None]);
+}
+
+/// Exemplars: at most one per trace, at most two per bucket of the range (`limit / 2`
+/// buckets), never more than the limit; a counting function's carry no value, the others the
+/// span's.
+#[test]
+fn exemplars_one_per_trace_within_the_limit() {
+    use crate::MetricsRun;
+    let traces: Vec<Trace> = (0..6u8)
+        .map(|k| {
+            let mut t = fixture();
+            for s in &mut t.spans {
+                s.trace_id[0] = k;
+            }
+            t
+        })
+        .collect();
+    let run = |q: &str, limit: usize| {
+        let mut r = MetricsRun::new(&parse(q).unwrap(), 0, 2500, 500).unwrap();
+        r.exemplars(limit);
+        for t in &traces {
+            r.add(t);
+        }
+        r.finish()
+    };
+    let all = |series: &[Series]| series.iter().flat_map(|s| s.exemplars.clone()).collect::<Vec<_>>();
+
+    let got = run("{ } | count_over_time() by (resource.service.name)", 100);
+    let ex = all(&got);
+    assert_eq!(ex.len(), 6, "one per trace: {ex:?}");
+    let mut traces_seen: Vec<u8> = ex.iter().map(|e| e.trace_id[0]).collect();
+    traces_seen.sort();
+    assert_eq!(traces_seen, [0, 1, 2, 3, 4, 5]);
+    for s in &got {
+        for e in &s.exemplars {
+            assert_eq!(e.value, None, "counts take the series value");
+            let span = traces[0].spans.iter().find(|x| Some(x.span_id) == e.span_id).unwrap();
+            assert_eq!(span.start_unix_nano, e.timestamp_ns);
+            assert_eq!(s.labels[0].1, span.resource_attrs[0].1, "the exemplar is of its series");
+        }
+    }
+    // Two per bucket: a limit of 2 is one bucket.
+    assert_eq!(all(&run("{ } | rate()", 2)).len(), 2);
+    assert!(all(&run("{ } | rate()", 0)).is_empty());
+    // Other functions carry the span's value: durations in seconds.
+    for e in all(&run("{ } | quantile_over_time(duration, .5, .9)", 10)) {
+        let span = traces[0].spans.iter().find(|x| Some(x.span_id) == e.span_id).unwrap();
+        assert_eq!(e.value, Some(span.duration_nano as f64 / 1e9));
+    }
+    // Arithmetic between queries and compare() make none.
+    assert!(all(&run("({ } | rate()) * 2", 10)).len() <= 10);
+    assert!(all(&run("({ } | rate()) / ({ } | count_over_time())", 10)).is_empty());
+    assert!(all(&run("{ } | compare({ status = error })", 10)).is_empty());
 }
