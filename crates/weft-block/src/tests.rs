@@ -292,6 +292,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         resource: true,
         scope: true,
         span_keys: Vec::new(),
+        trace_ids: true,
     };
     // Span attributes: dedicated (complete or not, of every type) and generic keys, a repeated
     // one, and one no span has.
@@ -332,6 +333,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             assert_eq!(at(&c.status_message, i), r.status_message.as_bytes());
             assert_eq!(at(&c.resource, i), r.resource);
             assert_eq!(at(&c.scope, i), r.scope);
+            assert_eq!(at(&c.trace_id, i), r.trace_id.as_slice());
         }
         // Only what is asked for is read.
         let starts = part.metric_columns(&MetricNeeds::default()).unwrap();

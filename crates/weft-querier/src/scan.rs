@@ -413,10 +413,12 @@ impl Querier {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
-                    // Trace IDs only while exemplars are still wanted: the first row groups
-                    // usually fill them.
+                    // Trace IDs (16 B per trace plus an index per span) only while exemplars
+                    // are still wanted in the row group's time range: the first row group of
+                    // each range usually fills its buckets.
+                    let (lo, hi) = b.row_group_stats(storage, rg).await?.start.unwrap_or((0, u64::MAX));
                     let needs = MetricNeeds {
-                        trace_ids: m.wants_exemplars(),
+                        trace_ids: m.wants_exemplars_between(lo, hi),
                         ..needs.clone()
                     };
                     let data = b.fetch_metric_columns(storage, rg, &needs).await?;

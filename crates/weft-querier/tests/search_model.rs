@@ -359,6 +359,45 @@ async fn engine_span_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) 
     Some(m.finish().unwrap())
 }
 
+/// Exemplars on both engine paths: each names a stored span of the series' query (its trace
+/// and start), at most one per trace, at most `limit` in all; the series are unchanged.
+async fn check_exemplars(ing: &Node, c: &Case, q: &weft_traceql::Query, end: u64, want: &[weft_traceql::Series]) {
+    const LIMIT: usize = 6;
+    let mut sink = Metrics::new(q, BASE, end, METRICS_STEP).unwrap();
+    sink.exemplars(LIMIT);
+    ing.scan("t", Some((BASE, end - 1)), &mut sink).await.unwrap();
+    let mut runs = vec![(sink.finish().unwrap(), want.to_vec())];
+    if let Some(mut m) = SpanMetrics::new(q, BASE, end, METRICS_STEP).unwrap() {
+        m.exemplars(LIMIT);
+        ing.scan_span_metrics("t", Some((BASE, end - 1)), &mut m).await.unwrap();
+        let without = engine_span_metrics(ing, q, end).await.expect("span-local");
+        runs.push((m.finish().unwrap(), without));
+    }
+    for (got, want) in runs {
+        let strip =
+            |s: &[weft_traceql::Series]| -> Vec<_> { s.iter().map(|s| (s.labels.clone(), s.values.clone())).collect() };
+        assert_eq!(strip(&got), strip(&want), "`{q}`: exemplars change no series");
+        let all: Vec<_> = got.iter().flat_map(|s| &s.exemplars).collect();
+        assert!(all.len() <= LIMIT, "`{q}`: {} exemplars", all.len());
+        let traces: std::collections::BTreeSet<_> = all.iter().map(|e| e.trace_id).collect();
+        assert_eq!(traces.len(), all.len(), "`{q}`: one exemplar per trace");
+        // Arithmetic between queries makes new series, without exemplars; topk/bottomk and
+        // comparisons may drop the series that got them.
+        let plain = q.math.is_none() && matches!(q.pipeline.stages.last(), Some(weft_traceql::ast::Stage::Metrics(_)));
+        if plain && want.iter().any(|s| s.values.iter().any(|v| v.is_some_and(|v| v > 0.0))) {
+            assert!(!all.is_empty(), "`{q}`: spans counted but no exemplar");
+        }
+        for e in all {
+            let found = c.traces.iter().flat_map(|t| &t.spans).any(|s| {
+                s.trace_id == e.trace_id
+                    && s.start_unix_nano == e.timestamp_ns
+                    && e.span_id.is_none_or(|id| id == s.span_id)
+            });
+            assert!(found, "`{q}`: exemplar {e:?} is a stored span");
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Case {
     traces: Vec<Trace>,
@@ -461,6 +500,7 @@ async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
         let want = weft_traceql::eval_metrics(q, &c.traces, BASE, end, METRICS_STEP).unwrap();
         let got = engine_metrics(ing, q, end).await;
         assert_eq!(got, want, "{state}: metrics `{q}`");
+        check_exemplars(ing, c, q, end, &want).await;
         // Span at a time does not drop retries stored in two places (head and block, or two
         // blocks); compare where every span is stored once.
         if stored_once && let Some(got) = engine_span_metrics(ing, q, end).await {

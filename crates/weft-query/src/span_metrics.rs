@@ -67,9 +67,15 @@ struct OpState {
 /// runs over whole traces.
 pub const MAX_SPAN_KEYS: usize = 4;
 
-/// Dictionary ids of name, status message, resource and scope, then status and kind, then the
-/// value ids of each span attribute key read (ids of columns the query does not read are 0).
-pub type Key = ([u32; 4], u16, [u32; MAX_SPAN_KEYS]);
+/// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
+/// columns the query does not read are 0); see [`SpanSource::key`].
+pub type BaseKey = ([u32; 4], u16);
+
+/// What a span is evaluated by: a [`BaseKey`] (status and kind packed in one word) and one id
+/// for the values of the span attributes read (the value id itself for one key, an id of the
+/// combination per source for several). 24 bytes, hashed as one slice: the cache lookup is the
+/// per-row cost of `bench_search.py`'s metrics queries.
+type Key = [u32; 6];
 
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
@@ -213,12 +219,27 @@ impl SpanMetrics {
             op.cache.clear();
         }
         self.decoded.clear();
+        let keys = self.needs.span_keys.len();
+        let mut combos: FastMap<[u32; MAX_SPAN_KEYS], u32> = FastMap::with_hasher(FastBuild::default());
         for i in 0..src.len() {
             let start = src.start(i);
             let duration = src.duration(i);
             // The duration as the evaluator reads it (`decode_parts`, then `Val::Duration`).
             let evaluated = i64::try_from(duration as u64).unwrap_or(i64::MAX);
-            let key = src.key(i);
+            let (base, status_kind) = src.key(i);
+            let attrs = match keys {
+                0 => 0,
+                1 => src.attr_id(0, i),
+                _ => {
+                    let mut ids = [0; MAX_SPAN_KEYS];
+                    for (k, id) in ids.iter_mut().enumerate().take(keys) {
+                        *id = src.attr_id(k, i);
+                    }
+                    let next = combos.len() as u32;
+                    *combos.entry(ids).or_insert(next)
+                }
+            };
+            let key: Key = [base[0], base[1], base[2], base[3], u32::from(status_kind), attrs];
             for k in 0..self.ops.len() {
                 let op = &mut self.ops[k];
                 let got = if op.per_row {
@@ -275,10 +296,10 @@ impl SpanMetrics {
         self.run.exemplars(limit);
     }
 
-    /// Whether exemplars are still wanted, so sources should give trace IDs
-    /// ([`MetricNeeds::trace_ids`]).
-    pub fn wants_exemplars(&self) -> bool {
-        (0..self.ops.len()).any(|k| self.run.wants_exemplars_in(k))
+    /// Whether exemplars are still wanted from spans starting in `[lo, hi]`, so a source of
+    /// such spans should give trace IDs ([`MetricNeeds::trace_ids`]).
+    pub fn wants_exemplars_between(&self, lo: u64, hi: u64) -> bool {
+        self.run.wants_exemplars_between(lo, hi)
     }
 
     /// Bounds the series and points the query may hold ([`MetricsRun::limit`]).
@@ -301,8 +322,11 @@ pub trait SpanSource {
     fn start(&self, i: usize) -> u64;
     fn duration(&self, i: usize) -> i64;
     /// Equal keys within one source mean equal name, status, status message, kind, resource
-    /// and scope (so the same evaluation, unless the duration matters).
-    fn key(&self, i: usize) -> Key;
+    /// and scope (so the same evaluation, unless the duration matters or attributes are read).
+    fn key(&self, i: usize) -> BaseKey;
+    /// The value id of span attribute `k` of [`MetricNeeds::span_keys`] in span `i`: equal
+    /// ids within one source mean equal values.
+    fn attr_id(&self, k: usize, i: usize) -> u32;
     /// Span `i` with at least the fields [`SpanMetrics::needs`] names filled in.
     fn row(&self, i: usize) -> SpanRow;
     /// The trace ID of span `i`, where the source has it (for exemplars).
@@ -340,11 +364,7 @@ impl SpanSource for MetricColumns {
         self.duration.get(i).copied().unwrap_or(0)
     }
 
-    fn key(&self, i: usize) -> Key {
-        let mut attrs = [0; MAX_SPAN_KEYS];
-        for (a, d) in attrs.iter_mut().zip(&self.span_attributes) {
-            *a = dict_id(d, i);
-        }
+    fn key(&self, i: usize) -> BaseKey {
         (
             [
                 dict_id(&self.name, i),
@@ -353,8 +373,11 @@ impl SpanSource for MetricColumns {
                 dict_id(&self.scope, i),
             ],
             u16::from(small(&self.status, i)) << 8 | u16::from(small(&self.kind, i)),
-            attrs,
         )
+    }
+
+    fn attr_id(&self, k: usize, i: usize) -> u32 {
+        self.span_attributes.get(k).map_or(0, |d| dict_id(d, i))
     }
 
     fn row(&self, i: usize) -> SpanRow {
@@ -415,7 +438,8 @@ impl<'a> HeadRows<'a> {
         HeadRows { cols, order, attrs }
     }
 
-    fn attr_id(&self, k: usize, r: usize) -> u32 {
+    /// The value id of attribute `k` in row `r` of the columns.
+    fn attr_of(&self, k: usize, r: usize) -> u32 {
         self.attrs[k].ids[self.cols.attributes.ids[r] as usize]
     }
 }
@@ -441,17 +465,16 @@ impl SpanSource for HeadRows<'_> {
         self.cols.duration[self.order[i] as usize]
     }
 
-    fn key(&self, i: usize) -> Key {
+    fn key(&self, i: usize) -> BaseKey {
         let (c, r) = (self.cols, self.order[i] as usize);
-        let mut attrs = [0; MAX_SPAN_KEYS];
-        for (k, a) in attrs.iter_mut().enumerate().take(self.attrs.len()) {
-            *a = self.attr_id(k, r);
-        }
         (
             [c.name[r], c.status_message[r], c.resource[r], c.scope[r]],
             u16::from(c.status_code[r]) << 8 | u16::from(c.kind[r]),
-            attrs,
         )
+    }
+
+    fn attr_id(&self, k: usize, i: usize) -> u32 {
+        self.attrs.get(k).map_or(0, |_| self.attr_of(k, self.order[i] as usize))
     }
 
     fn row(&self, i: usize) -> SpanRow {
@@ -460,7 +483,7 @@ impl SpanSource for HeadRows<'_> {
         let text = |id: u32| String::from_utf8_lossy(c.strings.get(id)).into_owned();
         let mut attributes = Vec::new();
         for k in 0..self.attrs.len() {
-            attributes.extend_from_slice(&self.attrs[k].values[self.attr_id(k, r) as usize]);
+            attributes.extend_from_slice(&self.attrs[k].values[self.attr_of(k, r) as usize]);
         }
         SpanRow {
             name: text(c.name[r]),

@@ -814,7 +814,11 @@ fn exemplar_limit(p: &HashMap<String, String>, query: &TraceQl) -> Result<usize,
             _ => {}
         }
     }
-    Ok(if n == 0 { MAX_EXEMPLARS } else { (n as usize).min(MAX_EXEMPLARS) })
+    Ok(if n == 0 {
+        MAX_EXEMPLARS
+    } else {
+        (n as usize).min(MAX_EXEMPLARS)
+    })
 }
 
 /// `GET /api/metrics/query_range`.

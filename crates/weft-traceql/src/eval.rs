@@ -17,6 +17,9 @@
 //! - `span:id`, `span:parentID`, `trace:id`, `link:traceID` and `link:spanID` are lowercase hex
 //!   strings; `span:parentID` is nil when the span has no parent id.
 //! - `span:childCount` is the number of spans of the trace whose parent is the span.
+//! - `nestedSetLeft`, `nestedSetRight` and `nestedSetParent` number the trace depth first from
+//!   its roots ([`nested_sets`]); **differs**: roots and children are visited by start time,
+//!   then span ID, where Tempo follows storage order.
 //! - `event:timeSinceStart` is the event's time minus its span's start, a duration; negative
 //!   for an event before the span starts (Tempo stores the unsigned difference and reads it back
 //!   signed). It binds per event in comparisons, like `event:name`.

@@ -32,6 +32,18 @@
 //! - Series are sorted by their labels. Event and link fields read the first event or link that
 //!   has them.
 //!
+//! `compare({ selection }, topN, start, end)` counts every attribute value of the observed
+//! spans per step, for the spans the selection matches (and that start in `(start, end]` when
+//! given) and for the others: the intrinsics `name`, `status`, `statusMessage` and `kind`, and
+//! every span and resource attribute (durations, IDs and arrays are not counted). Its series
+//! are labelled `__meta_type` (`selection`, `baseline`) and the attribute with one of its
+//! `topN` most frequent values over the range, plus `selection_total` / `baseline_total` with
+//! the attribute's value `"nil"` for its total. An attribute with more than
+//! `MAX_COMPARE_VALUES` values in a group gives only its total.
+//!
+//! Exemplars ([`MetricsRun::exemplars`]): spans that contributed to a series, chosen as Tempo
+//! chooses them (see [`Exemplar`]); off unless asked for.
+//!
 //! After the metrics function, second stages run in order on the series, as Tempo's do:
 //! - a comparison (`> 10`, `>= 1s` in seconds) keeps the points that satisfy it; a series left
 //!   without a point is dropped;
@@ -240,6 +252,14 @@ impl MetricsRun {
         self.operands[k].acc.exemplars.wants()
     }
 
+    /// Whether some operand would still take an exemplar of a span starting in `[lo, hi]`
+    /// (nanoseconds): a source whose spans all start there need not offer any otherwise.
+    pub fn wants_exemplars_between(&self, lo: u64, hi: u64) -> bool {
+        self.operands
+            .iter()
+            .any(|o| o.acc.exemplars.wants_between((o.acc.start, o.acc.end), lo, hi))
+    }
+
     /// Offers a span that [`MetricsRun::record_in`] added to `series` of operand `k`, with
     /// the same start and value, as an exemplar.
     pub fn exemplar_in(
@@ -253,7 +273,9 @@ impl MetricsRun {
     ) {
         let operand = &mut self.operands[k];
         let metrics = operand.evaluator.metrics.as_ref().expect("checked in new");
-        operand.acc.exemplar(metrics, series, start_unix_nano, value, trace_id, span_id);
+        operand
+            .acc
+            .exemplar(metrics, series, start_unix_nano, value, trace_id, span_id);
     }
 
     /// The number of steps of the range.
@@ -433,6 +455,19 @@ impl ExemplarPicker {
 
     fn wants(&self) -> bool {
         self.taken.len() < self.limit
+    }
+
+    /// Whether a span starting in `[lo, hi]` could still be taken: a bucket that overlaps it
+    /// has room.
+    fn wants_between(&self, range: (u64, u64), lo: u64, hi: u64) -> bool {
+        if !self.wants() || hi < range.0 || lo >= range.1 {
+            return false;
+        }
+        let n = self.buckets.len() as u128;
+        let at = |t: u64| {
+            ((t.clamp(range.0, range.1 - 1) - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize
+        };
+        self.buckets[at(lo)..=at(hi)].iter().any(|&c| c < 2)
     }
 
     fn offer(&mut self, range: (u64, u64), group: usize, e: Exemplar) {
@@ -643,7 +678,10 @@ impl Accumulator {
                     sum(&b.1).cmp(&sum(&a.1)).then_with(|| cmp_value(&a.0, &b.0))
                 });
                 for (value, counts) in values.into_iter().take(top_n) {
-                    out.push(Series::new(vec![meta(kind), (label.clone(), value)], as_values(&counts)));
+                    out.push(Series::new(
+                        vec![meta(kind), (label.clone(), value)],
+                        as_values(&counts),
+                    ));
                 }
             }
         }
@@ -699,7 +737,15 @@ impl Accumulator {
 
     /// Offers the span of `trace_id` that [`Accumulator::record`] added to group `n` as an
     /// exemplar.
-    fn exemplar(&mut self, metrics: &CMetrics, n: usize, start: u64, v: f64, trace_id: [u8; 16], span_id: Option<[u8; 8]>) {
+    fn exemplar(
+        &mut self,
+        metrics: &CMetrics,
+        n: usize,
+        start: u64,
+        v: f64,
+        trace_id: [u8; 16],
+        span_id: Option<[u8; 8]>,
+    ) {
         let value = match metrics.func {
             MetricsFn::Rate | MetricsFn::CountOverTime | MetricsFn::HistogramOverTime => None,
             _ => Some(v),
