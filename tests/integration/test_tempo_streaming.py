@@ -42,7 +42,9 @@ MESSAGES = {
     "QueryRangeRequest": [("query", 1, "string", False), ("start", 2, "uint64", False), ("end", 3, "uint64", False),
                           ("step", 4, "uint64", False), ("exemplars", 16, "uint32", False)],
     "Sample": [("value", 1, "double", False), ("timestamp_ms", 2, "int64", False)],
-    "TimeSeries": [("labels", 1, KV, True), ("samples", 2, ".tempopb.Sample", True)],
+    "Exemplar": [("labels", 1, KV, True), ("value", 2, "double", False), ("timestamp_ms", 3, "int64", False)],
+    "TimeSeries": [("labels", 1, KV, True), ("samples", 2, ".tempopb.Sample", True),
+                   ("exemplars", 4, ".tempopb.Exemplar", True)],
     "QueryRangeResponse": [("series", 1, ".tempopb.TimeSeries", True), ("metrics", 2, ".tempopb.SearchMetrics", False),
                            ("status", 3, "int32", False), ("message", 4, "string", False)],
     "QueryInstantRequest": [("query", 1, "string", False), ("start", 2, "uint64", False), ("end", 3, "uint64", False)],
@@ -138,6 +140,15 @@ def test_streaming_search_and_metrics_answer_like_the_http_api(weft_factory):
     http = srv.get("/api/metrics/query_range", params={"q": q, "start": str(now - 600_000_000_000),
                                                        "end": str(now + 60_000_000_000), "step": "60s"}).json()
     assert len(http["series"]) == len(replies[-1].series)
+    # Exemplars (100 at most by default), each a trace of its series, with the series' value.
+    exemplars = [(s, e) for s in replies[-1].series for e in s.exemplars]
+    assert 1 <= len(exemplars) <= 100, replies[-1]
+    for s, e in exemplars:
+        labels = {kv.key: kv.value.string_value for kv in e.labels}
+        assert labels["resource.service.name"] == s.labels[0].value.string_value, e
+        assert srv.get(f"/api/traces/{labels['trace:id']}").status_code == 200, labels
+        at = [x.value for x in s.samples if x.timestamp_ms <= e.timestamp_ms < x.timestamp_ms + 60_000]
+        assert at == [e.value], (e, s.samples)
     # Instant metrics.
     replies = stream(srv, "MetricsQueryInstant", PB["QueryInstantRequest"](
         query=q, start=now - 600_000_000_000, end=now + 60_000_000_000), "QueryInstantResponse")

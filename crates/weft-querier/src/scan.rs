@@ -409,14 +409,20 @@ impl Querier {
             let read: Result<bool, QueryError> = async {
                 let mut read_any = false;
                 for rg in 0..b.row_group_count() {
-                    if row_group_outside(&b, storage, rg, window).await? {
+                    // Skipped by time, or by the filter's prefilter on the footer statistics
+                    // and the index's value bloom (`{ span.user.id = "u-42" }` reads the
+                    // row groups that may hold the value, not the whole attribute column).
+                    let rg_stats = b.row_group_stats(storage, rg).await?;
+                    if row_group_outside(&b, storage, rg, window).await?
+                        || !m.row_group_may_match(&rg_stats, b.index.value_blooms.get(rg))
+                    {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
                     // Trace IDs (16 B per trace plus an index per span) only while exemplars
                     // are still wanted in the row group's time range: the first row group of
                     // each range usually fills its buckets.
-                    let (lo, hi) = b.row_group_stats(storage, rg).await?.start.unwrap_or((0, u64::MAX));
+                    let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
                     let needs = MetricNeeds {
                         trace_ids: m.wants_exemplars_between(lo, hi),
                         ..needs.clone()

@@ -447,7 +447,20 @@ impl Parser {
             }
         };
         self.advance();
-        let value = self.static_value(op.symbol())?;
+        // A literal, or constant arithmetic folded into one (`avg(.x) > 1 - 3`), as Tempo
+        // folds it at parse time.
+        let at = self.i;
+        let (expr, _) = self.field_expr(BinaryOp::Add.precedence(), depth + 1, Some(op.symbol()))?;
+        let value = match fold_constant(&expr) {
+            Some(Ok(value)) => value,
+            failed => {
+                self.i = at;
+                return match failed {
+                    Some(Err(message)) => self.error(message),
+                    _ => self.expected(&format!("a value after '{}'", op.symbol())),
+                };
+            }
+        };
         Ok((Stage::ScalarFilter(ScalarFilter { aggregate, op, value }), d))
     }
 
@@ -784,6 +797,25 @@ fn combine(op: BinaryOp, lhs: Operand, rhs: Operand) -> Result<Operand, String> 
     }
 }
 
+/// The value of a constant expression (literals, negation and arithmetic between numbers), or
+/// `None` when `expr` reads a field.
+fn fold_constant(expr: &FieldExpr) -> Option<Result<Static, String>> {
+    match expr {
+        FieldExpr::Static(s) => Some(Ok(s.clone())),
+        FieldExpr::Unary { op: UnaryOp::Neg, expr } => {
+            Some(fold_constant(expr)?.and_then(|v| {
+                negate(&v).ok_or_else(|| format!("expected a number or duration after '-', found `{v}`"))
+            }))
+        }
+        FieldExpr::Binary { op, lhs, rhs } if op.is_arithmetic() => {
+            let l = fold_constant(lhs)?;
+            let r = fold_constant(rhs)?;
+            Some(l.and_then(|l| r.and_then(|r| fold(*op, &l, &r))))
+        }
+        _ => None,
+    }
+}
+
 /// Constant arithmetic between numbers, as Tempo folds it: integers stay integers (`/`
 /// truncates), anything with a float is a float; durations are refused.
 fn fold(op: BinaryOp, a: &Static, b: &Static) -> Result<Static, String> {
@@ -798,8 +830,10 @@ fn fold(op: BinaryOp, a: &Static, b: &Static) -> Result<Static, String> {
             BinaryOp::Add => x.checked_add(*y),
             BinaryOp::Sub => x.checked_sub(*y),
             BinaryOp::Mul => x.checked_mul(*y),
-            BinaryOp::Div if *y == 0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
+            BinaryOp::Div | BinaryOp::Mod if *y == 0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
             BinaryOp::Div => x.checked_div(*y),
+            BinaryOp::Mod => x.checked_rem(*y),
+            BinaryOp::Pow => u32::try_from(*y).ok().and_then(|e| x.checked_pow(e)),
             _ => None,
         };
         return result
@@ -815,7 +849,9 @@ fn fold(op: BinaryOp, a: &Static, b: &Static) -> Result<Static, String> {
         BinaryOp::Add => x + y,
         BinaryOp::Sub => x - y,
         BinaryOp::Mul => x * y,
-        BinaryOp::Div if y == 0.0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
+        BinaryOp::Div | BinaryOp::Mod if y == 0.0 => return Err(format!("division by zero in `{a} {sym} {b}`")),
+        BinaryOp::Mod => x % y,
+        BinaryOp::Pow => x.powf(y),
         _ => x / y,
     };
     if result.is_finite() {

@@ -205,11 +205,15 @@ fn comparison(
                 typed(lt, lhs)
             ));
         }
-        if !matches!(rhs, FieldExpr::Static(Static::Str(_))) {
+        let FieldExpr::Static(Static::Str(pattern)) = rhs else {
             return fail(format!(
                 "the right side of '{sym}' must be a string (a regular expression), found {}",
                 typed(rt, rhs)
             ));
+        };
+        // As the evaluator compiles it; an invalid pattern is a validation error, as in Tempo.
+        if let Err(e) = regex::Regex::new(&format!("^(?s:{pattern})$")) {
+            return fail(format!("invalid regular expression `{pattern}` in `{expr}`: {e}"));
         }
         return Ok(());
     }
@@ -335,7 +339,15 @@ fn pipeline(pipeline: &Pipeline, top_level: bool) -> Result<(), ValidateError> {
                 }
                 match stage {
                     Stage::Metrics(metrics) => metrics_stage(metrics)?,
-                    Stage::Compare(compare) => compare_stage(compare)?,
+                    Stage::Compare(compare) => {
+                        if let Some(Stage::SecondStage(second)) = rest.first() {
+                            return fail(format!(
+                                "compare() cannot be followed by {} (it returns attribute counts to compare, not series to rank or filter)",
+                                second_stage_name(second)
+                            ));
+                        }
+                        compare_stage(compare)?
+                    }
                     _ => {}
                 }
             }
@@ -616,10 +628,10 @@ fn list(args: &[FieldExpr]) -> String {
 fn metrics_expr(expr: &MetricsExpr) -> Result<(), ValidateError> {
     match expr {
         MetricsExpr::Query(p) => {
-            let has_metrics = p
-                .stages
-                .iter()
-                .any(|s| matches!(s, Stage::Metrics(_) | Stage::Compare(_)));
+            if p.stages.iter().any(|s| matches!(s, Stage::Compare(_))) {
+                return fail(format!("compare() cannot be used in metrics arithmetic, found `({p})`"));
+            }
+            let has_metrics = p.stages.iter().any(|s| matches!(s, Stage::Metrics(_)));
             if !has_metrics {
                 return fail(format!(
                     "each operand of metrics arithmetic must be a metrics query such as '({{ }} | rate())', found `({p})`"

@@ -1013,6 +1013,39 @@ fn check_metrics(trace: &Trace, text: &str) -> Result<bool, TestCaseError> {
     let want: Vec<_> = if counts.is_empty() { Vec::new() } else { vec![longest] };
     let got: Vec<_> = max.into_iter().map(|s| s.values).collect();
     prop_assert_eq!(got, want, "`{}` max duration", text);
+
+    // compare(): span names per step, for the error spans (selection) and the others, and
+    // each group's total.
+    type Counts = std::collections::BTreeMap<(String, String), Vec<Option<f64>>>;
+    let mut want = Counts::new();
+    for &i in &spans {
+        let span = &trace.spans[i];
+        if span.start_unix_nano < start || span.start_unix_nano >= end {
+            continue;
+        }
+        let n = ((span.start_unix_nano - start) / step) as usize;
+        let group = if span.status == Status::Error {
+            "selection"
+        } else {
+            "baseline"
+        };
+        for key in [
+            (group.to_owned(), span.name.clone()),
+            (format!("{group}_total"), "nil".to_owned()),
+        ] {
+            let row = want.entry(key).or_insert_with(|| vec![Some(0.0); 4]);
+            row[n] = row[n].map(|c| c + 1.0);
+        }
+    }
+    let mut got = Counts::new();
+    for s in run("compare({ status = error }, 1000)")? {
+        if let [(_, Value::Str(meta)), (key, Value::Str(name))] = &s.labels[..]
+            && key == "name"
+        {
+            got.insert((meta.clone(), name.clone()), s.values);
+        }
+    }
+    prop_assert_eq!(got, want, "`{}` compare names", text);
     Ok(true)
 }
 
