@@ -81,6 +81,8 @@ impl Parts {
         match stage {
             Stage::Spanset(e) => self.spanset(e),
             Stage::ScalarFilter(f) => f.aggregate.args.iter().for_each(|e| self.expr(e)),
+            // Refused by the support check.
+            Stage::ScalarExprFilter(_) => {}
             Stage::By(args) | Stage::Select(args) => args.iter().for_each(|e| self.expr(e)),
             Stage::Metrics(m) => {
                 m.args.iter().for_each(|e| self.expr(e));

@@ -145,6 +145,39 @@ pub enum Stage {
     Compare(Compare),
     /// `topk(n)` or `bottomk(n)` after a metrics function.
     SecondStage(SecondStage),
+    /// Aggregates compared with or combined by arithmetic with each other:
+    /// `min(.a) < max(duration)`, `max(.a) - min(.a) > 3`. Tempo parses these and does not
+    /// run them; neither does weft (the support check refuses them).
+    ScalarExprFilter(ScalarExprFilter),
+}
+
+/// `lhs op rhs` between [`ScalarExpr`]s, when it is not one aggregate against a constant
+/// (that is a [`ScalarFilter`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalarExprFilter {
+    pub lhs: ScalarExpr,
+    /// A comparison: `=`, `!=`, `<`, `<=`, `>` or `>=`.
+    pub op: BinaryOp,
+    pub rhs: ScalarExpr,
+}
+
+/// Arithmetic over aggregates and numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScalarExpr {
+    Static(Static),
+    Aggregate(Aggregate),
+    /// A pipeline's aggregate, written in parentheses: `({ .a } | count())`.
+    Pipeline {
+        /// The stages before the aggregate.
+        pipeline: Box<Pipeline>,
+        aggregate: Aggregate,
+    },
+    /// `+ - * / % ^`.
+    Binary {
+        op: BinaryOp,
+        lhs: Box<ScalarExpr>,
+        rhs: Box<ScalarExpr>,
+    },
 }
 
 /// Spanset filters and the operators between them.
@@ -762,6 +795,9 @@ pub enum Intrinsic {
     NestedSetParent,
     /// `span:childCount` (integer): how many spans of the trace have this span as parent.
     ChildCount,
+    /// `parent`: the span's parent itself. Tempo parses it and does not run it ("parent not
+    /// yet supported"); neither does weft.
+    Parent,
 }
 
 impl Intrinsic {
@@ -789,6 +825,7 @@ impl Intrinsic {
             Intrinsic::NestedSetRight => "nestedSetRight",
             Intrinsic::NestedSetParent => "nestedSetParent",
             Intrinsic::ChildCount => "span:childCount",
+            Intrinsic::Parent => "parent",
         }
     }
 
@@ -815,6 +852,7 @@ impl Intrinsic {
             "nestedSetRight" => Intrinsic::NestedSetRight,
             "nestedSetParent" => Intrinsic::NestedSetParent,
             "span:childCount" => Intrinsic::ChildCount,
+            "parent" => Intrinsic::Parent,
             _ => return None,
         })
     }

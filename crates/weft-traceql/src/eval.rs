@@ -700,6 +700,7 @@ impl Compiler {
                     }
                     CStage::Spanset(expr, hoisted)
                 }
+                Stage::ScalarExprFilter(_) => return unsupported("comparisons and arithmetic between aggregates"),
                 Stage::ScalarFilter(filter) => CStage::Scalar(CScalar {
                     func: filter.aggregate.func,
                     arg: filter.aggregate.args.first().map(|a| self.field(a)).transpose()?,
@@ -1545,6 +1546,8 @@ fn intrinsic<'a>(intrinsic: Intrinsic, ctx: Ctx<'a>) -> Val<'a> {
     let span = ctx.span;
     let env = ctx.env;
     match intrinsic {
+        // Refused by the support check.
+        Intrinsic::Parent => Val::Nil,
         Intrinsic::Name => Val::Str(&span.name),
         Intrinsic::Status => Val::Status(span.status),
         Intrinsic::StatusMessage => Val::Str(&span.status_message),

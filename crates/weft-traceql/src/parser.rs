@@ -5,7 +5,7 @@
 use crate::ParseError;
 use crate::ast::{
     Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Hint, Intrinsic, MetricsExpr, MetricsFn, MetricsStage,
-    Pipeline, Query, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static,
+    Pipeline, Query, ScalarExpr, ScalarExprFilter, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static,
     UnaryOp,
 };
 use crate::lexer::{Pos, Tok, Token, tokenize};
@@ -123,6 +123,15 @@ impl Parser {
                 math => self.finish_query(math.union_pipeline(), Some(math)),
             },
             metrics => {
+                // Maybe pipelines' aggregates compared or combined, as Tempo parses them:
+                // `({ .a } | count()) > ({ .b } | count())`.
+                self.i = start;
+                if let Ok((filter, _)) = self.wrapped_scalar_filter(0)
+                    && self.at_query_end()
+                {
+                    let stages = vec![Stage::ScalarExprFilter(filter)];
+                    return self.finish_query(Pipeline { stages }, None);
+                }
                 let metrics_error = match metrics {
                     Ok(_) => self.expected_here("an arithmetic operator, a comparison, '|' or end of query"),
                     Err(e) => e,
@@ -428,40 +437,129 @@ impl Parser {
         }
     }
 
-    // scalar_filter = aggregate compare_op static
+    // scalar_filter = scalar_expr compare_op scalar_expr, whose left side starts with the
+    // aggregate `func` (its name already read)
     fn scalar_filter(&mut self, func: AggregateFn, depth: u32) -> Parsed<Stage> {
         let (args, d) = self.call_args(func.name(), depth)?;
-        let aggregate = Aggregate { func, args };
-        let op = match self.peek() {
-            Tok::Eq => BinaryOp::Eq,
-            Tok::Neq => BinaryOp::Neq,
-            Tok::Lt => BinaryOp::Lt,
-            Tok::Lte => BinaryOp::Lte,
-            Tok::Gt => BinaryOp::Gt,
-            Tok::Gte => BinaryOp::Gte,
-            _ => {
-                return self.expected(&format!(
-                    "a comparison operator after '{}()' (aggregates are compared with a value, e.g. 'count() > 2')",
-                    func.name()
-                ));
-            }
+        let first = ScalarExpr::Aggregate(Aggregate { func, args });
+        let (lhs, d) = self.scalar_expr_rest(first, d, 0, depth)?;
+        let Some(op) = comparison_op(self.peek()) else {
+            return self.expected(&format!(
+                "a comparison operator after '{}()' (aggregates are compared with a value, e.g. 'count() > 2')",
+                func.name()
+            ));
         };
         self.advance();
-        // A literal, or constant arithmetic folded into one (`avg(.x) > 1 - 3`), as Tempo
-        // folds it at parse time.
+        // A constant on the right is folded, as Tempo folds it at parse time (`avg(.x) > 1 - 3`).
         let at = self.i;
-        let (expr, _) = self.field_expr(BinaryOp::Add.precedence(), depth + 1, Some(op.symbol()))?;
-        let value = match fold_constant(&expr) {
-            Some(Ok(value)) => value,
-            failed => {
+        let (rhs, rd) = self.scalar_expr(0, depth + 1, op.symbol())?;
+        let d = d.max(rd);
+        Ok(match (lhs, fold_scalar(&rhs)) {
+            (_, Some(Err(message))) => {
                 self.i = at;
-                return match failed {
-                    Some(Err(message)) => self.error(message),
-                    _ => self.expected(&format!("a value after '{}'", op.symbol())),
-                };
+                return self.error(message);
             }
+            (ScalarExpr::Aggregate(aggregate), Some(Ok(value))) => {
+                (Stage::ScalarFilter(ScalarFilter { aggregate, op, value }), d)
+            }
+            (lhs, _) => (Stage::ScalarExprFilter(ScalarExprFilter { lhs, op, rhs }), d + 1),
+        })
+    }
+
+    // wrapped_scalar_filter = scalar_expr compare_op scalar_expr, where a primary may be a
+    // parenthesised pipeline ending in an aggregate
+    fn wrapped_scalar_filter(&mut self, depth: u32) -> Parsed<ScalarExprFilter> {
+        let (lhs, d) = self.scalar_expr(0, depth, "(")?;
+        let Some(op) = comparison_op(self.peek()) else {
+            return self.expected("a comparison operator");
         };
-        Ok((Stage::ScalarFilter(ScalarFilter { aggregate, op, value }), d))
+        self.advance();
+        let (rhs, rd) = self.scalar_expr(0, depth, op.symbol())?;
+        if !has_pipeline(&lhs) && !has_pipeline(&rhs) {
+            return self.expected("a spanset filter or pipeline");
+        }
+        Ok((ScalarExprFilter { lhs, op, rhs }, d.max(rd) + 1))
+    }
+
+    /// After '(': a pipeline whose last stage is an aggregate without a comparison, then ')'.
+    fn wrapped_pipeline_aggregate(&mut self, depth: u32) -> Parsed<ScalarExpr> {
+        let (first, mut d) = self.stage(depth)?;
+        let mut stages = vec![first];
+        loop {
+            self.expect(Tok::Pipe, "'|' and an aggregate such as 'count()'")?;
+            if let Some(func) = self.peek_ident().and_then(AggregateFn::from_name)
+                && *self.peek_at(1) == Tok::LParen
+            {
+                let at = self.i;
+                self.advance();
+                let (args, ad) = self.call_args(func.name(), depth)?;
+                if *self.peek() == Tok::RParen {
+                    self.advance();
+                    let pipeline = Box::new(Pipeline { stages });
+                    let aggregate = Aggregate { func, args };
+                    return Ok((ScalarExpr::Pipeline { pipeline, aggregate }, d.max(ad) + 1));
+                }
+                self.i = at;
+            }
+            let (stage, sd) = self.stage(depth)?;
+            d = d.max(sd);
+            stages.push(stage);
+        }
+    }
+
+    // scalar_expr = scalar_primary { arith_op scalar_primary }   (precedence climbing)
+    fn scalar_expr(&mut self, min_prec: u8, depth: u32, after: &str) -> Parsed<ScalarExpr> {
+        self.check_depth(depth)?;
+        let (first, d) = self.scalar_primary(depth, after)?;
+        self.scalar_expr_rest(first, d, min_prec, depth)
+    }
+
+    fn scalar_expr_rest(&mut self, mut lhs: ScalarExpr, mut d: u32, min_prec: u8, depth: u32) -> Parsed<ScalarExpr> {
+        while let Some(op) = binary_op(self.peek()).filter(|op| op.is_arithmetic()) {
+            let prec = op.precedence();
+            if prec < min_prec {
+                break;
+            }
+            self.advance();
+            let next_min = if op.is_right_associative() { prec } else { prec + 1 };
+            let (rhs, rd) = self.scalar_expr(next_min, depth + 1, op.symbol())?;
+            d = d.max(rd) + 1;
+            self.check_depth(d)?;
+            lhs = ScalarExpr::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            };
+        }
+        Ok((lhs, d))
+    }
+
+    // scalar_primary = "(" scalar_expr ")" | "(" pipeline "|" aggregate ")" | aggregate | static
+    fn scalar_primary(&mut self, depth: u32, after: &str) -> Parsed<ScalarExpr> {
+        self.check_depth(depth)?;
+        if *self.peek() == Tok::LParen {
+            self.advance();
+            // Only a '{' starts a wrapped pipeline here: trying one at every '(' as well would
+            // make nested parentheses cost exponential time.
+            if *self.peek() == Tok::LBrace {
+                let open = self.i;
+                match self.wrapped_pipeline_aggregate(depth + 1) {
+                    Ok(found) => return Ok(found),
+                    Err(_) => self.i = open,
+                }
+            }
+            let (expr, d) = self.scalar_expr(0, depth + 1, "(")?;
+            self.expect(Tok::RParen, "an operator or ')'")?;
+            return Ok((expr, d));
+        }
+        if let Some(func) = self.peek_ident().and_then(AggregateFn::from_name)
+            && *self.peek_at(1) == Tok::LParen
+        {
+            self.advance();
+            let (args, d) = self.call_args(func.name(), depth)?;
+            return Ok((ScalarExpr::Aggregate(Aggregate { func, args }), d));
+        }
+        Ok((ScalarExpr::Static(self.static_value(after)?), 0))
     }
 
     // compare = "compare" "(" spanset_filter { "," field_expr } ")"
@@ -797,22 +895,25 @@ fn combine(op: BinaryOp, lhs: Operand, rhs: Operand) -> Result<Operand, String> 
     }
 }
 
-/// The value of a constant expression (literals, negation and arithmetic between numbers), or
-/// `None` when `expr` reads a field.
-fn fold_constant(expr: &FieldExpr) -> Option<Result<Static, String>> {
+fn has_pipeline(expr: &ScalarExpr) -> bool {
     match expr {
-        FieldExpr::Static(s) => Some(Ok(s.clone())),
-        FieldExpr::Unary { op: UnaryOp::Neg, expr } => {
-            Some(fold_constant(expr)?.and_then(|v| {
-                negate(&v).ok_or_else(|| format!("expected a number or duration after '-', found `{v}`"))
-            }))
-        }
-        FieldExpr::Binary { op, lhs, rhs } if op.is_arithmetic() => {
-            let l = fold_constant(lhs)?;
-            let r = fold_constant(rhs)?;
+        ScalarExpr::Pipeline { .. } => true,
+        ScalarExpr::Binary { lhs, rhs, .. } => has_pipeline(lhs) || has_pipeline(rhs),
+        ScalarExpr::Static(_) | ScalarExpr::Aggregate(_) => false,
+    }
+}
+
+/// The value of a constant scalar expression (literals and arithmetic between numbers), or
+/// `None` when it has an aggregate.
+fn fold_scalar(expr: &ScalarExpr) -> Option<Result<Static, String>> {
+    match expr {
+        ScalarExpr::Static(s) => Some(Ok(s.clone())),
+        ScalarExpr::Aggregate(_) | ScalarExpr::Pipeline { .. } => None,
+        ScalarExpr::Binary { op, lhs, rhs } => {
+            let l = fold_scalar(lhs)?;
+            let r = fold_scalar(rhs)?;
             Some(l.and_then(|l| r.and_then(|r| fold(*op, &l, &r))))
         }
-        _ => None,
     }
 }
 

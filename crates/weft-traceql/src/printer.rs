@@ -11,7 +11,8 @@
 use std::fmt::{self, Display, Formatter, Write};
 
 use crate::ast::{
-    Attribute, AttributeScope, FieldExpr, MetricsExpr, Pipeline, Query, SecondStage, SecondStageFn, SpansetExpr,
+    Attribute, AttributeScope, FieldExpr, MetricsExpr, Pipeline, Query, ScalarExpr, ScalarExprFilter, SecondStage,
+    SecondStageFn, SpansetExpr,
     SpansetFilter, Stage, Static, UnaryOp,
 };
 use crate::lexer::is_attribute_char;
@@ -110,6 +111,36 @@ fn metrics_expr(expr: &MetricsExpr, parent: u8, right: bool) -> String {
     }
 }
 
+impl Display for ScalarExprFilter {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.lhs, self.op.symbol(), self.rhs)
+    }
+}
+
+/// Nested arithmetic is parenthesized, so the printed form parses back to the same tree.
+impl Display for ScalarExpr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            ScalarExpr::Static(s) => write!(f, "{s}"),
+            ScalarExpr::Aggregate(a) => call(f, a.func.name(), &a.args),
+            ScalarExpr::Pipeline { pipeline, aggregate } => {
+                write!(f, "({pipeline} | ")?;
+                call(f, aggregate.func.name(), &aggregate.args)?;
+                f.write_str(")")
+            }
+            ScalarExpr::Binary { op, lhs, rhs } => {
+                let side = |f: &mut Formatter<'_>, e: &ScalarExpr| match e {
+                    ScalarExpr::Binary { .. } => write!(f, "({e})"),
+                    _ => write!(f, "{e}"),
+                };
+                side(f, lhs)?;
+                write!(f, " {} ", op.symbol())?;
+                side(f, rhs)
+            }
+        }
+    }
+}
+
 impl Display for Stage {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
@@ -118,6 +149,7 @@ impl Display for Stage {
                 call(f, filter.aggregate.func.name(), &filter.aggregate.args)?;
                 write!(f, " {} {}", filter.op.symbol(), filter.value)
             }
+            Stage::ScalarExprFilter(filter) => write!(f, "{filter}"),
             Stage::By(args) => call(f, "by", args),
             Stage::Select(args) => call(f, "select", args),
             Stage::Coalesce => f.write_str("coalesce()"),

@@ -2,14 +2,15 @@
 //! names the feature, never answered with partial or wrong results.
 
 use crate::Unsupported;
-use crate::ast::{FieldExpr, Pipeline, Query, SpansetExpr, Stage};
+use crate::ast::{FieldExpr, Intrinsic, Pipeline, Query, SpansetExpr, Stage};
 
 /// Checks that the executor supports every feature `query` uses. Call it after
 /// [`validate`](crate::validate); the result for an invalid query is unspecified (but it does not
 /// panic).
 ///
-/// Not supported: `parent.`-scoped attributes, which Tempo parses and refuses the same way
-/// ("parent not yet supported").
+/// Not supported, as in Tempo, which parses these and refuses them: `parent.`-scoped attributes
+/// and the `parent` intrinsic ("parent not yet supported"), and aggregates compared with or
+/// combined by arithmetic with each other (`min(.a) < max(.b)`, `count() + count() = 1`).
 ///
 /// # Query hints
 ///
@@ -40,6 +41,9 @@ fn pipeline(pipeline: &Pipeline) -> Result<(), Unsupported> {
         match stage {
             Stage::Spanset(expr) => spanset(expr)?,
             Stage::ScalarFilter(filter) => fields(&filter.aggregate.args)?,
+            Stage::ScalarExprFilter(filter) => {
+                return unsupported(format!("comparisons and arithmetic between aggregates (`{filter}`)"));
+            }
             Stage::By(args) | Stage::Select(args) => fields(args)?,
             Stage::Coalesce => {}
             Stage::Metrics(metrics) => {
@@ -77,6 +81,7 @@ fn fields(args: &[FieldExpr]) -> Result<(), Unsupported> {
 
 fn field(expr: &FieldExpr) -> Result<(), Unsupported> {
     match expr {
+        FieldExpr::Intrinsic(Intrinsic::Parent) => unsupported("the parent intrinsic (parent)"),
         FieldExpr::Static(_) | FieldExpr::Intrinsic(_) => Ok(()),
         FieldExpr::Attribute(attr) => {
             if attr.parent {

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use crate::ValidateError;
 use crate::ast::{
     Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Intrinsic, MetricsExpr, MetricsFn, MetricsStage, Pipeline,
-    Query, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
+    Query, ScalarExpr, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
 };
 
 /// Checks that a parsed query is meaningful. See the crate docs for the rules.
@@ -92,6 +92,8 @@ fn static_type(value: &Static) -> Type {
 
 fn intrinsic_type(intrinsic: Intrinsic) -> Type {
     match intrinsic {
+        // Untyped, as an attribute: Tempo checks nothing more before refusing it.
+        Intrinsic::Parent => Type::Attribute,
         Intrinsic::Status => Type::Status,
         Intrinsic::Kind => Type::Kind,
         Intrinsic::Duration | Intrinsic::TraceDuration | Intrinsic::EventTimeSinceStart => Type::Duration,
@@ -298,6 +300,10 @@ fn pipeline(pipeline: &Pipeline, top_level: bool) -> Result<(), ValidateError> {
         match stage {
             Stage::Spanset(expr) => spanset(expr)?,
             Stage::ScalarFilter(filter) => scalar_filter(filter)?,
+            Stage::ScalarExprFilter(filter) => {
+                scalar_expr(&filter.lhs)?;
+                scalar_expr(&filter.rhs)?;
+            }
             Stage::By(args) => {
                 let [arg] = args.as_slice() else {
                     return fail(format!(
@@ -430,35 +436,61 @@ fn filter(filter: &SpansetFilter) -> Result<(), ValidateError> {
     Ok(())
 }
 
-fn scalar_filter(filter: &ScalarFilter) -> Result<(), ValidateError> {
-    let Aggregate { func, args } = &filter.aggregate;
+/// The aggregates of arithmetic between aggregates take the arguments they take in a
+/// [`ScalarFilter`]; numbers and durations are the constants.
+fn scalar_expr(expr: &ScalarExpr) -> Result<(), ValidateError> {
+    match expr {
+        ScalarExpr::Static(s) if static_type(s).is_numeric() => Ok(()),
+        ScalarExpr::Static(s) => fail(format!(
+            "arithmetic between aggregates takes numbers and durations, found {} {s}",
+            static_type(s).name()
+        )),
+        ScalarExpr::Aggregate(a) => aggregate_args(a),
+        ScalarExpr::Pipeline { pipeline: p, aggregate } => {
+            pipeline(p, false)?;
+            aggregate_args(aggregate)
+        }
+        ScalarExpr::Binary { lhs, rhs, .. } => {
+            scalar_expr(lhs)?;
+            scalar_expr(rhs)
+        }
+    }
+}
+
+fn aggregate_args(aggregate: &Aggregate) -> Result<(), ValidateError> {
+    let Aggregate { func, args } = aggregate;
     let name = func.name();
     if *func == AggregateFn::Count {
         if !args.is_empty() {
             return fail(format!("count() takes no arguments, found {}", args.len()));
         }
-    } else {
-        let [arg] = args.as_slice() else {
-            return fail(format!("{name}() takes one argument, found {}", args.len()));
-        };
-        let t = field_type(arg)?;
-        if !t.numeric_or_attribute() {
-            return fail(format!("{name}() needs a numeric field, found {}", typed(t, arg)));
-        }
-        if !references_field(arg) {
-            return fail(format!(
-                "{name}() must reference an attribute or intrinsic, found `{arg}`"
-            ));
-        }
+        return Ok(());
     }
+    let [arg] = args.as_slice() else {
+        return fail(format!("{name}() takes one argument, found {}", args.len()));
+    };
+    let t = field_type(arg)?;
+    if !t.numeric_or_attribute() {
+        return fail(format!("{name}() needs a numeric field, found {}", typed(t, arg)));
+    }
+    if !references_field(arg) {
+        return fail(format!("{name}() must reference an attribute or intrinsic, found `{arg}`"));
+    }
+    Ok(())
+}
+
+fn scalar_filter(filter: &ScalarFilter) -> Result<(), ValidateError> {
+    aggregate_args(&filter.aggregate)?;
+    let func = filter.aggregate.func;
+    let name = func.name();
     let t = static_type(&filter.value);
-    let ok = if *func == AggregateFn::Count {
+    let ok = if func == AggregateFn::Count {
         matches!(t, Type::Int | Type::Float)
     } else {
         t.is_numeric()
     };
     if !ok {
-        let wanted = if *func == AggregateFn::Count {
+        let wanted = if func == AggregateFn::Count {
             "a number"
         } else {
             "a number or duration"

@@ -616,6 +616,7 @@ impl<'t> Model<'t> {
                 Intrinsic::NestedSetLeft => Value::Int(self.nested_set()[i][0]),
                 Intrinsic::NestedSetRight => Value::Int(self.nested_set()[i][1]),
                 Intrinsic::NestedSetParent => Value::Int(self.nested_set()[i][2]),
+                Intrinsic::Parent => unreachable!("refused by the support check"),
             },
             FieldExpr::Attribute(a) => {
                 let name = a.name.as_str();
