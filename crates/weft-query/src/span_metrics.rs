@@ -404,7 +404,7 @@ impl SpanSource for MetricColumns {
         let attributes = match self.span_attributes.as_slice() {
             [] => Bytes::new(),
             [one] => value(one),
-            many => many.iter().flat_map(|d| value(d)).collect::<Vec<u8>>().into(),
+            many => many.iter().flat_map(&value).collect::<Vec<u8>>().into(),
         };
         SpanRow {
             name: text(&self.name),

@@ -219,15 +219,15 @@ pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &
         let exemplars = exemplars(s, start_ns, step_ns);
         if !exemplars.is_empty() {
             out.extend_from_slice(b",\"exemplars\":[");
-            for (k, (labels_of, value, ts_ms)) in exemplars.iter().enumerate() {
+            for (k, e) in exemplars.iter().enumerate() {
                 if k > 0 {
                     out.push(b',');
                 }
                 out.extend_from_slice(b"{\"labels\":");
-                serde_json::to_writer(&mut out, &labels(labels_of)).expect("writing to memory");
+                serde_json::to_writer(&mut out, &labels(&e.labels)).expect("writing to memory");
                 out.extend_from_slice(b",\"value\":");
-                serde_json::to_writer(&mut out, value).expect("writing to memory");
-                let _ = write!(out, ",\"timestampMs\":\"{ts_ms}\"}}");
+                serde_json::to_writer(&mut out, &e.value).expect("writing to memory");
+                let _ = write!(out, ",\"timestampMs\":\"{}\"}}", e.timestamp_ms);
             }
             out.push(b']');
         }
@@ -239,11 +239,17 @@ pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &
     String::from_utf8(out).expect("serde_json writes utf-8")
 }
 
-/// The exemplars of a series as Tempo's `Exemplar` messages: (labels, value, timestamp in
-/// ms). Labels: `trace:id` (hex, leading zeros trimmed, as Tempo writes it), `span:id` where
+/// An exemplar as Tempo's `Exemplar` message holds it.
+pub struct ExemplarReply {
+    pub labels: Vec<(String, Value)>,
+    pub value: f64,
+    pub timestamp_ms: u64,
+}
+
+/// The exemplars of a series as Tempo's `Exemplar` messages. Labels: `trace:id` (hex, leading zeros trimmed, as Tempo writes it), `span:id` where
 /// known, and the series' `by()` labels. A counting function's exemplar takes the series'
 /// value at its step; one whose step has no value is left out, as Tempo leaves it.
-pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<(Vec<(String, Value)>, f64, u64)> {
+pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<ExemplarReply> {
     s.exemplars
         .iter()
         .filter_map(|e| {
@@ -267,7 +273,11 @@ pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<(Vec<(String, V
                     .filter(|(k, v)| !matches!(k.as_str(), "__name__" | "__bucket" | "p") && !matches!(v, Value::Nil))
                     .cloned(),
             );
-            Some((labels, value, e.timestamp_ns / 1_000_000))
+            Some(ExemplarReply {
+                labels,
+                value,
+                timestamp_ms: e.timestamp_ns / 1_000_000,
+            })
         })
         .collect()
 }

@@ -5,8 +5,8 @@
 use crate::ParseError;
 use crate::ast::{
     Aggregate, AggregateFn, BinaryOp, Compare, FieldExpr, Hint, Intrinsic, MetricsExpr, MetricsFn, MetricsStage,
-    Pipeline, Query, ScalarExpr, ScalarExprFilter, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr, SpansetFilter, SpansetOp, Stage, Static,
-    UnaryOp,
+    Pipeline, Query, ScalarExpr, ScalarExprFilter, ScalarFilter, SecondStage, SecondStageFn, SpansetExpr,
+    SpansetFilter, SpansetOp, Stage, Static, UnaryOp,
 };
 use crate::lexer::{Pos, Tok, Token, tokenize};
 

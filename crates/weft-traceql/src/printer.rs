@@ -12,8 +12,7 @@ use std::fmt::{self, Display, Formatter, Write};
 
 use crate::ast::{
     Attribute, AttributeScope, FieldExpr, MetricsExpr, Pipeline, Query, ScalarExpr, ScalarExprFilter, SecondStage,
-    SecondStageFn, SpansetExpr,
-    SpansetFilter, Stage, Static, UnaryOp,
+    SecondStageFn, SpansetExpr, SpansetFilter, Stage, Static, UnaryOp,
 };
 use crate::lexer::is_attribute_char;
 

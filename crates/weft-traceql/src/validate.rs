@@ -474,7 +474,9 @@ fn aggregate_args(aggregate: &Aggregate) -> Result<(), ValidateError> {
         return fail(format!("{name}() needs a numeric field, found {}", typed(t, arg)));
     }
     if !references_field(arg) {
-        return fail(format!("{name}() must reference an attribute or intrinsic, found `{arg}`"));
+        return fail(format!(
+            "{name}() must reference an attribute or intrinsic, found `{arg}`"
+        ));
     }
     Ok(())
 }

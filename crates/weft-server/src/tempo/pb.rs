@@ -322,10 +322,10 @@ pub fn query_range(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected
                     .collect(),
                 exemplars: super::exemplars(s, start_ns, step_ns)
                     .into_iter()
-                    .map(|(l, value, ts)| Exemplar {
-                        labels: labels(&l),
-                        value,
-                        timestamp_ms: ts as i64,
+                    .map(|e| Exemplar {
+                        labels: labels(&e.labels),
+                        value: e.value,
+                        timestamp_ms: e.timestamp_ms as i64,
                     })
                     .collect(),
             })
