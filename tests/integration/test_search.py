@@ -215,7 +215,7 @@ def test_search_errors_are_clear_400s(weft_factory):
     srv = weft_factory()
     cases = {
         "/api/search?q={ .a = }": "column",
-            # compare() runs, as a metrics query: search says where to send it.
+        # compare() runs, as a metrics query: search says where to send it.
         '/api/search?q={ resource.service.name = "x" } | compare({ status = error })': "/api/metrics/query_range",
         "/api/search?q={ status = 3 }": "invalid query",
         "/api/search?q={ }&limit=abc": "limit",
