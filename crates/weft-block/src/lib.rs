@@ -42,7 +42,7 @@ mod v1;
 pub mod values;
 mod write;
 
-pub use read::{DictColumn, FilterColumns, FilterRow, GraphColumns, MetricColumns, MetricNeeds, Needs};
+pub use read::{DictBuilder, DictColumn, FilterColumns, FilterRow, GraphColumns, MetricColumns, MetricNeeds, Needs};
 pub use write::{Encoded, WriteOptions};
 
 use bytes::Bytes;

@@ -152,6 +152,32 @@ pub struct DictColumn {
     pub null: Option<u32>,
 }
 
+/// Builds a [`DictColumn`] row by row: equal values get equal ids (the empty value is id 0),
+/// each distinct value stored once ([`crate::columns::Interner`]).
+#[derive(Debug, Default)]
+pub struct DictBuilder {
+    values: crate::columns::Interner,
+    ids: Vec<u32>,
+}
+
+impl DictBuilder {
+    /// Appends a row holding `v`.
+    pub fn push(&mut self, v: &[u8]) {
+        let id = self.values.intern(v);
+        self.ids.push(id);
+    }
+
+    pub fn finish(self) -> DictColumn {
+        DictColumn {
+            values: (0..self.values.len() as u32)
+                .map(|id| Bytes::copy_from_slice(self.values.get(id)))
+                .collect(),
+            ids: self.ids,
+            null: None,
+        }
+    }
+}
+
 /// Columns of a row group for span-at-a-time metrics: start times always, the others when
 /// asked for (empty otherwise). Strings keep their dictionary ids, so a caller can evaluate
 /// once per distinct value instead of once per row.

@@ -28,7 +28,7 @@ use weft_block::columns::SpanColumns;
 use weft_block::hash::{FastBuild, FastMap};
 use weft_block::index::Bloom;
 use weft_block::row::SpanRow;
-use weft_block::{DictColumn, MetricColumns, MetricNeeds, RowGroupStats};
+use weft_block::{DictBuilder, DictColumn, MetricColumns, MetricNeeds, RowGroupStats};
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Stage};
 use weft_traceql::{EvalError, MetricsRun, Query, Series, Trace};
 
@@ -436,23 +436,19 @@ impl<'a> HeadRows<'a> {
     /// distinct attribute blob once.
     pub fn new(cols: &'a SpanColumns, order: &'a [u32], needs: &MetricNeeds) -> HeadRows<'a> {
         let keys: Vec<&[u8]> = needs.span_keys.iter().map(|k| k.as_bytes()).collect();
-        let mut attrs: Vec<DictColumn> = keys.iter().map(|_| DictColumn::default()).collect();
+        let mut attrs: Vec<DictBuilder> = keys.iter().map(|_| DictBuilder::default()).collect();
+        let mut picked: Vec<Vec<u8>> = vec![Vec::new(); keys.len()];
         if !keys.is_empty() {
             let blobs = &cols.attributes;
-            let mut seen: Vec<FastMap<Vec<u8>, u32>> = keys.iter().map(|_| FastMap::default()).collect();
-            let mut picked: Vec<Vec<u8>> = vec![Vec::new(); keys.len()];
             for id in 0..blobs.distinct() as u32 {
                 picked.iter_mut().for_each(Vec::clear);
                 weft_block::dedicated::pick_attributes(&blobs.bytes()[blobs.value_range(id)], &keys, &mut picked);
-                for ((d, seen), p) in attrs.iter_mut().zip(&mut seen).zip(&picked) {
-                    let v = *seen.entry(p.clone()).or_insert_with(|| {
-                        d.values.push(Bytes::copy_from_slice(p));
-                        d.values.len() as u32 - 1
-                    });
-                    d.ids.push(v);
+                for (d, p) in attrs.iter_mut().zip(&picked) {
+                    d.push(p);
                 }
             }
         }
+        let attrs = attrs.into_iter().map(DictBuilder::finish).collect();
         HeadRows { cols, order, attrs }
     }
 

@@ -2,7 +2,7 @@
 
 use super::col;
 use crate::BlockError;
-use crate::read::{DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
+use crate::read::{DictBuilder, DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use crate::row::SpanRow;
 use bytes::Bytes;
 use parquet::column::reader::get_typed_column_reader;
@@ -423,7 +423,7 @@ fn span_attribute_columns(
             }
             Some((c, d)) if d.complete => {
                 let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
-                let mut interner = Interner::default();
+                let mut interner = DictBuilder::default();
                 let mut kv = Vec::new();
                 for i in 0..n {
                     kv.clear();
@@ -445,7 +445,7 @@ fn span_attribute_columns(
     let blobs = spread(blobs, &def, n);
     let want: Vec<&[u8]> = from_blob.iter().map(|&(k, _)| keys[k].as_bytes()).collect();
     let mut picked: Vec<Vec<u8>> = vec![Vec::new(); want.len()];
-    let mut interners: Vec<Interner> = want.iter().map(|_| Interner::default()).collect();
+    let mut interners: Vec<DictBuilder> = want.iter().map(|_| DictBuilder::default()).collect();
     for (i, blob) in blobs.iter().enumerate() {
         picked.iter_mut().for_each(Vec::clear);
         if let Some(b) = blob {
@@ -463,32 +463,6 @@ fn span_attribute_columns(
         out[k] = interner.finish();
     }
     Ok(out)
-}
-
-/// Gives equal byte strings equal ids, row by row, into a [`DictColumn`].
-#[derive(Default)]
-struct Interner {
-    seen: crate::hash::FastMap<Vec<u8>, u32>,
-    out: DictColumn,
-}
-
-impl Interner {
-    fn push(&mut self, v: &[u8]) {
-        let id = match self.seen.get(v) {
-            Some(&id) => id,
-            None => {
-                let id = self.out.values.len() as u32;
-                self.out.values.push(Bytes::copy_from_slice(v));
-                self.seen.insert(v.to_vec(), id);
-                id
-            }
-        };
-        self.out.ids.push(id);
-    }
-
-    fn finish(self) -> DictColumn {
-        self.out
-    }
 }
 
 /// The schema columns [`read_graph_columns`] reads, ascending.
