@@ -1,0 +1,105 @@
+package io.weft.sdk.id;
+
+/**
+ * Generates trace and span IDs (spec/ids.md "Generation"). A trace ID is two 64-bit draws
+ * (bytes 0-7, then 8-15), redrawn while all zero; a span ID is one draw, redrawn while zero.
+ *
+ * <p>The X-Ray generator overwrites bytes 0-3 with the Unix time in whole seconds.
+ *
+ * <p>IDs are returned as longs rather than objects so that generation never allocates: the high
+ * half is written into {@link #traceIdHigh} by {@link #nextTraceIdLow}, which callers on one thread
+ * read straight after (the generator is stateless otherwise, so one instance serves every thread
+ * through {@link TraceId}).
+ */
+public abstract class IdGenerator {
+  IdGenerator() {}
+
+  /** The default generator: every byte random. */
+  public static IdGenerator random() {
+    return Random.INSTANCE;
+  }
+
+  /** The X-Ray compatible generator, reading the wall clock. */
+  public static IdGenerator xray() {
+    return new Xray(Xray.SYSTEM_CLOCK);
+  }
+
+  /** The X-Ray compatible generator with an injected clock of Unix nanoseconds (for tests). */
+  public static IdGenerator xray(java.util.function.LongSupplier unixNanos) {
+    return new Xray(unixNanos);
+  }
+
+  /** Whether this generator is the X-Ray one. */
+  public abstract boolean isXray();
+
+  /**
+   * Draws a trace ID into {@code out}. Returns {@code out}.
+   */
+  public abstract TraceId nextTraceId(RandomSource r, TraceId out);
+
+  /** Draws a span ID: one draw, redrawn while zero. */
+  public long nextSpanId(RandomSource r) {
+    long v;
+    do {
+      v = r.nextLong();
+    } while (v == 0);
+    return v;
+  }
+
+  /** A mutable holder for a generated 128-bit trace ID. */
+  public static final class TraceId {
+    public long high;
+    public long low;
+  }
+
+  private static final class Random extends IdGenerator {
+    static final Random INSTANCE = new Random();
+
+    @Override
+    public boolean isXray() {
+      return false;
+    }
+
+    @Override
+    public TraceId nextTraceId(RandomSource r, TraceId out) {
+      long hi;
+      long lo;
+      do {
+        hi = r.nextLong();
+        lo = r.nextLong();
+      } while ((hi | lo) == 0);
+      out.high = hi;
+      out.low = lo;
+      return out;
+    }
+  }
+
+  private static final class Xray extends IdGenerator {
+    static final java.util.function.LongSupplier SYSTEM_CLOCK = WallClock::nowNanos;
+    private final java.util.function.LongSupplier unixNanos;
+
+    Xray(java.util.function.LongSupplier unixNanos) {
+      this.unixNanos = unixNanos;
+    }
+
+    @Override
+    public boolean isXray() {
+      return true;
+    }
+
+    @Override
+    public TraceId nextTraceId(RandomSource r, TraceId out) {
+      long hi;
+      long lo;
+      do {
+        hi = r.nextLong();
+        lo = r.nextLong();
+        long secs = Long.divideUnsigned(unixNanos.getAsLong(), 1_000_000_000L);
+        hi = (secs << 32) | (hi & 0xffffffffL);
+      } while ((hi | lo) == 0);
+      out.high = hi;
+      out.low = lo;
+      return out;
+    }
+  }
+}

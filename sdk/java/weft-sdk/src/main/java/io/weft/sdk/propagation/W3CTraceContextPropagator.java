@@ -1,0 +1,87 @@
+package io.weft.sdk.propagation;
+
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.propagation.TextMapGetter;
+import io.opentelemetry.context.propagation.TextMapPropagator;
+import io.opentelemetry.context.propagation.TextMapSetter;
+import io.weft.sdk.trace.WeftSpanContext;
+import io.weft.sdk.trace.WeftTraceState;
+import java.util.Collection;
+import java.util.Iterator;
+import java.util.List;
+
+/** W3C Trace Context Level 2: {@code traceparent} and {@code tracestate}. */
+public final class W3CTraceContextPropagator implements TextMapPropagator {
+  private static final W3CTraceContextPropagator INSTANCE = new W3CTraceContextPropagator();
+  private static final List<String> FIELDS = List.of("traceparent", "tracestate");
+
+  private W3CTraceContextPropagator() {}
+
+  public static W3CTraceContextPropagator getInstance() {
+    return INSTANCE;
+  }
+
+  @Override
+  public Collection<String> fields() {
+    return FIELDS;
+  }
+
+  @Override
+  public <C> void inject(Context context, C carrier, TextMapSetter<C> setter) {
+    if (context == null || setter == null) {
+      return;
+    }
+    WeftSpanContext sc = Carriers.spanContext(context);
+    if (sc == null) {
+      return;
+    }
+    setter.set(carrier, "traceparent", Traceparent.format(sc));
+    WeftTraceState ts = sc.weftTraceState();
+    if (!ts.isEmpty()) {
+      String h = ts.toHeader();
+      if (!h.isEmpty()) {
+        setter.set(carrier, "tracestate", h);
+      }
+    }
+  }
+
+  @Override
+  public <C> Context extract(Context context, C carrier, TextMapGetter<C> getter) {
+    if (context == null) {
+      context = Context.root();
+    }
+    if (getter == null) {
+      return context;
+    }
+    try {
+      WeftSpanContext sc = extractSpanContext(carrier, getter);
+      return sc == null ? context : Carriers.withSpanContext(context, sc);
+    } catch (RuntimeException e) {
+      return context; // never let a hostile header reach the application
+    }
+  }
+
+  /** Extracts the span context, or null when there is no valid {@code traceparent}. */
+  public <C> WeftSpanContext extractSpanContext(C carrier, TextMapGetter<C> getter) {
+    Iterator<String> it = getter.getAll(carrier, "traceparent");
+    if (it == null || !it.hasNext()) {
+      return null;
+    }
+    String v = it.next();
+    if (v == null || it.hasNext()) {
+      return null; // absent, or present more than once
+    }
+    v = Carriers.trim(v);
+    Traceparent tp = new Traceparent();
+    if (!tp.parse(v)) {
+      return null;
+    }
+    List<String> ts = Carriers.all(getter, carrier, "tracestate");
+    return tp.toSpanContext(ts.isEmpty() ? WeftTraceState.EMPTY : WeftTraceState.parse(ts));
+  }
+
+  @Override
+  public String toString() {
+    return "W3CTraceContextPropagator";
+  }
+}
