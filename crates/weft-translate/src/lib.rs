@@ -1,0 +1,64 @@
+//! Foreign trace formats in and out.
+//!
+//! Every receiver of a foreign format converts what it receives **exactly once**, here, into
+//! the bytes of an OTLP `ExportTraceServiceRequest`, which then follows the OTLP path (limits,
+//! tenancy, WAL, ack after fsync); nothing downstream knows where a span came from except its
+//! attributes. The query APIs of those formats convert stored OTLP spans back.
+//!
+//! - [`zipkin`]: Zipkin v2 JSON and proto3, v1 JSON and thrift in; Zipkin v2 JSON out.
+//! - [`thrift`]: the Thrift binary and compact protocols, read without copying.
+//! - [`otlp`]: the OTLP encoder the translators write with.
+//!
+//! The mapping of every field is in `spec/zipkin.md`, with vectors in `spec/vectors/zipkin.json`.
+
+pub mod otlp;
+pub mod thrift;
+pub mod zipkin;
+
+/// Why a foreign payload was refused. The message names the problem and where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TranslateError(pub String);
+
+impl TranslateError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        TranslateError(msg.into())
+    }
+}
+
+/// Parses 1 to `N * 2` hex digits (either case) into `N` bytes, left-padded with zeros, as
+/// Zipkin and Jaeger accept IDs.
+pub fn parse_hex_id<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > N * 2 {
+        return None;
+    }
+    let mut out = [0u8; N];
+    let pad = N * 2 - b.len();
+    for (i, &c) in b.iter().enumerate() {
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        let at = pad + i;
+        out[at / 2] |= if at % 2 == 0 { v << 4 } else { v };
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_ids_pad_left_and_refuse_junk() {
+        assert_eq!(parse_hex_id::<8>("1"), Some([0, 0, 0, 0, 0, 0, 0, 1]));
+        assert_eq!(parse_hex_id::<8>("a1B2c3d4e5f60718"), Some([0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18]));
+        assert_eq!(parse_hex_id::<16>("abc").unwrap()[14..], [0x0a, 0xbc]);
+        assert_eq!(parse_hex_id::<8>(""), None);
+        assert_eq!(parse_hex_id::<8>("00000000000000001"), None);
+        assert_eq!(parse_hex_id::<8>("x"), None);
+    }
+}

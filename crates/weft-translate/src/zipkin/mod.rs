@@ -1,0 +1,425 @@
+//! Zipkin: v2 JSON and proto3, v1 JSON and thrift in ([`decode`]); v2 JSON out ([`out`]).
+//!
+//! Every input format is read into the v2 model ([`Span`]), v1 through Zipkin's own v1→v2
+//! rules ([`v1`]), then written as OTLP by [`to_otlp`], following the OpenTelemetry
+//! Collector's Zipkin translator except where `spec/zipkin.md` says otherwise (and why).
+
+pub mod json;
+pub mod out;
+pub mod proto3;
+pub mod thrift;
+pub mod v1;
+
+use std::borrow::Cow;
+
+use crate::TranslateError;
+use crate::otlp::{RequestWriter, Value, kind, status};
+
+/// Zipkin's span kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Client,
+    Server,
+    Producer,
+    Consumer,
+}
+
+impl Kind {
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "CLIENT" => Some(Kind::Client),
+            "SERVER" => Some(Kind::Server),
+            "PRODUCER" => Some(Kind::Producer),
+            "CONSUMER" => Some(Kind::Consumer),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Client => "CLIENT",
+            Kind::Server => "SERVER",
+            Kind::Producer => "PRODUCER",
+            Kind::Consumer => "CONSUMER",
+        }
+    }
+}
+
+/// A network endpoint of a span.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint<'a> {
+    pub service_name: Option<Cow<'a, str>>,
+    pub ipv4: Option<std::net::Ipv4Addr>,
+    pub ipv6: Option<std::net::Ipv6Addr>,
+    pub port: u16,
+}
+
+impl Endpoint<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.service_name.is_none() && self.ipv4.is_none() && self.ipv6.is_none() && self.port == 0
+    }
+
+    fn service(&self) -> Option<&str> {
+        self.service_name.as_deref()
+    }
+}
+
+/// A timestamped annotation (microseconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation<'a> {
+    pub timestamp_us: u64,
+    pub value: Cow<'a, str>,
+}
+
+/// A Zipkin v2 span. Strings borrow from the payload where it holds them unescaped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Span<'a> {
+    pub trace_id: [u8; 16],
+    pub id: [u8; 8],
+    pub parent_id: Option<[u8; 8]>,
+    pub kind: Option<Kind>,
+    pub name: Option<Cow<'a, str>>,
+    /// Microseconds since the epoch; 0 when absent.
+    pub timestamp_us: u64,
+    /// Microseconds; 0 when absent.
+    pub duration_us: u64,
+    pub local: Option<Endpoint<'a>>,
+    pub remote: Option<Endpoint<'a>>,
+    pub annotations: Vec<Annotation<'a>>,
+    pub tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    pub debug: bool,
+    pub shared: bool,
+}
+
+/// The encodings a Zipkin receiver accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `POST /api/v2/spans`, `application/json`.
+    JsonV2,
+    /// `POST /api/v2/spans`, `application/x-protobuf`.
+    Proto3,
+    /// `POST /api/v1/spans`, `application/json`.
+    JsonV1,
+    /// `POST /api/v1/spans`, `application/x-thrift`.
+    ThriftV1,
+}
+
+/// Decodes a Zipkin payload into v2 spans.
+pub fn decode(enc: Encoding, body: &[u8]) -> Result<Vec<Span<'_>>, TranslateError> {
+    match enc {
+        Encoding::JsonV2 => json::decode_v2(body),
+        Encoding::Proto3 => proto3::decode(body),
+        Encoding::JsonV1 => Ok(v1::to_v2(json::decode_v1(body)?)),
+        Encoding::ThriftV1 => Ok(v1::to_v2(thrift::decode(body)?)),
+    }
+}
+
+/// Decodes a Zipkin payload and writes it as an OTLP `ExportTraceServiceRequest`. Returns
+/// the request and its span count.
+pub fn to_otlp_request(enc: Encoding, body: &[u8]) -> Result<(Vec<u8>, usize), TranslateError> {
+    let spans = decode(enc, body)?;
+    Ok((to_otlp(&spans), spans.len()))
+}
+
+/// Attribute keys of the OpenTelemetry semantic conventions that the Collector's Zipkin
+/// translators use for endpoints.
+pub mod keys {
+    pub const NET_HOST_IP: &str = "net.host.ip";
+    pub const NET_HOST_PORT: &str = "net.host.port";
+    pub const NET_PEER_IP: &str = "net.peer.ip";
+    pub const NET_PEER_PORT: &str = "net.peer.port";
+    pub const PEER_SERVICE: &str = "peer.service";
+    pub const SERVICE_NAME: &str = "service.name";
+    pub const STATUS_CODE: &str = "otel.status_code";
+    pub const STATUS_DESCRIPTION: &str = "otel.status_description";
+    pub const SCOPE_NAME: &str = "otel.scope.name";
+    pub const SCOPE_VERSION: &str = "otel.scope.version";
+    pub const LIBRARY_NAME: &str = "otel.library.name";
+    pub const LIBRARY_VERSION: &str = "otel.library.version";
+    pub const TRACESTATE: &str = "w3c.tracestate";
+    pub const SPAN_KIND: &str = "span.kind";
+    pub const ERROR: &str = "error";
+    /// On a server span that shared its span ID with its client (`"shared": true`): the span
+    /// ID the client sent, which became the OTLP parent (see [`shared_span_id`]).
+    pub const SHARED_ID: &str = "zipkin.shared";
+    /// With [`SHARED_ID`]: the parent ID the shared span had, when it had one.
+    pub const SHARED_PARENT: &str = "zipkin.shared_parent";
+    /// Set when a Zipkin span had no timestamp (its OTLP start is then 0 + its duration).
+    pub const START_ABSENT: &str = "otel.zipkin.absentField.startTime";
+    pub const LINK_PREFIX: &str = "otlp.link.";
+}
+
+/// Tags the Collector moves to the resource: the resource semantic conventions' namespaces.
+fn is_resource_tag(k: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "service.",
+        "telemetry.",
+        "host.",
+        "os.",
+        "process.",
+        "container.",
+        "k8s.",
+        "cloud.",
+        "faas.",
+        "deployment.",
+        "device.",
+        "webengine.",
+    ];
+    k != keys::SERVICE_NAME && PREFIXES.iter().any(|p| k.starts_with(p)) || k == "opencensus.exporterversion"
+}
+
+/// The span ID a shared server span gets in OTLP, where client and server are two spans of
+/// one trace and need two IDs (Zipkin lets a server "join" its client's span ID). Derived from
+/// the shared ID alone, so a span sent twice is still de-duplicated; never zero and never the
+/// shared ID.
+pub fn shared_span_id(id: &[u8; 8]) -> [u8; 8] {
+    // splitmix64's finaliser: a bijection, so two shared IDs never collide.
+    let mut z = u64::from_be_bytes(*id).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    if z == 0 || z.to_be_bytes() == *id {
+        z = z.wrapping_add(1).max(1);
+    }
+    z.to_be_bytes()
+}
+
+/// What groups spans into one OTLP resource and scope.
+#[derive(PartialEq, Eq)]
+struct Group<'s> {
+    service: Option<&'s str>,
+    resource_tags: Vec<(&'s str, &'s str)>,
+    scope: (&'s str, &'s str),
+}
+
+fn group_of<'s>(s: &'s Span<'_>) -> Group<'s> {
+    let mut resource_tags: Vec<(&str, &str)> = s
+        .tags
+        .iter()
+        .filter(|(k, _)| is_resource_tag(k))
+        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+        .collect();
+    resource_tags.sort_unstable();
+    let tag = |a: &str, b: &str| {
+        s.tags
+            .iter()
+            .find(|(k, _)| k == a)
+            .or_else(|| s.tags.iter().find(|(k, _)| k == b))
+            .map_or("", |(_, v)| v.as_ref())
+    };
+    Group {
+        service: s.local.as_ref().and_then(Endpoint::service),
+        resource_tags,
+        scope: (
+            tag(keys::SCOPE_NAME, keys::LIBRARY_NAME),
+            tag(keys::SCOPE_VERSION, keys::LIBRARY_VERSION),
+        ),
+    }
+}
+
+/// Writes Zipkin v2 spans as one OTLP request: one resource per local service (and resource
+/// tags), one scope per instrumentation library, spans in the order received.
+pub fn to_otlp(spans: &[Span<'_>]) -> Vec<u8> {
+    let groups: Vec<Group<'_>> = spans.iter().map(group_of).collect();
+    // Order spans by group, keeping each group's spans in arrival order.
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut group_index = vec![0usize; spans.len()];
+    for i in 0..spans.len() {
+        let g = firsts.iter().position(|&f| groups[f] == groups[i]).unwrap_or_else(|| {
+            firsts.push(i);
+            firsts.len() - 1
+        });
+        group_index[i] = g;
+    }
+    order.sort_by_key(|&i| group_index[i]);
+
+    let mut w = RequestWriter::with_capacity(spans.len() * 256 + 64);
+    let mut prev: Option<&Group<'_>> = None;
+    for &i in &order {
+        let g = &groups[i];
+        let new_resource = prev.is_none_or(|p| p.service != g.service || p.resource_tags != g.resource_tags);
+        if new_resource {
+            let svc = g.service.map(|s| Value::Str(Cow::Borrowed(s)));
+            let vals: Vec<Value<'_>> = g.resource_tags.iter().map(|(_, v)| Value::Str(Cow::Borrowed(*v))).collect();
+            let attrs = svc
+                .iter()
+                .map(|v| (keys::SERVICE_NAME, v))
+                .chain(g.resource_tags.iter().zip(&vals).map(|((k, _), v)| (*k, v)));
+            w.resource(attrs);
+        }
+        if new_resource || prev.is_some_and(|p| p.scope != g.scope) {
+            w.scope(g.scope.0, g.scope.1);
+        }
+        prev = Some(g);
+        write_span(&mut w, &spans[i]);
+    }
+    w.finish()
+}
+
+fn ip_text(e: &Endpoint<'_>) -> Option<String> {
+    e.ipv4.map(|a| a.to_string()).or_else(|| e.ipv6.map(|a| a.to_string()))
+}
+
+fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
+    let tag = |k: &str| s.tags.iter().find(|(tk, _)| tk == k).map(|(_, v)| v.as_ref());
+    let mut sw = w.span();
+    // A server that joined its client's span: its own ID, under the client span.
+    let (id, parent) = if s.shared && s.kind == Some(Kind::Server) {
+        (shared_span_id(&s.id), Some(s.id))
+    } else {
+        (s.id, s.parent_id.filter(|p| *p != s.id && *p != [0; 8]))
+    };
+    sw.ids(&s.trace_id, &id, parent.as_ref());
+    if s.shared && s.kind == Some(Kind::Server) {
+        sw.str_attr(keys::SHARED_ID, &weft_core::hex(&s.id));
+        if let Some(p) = s.parent_id.filter(|p| *p != [0; 8]) {
+            sw.str_attr(keys::SHARED_PARENT, &weft_core::hex(&p));
+        }
+    }
+    if let Some(ts) = tag(keys::TRACESTATE) {
+        sw.trace_state(ts);
+    }
+    sw.name(s.name.as_deref().unwrap_or(""));
+    let k = match s.kind {
+        Some(Kind::Client) => kind::CLIENT,
+        Some(Kind::Server) => kind::SERVER,
+        Some(Kind::Producer) => kind::PRODUCER,
+        Some(Kind::Consumer) => kind::CONSUMER,
+        None if tag(keys::SPAN_KIND) == Some("internal") => kind::INTERNAL,
+        None => kind::UNSPECIFIED,
+    };
+    sw.kind(k);
+    let start = s.timestamp_us.saturating_mul(1000);
+    sw.times(start, start.saturating_add(s.duration_us.saturating_mul(1000)));
+
+    // Status: `otel.status_code` (with `otel.status_description`) when present; else the
+    // `error` tag, whose value (unless "true" or empty) becomes the status message.
+    let (mut code, mut message) = (status::UNSET, "");
+    match tag(keys::STATUS_CODE) {
+        Some("STATUS_CODE_OK" | "OK") => code = status::OK,
+        Some("STATUS_CODE_ERROR" | "ERROR") => {
+            code = status::ERROR;
+            message = tag(keys::STATUS_DESCRIPTION).unwrap_or("");
+        }
+        _ => {}
+    }
+    let error_tag = tag(keys::ERROR);
+    if let Some(e) = error_tag
+        && code != status::OK
+    {
+        code = status::ERROR;
+        if message.is_empty() && e != "true" {
+            message = e;
+        }
+    }
+    let status_from_tags = tag(keys::STATUS_CODE).is_some();
+
+    for (k, v) in &s.tags {
+        let k = k.as_ref();
+        let dropped = is_resource_tag(k)
+            || matches!(
+                k,
+                keys::SCOPE_NAME | keys::SCOPE_VERSION | keys::LIBRARY_NAME | keys::LIBRARY_VERSION | keys::TRACESTATE
+            )
+            || (k == keys::SPAN_KIND && s.kind.is_none() && v == "internal")
+            || (status_from_tags && matches!(k, keys::STATUS_CODE | keys::STATUS_DESCRIPTION))
+            || (k == keys::ERROR && code == status::ERROR)
+            || k.starts_with(keys::LINK_PREFIX);
+        if !dropped {
+            sw.str_attr(k, v);
+        }
+    }
+    if let Some(l) = &s.local {
+        if let Some(ip) = ip_text(l) {
+            sw.str_attr(keys::NET_HOST_IP, &ip);
+        }
+        if l.port > 0 {
+            sw.attr(keys::NET_HOST_PORT, &Value::Int(i64::from(l.port)));
+        }
+    }
+    if let Some(r) = &s.remote {
+        if let Some(svc) = r.service() {
+            sw.str_attr(keys::PEER_SERVICE, svc);
+        }
+        if let Some(ip) = ip_text(r) {
+            sw.str_attr(keys::NET_PEER_IP, &ip);
+        }
+        if r.port > 0 {
+            sw.attr(keys::NET_PEER_PORT, &Value::Int(i64::from(r.port)));
+        }
+    }
+    if s.timestamp_us == 0 {
+        sw.attr(keys::START_ABSENT, &Value::Bool(true));
+    }
+    for a in &s.annotations {
+        write_annotation(&mut sw, a);
+    }
+    for i in 0..128 {
+        let key = format!("{}{i}", keys::LINK_PREFIX);
+        let Some(v) = tag(&key) else { break };
+        write_link(&mut sw, v);
+    }
+    sw.status(code, message);
+}
+
+/// An annotation as an event. `name|{json attributes}|dropped` (how the Collector's Zipkin
+/// exporter writes events with attributes) is read back into the event's attributes.
+fn write_annotation(sw: &mut crate::otlp::SpanWriter<'_>, a: &Annotation<'_>) {
+    let t = a.timestamp_us.saturating_mul(1000);
+    if let Some((name, attrs, dropped)) = split_encoded(&a.value) {
+        let vals = json_attrs(attrs);
+        if let Some(vals) = vals {
+            sw.event(t, name, vals.iter().map(|(k, v)| (k.as_str(), v)), dropped);
+            return;
+        }
+    }
+    sw.event(t, &a.value, [], 0);
+}
+
+/// Splits `head|{json}|n`: the head, the JSON and n.
+fn split_encoded(v: &str) -> Option<(&str, &str, u32)> {
+    let first = v.find('|')?;
+    let last = v.rfind('|')?;
+    if last <= first {
+        return None;
+    }
+    let dropped = v[last + 1..].parse().ok()?;
+    Some((&v[..first], &v[first + 1..last], dropped))
+}
+
+fn json_attrs(s: &str) -> Option<Vec<(String, Value<'static>)>> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(s).ok()?;
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let v = match v {
+            serde_json::Value::String(s) => Value::Str(Cow::Owned(s)),
+            serde_json::Value::Bool(b) => Value::Bool(b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Double(n.as_f64().unwrap_or(0.0)),
+            },
+            _ => continue,
+        };
+        out.push((k, v));
+    }
+    Some(out)
+}
+
+/// `otlp.link.N` = `traceid|spanid|tracestate|{json attributes}|dropped`.
+fn write_link(sw: &mut crate::otlp::SpanWriter<'_>, v: &str) {
+    let mut parts = v.splitn(4, '|');
+    let (Some(t), Some(s), Some(ts), Some(rest)) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return;
+    };
+    let (Some(trace), Some(span)) = (crate::parse_hex_id::<16>(t), crate::parse_hex_id::<8>(s)) else {
+        return;
+    };
+    let Some(bar) = rest.rfind('|') else { return };
+    let dropped = rest[bar + 1..].parse().unwrap_or(0);
+    let attrs = json_attrs(&rest[..bar]).unwrap_or_default();
+    sw.link(&trace, &span, ts, attrs.iter().map(|(k, v)| (k.as_str(), v)), dropped);
+}
+
+#[cfg(test)]
+mod tests;

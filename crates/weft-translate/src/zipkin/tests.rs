@@ -1,0 +1,230 @@
+use super::*;
+use prost::Message;
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+
+fn otlp(enc: Encoding, body: &[u8]) -> ExportTraceServiceRequest {
+    let (b, _) = to_otlp_request(enc, body).unwrap();
+    ExportTraceServiceRequest::decode(&b[..]).unwrap()
+}
+
+/// Every span of a request, back in Zipkin v2 JSON.
+fn back(req: &ExportTraceServiceRequest) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for rs in &req.resource_spans {
+        let res = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
+        for ss in &rs.scope_spans {
+            let sc = ss.scope.as_ref().map(|s| (s.name.as_str(), s.version.as_str())).unwrap_or(("", ""));
+            for s in &ss.spans {
+                out.push(out::from_otlp(res, sc, s).to_json());
+            }
+        }
+    }
+    out
+}
+
+const V2: &str = r#"[
+ {"traceId":"86154a4ba6e91385","parentId":"86154a4ba6e91385","id":"4d1e00c0db9010db","kind":"CLIENT",
+  "name":"get /users","timestamp":1472470996199000,"duration":207000,
+  "localEndpoint":{"serviceName":"frontend","ipv4":"192.168.99.1","port":8080},
+  "remoteEndpoint":{"serviceName":"backend","ipv4":"172.19.0.2","port":9000},
+  "annotations":[{"timestamp":1472470996238000,"value":"ws"},{"timestamp":1472470996403000,"value":"wr"}],
+  "tags":{"http.path":"/api","clnt/finagle.version":"6.45.0"}},
+ {"traceId":"86154a4ba6e91385","parentId":"86154a4ba6e91385","id":"4d1e00c0db9010db","kind":"SERVER",
+  "name":"get /users","timestamp":1472470996250000,"duration":100000,"shared":true,
+  "localEndpoint":{"serviceName":"backend","ipv6":"2001:db8::c001"},
+  "tags":{"error":"boom"}}
+]"#;
+
+#[test]
+fn v2_json_round_trips_through_otlp() {
+    let req = otlp(Encoding::JsonV2, V2.as_bytes());
+    assert_eq!(req.resource_spans.len(), 2, "one resource per service");
+    let client = &req.resource_spans[0].scope_spans[0].spans[0];
+    assert_eq!(client.kind, 3);
+    assert_eq!(client.start_time_unix_nano, 1_472_470_996_199_000_000);
+    assert_eq!(client.end_time_unix_nano - client.start_time_unix_nano, 207_000_000);
+    assert_eq!(client.events.len(), 2);
+    let keys: Vec<&str> = client.attributes.iter().map(|kv| kv.key.as_str()).collect();
+    assert!(keys.contains(&"peer.service") && keys.contains(&"net.peer.port") && keys.contains(&"net.host.ip"));
+    // The shared server span gets its own ID under the client span.
+    let server = &req.resource_spans[1].scope_spans[0].spans[0];
+    assert_eq!(server.parent_span_id, client.span_id);
+    assert_ne!(server.span_id, client.span_id);
+    assert_eq!(server.status.as_ref().unwrap().code, 2);
+    assert_eq!(server.status.as_ref().unwrap().message, "boom");
+
+    let input: Vec<serde_json::Value> = serde_json::from_str(V2).unwrap();
+    assert_eq!(back(&req), input);
+}
+
+#[test]
+fn proto3_matches_json() {
+    // ListOfSpans with one span: trace_id (8), id, kind SERVER, name, timestamp, duration,
+    // local endpoint, one tag.
+    let mut span = Vec::new();
+    weft_otlp::wire::put_bytes(&mut span, 1, &[0, 0, 0, 0, 0, 0, 0, 7]);
+    weft_otlp::wire::put_bytes(&mut span, 3, &[0, 0, 0, 0, 0, 0, 0, 9]);
+    weft_otlp::wire::put_varint_field(&mut span, 4, 2);
+    weft_otlp::wire::put_bytes(&mut span, 5, b"op");
+    weft_otlp::wire::put_fixed64(&mut span, 6, 1_000_000);
+    weft_otlp::wire::put_varint_field(&mut span, 7, 5);
+    let mut ep = Vec::new();
+    weft_otlp::wire::put_bytes(&mut ep, 1, b"svc");
+    weft_otlp::wire::put_bytes(&mut ep, 2, &[10, 0, 0, 1]);
+    weft_otlp::wire::put_bytes(&mut span, 8, &ep);
+    let mut tag = Vec::new();
+    weft_otlp::wire::put_bytes(&mut tag, 1, b"k");
+    weft_otlp::wire::put_bytes(&mut tag, 2, b"v");
+    weft_otlp::wire::put_bytes(&mut span, 11, &tag);
+    let mut list = Vec::new();
+    weft_otlp::wire::put_bytes(&mut list, 1, &span);
+    let from_proto = back(&otlp(Encoding::Proto3, &list));
+    let json = r#"[{"traceId":"7","id":"9","kind":"SERVER","name":"op","timestamp":1000000,"duration":5,
+        "localEndpoint":{"serviceName":"svc","ipv4":"10.0.0.1"},"tags":{"k":"v"}}]"#;
+    let from_json = back(&otlp(Encoding::JsonV2, json.as_bytes()));
+    assert_eq!(from_proto, from_json);
+    assert_eq!(from_json[0]["traceId"], "0000000000000007");
+}
+
+#[test]
+fn v1_shared_span_splits_into_client_and_server() {
+    let v1 = r#"[{"traceId":"1","id":"2","name":"get","timestamp":100,"duration":50,
+      "annotations":[
+        {"timestamp":100,"value":"cs","endpoint":{"serviceName":"web","ipv4":"10.0.0.1"}},
+        {"timestamp":110,"value":"sr","endpoint":{"serviceName":"api","ipv4":"10.0.0.2"}},
+        {"timestamp":140,"value":"ss","endpoint":{"serviceName":"api","ipv4":"10.0.0.2"}},
+        {"timestamp":150,"value":"cr","endpoint":{"serviceName":"web","ipv4":"10.0.0.1"}},
+        {"timestamp":120,"value":"cache.miss","endpoint":{"serviceName":"api","ipv4":"10.0.0.2"}}],
+      "binaryAnnotations":[
+        {"key":"http.path","value":"/x","endpoint":{"serviceName":"api","ipv4":"10.0.0.2"}},
+        {"key":"sa","value":true,"endpoint":{"serviceName":"api","ipv4":"10.0.0.2","port":80}}]}]"#;
+    let spans = decode(Encoding::JsonV1, v1.as_bytes()).unwrap();
+    assert_eq!(spans.len(), 2);
+    let (c, s) = (&spans[0], &spans[1]);
+    assert_eq!((c.kind, c.timestamp_us, c.duration_us), (Some(Kind::Client), 100, 50));
+    assert_eq!(c.remote.as_ref().unwrap().port, 80);
+    assert_eq!((s.kind, s.timestamp_us, s.duration_us, s.shared), (Some(Kind::Server), 110, 30, true));
+    assert_eq!(s.annotations.len(), 1);
+    assert_eq!(s.tags, vec![(Cow::Borrowed("http.path"), Cow::Borrowed("/x"))]);
+}
+
+#[test]
+fn v1_thrift_reads_like_v1_json() {
+    // list<Span> of one span: trace_id 1, name "n", id 2, one annotation "sr" with endpoint,
+    // one string binary annotation.
+    fn field(out: &mut Vec<u8>, ty: u8, id: i16) {
+        out.push(ty);
+        out.extend_from_slice(&id.to_be_bytes());
+    }
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as i32).to_be_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    let mut ep = Vec::new();
+    field(&mut ep, 8, 1);
+    ep.extend_from_slice(&0x0a00_0002u32.to_be_bytes());
+    field(&mut ep, 6, 2);
+    ep.extend_from_slice(&8080i16.to_be_bytes());
+    field(&mut ep, 11, 3);
+    string(&mut ep, "api");
+    ep.push(0);
+    let mut b = vec![12];
+    b.extend_from_slice(&1i32.to_be_bytes());
+    field(&mut b, 10, 1);
+    b.extend_from_slice(&1i64.to_be_bytes());
+    field(&mut b, 11, 3);
+    string(&mut b, "n");
+    field(&mut b, 10, 4);
+    b.extend_from_slice(&2i64.to_be_bytes());
+    field(&mut b, 15, 6);
+    b.push(12);
+    b.extend_from_slice(&2i32.to_be_bytes());
+    for (ts, v) in [(10i64, "sr"), (30, "ss")] {
+        field(&mut b, 10, 1);
+        b.extend_from_slice(&ts.to_be_bytes());
+        field(&mut b, 11, 2);
+        string(&mut b, v);
+        field(&mut b, 12, 3);
+        b.extend_from_slice(&ep);
+        b.push(0);
+    }
+    field(&mut b, 15, 8);
+    b.push(12);
+    b.extend_from_slice(&1i32.to_be_bytes());
+    field(&mut b, 11, 1);
+    string(&mut b, "k");
+    field(&mut b, 11, 2);
+    string(&mut b, "v");
+    field(&mut b, 8, 3);
+    b.extend_from_slice(&6i32.to_be_bytes());
+    field(&mut b, 12, 4);
+    b.extend_from_slice(&ep);
+    b.push(0);
+    b.push(0);
+    let from_thrift = decode(Encoding::ThriftV1, &b).unwrap();
+    let json = r#"[{"traceId":"1","id":"2","name":"n","annotations":[
+        {"timestamp":10,"value":"sr","endpoint":{"serviceName":"api","ipv4":"10.0.0.2","port":8080}},
+        {"timestamp":30,"value":"ss","endpoint":{"serviceName":"api","ipv4":"10.0.0.2","port":8080}}],
+        "binaryAnnotations":[{"key":"k","value":"v","endpoint":{"serviceName":"api","ipv4":"10.0.0.2","port":8080}}]}]"#;
+    let from_json = decode(Encoding::JsonV1, json.as_bytes()).unwrap();
+    assert_eq!(from_thrift, from_json);
+    assert_eq!(from_json[0].kind, Some(Kind::Server));
+    assert_eq!((from_json[0].timestamp_us, from_json[0].duration_us), (10, 20));
+    // No span timestamp: the server side was shared (v1's convention).
+    assert!(from_json[0].shared);
+}
+
+#[test]
+fn bad_input_names_the_problem() {
+    let e = decode(Encoding::JsonV2, br#"[{"traceId":"xyz","id":"1"}]"#).unwrap_err();
+    assert!(e.0.contains("traceId"), "{e}");
+    let e = decode(Encoding::JsonV2, br#"[{"traceId":"1"}]"#).unwrap_err();
+    assert!(e.0.contains("id is missing"), "{e}");
+    let e = decode(Encoding::JsonV2, br#"[{"traceId":"1","id":"2","kind":"LOCAL"}]"#).unwrap_err();
+    assert!(e.0.contains("kind"), "{e}");
+    let e = decode(Encoding::JsonV2, b"{").unwrap_err();
+    assert!(e.0.contains("malformed"), "{e}");
+}
+
+#[test]
+fn otlp_spans_read_as_the_collector_exports_them() {
+    use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
+    use weft_otlp::pb::trace::{Span as S, Status, span::Event};
+    let kv = |k: &str, v: V| KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    };
+    let span = S {
+        trace_id: vec![1; 16].into(),
+        span_id: vec![2; 8].into(),
+        name: "Internal Work".into(),
+        kind: 1,
+        start_time_unix_nano: 5_000,
+        end_time_unix_nano: 5_400,
+        attributes: vec![kv("n", V::IntValue(3)), kv("net.peer.ip", V::StringValue("::1".into()))],
+        events: vec![Event {
+            time_unix_nano: 5_100,
+            name: "ev".into(),
+            attributes: vec![kv("a", V::BoolValue(true))],
+            ..Event::default()
+        }],
+        status: Some(Status {
+            code: 2,
+            message: "bad".into(),
+        }),
+        ..S::default()
+    };
+    let res = [kv("service.name", V::StringValue("Checkout".into())), kv("host.name", V::StringValue("h1".into()))];
+    let z = out::from_otlp(&res, ("lib", ""), &span).to_json();
+    assert_eq!(
+        z,
+        serde_json::json!({
+            "traceId": "01010101010101010101010101010101", "id": "0202020202020202",
+            "name": "internal work", "timestamp": 5, "duration": 1,
+            "localEndpoint": {"serviceName": "checkout"},
+            "remoteEndpoint": {"ipv6": "::1"},
+            "annotations": [{"timestamp": 5, "value": "ev|{\"a\":true}|0"}],
+            "tags": {"error": "bad", "host.name": "h1", "n": "3", "otel.scope.name": "lib", "span.kind": "internal"}
+        })
+    );
+}
