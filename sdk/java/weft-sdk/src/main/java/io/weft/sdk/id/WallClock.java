@@ -35,8 +35,12 @@ public final class WallClock {
 
   /** Returns the current Unix time in nanoseconds. */
   public static long nowNanos() {
+    return epochNanosAt(System.nanoTime());
+  }
+
+  /** Returns the Unix time in nanoseconds at {@code mono}, a recent {@link System#nanoTime()}. */
+  public static long epochNanosAt(long mono) {
     Anchor a = anchor;
-    long mono = System.nanoTime();
     long elapsed = mono - a.monoNanos;
     if (elapsed > REANCHOR_NANOS) {
       // A benign race: several threads may re-anchor at once; each publishes a consistent Anchor.

@@ -1,0 +1,282 @@
+package io.weft.sdk.export;
+
+import io.weft.sdk.internal.RateLimitedLogger;
+import io.weft.sdk.trace.RecordingSpan;
+import io.weft.sdk.trace.Resource;
+import io.weft.sdk.trace.SpanSink;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.LockSupport;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The batch pipeline: ended spans go into bounded lock-free queues, one export thread drains them
+ * into batches and hands each batch to the exporter.
+ *
+ * <p><b>Design constraints.</b> Ending a span never blocks and takes no lock: it is one CAS on
+ * the tail of one of {@code nextPow2(2 * CPUs)} ring buffers, chosen by thread ID so that threads
+ * rarely share a tail. A full ring drops the span, counts it and logs at most once a minute.
+ * Memory stays bounded while the backend is down: the rings plus one batch (the exporter retries
+ * one batch at a time while the rings fill and then drop).
+ */
+public final class ExportPipeline implements SpanSink {
+  private static final Logger LOG = Logger.getLogger(ExportPipeline.class.getName());
+
+  private final Ring[] rings;
+  private final int ringMask;
+  private final int wakeMask;
+  private final int batchSize;
+  private final long delayNanos;
+  private final Resource resource;
+  private final SpanExporter exporter;
+  private final ExportStats stats = new ExportStats();
+  private final RateLimitedLogger queueFullLog = new RateLimitedLogger(LOG, 60_000);
+  private final Thread worker;
+  private volatile boolean parked;
+  private volatile boolean stopping;
+  private final AtomicLong flushRequested = new AtomicLong();
+  private volatile long flushDone;
+  private final Object flushLock = new Object();
+
+  /** Batch options (OTEL_BSP_* defaults). */
+  public static final class Config {
+    int maxQueueSize = 2048;
+    int maxExportBatchSize = 512;
+    long scheduleDelayMillis = 5000;
+
+    public Config setMaxQueueSize(int n) {
+      maxQueueSize = Math.max(1, n);
+      return this;
+    }
+
+    public Config setMaxExportBatchSize(int n) {
+      maxExportBatchSize = Math.max(1, n);
+      return this;
+    }
+
+    public Config setScheduleDelay(Duration d) {
+      scheduleDelayMillis = Math.max(1, d.toMillis());
+      return this;
+    }
+
+    public int maxQueueSize() {
+      return maxQueueSize;
+    }
+  }
+
+  public ExportPipeline(Resource resource, SpanExporter exporter, Config config) {
+    this.resource = resource;
+    this.exporter = exporter;
+    int n = Integer.highestOneBit(Math.max(1, 2 * Runtime.getRuntime().availableProcessors() - 1))
+        << 1;
+    int per = Math.max(16, Integer.highestOneBit(Math.max(1, config.maxQueueSize / n - 1)) << 1);
+    this.rings = new Ring[n];
+    for (int i = 0; i < n; i++) {
+      rings[i] = new Ring(per);
+    }
+    this.ringMask = n - 1;
+    this.batchSize = Math.min(config.maxExportBatchSize, config.maxQueueSize);
+    // Wake the exporter when a ring crosses a multiple of this many spans (a power of two so that
+    // the check on span end is one AND): often enough that rings never fill between wake-ups.
+    int wake = Integer.highestOneBit(Math.max(1, Math.min(per / 2, batchSize / n)));
+    this.wakeMask = wake - 1;
+    this.delayNanos = config.scheduleDelayMillis * 1_000_000L;
+    this.worker = new Thread(this::run, "weft-span-exporter");
+    worker.setDaemon(true);
+    worker.start();
+  }
+
+  public ExportStats stats() {
+    return stats;
+  }
+
+  @Override
+  public void onEnd(RecordingSpan span) {
+    Ring r = rings[(int) Thread.currentThread().getId() & ringMask];
+    long t = r.offer(span);
+    if (t < 0) {
+      stats.droppedQueueFull.increment();
+      queueFullLog.log("export queue full, span dropped");
+      return;
+    }
+    if ((t & wakeMask) == wakeMask && parked) {
+      LockSupport.unpark(worker);
+    }
+  }
+
+  private int drain(List<RecordingSpan> batch) {
+    int got = 0;
+    boolean progress = true;
+    while (batch.size() < batchSize && progress) {
+      progress = false;
+      for (Ring r : rings) {
+        RecordingSpan s = r.poll();
+        if (s != null) {
+          batch.add(s);
+          got++;
+          progress = true;
+          if (batch.size() >= batchSize) {
+            break;
+          }
+        }
+      }
+    }
+    return got;
+  }
+
+  private boolean queued() {
+    for (Ring r : rings) {
+      if (r.size() > 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private void export(List<RecordingSpan> batch) {
+    try {
+      exporter.export(resource, batch, stats);
+    } catch (InterruptedException e) {
+      stats.droppedShutdown.add(batch.size());
+      Thread.currentThread().interrupt();
+    } catch (RuntimeException e) {
+      stats.droppedPermanent.add(batch.size());
+      LOG.log(Level.WARNING, "span exporter failed", e);
+    }
+    batch.clear();
+  }
+
+  private void run() {
+    List<RecordingSpan> batch = new ArrayList<>(batchSize);
+    long next = System.nanoTime() + delayNanos;
+    while (true) {
+      long flushTicket = flushRequested.get();
+      boolean stop = stopping;
+      drain(batch);
+      long now = System.nanoTime();
+      boolean urgent = flushTicket > flushDone || stop;
+      if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
+        export(batch);
+        next = System.nanoTime() + delayNanos;
+        continue;
+      }
+      if (urgent && batch.isEmpty() && !queued()) {
+        flushDone = flushTicket;
+        synchronized (flushLock) {
+          flushLock.notifyAll();
+        }
+        if (stop) {
+          return;
+        }
+        continue;
+      }
+      if (now >= next) {
+        next = now + delayNanos;
+      }
+      parked = true;
+      if (!queued() && flushRequested.get() == flushDone && !stopping) {
+        LockSupport.parkNanos(this, Math.max(1, next - now));
+      }
+      parked = false;
+      if (Thread.interrupted()) {
+        return;
+      }
+    }
+  }
+
+  /** Exports everything queued before the call; returns whether that finished in time. */
+  public boolean forceFlush(Duration timeout) {
+    long ticket = flushRequested.incrementAndGet();
+    LockSupport.unpark(worker);
+    long deadline = System.nanoTime() + timeout.toNanos();
+    synchronized (flushLock) {
+      while (flushDone < ticket) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0 || !worker.isAlive()) {
+          return flushDone >= ticket;
+        }
+        try {
+          flushLock.wait(Math.max(1, left / 1_000_000));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Exports what is queued and stops the export thread. Returns whether that finished within
+   * {@code timeout}; after the timeout the exporter's back-off is interrupted and the rest dropped.
+   */
+  public boolean shutdown(Duration timeout) {
+    stopping = true;
+    boolean ok = forceFlush(timeout);
+    exporter.shutdown();
+    if (!ok) {
+      worker.interrupt();
+    }
+    try {
+      worker.join(Math.max(1, timeout.toMillis()));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return ok;
+  }
+
+  /**
+   * A bounded multi-producer single-consumer ring. Producers claim a slot with one CAS on
+   * {@code tail} and publish the span with a release store; the consumer takes slots in order,
+   * clears them and advances {@code head}. A slot still null at {@code head} is being published and
+   * is read on the next pass.
+   */
+  static final class Ring {
+    private final AtomicReferenceArray<RecordingSpan> slots;
+    private final int mask;
+    private final int capacity;
+    // tail and head sit in different objects so that producers' CAS on tail does not invalidate
+    // the consumer's cache line for head on every span.
+    private final AtomicLong tail = new AtomicLong();
+    private final AtomicLong head = new AtomicLong();
+
+    Ring(int capacity) {
+      this.capacity = capacity;
+      this.mask = capacity - 1;
+      this.slots = new AtomicReferenceArray<>(capacity);
+    }
+
+    long offer(RecordingSpan s) {
+      while (true) {
+        long t = tail.get();
+        if (t - head.get() >= capacity) {
+          return -1;
+        }
+        if (tail.compareAndSet(t, t + 1)) {
+          slots.lazySet((int) t & mask, s);
+          return t;
+        }
+      }
+    }
+
+    RecordingSpan poll() {
+      long h = head.get();
+      int i = (int) h & mask;
+      RecordingSpan s = slots.get(i);
+      if (s == null) {
+        return null;
+      }
+      slots.lazySet(i, null);
+      head.lazySet(h + 1);
+      return s;
+    }
+
+    long size() {
+      return tail.get() - head.get();
+    }
+  }
+}

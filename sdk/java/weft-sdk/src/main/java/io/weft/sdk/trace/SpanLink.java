@@ -1,0 +1,21 @@
+package io.weft.sdk.trace;
+
+/** A link to another span context, with attributes (null when none). */
+public final class SpanLink {
+  private final WeftSpanContext context;
+  private final AttributeList attributes;
+
+  public SpanLink(WeftSpanContext context, AttributeList attributes) {
+    this.context = context;
+    this.attributes = attributes;
+  }
+
+  public WeftSpanContext context() {
+    return context;
+  }
+
+  /** The attributes, or null. */
+  public AttributeList attributes() {
+    return attributes;
+  }
+}
