@@ -94,6 +94,14 @@ pub struct ServerFlags {
     /// OTLP HTTP port [default: 4318].
     #[arg(long, env = "WEFT_OTLP_HTTP_PORT")]
     pub otlp_http_port: Option<u16>,
+    /// Zipkin port: the receiver (`POST /api/v1/spans`, `/api/v2/spans`) and Zipkin's v2 query
+    /// API (`GET /api/v2/...`); 0 turns it off [default: 9411].
+    #[arg(long, env = "WEFT_ZIPKIN_PORT")]
+    pub zipkin_port: Option<u16>,
+    /// Tag keys whose values Zipkin's `/api/v2/autocompleteValues` lists, comma-separated
+    /// (Zipkin's AUTOCOMPLETE_KEYS) [default: none].
+    #[arg(long, env = "WEFT_ZIPKIN_AUTOCOMPLETE_KEYS", value_delimiter = ',')]
+    pub zipkin_autocomplete_keys: Option<Vec<String>>,
     /// Tempo-compatible query API, /metrics and /ready [default: 3200].
     #[arg(long, env = "WEFT_HTTP_PORT")]
     pub http_port: Option<u16>,
@@ -225,6 +233,8 @@ pub struct Config {
     pub otlp_grpc_port: u16,
     pub otlp_http_port: u16,
     pub http_port: u16,
+    pub zipkin_port: u16,
+    pub zipkin_autocomplete_keys: Vec<String>,
     pub multitenancy: bool,
     /// Bearer token → tenant. When non-empty, every request needs a listed token.
     pub auth_tokens: BTreeMap<String, String>,
@@ -274,6 +284,8 @@ impl Default for Config {
             otlp_grpc_port: 4317,
             otlp_http_port: 4318,
             http_port: 3200,
+            zipkin_port: 9411,
+            zipkin_autocomplete_keys: Vec::new(),
             multitenancy: false,
             auth_tokens: BTreeMap::new(),
             fsync: Fsync::Always,
@@ -335,6 +347,8 @@ impl Config {
             otlp_grpc_port,
             otlp_http_port,
             http_port,
+            zipkin_port,
+            zipkin_autocomplete_keys,
             multitenancy,
             fsync,
             fsync_interval_ms,

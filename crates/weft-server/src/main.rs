@@ -14,6 +14,7 @@ mod streaming;
 mod tempo;
 mod tenant;
 mod ui;
+mod zipkin_api;
 
 use anyhow::Context;
 use axum::Router;
@@ -38,8 +39,11 @@ pub struct AppState {
     pub budget: Arc<budget::RequestBudget>,
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
     pub queries: Arc<tokio::sync::Semaphore>,
-    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API.
-    pub listeners: [(&'static str, Arc<listen::ListenStats>); 3],
+    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin.
+    pub listeners: [(&'static str, Arc<listen::ListenStats>); 4],
+    /// The query runtime (lower priority than ingest), for query handlers served on a port
+    /// that also receives spans (Zipkin's).
+    pub background: tokio::runtime::Handle,
 }
 
 impl AppState {
@@ -230,13 +234,20 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("otlp_grpc", Default::default()),
             ("otlp_http", Default::default()),
             ("query", Default::default()),
+            ("zipkin", Default::default()),
         ],
+        background: background.clone(),
     });
     let m = &state.modules;
     let receives = m.runs(modules::Module::Receivers);
     let queries = m.runs(modules::Module::QueryApi);
 
     let api_l = bind(&cfg.listen_host, cfg.http_port, "the HTTP API").await?;
+    let zipkin_l = if (receives || queries) && cfg.zipkin_port != 0 {
+        Some(bind(&cfg.listen_host, cfg.zipkin_port, "Zipkin").await?)
+    } else {
+        None
+    };
     let otlp = if receives {
         let grpc_l = bind(&cfg.listen_host, cfg.otlp_grpc_port, "OTLP/gRPC").await?;
         let http_l = bind(&cfg.listen_host, cfg.otlp_http_port, "OTLP/HTTP").await?;
@@ -287,11 +298,12 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         http = %format!("http://{}:{}", cfg.listen_host, cfg.http_port),
         otlp_grpc = %if receives { format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port) } else { "off".into() },
         otlp_http = %if receives { format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port) } else { "off".into() },
+        zipkin = %if zipkin_l.is_some() { format!("http://{}:{}", cfg.listen_host, cfg.zipkin_port) } else { "off".into() },
         fsync = ?cfg.fsync,
         multitenancy = cfg.multitenancy,
         "weft is ready"
     );
-    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(3));
+    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(4));
     if max_connections < cfg.max_connections {
         tracing::warn!(
             configured = cfg.max_connections,
@@ -313,7 +325,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         h2_max_frame_size: Some(1 << 20),
         ..limits
     };
-    let [(_, grpc_stats), (_, http_stats), (_, api_stats)] = state.listeners.clone();
+    let [(_, grpc_stats), (_, http_stats), (_, api_stats), (_, zipkin_stats)] = state.listeners.clone();
     // The HTTP port is served from the background runtime: query handlers, and the blocking
     // work they hand off, run on the low-priority threads.
     let api_srv = background.spawn(listen::serve(api_l, api, limits, api_stats, rx.clone(), "query"));
@@ -336,7 +348,38 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             listen::serve(http_l, otlp_http, limits, http_stats, rx.clone(), "otlp_http"),
         );
     };
-    let (_, api_done) = tokio::join!(receivers, api_srv);
+    // Zipkin's port serves its receiver and its query API together, as Zipkin does. It runs on
+    // the ingest runtime; query handlers move their work to the query runtime.
+    let zipkin = async {
+        let Some(l) = zipkin_l else { return };
+        let mut r = Router::new();
+        if queries {
+            r = r
+                .route("/api/v2/services", get(zipkin_api::services))
+                .route("/api/v2/spans", get(zipkin_api::spans))
+                .route("/api/v2/remoteServices", get(zipkin_api::remote_services))
+                .route("/api/v2/traces", get(zipkin_api::traces))
+                .route("/api/v2/trace/{id}", get(zipkin_api::trace))
+                .route("/api/v2/traceMany", get(zipkin_api::trace_many))
+                .route("/api/v2/dependencies", get(zipkin_api::dependencies))
+                .route("/api/v2/autocompleteKeys", get(zipkin_api::autocomplete_keys))
+                .route("/api/v2/autocompleteValues", get(zipkin_api::autocomplete_values))
+                .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query));
+        }
+        if receives {
+            let ingest = Router::new()
+                .route("/api/v2/spans", post(receivers::zipkin::spans_v2))
+                .route("/api/v1/spans", post(receivers::zipkin::spans_v1))
+                .layer(axum::extract::DefaultBodyLimit::disable());
+            r = r.merge(ingest);
+        }
+        let r = r
+            .route("/health", get(api::ready))
+            .fallback(api::not_found)
+            .with_state(state.clone());
+        listen::serve(l, r, limits, zipkin_stats, rx.clone(), "zipkin").await;
+    };
+    let (_, api_done, _) = tokio::join!(receivers, api_srv, zipkin);
     api_done.context("HTTP API server")?;
     state.modules.stop().await;
     tracing::info!("weft stopped cleanly");

@@ -189,7 +189,7 @@ fn search_window(p: &HashMap<String, String>) -> Result<Option<Window>, String> 
 }
 
 /// Parses, validates and checks support of a TraceQL query, as a 400 on failure.
-fn parse_query(q: &str) -> Result<TraceQl, String> {
+pub(crate) fn parse_query(q: &str) -> Result<TraceQl, String> {
     let query = weft_traceql::parse(q).map_err(|e| format!("invalid TraceQL query: {e}"))?;
     weft_traceql::validate(&query).map_err(|e| e.to_string())?;
     weft_traceql::supported(&query).map_err(|e| e.to_string())?;
@@ -286,7 +286,7 @@ pub(crate) fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected
     }
 }
 
-async fn run_scan(
+pub(crate) async fn run_scan(
     st: &AppState,
     tenant: &str,
     window: Option<Window>,
@@ -540,7 +540,7 @@ pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
 
 /// The field a tag names: a TraceQL attribute or intrinsic (`resource.service.name`, `.x`,
 /// `name`), or for v1 a bare key (`service.name`), read as `.key`.
-fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
+pub(crate) fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
     let try_parse = |t: &str| -> Option<FieldExpr> {
         let q = weft_traceql::parse(&format!("{{ {t} }}")).ok()?;
         match q.pipeline.stages.first()? {

@@ -55,7 +55,10 @@ mod tests {
     #[test]
     fn hex_ids_pad_left_and_refuse_junk() {
         assert_eq!(parse_hex_id::<8>("1"), Some([0, 0, 0, 0, 0, 0, 0, 1]));
-        assert_eq!(parse_hex_id::<8>("a1B2c3d4e5f60718"), Some([0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18]));
+        assert_eq!(
+            parse_hex_id::<8>("a1B2c3d4e5f60718"),
+            Some([0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18])
+        );
         assert_eq!(parse_hex_id::<16>("abc").unwrap()[14..], [0x0a, 0xbc]);
         assert_eq!(parse_hex_id::<8>(""), None);
         assert_eq!(parse_hex_id::<8>("00000000000000001"), None);

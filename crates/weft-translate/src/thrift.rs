@@ -173,7 +173,8 @@ impl<'a> Reader<'a> {
                 if t == 0 {
                     return Ok(None);
                 }
-                let ty = Type::from_binary(t).ok_or_else(|| err(format!("thrift: unknown field type {t} at offset {at}")))?;
+                let ty = Type::from_binary(t)
+                    .ok_or_else(|| err(format!("thrift: unknown field type {t} at offset {at}")))?;
                 let id = i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes"));
                 Ok(Some((ty, id)))
             }
@@ -183,7 +184,8 @@ impl<'a> Reader<'a> {
                     return Ok(None);
                 }
                 let t = b & 0x0f;
-                let ty = Type::from_compact(t).ok_or_else(|| err(format!("thrift: unknown field type {t} at offset {at}")))?;
+                let ty = Type::from_compact(t)
+                    .ok_or_else(|| err(format!("thrift: unknown field type {t} at offset {at}")))?;
                 let delta = (b >> 4) as i16;
                 let last = self.last_ids.last().copied().unwrap_or(0);
                 let id = if delta == 0 {
@@ -268,16 +270,22 @@ impl<'a> Reader<'a> {
         let (ty, n) = match self.proto {
             Protocol::Binary => {
                 let t = self.byte()?;
-                let ty = Type::from_binary(t).ok_or_else(|| err(format!("thrift: unknown element type {t} at offset {at}")))?;
+                let ty = Type::from_binary(t)
+                    .ok_or_else(|| err(format!("thrift: unknown element type {t} at offset {at}")))?;
                 let n = i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes"));
-                let n = usize::try_from(n).map_err(|_| err(format!("thrift: negative list size {n} at offset {at}")))?;
+                let n =
+                    usize::try_from(n).map_err(|_| err(format!("thrift: negative list size {n} at offset {at}")))?;
                 (ty, n)
             }
             Protocol::Compact => {
                 let b = self.byte()?;
                 let ty = Type::from_compact(b & 0x0f)
                     .ok_or_else(|| err(format!("thrift: unknown element type {} at offset {at}", b & 0x0f)))?;
-                let n = if b >> 4 == 15 { self.varint()? as usize } else { (b >> 4) as usize };
+                let n = if b >> 4 == 15 {
+                    self.varint()? as usize
+                } else {
+                    (b >> 4) as usize
+                };
                 (ty, n)
             }
         };
@@ -303,8 +311,10 @@ impl<'a> Reader<'a> {
                 let (k, v) = (self.byte()?, self.byte()?);
                 let n = i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes"));
                 let n = usize::try_from(n).map_err(|_| err(format!("thrift: negative map size {n} at offset {at}")))?;
-                let k = Type::from_binary(k).ok_or_else(|| err(format!("thrift: unknown key type {k} at offset {at}")))?;
-                let v = Type::from_binary(v).ok_or_else(|| err(format!("thrift: unknown value type {v} at offset {at}")))?;
+                let k =
+                    Type::from_binary(k).ok_or_else(|| err(format!("thrift: unknown key type {k} at offset {at}")))?;
+                let v = Type::from_binary(v)
+                    .ok_or_else(|| err(format!("thrift: unknown value type {v} at offset {at}")))?;
                 (k, v, n)
             }
             Protocol::Compact => {
@@ -313,15 +323,18 @@ impl<'a> Reader<'a> {
                     (Type::Byte, Type::Byte, 0)
                 } else {
                     let b = self.byte()?;
-                    let k = Type::from_compact(b >> 4).ok_or_else(|| err(format!("thrift: unknown key type at offset {at}")))?;
-                    let v =
-                        Type::from_compact(b & 0x0f).ok_or_else(|| err(format!("thrift: unknown value type at offset {at}")))?;
+                    let k = Type::from_compact(b >> 4)
+                        .ok_or_else(|| err(format!("thrift: unknown key type at offset {at}")))?;
+                    let v = Type::from_compact(b & 0x0f)
+                        .ok_or_else(|| err(format!("thrift: unknown value type at offset {at}")))?;
                     (k, v, n)
                 }
             }
         };
         if n > self.remaining() {
-            return Err(err(format!("thrift: map of {n} entries at offset {at} is longer than the bytes left")));
+            return Err(err(format!(
+                "thrift: map of {n} entries at offset {at} is longer than the bytes left"
+            )));
         }
         self.enter()?;
         Ok((k, v, n))

@@ -9,8 +9,10 @@
 //! To add a receiver: a module here with its listener and a translator to OTLP (tested both
 //! ways, with vectors under `spec/`), pushing through [`Receiver::push`].
 
+pub mod body;
 pub mod otlp_grpc;
 pub mod otlp_http;
+pub mod zipkin;
 
 use std::sync::Arc;
 

@@ -96,7 +96,9 @@ impl<'de> Deserialize<'de> for Micros {
                 Ok(Micros(v))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Micros, E> {
-                u64::try_from(v).map(Micros).map_err(|_| E::custom(format!("negative microseconds {v}")))
+                u64::try_from(v)
+                    .map(Micros)
+                    .map_err(|_| E::custom(format!("negative microseconds {v}")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Micros, E> {
                 if v.is_finite() && v >= 0.0 {

@@ -7,6 +7,7 @@
 pub mod json;
 pub mod out;
 pub mod proto3;
+pub mod query;
 pub mod thrift;
 pub mod v1;
 
@@ -241,7 +242,11 @@ pub fn to_otlp(spans: &[Span<'_>]) -> Vec<u8> {
         let new_resource = prev.is_none_or(|p| p.service != g.service || p.resource_tags != g.resource_tags);
         if new_resource {
             let svc = g.service.map(|s| Value::Str(Cow::Borrowed(s)));
-            let vals: Vec<Value<'_>> = g.resource_tags.iter().map(|(_, v)| Value::Str(Cow::Borrowed(*v))).collect();
+            let vals: Vec<Value<'_>> = g
+                .resource_tags
+                .iter()
+                .map(|(_, v)| Value::Str(Cow::Borrowed(*v)))
+                .collect();
             let attrs = svc
                 .iter()
                 .map(|v| (keys::SERVICE_NAME, v))

@@ -135,7 +135,10 @@ pub fn value_text(v: Option<&AnyValue>) -> String {
                 s
             })
         }
-        Some(other) => any_json(&AnyValue { value: Some(other.clone()) }).to_string(),
+        Some(other) => any_json(&AnyValue {
+            value: Some(other.clone()),
+        })
+        .to_string(),
     }
 }
 
@@ -148,9 +151,12 @@ fn any_json(v: &AnyValue) -> Json {
         Some(any_value::Value::DoubleValue(d)) => json!(d),
         Some(any_value::Value::BytesValue(b)) => json!(weft_core::hex(b)),
         Some(any_value::Value::ArrayValue(a)) => Json::Array(a.values.iter().map(any_json).collect()),
-        Some(any_value::Value::KvlistValue(l)) => {
-            Json::Object(l.values.iter().map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(Json::Null, any_json))).collect())
-        }
+        Some(any_value::Value::KvlistValue(l)) => Json::Object(
+            l.values
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(Json::Null, any_json)))
+                .collect(),
+        ),
     }
 }
 
@@ -165,7 +171,12 @@ fn attrs_json(attrs: &[KeyValue]) -> String {
 /// The service a resource names: `service.name`, else (as the Collector) `faas.name`,
 /// `k8s.deployment.name` or `process.executable.name`.
 pub fn resource_service(resource: &[KeyValue]) -> Option<(String, &'static str)> {
-    for key in [keys::SERVICE_NAME, "faas.name", "k8s.deployment.name", "process.executable.name"] {
+    for key in [
+        keys::SERVICE_NAME,
+        "faas.name",
+        "k8s.deployment.name",
+        "process.executable.name",
+    ] {
         if let Some(kv) = resource.iter().find(|kv| kv.key == key) {
             return Some((value_text(kv.value.as_ref()), key));
         }
@@ -236,7 +247,9 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     }
 
     let host_ip = take(keys::NET_HOST_IP);
-    let host_port = take(keys::NET_HOST_PORT).and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0);
+    let host_port = take(keys::NET_HOST_PORT)
+        .and_then(|p| p.parse::<u16>().ok())
+        .filter(|p| *p > 0);
     if service.is_some() || host_ip.is_some() {
         let mut e = OutEndpoint {
             service_name: service.map(|(s, _)| s.to_lowercase()).filter(|s| !s.is_empty()),
@@ -248,7 +261,9 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     }
     let peer = take(keys::PEER_SERVICE);
     let peer_ip = take(keys::NET_PEER_IP);
-    let peer_port = take(keys::NET_PEER_PORT).and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0);
+    let peer_port = take(keys::NET_PEER_PORT)
+        .and_then(|p| p.parse::<u16>().ok())
+        .filter(|p| *p > 0);
     if peer.is_some() || peer_ip.is_some() {
         let mut e = OutEndpoint {
             service_name: peer.map(|s| s.to_lowercase()).filter(|s| !s.is_empty()),
@@ -267,7 +282,11 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     let st = span.status.clone().unwrap_or(Status::default());
     match u8::try_from(st.code).unwrap_or(0) {
         status::ERROR => {
-            let m = if st.message.is_empty() { "true".to_owned() } else { st.message };
+            let m = if st.message.is_empty() {
+                "true".to_owned()
+            } else {
+                st.message
+            };
             tags.insert(keys::ERROR.into(), m);
         }
         status::OK => {
@@ -298,7 +317,12 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
             let v = if e.attributes.is_empty() && e.dropped_attributes_count == 0 {
                 e.name.clone()
             } else {
-                format!("{}|{}|{}", e.name, attrs_json(&e.attributes), e.dropped_attributes_count)
+                format!(
+                    "{}|{}|{}",
+                    e.name,
+                    attrs_json(&e.attributes),
+                    e.dropped_attributes_count
+                )
             };
             (e.time_unix_nano / 1000, v)
         })

@@ -28,7 +28,11 @@ pub fn decode(body: &[u8]) -> Result<Vec<Span<'_>>, TranslateError> {
                 let n = out.len();
                 out.push(span(b, n)?);
             }
-            (1, _) => return Err(TranslateError::new("malformed Zipkin proto3: field 1 (spans) is not a message")),
+            (1, _) => {
+                return Err(TranslateError::new(
+                    "malformed Zipkin proto3: field 1 (spans) is not a message",
+                ));
+            }
             _ => {}
         }
     }
@@ -58,7 +62,9 @@ fn span(buf: &[u8], n: usize) -> Result<Span<'_>, TranslateError> {
                 }
             }
             (3, Value::Bytes(b)) => {
-                s.id = b.try_into().map_err(|_| err(n, format!("id has {} bytes, expected 8", b.len())))?;
+                s.id = b
+                    .try_into()
+                    .map_err(|_| err(n, format!("id has {} bytes, expected 8", b.len())))?;
                 have_id = s.id != [0; 8];
             }
             (4, Value::Varint(k)) => {

@@ -13,7 +13,11 @@ fn back(req: &ExportTraceServiceRequest) -> Vec<serde_json::Value> {
     for rs in &req.resource_spans {
         let res = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
         for ss in &rs.scope_spans {
-            let sc = ss.scope.as_ref().map(|s| (s.name.as_str(), s.version.as_str())).unwrap_or(("", ""));
+            let sc = ss
+                .scope
+                .as_ref()
+                .map(|s| (s.name.as_str(), s.version.as_str()))
+                .unwrap_or(("", ""));
             for s in &ss.spans {
                 out.push(out::from_otlp(res, sc, s).to_json());
             }
@@ -103,7 +107,10 @@ fn v1_shared_span_splits_into_client_and_server() {
     let (c, s) = (&spans[0], &spans[1]);
     assert_eq!((c.kind, c.timestamp_us, c.duration_us), (Some(Kind::Client), 100, 50));
     assert_eq!(c.remote.as_ref().unwrap().port, 80);
-    assert_eq!((s.kind, s.timestamp_us, s.duration_us, s.shared), (Some(Kind::Server), 110, 30, true));
+    assert_eq!(
+        (s.kind, s.timestamp_us, s.duration_us, s.shared),
+        (Some(Kind::Server), 110, 30, true)
+    );
     assert_eq!(s.annotations.len(), 1);
     assert_eq!(s.tags, vec![(Cow::Borrowed("http.path"), Cow::Borrowed("/x"))]);
 }
@@ -214,7 +221,10 @@ fn otlp_spans_read_as_the_collector_exports_them() {
         }),
         ..S::default()
     };
-    let res = [kv("service.name", V::StringValue("Checkout".into())), kv("host.name", V::StringValue("h1".into()))];
+    let res = [
+        kv("service.name", V::StringValue("Checkout".into())),
+        kv("host.name", V::StringValue("h1".into())),
+    ];
     let z = out::from_otlp(&res, ("lib", ""), &span).to_json();
     assert_eq!(
         z,

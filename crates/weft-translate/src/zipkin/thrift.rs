@@ -37,7 +37,9 @@ fn expect(ty: Type, want: Type, what: &str) -> Result<(), TranslateError> {
     if ty == want {
         Ok(())
     } else {
-        Err(TranslateError::new(format!("{what} has type {ty:?}, expected {want:?}")))
+        Err(TranslateError::new(format!(
+            "{what} has type {ty:?}, expected {want:?}"
+        )))
     }
 }
 

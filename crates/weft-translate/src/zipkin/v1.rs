@@ -123,14 +123,18 @@ impl<'a> Converter<'a> {
     }
 
     fn annotate(&mut self, i: usize, ts: u64, value: Cow<'a, str>) {
-        self.spans[i].annotations.push(Annotation { timestamp_us: ts, value });
+        self.spans[i].annotations.push(Annotation {
+            timestamp_us: ts,
+            value,
+        });
     }
 
     fn convert(mut self, src: &V1Span<'a>, out: &mut Vec<Span<'a>>) {
         self.process_annotations(src);
         self.process_binary_annotations(src);
         for mut s in self.spans {
-            s.annotations.sort_by(|a, b| (a.timestamp_us, &a.value).cmp(&(b.timestamp_us, &b.value)));
+            s.annotations
+                .sort_by(|a, b| (a.timestamp_us, &a.value).cmp(&(b.timestamp_us, &b.value)));
             s.annotations.dedup();
             s.tags.sort();
             s.tags.dedup_by(|a, b| a.0 == b.0);

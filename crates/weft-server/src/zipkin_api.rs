@@ -1,0 +1,467 @@
+//! Zipkin's v2 query API on the Zipkin port, answered from the same querier as the Tempo API:
+//! `/api/v2/services`, `/spans`, `/remoteServices`, `/traces`, `/trace/{id}`, `/traceMany`,
+//! `/dependencies`, `/autocompleteKeys`, `/autocompleteValues`. Spans are shown as Zipkin
+//! shows them ([`weft_translate::zipkin::out`]); which traces match, and the dependency
+//! links, follow Zipkin's own rules ([`weft_translate::zipkin::query`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+use serde_json::Value as Json;
+use weft_block::row::SpanRow;
+use weft_otlp::pb::trace::TracesData;
+use weft_query::prefilter::Prefilter;
+use weft_query::search::{TagValues, TraceSink};
+use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, convert, parse_annotation_query};
+
+use crate::AppState;
+use crate::search_api::{parse_query, run_scan, tag_field};
+use crate::tempo;
+
+type Params = Query<HashMap<String, String>>;
+
+/// How far back names are listed (Zipkin's QUERY_NAMES_MAX_AGE default, 24 h).
+const NAMES_LOOKBACK_MS: u64 = 86_400_000;
+/// Zipkin's QUERY_LOOKBACK default: 24 h.
+const DEFAULT_LOOKBACK_MS: u64 = 86_400_000;
+/// Zipkin's default `limit` of `/api/v2/traces`.
+const DEFAULT_LIMIT: usize = 10;
+/// Most traces one `/api/v2/traces` answers.
+const MAX_LIMIT: usize = 10_000;
+/// Most distinct names a name list reads.
+const MAX_NAMES: usize = 10_000;
+
+fn bad(msg: impl Into<String>) -> Response {
+    text(StatusCode::BAD_REQUEST, msg.into())
+}
+
+fn text(status: StatusCode, msg: String) -> Response {
+    let mut r = (status, msg).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn json(v: Json) -> Response {
+    let mut r = v.to_string().into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
+    p.get(k).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str) -> Result<Option<T>, Response> {
+    match param(p, k) {
+        None => Ok(None),
+        Some(s) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(format!("invalid {k} {s:?}: expected a number"))),
+    }
+}
+
+fn now_ms() -> u64 {
+    weft_core::now_ns() / 1_000_000
+}
+
+/// A TraceQL string literal.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Runs `f` on the query runtime (lower priority than ingest), as the Tempo API's port does.
+async fn on_query_runtime<F>(st: &Arc<AppState>, f: F) -> Response
+where
+    F: std::future::Future<Output = Response> + Send + 'static,
+{
+    match st.background.spawn(f).await {
+        Ok(r) => r,
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {e}")),
+    }
+}
+
+/// The distinct values of `field` over spans matching `filter` in the last 24 h, as stored.
+async fn values(st: &AppState, tenant: &str, filter: &str, field: &str) -> Result<Vec<String>, Response> {
+    let query = parse_query(filter).map_err(bad)?;
+    let field = tag_field(field, true).map_err(bad)?;
+    let mut sink = TagValues::new(&query, field, MAX_NAMES).map_err(|e| bad(e.to_string()))?;
+    let end = weft_core::now_ns();
+    let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
+    run_scan(st, tenant, Some(window), &mut sink).await?;
+    Ok(sink.finish().iter().map(tempo::value_text).collect())
+}
+
+/// Lower-cased, distinct, sorted, as Zipkin lists names.
+fn names(v: Vec<String>) -> Json {
+    let set: BTreeSet<String> = v
+        .into_iter()
+        .map(|s| s.to_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    Json::from(set.into_iter().collect::<Vec<_>>())
+}
+
+/// The stored spellings of a service whose lower-cased name is `lower` (Zipkin names are
+/// case-insensitive; weft keeps the case that was sent).
+async fn service_spellings(st: &AppState, tenant: &str, lower: &str) -> Result<Vec<String>, Response> {
+    let all = values(st, tenant, "{ }", "resource.service.name").await?;
+    Ok(all.into_iter().filter(|s| s.to_lowercase() == lower).collect())
+}
+
+/// `{ resource.service.name = "A" || … }` for the spellings of a service.
+fn service_filter(spellings: &[String]) -> String {
+    let terms: Vec<String> = spellings
+        .iter()
+        .map(|s| format!("resource.service.name = {}", quote(s)))
+        .collect();
+    format!("{{ {} }}", terms.join(" || "))
+}
+
+fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, Response> {
+    st.tenants
+        .resolve(headers)
+        .map_err(|e| text(StatusCode::UNAUTHORIZED, e.0))
+}
+
+/// `GET /api/v2/services`.
+pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        match values(&s, &tenant, "{ }", "resource.service.name").await {
+            Ok(v) => json(names(v)),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v2/spans?serviceName=` (span names) and `/api/v2/remoteServices?serviceName=`
+/// (`peer.service` values).
+async fn names_of_service(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    p: HashMap<String, String>,
+    field: &'static str,
+) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
+            return bad("serviceName is required");
+        };
+        let spellings = match service_spellings(&s, &tenant, &service).await {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        if spellings.is_empty() {
+            return json(Json::Array(vec![]));
+        }
+        match values(&s, &tenant, &service_filter(&spellings), field).await {
+            Ok(v) => json(names(v)),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+pub async fn spans(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    names_of_service(st, headers, p, "name").await
+}
+
+pub async fn remote_services(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    names_of_service(st, headers, p, "span.peer.service").await
+}
+
+/// Every stored span of a trace, converted.
+fn rows_to_spans(rows: &[SpanRow]) -> Vec<TraceSpan> {
+    let data = weft_block::row::encode_traces_data(rows);
+    match TracesData::decode(&data[..]) {
+        Ok(d) => convert(&d),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn trace_json(spans: &[TraceSpan]) -> Json {
+    Json::Array(spans.iter().map(|s| s.span.to_json()).collect())
+}
+
+/// Collects the traces a Zipkin query matches, the most recent first.
+struct ZipkinTraces {
+    prefilter: Prefilter,
+    req: QueryRequest,
+    hits: Vec<(u64, Vec<TraceSpan>)>,
+}
+
+impl ZipkinTraces {
+    fn trim(&mut self) {
+        self.hits.sort_by(|a, b| b.0.cmp(&a.0));
+        self.hits.truncate(self.req.limit);
+    }
+}
+
+impl TraceSink for ZipkinTraces {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let spans = rows_to_spans(rows);
+        let refs: Vec<_> = spans.iter().map(|s| &s.span).collect();
+        if let Some(ts) = self.req.test(&refs) {
+            if self.hits.len() >= self.req.limit && self.hits.iter().all(|h| h.0 >= ts) {
+                return;
+            }
+            self.hits.push((ts, spans));
+            if self.hits.len() >= 2 * self.req.limit {
+                self.trim();
+            }
+        }
+    }
+}
+
+/// The query of `/api/v2/traces` (and the window of `/api/v2/dependencies`).
+fn query_request(p: &HashMap<String, String>) -> Result<QueryRequest, Response> {
+    let end_ts = num::<u64>(p, "endTs")?.unwrap_or_else(now_ms);
+    let req = QueryRequest {
+        service_name: param(p, "serviceName").map(Into::into),
+        remote_service_name: param(p, "remoteServiceName").map(Into::into),
+        span_name: param(p, "spanName").map(Into::into),
+        annotation_query: parse_annotation_query(param(p, "annotationQuery").unwrap_or("")),
+        min_duration: num(p, "minDuration")?,
+        max_duration: num(p, "maxDuration")?,
+        end_ts,
+        lookback: num(p, "lookback")?.unwrap_or(DEFAULT_LOOKBACK_MS),
+        limit: num::<usize>(p, "limit")?.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
+    };
+    req.normalise().map_err(bad)
+}
+
+/// `GET /api/v2/traces`.
+pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let req = match query_request(&p) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        let filter = match &req.service_name {
+            None => "{ }".to_owned(),
+            Some(svc) => match service_spellings(&s, &tenant, svc).await {
+                Ok(sp) if sp.is_empty() => return json(Json::Array(vec![])),
+                Ok(sp) => service_filter(&sp),
+                Err(r) => return r,
+            },
+        };
+        let query = match parse_query(&filter) {
+            Ok(q) => q,
+            Err(e) => return bad(e),
+        };
+        let window = req.window_ns();
+        let mut sink = ZipkinTraces {
+            prefilter: Prefilter::new(&query),
+            req,
+            hits: Vec::new(),
+        };
+        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
+            return r;
+        }
+        sink.trim();
+        json(Json::Array(sink.hits.iter().map(|(_, t)| trace_json(t)).collect()))
+    })
+    .await
+}
+
+/// Zipkin's trace ID check: 1 to 32 hex characters.
+fn trace_id(s: &str) -> Result<[u8; 16], Response> {
+    weft_translate::parse_hex_id::<16>(s.trim())
+        .ok_or_else(|| bad(format!("invalid trace ID {s:?}: expected 1 to 32 hex characters")))
+}
+
+async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<Vec<TraceSpan>, Response> {
+    let found = st
+        .querier()
+        .find_trace_capped(tenant, id, None, st.cfg.max_trace_response_bytes)
+        .await
+        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")))?;
+    Ok(rows_to_spans(&found.rows))
+}
+
+/// `GET /api/v2/trace/{id}`.
+pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let tid = match trace_id(&id) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        match read_trace(&s, &tenant, &tid).await {
+            Ok(spans) if spans.is_empty() => text(
+                StatusCode::NOT_FOUND,
+                format!("trace {} not found", id.trim().to_lowercase()),
+            ),
+            Ok(spans) => json(trace_json(&spans)),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v2/traceMany?traceIds=a,b`.
+pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let Some(ids) = param(&p, "traceIds") else {
+            return bad("traceIds parameter is empty");
+        };
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for id in ids.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let tid = match trace_id(id) {
+                Ok(t) => t,
+                Err(r) => return r,
+            };
+            if !seen.insert(tid) {
+                continue;
+            }
+            match read_trace(&s, &tenant, &tid).await {
+                Ok(spans) if spans.is_empty() => {}
+                Ok(spans) => out.push(trace_json(&spans)),
+                Err(r) => return r,
+            }
+        }
+        json(Json::Array(out))
+    })
+    .await
+}
+
+/// Feeds every trace of the window to Zipkin's dependency linker.
+struct Dependencies {
+    prefilter: Prefilter,
+    req: QueryRequest,
+    linker: DependencyLinker,
+}
+
+impl TraceSink for Dependencies {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let spans = rows_to_spans(rows);
+        let refs: Vec<_> = spans.iter().map(|s| &s.span).collect();
+        if self.req.test(&refs).is_some() {
+            self.linker.put_trace(&spans);
+        }
+    }
+}
+
+/// `GET /api/v2/dependencies?endTs=&lookback=`.
+pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let end_ts = match num::<u64>(&p, "endTs") {
+            Ok(Some(e)) => e,
+            Ok(None) => return bad("endTs is required"),
+            Err(r) => return r,
+        };
+        let req = QueryRequest {
+            end_ts,
+            lookback: match num::<u64>(&p, "lookback") {
+                Ok(l) => l.unwrap_or(end_ts),
+                Err(r) => return r,
+            },
+            limit: usize::MAX,
+            ..QueryRequest::default()
+        };
+        let req = match req.normalise() {
+            Ok(r) => r,
+            Err(e) => return bad(e),
+        };
+        let query = parse_query("{ }").expect("valid");
+        let window = req.window_ns();
+        let mut sink = Dependencies {
+            prefilter: Prefilter::new(&query),
+            req,
+            linker: DependencyLinker::default(),
+        };
+        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
+            return r;
+        }
+        json(Json::Array(sink.linker.links().iter().map(|l| l.to_json()).collect()))
+    })
+    .await
+}
+
+/// `GET /api/v2/autocompleteKeys`: the configured keys (Zipkin's AUTOCOMPLETE_KEYS).
+pub async fn autocomplete_keys(State(st): State<Arc<AppState>>) -> Response {
+    json(Json::from(st.cfg.zipkin_autocomplete_keys.clone()))
+}
+
+/// `GET /api/v2/autocompleteValues?key=`: values of a configured key; none for other keys.
+pub async fn autocomplete_values(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let Some(key) = param(&p, "key") else {
+            return bad("key is required");
+        };
+        if !s.cfg.zipkin_autocomplete_keys.iter().any(|k| k == key) {
+            return json(Json::Array(vec![]));
+        }
+        match values(&s, &tenant, "{ }", &format!("span.{}", quote(key))).await {
+            Ok(v) => {
+                let set: BTreeSet<String> = v.into_iter().collect();
+                json(Json::from(set.into_iter().collect::<Vec<_>>()))
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
