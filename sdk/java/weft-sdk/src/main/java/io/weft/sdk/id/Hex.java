@@ -162,4 +162,15 @@ public final class Hex {
     }
     return v;
   }
+
+  /** The canonical trace-ID check: 32 lowercase hex digits, not all zero. */
+  public static boolean isValidTraceId(CharSequence s) {
+    return s.length() == 32 && isLowerHex(s, 0, 32)
+        && (parseLong(s, 0, 16) | parseLong(s, 16, 16)) != 0;
+  }
+
+  /** The canonical span-ID check: 16 lowercase hex digits, not all zero. */
+  public static boolean isValidSpanId(CharSequence s) {
+    return s.length() == 16 && isLowerHex(s, 0, 16) && parseLong(s, 0, 16) != 0;
+  }
 }

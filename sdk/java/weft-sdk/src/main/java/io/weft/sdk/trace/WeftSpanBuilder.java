@@ -131,12 +131,6 @@ final class WeftSpanBuilder implements SpanBuilder {
     return this;
   }
 
-  /** The trace flags of a new span: the parent's random flag (set for a root), plus sampled. */
-  static byte childFlags(WeftSpanContext parent, boolean sampled) {
-    int f = parent.isValid() ? parent.flags() & WeftSpanContext.RANDOM : WeftSpanContext.RANDOM;
-    return (byte) (sampled ? f | WeftSpanContext.SAMPLED : f);
-  }
-
   @Override
   public Span startSpan() {
     Context parentContext = noParent ? Context.root()
@@ -159,7 +153,7 @@ final class WeftSpanBuilder implements SpanBuilder {
     SamplingResult r = shared.sampler.shouldSample(p, hi, lo, name, kind);
     long spanId = ids.nextSpanId(rng);
     boolean sampled = r.decision().isSampled();
-    WeftSpanContext sc = WeftSpanContext.create(hi, lo, spanId, childFlags(p, sampled),
+    WeftSpanContext sc = WeftSpanContext.create(hi, lo, spanId, Flags.child(p.isValid() ? p.flags() : -1, sampled),
         r.traceState(p.weftTraceState()));
     if (!r.decision().isRecording() || shared.shutdown) {
       return new NonRecordingSpan(sc);
