@@ -103,7 +103,8 @@ class Server:
         cmd = [weft, "--data-dir", self.data, "--listen-host", "127.0.0.1", "--http-port", str(self.http),
                "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http), *extra]
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, "WEFT_ZIPKIN_PORT": "0"})
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -2,6 +2,8 @@
 # Installs what the Python integration tests (tests/integration) need:
 #   - a virtualenv in .venv with the pinned packages of tests/integration/requirements.txt
 #   - telemetrygen in .tools/bin (built from the Go module proxy)
+#   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
+#     for the differential tests of the Zipkin receiver and query API
 # Idempotent: work already done is skipped, so a second run takes about a second.
 set -euo pipefail
 
@@ -44,6 +46,21 @@ else
     GOBIN="$TOOLS_BIN" \
         go install "github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@${TELEMETRYGEN_VERSION}"
     echo "$TELEMETRYGEN_VERSION" > "$TG_STAMP"
+fi
+
+# --- Zipkin server -----------------------------------------------------------
+ZIPKIN_VERSION="3.5.1"
+ZIPKIN_JAR="$ROOT/.tools/zipkin/zipkin-server-$ZIPKIN_VERSION-exec.jar"
+if [[ -s "$ZIPKIN_JAR" ]]; then
+    log "zipkin-server $ZIPKIN_VERSION already fetched"
+else
+    command -v mvn >/dev/null || { log "mvn is not on PATH; cannot fetch zipkin-server"; exit 1; }
+    log "fetching io.zipkin:zipkin-server:$ZIPKIN_VERSION (exec jar) into .tools/zipkin"
+    mkdir -p "$ROOT/.tools/zipkin"
+    mvn -q -B -Dstyle.color=never dependency:copy \
+        -Dartifact="io.zipkin:zipkin-server:$ZIPKIN_VERSION:jar:exec" \
+        -DoutputDirectory="$ROOT/.tools/zipkin" -Dmdep.overWriteIfNewer=true >&2
+    [[ -s "$ZIPKIN_JAR" ]] || { log "mvn ran but $ZIPKIN_JAR is missing"; exit 1; }
 fi
 
 log "done"

@@ -90,7 +90,7 @@ class WeftServer:
         self.args = list(args)
         self.env = dict(env or {})
         self.use_flags = use_flags
-        self.grpc_port, self.otlp_http_port, self.http_port = free_ports(3)
+        self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port = free_ports(4)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.stderr_path: Path | None = None
@@ -108,6 +108,10 @@ class WeftServer:
     @property
     def otlp_url(self) -> str:
         return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
+
+    @property
+    def zipkin(self) -> str:
+        return f"http://127.0.0.1:{self.zipkin_port}"
 
     @property
     def grpc_target(self) -> str:
@@ -132,6 +136,8 @@ class WeftServer:
         # The caller's own WEFT_* settings must not leak into the server under test.
         env = {k: v for k, v in os.environ.items() if not k.startswith("WEFT_")}
         env.setdefault("RUST_BACKTRACE", "1")
+        # Every server gets its own Zipkin port (a variable, so that --config tests keep it).
+        env["WEFT_ZIPKIN_PORT"] = str(self.zipkin_port)
         env.update(self.env)
         return env
 

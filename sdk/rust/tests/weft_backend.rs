@@ -78,6 +78,7 @@ fn start_weft(bin: &str) -> (Weft, u16, u16, u16) {
         .args(["--http-port", &http.to_string()])
         .args(["--otlp-grpc-port", &grpc.to_string()])
         .args(["--otlp-http-port", &otlp_http.to_string()])
+        .env("WEFT_ZIPKIN_PORT", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
