@@ -390,3 +390,59 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
     deps = compare(zipkin, weft.zipkin, "/api/v2/dependencies",
                    lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
     assert {(l["parent"], l["child"]) for l in deps} == {("web", "api"), ("shop", "orders"), ("orders", "kafka")}, deps
+
+
+def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, weft):
+    """OTLP in, Zipkin out: one OpenTelemetry SDK trace exported over OTLP to weft and with the
+    OpenTelemetry Zipkin exporter to the real Zipkin; weft's Zipkin API shows it as Zipkin does,
+    up to the differences documented in spec/zipkin.md, where weft follows the Collector's
+    Zipkin exporter: `peer.service` becomes the remote endpoint; internal spans are tagged
+    `span.kind: internal`; status ERROR is the `error` tag alone; no `service.name` tag (it is
+    the local endpoint); no `debug` flag (OTLP has none); scope and SDK tags; JSON spacing."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.exporter.zipkin.json import ZipkinExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "Checkout"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=weft.otlp_url)))
+    provider.add_span_processor(SimpleSpanProcessor(ZipkinExporter(endpoint=f"{zipkin}/api/v2/spans")))
+    tracer = provider.get_tracer("shop")
+    with tracer.start_as_current_span("POST /pay", kind=SpanKind.SERVER) as root:
+        root.set_attribute("http.method", "POST")
+        root.set_attribute("retries", 2)
+        root.add_event("validated", {"card": "visa"})
+        with tracer.start_as_current_span("charge", kind=SpanKind.CLIENT) as c:
+            c.set_attribute("peer.service", "bank")
+            c.set_status(Status(StatusCode.ERROR, "declined"))
+        with tracer.start_as_current_span("audit"):
+            pass
+        tid = format(root.get_span_context().trace_id, "032x")
+    provider.shutdown()
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 3, 15, "the trace in both")
+
+    def documented(spans):
+        for s in spans:
+            s.pop("debug", None)
+            tags = s.get("tags", {})
+            for k in [k for k in tags if k.startswith(("otel.library.", "otel.scope.", "telemetry.sdk."))]:
+                del tags[k]
+            tags.pop("service.name", None)
+            if tags.get("otel.status_code") == "ERROR":
+                del tags["otel.status_code"]
+            if tags.get("span.kind") == "internal":
+                del tags["span.kind"]
+            if "peer.service" in tags:
+                s["remoteEndpoint"] = {"serviceName": tags.pop("peer.service").lower()}
+            if not tags:
+                s.pop("tags", None)
+            for a in s.get("annotations", []):
+                try:
+                    a["value"] = json.loads(a["value"])
+                except ValueError:
+                    pass
+        return norm_trace(spans)
+
+    compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", documented)

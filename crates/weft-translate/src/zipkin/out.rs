@@ -238,12 +238,14 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     };
     out.name = Some(span.name.to_lowercase()).filter(|n| !n.is_empty());
     let start_absent = take(keys::START_ABSENT).is_some_and(|v| v == "true");
+    // Zipkin has microseconds: rounded to the nearest, as the OpenTelemetry exporters and the
+    // Collector round (exact for spans that came in as Zipkin); a span shorter than 0.5 µs
+    // still lasted, so it lasts 1 µs.
     if !start_absent {
-        out.timestamp = span.start_time_unix_nano / 1000;
+        out.timestamp = span.start_time_unix_nano.saturating_add(500) / 1000;
     }
     if span.end_time_unix_nano > span.start_time_unix_nano {
-        // Zipkin has microseconds; a shorter span still lasted, so it lasts 1 µs.
-        out.duration = ((span.end_time_unix_nano - span.start_time_unix_nano) / 1000).max(1);
+        out.duration = ((span.end_time_unix_nano - span.start_time_unix_nano).saturating_add(500) / 1000).max(1);
     }
 
     let host_ip = take(keys::NET_HOST_IP);
@@ -314,17 +316,19 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
         .events
         .iter()
         .map(|e| {
-            let v = if e.attributes.is_empty() && e.dropped_attributes_count == 0 {
+            // The OpenTelemetry Zipkin exporters' form: the name alone, or with attributes
+            // `{"<name>":{<attributes>}}`.
+            let v = if e.attributes.is_empty() {
                 e.name.clone()
             } else {
-                format!(
-                    "{}|{}|{}",
-                    e.name,
-                    attrs_json(&e.attributes),
-                    e.dropped_attributes_count
-                )
+                let mut m = Map::new();
+                m.insert(
+                    e.name.clone(),
+                    serde_json::from_str(&attrs_json(&e.attributes)).unwrap_or(Json::Null),
+                );
+                Json::Object(m).to_string()
             };
-            (e.time_unix_nano / 1000, v)
+            (e.time_unix_nano.saturating_add(500) / 1000, v)
         })
         .collect();
     events.sort();

@@ -233,7 +233,7 @@ fn otlp_spans_read_as_the_collector_exports_them() {
             "name": "internal work", "timestamp": 5, "duration": 1,
             "localEndpoint": {"serviceName": "checkout"},
             "remoteEndpoint": {"ipv6": "::1"},
-            "annotations": [{"timestamp": 5, "value": "ev|{\"a\":true}|0"}],
+            "annotations": [{"timestamp": 5, "value": "{\"ev\":{\"a\":true}}"}],
             "tags": {"error": "bad", "host.name": "h1", "n": "3", "otel.scope.name": "lib", "span.kind": "internal"}
         })
     );
