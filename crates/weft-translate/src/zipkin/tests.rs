@@ -238,3 +238,62 @@ fn otlp_spans_read_as_the_collector_exports_them() {
         })
     );
 }
+
+mod no_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn mutate(seed: &[u8], flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
+        let mut b = seed.to_vec();
+        for &(at, v) in flips {
+            if !b.is_empty() {
+                let n = b.len();
+                b[at % n] = v;
+            }
+        }
+        b.truncate(cut.min(b.len()));
+        b
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Any bytes, and mangled valid payloads, in every encoding: an error or a valid OTLP
+        /// request, never a panic.
+        #[test]
+        fn every_decoder_refuses_or_converts(
+            raw in proptest::collection::vec(any::<u8>(), 0..300),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in 0usize..2000,
+        ) {
+            let seeds: [(Encoding, &[u8]); 4] = [
+                (Encoding::JsonV2, V2.as_bytes()),
+                (Encoding::JsonV1, br#"[{"traceId":"1","id":"2","annotations":[{"timestamp":1,"value":"cs","endpoint":{"serviceName":"a"}}],"binaryAnnotations":[{"key":"sa","value":true,"endpoint":{"serviceName":"b"}}]}]"#),
+                (Encoding::Proto3, b"\x0a\x14\x0a\x08\x00\x00\x00\x00\x00\x00\x00\x07\x1a\x08\x00\x00\x00\x00\x00\x00\x00\x09"),
+                (Encoding::ThriftV1, b"\x0c\x00\x00\x00\x01\x0a\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x0a\x00\x04\x00\x00\x00\x00\x00\x00\x00\x02\x00"),
+            ];
+            for (enc, seed) in seeds {
+                for input in [raw.clone(), mutate(seed, &flips, cut)] {
+                    if let Ok((otlp, n)) = to_otlp_request(enc, &input) {
+                        let req = ExportTraceServiceRequest::decode(&otlp[..]).expect("valid OTLP");
+                        let spans: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+                        prop_assert_eq!(spans, n);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_are_valid() {
+        assert_eq!(
+            decode(
+                Encoding::Proto3,
+                b"\x0a\x14\x0a\x08\x00\x00\x00\x00\x00\x00\x00\x07\x1a\x08\x00\x00\x00\x00\x00\x00\x00\x09"
+            )
+            .unwrap()
+            .len(),
+            1
+        );
+        assert_eq!(decode(Encoding::ThriftV1, b"\x0c\x00\x00\x00\x01\x0a\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x0a\x00\x04\x00\x00\x00\x00\x00\x00\x00\x02\x00").unwrap().len(), 1);
+    }
+}
