@@ -19,6 +19,7 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 target/release/weft loadgen --stages | tee bench-out/stages.json
 # Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).
 bash scripts/sdk-rust.sh bench
+bash scripts/sdk-java.sh bench
 # Search over 10 million realistic spans (BENCHMARKS.md, "Search"): each query's latency over the
 # whole range; a query over 120 s is recorded as a timeout.
 python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \

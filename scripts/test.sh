@@ -41,3 +41,5 @@ WEFT_BIN="$PWD/target/release/weft" bash scripts/test-ui.sh
 
 echo "== sdk/rust: lint, unit, vector, property and interop tests (exports to the weft binary too)"
 bash scripts/sdk-rust.sh test
+echo "== sdk/java: unit, vector, property, OTLP interop and W3C service tests (exports to the weft binary too)"
+bash scripts/sdk-java.sh test
