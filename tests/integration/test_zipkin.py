@@ -123,7 +123,8 @@ def v1_json_to_thrift(payload: bytes) -> bytes:
             return None
         v4 = e.get("ipv4")
         return zc.Endpoint(ipv4=struct.unpack(">i", ipaddress.IPv4Address(v4).packed)[0] if v4 else 0,
-                           port=e.get("port", 0), service_name=e.get("serviceName", ""),
+                           # Thrift's i16 is signed: ports above 32767 travel negative.
+                           port=(e.get("port", 0) + 32768) % 65536 - 32768, service_name=e.get("serviceName", ""),
                            ipv6=ipaddress.IPv6Address(e["ipv6"]).packed if e.get("ipv6") else None)
 
     spans = []
@@ -312,7 +313,8 @@ def test_bad_zipkin_input_gets_a_clear_error(weft):
         ("/api/v2/spans", "application/json", b'[{"traceId":"1"}]', 400, "id is missing"),
         ("/api/v2/spans", "application/x-protobuf", b"\x0a\x05\x0a\x01", 400, "proto3"),
         ("/api/v1/spans", "application/x-thrift", b"\x0c\x00\x00\x00\x05", 400, "thrift"),
-        ("/api/v2/spans", "text/csv", b"a,b", 415, "content type"),
+        # As in Zipkin, a body not declared protobuf (or thrift) is read as JSON.
+        ("/api/v2/spans", "text/csv", b"a,b", 400, "malformed Zipkin JSON"),
     ]
     for path, ctype, body, status, words in cases:
         r = requests.post(z + path, data=body, headers={"Content-Type": ctype}, timeout=10)

@@ -17,22 +17,20 @@ use super::body::BodyError;
 use crate::AppState;
 use crate::budget::Held;
 
-/// `POST /api/v2/spans`.
+/// `POST /api/v2/spans`. As in Zipkin, a body that is not declared protobuf is read as JSON.
 pub async fn spans_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let enc = match mime(&headers).as_str() {
-        "" | "application/json" => Encoding::JsonV2,
         "application/x-protobuf" | "application/protobuf" => Encoding::Proto3,
-        other => return unsupported(other, "application/json or application/x-protobuf"),
+        _ => Encoding::JsonV2,
     };
     receive(&st, &headers, body, enc).await
 }
 
-/// `POST /api/v1/spans`.
+/// `POST /api/v1/spans`. As in Zipkin, a body that is not declared thrift is read as JSON.
 pub async fn spans_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let enc = match mime(&headers).as_str() {
-        "" | "application/json" => Encoding::JsonV1,
         "application/x-thrift" | "application/vnd.apache.thrift.binary" => Encoding::ThriftV1,
-        other => return unsupported(other, "application/json or application/x-thrift"),
+        _ => Encoding::JsonV1,
     };
     receive(&st, &headers, body, enc).await
 }
@@ -47,14 +45,6 @@ fn mime(headers: &HeaderMap) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase()
-}
-
-fn unsupported(got: &str, want: &str) -> Response {
-    text(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        None,
-        format!("unsupported content type {got:?}: use {want}"),
-    )
 }
 
 fn text(status: StatusCode, retry_after: Option<std::time::Duration>, msg: String) -> Response {
