@@ -3,7 +3,8 @@
 #   - a virtualenv in .venv with the pinned packages of tests/integration/requirements.txt
 #   - telemetrygen in .tools/bin (built from the Go module proxy)
 #   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
-#     for the differential tests of the Zipkin receiver and query API
+#     and Brave (tests/zipkin-brave, Maven), for the differential tests of the Zipkin receiver
+#     and query API
 # Idempotent: work already done is skipped, so a second run takes about a second.
 set -euo pipefail
 
@@ -61,6 +62,18 @@ else
         -Dartifact="io.zipkin:zipkin-server:$ZIPKIN_VERSION:jar:exec" \
         -DoutputDirectory="$ROOT/.tools/zipkin" -Dmdep.overWriteIfNewer=true >&2
     [[ -s "$ZIPKIN_JAR" ]] || { log "mvn ran but $ZIPKIN_JAR is missing"; exit 1; }
+fi
+
+# --- Brave (a real Zipkin client, Java) -----------------------------------------
+# Compiled once; the tests run it with the classpath Maven resolved.
+BRAVE_DIR="$ROOT/tests/zipkin-brave"
+if [[ -s "$BRAVE_DIR/target/classpath.txt" && -f "$BRAVE_DIR/target/classes/weft/brave/Report.class" \
+      && "$BRAVE_DIR/target/classes/weft/brave/Report.class" -nt "$BRAVE_DIR/src/main/java/weft/brave/Report.java" ]]; then
+    log "Brave client already built"
+else
+    log "building the Brave client (tests/zipkin-brave) with Maven"
+    (cd "$BRAVE_DIR" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
+        -Dmdep.outputFile=target/classpath.txt >&2)
 fi
 
 log "done"

@@ -448,3 +448,41 @@ def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, we
         return norm_trace(spans)
 
     compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", documented)
+
+
+BRAVE_DIR = REPO_ROOT / "tests" / "zipkin-brave"
+
+
+@pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
+def test_brave_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
+    """Brave (io.zipkin.brave 6 with zipkin-reporter's URLConnection sender) reports one trace,
+    including a server span that joined its client's span ID, to both servers at once."""
+    cp_file = BRAVE_DIR / "target" / "classpath.txt"
+    if not cp_file.is_file():
+        pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
+    cp = f"{BRAVE_DIR / 'target' / 'classes'}:{cp_file.read_text().strip()}"
+    out = subprocess.run(["java", "-cp", cp, "weft.brave.Report", encoding, f"{zipkin}/api/v2/spans",
+                          f"{weft.zipkin}/api/v2/spans"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tid = out.stdout.strip().splitlines()[-1]
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 5, 20, f"trace {tid} in both")
+    spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
+    assert any(s.get("shared") for s in spans), spans
+    end = int(time.time() * 1000) + 1000
+    for q in ({"serviceName": "users"}, {"serviceName": "gateway", "annotationQuery": "error"},
+              {"remoteServiceName": "postgres"}, {"annotationQuery": "auth.checked and http.method=GET"}):
+        found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
+        assert len(found) == 1, (q, found)
+    deps = compare(zipkin, weft.zipkin, "/api/v2/dependencies",
+                   lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
+    assert {(l["parent"], l["child"]) for l in deps} == {("gateway", "users"), ("gateway", "postgres")}, deps
+    # In OTLP (Tempo's API) the joined server span is the client span's child, with its own ID.
+    td = weft.fetch_trace(tid, protobuf=True)
+    by_name = {}
+    for rs in td.resource_spans:
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                by_name.setdefault(s.name, []).append(s)
+    client, server = sorted(by_name["GET /users/{id}"], key=lambda s: s.kind, reverse=True)
+    assert (client.kind, server.kind) == (3, 2)
+    assert server.parent_span_id == client.span_id != server.span_id
