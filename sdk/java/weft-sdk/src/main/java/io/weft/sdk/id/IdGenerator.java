@@ -46,8 +46,11 @@ public abstract class IdGenerator {
     return v;
   }
 
-  /** A mutable holder for a generated 128-bit trace ID. */
-  public static final class TraceId {
+  /**
+   * A mutable holder for a generated 128-bit trace ID. Not final: the span builder is its own
+   * holder, so generating a trace ID allocates nothing.
+   */
+  public static class TraceId {
     public long high;
     public long low;
   }

@@ -35,7 +35,7 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
     if (sc == null) {
       return;
     }
-    setter.set(carrier, "traceparent", Traceparent.format(sc));
+    setter.set(carrier, "traceparent", sc.traceparentHeader());
     WeftTraceState ts = sc.weftTraceState();
     if (!ts.isEmpty()) {
       String h = ts.toHeader();

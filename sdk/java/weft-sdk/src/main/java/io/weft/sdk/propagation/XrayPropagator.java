@@ -36,7 +36,7 @@ public final class XrayPropagator implements TextMapPropagator {
     }
     WeftSpanContext sc = Carriers.spanContext(context);
     if (sc != null) {
-      setter.set(carrier, "x-amzn-trace-id", header(sc));
+      setter.set(carrier, "x-amzn-trace-id", sc.xrayHeader(XrayPropagator::header));
     }
   }
 

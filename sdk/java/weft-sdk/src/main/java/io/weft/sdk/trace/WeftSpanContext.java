@@ -36,6 +36,10 @@ public final class WeftSpanContext implements SpanContext {
   // non-null value sees a complete string; two threads may both compute it, which is harmless.
   private String traceIdHex;
   private String spanIdHex;
+  // Header values built on first inject and reused: a context injected into several requests
+  // (retries, fan-out of one client span) formats its header once.
+  private String traceparent;
+  private String xrayHeader;
 
   WeftSpanContext(long traceIdHigh, long traceIdLow, long spanId, byte flags,
       WeftTraceState traceState, boolean remote, boolean b3Debug, boolean jaegerDebug,
@@ -140,6 +144,39 @@ public final class WeftSpanContext implements SpanContext {
     if (h == null) {
       h = Hex.ofLong(spanId);
       spanIdHex = h;
+    }
+    return h;
+  }
+
+  /** The {@code traceparent} header value for this context, built at most once. */
+  public String traceparentHeader() {
+    String h = traceparent;
+    if (h == null) {
+      char[] c = new char[55];
+      c[0] = '0';
+      c[1] = '0';
+      c[2] = '-';
+      Hex.writeLong(traceIdHigh, c, 3);
+      Hex.writeLong(traceIdLow, c, 19);
+      c[35] = '-';
+      Hex.writeLong(spanId, c, 36);
+      c[52] = '-';
+      Hex.writeByte(flags & 0x03, c, 53);
+      h = new String(c);
+      traceparent = h;
+    }
+    return h;
+  }
+
+  /**
+   * The X-Ray header value for this context, built at most once by {@code builder} (the X-Ray
+   * propagator) and cached.
+   */
+  public String xrayHeader(java.util.function.Function<WeftSpanContext, String> builder) {
+    String h = xrayHeader;
+    if (h == null) {
+      h = builder.apply(this);
+      xrayHeader = h;
     }
     return h;
   }
