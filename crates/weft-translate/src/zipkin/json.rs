@@ -44,7 +44,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
                 Ok(Text(Cow::Owned(v.to_string())))
             }
             fn visit_f64<E>(self, v: f64) -> Result<Text<'a>, E> {
-                Ok(Text(Cow::Owned(v.to_string())))
+                // As JSON writes it (`1.0`, not `1`), the nearest to the text that was sent.
+                Ok(Text(Cow::Owned(
+                    serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string()),
+                )))
             }
         }
         d.deserialize_any(V(std::marker::PhantomData))
@@ -225,8 +228,9 @@ pub(crate) fn span_id(s: Option<&str>, field: &str, n: usize) -> Result<[u8; 8],
     }
 }
 
-/// Decodes a v2 JSON list of spans.
-pub fn decode_v2(body: &[u8]) -> Result<Vec<Span<'_>>, TranslateError> {
+/// Decodes a v2 JSON list of spans with serde_json: the reference for
+/// [`super::fastjson::decode_v2`], which the receiver uses.
+pub fn decode_v2_serde(body: &[u8]) -> Result<Vec<Span<'_>>, TranslateError> {
     let raw: Vec<JSpanV2<'_>> = serde_json::from_slice(body).map_err(json_error)?;
     let mut out = Vec::with_capacity(raw.len());
     for (n, j) in raw.into_iter().enumerate() {

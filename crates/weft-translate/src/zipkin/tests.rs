@@ -350,3 +350,155 @@ fn spec_vectors() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+mod fast_json_matches_serde {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z./_ -]{0,12}",
+            "[\\u{0}-\\u{7f}]{0,6}",
+            "[\\u{80}-\\u{10ffff}]{0,4}",
+            Just("\"quoted\\\\back\nslash".to_owned()),
+        ]
+    }
+
+    fn hex(n: usize) -> impl Strategy<Value = String> {
+        proptest::collection::vec(0u8..16, 1..=n).prop_map(|v| v.iter().map(|d| format!("{d:x}")).collect())
+    }
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            text().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            // Exact binary fractions: serde_json reads them back exactly (it may be off by one
+            // ulp on others, where the fast reader keeps the text as sent).
+            (0u32..4_000_000).prop_map(|n| Value::from(f64::from(n) / 4.0)),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+        ]
+    }
+
+    fn endpoint() -> impl Strategy<Value = Value> {
+        (
+            proptest::option::of(text()),
+            proptest::option::of(prop_oneof![Just("10.0.0.1".to_owned()), Just("bad".to_owned())]),
+            proptest::option::of(prop_oneof![Just("::1".to_owned()), Just("1.2.3.4".to_owned())]),
+            proptest::option::of(-5i64..70000),
+        )
+            .prop_map(|(s, v4, v6, p)| {
+                let mut m = serde_json::Map::new();
+                if let Some(s) = s {
+                    m.insert("serviceName".into(), s.into());
+                }
+                if let Some(v) = v4 {
+                    m.insert("ipv4".into(), v.into());
+                }
+                if let Some(v) = v6 {
+                    m.insert("ipv6".into(), v.into());
+                }
+                if let Some(p) = p {
+                    m.insert("port".into(), p.into());
+                }
+                Value::Object(m)
+            })
+    }
+
+    fn span() -> impl Strategy<Value = Value> {
+        (
+            (hex(32), hex(16), proptest::option::of(hex(16))),
+            proptest::option::of(prop_oneof![
+                Just("CLIENT"),
+                Just("SERVER"),
+                Just("CONSUMER"),
+                Just("LOCAL")
+            ]),
+            proptest::option::of(text()),
+            (
+                proptest::option::of(0u64..u64::MAX / 2),
+                proptest::option::of(0u64..1 << 40),
+            ),
+            (proptest::option::of(endpoint()), proptest::option::of(endpoint())),
+            proptest::collection::vec((0u64..1 << 50, scalar()), 0..3),
+            proptest::collection::btree_map("[a-z.]{1,8}", scalar(), 0..4),
+            (proptest::option::of(any::<bool>()), proptest::option::of(scalar())),
+        )
+            .prop_map(|((t, i, p), k, n, (ts, d), (le, re), anns, tags, (shared, extra))| {
+                let mut m = serde_json::Map::new();
+                m.insert("traceId".into(), t.into());
+                m.insert("id".into(), i.into());
+                if let Some(p) = p {
+                    m.insert("parentId".into(), p.into());
+                }
+                if let Some(k) = k {
+                    m.insert("kind".into(), k.into());
+                }
+                if let Some(n) = n {
+                    m.insert("name".into(), n.into());
+                }
+                if let Some(ts) = ts {
+                    m.insert("timestamp".into(), ts.into());
+                }
+                if let Some(d) = d {
+                    m.insert("duration".into(), d.into());
+                }
+                if let Some(e) = le {
+                    m.insert("localEndpoint".into(), e);
+                }
+                if let Some(e) = re {
+                    m.insert("remoteEndpoint".into(), e);
+                }
+                m.insert(
+                    "annotations".into(),
+                    Value::Array(
+                        anns.into_iter()
+                            .map(|(t, v)| json!({"timestamp": t, "value": v}))
+                            .collect(),
+                    ),
+                );
+                m.insert("tags".into(), Value::Object(tags.into_iter().collect()));
+                if let Some(s) = shared {
+                    m.insert("shared".into(), s.into());
+                }
+                if let Some(x) = extra {
+                    m.insert("unknownField".into(), json!({"nested": [x, {"a": null}]}));
+                }
+                Value::Object(m)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+        /// The hand-written reader and serde_json's agree on every generated payload: the same
+        /// spans when both accept, and both refuse when either does.
+        #[test]
+        fn same_spans_or_both_refuse(spans in proptest::collection::vec(span(), 0..4), pretty in any::<bool>()) {
+            let v = Value::Array(spans);
+            let body = if pretty { serde_json::to_vec_pretty(&v).unwrap() } else { serde_json::to_vec(&v).unwrap() };
+            let fast = fastjson::decode_v2(&body);
+            let reference = json::decode_v2_serde(&body);
+            match (&fast, &reference) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(_), Err(_)) => {}
+                _ => prop_assert!(false, "fast {:?} vs serde {:?} on {}", fast, reference, String::from_utf8_lossy(&body)),
+            }
+        }
+
+        /// Mangled payloads: the same verdict.
+        #[test]
+        fn mangled_payloads_agree(cut in 0usize..600, flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4)) {
+            let mut b = V2.as_bytes().to_vec();
+            for (at, v) in flips {
+                let n = b.len();
+                b[at % n] = v;
+            }
+            b.truncate(cut.max(1));
+            // The verdicts agree (a number's text may differ: the fast reader keeps it as sent).
+            let fast = fastjson::decode_v2(&b);
+            let reference = json::decode_v2_serde(&b);
+            prop_assert_eq!(fast.is_ok(), reference.is_ok(), "fast {:?} vs serde {:?} on {:?}", fast, reference, String::from_utf8_lossy(&b));
+        }
+    }
+}
