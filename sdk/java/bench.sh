@@ -24,7 +24,7 @@ for r in json.load(open(sys.argv[1])):
 pairs = []
 for name in rows:
     for suffix, other in (("_weft", "_otel"), ("_weft_api", "_otel"), ("_weft", "_aws"),
-                          ("_weft_header", "_aws")):
+                          ("_weft_header", "_aws"), ("_weft_buffer", "_aws")):
         if name.endswith(suffix):
             base = name[: -len(suffix)]
             o = base + other

@@ -60,6 +60,14 @@ public final class Hex {
     return v;
   }
 
+  /**
+   * The value of lowercase hex digit {@code c}, or a negative number: for one-pass parsers that
+   * OR every result together and check the sign once at the end (no branch per character).
+   */
+  public static int lowerOrNegative(char c) {
+    return c < 128 ? LOWER[c] : -1;
+  }
+
   /** Reports whether {@code s[off, off+len)} are all lowercase hex digits. */
   public static boolean isLowerHex(CharSequence s, int off, int len) {
     int bad = 0;

@@ -19,14 +19,14 @@ public abstract class IdGenerator {
     return Random.INSTANCE;
   }
 
-  /** The X-Ray compatible generator, reading the wall clock. */
+  /** The X-Ray compatible generator, reading {@link WallClock#epochSeconds()}. */
   public static IdGenerator xray() {
-    return new Xray(Xray.SYSTEM_CLOCK);
+    return new Xray(WallClock::epochSeconds);
   }
 
   /** The X-Ray compatible generator with an injected clock of Unix nanoseconds (for tests). */
   public static IdGenerator xray(java.util.function.LongSupplier unixNanos) {
-    return new Xray(unixNanos);
+    return new Xray(() -> Long.divideUnsigned(unixNanos.getAsLong(), 1_000_000_000L));
   }
 
   /** Whether this generator is the X-Ray one. */
@@ -78,11 +78,10 @@ public abstract class IdGenerator {
   }
 
   private static final class Xray extends IdGenerator {
-    static final java.util.function.LongSupplier SYSTEM_CLOCK = WallClock::nowNanos;
-    private final java.util.function.LongSupplier unixNanos;
+    private final java.util.function.LongSupplier epochSeconds;
 
-    Xray(java.util.function.LongSupplier unixNanos) {
-      this.unixNanos = unixNanos;
+    Xray(java.util.function.LongSupplier epochSeconds) {
+      this.epochSeconds = epochSeconds;
     }
 
     @Override
@@ -97,8 +96,7 @@ public abstract class IdGenerator {
       do {
         hi = r.nextLong();
         lo = r.nextLong();
-        long secs = Long.divideUnsigned(unixNanos.getAsLong(), 1_000_000_000L);
-        hi = (secs << 32) | (hi & 0xffffffffL);
+        hi = (epochSeconds.getAsLong() << 32) | (hi & 0xffffffffL);
       } while ((hi | lo) == 0);
       out.high = hi;
       out.low = lo;

@@ -50,4 +50,39 @@ public final class WallClock {
     }
     return a.unixNanos + elapsed;
   }
+
+  private static volatile long epochSeconds = Long.MIN_VALUE;
+
+  /**
+   * The current Unix time in whole seconds, read from a field that a daemon thread
+   * ({@code weft-clock}, started on first use) refreshes just after every second boundary. The
+   * X-Ray ID generator needs only seconds, and a field read costs about 1 ns where a clock read
+   * costs about 25 ns on this class of machine (xray_create benchmark). The value lags the wall
+   * clock by at most the thread's wake-up latency, typically well under a millisecond.
+   */
+  public static long epochSeconds() {
+    long s = epochSeconds;
+    if (s == Long.MIN_VALUE) {
+      s = startTicker();
+    }
+    return s;
+  }
+
+  private static synchronized long startTicker() {
+    if (epochSeconds != Long.MIN_VALUE) {
+      return epochSeconds;
+    }
+    epochSeconds = Math.floorDiv(nowNanos(), 1_000_000_000L);
+    Thread t = new Thread(() -> {
+      while (true) {
+        long now = nowNanos();
+        epochSeconds = Math.floorDiv(now, 1_000_000_000L);
+        long toNext = 1_000_000_000L - Math.floorMod(now, 1_000_000_000L);
+        java.util.concurrent.locks.LockSupport.parkNanos(toNext + 200_000L);
+      }
+    }, "weft-clock");
+    t.setDaemon(true);
+    t.start();
+    return epochSeconds;
+  }
 }

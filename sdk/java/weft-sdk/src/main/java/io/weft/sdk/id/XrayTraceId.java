@@ -29,11 +29,24 @@ public final class XrayTraceId {
     return new String(c);
   }
 
+  private int bad;
+  private long hex(String v, int off, int len) {
+    long x = 0;
+    int b = 0;
+    for (int i = off; i < off + len; i++) {
+      int d = Hex.lowerOrNegative(v.charAt(i));
+      b |= d;
+      x = (x << 4) | (d & 0xf);
+    }
+    bad |= b;
+    return x;
+  }
+
   /**
    * Parses {@code 1-{1..8 hex}-{24 hex}} (lowercase) at {@code s[off, end)} into this holder;
-   * returns false when malformed or all zero.
+   * returns false when malformed or all zero. One pass, validity folded into an OR.
    */
-  public boolean parse(CharSequence s, int off, int end) {
+  public boolean parse(String s, int off, int end) {
     int n = end - off;
     if (n < 28 || n > LEN || s.charAt(off) != '1' || s.charAt(off + 1) != '-') {
       return false;
@@ -43,13 +56,13 @@ public final class XrayTraceId {
       return false;
     }
     int epochLen = dash - off - 2;
-    if (epochLen < 1 || epochLen > 8 || !Hex.isLowerHex(s, off + 2, epochLen)
-        || !Hex.isLowerHex(s, dash + 1, 24)) {
+    if (epochLen < 1) {
       return false;
     }
-    long hi = (Hex.parseLong(s, off + 2, epochLen) << 32) | Hex.parseLong(s, dash + 1, 8);
-    long lo = Hex.parseLong(s, dash + 9, 16);
-    if ((hi | lo) == 0) {
+    bad = 0;
+    long hi = (hex(s, off + 2, epochLen) << 32) | hex(s, dash + 1, 8);
+    long lo = hex(s, dash + 9, 16);
+    if (bad < 0 || (hi | lo) == 0) {
       return false;
     }
     high = hi;

@@ -31,8 +31,48 @@ final class Carriers {
     return a == 0 && b == s.length() ? s : s.substring(a, b);
   }
 
+  /**
+   * Whether a getter class overrides {@code getAll}. The default {@code getAll} wraps {@code get}
+   * in a new singleton iterator; for getters that do not override it, {@link #single} reads the
+   * one value with {@code get} and allocates nothing (traceparent_extract benchmark).
+   */
+  private static final ClassValue<Boolean> MULTI_VALUED = new ClassValue<>() {
+    @Override
+    protected Boolean computeValue(Class<?> type) {
+      try {
+        return type.getMethod("getAll", Object.class, String.class).getDeclaringClass()
+            != TextMapGetter.class;
+      } catch (NoSuchMethodException | SecurityException e) {
+        return true;
+      }
+    }
+  };
+
+  /** Marks a header present more than once in {@link #single}. */
+  static final String DUPLICATE = new String("duplicate");
+
+  /**
+   * The only value of a header that must appear at most once: null when absent,
+   * {@link #DUPLICATE} (compare by identity) when present more than once; untrimmed.
+   */
+  static <C> String single(TextMapGetter<C> getter, C carrier, String name) {
+    if (!MULTI_VALUED.get(getter.getClass())) {
+      return getter.get(carrier, name);
+    }
+    Iterator<String> it = getter.getAll(carrier, name);
+    if (it == null || !it.hasNext()) {
+      return null;
+    }
+    String v = it.next();
+    return it.hasNext() ? DUPLICATE : v;
+  }
+
   /** Every value of a header, trimmed, in order; empty when absent. */
   static <C> List<String> all(TextMapGetter<C> getter, C carrier, String name) {
+    if (!MULTI_VALUED.get(getter.getClass())) {
+      String v = getter.get(carrier, name);
+      return v == null ? List.of() : List.of(trim(v));
+    }
     Iterator<String> it = getter.getAll(carrier, name);
     if (it == null || !it.hasNext()) {
       return List.of();

@@ -21,47 +21,43 @@ public final class Traceparent {
   /** The trace flags after masking (00: sampled and random; future versions: sampled only). */
   public byte flags;
 
+  private int bad;
+  /** {@code len} lowercase hex digits at {@code off}; a bad digit makes {@link #bad} negative. */
+  private long hex(String v, int off, int len) {
+    long x = 0;
+    int b = 0;
+    for (int i = off; i < off + len; i++) {
+      int d = Hex.lowerOrNegative(v.charAt(i));
+      b |= d;
+      x = (x << 4) | (d & 0xf);
+    }
+    bad |= b;
+    return x;
+  }
+
   /**
    * Parses a trimmed {@code traceparent} value into this holder. Returns false (leaving the holder
    * in an unspecified state) when the value is invalid.
    */
-  public boolean parse(CharSequence v) {
+  public boolean parse(String v) {
     int n = v.length();
-    if (n < LEN) {
+    if (n < LEN || v.charAt(2) != '-' || v.charAt(35) != '-' || v.charAt(52) != '-') {
       return false;
     }
-    char v0 = v.charAt(0);
-    char v1 = v.charAt(1);
-    int d0 = Hex.digit(v0);
-    int d1 = Hex.digit(v1);
-    if (d0 < 0 || d1 < 0 || v.charAt(2) != '-') {
+    bad = 0;
+    // One pass over the 50 hex digits with the validity check folded into an OR: no substring,
+    // no branch per character (traceparent_extract benchmark).
+    int version = (int) hex(v, 0, 2);
+    long hi = hex(v, 3, 16);
+    long lo = hex(v, 19, 16);
+    long sid = hex(v, 36, 16);
+    int f = (int) hex(v, 53, 2);
+    if (bad < 0 || version == 0xff || (hi | lo) == 0 || sid == 0) {
       return false;
     }
-    int version = (d0 << 4) | d1;
-    if (version == 0xff) {
+    if (version == 0 ? n != LEN : n > LEN && v.charAt(LEN) != '-') {
       return false;
     }
-    if (version == 0) {
-      if (n != LEN) {
-        return false;
-      }
-    } else if (n > LEN && v.charAt(LEN) != '-') {
-      return false;
-    }
-    if (v.charAt(35) != '-' || v.charAt(52) != '-') {
-      return false;
-    }
-    // One pass of table lookups over the 50 hex digits, then the arithmetic: no substring.
-    if (!Hex.isLowerHex(v, 3, 32) || !Hex.isLowerHex(v, 36, 16) || !Hex.isLowerHex(v, 53, 2)) {
-      return false;
-    }
-    long hi = Hex.parseLong(v, 3, 16);
-    long lo = Hex.parseLong(v, 19, 16);
-    long sid = Hex.parseLong(v, 36, 16);
-    if ((hi | lo) == 0 || sid == 0) {
-      return false;
-    }
-    int f = (int) Hex.parseLong(v, 53, 2);
     traceIdHigh = hi;
     traceIdLow = lo;
     spanId = sid;

@@ -7,7 +7,6 @@ import io.opentelemetry.context.propagation.TextMapSetter;
 import io.weft.sdk.trace.WeftSpanContext;
 import io.weft.sdk.trace.WeftTraceState;
 import java.util.Collection;
-import java.util.Iterator;
 import java.util.List;
 
 /** W3C Trace Context Level 2: {@code traceparent} and {@code tracestate}. */
@@ -63,12 +62,8 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
 
   /** Extracts the span context, or null when there is no valid {@code traceparent}. */
   public <C> WeftSpanContext extractSpanContext(C carrier, TextMapGetter<C> getter) {
-    Iterator<String> it = getter.getAll(carrier, "traceparent");
-    if (it == null || !it.hasNext()) {
-      return null;
-    }
-    String v = it.next();
-    if (v == null || it.hasNext()) {
+    String v = Carriers.single(getter, carrier, "traceparent");
+    if (v == null || v == Carriers.DUPLICATE) {
       return null; // absent, or present more than once
     }
     v = Carriers.trim(v);

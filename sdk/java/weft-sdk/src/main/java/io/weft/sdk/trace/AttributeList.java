@@ -97,10 +97,13 @@ public final class AttributeList {
 
   /** Returns the index to write key's value at, or -1 when the count limit drops it. */
   private int slot(String key) {
+    // Identity first (instrumentation passes the same constant key strings every time), then the
+    // cached String hash, so that distinct keys cost two loads instead of an equals() each
+    // (span_sampled_10_attrs_1_event benchmark).
+    int h = key.hashCode();
     for (int i = 0; i < size; i++) {
-      // Identity first: instrumentation passes the same constant key strings every time.
       String k = keys[i];
-      if (k == key || k.equals(key)) {
+      if (k == key || (k.hashCode() == h && k.equals(key))) {
         return i;
       }
     }

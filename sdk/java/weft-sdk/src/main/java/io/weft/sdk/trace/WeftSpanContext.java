@@ -40,6 +40,7 @@ public final class WeftSpanContext implements SpanContext {
   // (retries, fan-out of one client span) formats its header once.
   private String traceparent;
   private String xrayHeader;
+  private String xrayTraceId;
 
   WeftSpanContext(long traceIdHigh, long traceIdLow, long spanId, byte flags,
       WeftTraceState traceState, boolean remote, boolean b3Debug, boolean jaegerDebug,
@@ -164,6 +165,16 @@ public final class WeftSpanContext implements SpanContext {
       Hex.writeByte(flags & 0x03, c, 53);
       h = new String(c);
       traceparent = h;
+    }
+    return h;
+  }
+
+  /** The X-Ray form of the trace ID ({@code 1-xxxxxxxx-xxxxxxxxxxxxxxxxxxxxxxxx}), built once. */
+  public String xrayTraceId() {
+    String h = xrayTraceId;
+    if (h == null) {
+      h = io.weft.sdk.id.XrayTraceId.toString(traceIdHigh, traceIdLow);
+      xrayTraceId = h;
     }
     return h;
   }
