@@ -59,7 +59,8 @@ class JaegerRemoteSamplerTest {
       body.set("{\"operationSampling\": {\"defaultSamplingProbability\": 0.0, "
           + "\"perOperationStrategies\": [{\"operation\": \"hot\", "
           + "\"probabilisticSampling\": {\"samplingRate\": 1.0}}]}}");
-      waitFor(() -> decide(s, "hot") == SamplingDecision.RECORD_AND_SAMPLE);
+      waitFor(() -> decide(s, "cold") == SamplingDecision.DROP);
+      assertEquals(SamplingDecision.RECORD_AND_SAMPLE, decide(s, "hot"));
       assertTrue(s.getDescription().contains("PerOperation"), s.getDescription());
     } finally {
       server.stop(0);
