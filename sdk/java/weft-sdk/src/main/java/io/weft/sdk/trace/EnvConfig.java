@@ -55,8 +55,15 @@ final class EnvConfig {
         "OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"));
     Map<String, String> headers = headers(first(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
         "OTEL_EXPORTER_OTLP_HEADERS", ""));
-    long timeoutMs = Long.parseLong(first(env, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-        "OTEL_EXPORTER_OTLP_TIMEOUT", "10000").trim());
+    String timeout = first(env, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "10000");
+    long timeoutMs;
+    try {
+      timeoutMs = Math.max(1, Long.parseLong(timeout));
+    } catch (NumberFormatException e) {
+      LOG.warning("invalid OTEL_EXPORTER_OTLP_TIMEOUT " + timeout + ", using 10000 ms");
+      timeoutMs = 10_000;
+    }
     OtlpTransport transport;
     if (grpc) {
       transport = grpcTransport(endpoint, gzip, headers);
