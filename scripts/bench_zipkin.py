@@ -9,8 +9,9 @@ several client processes for --seconds to:
   - weft's OTLP/HTTP receiver, with the same spans as OTLP protobuf (weft's own OTLP figure).
 Each server's CPU time (utime+stime of its process) over the measured window, divided into the
 spans it acknowledged, gives spans per CPU-second; the ratios between them are what is reported
-(the host's speed drift cancels out of a ratio). The Zipkin server first takes a warm-up load of
-the same length, for its JIT. Results as JSON on stdout and in --out.
+(the host's speed drift cancels out of a ratio). The three servers run at once and take the load
+in turn, --rounds times; the median of the rounds' ratios is reported. The Zipkin server first
+takes a warm-up load of the same length, for its JIT. Results as JSON on stdout and in --out.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
 
@@ -148,7 +149,8 @@ def wait_http(url, proc, what, timeout=90):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--weft", required=True)
-    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -159,39 +161,58 @@ def main():
     obodies = [otlp_body(s) for s in span_sets]
     tmp = tempfile.mkdtemp(prefix="weft-bench-zipkin-")
     results = {"spans_per_request": SPANS_PER_REQUEST, "clients": args.clients, "seconds": args.seconds,
+               "rounds": args.rounds,
                "zipkin_json_bytes_per_span": round(sum(map(len, zbodies)) / (len(zbodies) * SPANS_PER_REQUEST)),
                "otlp_bytes_per_span": round(sum(map(len, obodies)) / (len(obodies) * SPANS_PER_REQUEST))}
-
-    zport = free_port()
-    zlog = open(os.path.join(tmp, "zipkin.log"), "w")
-    zipkin = subprocess.Popen(["java", "-Xmx1g", "-jar", ZIPKIN_JAR], stdout=zlog, stderr=subprocess.STDOUT,
-                              env={**os.environ, "QUERY_PORT": str(zport), "STORAGE_TYPE": "mem"}, start_new_session=True)
+    procs = []
     try:
+        zport = free_port()
+        zlog = open(os.path.join(tmp, "zipkin.log"), "w")
+        zipkin = subprocess.Popen(["java", "-Xmx1g", "-jar", ZIPKIN_JAR], stdout=zlog, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "QUERY_PORT": str(zport), "STORAGE_TYPE": "mem"},
+                                  start_new_session=True)
+        procs.append(zipkin)
         wait_http(f"http://127.0.0.1:{zport}/health", zipkin, "zipkin-server")
-        drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)  # JIT warm-up
-        results["zipkin_server_json"] = drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies,
-                                              args.seconds, args.clients)
-    finally:
-        zipkin.terminate()
-        zipkin.wait()
-
-    for name, path, ctype, bodies in (("weft_zipkin_json", "/api/v2/spans", "application/json", zbodies),
-                                      ("weft_otlp_http", "/v1/traces", "application/x-protobuf", obodies)):
-        http_port, zp, grpc, otlp = free_port(), free_port(), free_port(), free_port()
-        log = open(os.path.join(tmp, f"{name}.log"), "w")
-        weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
-                                 "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc), "--otlp-http-port", str(otlp)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
+        wefts = {}
+        for name in ("weft_zipkin_json", "weft_otlp_http"):
+            http_port, zp, grpc, otlp = free_port(), free_port(), free_port(), free_port()
+            log = open(os.path.join(tmp, f"{name}.log"), "w")
+            weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
+                                     "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc),
+                                     "--otlp-http-port", str(otlp)],
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")
-            port = zp if "zipkin" in name else otlp
-            results[name] = drive(weft.pid, port, path, ctype, bodies, args.seconds, args.clients)
-        finally:
-            weft.send_signal(signal.SIGTERM)
-            weft.wait()
-    w, z, o = (results[k]["spans_per_cpu_s"] for k in ("weft_zipkin_json", "zipkin_server_json", "weft_otlp_http"))
-    results["ratio_weft_zipkin_json_vs_zipkin_server"] = round(w / z, 2)
-    results["ratio_weft_zipkin_json_vs_weft_otlp"] = round(w / o, 2)
+            wefts[name] = (weft, zp if "zipkin" in name else otlp)
+        # The JVM's JIT first, with the same load.
+        drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)
+        runs = {"zipkin_server_json": [], "weft_zipkin_json": [], "weft_otlp_http": []}
+        # Rounds interleave the three, so drift in the shared host's speed hits each alike.
+        for _ in range(args.rounds):
+            runs["zipkin_server_json"].append(
+                drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients))
+            w, port = wefts["weft_zipkin_json"]
+            runs["weft_zipkin_json"].append(
+                drive(w.pid, port, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients))
+            w, port = wefts["weft_otlp_http"]
+            runs["weft_otlp_http"].append(
+                drive(w.pid, port, "/v1/traces", "application/x-protobuf", obodies, args.seconds, args.clients))
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    for k, rs in runs.items():
+        results[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs])}
+    z = [r["spans_per_cpu_s"] for r in runs["zipkin_server_json"]]
+    w = [r["spans_per_cpu_s"] for r in runs["weft_zipkin_json"]]
+    o = [r["spans_per_cpu_s"] for r in runs["weft_otlp_http"]]
+    results["ratio_weft_zipkin_json_vs_zipkin_server"] = round(med([a / b for a, b in zip(w, z)]), 2)
+    results["ratio_weft_zipkin_json_vs_weft_otlp"] = round(med([a / b for a, b in zip(w, o)]), 2)
     print(json.dumps(results, indent=2))
     if args.out:
         with open(args.out, "w") as f:

@@ -63,17 +63,18 @@ struct Scanner<'a> {
     i: usize,
 }
 
-/// Whether any byte of `w` is `b` (SWAR: the classic has-zero-byte test on `w ^ b*0x01..`).
+/// The bytes of `w` that are `b`, as their high bits; exact up to and including the lowest one
+/// (the classic has-zero-byte test on `w ^ b*0x01..`; borrows can only add bits above it).
 #[inline]
-fn has_byte(w: u64, b: u8) -> bool {
+fn byte_mask(w: u64, b: u8) -> u64 {
     let x = w ^ (u64::from(b) * 0x0101_0101_0101_0101);
-    x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080 != 0
+    x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080
 }
 
-/// Whether any byte of `w` is below 0x20 (a control character).
+/// The bytes of `w` below 0x20 (control characters), exact up to the lowest one as above.
 #[inline]
-fn has_control(w: u64) -> bool {
-    w.wrapping_sub(0x2020_2020_2020_2020) & !w & 0x8080_8080_8080_8080 != 0
+fn control_mask(w: u64) -> u64 {
+    w.wrapping_sub(0x2020_2020_2020_2020) & !w & 0x8080_8080_8080_8080
 }
 
 fn malformed(what: impl std::fmt::Display, at: usize) -> TranslateError {
@@ -141,14 +142,23 @@ impl<'a> Scanner<'a> {
             return Err(malformed("expected a string", self.i));
         }
         let start = self.i;
-        // Eight bytes at a time while none is a quote, a backslash or a control character:
-        // most strings (keys, names, IDs) are plain ASCII with no escape.
+        // Eight bytes at a time: the lowest flagged byte of the three masks is the first quote,
+        // backslash or control character, found without a byte loop. Most strings (keys, names,
+        // IDs) are plain ASCII and end at their first quote.
         while let Some(chunk) = self.b.get(self.i..self.i + 8) {
             let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            if has_byte(w, b'"') || has_byte(w, b'\\') || has_control(w) {
-                break;
+            let m = byte_mask(w, b'"') | byte_mask(w, b'\\') | control_mask(w);
+            if m == 0 {
+                self.i += 8;
+                continue;
             }
-            self.i += 8;
+            self.i += (m.trailing_zeros() / 8) as usize;
+            if self.b[self.i] == b'"' {
+                let s = &self.text[start..self.i];
+                self.i += 1;
+                return Ok(Cow::Borrowed(s));
+            }
+            break;
         }
         while let Some(&c) = self.b.get(self.i) {
             match c {
@@ -409,7 +419,9 @@ impl<'a> Scanner<'a> {
         })?;
         if let Some(a) = v4.as_deref().filter(|a| !a.is_empty()) {
             e.ipv4 = Some(
-                a.parse()
+                parse_ipv4(a.as_bytes())
+                    .map(Ok)
+                    .unwrap_or_else(|| a.parse())
                     .map_err(|_| TranslateError::new(format!("{}.ipv4 {a:?} is not an IPv4 address", what())))?,
             );
         }
@@ -428,6 +440,43 @@ impl<'a> Scanner<'a> {
         };
         Ok((!e.is_empty()).then_some(e))
     }
+}
+
+/// Dotted-quad IPv4 (`10.0.0.1`), the common case, without the general parser; `None` sends
+/// anything else to it (which gives the same answer, and the error).
+#[inline]
+fn parse_ipv4(b: &[u8]) -> Option<std::net::Ipv4Addr> {
+    let mut octets = [0u8; 4];
+    let mut part = 0;
+    let mut digits = 0;
+    let mut v: u32 = 0;
+    for &c in b {
+        match c {
+            b'0'..=b'9' => {
+                // No leading zeros (the general parser refuses them too), at most 3 digits.
+                if digits == 1 && v == 0 {
+                    return None;
+                }
+                v = v * 10 + u32::from(c - b'0');
+                digits += 1;
+                if digits > 3 || v > 255 {
+                    return None;
+                }
+            }
+            b'.' if digits > 0 && part < 3 => {
+                octets[part] = v as u8;
+                part += 1;
+                digits = 0;
+                v = 0;
+            }
+            _ => return None,
+        }
+    }
+    if part != 3 || digits == 0 {
+        return None;
+    }
+    octets[3] = v as u8;
+    Some(std::net::Ipv4Addr::from(octets))
 }
 
 /// Decodes a v2 JSON list of spans.
@@ -531,4 +580,42 @@ fn span<'a>(s: &mut Scanner<'a>, n: usize) -> Result<Span<'a>, TranslateError> {
         })?),
     };
     Ok(sp)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    #[test]
+    fn ipv4_samples() {
+        for s in ["10.0.0.1", "255.255.255.255", "0.0.0.0", "192.168.1.17"] {
+            assert_eq!(super::parse_ipv4(s.as_bytes()), s.parse().ok(), "{s}");
+        }
+        for s in [
+            "256.0.0.1",
+            "1.2.3",
+            "01.2.3.4",
+            "1..2.3",
+            "1.2.3.4.",
+            ".1.2.3",
+            "1.2.3.4.5",
+            "1.2.3.1000",
+        ] {
+            assert_eq!(super::parse_ipv4(s.as_bytes()), None, "{s}");
+        }
+    }
+
+    proptest! {
+        /// The dotted-quad fast path gives the general parser's answer, or defers to it.
+        #[test]
+        fn ipv4_fast_path_agrees(s in "([0-9]{1,3}\\.){0,4}[0-9]{0,4}") {
+            let std: Option<std::net::Ipv4Addr> = s.parse().ok();
+            if let Some(fast) = super::parse_ipv4(s.as_bytes()) {
+                prop_assert_eq!(Some(fast), std);
+            }
+            if std.is_some() {
+                prop_assert_eq!(super::parse_ipv4(s.as_bytes()), std);
+            }
+        }
+    }
 }
