@@ -59,13 +59,14 @@ fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
     p.get(k).map(|s| s.trim()).filter(|s| !s.is_empty())
 }
 
-fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str) -> Result<Option<T>, Response> {
+/// A numeric parameter; the error is the 400's message.
+fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str) -> Result<Option<T>, String> {
     match param(p, k) {
         None => Ok(None),
         Some(s) => s
             .parse()
             .map(Some)
-            .map_err(|_| bad(format!("invalid {k} {s:?}: expected a number"))),
+            .map_err(|_| format!("invalid {k} {s:?}: expected a number")),
     }
 }
 
@@ -138,10 +139,11 @@ fn service_filter(spellings: &[String]) -> String {
     format!("{{ {} }}", terms.join(" || "))
 }
 
-fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, Response> {
+/// The request's tenant, or the 401.
+fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, Box<Response>> {
     st.tenants
         .resolve(headers)
-        .map_err(|e| text(StatusCode::UNAUTHORIZED, e.0))
+        .map_err(|e| Box::new(text(StatusCode::UNAUTHORIZED, e.0)))
 }
 
 /// `GET /api/v2/services`.
@@ -150,7 +152,7 @@ pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Re
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         match values(&s, &tenant, "{ }", "resource.service.name").await {
             Ok(v) => json(names(v)),
@@ -172,7 +174,7 @@ async fn names_of_service(
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
             return bad("serviceName is required");
@@ -222,7 +224,7 @@ struct ZipkinTraces {
 
 impl ZipkinTraces {
     fn trim(&mut self) {
-        self.hits.sort_by(|a, b| b.0.cmp(&a.0));
+        self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
         self.hits.truncate(self.req.limit);
     }
 }
@@ -247,8 +249,8 @@ impl TraceSink for ZipkinTraces {
     }
 }
 
-/// The query of `/api/v2/traces` (and the window of `/api/v2/dependencies`).
-fn query_request(p: &HashMap<String, String>) -> Result<QueryRequest, Response> {
+/// The query of `/api/v2/traces`; the error is the 400's message.
+fn query_request(p: &HashMap<String, String>) -> Result<QueryRequest, String> {
     let end_ts = num::<u64>(p, "endTs")?.unwrap_or_else(now_ms);
     let req = QueryRequest {
         service_name: param(p, "serviceName").map(Into::into),
@@ -261,7 +263,7 @@ fn query_request(p: &HashMap<String, String>) -> Result<QueryRequest, Response> 
         lookback: num(p, "lookback")?.unwrap_or(DEFAULT_LOOKBACK_MS),
         limit: num::<usize>(p, "limit")?.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
     };
-    req.normalise().map_err(bad)
+    req.normalise()
 }
 
 /// `GET /api/v2/traces`.
@@ -270,11 +272,11 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let req = match query_request(&p) {
             Ok(r) => r,
-            Err(r) => return r,
+            Err(e) => return bad(e),
         };
         let filter = match &req.service_name {
             None => "{ }".to_owned(),
@@ -303,10 +305,10 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
     .await
 }
 
-/// Zipkin's trace ID check: 1 to 32 hex characters.
-fn trace_id(s: &str) -> Result<[u8; 16], Response> {
+/// Zipkin's trace ID check: 1 to 32 hex characters; the error is the 400's message.
+fn trace_id(s: &str) -> Result<[u8; 16], String> {
     weft_translate::parse_hex_id::<16>(s.trim())
-        .ok_or_else(|| bad(format!("invalid trace ID {s:?}: expected 1 to 32 hex characters")))
+        .ok_or_else(|| format!("invalid trace ID {s:?}: expected 1 to 32 hex characters"))
 }
 
 async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<Vec<TraceSpan>, Response> {
@@ -324,11 +326,11 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let tid = match trace_id(&id) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(e) => return bad(e),
         };
         match read_trace(&s, &tenant, &tid).await {
             Ok(spans) if spans.is_empty() => text(
@@ -348,7 +350,7 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let Some(ids) = param(&p, "traceIds") else {
             return bad("traceIds parameter is empty");
@@ -358,7 +360,7 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
         for id in ids.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let tid = match trace_id(id) {
                 Ok(t) => t,
-                Err(r) => return r,
+                Err(e) => return bad(e),
             };
             if !seen.insert(tid) {
                 continue;
@@ -401,18 +403,18 @@ pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Q
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let end_ts = match num::<u64>(&p, "endTs") {
             Ok(Some(e)) => e,
             Ok(None) => return bad("endTs is required"),
-            Err(r) => return r,
+            Err(e) => return bad(e),
         };
         let req = QueryRequest {
             end_ts,
             lookback: match num::<u64>(&p, "lookback") {
                 Ok(l) => l.unwrap_or(end_ts),
-                Err(r) => return r,
+                Err(e) => return bad(e),
             },
             limit: usize::MAX,
             ..QueryRequest::default()
@@ -447,7 +449,7 @@ pub async fn autocomplete_values(State(st): State<Arc<AppState>>, headers: Heade
     on_query_runtime(&st, async move {
         let tenant = match tenant(&s, &headers) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let Some(key) = param(&p, "key") else {
             return bad("key is required");

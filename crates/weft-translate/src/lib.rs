@@ -58,7 +58,7 @@ pub fn parse_hex_id<const N: usize>(s: &str) -> Option<[u8; N]> {
         let v = HEX[c as usize];
         bad |= v;
         let at = pad + i;
-        out[at / 2] |= if at % 2 == 0 { v << 4 } else { v & 0x0f };
+        out[at / 2] |= if at.is_multiple_of(2) { v << 4 } else { v & 0x0f };
     }
     // A non-digit maps to 0xff, whose high bit no digit has.
     (bad & 0x80 == 0).then_some(out)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as Json, json};
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value};
-use weft_otlp::pb::trace::{Span as OtlpSpan, Status};
+use weft_otlp::pb::trace::Span as OtlpSpan;
 
 use super::{Kind, keys};
 use crate::otlp::{kind, status};
@@ -281,7 +281,7 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     if !span.trace_state.is_empty() {
         tags.insert(keys::TRACESTATE.into(), span.trace_state.clone());
     }
-    let st = span.status.clone().unwrap_or(Status::default());
+    let st = span.status.clone().unwrap_or_default();
     match u8::try_from(st.code).unwrap_or(0) {
         status::ERROR => {
             let m = if st.message.is_empty() {

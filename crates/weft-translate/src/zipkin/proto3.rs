@@ -53,14 +53,13 @@ fn span(buf: &[u8], n: usize) -> Result<Span<'_>, TranslateError> {
                 }
                 have_trace = s.trace_id != [0; 16];
             }
-            (2, Value::Bytes(b)) => {
-                if !b.is_empty() {
-                    let p: [u8; 8] = b
-                        .try_into()
-                        .map_err(|_| err(n, format!("parent_id has {} bytes, expected 8", b.len())))?;
-                    s.parent_id = (p != [0; 8]).then_some(p);
-                }
+            (2, Value::Bytes(b)) if !b.is_empty() => {
+                let p: [u8; 8] = b
+                    .try_into()
+                    .map_err(|_| err(n, format!("parent_id has {} bytes, expected 8", b.len())))?;
+                s.parent_id = (p != [0; 8]).then_some(p);
             }
+            (2, Value::Bytes(_)) => {}
             (3, Value::Bytes(b)) => {
                 s.id = b
                     .try_into()
