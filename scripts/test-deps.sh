@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the Python integration tests (tests/integration) need:
-#   - a virtualenv in .venv with the pinned packages of tests/integration/requirements.txt
+#   - a virtualenv in .venv with the pinned packages of tests/integration/requirements.txt, and
+#     .venv-jaeger with the Jaeger clients (tests/integration/requirements-jaeger.txt)
 #   - telemetrygen in .tools/bin (built from the Go module proxy)
 #   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
 #     and Brave (tests/zipkin-brave, Maven), for the differential tests of the Zipkin receiver
@@ -35,6 +36,23 @@ if [[ "$want_hash" != "$have_hash" ]] || ! "$VENV/bin/python" -c 'import pytest,
     echo "$want_hash" > "$STAMP"
 else
     log "Python packages already installed"
+fi
+
+# --- Jaeger clients (their own virtualenv: they need an older OpenTelemetry SDK) ----
+JREQS="tests/integration/requirements-jaeger.txt"
+JVENV=".venv-jaeger"
+JSTAMP="$JVENV/.requirements.sha256"
+if [[ ! -x "$JVENV/bin/python" ]]; then
+    log "creating $JVENV with $PYTHON"
+    "$PYTHON" -m venv "$JVENV"
+fi
+want_hash="$(sha256sum "$JREQS" | cut -d' ' -f1)"
+if [[ "$want_hash" != "$(cat "$JSTAMP" 2>/dev/null || true)" ]]; then
+    log "installing the Jaeger clients from $JREQS"
+    "$JVENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$JREQS"
+    echo "$want_hash" > "$JSTAMP"
+else
+    log "Jaeger clients already installed"
 fi
 
 # --- telemetrygen ------------------------------------------------------------

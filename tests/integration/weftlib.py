@@ -90,7 +90,8 @@ class WeftServer:
         self.args = list(args)
         self.env = dict(env or {})
         self.use_flags = use_flags
-        self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port = free_ports(4)
+        (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
+         self.jaeger_compact_port, self.jaeger_binary_port) = free_ports(7)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.stderr_path: Path | None = None
@@ -138,6 +139,9 @@ class WeftServer:
         env.setdefault("RUST_BACKTRACE", "1")
         # Every server gets its own Zipkin port (a variable, so that --config tests keep it).
         env["WEFT_ZIPKIN_PORT"] = str(self.zipkin_port)
+        env["WEFT_JAEGER_HTTP_PORT"] = str(self.jaeger_http_port)
+        env["WEFT_JAEGER_COMPACT_PORT"] = str(self.jaeger_compact_port)
+        env["WEFT_JAEGER_BINARY_PORT"] = str(self.jaeger_binary_port)
         env.update(self.env)
         return env
 

@@ -459,6 +459,48 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
     if let Some(sm) = &m.storage_metrics {
         sm.render(&mut out);
     }
+    out.family(
+        "weft_udp_datagrams_total",
+        Kind::Counter,
+        "Datagrams received on the UDP ports (Jaeger agent), accepted or not. UDP carries no acknowledgement.",
+    );
+    for (port, u) in &st.udp {
+        out.sample(
+            "weft_udp_datagrams_total",
+            &[("port", port)],
+            u.received.load(Ordering::Relaxed) as f64,
+        );
+    }
+    out.family(
+        "weft_udp_datagrams_refused_total",
+        Kind::Counter,
+        "Datagrams dropped on the UDP ports, by reason: parse (not a Jaeger agent call), overloaded (too many in flight), refused (the ingester refused the spans).",
+    );
+    for (port, u) in &st.udp {
+        for (reason, c) in [
+            ("parse", &u.refused_parse),
+            ("overloaded", &u.refused_overloaded),
+            ("refused", &u.refused_refused),
+        ] {
+            out.sample(
+                "weft_udp_datagrams_refused_total",
+                &[("port", port), ("reason", reason)],
+                c.load(Ordering::Relaxed) as f64,
+            );
+        }
+    }
+    out.family(
+        "weft_udp_spans_accepted_total",
+        Kind::Counter,
+        "Spans received over the UDP ports and made durable.",
+    );
+    for (port, u) in &st.udp {
+        out.sample(
+            "weft_udp_spans_accepted_total",
+            &[("port", port)],
+            u.spans.load(Ordering::Relaxed) as f64,
+        );
+    }
     let b = &st.budget;
     out.family(
         "weft_request_budget_bytes",

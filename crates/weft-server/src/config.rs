@@ -98,6 +98,18 @@ pub struct ServerFlags {
     /// API (`GET /api/v2/...`); 0 turns it off [default: 9411].
     #[arg(long, env = "WEFT_ZIPKIN_PORT")]
     pub zipkin_port: Option<u16>,
+    /// Jaeger collector port: `POST /api/traces` (thrift); 0 turns it off [default: 14268].
+    #[arg(long, env = "WEFT_JAEGER_HTTP_PORT")]
+    pub jaeger_http_port: Option<u16>,
+    /// Jaeger agent UDP port, compact thrift; 0 turns it off [default: 6831].
+    #[arg(long, env = "WEFT_JAEGER_COMPACT_PORT")]
+    pub jaeger_compact_port: Option<u16>,
+    /// Jaeger agent UDP port, binary thrift; 0 turns it off [default: 6832].
+    #[arg(long, env = "WEFT_JAEGER_BINARY_PORT")]
+    pub jaeger_binary_port: Option<u16>,
+    /// Tenant of spans received over UDP, which has no headers [default: single-tenant].
+    #[arg(long, env = "WEFT_UDP_TENANT")]
+    pub udp_tenant: Option<String>,
     /// Tag keys whose values Zipkin's `/api/v2/autocompleteValues` lists, comma-separated
     /// (Zipkin's AUTOCOMPLETE_KEYS) [default: none].
     #[arg(long, env = "WEFT_ZIPKIN_AUTOCOMPLETE_KEYS", value_delimiter = ',')]
@@ -235,6 +247,10 @@ pub struct Config {
     pub http_port: u16,
     pub zipkin_port: u16,
     pub zipkin_autocomplete_keys: Vec<String>,
+    pub jaeger_http_port: u16,
+    pub jaeger_compact_port: u16,
+    pub jaeger_binary_port: u16,
+    pub udp_tenant: String,
     pub multitenancy: bool,
     /// Bearer token → tenant. When non-empty, every request needs a listed token.
     pub auth_tokens: BTreeMap<String, String>,
@@ -286,6 +302,10 @@ impl Default for Config {
             http_port: 3200,
             zipkin_port: 9411,
             zipkin_autocomplete_keys: Vec::new(),
+            jaeger_http_port: 14268,
+            jaeger_compact_port: 6831,
+            jaeger_binary_port: 6832,
+            udp_tenant: "single-tenant".into(),
             multitenancy: false,
             auth_tokens: BTreeMap::new(),
             fsync: Fsync::Always,
@@ -349,6 +369,10 @@ impl Config {
             http_port,
             zipkin_port,
             zipkin_autocomplete_keys,
+            jaeger_http_port,
+            jaeger_compact_port,
+            jaeger_binary_port,
+            udp_tenant,
             multitenancy,
             fsync,
             fsync_interval_ms,

@@ -39,8 +39,10 @@ pub struct AppState {
     pub budget: Arc<budget::RequestBudget>,
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
     pub queries: Arc<tokio::sync::Semaphore>,
-    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin.
-    pub listeners: [(&'static str, Arc<listen::ListenStats>); 4],
+    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin, Jaeger HTTP.
+    pub listeners: [(&'static str, Arc<listen::ListenStats>); 5],
+    /// Datagrams of the Jaeger agent's UDP ports (compact, binary).
+    pub udp: [(&'static str, Arc<receivers::jaeger::UdpStats>); 2],
     /// The query runtime (lower priority than ingest), for query handlers served on a port
     /// that also receives spans (Zipkin's).
     pub background: tokio::runtime::Handle,
@@ -235,6 +237,11 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("otlp_http", Default::default()),
             ("query", Default::default()),
             ("zipkin", Default::default()),
+            ("jaeger_http", Default::default()),
+        ],
+        udp: [
+            ("jaeger_compact", Default::default()),
+            ("jaeger_binary", Default::default()),
         ],
         background: background.clone(),
     });
@@ -243,6 +250,34 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
     let queries = m.runs(modules::Module::QueryApi);
 
     let api_l = bind(&cfg.listen_host, cfg.http_port, "the HTTP API").await?;
+    let jaeger_l = if receives && cfg.jaeger_http_port != 0 {
+        Some(bind(&cfg.listen_host, cfg.jaeger_http_port, "Jaeger thrift over HTTP").await?)
+    } else {
+        None
+    };
+    let mut udp_sockets = Vec::new();
+    if receives {
+        for (port, proto, what) in [
+            (
+                cfg.jaeger_compact_port,
+                weft_translate::thrift::Protocol::Compact,
+                "the Jaeger agent (compact thrift)",
+            ),
+            (
+                cfg.jaeger_binary_port,
+                weft_translate::thrift::Protocol::Binary,
+                "the Jaeger agent (binary thrift)",
+            ),
+        ] {
+            if port != 0 {
+                let addr = format!("{}:{port}", cfg.listen_host);
+                let sock = tokio::net::UdpSocket::bind(&addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr}/udp for {what}"))?;
+                udp_sockets.push((sock, proto));
+            }
+        }
+    }
     let zipkin_l = if (receives || queries) && cfg.zipkin_port != 0 {
         Some(bind(&cfg.listen_host, cfg.zipkin_port, "Zipkin").await?)
     } else {
@@ -299,11 +334,12 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         otlp_grpc = %if receives { format!("{}:{}", cfg.listen_host, cfg.otlp_grpc_port) } else { "off".into() },
         otlp_http = %if receives { format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port) } else { "off".into() },
         zipkin = %if zipkin_l.is_some() { format!("http://{}:{}", cfg.listen_host, cfg.zipkin_port) } else { "off".into() },
+        jaeger_http = %if jaeger_l.is_some() { format!("http://{}:{}/api/traces", cfg.listen_host, cfg.jaeger_http_port) } else { "off".into() },
         fsync = ?cfg.fsync,
         multitenancy = cfg.multitenancy,
         "weft is ready"
     );
-    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(4));
+    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(5));
     if max_connections < cfg.max_connections {
         tracing::warn!(
             configured = cfg.max_connections,
@@ -325,7 +361,35 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         h2_max_frame_size: Some(1 << 20),
         ..limits
     };
-    let [(_, grpc_stats), (_, http_stats), (_, api_stats), (_, zipkin_stats)] = state.listeners.clone();
+    let [
+        (_, grpc_stats),
+        (_, http_stats),
+        (_, api_stats),
+        (_, zipkin_stats),
+        (_, jaeger_stats),
+    ] = state.listeners.clone();
+    for (sock, proto) in udp_sockets {
+        let stats = match proto {
+            weft_translate::thrift::Protocol::Compact => state.udp[0].1.clone(),
+            weft_translate::thrift::Protocol::Binary => state.udp[1].1.clone(),
+        };
+        tokio::spawn(receivers::jaeger::serve_udp(
+            state.clone(),
+            sock,
+            proto,
+            stats,
+            rx.clone(),
+        ));
+    }
+    let jaeger = async {
+        let Some(l) = jaeger_l else { return };
+        let r = Router::new()
+            .route("/api/traces", post(receivers::jaeger::traces))
+            .fallback(api::not_found)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(state.clone());
+        listen::serve(l, r, limits, jaeger_stats, rx.clone(), "jaeger_http").await;
+    };
     // The HTTP port is served from the background runtime: query handlers, and the blocking
     // work they hand off, run on the low-priority threads.
     let api_srv = background.spawn(listen::serve(api_l, api, limits, api_stats, rx.clone(), "query"));
@@ -379,7 +443,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             .with_state(state.clone());
         listen::serve(l, r, limits, zipkin_stats, rx.clone(), "zipkin").await;
     };
-    let (_, api_done, _) = tokio::join!(receivers, api_srv, zipkin);
+    let (_, api_done, _, _) = tokio::join!(receivers, api_srv, zipkin, jaeger);
     api_done.context("HTTP API server")?;
     state.modules.stop().await;
     tracing::info!("weft stopped cleanly");

@@ -6,11 +6,13 @@
 //! attributes. The query APIs of those formats convert stored OTLP spans back.
 //!
 //! - [`zipkin`]: Zipkin v2 JSON and proto3, v1 JSON and thrift in; Zipkin v2 JSON out.
+//! - [`jaeger`]: Jaeger thrift batches in (collector HTTP, agent UDP).
 //! - [`thrift`]: the Thrift binary and compact protocols, read without copying.
 //! - [`otlp`]: the OTLP encoder the translators write with.
 //!
 //! The mapping of every field is in `spec/zipkin.md`, with vectors in `spec/vectors/zipkin.json`.
 
+pub mod jaeger;
 pub mod otlp;
 pub mod thrift;
 pub mod zipkin;

@@ -174,6 +174,17 @@ impl SpanWriter<'_> {
         self
     }
 
+    /// An attribute whose value is bytes (`AnyValue.bytes_value`).
+    pub fn bytes_attr(&mut self, key: &str, value: &[u8]) -> &mut Self {
+        let kv = begin_nested(self.out, 9);
+        put_bytes(self.out, 1, key.as_bytes());
+        let any = begin_nested(self.out, 2);
+        put_bytes(self.out, 7, value);
+        end_nested(self.out, any);
+        end_nested(self.out, kv);
+        self
+    }
+
     pub fn str_attr(&mut self, key: &str, value: &str) -> &mut Self {
         self.attr(key, &Value::Str(Cow::Borrowed(value)))
     }

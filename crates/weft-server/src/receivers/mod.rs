@@ -10,6 +10,7 @@
 //! ways, with vectors under `spec/`), pushing through [`Receiver::push`].
 
 pub mod body;
+pub mod jaeger;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod zipkin;

@@ -43,7 +43,7 @@ fn expect(ty: Type, want: Type, what: &str) -> Result<(), TranslateError> {
     }
 }
 
-fn span<'a>(r: &mut Reader<'a>) -> Result<V1Span<'a>, TranslateError> {
+pub(crate) fn span<'a>(r: &mut Reader<'a>) -> Result<V1Span<'a>, TranslateError> {
     let mut s = V1Span::default();
     let (mut trace_low, mut trace_high, mut id, mut parent) = (0i64, 0i64, 0i64, 0i64);
     r.struct_begin()?;

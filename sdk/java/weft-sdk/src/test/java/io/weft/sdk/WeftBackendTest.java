@@ -73,6 +73,9 @@ public class WeftBackendTest {
       Map<String, String> env = pb.environment();
       env.keySet().removeIf(k -> k.startsWith("WEFT_"));
       env.put("WEFT_ZIPKIN_PORT", String.valueOf(ports[3]));
+      env.put("WEFT_JAEGER_HTTP_PORT", "0");
+      env.put("WEFT_JAEGER_COMPACT_PORT", "0");
+      env.put("WEFT_JAEGER_BINARY_PORT", "0");
       pb.redirectErrorStream(true).redirectOutput(log.toFile());
       Weft w = new Weft(pb.start(), dir, ports[0], ports[1], ports[2], log);
       HttpClient c = HttpClient.newHttpClient();

@@ -1,0 +1,121 @@
+"""Jaeger clients work unchanged: the collector's thrift-over-HTTP port and the agent's UDP ports,
+fed by real clients (the OpenTelemetry Jaeger thrift exporter in agent and collector mode,
+jaeger-client for Python, and jaeger-client's thrift types in the binary protocol), read back
+through the Tempo API (as the OpenTelemetry Collector's Jaeger receiver maps them) and the
+Zipkin API. The clients run in .venv-jaeger (scripts/test-deps.sh)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import pytest
+import requests
+
+from weftlib import REPO_ROOT, wait_for
+
+PY = REPO_ROOT / ".venv-jaeger" / "bin" / "python"
+CLIENTS = REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"
+
+
+def run_client(*args: str) -> str:
+    if not PY.is_file():
+        pytest.fail(f"{PY} is missing: run scripts/test-deps.sh", pytrace=False)
+    out = subprocess.run([str(PY), str(CLIENTS), *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def spans_by_name(td):
+    out = {}
+    for rs in td.resource_spans:
+        res = {a.key: a.value for a in rs.resource.attributes}
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                out[s.name] = (res, ss.scope, s)
+    return out
+
+
+def attr_map(attrs):
+    return {a.key: a.value for a in attrs}
+
+
+def fetch(weft, tid, n):
+    def ready():
+        td = weft.fetch_trace(tid, protobuf=True)
+        return td if td is not None and sum(len(ss.spans) for rs in td.resource_spans for ss in rs.scope_spans) == n else None
+    return wait_for(ready, 15, f"trace {tid} with {n} spans")
+
+
+@pytest.fixture
+def weft(weft_factory):
+    return weft_factory()
+
+
+@pytest.mark.parametrize("mode", ["otel-udp", "otel-http"])
+def test_opentelemetry_jaeger_exporter(weft, mode):
+    target = ([f"http://127.0.0.1:{weft.jaeger_http_port}/api/traces?format=jaeger.thrift"] if mode == "otel-http"
+              else ["127.0.0.1", str(weft.jaeger_compact_port)])
+    tid = run_client(mode, *target)
+    spans = spans_by_name(fetch(weft, tid, 2))
+    res, scope, root = spans["POST /cart"]
+    assert res["service.name"].string_value == f"shop-{mode}"
+    assert (scope.name, scope.version) == ("shop.instrumentation", "2.1")
+    assert root.kind == 2 and not root.parent_span_id
+    a = attr_map(root.attributes)
+    assert a["http.method"].string_value == "POST"
+    assert a["items"].int_value == 3 and a["ratio"].double_value == 0.5 and a["cached"].bool_value is True
+    assert [e.name for e in root.events] == ["validated"]
+    assert attr_map(root.events[0].attributes)["rule"].string_value == "max-items"
+    _, _, child = spans["INSERT cart"]
+    assert child.kind == 3 and child.parent_span_id == root.span_id
+    assert child.status.code == 2 and child.status.message == "deadlock"
+    assert attr_map(child.attributes)["peer.service"].string_value == "postgres"
+    # Jaeger in, Zipkin out.
+    z = requests.get(f"{weft.zipkin}/api/v2/trace/{tid}", timeout=10).json()
+    assert {s["name"] for s in z} == {"post /cart", "insert cart"}
+    assert next(s for s in z if s["name"] == "insert cart")["tags"]["error"] == "deadlock"
+
+
+def test_jaeger_client_over_udp_compact(weft):
+    tid = run_client("jaeger-client", "127.0.0.1", str(weft.jaeger_compact_port))
+    spans = spans_by_name(fetch(weft, tid, 2))
+    res, _, root = spans["GET /orders"]
+    assert res["service.name"].string_value == "legacy-api"
+    # The Collector's process-tag translations: hostname → host.name, the client's version.
+    assert "host.name" in res and "hostname" not in res
+    assert res["opencensus.exporterversion"].string_value == "Jaeger-Python-4.8.0"
+    assert root.kind == 2
+    assert attr_map(root.attributes)["http.status_code"].int_value == 200
+    assert [e.name for e in root.events] == ["cache miss"]
+    assert attr_map(root.events[0].attributes)["key"].string_value == "orders:42"
+    _, _, child = spans["redis GET"]
+    assert child.parent_span_id == root.span_id and child.kind == 3
+    assert child.status.code == 2 and "error" not in attr_map(child.attributes)
+    assert weft.metric("weft_udp_spans_accepted_total", port="jaeger_compact") == 2
+
+
+def test_binary_protocol_on_the_second_agent_port(weft):
+    tid = run_client("jaeger-binary", "127.0.0.1", str(weft.jaeger_binary_port))
+    spans = spans_by_name(fetch(weft, tid, 1))
+    res, _, s = spans["binary op"]
+    assert res["service.name"].string_value == "binary-svc" and res["host.name"].string_value == "node-7"
+    assert s.kind == 4 and attr_map(s.attributes)["bytes"].int_value == 42
+    assert s.end_time_unix_nano - s.start_time_unix_nano == 1_234_000
+
+
+def test_bad_jaeger_input(weft):
+    url = f"http://127.0.0.1:{weft.jaeger_http_port}/api/traces"
+    r = requests.post(url, data=b"\x00", headers={"Content-Type": "application/x-thrift"}, timeout=10)
+    assert r.status_code == 400 and "no process" in r.text, r.text
+    r = requests.post(url, data=b"\x0c\x00\x01\x0b\x00\x01\x7f\xff\xff\xff", timeout=10)
+    assert r.status_code == 400 and "thrift" in r.text, r.text
+    # UDP cannot answer: refusals are counted by reason.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for junk in (b"hello", b"\x82\x21\x01\x03foo\x00", b""):
+        s.sendto(junk, ("127.0.0.1", weft.jaeger_compact_port))
+    wait_for(lambda: weft.metric("weft_udp_datagrams_refused_total", port="jaeger_compact", reason="parse") == 3,
+             10, "three refused datagrams")
+    assert weft.metric("weft_udp_datagrams_total", port="jaeger_compact") == 3
+    weft.assert_alive()
