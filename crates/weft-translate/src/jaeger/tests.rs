@@ -298,3 +298,39 @@ fn bad_batches_are_refused() {
             .contains("unknown method")
     );
 }
+
+mod no_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Random and mangled batches and datagrams, in both protocols: refused or converted.
+        #[test]
+        fn decoders_refuse_or_convert(
+            raw in proptest::collection::vec(any::<u8>(), 0..300),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in 0usize..2000,
+            compact in any::<bool>(),
+        ) {
+            let mut mangled = batch_bytes(compact);
+            for (at, v) in flips {
+                let n = mangled.len();
+                mangled[at % n] = v;
+            }
+            mangled.truncate(cut.max(1));
+            for input in [raw, mangled] {
+                if let Ok(b) = decode_http(&input) {
+                    let req = otlp(&b);
+                    let n: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+                    prop_assert_eq!(n, b.spans.len());
+                }
+                for proto in [Protocol::Compact, Protocol::Binary] {
+                    if let Ok(AgentPayload::Jaeger(b)) = decode_agent(&input, proto) {
+                        let _ = to_otlp(&b);
+                    }
+                }
+            }
+        }
+    }
+}
