@@ -91,7 +91,7 @@ class WeftServer:
         self.env = dict(env or {})
         self.use_flags = use_flags
         (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
-         self.jaeger_compact_port, self.jaeger_binary_port) = free_ports(7)
+         self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port) = free_ports(8)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.stderr_path: Path | None = None
@@ -109,6 +109,10 @@ class WeftServer:
     @property
     def otlp_url(self) -> str:
         return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
+
+    @property
+    def jaeger(self) -> str:
+        return f"http://127.0.0.1:{self.jaeger_query_port}"
 
     @property
     def zipkin(self) -> str:
@@ -140,6 +144,7 @@ class WeftServer:
         # Every server gets its own Zipkin port (a variable, so that --config tests keep it).
         env["WEFT_ZIPKIN_PORT"] = str(self.zipkin_port)
         env["WEFT_JAEGER_HTTP_PORT"] = str(self.jaeger_http_port)
+        env["WEFT_JAEGER_QUERY_PORT"] = str(self.jaeger_query_port)
         env["WEFT_JAEGER_COMPACT_PORT"] = str(self.jaeger_compact_port)
         env["WEFT_JAEGER_BINARY_PORT"] = str(self.jaeger_binary_port)
         env.update(self.env)

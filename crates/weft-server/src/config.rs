@@ -98,6 +98,9 @@ pub struct ServerFlags {
     /// API (`GET /api/v2/...`); 0 turns it off [default: 9411].
     #[arg(long, env = "WEFT_ZIPKIN_PORT")]
     pub zipkin_port: Option<u16>,
+    /// Jaeger query API port (the routes Jaeger UI calls); 0 turns it off [default: 16686].
+    #[arg(long, env = "WEFT_JAEGER_QUERY_PORT")]
+    pub jaeger_query_port: Option<u16>,
     /// Jaeger collector port: `POST /api/traces` (thrift); 0 turns it off [default: 14268].
     #[arg(long, env = "WEFT_JAEGER_HTTP_PORT")]
     pub jaeger_http_port: Option<u16>,
@@ -247,6 +250,7 @@ pub struct Config {
     pub http_port: u16,
     pub zipkin_port: u16,
     pub zipkin_autocomplete_keys: Vec<String>,
+    pub jaeger_query_port: u16,
     pub jaeger_http_port: u16,
     pub jaeger_compact_port: u16,
     pub jaeger_binary_port: u16,
@@ -302,6 +306,7 @@ impl Default for Config {
             http_port: 3200,
             zipkin_port: 9411,
             zipkin_autocomplete_keys: Vec::new(),
+            jaeger_query_port: 16686,
             jaeger_http_port: 14268,
             jaeger_compact_port: 6831,
             jaeger_binary_port: 6832,
@@ -369,6 +374,7 @@ impl Config {
             http_port,
             zipkin_port,
             zipkin_autocomplete_keys,
+            jaeger_query_port,
             jaeger_http_port,
             jaeger_compact_port,
             jaeger_binary_port,

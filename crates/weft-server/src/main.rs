@@ -5,6 +5,7 @@
 mod api;
 mod budget;
 mod config;
+mod jaeger_api;
 mod listen;
 mod loadgen;
 mod modules;
@@ -39,8 +40,9 @@ pub struct AppState {
     pub budget: Arc<budget::RequestBudget>,
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
     pub queries: Arc<tokio::sync::Semaphore>,
-    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin, Jaeger HTTP.
-    pub listeners: [(&'static str, Arc<listen::ListenStats>); 5],
+    /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin, Jaeger HTTP, Jaeger
+    /// query.
+    pub listeners: [(&'static str, Arc<listen::ListenStats>); 6],
     /// Datagrams of the Jaeger agent's UDP ports (compact, binary).
     pub udp: [(&'static str, Arc<receivers::jaeger::UdpStats>); 2],
     /// The query runtime (lower priority than ingest), for query handlers served on a port
@@ -238,6 +240,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("query", Default::default()),
             ("zipkin", Default::default()),
             ("jaeger_http", Default::default()),
+            ("jaeger_query", Default::default()),
         ],
         udp: [
             ("jaeger_compact", Default::default()),
@@ -250,6 +253,11 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
     let queries = m.runs(modules::Module::QueryApi);
 
     let api_l = bind(&cfg.listen_host, cfg.http_port, "the HTTP API").await?;
+    let jaeger_query_l = if queries && cfg.jaeger_query_port != 0 {
+        Some(bind(&cfg.listen_host, cfg.jaeger_query_port, "the Jaeger query API").await?)
+    } else {
+        None
+    };
     let jaeger_l = if receives && cfg.jaeger_http_port != 0 {
         Some(bind(&cfg.listen_host, cfg.jaeger_http_port, "Jaeger thrift over HTTP").await?)
     } else {
@@ -339,7 +347,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         multitenancy = cfg.multitenancy,
         "weft is ready"
     );
-    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(5));
+    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(6));
     if max_connections < cfg.max_connections {
         tracing::warn!(
             configured = cfg.max_connections,
@@ -367,7 +375,32 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         (_, api_stats),
         (_, zipkin_stats),
         (_, jaeger_stats),
+        (_, jaeger_query_stats),
     ] = state.listeners.clone();
+    // Jaeger's query API: its own port, on the query runtime like the Tempo API's.
+    if let Some(l) = jaeger_query_l {
+        let r = Router::new()
+            .route("/api/services", get(jaeger_api::services))
+            .route(
+                "/api/services/{service}/operations",
+                get(jaeger_api::service_operations),
+            )
+            .route("/api/operations", get(jaeger_api::operations))
+            .route("/api/traces", get(jaeger_api::traces))
+            .route("/api/traces/{id}", get(jaeger_api::trace))
+            .route("/api/dependencies", get(jaeger_api::dependencies))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query))
+            .fallback(api::not_found)
+            .with_state(state.clone());
+        background.spawn(listen::serve(
+            l,
+            r,
+            limits,
+            jaeger_query_stats,
+            rx.clone(),
+            "jaeger_query",
+        ));
+    }
     for (sock, proto) in udp_sockets {
         let stats = match proto {
             weft_translate::thrift::Protocol::Compact => state.udp[0].1.clone(),

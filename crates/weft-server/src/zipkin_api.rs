@@ -75,7 +75,7 @@ fn now_ms() -> u64 {
 }
 
 /// A TraceQL string literal.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -92,7 +92,7 @@ fn quote(s: &str) -> String {
 }
 
 /// Runs `f` on the query runtime (lower priority than ingest), as the Tempo API's port does.
-async fn on_query_runtime<F>(st: &Arc<AppState>, f: F) -> Response
+pub(crate) async fn on_query_runtime<F>(st: &Arc<AppState>, f: F) -> Response
 where
     F: std::future::Future<Output = Response> + Send + 'static,
 {
@@ -103,7 +103,7 @@ where
 }
 
 /// The distinct values of `field` over spans matching `filter` in the last 24 h, as stored.
-async fn values(st: &AppState, tenant: &str, filter: &str, field: &str) -> Result<Vec<String>, Response> {
+pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &str) -> Result<Vec<String>, Response> {
     let query = parse_query(filter).map_err(bad)?;
     let field = tag_field(field, true).map_err(bad)?;
     let mut sink = TagValues::new(&query, field, MAX_NAMES).map_err(|e| bad(e.to_string()))?;

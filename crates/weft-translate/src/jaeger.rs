@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+pub mod ui;
+
 use crate::TranslateError;
 use crate::otlp::{RequestWriter, Value, kind, status};
 use crate::thrift::{Protocol, Reader, Type};

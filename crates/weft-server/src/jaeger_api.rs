@@ -1,0 +1,453 @@
+//! Jaeger's query API on its own port (default 16686): the HTTP JSON routes Jaeger UI calls,
+//! in Jaeger's `{"data", "total", "limit", "offset", "errors"}` envelope, answered from the same
+//! querier as the Tempo API. Spans are shown as Jaeger shows them and searches match as Jaeger's
+//! storage matches ([`weft_translate::jaeger::ui`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+use serde_json::{Value as Json, json};
+use weft_block::row::SpanRow;
+use weft_otlp::pb::trace::TracesData;
+use weft_query::prefilter::Prefilter;
+use weft_query::search::TraceSink;
+use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert};
+
+use crate::AppState;
+use crate::search_api::{parse_query, run_scan};
+use crate::zipkin_api::{on_query_runtime, quote, values};
+
+/// Jaeger's default `limit` of a trace search.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 10_000;
+
+fn envelope(data: Json, total: usize) -> Response {
+    let body = json!({"data": data, "total": total, "limit": 0, "offset": 0, "errors": null});
+    let mut r = body.to_string().into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// An error in Jaeger's envelope.
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = json!({"data": null, "total": 0, "limit": 0, "offset": 0,
+                      "errors": [{"code": status.as_u16(), "msg": msg.into()}]});
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, String> {
+    st.tenants.resolve(headers).map_err(|e| e.0)
+}
+
+fn sorted(v: Vec<String>) -> Vec<String> {
+    let set: BTreeSet<String> = v.into_iter().filter(|s| !s.is_empty()).collect();
+    set.into_iter().collect()
+}
+
+/// `GET /api/services`.
+pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        match values(&s, &tenant, "{ }", "resource.service.name").await {
+            Ok(v) => {
+                let v = sorted(v);
+                let n = v.len();
+                envelope(json!(v), n)
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// The span names of a service, with their kinds.
+async fn operations_of(
+    st: &AppState,
+    tenant: &str,
+    service: &str,
+    kind: Option<&str>,
+) -> Result<Vec<(String, String)>, Response> {
+    let mut out = Vec::new();
+    let kinds: &[&str] = match kind {
+        Some(k) => &[k][..],
+        None => &["server", "client", "producer", "consumer", "internal", "unspecified"],
+    };
+    for k in kinds {
+        let filter = format!("{{ resource.service.name = {} && kind = {k} }}", quote(service));
+        for name in values(st, tenant, &filter, "name").await? {
+            let shown = if *k == "unspecified" { "" } else { k };
+            out.push((name, shown.to_owned()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// `GET /api/services/{service}/operations`: the names alone.
+pub async fn service_operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(service): Path<String>,
+) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        match operations_of(&s, &tenant, &service, None).await {
+            Ok(ops) => {
+                let names = sorted(ops.into_iter().map(|(n, _)| n).collect());
+                let n = names.len();
+                envelope(json!(names), n)
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/operations?service=&spanKind=`: `[{"name", "spanKind"}]`.
+pub async fn operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        let Some(service) = p.get("service").filter(|s| !s.is_empty()) else {
+            return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
+        };
+        let kind = p.get("spanKind").map(String::as_str).filter(|k| !k.is_empty());
+        if let Some(k) = kind
+            && !matches!(k, "server" | "client" | "producer" | "consumer" | "internal")
+        {
+            return error(StatusCode::BAD_REQUEST, format!("unsupported span kind: '{k}'"));
+        }
+        match operations_of(&s, &tenant, service, kind).await {
+            Ok(ops) => {
+                let n = ops.len();
+                let data: Vec<Json> = ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect();
+                envelope(Json::Array(data), n)
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
+    let data = weft_block::row::encode_traces_data(rows);
+    TracesData::decode(&data[..]).map(|d| convert(&d)).unwrap_or_default()
+}
+
+async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<UiTrace, Response> {
+    let found = st
+        .querier()
+        .find_trace_capped(tenant, id, None, st.cfg.max_trace_response_bytes)
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")))?;
+    Ok(rows_to_trace(&found.rows))
+}
+
+/// `GET /api/traces/{id}`.
+pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot parse traceID param: {id:?} is not 1 to 32 hex digits"),
+            );
+        };
+        match read_trace(&s, &tenant, &tid).await {
+            Ok(t) if t.spans.is_empty() => error(StatusCode::NOT_FOUND, "trace not found"),
+            Ok(t) => envelope(json!([t.to_json()]), 1),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// Collects the traces a Jaeger search matches, the most recent first.
+struct JaegerTraces {
+    prefilter: Prefilter,
+    q: JQuery,
+    limit: usize,
+    hits: Vec<(u64, UiTrace)>,
+}
+
+impl TraceSink for JaegerTraces {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let t = rows_to_trace(rows);
+        if self.q.matches(&t) {
+            let start = t.spans.iter().map(|s| s.start_us).min().unwrap_or(0);
+            self.hits.push((start, t));
+            if self.hits.len() >= 2 * self.limit {
+                self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+                self.hits.truncate(self.limit);
+            }
+        }
+    }
+}
+
+/// A Jaeger duration parameter (`100ms`, `1.5s`, `250us`) in microseconds.
+fn duration_us(name: &str, s: &str) -> Result<u64, String> {
+    crate::search_api::parse_duration(s)
+        .map(|ns| ns / 1000)
+        .map_err(|e| format!("cannot parse {name}: {e}"))
+}
+
+/// `GET /api/traces`: by `traceID` (repeated), or a search.
+pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        let pairs: Vec<(String, String)> = raw
+            .as_deref()
+            .map(|q| {
+                q.split('&')
+                    .filter(|kv| !kv.is_empty())
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                        (decode(k), decode(v))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.as_str())
+                .filter(|v| !v.is_empty())
+        };
+        let ids: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == "traceID")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        if !ids.is_empty() {
+            let mut out = Vec::new();
+            for id in ids {
+                let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+                    return error(StatusCode::BAD_REQUEST, format!("cannot parse traceID param: {id:?}"));
+                };
+                match read_trace(&s, &tenant, &tid).await {
+                    Ok(t) if t.spans.is_empty() => {}
+                    Ok(t) => out.push(t.to_json()),
+                    Err(r) => return r,
+                }
+            }
+            let n = out.len();
+            return envelope(Json::Array(out), n);
+        }
+        let Some(service) = get("service") else {
+            return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
+        };
+        let now_us = weft_core::now_ns() / 1000;
+        let num = |k: &str| {
+            get(k).map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("cannot parse {k}: {v:?} is not a number"))
+            })
+        };
+        let end = match num("end") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => now_us,
+        };
+        let start = match (num("start"), get("lookback")) {
+            (Some(Ok(v)), _) => v,
+            (Some(Err(e)), _) => return error(StatusCode::BAD_REQUEST, e),
+            (None, Some(lb)) if lb != "custom" => match duration_us("lookback", lb) {
+                Ok(d) => end.saturating_sub(d),
+                Err(e) => return error(StatusCode::BAD_REQUEST, e),
+            },
+            // Jaeger's default: the last 2 days... of data the UI asks with start; an API
+            // call without either searches the last hour.
+            _ => end.saturating_sub(3_600_000_000),
+        };
+        let dur = |k: &str| get(k).map(|v| duration_us(k, v)).transpose();
+        let (dmin, dmax) = match (dur("minDuration"), dur("maxDuration")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        if let (Some(a), Some(b)) = (dmin, dmax)
+            && b < a
+        {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "'maxDuration' should be greater than 'minDuration'",
+            );
+        }
+        let limit = match get("limit").map(str::parse::<usize>) {
+            None | Some(Ok(0)) => DEFAULT_LIMIT,
+            Some(Ok(n)) => n.min(MAX_LIMIT),
+            Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "cannot parse limit"),
+        };
+        let mut tags: Vec<(String, String)> = Vec::new();
+        for (k, v) in &pairs {
+            if k == "tag" {
+                match v.split_once(':') {
+                    Some((a, b)) => tags.push((a.to_owned(), b.to_owned())),
+                    None => {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            format!("malformed 'tag' parameter, expecting key:value, received: {v}"),
+                        );
+                    }
+                }
+            } else if k == "tags" && !v.is_empty() {
+                match serde_json::from_str::<HashMap<String, String>>(v) {
+                    Ok(m) => tags.extend(m),
+                    Err(e) => return error(StatusCode::BAD_REQUEST, format!("malformed 'tags' parameter: {e}")),
+                }
+            }
+        }
+        let q = JQuery {
+            service: service.to_owned(),
+            operation: get("operation").map(str::to_owned),
+            tags,
+            start_min_us: start,
+            start_max_us: end,
+            duration_min_us: dmin,
+            duration_max_us: dmax,
+        };
+        let filter = format!("{{ resource.service.name = {} }}", quote(service));
+        let query = match parse_query(&filter) {
+            Ok(q) => q,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        let mut sink = JaegerTraces {
+            prefilter: Prefilter::new(&query),
+            q,
+            limit,
+            hits: Vec::new(),
+        };
+        let window = (start.saturating_mul(1000), end.saturating_mul(1000).saturating_add(999));
+        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
+            return r;
+        }
+        sink.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+        sink.hits.truncate(limit);
+        let data: Vec<Json> = sink.hits.iter().map(|(_, t)| t.to_json()).collect();
+        let n = data.len();
+        envelope(Json::Array(data), n)
+    })
+    .await
+}
+
+/// Percent-decoding of a query component (`+` is a space).
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Feeds every trace of the window to the dependency counter.
+struct DepSink {
+    prefilter: Prefilter,
+    deps: Dependencies,
+}
+
+impl TraceSink for DepSink {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        self.deps.add(&rows_to_trace(rows));
+    }
+}
+
+/// `GET /api/dependencies?endTs=&lookback=` (milliseconds).
+pub async fn dependencies(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    let s = st.clone();
+    on_query_runtime(&st, async move {
+        let tenant = match tenant(&s, &headers) {
+            Ok(t) => t,
+            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
+        };
+        let parse = |k: &str| {
+            p.get(k)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse::<u64>().map_err(|_| format!("cannot parse {k}")))
+        };
+        let end = match parse("endTs") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => weft_core::now_ns() / 1_000_000,
+        };
+        let lookback = match parse("lookback") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => 86_400_000,
+        };
+        let query = parse_query("{ }").expect("valid");
+        let mut sink = DepSink {
+            prefilter: Prefilter::new(&query),
+            deps: Dependencies::default(),
+        };
+        let window = (
+            end.saturating_sub(lookback).saturating_mul(1_000_000),
+            end.saturating_mul(1_000_000) + 999_999,
+        );
+        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
+            return r;
+        }
+        let data = sink.deps.to_json();
+        let n = data.as_array().map_or(0, Vec::len);
+        envelope(data, n)
+    })
+    .await
+}
