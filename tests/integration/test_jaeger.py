@@ -119,3 +119,67 @@ def test_bad_jaeger_input(weft):
              10, "three refused datagrams")
     assert weft.metric("weft_udp_datagrams_total", port="jaeger_compact") == 3
     weft.assert_alive()
+
+
+def jget(weft, path, **params):
+    r = requests.get(weft.jaeger + path, params=params, timeout=15)
+    return r.status_code, r.json()
+
+
+def test_jaeger_query_api_reads_what_jaeger_clients_sent(weft):
+    """Jaeger in, Jaeger out: the routes Jaeger UI calls, in Jaeger's envelope and model."""
+    tid = run_client("jaeger-client", "127.0.0.1", str(weft.jaeger_compact_port))
+    fetch(weft, tid, 2)
+    code, body = jget(weft, "/api/services")
+    assert code == 200 and body["data"] == ["legacy-api"] and body["total"] == 1 and body["errors"] is None
+    code, body = jget(weft, "/api/services/legacy-api/operations")
+    assert body["data"] == ["GET /orders", "redis GET"]
+    code, body = jget(weft, "/api/operations", service="legacy-api", spanKind="client")
+    assert body["data"] == [{"name": "redis GET", "spanKind": "client"}]
+    short = tid.lstrip("0").rjust(16, "0")
+    code, body = jget(weft, f"/api/traces/{short}")
+    assert code == 200, body
+    trace = body["data"][0]
+    assert trace["traceID"] == short
+    assert trace["processes"]["p1"]["serviceName"] == "legacy-api"
+    spans = {s["operationName"]: s for s in trace["spans"]}
+    root, child = spans["GET /orders"], spans["redis GET"]
+    assert child["references"] == [{"refType": "CHILD_OF", "traceID": short, "spanID": root["spanID"]}]
+    tags = {t["key"]: (t["type"], t["value"]) for t in root["tags"]}
+    assert tags["http.status_code"] == ("int64", 200) and tags["span.kind"] == ("string", "server")
+    assert {t["key"]: t["value"] for t in child["tags"]}["error"] is True
+    assert root["logs"][0]["fields"][0] == {"key": "event", "type": "string", "value": "cache miss"}
+    # Searches: Jaeger's tags (as text, span or process tags or log fields), one span at a time.
+    now_us = int(time.time() * 1e6)
+    def search(**q):
+        code, body = jget(weft, "/api/traces", service="legacy-api", start=now_us - 600_000_000,
+                          end=now_us + 60_000_000, **q)
+        assert code == 200, body
+        return [t["traceID"] for t in body["data"]]
+    assert search() == [short]
+    assert search(tags='{"error":"true"}') == [short]
+    assert search(tags='{"http.status_code":"200","span.kind":"server"}') == [short]
+    assert search(tags='{"http.status_code":"200","error":"true"}') == [], "two spans never make one match"
+    assert search(tag="key:orders:42") == [short]
+    assert search(operation="redis GET", minDuration="1us") == [short]
+    assert search(operation="redis GET", minDuration="1h") == []
+    code, body = jget(weft, "/api/traces", traceID=short)
+    assert [t["traceID"] for t in body["data"]] == [short]
+    # Errors in Jaeger's envelope.
+    code, body = jget(weft, "/api/traces")
+    assert code == 400 and "service" in body["errors"][0]["msg"]
+    code, body = jget(weft, "/api/traces/00000000000000ab")
+    assert code == 404 and body["errors"][0]["code"] == 404 and body["data"] is None
+
+
+def test_jaeger_dependencies_from_otlp_spans(weft):
+    """OTLP in, Jaeger out: a call from one service into another is a dependency link."""
+    from otlpdata import make_request, make_span, new_span_id, new_trace_id
+
+    now = time.time_ns()
+    tid, a, b = new_trace_id(), new_span_id(), new_span_id()
+    weft.send(make_request([make_span(tid, a, name="GET /", kind=2, start=now)], service="web"))
+    weft.send(make_request([make_span(tid, b, parent=a, name="SELECT", kind=2, start=now + 1000)], service="db"))
+    fetch(weft, tid.hex(), 2)
+    code, body = jget(weft, "/api/dependencies", endTs=now // 1_000_000 + 1000, lookback=600000)
+    assert code == 200 and body["data"] == [{"parent": "web", "child": "db", "callCount": 1}], body
