@@ -6,6 +6,8 @@
 #   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
 #     and Brave (tests/zipkin-brave, Maven), for the differential tests of the Zipkin receiver
 #     and query API
+#   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
+#     differential tests
 # Idempotent: work already done is skipped, so a second run takes about a second.
 set -euo pipefail
 
@@ -92,6 +94,24 @@ else
     log "building the Brave client (tests/zipkin-brave) with Maven"
     (cd "$BRAVE_DIR" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
         -Dmdep.outputFile=target/classpath.txt >&2)
+fi
+
+# --- Jaeger v2 (the real server for the Jaeger differential tests) -------------------
+# `go install ...@v1.76.0` refuses the module (its go.mod has replace directives), so the
+# module is downloaded from the proxy and built as the main module. About 6 minutes on 2 cores.
+JAEGER_VERSION="v1.76.0"
+JAEGER_BIN="$ROOT/.tools/jaeger-bin/jaeger"
+JAEGER_STAMP="$ROOT/.tools/jaeger-bin/version"
+if [[ -x "$JAEGER_BIN" && "$(cat "$JAEGER_STAMP" 2>/dev/null || true)" == "$JAEGER_VERSION" ]]; then
+    log "jaeger $JAEGER_VERSION already built"
+else
+    command -v go >/dev/null || { log "go is not on PATH; cannot build jaeger"; exit 1; }
+    log "building jaeger $JAEGER_VERSION (v2) into .tools/jaeger-bin (takes minutes on a cold cache)"
+    dir="$(go mod download -json "github.com/jaegertracing/jaeger@$JAEGER_VERSION" \
+        | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+    mkdir -p "$ROOT/.tools/jaeger-bin"
+    (cd "$dir" && go build -o "$JAEGER_BIN" ./cmd/jaeger)
+    echo "$JAEGER_VERSION" > "$JAEGER_STAMP"
 fi
 
 log "done"

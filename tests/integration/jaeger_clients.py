@@ -2,7 +2,8 @@
 
 Usage: python jaeger_clients.py MODE ARGS... -> prints the trace ID (32 hex) on stdout.
   otel-udp HOST PORT        OpenTelemetry Jaeger thrift exporter, agent mode (compact thrift, UDP)
-  otel-http URL             OpenTelemetry Jaeger thrift exporter, collector mode (binary, HTTP)
+  otel-http URL...          OpenTelemetry Jaeger thrift exporter, collector mode (binary, HTTP),
+                            the same spans to every URL
   jaeger-client HOST PORT   jaeger-client (Python) to the agent port (compact thrift, UDP)
   jaeger-binary HOST PORT   jaeger-client's own thrift types, emitBatch in the binary protocol
                             over UDP (the agent's port 6832)
@@ -21,11 +22,13 @@ def otel(mode, *args):
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     if mode == "otel-udp":
-        exp = JaegerExporter(agent_host_name=args[0], agent_port=int(args[1]))
+        exps = [JaegerExporter(agent_host_name=args[0], agent_port=int(args[1]))]
     else:
-        exp = JaegerExporter(collector_endpoint=args[0])
+        # One exporter per collector URL: the same spans to each (weft and the real Jaeger).
+        exps = [JaegerExporter(collector_endpoint=url) for url in args]
     p = TracerProvider(resource=Resource.create({"service.name": f"shop-{mode}", "host.name": "h-1"}))
-    p.add_span_processor(SimpleSpanProcessor(exp))
+    for exp in exps:
+        p.add_span_processor(SimpleSpanProcessor(exp))
     t = p.get_tracer("shop.instrumentation", "2.1")
     with t.start_as_current_span("POST /cart", kind=SpanKind.SERVER) as r:
         r.set_attribute("http.method", "POST")

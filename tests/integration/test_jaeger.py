@@ -183,3 +183,167 @@ def test_jaeger_dependencies_from_otlp_spans(weft):
     fetch(weft, tid.hex(), 2)
     code, body = jget(weft, "/api/dependencies", endTs=now // 1_000_000 + 1000, lookback=600000)
     assert code == 200 and body["data"] == [{"parent": "web", "child": "db", "callCount": 1}], body
+
+
+# --- Differential tests against the real Jaeger v2 -------------------------------------------
+
+JAEGER_BIN = REPO_ROOT / ".tools" / "jaeger-bin" / "jaeger"
+
+JAEGER_CONFIG = """
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp, jaeger]
+      processors: []
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:{health}
+  jaeger_query:
+    storage:
+      traces: mem
+    enable_tracing: false
+    http:
+      endpoint: 127.0.0.1:{query}
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc}
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc}
+      http:
+        endpoint: 127.0.0.1:{otlp_http}
+  jaeger:
+    protocols:
+      thrift_http:
+        endpoint: 127.0.0.1:{thrift_http}
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+"""
+
+
+@pytest.fixture
+def real_jaeger(tmp_path):
+    """The real Jaeger v2 (built by scripts/test-deps.sh), in-memory storage, on free ports."""
+    from weftlib import free_ports, tail
+
+    if not JAEGER_BIN.is_file():
+        pytest.fail(f"{JAEGER_BIN} is missing: run scripts/test-deps.sh", pytrace=False)
+    ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http"], free_ports(6)))
+    cfg = tmp_path / "jaeger.yaml"
+    cfg.write_text(JAEGER_CONFIG.format(**ports))
+    log = tmp_path / "jaeger.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(JAEGER_BIN), "--config", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def up():
+        if proc.poll() is not None:
+            raise AssertionError(f"jaeger exited with {proc.returncode}:\n{tail(log)}")
+        try:
+            return requests.get(f"http://127.0.0.1:{ports['query']}/api/services", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_for(up, 60, "Jaeger v2 to start")
+        yield {"query": f"http://127.0.0.1:{ports['query']}",
+               "otlp": f"http://127.0.0.1:{ports['otlp_http']}/v1/traces",
+               "thrift": f"http://127.0.0.1:{ports['thrift_http']}/api/traces"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def norm_trace(t: dict) -> dict:
+    """Documented differences (spec/formats/jaeger.md): order of spans, tags, logs' fields and
+    process IDs."""
+    procs = t["processes"]
+    key = lambda kv: kv["key"]
+    spans = []
+    for s in t["spans"]:
+        s = dict(s)
+        p = procs[s.pop("processID")]
+        s["process"] = {"serviceName": p["serviceName"], "tags": sorted(p["tags"], key=key)}
+        s["tags"] = sorted(s["tags"], key=key)
+        s["logs"] = [{"timestamp": l["timestamp"], "fields": sorted(l["fields"], key=key)} for l in s["logs"]]
+        s.pop("warnings", None)
+        spans.append(s)
+    return {"traceID": t["traceID"], "spans": sorted(spans, key=lambda s: s["spanID"])}
+
+
+def jcompare(real, weft, path, norm=lambda d: d, **params):
+    a = requests.get(real["query"] + path, params=params, timeout=15)
+    b = requests.get(weft.jaeger + path, params=params, timeout=15)
+    assert a.status_code == b.status_code == 200, (path, a.status_code, a.text[:300], b.status_code, b.text[:300])
+    da, db = norm(a.json()["data"]), norm(b.json()["data"])
+    assert db == da, f"{path} {params} differs\njaeger: {da}\nweft:   {db}"
+    return da
+
+
+def test_otlp_spans_read_through_jaeger_as_the_real_jaeger_shows_them(real_jaeger, weft):
+    import json as _json
+
+    from otlpdata import make_request, make_span, new_span_id, new_trace_id
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+    now = time.time_ns()
+    tid, a, b, c = new_trace_id(), new_span_id(), new_span_id(), new_span_id()
+    ev = Span.Event(time_unix_nano=now + 500, name="cache.miss")
+    req1 = make_request([make_span(tid, a, name="GET /cart", kind=2, start=now, end=now + 9_000_000,
+                                   attributes={"http.method": "GET", "http.status_code": 200, "ratio": 0.5,
+                                               "cached": False}, events=[ev]),
+                         make_span(tid, c, parent=a, name="render", kind=1, start=now + 1_000_000)],
+                        service="web", resource_attrs={"host.name": "h1", "k8s.pod.name": "web-1"})
+    req2 = make_request([make_span(tid, b, parent=a, name="SELECT cart", kind=3, start=now + 2_000_000,
+                                   status=Status(code=2, message="deadlock"))], service="db")
+    for req in (req1, req2):
+        weft.send(req)
+        r = requests.post(real_jaeger["otlp"], data=req.SerializeToString(),
+                          headers={"Content-Type": "application/x-protobuf"}, timeout=10)
+        assert r.status_code == 200, r.text
+    short = tid.hex()
+    wait_for(lambda: requests.get(f"{real_jaeger['query']}/api/traces/{short}", timeout=5).status_code == 200
+             and len(requests.get(f"{real_jaeger['query']}/api/traces/{short}", timeout=5).json()["data"][0]["spans"]) == 3,
+             15, "the trace in Jaeger")
+    fetch(weft, short, 3)
+    jcompare(real_jaeger, weft, f"/api/traces/{short}", lambda d: [norm_trace(t) for t in d])
+    jcompare(real_jaeger, weft, "/api/services", sorted)
+    for svc in ("web", "db"):
+        jcompare(real_jaeger, weft, f"/api/services/{svc}/operations", sorted)
+        jcompare(real_jaeger, weft, "/api/operations",
+                 lambda d: sorted(d, key=lambda o: (o["name"], o["spanKind"])), service=svc)
+    now_us = now // 1000
+    for q in ({"service": "web"}, {"service": "db", "tags": _json.dumps({"error": "true"})},
+              {"service": "web", "operation": "render"}, {"service": "web", "minDuration": "5ms"}):
+        found = jcompare(real_jaeger, weft, "/api/traces", lambda d: [norm_trace(t) for t in d],
+                         start=now_us - 60_000_000, end=now_us + 60_000_000, limit=20, **q)
+        assert len(found) == 1, (q, found)
+
+
+def test_jaeger_thrift_reads_back_as_from_the_real_jaeger(real_jaeger, weft):
+    """The OpenTelemetry Jaeger exporter sends the same spans over thrift HTTP to both."""
+    tid = run_client("otel-http", real_jaeger["thrift"], f"http://127.0.0.1:{weft.jaeger_http_port}/api/traces")
+    wait_for(lambda: requests.get(f"{real_jaeger['query']}/api/traces/{tid}", timeout=5).status_code == 200,
+             15, "the trace in Jaeger")
+    fetch(weft, tid, 2)
+    jcompare(real_jaeger, weft, f"/api/traces/{tid}", lambda d: [norm_trace(t) for t in d])
