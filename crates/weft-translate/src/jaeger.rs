@@ -335,8 +335,7 @@ fn parent_id(s: &Span<'_>) -> i64 {
 }
 
 /// Writes a Jaeger batch as one OTLP request: the process is the resource (`hostname` as
-/// `host.name`, `jaeger.version` as `opencensus.exporterversion`), spans grouped by their
-/// `otel.scope.name`/`otel.library.name` tags.
+/// `host.name`, `jaeger.version` as `opencensus.exporterversion`), the spans in one scope.
 pub fn to_otlp(b: &Batch<'_>) -> Vec<u8> {
     let mut w = RequestWriter::with_capacity(b.spans.len() * 256 + 64);
     let svc = Value::Str(Cow::Borrowed(b.process.service_name));
@@ -367,37 +366,13 @@ pub fn to_otlp(b: &Batch<'_>) -> Vec<u8> {
     }
     w.resource(res.iter().map(|(k, v)| (*k, v)));
 
-    let scopes: Vec<(&str, &str)> = b.spans.iter().map(scope_of).collect();
-    let mut order: Vec<usize> = (0..b.spans.len()).collect();
-    order.sort_by_key(|&i| {
-        let first = scopes.iter().position(|s| *s == scopes[i]).unwrap_or(i);
-        (first, i)
-    });
-    let mut prev: Option<(&str, &str)> = None;
-    for &i in &order {
-        if prev != Some(scopes[i]) {
-            w.scope(scopes[i].0, scopes[i].1);
-            prev = Some(scopes[i]);
-        }
-        write_span(&mut w, &b.spans[i]);
+    // One scope, as the Collector's ThriftToTraces: `otel.scope.*`/`otel.library.*` tags stay
+    // attributes (Jaeger shows them as they were sent).
+    w.scope("", "");
+    for s in &b.spans {
+        write_span(&mut w, s);
     }
     w.finish()
-}
-
-/// A span's instrumentation scope, from its `otel.scope.*` (or `otel.library.*`) tags.
-fn scope_of<'a>(s: &'a Span<'a>) -> (&'a str, &'a str) {
-    let find = |a: &str, b: &str| {
-        s.tags
-            .iter()
-            .find(|t| t.key == a)
-            .or_else(|| s.tags.iter().find(|t| t.key == b))
-            .and_then(|t| str_of(&t.value))
-            .unwrap_or("")
-    };
-    (
-        find("otel.scope.name", "otel.library.name"),
-        find("otel.scope.version", "otel.library.version"),
-    )
 }
 
 fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
@@ -472,7 +447,6 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
             "otel.status_code" => true,
             "otel.status_description" => error_true || otel_code.is_some(),
             "w3c.tracestate" => true,
-            "otel.scope.name" | "otel.scope.version" | "otel.library.name" | "otel.library.version" => true,
             _ => false,
         };
         if !drop {

@@ -198,18 +198,29 @@ fn ui_span(s: &OtlpSpan, scope: (&str, &str), process: usize) -> UiSpan {
     }
 }
 
+/// The SDK attributes Jaeger's query moves from a span to its process when the resource lacks
+/// them (its `MoveLibraryAttributes` adjuster): some exporters (the OpenTelemetry Jaeger
+/// exporters) send resource attributes as span tags.
+const LIBRARY_KEYS: &[&str] = &[
+    "telemetry.sdk.language",
+    "telemetry.sdk.name",
+    "telemetry.sdk.version",
+    "telemetry.distro.name",
+    "telemetry.distro.version",
+];
+
 /// Converts stored spans (of one trace, or several).
 pub fn convert(data: &TracesData) -> UiTrace {
     let mut t = UiTrace::default();
+    let intern = |p: Process, t: &mut UiTrace| match t.processes.iter().position(|q| *q == p) {
+        Some(i) => i,
+        None => {
+            t.processes.push(p);
+            t.processes.len() - 1
+        }
+    };
     for rs in &data.resource_spans {
-        let p = process_of(rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]));
-        let pi = match t.processes.iter().position(|q| *q == p) {
-            Some(i) => i,
-            None => {
-                t.processes.push(p);
-                t.processes.len() - 1
-            }
-        };
+        let base = process_of(rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]));
         for ss in &rs.scope_spans {
             let sc = ss
                 .scope
@@ -217,7 +228,20 @@ pub fn convert(data: &TracesData) -> UiTrace {
                 .map(|s| (s.name.as_str(), s.version.as_str()))
                 .unwrap_or(("", ""));
             for s in &ss.spans {
-                t.spans.push(ui_span(s, sc, pi));
+                let mut span = ui_span(s, sc, 0);
+                let mut p = base.clone();
+                let mut moved = false;
+                for key in LIBRARY_KEYS {
+                    if p.tags.iter().any(|(k, _)| k == key) {
+                        continue;
+                    }
+                    if let Some(i) = span.tags.iter().position(|(k, _)| k == key) {
+                        p.tags.push(span.tags.remove(i));
+                        moved = true;
+                    }
+                }
+                span.process = intern(if moved { p } else { base.clone() }, &mut t);
+                t.spans.push(span);
             }
         }
     }
