@@ -241,38 +241,20 @@ exporters:
 @pytest.fixture
 def real_jaeger(tmp_path):
     """The real Jaeger v2 (built by scripts/test-deps.sh), in-memory storage, on free ports."""
-    from weftlib import free_ports, tail
+    from weftlib import free_ports, peer_process
 
     if not JAEGER_BIN.is_file():
         pytest.fail(f"{JAEGER_BIN} is missing: run scripts/test-deps.sh", pytrace=False)
     ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http"], free_ports(6)))
     cfg = tmp_path / "jaeger.yaml"
     cfg.write_text(JAEGER_CONFIG.format(**ports))
-    log = tmp_path / "jaeger.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([str(JAEGER_BIN), "--config", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"jaeger exited with {proc.returncode}:\n{tail(log)}")
-        try:
-            return requests.get(f"http://127.0.0.1:{ports['query']}/api/services", timeout=1).status_code == 200
-        except requests.RequestException:
-            return False
-
-    try:
-        wait_for(up, 60, "Jaeger v2 to start")
-        yield {"query": f"http://127.0.0.1:{ports['query']}",
+    query = f"http://127.0.0.1:{ports['query']}"
+    with peer_process([str(JAEGER_BIN), "--config", str(cfg)], tmp_path / "jaeger.log",
+                      lambda: requests.get(f"{query}/api/services", timeout=1).status_code == 200,
+                      "Jaeger v2", timeout=60):
+        yield {"query": query,
                "otlp": f"http://127.0.0.1:{ports['otlp_http']}/v1/traces",
                "thrift": f"http://127.0.0.1:{ports['thrift_http']}/api/traces"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def norm_trace(t: dict) -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from weftlib import REPO_ROOT, free_ports, tail, wait_for
+from weftlib import REPO_ROOT, free_ports, peer_process, wait_for
 
 ZIPKIN_JAR = REPO_ROOT / ".tools" / "zipkin" / "zipkin-server-3.5.1-exec.jar"
 
@@ -35,29 +35,11 @@ def zipkin(tmp_path_factory):
     log = tmp_path_factory.mktemp("zipkin") / "zipkin.log"
     env = {**os.environ, "QUERY_PORT": str(port), "STORAGE_TYPE": "mem", "JAVA_OPTS": "-Xmx256m",
            "SELF_TRACING_ENABLED": "false", "COLLECTOR_ACTIVEMQ_ENABLED": "false"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["java", "-Xmx256m", "-jar", str(ZIPKIN_JAR)], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        if proc.poll() is not None:
-            raise AssertionError(f"zipkin-server exited with {proc.returncode}:\n{tail(log)}")
-        try:
-            return requests.get(f"{url}/health", timeout=1).status_code == 200
-        except requests.RequestException:
-            return False
-
-    try:
-        wait_for(healthy, 90, "zipkin-server to start")
+    with peer_process(["java", "-Xmx256m", "-jar", str(ZIPKIN_JAR)], log,
+                      lambda: requests.get(f"{url}/health", timeout=1).status_code == 200,
+                      "zipkin-server", env=env):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -438,3 +439,33 @@ def wait_for_block_spans(server: WeftServer, spans: int, tenant: str = SINGLE_TE
     except AssertionError as e:
         found = [(str(d), m.get("span_count")) for d, m in block_metas(server.data_dir)]
         raise AssertionError(f"{e}; blocks found: {found}\n{server.describe()}") from None
+
+
+@contextlib.contextmanager
+def peer_process(cmd: list[str], log: Path, ready: Callable[[], bool], what: str, *,
+                 env: dict[str, str] | None = None, timeout: float = 90):
+    """Runs a peer server (a real Zipkin or Jaeger to compare against) until the block ends:
+    waits until `ready()` is true, failing with the end of its log if it exits or times out,
+    and stops it after (SIGTERM, then SIGKILL after 10 s)."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def up():
+        if proc.poll() is not None:
+            raise WeftError(f"{what} exited with {proc.returncode}:\n{tail(log)}")
+        try:
+            return ready()
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_for(up, timeout, f"{what} to start")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+

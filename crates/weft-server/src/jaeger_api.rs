@@ -18,8 +18,8 @@ use weft_query::search::TraceSink;
 use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert};
 
 use crate::AppState;
+use crate::foreign_api::{query_with_tenant, quote, values};
 use crate::search_api::{parse_query, run_scan};
-use crate::zipkin_api::{on_query_runtime, quote, values};
 
 /// Jaeger's default `limit` of a trace search.
 const DEFAULT_LIMIT: usize = 100;
@@ -43,8 +43,8 @@ fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     r
 }
 
-fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, String> {
-    st.tenants.resolve(headers).map_err(|e| e.0)
+fn unauthorized(msg: String) -> Response {
+    error(StatusCode::UNAUTHORIZED, msg)
 }
 
 fn sorted(v: Vec<String>) -> Vec<String> {
@@ -54,12 +54,7 @@ fn sorted(v: Vec<String>) -> Vec<String> {
 
 /// `GET /api/services`.
 pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         match values(&s, &tenant, "{ }", "resource.service.name").await {
             Ok(v) => {
                 let v = sorted(v);
@@ -102,12 +97,7 @@ pub async fn service_operations(
     headers: HeaderMap,
     Path(service): Path<String>,
 ) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         match operations_of(&s, &tenant, &service, None).await {
             Ok(ops) => {
                 let names = sorted(ops.into_iter().map(|(n, _)| n).collect());
@@ -126,12 +116,7 @@ pub async fn operations(
     headers: HeaderMap,
     Query(p): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(service) = p.get("service").filter(|s| !s.is_empty()) else {
             return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
         };
@@ -169,12 +154,7 @@ async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<UiTrac
 
 /// `GET /api/traces/{id}`.
 pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -225,12 +205,7 @@ fn duration_us(name: &str, s: &str) -> Result<u64, String> {
 
 /// `GET /api/traces`: by `traceID` (repeated), or a search.
 pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let pairs: Vec<(String, String)> = raw
             .as_deref()
             .map(|q| {
@@ -412,12 +387,7 @@ pub async fn dependencies(
     headers: HeaderMap,
     Query(p): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(e) => return error(StatusCode::UNAUTHORIZED, e),
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let parse = |k: &str| {
             p.get(k)
                 .filter(|v| !v.is_empty())

@@ -5,6 +5,7 @@
 mod api;
 mod budget;
 mod config;
+mod foreign_api;
 mod jaeger_api;
 mod listen;
 mod loadgen;

@@ -15,25 +15,21 @@ use serde_json::Value as Json;
 use weft_block::row::SpanRow;
 use weft_otlp::pb::trace::TracesData;
 use weft_query::prefilter::Prefilter;
-use weft_query::search::{TagValues, TraceSink};
+use weft_query::search::TraceSink;
 use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, convert, parse_annotation_query};
 
 use crate::AppState;
-use crate::search_api::{parse_query, run_scan, tag_field};
-use crate::tempo;
+use crate::foreign_api::{query_with_tenant, quote, values};
+use crate::search_api::{parse_query, run_scan};
 
 type Params = Query<HashMap<String, String>>;
 
-/// How far back names are listed (Zipkin's QUERY_NAMES_MAX_AGE default, 24 h).
-const NAMES_LOOKBACK_MS: u64 = 86_400_000;
 /// Zipkin's QUERY_LOOKBACK default: 24 h.
 const DEFAULT_LOOKBACK_MS: u64 = 86_400_000;
 /// Zipkin's default `limit` of `/api/v2/traces`.
 const DEFAULT_LIMIT: usize = 10;
 /// Most traces one `/api/v2/traces` answers.
 const MAX_LIMIT: usize = 10_000;
-/// Most distinct names a name list reads.
-const MAX_NAMES: usize = 10_000;
 
 fn bad(msg: impl Into<String>) -> Response {
     text(StatusCode::BAD_REQUEST, msg.into())
@@ -74,43 +70,8 @@ fn now_ms() -> u64 {
     weft_core::now_ns() / 1_000_000
 }
 
-/// A TraceQL string literal.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Runs `f` on the query runtime (lower priority than ingest), as the Tempo API's port does.
-pub(crate) async fn on_query_runtime<F>(st: &Arc<AppState>, f: F) -> Response
-where
-    F: std::future::Future<Output = Response> + Send + 'static,
-{
-    match st.background.spawn(f).await {
-        Ok(r) => r,
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {e}")),
-    }
-}
-
-/// The distinct values of `field` over spans matching `filter` in the last 24 h, as stored.
-pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &str) -> Result<Vec<String>, Response> {
-    let query = parse_query(filter).map_err(bad)?;
-    let field = tag_field(field, true).map_err(bad)?;
-    let mut sink = TagValues::new(&query, field, MAX_NAMES).map_err(|e| bad(e.to_string()))?;
-    let end = weft_core::now_ns();
-    let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
-    run_scan(st, tenant, Some(window), &mut sink).await?;
-    Ok(sink.finish().iter().map(tempo::value_text).collect())
+fn unauthorized(msg: String) -> Response {
+    text(StatusCode::UNAUTHORIZED, msg)
 }
 
 /// Lower-cased, distinct, sorted, as Zipkin lists names.
@@ -139,21 +100,9 @@ fn service_filter(spellings: &[String]) -> String {
     format!("{{ {} }}", terms.join(" || "))
 }
 
-/// The request's tenant, or the 401.
-fn tenant(st: &AppState, headers: &HeaderMap) -> Result<Arc<str>, Box<Response>> {
-    st.tenants
-        .resolve(headers)
-        .map_err(|e| Box::new(text(StatusCode::UNAUTHORIZED, e.0)))
-}
-
 /// `GET /api/v2/services`.
 pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         match values(&s, &tenant, "{ }", "resource.service.name").await {
             Ok(v) => json(names(v)),
             Err(r) => r,
@@ -170,12 +119,7 @@ async fn names_of_service(
     p: HashMap<String, String>,
     field: &'static str,
 ) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
             return bad("serviceName is required");
         };
@@ -268,12 +212,7 @@ fn query_request(p: &HashMap<String, String>) -> Result<QueryRequest, String> {
 
 /// `GET /api/v2/traces`.
 pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let req = match query_request(&p) {
             Ok(r) => r,
             Err(e) => return bad(e),
@@ -322,12 +261,7 @@ async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<Vec<Tr
 
 /// `GET /api/v2/trace/{id}`.
 pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let tid = match trace_id(&id) {
             Ok(t) => t,
             Err(e) => return bad(e),
@@ -346,12 +280,7 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
 
 /// `GET /api/v2/traceMany?traceIds=a,b`.
 pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(ids) = param(&p, "traceIds") else {
             return bad("traceIds parameter is empty");
         };
@@ -399,12 +328,7 @@ impl TraceSink for Dependencies {
 
 /// `GET /api/v2/dependencies?endTs=&lookback=`.
 pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let end_ts = match num::<u64>(&p, "endTs") {
             Ok(Some(e)) => e,
             Ok(None) => return bad("endTs is required"),
@@ -445,12 +369,7 @@ pub async fn autocomplete_keys(State(st): State<Arc<AppState>>) -> Response {
 
 /// `GET /api/v2/autocompleteValues?key=`: values of a configured key; none for other keys.
 pub async fn autocomplete_values(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let s = st.clone();
-    on_query_runtime(&st, async move {
-        let tenant = match tenant(&s, &headers) {
-            Ok(t) => t,
-            Err(r) => return *r,
-        };
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(key) = param(&p, "key") else {
             return bad("key is required");
         };

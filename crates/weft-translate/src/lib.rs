@@ -17,6 +17,27 @@ pub mod otlp;
 pub mod thrift;
 pub mod zipkin;
 
+/// Calls `f` with every span of `data`, with its resource's attributes and its scope's name and
+/// version: the walk every query-side conversion makes.
+pub fn for_each_span<'d>(
+    data: &'d weft_otlp::pb::trace::TracesData,
+    mut f: impl FnMut(&'d [weft_otlp::pb::common::KeyValue], (&'d str, &'d str), &'d weft_otlp::pb::trace::Span),
+) {
+    for rs in &data.resource_spans {
+        let res = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
+        for ss in &rs.scope_spans {
+            let sc = ss
+                .scope
+                .as_ref()
+                .map(|s| (s.name.as_str(), s.version.as_str()))
+                .unwrap_or(("", ""));
+            for s in &ss.spans {
+                f(res, sc, s);
+            }
+        }
+    }
+}
+
 /// Why a foreign payload was refused. The message names the problem and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

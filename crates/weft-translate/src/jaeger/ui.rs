@@ -219,32 +219,27 @@ pub fn convert(data: &TracesData) -> UiTrace {
             t.processes.len() - 1
         }
     };
-    for rs in &data.resource_spans {
-        let base = process_of(rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]));
-        for ss in &rs.scope_spans {
-            let sc = ss
-                .scope
-                .as_ref()
-                .map(|s| (s.name.as_str(), s.version.as_str()))
-                .unwrap_or(("", ""));
-            for s in &ss.spans {
-                let mut span = ui_span(s, sc, 0);
-                let mut p = base.clone();
-                let mut moved = false;
-                for key in LIBRARY_KEYS {
-                    if p.tags.iter().any(|(k, _)| k == key) {
-                        continue;
-                    }
-                    if let Some(i) = span.tags.iter().position(|(k, _)| k == key) {
-                        p.tags.push(span.tags.remove(i));
-                        moved = true;
-                    }
-                }
-                span.process = intern(if moved { p } else { base.clone() }, &mut t);
-                t.spans.push(span);
+    let mut base: Option<(&[KeyValue], Process)> = None;
+    crate::for_each_span(data, |res, sc, s| {
+        if base.as_ref().is_none_or(|(r, _)| !std::ptr::eq(*r, res)) {
+            base = Some((res, process_of(res)));
+        }
+        let base = &base.as_ref().expect("set above").1;
+        let mut span = ui_span(s, sc, 0);
+        let mut p = base.clone();
+        let mut moved = false;
+        for key in LIBRARY_KEYS {
+            if p.tags.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            if let Some(i) = span.tags.iter().position(|(k, _)| k == key) {
+                p.tags.push(span.tags.remove(i));
+                moved = true;
             }
         }
-    }
+        span.process = intern(if moved { p } else { base.clone() }, &mut t);
+        t.spans.push(span);
+    });
     t
 }
 

@@ -21,23 +21,13 @@ pub struct TraceSpan {
 /// Every span of a trace (or of several), converted.
 pub fn convert(data: &TracesData) -> Vec<TraceSpan> {
     let mut out = Vec::new();
-    for rs in &data.resource_spans {
-        let res = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
-        for ss in &rs.scope_spans {
-            let sc = ss
-                .scope
-                .as_ref()
-                .map(|s| (s.name.as_str(), s.version.as_str()))
-                .unwrap_or(("", ""));
-            for s in &ss.spans {
-                out.push(TraceSpan {
-                    id: s.span_id.to_vec(),
-                    parent: s.parent_span_id.to_vec(),
-                    span: from_otlp(res, sc, s),
-                });
-            }
-        }
-    }
+    crate::for_each_span(data, |res, sc, s| {
+        out.push(TraceSpan {
+            id: s.span_id.to_vec(),
+            parent: s.parent_span_id.to_vec(),
+            span: from_otlp(res, sc, s),
+        });
+    });
     out
 }
 

@@ -9,21 +9,10 @@ fn otlp(enc: Encoding, body: &[u8]) -> ExportTraceServiceRequest {
 
 /// Every span of a request, back in Zipkin v2 JSON.
 fn back(req: &ExportTraceServiceRequest) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
-    for rs in &req.resource_spans {
-        let res = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
-        for ss in &rs.scope_spans {
-            let sc = ss
-                .scope
-                .as_ref()
-                .map(|s| (s.name.as_str(), s.version.as_str()))
-                .unwrap_or(("", ""));
-            for s in &ss.spans {
-                out.push(out::from_otlp(res, sc, s).to_json());
-            }
-        }
-    }
-    out
+    let data = weft_otlp::pb::trace::TracesData {
+        resource_spans: req.resource_spans.clone(),
+    };
+    query::convert(&data).iter().map(|s| s.span.to_json()).collect()
 }
 
 const V2: &str = r#"[
