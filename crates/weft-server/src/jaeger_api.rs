@@ -98,9 +98,11 @@ pub async fn service_operations(
     Path(service): Path<String>,
 ) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
-        match operations_of(&s, &tenant, &service, None).await {
-            Ok(ops) => {
-                let names = sorted(ops.into_iter().map(|(n, _)| n).collect());
+        // The names alone: one scan (the kinds need one per kind).
+        let filter = format!("{{ resource.service.name = {} }}", quote(&service));
+        match values(&s, &tenant, &filter, "name").await {
+            Ok(v) => {
+                let names = sorted(v);
                 let n = names.len();
                 envelope(json!(names), n)
             }
