@@ -180,7 +180,7 @@ def main():
             weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
                                      "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc),
                                      "--otlp-http-port", str(otlp), "--jaeger-query-port", "0", "--jaeger-http-port", "0",
-                                     "--jaeger-compact-port", "0", "--jaeger-binary-port", "0"],
+                                     "--jaeger-compact-port", "0", "--jaeger-binary-port", "0", "--xray-port", "0"],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")

@@ -110,6 +110,10 @@ pub struct ServerFlags {
     /// Jaeger agent UDP port, binary thrift; 0 turns it off [default: 6832].
     #[arg(long, env = "WEFT_JAEGER_BINARY_PORT")]
     pub jaeger_binary_port: Option<u16>,
+    /// AWS X-Ray daemon port: segment documents over UDP, sampling rules and targets over TCP;
+    /// 0 turns it off [default: 2000].
+    #[arg(long, env = "WEFT_XRAY_PORT")]
+    pub xray_port: Option<u16>,
     /// Tenant of spans received over UDP, which has no headers [default: single-tenant].
     #[arg(long, env = "WEFT_UDP_TENANT")]
     pub udp_tenant: Option<String>,
@@ -254,6 +258,7 @@ pub struct Config {
     pub jaeger_http_port: u16,
     pub jaeger_compact_port: u16,
     pub jaeger_binary_port: u16,
+    pub xray_port: u16,
     pub udp_tenant: String,
     pub multitenancy: bool,
     /// Bearer token → tenant. When non-empty, every request needs a listed token.
@@ -310,6 +315,7 @@ impl Default for Config {
             jaeger_http_port: 14268,
             jaeger_compact_port: 6831,
             jaeger_binary_port: 6832,
+            xray_port: 2000,
             udp_tenant: "single-tenant".into(),
             multitenancy: false,
             auth_tokens: BTreeMap::new(),
@@ -378,6 +384,7 @@ impl Config {
             jaeger_http_port,
             jaeger_compact_port,
             jaeger_binary_port,
+            xray_port,
             udp_tenant,
             multitenancy,
             fsync,

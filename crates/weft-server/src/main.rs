@@ -42,10 +42,10 @@ pub struct AppState {
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
     pub queries: Arc<tokio::sync::Semaphore>,
     /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin, Jaeger HTTP, Jaeger
-    /// query.
-    pub listeners: [(&'static str, Arc<listen::ListenStats>); 6],
+    /// query, X-Ray sampling.
+    pub listeners: [(&'static str, Arc<listen::ListenStats>); 7],
     /// Datagrams of the Jaeger agent's UDP ports (compact, binary).
-    pub udp: [(&'static str, Arc<receivers::jaeger::UdpStats>); 2],
+    pub udp: [(&'static str, Arc<receivers::udp::UdpStats>); 3],
     /// The query runtime (lower priority than ingest), for query handlers served on a port
     /// that also receives spans (Zipkin's).
     pub background: tokio::runtime::Handle,
@@ -242,10 +242,12 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("zipkin", Default::default()),
             ("jaeger_http", Default::default()),
             ("jaeger_query", Default::default()),
+            ("xray", Default::default()),
         ],
         udp: [
             ("jaeger_compact", Default::default()),
             ("jaeger_binary", Default::default()),
+            ("xray", Default::default()),
         ],
         background: background.clone(),
     });
@@ -287,6 +289,19 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             }
         }
     }
+    // The X-Ray daemon's port: segments over UDP, sampling over TCP.
+    let xray = if receives && cfg.xray_port != 0 {
+        let addr = format!("{}:{}", cfg.listen_host, cfg.xray_port);
+        let sock = tokio::net::UdpSocket::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}/udp for the X-Ray daemon protocol"))?;
+        Some((
+            sock,
+            bind(&cfg.listen_host, cfg.xray_port, "X-Ray sampling (TCP)").await?,
+        ))
+    } else {
+        None
+    };
     let zipkin_l = if (receives || queries) && cfg.zipkin_port != 0 {
         Some(bind(&cfg.listen_host, cfg.zipkin_port, "Zipkin").await?)
     } else {
@@ -348,7 +363,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         multitenancy = cfg.multitenancy,
         "weft is ready"
     );
-    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(6));
+    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(7));
     if max_connections < cfg.max_connections {
         tracing::warn!(
             configured = cfg.max_connections,
@@ -377,7 +392,22 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         (_, zipkin_stats),
         (_, jaeger_stats),
         (_, jaeger_query_stats),
+        (_, xray_stats),
     ] = state.listeners.clone();
+    if let Some((sock, l)) = xray {
+        tokio::spawn(receivers::xray::serve_udp(
+            state.clone(),
+            sock,
+            state.udp[2].1.clone(),
+            rx.clone(),
+        ));
+        let r = Router::new()
+            .route("/GetSamplingRules", post(receivers::xray::sampling_rules))
+            .route("/SamplingTargets", post(receivers::xray::sampling_targets))
+            .fallback(api::not_found)
+            .with_state(state.clone());
+        tokio::spawn(listen::serve(l, r, limits, xray_stats, rx.clone(), "xray"));
+    }
     // Jaeger's query API: its own port, on the query runtime like the Tempo API's.
     if let Some(l) = jaeger_query_l {
         let r = Router::new()

@@ -6,7 +6,8 @@
 //! attributes. The query APIs of those formats convert stored OTLP spans back.
 //!
 //! - [`zipkin`]: Zipkin v2 JSON and proto3, v1 JSON and thrift in; Zipkin v2 JSON out.
-//! - [`jaeger`]: Jaeger thrift batches in (collector HTTP, agent UDP).
+//! - [`jaeger`]: Jaeger thrift batches in (collector HTTP, agent UDP); Jaeger's query model out.
+//! - [`xray`]: AWS X-Ray segment documents in (the daemon's UDP protocol).
 //! - [`thrift`]: the Thrift binary and compact protocols, read without copying.
 //! - [`otlp`]: the OTLP encoder the translators write with.
 //!
@@ -15,6 +16,7 @@
 pub mod jaeger;
 pub mod otlp;
 pub mod thrift;
+pub mod xray;
 pub mod zipkin;
 
 /// Calls `f` with every span of `data`, with its resource's attributes and its scope's name and

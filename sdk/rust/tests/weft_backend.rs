@@ -81,6 +81,7 @@ fn start_weft(bin: &str) -> (Weft, u16, u16, u16) {
         .env("WEFT_ZIPKIN_PORT", "0")
         .env("WEFT_JAEGER_HTTP_PORT", "0")
         .env("WEFT_JAEGER_QUERY_PORT", "0")
+        .env("WEFT_XRAY_PORT", "0")
         .env("WEFT_JAEGER_COMPACT_PORT", "0")
         .env("WEFT_JAEGER_BINARY_PORT", "0")
         .stdout(Stdio::null())

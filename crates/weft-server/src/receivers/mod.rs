@@ -13,6 +13,8 @@ pub mod body;
 pub mod jaeger;
 pub mod otlp_grpc;
 pub mod otlp_http;
+pub mod udp;
+pub mod xray;
 pub mod zipkin;
 
 use std::sync::Arc;

@@ -75,6 +75,7 @@ public class WeftBackendTest {
       env.put("WEFT_ZIPKIN_PORT", String.valueOf(ports[3]));
       env.put("WEFT_JAEGER_HTTP_PORT", "0");
       env.put("WEFT_JAEGER_QUERY_PORT", "0");
+      env.put("WEFT_XRAY_PORT", "0");
       env.put("WEFT_JAEGER_COMPACT_PORT", "0");
       env.put("WEFT_JAEGER_BINARY_PORT", "0");
       pb.redirectErrorStream(true).redirectOutput(log.toFile());

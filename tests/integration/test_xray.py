@@ -1,0 +1,149 @@
+"""AWS X-Ray clients work unchanged: the X-Ray SDK for Python sends segments over UDP to weft's
+X-Ray daemon port and asks it for sampling rules over TCP; the spans read back through the Tempo,
+Zipkin and Jaeger APIs, and a trace that crosses an X-Ray-instrumented service and an
+OpenTelemetry-instrumented one stays one trace."""
+
+from __future__ import annotations
+
+import socket
+import time
+import traceback
+
+import pytest
+import requests
+
+from otlpdata import make_request, make_span
+from weftlib import wait_for
+
+
+@pytest.fixture
+def weft(weft_factory):
+    return weft_factory()
+
+
+@pytest.fixture
+def recorder(weft):
+    from aws_xray_sdk.core import xray_recorder
+
+    xray_recorder.configure(service="orders", sampling=False, context_missing="LOG_ERROR",
+                            daemon_address=f"127.0.0.1:{weft.xray_port}")
+    yield xray_recorder
+
+
+def record_trace(rec) -> tuple[str, str]:
+    """A segment with HTTP data, an annotation and metadata, a remote subsegment that failed with
+    an exception, and a local subsegment. Returns the X-Ray trace ID and the remote call's ID."""
+    seg = rec.begin_segment("orders")
+    seg.put_http_meta("method", "GET")
+    seg.put_http_meta("url", "http://shop/orders/7")
+    rec.put_annotation("customer", "c-9")
+    rec.put_metadata("cart", {"size": 2}, "debug")
+    sub = rec.begin_subsegment("payments", namespace="remote")
+    sub.put_http_meta("method", "POST")
+    sub.put_http_meta("status", 502)
+    try:
+        raise ValueError("gateway down")
+    except ValueError as e:
+        sub.add_exception(e, traceback.extract_stack())
+    remote_id = sub.id
+    rec.end_subsegment()
+    with rec.in_subsegment("render"):
+        time.sleep(0.002)
+    seg.put_http_meta("status", 500)
+    tid = seg.trace_id
+    rec.end_segment()
+    return tid, remote_id
+
+
+def hex_of(xray_id: str) -> str:
+    return xray_id.replace("1-", "", 1).replace("-", "")
+
+
+def spans_of(td):
+    out = {}
+    for rs in td.resource_spans:
+        res = {a.key: a.value for a in rs.resource.attributes}
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                out[s.name] = (res, s)
+    return out
+
+
+def test_xray_sdk_segments_read_back_through_every_api(weft, recorder):
+    xid, _ = record_trace(recorder)
+    tid = hex_of(xid)
+    td = wait_for(lambda: weft.fetch_trace(tid, protobuf=True), 15, "the X-Ray trace")
+    spans = spans_of(td)
+    assert set(spans) == {"orders", "payments", "render"}
+    res, seg = spans["orders"]
+    assert res["service.name"].string_value == "orders"
+    assert res["telemetry.sdk.name"].string_value == "X-Ray for Python"
+    # X-Ray's trace ID is the 128-bit ID: 8 hex digits of epoch seconds, then 24 random.
+    assert seg.trace_id.hex() == tid and seg.kind == 2 and not seg.parent_span_id
+    attrs = {a.key: a.value for a in seg.attributes}
+    assert attrs["http.method"].string_value == "GET" and attrs["http.status_code"].int_value == 500
+    assert attrs["customer"].string_value == "c-9"
+    assert '"size":2' in attrs["aws.xray.metadata.debug"].string_value
+    assert seg.status.code == 2
+    _, pay = spans["payments"]
+    assert pay.kind == 3 and pay.parent_span_id == seg.span_id
+    assert pay.status.code == 2 and pay.status.message == "gateway down"
+    ev = {a.key: a.value.string_value for a in pay.events[0].attributes}
+    assert pay.events[0].name == "exception" and ev["exception.type"] == "ValueError"
+    _, render = spans["render"]
+    assert render.kind == 1 and render.parent_span_id == seg.span_id
+    # X-Ray in, Zipkin and Jaeger out.
+    z = requests.get(f"{weft.zipkin}/api/v2/trace/{tid}", timeout=10).json()
+    assert {s["name"] for s in z} == {"orders", "payments", "render"}
+    j = requests.get(f"{weft.jaeger}/api/traces/{tid}", timeout=10).json()["data"][0]
+    assert {s["operationName"] for s in j["spans"]} == {"orders", "payments", "render"}
+    assert weft.metric("weft_udp_spans_accepted_total", port="xray") == 3
+
+
+def test_a_trace_crossing_xray_and_opentelemetry_stays_one(weft, recorder):
+    """An OpenTelemetry service called by the X-Ray one continues its trace (the X-Ray
+    propagator hands it the same 128 bits): one trace in weft."""
+    xid, remote_id = record_trace(recorder)
+    tid = bytes.fromhex(hex_of(xid))
+    now = time.time_ns()
+    weft.send(make_request([make_span(tid, parent=bytes.fromhex(remote_id), name="POST /charge", kind=2,
+                                      start=now)], service="payments-otel"))
+    td = wait_for(lambda: (t := weft.fetch_trace(tid.hex(), protobuf=True)) and len(spans_of(t)) == 4 and t,
+                  15, "one trace of 4 spans")
+    spans = spans_of(td)
+    assert spans["POST /charge"][1].parent_span_id == spans["payments"][1].span_id
+
+
+def test_sampling_endpoints_answer_as_the_daemon(weft):
+    # The SDK with centralized sampling asks the daemon's TCP port for rules, and samples the
+    # first request of the second by the default rule it gets.
+    from aws_xray_sdk.core import xray_recorder
+    xray_recorder.configure(service="sampled", sampling=True, context_missing="LOG_ERROR",
+                            daemon_address=f"127.0.0.1:{weft.xray_port}")
+    seg = xray_recorder.begin_segment("sampled")
+    sampled, xid = seg.sampled, seg.trace_id
+    xray_recorder.end_segment()
+    assert sampled
+    wait_for(lambda: weft.fetch_trace(hex_of(xid), protobuf=True), 15, "the sampled trace")
+    wait_for(lambda: (weft.metric("weft_connections_accepted_total", port="xray") or 0) >= 1, 15,
+             "the SDK's rule poller to call the daemon's TCP port")
+    base = f"http://127.0.0.1:{weft.xray_port}"
+    rules = requests.post(f"{base}/GetSamplingRules", json={}, timeout=10).json()
+    rule = rules["SamplingRuleRecords"][0]["SamplingRule"]
+    assert rule["RuleName"] == "Default" and rule["FixedRate"] == 0.05 and rule["ReservoirSize"] == 1
+    targets = requests.post(f"{base}/SamplingTargets", json={"SamplingStatisticsDocuments": [
+        {"RuleName": "Default", "ClientID": "c1", "Timestamp": time.time(), "RequestCount": 5,
+         "SampledCount": 1, "BorrowCount": 0}]}, timeout=10).json()
+    assert targets["SamplingTargetDocuments"][0]["RuleName"] == "Default"
+    assert targets["UnprocessedStatistics"] == []
+
+
+def test_bad_datagrams_are_counted(weft):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for junk in (b"no header", b'{"format":"json","version":1}\n{"name":"x"}',
+                 b'{"format":"json","version":1}\n{"name":"x","id":"70de5b6f19ff9a0a","start_time":1,'
+                 b'"end_time":2,"trace_id":"bad"}'):
+        s.sendto(junk, ("127.0.0.1", weft.xray_port))
+    wait_for(lambda: weft.metric("weft_udp_datagrams_refused_total", port="xray", reason="parse") == 3,
+             10, "three refused datagrams")
+    weft.assert_alive()
