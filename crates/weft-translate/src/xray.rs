@@ -78,7 +78,7 @@ fn obj<'a>(m: &'a Map<String, Json>, k: &str) -> Option<&'a Map<String, Json>> {
 /// and the nanoseconds below it are noise.
 fn seconds_to_ns(v: Option<&Json>) -> Option<u64> {
     let f = v?.as_f64()?;
-    (f.is_finite() && f >= 0.0 && f < 1e11).then(|| (f * 1e6).round() as u64 * 1000)
+    (0.0..1e11).contains(&f).then(|| (f * 1e6).round() as u64 * 1000)
 }
 
 impl Document {
