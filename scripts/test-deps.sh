@@ -96,6 +96,17 @@ else
         -Dmdep.outputFile=target/classpath.txt >&2)
 fi
 
+# --- The AWS X-Ray SDK for Java (a real X-Ray client) --------------------------------
+XRAY_DIR="$ROOT/tests/xray-java"
+if [[ -s "$XRAY_DIR/target/classpath.txt" && -f "$XRAY_DIR/target/classes/weft/xray/Report.class" \
+      && "$XRAY_DIR/target/classes/weft/xray/Report.class" -nt "$XRAY_DIR/src/main/java/weft/xray/Report.java" ]]; then
+    log "X-Ray Java client already built"
+else
+    log "building the X-Ray Java client (tests/xray-java) with Maven"
+    (cd "$XRAY_DIR" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
+        -Dmdep.outputFile=target/classpath.txt >&2)
+fi
+
 # --- Jaeger v2 (the real server for the Jaeger differential tests) -------------------
 # `go install ...@v1.76.0` refuses the module (its go.mod has replace directives), so the
 # module is downloaded from the proxy and built as the main module. About 6 minutes on 2 cores.

@@ -147,3 +147,33 @@ def test_bad_datagrams_are_counted(weft):
     wait_for(lambda: weft.metric("weft_udp_datagrams_refused_total", port="xray", reason="parse") == 3,
              10, "three refused datagrams")
     weft.assert_alive()
+
+
+def test_xray_sdk_for_java(weft):
+    """The AWS X-Ray SDK for Java (2.18.2, Maven Central), sending to weft's daemon port."""
+    import os
+    import subprocess
+
+    from weftlib import REPO_ROOT
+
+    d = REPO_ROOT / "tests" / "xray-java"
+    cp_file = d / "target" / "classpath.txt"
+    if not cp_file.is_file():
+        pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
+    env = {**os.environ, "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{weft.xray_port}"}
+    out = subprocess.run(["java", "-cp", f"{d / 'target' / 'classes'}:{cp_file.read_text().strip()}",
+                          "weft.xray.Report"], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    xid = out.stdout.strip().splitlines()[-1]
+    td = wait_for(lambda: (t := weft.fetch_trace(hex_of(xid), protobuf=True)) and len(spans_of(t)) == 3 and t,
+                  15, "the Java SDK's trace")
+    spans = spans_of(td)
+    res, seg = spans["inventory"]
+    assert res["telemetry.sdk.name"].string_value == "X-Ray for Java"
+    attrs = {a.key: a.value for a in seg.attributes}
+    assert attrs["sku"].string_value == "sku-42" and attrs["count"].int_value == 3
+    _, call = spans["warehouse"]
+    assert call.kind == 3 and call.parent_span_id == seg.span_id
+    assert call.status.code == 2 and call.status.message == "warehouse unavailable"
+    _, inner = spans["retry-backoff"]
+    assert inner.parent_span_id == call.span_id and inner.kind == 1
