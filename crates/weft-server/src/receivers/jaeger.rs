@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use weft_ingest::metrics::RefuseReason;
@@ -18,17 +18,9 @@ use weft_translate::jaeger::{AgentPayload, decode_agent, decode_http};
 use weft_translate::thrift::Protocol;
 
 use super::body::BodyError;
+use super::plain as text;
 use crate::AppState;
 use crate::budget::Held;
-
-fn text(status: StatusCode, msg: String) -> Response {
-    let mut r = (status, msg).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
 
 /// `POST /api/traces` (`?format=jaeger.thrift`, the only format Jaeger's clients send).
 pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
@@ -42,18 +34,22 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
+    // The conversion's working memory (the OTLP written is about the size of the thrift).
+    if let Err(e) = st.budget.acquire(2 * data.len() as u64, &held).await {
+        return super::body::busy(&st, &tenant, e).into_response();
+    }
     let otlp = match decode_http(&data) {
         Ok(b) if b.spans.is_empty() => return StatusCode::ACCEPTED.into_response(),
         Ok(b) => (weft_translate::jaeger::to_otlp(&b), b.spans.len()),
         Err(e) => {
             receiver.refused(&tenant, RefuseReason::Invalid);
-            return text(StatusCode::BAD_REQUEST, e.to_string());
+            return text(StatusCode::BAD_REQUEST, None, e.to_string());
         }
     };
     drop(data);
     match receiver.push(&tenant, Bytes::from(otlp.0), None).await {
         Ok(resp) => match resp.partial_success {
-            Some(p) if p.rejected_spans as usize >= otlp.1 => text(StatusCode::BAD_REQUEST, p.error_message),
+            Some(p) if p.rejected_spans as usize >= otlp.1 => text(StatusCode::BAD_REQUEST, None, p.error_message),
             _ => StatusCode::ACCEPTED.into_response(),
         },
         Err(r) => BodyError::from(r).into_response(),

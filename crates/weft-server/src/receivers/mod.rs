@@ -95,6 +95,33 @@ fn export_response(out: PushOutcome) -> ExportTraceServiceResponse {
     }
 }
 
+/// A plain-text reply (the Zipkin and Jaeger receivers' errors), with `Retry-After` when the
+/// refusal is retryable.
+pub fn plain(
+    status: axum::http::StatusCode,
+    retry_after: Option<std::time::Duration>,
+    msg: String,
+) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    use axum::response::IntoResponse;
+    let mut r = (status, msg).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if let Some(d) = retry_after {
+        let secs = d.as_secs_f64().ceil().max(1.0) as u64;
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
+}
+
+impl axum::response::IntoResponse for body::BodyError {
+    fn into_response(self) -> axum::response::Response {
+        plain(self.status, self.retry_after, self.message)
+    }
+}
+
 /// google.rpc.Code values, shared by gRPC statuses and OTLP/HTTP error bodies.
 pub mod code {
     pub const INVALID_ARGUMENT: i32 = 3;

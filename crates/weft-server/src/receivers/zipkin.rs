@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use weft_ingest::metrics::RefuseReason;
 use weft_translate::zipkin::Encoding;
 
 use super::body::BodyError;
+use super::plain as text;
 use crate::AppState;
 use crate::budget::Held;
 
@@ -45,25 +46,6 @@ fn mime(headers: &HeaderMap) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase()
-}
-
-fn text(status: StatusCode, retry_after: Option<std::time::Duration>, msg: String) -> Response {
-    let mut r = (status, msg).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    if let Some(d) = retry_after {
-        let secs = d.as_secs_f64().ceil().max(1.0) as u64;
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    r
-}
-
-impl IntoResponse for BodyError {
-    fn into_response(self) -> Response {
-        text(self.status, self.retry_after, self.message)
-    }
 }
 
 /// Working memory of the conversion per byte of payload (the OTLP output is about the size of
