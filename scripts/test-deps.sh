@@ -84,28 +84,21 @@ else
     [[ -s "$ZIPKIN_JAR" ]] || { log "mvn ran but $ZIPKIN_JAR is missing"; exit 1; }
 fi
 
-# --- Brave (a real Zipkin client, Java) -----------------------------------------
-# Compiled once; the tests run it with the classpath Maven resolved.
-BRAVE_DIR="$ROOT/tests/zipkin-brave"
-if [[ -s "$BRAVE_DIR/target/classpath.txt" && -f "$BRAVE_DIR/target/classes/weft/brave/Report.class" \
-      && "$BRAVE_DIR/target/classes/weft/brave/Report.class" -nt "$BRAVE_DIR/src/main/java/weft/brave/Report.java" ]]; then
-    log "Brave client already built"
-else
-    log "building the Brave client (tests/zipkin-brave) with Maven"
-    (cd "$BRAVE_DIR" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
-        -Dmdep.outputFile=target/classpath.txt >&2)
-fi
-
-# --- The AWS X-Ray SDK for Java (a real X-Ray client) --------------------------------
-XRAY_DIR="$ROOT/tests/xray-java"
-if [[ -s "$XRAY_DIR/target/classpath.txt" && -f "$XRAY_DIR/target/classes/weft/xray/Report.class" \
-      && "$XRAY_DIR/target/classes/weft/xray/Report.class" -nt "$XRAY_DIR/src/main/java/weft/xray/Report.java" ]]; then
-    log "X-Ray Java client already built"
-else
-    log "building the X-Ray Java client (tests/xray-java) with Maven"
-    (cd "$XRAY_DIR" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
-        -Dmdep.outputFile=target/classpath.txt >&2)
-fi
+# --- Java clients: Brave (Zipkin) and the AWS X-Ray SDK for Java ------------------
+# Each is a small Maven project with one main class, compiled once; the tests run it with the
+# classpath Maven resolved.
+build_java_client() { # DIR CLASS-PATH WHAT
+    local dir="$ROOT/$1" class="$ROOT/$1/target/classes/$2.class" src="$ROOT/$1/src/main/java/$2.java"
+    if [[ -s "$dir/target/classpath.txt" && -f "$class" && "$class" -nt "$src" ]]; then
+        log "$3 already built"
+    else
+        log "building $3 ($1) with Maven"
+        (cd "$dir" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
+            -Dmdep.outputFile=target/classpath.txt >&2)
+    fi
+}
+build_java_client tests/zipkin-brave weft/brave/Report "the Brave client"
+build_java_client tests/xray-java weft/xray/Report "the X-Ray Java client"
 
 # --- Jaeger v2 (the real server for the Jaeger differential tests) -------------------
 # `go install ...@v1.76.0` refuses the module (its go.mod has replace directives), so the
