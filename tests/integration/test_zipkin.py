@@ -285,6 +285,13 @@ def test_zipkin_spans_read_as_otlp_through_the_tempo_api(weft):
     assert attrs["net.peer.port"].int_value == 9000
     _, render = spans["render"]
     assert [e.name for e in render.events] == ["cache.miss"]
+    # Zipkin in, Jaeger out.
+    j = requests.get(f"{weft.jaeger}/api/traces/{ids[0]}", timeout=10).json()["data"][0]
+    ops = {s["operationName"]: s for s in j["spans"]}
+    assert set(ops) == set(spans)
+    users = ops["GET /users/42"]
+    assert users["references"][0]["spanID"] == ops["call users"]["spanID"]
+    assert {t["key"]: t["value"] for t in users["tags"]}["error"] is True
 
 
 def test_bad_zipkin_input_gets_a_clear_error(weft):
