@@ -16,6 +16,8 @@
 pub mod jaeger;
 pub mod otlp;
 pub mod thrift;
+#[cfg(test)]
+mod vectors;
 pub mod xray;
 pub mod zipkin;
 

@@ -123,10 +123,15 @@ impl Document {
         let d = &self.doc;
         let mut w = RequestWriter::with_capacity(1024);
         let mut res: Vec<(&str, Value<'_>)> = Vec::new();
-        res.push((
-            "service.name",
-            Value::Str(Cow::Borrowed(str_of(d, "name").unwrap_or(""))),
-        ));
+        // A segment names its service; an independent subsegment belongs to its segment's
+        // service, which the datagram does not say, so it names none.
+        let independent = str_of(d, "type") == Some("subsegment");
+        if !independent {
+            res.push((
+                "service.name",
+                Value::Str(Cow::Borrowed(str_of(d, "name").unwrap_or(""))),
+            ));
+        }
         if let Some(v) = obj(d, "service").and_then(|s| str_of(s, "version")) {
             res.push(("service.version", Value::Str(Cow::Borrowed(v))));
         }
@@ -165,7 +170,6 @@ impl Document {
         w.resource(res.iter().map(|(k, v)| (*k, v)));
         w.scope("", "");
         let mut n = 0;
-        let independent = str_of(d, "type") == Some("subsegment");
         self.write(&mut w, d, &trace_id, None, !independent, &mut n);
         Ok((w.finish(), n))
     }
@@ -423,6 +427,19 @@ mod tests {
         )
         .unwrap();
         assert!(d.to_otlp().unwrap_err().0.contains("trace_id"));
+    }
+
+    /// `spec/formats/vectors/xray.json`: each datagram becomes the expected OTLP (as OTLP/JSON),
+    /// or is refused naming the problem.
+    #[test]
+    fn spec_vectors() {
+        crate::vectors::run("xray.json", |v| {
+            let input = crate::vectors::input(v);
+            let doc = parse(split_datagram(&input)?)?;
+            let (otlp, _) = doc.to_otlp()?;
+            let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
+            Ok(serde_json::json!({ "otlp": weft_otlp::json::resource_spans_to_json(&req.resource_spans) }))
+        });
     }
 
     mod no_panic {

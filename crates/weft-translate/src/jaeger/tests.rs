@@ -299,6 +299,25 @@ fn bad_batches_are_refused() {
     );
 }
 
+/// `spec/formats/vectors/jaeger.json`: each batch becomes the expected OTLP (as OTLP/JSON) and
+/// reads through Jaeger's query API as the expected trace, or is refused naming the problem.
+#[test]
+fn spec_vectors() {
+    crate::vectors::run("jaeger.json", |v| {
+        let body = crate::vectors::input(v);
+        let b = decode_http(&body)?;
+        let otlp = to_otlp(&b);
+        let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
+        let data = weft_otlp::pb::trace::TracesData {
+            resource_spans: req.resource_spans.clone(),
+        };
+        Ok(serde_json::json!({
+            "otlp": weft_otlp::json::resource_spans_to_json(&req.resource_spans),
+            "jaeger": ui::convert(&data).to_json(),
+        }))
+    });
+}
+
 mod no_panic {
     use super::*;
     use proptest::prelude::*;

@@ -288,56 +288,24 @@ mod no_panic {
 }
 
 /// `spec/formats/vectors/zipkin.json`: each input becomes the expected OTLP (as OTLP/JSON)
-/// and reads back as the expected Zipkin spans, or is refused with an error naming the
-/// problem. `WEFT_REGEN_VECTORS=1` rewrites the expectations (review the diff before committing).
+/// and reads back as the expected Zipkin spans, or is refused with an error naming the problem.
 #[test]
 fn spec_vectors() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/formats/vectors/zipkin.json");
-    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let regen = std::env::var("WEFT_REGEN_VECTORS").is_ok();
-    let mut failures = Vec::new();
-    for v in doc["vectors"].as_array_mut().unwrap() {
-        let name = v["name"].as_str().unwrap().to_owned();
+    crate::vectors::run("zipkin.json", |v| {
         let enc = match v["encoding"].as_str().unwrap() {
             "json_v2" => Encoding::JsonV2,
             "json_v1" => Encoding::JsonV1,
             "proto3" => Encoding::Proto3,
             "thrift_v1" => Encoding::ThriftV1,
-            e => panic!("{name}: unknown encoding {e}"),
+            e => panic!("unknown encoding {e}"),
         };
-        let input: Vec<u8> = match v.get("input_hex") {
-            Some(h) => (0..h.as_str().unwrap().len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&h.as_str().unwrap()[i..i + 2], 16).unwrap())
-                .collect(),
-            None => v["input"].to_string().into_bytes(),
-        };
-        let got = match to_otlp_request(enc, &input) {
-            Err(e) => serde_json::json!({ "error": e.0 }),
-            Ok((otlp, _)) => {
-                let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
-                serde_json::json!({
-                    "otlp": weft_otlp::json::resource_spans_to_json(&req.resource_spans),
-                    "zipkin": back(&req),
-                })
-            }
-        };
-        let want = &mut v["expected"];
-        if let Some(err) = want.get("error").and_then(|e| e.as_str()) {
-            let ok = got["error"].as_str().is_some_and(|g| g.contains(err));
-            if !ok {
-                failures.push(format!("{name}: expected an error containing {err:?}, got {got}"));
-            }
-        } else if regen {
-            *want = got;
-        } else if *want != got {
-            failures.push(format!("{name}:\n  want {want}\n  got  {got}"));
-        }
-    }
-    if regen {
-        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        let (otlp, _) = to_otlp_request(enc, &crate::vectors::input(v))?;
+        let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
+        Ok(serde_json::json!({
+            "otlp": weft_otlp::json::resource_spans_to_json(&req.resource_spans),
+            "zipkin": back(&req),
+        }))
+    });
 }
 
 mod fast_json_matches_serde {
