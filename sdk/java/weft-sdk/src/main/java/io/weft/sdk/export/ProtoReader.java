@@ -2,23 +2,26 @@ package io.weft.sdk.export;
 
 import java.nio.charset.StandardCharsets;
 
-/** A minimal protobuf reader for response messages; malformed input throws IllegalArgumentException. */
-final class ProtoReader {
+/**
+ * A minimal protobuf reader for response messages (OTLP partial success, gRPC status details);
+ * malformed input throws IllegalArgumentException.
+ */
+public final class ProtoReader {
   private final byte[] b;
   private int pos;
   private final int end;
 
-  ProtoReader(byte[] b, int off, int end) {
+  public ProtoReader(byte[] b, int off, int end) {
     this.b = b;
     this.pos = off;
     this.end = end;
   }
 
-  boolean more() {
+  public boolean more() {
     return pos < end;
   }
 
-  int tag() {
+  public int tag() {
     long t = varint();
     if (t <= 0 || t > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("bad tag");
@@ -26,7 +29,7 @@ final class ProtoReader {
     return (int) t;
   }
 
-  long varint() {
+  public long varint() {
     long v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (pos >= end) {
@@ -49,28 +52,28 @@ final class ProtoReader {
     return (int) n;
   }
 
-  ProtoReader message() {
+  public ProtoReader message() {
     int n = length();
     ProtoReader r = new ProtoReader(b, pos, pos + n);
     pos += n;
     return r;
   }
 
-  byte[] bytes() {
+  public byte[] bytes() {
     int n = length();
     byte[] out = java.util.Arrays.copyOfRange(b, pos, pos + n);
     pos += n;
     return out;
   }
 
-  String string() {
+  public String string() {
     int n = length();
     String s = new String(b, pos, n, StandardCharsets.UTF_8);
     pos += n;
     return s;
   }
 
-  void skip(int tag) {
+  public void skip(int tag) {
     switch (tag & 7) {
       case 0:
         varint();
