@@ -27,19 +27,7 @@ fn bad(msg: impl Into<String>) -> Response {
 
 /// A TraceQL string literal.
 pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    weft_traceql::string_literal(s)
 }
 
 /// Runs `f` on the query runtime (lower priority than ingest), as the Tempo API's port does.

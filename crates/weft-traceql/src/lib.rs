@@ -148,6 +148,7 @@ pub use ast::Query;
 pub use eval::{EvalError, Evaluator, Spanset, eval};
 pub use metrics::{Exemplar, MAX_METRICS_STEPS, MetricsRun, Series, eval_metrics};
 pub use parser::{MAX_DEPTH, parse};
+pub use printer::double_quote as string_literal;
 pub use support::supported;
 pub use trace::{Event, Link, Span, Trace, Value};
 pub use validate::validate;

@@ -116,27 +116,44 @@ impl Display for ScalarExprFilter {
     }
 }
 
-/// Nested arithmetic is parenthesized, so the printed form parses back to the same tree.
+/// Arithmetic is parenthesized only where precedence or associativity needs it, so the printed
+/// form parses back to the same tree (a parenthesis right after `|` would read as a spanset).
 impl Display for ScalarExpr {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self {
-            ScalarExpr::Static(s) => write!(f, "{s}"),
-            ScalarExpr::Aggregate(a) => call(f, a.func.name(), &a.args),
-            ScalarExpr::Pipeline { pipeline, aggregate } => {
-                write!(f, "({pipeline} | ")?;
-                call(f, aggregate.func.name(), &aggregate.args)?;
-                f.write_str(")")
-            }
-            ScalarExpr::Binary { op, lhs, rhs } => {
-                let side = |f: &mut Formatter<'_>, e: &ScalarExpr| match e {
-                    ScalarExpr::Binary { .. } => write!(f, "({e})"),
-                    _ => write!(f, "{e}"),
-                };
-                side(f, lhs)?;
-                write!(f, " {} ", op.symbol())?;
-                side(f, rhs)
-            }
+        scalar(f, self, 0, false)
+    }
+}
+
+/// Prints `e` as an operand of an operator with precedence `parent`, on its right side if
+/// `right`.
+fn scalar(f: &mut Formatter<'_>, e: &ScalarExpr, parent: u8, right: bool) -> fmt::Result {
+    if let ScalarExpr::Binary { op, lhs, rhs } = e {
+        let prec = op.precedence();
+        let parens = prec < parent || (prec == parent && right != op.is_right_associative());
+        if parens {
+            f.write_str("(")?;
         }
+        scalar(f, lhs, prec, false)?;
+        write!(f, " {} ", op.symbol())?;
+        scalar(f, rhs, prec, true)?;
+        if parens {
+            f.write_str(")")?;
+        }
+        return Ok(());
+    }
+    scalar_leaf(f, e)
+}
+
+fn scalar_leaf(f: &mut Formatter<'_>, e: &ScalarExpr) -> fmt::Result {
+    match e {
+        ScalarExpr::Static(s) => write!(f, "{s}"),
+        ScalarExpr::Aggregate(a) => call(f, a.func.name(), &a.args),
+        ScalarExpr::Pipeline { pipeline, aggregate } => {
+            write!(f, "({pipeline} | ")?;
+            call(f, aggregate.func.name(), &aggregate.args)?;
+            f.write_str(")")
+        }
+        ScalarExpr::Binary { .. } => unreachable!("printed by scalar()"),
     }
 }
 
@@ -332,7 +349,9 @@ pub(crate) fn quote(s: &str) -> String {
     }
 }
 
-fn double_quote(s: &str) -> String {
+/// A double-quoted string literal, escaped as the parser reads it back (also for quoted
+/// attribute names: `span."a b"`).
+pub fn double_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
