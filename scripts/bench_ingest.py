@@ -62,7 +62,7 @@ class Server:
         self.log = open(os.path.join(self.dir, "weft.log"), "w")
         self.proc = subprocess.Popen([weft, "--data-dir", os.path.join(self.dir, "data"), "--http-port", str(self.http),
             "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http), *extra], stdout=self.log, stderr=self.log,
-            env={**os.environ, "WEFT_ZIPKIN_PORT": "0", "WEFT_JAEGER_HTTP_PORT": "0", "WEFT_JAEGER_QUERY_PORT": "0", "WEFT_XRAY_PORT": "0",
+            env={**os.environ, "WEFT_ZIPKIN_PORT": "0", "WEFT_JAEGER_HTTP_PORT": "0", "WEFT_JAEGER_GRPC_PORT": "0", "WEFT_JAEGER_QUERY_PORT": "0", "WEFT_XRAY_PORT": "0",
                  "WEFT_JAEGER_COMPACT_PORT": "0", "WEFT_JAEGER_BINARY_PORT": "0"})
         for _ in range(300):
             try:

@@ -179,7 +179,7 @@ def main():
             log = open(os.path.join(tmp, f"{name}.log"), "w")
             weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
                                      "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc),
-                                     "--otlp-http-port", str(otlp), "--jaeger-query-port", "0", "--jaeger-http-port", "0",
+                                     "--otlp-http-port", str(otlp), "--jaeger-query-port", "0", "--jaeger-http-port", "0", "--jaeger-grpc-port", "0",
                                      "--jaeger-compact-port", "0", "--jaeger-binary-port", "0", "--xray-port", "0"],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(weft)

@@ -7,7 +7,7 @@
 #     and Brave (tests/zipkin-brave, Maven), for the differential tests of the Zipkin receiver
 #     and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
-#     differential tests
+#     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
 # Idempotent: work already done is skipped, so a second run takes about a second.
 set -euo pipefail
 
@@ -117,5 +117,11 @@ else
     (cd "$dir" && go build -o "$JAEGER_BIN" ./cmd/jaeger)
     echo "$JAEGER_VERSION" > "$JAEGER_STAMP"
 fi
+
+# Jaeger's own gRPC client (jaeger-idl's generated CollectorService client and model), for the
+# collector gRPC port's tests. Rebuilt every run: a few seconds from the module cache.
+log "building tests/jaeger-grpc into .tools/bin/jaeger-grpc"
+mkdir -p "$ROOT/.tools/bin"
+(cd "$ROOT/tests/jaeger-grpc" && go build -mod=readonly -o "$ROOT/.tools/bin/jaeger-grpc" .)
 
 log "done"

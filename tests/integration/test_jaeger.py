@@ -16,6 +16,7 @@ import requests
 from weftlib import REPO_ROOT, wait_for
 
 PY = REPO_ROOT / ".venv-jaeger" / "bin" / "python"
+GRPC_CLIENT = REPO_ROOT / ".tools" / "bin" / "jaeger-grpc"
 CLIENTS = REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"
 
 
@@ -25,6 +26,15 @@ def run_client(*args: str) -> str:
     out = subprocess.run([str(PY), str(CLIENTS), *args], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
+
+
+def run_grpc_client(*args: str) -> str:
+    """Jaeger's own gRPC client (tests/jaeger-grpc, built by scripts/test-deps.sh)."""
+    if not GRPC_CLIENT.is_file():
+        pytest.fail(f"{GRPC_CLIENT} is missing: run scripts/test-deps.sh", pytrace=False)
+    out = subprocess.run([str(GRPC_CLIENT), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().rjust(32, "0")
 
 
 def spans_by_name(td):
@@ -119,6 +129,54 @@ def test_bad_jaeger_input(weft):
     wait_for(lambda: weft.metric("weft_udp_datagrams_refused_total", port="jaeger_compact", reason="parse") == 3,
              10, "three refused datagrams")
     assert weft.metric("weft_udp_datagrams_total", port="jaeger_compact") == 3
+    weft.assert_alive()
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_jaeger_grpc_collector(weft, gzip):
+    """Jaeger's gRPC CollectorService/PostSpans with Jaeger's own client and model, as the
+    Collector's ProtoToTraces maps it: spans with their own process get their own resource,
+    scope tags become the scope, nanoseconds are kept."""
+    tid = run_grpc_client(*(["-gzip"] if gzip else []), f"127.0.0.1:{weft.jaeger_grpc_port}")
+    td = fetch(weft, tid, 3)
+    spans = spans_by_name(td)
+    res, scope, root = spans["POST /checkout"]
+    assert res["service.name"].string_value == "shop-grpc"
+    assert res["host.name"].string_value == "node-9" and "hostname" not in res
+    assert res["opencensus.exporterversion"].string_value == "Jaeger-Go-2.30.0" and "jaeger.version" not in res
+    assert (scope.name, scope.version) == ("shop.checkout", "3.1")
+    a = attr_map(root.attributes)
+    assert "otel.scope.name" not in a and "span.kind" not in a
+    assert root.kind == 2 and a["http.status_code"].int_value == 201 and a["ratio"].double_value == 0.25
+    assert a["cached"].bool_value is False and a["blob"].bytes_value == b"\xde\xad"
+    assert root.start_time_unix_nano % 1_000_000 == 123_456, "protobuf's nanoseconds are kept"
+    assert root.end_time_unix_nano - root.start_time_unix_nano == 9_000_000
+    assert [e.name for e in root.events] == ["cart validated"]
+    assert attr_map(root.events[0].attributes)["items"].int_value == 3
+    cres, _, child = spans["charge"]
+    assert cres["service.name"].string_value == "payments-gw" and cres["region"].string_value == "eu-1"
+    assert child.parent_span_id == root.span_id and child.kind == 3 and child.status.code == 2
+    assert not child.links and "error" not in attr_map(child.attributes)
+    _, _, send = spans["send receipt"]
+    assert send.parent_span_id == root.span_id and send.kind == 4
+    assert len(send.links) == 1 and attr_map(send.links[0].attributes)["opentracing.ref_type"].string_value == "follows_from"
+    assert weft.metric("weft_spans_received_total") >= 3
+
+
+def test_bad_jaeger_grpc_input(weft):
+    import grpc
+
+    ch = grpc.insecure_channel(f"127.0.0.1:{weft.jaeger_grpc_port}")
+    call = ch.unary_unary("/jaeger.api_v2.CollectorService/PostSpans")
+    for body, words in [(b"", "no batch"), (b"\x0a\x05\x0a\x03abc", "span 0"), (b"\x0a\xff", "Jaeger protobuf")]:
+        with pytest.raises(grpc.RpcError) as e:
+            call(body, timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+        assert words in e.value.details(), e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        ch.unary_unary("/jaeger.api_v2.CollectorService/Nope")(b"", timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    ch.close()
     weft.assert_alive()
 
 
@@ -232,6 +290,8 @@ receivers:
     protocols:
       thrift_http:
         endpoint: 127.0.0.1:{thrift_http}
+      grpc:
+        endpoint: 127.0.0.1:{jaeger_grpc}
 exporters:
   jaeger_storage_exporter:
     trace_storage: mem
@@ -245,7 +305,8 @@ def real_jaeger(tmp_path):
 
     if not JAEGER_BIN.is_file():
         pytest.fail(f"{JAEGER_BIN} is missing: run scripts/test-deps.sh", pytrace=False)
-    ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http"], free_ports(6)))
+    ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http", "jaeger_grpc"],
+                     free_ports(7)))
     cfg = tmp_path / "jaeger.yaml"
     cfg.write_text(JAEGER_CONFIG.format(**ports))
     query = f"http://127.0.0.1:{ports['query']}"
@@ -254,7 +315,8 @@ def real_jaeger(tmp_path):
                       "Jaeger v2", timeout=60):
         yield {"query": query,
                "otlp": f"http://127.0.0.1:{ports['otlp_http']}/v1/traces",
-               "thrift": f"http://127.0.0.1:{ports['thrift_http']}/api/traces"}
+               "thrift": f"http://127.0.0.1:{ports['thrift_http']}/api/traces",
+               "grpc": f"127.0.0.1:{ports['jaeger_grpc']}"}
 
 
 def norm_trace(t: dict) -> dict:
@@ -345,3 +407,16 @@ def test_jaeger_thrift_reads_back_as_from_the_real_jaeger(real_jaeger, weft):
              15, "the trace in Jaeger")
     fetch(weft, tid, 2)
     jcompare(real_jaeger, weft, f"/api/traces/{tid}", lambda d: [norm_trace(t) for t in d])
+
+
+def test_jaeger_grpc_reads_back_as_from_the_real_jaeger(real_jaeger, weft):
+    """Jaeger's gRPC client sends the same batch to both collectors; both query APIs agree."""
+    tid = run_grpc_client(real_jaeger["grpc"], f"127.0.0.1:{weft.jaeger_grpc_port}")
+    short = tid.lstrip("0")
+    wait_for(lambda: requests.get(f"{real_jaeger['query']}/api/traces/{short}", timeout=5).status_code == 200,
+             15, "the trace in Jaeger")
+    fetch(weft, tid, 3)
+    jcompare(real_jaeger, weft, f"/api/traces/{short}", lambda d: [norm_trace(t) for t in d])
+    jcompare(real_jaeger, weft, "/api/services", sorted)
+    jcompare(real_jaeger, weft, "/api/operations", lambda d: sorted(d, key=lambda o: (o["name"], o["spanKind"])),
+             service="shop-grpc")

@@ -92,7 +92,8 @@ class WeftServer:
         self.env = dict(env or {})
         self.use_flags = use_flags
         (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
-         self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port, self.xray_port) = free_ports(9)
+         self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port, self.xray_port,
+         self.jaeger_grpc_port) = free_ports(10)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.stderr_path: Path | None = None
@@ -145,6 +146,7 @@ class WeftServer:
         # Every server gets its own Zipkin port (a variable, so that --config tests keep it).
         env["WEFT_ZIPKIN_PORT"] = str(self.zipkin_port)
         env["WEFT_JAEGER_HTTP_PORT"] = str(self.jaeger_http_port)
+        env["WEFT_JAEGER_GRPC_PORT"] = str(self.jaeger_grpc_port)
         env["WEFT_JAEGER_QUERY_PORT"] = str(self.jaeger_query_port)
         env["WEFT_XRAY_PORT"] = str(self.xray_port)
         env["WEFT_JAEGER_COMPACT_PORT"] = str(self.jaeger_compact_port)

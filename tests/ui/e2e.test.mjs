@@ -46,7 +46,7 @@ before(async () => {
   base = `http://127.0.0.1:${http}`;
   otlpHttp = `http://127.0.0.1:${otlp}/v1/traces`;
   weft = spawn(bin, ["--data-dir", join(dataDir, "data"), "--http-port", `${http}`,
-    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, WEFT_ZIPKIN_PORT: "0", WEFT_JAEGER_HTTP_PORT: "0", WEFT_JAEGER_QUERY_PORT: "0", WEFT_XRAY_PORT: "0", WEFT_JAEGER_COMPACT_PORT: "0", WEFT_JAEGER_BINARY_PORT: "0" } });
+    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, WEFT_ZIPKIN_PORT: "0", WEFT_JAEGER_HTTP_PORT: "0", WEFT_JAEGER_GRPC_PORT: "0", WEFT_JAEGER_QUERY_PORT: "0", WEFT_XRAY_PORT: "0", WEFT_JAEGER_COMPACT_PORT: "0", WEFT_JAEGER_BINARY_PORT: "0" } });
   for (let i = 0; ; i++) {
     try {
       if ((await fetch(`${base}/ready`)).ok) break;

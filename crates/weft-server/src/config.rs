@@ -104,6 +104,10 @@ pub struct ServerFlags {
     /// Jaeger collector port: `POST /api/traces` (thrift); 0 turns it off [default: 14268].
     #[arg(long, env = "WEFT_JAEGER_HTTP_PORT")]
     pub jaeger_http_port: Option<u16>,
+    /// Jaeger collector gRPC port: `jaeger.api_v2.CollectorService/PostSpans`; 0 turns it off
+    /// [default: 14250].
+    #[arg(long, env = "WEFT_JAEGER_GRPC_PORT")]
+    pub jaeger_grpc_port: Option<u16>,
     /// Jaeger agent UDP port, compact thrift; 0 turns it off [default: 6831].
     #[arg(long, env = "WEFT_JAEGER_COMPACT_PORT")]
     pub jaeger_compact_port: Option<u16>,
@@ -256,6 +260,7 @@ pub struct Config {
     pub zipkin_autocomplete_keys: Vec<String>,
     pub jaeger_query_port: u16,
     pub jaeger_http_port: u16,
+    pub jaeger_grpc_port: u16,
     pub jaeger_compact_port: u16,
     pub jaeger_binary_port: u16,
     pub xray_port: u16,
@@ -313,6 +318,7 @@ impl Default for Config {
             zipkin_autocomplete_keys: Vec::new(),
             jaeger_query_port: 16686,
             jaeger_http_port: 14268,
+            jaeger_grpc_port: 14250,
             jaeger_compact_port: 6831,
             jaeger_binary_port: 6832,
             xray_port: 2000,
@@ -382,6 +388,7 @@ impl Config {
             zipkin_autocomplete_keys,
             jaeger_query_port,
             jaeger_http_port,
+            jaeger_grpc_port,
             jaeger_compact_port,
             jaeger_binary_port,
             xray_port,

@@ -42,8 +42,8 @@ pub struct AppState {
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
     pub queries: Arc<tokio::sync::Semaphore>,
     /// Connections of each port: OTLP/gRPC, OTLP/HTTP, query API, Zipkin, Jaeger HTTP, Jaeger
-    /// query, X-Ray sampling.
-    pub listeners: [(&'static str, Arc<listen::ListenStats>); 7],
+    /// gRPC, Jaeger query, X-Ray sampling.
+    pub listeners: [(&'static str, Arc<listen::ListenStats>); 8],
     /// Datagrams of the Jaeger agent's UDP ports (compact, binary).
     pub udp: [(&'static str, Arc<receivers::udp::UdpStats>); 3],
     /// The query runtime (lower priority than ingest), for query handlers served on a port
@@ -241,6 +241,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             ("query", Default::default()),
             ("zipkin", Default::default()),
             ("jaeger_http", Default::default()),
+            ("jaeger_grpc", Default::default()),
             ("jaeger_query", Default::default()),
             ("xray", Default::default()),
         ],
@@ -263,6 +264,11 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
     };
     let jaeger_l = if receives && cfg.jaeger_http_port != 0 {
         Some(bind(&cfg.listen_host, cfg.jaeger_http_port, "Jaeger thrift over HTTP").await?)
+    } else {
+        None
+    };
+    let jaeger_grpc_l = if receives && cfg.jaeger_grpc_port != 0 {
+        Some(bind(&cfg.listen_host, cfg.jaeger_grpc_port, "the Jaeger collector (gRPC)").await?)
     } else {
         None
     };
@@ -359,11 +365,12 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         otlp_http = %if receives { format!("http://{}:{}/v1/traces", cfg.listen_host, cfg.otlp_http_port) } else { "off".into() },
         zipkin = %if zipkin_l.is_some() { format!("http://{}:{}", cfg.listen_host, cfg.zipkin_port) } else { "off".into() },
         jaeger_http = %if jaeger_l.is_some() { format!("http://{}:{}/api/traces", cfg.listen_host, cfg.jaeger_http_port) } else { "off".into() },
+        jaeger_grpc = %if jaeger_grpc_l.is_some() { format!("{}:{}", cfg.listen_host, cfg.jaeger_grpc_port) } else { "off".into() },
         fsync = ?cfg.fsync,
         multitenancy = cfg.multitenancy,
         "weft is ready"
     );
-    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(7));
+    let max_connections = cfg.max_connections.min(listen::fd_connection_cap(8));
     if max_connections < cfg.max_connections {
         tracing::warn!(
             configured = cfg.max_connections,
@@ -391,6 +398,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         (_, api_stats),
         (_, zipkin_stats),
         (_, jaeger_stats),
+        (_, jaeger_grpc_stats),
         (_, jaeger_query_stats),
         (_, xray_stats),
     ] = state.listeners.clone();
@@ -446,13 +454,21 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         ));
     }
     let jaeger = async {
-        let Some(l) = jaeger_l else { return };
-        let r = Router::new()
-            .route("/api/traces", post(receivers::jaeger::traces))
-            .fallback(api::not_found)
-            .layer(axum::extract::DefaultBodyLimit::disable())
-            .with_state(state.clone());
-        listen::serve(l, r, limits, jaeger_stats, rx.clone(), "jaeger_http").await;
+        let http = async {
+            let Some(l) = jaeger_l else { return };
+            let r = Router::new()
+                .route("/api/traces", post(receivers::jaeger::traces))
+                .fallback(api::not_found)
+                .layer(axum::extract::DefaultBodyLimit::disable())
+                .with_state(state.clone());
+            listen::serve(l, r, limits, jaeger_stats, rx.clone(), "jaeger_http").await;
+        };
+        let grpc = async {
+            let Some(l) = jaeger_grpc_l else { return };
+            let svc = receivers::otlp_grpc::TraceService::jaeger(state.clone());
+            listen::serve(l, svc, grpc_limits, jaeger_grpc_stats, rx.clone(), "jaeger_grpc").await;
+        };
+        tokio::join!(http, grpc);
     };
     // The HTTP port is served from the background runtime: query handlers, and the blocking
     // work they hand off, run on the low-priority threads.

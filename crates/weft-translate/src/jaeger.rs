@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 
+pub mod proto;
 pub mod ui;
 
 use crate::TranslateError;
@@ -29,8 +30,8 @@ pub struct Tag<'a> {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Log<'a> {
-    /// Microseconds.
-    pub timestamp: i64,
+    /// Nanoseconds since the epoch (thrift carries microseconds, protobuf nanoseconds).
+    pub timestamp_ns: i64,
     pub fields: Vec<Tag<'a>>,
 }
 
@@ -51,12 +52,14 @@ pub struct Span<'a> {
     pub operation_name: &'a str,
     pub references: Vec<SpanRef>,
     pub flags: i32,
-    /// Microseconds.
-    pub start_time: i64,
-    /// Microseconds.
-    pub duration: i64,
+    /// Nanoseconds since the epoch (thrift carries microseconds, protobuf nanoseconds).
+    pub start_ns: i64,
+    /// Nanoseconds.
+    pub duration_ns: i64,
     pub tags: Vec<Tag<'a>>,
     pub logs: Vec<Log<'a>>,
+    /// The span's own process (protobuf only); `None` means the batch's.
+    pub process: Option<Process<'a>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -159,8 +162,8 @@ fn span<'a>(r: &mut Reader<'a>) -> Result<Span<'a>, TranslateError> {
                 r.list_end();
             }
             (7, Type::I32) => s.flags = r.i32()?,
-            (8, Type::I64) => s.start_time = r.i64()?,
-            (9, Type::I64) => s.duration = r.i64()?,
+            (8, Type::I64) => s.start_ns = r.i64()?.saturating_mul(1000),
+            (9, Type::I64) => s.duration_ns = r.i64()?.saturating_mul(1000),
             (10, _) => s.tags = tags(r, ty, "span tags")?,
             (11, Type::List) => {
                 let (et, n) = r.list_begin()?;
@@ -172,7 +175,7 @@ fn span<'a>(r: &mut Reader<'a>) -> Result<Span<'a>, TranslateError> {
                     r.struct_begin()?;
                     while let Some((ty, id)) = r.field()? {
                         match (id, ty) {
-                            (1, Type::I64) => log.timestamp = r.i64()?,
+                            (1, Type::I64) => log.timestamp_ns = r.i64()?.saturating_mul(1000),
                             (2, _) => log.fields = tags(r, ty, "log fields")?,
                             _ => r.skip(ty)?,
                         }
@@ -334,24 +337,96 @@ fn parent_id(s: &Span<'_>) -> i64 {
         .map_or(0, |r| r.span_id)
 }
 
-/// Writes a Jaeger batch as one OTLP request: the process is the resource (`hostname` as
-/// `host.name`, `jaeger.version` as `opencensus.exporterversion`), the spans in one scope.
+/// Writes a Jaeger thrift batch as one OTLP request, as the Collector's `ThriftToTraces`: the
+/// process is the resource ([`write_resource`]) and the spans share one scope, so
+/// `otel.scope.*`/`otel.library.*` tags stay attributes (Jaeger shows them as they were sent).
 pub fn to_otlp(b: &Batch<'_>) -> Vec<u8> {
     let mut w = RequestWriter::with_capacity(b.spans.len() * 256 + 64);
-    let svc = Value::Str(Cow::Borrowed(b.process.service_name));
-    let has = |k: &str| b.process.tags.iter().any(|t| t.key == k);
-    let jaeger_version = b
-        .process
+    write_resource(&mut w, &b.process);
+    w.scope("", "");
+    for s in &b.spans {
+        write_span(&mut w, s, false);
+    }
+    w.finish()
+}
+
+/// Writes a Jaeger protobuf batch (`api_v2`, the collector's gRPC `PostSpans`) as one OTLP
+/// request, as the Collector's `ProtoToTraces`: spans that carry their own process go to that
+/// process's resource (equal processes share one), the others to the batch's; within a
+/// resource, spans are grouped into scopes by their `otel.scope.name`/`otel.scope.version`
+/// tags, which are taken out of the attributes.
+pub fn to_otlp_grouped(b: &Batch<'_>) -> Vec<u8> {
+    let mut w = RequestWriter::with_capacity(b.spans.len() * 256 + 64);
+    let mut procs: Vec<&Process<'_>> = Vec::new();
+    let mut of_span: Vec<usize> = Vec::with_capacity(b.spans.len());
+    for s in &b.spans {
+        let p = s.process.as_ref().unwrap_or(&b.process);
+        let i = match procs.iter().position(|q| *q == p) {
+            Some(i) => i,
+            None => {
+                procs.push(p);
+                procs.len() - 1
+            }
+        };
+        of_span.push(i);
+    }
+    if procs.is_empty() && !b.process.service_name.is_empty() {
+        // A process without spans still names a resource (the Collector keeps it).
+        write_resource(&mut w, &b.process);
+    }
+    for (pi, p) in procs.iter().enumerate() {
+        write_resource(&mut w, p);
+        let mut scopes: Vec<(&str, &str)> = Vec::new();
+        for (s, _) in b.spans.iter().zip(&of_span).filter(|(_, i)| **i == pi) {
+            let sc = scope_of(s);
+            if !scopes.contains(&sc) {
+                scopes.push(sc);
+            }
+        }
+        for sc in &scopes {
+            w.scope(sc.0, sc.1);
+            for (s, _) in b.spans.iter().zip(&of_span).filter(|(_, i)| **i == pi) {
+                if scope_of(s) == *sc {
+                    write_span(&mut w, s, true);
+                }
+            }
+        }
+    }
+    w.finish()
+}
+
+/// The scope a protobuf span names with its tags: `otel.scope.name`, and its version only
+/// beside a name (the Collector's `getScope`).
+fn scope_of<'a>(s: &'a Span<'a>) -> (&'a str, &'a str) {
+    let tag = |k: &str| {
+        s.tags
+            .iter()
+            .find(|t| t.key == k)
+            .map(|t| str_of(&t.value).unwrap_or(""))
+    };
+    match tag("otel.scope.name") {
+        Some(name) => (name, tag("otel.scope.version").unwrap_or("")),
+        None => ("", ""),
+    }
+}
+
+/// Opens the OTLP resource of a Jaeger process: `service.name`, the tags, `hostname` as
+/// `host.name` and `jaeger.version` as `opencensus.exporterversion` (`Jaeger-<version>`), each
+/// unless the target key is already there.
+fn write_resource(w: &mut RequestWriter, p: &Process<'_>) {
+    let svc = Value::Str(Cow::Borrowed(p.service_name));
+    let has = |k: &str| p.tags.iter().any(|t| t.key == k);
+    let jaeger_version = p
         .tags
         .iter()
         .find(|t| t.key == "jaeger.version")
         .and_then(|t| str_of(&t.value));
     let exporter = jaeger_version.map(|v| Value::Str(Cow::Owned(format!("Jaeger-{v}"))));
-    let mut res: Vec<(&str, Value<'_>)> = Vec::with_capacity(b.process.tags.len() + 1);
-    if !b.process.service_name.is_empty() {
-        res.push(("service.name", svc.clone()));
+    let mut res: Vec<(&str, Value<'_>)> = Vec::with_capacity(p.tags.len() + 1);
+    if !p.service_name.is_empty() {
+        res.push(("service.name", svc));
     }
-    for t in &b.process.tags {
+    for t in &p.tags {
         let key = match t.key {
             "hostname" if !has("host.name") => "host.name",
             "jaeger.version" if !has("opencensus.exporterversion") && exporter.is_some() => continue,
@@ -359,23 +434,16 @@ pub fn to_otlp(b: &Batch<'_>) -> Vec<u8> {
         };
         res.push((key, value(&t.value)));
     }
-    if let Some(e) = &exporter
+    if let Some(e) = exporter
         && !has("opencensus.exporterversion")
     {
-        res.push(("opencensus.exporterversion", e.clone()));
+        res.push(("opencensus.exporterversion", e));
     }
     w.resource(res.iter().map(|(k, v)| (*k, v)));
-
-    // One scope, as the Collector's ThriftToTraces: `otel.scope.*`/`otel.library.*` tags stay
-    // attributes (Jaeger shows them as they were sent).
-    w.scope("", "");
-    for s in &b.spans {
-        write_span(&mut w, s);
-    }
-    w.finish()
 }
 
-fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
+/// Writes one span; `scoped` drops the scope tags [`scope_of`] read (the first of each key).
+fn write_span(w: &mut RequestWriter, s: &Span<'_>, scoped: bool) {
     let find = |k: &str| s.tags.iter().find(|t| t.key == k).map(|t| &t.value);
     let mut sw = w.span();
     let parent = parent_id(s);
@@ -398,18 +466,18 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
         _ => kind::UNSPECIFIED,
     };
     sw.kind(k);
-    let start = (s.start_time as u64).wrapping_mul(1000);
-    sw.times(start, (s.start_time.wrapping_add(s.duration) as u64).wrapping_mul(1000));
+    sw.times(s.start_ns as u64, s.start_ns.wrapping_add(s.duration_ns) as u64);
 
     // Status, as the Collector: `error=true` first, then `otel.status_code`, then an HTTP
-    // status code (5xx on servers, 4xx and 5xx on clients).
+    // status code (`http.status_message` is the message of either the first or the last).
     let (mut code, mut message, mut exists) = (status::UNSET, "", false);
     let desc = find("otel.status_description").and_then(str_of);
+    let http_message = find("http.status_message").and_then(str_of);
     let error_true = matches!(find("error"), Some(TagValue::Bool(true)));
     if error_true {
         code = status::ERROR;
         exists = true;
-        message = desc.unwrap_or("");
+        message = desc.or(http_message).unwrap_or("");
     }
     let otel_code = find("otel.status_code").and_then(str_of);
     if let Some(c) = otel_code
@@ -430,14 +498,11 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
             _ => None,
         };
         if let Some(h) = http {
-            let failed = match k {
-                kind::CLIENT => (400..600).contains(&h),
-                _ => (500..600).contains(&h),
-            };
-            if failed {
+            if http_status_fails(h, k) {
                 code = status::ERROR;
                 exists = true;
             }
+            message = http_message.unwrap_or("");
         }
     }
     for t in &s.tags {
@@ -447,6 +512,7 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
             "otel.status_code" => true,
             "otel.status_description" => error_true || otel_code.is_some(),
             "w3c.tracestate" => true,
+            "otel.scope.name" | "otel.scope.version" if scoped => is_scope_tag(s, t),
             _ => false,
         };
         if !drop {
@@ -471,12 +537,7 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
             .filter(|f| Some(f.key) != name_key)
             .map(|f| (f.key, value(&f.value)))
             .collect();
-        sw.event(
-            (log.timestamp as u64).wrapping_mul(1000),
-            name,
-            vals.iter().map(|(k, v)| (*k, v)),
-            0,
-        );
+        sw.event(log.timestamp_ns as u64, name, vals.iter().map(|(k, v)| (*k, v)), 0);
     }
     for r in &s.references {
         if r.span_id == parent && !r.follows_from {
@@ -493,6 +554,27 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
     }
     if exists {
         sw.status(code, message);
+    }
+}
+
+/// Whether `t` is the tag [`scope_of`] took for the scope (the first with its key; a version
+/// only beside a name).
+fn is_scope_tag(s: &Span<'_>, t: &Tag<'_>) -> bool {
+    let first = s
+        .tags
+        .iter()
+        .find(|x| x.key == t.key)
+        .is_some_and(|x| std::ptr::eq(x, t));
+    first && (t.key == "otel.scope.name" || s.tags.iter().any(|x| x.key == "otel.scope.name"))
+}
+
+/// The Collector's reading of an HTTP status code: 4xx fails a client span and not a server
+/// span; otherwise anything outside 100..=398 fails (its `StatusCodeFromHTTP`).
+fn http_status_fails(code: i64, k: u8) -> bool {
+    match (code, k) {
+        (400..=499, kind::CLIENT) => true,
+        (400..=499, kind::SERVER) => false,
+        (c, _) => !(100..399).contains(&c),
     }
 }
 

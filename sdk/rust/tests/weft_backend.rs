@@ -80,6 +80,7 @@ fn start_weft(bin: &str) -> (Weft, u16, u16, u16) {
         .args(["--otlp-http-port", &otlp_http.to_string()])
         .env("WEFT_ZIPKIN_PORT", "0")
         .env("WEFT_JAEGER_HTTP_PORT", "0")
+        .env("WEFT_JAEGER_GRPC_PORT", "0")
         .env("WEFT_JAEGER_QUERY_PORT", "0")
         .env("WEFT_XRAY_PORT", "0")
         .env("WEFT_JAEGER_COMPACT_PORT", "0")

@@ -1,7 +1,9 @@
-//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+//! gRPC receivers: OTLP's `opentelemetry.proto.collector.trace.v1.TraceService/Export`, and
+//! Jaeger's `jaeger.api_v2.CollectorService/PostSpans` (port 14250), on the same machinery.
 //!
 //! Hand-written instead of generated so the request stays bytes: the codec below hands the
-//! encoded message to the ingest path without decoding it (marshal once).
+//! encoded message to the ingest path without decoding it (marshal once). A Jaeger request is
+//! converted once, here, into OTLP bytes ([`weft_translate::jaeger::proto`]).
 
 use crate::AppState;
 use crate::budget::{BudgetedBody, Exhausted, Held};
@@ -58,23 +60,48 @@ impl Codec for RawCodec {
     }
 }
 
-/// The TraceService server.
+/// Which gRPC service a port serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// OTLP's `TraceService/Export`: the message is pushed as it came.
+    Otlp,
+    /// Jaeger's `CollectorService/PostSpans`: the message is converted to OTLP first.
+    Jaeger,
+}
+
+impl Protocol {
+    fn path(self) -> &'static str {
+        match self {
+            Protocol::Otlp => weft_otlp::EXPORT_PATH,
+            Protocol::Jaeger => weft_translate::jaeger::proto::POST_SPANS_PATH,
+        }
+    }
+}
+
+/// A gRPC trace-ingest server (OTLP's `TraceService` or Jaeger's `CollectorService`).
 #[derive(Clone)]
 pub struct TraceService {
     state: Arc<AppState>,
+    protocol: Protocol,
 }
 
 impl TraceService {
     pub fn new(state: Arc<AppState>) -> Self {
-        TraceService { state }
+        TraceService {
+            state,
+            protocol: Protocol::Otlp,
+        }
+    }
+
+    pub fn jaeger(state: Arc<AppState>) -> Self {
+        TraceService {
+            state,
+            protocol: Protocol::Jaeger,
+        }
     }
 }
 
-impl tonic::server::NamedService for TraceService {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
-}
-
-struct Export(Arc<AppState>);
+struct Export(Arc<AppState>, Protocol);
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -83,7 +110,7 @@ impl tonic::server::UnaryService<Bytes> for Export {
     type Future = BoxFut<Result<tonic::Response<Bytes>, Status>>;
 
     fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
-        let state = self.0.clone();
+        let (state, protocol) = (self.0.clone(), self.1);
         Box::pin(async move {
             let receiver = state.receiver();
             let headers = req.metadata().clone().into_headers();
@@ -95,7 +122,7 @@ impl tonic::server::UnaryService<Bytes> for Export {
                 .and_then(grpc_timeout)
                 .map(|d| tokio::time::Instant::now() + d);
             let held = req.extensions().get::<Held>().cloned().unwrap_or_default();
-            let body = req.into_inner();
+            let mut body = req.into_inner();
             // tonic inflated a gzip message past what the wire frames took: take the
             // difference too, so later requests wait while this one is held.
             let extra = (body.len() as u64).saturating_sub(held.bytes());
@@ -106,11 +133,36 @@ impl tonic::server::UnaryService<Bytes> for Export {
                     .await
                     .map_err(|e| Status::unavailable(e.to_string()))?;
             }
+            let mut spans = 0;
+            if protocol == Protocol::Jaeger {
+                // The conversion's working memory (the OTLP written is about the message's size).
+                state
+                    .budget
+                    .acquire(body.len() as u64, &held)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?;
+                match weft_translate::jaeger::proto::decode_post_spans(&body) {
+                    Ok(b) if b.spans.is_empty() => return Ok(tonic::Response::new(Bytes::new())),
+                    Ok(b) => {
+                        spans = b.spans.len();
+                        body = Bytes::from(weft_translate::jaeger::to_otlp_grouped(&b));
+                    }
+                    Err(e) => {
+                        receiver.refused(&tenant, RefuseReason::Invalid);
+                        return Err(Status::invalid_argument(e.to_string()));
+                    }
+                }
+            }
             let result = receiver.push(&tenant, body, deadline).await;
             drop(held);
-            match result {
-                Ok(resp) => Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec()))),
-                Err(r) => Err(r.grpc_status()),
+            match (result, protocol) {
+                (Ok(resp), Protocol::Otlp) => Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec()))),
+                // Jaeger has no partial success: a batch is refused only when no span was kept.
+                (Ok(resp), Protocol::Jaeger) => match resp.partial_success {
+                    Some(p) if p.rejected_spans as usize >= spans => Err(Status::invalid_argument(p.error_message)),
+                    _ => Ok(tonic::Response::new(Bytes::new())),
+                },
+                (Err(r), _) => Err(r.grpc_status()),
             }
         })
     }
@@ -141,9 +193,9 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
     }
 
     fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
-        let state = self.state.clone();
+        let (state, protocol) = (self.state.clone(), self.protocol);
         Box::pin(async move {
-            if req.uri().path() != weft_otlp::EXPORT_PATH {
+            if req.uri().path() != protocol.path() {
                 return Ok(Status::unimplemented(format!("unknown method {}", req.uri().path())).into_http());
             }
             // A tenant over its ingestion rate is refused before its message is read.
@@ -188,16 +240,17 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
                 .apply_max_message_size_config(Some(max), Some(4 << 20));
             // A client that stalls mid-message is cut off after the body timeout.
             let body_timeout = Duration::from_secs_f64(state.cfg.body_timeout);
-            let mut resp = match tokio::time::timeout(body_timeout, grpc.unary(Export(state.clone()), req)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    return Ok(Status::deadline_exceeded(format!(
-                        "the request was not received and answered within {}s (--body-timeout)",
-                        body_timeout.as_secs_f64()
-                    ))
-                    .into_http());
-                }
-            };
+            let mut resp =
+                match tokio::time::timeout(body_timeout, grpc.unary(Export(state.clone(), protocol), req)).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Ok(Status::deadline_exceeded(format!(
+                            "the request was not received and answered within {}s (--body-timeout)",
+                            body_timeout.as_secs_f64()
+                        ))
+                        .into_http());
+                    }
+                };
             // tonic reports an oversized message as OUT_OF_RANGE; gRPC servers conventionally
             // (and SPEC §2) answer RESOURCE_EXHAUSTED, which OTLP exporters do not retry blindly.
             let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -212,9 +265,14 @@ impl tower::Service<http::Request<hyper::body::Incoming>> for TraceService {
                     .insert("grpc-status", http::HeaderValue::from(Code::InvalidArgument as i32));
                 resp.headers_mut().insert(
                     "grpc-message",
-                    http::HeaderValue::from_static(
-                        "missing%20request%20message:%20the%20call%20carried%20no%20ExportTraceServiceRequest",
-                    ),
+                    http::HeaderValue::from_static(match protocol {
+                        Protocol::Otlp => {
+                            "missing%20request%20message:%20the%20call%20carried%20no%20ExportTraceServiceRequest"
+                        }
+                        Protocol::Jaeger => {
+                            "missing%20request%20message:%20the%20call%20carried%20no%20PostSpansRequest"
+                        }
+                    }),
                 );
                 return Ok(resp);
             }

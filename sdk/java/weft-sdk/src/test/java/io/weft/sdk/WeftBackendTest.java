@@ -74,6 +74,7 @@ public class WeftBackendTest {
       env.keySet().removeIf(k -> k.startsWith("WEFT_"));
       env.put("WEFT_ZIPKIN_PORT", String.valueOf(ports[3]));
       env.put("WEFT_JAEGER_HTTP_PORT", "0");
+      env.put("WEFT_JAEGER_GRPC_PORT", "0");
       env.put("WEFT_JAEGER_QUERY_PORT", "0");
       env.put("WEFT_XRAY_PORT", "0");
       env.put("WEFT_JAEGER_COMPACT_PORT", "0");
