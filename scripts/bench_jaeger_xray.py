@@ -15,17 +15,18 @@ client spans, a log on every fifth span; requests rotate among 4 services) are p
 
 X-Ray daemon protocol over UDP. Datagrams `{"format":"json","version":1}\\n` + one segment
 document (an EC2 service's segment with http, annotations, metadata and aws fields, and 4
-subsegments: two remote HTTP calls, a DynamoDB call, a local one; 5 spans) are sent by several
-client processes at a paced rate (--xray-rate datagrams/s in all; UDP carries no
-acknowledgement and no back-pressure) to weft's --xray-port. The numerator is the spans weft made
-durable (`weft_udp_spans_accepted_total{port="xray"}`, read from /metrics after the window);
-datagrams lost in the kernel (the socket's drop count in /proc/net/udp) or refused by weft
-(`weft_udp_datagrams_refused_total{port="xray",reason=parse|overloaded|refused}`) are reported.
-Beside it, weft's OTLP/HTTP receiver takes the same spans as OTLP (40 segments of one service
-per request, 200 spans, one resource: what an OpenTelemetry SDK's batch exporter would send for
-them; attributes as weft's X-Ray conversion writes them), driven as fast as it acknowledges.
-There is no X-Ray server to compare with: AWS's X-Ray daemon only forwards segments to the
-X-Ray service.
+subsegments: two remote HTTP calls, a DynamoDB call, a local one; 5 spans) are sent to weft's
+--xray-port by several sender processes at a paced rate (--xray-rate datagrams/s in all; by
+default 80% of the highest rate weft keeps up with, found by a ramp of 2 s steps before the
+rounds, which also warms weft up). UDP carries no acknowledgement and no back-pressure, so the
+numerator is the spans weft made durable (`weft_udp_spans_accepted_total{port="xray"}`, from
+/metrics after the window); datagrams lost in the kernel (the socket's drop count in
+/proc/net/udp) or refused by weft (`weft_udp_datagrams_refused_total{port="xray",reason=parse|
+overloaded|refused}`) are reported. Beside it, weft's OTLP/HTTP receiver takes the same spans as
+OTLP, driven as fast as it acknowledges, twice: 40 segments (200 spans) of one service per
+request, as a batching OpenTelemetry SDK would send them, and one segment (5 spans) per request,
+as the datagrams carry them (attributes as weft's X-Ray conversion writes them). There is no
+X-Ray server to compare with: AWS's X-Ray daemon only forwards segments to the X-Ray service.
 
 Every request carries fresh trace IDs (the bodies are templates whose trace IDs are rewritten
 per request), so that an in-memory store keeps at most its limit of traces instead of growing
@@ -36,10 +37,10 @@ are reported (the host's speed drift cancels out of a ratio). All servers run at
 the load in turn, --rounds times; the median of the rounds' ratios is reported. Jaeger v2 first
 takes a warm-up load of the same length. After every run the last trace each client sent is
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
-its spans. Results as JSON on stdout and in --out.
+its spans (over UDP, one of the senders' last traces: any datagram may be lost). Results as JSON on stdout and in --out.
 """
-import argparse, http.client, json, multiprocessing as mp, os, random, re, signal, socket, struct, subprocess, sys
-import tempfile, time, urllib.error, urllib.request
+import argparse, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
+import subprocess, sys, tempfile, time, urllib.error, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAEGER_BIN = os.path.join(ROOT, ".tools", "jaeger-bin", "jaeger")
@@ -432,7 +433,7 @@ def fresh(tmpl, rng):
 
 # --- Drivers ------------------------------------------------------------------------------------
 
-def http_client(port, path, ctype, tmpls, stop_at, seed, q):
+def http_client(port, path, ctype, tmpls, per_request, stop_at, seed, q):
     rng = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     sent = errors = 0
@@ -448,7 +449,7 @@ def http_client(port, path, ctype, tmpls, stop_at, seed, q):
             r = conn.getresponse()
             data = r.read()
             if r.status in (200, 202):
-                sent += SPANS_PER_REQUEST
+                sent += per_request
                 last = first
             else:
                 errors += 1
@@ -458,20 +459,35 @@ def http_client(port, path, ctype, tmpls, stop_at, seed, q):
             first_error = first_error or repr(e)
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    q.put((sent, errors, last[0].hex() if last else None, first_error))
+    q.put((sent, errors, last.hex() if last else None, first_error))
 
 
-def drive_http(pid, port, path, ctype, tmpls, seconds, clients):
+def collect(q, procs, seconds):
+    """The clients' results; exits if a client died without one."""
+    import queue
+    results, deadline = [], time.time() + seconds + 120
+    while len(results) < len(procs):
+        try:
+            results.append(q.get(timeout=0.5))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.time() > deadline:
+                sys.exit(f"a client process failed (exit codes {dead}) or hung")
+    for p in procs:
+        p.join()
+    return results
+
+
+def drive_http(pid, port, path, ctype, tmpls, seconds, clients, per_request=SPANS_PER_REQUEST):
     q = mp.Queue()
     stop_at = time.time() + seconds
     c0, t0 = cpu_seconds(pid), time.time()
-    procs = [mp.Process(target=http_client, args=(port, path, ctype, tmpls, stop_at, random.getrandbits(64), q),
-                        daemon=True) for _ in range(clients)]
+    procs = [mp.Process(target=http_client, daemon=True,
+                        args=(port, path, ctype, tmpls, per_request, stop_at, random.getrandbits(64), q))
+             for _ in range(clients)]
     for p in procs:
         p.start()
-    results = [q.get(timeout=seconds + 120) for _ in procs]
-    for p in procs:
-        p.join()
+    results = collect(q, procs, seconds)
     time.sleep(1.0)  # acknowledged work finishes (the WAL's group commit)
     cpu = cpu_seconds(pid) - c0
     spans = sum(r[0] for r in results)
@@ -557,9 +573,7 @@ def drive_udp(pid, http_port, port, tmpls, seconds, clients, rate):
                         daemon=True) for _ in range(clients)]
     for p in procs:
         p.start()
-    results = [q.get(timeout=seconds + 120) for _ in procs]
-    for p in procs:
-        p.join()
+    results = collect(q, procs, seconds)
     time.sleep(1.0)  # datagrams in flight are made durable
     cpu = cpu_seconds(pid) - c0
     m1 = xray_counters(http_port)
@@ -709,6 +723,25 @@ def stop_all(procs):
             p.wait()
 
 
+def calibrate_xray(w, tmpls, clients, max_loss):
+    """The X-Ray rate: datagrams/s raised by half each 2 s step while weft makes durable all but
+    max_loss of them and the senders keep up; then 80% of the last rate that passed, so that a
+    round's noise does not push it into drops. Doubles as weft's warm-up."""
+    steps, good, rate = [], None, 2000.0
+    while rate <= 200000:
+        r, _ = drive_udp(w["proc"].pid, w["http"], w["xray"], tmpls, 2.0, clients, rate)
+        steps.append({"rate": round(rate), "lost_fraction": r["lost_fraction"],
+                      "datagrams_per_s_sent": r["datagrams_per_s_sent"], "spans_per_cpu_s": r["spans_per_cpu_s"]})
+        print(f"xray calibration: {json.dumps(steps[-1])}", file=sys.stderr)
+        if r["datagrams_per_s_sent"] < 0.9 * rate or r["lost_fraction"] > max_loss:
+            break
+        good = rate
+        rate *= 1.5
+    if good is None:
+        sys.exit(f"X-Ray: weft loses more than {max_loss:.1%} of datagrams even at 2000/s: {steps}")
+    return round(0.8 * good), steps
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--weft", required=True, help="the weft release binary")
@@ -717,15 +750,24 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=4, help="HTTP client processes")
     ap.add_argument("--xray-clients", type=int, default=2, help="UDP sender processes")
-    ap.add_argument("--xray-rate", type=float, default=4000,
-                    help="X-Ray datagrams per second, all senders together (5 spans each)")
+    ap.add_argument("--xray-rate", default="auto",
+                    help="X-Ray datagrams per second, all senders together (5 spans each); auto: 80%% of the "
+                         "highest rate weft keeps up with, found by a ramp before the rounds")
+    ap.add_argument("--xray-max-loss", type=float, default=0.005,
+                    help="the loss (kernel drops and refusals) the auto rate's ramp tolerates")
     ap.add_argument("--jaeger-max-traces", type=int, default=100000, help="Jaeger v2's in-memory trace limit")
     ap.add_argument("--parts", default="jaeger,xray", help="comma-separated: jaeger, xray")
+    ap.add_argument("--keep-data", action="store_true", help="keep weft's data directories (logs are always kept)")
     ap.add_argument("--out")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     if not parts or parts - {"jaeger", "xray"}:
         sys.exit("--parts takes jaeger, xray or both")
+    if args.xray_rate != "auto":
+        try:
+            args.xray_rate = float(args.xray_rate)
+        except ValueError:
+            sys.exit("--xray-rate takes a number or auto")
     if not (os.path.isfile(args.weft) and os.access(args.weft, os.X_OK)):
         sys.exit(f"weft binary {args.weft} is missing or not executable (cargo build --release -p weft-server)")
     if "jaeger" in parts and not (os.path.isfile(args.jaeger) and os.access(args.jaeger, os.X_OK)):
@@ -740,6 +782,7 @@ def main():
     results = {"spans_per_request": SPANS_PER_REQUEST, "clients": args.clients, "seconds": args.seconds,
                "rounds": args.rounds}
     tmpls = {}
+    per_span = lambda bodies, n: round(sum(map(len, bodies)) / (len(bodies) * n))
     if "jaeger" in parts:
         batches = [jaeger_batch(rng, now_us, SERVICES[k % 4]) for k in range(32)]
         tids = [[s["trace_id"] for s in b["spans"][::SPANS_PER_TRACE]] for b in batches]
@@ -747,82 +790,97 @@ def main():
         ob = [otlp_from_jaeger(b) for b in batches]
         tmpls["jaeger"] = [template(b, t, "thrift") for b, t in zip(jb, tids)]
         tmpls["otlp_j"] = [template(b, t, "raw") for b, t in zip(ob, tids)]
-        results["jaeger_thrift_bytes_per_span"] = round(sum(map(len, jb)) / (len(jb) * SPANS_PER_REQUEST))
-        results["otlp_bytes_per_span_jaeger_shape"] = round(sum(map(len, ob)) / (len(ob) * SPANS_PER_REQUEST))
+        results["bytes_per_span"] = {"jaeger_thrift_binary": per_span(jb, SPANS_PER_REQUEST),
+                                     "otlp_jaeger_shape": per_span(ob, SPANS_PER_REQUEST)}
     if "xray" in parts:
-        now_s = time.time()
-        segs = [xray_segment(rng, now_s, SERVICES[k % 4]) for k in range(4 * 256)]
+        segs = [xray_segment(rng, time.time(), SERVICES[k % 4]) for k in range(4 * 256)]
         tid_of = lambda s: bytes.fromhex(s["trace_id"][2:].replace("-", ""))
         xb = [xray_datagram(s) for s in segs]
         tmpls["xray"] = [template(b, [tid_of(s)], "xray") for b, s in zip(xb, segs)]
-        # OTLP: 40 segments of one service per request.
-        groups = [[s for s in segs if s["name"] == SERVICES[k % 4]][(k // 4) * XRAY_SEGMENTS_PER_OTLP_REQUEST:]
-                  [:XRAY_SEGMENTS_PER_OTLP_REQUEST] for k in range(24)]
+        # OTLP as a batching SDK sends it: 40 segments (200 spans) of one service per request.
+        by_svc = {svc: [s for s in segs if s["name"] == svc] for svc in SERVICES}
+        n = XRAY_SEGMENTS_PER_OTLP_REQUEST
+        groups = [by_svc[SERVICES[k % 4]][(k // 4) * n:(k // 4 + 1) * n] for k in range(24)]
         ox = [otlp_from_xray(g) for g in groups]
         tmpls["otlp_x"] = [template(b, [tid_of(s) for s in g], "raw") for b, g in zip(ox, groups)]
-        results.update({"xray_clients": args.xray_clients, "xray_rate_datagrams_per_s": args.xray_rate,
-                        "xray_spans_per_datagram": XRAY_SPANS_PER_DATAGRAM,
-                        "xray_json_bytes_per_span": round(sum(map(len, xb)) / (len(xb) * XRAY_SPANS_PER_DATAGRAM)),
-                        "xray_datagram_bytes": round(sum(map(len, xb)) / len(xb)),
-                        "otlp_bytes_per_span_xray_shape": round(sum(map(len, ox)) / (len(ox) * SPANS_PER_REQUEST))})
+        # And one segment (5 spans) per request, as the datagrams carry them.
+        o1 = [otlp_from_xray([s]) for s in segs]
+        tmpls["otlp_x1"] = [template(b, [tid_of(s)], "raw") for b, s in zip(o1, segs)]
+        results.setdefault("bytes_per_span", {}).update({
+            "xray_json_datagram": per_span(xb, XRAY_SPANS_PER_DATAGRAM),
+            "otlp_xray_shape_200_spans_per_request": per_span(ox, SPANS_PER_REQUEST),
+            "otlp_xray_shape_5_spans_per_request": per_span(o1, XRAY_SPANS_PER_DATAGRAM)})
+        results.update({"xray_clients": args.xray_clients, "xray_spans_per_datagram": XRAY_SPANS_PER_DATAGRAM,
+                        "xray_datagram_bytes": round(sum(map(len, xb)) / len(xb))})
 
     tmp = tempfile.mkdtemp(prefix="weft-bench-jaeger-xray-")
     results["logs"] = tmp
-    procs = []
+    procs, wefts = [], []
 
     def on_signal(sig, _frame):
         raise SystemExit(f"interrupted by signal {sig}")
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     runs = {}
+    ctype_t, ctype_p = "application/x-thrift", "application/x-protobuf"
     try:
+        legs = []  # (name, drive, read-back check)
         if "jaeger" in parts:
             jaeger = start_jaeger(args, tmp, procs)
-            wj = start_weft(args, tmp, "weft_jaeger_thrift", procs, jaeger_http=True)
+            wj = start_weft(args, tmp, "weft_jaeger_thrift_http", procs, jaeger_http=True)
             wo = start_weft(args, tmp, "weft_otlp_http_jaeger_shape", procs)
+            legs += [
+                ("jaeger_v2_thrift_http", lambda: drive_http(
+                    jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
+                    args.seconds, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
+                ("weft_jaeger_thrift_http", lambda: drive_http(
+                    wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], args.seconds,
+                    args.clients), ("weft", wj["http"], SPANS_PER_TRACE)),
+                ("weft_otlp_http_jaeger_shape", lambda: drive_http(
+                    wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], args.seconds,
+                    args.clients), ("weft", wo["http"], SPANS_PER_TRACE))]
         if "xray" in parts:
             wx = start_weft(args, tmp, "weft_xray_udp", procs, xray=True)
             wox = start_weft(args, tmp, "weft_otlp_http_xray_shape", procs)
-        ctype_t, ctype_p = "application/x-thrift", "application/x-protobuf"
+            wox1 = start_weft(args, tmp, "weft_otlp_http_xray_shape_5_spans_per_request", procs)
+            legs += [
+                ("weft_xray_udp", lambda: drive_udp(
+                    wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], args.seconds, args.xray_clients,
+                    args.xray_rate), ("weft", wx["http"], XRAY_SPANS_PER_DATAGRAM)),
+                ("weft_otlp_http_xray_shape", lambda: drive_http(
+                    wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], args.seconds,
+                    args.clients), ("weft", wox["http"], XRAY_SPANS_PER_DATAGRAM)),
+                ("weft_otlp_http_xray_shape_5_spans_per_request", lambda: drive_http(
+                    wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], args.seconds,
+                    args.clients, XRAY_SPANS_PER_DATAGRAM), ("weft", wox1["http"], XRAY_SPANS_PER_DATAGRAM))]
+        wefts = [os.path.join(tmp, n) for n, _, (kind, _, _) in legs if kind == "weft"]
         if "jaeger" in parts:
             # Jaeger v2 first takes the same load once (Go has no JIT, but its heap and the
             # in-memory store grow to their working size).
             drive_http(jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
                        args.seconds, args.clients)
+        if "xray" in parts:
+            if args.xray_rate == "auto":
+                args.xray_rate, results["xray_rate_calibration"] = calibrate_xray(
+                    wx, tmpls["xray"], args.xray_clients, args.xray_max_loss)
+            results["xray_rate_datagrams_per_s"] = args.xray_rate
         # Rounds interleave the servers, so drift in the shared host's speed hits each alike.
         for _ in range(args.rounds):
-            legs = []
-            if "jaeger" in parts:
-                legs += [
-                    ("jaeger_v2_thrift_http", lambda: drive_http(
-                        jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
-                        args.seconds, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
-                    ("weft_jaeger_thrift_http", lambda: drive_http(
-                        wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], args.seconds,
-                        args.clients), ("weft", wj["http"], SPANS_PER_TRACE)),
-                    ("weft_otlp_http_jaeger_shape", lambda: drive_http(
-                        wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], args.seconds,
-                        args.clients), ("weft", wo["http"], SPANS_PER_TRACE))]
-            if "xray" in parts:
-                legs += [
-                    ("weft_xray_udp", lambda: drive_udp(
-                        wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], args.seconds, args.xray_clients,
-                        args.xray_rate), ("weft", wx["http"], XRAY_SPANS_PER_DATAGRAM)),
-                    ("weft_otlp_http_xray_shape", lambda: drive_http(
-                        wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], args.seconds,
-                        args.clients), ("weft", wox["http"], XRAY_SPANS_PER_DATAGRAM))]
             for name, run, (kind, port, want) in legs:
-                udp = name.endswith("_udp")
                 r, last_ids = run()
                 print(f"{name}: {json.dumps(r)}", file=sys.stderr)
                 if not r["spans"]:
                     sys.exit(f"{name}: no spans were acknowledged ({r.get('first_error', 'no error reported')}); "
                              f"logs in {tmp}")
-                # The last trace each client sent must be stored whole (outside the CPU window).
-                check_stored(kind, port, last_ids, want, name, need_all=not udp)
+                # The last trace each client sent must be stored whole (outside the CPU window;
+                # over UDP, one of them: any datagram may be lost).
+                check_stored(kind, port, last_ids, want, name, need_all=not name.endswith("_udp"))
                 runs.setdefault(name, []).append(r)
     finally:
         stop_all(procs)
+        if not args.keep_data:
+            for d in wefts:
+                shutil.rmtree(d, ignore_errors=True)
 
     med = lambda xs: sorted(xs)[len(xs) // 2]
     for k, rs in runs.items():
@@ -834,28 +892,36 @@ def main():
         results["ratio_weft_jaeger_vs_jaeger_v2"] = ratio("weft_jaeger_thrift_http", "jaeger_v2_thrift_http")
         results["ratio_weft_jaeger_vs_weft_otlp"] = ratio("weft_jaeger_thrift_http", "weft_otlp_http_jaeger_shape")
         results["targets"] = {"ratio_weft_jaeger_vs_jaeger_v2": ">= 5", "ratio_weft_jaeger_vs_weft_otlp": ">= 0.5"}
-        v = subprocess.run([args.jaeger, "version"], capture_output=True, text=True).stdout.strip()
+        try:
+            with open(os.path.join(os.path.dirname(args.jaeger), "version")) as f:
+                version = f.read().strip()
+        except OSError:
+            version = "version unknown"
         notes += [
-            "Jaeger v2 (" + (v.splitlines()[-1] if v else args.jaeger) + "): `jaeger` receiver, thrift_http, "
-            f"no processors, jaeger_storage_exporter into in-memory storage (max_traces {args.jaeger_max_traces}); "
-            "it answers 200 with nothing durable. weft answers 202 after the WAL's fsync.",
-            "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, services rotating "
-            "between requests; the OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
+            f"Jaeger v2 {version}: `jaeger` receiver, thrift_http, no processors, jaeger_storage_exporter into "
+            f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable, after "
+            "a warm-up load of --seconds. weft answers 202 after the WAL's fsync.",
+            "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, the service rotating "
+            "between requests; weft's OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
         ]
     if "xray" in parts:
         results["ratio_weft_xray_vs_weft_otlp"] = ratio("weft_xray_udp", "weft_otlp_http_xray_shape")
+        results["ratio_weft_xray_vs_weft_otlp_5_spans_per_request"] = ratio(
+            "weft_xray_udp", "weft_otlp_http_xray_shape_5_spans_per_request")
         notes += [
             "No X-Ray server to compare with: AWS's X-Ray daemon only forwards segments to the X-Ray service, "
             "so X-Ray is compared with weft's own OTLP/HTTP figure for the same spans.",
             f"X-Ray: one segment with 4 subsegments per datagram (5 spans), paced at {args.xray_rate:g} "
-            f"datagrams/s from {args.xray_clients} senders; UDP has no acknowledgement or back-pressure, so "
-            "the numerator is weft_udp_spans_accepted_total{port=\"xray\"} (spans made durable) and the lost "
-            "fraction (kernel drops and weft's refusals) is reported per round. The OTLP figure is driven as "
-            "fast as weft acknowledges, 40 segments (200 spans) of one service per request, so it also "
-            "shows what batching saves: each datagram is one push into the WAL.",
+            f"datagrams/s from {args.xray_clients} senders; UDP has no acknowledgement or back-pressure, so the "
+            "numerator is weft_udp_spans_accepted_total{port=\"xray\"} (spans made durable) and the loss (kernel "
+            "receive-buffer drops from /proc/net/udp, weft's refusals by reason) is reported per round.",
+            "The X-Ray OTLP figures are driven as fast as weft acknowledges: 40 segments (200 spans) of one "
+            "service per request, as a batching OpenTelemetry SDK sends them, and one segment (5 spans) per "
+            "request, as the datagrams carry them; the second separates the format's cost from the cost of "
+            "a push (and a share of a WAL commit) per 5 spans. Attributes as weft's X-Ray conversion writes them.",
         ]
-    notes.append("Every request carries fresh trace IDs; the last trace of each client is read back after "
-                 "every run and must hold all its spans.")
+    notes.append("Every request carries fresh trace IDs; after every run the last trace of each client is read "
+                 "back and must hold all its spans.")
     results["notes"] = notes
     print(json.dumps(results, indent=2))
     if args.out:

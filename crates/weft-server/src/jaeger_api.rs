@@ -1,7 +1,8 @@
 //! Jaeger's query API on its own port (default 16686): the HTTP JSON routes Jaeger UI calls,
 //! in Jaeger's `{"data", "total", "limit", "offset", "errors"}` envelope, answered from the same
 //! querier as the Tempo API. Spans are shown as Jaeger shows them and searches match as Jaeger's
-//! storage matches ([`weft_translate::jaeger::ui`]).
+//! storage matches ([`weft_translate::jaeger::ui`]). Jaeger v2's `api/v3` routes answer in
+//! OTLP JSON, adjusted as Jaeger v2 adjusts traces ([`weft_translate::jaeger::v3`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -24,6 +25,9 @@ use crate::search_api::{parse_query, run_scan};
 /// Jaeger's default `limit` of a trace search.
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 10_000;
+/// `query.num_traces` when absent (Jaeger v2 refuses a search without it; weft answers with
+/// Jaeger UI's default page).
+const DEFAULT_V3_LIMIT: usize = 20;
 
 fn envelope(data: Json, total: usize) -> Response {
     let body = json!({"data": data, "total": total, "limit": 0, "offset": 0, "errors": null});
@@ -420,6 +424,262 @@ pub async fn dependencies(
         let data = sink.deps.to_json();
         let n = data.as_array().map_or(0, Vec::len);
         envelope(data, n)
+    })
+    .await
+}
+
+// --- Jaeger v2's api/v3: OTLP JSON ----------------------------------------------------------
+
+/// An error as Jaeger v2's HTTP gateway writes it: `{"error": {"httpCode", "message"}}`.
+fn v3_error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = json!({"error": {"httpCode": status.as_u16(), "message": msg.into()}});
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn v3_json(v: Json) -> Response {
+    let mut r = v.to_string().into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn v3_unauthorized(msg: String) -> Response {
+    v3_error(StatusCode::UNAUTHORIZED, msg)
+}
+
+/// Go's `strconv.ParseBool`, which the gateway reads `raw_traces` with.
+fn go_bool(name: &str, v: &str) -> Result<bool, Response> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(v3_error(
+            StatusCode::BAD_REQUEST,
+            format!("malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"),
+        )),
+    }
+}
+
+/// An RFC 3339 time parameter, in Unix nanoseconds.
+fn v3_time(name: &str, v: &str) -> Result<u64, Response> {
+    crate::search_api::parse_rfc3339(v).ok_or_else(|| {
+        v3_error(
+            StatusCode::BAD_REQUEST,
+            format!("malformed parameter {name}: {v:?} is not an RFC 3339 time"),
+        )
+    })
+}
+
+fn rows_to_data(rows: &[SpanRow]) -> TracesData {
+    TracesData::decode(&weft_block::row::encode_traces_data(rows)[..]).unwrap_or_default()
+}
+
+/// `{"result": {"resourceSpans": [...]}}` of traces, adjusted unless `raw`.
+fn v3_traces(traces: Vec<TracesData>, raw: bool) -> Response {
+    if traces.is_empty() {
+        return v3_error(StatusCode::NOT_FOUND, "No traces found");
+    }
+    let mut all = Vec::new();
+    for mut td in traces {
+        if !raw {
+            weft_translate::jaeger::v3::adjust(&mut td);
+        }
+        all.extend(td.resource_spans);
+    }
+    v3_json(json!({"result": {"resourceSpans": weft_otlp::json::resource_spans_to_json(&all)}}))
+}
+
+/// `GET /api/v3/services`.
+pub async fn v3_services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        match values(&s, &tenant, "{ }", "resource.service.name").await {
+            Ok(v) => v3_json(json!({"services": sorted(v)})),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v3/operations?service=&span_kind=`.
+pub async fn v3_operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let service = p.get("service").map(String::as_str).unwrap_or("");
+        let kind = p.get("span_kind").map(String::as_str).filter(|k| !k.is_empty());
+        let known = kind.is_none_or(|k| matches!(k, "server" | "client" | "producer" | "consumer" | "internal"));
+        // Jaeger answers an unknown service or kind with no operations.
+        if service.is_empty() || !known {
+            return v3_json(json!({"operations": []}));
+        }
+        match operations_of(&s, &tenant, service, kind).await {
+            Ok(ops) => {
+                let ops: Vec<Json> = ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect();
+                v3_json(json!({ "operations": ops }))
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v3/traces/{trace_id}?start_time=&end_time=&raw_traces=`.
+pub async fn v3_trace(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+            return v3_error(
+                StatusCode::BAD_REQUEST,
+                format!("malformed parameter trace_id: {id:?} is not 1 to 32 hex digits"),
+            );
+        };
+        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+        let start = match get("start_time").map(|v| v3_time("start_time", v)).transpose() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let end = match get("end_time").map(|v| v3_time("end_time", v)).transpose() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let raw = match get("raw_traces").map(|v| go_bool("raw_traces", v)).transpose() {
+            Ok(v) => v.unwrap_or(false),
+            Err(r) => return r,
+        };
+        let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX)));
+        let found = match s
+            .querier()
+            .find_trace_capped(&tenant, &tid, range, s.cfg.max_trace_response_bytes)
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => return v3_error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")),
+        };
+        let traces = if found.rows.is_empty() {
+            Vec::new()
+        } else {
+            vec![rows_to_data(&found.rows)]
+        };
+        v3_traces(traces, raw)
+    })
+    .await
+}
+
+/// Collects the traces a v3 search matches, the most recent first.
+struct V3Traces {
+    prefilter: Prefilter,
+    q: weft_translate::jaeger::v3::FindQuery,
+    limit: usize,
+    hits: Vec<(u64, TracesData)>,
+}
+
+impl TraceSink for V3Traces {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let td = rows_to_data(rows);
+        if self.q.matches(&td) {
+            let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
+            self.hits.push((start, td));
+            if self.hits.len() >= 2 * self.limit {
+                self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+                self.hits.truncate(self.limit);
+            }
+        }
+    }
+}
+
+/// `GET /api/v3/traces?query.service_name=&query.operation_name=&query.start_time_min=&
+/// query.start_time_max=&query.duration_min=&query.duration_max=&query.num_traces=&
+/// query.raw_traces=`.
+pub async fn v3_find(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+        let (Some(min), Some(max)) = (get("query.start_time_min"), get("query.start_time_max")) else {
+            return v3_error(
+                StatusCode::BAD_REQUEST,
+                "query.start_time_min and query.start_time_max are required",
+            );
+        };
+        let (min, max) = match (
+            v3_time("query.start_time_min", min),
+            v3_time("query.start_time_max", max),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(r), _) | (_, Err(r)) => return r,
+        };
+        let limit = match get("query.num_traces").map(str::parse::<usize>) {
+            None => DEFAULT_V3_LIMIT,
+            Some(Ok(n)) if n > 0 => n.min(MAX_LIMIT),
+            Some(_) => {
+                return v3_error(
+                    StatusCode::BAD_REQUEST,
+                    "malformed parameter query.num_traces: expected a positive number",
+                );
+            }
+        };
+        let dur = |k: &str| {
+            get(k)
+                .map(|v| {
+                    crate::search_api::parse_duration(v)
+                        .map_err(|e| v3_error(StatusCode::BAD_REQUEST, format!("malformed parameter {k}: {e}")))
+                })
+                .transpose()
+        };
+        let (dmin, dmax) = match (dur("query.duration_min"), dur("query.duration_max")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(r), _) | (_, Err(r)) => return r,
+        };
+        let raw = match get("query.raw_traces")
+            .map(|v| go_bool("query.raw_traces", v))
+            .transpose()
+        {
+            Ok(v) => v.unwrap_or(false),
+            Err(r) => return r,
+        };
+        let service = get("query.service_name").unwrap_or("");
+        let filter = if service.is_empty() {
+            "{ }".to_owned()
+        } else {
+            format!("{{ resource.service.name = {} }}", quote(service))
+        };
+        let query = match parse_query(&filter) {
+            Ok(q) => q,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let mut sink = V3Traces {
+            prefilter: Prefilter::new(&query),
+            q: weft_translate::jaeger::v3::FindQuery {
+                service: service.to_owned(),
+                operation: get("query.operation_name").map(str::to_owned),
+                start_min_ns: min,
+                start_max_ns: max,
+                duration_min_ns: dmin,
+                duration_max_ns: dmax,
+            },
+            limit,
+            hits: Vec::new(),
+        };
+        if let Err(r) = run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
+            return r;
+        }
+        sink.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+        sink.hits.truncate(limit);
+        v3_traces(sink.hits.into_iter().map(|(_, td)| td).collect(), raw)
     })
     .await
 }

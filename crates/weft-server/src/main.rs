@@ -428,6 +428,10 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
             .route("/api/traces", get(jaeger_api::traces))
             .route("/api/traces/{id}", get(jaeger_api::trace))
             .route("/api/dependencies", get(jaeger_api::dependencies))
+            .route("/api/v3/services", get(jaeger_api::v3_services))
+            .route("/api/v3/operations", get(jaeger_api::v3_operations))
+            .route("/api/v3/traces", get(jaeger_api::v3_find))
+            .route("/api/v3/traces/{id}", get(jaeger_api::v3_trace))
             .layer(axum::middleware::from_fn_with_state(state.clone(), admit_query))
             .fallback(api::not_found)
             .with_state(state.clone());

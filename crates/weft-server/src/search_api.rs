@@ -120,7 +120,7 @@ pub fn parse_time(name: &str, s: &str) -> Result<u64, String> {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix nanoseconds.
-fn parse_rfc3339(s: &str) -> Option<u64> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 pub mod proto;
 pub mod ui;
+pub mod v3;
 
 use crate::TranslateError;
 use crate::otlp::{RequestWriter, Value, kind, status};
