@@ -730,8 +730,9 @@ def calibrate_xray(w, tmpls, clients, max_loss):
     steps, good, rate = [], None, 2000.0
     while rate <= 200000:
         r, _ = drive_udp(w["proc"].pid, w["http"], w["xray"], tmpls, 2.0, clients, rate)
-        steps.append({"rate": round(rate), "lost_fraction": r["lost_fraction"],
-                      "datagrams_per_s_sent": r["datagrams_per_s_sent"], "spans_per_cpu_s": r["spans_per_cpu_s"]})
+        steps.append({"rate": round(rate), "datagrams_per_s_sent": r["datagrams_per_s_sent"],
+                      "lost_fraction": r["lost_fraction"], "kernel_drops": r["kernel_drops"],
+                      "refused": r["refused"], "spans_per_cpu_s": r["spans_per_cpu_s"]})
         print(f"xray calibration: {json.dumps(steps[-1])}", file=sys.stderr)
         if r["datagrams_per_s_sent"] < 0.9 * rate or r["lost_fraction"] > max_loss:
             break

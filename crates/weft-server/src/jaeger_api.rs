@@ -451,25 +451,20 @@ fn v3_unauthorized(msg: String) -> Response {
 }
 
 /// Go's `strconv.ParseBool`, which the gateway reads `raw_traces` with.
-fn go_bool(name: &str, v: &str) -> Result<bool, Response> {
+fn go_bool(name: &str, v: &str) -> Result<bool, String> {
     match v {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(v3_error(
-            StatusCode::BAD_REQUEST,
-            format!("malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"),
+        _ => Err(format!(
+            "malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"
         )),
     }
 }
 
 /// An RFC 3339 time parameter, in Unix nanoseconds.
-fn v3_time(name: &str, v: &str) -> Result<u64, Response> {
-    crate::search_api::parse_rfc3339(v).ok_or_else(|| {
-        v3_error(
-            StatusCode::BAD_REQUEST,
-            format!("malformed parameter {name}: {v:?} is not an RFC 3339 time"),
-        )
-    })
+fn v3_time(name: &str, v: &str) -> Result<u64, String> {
+    crate::search_api::parse_rfc3339(v)
+        .ok_or_else(|| format!("malformed parameter {name}: {v:?} is not an RFC 3339 time"))
 }
 
 fn rows_to_data(rows: &[SpanRow]) -> TracesData {
@@ -544,15 +539,15 @@ pub async fn v3_trace(
         let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
         let start = match get("start_time").map(|v| v3_time("start_time", v)).transpose() {
             Ok(v) => v,
-            Err(r) => return r,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let end = match get("end_time").map(|v| v3_time("end_time", v)).transpose() {
             Ok(v) => v,
-            Err(r) => return r,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let raw = match get("raw_traces").map(|v| go_bool("raw_traces", v)).transpose() {
             Ok(v) => v.unwrap_or(false),
-            Err(r) => return r,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX)));
         let found = match s
@@ -620,7 +615,7 @@ pub async fn v3_find(
             v3_time("query.start_time_max", max),
         ) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(r), _) | (_, Err(r)) => return r,
+            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let limit = match get("query.num_traces").map(str::parse::<usize>) {
             None => DEFAULT_V3_LIMIT,
@@ -634,22 +629,19 @@ pub async fn v3_find(
         };
         let dur = |k: &str| {
             get(k)
-                .map(|v| {
-                    crate::search_api::parse_duration(v)
-                        .map_err(|e| v3_error(StatusCode::BAD_REQUEST, format!("malformed parameter {k}: {e}")))
-                })
+                .map(|v| crate::search_api::parse_duration(v).map_err(|e| format!("malformed parameter {k}: {e}")))
                 .transpose()
         };
         let (dmin, dmax) = match (dur("query.duration_min"), dur("query.duration_max")) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(r), _) | (_, Err(r)) => return r,
+            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let raw = match get("query.raw_traces")
             .map(|v| go_bool("query.raw_traces", v))
             .transpose()
         {
             Ok(v) => v.unwrap_or(false),
-            Err(r) => return r,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let service = get("query.service_name").unwrap_or("");
         let filter = if service.is_empty() {
