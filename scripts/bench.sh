@@ -18,6 +18,9 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # Zipkin v2 JSON into weft beside the real Zipkin server and weft's own OTLP/HTTP (BENCHMARKS.md,
 # "Zipkin receiver"): spans per CPU-second, median of interleaved rounds.
 .venv/bin/python scripts/bench_zipkin.py --weft target/release/weft --out bench-out/zipkin.json
+# Jaeger thrift over HTTP beside the real Jaeger v2, and X-Ray UDP, each beside weft's own
+# OTLP/HTTP with the same spans (BENCHMARKS.md, "Jaeger and X-Ray receivers").
+.venv/bin/python scripts/bench_jaeger_xray.py --weft target/release/weft --out bench-out/jaeger_xray.json
 # Per-stage CPU per span (scan, head build, block encode), single-threaded, best of 5.
 target/release/weft loadgen --stages | tee bench-out/stages.json
 # Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).

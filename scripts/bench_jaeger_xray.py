@@ -676,6 +676,9 @@ def start_weft(args, tmp, name, procs, jaeger_http=False, xray=False):
                              "--zipkin-port", "0", "--otlp-grpc-port", str(grpc), "--otlp-http-port", str(otlp),
                              "--jaeger-query-port", "0", "--jaeger-http-port", str(jp), "--jaeger-compact-port", "0",
                              "--jaeger-binary-port", "0", "--xray-port", str(xp)],
+                            # Ports newer than these flags, off by environment (which an older
+                            # binary ignores), so that the instances do not collide on defaults.
+                            env={**os.environ, "WEFT_JAEGER_GRPC_PORT": "0"},
                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=die_with_parent)
     procs.append(weft)

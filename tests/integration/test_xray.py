@@ -177,3 +177,38 @@ def test_xray_sdk_for_java(weft):
     assert call.status.code == 2 and call.status.message == "warehouse unavailable"
     _, inner = spans["retry-backoff"]
     assert inner.parent_span_id == call.span_id and inner.kind == 1
+
+
+def test_local_sampling_rules_file_reaches_the_sdk(weft_factory, tmp_path):
+    """--xray-sampling-rules: the X-Ray SDK's centralized sampler polls the daemon port and
+    decides by the file's rules (a path rule that samples all, a default that samples none)."""
+    import json
+
+    from aws_xray_sdk.core import xray_recorder
+    from aws_xray_sdk.core.daemon_config import DaemonConfig
+    from aws_xray_sdk.core.sampling.sampler import DefaultSampler
+
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({
+        "version": 2,
+        "rules": [{"description": "moves", "host": "*", "http_method": "POST", "url_path": "/api/move/*",
+                   "fixed_target": 0, "rate": 1.0}],
+        "default": {"fixed_target": 0, "rate": 0.0}}))
+    weft = weft_factory("--xray-sampling-rules", str(rules))
+    sampler = DefaultSampler()
+    sampler.load_settings(DaemonConfig(f"127.0.0.1:{weft.xray_port}"), xray_recorder.context)
+    move = {"host": "game", "method": "POST", "path": "/api/move/7", "service": "game"}
+    wait_for(lambda: sampler.should_trace(dict(move)) == "weft-local-1", 15, "the file's rule in the SDK")
+    assert all(sampler.should_trace({"host": "game", "method": "GET", "path": "/scores"}) is False
+               for _ in range(50)), "the default rule of the file samples nothing"
+    base = f"http://127.0.0.1:{weft.xray_port}"
+    recs = requests.post(f"{base}/GetSamplingRules", json={}, timeout=10).json()["SamplingRuleRecords"]
+    assert [(r["SamplingRule"]["RuleName"], r["SamplingRule"]["Priority"]) for r in recs] == \
+        [("weft-local-1", 1), ("Default", 10000)]
+    # A file that is not a rules document stops the server with a message naming it.
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 2, "default": {"fixed_target": 1, "rate": 7}}')
+    srv = weft_factory("--xray-sampling-rules", str(bad), start=False, name="badrules")
+    import subprocess
+    r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=30, env=srv.process_env())
+    assert r.returncode != 0 and "rate" in r.stderr and "bad.json" in r.stderr, r.stderr

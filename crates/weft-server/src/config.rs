@@ -118,6 +118,10 @@ pub struct ServerFlags {
     /// 0 turns it off [default: 2000].
     #[arg(long, env = "WEFT_XRAY_PORT")]
     pub xray_port: Option<u16>,
+    /// X-Ray SDKs' local sampling-rules file (JSON, version 1 or 2) that the daemon port's
+    /// `/GetSamplingRules` answers with [default: X-Ray's default rule, 1/s and 5%].
+    #[arg(long, env = "WEFT_XRAY_SAMPLING_RULES")]
+    pub xray_sampling_rules: Option<PathBuf>,
     /// Tenant of spans received over UDP, which has no headers [default: single-tenant].
     #[arg(long, env = "WEFT_UDP_TENANT")]
     pub udp_tenant: Option<String>,
@@ -264,6 +268,7 @@ pub struct Config {
     pub jaeger_compact_port: u16,
     pub jaeger_binary_port: u16,
     pub xray_port: u16,
+    pub xray_sampling_rules: Option<PathBuf>,
     pub udp_tenant: String,
     pub multitenancy: bool,
     /// Bearer token → tenant. When non-empty, every request needs a listed token.
@@ -322,6 +327,7 @@ impl Default for Config {
             jaeger_compact_port: 6831,
             jaeger_binary_port: 6832,
             xray_port: 2000,
+            xray_sampling_rules: None,
             udp_tenant: "single-tenant".into(),
             multitenancy: false,
             auth_tokens: BTreeMap::new(),
@@ -427,6 +433,9 @@ impl Config {
             log_format,
             log_level
         );
+        if flags.xray_sampling_rules.is_some() {
+            c.xray_sampling_rules = flags.xray_sampling_rules.clone();
+        }
         if flags.s3_endpoint.is_some() {
             c.s3_endpoint = flags.s3_endpoint.clone();
         }

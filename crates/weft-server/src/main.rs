@@ -297,6 +297,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
     }
     // The X-Ray daemon's port: segments over UDP, sampling over TCP.
     let xray = if receives && cfg.xray_port != 0 {
+        let rules = receivers::xray::SamplingRules::load(cfg.xray_sampling_rules.as_deref())?;
         let addr = format!("{}:{}", cfg.listen_host, cfg.xray_port);
         let sock = tokio::net::UdpSocket::bind(&addr)
             .await
@@ -304,6 +305,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         Some((
             sock,
             bind(&cfg.listen_host, cfg.xray_port, "X-Ray sampling (TCP)").await?,
+            Arc::new(rules),
         ))
     } else {
         None
@@ -402,7 +404,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         (_, jaeger_query_stats),
         (_, xray_stats),
     ] = state.listeners.clone();
-    if let Some((sock, l)) = xray {
+    if let Some((sock, l, rules)) = xray {
         tokio::spawn(receivers::xray::serve_udp(
             state.clone(),
             sock,
@@ -412,6 +414,7 @@ async fn run(cfg: Config, background: tokio::runtime::Handle) -> anyhow::Result<
         let r = Router::new()
             .route("/GetSamplingRules", post(receivers::xray::sampling_rules))
             .route("/SamplingTargets", post(receivers::xray::sampling_targets))
+            .layer(axum::Extension(rules))
             .fallback(api::not_found)
             .with_state(state.clone());
         tokio::spawn(listen::serve(l, r, limits, xray_stats, rx.clone(), "xray"));
