@@ -1,9 +1,14 @@
 //! UDP receivers (the Jaeger agent's ports, the X-Ray daemon's): one datagram, one payload,
-//! converted once and pushed like an OTLP request.
+//! converted once into OTLP. The datagrams that arrive within [`BATCH_WINDOW`] of a first one
+//! are pushed together, their OTLP requests concatenated (a concatenation of encoded
+//! `ExportTraceServiceRequest`s is one request holding all their resource spans): one push and
+//! one write-ahead-log record instead of one each, since the cost per push, not the JSON or
+//! thrift, is what a datagram of a few spans otherwise pays. Nobody waits for the window: UDP
+//! senders get no answer.
 //!
 //! UDP carries no acknowledgement: a datagram is accepted or dropped, and every drop is counted
 //! in `/metrics` (`weft_udp_datagrams_refused_total{port,reason}`) with reasons `parse` (not a
-//! payload of the port's protocol), `overloaded` (more datagrams being made durable than
+//! payload of the port's protocol), `overloaded` (more batches being made durable than
 //! [`UDP_IN_FLIGHT`]) and `refused` (the ingester refused the spans: limits, back-pressure).
 //! Datagrams go to the tenant `--udp-tenant`, since UDP has no headers.
 
@@ -16,9 +21,42 @@ use weft_translate::TranslateError;
 
 use crate::AppState;
 
-/// Datagrams being pushed at once per UDP port; more are dropped (and counted), since UDP
-/// cannot push back. Pushes in flight share the WAL's group commit.
-pub const UDP_IN_FLIGHT: usize = 256;
+/// Batches being pushed at once per UDP port (at most 32 MiB of OTLP); the datagrams of one
+/// more are dropped (and counted), since UDP cannot push back. Pushes in flight share the
+/// WAL's group commit.
+pub const UDP_IN_FLIGHT: usize = 32;
+
+/// At most this many datagrams, or [`BATCH_BYTES`] of OTLP, or the datagrams of this long
+/// after the first, go into one push.
+const BATCH_DATAGRAMS: usize = 256;
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+const BATCH_BYTES: usize = 1 << 20;
+
+/// The socket's receive buffer: room for bursts while a batch is converted (the kernel's
+/// default, about 208 KiB, holds about a hundred X-Ray datagrams). The kernel caps it at
+/// `net.core.rmem_max`.
+const RECV_BUFFER_BYTES: libc::c_int = 4 << 20;
+
+/// Asks for a larger receive buffer; the kernel may grant less, which only means more drops
+/// in a burst (each counted by the kernel, not by weft).
+fn grow_recv_buffer(socket: &tokio::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = RECV_BUFFER_BYTES;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a valid pointer to `v`.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "SO_RCVBUF not raised");
+    }
+}
 
 /// Counters of one UDP port.
 #[derive(Default)]
@@ -39,12 +77,13 @@ pub async fn serve(
     stats: Arc<UdpStats>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    grow_recv_buffer(&socket);
     let slots = Arc::new(tokio::sync::Semaphore::new(UDP_IN_FLIGHT));
     let tenant: Arc<str> = st.cfg.udp_tenant.as_str().into();
     // The largest UDP payload is 65,507 bytes; a bigger buffer never truncates one.
     let mut buf = vec![0u8; 65_536];
     loop {
-        let n = tokio::select! {
+        let first = tokio::select! {
             r = socket.recv_from(&mut buf) => match r {
                 Ok((n, _)) => n,
                 Err(e) => {
@@ -54,40 +93,64 @@ pub async fn serve(
             },
             _ = stop.changed() => return,
         };
-        stats.received.fetch_add(1, Ordering::Relaxed);
-        let (otlp, count) = match decode(&buf[..n]) {
-            Ok(r) => r,
-            Err(e) => {
-                stats.refused_parse.fetch_add(1, Ordering::Relaxed);
-                st.receiver().refused(&tenant, RefuseReason::Invalid);
-                tracing::debug!(error = %e, "UDP datagram refused");
-                continue;
+        // This datagram and those of the next BATCH_WINDOW: one batch.
+        let deadline = tokio::time::Instant::now() + BATCH_WINDOW;
+        let (mut otlp, mut count, mut datagrams) = (Vec::new(), 0usize, 0usize);
+        let mut n = first;
+        loop {
+            stats.received.fetch_add(1, Ordering::Relaxed);
+            match decode(&buf[..n]) {
+                Ok((one, c)) if c > 0 => {
+                    otlp.extend_from_slice(&one);
+                    count += c;
+                    datagrams += 1;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    stats.refused_parse.fetch_add(1, Ordering::Relaxed);
+                    st.receiver().refused(&tenant, RefuseReason::Invalid);
+                    tracing::debug!(error = %e, "UDP datagram refused");
+                }
             }
-        };
+            if datagrams >= BATCH_DATAGRAMS || otlp.len() >= BATCH_BYTES {
+                break;
+            }
+            n = match socket.try_recv_from(&mut buf) {
+                Ok((m, _)) => m,
+                Err(_) => tokio::select! {
+                    r = socket.recv_from(&mut buf) => match r {
+                        Ok((m, _)) => m,
+                        Err(_) => break,
+                    },
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = stop.changed() => break,
+                },
+            };
+        }
         if count == 0 {
             continue;
         }
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            stats.refused_overloaded.fetch_add(1, Ordering::Relaxed);
-            st.receiver().refused(&tenant, RefuseReason::Overloaded);
+            stats.refused_overloaded.fetch_add(datagrams as u64, Ordering::Relaxed);
+            for _ in 0..datagrams {
+                st.receiver().refused(&tenant, RefuseReason::Overloaded);
+            }
             continue;
         };
         let (st2, stats2, tenant2) = (st.clone(), stats.clone(), tenant.clone());
         tokio::spawn(async move {
             let _slot = slot;
             match st2.receiver().push(&tenant2, Bytes::from(otlp), None).await {
-                Ok(r)
-                    if r.partial_success
-                        .as_ref()
-                        .is_some_and(|p| p.rejected_spans as usize >= count) =>
-                {
-                    stats2.refused_refused.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(_) => {
-                    stats2.spans.fetch_add(count as u64, Ordering::Relaxed);
+                Ok(r) => {
+                    let rejected = r.partial_success.as_ref().map_or(0, |p| p.rejected_spans as usize);
+                    if rejected >= count {
+                        stats2.refused_refused.fetch_add(datagrams as u64, Ordering::Relaxed);
+                    } else {
+                        stats2.spans.fetch_add((count - rejected) as u64, Ordering::Relaxed);
+                    }
                 }
                 Err(_) => {
-                    stats2.refused_refused.fetch_add(1, Ordering::Relaxed);
+                    stats2.refused_refused.fetch_add(datagrams as u64, Ordering::Relaxed);
                 }
             }
         });
