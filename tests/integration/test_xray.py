@@ -87,9 +87,14 @@ def test_xray_sdk_segments_read_back_through_every_api(weft, recorder):
     assert seg.status.code == 2
     _, pay = spans["payments"]
     assert pay.kind == 3 and pay.parent_span_id == seg.span_id
-    assert pay.status.code == 2 and pay.status.message == "gateway down"
-    ev = {a.key: a.value.string_value for a in pay.events[0].attributes}
-    assert pay.events[0].name == "exception" and ev["exception.type"] == "ValueError"
+    # As the Collector's X-Ray receiver: the 502 and the cause make an error, the exception
+    # object gives no status message; the exception is an event with its X-Ray ID.
+    assert pay.status.code == 2 and pay.status.message == ""
+    ev = {a.key: a.value for a in pay.events[0].attributes}
+    assert pay.events[0].name == "exception" and ev["exception.type"].string_value == "ValueError"
+    assert ev["exception.message"].string_value == "gateway down" and ev["aws.xray.exception.id"].string_value
+    assert ev["exception.stacktrace"].string_value.startswith("ValueError: gateway down\n\tat ")
+    assert attrs["aws.xray.annotations"].array_value.values[0].string_value == "customer"
     _, render = spans["render"]
     assert render.kind == 1 and render.parent_span_id == seg.span_id
     # X-Ray in, Zipkin and Jaeger out.
@@ -171,10 +176,15 @@ def test_xray_sdk_for_java(weft):
     res, seg = spans["inventory"]
     assert res["telemetry.sdk.name"].string_value == "X-Ray for Java"
     attrs = {a.key: a.value for a in seg.attributes}
-    assert attrs["sku"].string_value == "sku-42" and attrs["count"].int_value == 3
+    # Annotation numbers are doubles, as the Collector reads JSON numbers.
+    assert attrs["sku"].string_value == "sku-42" and attrs["count"].double_value == 3
+    assert res["telemetry.sdk.language"].string_value == "Java", "what follows \"for \" in the SDK name"
     _, call = spans["warehouse"]
     assert call.kind == 3 and call.parent_span_id == seg.span_id
-    assert call.status.code == 2 and call.status.message == "warehouse unavailable"
+    assert call.status.code == 2 and call.status.message == ""
+    ev = {a.key: a.value.string_value for a in call.events[0].attributes}
+    assert ev["exception.message"] == "warehouse unavailable"
+    assert ev["exception.type"] == "java.lang.IllegalStateException"
     _, inner = spans["retry-backoff"]
     assert inner.parent_span_id == call.span_id and inner.kind == 1
 

@@ -11,6 +11,54 @@ pub enum Value<'a> {
     Int(i64),
     Double(f64),
     Bool(bool),
+    /// An array (X-Ray's lists of annotation keys and log groups).
+    Array(Vec<Value<'a>>),
+}
+
+/// The length of a value's `AnyValue` message body.
+fn any_len(value: &Value<'_>) -> usize {
+    use weft_otlp::wire::varint_len;
+    match value {
+        Value::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
+        Value::Bool(_) => 2,
+        Value::Int(i) => 1 + varint_len(*i as u64),
+        Value::Double(_) => 9,
+        Value::Array(a) => {
+            let n = array_len(a);
+            1 + varint_len(n as u64) + n
+        }
+    }
+}
+
+/// The length of an `ArrayValue` message body.
+fn array_len(a: &[Value<'_>]) -> usize {
+    use weft_otlp::wire::varint_len;
+    a.iter()
+        .map(|v| {
+            let l = any_len(v);
+            1 + varint_len(l as u64) + l
+        })
+        .sum()
+}
+
+/// Writes a value's `AnyValue` message body.
+fn put_any(out: &mut Vec<u8>, value: &Value<'_>) {
+    use weft_otlp::wire::put_varint;
+    match value {
+        Value::Str(s) => put_bytes(out, 1, s.as_bytes()),
+        Value::Bool(b) => put_varint_field(out, 2, u64::from(*b)),
+        Value::Int(i) => put_varint_field(out, 3, *i as u64),
+        Value::Double(d) => put_fixed64(out, 4, d.to_bits()),
+        Value::Array(a) => {
+            put_tag(out, 5, 2);
+            put_varint(out, array_len(a) as u64);
+            for v in a {
+                put_tag(out, 1, 2);
+                put_varint(out, any_len(v) as u64);
+                put_any(out, v);
+            }
+        }
+    }
 }
 
 /// OTLP span kinds (`Span.SpanKind`).
@@ -36,12 +84,7 @@ pub mod status {
 pub fn put_attr(out: &mut Vec<u8>, field: u32, key: &str, value: &Value<'_>) {
     use weft_otlp::wire::{put_varint, varint_len};
     // AnyValue's one field: its tag byte plus the value.
-    let any_len = match value {
-        Value::Str(s) => 1 + varint_len(s.len() as u64) + s.len(),
-        Value::Bool(_) => 2,
-        Value::Int(i) => 1 + varint_len(*i as u64),
-        Value::Double(_) => 9,
-    };
+    let any_len = any_len(value);
     let kv_len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
     out.reserve(kv_len + 6);
     put_tag(out, field, 2);
@@ -49,12 +92,7 @@ pub fn put_attr(out: &mut Vec<u8>, field: u32, key: &str, value: &Value<'_>) {
     put_bytes(out, 1, key.as_bytes());
     put_tag(out, 2, 2);
     put_varint(out, any_len as u64);
-    match value {
-        Value::Str(s) => put_bytes(out, 1, s.as_bytes()),
-        Value::Bool(b) => put_varint_field(out, 2, u64::from(*b)),
-        Value::Int(i) => put_varint_field(out, 3, *i as u64),
-        Value::Double(d) => put_fixed64(out, 4, d.to_bits()),
-    }
+    put_any(out, value);
 }
 
 /// Writes a request of resources, each holding scopes, each holding spans, in the order they

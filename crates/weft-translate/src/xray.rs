@@ -1,12 +1,18 @@
 //! AWS X-Ray: segment documents as the X-Ray SDKs send them to the daemon over UDP (a header
 //! line `{"format":"json","version":1}`, a newline, then one segment or independent subsegment
-//! document), written as OTLP by the rules of the OpenTelemetry Collector's X-Ray receiver, and
+//! document), written as OTLP by the rules of the OpenTelemetry Collector's X-Ray receiver
+//! (`awsxrayreceiver`'s translator) except where `spec/formats/xray.md` marks a difference, and
 //! X-Ray trace IDs mapped to and from 128-bit IDs as its X-Ray exporter does
 //! (`1-5759e988-bd862e3fe1be46a994272793` is the 16 bytes `5759e988bd862e3fe1be46a994272793`),
 //! so a trace crossing X-Ray- and OpenTelemetry-instrumented services stays one trace.
+//!
+//! The document is read into a typed model that borrows its strings from the datagram, as the
+//! Collector reads it into its `Segment` type: a known field of the wrong type refuses the
+//! document, unknown fields are ignored.
 
 use std::borrow::Cow;
 
+use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use crate::TranslateError;
@@ -23,7 +29,10 @@ pub fn parse_trace_id(s: &str) -> Option<[u8; 16]> {
     if epoch.len() != 8 || random.len() != 24 {
         return None;
     }
-    let id = crate::parse_hex_id::<16>(&format!("{epoch}{random}"))?;
+    let mut hex = [0u8; 32];
+    hex[..8].copy_from_slice(epoch.as_bytes());
+    hex[8..].copy_from_slice(random.as_bytes());
+    let id = crate::parse_hex_id::<16>(std::str::from_utf8(&hex).ok()?)?;
     (id != [0; 16]).then_some(id)
 }
 
@@ -33,85 +42,390 @@ pub fn format_trace_id(id: &[u8; 16]) -> String {
     format!("1-{}-{}", &h[..8], &h[8..])
 }
 
+#[derive(Deserialize)]
+struct Header<'a> {
+    #[serde(borrow)]
+    format: Option<Cow<'a, str>>,
+    version: Option<i64>,
+}
+
 /// Splits a daemon datagram into its header and its document, checking the header.
 pub fn split_datagram(d: &[u8]) -> Result<&[u8], TranslateError> {
     let nl = d
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| err("X-Ray: no header line (expected {\"format\":\"json\",\"version\":1} and a newline)"))?;
-    let header: Json = serde_json::from_slice(&d[..nl]).map_err(|e| err(format!("X-Ray: malformed header: {e}")))?;
-    if header.get("format").and_then(Json::as_str) != Some("json")
-        || header.get("version").and_then(Json::as_i64) != Some(1)
-    {
-        return Err(err(format!("X-Ray: unsupported header {header}")));
+    let header: Header<'_> =
+        serde_json::from_slice(&d[..nl]).map_err(|e| err(format!("X-Ray: malformed header: {e}")))?;
+    if header.format.as_deref() != Some("json") || header.version != Some(1) {
+        return Err(err(format!(
+            "X-Ray: unsupported header {} (expected {{\"format\":\"json\",\"version\":1}})",
+            String::from_utf8_lossy(&d[..nl])
+        )));
     }
     Ok(&d[nl + 1..])
 }
 
-/// A segment document, parsed.
-#[derive(Debug)]
-pub struct Document {
-    doc: Map<String, Json>,
+type Text<'a> = Option<Cow<'a, str>>;
+
+/// A segment or subsegment (the Collector's `awsxray.Segment`).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Segment<'a> {
+    #[serde(borrow)]
+    name: Text<'a>,
+    #[serde(borrow)]
+    id: Text<'a>,
+    start_time: Option<f64>,
+    end_time: Option<f64>,
+    #[serde(borrow)]
+    service: Option<Service<'a>>,
+    #[serde(borrow)]
+    user: Text<'a>,
+    #[serde(borrow)]
+    resource_arn: Text<'a>,
+    #[serde(borrow)]
+    trace_id: Text<'a>,
+    in_progress: Option<bool>,
+    #[serde(borrow)]
+    http: Option<Http<'a>>,
+    #[serde(borrow)]
+    cause: Option<Cause<'a>>,
+    #[serde(borrow)]
+    aws: Option<Aws<'a>>,
+    annotations: Option<Map<String, Json>>,
+    metadata: Option<Map<String, Json>>,
+    #[serde(borrow)]
+    subsegments: Option<Vec<Segment<'a>>>,
+    #[serde(borrow)]
+    namespace: Text<'a>,
+    #[serde(borrow)]
+    parent_id: Text<'a>,
+    #[serde(borrow, rename = "type")]
+    kind: Text<'a>,
+    traced: Option<bool>,
+    #[serde(borrow)]
+    sql: Option<Sql<'a>>,
+    // Typed as the Collector types them (a wrong type refuses the document), not mapped.
+    #[serde(borrow)]
+    origin: Text<'a>,
+    fault: Option<bool>,
+    error: Option<bool>,
+    throttle: Option<bool>,
+    #[serde(borrow)]
+    precursor_ids: Option<Vec<Cow<'a, str>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Service<'a> {
+    #[serde(borrow)]
+    version: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Http<'a> {
+    #[serde(borrow)]
+    request: Option<HttpRequest<'a>>,
+    #[serde(borrow)]
+    response: Option<HttpResponse<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct HttpRequest<'a> {
+    x_forwarded_for: Option<bool>,
+    #[serde(borrow)]
+    method: Text<'a>,
+    #[serde(borrow)]
+    url: Text<'a>,
+    #[serde(borrow)]
+    user_agent: Text<'a>,
+    #[serde(borrow)]
+    client_ip: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct HttpResponse<'a> {
+    status: Option<i64>,
+    #[serde(borrow)]
+    content_length: Option<Length<'a>>,
+}
+
+/// `content_length`: the Collector keeps text as text and a number as an integer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Length<'a> {
+    Number(f64),
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Other(serde::de::IgnoredAny),
+}
+
+/// `cause`: an exception ID (text) or an object of exceptions.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Cause<'a> {
+    Id(#[serde(borrow)] Cow<'a, str>),
+    Object(#[serde(borrow)] CauseObject<'a>),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CauseObject<'a> {
+    #[serde(borrow)]
+    exceptions: Vec<Exception<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Exception<'a> {
+    #[serde(borrow)]
+    id: Text<'a>,
+    #[serde(borrow)]
+    message: Text<'a>,
+    #[serde(borrow, rename = "type")]
+    kind: Text<'a>,
+    remote: Option<bool>,
+    truncated: Option<i64>,
+    skipped: Option<i64>,
+    #[serde(borrow)]
+    cause: Text<'a>,
+    #[serde(borrow)]
+    stack: Vec<Frame<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Frame<'a> {
+    #[serde(borrow)]
+    path: Text<'a>,
+    line: Option<i64>,
+    #[serde(borrow)]
+    label: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Aws<'a> {
+    #[serde(borrow)]
+    elastic_beanstalk: Option<Beanstalk<'a>>,
+    #[serde(borrow)]
+    cloudwatch_logs: Vec<LogGroup<'a>>,
+    #[serde(borrow)]
+    ecs: Option<Ecs<'a>>,
+    #[serde(borrow)]
+    ec2: Option<Ec2<'a>>,
+    #[serde(borrow)]
+    eks: Option<Eks<'a>>,
+    #[serde(borrow)]
+    xray: Option<XRayData<'a>>,
+    #[serde(borrow)]
+    account_id: Text<'a>,
+    #[serde(borrow)]
+    operation: Text<'a>,
+    #[serde(borrow)]
+    region: Text<'a>,
+    #[serde(borrow)]
+    request_id: Text<'a>,
+    #[serde(borrow)]
+    queue_url: Text<'a>,
+    #[serde(borrow)]
+    table_name: Text<'a>,
+    #[serde(borrow)]
+    table_names: Option<Vec<Cow<'a, str>>>,
+    retries: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Beanstalk<'a> {
+    #[serde(borrow)]
+    environment_name: Text<'a>,
+    #[serde(borrow)]
+    version_label: Text<'a>,
+    deployment_id: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct LogGroup<'a> {
+    #[serde(borrow)]
+    log_group: Text<'a>,
+    #[serde(borrow)]
+    arn: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Ecs<'a> {
+    #[serde(borrow)]
+    container: Text<'a>,
+    #[serde(borrow)]
+    container_id: Text<'a>,
+    #[serde(borrow)]
+    availability_zone: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Ec2<'a> {
+    #[serde(borrow)]
+    instance_id: Text<'a>,
+    #[serde(borrow)]
+    availability_zone: Text<'a>,
+    #[serde(borrow)]
+    instance_size: Text<'a>,
+    #[serde(borrow)]
+    ami_id: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Eks<'a> {
+    #[serde(borrow)]
+    cluster_name: Text<'a>,
+    #[serde(borrow)]
+    pod: Text<'a>,
+    #[serde(borrow)]
+    container_id: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct XRayData<'a> {
+    #[serde(borrow)]
+    sdk: Text<'a>,
+    #[serde(borrow)]
+    sdk_version: Text<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Sql<'a> {
+    #[serde(borrow)]
+    url: Text<'a>,
+    #[serde(borrow)]
+    sanitized_query: Text<'a>,
+    #[serde(borrow)]
+    database_type: Text<'a>,
+    #[serde(borrow)]
+    user: Text<'a>,
+}
+
+/// A segment document, parsed; it borrows from the datagram.
+pub struct Document<'a> {
+    root: Segment<'a>,
+}
+
+impl std::fmt::Debug for Document<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Document")
+            .field("name", &self.root.name)
+            .field("id", &self.root.id)
+            .finish()
+    }
 }
 
 /// Parses one segment or independent subsegment document.
-pub fn parse(body: &[u8]) -> Result<Document, TranslateError> {
-    let v: Json = serde_json::from_slice(body).map_err(|e| err(format!("X-Ray: malformed segment document: {e}")))?;
-    let Json::Object(doc) = v else {
-        return Err(err("X-Ray: a segment document must be a JSON object"));
-    };
-    let d = Document { doc };
-    d.check(&d.doc, "segment")?;
-    Ok(d)
-}
-
-fn str_of<'a>(m: &'a Map<String, Json>, k: &str) -> Option<&'a str> {
-    m.get(k).and_then(Json::as_str)
-}
-
-fn obj<'a>(m: &'a Map<String, Json>, k: &str) -> Option<&'a Map<String, Json>> {
-    m.get(k).and_then(Json::as_object)
+pub fn parse(body: &[u8]) -> Result<Document<'_>, TranslateError> {
+    let root: Segment<'_> =
+        serde_json::from_slice(body).map_err(|e| err(format!("X-Ray: malformed segment document: {e}")))?;
+    check(&root, "segment")?;
+    Ok(Document { root })
 }
 
 /// Epoch seconds (a float) as nanoseconds, rounded to the microsecond: an f64 holds today's
 /// epoch seconds to about 0.2 µs, and the SDKs write microseconds, so the microsecond is exact
-/// and the nanoseconds below it are noise.
-fn seconds_to_ns(v: Option<&Json>) -> Option<u64> {
-    let f = v?.as_f64()?;
+/// and the nanoseconds below it are noise (the Collector truncates, which turns `.271` into
+/// `.270999808`).
+fn seconds_to_ns(v: Option<f64>) -> Option<u64> {
+    let f = v?;
     (0.0..1e11).contains(&f).then(|| (f * 1e6).round() as u64 * 1000)
 }
 
-impl Document {
-    /// Checks the fields the conversion relies on, in this (sub)segment and those it nests.
-    fn check(&self, m: &Map<String, Json>, what: &str) -> Result<(), TranslateError> {
-        let name = str_of(m, "name").ok_or_else(|| err(format!("X-Ray {what}: \"name\" is missing")))?;
-        let id = str_of(m, "id").ok_or_else(|| err(format!("X-Ray {what} {name:?}: \"id\" is missing")))?;
-        if id.len() != 16 || crate::parse_hex_id::<8>(id).is_none_or(|i| i == [0; 8]) {
-            return Err(err(format!("X-Ray {what} {name:?}: id {id:?} is not 16 hex digits")));
-        }
-        if seconds_to_ns(m.get("start_time")).is_none() {
-            return Err(err(format!(
-                "X-Ray {what} {name:?}: start_time is missing or not a number"
-            )));
-        }
-        let in_progress = m.get("in_progress").and_then(Json::as_bool) == Some(true);
-        if !in_progress && seconds_to_ns(m.get("end_time")).is_none() {
-            return Err(err(format!(
-                "X-Ray {what} {name:?}: end_time is missing or not a number"
-            )));
-        }
-        for s in m.get("subsegments").and_then(Json::as_array).into_iter().flatten() {
-            let s = s
-                .as_object()
-                .ok_or_else(|| err(format!("X-Ray {what} {name:?}: a subsegment is not an object")))?;
-            self.check(s, "subsegment")?;
-        }
-        Ok(())
+fn span_id(s: &str) -> Option<[u8; 8]> {
+    if s.len() != 16 {
+        return None;
     }
+    crate::parse_hex_id::<8>(s)
+}
 
+/// Checks the fields the conversion relies on, in a (sub)segment and those it nests.
+fn check(m: &Segment<'_>, what: &str) -> Result<(), TranslateError> {
+    let name = m
+        .name
+        .as_deref()
+        .ok_or_else(|| err(format!("X-Ray {what}: \"name\" is missing")))?;
+    let id =
+        m.id.as_deref()
+            .ok_or_else(|| err(format!("X-Ray {what} {name:?}: \"id\" is missing")))?;
+    if span_id(id).is_none_or(|i| i == [0; 8]) {
+        return Err(err(format!("X-Ray {what} {name:?}: id {id:?} is not 16 hex digits")));
+    }
+    if seconds_to_ns(m.start_time).is_none() {
+        return Err(err(format!(
+            "X-Ray {what} {name:?}: start_time is missing or not a number of epoch seconds"
+        )));
+    }
+    if m.in_progress != Some(true) && seconds_to_ns(m.end_time).is_none() {
+        return Err(err(format!(
+            "X-Ray {what} {name:?}: end_time is missing or not a number of epoch seconds"
+        )));
+    }
+    for s in m.subsegments.iter().flatten() {
+        check(s, "subsegment")?;
+    }
+    Ok(())
+}
+
+/// The Collector's split of `sql.url` (`^(.+//.+)/([^?]+)\??.*$`): the connection string and
+/// the database name, at the last `/` that leaves a `scheme//host` before it and a name after.
+fn split_sql_url(url: &str) -> Option<(&str, &str)> {
+    if url.contains('\n') {
+        return None;
+    }
+    let b = url.as_bytes();
+    for p in (0..b.len()).rev().filter(|&p| b[p] == b'/') {
+        let head = &url[..p];
+        // `.+//.+`: a `//` with a character before it and one after it, within the head.
+        let ok = (1..p.saturating_sub(2)).any(|i| &b[i..i + 2] == b"//");
+        if ok && p + 1 < b.len() && b[p + 1] != b'?' {
+            let rest = &url[p + 1..];
+            let name = rest.split('?').next().unwrap_or("");
+            return Some((head, name));
+        }
+    }
+    None
+}
+
+/// A JSON text as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and U+2029 escaped (the
+/// map keys are already sorted, as Go sorts them).
+fn go_json(v: &Json) -> String {
+    let s = v.to_string();
+    if !s.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+        return s;
+    }
+    s.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+fn text<'a>(v: &'a Text<'_>) -> Option<Value<'a>> {
+    v.as_deref().map(|s| Value::Str(Cow::Borrowed(s)))
+}
+
+impl Document<'_> {
     /// The trace ID of the document.
     pub fn trace_id(&self) -> Result<[u8; 16], TranslateError> {
-        let t = str_of(&self.doc, "trace_id").ok_or_else(|| err("X-Ray: trace_id is missing"))?;
+        let t = self
+            .root
+            .trace_id
+            .as_deref()
+            .ok_or_else(|| err("X-Ray: trace_id is missing"))?;
         parse_trace_id(t).ok_or_else(|| err(format!("X-Ray: trace_id {t:?} is not 1-{{8 hex}}-{{24 hex}}")))
     }
 
@@ -120,232 +434,365 @@ impl Document {
     /// and its span count.
     pub fn to_otlp(&self) -> Result<(Vec<u8>, usize), TranslateError> {
         let trace_id = self.trace_id()?;
-        let d = &self.doc;
+        let d = &self.root;
         let mut w = RequestWriter::with_capacity(1024);
-        let mut res: Vec<(&str, Value<'_>)> = Vec::new();
-        // A segment names its service; an independent subsegment belongs to its segment's
-        // service, which the datagram does not say, so it names none.
-        let independent = str_of(d, "type") == Some("subsegment");
-        if !independent {
-            res.push((
-                "service.name",
-                Value::Str(Cow::Borrowed(str_of(d, "name").unwrap_or(""))),
-            ));
+        let mut res: Vec<(&'static str, Value<'_>)> = Vec::with_capacity(8);
+        // A segment names its service. An independent subsegment belongs to its segment's
+        // service, which its datagram does not say, so it names none (the Collector would
+        // name the subsegment's own name, such as `DynamoDB`, as the service).
+        if d.kind.as_deref() != Some("subsegment")
+            && let Some(v) = text(&d.name)
+        {
+            res.push(("service.name", v));
         }
-        if let Some(v) = obj(d, "service").and_then(|s| str_of(s, "version")) {
-            res.push(("service.version", Value::Str(Cow::Borrowed(v))));
-        }
-        if let Some(aws) = obj(d, "aws") {
-            res.push(("cloud.provider", Value::Str(Cow::Borrowed("aws"))));
-            if let Some(x) = obj(aws, "xray") {
-                if let Some(v) = str_of(x, "sdk") {
-                    res.push(("telemetry.sdk.name", Value::Str(Cow::Borrowed(v))));
-                }
-                if let Some(v) = str_of(x, "sdk_version") {
-                    res.push(("telemetry.sdk.version", Value::Str(Cow::Borrowed(v))));
-                }
-            }
-            if let Some(ec2) = obj(aws, "ec2") {
-                if let Some(v) = str_of(ec2, "instance_id") {
-                    res.push(("host.id", Value::Str(Cow::Borrowed(v))));
-                }
-                if let Some(v) = str_of(ec2, "availability_zone") {
-                    res.push(("cloud.availability_zone", Value::Str(Cow::Borrowed(v))));
-                }
+        // A later value of a key replaces an earlier one, as in a pcommon.Map.
+        fn put<'v>(res: &mut Vec<(&'static str, Value<'v>)>, k: &'static str, v: Option<Value<'v>>) {
+            if let Some(v) = v {
+                res.retain(|(rk, _)| *rk != k);
+                res.push((k, v));
             }
         }
-        if let Some(origin) = str_of(d, "origin") {
-            let platform = match origin {
-                "AWS::EC2::Instance" => Some("aws_ec2"),
-                "AWS::ECS::Container" => Some("aws_ecs"),
-                "AWS::ElasticBeanstalk::Environment" => Some("aws_elastic_beanstalk"),
-                "AWS::EKS::Container" => Some("aws_eks"),
-                "AWS::Lambda::Function" | "AWS::Lambda" => Some("aws_lambda"),
-                _ => None,
-            };
-            if let Some(p) = platform {
-                res.push(("cloud.platform", Value::Str(Cow::Borrowed(p))));
+        // Owned texts for the resource, kept alive while it is written.
+        let (mut arns, mut groups) = (Vec::new(), Vec::new());
+        let deployment = d
+            .aws
+            .as_ref()
+            .and_then(|a| a.elastic_beanstalk.as_ref())
+            .and_then(|b| b.deployment_id)
+            .map(|i| i.to_string());
+        match &d.aws {
+            None => put(&mut res, "cloud.provider", Some(Value::Str(Cow::Borrowed("unknown")))),
+            Some(aws) => {
+                put(&mut res, "cloud.provider", Some(Value::Str(Cow::Borrowed("aws"))));
+                put(&mut res, "cloud.account.id", text(&aws.account_id));
+                for g in &aws.cloudwatch_logs {
+                    if let Some(a) = &g.arn {
+                        arns.push(Value::Str(Cow::Borrowed(a.as_ref())));
+                    }
+                    if let Some(n) = &g.log_group {
+                        groups.push(Value::Str(Cow::Borrowed(n.as_ref())));
+                    }
+                }
+                if let Some(ec2) = &aws.ec2 {
+                    put(&mut res, "cloud.availability_zone", text(&ec2.availability_zone));
+                    put(&mut res, "host.id", text(&ec2.instance_id));
+                    put(&mut res, "host.type", text(&ec2.instance_size));
+                    put(&mut res, "host.image.id", text(&ec2.ami_id));
+                }
+                if let Some(ecs) = &aws.ecs {
+                    put(&mut res, "container.name", text(&ecs.container));
+                    put(&mut res, "cloud.availability_zone", text(&ecs.availability_zone));
+                    put(&mut res, "container.id", text(&ecs.container_id));
+                }
+                if let Some(bs) = &aws.elastic_beanstalk {
+                    put(&mut res, "service.namespace", text(&bs.environment_name));
+                    put(
+                        &mut res,
+                        "service.instance.id",
+                        deployment.as_deref().map(|s| Value::Str(Cow::Borrowed(s))),
+                    );
+                    put(&mut res, "service.version", text(&bs.version_label));
+                }
+                if let Some(eks) = &aws.eks {
+                    put(&mut res, "container.id", text(&eks.container_id));
+                    put(&mut res, "k8s.cluster.name", text(&eks.cluster_name));
+                    put(&mut res, "k8s.pod.name", text(&eks.pod));
+                }
+                if let Some(x) = &aws.xray {
+                    put(&mut res, "telemetry.sdk.version", text(&x.sdk_version));
+                    if let Some(sdk) = x.sdk.as_deref() {
+                        put(&mut res, "telemetry.sdk.name", Some(Value::Str(Cow::Borrowed(sdk))));
+                        // The Collector's guess at the language: Java when the root carries
+                        // exceptions, else what follows "for " in the SDK's name.
+                        let java = matches!(&d.cause, Some(Cause::Object(c)) if !c.exceptions.is_empty());
+                        let lang = if java {
+                            Some("java")
+                        } else {
+                            sdk.find("for ").map(|i| &sdk[i + 4..])
+                        };
+                        put(
+                            &mut res,
+                            "telemetry.sdk.language",
+                            lang.map(|l| Value::Str(Cow::Borrowed(l))),
+                        );
+                    }
+                }
             }
         }
+        let arns = (!arns.is_empty()).then_some(Value::Array(arns));
+        let groups = (!groups.is_empty()).then_some(Value::Array(groups));
+        put(&mut res, "aws.log.group.arns", arns);
+        put(&mut res, "aws.log.group.names", groups);
+        if let Some(svc) = &d.service {
+            put(&mut res, "service.version", text(&svc.version));
+        }
+        put(&mut res, "aws.xray.resource_arn", text(&d.resource_arn));
         w.resource(res.iter().map(|(k, v)| (*k, v)));
         w.scope("", "");
         let mut n = 0;
-        self.write(&mut w, d, &trace_id, None, !independent, &mut n);
+        write(&mut w, d, &trace_id, None, &mut n)?;
         Ok((w.finish(), n))
-    }
-
-    fn write(
-        &self,
-        w: &mut RequestWriter,
-        m: &Map<String, Json>,
-        trace_id: &[u8; 16],
-        parent: Option<[u8; 8]>,
-        segment: bool,
-        n: &mut usize,
-    ) {
-        if m.get("in_progress").and_then(Json::as_bool) == Some(true) {
-            return;
-        }
-        let id = crate::parse_hex_id::<8>(str_of(m, "id").unwrap_or("")).unwrap_or([0; 8]);
-        let parent = parent.or_else(|| str_of(m, "parent_id").and_then(crate::parse_hex_id::<8>));
-        {
-            let mut sw = w.span();
-            write_span(&mut sw, m, trace_id, &id, parent.as_ref(), segment);
-        }
-        *n += 1;
-        for s in m.get("subsegments").and_then(Json::as_array).into_iter().flatten() {
-            if let Some(s) = s.as_object() {
-                self.write(w, s, trace_id, Some(id), false, n);
-            }
-        }
     }
 }
 
-fn json_value(v: &Json) -> Option<Value<'_>> {
-    Some(match v {
-        Json::String(s) => Value::Str(Cow::Borrowed(s)),
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(x) => match x.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Double(x.as_f64()?),
+/// Writes a (sub)segment and the subsegments it nests (skipping those in progress).
+fn write(
+    w: &mut RequestWriter,
+    m: &Segment<'_>,
+    trace_id: &[u8; 16],
+    parent: Option<[u8; 8]>,
+    n: &mut usize,
+) -> Result<(), TranslateError> {
+    if m.in_progress == Some(true) {
+        return Ok(());
+    }
+    let id = span_id(m.id.as_deref().unwrap_or("")).unwrap_or([0; 8]);
+    // An embedded subsegment may carry its own trace ID (the Collector reads it).
+    let own;
+    let trace_id = match m.trace_id.as_deref() {
+        Some(t) if parent.is_some() => {
+            own =
+                parse_trace_id(t).ok_or_else(|| err(format!("X-Ray: trace_id {t:?} is not 1-{{8 hex}}-{{24 hex}}")))?;
+            &own
+        }
+        _ => trace_id,
+    };
+    let parent = match parent {
+        Some(p) => Some(p),
+        None => match m.parent_id.as_deref() {
+            Some(p) => Some(span_id(p).ok_or_else(|| err(format!("X-Ray: parent_id {p:?} is not 16 hex digits")))?),
+            None => None,
         },
-        _ => return None,
-    })
+    }
+    .filter(|p| *p != [0; 8]);
+    {
+        let mut sw = w.span();
+        write_span(&mut sw, m, trace_id, &id, parent.as_ref())?;
+    }
+    *n += 1;
+    for s in m.subsegments.iter().flatten() {
+        write(w, s, trace_id, Some(id), n)?;
+    }
+    Ok(())
 }
 
 fn write_span(
     sw: &mut SpanWriter<'_>,
-    m: &Map<String, Json>,
+    m: &Segment<'_>,
     trace_id: &[u8; 16],
     id: &[u8; 8],
     parent: Option<&[u8; 8]>,
-    segment: bool,
-) {
+) -> Result<(), TranslateError> {
+    let name = m.name.as_deref().unwrap_or("");
     sw.ids(trace_id, id, parent);
-    sw.name(str_of(m, "name").unwrap_or(""));
-    let namespace = str_of(m, "namespace");
-    let k = if segment {
+    sw.name(name);
+    // Kind, as the Collector: a client IP makes a server; an `aws` or `remote` namespace a
+    // client; no namespace or `local` internal; any other namespace refuses the document; and
+    // a span without a parent is a server.
+    let req = m.http.as_ref().and_then(|h| h.request.as_ref());
+    let mut k = if req.is_some_and(|r| r.client_ip.is_some()) {
         kind::SERVER
-    } else if matches!(namespace, Some("remote" | "aws")) {
-        kind::CLIENT
     } else {
-        kind::INTERNAL
+        kind::UNSPECIFIED
     };
-    sw.kind(k);
-    let start = seconds_to_ns(m.get("start_time")).unwrap_or(0);
-    sw.times(start, seconds_to_ns(m.get("end_time")).unwrap_or(start).max(start));
-    if let Some(ns) = namespace {
-        sw.str_attr("aws.xray.namespace", ns);
+    match m.namespace.as_deref() {
+        None | Some("local") => {
+            if k == kind::UNSPECIFIED {
+                k = kind::INTERNAL;
+            }
+        }
+        Some("aws") => {
+            k = kind::CLIENT;
+            sw.str_attr("aws.service", name);
+        }
+        Some("remote") => k = kind::CLIENT,
+        Some(other) => return Err(err(format!("X-Ray: unexpected namespace {other:?} of {name:?}"))),
     }
-    if let Some(http) = obj(m, "http") {
-        if let Some(req) = obj(http, "request") {
-            for (from, to) in [
-                ("method", "http.method"),
-                ("url", "http.url"),
-                ("user_agent", "http.user_agent"),
-                ("client_ip", "http.client_ip"),
-                ("x_forwarded_for", "http.x_forwarded_for"),
+    if parent.is_none() {
+        k = kind::SERVER;
+    }
+    sw.kind(k);
+    let start = seconds_to_ns(m.start_time).unwrap_or(0);
+    sw.times(start, seconds_to_ns(m.end_time).unwrap_or(start).max(start));
+    if let Some(p) = m.in_progress {
+        sw.attr("aws.xray.inprogress", &Value::Bool(p));
+    }
+    if let Some(u) = m.user.as_deref() {
+        sw.str_attr("enduser.id", u);
+    }
+    let mut code = status::UNSET;
+    if let Some(http) = &m.http {
+        if let Some(r) = &http.request {
+            for (v, key) in [
+                (&r.method, "http.method"),
+                (&r.client_ip, "http.client_ip"),
+                (&r.user_agent, "http.user_agent"),
+                (&r.url, "http.url"),
             ] {
-                if let Some(v) = req.get(from).and_then(json_value) {
-                    sw.attr(to, &v);
+                if let Some(v) = v.as_deref() {
+                    sw.str_attr(key, v);
+                }
+            }
+            if let Some(x) = r.x_forwarded_for {
+                sw.attr("aws.xray.x_forwarded_for", &Value::Bool(x));
+            }
+        }
+        if let Some(r) = &http.response {
+            if let Some(st) = r.status {
+                // The Collector's StatusCodeFromHTTP: 100 to 398 leave the status unset.
+                if !(100..399).contains(&st) {
+                    code = status::ERROR;
+                }
+                sw.attr("http.status_code", &Value::Int(st));
+            }
+            match &r.content_length {
+                Some(Length::Number(x)) => {
+                    sw.attr("http.response_content_length", &Value::Int(*x as i64));
+                }
+                Some(Length::Text(t)) => {
+                    sw.str_attr("http.response_content_length", t);
+                }
+                _ => {}
+            }
+        }
+    }
+    // A cause makes the span an error; an exception ID (a text cause) is the message.
+    let mut message = "";
+    match &m.cause {
+        None => {}
+        Some(c) => {
+            if code == status::UNSET {
+                code = status::ERROR;
+            }
+            match c {
+                Cause::Id(id) => message = id,
+                Cause::Object(o) => {
+                    for e in &o.exceptions {
+                        write_exception(sw, e, start);
+                    }
                 }
             }
         }
-        if let Some(resp) = obj(http, "response") {
-            if let Some(v) = resp.get("status").and_then(json_value) {
-                sw.attr("http.status_code", &v);
-            }
-            if let Some(v) = resp.get("content_length").and_then(json_value) {
-                sw.attr("http.response_content_length", &v);
-            }
-        }
     }
-    if let Some(sql) = obj(m, "sql") {
-        for (from, to) in [
-            ("url", "db.connection_string"),
-            ("sanitized_query", "db.statement"),
-            ("database_type", "db.system"),
-            ("user", "db.user"),
-            ("database_version", "db.version"),
-            ("driver_version", "db.driver_version"),
+    if let Some(aws) = &m.aws {
+        for (v, key) in [
+            (&aws.account_id, "aws.account_id"),
+            (&aws.operation, "aws.operation"),
+            (&aws.region, "aws.region"),
+            (&aws.request_id, "aws.request_id"),
+            (&aws.queue_url, "aws.queue_url"),
+            (&aws.table_name, "aws.table_name"),
         ] {
-            if let Some(v) = sql.get(from).and_then(json_value) {
-                sw.attr(to, &v);
+            if let Some(v) = v.as_deref() {
+                sw.str_attr(key, v);
             }
         }
+        if let Some(r) = aws.retries {
+            sw.attr("aws.xray.retries", &Value::Int(r));
+        }
     }
-    if let Some(aws) = obj(m, "aws") {
-        for (from, to) in [
-            ("operation", "aws.operation"),
-            ("region", "aws.region"),
-            ("request_id", "aws.request_id"),
-            ("queue_url", "aws.queue_url"),
-            ("table_name", "aws.table_name"),
-            ("account_id", "aws.account_id"),
+    if let Some(sql) = &m.sql {
+        if let Some(url) = sql.url.as_deref() {
+            let (conn, db) = split_sql_url(url).ok_or_else(|| {
+                err(format!(
+                    "X-Ray: the database name cannot be read from sql.url {url:?} (expected scheme://host/database)"
+                ))
+            })?;
+            sw.str_attr("db.connection_string", conn);
+            sw.str_attr("db.name", db);
+        }
+        for (v, key) in [
+            (&sql.database_type, "db.system"),
+            (&sql.sanitized_query, "db.statement"),
+            (&sql.user, "db.user"),
         ] {
-            if let Some(v) = aws.get(from).and_then(json_value) {
-                sw.attr(to, &v);
+            if let Some(v) = v.as_deref() {
+                sw.str_attr(key, v);
             }
         }
     }
-    if let Some(user) = str_of(m, "user") {
-        sw.str_attr("enduser.id", user);
+    if let Some(t) = m.traced {
+        sw.attr("aws.xray.traced", &Value::Bool(t));
     }
-    for (k, v) in obj(m, "annotations").into_iter().flatten() {
-        if let Some(v) = json_value(v) {
+    if let Some(a) = &m.annotations
+        && !a.is_empty()
+    {
+        // The keys, then each value of a plain type (JSON numbers are doubles, as Go reads them).
+        let keys = Value::Array(a.keys().map(|k| Value::Str(Cow::Borrowed(k.as_str()))).collect());
+        sw.attr("aws.xray.annotations", &keys);
+        for (k, v) in a {
+            let v = match v {
+                Json::String(s) => Value::Str(Cow::Borrowed(s)),
+                Json::Bool(b) => Value::Bool(*b),
+                Json::Number(x) => match x.as_f64() {
+                    Some(f) => Value::Double(f),
+                    None => continue,
+                },
+                _ => continue,
+            };
             sw.attr(k, &v);
         }
     }
-    for (ns, v) in obj(m, "metadata").into_iter().flatten() {
-        sw.str_attr(&format!("aws.xray.metadata.{ns}"), &v.to_string());
-    }
-    let flag = |k: &str| m.get(k).and_then(Json::as_bool) == Some(true);
-    if flag("throttle") {
-        sw.attr("aws.xray.throttle", &Value::Bool(true));
-    }
-    // Exceptions: one `exception` event each; the first one's message is the status message.
-    let mut message = String::new();
-    if let Some(cause) = obj(m, "cause") {
-        for e in cause.get("exceptions").and_then(Json::as_array).into_iter().flatten() {
-            let Some(e) = e.as_object() else { continue };
-            let ty = Value::Str(Cow::Borrowed(str_of(e, "type").unwrap_or("")));
-            let msg = Value::Str(Cow::Borrowed(str_of(e, "message").unwrap_or("")));
-            let stack: Vec<String> = e
-                .get("stack")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|f| {
-                    let f = f.as_object()?;
-                    Some(format!(
-                        "at {} ({}:{})",
-                        str_of(f, "label").unwrap_or("?"),
-                        str_of(f, "path").unwrap_or("?"),
-                        f.get("line").and_then(Json::as_i64).unwrap_or(0)
-                    ))
-                })
-                .collect();
-            let stack = Value::Str(Cow::Owned(stack.join("\n")));
-            if message.is_empty() {
-                message = str_of(e, "message").unwrap_or("").to_owned();
+    if let Some(meta) = &m.metadata {
+        for (ns, v) in meta {
+            if !v.is_object() {
+                return Err(err(format!(
+                    "X-Ray: metadata namespace {ns:?} of {name:?} is not an object"
+                )));
             }
-            sw.event(
-                start,
-                "exception",
-                [
-                    ("exception.type", &ty),
-                    ("exception.message", &msg),
-                    ("exception.stacktrace", &stack),
-                ],
-                0,
-            );
+            sw.str_attr(&format!("aws.xray.metadata.{ns}"), &go_json(v));
         }
     }
-    // fault (5xx) and error (4xx) are errors; a span without either, with a response, is OK
-    // by its status code's class only if the SDK says so, so it stays unset.
-    if flag("fault") || flag("error") {
-        sw.status(status::ERROR, &message);
+    if code != status::UNSET {
+        sw.status(code, message);
     }
+    Ok(())
+}
+
+/// One `exception` event, as the Collector writes it, at the span's start (the Collector
+/// leaves the time at zero, 1970, which every UI draws far outside the trace).
+fn write_exception(sw: &mut SpanWriter<'_>, e: &Exception<'_>, start: u64) {
+    let mut attrs: Vec<(&str, Value<'_>)> = Vec::with_capacity(8);
+    attrs.push((
+        "aws.xray.exception.id",
+        Value::Str(Cow::Borrowed(e.id.as_deref().unwrap_or(""))),
+    ));
+    if let Some(v) = text(&e.message) {
+        attrs.push(("exception.message", v));
+    }
+    if let Some(v) = text(&e.kind) {
+        attrs.push(("exception.type", v));
+    }
+    if let Some(r) = e.remote {
+        attrs.push(("aws.xray.exception.remote", Value::Bool(r)));
+    }
+    if let Some(t) = e.truncated {
+        attrs.push(("aws.xray.exception.truncated", Value::Int(t)));
+    }
+    if let Some(sk) = e.skipped {
+        attrs.push(("aws.xray.exception.skipped", Value::Int(sk)));
+    }
+    if let Some(v) = text(&e.cause) {
+        attrs.push(("aws.xray.exception.cause", v));
+    }
+    if !e.stack.is_empty() {
+        // `{type}: {message}` then `\tat {label}({path}: {line})` per frame, as the Collector.
+        let mut st = format!(
+            "{}: {}\n",
+            e.kind.as_deref().unwrap_or(""),
+            e.message.as_deref().unwrap_or("")
+        );
+        for f in &e.stack {
+            let line = f.line.map_or_else(|| "<unknown>".to_owned(), |l| l.to_string());
+            st.push_str(&format!(
+                "\tat {}({}: {line})\n",
+                f.label.as_deref().unwrap_or(""),
+                f.path.as_deref().unwrap_or("")
+            ));
+        }
+        attrs.push(("exception.stacktrace", Value::Str(Cow::Owned(st))));
+    }
+    sw.event(start, "exception", attrs.iter().map(|(k, v)| (*k, v)), 0);
 }
 
 #[cfg(test)]
@@ -382,7 +829,7 @@ mod tests {
             .map(|kv| kv.key.as_str())
             .collect();
         assert!(
-            res.contains(&"service.name") && res.contains(&"cloud.platform") && res.contains(&"host.id"),
+            res.contains(&"service.name") && res.contains(&"host.id") && res.contains(&"telemetry.sdk.language"),
             "{res:?}"
         );
         let spans = &rs.scope_spans[0].spans;
@@ -390,17 +837,123 @@ mod tests {
         assert_eq!(weft_core::hex(&seg.trace_id), "5759e988bd862e3fe1be46a994272793");
         assert_eq!(seg.kind, 2);
         assert_eq!(seg.start_time_unix_nano, 1_478_293_361_271_000_000);
+        // The 500 and the cause make an error; an exception object gives no message.
         assert_eq!(seg.status.as_ref().unwrap().code, 2);
-        assert_eq!(seg.status.as_ref().unwrap().message, "bad cart");
+        assert_eq!(seg.status.as_ref().unwrap().message, "");
         assert_eq!(seg.events[0].name, "exception");
         let keys: Vec<&str> = seg.attributes.iter().map(|kv| kv.key.as_str()).collect();
         assert!(
             keys.contains(&"customer")
+                && keys.contains(&"aws.xray.annotations")
                 && keys.contains(&"aws.xray.metadata.debug")
                 && keys.contains(&"http.status_code")
         );
         assert_eq!((pay.kind, pay.parent_span_id.as_ref()), (3, &seg.span_id[..]));
         assert_eq!((ser.kind, ser.parent_span_id.as_ref()), (1, &pay.span_id[..]));
+    }
+
+    fn convert(doc: &str) -> Result<ExportTraceServiceRequest, TranslateError> {
+        let d = parse(doc.as_bytes())?;
+        let (otlp, _) = d.to_otlp()?;
+        Ok(ExportTraceServiceRequest::decode(&otlp[..]).unwrap())
+    }
+
+    fn attr(s: &weft_otlp::pb::trace::Span, k: &str) -> Option<String> {
+        s.attributes
+            .iter()
+            .find(|a| a.key == k)
+            .map(|a| format!("{:?}", a.value.as_ref().unwrap().value.as_ref().unwrap()))
+    }
+
+    const BASE: &str = r#""trace_id":"1-5759e988-bd862e3fe1be46a994272793","start_time":1,"end_time":2"#;
+
+    #[test]
+    fn collector_rules_for_kinds_status_and_blocks() {
+        // A subsegment in the aws namespace: a client, aws.service; an exception ID as cause
+        // is the status message; retries; an in_progress false is kept.
+        let r = convert(&format!(
+            r#"{{"name":"web","id":"70de5b6f19ff9a0a",{BASE},"subsegments":[{{"name":"DynamoDB","id":"53995c3f42cd8ad8",
+               "start_time":1,"end_time":2,"namespace":"aws","cause":"e-77","in_progress":false,
+               "aws":{{"operation":"GetItem","retries":2}},
+               "http":{{"request":{{"x_forwarded_for":true}},"response":{{"status":404,"content_length":"12"}}}}}},
+               {{"name":"local","id":"1111111111111111","start_time":1,"end_time":2,"http":{{"request":{{"client_ip":"1.2.3.4"}}}},
+                 "metadata":{{"m":{{"b":"<a&b>","a":1}}}}}}]}}"#
+        ))
+        .unwrap();
+        let spans = &r.resource_spans[0].scope_spans[0].spans;
+        let (ddb, local) = (&spans[1], &spans[2]);
+        assert_eq!(ddb.kind, 3);
+        assert_eq!(attr(ddb, "aws.service").unwrap(), r#"StringValue("DynamoDB")"#);
+        assert_eq!(ddb.status.as_ref().unwrap().message, "e-77");
+        assert_eq!(attr(ddb, "aws.xray.retries").unwrap(), "IntValue(2)");
+        assert_eq!(attr(ddb, "aws.xray.inprogress").unwrap(), "BoolValue(false)");
+        assert_eq!(attr(ddb, "aws.xray.x_forwarded_for").unwrap(), "BoolValue(true)");
+        assert_eq!(
+            attr(ddb, "http.response_content_length").unwrap(),
+            r#"StringValue("12")"#
+        );
+        assert_eq!(local.kind, 2, "a client IP makes a server");
+        assert_eq!(local.status, None);
+        // Metadata as Go marshals it: sorted keys, HTML characters escaped.
+        assert_eq!(
+            attr(local, "aws.xray.metadata.m").unwrap(),
+            r#"StringValue("{\"a\":1,\"b\":\"\\u003ca\\u0026b\\u003e\"}")"#
+        );
+        // Without an aws block the provider is unknown.
+        let res = &r.resource_spans[0].resource.as_ref().unwrap().attributes;
+        assert!(
+            res.iter()
+                .any(|a| a.key == "cloud.provider" && format!("{:?}", a.value).contains("unknown"))
+        );
+    }
+
+    #[test]
+    fn sql_urls_split_as_the_collector_splits_them() {
+        assert_eq!(
+            split_sql_url("jdbc:postgresql://db/orders"),
+            Some(("jdbc:postgresql://db", "orders"))
+        );
+        assert_eq!(
+            split_sql_url("jdbc:mysql://h:3306/shop?useSSL=false"),
+            Some(("jdbc:mysql://h:3306", "shop"))
+        );
+        assert_eq!(split_sql_url("mysql://h/a/b"), Some(("mysql://h/a", "b")));
+        assert_eq!(split_sql_url("postgresql://db"), None);
+        assert_eq!(split_sql_url("postgresql://db/"), None);
+        assert_eq!(split_sql_url("//db/x"), None, "nothing before the //");
+    }
+
+    #[test]
+    fn documents_the_collector_refuses_are_refused() {
+        for (doc, words) in [
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"namespace":"elsewhere"}}"#),
+                "namespace",
+            ),
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"sql":{{"url":"nodb"}}}}"#),
+                "sql.url",
+            ),
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"metadata":{{"m":3}}}}"#),
+                "metadata",
+            ),
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"parent_id":"xyz"}}"#),
+                "parent_id",
+            ),
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"http":{{"response":{{"status":"ok"}}}}}}"#),
+                "malformed",
+            ),
+            (
+                format!(r#"{{"name":"a","id":"70de5b6f19ff9a0a",{BASE},"user":7}}"#),
+                "malformed",
+            ),
+        ] {
+            let e = convert(&doc).unwrap_err();
+            assert!(e.0.contains(words), "{doc}: {e}");
+        }
     }
 
     #[test]
