@@ -21,6 +21,9 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # Jaeger thrift over HTTP beside the real Jaeger v2, and X-Ray UDP, each beside weft's own
 # OTLP/HTTP with the same spans (BENCHMARKS.md, "Jaeger and X-Ray receivers").
 .venv/bin/python scripts/bench_jaeger_xray.py --weft target/release/weft --out bench-out/jaeger_xray.json
+# Compaction's write amplification over an hour of steady load, beside the previous policy
+# (BENCHMARKS.md, "Compaction write amplification"; docs/adr/0007-size-tiered-compaction.md).
+cargo run --release -q -p weft-db --example compaction_sim | tee bench-out/compaction_sim.jsonl
 # Per-stage CPU per span (scan, head build, block encode), single-threaded, best of 5.
 target/release/weft loadgen --stages | tee bench-out/stages.json
 # Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).

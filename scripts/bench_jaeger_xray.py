@@ -39,7 +39,7 @@ takes a warm-up load of the same length. After every run the last trace each cli
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
 its spans (over UDP, one of the senders' last traces: any datagram may be lost). Results as JSON on stdout and in --out.
 """
-import argparse, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
+import argparse, collections, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
 import subprocess, sys, tempfile, time, urllib.error, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -497,7 +497,7 @@ def drive_http(pid, port, path, ctype, tmpls, seconds, clients, per_request=SPAN
     errs = [r[3] for r in results if r[3]]
     if errs:
         out["first_error"] = errs[0]
-    return out, [r[2] for r in results if r[2]]
+    return out, [t for r in results for t in r[2]]
 
 
 def udp_client(port, tmpls, rate, stop_at, seed, q):
@@ -508,7 +508,8 @@ def udp_client(port, tmpls, rate, stop_at, seed, q):
     s.connect(("127.0.0.1", port))
     gap = 1.0 / rate
     sent = errors = i = 0
-    last = None
+    # The last 50 traces sent: UDP may drop any datagram, so the read-back looks for one of them.
+    last = collections.deque(maxlen=50)
     next_t = time.time()
     while True:
         now = time.time()
@@ -524,10 +525,10 @@ def udp_client(port, tmpls, rate, stop_at, seed, q):
         try:
             s.send(body)
             sent += 1
-            last = first
+            last.append(first)
         except OSError:
             errors += 1
-    q.put((sent, errors, last.hex() if last else None))
+    q.put((sent, errors, [t.hex() for t in last]))
 
 
 def metrics(port):
@@ -587,7 +588,7 @@ def drive_udp(pid, http_port, port, tmpls, seconds, clients, rate):
            "wall_s": round(time.time() - t0, 2), "server_cpu_s": round(cpu, 2),
            "spans_per_cpu_s": round(spans / cpu) if cpu else None, "spans_per_s": round(spans / seconds),
            "datagrams_per_s_sent": round(sent / seconds)}
-    return out, [r[2] for r in results if r[2]]
+    return out, [t for r in results for t in r[2]]
 
 
 # --- Read-back checks ---------------------------------------------------------------------------

@@ -268,7 +268,7 @@ def test_damaged_blocks_are_quarantined_and_queries_answer_from_the_rest(weft_fa
 
     # Compaction skips them and merges the healthy blocks.
     assert srv.stop() == 0
-    srv.args = ["--block-max-age", "1", "--compaction-interval", "1"]
+    srv.args = ["--block-max-age", "1", "--compaction-interval", "1", "--compaction-max-inputs", "2"]
     srv.start()
     wait_for(lambda: len(block_metas(srv.data_dir)) == 1, 30, "the two healthy blocks merged")
     for g in (0, 3):

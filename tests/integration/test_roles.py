@@ -113,7 +113,8 @@ def test_ingester_querier_and_compactor_processes_share_one_data_dir(weft_factor
 
     # A compactor process merges them; the querier drops the merged-away blocks and answers
     # every trace, once, from the new block.
-    compactor = _shared(weft_factory, "compactor", "--target", "compactor", "--compaction-interval",
+    compactor = _shared(weft_factory, "compactor", "--target", "compactor", "--compaction-max-inputs", "2",
+                        "--compaction-interval",
                         "0.5", data_dir=data)
     _wait_for("a compaction", lambda: (compactor.metric("weft_compactions_total") or 0) >= 1)
     _wait_for("the querier to see the compacted block list",

@@ -1,6 +1,7 @@
 //! Compaction and retention.
 //!
-//! **Compaction** merges a tenant's small blocks into one: it reads every span of the inputs,
+//! **Compaction** merges blocks of one size tier into one, chosen by a size-tiered policy that
+//! bounds how often a span is rewritten ([`crate::policy`]): it reads every span of the inputs,
 //! writes them as a new block (dropping client-retry duplicates, rebuilding the trace index and
 //! bloom filter, and adding per-row-group value blooms for attribute search), and only then
 //! retires the inputs.
@@ -30,6 +31,21 @@ use weft_core::now_ns;
 use weft_storage::Storage;
 
 use crate::Db;
+use crate::policy::{Candidate, TierPolicy};
+
+/// CPU time of the calling thread, in nanoseconds (0 where the clock is missing). The
+/// compactor runs on a thread of its own with a current-thread runtime, so a merge's CPU is
+/// this thread's CPU while it runs.
+fn thread_cpu_nanos() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec to a valid pointer.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// When and how blocks are compacted and expired.
 #[derive(Debug, Clone)]
@@ -37,12 +53,13 @@ pub struct CompactionConfig {
     /// How often the compactor runs; `None` disables the background compactor (tests call
     /// [`Compactor::compact_once`] and [`Compactor::apply_retention`] themselves).
     pub interval: Option<Duration>,
-    /// Most blocks merged at once.
+    /// Most small blocks merged at once, and how many small blocks of one level open the
+    /// valve ([`crate::policy`]).
     pub max_inputs: usize,
-    /// Fewest blocks worth merging.
-    pub min_inputs: usize,
-    /// Largest block (spans) compaction writes; bigger blocks are left alone. Bounds the
-    /// compactor's memory: the output is built in memory, like a head cut.
+    /// Blocks of the middle tier merged at once, and the size ratio between tiers.
+    pub fanout: u64,
+    /// Largest block (spans) compaction writes; blocks of a quarter of it and more are final.
+    /// Bounds the compactor's memory: the output is built in memory, like a head cut.
     pub max_block_spans: u64,
     /// Blocks whose newest span is older than this are deleted; `None` keeps blocks forever.
     pub retention: Option<Duration>,
@@ -58,8 +75,8 @@ impl Default for CompactionConfig {
     fn default() -> Self {
         CompactionConfig {
             interval: Some(Duration::from_secs(30)),
-            max_inputs: 8,
-            min_inputs: 2,
+            max_inputs: 64,
+            fanout: 4,
             max_block_spans: 1_000_000,
             retention: Some(Duration::from_secs(14 * 24 * 3600)),
             tenant_retention: Vec::new(),
@@ -168,29 +185,44 @@ impl Compactor {
         Ok(())
     }
 
-    /// Picks up to `max_inputs` of the tenant's blocks that are small enough, oldest first, and
-    /// merges them into one. Returns `None` when fewer than `min_inputs` qualify.
+    /// The block-picking policy these settings describe.
+    pub fn policy(&self) -> TierPolicy {
+        TierPolicy {
+            max_block_spans: self.cfg.max_block_spans,
+            fanout: self.cfg.fanout,
+            max_inputs: self.cfg.max_inputs,
+        }
+    }
+
+    /// Merges the blocks [`TierPolicy::pick`] chooses among the tenant's healthy blocks.
+    /// Returns `None` when none qualify.
     pub async fn compact_once(&self, tenant: &str) -> Result<Option<Compacted>, BlockError> {
-        let cfg = &self.cfg;
         let db = &self.db;
-        let mut candidates: Vec<Arc<Block>> = db
+        let blocks: Vec<Arc<Block>> = db
             .blocks(tenant)
             .into_iter()
-            .filter(|b| b.meta.span_count < cfg.max_block_spans / 2 && !db.is_damaged(&b.meta.block_id))
+            .filter(|b| !db.is_damaged(&b.meta.block_id))
             .collect();
-        candidates.sort_by_key(|b| (b.meta.max_end_unix_nano, b.meta.block_id.clone()));
-        let mut inputs = Vec::new();
-        let mut spans = 0;
-        for b in candidates {
-            if inputs.len() == cfg.max_inputs.max(2) || spans + b.meta.span_count > cfg.max_block_spans {
-                break;
-            }
-            spans += b.meta.span_count;
-            inputs.push(b);
-        }
-        if inputs.len() < cfg.min_inputs.max(2) {
+        let candidates: Vec<Candidate> = blocks
+            .iter()
+            .map(|b| Candidate {
+                spans: b.meta.span_count,
+                max_end: b.meta.max_end_unix_nano,
+                level: b.meta.compaction_level,
+            })
+            .collect();
+        let inputs: Vec<Arc<Block>> = self
+            .policy()
+            .pick(&candidates)
+            .into_iter()
+            .map(|i| blocks[i].clone())
+            .collect();
+        if inputs.is_empty() {
             return Ok(None);
         }
+        let cfg = &self.cfg;
+        let spans: u64 = inputs.iter().map(|b| b.meta.span_count).sum();
+        let cpu_started = thread_cpu_nanos();
         let started = Instant::now();
         let ids: Vec<String> = inputs.iter().map(|b| b.meta.block_id.clone()).collect();
         tracing::info!(tenant, blocks = inputs.len(), spans, inputs = ?ids, "compaction started");
@@ -261,6 +293,8 @@ impl Compactor {
             .fetch_add(result.spans_in.saturating_sub(result.spans_out), Ordering::Relaxed);
         m.compaction_nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        m.compaction_cpu_nanos
+            .fetch_add(thread_cpu_nanos().saturating_sub(cpu_started), Ordering::Relaxed);
         tracing::info!(
             tenant,
             output = %result.output,

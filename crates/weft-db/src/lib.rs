@@ -20,6 +20,7 @@
 pub mod blocks;
 pub mod compact;
 pub mod metrics;
+pub mod policy;
 pub mod quarantine;
 pub mod recent;
 
@@ -197,6 +198,7 @@ impl Db {
         if origin_is_compaction(&b) {
             self.replace(tenant, &b.meta.compacted_from, Some(b.clone()));
         } else {
+            self.metrics.cut_spans.fetch_add(b.meta.span_count, Ordering::Relaxed);
             self.add(b.clone());
         }
         Ok(b)

@@ -14,6 +14,10 @@ pub struct DbMetrics {
     pub compaction_duplicates: AtomicU64,
     pub compaction_errors: AtomicU64,
     pub compaction_nanos: AtomicU64,
+    /// CPU time of the compactor's thread while it merged.
+    pub compaction_cpu_nanos: AtomicU64,
+    /// Spans written into blocks by head cuts (the first write of every span).
+    pub cut_spans: AtomicU64,
     pub retention_deleted_blocks: AtomicU64,
     pub trace_lookups: AtomicU64,
     pub trace_lookup_blocks_read: AtomicU64,
@@ -36,7 +40,8 @@ impl DbMetrics {
             out.sample("weft_block_quarantined", &[("tenant", t), ("block", b)], 1.0);
         }
         let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
-        let families: [(&str, Kind, &str, f64); 13] = [
+        let cut = n(&self.cut_spans);
+        let families: [(&str, Kind, &str, f64); 16] = [
             (
                 "weft_blocks_quarantined_total",
                 Kind::Counter,
@@ -96,6 +101,28 @@ impl DbMetrics {
                 Kind::Counter,
                 "Time spent compacting.",
                 n(&self.compaction_nanos) / 1e9,
+            ),
+            (
+                "weft_compaction_cpu_seconds_total",
+                Kind::Counter,
+                "CPU time of the compactor's thread spent merging (divide by weft_compaction_spans_written_total for CPU per span).",
+                n(&self.compaction_cpu_nanos) / 1e9,
+            ),
+            (
+                "weft_block_cut_spans_total",
+                Kind::Counter,
+                "Spans written into blocks by head cuts: each span's first write to a block.",
+                cut,
+            ),
+            (
+                "weft_compaction_write_amplification",
+                Kind::Gauge,
+                "Spans written into blocks (head cuts and compaction) per span cut, since start; 1 is no rewrite.",
+                if cut > 0.0 {
+                    (cut + n(&self.compaction_spans)) / cut
+                } else {
+                    1.0
+                },
             ),
             (
                 "weft_retention_deleted_blocks_total",

@@ -98,6 +98,8 @@ async fn readers_poll_what_writers_add_and_the_maintainer_replaces() {
             interval: None,
             delete_grace: Duration::ZERO,
             retention: None,
+            // Three small blocks of one level open the valve.
+            max_inputs: 3,
             ..Default::default()
         },
     );

@@ -448,7 +448,9 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-async fn open(dir: &std::path::Path) -> Node {
+/// A node whose compactor merges `blocks` small blocks at once (the valve of the size-tiered
+/// policy), so that compacting the model's few small blocks leaves one.
+async fn open(dir: &std::path::Path, blocks: usize) -> Node {
     let cfg = IngestConfig {
         data_dir: dir.to_path_buf(),
         // Traces cross row groups.
@@ -458,6 +460,7 @@ async fn open(dir: &std::path::Path) -> Node {
     let compaction = CompactionConfig {
         delete_grace: std::time::Duration::ZERO,
         row_group_rows: 3,
+        max_inputs: blocks.max(2),
         ..Default::default()
     };
     Node::open(cfg, compaction, Arc::new(MemoryStorage::default())).await
@@ -513,7 +516,7 @@ async fn run(c: Case) {
     let t: Arc<str> = Arc::from("t");
     // Head only.
     let dir = tempfile::tempdir().unwrap();
-    let ing = open(dir.path()).await;
+    let ing = open(dir.path(), c.batches.len()).await;
     for b in &c.batches {
         ing.push(&t, b.clone()).await.unwrap();
     }
@@ -523,7 +526,7 @@ async fn run(c: Case) {
 
     // Head and blocks, then blocks only, then compacted.
     let dir = tempfile::tempdir().unwrap();
-    let ing = open(dir.path()).await;
+    let ing = open(dir.path(), c.batches.len()).await;
     for (i, b) in c.batches.iter().enumerate() {
         ing.push(&t, b.clone()).await.unwrap();
         if i + 1 < c.batches.len() {

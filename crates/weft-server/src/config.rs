@@ -203,6 +203,14 @@ pub struct ServerFlags {
     /// Largest block compaction writes, in spans [default: 1000000].
     #[arg(long, env = "WEFT_COMPACTION_MAX_BLOCK_SPANS")]
     pub compaction_max_block_spans: Option<u64>,
+    /// Blocks of one size tier merged at once, and the size ratio between tiers
+    /// (docs/adr/0007-size-tiered-compaction.md) [default: 4].
+    #[arg(long, env = "WEFT_COMPACTION_FANOUT")]
+    pub compaction_fanout: Option<u64>,
+    /// Most small blocks merged at once; this many small blocks of one level merge even when
+    /// they hold few spans [default: 64].
+    #[arg(long, env = "WEFT_COMPACTION_MAX_INPUTS")]
+    pub compaction_max_inputs: Option<usize>,
     /// Delete blocks whose newest span is older than this, e.g. 336h or 7d; 0 keeps blocks
     /// forever. `tenant_retention` in the config file overrides it per tenant [default: 336h].
     #[arg(long, env = "WEFT_RETENTION")]
@@ -294,6 +302,8 @@ pub struct Config {
     pub blocklist_poll: f64,
     pub compaction_interval: f64,
     pub compaction_max_block_spans: u64,
+    pub compaction_fanout: u64,
+    pub compaction_max_inputs: usize,
     pub retention: String,
     /// Tenant → retention, overriding `retention` (YAML only).
     pub tenant_retention: BTreeMap<String, String>,
@@ -352,6 +362,8 @@ impl Default for Config {
             blocklist_poll: 5.0,
             compaction_interval: 30.0,
             compaction_max_block_spans: 1_000_000,
+            compaction_fanout: 4,
+            compaction_max_inputs: 64,
             retention: "336h".into(),
             tenant_retention: BTreeMap::new(),
             wal_segment_bytes: 64 << 20,
@@ -420,6 +432,8 @@ impl Config {
             blocklist_poll,
             compaction_interval,
             compaction_max_block_spans,
+            compaction_fanout,
+            compaction_max_inputs,
             retention,
             wal_segment_bytes,
             max_inflight_request_bytes,
@@ -474,6 +488,11 @@ impl Config {
         anyhow::ensure!(
             self.compaction_max_block_spans > 0,
             "compaction_max_block_spans must be positive"
+        );
+        anyhow::ensure!(self.compaction_fanout >= 2, "compaction_fanout must be at least 2");
+        anyhow::ensure!(
+            self.compaction_max_inputs >= 2,
+            "compaction_max_inputs must be at least 2"
         );
         anyhow::ensure!(
             self.wal_segment_bytes >= 4096,
@@ -531,6 +550,8 @@ impl Config {
         weft_db::compact::CompactionConfig {
             interval: (self.compaction_interval > 0.0).then(|| Duration::from_secs_f64(self.compaction_interval)),
             max_block_spans: self.compaction_max_block_spans,
+            fanout: self.compaction_fanout,
+            max_inputs: self.compaction_max_inputs,
             retention: retention(&self.retention),
             tenant_retention: self
                 .tenant_retention
