@@ -497,7 +497,7 @@ def drive_http(pid, port, path, ctype, tmpls, seconds, clients, per_request=SPAN
     errs = [r[3] for r in results if r[3]]
     if errs:
         out["first_error"] = errs[0]
-    return out, [t for r in results for t in r[2]]
+    return out, [r[2] for r in results if r[2]]
 
 
 def udp_client(port, tmpls, rate, stop_at, seed, q):

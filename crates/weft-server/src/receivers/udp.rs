@@ -97,6 +97,8 @@ pub async fn serve(
         let deadline = tokio::time::Instant::now() + BATCH_WINDOW;
         let (mut otlp, mut count, mut datagrams) = (Vec::new(), 0usize, 0usize);
         let mut n = first;
+        // Set when the server stops during the window: the batch is pushed, then the port ends.
+        let mut stopping = false;
         loop {
             stats.received.fetch_add(1, Ordering::Relaxed);
             match decode(&buf[..n]) {
@@ -123,17 +125,26 @@ pub async fn serve(
                         Err(_) => break,
                     },
                     _ = tokio::time::sleep_until(deadline) => break,
-                    _ = stop.changed() => break,
+                    _ = stop.changed() => {
+                        stopping = true;
+                        break;
+                    }
                 },
             };
         }
         if count == 0 {
+            if stopping {
+                return;
+            }
             continue;
         }
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             stats.refused_overloaded.fetch_add(datagrams as u64, Ordering::Relaxed);
             for _ in 0..datagrams {
                 st.receiver().refused(&tenant, RefuseReason::Overloaded);
+            }
+            if stopping {
+                return;
             }
             continue;
         };
@@ -154,5 +165,8 @@ pub async fn serve(
                 }
             }
         });
+        if stopping {
+            return;
+        }
     }
 }
