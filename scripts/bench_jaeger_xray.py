@@ -42,6 +42,8 @@ its spans (over UDP, one of the senders' last traces: any datagram may be lost).
 import argparse, collections, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
 import subprocess, sys, tempfile, time, urllib.error, urllib.request
 
+from benchlib import cpu_seconds, emit, free_port, wait_http
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAEGER_BIN = os.path.join(ROOT, ".tools", "jaeger-bin", "jaeger")
 SPANS_PER_REQUEST = 200
@@ -52,71 +54,8 @@ XRAY_SEGMENTS_PER_OTLP_REQUEST = SPANS_PER_REQUEST // XRAY_SPANS_PER_DATAGRAM
 SERVICES = ["frontend", "checkout", "payments", "inventory"]
 XRAY_HEADER = b'{"format":"json","version":1}\n'
 
-JAEGER_CONFIG = """
-service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [jaeger]
-      processors: []
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: 127.0.0.1:{health}
-  jaeger_query:
-    storage:
-      traces: mem
-    enable_tracing: false
-    http:
-      endpoint: 127.0.0.1:{query}
-    grpc:
-      endpoint: 127.0.0.1:{query_grpc}
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: {max_traces}
-receivers:
-  jaeger:
-    protocols:
-      thrift_http:
-        endpoint: 127.0.0.1:{thrift_http}
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-"""
-
-
-def free_port(udp_too=False):
-    """A free TCP port (and, with udp_too, free for UDP as well: the X-Ray port takes both)."""
-    for _ in range(100):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        if udp_too:
-            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                u.bind(("127.0.0.1", p))
-            except OSError:
-                s.close()
-                continue
-            u.close()
-        s.close()
-        return p
-    sys.exit("no free port")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+# Jaeger v2's configuration, shared with tests/integration/test_jaeger.py.
+JAEGER_CONFIG = open(os.path.join(ROOT, "tests", "jaeger-v2.yaml")).read()
 
 
 # --- Thrift binary protocol (big-endian; what Jaeger clients post to /api/traces) ------------
@@ -646,19 +585,6 @@ def check_stored(kind, port, ids, want, what, need_all=True, timeout=20):
 
 # --- Processes ----------------------------------------------------------------------------------
 
-def wait_http(url, proc, what, log, timeout=90):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode}; see {log}")
-        try:
-            if urllib.request.urlopen(url, timeout=1).status == 200:
-                return
-        except Exception:
-            time.sleep(0.2)
-    sys.exit(f"{what} did not start within {timeout}s; see {log}")
-
-
 def die_with_parent():
     """In a server's child process: SIGKILL it when this script dies, even by SIGKILL."""
     try:
@@ -688,7 +614,8 @@ def start_weft(args, tmp, name, procs, jaeger_http=False, xray=False):
 
 
 def start_jaeger(args, tmp, procs):
-    ports = {k: free_port() for k in ("health", "query", "query_grpc", "thrift_http")}
+    ports = {k: free_port() for k in ("health", "query", "query_grpc", "thrift_http", "jaeger_grpc", "otlp_grpc",
+                                      "otlp_http")}
     cfg = os.path.join(tmp, "jaeger.yaml")
     with open(cfg, "w") as f:
         f.write(JAEGER_CONFIG.format(max_traces=args.jaeger_max_traces, **ports))
@@ -928,10 +855,7 @@ def main():
     notes.append("Every request carries fresh trace IDs; after every run the last trace of each client is read "
                  "back and must hold all its spans.")
     results["notes"] = notes
-    print(json.dumps(results, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+    emit(results, args.out)
 
 
 if __name__ == "__main__":

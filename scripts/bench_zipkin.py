@@ -15,23 +15,11 @@ takes a warm-up load of the same length, for its JIT. Results as JSON on stdout 
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
 
+from benchlib import cpu_seconds, emit, free_port, wait_http
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZIPKIN_JAR = os.path.join(ROOT, ".tools", "zipkin", "zipkin-server-3.5.1-exec.jar")
 SPANS_PER_REQUEST = 200
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def zipkin_spans(rng, now_us):
@@ -132,20 +120,6 @@ def drive(pid, port, path, ctype, bodies, seconds, clients):
             "spans_per_s": round(spans / seconds)}
 
 
-def wait_http(url, proc, what, timeout=90):
-    import urllib.request
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode}")
-        try:
-            if urllib.request.urlopen(url, timeout=1).status == 200:
-                return
-        except Exception:
-            time.sleep(0.2)
-    sys.exit(f"{what} did not start within {timeout}s")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--weft", required=True)
@@ -214,10 +188,7 @@ def main():
     o = [r["spans_per_cpu_s"] for r in runs["weft_otlp_http"]]
     results["ratio_weft_zipkin_json_vs_zipkin_server"] = round(med([a / b for a, b in zip(w, z)]), 2)
     results["ratio_weft_zipkin_json_vs_weft_otlp"] = round(med([a / b for a, b in zip(w, o)]), 2)
-    print(json.dumps(results, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+    emit(results, args.out)
 
 
 if __name__ == "__main__":

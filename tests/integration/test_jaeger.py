@@ -248,54 +248,8 @@ def test_jaeger_dependencies_from_otlp_spans(weft):
 
 JAEGER_BIN = REPO_ROOT / ".tools" / "jaeger-bin" / "jaeger"
 
-JAEGER_CONFIG = """
-service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [otlp, jaeger]
-      processors: []
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: 127.0.0.1:{health}
-  jaeger_query:
-    storage:
-      traces: mem
-    enable_tracing: false
-    http:
-      endpoint: 127.0.0.1:{query}
-    grpc:
-      endpoint: 127.0.0.1:{query_grpc}
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: 100000
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:{otlp_grpc}
-      http:
-        endpoint: 127.0.0.1:{otlp_http}
-  jaeger:
-    protocols:
-      thrift_http:
-        endpoint: 127.0.0.1:{thrift_http}
-      grpc:
-        endpoint: 127.0.0.1:{jaeger_grpc}
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-"""
+# Jaeger v2's configuration, shared with scripts/bench_jaeger_xray.py.
+JAEGER_CONFIG = (REPO_ROOT / "tests" / "jaeger-v2.yaml").read_text()
 
 
 @pytest.fixture
@@ -308,7 +262,7 @@ def real_jaeger(tmp_path):
     ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http", "jaeger_grpc"],
                      free_ports(7)))
     cfg = tmp_path / "jaeger.yaml"
-    cfg.write_text(JAEGER_CONFIG.format(**ports))
+    cfg.write_text(JAEGER_CONFIG.format(max_traces=100000, **ports))
     query = f"http://127.0.0.1:{ports['query']}"
     with peer_process([str(JAEGER_BIN), "--config", str(cfg)], tmp_path / "jaeger.log",
                       lambda: requests.get(f"{query}/api/services", timeout=1).status_code == 200,

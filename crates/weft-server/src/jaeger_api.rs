@@ -116,6 +116,16 @@ pub async fn service_operations(
     .await
 }
 
+/// A span kind as Jaeger names it in operation queries.
+fn is_kind(k: &str) -> bool {
+    matches!(k, "server" | "client" | "producer" | "consumer" | "internal")
+}
+
+/// Operations as both APIs write them: `[{"name", "spanKind"}]`.
+fn ops_json(ops: &[(String, String)]) -> Json {
+    Json::Array(ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect())
+}
+
 /// `GET /api/operations?service=&spanKind=`: `[{"name", "spanKind"}]`.
 pub async fn operations(
     State(st): State<Arc<AppState>>,
@@ -128,16 +138,12 @@ pub async fn operations(
         };
         let kind = p.get("spanKind").map(String::as_str).filter(|k| !k.is_empty());
         if let Some(k) = kind
-            && !matches!(k, "server" | "client" | "producer" | "consumer" | "internal")
+            && !is_kind(k)
         {
             return error(StatusCode::BAD_REQUEST, format!("unsupported span kind: '{k}'"));
         }
         match operations_of(&s, &tenant, service, kind).await {
-            Ok(ops) => {
-                let n = ops.len();
-                let data: Vec<Json> = ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect();
-                envelope(Json::Array(data), n)
-            }
+            Ok(ops) => envelope(ops_json(&ops), ops.len()),
             Err(r) => r,
         }
     })
@@ -506,16 +512,13 @@ pub async fn v3_operations(
     query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
         let service = p.get("service").map(String::as_str).unwrap_or("");
         let kind = p.get("span_kind").map(String::as_str).filter(|k| !k.is_empty());
-        let known = kind.is_none_or(|k| matches!(k, "server" | "client" | "producer" | "consumer" | "internal"));
+        let known = kind.is_none_or(is_kind);
         // Jaeger answers an unknown service or kind with no operations.
         if service.is_empty() || !known {
             return v3_json(json!({"operations": []}));
         }
         match operations_of(&s, &tenant, service, kind).await {
-            Ok(ops) => {
-                let ops: Vec<Json> = ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect();
-                v3_json(json!({ "operations": ops }))
-            }
+            Ok(ops) => v3_json(json!({ "operations": ops_json(&ops) })),
             Err(r) => r,
         }
     })
