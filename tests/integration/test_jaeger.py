@@ -496,3 +496,24 @@ def test_api_v3_and_dependencies_answer_as_the_real_jaeger(real_jaeger, weft):
     ours = sorted(jget(weft, "/api/dependencies", **params)[1]["data"], key=lambda x: (x["parent"], x["child"]))
     assert ours == real == [{"parent": "web", "child": "cache", "callCount": 1},
                             {"parent": "web", "child": "db", "callCount": 1}], (ours, real)
+
+
+def test_tenancy_on_every_jaeger_port(weft_factory):
+    """With multitenancy: the collector's HTTP and gRPC ports take X-Scope-OrgID, the agent's UDP
+    ports use --udp-tenant, and the query API answers each tenant from its own spans."""
+    srv = weft_factory("--multitenancy", "--udp-tenant", "udp-fleet")
+    tid = run_grpc_client("-tenant", "acme", f"127.0.0.1:{srv.jaeger_grpc_port}")
+    short = tid.lstrip("0")
+    q = lambda t: requests.get(f"{srv.jaeger}/api/traces/{short}", headers={"X-Scope-OrgID": t}, timeout=10)
+    wait_for(lambda: q("acme").status_code == 200, 15, "the gRPC batch in tenant acme")
+    assert q("other").status_code == 404
+    # Without a tenant the gRPC call is refused, naming the header.
+    out = subprocess.run([str(GRPC_CLIENT), f"127.0.0.1:{srv.jaeger_grpc_port}"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and "Unauthenticated" in out.stderr and "X-Scope-OrgID" in out.stderr, out.stderr
+    # UDP: the configured tenant.
+    utid = run_client("jaeger-client", "127.0.0.1", str(srv.jaeger_compact_port)).lstrip("0")
+    wait_for(lambda: requests.get(f"{srv.jaeger}/api/traces/{utid}", headers={"X-Scope-OrgID": "udp-fleet"},
+                                  timeout=10).status_code == 200, 15, "the UDP spans in tenant udp-fleet")
+    r = requests.get(f"{srv.jaeger}/api/services", headers={"X-Scope-OrgID": "udp-fleet"}, timeout=10).json()
+    assert r["data"] == ["legacy-api"], r
