@@ -44,6 +44,8 @@ pub struct IngestConfig {
     pub data_dir: PathBuf,
     pub fsync: FsyncPolicy,
     pub wal_segment_bytes: u64,
+    /// How long a WAL group waits for requests already being admitted ([`WalOptions::group_wait`]).
+    pub wal_group_wait: Duration,
     pub cut: CutPolicy,
     /// Maximum bytes of one trace while it is live; 0 disables.
     pub max_trace_bytes: u64,
@@ -63,6 +65,7 @@ impl Default for IngestConfig {
             data_dir: PathBuf::from("weft-data"),
             fsync: FsyncPolicy::Always,
             wal_segment_bytes: 64 << 20,
+            wal_group_wait: Duration::from_millis(2),
             cut: CutPolicy {
                 max_age: Duration::from_secs(30),
                 max_spans: 200_000,
@@ -110,6 +113,7 @@ impl Ingest {
             fsync: cfg.fsync,
             segment_bytes: cfg.wal_segment_bytes,
             min_segment: max_segment + 1,
+            group_wait: cfg.wal_group_wait,
         };
         let mut skipped = 0u64;
         let (wal, report) = Wal::open(
@@ -208,6 +212,9 @@ impl Ingest {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
+        // This request is on its way to the WAL: a group being written now may wait for it
+        // (up to the group wait), so that requests close together share one fsync.
+        let coming = self.wal.announce();
         let mut summary = RequestSummary::default();
         if let Err(e) = validate_request(&body, &mut summary) {
             refuse(RefuseReason::Invalid, 0);
@@ -261,7 +268,7 @@ impl Ingest {
             .inflight_bytes
             .fetch_add(body.len() as u64, Ordering::Relaxed);
         let len = body.len() as u64;
-        let res = self.wal.append(tenant.clone(), KIND_OTLP, body).await;
+        let res = self.wal.append_announced(coming, tenant.clone(), KIND_OTLP, body).await;
         self.metrics.inflight_bytes.fetch_sub(len, Ordering::Relaxed);
         match res {
             Ok(_) => {

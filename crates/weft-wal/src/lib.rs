@@ -46,7 +46,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -125,6 +125,13 @@ pub struct WalOptions {
     /// The first segment number to use if the directory is empty (callers pass one past the
     /// highest position recorded elsewhere, e.g. in blocks, so positions never repeat).
     pub min_segment: u64,
+    /// Under [`FsyncPolicy::Always`], how long a group may wait for more appends before its
+    /// write and sync, so that requests arriving within this of each other share one fsync.
+    /// It waits only while another append is likely: one announced by a caller
+    /// ([`Wal::announce`]) and not yet made, or appends arriving on average more often than
+    /// this. A lone request pays nothing; an acknowledgement is delayed by at most this; zero
+    /// turns the wait off.
+    pub group_wait: Duration,
 }
 
 impl Default for WalOptions {
@@ -133,7 +140,18 @@ impl Default for WalOptions {
             fsync: FsyncPolicy::Always,
             segment_bytes: 64 << 20,
             min_segment: 1,
+            group_wait: Duration::from_millis(2),
         }
+    }
+}
+
+/// An append a caller announced: it is on its way (being validated, say) and the writer's
+/// group may wait for it. Dropped when the append is handed to the writer, or abandoned.
+pub struct Coming(Arc<AtomicUsize>);
+
+impl Drop for Coming {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -219,6 +237,8 @@ pub struct WalStats {
 pub struct Wal {
     tx: mpsc::Sender<Cmd>,
     pub stats: Arc<WalStats>,
+    /// Appends announced and not yet handed to the writer.
+    coming: Arc<AtomicUsize>,
 }
 
 /// One segment found on disk.
@@ -541,13 +561,35 @@ impl Wal {
             .replay_removed_segments
             .store(report.removed_segments, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
+        let coming = Arc::new(AtomicUsize::new(0));
         let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink);
         writer.sealed = kept;
+        writer.coming = coming.clone();
         std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(io(dir))?;
-        Ok((Wal { tx, stats }, report))
+        Ok((Wal { tx, stats, coming }, report))
+    }
+
+    /// Announces an append this caller is about to make (see [`WalOptions::group_wait`]); pass
+    /// the guard to [`Wal::append_announced`], or drop it if the append does not happen.
+    pub fn announce(&self) -> Coming {
+        self.coming.fetch_add(1, Ordering::AcqRel);
+        Coming(self.coming.clone())
+    }
+
+    /// [`Wal::append`] of an announced append: the announcement ends as the record is queued.
+    pub async fn append_announced(
+        &self,
+        coming: Coming,
+        tenant: Arc<str>,
+        kind: u8,
+        payload: Bytes,
+    ) -> Result<WalPos, WalError> {
+        // Ended before the record is queued, so the writer never waits for one it already has.
+        drop(coming);
+        self.append(tenant, kind, payload).await
     }
     /// Appends a record and resolves once it is durable under the fsync policy.
     ///
@@ -611,6 +653,12 @@ struct Writer {
     /// Error logs while the disk refuses writes are limited to one per interval.
     last_error_log: Option<Instant>,
     suppressed_errors: u64,
+    /// Appends announced by callers and not yet queued ([`Wal::announce`]).
+    coming: Arc<AtomicUsize>,
+    /// When the last append arrived, and the average time between appends (weighted 1/4 to
+    /// the newest): appends closer together than the group wait make a group wait for more.
+    last_append: Instant,
+    append_gap: Duration,
 }
 
 const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -631,6 +679,9 @@ impl Writer {
             dirty: false,
             last_error_log: None,
             suppressed_errors: 0,
+            coming: Arc::new(AtomicUsize::new(0)),
+            last_append: Instant::now(),
+            append_gap: Duration::from_secs(1),
         };
         match Self::create_segment(&w.dir, seq) {
             Ok(file) => {
@@ -699,10 +750,14 @@ impl Writer {
             };
             let mut shutdown = None;
             let mut cmd = Some(first);
+            let wait_until = Instant::now() + self.opts.group_wait;
             // Drain everything already queued into one group: one write, one sync.
             while let Some(c) = cmd.take() {
                 match c {
                     Cmd::Append(a) => {
+                        let now = Instant::now();
+                        self.append_gap = (self.append_gap * 3 + (now - self.last_append)) / 4;
+                        self.last_append = now;
                         if self.offset + group.bytes >= self.opts.segment_bytes && self.offset > HEADER_LEN as u64 {
                             // Finish the current group in this segment before rolling.
                             self.flush_group(&mut group);
@@ -720,6 +775,11 @@ impl Writer {
                     }
                 }
                 cmd = rx.try_recv().ok();
+                // Nothing more queued: wait a little for appends announced and on their way,
+                // so that requests close together share one write and one sync.
+                if cmd.is_none() && shutdown.is_none() {
+                    cmd = self.wait_for_coming(&rx, wait_until, group.bytes);
+                }
             }
             self.flush_group(&mut group);
             if let Some(done) = shutdown {
@@ -729,6 +789,36 @@ impl Writer {
             }
         }
         self.sync_now();
+    }
+
+    /// The next command if one arrives before `until` while another append is likely (see
+    /// [`WalOptions::group_wait`]; under [`FsyncPolicy::Always`], for groups under 1 MiB);
+    /// `None` otherwise. While waiting only on announcements it looks at their count every
+    /// 50 µs, so an announced request that is then refused holds the group back no longer.
+    fn wait_for_coming(&self, rx: &mpsc::Receiver<Cmd>, until: Instant, group_bytes: u64) -> Option<Cmd> {
+        if !matches!(self.opts.fsync, FsyncPolicy::Always) || group_bytes >= 1 << 20 {
+            return None;
+        }
+        let busy = self.append_gap < self.opts.group_wait;
+        loop {
+            if !busy && self.coming.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let step = if busy {
+                left
+            } else {
+                left.min(Duration::from_micros(50))
+            };
+            match rx.recv_timeout(step) {
+                Ok(c) => return Some(c),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
     }
 
     /// Logs a write-path error, at most once per [`ERROR_LOG_INTERVAL`] (a full disk fails

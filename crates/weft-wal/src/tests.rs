@@ -544,3 +544,69 @@ mod model {
         }
     }
 }
+
+/// Requests close together share one fsync (the group waits for them), and a lone request is
+/// not held back by the wait.
+#[test]
+fn close_appends_share_a_sync_and_a_lone_one_does_not_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (wal, _) = Wal::open(
+        dir.path(),
+        WalOptions {
+            group_wait: Duration::from_millis(100),
+            ..Default::default()
+        },
+        |_| {},
+        Box::new(VecSink(seen.clone())),
+    )
+    .unwrap();
+    let wal = Arc::new(wal);
+    let rt = rt();
+    rt.block_on(async {
+        // A lone append, long after any other: answered without the 100 ms wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let t = Instant::now();
+        wal.append(Arc::from("t"), 1, Bytes::from_static(b"alone"))
+            .await
+            .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(60),
+            "a lone append waited {:?}",
+            t.elapsed()
+        );
+        // An announced append holds the group open until it arrives.
+        let syncs = wal.stats.syncs.load(Ordering::Relaxed);
+        let coming = wal.announce();
+        let first = {
+            let wal = wal.clone();
+            tokio::spawn(async move { wal.append(Arc::from("t"), 1, Bytes::from_static(b"a")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        wal.append_announced(coming, Arc::from("t"), 1, Bytes::from_static(b"b"))
+            .await
+            .unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(wal.stats.syncs.load(Ordering::Relaxed) - syncs, 1, "both in one sync");
+        // Appends arriving faster than the wait: once the stream is seen (its first ten), the
+        // rest share syncs.
+        let mut syncs = 0;
+        let mut tasks = Vec::new();
+        for i in 0..40u8 {
+            if i == 10 {
+                syncs = wal.stats.syncs.load(Ordering::Relaxed);
+            }
+            let wal = wal.clone();
+            tasks.push(tokio::spawn(async move {
+                wal.append(Arc::from("t"), 1, Bytes::from(vec![i])).await
+            }));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let used = wal.stats.syncs.load(Ordering::Relaxed) - syncs;
+        assert!(used <= 15, "30 appends 2 ms apart took {used} syncs");
+    });
+    assert_eq!(seen.lock().unwrap().len(), 43);
+}
