@@ -15,6 +15,9 @@ bash scripts/otelcol.sh
 mkdir -p bench-out
 python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen \
     --otelcol .tools/bin/otelcol-bench --rounds 3 --out bench-out/ingest.json "$@"
+# All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen and
+# telemetrygen loads, beside the Collector into nop (BENCHMARKS.md, "All-in cost per span").
+.venv/bin/python scripts/bench_allin.py --weft target/release/weft --out bench-out/allin.json
 # Zipkin v2 JSON into weft beside the real Zipkin server and weft's own OTLP/HTTP (BENCHMARKS.md,
 # "Zipkin receiver"): spans per CPU-second, median of interleaved rounds.
 .venv/bin/python scripts/bench_zipkin.py --weft target/release/weft --out bench-out/zipkin.json
