@@ -182,12 +182,45 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
     .await
 }
 
+/// The `limit` most recent of the traces offered, by start time; memory stays within twice
+/// the limit.
+struct Newest<T> {
+    limit: usize,
+    hits: Vec<(u64, T)>,
+}
+
+impl<T> Newest<T> {
+    fn new(limit: usize) -> Self {
+        Newest {
+            limit,
+            hits: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, start: u64, t: T) {
+        self.hits.push((start, t));
+        if self.hits.len() >= 2 * self.limit {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+        self.hits.truncate(self.limit);
+    }
+
+    /// The kept traces, the most recent first.
+    fn into_vec(mut self) -> Vec<T> {
+        self.trim();
+        self.hits.into_iter().map(|(_, t)| t).collect()
+    }
+}
+
 /// Collects the traces a Jaeger search matches, the most recent first.
 struct JaegerTraces {
     prefilter: Prefilter,
     q: JQuery,
-    limit: usize,
-    hits: Vec<(u64, UiTrace)>,
+    hits: Newest<UiTrace>,
 }
 
 impl TraceSink for JaegerTraces {
@@ -199,11 +232,7 @@ impl TraceSink for JaegerTraces {
         let t = rows_to_trace(rows);
         if self.q.matches(&t) {
             let start = t.spans.iter().map(|s| s.start_us).min().unwrap_or(0);
-            self.hits.push((start, t));
-            if self.hits.len() >= 2 * self.limit {
-                self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-                self.hits.truncate(self.limit);
-            }
+            self.hits.push(start, t);
         }
     }
 }
@@ -337,16 +366,13 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
         let mut sink = JaegerTraces {
             prefilter: Prefilter::new(&query),
             q,
-            limit,
-            hits: Vec::new(),
+            hits: Newest::new(limit),
         };
         let window = (start.saturating_mul(1000), end.saturating_mul(1000).saturating_add(999));
         if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
             return r;
         }
-        sink.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-        sink.hits.truncate(limit);
-        let data: Vec<Json> = sink.hits.iter().map(|(_, t)| t.to_json()).collect();
+        let data: Vec<Json> = sink.hits.into_vec().iter().map(UiTrace::to_json).collect();
         let n = data.len();
         envelope(Json::Array(data), n)
     })
@@ -575,8 +601,7 @@ pub async fn v3_trace(
 struct V3Traces {
     prefilter: Prefilter,
     q: weft_translate::jaeger::v3::FindQuery,
-    limit: usize,
-    hits: Vec<(u64, TracesData)>,
+    hits: Newest<TracesData>,
 }
 
 impl TraceSink for V3Traces {
@@ -588,11 +613,7 @@ impl TraceSink for V3Traces {
         let td = rows_to_data(rows);
         if self.q.matches(&td) {
             let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-            self.hits.push((start, td));
-            if self.hits.len() >= 2 * self.limit {
-                self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-                self.hits.truncate(self.limit);
-            }
+            self.hits.push(start, td);
         }
     }
 }
@@ -666,15 +687,12 @@ pub async fn v3_find(
                 duration_min_ns: dmin,
                 duration_max_ns: dmax,
             },
-            limit,
-            hits: Vec::new(),
+            hits: Newest::new(limit),
         };
         if let Err(r) = run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
             return r;
         }
-        sink.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-        sink.hits.truncate(limit);
-        v3_traces(sink.hits.into_iter().map(|(_, td)| td).collect(), raw)
+        v3_traces(sink.hits.into_vec(), raw)
     })
     .await
 }
