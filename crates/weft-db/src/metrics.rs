@@ -117,7 +117,7 @@ impl DbMetrics {
             (
                 "weft_compaction_write_amplification",
                 Kind::Gauge,
-                "Spans written into blocks (head cuts and compaction) per span cut, since start; 1 is no rewrite.",
+                "Spans written into blocks (head cuts and compaction) per span cut, since start, by this process (1: no rewrite; a compactor-only process cuts nothing and shows 1: divide the compactor's weft_compaction_spans_written_total by the ingesters' weft_block_cut_spans_total).",
                 if cut > 0.0 {
                     (cut + n(&self.compaction_spans)) / cut
                 } else {
