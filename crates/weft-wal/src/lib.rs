@@ -793,32 +793,21 @@ impl Writer {
 
     /// The next command if one arrives before `until` while another append is likely (see
     /// [`WalOptions::group_wait`]; under [`FsyncPolicy::Always`], for groups under 1 MiB);
-    /// `None` otherwise. While waiting only on announcements it looks at their count every
-    /// 50 µs, so an announced request that is then refused holds the group back no longer.
+    /// `None` otherwise. One timed wait, not a poll: an announced request that is then refused
+    /// (and never appends) holds the group back until `until`, which is rare and bounded.
     fn wait_for_coming(&self, rx: &mpsc::Receiver<Cmd>, until: Instant, group_bytes: u64) -> Option<Cmd> {
         if !matches!(self.opts.fsync, FsyncPolicy::Always) || group_bytes >= 1 << 20 {
             return None;
         }
         let busy = self.append_gap < self.opts.group_wait;
-        loop {
-            if !busy && self.coming.load(Ordering::Acquire) == 0 {
-                return None;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let step = if busy {
-                left
-            } else {
-                left.min(Duration::from_micros(50))
-            };
-            match rx.recv_timeout(step) {
-                Ok(c) => return Some(c),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            }
+        if !busy && self.coming.load(Ordering::Acquire) == 0 {
+            return None;
         }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        rx.recv_timeout(left).ok()
     }
 
     /// Logs a write-path error, at most once per [`ERROR_LOG_INTERVAL`] (a full disk fails
