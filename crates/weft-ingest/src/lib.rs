@@ -44,7 +44,8 @@ pub struct IngestConfig {
     pub data_dir: PathBuf,
     pub fsync: FsyncPolicy,
     pub wal_segment_bytes: u64,
-    /// How long a WAL group waits for requests already being admitted ([`WalOptions::group_wait`]).
+    /// How long a WAL group may wait for more requests so that they share one fsync
+    /// ([`WalOptions::group_wait`]).
     pub wal_group_wait: Duration,
     pub cut: CutPolicy,
     /// Maximum bytes of one trace while it is live; 0 disables.

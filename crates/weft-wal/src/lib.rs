@@ -562,9 +562,8 @@ impl Wal {
             .store(report.removed_segments, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         let coming = Arc::new(AtomicUsize::new(0));
-        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink);
+        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink, coming.clone());
         writer.sealed = kept;
-        writer.coming = coming.clone();
         std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
@@ -664,7 +663,14 @@ struct Writer {
 const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Writer {
-    fn new(dir: PathBuf, opts: WalOptions, seq: u64, stats: Arc<WalStats>, sink: Box<dyn CommitSink>) -> Self {
+    fn new(
+        dir: PathBuf,
+        opts: WalOptions,
+        seq: u64,
+        stats: Arc<WalStats>,
+        sink: Box<dyn CommitSink>,
+        coming: Arc<AtomicUsize>,
+    ) -> Self {
         let mut w = Writer {
             path: segment_path(&dir, seq),
             dir,
@@ -679,7 +685,7 @@ impl Writer {
             dirty: false,
             last_error_log: None,
             suppressed_errors: 0,
-            coming: Arc::new(AtomicUsize::new(0)),
+            coming,
             last_append: Instant::now(),
             append_gap: Duration::from_secs(1),
         };
