@@ -8,6 +8,8 @@
 #     and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
+#   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
+#     .tools/kafka, which scripts/kafka-server.sh runs for the Kafka tests
 # Idempotent: work already done is skipped, so a second run takes about a second.
 set -euo pipefail
 
@@ -83,6 +85,11 @@ else
         -DoutputDirectory="$ROOT/.tools/zipkin" -Dmdep.overWriteIfNewer=true >&2
     [[ -s "$ZIPKIN_JAR" ]] || { log "mvn ran but $ZIPKIN_JAR is missing"; exit 1; }
 fi
+
+# --- Kafka broker (scripts/kafka-server.sh starts it; it fetches the jars itself too) ---------
+# A no-op once the jars are there and scripts/kafka/pom.xml is unchanged.
+bash "$ROOT/scripts/kafka-server.sh" fetch
+log "Kafka broker jars in .tools/kafka"
 
 # --- Java clients: Brave (Zipkin) and the AWS X-Ray SDK for Java ------------------
 # Each is a small Maven project with one main class, compiled once; the tests run it with the

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# Starts and stops a real single-node Apache Kafka broker for weft's tests: Kafka in KRaft mode
+# (one process is both broker and controller), its jars from Maven Central (scripts/kafka/pom.xml).
+#
+#   scripts/kafka-server.sh start DIR PORT              # broker on 127.0.0.1:PORT, data and logs in DIR
+#   scripts/kafka-server.sh stop DIR                    # stops the broker started with DIR
+#   scripts/kafka-server.sh status DIR                  # exit 0 if it runs
+#   scripts/kafka-server.sh topic DIR NAME PARTITIONS   # creates topic NAME (replication 1) if missing
+#   scripts/kafka-server.sh fetch                       # only fetches the jars
+#
+# On success `start` prints the environment the tests read: WEFT_KAFKA_BROKERS=127.0.0.1:PORT.
+# The broker is ready when it has logged "Kafka Server started" (after it is unfenced, so it
+# answers metadata and produce requests) and accepts connections on PORT. Topics are not created
+# on first use (auto.create.topics.enable=false): create them with `topic`.
+# Idempotent: `start` with a broker already running on DIR and PORT prints the same and does
+# nothing else; `stop` without a broker does nothing; `topic` on an existing topic does nothing.
+# The jars are fetched once into .tools/kafka/VERSION/libs (again when the pom changes). The
+# controller listens on a second free port, chosen at each start.
+# With KAFKA_SERVER_OWNER_PID=PID, `start` also leaves a watcher that stops the broker and removes
+# DIR/data once process PID has exited (tests use this so that no broker outlives them).
+# `start` exits non-zero, with the end of the broker's log, if the broker is not ready in 90 s.
+# Files in DIR: server.properties, log4j2.properties, kafka.log (the broker's log), kafka.out
+# (the JVM's own output), kafka.pid, kafka.port, kafka.controller-port, data/ (log.dirs).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SELF="$ROOT/scripts/$(basename "${BASH_SOURCE[0]}")"
+VERSION="4.3.1" # keep in step with kafka.version in scripts/kafka/pom.xml
+POM="$ROOT/scripts/kafka/pom.xml"
+TOOLS="$ROOT/.tools/kafka/$VERSION"
+LIBS="$TOOLS/libs"
+STAMP="$TOOLS/pom.sha256"
+HEAP="-Xmx512m -Xms512m"
+
+log() { echo "[kafka-server] $*" >&2; }
+die() { log "$*"; exit 1; }
+
+usage() { die "usage: $0 start DIR PORT | stop DIR | status DIR | topic DIR NAME PARTITIONS | fetch"; }
+
+need_java() {
+    command -v java >/dev/null || die "java is not on PATH; Kafka $VERSION needs java 17 or newer"
+    local v
+    v="$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)"
+    [[ -n "$v" && "$v" -ge 17 ]] || die "Kafka $VERSION needs java 17 or newer; java on PATH is '${v:-unknown}'"
+}
+
+fetch_jars() {
+    local want
+    want="$(sha256sum "$POM" | cut -d' ' -f1)"
+    [[ -d "$LIBS" && "$(cat "$STAMP" 2>/dev/null || true)" == "$want" ]] && return 0
+    command -v mvn >/dev/null || die "mvn is not on PATH; cannot fetch Kafka $VERSION"
+    log "fetching org.apache.kafka:kafka_2.13:$VERSION and kafka-tools with their dependencies into $LIBS"
+    mkdir -p "$TOOLS"
+    # Into a fresh directory first, so that a failed or concurrent fetch never leaves half a libs/.
+    local tmp="$TOOLS/libs.tmp.$$"
+    rm -rf "$tmp"
+    mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
+        -Dkafka.version="$VERSION" -DincludeScope=runtime -DoutputDirectory="$tmp" >&2 \
+        || { rm -rf "$tmp"; die "mvn could not fetch Kafka $VERSION (scripts/kafka/pom.xml)"; }
+    [[ -s "$tmp/kafka_2.13-$VERSION.jar" && -s "$tmp/kafka-tools-$VERSION.jar" ]] \
+        || { rm -rf "$tmp"; die "mvn ran but the Kafka jars are missing from $tmp"; }
+    rm -rf "$LIBS"
+    mv "$tmp" "$LIBS"
+    echo "$want" >"$STAMP"
+}
+
+alive() { # DIR
+    local pid
+    pid="$(cat "$1/kafka.pid" 2>/dev/null)" || return 1
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+
+listens() { # PORT: something accepts TCP connections on 127.0.0.1:PORT
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# Started: the broker logged that it finished starting (KafkaRaftServer does so once the broker
+# is unfenced) and takes connections.
+ready() { # DIR PORT
+    grep -q "Kafka Server started" "$1/kafka.log" 2>/dev/null && listens "$2"
+}
+
+free_port() {
+    if command -v python3 >/dev/null; then
+        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+        return
+    fi
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 12000))
+        listens "$p" || { echo "$p"; return; }
+    done
+    die "cannot find a free port for the controller"
+}
+
+print_env() { # PORT
+    echo "WEFT_KAFKA_BROKERS=127.0.0.1:$1"
+}
+
+show_logs() { # DIR
+    tail -n 40 "$1/kafka.log" >&2 2>/dev/null || true
+    tail -n 20 "$1/kafka.out" >&2 2>/dev/null || true
+}
+
+write_config() { # DIR PORT CONTROLLER-PORT
+    local dir="$1" port="$2" cport="$3"
+    cat >"$dir/server.properties" <<EOF
+# Written by scripts/kafka-server.sh at each start.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+EOF
+    cat >"$dir/log4j2.properties" <<EOF
+# Written by scripts/kafka-server.sh at each start.
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = $dir/kafka.log
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+# The line start waits for.
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = INFO
+# Noisy at INFO: a line per partition and segment, per configuration value, per client.
+logger.log.name = kafka.log
+logger.log.level = WARN
+logger.storage.name = org.apache.kafka.storage
+logger.storage.level = WARN
+logger.partition.name = kafka.cluster
+logger.partition.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.config.name = org.apache.kafka.common.config
+logger.config.level = WARN
+logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
+logger.appinfo.level = WARN
+logger.coordinator.name = org.apache.kafka.coordinator
+logger.coordinator.level = WARN
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+logger.snapshot.name = org.apache.kafka.snapshot
+logger.snapshot.level = WARN
+EOF
+}
+
+start() { # DIR PORT
+    local dir="$1" port="$2"
+    [[ "$port" =~ ^[0-9]+$ ]] || die "PORT must be a number, got '$port'"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    if alive "$dir"; then
+        local have
+        have="$(cat "$dir/kafka.port" 2>/dev/null || true)"
+        [[ "$have" == "$port" ]] || die "a broker for $dir already runs on port $have, not $port"
+        # Another start may still be waiting for it: wait too, without stopping it on failure.
+        for _ in $(seq 1 180); do
+            if ready "$dir" "$port"; then
+                log "already running on 127.0.0.1:$port"
+                print_env "$port"
+                return 0
+            fi
+            alive "$dir" || break
+            sleep 0.5
+        done
+        show_logs "$dir"
+        die "broker for $dir (pid $(cat "$dir/kafka.pid" 2>/dev/null)) runs but is not ready on $port"
+    fi
+    if listens "$port"; then
+        die "port $port on 127.0.0.1 is taken by another process"
+    fi
+    need_java
+    fetch_jars
+    local cport
+    cport="$(free_port)"
+    [[ "$cport" != "$port" ]] || cport="$(free_port)"
+    mkdir -p "$dir/data"
+    write_config "$dir" "$port" "$cport"
+    rm -f "$dir/kafka.log" "$dir/kafka.out"
+    if [[ ! -s "$dir/data/meta.properties" ]]; then
+        # A random cluster id: 16 bytes, base64url without padding (as kafka-storage random-uuid).
+        local cluster
+        cluster="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        log "formatting $dir/data for cluster $cluster"
+        java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+            -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" \
+            >"$dir/kafka.out" 2>&1 </dev/null \
+            || { cat "$dir/kafka.out" >&2; die "formatting the storage in $dir/data failed; output above"; }
+    fi
+    log "starting Kafka $VERSION on 127.0.0.1:$port (controller on $cport), data in $dir/data"
+    # setsid: the broker outlives the shell that started it (a test harness, say).
+    # shellcheck disable=SC2086 # HEAP is two options
+    # log4j2.shutdownHookEnabled=false: else Log4j closes its logging context when the JVM starts
+    # shutting down, Kafka's own shutdown hook then logs into a new one, and the log of the
+    # shutdown is lost (the file appender writes through, so nothing is lost without the hook).
+    setsid java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$dir/log4j2.properties" -Dlog4j2.shutdownHookEnabled=false \
+        -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" \
+        >>"$dir/kafka.out" 2>&1 </dev/null &
+    echo $! >"$dir/kafka.pid"
+    echo "$port" >"$dir/kafka.port"
+    echo "$cport" >"$dir/kafka.controller-port"
+    for _ in $(seq 1 180); do
+        if ! alive "$dir"; then
+            show_logs "$dir"
+            rm -f "$dir/kafka.pid"
+            die "Kafka exited during start; log above ($dir/kafka.log, $dir/kafka.out)"
+        fi
+        if ready "$dir" "$port"; then
+            log "ready"
+            watch_owner "$dir"
+            print_env "$port"
+            return 0
+        fi
+        sleep 0.5
+    done
+    show_logs "$dir"
+    stop "$dir"
+    die "Kafka was not ready on 127.0.0.1:$port within 90 s; log above"
+}
+
+watch_owner() { # DIR
+    local owner="${KAFKA_SERVER_OWNER_PID:-}"
+    [[ -n "$owner" ]] || return 0
+    kill -0 "$owner" 2>/dev/null || die "KAFKA_SERVER_OWNER_PID $owner is not a running process"
+    log "will stop when process $owner exits"
+    # Detached, with no inherited pipes: whoever reads this script's output must see EOF.
+    setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop "$3"; rm -rf "$3/data"' \
+        _ "$owner" "$SELF" "$1" >"$1/watch.log" 2>&1 </dev/null &
+}
+
+stop() { # DIR
+    local dir="$1" pid
+    pid="$(cat "$dir/kafka.pid" 2>/dev/null || true)"
+    if [[ -z "$pid" ]] || ! kill -0 "$pid" 2>/dev/null; then
+        rm -f "$dir/kafka.pid"
+        log "not running"
+        return 0
+    fi
+    log "stopping Kafka (pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 75); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "still running after 15 s; sending SIGKILL"
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$dir/kafka.pid"
+}
+
+topic() { # DIR NAME PARTITIONS
+    local dir="$1" name="$2" partitions="$3" port
+    [[ "$partitions" =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive number, got '$partitions'"
+    alive "$dir" || die "no broker runs for $dir; start one first"
+    port="$(cat "$dir/kafka.port")"
+    [[ -d "$LIBS" ]] || die "the Kafka jars are missing from $LIBS; run '$0 fetch'"
+    cat >"$dir/tools-log4j2.properties" <<EOF
+status = warn
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = err
+EOF
+    java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/tools-log4j2.properties" \
+        -cp "$LIBS/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$port" \
+        --create --if-not-exists --topic "$name" --partitions "$partitions" --replication-factor 1 \
+        >&2 </dev/null || die "could not create topic $name on 127.0.0.1:$port"
+    log "topic $name ($partitions partitions) exists on 127.0.0.1:$port"
+}
+
+case "${1:-}" in
+start) [[ $# -eq 3 ]] || usage; start "$2" "$3" ;;
+stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
+status) [[ $# -eq 2 ]] || usage; alive "$2" ;;
+topic) [[ $# -eq 4 ]] || usage; topic "$2" "$3" "$4" ;;
+fetch) [[ $# -eq 1 ]] || usage; fetch_jars ;;
+*) usage ;;
+esac
