@@ -1,0 +1,164 @@
+//! One TCP connection to one broker, pipelined: requests are written in order and their
+//! responses, which Kafka returns in the same order, are matched to waiting callers by a FIFO
+//! of correlation ids. A failed read or write closes the connection and fails every caller
+//! waiting on it; the client opens a new one on the next request.
+
+use crate::Error;
+use crate::wire::{Get, Put};
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+
+/// The largest response this client accepts (a fetch is asked for far less).
+const MAX_RESPONSE: usize = 256 << 20;
+
+type Waiter = (i32, oneshot::Sender<Result<Bytes, Error>>);
+
+pub(crate) struct Conn {
+    pub addr: String,
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    waiting: Arc<Mutex<VecDeque<Waiter>>>,
+    dead: Arc<AtomicBool>,
+    next_id: AtomicI32,
+    client_id: String,
+}
+
+impl Conn {
+    pub async fn open(addr: &str, client_id: &str, timeout: Duration) -> Result<Arc<Conn>, Error> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| Error::Io(format!("connecting to Kafka broker {addr} timed out")))?
+            .map_err(|e| Error::Io(format!("connecting to Kafka broker {addr}: {e}")))?;
+        stream.set_nodelay(true).ok();
+        let (read, write) = stream.into_split();
+        let conn = Arc::new(Conn {
+            addr: addr.to_string(),
+            writer: tokio::sync::Mutex::new(write),
+            waiting: Arc::new(Mutex::new(VecDeque::new())),
+            dead: Arc::new(AtomicBool::new(false)),
+            next_id: AtomicI32::new(1),
+            client_id: client_id.to_string(),
+        });
+        tokio::spawn(read_loop(
+            read,
+            conn.waiting.clone(),
+            conn.dead.clone(),
+            addr.to_string(),
+        ));
+        Ok(conn)
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Sends one request and waits for its response body (after the correlation id).
+    pub async fn call(&self, api_key: i16, version: i16, body: &[u8], timeout: Duration) -> Result<Bytes, Error> {
+        self.call_with(api_key, version, body, timeout, |_| {}).await
+    }
+
+    /// As [`Conn::call`], running `before_write` while holding the connection's write order:
+    /// whatever it assigns (a producer sequence, say) reaches the broker in the order assigned.
+    pub async fn call_with(
+        &self,
+        api_key: i16,
+        version: i16,
+        body: &[u8],
+        timeout: Duration,
+        before_write: impl FnOnce(&mut [u8]),
+    ) -> Result<Bytes, Error> {
+        if self.is_dead() {
+            return Err(Error::Io(format!("connection to {} is closed", self.addr)));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut w = self.writer.lock().await;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let mut frame = Vec::with_capacity(body.len() + 14 + self.client_id.len());
+            frame.i32(0);
+            frame.i16(api_key);
+            frame.i16(version);
+            frame.i32(id);
+            frame.string(&self.client_id);
+            let body_at = frame.len();
+            frame.extend_from_slice(body);
+            before_write(&mut frame[body_at..]);
+            let len = (frame.len() - 4) as i32;
+            frame[..4].copy_from_slice(&len.to_be_bytes());
+            self.waiting.lock().push_back((id, tx));
+            let written = tokio::time::timeout(timeout, w.write_all(&frame)).await;
+            let failed = match written {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("writing to Kafka broker {}: {e}", self.addr)),
+                Err(_) => Some(format!("writing to Kafka broker {} timed out", self.addr)),
+            };
+            if let Some(msg) = failed {
+                self.dead.store(true, Ordering::Release);
+                let _ = w.shutdown().await;
+                fail_all(&self.waiting, &msg);
+                return Err(Error::Io(msg));
+            }
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(Error::Io(format!("connection to {} closed", self.addr))),
+            Err(_) => {
+                // The response may still come; the stream is no longer in a known state for us.
+                self.dead.store(true, Ordering::Release);
+                Err(Error::Io(format!(
+                    "Kafka broker {} did not answer in {timeout:?}",
+                    self.addr
+                )))
+            }
+        }
+    }
+}
+
+fn fail_all(waiting: &Mutex<VecDeque<Waiter>>, msg: &str) {
+    for (_, tx) in waiting.lock().drain(..) {
+        let _ = tx.send(Err(Error::Io(msg.to_string())));
+    }
+}
+
+async fn read_loop(
+    mut read: OwnedReadHalf,
+    waiting: Arc<Mutex<VecDeque<Waiter>>>,
+    dead: Arc<AtomicBool>,
+    addr: String,
+) {
+    let msg = loop {
+        let mut len = [0u8; 4];
+        if let Err(e) = read.read_exact(&mut len).await {
+            break format!("reading from Kafka broker {addr}: {e}");
+        }
+        let len = i32::from_be_bytes(len);
+        if len < 4 || len as usize > MAX_RESPONSE {
+            break format!("Kafka broker {addr} sent a response of {len} bytes");
+        }
+        let mut buf = BytesMut::zeroed(len as usize);
+        if let Err(e) = read.read_exact(&mut buf).await {
+            break format!("reading from Kafka broker {addr}: {e}");
+        }
+        let buf = buf.freeze();
+        let id = Get::new(&buf).i32().unwrap_or(0);
+        let Some((want, tx)) = waiting.lock().pop_front() else {
+            break format!("Kafka broker {addr} sent a response nobody asked for");
+        };
+        if want != id {
+            break format!("Kafka broker {addr} answered request {id} where {want} was next");
+        }
+        let _ = tx.send(Ok(buf.slice(4..)));
+        if dead.load(Ordering::Acquire) && waiting.lock().is_empty() {
+            return;
+        }
+    };
+    dead.store(true, Ordering::Release);
+    fail_all(&waiting, &msg);
+}
