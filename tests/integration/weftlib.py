@@ -208,7 +208,7 @@ class WeftServer:
     @property
     def receives(self) -> bool:
         """Whether this server's roles listen for OTLP."""
-        return self.target in ("all", "ingester")
+        return self.target in ("all", "ingester", "distributor")
 
     @property
     def running(self) -> bool:

@@ -18,6 +18,7 @@ pub mod head;
 pub mod limits;
 pub mod metrics;
 pub mod receiver;
+pub mod record;
 
 pub use receiver::{PushError, PushOutcome, TraceConsumer};
 
@@ -190,15 +191,8 @@ impl Ingest {
     /// Refuses at once if `tenant` is over its ingestion rate, before a receiver reads or
     /// decodes a request ([`RateLimiter::check`]); takes nothing.
     pub fn check_rate(&self, tenant: &Arc<str>) -> Result<(), PushError> {
-        self.rate.check(tenant).map_err(|wait| {
+        self.rate.check_or_refuse(tenant).inspect_err(|_| {
             self.metrics.refused(tenant, RefuseReason::RateLimited, 1);
-            PushError::RateLimited {
-                message: format!(
-                    "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
-                    self.cfg.rate_bytes
-                ),
-                retry_after: wait,
-            }
         })
     }
 
@@ -228,26 +222,9 @@ impl Ingest {
                 message: String::new(),
             });
         }
-        if let Err(wait) = self.rate.try_take(tenant, body.len()) {
+        if let Err(e) = self.rate.take_or_refuse(tenant, body.len()) {
             refuse(RefuseReason::RateLimited, summary.spans);
-            let message = if wait == Duration::MAX {
-                format!(
-                    "request of {} bytes exceeds tenant {tenant}'s ingestion burst of {} bytes",
-                    body.len(),
-                    self.cfg.burst_bytes.max(self.cfg.rate_bytes * 2)
-                )
-            } else {
-                format!(
-                    "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
-                    self.cfg.rate_bytes
-                )
-            };
-            let retry_after = if wait == Duration::MAX {
-                Duration::from_secs(60)
-            } else {
-                wait
-            };
-            return Err(PushError::RateLimited { message, retry_after });
+            return Err(e);
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
         if inflight + body.len() as u64 > self.cfg.max_inflight_bytes || !self.wait_for_flusher(deadline).await {

@@ -52,6 +52,41 @@ impl RateLimiter {
         }
     }
 
+    /// [`RateLimiter::check`] as the refusal a receiver returns.
+    pub fn check_or_refuse(&self, tenant: &Arc<str>) -> Result<(), crate::PushError> {
+        self.check(tenant).map_err(|wait| crate::PushError::RateLimited {
+            message: format!(
+                "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
+                self.rate as u64
+            ),
+            retry_after: wait,
+        })
+    }
+
+    /// [`RateLimiter::try_take`] as the refusal a receiver returns: over the rate, or a request
+    /// larger than the burst (retry after a minute: it will never pass as it is).
+    pub fn take_or_refuse(&self, tenant: &Arc<str>, bytes: usize) -> Result<(), crate::PushError> {
+        self.try_take(tenant, bytes).map_err(|wait| {
+            if wait == Duration::MAX {
+                crate::PushError::RateLimited {
+                    message: format!(
+                        "request of {bytes} bytes exceeds tenant {tenant}'s ingestion burst of {} bytes",
+                        self.burst as u64
+                    ),
+                    retry_after: Duration::from_secs(60),
+                }
+            } else {
+                crate::PushError::RateLimited {
+                    message: format!(
+                        "tenant {tenant} exceeded its ingestion rate limit of {} bytes/s",
+                        self.rate as u64
+                    ),
+                    retry_after: wait,
+                }
+            }
+        })
+    }
+
     /// Takes `bytes` from the tenant's bucket, or returns how long until they would be there.
     /// A request larger than the burst can never pass and waits `Duration::MAX`.
     pub fn try_take(&self, tenant: &Arc<str>, bytes: usize) -> Result<(), Duration> {

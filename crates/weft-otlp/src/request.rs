@@ -751,11 +751,32 @@ pub fn for_each_span<'a>(
 }
 
 /// Re-encodes a validated request keeping only the spans for which `keep(index)` is true
-/// (indexes count spans in request order). Headers and kept spans are copied verbatim; empty
-/// scopes and resources are dropped. Used only on the refusal path.
+/// (indexes count spans in request order). Used only on the refusal path.
 pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result<Vec<u8>, WireError> {
+    let mut parts = split_request(buf, 2, |i| usize::from(!keep(i)))?;
+    parts.truncate(1);
+    Ok(parts.pop().unwrap_or_default())
+}
+
+/// Splits a validated request into `n` requests: span `index` (counting spans in request
+/// order) goes to request `part_of(index)`, which must be below `n`. Resource and scope
+/// headers and the spans are copied verbatim, so each part holds its spans with their own
+/// resource and scope; empty scopes and resources are left out, and a part without spans is
+/// empty. The distributor uses this to route a request's traces to Kafka partitions.
+pub fn split_request(buf: &[u8], n: usize, mut part_of: impl FnMut(usize) -> usize) -> Result<Vec<Vec<u8>>, WireError> {
     use crate::wire::{begin_nested, end_nested};
-    let mut out = Vec::with_capacity(buf.len());
+    // Per part: where the open resource and scope started, their length fields, span counts.
+    #[derive(Clone, Copy, Default)]
+    struct Open {
+        rs_mark: usize,
+        rs_at: usize,
+        rs_kept: usize,
+        ss_mark: usize,
+        ss_at: usize,
+        ss_kept: usize,
+    }
+    let mut out: Vec<Vec<u8>> = (0..n).map(|_| Vec::with_capacity(buf.len() / n.max(1) + 64)).collect();
+    let mut open = vec![Open::default(); n];
     let mut index = 0usize;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next()? {
@@ -763,42 +784,53 @@ pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result
             continue;
         }
         let rs = f.value.bytes(f.number)?;
-        let rs_mark = out.len();
-        let rs_at = begin_nested(&mut out, REQ_RESOURCE_SPANS);
-        let mut kept_in_rs = 0;
+        for (o, st) in out.iter_mut().zip(open.iter_mut()) {
+            st.rs_mark = o.len();
+            st.rs_at = begin_nested(o, REQ_RESOURCE_SPANS);
+            st.rs_kept = 0;
+        }
         let mut rr = Reader::new(rs);
         while let Some(g) = rr.next()? {
             if g.number != RS_SCOPE_SPANS {
-                out.extend_from_slice(&rs[g.start..g.end]);
+                for o in out.iter_mut() {
+                    o.extend_from_slice(&rs[g.start..g.end]);
+                }
                 continue;
             }
             let ss = g.value.bytes(g.number)?;
-            let mark = out.len();
-            let ss_at = begin_nested(&mut out, RS_SCOPE_SPANS);
-            let mut kept = 0;
+            for (o, st) in out.iter_mut().zip(open.iter_mut()) {
+                st.ss_mark = o.len();
+                st.ss_at = begin_nested(o, RS_SCOPE_SPANS);
+                st.ss_kept = 0;
+            }
             let mut sr = Reader::new(ss);
             while let Some(h) = sr.next()? {
                 if h.number == SS_SPANS {
-                    if keep(index) {
-                        out.extend_from_slice(&ss[h.start..h.end]);
-                        kept += 1;
-                    }
+                    let p = part_of(index);
+                    out[p].extend_from_slice(&ss[h.start..h.end]);
+                    open[p].ss_kept += 1;
                     index += 1;
                 } else {
-                    out.extend_from_slice(&ss[h.start..h.end]);
+                    for o in out.iter_mut() {
+                        o.extend_from_slice(&ss[h.start..h.end]);
+                    }
                 }
             }
-            if kept == 0 {
-                out.truncate(mark);
-            } else {
-                end_nested(&mut out, ss_at);
-                kept_in_rs += kept;
+            for (o, st) in out.iter_mut().zip(open.iter_mut()) {
+                if st.ss_kept == 0 {
+                    o.truncate(st.ss_mark);
+                } else {
+                    end_nested(o, st.ss_at);
+                    st.rs_kept += st.ss_kept;
+                }
             }
         }
-        if kept_in_rs == 0 {
-            out.truncate(rs_mark);
-        } else {
-            end_nested(&mut out, rs_at);
+        for (o, st) in out.iter_mut().zip(open.iter()) {
+            if st.rs_kept == 0 {
+                o.truncate(st.rs_mark);
+            } else {
+                end_nested(o, st.rs_at);
+            }
         }
     }
     Ok(out)
@@ -989,6 +1021,70 @@ mod tests {
         let long = kv("k", V::StringValue("x".repeat(300)));
         assert!(!key_value_is_simple(&long));
         assert!(validate_key_value(&long, 0).is_ok());
+    }
+
+    proptest! {
+        /// Splitting puts every span in exactly the part asked for, under its own resource and
+        /// scope, and each part is a valid request; the parts together are the request.
+        #[test]
+        fn split_routes_every_span_with_its_resource_and_scope(
+            shape in proptest::collection::vec(proptest::collection::vec(0usize..5, 0..4), 1..4),
+            n in 1usize..5,
+            seed in any::<u64>(),
+        ) {
+            use crate::pb::collector::ExportTraceServiceRequest;
+            use crate::pb::common::InstrumentationScope;
+            use crate::pb::resource::Resource;
+            use crate::pb::trace::{ResourceSpans, ScopeSpans, Span};
+            let mut k = 0u8;
+            let req = ExportTraceServiceRequest {
+                resource_spans: shape.iter().enumerate().map(|(r, scopes)| ResourceSpans {
+                    resource: Some(Resource { attributes: vec![KeyValue { key: format!("r{r}"), value: None }], ..Default::default() }),
+                    schema_url: format!("rs{r}"),
+                    scope_spans: scopes.iter().enumerate().map(|(sc, &spans)| ScopeSpans {
+                        scope: Some(InstrumentationScope { name: format!("s{r}.{sc}"), ..Default::default() }),
+                        schema_url: String::new(),
+                        spans: (0..spans).map(|_| { k += 1; Span {
+                            trace_id: vec![k; 16].into(), span_id: vec![k; 8].into(), name: format!("{r}.{sc}"), ..Default::default()
+                        } }).collect(),
+                    }).collect(),
+                }).collect(),
+            };
+            let buf = req.encode_to_vec();
+            let part = |i: usize| ((i as u64).wrapping_mul(seed | 1) >> 7) as usize % n;
+            let parts = split_request(&buf, n, part).unwrap();
+            prop_assert_eq!(parts.len(), n);
+            let mut seen = 0;
+            for (p, bytes) in parts.iter().enumerate() {
+                let mut summary = RequestSummary::default();
+                prop_assert!(validate_request(bytes, &mut summary).is_ok());
+                let got = ExportTraceServiceRequest::decode(&bytes[..]).unwrap();
+                for rs in &got.resource_spans {
+                    prop_assert!(!rs.scope_spans.is_empty());
+                    let r = rs.schema_url.trim_start_matches("rs");
+                    prop_assert_eq!(&rs.resource.as_ref().unwrap().attributes[0].key, &format!("r{r}"));
+                    for ss in &rs.scope_spans {
+                        prop_assert!(!ss.spans.is_empty());
+                        for sp in &ss.spans {
+                            let i = usize::from(sp.trace_id[0]) - 1;
+                            prop_assert_eq!(part(i), p, "span {} in part {}", i, p);
+                            prop_assert_eq!(format!("s{}", sp.name), ss.scope.as_ref().unwrap().name.clone());
+                            let prefix = format!("{r}.");
+                            prop_assert!(sp.name.starts_with(&prefix));
+                            seen += 1;
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(seen, usize::from(k));
+            if n == 1 {
+                prop_assert_eq!(ExportTraceServiceRequest::decode(&parts[0][..]).unwrap(), ExportTraceServiceRequest {
+                    resource_spans: req.resource_spans.into_iter()
+                        .map(|mut rs| { rs.scope_spans.retain(|s| !s.spans.is_empty()); rs })
+                        .filter(|rs| !rs.scope_spans.is_empty()).collect(),
+                });
+            }
+        }
     }
 
     proptest! {

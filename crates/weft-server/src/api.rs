@@ -453,6 +453,9 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
         ingest.metrics.render(&mut out);
         render_wal(&ingest.wal_stats, &mut out);
     }
+    if let Some(d) = &m.distributor {
+        d.render_metrics(&mut out);
+    }
     if let Some(db) = &m.db {
         db.metrics.render(&mut out);
     }

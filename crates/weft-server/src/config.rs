@@ -40,6 +40,21 @@ pub enum Target {
     /// Compacts blocks, applies retention and deletes what crashed writers left behind.
     /// Serves /metrics and /ready on the HTTP port.
     Compactor,
+    /// Receives spans on every receiver port, admits them (validation, tenancy, rate limits)
+    /// and writes them to Kafka (--kafka-brokers), routed by trace ID. Keeps no WAL and no
+    /// blocks; a request is acknowledged once Kafka acknowledged it.
+    Distributor,
+}
+
+/// How the distributor compresses record batches it writes to Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KafkaCompression {
+    /// Batches as received (the default: cheapest on CPU; OTLP protobuf is what clients sent).
+    None,
+    /// zstd level 1: about a third of the bytes on the wire and on the brokers' disks, for CPU
+    /// on the distributor.
+    Zstd,
 }
 
 /// Where blocks are stored.
@@ -193,6 +208,22 @@ pub struct ServerFlags {
     /// S3: key prefix inside the bucket for everything weft stores [default: none].
     #[arg(long, env = "WEFT_S3_PREFIX")]
     pub s3_prefix: Option<String>,
+    /// Kafka: bootstrap brokers, `host:port`, comma-separated (needed by --target distributor).
+    #[arg(long, env = "WEFT_KAFKA_BROKERS", value_delimiter = ',')]
+    pub kafka_brokers: Option<Vec<String>>,
+    /// Kafka: the topic spans go through [default: weft-traces].
+    #[arg(long, env = "WEFT_KAFKA_TOPIC")]
+    pub kafka_topic: Option<String>,
+    /// Kafka: partitions of the topic when weft creates it (a distributor creates a missing
+    /// topic; an existing topic keeps its own count) [default: 16].
+    #[arg(long, env = "WEFT_KAFKA_PARTITIONS")]
+    pub kafka_partitions: Option<u32>,
+    /// Kafka: replication factor of the topic when weft creates it [default: 1].
+    #[arg(long, env = "WEFT_KAFKA_REPLICATION")]
+    pub kafka_replication: Option<u16>,
+    /// Kafka: compression of the record batches the distributor writes [default: none].
+    #[arg(long, env = "WEFT_KAFKA_COMPRESSION", value_enum)]
+    pub kafka_compression: Option<KafkaCompression>,
     /// Seconds between re-reads of the block list, for roles that share a data directory with
     /// other processes (--target querier, ingester, compactor) [default: 5].
     #[arg(long, env = "WEFT_BLOCKLIST_POLL")]
@@ -306,6 +337,11 @@ pub struct Config {
     pub s3_access_key_id: String,
     pub s3_secret_access_key: String,
     pub s3_prefix: String,
+    pub kafka_brokers: Vec<String>,
+    pub kafka_topic: String,
+    pub kafka_partitions: u32,
+    pub kafka_replication: u16,
+    pub kafka_compression: KafkaCompression,
     pub blocklist_poll: f64,
     pub compaction_interval: f64,
     pub compaction_max_block_spans: u64,
@@ -367,6 +403,11 @@ impl Default for Config {
             s3_access_key_id: String::new(),
             s3_secret_access_key: String::new(),
             s3_prefix: String::new(),
+            kafka_brokers: Vec::new(),
+            kafka_topic: "weft-traces".into(),
+            kafka_partitions: 16,
+            kafka_replication: 1,
+            kafka_compression: KafkaCompression::None,
             blocklist_poll: 5.0,
             compaction_interval: 30.0,
             compaction_max_block_spans: 1_000_000,
@@ -438,6 +479,11 @@ impl Config {
             s3_access_key_id,
             s3_secret_access_key,
             s3_prefix,
+            kafka_brokers,
+            kafka_topic,
+            kafka_partitions,
+            kafka_replication,
+            kafka_compression,
             blocklist_poll,
             compaction_interval,
             compaction_max_block_spans,
@@ -487,6 +533,15 @@ impl Config {
         if self.storage == StorageKind::S3 {
             self.s3_config().map_err(|e| anyhow::anyhow!("{e}"))?;
         }
+        if self.target == Target::Distributor {
+            anyhow::ensure!(
+                !self.kafka_brokers.is_empty(),
+                "--target distributor needs --kafka-brokers (or kafka_brokers in the config file)"
+            );
+        }
+        anyhow::ensure!(!self.kafka_topic.is_empty(), "kafka_topic must not be empty");
+        anyhow::ensure!(self.kafka_partitions > 0, "kafka_partitions must be positive");
+        anyhow::ensure!(self.kafka_replication > 0, "kafka_replication must be positive");
         anyhow::ensure!(
             self.blocklist_poll > 0.0 && self.blocklist_poll.is_finite(),
             "blocklist_poll must be a positive number of seconds"

@@ -8,7 +8,8 @@
 //! | `Storage` | | where blocks live (the data directory, or an S3 bucket with `--storage s3`), counted |
 //! | `Db` | Storage | the block list and block maintenance primitives (`weft-db`) |
 //! | `Ingester` | Db | WAL, head, block flusher (`weft-ingest`) |
-//! | `Receivers` | Ingester | OTLP/gRPC and OTLP/HTTP listeners pushing into the ingester |
+//! | `Distributor` | | admission, then spans routed by trace ID to Kafka (`weft-distributor`) |
+//! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
 //! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process) |
 //! | `QueryApi` | Querier | Tempo's HTTP API and the UI on the HTTP port |
 //! | `Compactor` | Db | compaction, retention, clean-up of crashed writes |
@@ -42,6 +43,7 @@ pub enum Module {
     Storage,
     Db,
     Ingester,
+    Distributor,
     Receivers,
     Querier,
     QueryApi,
@@ -54,10 +56,9 @@ impl Module {
     pub fn deps(self) -> &'static [Module] {
         use Module::*;
         match self {
-            Storage => &[],
+            Storage | Distributor | Receivers => &[],
             Db => &[Storage],
             Ingester | Querier | Compactor | BlocklistPoller => &[Db],
-            Receivers => &[Ingester],
             QueryApi => &[Querier],
         }
     }
@@ -67,10 +68,11 @@ impl Module {
 pub fn target_modules(t: Target) -> &'static [Module] {
     use Module::*;
     match t {
-        Target::All => &[Receivers, QueryApi, Compactor],
-        Target::Ingester => &[Receivers, BlocklistPoller],
+        Target::All => &[Ingester, Receivers, QueryApi, Compactor],
+        Target::Ingester => &[Ingester, Receivers, BlocklistPoller],
         Target::Querier => &[QueryApi, BlocklistPoller],
         Target::Compactor => &[Compactor],
+        Target::Distributor => &[Distributor, Receivers],
     }
 }
 
@@ -101,6 +103,7 @@ pub struct Modules {
     pub storage_metrics: Option<Arc<weft_storage::StorageMetrics>>,
     pub db: Option<Arc<Db>>,
     pub ingest: Option<Arc<Ingest>>,
+    pub distributor: Option<Arc<weft_distributor::Distributor>>,
     pub receiver: Option<Receiver>,
     pub querier: Option<Arc<Querier>>,
     pub compactor: Option<Arc<Compactor>>,
@@ -168,7 +171,7 @@ impl Modules {
                         maintains: true,
                         incomplete_grace: INCOMPLETE_GRACE,
                     },
-                    Target::Ingester | Target::Querier => DbOptions {
+                    Target::Ingester | Target::Querier | Target::Distributor => DbOptions {
                         maintains: false,
                         incomplete_grace: INCOMPLETE_GRACE,
                     },
@@ -198,11 +201,57 @@ impl Modules {
                 let db = self.db.clone().expect("Db runs before Ingester");
                 self.ingest = Some(Ingest::open(icfg, db).await.map_err(anyhow::Error::msg)?);
             }
+            Module::Distributor => {
+                let kafka = weft_kafka::ClientConfig {
+                    brokers: cfg.kafka_brokers.clone(),
+                    client_id: "weft-distributor".into(),
+                    ..Default::default()
+                };
+                let client = weft_kafka::Client::connect(kafka)
+                    .await
+                    .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                // A request's spans of one partition are one record: allow records as large
+                // as the largest request.
+                let max_message = (cfg.max_decompressed_bytes + (1 << 20)).to_string();
+                let created = client
+                    .create_topic(
+                        &cfg.kafka_topic,
+                        cfg.kafka_partitions as i32,
+                        cfg.kafka_replication as i16,
+                        &[("max.message.bytes", &max_message)],
+                    )
+                    .await
+                    .with_context(|| format!("creating Kafka topic {}", cfg.kafka_topic))?;
+                let compression = match cfg.kafka_compression {
+                    crate::config::KafkaCompression::None => weft_kafka::Compression::None,
+                    crate::config::KafkaCompression::Zstd => weft_kafka::Compression::Zstd(1),
+                };
+                let producer = Arc::new(weft_kafka::Producer::new(client, &cfg.kafka_topic, compression));
+                let dcfg = weft_distributor::DistributorConfig {
+                    rate_bytes: cfg.ingestion_rate_bytes,
+                    burst_bytes: cfg.ingestion_burst_bytes,
+                    ..Default::default()
+                };
+                let d = weft_distributor::Distributor::new(dcfg, producer)
+                    .await
+                    .with_context(|| format!("reading Kafka topic {}", cfg.kafka_topic))?;
+                tracing::info!(
+                    topic = %cfg.kafka_topic,
+                    partitions = d.partitions(),
+                    created,
+                    "distributing to Kafka"
+                );
+                self.distributor = Some(d);
+            }
             Module::Receivers => {
-                let ingest = self.ingest.clone().expect("Ingester runs before Receivers");
+                let consumer: Arc<dyn weft_ingest::TraceConsumer> = match (&self.ingest, &self.distributor) {
+                    (Some(i), _) => i.clone(),
+                    (None, Some(d)) => d.clone(),
+                    (None, None) => anyhow::bail!("receivers need an ingester or a distributor to push into"),
+                };
                 self.receiver = Some(Receiver {
                     tenants: tenants.clone(),
-                    consumer: ingest,
+                    consumer,
                 });
             }
             Module::Querier => {
@@ -281,7 +330,17 @@ mod tests {
             vec![Storage, Db, Ingester, Receivers, BlocklistPoller]
         );
         assert_eq!(resolve(target_modules(Target::Compactor)), vec![Storage, Db, Compactor]);
-        for t in [Target::All, Target::Ingester, Target::Querier, Target::Compactor] {
+        assert_eq!(
+            resolve(target_modules(Target::Distributor)),
+            vec![Distributor, Receivers]
+        );
+        for t in [
+            Target::All,
+            Target::Ingester,
+            Target::Querier,
+            Target::Compactor,
+            Target::Distributor,
+        ] {
             let order = resolve(target_modules(t));
             for (i, m) in order.iter().enumerate() {
                 for d in m.deps() {

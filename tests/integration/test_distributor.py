@@ -1,0 +1,163 @@
+"""--target distributor: spans in on every receiver, out to a real Kafka broker (scripts/kafka-server.sh).
+
+Read back with kafka-python (a client nobody here wrote): every acknowledged span is in exactly one
+record, in the partition its trace ID routes to, under the request's own resource and scope; one
+record per partition per request; keys name the tenant and a header names the record format
+(spec/formats/kafka-record.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import requests
+import xxhash
+from kafka import KafkaConsumer, TopicPartition
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otlpdata import make_request, make_span, new_trace_id
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 4
+
+# kafka-python 3.0 reads its protocol schemas through a deprecated importlib call.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("kafka")
+    port = _free_port()
+    r = subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "start", str(d), str(port)],
+                       capture_output=True, text=True, timeout=180,
+                       env={**os.environ, "KAFKA_SERVER_OWNER_PID": str(os.getpid())})
+    assert r.returncode == 0, f"could not start Kafka (scripts/kafka-server.sh):\n{r.stderr[-3000:]}"
+    brokers = r.stdout.strip().removeprefix("WEFT_KAFKA_BROKERS=")
+    yield brokers
+    subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "stop", str(d)],
+                   capture_output=True, timeout=60)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _partition(trace_id: bytes, n: int = PARTITIONS) -> int:
+    return xxhash.xxh3_64_intdigest(trace_id) % n
+
+
+def _records(brokers: str, topic: str) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=brokers, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+    assert len(parts) == PARTITIONS, f"topic {topic} has partitions {parts}"
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    ends = consumer.end_offsets(parts)
+    out = []
+    while any(consumer.position(p) < ends[p] for p in parts):
+        for recs in consumer.poll(timeout_ms=1000).values():
+            out.extend(recs)
+    consumer.close()
+    return out
+
+
+def _distributor(weft_factory, brokers: str, topic: str, *extra: str):
+    return weft_factory("--target", "distributor", "--kafka-brokers", brokers, "--kafka-topic", topic,
+                        "--kafka-partitions", str(PARTITIONS), *extra, name=f"distributor-{topic}")
+
+
+def test_every_acknowledged_span_is_in_one_record_of_its_partition(weft_factory, kafka):
+    topic = f"spans-{uuid.uuid4().hex[:8]}"
+    d = _distributor(weft_factory, kafka, topic, "--multitenancy")
+    assert d.get("/ready").status_code == 200
+    r = d.get("/api/search", params={"q": "{}"})
+    assert r.status_code == 404, "a distributor answers no queries"
+
+    sent: dict[bytes, tuple[str, str]] = {}  # span id -> (tenant, service)
+    requests_partitions = []
+    for i in range(12):
+        # Several traces per request, two resources: the request is split by partition.
+        traces = [new_trace_id() for _ in range(1 + i % 5)]
+        spans_a = [make_span(t, name=f"a{i}.{k}", start=1_700_000_000_000_000_000 + k, attributes={"k": k})
+                   for k, t in enumerate(traces) for _ in range(2)]
+        spans_b = [make_span(t, name=f"b{i}", start=1_700_000_000_000_000_000) for t in traces[:1]]
+        req = make_request(spans_a, service=f"svc-a{i}")
+        req.resource_spans.extend(make_request(spans_b, service=f"svc-b{i}").resource_spans)
+        tenant = "acme" if i % 2 else "globex"
+        if i % 3 == 0:
+            d.grpc_export(req, tenant=tenant)
+        else:
+            d.send(req, tenant=tenant, json_body=(i % 3 == 2))
+        for s in spans_a:
+            sent[bytes(s.span_id)] = (tenant, f"svc-a{i}")
+        for s in spans_b:
+            sent[bytes(s.span_id)] = (tenant, f"svc-b{i}")
+        requests_partitions.append(len({_partition(t) for t in traces}))
+
+    records = _records(kafka, topic)
+    assert len(records) == sum(requests_partitions), "one record per partition per request"
+    seen = Counter()
+    for rec in records:
+        assert dict(rec.headers).get("weft-format") == b"1", rec.headers
+        tenant = rec.key.decode()
+        msg = ExportTraceServiceRequest.FromString(rec.value)
+        assert msg.resource_spans, "no empty records"
+        for rs in msg.resource_spans:
+            service = next(a.value.string_value for a in rs.resource.attributes if a.key == "service.name")
+            assert rs.scope_spans and all(ss.scope.name == "weft.tests" for ss in rs.scope_spans)
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    assert _partition(bytes(s.trace_id)) == rec.partition, "span in the wrong partition"
+                    assert sent[bytes(s.span_id)] == (tenant, service), "span under another tenant or resource"
+                    seen[bytes(s.span_id)] += 1
+    assert set(seen) == set(sent), f"{len(set(sent) - set(seen))} acknowledged spans missing from Kafka"
+    assert max(seen.values()) == 1, "a span written twice"
+
+    # Zipkin in: converted once at the receiver, then routed the same way.
+    tid = "5b8efbf5035f4b5e8f6e2b272b6a9001"
+    z = [{"traceId": tid, "id": "0000000000000abc", "name": "get /", "timestamp": 1_700_000_000_000_000,
+          "duration": 5, "localEndpoint": {"serviceName": "zipkin-svc"}}]
+    r = requests.post(f"{d.zipkin}/api/v2/spans", data=json.dumps(z),
+                      headers={"Content-Type": "application/json", "X-Scope-OrgID": "acme"})
+    assert r.status_code == 202, r.text
+    zrecs = [rec for rec in _records(kafka, topic) if b"zipkin-svc" in rec.value]
+    assert len(zrecs) == 1 and zrecs[0].partition == _partition(bytes.fromhex(tid))
+
+    assert d.metric("weft_kafka_records_total") == len(records) + 1
+    assert d.metric("weft_spans_received_total", tenant="acme") + d.metric(
+        "weft_spans_received_total", tenant="globex") == len(sent) + 1
+    assert d.metric("weft_distributor_partitions") == PARTITIONS
+
+
+def test_bad_requests_are_refused_and_nothing_is_written(weft_factory, kafka):
+    topic = f"bad-{uuid.uuid4().hex[:8]}"
+    d = _distributor(weft_factory, kafka, topic)
+    r = d.post_otlp(b"\x0a\x05\x0a\x03\x0a", headers={"X-Scope-OrgID": "acme"})
+    assert r.status_code == 400, r.text
+    assert "invalid" in r.text.lower()
+    span = make_span(new_trace_id(), start=1)
+    span.trace_id = b"\x01" * 15
+    r = d.post_otlp(make_request([span]))
+    assert r.status_code == 400 and "trace" in r.text.lower(), r.text
+    assert _records(kafka, topic) == []
+    assert d.metric("weft_spans_refused_total", reason="invalid") >= 2
+
+
+def test_a_distributor_without_a_reachable_broker_does_not_start(weft_factory):
+    port = _free_port()
+    for args, names in [
+        (["--kafka-brokers", f"127.0.0.1:{port}"], f"127.0.0.1:{port}"),
+        ([], "--kafka-brokers"),
+    ]:
+        srv = weft_factory("--target", "distributor", *args, start=False, name=f"no-kafka-{len(args)}")
+        r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=60, env=srv.process_env())
+        assert r.returncode != 0 and names in r.stderr, r.stderr[-2000:]
