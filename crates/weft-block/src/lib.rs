@@ -133,6 +133,11 @@ pub struct Origin {
     pub compaction_level: u32,
     /// See [`BlockMeta::compacted_from`].
     pub compacted_from: Vec<String>,
+    /// See [`BlockMeta::kafka`].
+    pub kafka: Vec<meta::KafkaRange>,
+    /// The block's ID; a new UUIDv7 when `None`. A block builder derives it from what the
+    /// block covers, so rebuilding the same records after a crash writes the same folder.
+    pub block_id: Option<String>,
 }
 
 /// Encodes `cols` in the format this build writes ([`meta::FORMAT_VERSION`]): the data file
@@ -152,7 +157,7 @@ pub async fn write_block(
     opts: &WriteOptions,
 ) -> Result<BlockMeta, BlockError> {
     let enc = encode(cols, opts)?;
-    let block_id = uuid::Uuid::now_v7().to_string();
+    let block_id = origin.block_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let prefix = block_prefix(tenant, &block_id);
     let index = Bytes::from(enc.index.encode());
     let checksums = checksum(&enc.data, &index)?;
@@ -170,6 +175,7 @@ pub async fn write_block(
         created_unix: weft_core::now_ns() / 1_000_000_000,
         compaction_level: origin.compaction_level,
         wal_end: origin.wal_end,
+        kafka: origin.kafka,
         compacted_from: origin.compacted_from,
         dedicated_columns: enc.dedicated,
         checksums: Some(checksums),

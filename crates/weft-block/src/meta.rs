@@ -37,6 +37,13 @@ pub struct BlockMeta {
     /// segments never duplicates spans.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_end: Option<WalPos>,
+    /// For a block built from Kafka (cluster mode), the offsets of each partition whose records
+    /// it covers: every record of this tenant in `[start, end)` of the partition is in this
+    /// block or an earlier one. A block builder resumes after the highest `end` of a tenant's
+    /// blocks, so a crash between writing blocks and committing offsets never duplicates
+    /// spans. Compaction keeps, per partition, the lowest start and the highest end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kafka: Vec<KafkaRange>,
     /// The blocks this one replaces (compaction). Once this block's `meta.json` exists they
     /// are obsolete: a reader that still finds one of them ignores it, and startup deletes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -51,6 +58,33 @@ pub struct BlockMeta {
     /// added (those are read unverified).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksums: Option<Checksums>,
+}
+
+/// The records of one Kafka partition a block covers ([`BlockMeta::kafka`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KafkaRange {
+    pub partition: i32,
+    /// The first offset covered.
+    pub start: i64,
+    /// The offset after the last one covered.
+    pub end: i64,
+}
+
+/// Merges the Kafka ranges of blocks being compacted: per partition, the lowest start and the
+/// highest end, sorted by partition.
+pub fn merge_kafka_ranges<'a>(ranges: impl IntoIterator<Item = &'a KafkaRange>) -> Vec<KafkaRange> {
+    let mut out: Vec<KafkaRange> = Vec::new();
+    for r in ranges {
+        match out.iter_mut().find(|o| o.partition == r.partition) {
+            Some(o) => {
+                o.start = o.start.min(r.start);
+                o.end = o.end.max(r.end);
+            }
+            None => out.push(*r),
+        }
+    }
+    out.sort_by_key(|r| r.partition);
+    out
 }
 
 /// CRC32C (Castagnoli) checksums of a block's files.

@@ -623,6 +623,7 @@ async fn open_refuses_versions_without_an_encoding() {
         }
     };
     put_meta(meta::BlockMeta {
+        kafka: Vec::new(),
         version: meta::FORMAT_VERSION + 1,
         ..meta.clone()
     })
@@ -640,6 +641,7 @@ async fn open_refuses_versions_without_an_encoding() {
         )
     );
     put_meta(meta::BlockMeta {
+        kafka: Vec::new(),
         version: 1,
         ..meta.clone()
     })

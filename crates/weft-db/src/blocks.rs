@@ -113,6 +113,21 @@ impl BlockSet {
         covered
     }
 
+    /// Per tenant, the highest Kafka `end` offset of its blocks for `partition`
+    /// ([`weft_block::meta::BlockMeta::kafka`]).
+    pub fn kafka_coverage(&self, partition: i32) -> HashMap<String, i64> {
+        let mut covered: HashMap<String, i64> = HashMap::new();
+        for bs in self.tenants.read().values() {
+            for b in bs {
+                for r in b.meta.kafka.iter().filter(|r| r.partition == partition) {
+                    let e = covered.entry(b.meta.tenant.clone()).or_insert(r.end);
+                    *e = (*e).max(r.end);
+                }
+            }
+        }
+        covered
+    }
+
     /// Loads every complete block (one with `meta.json`) from storage, leaving out blocks a
     /// loaded block replaces (`compacted_from`). A maintaining process ([`DbOptions`]) also
     /// finishes what a crash interrupted: replaced blocks are deleted, and so are folders

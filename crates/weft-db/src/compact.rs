@@ -252,6 +252,8 @@ impl Compactor {
             wal_end: inputs.iter().filter_map(|b| b.meta.wal_end).max(),
             compaction_level: inputs.iter().map(|b| b.meta.compaction_level).max().unwrap_or(0) + 1,
             compacted_from: ids.clone(),
+            kafka: weft_block::meta::merge_kafka_ranges(inputs.iter().flat_map(|b| &b.meta.kafka)),
+            block_id: None,
         };
         let opts = WriteOptions {
             row_group_rows: cfg.row_group_rows,

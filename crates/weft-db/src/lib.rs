@@ -183,6 +183,12 @@ impl Db {
         self.blocks.wal_coverage()
     }
 
+    /// Per tenant, the Kafka offset of `partition` its blocks cover up to
+    /// ([`weft_block::meta::BlockMeta::kafka`]): a block builder skips those records.
+    pub fn kafka_coverage(&self, partition: i32) -> HashMap<String, i64> {
+        self.blocks.kafka_coverage(partition)
+    }
+
     /// Encodes `cols` as a block of `tenant` (in the format this build writes), writes it
     /// `meta.json` last, and adds it to the block set. On error nothing is added; files already
     /// written stay as an incomplete folder that maintenance deletes.

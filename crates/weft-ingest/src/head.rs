@@ -85,7 +85,8 @@ impl Head {
         st.last_pos = Some(rec.pos);
     }
 
-    fn should_cut(&self, p: &CutPolicy) -> bool {
+    /// Whether the head has reached a limit of `p` (and updates the head gauges).
+    pub fn should_cut(&self, p: &CutPolicy) -> bool {
         let st = self.state.read();
         if st.spans == 0 {
             return false;

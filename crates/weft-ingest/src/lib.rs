@@ -422,16 +422,27 @@ impl RecentSpans for Ingest {
 
 /// Writes one block per tenant of a cut, retrying failed writes until they succeed.
 fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMetrics, opts: &WriteOptions) {
+    let origin = |_: &str| Origin {
+        wal_end: Some(cut.wal_end),
+        ..Origin::default()
+    };
+    rt.block_on(write_cut(cut, db, metrics, opts, origin));
+}
+
+/// Writes one block per tenant of a cut, each with the origin `origin(tenant)` gives, retrying
+/// failed writes (with back-off up to 30 s) until they succeed, and counting them in `metrics`.
+pub async fn write_cut(
+    cut: &Cut,
+    db: &Db,
+    metrics: &IngestMetrics,
+    opts: &WriteOptions,
+    origin: impl Fn(&str) -> Origin,
+) {
     for (tenant, cols) in &cut.tenants {
         let mut delay = Duration::from_millis(200);
         loop {
             let started = Instant::now();
-            let origin = Origin {
-                wal_end: Some(cut.wal_end),
-                ..Origin::default()
-            };
-            let res = rt.block_on(db.write_block(cols, tenant, origin, opts));
-            match res {
+            match db.write_block(cols, tenant, origin(tenant), opts).await {
                 Ok(b) => {
                     metrics.blocks_written.fetch_add(1, Ordering::Relaxed);
                     metrics
@@ -449,7 +460,7 @@ fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMe
                 Err(e) => {
                     metrics.block_write_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(tenant = %tenant, error = %e, retry_in_ms = delay.as_millis() as u64, "block write failed; retrying");
-                    std::thread::sleep(delay);
+                    tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(30));
                 }
             }

@@ -44,6 +44,10 @@ pub enum Target {
     /// and writes them to Kafka (--kafka-brokers), routed by trace ID. Keeps no WAL and no
     /// blocks; a request is acknowledged once Kafka acknowledged it.
     Distributor,
+    /// Reads its Kafka partitions (--block-builder-partitions, default all) into heads and
+    /// writes blocks to storage, committing offsets to --kafka-group only after the blocks are
+    /// written. Serves /metrics and /ready on the HTTP port.
+    BlockBuilder,
 }
 
 /// How the distributor compresses record batches it writes to Kafka.
@@ -221,6 +225,14 @@ pub struct ServerFlags {
     /// Kafka: replication factor of the topic when weft creates it [default: 1].
     #[arg(long, env = "WEFT_KAFKA_REPLICATION")]
     pub kafka_replication: Option<u16>,
+    /// Kafka: the consumer group whose committed offsets record block builders' progress
+    /// [default: weft-block-builder].
+    #[arg(long, env = "WEFT_KAFKA_GROUP")]
+    pub kafka_group: Option<String>,
+    /// Block builder: the partitions this process builds, comma-separated (`0,1,2`); each
+    /// partition needs exactly one block builder [default: every partition].
+    #[arg(long, env = "WEFT_BLOCK_BUILDER_PARTITIONS", value_delimiter = ',')]
+    pub block_builder_partitions: Option<Vec<i32>>,
     /// Kafka: compression of the record batches the distributor writes [default: none].
     #[arg(long, env = "WEFT_KAFKA_COMPRESSION", value_enum)]
     pub kafka_compression: Option<KafkaCompression>,
@@ -342,6 +354,8 @@ pub struct Config {
     pub kafka_partitions: u32,
     pub kafka_replication: u16,
     pub kafka_compression: KafkaCompression,
+    pub kafka_group: String,
+    pub block_builder_partitions: Vec<i32>,
     pub blocklist_poll: f64,
     pub compaction_interval: f64,
     pub compaction_max_block_spans: u64,
@@ -408,6 +422,8 @@ impl Default for Config {
             kafka_partitions: 16,
             kafka_replication: 1,
             kafka_compression: KafkaCompression::None,
+            kafka_group: "weft-block-builder".into(),
+            block_builder_partitions: Vec::new(),
             blocklist_poll: 5.0,
             compaction_interval: 30.0,
             compaction_max_block_spans: 1_000_000,
@@ -484,6 +500,8 @@ impl Config {
             kafka_partitions,
             kafka_replication,
             kafka_compression,
+            kafka_group,
+            block_builder_partitions,
             blocklist_poll,
             compaction_interval,
             compaction_max_block_spans,
@@ -533,12 +551,18 @@ impl Config {
         if self.storage == StorageKind::S3 {
             self.s3_config().map_err(|e| anyhow::anyhow!("{e}"))?;
         }
-        if self.target == Target::Distributor {
+        if matches!(self.target, Target::Distributor | Target::BlockBuilder) {
             anyhow::ensure!(
                 !self.kafka_brokers.is_empty(),
-                "--target distributor needs --kafka-brokers (or kafka_brokers in the config file)"
+                "--target {} needs --kafka-brokers (or kafka_brokers in the config file)",
+                if self.target == Target::Distributor {
+                    "distributor"
+                } else {
+                    "block-builder"
+                }
             );
         }
+        anyhow::ensure!(!self.kafka_group.is_empty(), "kafka_group must not be empty");
         anyhow::ensure!(!self.kafka_topic.is_empty(), "kafka_topic must not be empty");
         anyhow::ensure!(self.kafka_partitions > 0, "kafka_partitions must be positive");
         anyhow::ensure!(self.kafka_replication > 0, "kafka_replication must be positive");

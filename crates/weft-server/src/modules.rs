@@ -9,6 +9,7 @@
 //! | `Db` | Storage | the block list and block maintenance primitives (`weft-db`) |
 //! | `Ingester` | Db | WAL, head, block flusher (`weft-ingest`) |
 //! | `Distributor` | | admission, then spans routed by trace ID to Kafka (`weft-distributor`) |
+//! | `BlockBuilder` | Db | Kafka partitions into heads, then blocks; offsets committed after the blocks (`weft-blockbuilder`) |
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
 //! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process) |
 //! | `QueryApi` | Querier | Tempo's HTTP API and the UI on the HTTP port |
@@ -44,6 +45,7 @@ pub enum Module {
     Db,
     Ingester,
     Distributor,
+    BlockBuilder,
     Receivers,
     Querier,
     QueryApi,
@@ -58,7 +60,7 @@ impl Module {
         match self {
             Storage | Distributor | Receivers => &[],
             Db => &[Storage],
-            Ingester | Querier | Compactor | BlocklistPoller => &[Db],
+            Ingester | Querier | Compactor | BlocklistPoller | BlockBuilder => &[Db],
             QueryApi => &[Querier],
         }
     }
@@ -73,6 +75,7 @@ pub fn target_modules(t: Target) -> &'static [Module] {
         Target::Querier => &[QueryApi, BlocklistPoller],
         Target::Compactor => &[Compactor],
         Target::Distributor => &[Distributor, Receivers],
+        Target::BlockBuilder => &[BlockBuilder],
     }
 }
 
@@ -104,6 +107,7 @@ pub struct Modules {
     pub db: Option<Arc<Db>>,
     pub ingest: Option<Arc<Ingest>>,
     pub distributor: Option<Arc<weft_distributor::Distributor>>,
+    pub block_builder: Option<Arc<weft_blockbuilder::BlockBuilder>>,
     pub receiver: Option<Receiver>,
     pub querier: Option<Arc<Querier>>,
     pub compactor: Option<Arc<Compactor>>,
@@ -171,7 +175,7 @@ impl Modules {
                         maintains: true,
                         incomplete_grace: INCOMPLETE_GRACE,
                     },
-                    Target::Ingester | Target::Querier | Target::Distributor => DbOptions {
+                    Target::Ingester | Target::Querier | Target::Distributor | Target::BlockBuilder => DbOptions {
                         maintains: false,
                         incomplete_grace: INCOMPLETE_GRACE,
                     },
@@ -243,6 +247,33 @@ impl Modules {
                 );
                 self.distributor = Some(d);
             }
+            Module::BlockBuilder => {
+                let kafka = weft_kafka::ClientConfig {
+                    brokers: cfg.kafka_brokers.clone(),
+                    client_id: "weft-block-builder".into(),
+                    ..Default::default()
+                };
+                let client = weft_kafka::Client::connect(kafka)
+                    .await
+                    .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                let bcfg = weft_blockbuilder::BlockBuilderConfig {
+                    topic: cfg.kafka_topic.clone(),
+                    group: cfg.kafka_group.clone(),
+                    partitions: cfg.block_builder_partitions.clone(),
+                    cut: CutPolicy {
+                        max_age: Duration::from_secs_f64(cfg.block_max_age),
+                        max_spans: cfg.block_max_spans,
+                        max_bytes: cfg.block_max_bytes,
+                    },
+                    row_group_rows: IngestConfig::default().row_group_rows,
+                    fetch_bytes: 8 << 20,
+                };
+                let db = self.db.clone().expect("Db runs before BlockBuilder");
+                let b = weft_blockbuilder::BlockBuilder::start(bcfg, client, db, tokio::runtime::Handle::current())
+                    .await
+                    .with_context(|| format!("starting to read Kafka topic {}", cfg.kafka_topic))?;
+                self.block_builder = Some(b);
+            }
             Module::Receivers => {
                 let consumer: Arc<dyn weft_ingest::TraceConsumer> = match (&self.ingest, &self.distributor) {
                     (Some(i), _) => i.clone(),
@@ -299,6 +330,9 @@ impl Modules {
     pub async fn stop(&self) {
         if let Some(c) = &self.compactor {
             c.stop();
+        }
+        if let Some(b) = &self.block_builder {
+            b.stop();
         }
         if let Some(i) = &self.ingest {
             i.shutdown().await;

@@ -1,0 +1,407 @@
+//! The block builder (`--target block-builder`): the write path's back half in cluster mode
+//! (ADR 0008).
+//!
+//! ```text
+//! per assigned partition (a thread each):
+//!   resume at the group's committed offset (or the partition's earliest)
+//!   fetch ─► record: tenant (key) + format header ─► skip what the tenant's blocks cover
+//!         ─► Head::apply (the ingester's head: decode once into columns)
+//!   cut by span count / memory / age ─► one block per tenant (weft_ingest::write_cut), each
+//!         named from (topic, partition, offset range, tenant) and recording that range
+//!   ─► commit the cut's end offset to the consumer group
+//! ```
+//!
+//! **Crash safety.** Offsets are committed only after every block of a cut is written. A
+//! restart resumes from the committed offset and skips each tenant's records below the highest
+//! offset its blocks cover (`BlockMeta::kafka`), exactly as WAL replay skips records already in
+//! blocks; so a crash anywhere neither loses nor duplicates spans. A rebuild of the same cut
+//! gets the same block IDs, so it rewrites the same folders instead of adding copies.
+//!
+//! **Assignment** is static (`--block-builder-partitions`): each partition must have exactly
+//! one block builder. Kafka keeps the records until they are committed and past retention, so a
+//! block builder that is down only delays blocks.
+
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+use weft_block::meta::KafkaRange;
+use weft_block::{Origin, WriteOptions};
+use weft_core::prom::{Exposition, Kind};
+use weft_db::Db;
+use weft_ingest::head::{CutPolicy, Head};
+use weft_ingest::metrics::IngestMetrics;
+use weft_ingest::record::read_record;
+use weft_kafka::{Client, OffsetAt};
+use weft_wal::{KIND_OTLP, Record, WalPos};
+
+/// Settings of a block builder.
+#[derive(Debug, Clone)]
+pub struct BlockBuilderConfig {
+    pub topic: String,
+    /// Consumer group whose committed offsets record progress.
+    pub group: String,
+    /// The partitions this builder owns; empty means every partition of the topic.
+    pub partitions: Vec<i32>,
+    pub cut: CutPolicy,
+    pub row_group_rows: usize,
+    /// Bytes asked for per fetch.
+    pub fetch_bytes: i32,
+}
+
+/// Per-partition progress, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct PartitionStats {
+    /// The next offset to read.
+    pub position: AtomicI64,
+    /// The offset committed after the last written cut.
+    pub committed: AtomicI64,
+    /// The partition's high watermark at the last fetch.
+    pub high_watermark: AtomicI64,
+    pub records: AtomicU64,
+    /// Records skipped because the tenant's blocks already cover them (after a restart).
+    pub skipped: AtomicU64,
+    /// Records that are not weft's format (counted, logged, skipped).
+    pub refused: AtomicU64,
+    pub fetch_errors: AtomicU64,
+}
+
+/// A running block builder.
+pub struct BlockBuilder {
+    pub metrics: Arc<IngestMetrics>,
+    pub partitions: Vec<(i32, Arc<PartitionStats>)>,
+    stop: Arc<AtomicBool>,
+    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl BlockBuilder {
+    /// Starts one thread per partition on the runtime `rt` (whose tasks serve the Kafka
+    /// connections and storage).
+    pub async fn start(
+        cfg: BlockBuilderConfig,
+        client: Arc<Client>,
+        db: Arc<Db>,
+        rt: tokio::runtime::Handle,
+    ) -> Result<Arc<BlockBuilder>, weft_kafka::Error> {
+        let count = client.partition_count(&cfg.topic).await? as i32;
+        let partitions: Vec<i32> = if cfg.partitions.is_empty() {
+            (0..count).collect()
+        } else {
+            cfg.partitions.clone()
+        };
+        if let Some(p) = partitions.iter().find(|&&p| p < 0 || p >= count) {
+            return Err(weft_kafka::Error::Config(format!(
+                "partition {p} is not one of topic {}'s {count} partitions",
+                cfg.topic
+            )));
+        }
+        let committed = client.committed_offsets(&cfg.group, &cfg.topic, &partitions).await?;
+        let metrics = Arc::new(IngestMetrics::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        let mut stats = Vec::new();
+        for (&p, start) in partitions.iter().zip(committed) {
+            let start = match start {
+                Some(o) => o,
+                None => client.list_offset(&cfg.topic, p, OffsetAt::Earliest).await?,
+            };
+            let st = Arc::new(PartitionStats::default());
+            st.position.store(start, Ordering::Relaxed);
+            st.committed.store(start, Ordering::Relaxed);
+            stats.push((p, st.clone()));
+            let worker = Partition {
+                cfg: cfg.clone(),
+                partition: p,
+                client: client.clone(),
+                db: db.clone(),
+                head: Head::new(metrics.clone()),
+                metrics: metrics.clone(),
+                stats: st,
+                stop: stop.clone(),
+            };
+            let rt = rt.clone();
+            tracing::info!(topic = %cfg.topic, partition = p, offset = start, "block builder resumes");
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("weft-bb-{p}"))
+                    .spawn(move || rt.block_on(worker.run(start)))
+                    .map_err(|e| weft_kafka::Error::Io(format!("starting a block builder thread: {e}")))?,
+            );
+        }
+        Ok(Arc::new(BlockBuilder {
+            metrics,
+            partitions: stats,
+            stop,
+            threads: parking_lot::Mutex::new(threads),
+        }))
+    }
+
+    /// Asks every partition thread to stop after its current fetch or cut, without waiting.
+    /// What the heads hold is not written: it is still in Kafka, uncommitted, and the next
+    /// start reads it again.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Whether every partition thread has finished (after [`BlockBuilder::stop`]).
+    pub fn stopped(&self) -> bool {
+        self.threads.lock().iter().all(|t| t.is_finished())
+    }
+
+    /// Appends the block builder's counters to a Prometheus page.
+    pub fn render_metrics(&self, out: &mut Exposition) {
+        self.metrics.render(out);
+        type Get = fn(&PartitionStats) -> f64;
+        let families: [(&str, Kind, &str, Get); 7] = [
+            (
+                "weft_block_builder_position",
+                Kind::Gauge,
+                "The next Kafka offset each partition reads.",
+                |s| s.position.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_committed_offset",
+                Kind::Gauge,
+                "The offset committed after each partition's last written cut.",
+                |s| s.committed.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_lag_records",
+                Kind::Gauge,
+                "Records of each partition not yet read (high watermark minus position).",
+                |s| (s.high_watermark.load(Ordering::Relaxed) - s.position.load(Ordering::Relaxed)).max(0) as f64,
+            ),
+            (
+                "weft_block_builder_records_total",
+                Kind::Counter,
+                "Records read into the head.",
+                |s| s.records.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_records_skipped_total",
+                Kind::Counter,
+                "Records skipped because the tenant's blocks already hold them (after a restart).",
+                |s| s.skipped.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_records_refused_total",
+                Kind::Counter,
+                "Records that are not in a record format this weft reads (skipped).",
+                |s| s.refused.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_fetch_errors_total",
+                Kind::Counter,
+                "Fetches that failed (retried).",
+                |s| s.fetch_errors.load(Ordering::Relaxed) as f64,
+            ),
+        ];
+        for (name, kind, help, get) in families {
+            out.family(name, kind, help);
+            for (p, s) in &self.partitions {
+                out.sample(name, &[("partition", &p.to_string())], get(s));
+            }
+        }
+    }
+}
+
+struct Partition {
+    cfg: BlockBuilderConfig,
+    partition: i32,
+    client: Arc<Client>,
+    db: Arc<Db>,
+    head: Head,
+    metrics: Arc<IngestMetrics>,
+    stats: Arc<PartitionStats>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Partition {
+    async fn run(self, start: i64) {
+        let p = self.partition;
+        // What each tenant's blocks already hold (a previous run wrote them, then stopped
+        // before committing).
+        let covered: HashMap<String, i64> = self.db.kafka_coverage(p);
+        let mut tenants: HashMap<Bytes, Arc<str>> = HashMap::new();
+        let mut position = start;
+        let mut cut_start = start;
+        let mut first_ts: Option<i64> = None;
+        let mut backoff = Duration::from_millis(100);
+        while !self.stop.load(Ordering::Acquire) {
+            let fetched = self
+                .client
+                .fetch(
+                    &self.cfg.topic,
+                    p,
+                    position,
+                    self.cfg.fetch_bytes,
+                    Duration::from_millis(250),
+                )
+                .await;
+            match fetched {
+                Ok(f) => {
+                    backoff = Duration::from_millis(100);
+                    self.stats.high_watermark.store(f.high_watermark, Ordering::Relaxed);
+                    for rec in f.records {
+                        let tenant = match read_record(
+                            rec.key.as_deref(),
+                            rec.header(weft_ingest::record::FORMAT_HEADER),
+                        ) {
+                            Ok(t) => t,
+                            Err(e) => {
+                                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                                tracing::error!(partition = p, offset = rec.offset, error = %e, "skipping a Kafka record");
+                                continue;
+                            }
+                        };
+                        if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
+                            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        let key = rec.key.clone().unwrap_or_default();
+                        let tenant = tenants.entry(key).or_insert_with(|| Arc::from(tenant)).clone();
+                        first_ts = Some(first_ts.map_or(rec.timestamp_ms, |t: i64| t.min(rec.timestamp_ms)));
+                        self.head.apply(&Record {
+                            pos: WalPos {
+                                segment: p as u64,
+                                offset: rec.offset as u64,
+                            },
+                            kind: KIND_OTLP,
+                            tenant,
+                            payload: rec.value,
+                        });
+                        self.stats.records.fetch_add(1, Ordering::Relaxed);
+                    }
+                    position = f.next_offset;
+                    self.stats.position.store(position, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
+                    if e.code() == Some(1) {
+                        // OFFSET_OUT_OF_RANGE: retention removed records never built (the
+                        // builder was down longer than the topic keeps data). Say so loudly.
+                        let earliest = self
+                            .client
+                            .list_offset(&self.cfg.topic, p, OffsetAt::Earliest)
+                            .await
+                            .unwrap_or(position);
+                        tracing::error!(
+                            partition = p,
+                            from = position,
+                            to = earliest,
+                            "records expired in Kafka before they were built into blocks; skipping to the earliest kept"
+                        );
+                        position = earliest.max(position);
+                        cut_start = cut_start.max(position);
+                    } else {
+                        tracing::warn!(partition = p, error = %e, retry_in_ms = backoff.as_millis() as u64, "Kafka fetch failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            if self.head.should_cut(&self.cfg.cut)
+                && let Some(cut) = self.head.cut()
+            {
+                let end = position;
+                let range = KafkaRange {
+                    partition: p,
+                    start: cut_start,
+                    end,
+                };
+                let ts = first_ts.take().unwrap_or(0);
+                let opts = WriteOptions {
+                    row_group_rows: self.cfg.row_group_rows,
+                    ..Default::default()
+                };
+                let topic = &self.cfg.topic;
+                let origin = |tenant: &str| Origin {
+                    kafka: vec![range],
+                    block_id: Some(block_id(topic, range, tenant, ts)),
+                    ..Origin::default()
+                };
+                weft_ingest::write_cut(&cut, &self.db, &self.metrics, &opts, origin).await;
+                self.head.finish(&cut);
+                self.commit(end).await;
+                cut_start = end;
+            }
+        }
+    }
+
+    /// Commits `offset` for the partition, retrying until it succeeds or the builder stops.
+    async fn commit(&self, offset: i64) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self
+                .client
+                .commit_offsets(&self.cfg.group, &self.cfg.topic, &[(self.partition, offset)])
+                .await
+            {
+                Ok(()) => {
+                    self.stats.committed.store(offset, Ordering::Relaxed);
+                    return;
+                }
+                Err(e) if !self.stop.load(Ordering::Acquire) => {
+                    tracing::warn!(partition = self.partition, offset, error = %e, "committing the offset failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                // Not committed: the blocks' ranges make the next start skip what they hold.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The ID of the block of `tenant` built from `range` of `topic`: a UUIDv7 whose time is the
+/// cut's first record's timestamp (so blocks sort by when their spans arrived, and the
+/// compactor's grace for incomplete folders works) and whose other bits are a hash of what the
+/// block covers. Building the same records again gives the same ID.
+pub fn block_id(topic: &str, range: KafkaRange, tenant: &str, first_record_ms: i64) -> String {
+    let mut key = Vec::with_capacity(topic.len() + tenant.len() + 24);
+    key.extend_from_slice(topic.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&range.partition.to_be_bytes());
+    key.extend_from_slice(&range.start.to_be_bytes());
+    key.extend_from_slice(&range.end.to_be_bytes());
+    key.extend_from_slice(tenant.as_bytes());
+    let h = xxhash_rust::xxh3::xxh3_128(&key).to_be_bytes();
+    let mut rand = [0u8; 10];
+    rand.copy_from_slice(&h[..10]);
+    uuid::Builder::from_unix_timestamp_millis(first_record_ms.max(0) as u64, &rand)
+        .into_uuid()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_ids_follow_what_the_block_covers() {
+        let r = KafkaRange {
+            partition: 3,
+            start: 100,
+            end: 250,
+        };
+        let a = block_id("weft-traces", r, "acme", 1_700_000_000_000);
+        assert_eq!(a, block_id("weft-traces", r, "acme", 1_700_000_000_000));
+        let u = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(u.get_version_num(), 7);
+        assert_eq!(u.get_timestamp().unwrap().to_unix().0, 1_700_000_000);
+        for other in [
+            block_id("weft-traces", KafkaRange { end: 251, ..r }, "acme", 1_700_000_000_000),
+            block_id(
+                "weft-traces",
+                KafkaRange { partition: 4, ..r },
+                "acme",
+                1_700_000_000_000,
+            ),
+            block_id("weft-traces", r, "globex", 1_700_000_000_000),
+            block_id("other", r, "acme", 1_700_000_000_000),
+        ] {
+            assert_ne!(a, other);
+        }
+    }
+}
