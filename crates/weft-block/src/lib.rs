@@ -72,6 +72,10 @@ pub enum BlockError {
     /// Bytes read do not match the checksum recorded when the block was written.
     #[error("damaged block: {0}")]
     Damaged(String),
+    /// The block was not committed: its `meta.json` was due before a deadline that passed
+    /// ([`WriteOptions::commit_before`]).
+    #[error("block {0} not committed: its deadline passed before meta.json was written")]
+    Deadline(String),
 }
 
 impl BlockError {
@@ -84,7 +88,7 @@ impl BlockError {
             BlockError::Parquet(_) | BlockError::Corrupt(_) | BlockError::Index(_) | BlockError::Meta(_) => {
                 !has_checksums
             }
-            BlockError::Storage(_) | BlockError::UnsupportedVersion(_) => false,
+            BlockError::Storage(_) | BlockError::UnsupportedVersion(_) | BlockError::Deadline(_) => false,
         }
     }
 }
@@ -182,6 +186,9 @@ pub async fn write_block(
     };
     storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
+    if opts.commit_before.is_some_and(|t| std::time::SystemTime::now() >= t) {
+        return Err(BlockError::Deadline(prefix));
+    }
     storage
         .put(
             &format!("{prefix}/meta.json"),

@@ -19,6 +19,10 @@ pub struct WriteOptions {
     /// Choose and write dedicated attribute columns ([`crate::dedicated`]); compaction does,
     /// head cuts skip the extra pass over every attribute to keep ingest cheap.
     pub dedicated_columns: bool,
+    /// If set, `meta.json` (the commit point) is written only before this time; later, the
+    /// write fails with [`crate::BlockError::Deadline`] and leaves an incomplete folder. A
+    /// compactor's lease ends then (weft-db's `lease` module).
+    pub commit_before: Option<std::time::SystemTime>,
 }
 
 impl Default for WriteOptions {
@@ -28,6 +32,7 @@ impl Default for WriteOptions {
             zstd_level: 3,
             value_blooms: false,
             dedicated_columns: false,
+            commit_before: None,
         }
     }
 }

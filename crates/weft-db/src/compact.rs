@@ -69,6 +69,9 @@ pub struct CompactionConfig {
     pub delete_grace: Duration,
     /// Rows per row group of compacted blocks.
     pub row_group_rows: usize,
+    /// Leases, when several compactors may share the storage: a tenant is compacted only by
+    /// the compactor holding its lease ([`crate::lease`]). `None` for the only compactor.
+    pub leases: Option<crate::lease::Leases>,
 }
 
 impl Default for CompactionConfig {
@@ -82,6 +85,7 @@ impl Default for CompactionConfig {
             tenant_retention: Vec::new(),
             delete_grace: Duration::from_secs(60),
             row_group_rows: 8192,
+            leases: None,
         }
     }
 }
@@ -197,6 +201,16 @@ impl Compactor {
     /// Merges the blocks [`TierPolicy::pick`] chooses among the tenant's healthy blocks.
     /// Returns `None` when none qualify.
     pub async fn compact_once(&self, tenant: &str) -> Result<Option<Compacted>, BlockError> {
+        self.compact_once_leased(tenant, None).await
+    }
+
+    /// [`Compactor::compact_once`] under a lease: the merged block is committed only before
+    /// the lease ends.
+    pub async fn compact_once_leased(
+        &self,
+        tenant: &str,
+        lease: Option<crate::lease::Lease>,
+    ) -> Result<Option<Compacted>, BlockError> {
         let db = &self.db;
         let blocks: Vec<Arc<Block>> = db
             .blocks(tenant)
@@ -238,7 +252,7 @@ impl Compactor {
                         // decode, left out); the merge starts over without it.
                         tracing::warn!(tenant, block = %b.meta.block_id, error = %e, "compaction input unreadable; merging without it");
                         db.block_failed(b, e)?;
-                        return Box::pin(self.compact_once(tenant)).await;
+                        return Box::pin(self.compact_once_leased(tenant, lease)).await;
                     }
                 };
                 for r in &rows {
@@ -259,6 +273,7 @@ impl Compactor {
             row_group_rows: cfg.row_group_rows,
             value_blooms: true,
             dedicated_columns: true,
+            commit_before: lease.map(|l| l.commit_before()),
             ..Default::default()
         };
         // Writing replaces the inputs in the block set at once (the new meta names them).
@@ -367,11 +382,31 @@ impl Compactor {
         }
         self.apply_retention().await;
         for tenant in db.tenants() {
+            let lease = match &self.cfg.leases {
+                None => None,
+                Some(leases) => match leases.acquire(&**db.storage(), &tenant).await {
+                    Ok(Some(l)) => Some(l),
+                    Ok(None) => {
+                        db.metrics.compaction_lease_skips.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(tenant = %tenant, "another compactor holds this tenant's lease");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(tenant = %tenant, error = %e, "taking the compaction lease failed; skipping the tenant");
+                        continue;
+                    }
+                },
+            };
             loop {
                 if self.stopping() {
                     return;
                 }
-                match self.compact_once(&tenant).await {
+                if let (Some(l), Some(leases)) = (lease, &self.cfg.leases)
+                    && !l.may_start(leases.period)
+                {
+                    break;
+                }
+                match self.compact_once_leased(&tenant, lease).await {
                     Ok(Some(_)) => continue,
                     Ok(None) => break,
                     Err(_) if self.stopping() => return,

@@ -19,6 +19,7 @@
 
 pub mod blocks;
 pub mod compact;
+pub mod lease;
 pub mod metrics;
 pub mod policy;
 pub mod quarantine;

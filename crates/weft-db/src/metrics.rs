@@ -13,6 +13,8 @@ pub struct DbMetrics {
     pub compaction_spans: AtomicU64,
     pub compaction_duplicates: AtomicU64,
     pub compaction_errors: AtomicU64,
+    /// Compaction rounds that left a tenant alone because another compactor held its lease.
+    pub compaction_lease_skips: AtomicU64,
     pub compaction_nanos: AtomicU64,
     /// CPU time of the compactor's thread while it merged.
     pub compaction_cpu_nanos: AtomicU64,
@@ -41,7 +43,7 @@ impl DbMetrics {
         }
         let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
         let cut = n(&self.cut_spans);
-        let families: [(&str, Kind, &str, f64); 16] = [
+        let families: [(&str, Kind, &str, f64); 17] = [
             (
                 "weft_blocks_quarantined_total",
                 Kind::Counter,
@@ -95,6 +97,12 @@ impl DbMetrics {
                 Kind::Counter,
                 "Compactions that failed (their inputs stay in place).",
                 n(&self.compaction_errors),
+            ),
+            (
+                "weft_compaction_lease_skips_total",
+                Kind::Counter,
+                "Compaction rounds that left a tenant alone because another compactor held its lease.",
+                n(&self.compaction_lease_skips),
             ),
             (
                 "weft_compaction_seconds_total",

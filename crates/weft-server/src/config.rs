@@ -250,6 +250,11 @@ pub struct ServerFlags {
     /// (docs/adr/0007-size-tiered-compaction.md) [default: 4].
     #[arg(long, env = "WEFT_COMPACTION_FANOUT")]
     pub compaction_fanout: Option<u64>,
+    /// Seconds a compactor process holds a tenant's compaction lease; another compactor on the
+    /// same storage leaves the tenant alone meanwhile (docs/adr/0008-kafka-write-path.md)
+    /// [default: 300].
+    #[arg(long, env = "WEFT_COMPACTION_LEASE")]
+    pub compaction_lease: Option<f64>,
     /// Most small blocks merged at once; this many small blocks of one level merge even when
     /// they hold few spans [default: 64].
     #[arg(long, env = "WEFT_COMPACTION_MAX_INPUTS")]
@@ -361,6 +366,7 @@ pub struct Config {
     pub compaction_max_block_spans: u64,
     pub compaction_fanout: u64,
     pub compaction_max_inputs: usize,
+    pub compaction_lease: f64,
     pub retention: String,
     /// Tenant → retention, overriding `retention` (YAML only).
     pub tenant_retention: BTreeMap<String, String>,
@@ -429,6 +435,7 @@ impl Default for Config {
             compaction_max_block_spans: 1_000_000,
             compaction_fanout: 4,
             compaction_max_inputs: 64,
+            compaction_lease: 300.0,
             retention: "336h".into(),
             tenant_retention: BTreeMap::new(),
             wal_segment_bytes: 64 << 20,
@@ -507,6 +514,7 @@ impl Config {
             compaction_max_block_spans,
             compaction_fanout,
             compaction_max_inputs,
+            compaction_lease,
             retention,
             wal_segment_bytes,
             wal_group_wait_ms,
@@ -580,6 +588,10 @@ impl Config {
         );
         anyhow::ensure!(self.compaction_fanout >= 2, "compaction_fanout must be at least 2");
         anyhow::ensure!(
+            self.compaction_lease >= 1.0 && self.compaction_lease.is_finite(),
+            "compaction_lease must be at least 1 second"
+        );
+        anyhow::ensure!(
             self.compaction_max_inputs >= 2,
             "compaction_max_inputs must be at least 2"
         );
@@ -651,6 +663,17 @@ impl Config {
                 .iter()
                 .map(|(t, d)| (t.clone(), retention(d).unwrap_or(Duration::MAX)))
                 .collect(),
+            // A compactor process may have peers on the same storage: take leases. The
+            // all-in-one binary is the only compactor of its storage.
+            leases: (self.target == Target::Compactor).then(|| {
+                let owner = format!(
+                    "{}-{}-{}",
+                    std::env::var("HOSTNAME").unwrap_or_else(|_| "weft".into()),
+                    std::process::id(),
+                    weft_core::now_ns()
+                );
+                weft_db::lease::Leases::new(owner, Duration::from_secs_f64(self.compaction_lease))
+            }),
             ..Default::default()
         }
     }

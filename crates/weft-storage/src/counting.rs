@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use weft_core::prom::{Exposition, Kind};
 
-const OPS: [&str; 5] = ["put", "get", "get_range", "list", "delete"];
+const OPS: [&str; 6] = ["put", "get", "get_range", "list", "delete", "put_if_absent"];
 const KINDS: [&str; 5] = ["not_found", "invalid_path", "bad_range", "io", "backend"];
 /// Latency bucket bounds in seconds: local calls take microseconds, remote ones up to seconds.
 const BOUNDS: [f64; 14] = [
@@ -19,6 +19,7 @@ enum Op {
     GetRange = 2,
     List = 3,
     Delete = 4,
+    PutIfAbsent = 5,
 }
 
 #[derive(Debug, Default)]
@@ -30,7 +31,8 @@ struct OpMetrics {
     sum_micros: AtomicU64,
 }
 
-/// Counters of one store's calls, by operation (`put`, `get`, `get_range`, `list`, `delete`).
+/// Counters of one store's calls, by operation (`put`, `get`, `get_range`, `list`, `delete`,
+/// `put_if_absent`).
 ///
 /// Every call counts as a request when it ends (an abandoned call counts nowhere) and its latency
 /// is observed; a failed call also counts as an error of its [`StorageError::kind`]. Reads count
@@ -186,6 +188,16 @@ impl<S: Storage> Storage for CountingStorage<S> {
         res
     }
 
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
+        let (t, len) = (Instant::now(), data.len() as u64);
+        let res = self.inner.put_if_absent(path, data).await;
+        if matches!(res, Ok(true)) {
+            self.metrics.bytes_written.fetch_add(len, Ordering::Relaxed);
+        }
+        self.done(Op::PutIfAbsent, t, &res);
+        res
+    }
+
     async fn get(&self, path: &str) -> Result<Bytes, StorageError> {
         let t = Instant::now();
         let res = self.inner.get(path).await;
@@ -230,18 +242,19 @@ mod tests {
         let s = CountingStorage::new(MemoryStorage::new());
         conformance::run(&s).await;
         let m = s.metrics();
-        // The suite's calls: 5 small puts, 5 refused, 1 big, 16 concurrent.
+        // The suite's calls: 5 small puts, 5 refused, 1 big, 16 concurrent; 3 create-only puts.
         assert_eq!(m.requests("put"), 27);
         assert_eq!(m.errors("put", "invalid_path"), 5);
-        assert_eq!(m.requests("get"), 5);
+        assert_eq!(m.requests("get"), 7);
         assert_eq!(m.errors("get", "not_found"), 2);
         assert_eq!(m.requests("get_range"), 6);
         assert_eq!(m.errors("get_range", "bad_range"), 1);
         assert_eq!(m.errors("get_range", "not_found"), 1);
         assert_eq!(m.requests("list"), 5);
-        assert_eq!(m.requests("delete"), 2);
+        assert_eq!(m.requests("delete"), 4);
+        assert_eq!(m.requests("put_if_absent"), 3);
         assert_eq!(m.requests("nope"), 0);
-        assert_eq!(m.bytes_written(), 11 + 8 + 10 + 2 + (3 << 20) + 16 * 1000);
+        assert_eq!(m.bytes_written(), 5 + 5 + 11 + 8 + 10 + 2 + (3 << 20) + 16 * 1000);
     }
 
     #[tokio::test]

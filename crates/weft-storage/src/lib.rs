@@ -92,6 +92,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes an object. Returns `Ok(())` if the object did not exist.
     async fn delete(&self, path: &str) -> Result<(), StorageError>;
+
+    /// Writes a whole object only if none exists at `path` (S3's `If-None-Match: *`). Returns
+    /// `true` if this call created it, `false` if an object was already there (left as it
+    /// was). Of several concurrent calls, from any number of processes, exactly one returns
+    /// `true`. Compactors build their leases on it.
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError>;
 }
 
 /// A shared store is a store, so wrappers compose around `Arc<dyn Storage>` too.
@@ -111,6 +117,9 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     async fn delete(&self, path: &str) -> Result<(), StorageError> {
         (**self).delete(path).await
+    }
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
+        (**self).put_if_absent(path, data).await
     }
 }
 
@@ -146,6 +155,30 @@ pub mod conformance {
     /// Exercises the whole [`Storage`] contract. Panics with a message on the first violation.
     /// `store` must be empty.
     pub async fn run(store: &dyn Storage) {
+        // create-only writes: the first wins, the object stays the first one's.
+        assert!(
+            store
+                .put_if_absent("lease/t/1", Bytes::from_static(b"first"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .put_if_absent("lease/t/1", Bytes::from_static(b"second"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.get("lease/t/1").await.unwrap(), Bytes::from_static(b"first"));
+        store.delete("lease/t/1").await.unwrap();
+        assert!(
+            store
+                .put_if_absent("lease/t/1", Bytes::from_static(b"third"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.get("lease/t/1").await.unwrap(), Bytes::from_static(b"third"));
+        store.delete("lease/t/1").await.unwrap();
+
         // put / get round trip, overwrite.
         store.put("a/b/one", Bytes::from_static(b"hello world")).await.unwrap();
         assert_eq!(store.get("a/b/one").await.unwrap(), Bytes::from_static(b"hello world"));

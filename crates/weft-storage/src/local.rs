@@ -68,6 +68,31 @@ impl LocalStorage {
         res.map_err(io_err(full))
     }
 
+    /// Writes a temporary file, then hard-links it to `full`: the link fails if `full`
+    /// exists, atomically, also against other processes on the same filesystem.
+    fn put_if_absent_sync(full: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        let dir = full.parent().expect("object paths have a parent");
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
+        let res = (|| {
+            let mut f = File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            let created = match fs::hard_link(&tmp, full) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(e),
+            };
+            fs::remove_file(&tmp)?;
+            File::open(dir)?.sync_all()?;
+            Ok(created)
+        })();
+        if res.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        res.map_err(io_err(full))
+    }
+
     fn list_sync(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
         // Walk only the deepest directory the prefix names.
         let dir_part = match prefix.rfind('/') {
@@ -145,6 +170,11 @@ impl Storage for LocalStorage {
     async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError> {
         let full = self.full(path)?;
         blocking(move || Self::put_sync(&full, &data)).await
+    }
+
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
+        let full = self.full(path)?;
+        blocking(move || Self::put_if_absent_sync(&full, &data)).await
     }
 
     async fn get(&self, path: &str) -> Result<Bytes, StorageError> {

@@ -22,6 +22,16 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
+        validate_path(path)?;
+        let mut objects = self.objects.write();
+        if objects.contains_key(path) {
+            return Ok(false);
+        }
+        objects.insert(path.to_string(), data);
+        Ok(true)
+    }
+
     async fn get(&self, path: &str) -> Result<Bytes, StorageError> {
         self.objects
             .read()

@@ -426,6 +426,19 @@ impl Storage for S3Storage {
         res.map_err(|e| backend("put", path, e))
     }
 
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
+        let key = self.key(path)?;
+        let opts = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self.store.put_opts(&key, data.into(), opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(backend("put_if_absent", path, e)),
+        }
+    }
+
     async fn get(&self, path: &str) -> Result<Bytes, StorageError> {
         let key = self.key(path)?;
         let got = self.store.get(&key).await.map_err(|e| map_err("get", path, e))?;

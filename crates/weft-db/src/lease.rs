@@ -1,0 +1,165 @@
+//! Compaction leases: at most one compactor works on a tenant at a time.
+//!
+//! Time is cut into periods of [`Leases::period`]. The lease of tenant `t` for period `n` is
+//! the object `compactor-leases/<t>/<n>`, created with [`Storage::put_if_absent`] (S3's
+//! `If-None-Match: *`): of all compactors that try, exactly one creates it, and it holds the
+//! tenant until the period ends. The holder starts a merge only while enough of the period is
+//! left ([`Lease::may_start`]) and writes the merged block's `meta.json` (the commit point)
+//! only before the period ends ([`Lease::commit_before`]). So two compactors never merge the
+//! same blocks, as long as their clocks differ by less than the margin (a tenth of a period).
+//! Old lease objects are deleted by the next holder.
+
+use bytes::Bytes;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weft_storage::{Storage, StorageError};
+
+/// Where leases live in storage.
+pub const LEASE_PREFIX: &str = "compactor-leases";
+
+/// Leases of one compactor process.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    /// Who this compactor is (written into the lease objects it creates).
+    pub owner: String,
+    pub period: Duration,
+}
+
+/// A lease held for one period.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub ends: SystemTime,
+    margin: Duration,
+}
+
+impl Lease {
+    /// The time before which a merge's `meta.json` must be written.
+    pub fn commit_before(&self) -> SystemTime {
+        self.ends - self.margin
+    }
+
+    /// Whether a merge may start now: at least a third of a period is left before the commit
+    /// deadline.
+    pub fn may_start(&self, period: Duration) -> bool {
+        SystemTime::now() + period / 3 < self.commit_before()
+    }
+}
+
+impl Leases {
+    pub fn new(owner: impl Into<String>, period: Duration) -> Leases {
+        Leases {
+            owner: owner.into(),
+            period,
+        }
+    }
+
+    fn period_of(&self, t: SystemTime) -> u64 {
+        let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        ms / (self.period.as_millis() as u64).max(1)
+    }
+
+    /// Takes (or confirms) this period's lease of `tenant`. `None` when another compactor
+    /// holds it.
+    pub async fn acquire(&self, storage: &dyn Storage, tenant: &str) -> Result<Option<Lease>, StorageError> {
+        let now = SystemTime::now();
+        let n = self.period_of(now);
+        let path = format!("{LEASE_PREFIX}/{tenant}/{n:020}");
+        let held = if storage.put_if_absent(&path, Bytes::from(self.owner.clone())).await? {
+            // New holder: clean up what earlier periods left.
+            self.delete_before(storage, tenant, n.saturating_sub(1)).await;
+            true
+        } else {
+            storage.get(&path).await.is_ok_and(|b| b == self.owner.as_bytes())
+        };
+        let ends = UNIX_EPOCH + Duration::from_millis((n + 1) * self.period.as_millis() as u64);
+        Ok(held.then_some(Lease {
+            ends,
+            margin: self.period / 10,
+        }))
+    }
+
+    async fn delete_before(&self, storage: &dyn Storage, tenant: &str, keep_from: u64) {
+        let prefix = format!("{LEASE_PREFIX}/{tenant}/");
+        let Ok(objects) = storage.list(&prefix).await else {
+            return;
+        };
+        for o in objects {
+            let old = o.path[prefix.len()..].parse::<u64>().is_ok_and(|p| p < keep_from);
+            if old {
+                let _ = storage.delete(&o.path).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use weft_storage::{LocalStorage, MemoryStorage};
+
+    #[tokio::test]
+    async fn one_holder_per_tenant_and_period() {
+        let s = MemoryStorage::new();
+        let a = Leases::new("a", Duration::from_secs(600));
+        let b = Leases::new("b", Duration::from_secs(600));
+        let la = a.acquire(&s, "t1").await.unwrap().expect("first taker holds it");
+        assert!(
+            b.acquire(&s, "t1").await.unwrap().is_none(),
+            "a second compactor is refused"
+        );
+        assert!(a.acquire(&s, "t1").await.unwrap().is_some(), "the holder keeps it");
+        assert!(b.acquire(&s, "t2").await.unwrap().is_some(), "other tenants are free");
+        assert!(la.commit_before() < la.ends);
+        assert!(la.ends > SystemTime::now());
+    }
+
+    #[tokio::test]
+    async fn a_new_period_may_change_hands_and_old_leases_are_deleted() {
+        let s = MemoryStorage::new();
+        let a = Leases::new("a", Duration::from_millis(200));
+        let b = Leases::new("b", Duration::from_millis(200));
+        a.acquire(&s, "t").await.unwrap().expect("a holds the first period");
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_millis(220)).await;
+            if b.acquire(&s, "t").await.unwrap().is_some() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        b.acquire(&s, "t").await.unwrap();
+        let left = s.list("compactor-leases/t/").await.unwrap();
+        assert!(left.len() <= 2, "old periods' leases are deleted: {left:?}");
+    }
+
+    /// Many compactors in several threads race for the same lease on a shared directory:
+    /// exactly one wins.
+    #[test]
+    fn racing_compactors_on_local_storage_get_one_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        let wins: usize = rt.block_on(async {
+            let mut tasks = Vec::new();
+            for i in 0..16 {
+                let s = s.clone();
+                tasks.push(tokio::spawn(async move {
+                    Leases::new(format!("c{i}"), Duration::from_secs(600))
+                        .acquire(&*s, "t")
+                        .await
+                        .unwrap()
+                        .is_some()
+                }));
+            }
+            let mut wins = 0;
+            for t in tasks {
+                wins += usize::from(t.await.unwrap());
+            }
+            wins
+        });
+        assert_eq!(wins, 1);
+    }
+}
