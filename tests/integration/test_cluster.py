@@ -236,7 +236,7 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
     # Local storage: every process on one data directory. S3: each its own, blocks in the bucket.
     shared = tmp_path / "shared" if storage == "s3" else data
     querier = _shared(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
-                      "--multitenancy", *storage_args, data_dir=shared)
+                      "--multitenancy", *kafka_args, *storage_args, data_dir=shared)
     compactor = _shared(weft_factory, "compactor", "--target", "compactor", "--compaction-interval", "0.5",
                         "--compaction-max-inputs", "2", *storage_args, data_dir=shared)
     assert builders[0].get("/ready").status_code == 200
@@ -305,6 +305,11 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
     assert sum(b.metric("weft_block_builder_records_refused_total", partition=p) or 0
                for b, parts in zip(builders, ["01", "23"]) for p in parts) == 0
 
+    # Span metrics count each acknowledged span once over the live store and the blocks.
+    for tenant in ("acme", "globex"):
+        want = sum(len(ids) for (t, _), ids in sent.items() if t == tenant)
+        assert _count_spans(querier, tenant) == want, f"{tenant}: span count over live store and blocks"
+
     # Search finds them, from the querier, per tenant.
     r = querier.get("/api/search", params={"q": '{ resource.service.name = "svc-acme" }', "limit": 1000,
                                            "start": int(time.time()) - 3600, "end": int(time.time()) + 60},
@@ -326,3 +331,58 @@ def _s3(cmd: str, d, port=None):
     r = subprocess.run(args, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "S3_SERVER_OWNER_PID": str(os.getpid())})
     assert r.returncode == 0, f"scripts/s3-server.sh {cmd} failed:\n{r.stderr[-3000:]}"
+
+
+def _count_spans(querier, tenant: str) -> float:
+    now = int(time.time())
+    r = querier.get("/api/metrics/query", params={"q": "{ } | count_over_time()", "start": now - 3600,
+                                                  "end": now + 60}, headers={"X-Scope-OrgID": tenant})
+    assert r.status_code == 200, r.text
+    series = r.json()["series"]
+    return sum(s["value"] for s in series)
+
+
+def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, tmp_path):
+    """The live store: a querier with --kafka-brokers tails the topic, so an acknowledged span is
+    found by trace ID, search and metrics within a second, long before its block is written; once
+    the block is listed, it is counted once, not twice."""
+    topic = f"live-{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "shared"
+    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
+                     name="live-distributor")
+    querier = _shared(weft_factory, "live-querier", "--target", "querier", "--blocklist-poll", "0.2",
+                      *kafka_args, data_dir=data)
+    builder = _shared(weft_factory, "live-builder", "--target", "block-builder", *kafka_args,
+                      "--block-max-age", "4", data_dir=data)
+    sent = 0
+    worst = 0.0
+    for i in range(10):
+        tid = new_trace_id()
+        spans = [make_span(tid, name=f"live-{i}-{k}", start=time.time_ns() - 10**8) for k in range(3)]
+        d.send(make_request(spans, service="live-svc"))
+        acked = time.monotonic()
+        got = _span_ids(querier, tid, "single-tenant")
+        while len(got) < 3 and time.monotonic() - acked < 5:
+            time.sleep(0.02)
+            got = _span_ids(querier, tid, "single-tenant")
+        seen = time.monotonic() - acked
+        worst = max(worst, seen)
+        assert sorted(got) == sorted(bytes(s.span_id) for s in spans), f"trace {i} not visible after {seen:.2f}s"
+        sent += 3
+    assert worst < 1.0, f"a span became visible {worst:.2f}s after its acknowledgement"
+    assert not list(data.glob("blocks/*/*/meta.json")), "the test needs spans not yet in blocks"
+    now = int(time.time())
+    r = querier.get("/api/search", params={"q": '{ resource.service.name = "live-svc" }', "limit": 100,
+                                           "start": now - 3600, "end": now + 60})
+    assert r.status_code == 200 and len(r.json()["traces"]) == 10, r.text[:500]
+    assert _count_spans(querier, "single-tenant") == sent
+
+    # The block builder writes its block; the querier lists it and drops its live copy: each
+    # span is still counted once.
+    _wait_for("the block", lambda: list(data.glob("blocks/*/*/meta.json")), timeout=30)
+    _wait_for("the querier to list it", lambda: (querier.metric("weft_blocks") or 0) >= 1)
+    for _ in range(10):
+        assert _count_spans(querier, "single-tenant") == sent
+        time.sleep(0.2)
+    assert builder.metric("weft_block_builder_committed_offset", partition="0") is not None

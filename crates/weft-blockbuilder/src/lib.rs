@@ -21,6 +21,8 @@
 //! one block builder. Kafka keeps the records until they are committed and past retention, so a
 //! block builder that is down only delays blocks.
 
+pub mod live;
+
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use weft_block::Block;
 use weft_block::columns::SpanColumns;
-use weft_block::meta::WalPos;
+use weft_block::meta::{KafkaRange, WalPos};
 use weft_block::row::SpanRow;
 
 /// Spans of several tenants frozen together (a head cut), being written as one block per
@@ -22,11 +23,35 @@ pub struct FrozenSpans {
     /// of the tenant with this `wal_end` (or a later one) is listed, the part's spans are in
     /// blocks.
     pub wal_end: WalPos,
+    /// For a part read from Kafka (cluster mode): the partition and offsets it holds. Once a
+    /// block of the tenant covers the partition up to `end`, the part's spans of that tenant
+    /// are in blocks. `wal_end` is then meaningless.
+    pub kafka: Option<KafkaRange>,
     /// Approximate memory held.
     pub bytes: usize,
 }
 
 impl FrozenSpans {
+    /// Whether `blocks` (one tenant's listed blocks) already hold this part's spans of that
+    /// tenant: a block records a later WAL position (blocks are written in cut order, and
+    /// compaction keeps the highest `wal_end` of its inputs), or, for a part from Kafka,
+    /// covers its partition up to the part's end.
+    pub fn covered_by(&self, blocks: &[Arc<Block>]) -> bool {
+        match self.kafka {
+            Some(r) => blocks.iter().any(|b| {
+                b.meta
+                    .kafka
+                    .iter()
+                    .any(|k| k.partition == r.partition && k.end >= r.end)
+            }),
+            None => blocks
+                .iter()
+                .filter_map(|b| b.meta.wal_end)
+                .max()
+                .is_some_and(|w| w >= self.wal_end),
+        }
+    }
+
     /// The columns of `tenant` in this part, if it has spans of that tenant.
     pub fn of(&self, tenant: &str) -> Option<&SpanColumns> {
         self.tenants.iter().find(|(t, _)| &**t == tenant).map(|(_, c)| c)

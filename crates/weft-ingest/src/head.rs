@@ -29,6 +29,8 @@ pub(crate) struct HeadState {
     pub(crate) active: HashMap<Arc<str>, SpanColumns>,
     pub(crate) flushing: Vec<Arc<Cut>>,
     opened: Option<Instant>,
+    /// The first record applied since the last cut (a Kafka part's start offset).
+    first_pos: Option<WalPos>,
     last_pos: Option<WalPos>,
     spans: usize,
     /// Per tenant, the size of its columns at the last cut: the next head reserves that much.
@@ -51,6 +53,9 @@ pub struct Head {
     /// reader sees every acknowledged span.
     pub applied_groups: AtomicU64,
     metrics: Arc<IngestMetrics>,
+    /// Set for a head fed from one Kafka partition: record positions are (partition, offset)
+    /// and cuts carry their offset range ([`FrozenSpans::kafka`]).
+    kafka_partition: Option<i32>,
 }
 
 impl Head {
@@ -59,7 +64,48 @@ impl Head {
             state: RwLock::new(HeadState::default()),
             applied_groups: AtomicU64::new(0),
             metrics,
+            kafka_partition: None,
         }
+    }
+
+    /// A head fed from Kafka partition `partition`: apply records with positions
+    /// `WalPos { segment: partition, offset }`.
+    pub fn for_partition(metrics: Arc<IngestMetrics>, partition: i32) -> Self {
+        Head {
+            kafka_partition: Some(partition),
+            ..Head::new(metrics)
+        }
+    }
+
+    /// Spans in the active (not yet cut) head.
+    pub fn active_spans(&self) -> usize {
+        self.state.read().spans
+    }
+
+    /// Rows of `tenant` in the active head.
+    pub fn tenant_rows(&self, tenant: &str) -> usize {
+        self.state.read().active.get(tenant).map_or(0, |c| c.len())
+    }
+
+    /// Puts `new` in place of the frozen part `old` (same position), or drops `old` when `new`
+    /// is `None`.
+    pub fn replace_frozen(&self, old: &Arc<Cut>, new: Option<Arc<Cut>>) {
+        let mut st = self.state.write();
+        if let Some(i) = st.flushing.iter().position(|c| Arc::ptr_eq(c, old)) {
+            let freed = old.bytes - new.as_ref().map_or(0, |n| n.bytes.min(old.bytes));
+            match new {
+                Some(n) => st.flushing[i] = n,
+                None => {
+                    st.flushing.remove(i);
+                }
+            }
+            self.metrics.flushing_bytes.fetch_sub(freed as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The frozen parts held (cut, not yet finished), oldest first.
+    pub fn frozen(&self) -> Vec<Arc<Cut>> {
+        self.state.read().flushing.clone()
     }
 
     /// Decodes one durable record into the head. Used by replay and by the builder.
@@ -82,6 +128,7 @@ impl Head {
                 st.opened = Some(Instant::now());
             }
         }
+        st.first_pos.get_or_insert(rec.pos);
         st.last_pos = Some(rec.pos);
     }
 
@@ -117,12 +164,18 @@ impl Head {
             st.sizes.insert(t.clone(), c.capacity_hint());
         }
         let bytes = tenants.iter().map(|(_, c)| c.memory_bytes()).sum();
+        let first = st.first_pos.take().unwrap_or(pos);
         let cut = Arc::new(Cut {
             tenants,
             wal_end: WalPos {
                 segment: pos.segment,
                 offset: pos.offset + 1,
             },
+            kafka: self.kafka_partition.map(|partition| weft_block::meta::KafkaRange {
+                partition,
+                start: first.offset as i64,
+                end: pos.offset as i64 + 1,
+            }),
             bytes,
         });
         st.flushing.push(cut.clone());

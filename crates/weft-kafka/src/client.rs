@@ -147,19 +147,30 @@ impl Client {
     }
 
     async fn conn(&self, addr: &str) -> Result<Arc<Conn>, Error> {
-        if let Some(c) = self.conns.lock().get(addr)
+        self.conn_lane(addr, None).await
+    }
+
+    /// The connection to `addr` for `lane`: `None` is the shared one (every request but
+    /// fetches); each fetch lane has its own, because a broker answers one connection's
+    /// requests in order and a long-polling fetch would hold up everything behind it.
+    async fn conn_lane(&self, addr: &str, lane: Option<i32>) -> Result<Arc<Conn>, Error> {
+        let key = match lane {
+            None => addr.to_string(),
+            Some(l) => format!("{addr}#fetch-{l}"),
+        };
+        if let Some(c) = self.conns.lock().get(&key)
             && !c.is_dead()
         {
             return Ok(c.clone());
         }
         let _one = self.opening.lock().await;
-        if let Some(c) = self.conns.lock().get(addr)
+        if let Some(c) = self.conns.lock().get(&key)
             && !c.is_dead()
         {
             return Ok(c.clone());
         }
         let c = Conn::open(addr, &self.cfg.client_id, self.cfg.request_timeout).await?;
-        self.conns.lock().insert(addr.to_string(), c.clone());
+        self.conns.lock().insert(key, c.clone());
         Ok(c)
     }
 
@@ -252,6 +263,10 @@ impl Client {
 
     /// A connection to the leader of `topic`/`partition`, refreshing metadata once if unknown.
     pub(crate) async fn leader(&self, topic: &str, partition: i32) -> Result<(i32, Arc<Conn>), Error> {
+        self.leader_lane(topic, partition, None).await
+    }
+
+    async fn leader_lane(&self, topic: &str, partition: i32, lane: Option<i32>) -> Result<(i32, Arc<Conn>), Error> {
         for attempt in 0..2 {
             let found = {
                 let m = self.meta.lock();
@@ -262,7 +277,7 @@ impl Client {
                     .and_then(|l| m.brokers.get(l).map(|a| (*l, a.clone())))
             };
             if let Some((node, addr)) = found {
-                return Ok((node, self.conn(&addr).await?));
+                return Ok((node, self.conn_lane(&addr, lane).await?));
             }
             if attempt == 0 {
                 self.refresh_metadata(topic).await?;
@@ -391,7 +406,8 @@ impl Client {
         body.i32(partition);
         body.i64(offset);
         body.i32(max_bytes);
-        let (_, conn) = self.leader(topic, partition).await?;
+        // Each partition fetches on a connection of its own (see `conn_lane`).
+        let (_, conn) = self.leader_lane(topic, partition, Some(partition)).await?;
         let resp = conn
             .call(api::FETCH.0, api::FETCH.1, &body, self.cfg.request_timeout + max_wait)
             .await?;

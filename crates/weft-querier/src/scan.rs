@@ -387,9 +387,8 @@ impl Querier {
             }
             cuts = v.frozen.to_vec();
         });
-        let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
         for cut in &cuts {
-            if written.is_some_and(|w| w >= cut.wal_end) {
+            if cut.covered_by(&blocks) {
                 continue;
             }
             if let Some(cols) = cut.of(tenant) {
@@ -509,13 +508,7 @@ impl Querier {
         // The head and the block list in one view, so each stored copy of a span counts once.
         self.recent.view(tenant, &mut |v| {
             blocks = self.db.blocks(tenant);
-            let written = blocks.iter().filter_map(|b| b.meta.wal_end).max();
-            cuts = v
-                .frozen
-                .iter()
-                .filter(|c| written.is_none_or(|w| w < c.wal_end))
-                .cloned()
-                .collect();
+            cuts = v.frozen.iter().filter(|c| !c.covered_by(&blocks)).cloned().collect();
             let parts: Vec<&SpanColumns> = v
                 .active
                 .into_iter()

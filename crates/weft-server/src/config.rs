@@ -666,12 +666,15 @@ impl Config {
             // A compactor process may have peers on the same storage: take leases. The
             // all-in-one binary is the only compactor of its storage.
             leases: (self.target == Target::Compactor).then(|| {
-                let owner = format!(
-                    "{}-{}-{}",
-                    std::env::var("HOSTNAME").unwrap_or_else(|_| "weft".into()),
-                    std::process::id(),
-                    weft_core::now_ns()
-                );
+                // Host and HTTP port name the compactor, not the process: a compactor that
+                // restarts takes its own leases back at once instead of waiting them out.
+                let host = std::fs::read_to_string("/etc/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_string())
+                    .filter(|h| !h.is_empty())
+                    .or_else(|| std::env::var("HOSTNAME").ok())
+                    .unwrap_or_else(|| "weft".into());
+                let owner = format!("{host}:{}", self.http_port);
                 weft_db::lease::Leases::new(owner, Duration::from_secs_f64(self.compaction_lease))
             }),
             ..Default::default()

@@ -11,7 +11,7 @@
 //! | `Distributor` | | admission, then spans routed by trace ID to Kafka (`weft-distributor`) |
 //! | `BlockBuilder` | Db | Kafka partitions into heads, then blocks; offsets committed after the blocks (`weft-blockbuilder`) |
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
-//! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process) |
+//! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_blockbuilder::live`) |
 //! | `QueryApi` | Querier | Tempo's HTTP API and the UI on the HTTP port |
 //! | `Compactor` | Db | compaction, retention, clean-up of crashed writes |
 //! | `BlocklistPoller` | Db | re-reads the block list written by other processes |
@@ -108,6 +108,8 @@ pub struct Modules {
     pub ingest: Option<Arc<Ingest>>,
     pub distributor: Option<Arc<weft_distributor::Distributor>>,
     pub block_builder: Option<Arc<weft_blockbuilder::BlockBuilder>>,
+    /// A querier's recent spans from Kafka (cluster mode).
+    pub live_store: Option<Arc<weft_blockbuilder::live::LiveStore>>,
     pub receiver: Option<Receiver>,
     pub querier: Option<Arc<Querier>>,
     pub compactor: Option<Arc<Compactor>>,
@@ -290,6 +292,28 @@ impl Modules {
                 // its own sees spans once their block is written.
                 let recent: Arc<dyn RecentSpans> = match &self.ingest {
                     Some(i) => i.clone(),
+                    // Cluster mode: recent spans come from Kafka, tailed here.
+                    None if !cfg.kafka_brokers.is_empty() => {
+                        let client = weft_kafka::Client::connect(weft_kafka::ClientConfig {
+                            brokers: cfg.kafka_brokers.clone(),
+                            client_id: "weft-querier".into(),
+                            ..Default::default()
+                        })
+                        .await
+                        .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                        let db = self.db.clone().expect("Db runs before Querier");
+                        let live = weft_blockbuilder::live::LiveStore::start(
+                            &cfg.kafka_topic,
+                            &cfg.kafka_group,
+                            client,
+                            db,
+                            tokio::runtime::Handle::current(),
+                        )
+                        .await
+                        .with_context(|| format!("tailing Kafka topic {}", cfg.kafka_topic))?;
+                        self.live_store = Some(live.clone());
+                        live
+                    }
                     None => Arc::new(NoRecentSpans),
                 };
                 let qcfg = QuerierConfig {
@@ -333,6 +357,9 @@ impl Modules {
         }
         if let Some(b) = &self.block_builder {
             b.stop();
+        }
+        if let Some(l) = &self.live_store {
+            l.stop();
         }
         if let Some(i) = &self.ingest {
             i.shutdown().await;
