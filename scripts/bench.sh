@@ -24,6 +24,11 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # Jaeger thrift over HTTP beside the real Jaeger v2, and X-Ray UDP, each beside weft's own
 # OTLP/HTTP with the same spans (BENCHMARKS.md, "Jaeger and X-Ray receivers").
 .venv/bin/python scripts/bench_jaeger_xray.py --weft target/release/weft --out bench-out/jaeger_xray.json
+# Cluster mode: distributor, block builder (blocks in s3proxy) and a real Kafka broker beside the
+# single binary on the same loadgen load (BENCHMARKS.md, "Cluster mode on Kafka and S3").
+.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --out bench-out/cluster.json
+.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --compression zstd --skip-single \
+    --out bench-out/cluster-zstd.json
 # Compaction's write amplification over an hour of steady load, beside the previous policy
 # (BENCHMARKS.md, "Compaction write amplification"; docs/adr/0007-size-tiered-compaction.md).
 cargo run --release -q -p weft-db --example compaction_sim | tee bench-out/compaction_sim.jsonl

@@ -725,6 +725,34 @@ mod tests {
         assert_eq!(c.otlp_grpc_port, 4317);
     }
 
+    /// docs/cluster.yaml describes a whole cluster: every role loads it, with its target
+    /// from the command line.
+    #[test]
+    fn the_cluster_example_loads_for_every_role() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cluster.yaml");
+        for target in [
+            Target::Distributor,
+            Target::BlockBuilder,
+            Target::Querier,
+            Target::Compactor,
+        ] {
+            let flags = ServerFlags {
+                config: Some(path.clone()),
+                target: Some(target),
+                s3_access_key_id: Some("k".into()),
+                s3_secret_access_key: Some("s".into()),
+                ..Default::default()
+            };
+            let c = Config::load(&flags).unwrap_or_else(|e| panic!("{target:?}: {e:#}"));
+            assert_eq!(c.kafka_brokers.len(), 3);
+            assert_eq!(c.kafka_topic, "weft-traces");
+            assert_eq!(c.kafka_replication, 3);
+            assert_eq!(c.storage, StorageKind::S3);
+            assert_eq!(c.s3_bucket, "weft-blocks");
+            assert_eq!(c.target, target);
+        }
+    }
+
     #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         let dir = tempfile::tempdir().unwrap();

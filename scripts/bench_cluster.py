@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Cluster mode on Kafka (ADR 0008): cost per span of each role beside the single binary, on the
+same load, in one run.
+
+1. The single binary (`weft`, compaction off) takes `weft loadgen` for --seconds; its CPU is read
+   once every span is in a block.
+2. A distributor and a block builder (blocks in a real S3-compatible store, s3proxy) take the
+   identical load through a real Kafka broker (scripts/kafka-server.sh, topic of --partitions
+   partitions). The distributor's CPU is read after the load; the block builder's once every
+   span is in a block.
+
+Reported: spans per CPU-second of the single binary, of the distributor, of the block builder
+and of the cluster's weft processes together (and its ratio to the single binary); bytes
+received and bytes written to Kafka per span; S3 requests per million spans; the broker's own
+CPU (not a weft process) for context. Targets (issue 17): distributor >= 1,500,000 spans per
+CPU-second, cluster >= 80% of the single binary, Kafka bytes per span <= bytes received.
+"""
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ingest import metric  # noqa: E402
+from benchlib import cpu_seconds, emit, free_port, wait_http  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUIET_PORTS = {k: "0" for k in ("WEFT_ZIPKIN_PORT", "WEFT_JAEGER_HTTP_PORT", "WEFT_JAEGER_GRPC_PORT",
+                                "WEFT_JAEGER_QUERY_PORT", "WEFT_XRAY_PORT", "WEFT_JAEGER_COMPACT_PORT",
+                                "WEFT_JAEGER_BINARY_PORT")}
+
+
+class Proc:
+    def __init__(self, weft, name, root, *args):
+        self.dir = os.path.join(root, name)
+        os.makedirs(self.dir)
+        self.http, self.grpc = free_port(), free_port()
+        self.log = os.path.join(self.dir, "weft.log")
+        self.proc = subprocess.Popen(
+            [weft, "--data-dir", os.path.join(self.dir, "data"), "--http-port", str(self.http),
+             "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(free_port()), *args],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env={**os.environ, **QUIET_PORTS})
+        wait_http(f"http://127.0.0.1:{self.http}/ready", self.proc, name, self.log)
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def m(self, name):
+        return metric(self.http, name) or 0.0
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def loadgen(args, port):
+    out = subprocess.run([args.weft, "loadgen", "--endpoint", f"127.0.0.1:{port}", "--duration", str(args.seconds),
+                          "--max-spans", "100000000", "--concurrency", "32", "--connections", "4"],
+                         check=True, capture_output=True, text=True).stdout
+    return int(json.loads(out.strip().splitlines()[-1])["spans"])
+
+
+def wait_until(what, ok, timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if ok():
+            return
+        time.sleep(0.5)
+    sys.exit(f"timed out waiting for {what}")
+
+
+def script(name, *args, env=None):
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", name), *map(str, args)], capture_output=True,
+                       text=True, env={**os.environ, **(env or {})})
+    if r.returncode != 0:
+        sys.exit(f"scripts/{name} {' '.join(map(str, args))} failed:\n{r.stderr[-2000:]}")
+    return r.stdout.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--compression", choices=["none", "zstd"], default="none",
+                    help="--kafka-compression of the distributor")
+    ap.add_argument("--skip-single", action="store_true", help="run the cluster only")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="weft-bench-cluster-")
+    owner = {"KAFKA_SERVER_OWNER_PID": str(os.getpid()), "S3_SERVER_OWNER_PID": str(os.getpid())}
+    kport, sport = free_port(), free_port()
+    brokers = script("kafka-server.sh", "start", os.path.join(root, "kafka"), kport, env=owner).split("=", 1)[1]
+    script("s3-server.sh", "start", os.path.join(root, "s3"), sport, env=owner)
+    broker_pid = int(open(os.path.join(root, "kafka", "kafka.pid")).read())
+    results = {"seconds": args.seconds, "partitions": args.partitions, "compression": args.compression}
+    procs = []
+    single = None
+    try:
+        # 1. The single binary.
+        if not args.skip_single:
+            one = Proc(args.weft, "single", root, "--compaction-interval", "0")
+            procs.append(one)
+            c0 = one.cpu()
+            spans = loadgen(args, one.grpc)
+            wait_until("the single binary's blocks", lambda: one.m("weft_block_spans_written_total") >= spans)
+            single = spans / (one.cpu() - c0)
+            results["single"] = {"spans": spans, "spans_per_cpu_second": round(single)}
+            one.stop()
+
+        # 2. The cluster: distributor -> Kafka -> block builder -> S3.
+        kafka = ["--kafka-brokers", brokers, "--kafka-topic", "bench", "--kafka-partitions", str(args.partitions),
+                 "--kafka-compression", args.compression]
+        s3 = ["--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{sport}", "--s3-bucket", "weft",
+              "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret"]
+        dist = Proc(args.weft, "distributor", root, "--target", "distributor", *kafka)
+        builder = Proc(args.weft, "builder", root, "--target", "block-builder", *kafka, *s3)
+        procs += [dist, builder]
+        d0, b0, k0 = dist.cpu(), builder.cpu(), cpu_seconds(broker_pid)
+        spans = loadgen(args, dist.grpc)
+        d_cpu = dist.cpu() - d0
+        wait_until("the block builder's blocks", lambda: builder.m("weft_block_spans_written_total") >= spans)
+        b_cpu = builder.cpu() - b0
+        k_cpu = cpu_seconds(broker_pid) - k0
+        s3_requests = builder.m("weft_storage_requests_total")
+        results["cluster"] = {
+            "spans": spans,
+            "distributor_spans_per_cpu_second": round(spans / d_cpu),
+            "block_builder_spans_per_cpu_second": round(spans / b_cpu),
+            "weft_processes_spans_per_cpu_second": round(spans / (d_cpu + b_cpu)),
+            "ratio_to_single": round(spans / (d_cpu + b_cpu) / single, 3) if single else None,
+            "kafka_broker_cpu_seconds": round(k_cpu, 2),
+            "bytes_received_per_span": round(dist.m("weft_bytes_received_total") / spans, 1),
+            "kafka_bytes_per_span": round(dist.m("weft_kafka_bytes_total") / spans, 1),
+            "kafka_records_per_request": round(dist.m("weft_kafka_records_total")
+                                               / max(1.0, dist.m("weft_kafka_produce_requests_total")), 2),
+            "s3_requests_per_million_spans": round(s3_requests / spans * 1e6, 1),
+            "blocks": builder.m("weft_blocks_written_total"),
+        }
+    finally:
+        for p in procs:
+            p.stop()
+        script("kafka-server.sh", "stop", os.path.join(root, "kafka"))
+        script("s3-server.sh", "stop", os.path.join(root, "s3"))
+        shutil.rmtree(root, ignore_errors=True)
+    emit(results, args.out)
+
+
+if __name__ == "__main__":
+    main()
