@@ -34,6 +34,7 @@ import random
 import time
 
 from otlpdata import make_request, make_span, new_trace_id
+from weftlib import free_ports, start_sharing, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
@@ -42,7 +43,7 @@ PARTITIONS = 4
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("kafka")
-    port = _free_port()
+    port = free_ports(1)[0]
     r = subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "start", str(d), str(port)],
                        capture_output=True, text=True, timeout=180,
                        env={**os.environ, "KAFKA_SERVER_OWNER_PID": str(os.getpid())})
@@ -51,13 +52,6 @@ def kafka(tmp_path_factory) -> str:
     yield brokers
     subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "stop", str(d)],
                    capture_output=True, timeout=60)
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _partition(trace_id: bytes, n: int = PARTITIONS) -> int:
@@ -163,7 +157,7 @@ def test_bad_requests_are_refused_and_nothing_is_written(weft_factory, kafka):
 
 
 def test_a_distributor_without_a_reachable_broker_does_not_start(weft_factory):
-    port = _free_port()
+    port = free_ports(1)[0]
     for args, names in [
         (["--kafka-brokers", f"127.0.0.1:{port}"], f"127.0.0.1:{port}"),
         ([], "--kafka-brokers"),
@@ -172,22 +166,6 @@ def test_a_distributor_without_a_reachable_broker_does_not_start(weft_factory):
         r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=60, env=srv.process_env())
         assert r.returncode != 0 and names in r.stderr, r.stderr[-2000:]
 
-
-def _shared(weft_factory, name: str, *args: str, data_dir):
-    srv = weft_factory(*args, name=name, start=False)
-    srv.data_dir = data_dir
-    return srv.start()
-
-
-def _wait_for(what: str, ok, timeout: float = 90.0, every: float = 0.3):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = ok()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def _span_ids(querier, tid: bytes, tenant: str) -> list[bytes]:
@@ -215,7 +193,7 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
     storage_args: tuple[str, ...] = ()
     s3_dir = s3_port = None
     if storage == "s3":
-        s3_dir, s3_port = tmp_path / "s3", _free_port()
+        s3_dir, s3_port = tmp_path / "s3", free_ports(1)[0]
         _s3("start", s3_dir, s3_port)
         storage_args = ("--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{s3_port}", "--s3-bucket", "weft",
                         "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret",
@@ -228,16 +206,16 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
         for i in range(2)
     ]
     builders = [
-        _shared(weft_factory, f"builder-{i}", "--target", "block-builder", *kafka_args, *storage_args,
+        start_sharing(weft_factory, f"builder-{i}", "--target", "block-builder", *kafka_args, *storage_args,
                 "--block-builder-partitions", parts, "--block-max-age", "0.5",
                 data_dir=data if storage == "local" else tmp_path / f"b{i}")
         for i, parts in enumerate(["0,1", "2,3"])
     ]
     # Local storage: every process on one data directory. S3: each its own, blocks in the bucket.
     shared = tmp_path / "shared" if storage == "s3" else data
-    querier = _shared(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
+    querier = start_sharing(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
                       "--multitenancy", *kafka_args, *storage_args, data_dir=shared)
-    compactor = _shared(weft_factory, "compactor", "--target", "compactor", "--compaction-interval", "0.5",
+    compactor = start_sharing(weft_factory, "compactor", "--target", "compactor", "--compaction-interval", "0.5",
                         "--compaction-max-inputs", "2", *storage_args, data_dir=shared)
     assert builders[0].get("/ready").status_code == 200
 
@@ -277,15 +255,15 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
     if storage == "s3":
         _s3("stop", s3_dir)
         send_round(20)  # acknowledged by Kafka; blocks wait for the store
-        _wait_for("a block write to fail while the store is down",
-                  lambda: sum(b.metric("weft_block_write_errors_total") or 0 for b in builders) >= 1, timeout=30)
+        wait_for(lambda: sum(b.metric("weft_block_write_errors_total") or 0 for b in builders) >= 1, 30,
+                 "a block write to fail while the store is down", 0.3)
         time.sleep(2)
         _s3("start", s3_dir, s3_port)
     send_round(20)
 
     def missing():
         return [k for k, ids in sent.items() if set(_span_ids(querier, k[1], k[0])) != ids]
-    _wait_for("every acknowledged trace through the querier", lambda: not missing(), timeout=120)
+    wait_for(lambda: not missing(), 120, "every acknowledged trace through the querier", 0.3)
     for (tenant, tid), ids in sent.items():
         got = _span_ids(querier, tid, tenant)
         assert sorted(got) == sorted(ids), f"trace {tid.hex()} of {tenant}: {len(got)} spans, sent {len(ids)}"
@@ -319,8 +297,8 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
     assert found == {tid.hex() for (t, tid) in sent if t == "acme"}
 
     # The compactor merged the builders' blocks, keeping the offsets of every partition.
-    _wait_for("a compaction", lambda: (compactor.metric("weft_compactions_total") or 0) >= 1)
-    _wait_for("a merged block", lambda: any(m.get("compacted_from") for m in live_metas()))
+    wait_for(lambda: (compactor.metric("weft_compactions_total") or 0) >= 1, 90, "a compaction", 0.3)
+    wait_for(lambda: any(m.get("compacted_from") for m in live_metas()), 90, "a merged block", 0.3)
     for (tenant, tid), ids in sent.items():
         got = _span_ids(querier, tid, tenant)
         assert sorted(got) == sorted(ids), f"after compaction, trace {tid.hex()} of {tenant}"
@@ -351,9 +329,9 @@ def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, 
     kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="live-distributor")
-    querier = _shared(weft_factory, "live-querier", "--target", "querier", "--blocklist-poll", "0.2",
+    querier = start_sharing(weft_factory, "live-querier", "--target", "querier", "--blocklist-poll", "0.2",
                       *kafka_args, data_dir=data)
-    builder = _shared(weft_factory, "live-builder", "--target", "block-builder", *kafka_args,
+    builder = start_sharing(weft_factory, "live-builder", "--target", "block-builder", *kafka_args,
                       "--block-max-age", "4", data_dir=data)
     sent = 0
     worst = 0.0
@@ -380,8 +358,8 @@ def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, 
 
     # The block builder writes its block; the querier lists it and drops its live copy: each
     # span is still counted once.
-    _wait_for("the block", lambda: list(data.glob("blocks/*/*/meta.json")), timeout=30)
-    _wait_for("the querier to list it", lambda: (querier.metric("weft_blocks") or 0) >= 1)
+    wait_for(lambda: list(data.glob("blocks/*/*/meta.json")), 30, "the block", 0.3)
+    wait_for(lambda: (querier.metric("weft_blocks") or 0) >= 1, 90, "the querier to list it", 0.3)
     for _ in range(10):
         assert _count_spans(querier, "single-tenant") == sent
         time.sleep(0.2)

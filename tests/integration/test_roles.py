@@ -19,7 +19,7 @@ from otlpdata import (
     make_span,
     new_trace_id,
 )
-from weftlib import SINGLE_TENANT
+from weftlib import SINGLE_TENANT, start_sharing
 
 BASE = time.time_ns() - 60_000_000_000
 
@@ -48,17 +48,12 @@ def _wait_for(what: str, ok, timeout: float = 60.0, every: float = 0.25):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
-def _shared(weft_factory, name: str, *args: str, data_dir):
-    srv = weft_factory(*args, name=name, start=False)
-    srv.data_dir = data_dir
-    return srv.start()
-
 
 def test_ingester_querier_and_compactor_processes_share_one_data_dir(weft_factory, tmp_path):
     data = tmp_path / "shared-data"
-    ingester = _shared(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.5",
+    ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.5",
                        data_dir=data)
-    querier = _shared(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
+    querier = start_sharing(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
                       data_dir=data)
 
     # Each process serves only its roles: no OTLP on the querier, no queries on the ingester.
@@ -113,7 +108,7 @@ def test_ingester_querier_and_compactor_processes_share_one_data_dir(weft_factor
 
     # A compactor process merges them; the querier drops the merged-away blocks and answers
     # every trace, once, from the new block.
-    compactor = _shared(weft_factory, "compactor", "--target", "compactor", "--compaction-max-inputs", "2",
+    compactor = start_sharing(weft_factory, "compactor", "--target", "compactor", "--compaction-max-inputs", "2",
                         "--compaction-interval",
                         "0.5", data_dir=data)
     _wait_for("a compaction", lambda: (compactor.metric("weft_compactions_total") or 0) >= 1)
@@ -139,10 +134,10 @@ def test_two_compactors_on_one_storage_never_merge_the_same_blocks(weft_factory,
     create-only put), so no block is merged twice: the live blocks hold every acknowledged span
     exactly once, and leases change hands as periods end."""
     data = tmp_path / "shared-data"
-    ingester = _shared(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.2",
+    ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.2",
                        "--multitenancy", data_dir=data)
     compactors = [
-        _shared(weft_factory, f"compactor-{i}", "--target", "compactor", "--compaction-interval", "0.2",
+        start_sharing(weft_factory, f"compactor-{i}", "--target", "compactor", "--compaction-interval", "0.2",
                 "--compaction-max-inputs", "2", "--compaction-lease", "2", data_dir=data)
         for i in range(2)
     ]

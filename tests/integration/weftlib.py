@@ -431,6 +431,13 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
         time.sleep(interval)
 
 
+def start_sharing(weft_factory, name: str, *args: str, data_dir: Path) -> "WeftServer":
+    """Starts a server of weft_factory on `data_dir`, a data directory other processes share."""
+    srv = weft_factory(*args, name=name, start=False)
+    srv.data_dir = data_dir
+    return srv.start()
+
+
 def wait_for_block_spans(server: WeftServer, spans: int, tenant: str = SINGLE_TENANT,
                          timeout: float = 30) -> list[tuple[Path, dict]]:
     """Wait until the tenant's blocks hold at least `spans` spans in total."""

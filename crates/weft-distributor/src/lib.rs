@@ -26,7 +26,7 @@ use weft_ingest::metrics::{IngestMetrics, RefuseReason};
 use weft_ingest::record::{FORMAT_HEADER, FORMAT_VERSION, partition_of};
 use weft_ingest::{PushError, PushOutcome, TraceConsumer};
 use weft_kafka::{PartitionRecords, Producer, Record};
-use weft_otlp::request::{RequestSummary, split_request, validate_request};
+use weft_otlp::request::{RequestSummary, split_request};
 
 /// Settings of a distributor.
 #[derive(Debug, Clone)]
@@ -194,20 +194,8 @@ impl TraceConsumer for Distributor {
     ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         let mut summary = RequestSummary::default();
-        if let Err(e) = validate_request(&body, &mut summary) {
-            refuse(RefuseReason::Invalid, 0);
-            return Err(PushError::Invalid(e.to_string()));
-        }
-        if summary.spans == 0 {
-            return Ok(PushOutcome {
-                accepted_spans: 0,
-                rejected_spans: 0,
-                message: String::new(),
-            });
-        }
-        if let Err(e) = self.rate.take_or_refuse(tenant, body.len()) {
-            refuse(RefuseReason::RateLimited, summary.spans);
-            return Err(e);
+        if !weft_ingest::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary)? {
+            return Ok(PushOutcome::empty());
         }
         let len = body.len() as u64;
         let inflight = self.inflight_bytes.fetch_add(len, Ordering::AcqRel);

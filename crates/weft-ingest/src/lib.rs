@@ -211,20 +211,8 @@ impl Ingest {
         // (up to the group wait), so that requests close together share one fsync.
         let coming = self.wal.announce();
         let mut summary = RequestSummary::default();
-        if let Err(e) = validate_request(&body, &mut summary) {
-            refuse(RefuseReason::Invalid, 0);
-            return Err(PushError::Invalid(e.to_string()));
-        }
-        if summary.spans == 0 {
-            return Ok(PushOutcome {
-                accepted_spans: 0,
-                rejected_spans: 0,
-                message: String::new(),
-            });
-        }
-        if let Err(e) = self.rate.take_or_refuse(tenant, body.len()) {
-            refuse(RefuseReason::RateLimited, summary.spans);
-            return Err(e);
+        if !admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary)? {
+            return Ok(PushOutcome::empty());
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
         if inflight + body.len() as u64 > self.cfg.max_inflight_bytes || !self.wait_for_flusher(deadline).await {
@@ -418,6 +406,31 @@ impl RecentSpans for Ingest {
     fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
         self.head.find_trace(tenant, id)
     }
+}
+
+/// The admission every consumer of receivers starts with: validates `body` in place (filling
+/// `summary` with its spans and trace runs) and takes its bytes from `tenant`'s ingestion rate,
+/// counting refusals in `metrics`. Returns `false` for a valid request without spans, to be
+/// answered as accepted with nothing stored.
+pub fn admit_request(
+    body: &[u8],
+    tenant: &Arc<str>,
+    rate: &RateLimiter,
+    metrics: &IngestMetrics,
+    summary: &mut RequestSummary,
+) -> Result<bool, PushError> {
+    if let Err(e) = validate_request(body, summary) {
+        metrics.refused(tenant, RefuseReason::Invalid, 1);
+        return Err(PushError::Invalid(e.to_string()));
+    }
+    if summary.spans == 0 {
+        return Ok(false);
+    }
+    if let Err(e) = rate.take_or_refuse(tenant, body.len()) {
+        metrics.refused(tenant, RefuseReason::RateLimited, u64::from(summary.spans));
+        return Err(e);
+    }
+    Ok(true)
 }
 
 /// Writes one block per tenant of a cut, retrying failed writes until they succeed.

@@ -26,6 +26,17 @@ pub struct PushOutcome {
     pub message: String,
 }
 
+impl PushOutcome {
+    /// The answer to a request without spans: accepted, nothing stored.
+    pub fn empty() -> PushOutcome {
+        PushOutcome {
+            accepted_spans: 0,
+            rejected_spans: 0,
+            message: String::new(),
+        }
+    }
+}
+
 /// Why a push was refused: nothing of it was stored. Each maps to one HTTP status and one
 /// gRPC code ([`PushError::retryable`] says which side of OTLP's retry rules it is on).
 #[derive(Debug, Clone, thiserror::Error)]

@@ -208,14 +208,7 @@ impl Modules {
                 self.ingest = Some(Ingest::open(icfg, db).await.map_err(anyhow::Error::msg)?);
             }
             Module::Distributor => {
-                let kafka = weft_kafka::ClientConfig {
-                    brokers: cfg.kafka_brokers.clone(),
-                    client_id: "weft-distributor".into(),
-                    ..Default::default()
-                };
-                let client = weft_kafka::Client::connect(kafka)
-                    .await
-                    .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                let client = kafka_client(cfg, "weft-distributor").await?;
                 // A request's spans of one partition are one record: allow records as large
                 // as the largest request.
                 let max_message = (cfg.max_decompressed_bytes + (1 << 20)).to_string();
@@ -250,14 +243,7 @@ impl Modules {
                 self.distributor = Some(d);
             }
             Module::BlockBuilder => {
-                let kafka = weft_kafka::ClientConfig {
-                    brokers: cfg.kafka_brokers.clone(),
-                    client_id: "weft-block-builder".into(),
-                    ..Default::default()
-                };
-                let client = weft_kafka::Client::connect(kafka)
-                    .await
-                    .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                let client = kafka_client(cfg, "weft-block-builder").await?;
                 let bcfg = weft_blockbuilder::BlockBuilderConfig {
                     topic: cfg.kafka_topic.clone(),
                     group: cfg.kafka_group.clone(),
@@ -294,13 +280,7 @@ impl Modules {
                     Some(i) => i.clone(),
                     // Cluster mode: recent spans come from Kafka, tailed here.
                     None if !cfg.kafka_brokers.is_empty() => {
-                        let client = weft_kafka::Client::connect(weft_kafka::ClientConfig {
-                            brokers: cfg.kafka_brokers.clone(),
-                            client_id: "weft-querier".into(),
-                            ..Default::default()
-                        })
-                        .await
-                        .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))?;
+                        let client = kafka_client(cfg, "weft-querier").await?;
                         let db = self.db.clone().expect("Db runs before Querier");
                         let live = weft_blockbuilder::live::LiveStore::start(
                             &cfg.kafka_topic,
@@ -365,6 +345,18 @@ impl Modules {
             i.shutdown().await;
         }
     }
+}
+
+/// A client of the configured Kafka cluster (`--kafka-brokers`).
+async fn kafka_client(cfg: &Config, client_id: &str) -> anyhow::Result<Arc<weft_kafka::Client>> {
+    let kafka = weft_kafka::ClientConfig {
+        brokers: cfg.kafka_brokers.clone(),
+        client_id: client_id.into(),
+        ..Default::default()
+    };
+    weft_kafka::Client::connect(kafka)
+        .await
+        .with_context(|| format!("connecting to Kafka at {}", cfg.kafka_brokers.join(",")))
 }
 
 /// A block folder without `meta.json` younger than this may still be being written by another

@@ -51,17 +51,26 @@ impl LocalStorage {
         Ok(self.root.join(path))
     }
 
-    fn put_sync(full: &Path, data: &[u8]) -> Result<(), StorageError> {
+    /// Writes `data` to a new temporary file beside `full`, synced. Returns its path.
+    fn write_tmp(full: &Path, data: &[u8]) -> Result<PathBuf, StorageError> {
         let dir = full.parent().expect("object paths have a parent");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
         let res = (|| {
             let mut f = File::create(&tmp)?;
             f.write_all(data)?;
-            f.sync_all()?;
-            fs::rename(&tmp, full)?;
-            File::open(dir)?.sync_all()
+            f.sync_all()
         })();
+        if res.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        res.map(|()| tmp).map_err(io_err(full))
+    }
+
+    fn put_sync(full: &Path, data: &[u8]) -> Result<(), StorageError> {
+        let tmp = Self::write_tmp(full, data)?;
+        let dir = full.parent().expect("object paths have a parent");
+        let res = fs::rename(&tmp, full).and_then(|()| File::open(dir)?.sync_all());
         if res.is_err() {
             let _ = fs::remove_file(&tmp);
         }
@@ -71,13 +80,9 @@ impl LocalStorage {
     /// Writes a temporary file, then hard-links it to `full`: the link fails if `full`
     /// exists, atomically, also against other processes on the same filesystem.
     fn put_if_absent_sync(full: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        let tmp = Self::write_tmp(full, data)?;
         let dir = full.parent().expect("object paths have a parent");
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
         let res = (|| {
-            let mut f = File::create(&tmp)?;
-            f.write_all(data)?;
-            f.sync_all()?;
             let created = match fs::hard_link(&tmp, full) {
                 Ok(()) => true,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
