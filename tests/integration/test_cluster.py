@@ -364,3 +364,46 @@ def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, 
         assert _count_spans(querier, "single-tenant") == sent
         time.sleep(0.2)
     assert builder.metric("weft_block_builder_committed_offset", partition="0") is not None
+
+
+class _Cluster:
+    """A cluster seen as one server by the single binary's end-to-end checks: spans go to the
+    distributor, queries to the querier."""
+
+    def __init__(self, distributor, querier):
+        self.distributor, self.querier = distributor, querier
+
+    @property
+    def otlp_url(self) -> str:
+        return self.distributor.otlp_url
+
+    def get(self, *args, **kw):
+        return self.querier.get(*args, **kw)
+
+
+def test_the_single_binary_search_tags_metrics_and_graph_checks_pass_on_the_cluster(weft_factory, kafka, tmp_path):
+    """test_search.py's scene, sent by the OpenTelemetry SDK's exporter to a distributor, and its
+    checks (TraceQL searches, tags, metrics, the service graph) answered by a querier: first from
+    the live store, then from the blocks a block builder wrote."""
+    from test_search import check_searches, check_service_graph, check_tags_and_metrics, send_scene
+
+    topic = f"e2e-{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "shared"
+    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
+                     name="e2e-distributor")
+    querier = start_sharing(weft_factory, "e2e-querier", "--target", "querier", "--blocklist-poll", "0.2",
+                            *kafka_args, data_dir=data)
+    cluster = _Cluster(d, querier)
+    ids = send_scene(cluster)
+    check_searches(cluster, ids, "cluster, from the live store")
+    check_tags_and_metrics(cluster, ids)
+    check_service_graph(cluster, "cluster, from the live store")
+
+    builder = start_sharing(weft_factory, "e2e-builder", "--target", "block-builder", *kafka_args,
+                            "--block-max-age", "1", data_dir=data)
+    wait_for(lambda: (builder.metric("weft_block_spans_written_total") or 0) >= 5, 60, "the scene's blocks")
+    wait_for(lambda: (querier.metric("weft_blocks") or 0) >= 1, 60, "the querier to list them")
+    check_searches(cluster, ids, "cluster, from blocks")
+    check_tags_and_metrics(cluster, ids)
+    check_service_graph(cluster, "cluster, from blocks")
