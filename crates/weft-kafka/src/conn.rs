@@ -74,21 +74,41 @@ impl Conn {
         timeout: Duration,
         before_write: impl FnOnce(&mut [u8]),
     ) -> Result<Bytes, Error> {
+        let mut frame = self.frame(api_key, version, body.len());
+        frame.extend_from_slice(body);
+        self.send_frame(frame, timeout, before_write).await
+    }
+
+    /// A request frame with its header written (size and correlation id filled in when it is
+    /// sent). Append the body and pass it to [`Conn::send_frame`]: a large body is then
+    /// written once, in place, instead of being copied into a frame.
+    pub fn frame(&self, api_key: i16, version: i16, body_capacity: usize) -> Vec<u8> {
+        let mut frame = Vec::with_capacity(body_capacity + 14 + self.client_id.len());
+        frame.i32(0); // size
+        frame.i16(api_key);
+        frame.i16(version);
+        frame.i32(0); // correlation id
+        frame.string(&self.client_id);
+        frame
+    }
+
+    /// Sends a frame made by [`Conn::frame`]; `before_write` gets the body (after the header)
+    /// while the connection's write order is held.
+    pub async fn send_frame(
+        &self,
+        mut frame: Vec<u8>,
+        timeout: Duration,
+        before_write: impl FnOnce(&mut [u8]),
+    ) -> Result<Bytes, Error> {
         if self.is_dead() {
             return Err(Error::Io(format!("connection to {} is closed", self.addr)));
         }
+        let body_at = 14 + self.client_id.len();
         let (tx, rx) = oneshot::channel();
         {
             let mut w = self.writer.lock().await;
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let mut frame = Vec::with_capacity(body.len() + 14 + self.client_id.len());
-            frame.i32(0);
-            frame.i16(api_key);
-            frame.i16(version);
-            frame.i32(id);
-            frame.string(&self.client_id);
-            let body_at = frame.len();
-            frame.extend_from_slice(body);
+            frame[8..12].copy_from_slice(&id.to_be_bytes());
             before_write(&mut frame[body_at..]);
             let len = (frame.len() - 4) as i32;
             frame[..4].copy_from_slice(&len.to_be_bytes());

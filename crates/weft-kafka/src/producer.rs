@@ -118,6 +118,17 @@ impl Producer {
         s.next_seq.clear();
     }
 
+    /// [`Producer::reset`], unless a reset already happened since `generation` (several
+    /// batches of one broken sequence see the same failure; one new producer id is enough).
+    fn reset_since(&self, generation: u64) {
+        let mut s = self.state.lock();
+        if s.generation == generation {
+            s.producer_id = -1;
+            s.generation += 1;
+            s.next_seq.clear();
+        }
+    }
+
     /// Writes every partition's records and waits until the broker acknowledged all of them
     /// (`acks=all`), retrying what may succeed until `deadline`. On `Err`, some batches may
     /// have been written (a later send of the same data can duplicate them).
@@ -207,29 +218,37 @@ impl Producer {
         let timeout = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(100));
-        let mut body = Vec::with_capacity(items.iter().map(|i| i.batch.len() + 8).sum::<usize>() + 64);
-        body.nullable_string(None); // transactional id
-        body.i16(-1); // acks=all
-        body.i32(timeout.as_millis().min(i32::MAX as u128) as i32);
-        body.i32(1);
-        body.string(&self.topic);
-        body.i32(items.len() as i32);
+        let (key, version) = api::PRODUCE;
+        // The request is written straight into its frame: each batch is copied once, here.
+        let mut frame = conn.frame(
+            key,
+            version,
+            items.iter().map(|i| i.batch.len() + 8).sum::<usize>() + 64,
+        );
+        let body_at = frame.len();
+        frame.nullable_string(None); // transactional id
+        frame.i16(-1); // acks=all
+        frame.i32(timeout.as_millis().min(i32::MAX as u128) as i32);
+        frame.i32(1);
+        frame.string(&self.topic);
+        frame.i32(items.len() as i32);
         let mut at = Vec::with_capacity(items.len());
         for item in &items {
-            body.i32(item.partition);
-            body.i32(item.batch.len() as i32);
-            at.push(body.len());
-            body.extend_from_slice(&item.batch);
+            frame.i32(item.partition);
+            frame.i32(item.batch.len() as i32);
+            at.push(frame.len() - body_at);
+            frame.extend_from_slice(&item.batch);
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let (key, version) = api::PRODUCE;
         let stamp_items = &mut items;
         let result = conn
-            .call_with(key, version, &body, timeout, |frame| {
+            .send_frame(frame, timeout, |body| {
                 let mut s = self.state.lock();
                 for (item, &pos) in stamp_items.iter_mut().zip(&at) {
                     let stamp = match item.stamp {
                         Some((g, st)) if g == s.generation => st,
+                        // Between a reset and the next producer id: write without idempotence.
+                        _ if s.producer_id < 0 => ProducerStamp::NONE,
                         _ => {
                             let (producer_id, epoch) = (s.producer_id, s.epoch);
                             let seq = s.next_seq.entry(item.partition).or_insert(0);
@@ -248,7 +267,7 @@ impl Producer {
                             st
                         }
                     };
-                    restamp(&mut frame[pos..pos + item.batch.len()], stamp);
+                    restamp(&mut body[pos..pos + item.batch.len()], stamp);
                 }
             })
             .await;
@@ -272,7 +291,7 @@ impl Producer {
                 }
                 47 | 59 => {
                     // The broker no longer knows this producer: take a new id and new stamps.
-                    self.reset();
+                    self.reset_since(item.stamp.map_or(0, |(g, _)| g));
                     err = Some(Error::broker(
                         code,
                         format!("producing to {}/{}", self.topic, item.partition),
@@ -283,11 +302,26 @@ impl Producer {
                     if matches!(c, 3 | 5 | 6 | 74 | 75) {
                         self.client.invalidate(&self.topic);
                     }
-                    err = Some(Error::broker(
-                        c,
-                        format!("producing to {}/{}", self.topic, item.partition),
-                    ));
-                    retry.push(item);
+                    // The batch was not written (a leader change, a missing partition, too few
+                    // replicas), or a batch before it was not (out of order): the batches sent
+                    // after it carry sequences the broker will not take in order, and a broker
+                    // that has no state for this producer takes any first sequence. Start a
+                    // new sequence under a new producer id. Ambiguous failures (timeouts, a
+                    // lost connection) keep their stamp so the broker can drop a second copy.
+                    if c != 7 {
+                        self.reset_since(item.stamp.map_or(0, |(g, _)| g));
+                        err = Some(Error::broker(
+                            c,
+                            format!("producing to {}/{}", self.topic, item.partition),
+                        ));
+                        retry.push(Item { stamp: None, ..item });
+                    } else {
+                        err = Some(Error::broker(
+                            c,
+                            format!("producing to {}/{}", self.topic, item.partition),
+                        ));
+                        retry.push(item);
+                    }
                 }
                 c => {
                     return (
