@@ -58,23 +58,35 @@ impl Leases {
     }
 
     /// Takes (or confirms) this period's lease of `tenant`. `None` when another compactor
-    /// holds it.
+    /// holds it. A holder with less than half the period left also takes the next period's
+    /// lease if it is free, so a live holder keeps the tenant without a gap (and can always
+    /// start merges) while a holder that died frees it within two periods.
     pub async fn acquire(&self, storage: &dyn Storage, tenant: &str) -> Result<Option<Lease>, StorageError> {
         let now = SystemTime::now();
         let n = self.period_of(now);
-        let path = format!("{LEASE_PREFIX}/{tenant}/{n:020}");
-        let held = if storage.put_if_absent(&path, Bytes::from(self.owner.clone())).await? {
-            // New holder: clean up what earlier periods left.
-            self.delete_before(storage, tenant, n.saturating_sub(1)).await;
-            true
-        } else {
-            storage.get(&path).await.is_ok_and(|b| b == self.owner.as_bytes())
-        };
-        let ends = UNIX_EPOCH + Duration::from_millis((n + 1) * self.period.as_millis() as u64);
-        Ok(held.then_some(Lease {
+        if !self.hold(storage, tenant, n).await? {
+            return Ok(None);
+        }
+        let end_of = |p: u64| UNIX_EPOCH + Duration::from_millis((p + 1) * self.period.as_millis() as u64);
+        let mut ends = end_of(n);
+        if ends.duration_since(now).unwrap_or_default() < self.period / 2 && self.hold(storage, tenant, n + 1).await? {
+            ends = end_of(n + 1);
+        }
+        Ok(Some(Lease {
             ends,
             margin: self.period / 10,
         }))
+    }
+
+    /// Whether this compactor holds period `n`'s lease of `tenant`, taking it if it is free.
+    async fn hold(&self, storage: &dyn Storage, tenant: &str, n: u64) -> Result<bool, StorageError> {
+        let path = format!("{LEASE_PREFIX}/{tenant}/{n:020}");
+        if storage.put_if_absent(&path, Bytes::from(self.owner.clone())).await? {
+            // New holder: clean up what earlier periods left.
+            self.delete_before(storage, tenant, n.saturating_sub(1)).await;
+            return Ok(true);
+        }
+        Ok(storage.get(&path).await.is_ok_and(|b| b == self.owner.as_bytes()))
     }
 
     async fn delete_before(&self, storage: &dyn Storage, tenant: &str, keep_from: u64) {
@@ -111,6 +123,27 @@ mod tests {
         assert!(b.acquire(&s, "t2").await.unwrap().is_some(), "other tenants are free");
         assert!(la.commit_before() < la.ends);
         assert!(la.ends > SystemTime::now());
+    }
+
+    /// Late in a period, the holder takes the next one too: it can always start merges, and
+    /// another compactor does not get the tenant while the holder lives.
+    #[tokio::test]
+    async fn a_live_holder_keeps_the_tenant_across_periods() {
+        let s = MemoryStorage::new();
+        let period = Duration::from_millis(400);
+        let a = Leases::new("a", period);
+        let b = Leases::new("b", period);
+        let start = SystemTime::now();
+        while SystemTime::now().duration_since(start).unwrap() < Duration::from_millis(1300) {
+            let l = a
+                .acquire(&s, "t")
+                .await
+                .unwrap()
+                .expect("the live holder keeps its tenant");
+            assert!(l.may_start(period), "the holder can always start a merge");
+            assert!(b.acquire(&s, "t").await.unwrap().is_none());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     #[tokio::test]
