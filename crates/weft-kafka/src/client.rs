@@ -349,7 +349,21 @@ impl Client {
     }
 
     /// The earliest offset still kept, or the offset the next record will get.
+    /// Retries while the partition has no leader yet or it moved (a topic just created, say),
+    /// up to the request timeout.
     pub async fn list_offset(&self, topic: &str, partition: i32, at: OffsetAt) -> Result<i64, Error> {
+        let until = Instant::now() + self.cfg.request_timeout;
+        loop {
+            match self.list_offset_once(topic, partition, at).await {
+                Err(e) if e.is_retriable() && Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn list_offset_once(&self, topic: &str, partition: i32, at: OffsetAt) -> Result<i64, Error> {
         let mut body = Vec::new();
         body.i32(-1); // replica_id
         body.i32(1);
