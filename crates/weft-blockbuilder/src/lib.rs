@@ -74,7 +74,6 @@ pub struct BlockBuilder {
     pub metrics: Arc<IngestMetrics>,
     pub partitions: Vec<(i32, Arc<PartitionStats>)>,
     stop: Arc<AtomicBool>,
-    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl BlockBuilder {
@@ -101,7 +100,6 @@ impl BlockBuilder {
         let committed = client.committed_offsets(&cfg.group, &cfg.topic, &partitions).await?;
         let metrics = Arc::new(IngestMetrics::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
         let mut stats = Vec::new();
         for (&p, start) in partitions.iter().zip(committed) {
             let start = match start {
@@ -124,18 +122,15 @@ impl BlockBuilder {
             };
             let rt = rt.clone();
             tracing::info!(topic = %cfg.topic, partition = p, offset = start, "block builder resumes");
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("weft-bb-{p}"))
-                    .spawn(move || rt.block_on(worker.run(start)))
-                    .map_err(|e| weft_kafka::Error::Io(format!("starting a block builder thread: {e}")))?,
-            );
+            std::thread::Builder::new()
+                .name(format!("weft-bb-{p}"))
+                .spawn(move || rt.block_on(worker.run(start)))
+                .map_err(|e| weft_kafka::Error::Io(format!("starting a block builder thread: {e}")))?;
         }
         Ok(Arc::new(BlockBuilder {
             metrics,
             partitions: stats,
             stop,
-            threads: parking_lot::Mutex::new(threads),
         }))
     }
 
@@ -144,11 +139,6 @@ impl BlockBuilder {
     /// start reads it again.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-    }
-
-    /// Whether every partition thread has finished (after [`BlockBuilder::stop`]).
-    pub fn stopped(&self) -> bool {
-        self.threads.lock().iter().all(|t| t.is_finished())
     }
 
     /// Appends the block builder's counters to a Prometheus page.
