@@ -203,8 +203,12 @@ start() { # DIR PORT
     rm -f "$dir/kafka.log" "$dir/kafka.out"
     if [[ ! -s "$dir/data/meta.properties" ]]; then
         # A random cluster id: 16 bytes, base64url without padding (as kafka-storage random-uuid).
-        local cluster
-        cluster="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        # Like Kafka's Uuid.randomUuid, draw again while it starts with '-': the storage tool's
+        # argument parser would read such an id as an option (one CI run in 64 failed that way).
+        local cluster="-"
+        while [[ "$cluster" == -* ]]; do
+            cluster="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        done
         log "formatting $dir/data for cluster $cluster"
         java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/log4j2.properties" \
             -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" \
