@@ -18,6 +18,7 @@ bash scripts/lint.sh
 echo "== backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly fuzz run <target>)"
 (cd crates/weft-otlp/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 (cd crates/weft-translate/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
+(cd crates/weft-kafka/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 
 echo "== rust tests"
 cargo test --workspace

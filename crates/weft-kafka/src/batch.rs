@@ -224,25 +224,30 @@ pub fn read_batches(data: &Bytes, min_offset: i64) -> Result<(Vec<FetchedRecord>
         let _epoch = g.i16()?;
         let _seq = g.i32()?;
         let count = g.i32()?;
-        next = Some(base_offset + i64::from(last_delta) + 1);
+        next = Some(base_offset.checked_add(i64::from(last_delta) + 1).ok_or_else(|| {
+            Error::Protocol(format!(
+                "record batch at offset {base_offset} ends past the largest offset"
+            ))
+        })?);
         if attributes & 0x20 != 0 {
             continue; // control batch (transaction markers)
         }
         let body = batch.slice(HEADER_LEN..);
         let body = match attributes & 0x7 {
             0 => body,
-            1 => {
-                use std::io::Read;
-                let mut plain = Vec::new();
-                flate2::read::GzDecoder::new(&body[..])
-                    .read_to_end(&mut plain)
-                    .map_err(|e| Error::Protocol(format!("gzip batch at offset {base_offset}: {e}")))?;
-                Bytes::from(plain)
-            }
-            4 => Bytes::from(
-                zstd::stream::decode_all(&body[..])
+            1 => inflate(
+                flate2::read::GzDecoder::new(&body[..]),
+                MAX_INFLATED_BATCH,
+                "gzip",
+                base_offset,
+            )?,
+            4 => inflate(
+                zstd::stream::read::Decoder::new(&body[..])
                     .map_err(|e| Error::Protocol(format!("zstd batch at offset {base_offset}: {e}")))?,
-            ),
+                MAX_INFLATED_BATCH,
+                "zstd",
+                base_offset,
+            )?,
             c => {
                 return Err(Error::Protocol(format!(
                     "record batch at offset {base_offset} uses compression codec {c}; weft reads none, gzip and zstd"
@@ -252,6 +257,26 @@ pub fn read_batches(data: &Bytes, min_offset: i64) -> Result<(Vec<FetchedRecord>
         read_records(&body, count, base_offset, base_ts, min_offset, &mut out)?;
     }
     Ok((out, next))
+}
+
+/// The most bytes one compressed batch may inflate to. Far above any batch weft writes (one
+/// request of at most `max_decompressed_bytes` per record), and a bound on what a batch built to
+/// inflate without end can cost a reader.
+const MAX_INFLATED_BATCH: u64 = 1 << 30;
+
+fn inflate(reader: impl std::io::Read, limit: u64, codec: &str, base_offset: i64) -> Result<Bytes, Error> {
+    use std::io::Read;
+    let mut plain = Vec::new();
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut plain)
+        .map_err(|e| Error::Protocol(format!("{codec} batch at offset {base_offset}: {e}")))?;
+    if plain.len() as u64 > limit {
+        return Err(Error::Protocol(format!(
+            "{codec} batch at offset {base_offset} inflates past {limit} bytes"
+        )));
+    }
+    Ok(Bytes::from(plain))
 }
 
 fn read_records(
@@ -285,12 +310,18 @@ fn read_records(
             let v = r.varbytes()?.map(slice).unwrap_or_default();
             headers.push((k, v));
         }
-        let offset = base_offset + offset_delta;
         debug_assert!(g.pos == start + len as usize);
+        // Offsets and timestamps are read as sent; a batch whose deltas overflow is refused.
+        let (Some(offset), Some(timestamp_ms)) = (base_offset.checked_add(offset_delta), base_ts.checked_add(ts_delta))
+        else {
+            return Err(Error::Protocol(format!(
+                "a record of the batch at offset {base_offset} has an offset or timestamp out of range"
+            )));
+        };
         if offset >= min_offset {
             out.push(FetchedRecord {
                 offset,
-                timestamp_ms: base_ts + ts_delta,
+                timestamp_ms,
                 key,
                 value,
                 headers,
@@ -387,5 +418,129 @@ mod tests {
         assert_eq!(g.i16().unwrap(), 3);
         assert_eq!(g.i32().unwrap(), 12);
         assert!(read_batches(&Bytes::from(b), 0).is_ok());
+    }
+
+    #[test]
+    fn a_batch_that_inflates_past_the_bound_is_refused() {
+        let packed = zstd::bulk::compress(&[0u8; 5000], 3).unwrap();
+        let inflate_zstd = |limit| inflate(zstd::stream::read::Decoder::new(&packed[..]).unwrap(), limit, "zstd", 7);
+        assert_eq!(inflate_zstd(5000).unwrap().len(), 5000);
+        let err = inflate_zstd(4999).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("zstd batch at offset 7 inflates past 4999 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn offsets_that_overflow_are_refused() {
+        let mut b = sample(Compression::None);
+        b[..8].copy_from_slice(&i64::MAX.to_be_bytes());
+        fix_length_and_crc(&mut b);
+        let err = read_batches(&Bytes::from(b), 0).unwrap_err();
+        assert!(err.to_string().contains("largest offset"), "{err}");
+    }
+
+    /// Sets a batch's length and CRC to match its bytes, as a broker relaying it would see them.
+    fn fix_length_and_crc(b: &mut [u8]) {
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&b[ATTRIBUTES_AT..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    type OwnedRecord = (Option<Vec<u8>>, Vec<Vec<u8>>, Vec<(String, Vec<u8>)>, i64);
+
+    fn owned_record() -> impl proptest::strategy::Strategy<Value = OwnedRecord> {
+        use proptest::prelude::*;
+        (
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..4),
+            proptest::collection::vec(("[a-z-]{0,8}", proptest::collection::vec(any::<u8>(), 0..8)), 0..3),
+            0i64..4_000_000_000_000,
+        )
+    }
+
+    proptest::proptest! {
+        /// Fetched record sets come from whatever wrote to the topic: no bytes may panic the reader.
+        #[test]
+        fn any_bytes_are_read_or_refused_without_panic(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            min_offset in proptest::prelude::any::<i64>(),
+        ) {
+            let _ = read_batches(&Bytes::from(data), min_offset);
+        }
+
+        /// Damage that passes the CRC (a writer's bug, not the wire's) reaches the record reader.
+        #[test]
+        fn damaged_batches_with_a_valid_crc_are_read_or_refused_without_panic(
+            zstd in proptest::prelude::any::<bool>(),
+            flips in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 1u8..=255), 0..4),
+            cut in proptest::option::of(proptest::prelude::any::<proptest::sample::Index>()),
+            base in proptest::prop_oneof![
+                proptest::prelude::any::<i64>(),
+                i64::MAX - 3..=i64::MAX,
+                i64::MIN..i64::MIN + 3,
+            ],
+            last_delta in proptest::prop_oneof![proptest::prelude::any::<i32>(), -3i32..3],
+            base_ts in proptest::prop_oneof![
+                proptest::prelude::any::<i64>(),
+                i64::MAX - 3..=i64::MAX,
+                i64::MIN..i64::MIN + 3,
+            ],
+        ) {
+            let mut b = sample(if zstd { Compression::Zstd(1) } else { Compression::None });
+            b[..8].copy_from_slice(&base.to_be_bytes());
+            b[ATTRIBUTES_AT + 2..ATTRIBUTES_AT + 6].copy_from_slice(&last_delta.to_be_bytes());
+            b[ATTRIBUTES_AT + 6..ATTRIBUTES_AT + 14].copy_from_slice(&base_ts.to_be_bytes());
+            for (at, x) in flips {
+                let i = ATTRIBUTES_AT + at.index(b.len() - ATTRIBUTES_AT);
+                b[i] ^= x;
+            }
+            if let Some(cut) = cut {
+                b.truncate(HEADER_LEN + cut.index(b.len() - HEADER_LEN + 1));
+            }
+            fix_length_and_crc(&mut b);
+            let _ = read_batches(&Bytes::from(b), 0);
+        }
+
+        /// What `write_batch` writes, `read_batches` reads back unchanged, compressed or not.
+        #[test]
+        fn written_records_read_back_unchanged(
+            records in proptest::collection::vec(owned_record(), 1..6),
+            zstd in proptest::prelude::any::<bool>(),
+            base in 0i64..1 << 40,
+        ) {
+            let parts: Vec<Vec<&[u8]>> = records.iter().map(|r| r.1.iter().map(|p| &p[..]).collect()).collect();
+            let headers: Vec<Vec<(&str, &[u8])>> =
+                records.iter().map(|r| r.2.iter().map(|(k, v)| (k.as_str(), &v[..])).collect()).collect();
+            let input: Vec<Record<'_>> = records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Record {
+                    key: r.0.as_deref(),
+                    value_parts: &parts[i],
+                    headers: &headers[i],
+                    timestamp_ms: r.3,
+                })
+                .collect();
+            let mut b = Vec::new();
+            let compression = if zstd { Compression::Zstd(1) } else { Compression::None };
+            write_batch(&mut b, &input, ProducerStamp::NONE, compression).unwrap();
+            b[..8].copy_from_slice(&base.to_be_bytes());
+            let (got, next) = read_batches(&Bytes::from(b), 0).unwrap();
+            proptest::prop_assert_eq!(next, Some(base + records.len() as i64));
+            proptest::prop_assert_eq!(got.len(), records.len());
+            for (i, (g, r)) in got.iter().zip(&records).enumerate() {
+                proptest::prop_assert_eq!(g.offset, base + i as i64);
+                proptest::prop_assert_eq!(g.timestamp_ms, r.3);
+                proptest::prop_assert_eq!(g.key.as_deref(), r.0.as_deref());
+                proptest::prop_assert_eq!(&g.value[..], &r.1.concat()[..]);
+                let want: Vec<(String, Bytes)> =
+                    r.2.iter().map(|(k, v)| (k.clone(), Bytes::from(v.clone()))).collect();
+                proptest::prop_assert_eq!(&g.headers, &want);
+            }
+        }
     }
 }
