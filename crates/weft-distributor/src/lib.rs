@@ -10,8 +10,9 @@
 //!
 //! Marshal once: the request is validated in place and never decoded into messages. When every
 //! trace of a request routes to one partition the record's value is the request itself;
-//! otherwise [`weft_otlp::request::split_request`] copies each span's bytes, with its resource
-//! and scope headers, into its partition's request. Nothing is re-encoded.
+//! otherwise [`SplitRequest`] lists, per partition, the byte ranges of its spans with their
+//! resource and scope (and new length headers for those), and the producer copies those
+//! ranges once, into the record batch. Nothing is re-encoded.
 //!
 //! The live-trace size limit is not applied here: a distributor keeps no trace state (Tempo's
 //! distributors neither); block builders write what was acknowledged.
@@ -26,7 +27,7 @@ use weft_ingest::metrics::{IngestMetrics, RefuseReason};
 use weft_ingest::record::{FORMAT_HEADER, FORMAT_VERSION, partition_of};
 use weft_ingest::{PushError, PushOutcome, TraceConsumer};
 use weft_kafka::{PartitionRecords, Producer, Record};
-use weft_otlp::request::{RequestSummary, split_request};
+use weft_otlp::request::{RequestSummary, SplitRequest};
 
 /// Settings of a distributor.
 #[derive(Debug, Clone)]
@@ -149,8 +150,9 @@ impl Distributor {
         }
     }
 
-    /// Groups the request's spans by partition: the records' values, one per partition.
-    fn route(&self, body: &Bytes, summary: &RequestSummary) -> Result<Vec<(usize, Bytes)>, PushError> {
+    /// Groups the request's spans by partition: None when they all go to one partition
+    /// (returned apart), else the split of the request by partition.
+    fn route(&self, body: &Bytes, summary: &RequestSummary) -> Result<Route, PushError> {
         let n = self.partitions;
         let first = summary.runs.first().map_or(0, |r| partition_of(&r.trace_id, n));
         let mut parts_of_runs = Vec::with_capacity(summary.runs.len());
@@ -161,21 +163,25 @@ impl Distributor {
             parts_of_runs.push(p);
         }
         if one {
-            return Ok(vec![(first, body.clone())]);
+            return Ok(Route::One(first));
         }
         self.split_requests.fetch_add(1, Ordering::Relaxed);
         let mut span_part = Vec::with_capacity(summary.spans as usize);
         for (r, &p) in summary.runs.iter().zip(&parts_of_runs) {
             span_part.extend(std::iter::repeat_n(p, r.spans as usize));
         }
-        let parts = split_request(body, n, |i| span_part[i]).map_err(|e| PushError::Internal(e.to_string()))?;
-        Ok(parts
-            .into_iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(p, v)| (p, Bytes::from(v)))
-            .collect())
+        SplitRequest::new(body, n, |i| span_part[i])
+            .map(Route::Split)
+            .map_err(|e| PushError::Internal(e.to_string()))
     }
+}
+
+/// Where a request's spans go.
+enum Route {
+    /// All to this partition: the record's value is the request itself.
+    One(usize),
+    /// To several: each partition's record is the split's pieces for it.
+    Split(SplitRequest),
 }
 
 #[async_trait::async_trait]
@@ -206,17 +212,24 @@ impl TraceConsumer for Distributor {
                 "{inflight} bytes are waiting for Kafka's acknowledgement; retry later"
             )));
         }
-        let values = self.route(&body, &summary)?;
+        let route = self.route(&body, &summary)?;
+        // Each partition's value as slices of the request (and of the split's new resource and
+        // scope headers): the producer copies them once, into the record batch.
+        let values: Vec<(usize, Vec<&[u8]>)> = match &route {
+            Route::One(p) => vec![(*p, vec![&body[..]])],
+            Route::Split(split) => (0..split.parts())
+                .filter(|&p| !split.is_empty(p))
+                .map(|p| (p, split.pieces(&body, p).collect()))
+                .collect(),
+        };
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let key = tenant.as_bytes();
         let headers: [(&str, &[u8]); 1] = [(FORMAT_HEADER, FORMAT_VERSION)];
-        let slices: Vec<[&[u8]; 1]> = values.iter().map(|(_, v)| [&v[..]]).collect();
         let sends: Vec<PartitionRecords<'_>> = values
             .iter()
-            .zip(&slices)
-            .map(|((p, _), value)| PartitionRecords {
+            .map(|(p, value)| PartitionRecords {
                 partition: *p as i32,
                 records: vec![Record {
                     key: Some(key),
@@ -236,7 +249,11 @@ impl TraceConsumer for Distributor {
                     refuse(RefuseReason::RequestTooLarge, summary.spans);
                     PushError::Invalid(format!(
                         "the request's spans of one partition ({} bytes) exceed the Kafka topic's max.message.bytes; send smaller requests or raise the topic's limit ({e})",
-                        values.iter().map(|(_, v)| v.len()).max().unwrap_or(0)
+                        values
+                            .iter()
+                            .map(|(_, v)| v.iter().map(|piece| piece.len()).sum::<usize>())
+                            .max()
+                            .unwrap_or(0)
                     ))
                 }
                 _ => {

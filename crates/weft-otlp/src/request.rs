@@ -762,78 +762,176 @@ pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result
 /// order) goes to request `part_of(index)`, which must be below `n`. Resource and scope
 /// headers and the spans are copied verbatim, so each part holds its spans with their own
 /// resource and scope; empty scopes and resources are left out, and a part without spans is
-/// empty. The distributor uses this to route a request's traces to Kafka partitions.
-pub fn split_request(buf: &[u8], n: usize, mut part_of: impl FnMut(usize) -> usize) -> Result<Vec<Vec<u8>>, WireError> {
-    use crate::wire::{begin_nested, end_nested};
-    // Per part: where the open resource and scope started, their length fields, span counts.
-    #[derive(Clone, Copy, Default)]
-    struct Open {
-        rs_mark: usize,
-        rs_at: usize,
-        rs_kept: usize,
-        ss_mark: usize,
-        ss_at: usize,
-        ss_kept: usize,
-    }
-    let mut out: Vec<Vec<u8>> = (0..n).map(|_| Vec::with_capacity(buf.len() / n.max(1) + 64)).collect();
-    let mut open = vec![Open::default(); n];
-    let mut index = 0usize;
-    let mut r = Reader::new(buf);
-    while let Some(f) = r.next()? {
-        if f.number != REQ_RESOURCE_SPANS {
-            continue;
+/// empty. The copying form of [`SplitRequest`].
+pub fn split_request(buf: &[u8], n: usize, part_of: impl FnMut(usize) -> usize) -> Result<Vec<Vec<u8>>, WireError> {
+    let split = SplitRequest::new(buf, n, part_of)?;
+    Ok((0..n)
+        .map(|p| {
+            let mut out = Vec::with_capacity(split.len(p));
+            for piece in split.pieces(buf, p) {
+                out.extend_from_slice(piece);
+            }
+            out
+        })
+        .collect())
+}
+
+/// A validated request split into `n` requests without copying it: each part is a list of
+/// pieces, byte ranges of the request (spans, and the fields of resources and scopes) and the
+/// new length headers of the resources and scopes the part keeps. The distributor routes a
+/// request's traces to Kafka partitions this way: the producer copies the pieces once, into
+/// the record batch.
+///
+/// Span `index` (counting spans in request order) goes to part `part_of(index)`, which must be
+/// below `n`. Consecutive spans of one part stay one piece. Lengths are minimal varints.
+#[derive(Debug, Default)]
+pub struct SplitRequest {
+    /// Resource and scope headers (tag and length) of every part.
+    heads: Vec<u8>,
+    parts: Vec<Vec<Piece>>,
+    lens: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// A range of the request.
+    Request(u32, u32),
+    /// A range of `heads`.
+    Head(u32, u32),
+}
+
+impl SplitRequest {
+    pub fn new(buf: &[u8], n: usize, mut part_of: impl FnMut(usize) -> usize) -> Result<SplitRequest, WireError> {
+        // Where each part's open resource and scope started (piece index, bytes so far) and
+        // how many spans they hold.
+        #[derive(Clone, Copy, Default)]
+        struct Open {
+            rs_piece: usize,
+            rs_len: usize,
+            rs_kept: usize,
+            ss_piece: usize,
+            ss_len: usize,
+            ss_kept: usize,
         }
-        let rs = f.value.bytes(f.number)?;
-        for (o, st) in out.iter_mut().zip(open.iter_mut()) {
-            st.rs_mark = o.len();
-            st.rs_at = begin_nested(o, REQ_RESOURCE_SPANS);
-            st.rs_kept = 0;
-        }
-        let mut rr = Reader::new(rs);
-        while let Some(g) = rr.next()? {
-            if g.number != RS_SCOPE_SPANS {
-                for o in out.iter_mut() {
-                    o.extend_from_slice(&rs[g.start..g.end]);
-                }
+        assert!(buf.len() < u32::MAX as usize, "requests are far below 4 GiB");
+        let at = |sub: &[u8]| sub.as_ptr() as usize - buf.as_ptr() as usize;
+        let mut split = SplitRequest {
+            heads: Vec::new(),
+            parts: vec![Vec::new(); n],
+            lens: vec![0; n],
+        };
+        let mut open = vec![Open::default(); n];
+        let mut index = 0usize;
+        let mut r = Reader::new(buf);
+        while let Some(f) = r.next()? {
+            if f.number != REQ_RESOURCE_SPANS {
                 continue;
             }
-            let ss = g.value.bytes(g.number)?;
-            for (o, st) in out.iter_mut().zip(open.iter_mut()) {
-                st.ss_mark = o.len();
-                st.ss_at = begin_nested(o, RS_SCOPE_SPANS);
-                st.ss_kept = 0;
+            let rs = f.value.bytes(f.number)?;
+            let rs_at = at(rs);
+            for (p, st) in open.iter_mut().enumerate() {
+                st.rs_piece = split.parts[p].len();
+                st.rs_len = split.lens[p];
+                st.rs_kept = 0;
+                split.parts[p].push(Piece::Head(0, 0)); // set when the resource closes
             }
-            let mut sr = Reader::new(ss);
-            while let Some(h) = sr.next()? {
-                if h.number == SS_SPANS {
-                    let p = part_of(index);
-                    out[p].extend_from_slice(&ss[h.start..h.end]);
-                    open[p].ss_kept += 1;
-                    index += 1;
-                } else {
-                    for o in out.iter_mut() {
-                        o.extend_from_slice(&ss[h.start..h.end]);
+            let mut rr = Reader::new(rs);
+            while let Some(g) = rr.next()? {
+                if g.number != RS_SCOPE_SPANS {
+                    for p in 0..n {
+                        split.push(p, rs_at + g.start, rs_at + g.end);
+                    }
+                    continue;
+                }
+                let ss = g.value.bytes(g.number)?;
+                let ss_at = at(ss);
+                for (p, st) in open.iter_mut().enumerate() {
+                    st.ss_piece = split.parts[p].len();
+                    st.ss_len = split.lens[p];
+                    st.ss_kept = 0;
+                    split.parts[p].push(Piece::Head(0, 0)); // set when the scope closes
+                }
+                let mut sr = Reader::new(ss);
+                while let Some(h) = sr.next()? {
+                    if h.number == SS_SPANS {
+                        let p = part_of(index);
+                        split.push(p, ss_at + h.start, ss_at + h.end);
+                        open[p].ss_kept += 1;
+                        index += 1;
+                    } else {
+                        for p in 0..n {
+                            split.push(p, ss_at + h.start, ss_at + h.end);
+                        }
+                    }
+                }
+                for (p, st) in open.iter_mut().enumerate() {
+                    if st.ss_kept == 0 {
+                        split.parts[p].truncate(st.ss_piece);
+                        split.lens[p] = st.ss_len;
+                    } else {
+                        split.close(p, st.ss_piece, st.ss_len, RS_SCOPE_SPANS);
+                        st.rs_kept += st.ss_kept;
                     }
                 }
             }
-            for (o, st) in out.iter_mut().zip(open.iter_mut()) {
-                if st.ss_kept == 0 {
-                    o.truncate(st.ss_mark);
+            for (p, st) in open.iter().enumerate() {
+                if st.rs_kept == 0 {
+                    split.parts[p].truncate(st.rs_piece);
+                    split.lens[p] = st.rs_len;
                 } else {
-                    end_nested(o, st.ss_at);
-                    st.rs_kept += st.ss_kept;
+                    split.close(p, st.rs_piece, st.rs_len, REQ_RESOURCE_SPANS);
                 }
             }
         }
-        for (o, st) in out.iter_mut().zip(open.iter()) {
-            if st.rs_kept == 0 {
-                o.truncate(st.rs_mark);
-            } else {
-                end_nested(o, st.rs_at);
-            }
-        }
+        Ok(split)
     }
-    Ok(out)
+
+    /// Appends `buf[start..end]` to part `p`, extending its last piece when they touch.
+    fn push(&mut self, p: usize, start: usize, end: usize) {
+        let (start, end) = (start as u32, end as u32);
+        let pieces = &mut self.parts[p];
+        match pieces.last_mut() {
+            Some(Piece::Request(_, e)) if *e == start => *e = end,
+            _ => pieces.push(Piece::Request(start, end)),
+        }
+        self.lens[p] += (end - start) as usize;
+    }
+
+    /// Writes the header of the message opened at piece `piece` when part `p` held `len_then`
+    /// bytes: its content is everything added since.
+    fn close(&mut self, p: usize, piece: usize, len_then: usize, field: u32) {
+        let content = self.lens[p] - len_then;
+        let from = self.heads.len();
+        crate::wire::put_tag(&mut self.heads, field, 2);
+        crate::wire::put_varint(&mut self.heads, content as u64);
+        let to = self.heads.len();
+        self.parts[p][piece] = Piece::Head(from as u32, to as u32);
+        self.lens[p] += to - from;
+    }
+
+    /// The number of parts.
+    pub fn parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The length of part `p` in bytes; 0 when no span went to it.
+    pub fn len(&self, p: usize) -> usize {
+        self.lens[p]
+    }
+
+    /// Whether part `p` holds no span.
+    pub fn is_empty(&self, p: usize) -> bool {
+        self.lens[p] == 0
+    }
+
+    /// Part `p` as slices of `buf` (the request this split was made from) and of the split's
+    /// headers; their concatenation is the part.
+    pub fn pieces<'a>(&'a self, buf: &'a [u8], p: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.parts[p].iter().map(move |piece| match *piece {
+            Piece::Request(s, e) => &buf[s as usize..e as usize],
+            Piece::Head(s, e) => &self.heads[s as usize..e as usize],
+        })
+    }
 }
 
 #[cfg(test)]
@@ -1054,6 +1152,18 @@ mod tests {
             let part = |i: usize| ((i as u64).wrapping_mul(seed | 1) >> 7) as usize % n;
             let parts = split_request(&buf, n, part).unwrap();
             prop_assert_eq!(parts.len(), n);
+            let split = SplitRequest::new(&buf, n, part).unwrap();
+            for (p, bytes) in parts.iter().enumerate() {
+                prop_assert_eq!(split.len(p), bytes.len());
+                prop_assert_eq!(split.is_empty(p), bytes.is_empty());
+            }
+            if n == 1 && shape.iter().all(|scopes| !scopes.is_empty() && scopes.iter().all(|&s| s > 0)) {
+                // Nothing dropped: the one part is the request, byte for byte, and its spans
+                // and fields are whole ranges of it (one piece per resource and scope body).
+                prop_assert_eq!(&parts[0], &buf);
+                let scopes: usize = shape.iter().map(Vec::len).sum();
+                prop_assert!(split.pieces(&buf, 0).count() <= 2 * (shape.len() + scopes));
+            }
             let mut seen = 0;
             for (p, bytes) in parts.iter().enumerate() {
                 let mut summary = RequestSummary::default();
