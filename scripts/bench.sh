@@ -26,9 +26,8 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 .venv/bin/python scripts/bench_jaeger_xray.py --weft target/release/weft --out bench-out/jaeger_xray.json
 # Cluster mode: distributor, block builder (blocks in s3proxy) and a real Kafka broker beside the
 # single binary on the same loadgen load (BENCHMARKS.md, "Cluster mode on Kafka and S3").
+# Each round runs the single binary, then a cluster per record-batch compression (none, lz4, zstd).
 .venv/bin/python scripts/bench_cluster.py --weft target/release/weft --out bench-out/cluster.json
-.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --compression zstd --skip-single \
-    --out bench-out/cluster-zstd.json
 # Compaction's write amplification over an hour of steady load, beside the previous policy
 # (BENCHMARKS.md, "Compaction write amplification"; docs/adr/0007-size-tiered-compaction.md).
 cargo run --release -q -p weft-db --example compaction_sim | tee bench-out/compaction_sim.jsonl

@@ -2,17 +2,19 @@
 """Cluster mode on Kafka (ADR 0008): cost per span of each role beside the single binary, on the
 same load, in one run.
 
+Each of --rounds rounds:
 1. The single binary (`weft`, compaction off) takes `weft loadgen` for --seconds; its CPU is read
    once every span is in a block.
-2. A distributor and a block builder (blocks in a real S3-compatible store, s3proxy) take the
-   identical load through a real Kafka broker (scripts/kafka-server.sh, topic of --partitions
-   partitions). The distributor's CPU is read after the load; the block builder's once every
-   span is in a block.
+2. For each --compression value: a fresh distributor and block builder (blocks in a real
+   S3-compatible store, s3proxy) take the identical load through a real Kafka broker
+   (scripts/kafka-server.sh, a topic of --partitions partitions per run). The distributor's CPU
+   is read after the load; the block builder's once every span is in a block.
 
 Reported: spans per CPU-second of the single binary, of the distributor, of the block builder
 and of the cluster's weft processes together (and its ratio to the single binary); bytes
 received and bytes written to Kafka per span; S3 requests per million spans; the broker's own
-CPU (not a weft process) for context. Targets (issue 17): distributor >= 1,500,000 spans per
+CPU (not a weft process) for context; per round, and the median of the rounds (ratios are
+taken within a round). Targets (issue 17): distributor >= 1,500,000 spans per
 CPU-second, cluster >= 80% of the single binary, Kafka bytes per span <= bytes received.
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -77,69 +79,94 @@ def script(name, *args, env=None):
     return r.stdout.strip()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
-    ap.add_argument("--seconds", type=float, default=20)
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--compression", choices=["none", "zstd"], default="none",
-                    help="--kafka-compression of the distributor")
-    ap.add_argument("--skip-single", action="store_true", help="run the cluster only")
-    ap.add_argument("--out")
-    args = ap.parse_args()
-    root = tempfile.mkdtemp(prefix="weft-bench-cluster-")
-    owner = {"KAFKA_SERVER_OWNER_PID": str(os.getpid()), "S3_SERVER_OWNER_PID": str(os.getpid())}
-    kport, sport = free_port(), free_port()
-    brokers = script("kafka-server.sh", "start", os.path.join(root, "kafka"), kport, env=owner).split("=", 1)[1]
-    script("s3-server.sh", "start", os.path.join(root, "s3"), sport, env=owner)
-    broker_pid = int(open(os.path.join(root, "kafka", "kafka.pid")).read())
-    results = {"seconds": args.seconds, "partitions": args.partitions, "compression": args.compression}
-    procs = []
-    single = None
-    try:
-        # 1. The single binary.
-        if not args.skip_single:
-            one = Proc(args.weft, "single", root, "--compaction-interval", "0")
-            procs.append(one)
-            c0 = one.cpu()
-            spans = loadgen(args, one.grpc)
-            wait_until("the single binary's blocks", lambda: one.m("weft_block_spans_written_total") >= spans)
-            single = spans / (one.cpu() - c0)
-            results["single"] = {"spans": spans, "spans_per_cpu_second": round(single)}
-            one.stop()
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
-        # 2. The cluster: distributor -> Kafka -> block builder -> S3.
-        kafka = ["--kafka-brokers", brokers, "--kafka-topic", "bench", "--kafka-partitions", str(args.partitions),
-                 "--kafka-compression", args.compression]
-        s3 = ["--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{sport}", "--s3-bucket", "weft",
-              "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret"]
-        dist = Proc(args.weft, "distributor", root, "--target", "distributor", *kafka)
-        builder = Proc(args.weft, "builder", root, "--target", "block-builder", *kafka, *s3)
-        procs += [dist, builder]
+
+def run_single(args, root, tag):
+    one = Proc(args.weft, f"single-{tag}", root, "--compaction-interval", "0")
+    try:
+        c0 = one.cpu()
+        spans = loadgen(args, one.grpc)
+        wait_until("the single binary's blocks", lambda: one.m("weft_block_spans_written_total") >= spans)
+        return {"spans": spans, "spans_per_cpu_second": round(spans / (one.cpu() - c0))}
+    finally:
+        one.stop()
+
+
+def run_cluster(args, root, tag, codec, brokers, sport, broker_pid):
+    """A distributor and a block builder on a topic of their own, with `codec`."""
+    kafka = ["--kafka-brokers", brokers, "--kafka-topic", f"bench-{tag}", "--kafka-partitions", str(args.partitions),
+             "--kafka-compression", codec, "--kafka-group", f"bench-{tag}"]
+    s3 = ["--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{sport}", "--s3-bucket", "weft",
+          "--s3-prefix", tag, "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret"]
+    procs = []
+    try:
+        dist = Proc(args.weft, f"distributor-{tag}", root, "--target", "distributor", *kafka)
+        procs.append(dist)
+        builder = Proc(args.weft, f"builder-{tag}", root, "--target", "block-builder", *kafka, *s3)
+        procs.append(builder)
         d0, b0, k0 = dist.cpu(), builder.cpu(), cpu_seconds(broker_pid)
         spans = loadgen(args, dist.grpc)
         d_cpu = dist.cpu() - d0
         wait_until("the block builder's blocks", lambda: builder.m("weft_block_spans_written_total") >= spans)
         b_cpu = builder.cpu() - b0
         k_cpu = cpu_seconds(broker_pid) - k0
-        s3_requests = builder.m("weft_storage_requests_total")
-        results["cluster"] = {
+        return {
             "spans": spans,
             "distributor_spans_per_cpu_second": round(spans / d_cpu),
             "block_builder_spans_per_cpu_second": round(spans / b_cpu),
             "weft_processes_spans_per_cpu_second": round(spans / (d_cpu + b_cpu)),
-            "ratio_to_single": round(spans / (d_cpu + b_cpu) / single, 3) if single else None,
             "kafka_broker_cpu_seconds": round(k_cpu, 2),
             "bytes_received_per_span": round(dist.m("weft_bytes_received_total") / spans, 1),
             "kafka_bytes_per_span": round(dist.m("weft_kafka_bytes_total") / spans, 1),
             "kafka_records_per_request": round(dist.m("weft_kafka_records_total")
                                                / max(1.0, dist.m("weft_kafka_produce_requests_total")), 2),
-            "s3_requests_per_million_spans": round(s3_requests / spans * 1e6, 1),
+            "s3_requests_per_million_spans": round(builder.m("weft_storage_requests_total") / spans * 1e6, 1),
             "blocks": builder.m("weft_blocks_written_total"),
         }
     finally:
         for p in procs:
             p.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--compression", default="none,lz4,zstd",
+                    help="--kafka-compression values of the distributor to run, comma-separated")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds of the single binary followed by a cluster per compression")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    codecs = args.compression.split(",")
+    root = tempfile.mkdtemp(prefix="weft-bench-cluster-")
+    owner = {"KAFKA_SERVER_OWNER_PID": str(os.getpid()), "S3_SERVER_OWNER_PID": str(os.getpid())}
+    kport, sport = free_port(), free_port()
+    brokers = script("kafka-server.sh", "start", os.path.join(root, "kafka"), kport, env=owner).split("=", 1)[1]
+    script("s3-server.sh", "start", os.path.join(root, "s3"), sport, env=owner)
+    broker_pid = int(open(os.path.join(root, "kafka", "kafka.pid")).read())
+    results = {"seconds": args.seconds, "partitions": args.partitions, "rounds": []}
+    try:
+        for r in range(args.rounds):
+            rnd = {"single": run_single(args, root, f"r{r}")}
+            single = rnd["single"]["spans_per_cpu_second"]
+            for codec in codecs:
+                c = run_cluster(args, root, f"r{r}-{codec}", codec, brokers, sport, broker_pid)
+                c["ratio_to_single"] = round(c["weft_processes_spans_per_cpu_second"] / single, 3)
+                rnd[codec] = c
+            results["rounds"].append(rnd)
+            print(json.dumps(rnd), file=sys.stderr, flush=True)
+        rounds = results["rounds"]
+        summary = {"single_spans_per_cpu_second": round(median([x["single"]["spans_per_cpu_second"] for x in rounds]))}
+        for codec in codecs:
+            summary[codec] = {k: median([x[codec][k] for x in rounds])
+                              for k in rounds[0][codec] if isinstance(rounds[0][codec][k], (int, float))}
+        results["median"] = summary
+    finally:
         script("kafka-server.sh", "stop", os.path.join(root, "kafka"))
         script("s3-server.sh", "stop", os.path.join(root, "s3"))
         shutil.rmtree(root, ignore_errors=True)

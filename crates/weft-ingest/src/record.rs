@@ -1,9 +1,9 @@
-//! The Kafka record format between distributors and block builders (spec/formats/kafka-record.md).
+//! The Kafka record format between distributors and block builders (spec/kafka-record.md).
 //!
 //! A record carries one tenant's spans of one request that route to one partition:
 //! - **key**: the tenant ID, UTF-8;
 //! - **value**: an OTLP `ExportTraceServiceRequest` in protobuf, the request's own resource,
-//!   scope and span bytes, copied verbatim ([`weft_otlp::request::split_request`]);
+//!   scope and span bytes, copied verbatim ([`weft_otlp::request::SplitRequest`]);
 //! - **header** [`FORMAT_HEADER`] = [`FORMAT_VERSION`]: readers refuse other versions by name;
 //! - **timestamp**: when the distributor received the request (ms).
 //!

@@ -21,6 +21,8 @@ use bytes::Bytes;
 pub enum Compression {
     #[default]
     None,
+    /// LZ4 frames of independent 64 KiB blocks, as Kafka's own producer writes them.
+    Lz4,
     /// zstd at the given level.
     Zstd(i32),
 }
@@ -29,6 +31,7 @@ impl Compression {
     fn id(self) -> i16 {
         match self {
             Compression::None => 0,
+            Compression::Lz4 => 3,
             Compression::Zstd(_) => 4,
         }
     }
@@ -92,6 +95,20 @@ pub fn write_batch(
     debug_assert_eq!(out.len() - start, HEADER_LEN);
     match compression {
         Compression::None => write_records(out, records, base_ts),
+        Compression::Lz4 => {
+            use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
+            use std::io::Write;
+            let mut plain = Vec::new();
+            write_records(&mut plain, records, base_ts);
+            // Kafka's reader (KafkaLZ4BlockInputStream) takes independent blocks only.
+            let info = FrameInfo::new()
+                .block_size(BlockSize::Max64KB)
+                .block_mode(BlockMode::Independent);
+            let mut enc = FrameEncoder::with_frame_info(info, &mut *out);
+            enc.write_all(&plain)
+                .and_then(|()| enc.finish().map(|_| ()).map_err(std::io::Error::other))
+                .map_err(|e| Error::Protocol(format!("lz4 compression failed: {e}")))?;
+        }
         Compression::Zstd(level) => {
             let mut plain = Vec::new();
             write_records(&mut plain, records, base_ts);
@@ -241,6 +258,12 @@ pub fn read_batches(data: &Bytes, min_offset: i64) -> Result<(Vec<FetchedRecord>
                 "gzip",
                 base_offset,
             )?,
+            3 => inflate(
+                lz4_flex::frame::FrameDecoder::new(&body[..]),
+                MAX_INFLATED_BATCH,
+                "lz4",
+                base_offset,
+            )?,
             4 => inflate(
                 zstd::stream::read::Decoder::new(&body[..])
                     .map_err(|e| Error::Protocol(format!("zstd batch at offset {base_offset}: {e}")))?,
@@ -250,7 +273,7 @@ pub fn read_batches(data: &Bytes, min_offset: i64) -> Result<(Vec<FetchedRecord>
             )?,
             c => {
                 return Err(Error::Protocol(format!(
-                    "record batch at offset {base_offset} uses compression codec {c}; weft reads none, gzip and zstd"
+                    "record batch at offset {base_offset} uses compression codec {c}; weft reads none, gzip, lz4 and zstd"
                 )));
             }
         };
@@ -365,7 +388,7 @@ mod tests {
 
     #[test]
     fn batches_round_trip_and_offsets_follow_the_base() {
-        for c in [Compression::None, Compression::Zstd(1)] {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd(1)] {
             let mut b = sample(c);
             b[..8].copy_from_slice(&40i64.to_be_bytes()); // as the broker assigns it
             let (recs, next) = read_batches(&Bytes::from(b), 0).unwrap();
@@ -475,7 +498,7 @@ mod tests {
         /// Damage that passes the CRC (a writer's bug, not the wire's) reaches the record reader.
         #[test]
         fn damaged_batches_with_a_valid_crc_are_read_or_refused_without_panic(
-            zstd in proptest::prelude::any::<bool>(),
+            codec in 0usize..3,
             flips in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 1u8..=255), 0..4),
             cut in proptest::option::of(proptest::prelude::any::<proptest::sample::Index>()),
             base in proptest::prop_oneof![
@@ -490,7 +513,7 @@ mod tests {
                 i64::MIN..i64::MIN + 3,
             ],
         ) {
-            let mut b = sample(if zstd { Compression::Zstd(1) } else { Compression::None });
+            let mut b = sample([Compression::None, Compression::Lz4, Compression::Zstd(1)][codec]);
             b[..8].copy_from_slice(&base.to_be_bytes());
             b[ATTRIBUTES_AT + 2..ATTRIBUTES_AT + 6].copy_from_slice(&last_delta.to_be_bytes());
             b[ATTRIBUTES_AT + 6..ATTRIBUTES_AT + 14].copy_from_slice(&base_ts.to_be_bytes());
@@ -509,7 +532,7 @@ mod tests {
         #[test]
         fn written_records_read_back_unchanged(
             records in proptest::collection::vec(owned_record(), 1..6),
-            zstd in proptest::prelude::any::<bool>(),
+            codec in 0usize..3,
             base in 0i64..1 << 40,
         ) {
             let parts: Vec<Vec<&[u8]>> = records.iter().map(|r| r.1.iter().map(|p| &p[..]).collect()).collect();
@@ -526,7 +549,7 @@ mod tests {
                 })
                 .collect();
             let mut b = Vec::new();
-            let compression = if zstd { Compression::Zstd(1) } else { Compression::None };
+            let compression = [Compression::None, Compression::Lz4, Compression::Zstd(1)][codec];
             write_batch(&mut b, &input, ProducerStamp::NONE, compression).unwrap();
             b[..8].copy_from_slice(&base.to_be_bytes());
             let (got, next) = read_batches(&Bytes::from(b), 0).unwrap();

@@ -223,6 +223,7 @@ impl Modules {
                     .with_context(|| format!("creating Kafka topic {}", cfg.kafka_topic))?;
                 let compression = match cfg.kafka_compression {
                     crate::config::KafkaCompression::None => weft_kafka::Compression::None,
+                    crate::config::KafkaCompression::Lz4 => weft_kafka::Compression::Lz4,
                     crate::config::KafkaCompression::Zstd => weft_kafka::Compression::Zstd(1),
                 };
                 let producer = Arc::new(weft_kafka::Producer::new(client, &cfg.kafka_topic, compression));
