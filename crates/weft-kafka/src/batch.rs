@@ -98,14 +98,13 @@ pub fn write_batch(
         Compression::Lz4 => {
             use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
             use std::io::Write;
-            let mut plain = Vec::new();
-            write_records(&mut plain, records, base_ts);
-            // Kafka's reader (KafkaLZ4BlockInputStream) takes independent blocks only.
+            // Kafka's reader (KafkaLZ4BlockInputStream) takes independent blocks only. The
+            // records stream into the encoder, so values are not first joined in a buffer.
             let info = FrameInfo::new()
                 .block_size(BlockSize::Max64KB)
                 .block_mode(BlockMode::Independent);
             let mut enc = FrameEncoder::with_frame_info(info, &mut *out);
-            enc.write_all(&plain)
+            stream_records(records, base_ts, |b| enc.write_all(b))
                 .and_then(|()| enc.finish().map(|_| ()).map_err(std::io::Error::other))
                 .map_err(|e| Error::Protocol(format!("lz4 compression failed: {e}")))?;
         }
@@ -145,6 +144,22 @@ fn varint_len(v: i64) -> usize {
 }
 
 fn write_records(out: &mut Vec<u8>, records: &[Record<'_>], base_ts: i64) {
+    let written = stream_records(records, base_ts, |b| {
+        out.extend_from_slice(b);
+        Ok(())
+    });
+    debug_assert!(written.is_ok(), "writing to a Vec cannot fail");
+}
+
+/// Hands the records' bytes to `emit` in order: each record's fields before its value, the
+/// value's parts as given (never joined), then its headers. A compressor fed this way reads
+/// each value straight from the caller's bytes.
+fn stream_records(
+    records: &[Record<'_>],
+    base_ts: i64,
+    mut emit: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut scratch = Vec::with_capacity(64);
     for (i, r) in records.iter().enumerate() {
         let value_len: usize = r.value_parts.iter().map(|p| p.len()).sum();
         let ts_delta = r.timestamp_ms - base_ts;
@@ -156,22 +171,26 @@ fn write_records(out: &mut Vec<u8>, records: &[Record<'_>], base_ts: i64) {
         for (k, v) in r.headers {
             body += varint_len(k.len() as i64) + k.len() + varint_len(v.len() as i64) + v.len();
         }
-        out.reserve(body + 5);
-        out.varint(body as i64);
-        out.i8(0);
-        out.varint(ts_delta);
-        out.varint(i as i64);
-        out.varbytes(r.key);
-        out.varint(value_len as i64);
+        scratch.clear();
+        scratch.varint(body as i64);
+        scratch.i8(0);
+        scratch.varint(ts_delta);
+        scratch.varint(i as i64);
+        scratch.varbytes(r.key);
+        scratch.varint(value_len as i64);
+        emit(&scratch)?;
         for p in r.value_parts {
-            out.extend_from_slice(p);
+            emit(p)?;
         }
-        out.varint(r.headers.len() as i64);
+        scratch.clear();
+        scratch.varint(r.headers.len() as i64);
         for (k, v) in r.headers {
-            out.varbytes(Some(k.as_bytes()));
-            out.varbytes(Some(v));
+            scratch.varbytes(Some(k.as_bytes()));
+            scratch.varbytes(Some(v));
         }
+        emit(&scratch)?;
     }
+    Ok(())
 }
 
 /// A record read back from a partition.
