@@ -233,40 +233,61 @@ impl Partition {
                 .await;
             match fetched {
                 Ok(f) => {
-                    backoff = Duration::from_millis(100);
                     self.stats.high_watermark.store(f.high_watermark, Ordering::Relaxed);
-                    for rec in f.records {
-                        let tenant = match read_record(
-                            rec.key.as_deref(),
-                            rec.header(weft_ingest::record::FORMAT_HEADER),
-                        ) {
-                            Ok(t) => t,
+                    // Batch by batch: each is inflated just before its records go into the
+                    // head, so it is still in cache when they are read.
+                    let mut failed = None;
+                    for batch in f.batches {
+                        let batch = match batch {
+                            Ok(b) => b,
                             Err(e) => {
-                                self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                                tracing::error!(partition = p, offset = rec.offset, error = %e, "skipping a Kafka record");
-                                continue;
+                                failed = Some(e);
+                                break;
                             }
                         };
-                        if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
-                            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                            continue;
+                        for rec in batch.records {
+                            let tenant = match read_record(
+                                rec.key.as_deref(),
+                                rec.header(weft_ingest::record::FORMAT_HEADER),
+                            ) {
+                                Ok(t) => t,
+                                Err(e) => {
+                                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                                    tracing::error!(partition = p, offset = rec.offset, error = %e, "skipping a Kafka record");
+                                    continue;
+                                }
+                            };
+                            if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
+                                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            let key = rec.key.clone().unwrap_or_default();
+                            let tenant = tenants.entry(key).or_insert_with(|| Arc::from(tenant)).clone();
+                            first_ts = Some(first_ts.map_or(rec.timestamp_ms, |t: i64| t.min(rec.timestamp_ms)));
+                            self.head.apply(&Record {
+                                pos: WalPos {
+                                    segment: p as u64,
+                                    offset: rec.offset as u64,
+                                },
+                                kind: KIND_OTLP,
+                                tenant,
+                                payload: rec.value,
+                            });
+                            self.stats.records.fetch_add(1, Ordering::Relaxed);
                         }
-                        let key = rec.key.clone().unwrap_or_default();
-                        let tenant = tenants.entry(key).or_insert_with(|| Arc::from(tenant)).clone();
-                        first_ts = Some(first_ts.map_or(rec.timestamp_ms, |t: i64| t.min(rec.timestamp_ms)));
-                        self.head.apply(&Record {
-                            pos: WalPos {
-                                segment: p as u64,
-                                offset: rec.offset as u64,
-                            },
-                            kind: KIND_OTLP,
-                            tenant,
-                            payload: rec.value,
-                        });
-                        self.stats.records.fetch_add(1, Ordering::Relaxed);
+                        position = position.max(batch.next_offset);
                     }
-                    position = f.next_offset;
                     self.stats.position.store(position, Ordering::Relaxed);
+                    match failed {
+                        // The batches before it are in the head; the next fetch starts at it.
+                        Some(e) => {
+                            self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(partition = p, offset = position, error = %e, retry_in_ms = backoff.as_millis() as u64, "a Kafka record batch is unreadable; retrying");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(Duration::from_secs(5));
+                        }
+                        None => backoff = Duration::from_millis(100),
+                    }
                 }
                 Err(e) => {
                     self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);

@@ -240,36 +240,53 @@ async fn tail(
             .await
         {
             Ok(f) => {
-                backoff = Duration::from_millis(100);
-                let covered = if f.records.is_empty() {
+                let covered = if f.batches.is_empty() {
                     HashMap::new()
                 } else {
                     db.kafka_coverage(p)
                 };
-                for rec in f.records {
-                    let Ok(tenant) = read_record(rec.key.as_deref(), rec.header(FORMAT_HEADER)) else {
-                        continue;
+                let mut failed = None;
+                for batch in f.batches {
+                    let batch = match batch {
+                        Ok(b) => b,
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
                     };
-                    if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
-                        continue;
-                    }
-                    let key = rec.key.clone().unwrap_or_default();
-                    let tenant = tenants.entry(key).or_insert_with(|| Arc::from(tenant)).clone();
-                    let offset = rec.offset;
-                    part.apply(
-                        Record {
-                            pos: WalPos {
-                                segment: p as u64,
-                                offset: offset as u64,
+                    for rec in batch.records {
+                        let Ok(tenant) = read_record(rec.key.as_deref(), rec.header(FORMAT_HEADER)) else {
+                            continue;
+                        };
+                        if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
+                            continue;
+                        }
+                        let key = rec.key.clone().unwrap_or_default();
+                        let tenant = tenants.entry(key).or_insert_with(|| Arc::from(tenant)).clone();
+                        let offset = rec.offset;
+                        part.apply(
+                            Record {
+                                pos: WalPos {
+                                    segment: p as u64,
+                                    offset: offset as u64,
+                                },
+                                kind: KIND_OTLP,
+                                tenant,
+                                payload: rec.value,
                             },
-                            kind: KIND_OTLP,
-                            tenant,
-                            payload: rec.value,
-                        },
-                        offset,
-                    );
+                            offset,
+                        );
+                    }
+                    part.position.fetch_max(batch.next_offset, Ordering::AcqRel);
                 }
-                part.position.store(f.next_offset, Ordering::Release);
+                match failed {
+                    Some(e) => {
+                        tracing::warn!(partition = p, error = %e, "live store: a Kafka record batch is unreadable; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                    None => backoff = Duration::from_millis(100),
+                }
             }
             Err(e) if e.code() == Some(1) => {
                 let earliest = client

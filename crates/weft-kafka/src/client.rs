@@ -1,7 +1,7 @@
 //! Cluster metadata, connections to brokers, and every request but `Produce`.
 
 use crate::Error;
-use crate::batch::{FetchedRecord, read_batches};
+use crate::batch::{FetchedRecord, RecordBatches};
 use crate::conn::Conn;
 use crate::wire::{Get, Put};
 use bytes::Bytes;
@@ -64,13 +64,28 @@ pub enum OffsetAt {
 /// The answer to one fetch.
 #[derive(Debug, Clone)]
 pub struct Fetched {
-    /// Records at or after the offset asked for, in offset order.
-    pub records: Vec<FetchedRecord>,
-    /// Where the next fetch starts: after the last complete batch returned, or the offset asked
-    /// for when nothing came back.
-    pub next_offset: i64,
+    /// The offset asked for.
+    pub offset: i64,
+    /// The record batches returned, read one at a time: records at or after `offset`, in
+    /// offset order. Each batch says where the next fetch starts after it.
+    pub batches: RecordBatches,
     /// The partition's high watermark (the offset the next produced record will get).
     pub high_watermark: i64,
+}
+
+impl Fetched {
+    /// Every record, and where the next fetch starts (after the last complete batch, or the
+    /// offset asked for when none came back). Fails if any batch cannot be read.
+    pub fn into_records(self) -> Result<(Vec<FetchedRecord>, i64), Error> {
+        let mut next = self.offset;
+        let mut out = Vec::new();
+        for batch in self.batches {
+            let batch = batch?;
+            out.extend(batch.records);
+            next = next.max(batch.next_offset);
+        }
+        Ok((out, next))
+    }
 }
 
 #[derive(Default)]
@@ -453,10 +468,9 @@ impl Client {
                         format!("fetching {topic}/{partition} at offset {offset}"),
                     ));
                 }
-                let (records, next) = read_batches(&records, offset)?;
                 return Ok(Fetched {
-                    records,
-                    next_offset: next.unwrap_or(offset).max(offset),
+                    offset,
+                    batches: RecordBatches::new(records, offset),
                     high_watermark,
                 });
             }

@@ -22,7 +22,9 @@ mod wire;
 #[cfg(test)]
 mod broker_tests;
 
-pub use batch::{Compression, FetchedRecord, ProducerStamp, Record, read_batches, write_batch};
+pub use batch::{
+    Compression, FetchedRecord, ProducerStamp, ReadBatch, Record, RecordBatches, read_batches, write_batch,
+};
 pub use client::{Client, ClientConfig, Fetched, OffsetAt};
 pub use producer::{PartitionRecords, Producer, ProducerStats};
 
