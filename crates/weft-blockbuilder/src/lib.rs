@@ -236,15 +236,7 @@ impl Partition {
                     self.stats.high_watermark.store(f.high_watermark, Ordering::Relaxed);
                     // Batch by batch: each is inflated just before its records go into the
                     // head, so it is still in cache when they are read.
-                    let mut failed = None;
-                    for batch in f.batches {
-                        let batch = match batch {
-                            Ok(b) => b,
-                            Err(e) => {
-                                failed = Some(e);
-                                break;
-                            }
-                        };
+                    let applied = f.apply_batches(|batch| {
                         for rec in batch.records {
                             let tenant = match read_record(
                                 rec.key.as_deref(),
@@ -276,17 +268,17 @@ impl Partition {
                             self.stats.records.fetch_add(1, Ordering::Relaxed);
                         }
                         position = position.max(batch.next_offset);
-                    }
+                    });
                     self.stats.position.store(position, Ordering::Relaxed);
-                    match failed {
+                    match applied {
                         // The batches before it are in the head; the next fetch starts at it.
-                        Some(e) => {
+                        Err(e) => {
                             self.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!(partition = p, offset = position, error = %e, retry_in_ms = backoff.as_millis() as u64, "a Kafka record batch is unreadable; retrying");
                             tokio::time::sleep(backoff).await;
                             backoff = (backoff * 2).min(Duration::from_secs(5));
                         }
-                        None => backoff = Duration::from_millis(100),
+                        Ok(()) => backoff = Duration::from_millis(100),
                     }
                 }
                 Err(e) => {

@@ -245,15 +245,7 @@ async fn tail(
                 } else {
                     db.kafka_coverage(p)
                 };
-                let mut failed = None;
-                for batch in f.batches {
-                    let batch = match batch {
-                        Ok(b) => b,
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
-                        }
-                    };
+                let applied = f.apply_batches(|batch| {
                     for rec in batch.records {
                         let Ok(tenant) = read_record(rec.key.as_deref(), rec.header(FORMAT_HEADER)) else {
                             continue;
@@ -278,14 +270,14 @@ async fn tail(
                         );
                     }
                     part.position.fetch_max(batch.next_offset, Ordering::AcqRel);
-                }
-                match failed {
-                    Some(e) => {
+                });
+                match applied {
+                    Err(e) => {
                         tracing::warn!(partition = p, error = %e, "live store: a Kafka record batch is unreadable; retrying");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
-                    None => backoff = Duration::from_millis(100),
+                    Ok(()) => backoff = Duration::from_millis(100),
                 }
             }
             Err(e) if e.code() == Some(1) => {

@@ -1,7 +1,7 @@
 //! Cluster metadata, connections to brokers, and every request but `Produce`.
 
 use crate::Error;
-use crate::batch::{FetchedRecord, RecordBatches};
+use crate::batch::{FetchedRecord, ReadBatch, RecordBatches};
 use crate::conn::Conn;
 use crate::wire::{Get, Put};
 use bytes::Bytes;
@@ -79,12 +79,21 @@ impl Fetched {
     pub fn into_records(self) -> Result<(Vec<FetchedRecord>, i64), Error> {
         let mut next = self.offset;
         let mut out = Vec::new();
-        for batch in self.batches {
-            let batch = batch?;
+        self.apply_batches(|batch| {
             out.extend(batch.records);
             next = next.max(batch.next_offset);
-        }
+        })?;
         Ok((out, next))
+    }
+
+    /// Hands each batch to `apply` in order, reading (and inflating) it just before, and stops
+    /// at the first batch that cannot be read, returning its error; the batches before it were
+    /// applied, so the next fetch starts at the last `next_offset` applied.
+    pub fn apply_batches(self, mut apply: impl FnMut(ReadBatch)) -> Result<(), Error> {
+        for batch in self.batches {
+            apply(batch?);
+        }
+        Ok(())
     }
 }
 
