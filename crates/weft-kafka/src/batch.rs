@@ -96,17 +96,13 @@ pub fn write_batch(
     match compression {
         Compression::None => write_records(out, records, base_ts),
         Compression::Lz4 => {
-            use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
-            use std::io::Write;
-            // Kafka's reader (KafkaLZ4BlockInputStream) takes independent blocks only. The
-            // records stream into the encoder, so values are not first joined in a buffer.
-            let info = FrameInfo::new()
-                .block_size(BlockSize::Max64KB)
-                .block_mode(BlockMode::Independent);
-            let mut enc = FrameEncoder::with_frame_info(info, &mut *out);
-            stream_records(records, base_ts, |b| enc.write_all(b))
-                .and_then(|()| enc.finish().map(|_| ()).map_err(std::io::Error::other))
-                .map_err(|e| Error::Protocol(format!("lz4 compression failed: {e}")))?;
+            let mut frame = Lz4Frame::begin(out);
+            stream_records(records, base_ts, |b| {
+                frame.write(b);
+                Ok(())
+            })
+            .map_err(|e| Error::Protocol(format!("lz4 compression failed: {e}")))?;
+            frame.finish();
         }
         Compression::Zstd(level) => {
             let mut plain = Vec::new();
@@ -121,6 +117,77 @@ pub fn write_batch(
     let crc = crc32c::crc32c(&out[start + ATTRIBUTES_AT..]);
     out[start + CRC_AT..start + CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(len)
+}
+
+/// Writes one LZ4 frame (the LZ4 frame format, version 1) of independent blocks of at most
+/// 64 KiB, without checksums: what Kafka's own producer writes, and the only block mode its
+/// reader takes. Blocks are compressed with `lz4_flex`'s block compressor; its `FrameEncoder`
+/// measured 3 to 6 times slower on record batches (0.6–1.0 GB/s against 3.6), and was a
+/// quarter of a distributor's CPU.
+struct Lz4Frame<'a> {
+    out: &'a mut Vec<u8>,
+    /// The block being filled.
+    block: Vec<u8>,
+    /// Where a block is compressed before it is appended.
+    packed: Vec<u8>,
+}
+
+const LZ4_BLOCK: usize = 64 << 10;
+
+thread_local! {
+    /// Block and output buffers, reused by every batch written on the thread.
+    static LZ4_BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl<'a> Lz4Frame<'a> {
+    fn begin(out: &'a mut Vec<u8>) -> Lz4Frame<'a> {
+        // Magic 0x184D2204; FLG 0x60 (version 01, independent blocks, no checksums, no content
+        // size); BD 0x40 (64 KiB blocks); HC 0x82, the second byte of XXH32 of FLG and BD.
+        out.extend_from_slice(&[0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82]);
+        let (mut block, mut packed) = LZ4_BUFFERS.with_borrow_mut(std::mem::take);
+        block.clear();
+        block.reserve(LZ4_BLOCK);
+        packed.resize(lz4_flex::block::get_maximum_output_size(LZ4_BLOCK), 0);
+        Lz4Frame { out, block, packed }
+    }
+
+    fn write(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            let n = b.len().min(LZ4_BLOCK - self.block.len());
+            self.block.extend_from_slice(&b[..n]);
+            b = &b[n..];
+            if self.block.len() == LZ4_BLOCK {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.block.is_empty() {
+            return;
+        }
+        match lz4_flex::block::compress_into(&self.block, &mut self.packed) {
+            Ok(n) if n < self.block.len() => {
+                self.out.extend_from_slice(&(n as u32).to_le_bytes());
+                self.out.extend_from_slice(&self.packed[..n]);
+            }
+            // Incompressible (or, impossibly, no room): the block is stored as it is, flagged
+            // by the size's high bit.
+            _ => {
+                self.out
+                    .extend_from_slice(&(self.block.len() as u32 | 0x8000_0000).to_le_bytes());
+                self.out.extend_from_slice(&self.block);
+            }
+        }
+        self.block.clear();
+    }
+
+    fn finish(mut self) {
+        self.flush();
+        self.out.extend_from_slice(&[0; 4]); // end mark
+        let buffers = (std::mem::take(&mut self.block), std::mem::take(&mut self.packed));
+        LZ4_BUFFERS.with_borrow_mut(|b| *b = buffers);
+    }
 }
 
 /// Rewrites the producer stamp of a batch written by [`write_batch`] (and its CRC), so a batch
@@ -503,6 +570,40 @@ mod tests {
         let (recs, next) = read_batches(&Bytes::from(two), 1).unwrap();
         assert_eq!(recs.iter().map(|r| r.offset).collect::<Vec<_>>(), [1]);
         assert_eq!(next, Some(2));
+    }
+
+    #[test]
+    fn lz4_frames_are_what_the_reference_encoder_and_decoder_agree_on() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
+        use std::io::{Read, Write};
+        // Compressible, incompressible, several blocks, a partial last block, and empty.
+        let mut noise = vec![0u8; 70_000];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for b in noise.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let text: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 977).to_le_bytes()).collect();
+        for input in [&text[..], &noise[..], &text[..10], &[][..]] {
+            let mut ours = Vec::new();
+            let mut frame = Lz4Frame::begin(&mut ours);
+            for chunk in input.chunks(10_007) {
+                frame.write(chunk);
+            }
+            frame.finish();
+            let info = FrameInfo::new()
+                .block_size(BlockSize::Max64KB)
+                .block_mode(BlockMode::Independent);
+            let mut reference = FrameEncoder::with_frame_info(info, Vec::new());
+            reference.write_all(input).unwrap();
+            let reference = reference.finish().unwrap();
+            assert_eq!(ours[..7], reference[..7], "frame header");
+            let mut back = Vec::new();
+            FrameDecoder::new(&ours[..]).read_to_end(&mut back).unwrap();
+            assert_eq!(back, input);
+        }
     }
 
     #[test]
