@@ -398,12 +398,7 @@ impl RecordBatches {
                     "gzip",
                     base_offset,
                 )?,
-                3 => inflate(
-                    lz4_flex::frame::FrameDecoder::new(&body[..]),
-                    MAX_INFLATED_BATCH,
-                    "lz4",
-                    base_offset,
-                )?,
+                3 => inflate_lz4(&body, MAX_INFLATED_BATCH, base_offset)?,
                 4 => inflate(
                     zstd::stream::read::Decoder::new(&body[..])
                         .map_err(|e| Error::Protocol(format!("zstd batch at offset {base_offset}: {e}")))?,
@@ -442,6 +437,80 @@ impl Iterator for RecordBatches {
 /// request of at most `max_decompressed_bytes` per record), and a bound on what a batch built to
 /// inflate without end can cost a reader.
 const MAX_INFLATED_BATCH: u64 = 1 << 30;
+
+/// Inflates LZ4 frames. Frames of independent blocks (what Kafka's producers and weft write)
+/// are decompressed block by block straight into the output; anything else (linked blocks, a
+/// dictionary) goes through `lz4_flex`'s frame decoder, which copies each block once more.
+fn inflate_lz4(body: &[u8], limit: u64, base_offset: i64) -> Result<Bytes, Error> {
+    match inflate_lz4_independent(body, limit) {
+        Ok(Some(plain)) => Ok(Bytes::from(plain)),
+        Ok(None) => inflate(lz4_flex::frame::FrameDecoder::new(body), limit, "lz4", base_offset),
+        Err(e) => Err(Error::Protocol(format!("lz4 batch at offset {base_offset}: {e}"))),
+    }
+}
+
+/// The content of `body`, a sequence of LZ4 frames of independent blocks; None when a frame is
+/// of another kind. Checksums are skipped, not checked: the batch's CRC-32C covers the bytes.
+fn inflate_lz4_independent(body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, String> {
+    let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).min(limit as usize));
+    let mut g = Get::new(body);
+    let le32 = |g: &mut Get<'_>| -> Result<u32, String> {
+        let b = g.bytes(4).map_err(|e| e.to_string())?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    while g.remaining() > 0 {
+        if le32(&mut g)? != 0x184D_2204 {
+            return Ok(None); // a skippable or legacy frame
+        }
+        let flg = g.i8().map_err(|e| e.to_string())? as u8;
+        let bd = g.i8().map_err(|e| e.to_string())? as u8;
+        if flg >> 6 != 1 || flg & 0x20 == 0 || flg & 0x01 != 0 {
+            return Ok(None); // another version, linked blocks or a dictionary
+        }
+        let max_block = match (bd >> 4) & 7 {
+            4 => 64 << 10,
+            5 => 256 << 10,
+            6 => 1 << 20,
+            7 => 4 << 20,
+            m => return Err(format!("frame with block size code {m}")),
+        };
+        let skip = if flg & 0x08 != 0 { 8 } else { 0 } + 1; // content size, header checksum
+        g.bytes(skip).map_err(|e| e.to_string())?;
+        loop {
+            let size = le32(&mut g)?;
+            if size == 0 {
+                break; // end mark
+            }
+            let stored = size & 0x8000_0000 != 0;
+            let size = (size & 0x7FFF_FFFF) as usize;
+            if size > max_block {
+                return Err(format!("block of {size} bytes in a frame of {max_block}-byte blocks"));
+            }
+            let block = g.bytes(size).map_err(|e| e.to_string())?;
+            let at = out.len();
+            if at as u64 > limit {
+                return Err(format!("inflates past {limit} bytes"));
+            }
+            if stored {
+                out.extend_from_slice(block);
+            } else {
+                out.resize(at + max_block, 0);
+                let n = lz4_flex::block::decompress_into(block, &mut out[at..]).map_err(|e| e.to_string())?;
+                out.truncate(at + n);
+            }
+            if flg & 0x10 != 0 {
+                g.bytes(4).map_err(|e| e.to_string())?; // block checksum
+            }
+        }
+        if flg & 0x04 != 0 {
+            g.bytes(4).map_err(|e| e.to_string())?; // content checksum
+        }
+    }
+    if out.len() as u64 > limit {
+        return Err(format!("inflates past {limit} bytes"));
+    }
+    Ok(Some(out))
+}
 
 fn inflate(reader: impl std::io::Read, limit: u64, codec: &str, base_offset: i64) -> Result<Bytes, Error> {
     use std::io::Read;
@@ -604,6 +673,47 @@ mod tests {
             FrameDecoder::new(&ours[..]).read_to_end(&mut back).unwrap();
             assert_eq!(back, input);
         }
+    }
+
+    #[test]
+    fn lz4_frames_of_every_kind_inflate() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
+        use std::io::Write;
+        let text: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 977).to_le_bytes()).collect();
+        let reference = |info: FrameInfo| {
+            let mut enc = FrameEncoder::with_frame_info(info, Vec::new());
+            enc.write_all(&text).unwrap();
+            enc.finish().unwrap()
+        };
+        let independent = FrameInfo::new()
+            .block_size(BlockSize::Max64KB)
+            .block_mode(BlockMode::Independent);
+        let frames = [
+            // Independent blocks: read block by block (checksums and content size skipped).
+            reference(independent.clone()),
+            reference(
+                independent
+                    .clone()
+                    .block_checksums(true)
+                    .content_checksum(true)
+                    .content_size(Some(text.len() as u64)),
+            ),
+            reference(independent.clone().block_size(BlockSize::Max256KB)),
+            // Linked blocks: through the frame decoder.
+            reference(FrameInfo::new().block_mode(BlockMode::Linked)),
+        ];
+        for frame in &frames {
+            assert_eq!(inflate_lz4(frame, MAX_INFLATED_BATCH, 0).unwrap()[..], text[..]);
+        }
+        let two = [&frames[0][..], &frames[1][..]].concat();
+        assert_eq!(inflate_lz4(&two, MAX_INFLATED_BATCH, 0).unwrap().len(), 2 * text.len());
+        let err = inflate_lz4(&frames[0], 100_000, 9).unwrap_err().to_string();
+        assert!(
+            err.contains("lz4 batch at offset 9: inflates past 100000 bytes"),
+            "{err}"
+        );
+        let err = inflate_lz4(&frames[0][..frames[0].len() - 9], MAX_INFLATED_BATCH, 9).unwrap_err();
+        assert!(err.to_string().contains("lz4 batch at offset 9"), "{err}");
     }
 
     #[test]
