@@ -453,6 +453,7 @@ fn inflate_lz4(body: &[u8], limit: u64, base_offset: i64) -> Result<Bytes, Error
 /// of another kind. Checksums are skipped, not checked: the batch's CRC-32C covers the bytes.
 fn inflate_lz4_independent(body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, String> {
     let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).min(limit as usize));
+    let mut filled = 0usize; // bytes of `out` inflated so far
     let mut g = Get::new(body);
     let le32 = |g: &mut Get<'_>| -> Result<u32, String> {
         let b = g.bytes(4).map_err(|e| e.to_string())?;
@@ -464,8 +465,10 @@ fn inflate_lz4_independent(body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, S
         }
         let flg = g.i8().map_err(|e| e.to_string())? as u8;
         let bd = g.i8().map_err(|e| e.to_string())? as u8;
-        if flg >> 6 != 1 || flg & 0x20 == 0 || flg & 0x01 != 0 {
-            return Ok(None); // another version, linked blocks or a dictionary
+        if flg >> 6 != 1 || flg & 0x20 == 0 || flg & 0x01 != 0 || flg & 0x02 != 0 || bd & 0x8F != 0 {
+            // Another version, linked blocks, a dictionary or reserved bits set: the frame
+            // decoder reads it or refuses it.
+            return Ok(None);
         }
         let max_block = match (bd >> 4) & 7 {
             4 => 64 << 10,
@@ -487,17 +490,23 @@ fn inflate_lz4_independent(body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, S
                 return Err(format!("block of {size} bytes in a frame of {max_block}-byte blocks"));
             }
             let block = g.bytes(size).map_err(|e| e.to_string())?;
-            let at = out.len();
-            if at as u64 > limit {
+            if filled as u64 > limit {
                 return Err(format!("inflates past {limit} bytes"));
             }
-            if stored {
-                out.extend_from_slice(block);
-            } else {
-                out.resize(at + max_block, 0);
-                let n = lz4_flex::block::decompress_into(block, &mut out[at..]).map_err(|e| e.to_string())?;
-                out.truncate(at + n);
+            // `out` only grows: bytes past `filled` are zeroed once and reused, so blocks that
+            // inflate to little (a 5-byte block can claim 4 MiB) cost no zeroing each.
+            let room = if stored { size } else { max_block };
+            if out.len() < filled + room {
+                out.resize(filled + room, 0);
             }
+            let n = if stored {
+                out[filled..filled + size].copy_from_slice(block);
+                size
+            } else {
+                lz4_flex::block::decompress_into(block, &mut out[filled..filled + max_block])
+                    .map_err(|e| e.to_string())?
+            };
+            filled += n;
             if flg & 0x10 != 0 {
                 g.bytes(4).map_err(|e| e.to_string())?; // block checksum
             }
@@ -506,9 +515,10 @@ fn inflate_lz4_independent(body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, S
             g.bytes(4).map_err(|e| e.to_string())?; // content checksum
         }
     }
-    if out.len() as u64 > limit {
+    if filled as u64 > limit {
         return Err(format!("inflates past {limit} bytes"));
     }
+    out.truncate(filled);
     Ok(Some(out))
 }
 
@@ -705,6 +715,24 @@ mod tests {
         for frame in &frames {
             assert_eq!(inflate_lz4(frame, MAX_INFLATED_BATCH, 0).unwrap()[..], text[..]);
         }
+        // Blocks of 4 MiB frames that inflate to nothing or one byte, stored and compressed
+        // in turn: each costs its own bytes, not 4 MiB of zeroing (this loop would take
+        // minutes otherwise).
+        let mut tiny = vec![0x04, 0x22, 0x4D, 0x18, 0x60, 0x70, 0x00];
+        for _ in 0..20_000 {
+            tiny.extend_from_slice(&[2, 0, 0, 0, 0x10, b'x']); // compressed: one literal "x"
+            tiny.extend_from_slice(&[1, 0, 0, 0x80, b'y']); // stored: "y"
+        }
+        tiny.extend_from_slice(&[0; 4]);
+        let plain = inflate_lz4(&tiny, MAX_INFLATED_BATCH, 0).unwrap();
+        assert_eq!(plain.len(), 40_000);
+        assert_eq!(&plain[..4], b"xyxy");
+        let mut reserved = frames[0].clone();
+        reserved[4] |= 0x02;
+        assert!(
+            inflate_lz4(&reserved, MAX_INFLATED_BATCH, 0).is_err(),
+            "reserved FLG bit"
+        );
         let two = [&frames[0][..], &frames[1][..]].concat();
         assert_eq!(inflate_lz4(&two, MAX_INFLATED_BATCH, 0).unwrap().len(), 2 * text.len());
         let err = inflate_lz4(&frames[0], 100_000, 9).unwrap_err().to_string();
