@@ -150,8 +150,8 @@ impl Distributor {
         }
     }
 
-    /// Groups the request's spans by partition: None when they all go to one partition
-    /// (returned apart), else the split of the request by partition.
+    /// Groups the request's spans by partition: the one partition they all go to, or the
+    /// split of the request by partition.
     fn route(&self, body: &Bytes, summary: &RequestSummary) -> Result<Route, PushError> {
         let n = self.partitions;
         let first = summary.runs.first().map_or(0, |r| partition_of(&r.trace_id, n));

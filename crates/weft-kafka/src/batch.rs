@@ -121,9 +121,10 @@ pub fn write_batch(
 
 /// Writes one LZ4 frame (the LZ4 frame format, version 1) of independent blocks of at most
 /// 64 KiB, without checksums: what Kafka's own producer writes, and the only block mode its
-/// reader takes. Blocks are compressed with `lz4_flex`'s block compressor; its `FrameEncoder`
-/// measured 3 to 6 times slower on record batches (0.6–1.0 GB/s against 3.6), and was a
-/// quarter of a distributor's CPU.
+/// reader takes. Blocks are compressed with `lz4_flex`'s block compressor, with buffers reused
+/// across batches: its `FrameEncoder` allocates them per frame, and measured 3 to 6 times
+/// slower than the block compressor in a single-threaded loop over record batches. In the
+/// distributor the compression itself stays about a quarter of the CPU (BENCHMARKS.md).
 struct Lz4Frame<'a> {
     out: &'a mut Vec<u8>,
     /// The block being filled.
@@ -325,11 +326,6 @@ impl RecordBatches {
             pos: 0,
             min_offset,
         }
-    }
-
-    /// An empty record set.
-    pub fn empty() -> RecordBatches {
-        RecordBatches::new(Bytes::new(), 0)
     }
 
     /// Whether no bytes are left to read.

@@ -308,19 +308,15 @@ impl Producer {
                     // that has no state for this producer takes any first sequence. Start a
                     // new sequence under a new producer id. Ambiguous failures (timeouts, a
                     // lost connection) keep their stamp so the broker can drop a second copy.
-                    if c != 7 {
-                        self.reset_since(item.stamp.map_or(0, |(g, _)| g));
-                        err = Some(Error::broker(
-                            c,
-                            format!("producing to {}/{}", self.topic, item.partition),
-                        ));
-                        retry.push(Item { stamp: None, ..item });
+                    err = Some(Error::broker(
+                        c,
+                        format!("producing to {}/{}", self.topic, item.partition),
+                    ));
+                    if c == 7 {
+                        retry.push(item); // a request timeout: ambiguous, keep the stamp
                     } else {
-                        err = Some(Error::broker(
-                            c,
-                            format!("producing to {}/{}", self.topic, item.partition),
-                        ));
-                        retry.push(item);
+                        self.reset_since(item.stamp.map_or(0, |(g, _)| g));
+                        retry.push(Item { stamp: None, ..item });
                     }
                 }
                 c => {

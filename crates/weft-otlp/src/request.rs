@@ -753,9 +753,7 @@ pub fn for_each_span<'a>(
 /// Re-encodes a validated request keeping only the spans for which `keep(index)` is true
 /// (indexes count spans in request order). Used only on the refusal path.
 pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result<Vec<u8>, WireError> {
-    let mut parts = split_request(buf, 2, |i| usize::from(!keep(i)))?;
-    parts.truncate(1);
-    Ok(parts.pop().unwrap_or_default())
+    Ok(SplitRequest::new(buf, 2, |i| usize::from(!keep(i)))?.to_vec(buf, 0))
 }
 
 /// Splits a validated request into `n` requests: span `index` (counting spans in request
@@ -765,15 +763,7 @@ pub fn filter_request(buf: &[u8], mut keep: impl FnMut(usize) -> bool) -> Result
 /// empty. The copying form of [`SplitRequest`].
 pub fn split_request(buf: &[u8], n: usize, part_of: impl FnMut(usize) -> usize) -> Result<Vec<Vec<u8>>, WireError> {
     let split = SplitRequest::new(buf, n, part_of)?;
-    Ok((0..n)
-        .map(|p| {
-            let mut out = Vec::with_capacity(split.len(p));
-            for piece in split.pieces(buf, p) {
-                out.extend_from_slice(piece);
-            }
-            out
-        })
-        .collect())
+    Ok((0..n).map(|p| split.to_vec(buf, p)).collect())
 }
 
 /// A validated request split into `n` requests without copying it: each part is a list of
@@ -922,6 +912,15 @@ impl SplitRequest {
     /// Whether part `p` holds no span.
     pub fn is_empty(&self, p: usize) -> bool {
         self.lens[p] == 0
+    }
+
+    /// Part `p` copied out: the concatenation of its [`pieces`](SplitRequest::pieces).
+    pub fn to_vec(&self, buf: &[u8], p: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len(p));
+        for piece in self.pieces(buf, p) {
+            out.extend_from_slice(piece);
+        }
+        out
     }
 
     /// Part `p` as slices of `buf` (the request this split was made from) and of the split's
