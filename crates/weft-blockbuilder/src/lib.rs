@@ -50,7 +50,14 @@ pub struct BlockBuilderConfig {
     pub row_group_rows: usize,
     /// Bytes asked for per fetch.
     pub fetch_bytes: i32,
+    /// Bytes a partition's fetch waits for (up to [`FETCH_MAX_WAIT`]). A block builder has no
+    /// reader waiting on it, so it lets the broker gather a few batches per answer rather
+    /// than waking for each one.
+    pub fetch_min_bytes: i32,
 }
+
+/// The longest a fetch waits for `fetch_min_bytes`.
+pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(250);
 
 /// Per-partition progress, for `/metrics`.
 #[derive(Debug, Default)]
@@ -67,6 +74,7 @@ pub struct PartitionStats {
     /// Records that are not weft's format (counted, logged, skipped).
     pub refused: AtomicU64,
     pub fetch_errors: AtomicU64,
+    pub fetches: AtomicU64,
 }
 
 /// A running block builder.
@@ -145,7 +153,7 @@ impl BlockBuilder {
     pub fn render_metrics(&self, out: &mut Exposition) {
         self.metrics.render(out);
         type Get = fn(&PartitionStats) -> f64;
-        let families: [(&str, Kind, &str, Get); 7] = [
+        let families: [(&str, Kind, &str, Get); 8] = [
             (
                 "weft_block_builder_position",
                 Kind::Gauge,
@@ -181,6 +189,12 @@ impl BlockBuilder {
                 Kind::Counter,
                 "Records that are not in a record format this weft reads (skipped).",
                 |s| s.refused.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "weft_block_builder_fetches_total",
+                Kind::Counter,
+                "Fetch requests answered.",
+                |s| s.fetches.load(Ordering::Relaxed) as f64,
             ),
             (
                 "weft_block_builder_fetch_errors_total",
@@ -228,11 +242,13 @@ impl Partition {
                     p,
                     position,
                     self.cfg.fetch_bytes,
-                    Duration::from_millis(250),
+                    self.cfg.fetch_min_bytes,
+                    FETCH_MAX_WAIT,
                 )
                 .await;
             match fetched {
                 Ok(f) => {
+                    self.stats.fetches.fetch_add(1, Ordering::Relaxed);
                     self.stats.high_watermark.store(f.high_watermark, Ordering::Relaxed);
                     // Batch by batch: each is inflated just before its records go into the
                     // head, so it is still in cache when they are read.

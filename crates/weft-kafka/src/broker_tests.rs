@@ -72,7 +72,7 @@ async fn read_all(c: &Client, topic: &str, partition: i32) -> Vec<FetchedRecord>
     let mut out = Vec::new();
     while at < end {
         let f = c
-            .fetch(topic, partition, at, 1 << 20, Duration::from_millis(200))
+            .fetch(topic, partition, at, 1 << 20, 1, Duration::from_millis(200))
             .await
             .unwrap();
         let (records, next) = f.into_records().unwrap();

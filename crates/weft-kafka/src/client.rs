@@ -422,20 +422,22 @@ impl Client {
         conn.call(api.0, api.1, body, self.cfg.request_timeout).await
     }
 
-    /// Reads records of `topic`/`partition` from `offset` on: up to about `max_bytes`, waiting up
-    /// to `max_wait` for at least one record.
+    /// Reads records of `topic`/`partition` from `offset` on: up to about `max_bytes`. The
+    /// broker answers once it holds `min_bytes` from `offset` on, or after `max_wait` with
+    /// what it has (Kafka's `fetch.min.bytes` and `fetch.max.wait.ms`).
     pub async fn fetch(
         &self,
         topic: &str,
         partition: i32,
         offset: i64,
         max_bytes: i32,
+        min_bytes: i32,
         max_wait: Duration,
     ) -> Result<Fetched, Error> {
         let mut body = Vec::new();
         body.i32(-1); // replica_id
         body.i32(max_wait.as_millis() as i32);
-        body.i32(1); // min_bytes
+        body.i32(min_bytes.max(1));
         body.i32(max_bytes);
         body.i8(0); // read uncommitted: this producer writes no transactions
         body.i32(1);

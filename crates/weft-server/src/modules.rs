@@ -256,6 +256,7 @@ impl Modules {
                     },
                     row_group_rows: IngestConfig::default().row_group_rows,
                     fetch_bytes: 8 << 20,
+                    fetch_min_bytes: 1 << 20,
                 };
                 let db = self.db.clone().expect("Db runs before BlockBuilder");
                 let b = weft_blockbuilder::BlockBuilder::start(bcfg, client, db, tokio::runtime::Handle::current())
