@@ -37,7 +37,10 @@ are reported (the host's speed drift cancels out of a ratio). All servers run at
 the load in turn, --rounds times; the median of the rounds' ratios is reported. Jaeger v2 first
 takes a warm-up load of the same length. After every run the last trace each client sent is
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
-its spans (over UDP, one of the senders' last traces: any datagram may be lost). Results as JSON on stdout and in --out.
+its spans (over UDP, one of the senders' last traces: any datagram may be lost). Every weft runs
+with compaction off (--compaction-interval 0): its 30 s cycle would land inside some servers'
+windows and not others'; blocks are still cut and written during the load, and compaction's
+cost per span is measured all-in by bench_allin.py. Results as JSON on stdout and in --out.
 """
 import argparse, collections, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
 import subprocess, sys, tempfile, time, urllib.error, urllib.request
@@ -602,7 +605,10 @@ def start_weft(args, tmp, name, procs, jaeger_http=False, xray=False):
     weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
                              "--zipkin-port", "0", "--otlp-grpc-port", str(grpc), "--otlp-http-port", str(otlp),
                              "--jaeger-query-port", "0", "--jaeger-http-port", str(jp), "--jaeger-compact-port", "0",
-                             "--jaeger-binary-port", "0", "--xray-port", str(xp)],
+                             "--jaeger-binary-port", "0", "--xray-port", str(xp),
+                             # Compaction off: its 30 s cycle lands inside some measuring
+                             # windows and not others (bench_allin.py counts it, all-in).
+                             "--compaction-interval", "0"],
                             # Ports newer than these flags, off by environment (which an older
                             # binary ignores), so that the instances do not collide on defaults.
                             env={**os.environ, "WEFT_JAEGER_GRPC_PORT": "0"},

@@ -11,7 +11,10 @@ Each server's CPU time (utime+stime of its process) over the measured window, di
 spans it acknowledged, gives spans per CPU-second; the ratios between them are what is reported
 (the host's speed drift cancels out of a ratio). The three servers run at once and take the load
 in turn, --rounds times; the median of the rounds' ratios is reported. The Zipkin server first
-takes a warm-up load of the same length, for its JIT. Results as JSON on stdout and in --out.
+takes a warm-up load of the same length, for its JIT. Both wefts run with compaction off
+(--compaction-interval 0): its 30 s cycle would land inside one server's window and not the
+other's; blocks are still cut and written during the load, and compaction's cost per span is
+measured all-in by bench_allin.py. Results as JSON on stdout and in --out.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
 
@@ -154,7 +157,10 @@ def main():
             weft = subprocess.Popen([args.weft, "--data-dir", os.path.join(tmp, name), "--http-port", str(http_port),
                                      "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc),
                                      "--otlp-http-port", str(otlp), "--jaeger-query-port", "0", "--jaeger-http-port", "0", "--jaeger-grpc-port", "0",
-                                     "--jaeger-compact-port", "0", "--jaeger-binary-port", "0", "--xray-port", "0"],
+                                     "--jaeger-compact-port", "0", "--jaeger-binary-port", "0", "--xray-port", "0",
+                                     # Compaction off: its 30 s cycle lands inside some measuring
+                                     # windows and not others (bench_allin.py counts it, all-in).
+                                     "--compaction-interval", "0"],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")
