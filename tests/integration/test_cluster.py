@@ -374,8 +374,9 @@ def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, 
 def test_block_builders_read_records_that_kafka_python_wrote_in_every_codec(weft_factory, kafka, tmp_path):
     """The record format is the contract (spec/kafka-record.md), not weft's producer: records
     written by kafka-python's own producer, in batches of several records compressed with gzip,
-    LZ4 and zstd by libraries weft does not use (zlib, the C lz4 and zstandard packages), are
-    read by a block builder and a querier's live store, and every span is found exactly once."""
+    snappy (in the xerial framing Kafka's Java producer writes), LZ4 and zstd by libraries weft
+    does not use (zlib, python-snappy, the C lz4 and zstandard packages), are read by a block
+    builder and a querier's live store, and every span is found exactly once."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka import KafkaProducer
@@ -385,7 +386,7 @@ def test_block_builders_read_records_that_kafka_python_wrote_in_every_codec(weft
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
     admin.close()
     sent: dict[bytes, tuple[str, list[bytes]]] = {}  # trace id -> (tenant, span ids)
-    for codec in ("gzip", "lz4", "zstd"):
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
         producer = KafkaProducer(bootstrap_servers=kafka, compression_type=codec, linger_ms=200,
                                  acks="all")
         for i in range(6):

@@ -394,6 +394,7 @@ impl RecordBatches {
                     "gzip",
                     base_offset,
                 )?,
+                2 => inflate_snappy(&body, MAX_INFLATED_BATCH, base_offset)?,
                 3 => inflate_lz4(&body, MAX_INFLATED_BATCH, base_offset)?,
                 4 => inflate(
                     zstd::stream::read::Decoder::new(&body[..])
@@ -404,7 +405,7 @@ impl RecordBatches {
                 )?,
                 c => {
                     return Err(Error::Protocol(format!(
-                        "record batch at offset {base_offset} uses compression codec {c}; weft reads none, gzip, lz4 and zstd"
+                        "record batch at offset {base_offset} uses compression codec {c}; weft reads none, gzip, snappy, lz4 and zstd"
                     )));
                 }
             };
@@ -433,6 +434,55 @@ impl Iterator for RecordBatches {
 /// request of at most `max_decompressed_bytes` per record), and a bound on what a batch built to
 /// inflate without end can cost a reader.
 const MAX_INFLATED_BATCH: u64 = 1 << 30;
+
+/// Inflates a snappy batch, in either form Kafka's producers write: the xerial framing of
+/// Kafka's Java producer and kafka-python (a 16-byte header, `\x82SNAPPY\0` and two version
+/// numbers, then blocks, each a big-endian length and a raw snappy block), or one raw snappy
+/// block (librdkafka). Kafka's own reader takes both.
+fn inflate_snappy(body: &[u8], limit: u64, base_offset: i64) -> Result<Bytes, Error> {
+    const XERIAL: &[u8] = b"\x82SNAPPY\x00";
+    let fail = |e: &dyn std::fmt::Display| Error::Protocol(format!("snappy batch at offset {base_offset}: {e}"));
+    let mut out = Vec::new();
+    let mut decoder = snap::raw::Decoder::new();
+    let mut block = |b: &[u8], out: &mut Vec<u8>| -> Result<(), Error> {
+        let n = snap::raw::decompress_len(b).map_err(|e| fail(&e))?;
+        // A snappy element of at most 3 bytes writes at most 64: a length far beyond that is
+        // a lie, refused before the room for it is zeroed.
+        if n > b.len().saturating_mul(32) {
+            return Err(fail(&format!("a block of {} bytes claims to inflate to {n}", b.len())));
+        }
+        if (out.len() + n) as u64 > limit {
+            return Err(Error::Protocol(format!(
+                "snappy batch at offset {base_offset} inflates past {limit} bytes"
+            )));
+        }
+        let at = out.len();
+        out.resize(at + n, 0);
+        let m = decoder.decompress(b, &mut out[at..]).map_err(|e| fail(&e))?;
+        out.truncate(at + m);
+        Ok(())
+    };
+    match body.strip_prefix(XERIAL) {
+        Some(framed) => {
+            let Some(mut rest) = framed.get(8..) else {
+                return Err(fail(&"the xerial header is cut short"));
+            };
+            while !rest.is_empty() {
+                let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+                    return Err(fail(&"a block's length is cut short"));
+                };
+                let len = u32::from_be_bytes(*len) as usize;
+                if len > tail.len() {
+                    return Err(fail(&format!("a block of {len} bytes runs past the batch")));
+                }
+                block(&tail[..len], &mut out)?;
+                rest = &tail[len..];
+            }
+        }
+        None => block(body, &mut out)?,
+    }
+    Ok(Bytes::from(out))
+}
 
 /// Inflates LZ4 frames. Frames of independent blocks (what Kafka's producers and weft write)
 /// are decompressed block by block straight into the output; anything else (linked blocks, a
@@ -796,6 +846,73 @@ mod tests {
         assert_eq!(g.i16().unwrap(), 3);
         assert_eq!(g.i32().unwrap(), 12);
         assert!(read_batches(&Bytes::from(b), 0).is_ok());
+    }
+
+    /// `batch` (uncompressed, from `write_batch`) with its records compressed by `pack` under
+    /// codec `id`, its length and CRC rewritten: batches in codecs weft does not write.
+    fn recompressed(batch: &[u8], id: i16, pack: impl Fn(&[u8]) -> Vec<u8>) -> Bytes {
+        let mut b = batch[..HEADER_LEN].to_vec();
+        b.extend_from_slice(&pack(&batch[HEADER_LEN..]));
+        b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&id.to_be_bytes());
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&b[ATTRIBUTES_AT..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(b)
+    }
+
+    /// The xerial framing Kafka's Java producer writes, with blocks of `block` bytes.
+    fn xerial(plain: &[u8], block: usize) -> Vec<u8> {
+        let mut out = b"\x82SNAPPY\x00".to_vec();
+        out.extend_from_slice(&1i32.to_be_bytes());
+        out.extend_from_slice(&1i32.to_be_bytes());
+        for chunk in plain.chunks(block) {
+            let packed = snap::raw::Encoder::new().compress_vec(chunk).unwrap();
+            out.extend_from_slice(&(packed.len() as u32).to_be_bytes());
+            out.extend_from_slice(&packed);
+        }
+        out
+    }
+
+    #[test]
+    fn snappy_batches_read_in_both_framings() {
+        let plain = sample(Compression::None);
+        let raw = |b: &[u8]| snap::raw::Encoder::new().compress_vec(b).unwrap();
+        for batch in [
+            recompressed(&plain, 2, raw),
+            recompressed(&plain, 2, |b| xerial(b, 32 << 10)),
+            recompressed(&plain, 2, |b| xerial(b, 7)), // records split across blocks
+        ] {
+            let (recs, next) = read_batches(&batch, 0).unwrap();
+            assert_eq!(next, Some(2));
+            assert_eq!(recs.len(), 2);
+            assert_eq!(&recs[0].value[..], b"hello world");
+            assert_eq!(recs[0].header("v"), Some(&b"1"[..]));
+            assert_eq!(&recs[1].value[..], b"second");
+        }
+    }
+
+    #[test]
+    fn damaged_snappy_is_refused_without_zeroing_what_it_claims() {
+        let ok = xerial(&[7u8; 5000], 1 << 10);
+        assert_eq!(inflate_snappy(&ok, 5000, 3).unwrap().len(), 5000);
+        let err = inflate_snappy(&ok, 4999, 3).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("snappy batch at offset 3 inflates past 4999 bytes"),
+            "{err}"
+        );
+        // A 6-byte block claiming 4 GiB - 1: refused before any room is made for it.
+        let liar = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x00];
+        let err = inflate_snappy(&liar, MAX_INFLATED_BATCH, 3).unwrap_err();
+        assert!(err.to_string().contains("claims to inflate"), "{err}");
+        for cut in [&ok[..12], &ok[..18], &ok[..ok.len() - 1]] {
+            let err = inflate_snappy(cut, MAX_INFLATED_BATCH, 3).unwrap_err();
+            assert!(
+                err.to_string().starts_with("Kafka protocol: snappy batch at offset 3"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
