@@ -221,13 +221,6 @@ impl LiveStore {
     }
 }
 
-/// A live store's fetch waits for this many bytes, or for [`LIVE_FETCH_MAX_WAIT`]. Under load
-/// it wakes for a few batches at a time instead of for each one (a block builder that did so
-/// spent a fifth of its CPU on fetches; BENCHMARKS.md). A query that waits for the store to
-/// reach the partition's end waits at most that much longer when traffic is light.
-const LIVE_FETCH_MIN_BYTES: i32 = 128 << 10;
-const LIVE_FETCH_MAX_WAIT: Duration = Duration::from_millis(50);
-
 async fn tail(
     part: Arc<LivePartition>,
     topic: String,
@@ -243,7 +236,7 @@ async fn tail(
     while !stop.load(Ordering::Acquire) {
         let position = part.position.load(Ordering::Relaxed);
         match client
-            .fetch(&topic, p, position, 8 << 20, LIVE_FETCH_MIN_BYTES, LIVE_FETCH_MAX_WAIT)
+            .fetch(&topic, p, position, 8 << 20, 1, Duration::from_millis(250))
             .await
         {
             Ok(f) => {

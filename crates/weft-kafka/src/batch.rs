@@ -442,26 +442,7 @@ const MAX_INFLATED_BATCH: u64 = 1 << 30;
 fn inflate_snappy(body: &[u8], limit: u64, base_offset: i64) -> Result<Bytes, Error> {
     const XERIAL: &[u8] = b"\x82SNAPPY\x00";
     let fail = |e: &dyn std::fmt::Display| Error::Protocol(format!("snappy batch at offset {base_offset}: {e}"));
-    let mut out = Vec::new();
-    let mut decoder = snap::raw::Decoder::new();
-    let mut block = |b: &[u8], out: &mut Vec<u8>| -> Result<(), Error> {
-        let n = snap::raw::decompress_len(b).map_err(|e| fail(&e))?;
-        // A snappy element of at most 3 bytes writes at most 64: a length far beyond that is
-        // a lie, refused before the room for it is zeroed.
-        if n > b.len().saturating_mul(32) {
-            return Err(fail(&format!("a block of {} bytes claims to inflate to {n}", b.len())));
-        }
-        if (out.len() + n) as u64 > limit {
-            return Err(Error::Protocol(format!(
-                "snappy batch at offset {base_offset} inflates past {limit} bytes"
-            )));
-        }
-        let at = out.len();
-        out.resize(at + n, 0);
-        let m = decoder.decompress(b, &mut out[at..]).map_err(|e| fail(&e))?;
-        out.truncate(at + m);
-        Ok(())
-    };
+    let mut blocks = Vec::new();
     match body.strip_prefix(XERIAL) {
         Some(framed) => {
             let Some(mut rest) = framed.get(8..) else {
@@ -475,12 +456,38 @@ fn inflate_snappy(body: &[u8], limit: u64, base_offset: i64) -> Result<Bytes, Er
                 if len > tail.len() {
                     return Err(fail(&format!("a block of {len} bytes runs past the batch")));
                 }
-                block(&tail[..len], &mut out)?;
+                if len > 0 {
+                    blocks.push(&tail[..len]);
+                }
                 rest = &tail[len..];
             }
         }
-        None => block(body, &mut out)?,
+        None => blocks.push(body),
     }
+    // The room for every block, from their headers, before any is inflated: one allocation
+    // of the exact size.
+    let mut total = 0u64;
+    for b in &blocks {
+        let n = snap::raw::decompress_len(b).map_err(|e| fail(&e))?;
+        // A snappy element of at most 3 bytes writes at most 64: a length far beyond that is
+        // a lie, refused before room is made for it.
+        if n > b.len().saturating_mul(32) {
+            return Err(fail(&format!("a block of {} bytes claims to inflate to {n}", b.len())));
+        }
+        total += n as u64;
+    }
+    if total > limit {
+        return Err(Error::Protocol(format!(
+            "snappy batch at offset {base_offset} inflates past {limit} bytes"
+        )));
+    }
+    let mut out = vec![0u8; total as usize];
+    let mut decoder = snap::raw::Decoder::new();
+    let mut at = 0;
+    for b in blocks {
+        at += decoder.decompress(b, &mut out[at..]).map_err(|e| fail(&e))?;
+    }
+    out.truncate(at);
     Ok(Bytes::from(out))
 }
 
@@ -882,6 +889,7 @@ mod tests {
             recompressed(&plain, 2, raw),
             recompressed(&plain, 2, |b| xerial(b, 32 << 10)),
             recompressed(&plain, 2, |b| xerial(b, 7)), // records split across blocks
+            recompressed(&plain, 2, |b| [xerial(b, 32 << 10), vec![0; 4]].concat()), // an empty block
         ] {
             let (recs, next) = read_batches(&batch, 0).unwrap();
             assert_eq!(next, Some(2));

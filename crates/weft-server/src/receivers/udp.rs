@@ -104,6 +104,14 @@ pub async fn serve(
         }
     };
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The thread stops when this task ends, also when it is dropped without a stop signal.
+    struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let _stop_on_drop = StopOnDrop(stopping.clone());
     let rt = tokio::runtime::Handle::current();
     let thread = {
         let stopping = stopping.clone();
@@ -124,8 +132,11 @@ pub async fn serve(
         }
     }
     stopping.store(true, Ordering::Release);
-    // The thread sees the flag within STOP_CHECK, and pushes the batch it holds first.
-    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    // The thread sees the flag within STOP_CHECK; it starts the push of the batch it holds
+    // (UDP carries no acknowledgement: a push the shutdown overtakes is counted as refused).
+    if let Ok(Err(_)) = tokio::task::spawn_blocking(move || thread.join()).await {
+        tracing::error!("the UDP receiving thread panicked");
+    }
 }
 
 /// How often a receiving thread waiting for a first datagram looks at the stop flag.
@@ -193,22 +204,20 @@ fn receive(
             if datagrams >= BATCH_DATAGRAMS || otlp.len() >= BATCH_BYTES {
                 break;
             }
-            n = match try_recv(&socket, &mut buf) {
-                Some(m) => m,
-                None => {
-                    // Nothing queued: look again after POLL_GAP and take what queued
-                    // meanwhile; a gap with nothing new ends the batch early.
-                    let now = std::time::Instant::now();
-                    if now >= deadline || stopping.load(Ordering::Acquire) {
-                        break;
-                    }
-                    std::thread::sleep(POLL_GAP.min(deadline - now));
-                    match try_recv(&socket, &mut buf) {
-                        Some(m) => m,
-                        None => break,
-                    }
+            // The next queued datagram; when none is, look again every POLL_GAP until the
+            // window ends.
+            let next = loop {
+                if let Some(m) = try_recv(&socket, &mut buf) {
+                    break Some(m);
                 }
+                let now = std::time::Instant::now();
+                if now >= deadline || stopping.load(Ordering::Acquire) {
+                    break None;
+                }
+                std::thread::sleep(POLL_GAP.min(deadline - now));
             };
+            let Some(m) = next else { break };
+            n = m;
         }
         if count == 0 {
             continue;
