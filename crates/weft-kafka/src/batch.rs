@@ -975,10 +975,20 @@ mod tests {
             let _ = read_batches(&Bytes::from(data), min_offset);
         }
 
+        /// Snappy bodies of any bytes, raw or behind the xerial header, inflate or are refused.
+        #[test]
+        fn any_snappy_body_is_inflated_or_refused_without_panic(
+            xerial_header in proptest::prelude::any::<bool>(),
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            let body = if xerial_header { [&b"\x82SNAPPY\x00"[..], &data].concat() } else { data };
+            let _ = inflate_snappy(&body, MAX_INFLATED_BATCH, 0);
+        }
+
         /// Damage that passes the CRC (a writer's bug, not the wire's) reaches the record reader.
         #[test]
         fn damaged_batches_with_a_valid_crc_are_read_or_refused_without_panic(
-            codec in 0usize..3,
+            codec in 0usize..5,
             flips in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 1u8..=255), 0..4),
             cut in proptest::option::of(proptest::prelude::any::<proptest::sample::Index>()),
             base in proptest::prop_oneof![
@@ -993,7 +1003,11 @@ mod tests {
                 i64::MIN..i64::MIN + 3,
             ],
         ) {
-            let mut b = sample([Compression::None, Compression::Lz4, Compression::Zstd(1)][codec]);
+            let mut b = match codec {
+                0..=2 => sample([Compression::None, Compression::Lz4, Compression::Zstd(1)][codec]),
+                3 => recompressed(&sample(Compression::None), 2, |b| snap::raw::Encoder::new().compress_vec(b).unwrap()).to_vec(),
+                _ => recompressed(&sample(Compression::None), 2, |b| xerial(b, 16)).to_vec(),
+            };
             b[..8].copy_from_slice(&base.to_be_bytes());
             b[ATTRIBUTES_AT + 2..ATTRIBUTES_AT + 6].copy_from_slice(&last_delta.to_be_bytes());
             b[ATTRIBUTES_AT + 6..ATTRIBUTES_AT + 14].copy_from_slice(&base_ts.to_be_bytes());

@@ -437,7 +437,7 @@ impl Client {
         let mut body = Vec::new();
         body.i32(-1); // replica_id
         body.i32(max_wait.as_millis() as i32);
-        body.i32(min_bytes.max(1));
+        body.i32(min_bytes);
         body.i32(max_bytes);
         body.i8(0); // read uncommitted: this producer writes no transactions
         body.i32(1);
