@@ -99,22 +99,35 @@ impl BlobColumn {
     /// Appends a row holding `v`. Must not be called after [`BlobColumn::freeze`].
     #[inline]
     pub fn push(&mut self, v: &[u8]) {
+        let id = self.intern(v);
+        self.ids.push(id);
+    }
+
+    /// The value id of `v`, adding it if it is new, without appending a row (see
+    /// [`Self::push_id`]). Must not be called after [`BlobColumn::freeze`].
+    #[inline]
+    pub fn intern(&mut self, v: &[u8]) -> u32 {
         debug_assert!(self.frozen.is_empty(), "push after freeze");
         if v.is_empty() {
-            self.ids.push(0);
-            return;
+            return 0;
         }
         let h = xxh3_64_with_seed(v, self.seed);
         let (data, ends) = (&self.data, &self.ends);
         let value = |id: u32| &data[ends[id as usize - 1] as usize..ends[id as usize] as usize];
         if let Some(&(_, id)) = self.table.find(h, |&(eh, id)| eh == h && value(id) == v) {
-            self.ids.push(id);
-            return;
+            return id;
         }
         let id = self.ends.len() as u32;
         self.data.extend_from_slice(v);
         self.ends.push(self.data.len() as u32);
         self.table.insert_unique(h, (h, id), |&(eh, _)| eh);
+        id
+    }
+
+    /// Appends a row holding the value `id` returned by [`Self::intern`].
+    #[inline]
+    pub fn push_id(&mut self, id: u32) {
+        debug_assert!((id as usize) < self.ends.len(), "unknown value id");
         self.ids.push(id);
     }
 
@@ -410,7 +423,7 @@ impl SpanColumns {
 
     /// Links the row about to be appended into its trace's chain and pushes its trace ID.
     #[inline]
-    fn chain(&mut self, tid: [u8; 16]) {
+    pub(crate) fn chain(&mut self, tid: [u8; 16]) {
         let row = self.trace_id.len() as u32;
         // Spans of a trace usually arrive together: while the trace repeats, chain to the
         // previous row without touching the map; the map learns the run's last row when the

@@ -45,6 +45,8 @@ pub(crate) trait BlockFormat {
     fn row_group_range(footer: &ParquetMetaData, rg: usize) -> Range<u64>;
     /// See [`RowGroupData::rows`] and [`RowGroupData::rows_in`] (`keep`).
     fn read_rows(data: &RowGroupData, keep: Option<&[Range<usize>]>) -> Result<Vec<SpanRow>, BlockError>;
+    /// See [`RowGroupData::append_to`].
+    fn append_rows(data: &RowGroupData, cols: &mut SpanColumns) -> Result<(), BlockError>;
     /// See [`RowGroupData::trace`].
     fn read_trace(data: &RowGroupData, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError>;
     /// See [`RowGroupData::metric_columns`].
@@ -121,6 +123,10 @@ impl Encoding {
         keep: Option<&[Range<usize>]>,
     ) -> Result<Vec<SpanRow>, BlockError> {
         dispatch!(self, F => F::read_rows(data, keep))
+    }
+
+    pub(crate) fn append_rows(self, data: &RowGroupData, cols: &mut SpanColumns) -> Result<(), BlockError> {
+        dispatch!(self, F => F::append_rows(data, cols))
     }
 
     pub(crate) fn read_trace(self, data: &RowGroupData, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {

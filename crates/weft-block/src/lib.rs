@@ -238,6 +238,14 @@ impl RowGroupData {
         self.encoding.read_rows(self, Some(ranges))
     }
 
+    /// Appends every span to `cols`, in block order: what pushing each of [`Self::rows`] does
+    /// ([`SpanColumns::push_row`]), without copying each span out first. Call
+    /// [`SpanColumns::end_run`] before reading the trace index. On an error `cols` may hold
+    /// part of the row group and should be discarded.
+    pub fn append_to(&self, cols: &mut SpanColumns) -> Result<(), BlockError> {
+        self.encoding.append_rows(self, cols)
+    }
+
     /// The spans of one trace.
     pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
         self.encoding.read_trace(self, trace_id)

@@ -117,6 +117,10 @@ impl BlockFormat for V1 {
         reader::read_row_group(&data.footer, data.rg, chunk(data), &data.dedicated, keep)
     }
 
+    fn append_rows(data: &RowGroupData, cols: &mut SpanColumns) -> Result<(), BlockError> {
+        reader::append_row_group(&data.footer, data.rg, chunk(data), &data.dedicated, cols)
+    }
+
     fn read_trace(data: &RowGroupData, trace_id: &[u8; 16]) -> Result<Vec<SpanRow>, BlockError> {
         reader::read_trace(&data.footer, data.rg, chunk(data), &data.dedicated, trace_id)
     }

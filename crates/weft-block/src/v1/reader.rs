@@ -2,6 +2,7 @@
 
 use super::col;
 use crate::BlockError;
+use crate::columns::SpanColumns;
 use crate::read::{DictBuilder, DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use crate::row::SpanRow;
 use bytes::Bytes;
@@ -242,6 +243,169 @@ fn read_span_rows(
         });
     }
     Ok(out)
+}
+
+/// Appends every span of row group `rg` to `cols` (compaction's read), column by column: each
+/// distinct name, header and attribute blob of the row group is interned once, and rows copy
+/// ids, where [`read_row_group`] copies every value of every row into a [`SpanRow`]. Rows whose
+/// attributes were moved to dedicated columns are re-assembled one by one, as there.
+///
+/// On an error `cols` may hold part of the row group; the caller discards it.
+pub fn append_row_group(
+    meta: &ParquetMetaData,
+    rg: usize,
+    chunk: RangeChunk,
+    dedicated: &[DedicatedColumn],
+    cols: &mut SpanColumns,
+) -> Result<(), BlockError> {
+    let rgr = row_group_reader(meta, rg, chunk)?;
+    let n = meta.row_group(rg).num_rows() as usize;
+    let trace = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
+    let span_ids = plain_fixed::<8>(&rgr, col::SPAN_ID, n)?;
+    let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
+    let names = dict_column(&rgr, col::NAME, n, false)?;
+    let (kinds, _) = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?;
+    let (starts, _) = read::<Int64Type>(&rgr, col::START, 0, n, false)?;
+    let (durs, _) = read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?;
+    let (codes, _) = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?;
+    let msgs = dict_column(&rgr, col::STATUS_MESSAGE, n, true)?;
+    let res = dict_column(&rgr, col::RESOURCE, n, false)?;
+    let scopes = dict_column(&rgr, col::SCOPE, n, false)?;
+    let blobs = [col::ATTRIBUTES, col::EVENTS, col::LINKS, col::EXTRA].map(|c| dict_column(&rgr, c, n, true));
+    let [attrs, events, links, extra] = blobs;
+    let (attrs, events, links, extra) = (attrs?, events?, links?, extra?);
+    let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
+    for (what, c) in [
+        ("trace_id", &trace),
+        ("parent_span_id", &parents),
+        ("name", &names),
+        ("status_message", &msgs),
+        ("resource", &res),
+        ("scope", &scopes),
+        ("attributes", &attrs),
+        ("events", &events),
+        ("links", &links),
+        ("extra", &extra),
+    ] {
+        if c.ids.len() != n || c.ids.iter().any(|&i| i as usize >= c.values.len()) {
+            return Err(BlockError::Corrupt(format!("{what}: {} ids for {n} rows", c.ids.len())));
+        }
+    }
+    if kinds.len() != n || starts.len() != n || durs.len() != n || codes.len() != n {
+        return Err(BlockError::Corrupt(format!(
+            "row group {rg}: a column has fewer than {n} rows"
+        )));
+    }
+    if trace.values.iter().any(|v| v.len() != 16) || parents.values.iter().any(|v| !v.is_empty() && v.len() != 8) {
+        return Err(BlockError::Corrupt(format!(
+            "row group {rg}: an ID of the wrong length"
+        )));
+    }
+    // Each distinct value of the row group, interned once: its id in `cols`.
+    let name_ids: Vec<u32> = names.values.iter().map(|v| cols.strings.intern(v)).collect();
+    let msg_ids: Vec<u32> = (0..msgs.values.len() as u32)
+        .map(|id| {
+            if msgs.null == Some(id) {
+                0
+            } else {
+                cols.strings.intern(&msgs.values[id as usize])
+            }
+        })
+        .collect();
+    let res_ids: Vec<u32> = res.values.iter().map(|v| cols.intern_resource(v)).collect();
+    let scope_ids: Vec<u32> = scopes.values.iter().map(|v| cols.headers.intern(v)).collect();
+    let blob_ids = |c: &DictColumn, blob: &mut crate::columns::BlobColumn| -> Vec<u32> {
+        (0..c.values.len() as u32)
+            .map(|id| {
+                if c.null == Some(id) {
+                    0
+                } else {
+                    blob.intern(&c.values[id as usize])
+                }
+            })
+            .collect()
+    };
+    let attr_ids = if moved.is_empty() {
+        blob_ids(&attrs, &mut cols.attributes)
+    } else {
+        Vec::new()
+    };
+    let event_ids = blob_ids(&events, &mut cols.events);
+    let link_ids = blob_ids(&links, &mut cols.links);
+    let extra_ids = blob_ids(&extra, &mut cols.extra);
+    let mut scratch = Vec::new();
+    for i in 0..n {
+        let tid: [u8; 16] = trace.values[trace.ids[i] as usize][..].try_into().unwrap_or([0; 16]);
+        cols.chain(tid);
+        cols.span_id.push(span_ids[i]);
+        let p = parents.ids[i];
+        cols.parent_span_id.push(if parents.null == Some(p) {
+            [0; 8]
+        } else {
+            parents.values[p as usize][..].try_into().unwrap_or([0; 8])
+        });
+        cols.name.push(name_ids[names.ids[i] as usize]);
+        cols.kind.push(kinds[i].clamp(0, 255) as u8);
+        let start = starts[i] as u64;
+        cols.start.push(start);
+        cols.duration.push(durs[i]);
+        cols.min_start = cols.min_start.min(start);
+        cols.max_end = cols.max_end.max(start.wrapping_add(durs[i] as u64));
+        cols.status_code.push(codes[i].clamp(0, 255) as u8);
+        cols.status_message.push(msg_ids[msgs.ids[i] as usize]);
+        cols.resource.push(res_ids[res.ids[i] as usize]);
+        cols.scope.push(scope_ids[scopes.ids[i] as usize]);
+        if moved.is_empty() {
+            cols.attributes.push_id(attr_ids[attrs.ids[i] as usize]);
+        } else {
+            let a = attrs.ids[i];
+            scratch.clear();
+            if attrs.null != Some(a) {
+                scratch.extend_from_slice(&attrs.values[a as usize]);
+            }
+            moved.append(i, &mut scratch);
+            cols.attributes.push(&scratch);
+        }
+        cols.events.push_id(event_ids[events.ids[i] as usize]);
+        cols.links.push_id(link_ids[links.ids[i] as usize]);
+        cols.extra.push_id(extra_ids[extra.ids[i] as usize]);
+    }
+    Ok(())
+}
+
+/// Reads a required FIXED_LEN_BYTE_ARRAY(`L`) column of `n` rows. The fast path takes the
+/// PLAIN data pages weft writes as they are; any other layout goes through the column reader.
+fn plain_fixed<const L: usize>(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    n: usize,
+) -> Result<Vec<[u8; L]>, BlockError> {
+    use parquet::basic::Encoding;
+    use parquet::column::page::Page;
+    let mut out: Vec<[u8; L]> = Vec::with_capacity(n);
+    let mut pages = rgr.get_column_page_reader(c)?;
+    let mut fast = true;
+    while let Some(page) = pages.get_next_page()? {
+        match page {
+            Page::DataPage {
+                buf,
+                num_values,
+                encoding: Encoding::PLAIN,
+                ..
+            } if buf.len() == num_values as usize * L => {
+                out.extend(buf.chunks_exact(L).map(|v| v.try_into().unwrap_or([0; L])));
+            }
+            _ => {
+                fast = false;
+                break;
+            }
+        }
+    }
+    if fast && out.len() == n {
+        return Ok(out);
+    }
+    let (vals, _) = read::<FixedLenByteArrayType>(rgr, c, 0, n, false)?;
+    Ok(vals.iter().map(|v| v.data().try_into().unwrap_or([0; L])).collect())
 }
 
 /// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
