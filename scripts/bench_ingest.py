@@ -40,14 +40,22 @@ def peak_rss(pid):
                 return int(line.split()[1]) * 1024
     return 0
 
-def metric(port, name):
+def metrics(port):
+    """One scrape of /metrics: each metric's value, summed over its labels."""
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    total = 0.0
-    found = False
+    out = {}
     for line in body.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1]); found = True
-    return total if found else None
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        try:
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        except ValueError:
+            pass
+    return out
+
+def metric(port, name):
+    return metrics(port).get(name)
 
 def loadgen_cmd(args, grpc_port, ids):
     """The one `weft loadgen` invocation that drives both weft and the Collector."""

@@ -177,9 +177,12 @@ fn write_dedicated<W: std::io::Write + Send>(
     let present = values.iter().flatten();
     match ty {
         ValueType::String => {
+            // One allocation per distinct value, not per row: a column holds few distinct
+            // values by construction (`dedicated::choose`), and equal ones share their bytes.
+            let mut distinct: FastMap<&[u8], ByteArray> = FastMap::with_hasher(FastBuild::default());
             let v: Vec<ByteArray> = present
                 .map(|s| match s {
-                    Scalar::Str(b) => ByteArray::from(b.to_vec()),
+                    Scalar::Str(b) => distinct.entry(b).or_insert_with(|| ByteArray::from(b.to_vec())).clone(),
                     _ => ByteArray::new(),
                 })
                 .collect();
