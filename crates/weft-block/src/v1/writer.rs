@@ -162,8 +162,99 @@ fn choose_dedicated(cols: &SpanColumns, order: &[u32], data: &[u8]) -> Vec<Dedic
     )
 }
 
-/// Writes one dedicated column chunk through the Parquet column writer (dictionary for
-/// strings, statistics for pruning).
+/// Fills `buf` with a dedicated column chunk of strings, integers or doubles, dictionary-encoded
+/// with one dictionary entry per distinct value, and returns its statistics. Booleans return
+/// `None` and go through [`write_dedicated`].
+///
+/// The generic column writer hashed and compared every value and allocated a `ByteArray` per
+/// row: about a quarter of a merge's CPU (compaction profile, BENCHMARKS.md). Here each row
+/// costs one lookup in a map of the chunk's distinct values.
+fn dedicated_chunk(buf: &mut ChunkBuf, ty: ValueType, values: &[Option<Scalar<'_>>]) -> Option<Statistics> {
+    use parquet::data_type::ByteArray;
+    let nulls = values.iter().filter(|v| v.is_none()).count() as u64;
+    match ty {
+        ValueType::String => {
+            let mut local: FastMap<&[u8], u32> = FastMap::with_hasher(FastBuild::default());
+            let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+            for v in values {
+                let Some(v) = v else {
+                    buf.def.push(0);
+                    continue;
+                };
+                let b: &[u8] = match v {
+                    Scalar::Str(b) => b,
+                    _ => b"",
+                };
+                buf.def.push(1);
+                let l = match local.get(b) {
+                    Some(&l) => l,
+                    None => {
+                        buf.dict_bytes(b);
+                        lo = Some(lo.map_or(b, |m| m.min(b)));
+                        hi = Some(hi.map_or(b, |m| m.max(b)));
+                        local.insert(b, buf.dict_len - 1);
+                        buf.dict_len - 1
+                    }
+                };
+                buf.indexes.push(l);
+            }
+            let ba = |v: Option<&[u8]>| v.map(|v| ByteArray::from(v.to_vec()));
+            Some(Statistics::byte_array(ba(lo), ba(hi), None, Some(nulls), false))
+        }
+        ValueType::Int | ValueType::Double => {
+            // Both are 8-byte PLAIN dictionary values; doubles are told apart by their bits.
+            let mut local: FastMap<u64, u32> = FastMap::with_hasher(FastBuild::default());
+            let (mut ilo, mut ihi) = (None::<i64>, None::<i64>);
+            let (mut dlo, mut dhi) = (None::<f64>, None::<f64>);
+            for v in values {
+                let Some(v) = v else {
+                    buf.def.push(0);
+                    continue;
+                };
+                buf.def.push(1);
+                let bits = match (ty, v) {
+                    (ValueType::Int, Scalar::Int(i)) => *i as u64,
+                    (ValueType::Double, Scalar::Double(d)) => d.to_bits(),
+                    _ => 0,
+                };
+                let l = match local.get(&bits) {
+                    Some(&l) => l,
+                    None => {
+                        buf.dict.extend_from_slice(&bits.to_le_bytes());
+                        buf.dict_len += 1;
+                        if ty == ValueType::Int {
+                            let i = bits as i64;
+                            ilo = Some(ilo.map_or(i, |m| m.min(i)));
+                            ihi = Some(ihi.map_or(i, |m| m.max(i)));
+                        } else {
+                            // As Parquet asks: NaN takes no part, and a zero bound is -0.0 as
+                            // the minimum and +0.0 as the maximum.
+                            let d = f64::from_bits(bits);
+                            if !d.is_nan() {
+                                dlo = Some(dlo.map_or(d, |m| m.min(d)));
+                                dhi = Some(dhi.map_or(d, |m| m.max(d)));
+                            }
+                        }
+                        local.insert(bits, buf.dict_len - 1);
+                        buf.dict_len - 1
+                    }
+                };
+                buf.indexes.push(l);
+            }
+            Some(if ty == ValueType::Int {
+                Statistics::int64(ilo, ihi, None, Some(nulls), false)
+            } else {
+                let lo = dlo.map(|d| if d == 0.0 { -0.0 } else { d });
+                let hi = dhi.map(|d| if d == 0.0 { 0.0 } else { d });
+                Statistics::double(lo, hi, None, Some(nulls), false)
+            })
+        }
+        ValueType::Bool => None,
+    }
+}
+
+/// Writes one dedicated column chunk through the Parquet column writer: the boolean columns,
+/// which [`dedicated_chunk`] leaves to it (statistics for pruning).
 fn write_dedicated<W: std::io::Write + Send>(
     rg: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
     ty: ValueType,
@@ -495,7 +586,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
             buf.write(&mut rg, spec(c, true, c == col::ATTRIBUTES, None))?;
         }
         let (mut si, mut ri) = (0, 0);
-        for d in &dedicated {
+        for (k, d) in dedicated.iter().enumerate() {
             let values: Vec<Option<Scalar<'_>>> = match d.scope {
                 DedicatedScope::Span => {
                     si += 1;
@@ -515,7 +606,10 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
                         .collect()
                 }
             };
-            write_dedicated(&mut rg, d.value_type, &values)?;
+            match dedicated_chunk(&mut buf, d.value_type, &values) {
+                Some(st) => buf.write(&mut rg, spec(col::EXTRA + 1 + k, true, true, Some(st)))?,
+                None => write_dedicated(&mut rg, d.value_type, &values)?,
+            }
         }
         rg.close()?;
         ranges.push(RowGroupRange {
