@@ -469,6 +469,25 @@ impl SpanColumns {
         self.extra.push(&r.extra);
     }
 
+    /// Reserves room for `n` more rows in every per-row column.
+    pub fn reserve_rows(&mut self, n: usize) {
+        self.trace_id.reserve(n);
+        self.span_id.reserve(n);
+        self.parent_span_id.reserve(n);
+        self.name.reserve(n);
+        self.kind.reserve(n);
+        self.start.reserve(n);
+        self.duration.reserve(n);
+        self.status_code.reserve(n);
+        self.status_message.reserve(n);
+        self.resource.reserve(n);
+        self.scope.reserve(n);
+        self.prev.reserve(n);
+        for c in [&mut self.attributes, &mut self.events, &mut self.links, &mut self.extra] {
+            c.ids.reserve(n);
+        }
+    }
+
     /// Records the last row of the current run of spans in the trace map.
     #[inline]
     pub fn end_run(&mut self) {

@@ -334,6 +334,7 @@ pub fn append_row_group(
     let link_ids = blob_ids(&links, &mut cols.links);
     let extra_ids = blob_ids(&extra, &mut cols.extra);
     let mut scratch = Vec::new();
+    cols.reserve_rows(n);
     for i in 0..n {
         let tid: [u8; 16] = trace.values[trace.ids[i] as usize][..].try_into().unwrap_or([0; 16]);
         cols.chain(tid);

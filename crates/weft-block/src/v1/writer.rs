@@ -77,6 +77,25 @@ impl Remap {
         l
     }
 
+    /// The value memoised for head id `g` in this chunk, calling `f` when there is none yet.
+    /// `f` must not return [`UNSET`].
+    #[inline]
+    fn memo(&mut self, g: u32, f: impl FnOnce() -> u32) -> u32 {
+        let gi = g as usize;
+        if gi >= self.map.len() {
+            self.map.resize(gi + 1, UNSET);
+        }
+        let l = self.map[gi];
+        if l != UNSET {
+            return l;
+        }
+        let l = f();
+        debug_assert_ne!(l, UNSET);
+        self.map[gi] = l;
+        self.touched.push(g);
+        l
+    }
+
     fn reset(&mut self) {
         for &g in &self.touched {
             self.map[g as usize] = UNSET;
@@ -162,138 +181,120 @@ fn choose_dedicated(cols: &SpanColumns, order: &[u32], data: &[u8]) -> Vec<Dedic
     )
 }
 
-/// Fills `buf` with a dedicated column chunk of strings, integers or doubles, dictionary-encoded
-/// with one dictionary entry per distinct value, and returns its statistics. Booleans return
-/// `None` and go through [`write_dedicated`].
+/// Memoised for a source without a value in a dedicated column: the row is null.
+const ABSENT: u32 = u32::MAX - 1;
+
+/// Fills `buf` with the dedicated column chunk of `rows` for a string, integer or double key,
+/// and returns its statistics. A row's value comes from its source, `source(row)`: its
+/// attribute blob for a span-scope key, its resource header for a resource-scope one;
+/// `value_of(source)` gives it (`None` when the source lacks the key).
 ///
-/// The generic column writer hashed and compared every value and allocated a `ByteArray` per
-/// row: about a quarter of a merge's CPU (compaction profile, BENCHMARKS.md). Here each row
-/// costs one lookup in a map of the chunk's distinct values.
-fn dedicated_chunk(buf: &mut ChunkBuf, ty: ValueType, values: &[Option<Scalar<'_>>]) -> Option<Statistics> {
+/// Work is per distinct source, not per row: a row costs one array load in `memo`. Each
+/// distinct value is one dictionary entry, and the statistics come from the dictionary. The
+/// generic column writer hashed, compared and allocated a `ByteArray` for every row, a quarter
+/// of a merge's CPU (compaction profile, BENCHMARKS.md).
+fn dedicated_chunk<'a>(
+    buf: &mut ChunkBuf,
+    memo: &mut Remap,
+    ty: ValueType,
+    rows: &[Row],
+    source: impl Fn(&Row) -> u32,
+    value_of: impl Fn(u32) -> Option<Scalar<'a>>,
+) -> Statistics {
     use parquet::data_type::ByteArray;
-    let nulls = values.iter().filter(|v| v.is_none()).count() as u64;
-    match ty {
-        ValueType::String => {
-            let mut local: FastMap<&[u8], u32> = FastMap::with_hasher(FastBuild::default());
-            let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
-            for v in values {
-                let Some(v) = v else {
-                    buf.def.push(0);
-                    continue;
-                };
-                let b: &[u8] = match v {
+    let mut strings: FastMap<&'a [u8], u32> = FastMap::with_hasher(FastBuild::default());
+    let mut numbers: FastMap<u64, u32> = FastMap::with_hasher(FastBuild::default());
+    let (mut slo, mut shi): (Option<&'a [u8]>, Option<&'a [u8]>) = (None, None);
+    let (mut ilo, mut ihi) = (None::<i64>, None::<i64>);
+    let (mut dlo, mut dhi) = (None::<f64>, None::<f64>);
+    let mut nulls = 0u64;
+    for r in rows {
+        let g = source(r);
+        let l = memo.memo(g, || {
+            let Some(v) = value_of(g) else { return ABSENT };
+            if ty == ValueType::String {
+                let b: &'a [u8] = match v {
                     Scalar::Str(b) => b,
                     _ => b"",
                 };
-                buf.def.push(1);
-                let l = match local.get(b) {
-                    Some(&l) => l,
-                    None => {
-                        buf.dict_bytes(b);
-                        lo = Some(lo.map_or(b, |m| m.min(b)));
-                        hi = Some(hi.map_or(b, |m| m.max(b)));
-                        local.insert(b, buf.dict_len - 1);
-                        buf.dict_len - 1
-                    }
-                };
-                buf.indexes.push(l);
+                if let Some(&l) = strings.get(b) {
+                    return l;
+                }
+                buf.dict_bytes(b);
+                slo = Some(slo.map_or(b, |m| m.min(b)));
+                shi = Some(shi.map_or(b, |m| m.max(b)));
+                strings.insert(b, buf.dict_len - 1);
+                return buf.dict_len - 1;
             }
-            let ba = |v: Option<&[u8]>| v.map(|v| ByteArray::from(v.to_vec()));
-            Some(Statistics::byte_array(ba(lo), ba(hi), None, Some(nulls), false))
-        }
-        ValueType::Int | ValueType::Double => {
-            // Both are 8-byte PLAIN dictionary values; doubles are told apart by their bits.
-            let mut local: FastMap<u64, u32> = FastMap::with_hasher(FastBuild::default());
-            let (mut ilo, mut ihi) = (None::<i64>, None::<i64>);
-            let (mut dlo, mut dhi) = (None::<f64>, None::<f64>);
-            for v in values {
-                let Some(v) = v else {
-                    buf.def.push(0);
-                    continue;
-                };
-                buf.def.push(1);
-                let bits = match (ty, v) {
-                    (ValueType::Int, Scalar::Int(i)) => *i as u64,
-                    (ValueType::Double, Scalar::Double(d)) => d.to_bits(),
-                    _ => 0,
-                };
-                let l = match local.get(&bits) {
-                    Some(&l) => l,
-                    None => {
-                        buf.dict.extend_from_slice(&bits.to_le_bytes());
-                        buf.dict_len += 1;
-                        if ty == ValueType::Int {
-                            let i = bits as i64;
-                            ilo = Some(ilo.map_or(i, |m| m.min(i)));
-                            ihi = Some(ihi.map_or(i, |m| m.max(i)));
-                        } else {
-                            // As Parquet asks: NaN takes no part, and a zero bound is -0.0 as
-                            // the minimum and +0.0 as the maximum.
-                            let d = f64::from_bits(bits);
-                            if !d.is_nan() {
-                                dlo = Some(dlo.map_or(d, |m| m.min(d)));
-                                dhi = Some(dhi.map_or(d, |m| m.max(d)));
-                            }
-                        }
-                        local.insert(bits, buf.dict_len - 1);
-                        buf.dict_len - 1
-                    }
-                };
-                buf.indexes.push(l);
+            // Integers and doubles are 8-byte PLAIN dictionary values, told apart by bits.
+            let bits = match v {
+                Scalar::Int(i) if ty == ValueType::Int => i as u64,
+                Scalar::Double(d) if ty == ValueType::Double => d.to_bits(),
+                _ => 0,
+            };
+            if let Some(&l) = numbers.get(&bits) {
+                return l;
             }
-            Some(if ty == ValueType::Int {
-                Statistics::int64(ilo, ihi, None, Some(nulls), false)
+            buf.dict.extend_from_slice(&bits.to_le_bytes());
+            buf.dict_len += 1;
+            if ty == ValueType::Int {
+                let i = bits as i64;
+                ilo = Some(ilo.map_or(i, |m| m.min(i)));
+                ihi = Some(ihi.map_or(i, |m| m.max(i)));
             } else {
-                let lo = dlo.map(|d| if d == 0.0 { -0.0 } else { d });
-                let hi = dhi.map(|d| if d == 0.0 { 0.0 } else { d });
-                Statistics::double(lo, hi, None, Some(nulls), false)
-            })
+                // As Parquet asks: NaN takes no part in the bounds.
+                let d = f64::from_bits(bits);
+                if !d.is_nan() {
+                    dlo = Some(dlo.map_or(d, |m| m.min(d)));
+                    dhi = Some(dhi.map_or(d, |m| m.max(d)));
+                }
+            }
+            numbers.insert(bits, buf.dict_len - 1);
+            buf.dict_len - 1
+        });
+        if l == ABSENT {
+            buf.def.push(0);
+            nulls += 1;
+        } else {
+            buf.def.push(1);
+            buf.indexes.push(l);
         }
-        ValueType::Bool => None,
+    }
+    memo.reset();
+    match ty {
+        ValueType::String => {
+            let ba = |v: Option<&[u8]>| v.map(|v| ByteArray::from(v.to_vec()));
+            Statistics::byte_array(ba(slo), ba(shi), None, Some(nulls), false)
+        }
+        ValueType::Int => Statistics::int64(ilo, ihi, None, Some(nulls), false),
+        // A zero bound is written -0.0 as the minimum and +0.0 as the maximum.
+        _ => Statistics::double(
+            dlo.map(|d| if d == 0.0 { -0.0 } else { d }),
+            dhi.map(|d| if d == 0.0 { 0.0 } else { d }),
+            None,
+            Some(nulls),
+            false,
+        ),
     }
 }
 
-/// Writes one dedicated column chunk through the Parquet column writer: the boolean columns,
-/// which [`dedicated_chunk`] leaves to it (statistics for pruning).
-fn write_dedicated<W: std::io::Write + Send>(
+/// Writes a boolean dedicated column chunk through the Parquet column writer (statistics for
+/// pruning); [`dedicated_chunk`] writes the other types.
+fn write_dedicated_bools<W: std::io::Write + Send>(
     rg: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
-    ty: ValueType,
     values: &[Option<Scalar<'_>>],
 ) -> Result<(), BlockError> {
-    use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType};
+    use parquet::data_type::BoolType;
     let mut cw = rg
         .next_column()?
         .ok_or_else(|| BlockError::Corrupt("schema has fewer columns than the writer".into()))?;
     let def: Vec<i16> = values.iter().map(|v| i16::from(v.is_some())).collect();
-    let present = values.iter().flatten();
-    match ty {
-        ValueType::String => {
-            // One allocation per distinct value, not per row: a column holds few distinct
-            // values by construction (`dedicated::choose`), and equal ones share their bytes.
-            let mut distinct: FastMap<&[u8], ByteArray> = FastMap::with_hasher(FastBuild::default());
-            let v: Vec<ByteArray> = present
-                .map(|s| match s {
-                    Scalar::Str(b) => distinct.entry(b).or_insert_with(|| ByteArray::from(b.to_vec())).clone(),
-                    _ => ByteArray::new(),
-                })
-                .collect();
-            cw.typed::<ByteArrayType>().write_batch(&v, Some(&def), None)?;
-        }
-        ValueType::Int => {
-            let v: Vec<i64> = present.map(|s| if let Scalar::Int(i) = s { *i } else { 0 }).collect();
-            cw.typed::<Int64Type>().write_batch(&v, Some(&def), None)?;
-        }
-        ValueType::Double => {
-            let v: Vec<f64> = present
-                .map(|s| if let Scalar::Double(d) = s { *d } else { 0.0 })
-                .collect();
-            cw.typed::<DoubleType>().write_batch(&v, Some(&def), None)?;
-        }
-        ValueType::Bool => {
-            let v: Vec<bool> = present.map(|s| matches!(s, Scalar::Bool(true))).collect();
-            cw.typed::<BoolType>().write_batch(&v, Some(&def), None)?;
-        }
-    }
+    let v: Vec<bool> = values
+        .iter()
+        .flatten()
+        .map(|s| matches!(s, Scalar::Bool(true)))
+        .collect();
+    cw.typed::<BoolType>().write_batch(&v, Some(&def), None)?;
     cw.close()?;
     Ok(())
 }
@@ -585,30 +586,36 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
             }
             buf.write(&mut rg, spec(c, true, c == col::ATTRIBUTES, None))?;
         }
+        if !res_keys.is_empty() {
+            for r in rows {
+                res_vals
+                    .entry(r.resource)
+                    .or_insert_with(|| dedicated::resource_values(cols.headers.get(r.resource), &res_keys));
+            }
+        }
         let (mut si, mut ri) = (0, 0);
         for (k, d) in dedicated.iter().enumerate() {
-            let values: Vec<Option<Scalar<'_>>> = match d.scope {
-                DedicatedScope::Span => {
-                    si += 1;
-                    rows.iter()
-                        .map(|r| split.get(&r.blobs[0]).and_then(|(_, v)| v[si - 1]))
-                        .collect()
-                }
-                DedicatedScope::Resource => {
-                    ri += 1;
-                    rows.iter()
-                        .map(|r| {
-                            res_vals
-                                .entry(r.resource)
-                                .or_insert_with(|| dedicated::resource_values(cols.headers.get(r.resource), &res_keys))
-                                [ri - 1]
-                        })
-                        .collect()
+            let span = d.scope == DedicatedScope::Span;
+            let i = if span { si } else { ri };
+            if span {
+                si += 1;
+            } else {
+                ri += 1;
+            }
+            let source = |r: &Row| if span { r.blobs[0] } else { r.resource };
+            let value_of = |g: u32| {
+                if span {
+                    split.get(&g).and_then(|(_, v)| v[i])
+                } else {
+                    res_vals.get(&g).and_then(|v| v[i])
                 }
             };
-            match dedicated_chunk(&mut buf, d.value_type, &values) {
-                Some(st) => buf.write(&mut rg, spec(col::EXTRA + 1 + k, true, true, Some(st)))?,
-                None => write_dedicated(&mut rg, d.value_type, &values)?,
+            if d.value_type == ValueType::Bool {
+                let values: Vec<Option<Scalar<'_>>> = rows.iter().map(|r| value_of(source(r))).collect();
+                write_dedicated_bools(&mut rg, &values)?;
+            } else {
+                let st = dedicated_chunk(&mut buf, &mut remap, d.value_type, rows, source, value_of);
+                buf.write(&mut rg, spec(col::EXTRA + 1 + k, true, true, Some(st)))?;
             }
         }
         rg.close()?;
