@@ -242,6 +242,9 @@ impl Compactor {
         tracing::info!(tenant, blocks = inputs.len(), spans, inputs = ?ids, "compaction started");
         let storage = &**db.storage();
         let mut cols = SpanColumns::default();
+        // Room for every input row at once: growing the columns row group by row group copied
+        // them at each doubling (an eighth of a merge's CPU).
+        cols.reserve_rows(spans as usize);
         for b in &inputs {
             for rg in 0..b.row_group_count() {
                 // Decoded here, on the compactor's own thread: its CPU is counted as
