@@ -247,8 +247,8 @@ fn read_span_rows(
 
 /// Appends every span of row group `rg` to `cols` (compaction's read), column by column: each
 /// distinct name, header and attribute blob of the row group is interned once, and rows copy
-/// ids, where [`read_row_group`] copies every value of every row into a [`SpanRow`]. Rows whose
-/// attributes were moved to dedicated columns are re-assembled one by one, as there.
+/// ids, where [`read_row_group`] copies every value of every row into a [`SpanRow`]. Rows with
+/// attribute values moved to dedicated columns are re-assembled one by one, as there.
 ///
 /// On an error `cols` may hold part of the row group; the caller discards it.
 pub fn append_row_group(
@@ -325,11 +325,7 @@ pub fn append_row_group(
             })
             .collect()
     };
-    let attr_ids = if moved.is_empty() {
-        blob_ids(&attrs, &mut cols.attributes)
-    } else {
-        Vec::new()
-    };
+    let attr_ids = blob_ids(&attrs, &mut cols.attributes);
     let event_ids = blob_ids(&events, &mut cols.events);
     let link_ids = blob_ids(&links, &mut cols.links);
     let extra_ids = blob_ids(&extra, &mut cols.extra);
@@ -356,7 +352,7 @@ pub fn append_row_group(
         cols.status_message.push(msg_ids[msgs.ids[i] as usize]);
         cols.resource.push(res_ids[res.ids[i] as usize]);
         cols.scope.push(scope_ids[scopes.ids[i] as usize]);
-        if moved.is_empty() {
+        if moved.is_empty() || !moved.any(i) {
             cols.attributes.push_id(attr_ids[attrs.ids[i] as usize]);
         } else {
             let a = attrs.ids[i];
