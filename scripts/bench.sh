@@ -18,6 +18,10 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen and
 # telemetrygen loads, beside the Collector into nop (BENCHMARKS.md, "All-in cost per span").
 .venv/bin/python scripts/bench_allin.py --weft target/release/weft --out bench-out/allin.json
+# The CPU of one merge of four head blocks, for loadgen's and telemetrygen's spans
+# (BENCHMARKS.md, "All-in cost per span", 2026-11-26). Pass a BASE binary to compare side by side:
+# scripts/bench_compaction.py --weft target/release/weft --base <other weft>.
+.venv/bin/python scripts/bench_compaction.py --weft target/release/weft --out bench-out/compaction.json
 # Zipkin v2 JSON into weft beside the real Zipkin server and weft's own OTLP/HTTP (BENCHMARKS.md,
 # "Zipkin receiver"): spans per CPU-second, median of interleaved rounds.
 .venv/bin/python scripts/bench_zipkin.py --weft target/release/weft --out bench-out/zipkin.json

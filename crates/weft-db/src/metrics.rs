@@ -113,7 +113,7 @@ impl DbMetrics {
             (
                 "weft_compaction_cpu_seconds_total",
                 Kind::Counter,
-                "CPU time of the compactor's thread spent merging (divide by weft_compaction_spans_written_total for CPU per span).",
+                "CPU time of the compactor's thread spent merging: decoding the inputs and encoding the new block; storage reads and writes are not in it (divide by weft_compaction_spans_written_total for CPU per span).",
                 n(&self.compaction_cpu_nanos) / 1e9,
             ),
             (
