@@ -565,6 +565,155 @@ async fn column_wise_append_matches_the_row_reader() {
     }
 }
 
+/// Compaction's column-wise read never panics on damaged bytes, whatever it returns: here the
+/// row group's bytes are damaged past their checksums (as in a block written before checksums),
+/// a few bytes at a time, in 600 deterministic variations.
+#[tokio::test]
+async fn column_wise_append_survives_damaged_bytes() {
+    let store = MemoryStorage::new();
+    let req = with_dedicatable_attributes(sample_request(200, 5, 13));
+    let cols = columns_of(&req);
+    let opts = WriteOptions {
+        row_group_rows: 300,
+        dedicated_columns: true,
+        ..Default::default()
+    };
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
+    let data = block.fetch_row_group(&store, 1).await.unwrap();
+    let (base, bytes) = data.pieces[0].clone();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut ok, mut refused) = (0, 0);
+    for round in 0..600 {
+        let mut b = bytes.to_vec();
+        if round % 10 == 9 {
+            b.truncate(next() as usize % b.len());
+        } else {
+            for _ in 0..1 + next() % 4 {
+                let at = next() as usize % b.len();
+                b[at] = match next() % 3 {
+                    0 => b[at] ^ (1 << (next() % 8)),
+                    1 => 0xff,
+                    _ => next() as u8,
+                };
+            }
+        }
+        let damaged = RowGroupData {
+            pieces: vec![(base, Bytes::from(b))].into(),
+            ..data.clone()
+        };
+        match damaged.append_to(&mut SpanColumns::default()) {
+            Ok(()) => ok += 1,
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(refused > 0, "damage is noticed ({ok} read, {refused} refused)");
+}
+
+/// The footer statistics of dedicated columns bound the values written: null counts exact,
+/// NaN left out of double bounds, a zero bound written -0.0 (min) and +0.0 (max), strings cut to
+/// 64 bytes at a character boundary (the max rounded up), and no bounds for an all-null chunk.
+#[test]
+fn dedicated_column_statistics_bound_their_values() {
+    use parquet::column::reader::get_typed_column_reader;
+    use parquet::data_type::{ByteArrayType, DataType, DoubleType, Int64Type};
+    use parquet::file::reader::{FileReader, RowGroupReader};
+    let mut req = sample_request(300, 4, 21);
+    let long = "é".repeat(40); // 80 bytes
+    let mut i = 0usize;
+    for rs in &mut req.resource_spans {
+        for ss in &mut rs.scope_spans {
+            for sp in &mut ss.spans {
+                i += 1;
+                sp.attributes
+                    .push(kv("d", V::DoubleValue([f64::NAN, -0.0, 0.0, 2.5, -7.25, 0.0][i % 6])));
+                sp.attributes
+                    .push(kv("long", V::StringValue(format!("{long}{}", i % 3))));
+                // Only in the traces sorted first: the last row groups have no value.
+                if sp.trace_id[1] < 0x30 {
+                    sp.attributes.push(kv("early", V::IntValue((i % 7) as i64 - 3)));
+                }
+            }
+        }
+    }
+    let cols = columns_of(&req);
+    let opts = WriteOptions {
+        row_group_rows: 100,
+        dedicated_columns: true,
+        ..Default::default()
+    };
+    let enc = encode(&cols, &opts).unwrap();
+    let file = parquet::file::serialized_reader::SerializedFileReader::new(enc.data.clone()).unwrap();
+    let column = |name: &str| {
+        let k = enc.dedicated.iter().position(|d| d.name == name);
+        k.map(|k| 16 + k)
+            .unwrap_or_else(|| panic!("{name} is dedicated: {:?}", enc.dedicated))
+    };
+    fn values<T: DataType>(rg: &dyn RowGroupReader, c: usize, n: usize) -> (Vec<T::T>, usize) {
+        let mut r = get_typed_column_reader::<T>(rg.get_column_reader(c).unwrap());
+        let (mut vals, mut def) = (Vec::new(), Vec::new());
+        r.read_records(n, Some(&mut def), None, &mut vals).unwrap();
+        (vals, def.iter().filter(|&&d| d == 0).count())
+    }
+    let mut all_null_chunks = 0;
+    for rg in 0..file.num_row_groups() {
+        let reader = file.get_row_group(rg).unwrap();
+        let n = reader.metadata().num_rows() as usize;
+        let stats = |c: usize| reader.metadata().column(c).statistics().cloned().expect("statistics");
+
+        let c = column("d");
+        let (v, nulls) = values::<DoubleType>(&*reader, c, n);
+        let st = stats(c);
+        assert_eq!(st.null_count_opt(), Some(nulls as u64));
+        let finite: Vec<f64> = v.iter().copied().filter(|d| !d.is_nan()).collect();
+        let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let as_f64 = |b: Option<&[u8]>| f64::from_le_bytes(b.unwrap().try_into().unwrap());
+        let (slo, shi) = (as_f64(st.min_bytes_opt()), as_f64(st.max_bytes_opt()));
+        assert_eq!(slo, lo);
+        assert_eq!(shi, hi);
+        if lo == 0.0 {
+            assert!(slo.is_sign_negative(), "a zero minimum is -0.0");
+        }
+        if hi == 0.0 {
+            assert!(shi.is_sign_positive(), "a zero maximum is +0.0");
+        }
+
+        let c = column("long");
+        let (v, nulls) = values::<ByteArrayType>(&*reader, c, n);
+        let st = stats(c);
+        assert_eq!(st.null_count_opt(), Some(nulls as u64));
+        let lo = v.iter().map(|b| b.data()).min().unwrap();
+        let hi = v.iter().map(|b| b.data()).max().unwrap();
+        let (smin, smax) = (st.min_bytes_opt().unwrap(), st.max_bytes_opt().unwrap());
+        assert!(smin.len() <= 64 && smax.len() <= 64);
+        assert!(smin <= lo && smax >= hi, "the bounds hold");
+        assert!(lo.starts_with(smin), "the minimum is a prefix");
+        assert!(std::str::from_utf8(smin).is_ok() && std::str::from_utf8(smax).is_ok());
+        assert!(!st.min_is_exact() && !st.max_is_exact());
+
+        let c = column("early");
+        let (v, nulls) = values::<Int64Type>(&*reader, c, n);
+        let st = stats(c);
+        assert_eq!(st.null_count_opt(), Some(nulls as u64));
+        if v.is_empty() {
+            all_null_chunks += 1;
+            assert!(st.min_bytes_opt().is_none() && st.max_bytes_opt().is_none());
+        } else {
+            let as_i64 = |b: Option<&[u8]>| i64::from_le_bytes(b.unwrap().try_into().unwrap());
+            assert_eq!(as_i64(st.min_bytes_opt()), *v.iter().min().unwrap());
+            assert_eq!(as_i64(st.max_bytes_opt()), *v.iter().max().unwrap());
+        }
+    }
+    assert!(all_null_chunks > 0, "some row group has no `early` value");
+}
+
 /// A version 2 block with dedicated columns stays readable (regenerate as for
 /// `golden_v1_block_stays_readable`).
 #[tokio::test]

@@ -243,14 +243,18 @@ impl Compactor {
         let storage = &**db.storage();
         let mut cols = SpanColumns::default();
         // Room for every input row at once: growing the columns row group by row group copied
-        // them at each doubling (an eighth of a merge's CPU).
+        // them at each doubling (an eighth of a merge's CPU). The policy bounds the sum: inputs
+        // are under a quarter of --compaction-max-block-spans each, at most max_inputs of them.
         cols.reserve_rows(spans as usize);
         for b in &inputs {
             for rg in 0..b.row_group_count() {
                 // Decoded here, on the compactor's own thread: its CPU is counted as
-                // compaction's, and no row group is handed to another thread and back.
+                // compaction's, and no row group is handed to another thread and back. A
+                // decoder that panics on bytes it was not built for fails this input, as a
+                // decode error does, instead of ending the compactor's thread.
                 let read = match b.fetch_row_group(storage, rg).await {
-                    Ok(data) => data.append_to(&mut cols),
+                    Ok(data) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| data.append_to(&mut cols)))
+                        .unwrap_or_else(|_| Err(BlockError::Corrupt(format!("row group {rg} does not decode")))),
                     Err(e) => Err(e),
                 };
                 match read {
@@ -261,6 +265,7 @@ impl Compactor {
                         // decode, left out); the merge starts over without it.
                         tracing::warn!(tenant, block = %b.meta.block_id, error = %e, "compaction input unreadable; merging without it");
                         db.block_failed(b, e)?;
+                        drop(cols);
                         return Box::pin(self.compact_once_leased(tenant, lease)).await;
                     }
                 }

@@ -114,6 +114,20 @@ fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
     def.iter().map(|&d| if d > 0 { it.next() } else { None }).collect()
 }
 
+/// Most rows a row group may claim. weft writes up to twice `row_group_rows` (8,192 by
+/// default) per row group; the limit keeps a damaged footer's row count from sizing an
+/// allocation that would abort the process.
+const MAX_ROW_GROUP_ROWS: usize = 1 << 24;
+
+/// The row count of row group `rg`, checked against [`MAX_ROW_GROUP_ROWS`].
+fn row_count(meta: &ParquetMetaData, rg: usize) -> Result<usize, BlockError> {
+    let n = meta.row_group(rg).num_rows();
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= MAX_ROW_GROUP_ROWS)
+        .ok_or_else(|| BlockError::Corrupt(format!("row group {rg} claims {n} rows")))
+}
+
 fn row_group_reader<'a>(
     meta: &'a ParquetMetaData,
     rg: usize,
@@ -137,7 +151,7 @@ pub fn read_trace(
     trace_id: &[u8; 16],
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let rows = meta.row_group(rg).num_rows() as usize;
+    let rows = row_count(meta, rg)?;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
     let lo = ids.partition_point(|v| v.data() < trace_id.as_slice());
     let hi = ids.partition_point(|v| v.data() <= trace_id.as_slice());
@@ -158,7 +172,7 @@ pub fn read_row_group(
     keep: Option<&[std::ops::Range<usize>]>,
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let rows = meta.row_group(rg).num_rows() as usize;
+    let rows = row_count(meta, rg)?;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
     let mask: Option<Vec<bool>> = keep.map(|k| {
         let mut m = vec![false; rows];
@@ -259,7 +273,7 @@ pub fn append_row_group(
     cols: &mut SpanColumns,
 ) -> Result<(), BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = meta.row_group(rg).num_rows() as usize;
+    let n = row_count(meta, rg)?;
     let trace = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
     let span_ids = plain_fixed::<8>(&rgr, col::SPAN_ID, n)?;
     let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
@@ -287,8 +301,17 @@ pub fn append_row_group(
         ("links", &links),
         ("extra", &extra),
     ] {
-        if c.ids.len() != n || c.ids.iter().any(|&i| i as usize >= c.values.len()) {
-            return Err(BlockError::Corrupt(format!("{what}: {} ids for {n} rows", c.ids.len())));
+        if c.ids.len() != n {
+            return Err(BlockError::Corrupt(format!(
+                "{what}: {} values for {n} rows",
+                c.ids.len()
+            )));
+        }
+        if let Some(&bad) = c.ids.iter().find(|&&i| i as usize >= c.values.len()) {
+            return Err(BlockError::Corrupt(format!(
+                "{what}: value {bad} of {}",
+                c.values.len()
+            )));
         }
     }
     if kinds.len() != n || starts.len() != n || durs.len() != n || codes.len() != n {
@@ -302,13 +325,20 @@ pub fn append_row_group(
         )));
     }
     // Each distinct value of the row group, interned once: its id in `cols`.
-    let name_ids: Vec<u32> = names.values.iter().map(|v| cols.strings.intern(v)).collect();
+    // Names and messages as the row reader gives them: invalid UTF-8 replaced (weft's own
+    // blocks hold none; ingest validates).
+    let name_ids: Vec<u32> = names
+        .values
+        .iter()
+        .map(|v| cols.strings.intern(String::from_utf8_lossy(v).as_bytes()))
+        .collect();
     let msg_ids: Vec<u32> = (0..msgs.values.len() as u32)
         .map(|id| {
             if msgs.null == Some(id) {
                 0
             } else {
-                cols.strings.intern(&msgs.values[id as usize])
+                cols.strings
+                    .intern(String::from_utf8_lossy(&msgs.values[id as usize]).as_bytes())
             }
         })
         .collect();
@@ -325,7 +355,9 @@ pub fn append_row_group(
             })
             .collect()
     };
-    let attr_ids = blob_ids(&attrs, &mut cols.attributes);
+    // Attribute blobs are interned when a row uses them as they are: in a block with
+    // dedicated columns, rows with moved values store the re-assembled blob instead.
+    let mut attr_ids = vec![UNSEEN; attrs.values.len()];
     let event_ids = blob_ids(&events, &mut cols.events);
     let link_ids = blob_ids(&links, &mut cols.links);
     let extra_ids = blob_ids(&extra, &mut cols.extra);
@@ -353,7 +385,17 @@ pub fn append_row_group(
         cols.resource.push(res_ids[res.ids[i] as usize]);
         cols.scope.push(scope_ids[scopes.ids[i] as usize]);
         if moved.is_empty() || !moved.any(i) {
-            cols.attributes.push_id(attr_ids[attrs.ids[i] as usize]);
+            let a = attrs.ids[i];
+            let mut id = attr_ids[a as usize];
+            if id == UNSEEN {
+                id = if attrs.null == Some(a) {
+                    0
+                } else {
+                    cols.attributes.intern(&attrs.values[a as usize])
+                };
+                attr_ids[a as usize] = id;
+            }
+            cols.attributes.push_id(id);
         } else {
             let a = attrs.ids[i];
             scratch.clear();
@@ -369,6 +411,9 @@ pub fn append_row_group(
     }
     Ok(())
 }
+
+/// Not interned yet (see [`append_row_group`]).
+const UNSEEN: u32 = u32::MAX;
 
 /// Reads a required FIXED_LEN_BYTE_ARRAY(`L`) column of `n` rows. The fast path takes the
 /// PLAIN data pages weft writes as they are; any other layout goes through the column reader.
@@ -416,7 +461,7 @@ pub fn read_filter_columns(
     needs: Needs,
 ) -> Result<FilterColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = meta.row_group(rg).num_rows() as usize;
+    let n = row_count(meta, rg)?;
     let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, n, false)?;
     let mut out = FilterColumns {
         trace_ids: ids.iter().map(|v| v.data().try_into().unwrap_or([0; 16])).collect(),
@@ -520,7 +565,7 @@ pub fn read_metric_columns(
     needs: &MetricNeeds,
 ) -> Result<MetricColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = meta.row_group(rg).num_rows() as usize;
+    let n = row_count(meta, rg)?;
     let mut out = MetricColumns {
         start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
         ..Default::default()
@@ -641,7 +686,7 @@ pub(crate) const GRAPH_COLUMNS: [usize; 8] = [
 /// Reads the [`GraphColumns`] of row group `rg`. `chunk` must hold [`GRAPH_COLUMNS`].
 pub fn read_graph_columns(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk) -> Result<GraphColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = meta.row_group(rg).num_rows() as usize;
+    let n = row_count(meta, rg)?;
     let id = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or_default());
     let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
     let parent_of: Vec<u64> = parents.values.iter().map(|v| id(v)).collect();
@@ -781,6 +826,9 @@ fn dict_pages(
                 ..
             } if !optional || def_level_encoding == Encoding::RLE => {
                 let num = num_values as usize;
+                if out.ids.len() + num > n {
+                    return Err(corrupt(format!("pages hold more than the row group's {n} rows")));
+                }
                 let mut p = 0usize;
                 let mut defs = Vec::new();
                 if optional {

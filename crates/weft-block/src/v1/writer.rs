@@ -181,6 +181,58 @@ fn choose_dedicated(cols: &SpanColumns, order: &[u32], data: &[u8]) -> Vec<Dedic
     )
 }
 
+/// Longest string statistic written (Parquet's default truncation length).
+const STATISTICS_BYTES: usize = 64;
+
+/// A lower bound of `v` of at most [`STATISTICS_BYTES`] (cut at a character boundary when
+/// `v` is UTF-8), and whether it is `v` itself.
+fn truncated_min(v: &[u8]) -> (Vec<u8>, bool) {
+    if v.len() <= STATISTICS_BYTES {
+        return (v.to_vec(), true);
+    }
+    let mut cut = STATISTICS_BYTES;
+    if let Ok(s) = std::str::from_utf8(v) {
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+    }
+    (v[..cut].to_vec(), false)
+}
+
+/// An upper bound of `v` of at most [`STATISTICS_BYTES`], and whether it is `v` itself: the
+/// prefix with its last character (UTF-8) or byte incremented; `v` whole when no prefix can be.
+fn truncated_max(v: &[u8]) -> (Vec<u8>, bool) {
+    if v.len() <= STATISTICS_BYTES {
+        return (v.to_vec(), true);
+    }
+    if let Ok(s) = std::str::from_utf8(v) {
+        let mut cut = STATISTICS_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let mut chars: Vec<char> = s[..cut].chars().collect();
+        while let Some(c) = chars.pop() {
+            let next = match c as u32 + 1 {
+                0xD800 => Some('\u{E000}'),
+                n => char::from_u32(n),
+            };
+            if let Some(n) = next {
+                chars.push(n);
+                return (chars.into_iter().collect::<String>().into_bytes(), false);
+            }
+        }
+    } else {
+        let mut p = v[..STATISTICS_BYTES].to_vec();
+        while let Some(b) = p.pop() {
+            if b < 0xFF {
+                p.push(b + 1);
+                return (p, false);
+            }
+        }
+    }
+    (v.to_vec(), true)
+}
+
 /// Memoised for a source without a value in a dedicated column: the row is null.
 const ABSENT: u32 = u32::MAX - 1;
 
@@ -263,8 +315,18 @@ fn dedicated_chunk<'a>(
     memo.reset();
     match ty {
         ValueType::String => {
-            let ba = |v: Option<&[u8]>| v.map(|v| ByteArray::from(v.to_vec()));
-            Statistics::byte_array(ba(slo), ba(shi), None, Some(nulls), false)
+            // Bounds of at most 64 bytes, as the generic writer's default: a footer keeps two per
+            // column and row group, and values such as URLs can be long.
+            let lo = slo.map(truncated_min);
+            let hi = shi.map(truncated_max);
+            let exact = |v: &Option<(Vec<u8>, bool)>| v.as_ref().is_none_or(|v| v.1);
+            let (min_exact, max_exact) = (exact(&lo), exact(&hi));
+            let ba = |v: Option<(Vec<u8>, bool)>| v.map(|v| ByteArray::from(v.0));
+            Statistics::ByteArray(
+                parquet::file::statistics::ValueStatistics::new(ba(lo), ba(hi), None, Some(nulls), false)
+                    .with_min_is_exact(min_exact)
+                    .with_max_is_exact(max_exact),
+            )
         }
         ValueType::Int => Statistics::int64(ilo, ihi, None, Some(nulls), false),
         // A zero bound is written -0.0 as the minimum and +0.0 as the maximum.
@@ -648,4 +710,32 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         row_groups,
         dedicated,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{truncated_max, truncated_min};
+
+    #[test]
+    fn string_statistics_are_cut_to_64_bytes() {
+        let short = b"GET /api".to_vec();
+        assert_eq!(truncated_min(&short), (short.clone(), true));
+        assert_eq!(truncated_max(&short), (short.clone(), true));
+        // UTF-8: cut at a character boundary; the maximum's last character is incremented.
+        let s = "é".repeat(40);
+        let (lo, exact) = truncated_min(s.as_bytes());
+        assert!(!exact && lo == "é".repeat(32).as_bytes());
+        let (hi, exact) = truncated_max(s.as_bytes());
+        assert!(!exact && hi == format!("{}ê", "é".repeat(31)).as_bytes());
+        assert!(hi.as_slice() > s.as_bytes());
+        // Bytes: trailing 0xFF carries into the byte before.
+        let mut b = vec![0x80u8; 70];
+        b[62] = 0x41;
+        b[63] = 0xFF;
+        let (hi, _) = truncated_max(&b);
+        assert_eq!(hi, [&[0x80u8; 62][..], &[0x42]].concat());
+        // Nothing to round up: the value itself.
+        let all = vec![0xFFu8; 70];
+        assert_eq!(truncated_max(&all), (all.clone(), true));
+    }
 }
