@@ -62,19 +62,12 @@ impl Remap {
     /// The local index of head id `g`, calling `add` with `g` when it is new to the chunk.
     #[inline]
     fn local(&mut self, g: u32, add: impl FnOnce(u32)) -> u32 {
-        let g = g as usize;
-        if g >= self.map.len() {
-            self.map.resize(g + 1, UNSET);
-        }
-        let l = self.map[g];
-        if l != UNSET {
-            return l;
-        }
-        let l = self.touched.len() as u32;
-        self.map[g] = l;
-        self.touched.push(g as u32);
-        add(g as u32);
-        l
+        // Local indexes are handed out in order: the next one is the count of ids seen.
+        let next = self.touched.len() as u32;
+        self.memo(g, || {
+            add(g);
+            next
+        })
     }
 
     /// The value memoised for head id `g` in this chunk, calling `f` when there is none yet.
