@@ -15,6 +15,7 @@
 
 pub mod jaeger;
 pub mod otlp;
+mod scan;
 pub mod thrift;
 #[cfg(test)]
 mod vectors;

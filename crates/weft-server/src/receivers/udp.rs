@@ -172,6 +172,9 @@ fn receive(
     let tenant: Arc<str> = st.cfg.udp_tenant.as_str().into();
     // The largest UDP payload is 65,507 bytes; a bigger buffer never truncates one.
     let mut buf = vec![0u8; 65_536];
+    // The size of the last batch: the next one starts with room for as much, not growing
+    // (and copying) its way there.
+    let mut last_len = 0;
     while !stopping.load(Ordering::Acquire) {
         let first = match socket.recv(&mut buf) {
             Ok(n) => n,
@@ -184,7 +187,7 @@ fn receive(
         };
         // This datagram and those of the next BATCH_WINDOW: one batch.
         let deadline = std::time::Instant::now() + BATCH_WINDOW;
-        let (mut otlp, mut count, mut datagrams) = (Vec::new(), 0usize, 0usize);
+        let (mut otlp, mut count, mut datagrams) = (Vec::with_capacity(last_len), 0usize, 0usize);
         let mut n = first;
         loop {
             stats.received.fetch_add(1, Ordering::Relaxed);
@@ -219,6 +222,7 @@ fn receive(
             let Some(m) = next else { break };
             n = m;
         }
+        last_len = otlp.len();
         if count == 0 {
             continue;
         }

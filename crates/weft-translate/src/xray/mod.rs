@@ -8,7 +8,11 @@
 //!
 //! The document is read into a typed model that borrows its strings from the datagram, as the
 //! Collector reads it into its `Segment` type: a known field of the wrong type refuses the
-//! document, unknown fields are ignored.
+//! document, unknown fields are ignored. The receiver reads it with [`read`], a reader written
+//! for this shape; serde_json's derive-based reader ([`parse_serde`]) is the reference its tests
+//! compare with.
+
+mod read;
 
 use std::borrow::Cow;
 
@@ -55,6 +59,10 @@ pub fn split_datagram(d: &[u8]) -> Result<&[u8], TranslateError> {
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| err("X-Ray: no header line (expected {\"format\":\"json\",\"version\":1} and a newline)"))?;
+    // The header every SDK writes, without a JSON reader.
+    if &d[..nl] == br#"{"format":"json","version":1}"# {
+        return Ok(&d[nl + 1..]);
+    }
     let header: Header<'_> =
         serde_json::from_slice(&d[..nl]).map_err(|e| err(format!("X-Ray: malformed header: {e}")))?;
     if header.format.as_deref() != Some("json") || header.version != Some(1) {
@@ -92,9 +100,12 @@ struct Segment<'a> {
     #[serde(borrow)]
     cause: Option<Cause<'a>>,
     #[serde(borrow)]
-    aws: Option<Aws<'a>>,
-    annotations: Option<Map<String, Json>>,
-    metadata: Option<Map<String, Json>>,
+    aws: Option<Box<Aws<'a>>>,
+    #[serde(deserialize_with = "annotations_serde")]
+    annotations: Option<Vec<(Cow<'a, str>, Annotation<'a>)>>,
+    /// Each namespace's value as JSON text.
+    #[serde(deserialize_with = "metadata_serde")]
+    metadata: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
     #[serde(borrow)]
     subsegments: Option<Vec<Segment<'a>>>,
     #[serde(borrow)]
@@ -314,6 +325,54 @@ struct Sql<'a> {
     user: Text<'a>,
 }
 
+/// An annotation's value as the writer uses it: a JSON number is a double, as Go reads it;
+/// other types (`null`, arrays, objects) are not written.
+#[derive(Debug, Clone, PartialEq)]
+enum Annotation<'a> {
+    Str(Cow<'a, str>),
+    Bool(bool),
+    Double(f64),
+    Other,
+}
+
+/// Pairs in key order with the last value of a repeated key: the order and the values of
+/// serde_json's map, which the Collector's Go map sorted the same way.
+fn sorted_last_wins<T>(mut v: Vec<(Cow<'_, str>, T)>) -> Vec<(Cow<'_, str>, T)> {
+    // Reversed, a stable sort puts the last of equal keys first, which `dedup_by` keeps.
+    v.reverse();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.dedup_by(|a, b| a.0 == b.0);
+    v
+}
+
+type Pairs<'a, T> = Option<Vec<(Cow<'a, str>, T)>>;
+
+fn annotations_serde<'de, 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Pairs<'a, Annotation<'a>>, D::Error> {
+    let m: Option<Map<String, Json>> = Deserialize::deserialize(d)?;
+    Ok(m.map(|m| {
+        m.into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Json::String(s) => Annotation::Str(Cow::Owned(s)),
+                    Json::Bool(b) => Annotation::Bool(b),
+                    Json::Number(x) => x.as_f64().map_or(Annotation::Other, Annotation::Double),
+                    _ => Annotation::Other,
+                };
+                (Cow::Owned(k), v)
+            })
+            .collect()
+    }))
+}
+
+fn metadata_serde<'de, 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Pairs<'a, Cow<'a, str>>, D::Error> {
+    let m: Option<Map<String, Json>> = Deserialize::deserialize(d)?;
+    Ok(m.map(|m| {
+        m.into_iter()
+            .map(|(k, v)| (Cow::Owned(k), Cow::Owned(v.to_string())))
+            .collect()
+    }))
+}
+
 /// A segment document, parsed; it borrows from the datagram.
 pub struct Document<'a> {
     root: Segment<'a>,
@@ -330,8 +389,16 @@ impl std::fmt::Debug for Document<'_> {
 
 /// Parses one segment or independent subsegment document.
 pub fn parse(body: &[u8]) -> Result<Document<'_>, TranslateError> {
+    let root = read::segment_document(body)?;
+    check(&root, "segment")?;
+    Ok(Document { root })
+}
+
+/// [`parse`] by serde_json's derive-based reader: the reference the tests and the fuzz target
+/// compare the receiver's reader with.
+pub fn parse_serde(body: &[u8]) -> Result<Document<'_>, TranslateError> {
     let root: Segment<'_> =
-        serde_json::from_slice(body).map_err(|e| err(format!("X-Ray: malformed segment document: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| err(format!("malformed X-Ray segment document: {e}")))?;
     check(&root, "segment")?;
     Ok(Document { root })
 }
@@ -718,29 +785,27 @@ fn write_span(
         && !a.is_empty()
     {
         // The keys, then each value of a plain type (JSON numbers are doubles, as Go reads them).
-        let keys = Value::Array(a.keys().map(|k| Value::Str(Cow::Borrowed(k.as_str()))).collect());
+        let keys = Value::Array(a.iter().map(|(k, _)| Value::Str(Cow::Borrowed(k.as_ref()))).collect());
         sw.attr("aws.xray.annotations", &keys);
         for (k, v) in a {
             let v = match v {
-                Json::String(s) => Value::Str(Cow::Borrowed(s)),
-                Json::Bool(b) => Value::Bool(*b),
-                Json::Number(x) => match x.as_f64() {
-                    Some(f) => Value::Double(f),
-                    None => continue,
-                },
-                _ => continue,
+                Annotation::Str(s) => Value::Str(Cow::Borrowed(s.as_ref())),
+                Annotation::Bool(b) => Value::Bool(*b),
+                Annotation::Double(f) => Value::Double(*f),
+                Annotation::Other => continue,
             };
             sw.attr(k, &v);
         }
     }
     if let Some(meta) = &m.metadata {
-        for (ns, v) in meta {
+        for (ns, raw) in meta {
+            let v: Json = serde_json::from_str(raw).map_err(|e| err(format!("X-Ray: metadata {ns:?}: {e}")))?;
             if !v.is_object() {
                 return Err(err(format!(
                     "X-Ray: metadata namespace {ns:?} of {name:?} is not an object"
                 )));
             }
-            sw.str_attr(&format!("aws.xray.metadata.{ns}"), &go_json(v));
+            sw.str_attr(&format!("aws.xray.metadata.{ns}"), &go_json(&v));
         }
     }
     if code != status::UNSET {
@@ -801,7 +866,7 @@ mod tests {
     use prost::Message;
     use weft_otlp::pb::collector::ExportTraceServiceRequest;
 
-    const SEGMENT: &str = r#"{"format":"json","version":1}
+    pub(super) const SEGMENT: &str = r#"{"format":"json","version":1}
 {"name":"checkout","id":"70de5b6f19ff9a0a","trace_id":"1-5759e988-bd862e3fe1be46a994272793",
  "start_time":1.478293361271E9,"end_time":1.478293361449E9,"origin":"AWS::EC2::Instance",
  "http":{"request":{"method":"GET","url":"http://shop/cart","client_ip":"10.0.0.9"},"response":{"status":500}},

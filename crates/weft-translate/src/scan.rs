@@ -1,0 +1,437 @@
+//! A JSON scanner for the receivers' hot paths (Zipkin v2 JSON, X-Ray segment documents): it
+//! matches keys as packed integers, borrows every string without escapes from the payload, and
+//! builds no intermediate value. Each format reads its own shape with it and keeps a
+//! serde_json reader as the reference its tests compare with.
+
+use std::borrow::Cow;
+
+use crate::TranslateError;
+
+/// How deep a skipped value may nest.
+const MAX_DEPTH: usize = 64;
+
+/// A key of at most 15 bytes as one integer (its bytes, then its length in the top byte), so
+/// that matching a key against a dozen field names is integer comparisons, not a `memcmp`
+/// per candidate (that was 14% of the conversion's time). Longer keys map to 0, which no
+/// field name packs to.
+pub(crate) const fn pack(k: &[u8]) -> u128 {
+    if k.len() > 15 {
+        return 0;
+    }
+    let mut v = (k.len() as u128) << 120;
+    let mut i = 0;
+    while i < k.len() {
+        v |= (k[i] as u128) << (8 * i);
+        i += 1;
+    }
+    v
+}
+
+pub(crate) struct Scanner<'a> {
+    /// The whole payload, validated as UTF-8 once: every string between quotes is then valid
+    /// too (a quote is ASCII, so never inside a multi-byte character) and is sliced out of it.
+    text: &'a str,
+    pub(crate) b: &'a [u8],
+    pub(crate) i: usize,
+    /// What the payload is, for errors: "malformed {what}: {problem} at byte {i}".
+    what: &'static str,
+}
+
+/// The bytes of `w` that are `b`, as their high bits; exact up to and including the lowest one
+/// (the classic has-zero-byte test on `w ^ b*0x01..`; borrows can only add bits above it).
+#[inline]
+fn byte_mask(w: u64, b: u8) -> u64 {
+    let x = w ^ (u64::from(b) * 0x0101_0101_0101_0101);
+    x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080
+}
+
+/// The bytes of `w` below 0x20 (control characters), exact up to the lowest one as above.
+#[inline]
+fn control_mask(w: u64) -> u64 {
+    w.wrapping_sub(0x2020_2020_2020_2020) & !w & 0x8080_8080_8080_8080
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner of `body`, which must be UTF-8; `what` names the payload in errors.
+    pub(crate) fn new(body: &'a [u8], what: &'static str) -> Result<Self, TranslateError> {
+        let text = std::str::from_utf8(body)
+            .map_err(|e| TranslateError::new(format!("malformed {what}: not UTF-8 at byte {}", e.valid_up_to())))?;
+        Ok(Scanner {
+            text,
+            b: body,
+            i: 0,
+            what,
+        })
+    }
+
+    /// An error naming the payload, the problem and where it is.
+    pub(crate) fn malformed(&self, problem: impl std::fmt::Display, at: usize) -> TranslateError {
+        TranslateError::new(format!("malformed {}: {problem} at byte {at}", self.what))
+    }
+
+    /// Refuses anything but whitespace after the payload.
+    pub(crate) fn end(&mut self) -> Result<(), TranslateError> {
+        if self.peek().is_some() {
+            return Err(self.malformed("trailing characters", self.i));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    #[inline]
+    pub(crate) fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn expect(&mut self, c: u8) -> Result<(), TranslateError> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.malformed(format!("expected '{}'", c as char), self.i))
+        }
+    }
+
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Result<(), TranslateError> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(self.malformed("invalid literal", self.i))
+        }
+    }
+
+    /// `null` (consumed) or not.
+    pub(crate) fn null(&mut self) -> Result<bool, TranslateError> {
+        if self.peek() == Some(b'n') {
+            self.literal(b"null")?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// A string; borrowed unless it has escapes.
+    #[inline]
+    pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, TranslateError> {
+        if !self.eat(b'"') {
+            return Err(self.malformed("expected a string", self.i));
+        }
+        let start = self.i;
+        // Eight bytes at a time: the lowest flagged byte of the three masks is the first quote,
+        // backslash or control character, found without a byte loop. Most strings (keys, names,
+        // IDs) are plain ASCII and end at their first quote.
+        while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            let m = byte_mask(w, b'"') | byte_mask(w, b'\\') | control_mask(w);
+            if m == 0 {
+                self.i += 8;
+                continue;
+            }
+            self.i += (m.trailing_zeros() / 8) as usize;
+            if self.b[self.i] == b'"' {
+                let s = &self.text[start..self.i];
+                self.i += 1;
+                return Ok(Cow::Borrowed(s));
+            }
+            break;
+        }
+        while let Some(&c) = self.b.get(self.i) {
+            match c {
+                b'"' => {
+                    let s = &self.text[start..self.i];
+                    self.i += 1;
+                    return Ok(Cow::Borrowed(s));
+                }
+                b'\\' => return self.string_escaped(start).map(Cow::Owned),
+                0..=0x1f => return Err(self.malformed("control character in a string", self.i)),
+                _ => self.i += 1,
+            }
+        }
+        Err(self.malformed("unterminated string", start))
+    }
+
+    fn string_escaped(&mut self, start: usize) -> Result<String, TranslateError> {
+        let mut out: Vec<u8> = self.b[start..self.i].to_vec();
+        loop {
+            let Some(&c) = self.b.get(self.i) else {
+                return Err(self.malformed("unterminated string", start));
+            };
+            self.i += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let Some(&e) = self.b.get(self.i) else {
+                        return Err(self.malformed("unterminated escape", self.i));
+                    };
+                    self.i += 1;
+                    match e {
+                        b'"' | b'\\' | b'/' => out.push(e),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'u' => {
+                            let mut cp = self.hex4()?;
+                            if (0xd800..0xdc00).contains(&cp) {
+                                // A high surrogate must be followed by a low one.
+                                if self.b.get(self.i) != Some(&b'\\') || self.b.get(self.i + 1) != Some(&b'u') {
+                                    return Err(self.malformed("lone surrogate in a string", self.i));
+                                }
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                if !(0xdc00..0xe000).contains(&lo) {
+                                    return Err(self.malformed("invalid surrogate pair", self.i));
+                                }
+                                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                            } else if (0xdc00..0xe000).contains(&cp) {
+                                return Err(self.malformed("lone surrogate in a string", self.i));
+                            }
+                            let ch = char::from_u32(cp).ok_or_else(|| self.malformed("invalid \\u escape", self.i))?;
+                            let mut buf = [0u8; 4];
+                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                        }
+                        _ => return Err(self.malformed("invalid escape", self.i - 1)),
+                    }
+                }
+                0..=0x1f => return Err(self.malformed("control character in a string", self.i - 1)),
+                c => out.push(c),
+            }
+        }
+        String::from_utf8(out).map_err(|_| self.malformed("string is not UTF-8", start))
+    }
+
+    fn hex4(&mut self) -> Result<u32, TranslateError> {
+        let Some(h) = self.b.get(self.i..self.i + 4) else {
+            return Err(self.malformed("short \\u escape", self.i));
+        };
+        let mut v = 0u32;
+        for &c in h {
+            let d = (c as char)
+                .to_digit(16)
+                .ok_or_else(|| self.malformed("invalid \\u escape", self.i))?;
+            v = v * 16 + d;
+        }
+        self.i += 4;
+        Ok(v)
+    }
+
+    /// The text of a JSON number (validated), for tag values.
+    pub(crate) fn number_text(&mut self) -> Result<&'a str, TranslateError> {
+        self.ws();
+        let start = self.i;
+        let b = self.b;
+        let mut j = self.i;
+        if b.get(j) == Some(&b'-') {
+            j += 1;
+        }
+        let int_start = j;
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if j == int_start || (b[int_start] == b'0' && j - int_start > 1) {
+            return Err(self.malformed("invalid number", start));
+        }
+        if b.get(j) == Some(&b'.') {
+            j += 1;
+            let f = j;
+            while b.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+            if j == f {
+                return Err(self.malformed("invalid number", start));
+            }
+        }
+        if matches!(b.get(j), Some(b'e' | b'E')) {
+            j += 1;
+            if matches!(b.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            let e = j;
+            while b.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+            if j == e {
+                return Err(self.malformed("invalid number", start));
+            }
+        }
+        self.i = j;
+        Ok(&self.text[start..j])
+    }
+
+    /// Microseconds: a non-negative integer, or a float truncated; `null` is 0.
+    pub(crate) fn micros(&mut self, what: &str) -> Result<u64, TranslateError> {
+        if self.null()? {
+            return Ok(0);
+        }
+        let at = self.i;
+        let t = self.number_text()?;
+        if let Ok(v) = t.parse::<u64>() {
+            return Ok(v);
+        }
+        match t.parse::<f64>() {
+            Ok(f) if f.is_finite() && f >= 0.0 && !t.starts_with('-') => Ok(f as u64),
+            _ if t.starts_with('-') => Err(self.malformed(format!("negative microseconds in {what}"), at)),
+            _ => Err(self.malformed(format!("invalid microseconds in {what}"), at)),
+        }
+    }
+
+    pub(crate) fn bool(&mut self) -> Result<Option<bool>, TranslateError> {
+        match self.peek() {
+            Some(b't') => self.literal(b"true").map(|_| Some(true)),
+            Some(b'f') => self.literal(b"false").map(|_| Some(false)),
+            Some(b'n') => self.literal(b"null").map(|_| None),
+            _ => Err(self.malformed("expected a boolean", self.i)),
+        }
+    }
+
+    /// A string, number or boolean as text; `None` for `null`.
+    pub(crate) fn text(&mut self) -> Result<Option<Cow<'a, str>>, TranslateError> {
+        match self.peek() {
+            Some(b'"') => self.string().map(Some),
+            Some(b't') => self.literal(b"true").map(|_| Some(Cow::Borrowed("true"))),
+            Some(b'f') => self.literal(b"false").map(|_| Some(Cow::Borrowed("false"))),
+            Some(b'n') => self.literal(b"null").map(|_| None),
+            Some(b'-' | b'0'..=b'9') => self.number_text().map(|t| Some(Cow::Borrowed(t))),
+            _ => Err(self.malformed("expected a string, number or boolean", self.i)),
+        }
+    }
+
+    pub(crate) fn opt_string(&mut self) -> Result<Option<Cow<'a, str>>, TranslateError> {
+        if self.null()? {
+            Ok(None)
+        } else {
+            self.string().map(Some)
+        }
+    }
+
+    pub(crate) fn skip(&mut self, depth: usize) -> Result<(), TranslateError> {
+        if depth > MAX_DEPTH {
+            return Err(self.malformed("nesting too deep", self.i));
+        }
+        match self.peek() {
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b'{') => {
+                self.i += 1;
+                if self.eat(b'}') {
+                    return Ok(());
+                }
+                loop {
+                    self.string()?;
+                    self.expect(b':')?;
+                    self.skip(depth + 1)?;
+                    if self.eat(b'}') {
+                        return Ok(());
+                    }
+                    self.expect(b',')?;
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                if self.eat(b']') {
+                    return Ok(());
+                }
+                loop {
+                    self.skip(depth + 1)?;
+                    if self.eat(b']') {
+                        return Ok(());
+                    }
+                    self.expect(b',')?;
+                }
+            }
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'-' | b'0'..=b'9') => self.number_text().map(|_| ()),
+            _ => Err(self.malformed("expected a value", self.i)),
+        }
+    }
+
+    /// Iterates an object's keys: `f(self, key)` reads each value.
+    pub(crate) fn object(
+        &mut self,
+        mut f: impl FnMut(&mut Self, u128, Cow<'a, str>) -> Result<(), TranslateError>,
+    ) -> Result<(), TranslateError> {
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Ok(());
+        }
+        loop {
+            let key = self.string()?;
+            self.expect(b':')?;
+            f(self, pack(key.as_bytes()), key)?;
+            if self.eat(b'}') {
+                return Ok(());
+            }
+            self.expect(b',')?;
+        }
+    }
+
+    /// Iterates an array's elements: `f(self)` reads each one.
+    pub(crate) fn array(
+        &mut self,
+        mut f: impl FnMut(&mut Self) -> Result<(), TranslateError>,
+    ) -> Result<(), TranslateError> {
+        self.expect(b'[')?;
+        if self.eat(b']') {
+            return Ok(());
+        }
+        loop {
+            f(self)?;
+            if self.eat(b']') {
+                return Ok(());
+            }
+            self.expect(b',')?;
+        }
+    }
+
+    /// Any value, validated and skipped: its text as sent.
+    pub(crate) fn raw(&mut self, depth: usize) -> Result<&'a str, TranslateError> {
+        self.ws();
+        let start = self.i;
+        self.skip(depth)?;
+        Ok(&self.text[start..self.i])
+    }
+
+    /// A number as a double (an integer too, as serde_json reads one into an `f64`).
+    pub(crate) fn f64(&mut self) -> Result<f64, TranslateError> {
+        let at = self.i;
+        let t = self.number_text()?;
+        // `number_text` checked the grammar, which Rust's parser accepts; a big exponent
+        // gives infinity there, which serde_json refuses.
+        match t.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(f),
+            _ => Err(self.malformed("number out of range", at)),
+        }
+    }
+
+    /// An integer that fits an `i64`; a fraction or exponent is refused, as serde_json refuses
+    /// it for an integer field.
+    pub(crate) fn i64(&mut self) -> Result<i64, TranslateError> {
+        self.ws();
+        let at = self.i;
+        let t = self.number_text()?;
+        t.parse::<i64>()
+            .map_err(|_| self.malformed(format!("expected an integer, found {t}"), at))
+    }
+}
