@@ -459,3 +459,58 @@ mod fast_json_matches_serde {
         }
     }
 }
+
+mod inline_comparisons {
+    use proptest::prelude::*;
+
+    /// The old definitions, by `==` and `starts_with`.
+    fn role_reference(k: &str) -> super::TagRole {
+        use super::{TagRole, keys};
+        match k {
+            keys::SCOPE_NAME | keys::SCOPE_VERSION | keys::LIBRARY_NAME | keys::LIBRARY_VERSION => TagRole::Scope,
+            keys::TRACESTATE => TagRole::TraceState,
+            keys::SPAN_KIND => TagRole::SpanKind,
+            keys::STATUS_CODE => TagRole::StatusCode,
+            keys::STATUS_DESCRIPTION => TagRole::StatusDescription,
+            keys::ERROR => TagRole::Error,
+            _ if k.starts_with(keys::LINK_PREFIX) => TagRole::Link,
+            _ => match k.split_once('.').map(|(ns, _)| ns) {
+                Some("service") if k != keys::SERVICE_NAME => TagRole::Resource,
+                Some(
+                    "telemetry" | "host" | "os" | "process" | "container" | "k8s" | "cloud" | "faas" | "deployment"
+                    | "device" | "webengine",
+                ) => TagRole::Resource,
+                Some("opencensus") if k == "opencensus.exporterversion" => TagRole::Resource,
+                _ => TagRole::Attribute,
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        #[test]
+        fn same_is_string_equality(a in "\\PC{0,20}", b in "\\PC{0,20}", copy in any::<bool>()) {
+            let b = if copy { a.clone() } else { b };
+            prop_assert_eq!(super::same(&a, &b), a == b);
+        }
+
+        /// Every key, including the special ones and their near misses, gets the role `==`
+        /// and `starts_with` gave it.
+        #[test]
+        fn tag_roles_as_before(
+            k in prop_oneof![
+                "\\PC{0,24}",
+                "(otel|otlp|w3c|span|service|telemetry|host|http|os|k8s|opencensus)\\.[a-z._é]{0,20}",
+                Just("otlp.link.".to_owned()),
+                Just("otlp.linké0".to_owned()),
+                Just("service.name".to_owned()),
+                Just("error".to_owned()),
+                Just("span.kind".to_owned()),
+                Just("http.status_code".to_owned()),
+                Just("otel.status_code".to_owned()),
+            ]
+        ) {
+            prop_assert!(super::tag_role(&k) == role_reference(&k), "{}", k);
+        }
+    }
+}
