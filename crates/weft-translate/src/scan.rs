@@ -325,7 +325,18 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Any value, checked for syntax and skipped.
     pub(crate) fn skip(&mut self, depth: usize) -> Result<(), TranslateError> {
+        self.skip_value(depth, false)
+    }
+
+    /// Any value, checked as a reader that keeps it checks it (serde_json building a `Value`):
+    /// also every number within the range of a double.
+    pub(crate) fn skip_kept(&mut self, depth: usize) -> Result<(), TranslateError> {
+        self.skip_value(depth, true)
+    }
+
+    fn skip_value(&mut self, depth: usize, kept: bool) -> Result<(), TranslateError> {
         if depth > MAX_DEPTH {
             return Err(self.malformed("nesting too deep", self.i));
         }
@@ -339,7 +350,7 @@ impl<'a> Scanner<'a> {
                 loop {
                     self.string()?;
                     self.expect(b':')?;
-                    self.skip(depth + 1)?;
+                    self.skip_value(depth + 1, kept)?;
                     if self.eat(b'}') {
                         return Ok(());
                     }
@@ -352,7 +363,7 @@ impl<'a> Scanner<'a> {
                     return Ok(());
                 }
                 loop {
-                    self.skip(depth + 1)?;
+                    self.skip_value(depth + 1, kept)?;
                     if self.eat(b']') {
                         return Ok(());
                     }
@@ -362,6 +373,7 @@ impl<'a> Scanner<'a> {
             Some(b't') => self.literal(b"true"),
             Some(b'f') => self.literal(b"false"),
             Some(b'n') => self.literal(b"null"),
+            Some(b'-' | b'0'..=b'9') if kept => self.f64().map(|_| ()),
             Some(b'-' | b'0'..=b'9') => self.number_text().map(|_| ()),
             _ => Err(self.malformed("expected a value", self.i)),
         }
@@ -462,8 +474,11 @@ impl<'a> Scanner<'a> {
         self.ws();
         let at = self.i;
         let t = self.number_text()?;
-        t.parse::<i64>()
-            .map_err(|_| self.malformed(format!("expected an integer, found {t}"), at))
+        // serde_json reads `-0` as the double -0.0, which an integer field refuses.
+        match t.parse::<i64>() {
+            Ok(v) if t != "-0" => Ok(v),
+            _ => Err(self.malformed(format!("expected an integer, found {t}"), at)),
+        }
     }
 }
 

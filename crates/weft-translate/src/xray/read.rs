@@ -4,13 +4,15 @@
 //! checked every string as UTF-8 again, moved each subsegment's large struct as the vector of
 //! subsegments grew, and built a map of owned strings for annotations and metadata.
 //!
-//! It reads the same typed model and accepts what the reference accepts, with four
-//! documented differences that no SDK produces (`spec/formats/xray.md`): a field given twice
-//! takes its last value (as the Collector's Go reader does; serde refuses it); a block written
-//! as a JSON array instead of an object is refused (serde reads it as the fields in order);
-//! bytes that are not UTF-8 are refused wherever they are (serde lets them pass inside a field
-//! it skips); and numbers are read to the nearest double (serde's default reader may be one
-//! unit off in the last place).
+//! It reads the same typed model and accepts what the reference accepts, with documented
+//! differences that no SDK produces (`spec/formats/xray.md`): a field given twice takes its
+//! last value (as the Collector's Go reader does; serde refuses it); a block written as a JSON
+//! array instead of an object is refused (serde reads it as the fields in order); bytes that
+//! are not UTF-8, and `\u` escapes of lone surrogates, are refused wherever they are (serde
+//! lets them pass inside a field it skips); nesting is bounded per value (64 levels below a
+//! skipped field, 63 levels of subsegments) where serde counts 128 containers in the document
+//! and skips unknown fields without a bound; and numbers are read to the nearest double
+//! (serde's default reader may be one unit off in the last place).
 
 use std::borrow::Cow;
 
@@ -243,7 +245,7 @@ fn http<'a>(s: &mut Scanner<'a>) -> R<Option<Http<'a>>> {
                                 Some(b'n') => s.null().map(|_| None)?,
                                 Some(b'"') => Some(Length::Text(s.string()?)),
                                 Some(b'-' | b'0'..=b'9') => Some(Length::Number(s.f64()?)),
-                                _ => s.skip(0).map(|_| Some(Length::Other(serde::de::IgnoredAny)))?,
+                                _ => s.skip_kept(0).map(|_| Some(Length::Other(serde::de::IgnoredAny)))?,
                             }
                         }
                         _ => s.skip(0)?,
@@ -267,7 +269,7 @@ fn cause<'a>(s: &mut Scanner<'a>) -> R<Option<Cause<'a>>> {
             s.object(|s, k, _| {
                 match k {
                     key::EXCEPTIONS => o.exceptions = vec(s, exception)?,
-                    _ => s.skip(0)?,
+                    _ => s.skip_kept(0)?,
                 }
                 Ok(())
             })?;
@@ -302,14 +304,14 @@ fn exception<'a>(s: &mut Scanner<'a>) -> R<Exception<'a>> {
                             key::PATH => f.path = text(s)?,
                             key::LINE => f.line = opt_i64(s)?,
                             key::LABEL => f.label = text(s)?,
-                            _ => s.skip(0)?,
+                            _ => s.skip_kept(0)?,
                         }
                         Ok(())
                     })?;
                     Ok(f)
                 })?
             }
-            _ => s.skip(0)?,
+            _ => s.skip_kept(0)?,
         }
         Ok(())
     })?;
@@ -431,7 +433,7 @@ fn annotations<'a>(s: &mut Scanner<'a>) -> R<Pairs<'a, Annotation<'a>>> {
             Some(b't' | b'f') => Annotation::Bool(s.bool()?.unwrap_or_default()),
             Some(b'-' | b'0'..=b'9') => Annotation::Double(s.f64()?),
             _ => {
-                s.skip(1)?;
+                s.skip_kept(1)?;
                 Annotation::Other
             }
         };
@@ -820,6 +822,33 @@ mod tests {
             deep.push_str(r#"{"name":"a","id":"70de5b6f19ff9a0a","start_time":1,"end_time":2,"subsegments":["#);
         }
         assert!(parse(deep.as_bytes()).unwrap_err().0.contains("nest too deep"));
+    }
+
+    /// Inputs the generated documents never hold, found in review: the readers agree.
+    #[test]
+    fn readers_agree_on_numbers_serde_refuses() {
+        let base = r#""name":"a","id":"70de5b6f19ff9a0a","start_time":1,"end_time":2,"trace_id":"1-5759e988-bd862e3fe1be46a994272793""#;
+        for (extra, accepted) in [
+            // `-0` is a double to serde, which an integer field refuses.
+            (r#""http":{"response":{"status":-0}}"#, false),
+            (r#""aws":{"retries":-0}"#, false),
+            (r#""cause":{"exceptions":[{"truncated":-0}]}"#, false),
+            // Beyond a double: refused where serde keeps the value, skipped where it skips it.
+            (r#""annotations":{"a":[1e400]}"#, false),
+            (r#""http":{"response":{"content_length":[1e400]}}"#, false),
+            (r#""cause":{"x":1e400}"#, false),
+            (r#""cause":{"exceptions":[{"x":{"y":1e400}}]}"#, false),
+            (r#""unknown":[1e400]"#, true),
+            (r#""http":{"unknown":1e400}"#, true),
+            (r#""start_time":1e400"#, false),
+        ] {
+            let doc = format!("{{{base},{extra}}}");
+            agree(doc.as_bytes()).unwrap();
+            assert_eq!(parse(doc.as_bytes()).is_ok(), accepted, "{doc}");
+        }
+        // A documented difference: a lone surrogate in a skipped field.
+        let doc = format!(r#"{{{base},"unknown":"\ud800"}}"#);
+        assert!(parse(doc.as_bytes()).is_err() && parse_serde(doc.as_bytes()).is_ok());
     }
 
     #[test]
