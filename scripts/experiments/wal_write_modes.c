@@ -1,0 +1,64 @@
+// The CPU of one WAL group commit, by the way the log file is written (BENCHMARKS.md, "The
+// WAL's write, measured by itself"). Not part of weft; a measurement kept so it can be rerun:
+//   gcc -O2 -o /tmp/wal_write_modes scripts/experiments/wal_write_modes.c
+//   /tmp/wal_write_modes MODE WRITES BYTES PATH SLEEP_US
+// MODE 0: append + fdatasync (weft today); 1: overwrite a pre-zeroed file + fdatasync;
+// 2: pre-zeroed file, O_DIRECT|O_DSYNC aligned writes (the tail block rewritten);
+// 3: fallocate + append-in-place + fdatasync; 4: fallocate + O_DIRECT|O_DSYNC.
+// PATH must be on the disk under test (not tmpfs, which refuses O_DIRECT).
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    int mode = atoi(argv[1]); int n = atoi(argv[2]); size_t sz = atoi(argv[3]);
+    const char *path = argv[4];
+    size_t total = (size_t)n * sz + (1<<20);
+    unlink(path);
+    struct rusage z0, z1; getrusage(RUSAGE_SELF, &z0);
+    if (mode == 3 || mode == 4) {
+        int f = open(path, O_CREAT|O_WRONLY, 0644);
+        if (fallocate(f, 0, 0, total) < 0) perror("fallocate");
+        fsync(f); close(f);
+    } else if (mode >= 1) {
+        int f = open(path, O_CREAT|O_WRONLY, 0644);
+        char *z = calloc(1, 1<<20);
+        for (size_t o = 0; o < total; o += 1<<20) if (write(f, z, 1<<20) < 0) { perror("write"); return 1; }
+        fsync(f); close(f);
+    }
+    getrusage(RUSAGE_SELF, &z1);
+    printf("prep cpu %.3f s for %zu MB\n", (z1.ru_stime.tv_sec-z0.ru_stime.tv_sec)+(z1.ru_stime.tv_usec-z0.ru_stime.tv_usec)/1e6 + (z1.ru_utime.tv_sec-z0.ru_utime.tv_sec)+(z1.ru_utime.tv_usec-z0.ru_utime.tv_usec)/1e6, total>>20);
+    int flags = O_CREAT|O_WRONLY;
+    if (mode == 2 || mode == 4) flags |= O_DIRECT|O_DSYNC;
+    int f = open(path, flags, 0644);
+    if (f < 0) { perror("open"); return 1; }
+    char *buf = NULL;
+    if (posix_memalign((void**)&buf, 4096, sz + 8192) != 0) { perror("posix_memalign"); return 1; }
+    memset(buf, 'x', sz + 8192);
+    struct rusage r0, r1; getrusage(RUSAGE_SELF, &r0);
+    struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (mode == 2 || mode == 4) {
+            size_t start = off & ~4095UL; size_t end = (off + sz + 4095) & ~4095UL;
+            if (pwrite(f, buf, end - start, start) < 0) { perror("pwrite"); return 1; }
+        } else {
+            if (pwrite(f, buf, sz, off) < 0) { perror("w"); return 1; }
+            fdatasync(f);
+        }
+        off += sz;
+        usleep(atoi(argv[5]));
+    }
+    getrusage(RUSAGE_SELF, &r1); clock_gettime(CLOCK_MONOTONIC, &t1);
+    double u = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec)/1e6;
+    double s = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)/1e6;
+    printf("mode %d: user %.3f sys %.3f per write %.1f us cpu, wall %.2f s, nvcsw %ld\n", mode, u, s, (u+s)/n*1e6,
+        (t1.tv_sec-t0.tv_sec)+(t1.tv_nsec-t0.tv_nsec)/1e9, r1.ru_nvcsw - r0.ru_nvcsw);
+    unlink(path);
+    return 0;
+}
