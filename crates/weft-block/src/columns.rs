@@ -626,3 +626,47 @@ pub fn service_name(header: &[u8]) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::SpanColumns;
+    use crate::row::SpanRow;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Rows by trace ID (as bytes), then start, then span ID, with each repeated
+        /// (trace, start, span) listed once: the order a plain sort of the rows gives.
+        #[test]
+        fn sorted_order_is_the_order_of_a_plain_sort(
+            rows in proptest::collection::vec((0usize..12, 0u64..4, 0u8..4), 0..200),
+            traces in proptest::collection::vec(any::<[u8; 16]>(), 12),
+        ) {
+            let mut cols = SpanColumns::default();
+            let mut keys = Vec::new();
+            for (t, start, span) in rows {
+                let row = SpanRow {
+                    trace_id: traces[t],
+                    span_id: [span; 8],
+                    start_unix_nano: start,
+                    ..SpanRow::default()
+                };
+                cols.push_row(&row);
+                keys.push((traces[t], start, [span; 8]));
+            }
+            cols.end_run();
+            keys.sort();
+            keys.dedup();
+            let got: Vec<_> = cols
+                .sorted_order()
+                .iter()
+                .map(|&r| {
+                    let r = r as usize;
+                    (cols.trace_id[r], cols.start[r], cols.span_id[r])
+                })
+                .collect();
+            prop_assert_eq!(got, keys);
+        }
+    }
+}
