@@ -1,0 +1,31 @@
+//! Times the conversion of a Zipkin payload to OTLP: `cargo run --release -p weft-translate
+//! --example convert -- FILE [json_v2|json_v1|proto3|thrift_v1] [iterations]`. Prints ns per span.
+use weft_translate::zipkin::{Encoding, to_otlp_request};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let body = std::fs::read(&args[1]).expect("payload file");
+    let enc = match args.get(2).map(String::as_str).unwrap_or("json_v2") {
+        "json_v1" => Encoding::JsonV1,
+        "proto3" => Encoding::Proto3,
+        "thrift_v1" => Encoding::ThriftV1,
+        _ => Encoding::JsonV2,
+    };
+    let iters: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let (_, spans) = to_otlp_request(enc, &body).expect("valid payload");
+    let t = std::time::Instant::now();
+    let mut bytes = 0;
+    for _ in 0..iters {
+        bytes += to_otlp_request(enc, &body).expect("valid").0.len();
+    }
+    let ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(weft_translate::zipkin::decode(enc, &body).expect("valid"));
+    }
+    let decode_ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    println!(
+        "{spans} spans, {ns:.0} ns/span ({decode_ns:.0} decoding), {:.0} OTLP bytes/span",
+        bytes as f64 / (iters * spans) as f64
+    );
+}
