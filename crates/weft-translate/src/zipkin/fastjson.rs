@@ -1,8 +1,9 @@
-//! Zipkin v2 JSON, read by a scanner written for it: the receiver's hot path. serde_json's
-//! derive-based reader ([`super::json::decode_v2_serde`], kept as the reference the tests and
-//! the fuzz target compare this one with) spent 1.4 µs per span of Brave-like JSON, most of the
-//! conversion's cost; this reads the same payload in about a third of that by matching keys
-//! as bytes, borrowing every string without escapes, and never building an intermediate value.
+//! Zipkin v2 JSON, read with the receivers' JSON scanner ([`crate::scan`]): the receiver's hot
+//! path. serde_json's derive-based reader ([`super::json::decode_v2_serde`], kept as the
+//! reference the property tests compare this one with) spent 1.4 µs per span of Brave-like
+//! JSON, most of the conversion's cost; this reads the same payload in about a third of that by
+//! matching keys as integers, borrowing every string without escapes, and never building an
+//! intermediate value.
 //!
 //! It accepts exactly what the reference accepts for well-formed JSON: unknown fields (any
 //! value) are skipped, `null` means absent, tag values may be strings, numbers or booleans,
