@@ -8,7 +8,7 @@
 //!
 //! The document is read into a typed model that borrows its strings from the datagram, as the
 //! Collector reads it into its `Segment` type: a known field of the wrong type refuses the
-//! document, unknown fields are ignored. The receiver reads it with [`read`], a reader written
+//! document, unknown fields are ignored. The receiver reads it with `read.rs`, a reader written
 //! for this shape; serde_json's derive-based reader ([`parse_serde`]) is the reference its tests
 //! compare with.
 

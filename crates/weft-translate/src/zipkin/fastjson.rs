@@ -1,4 +1,4 @@
-//! Zipkin v2 JSON, read with the receivers' JSON scanner ([`crate::scan`]): the receiver's hot
+//! Zipkin v2 JSON, read with the receivers' JSON scanner (`crate::scan`): the receiver's hot
 //! path. serde_json's derive-based reader ([`super::json::decode_v2_serde`], kept as the
 //! reference the property tests compare this one with) spent 1.4 µs per span of Brave-like
 //! JSON, most of the conversion's cost; this reads the same payload in about a third of that by
