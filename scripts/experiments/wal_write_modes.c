@@ -4,8 +4,9 @@
 //   /tmp/wal_write_modes MODE WRITES BYTES PATH SLEEP_US
 // MODE 0: append + fdatasync (weft today); 1: overwrite a pre-zeroed file + fdatasync;
 // 2: pre-zeroed file, O_DIRECT|O_DSYNC aligned writes (the tail block rewritten);
-// 3: fallocate + append-in-place + fdatasync; 4: fallocate + O_DIRECT|O_DSYNC.
-// PATH must be on the disk under test (not tmpfs, which refuses O_DIRECT).
+// 3: fallocate + append-in-place + fdatasync; 4: fallocate + O_DIRECT|O_DSYNC;
+// 5: O_DIRECT|O_DSYNC appending to a file that grows with each write (no preallocation).
+// PATH must be on the disk under test (not tmpfs, which would measure memory copies).
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &z1);
     printf("prep cpu %.3f s for %zu MB\n", (z1.ru_stime.tv_sec-z0.ru_stime.tv_sec)+(z1.ru_stime.tv_usec-z0.ru_stime.tv_usec)/1e6 + (z1.ru_utime.tv_sec-z0.ru_utime.tv_sec)+(z1.ru_utime.tv_usec-z0.ru_utime.tv_usec)/1e6, total>>20);
     int flags = O_CREAT|O_WRONLY;
-    if (mode == 2 || mode == 4) flags |= O_DIRECT|O_DSYNC;
+    if (mode == 2 || mode == 4 || mode == 5) flags |= O_DIRECT|O_DSYNC;
     int f = open(path, flags, 0644);
     if (f < 0) { perror("open"); return 1; }
     char *buf = NULL;
@@ -44,7 +45,7 @@ int main(int argc, char **argv) {
     struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (mode == 2 || mode == 4) {
+        if (mode == 2 || mode == 4 || mode == 5) {
             size_t start = off & ~4095UL; size_t end = (off + sz + 4095) & ~4095UL;
             if (pwrite(f, buf, end - start, start) < 0) { perror("pwrite"); return 1; }
         } else {

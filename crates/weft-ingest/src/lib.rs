@@ -48,6 +48,9 @@ pub struct IngestConfig {
     /// How long a WAL group may wait for more requests so that they share one fsync
     /// ([`WalOptions::group_wait`]).
     pub wal_group_wait: Duration,
+    /// Under `FsyncPolicy::Always`, write the WAL with direct I/O where the filesystem allows
+    /// ([`WalOptions::direct_io`]).
+    pub wal_direct_io: bool,
     pub cut: CutPolicy,
     /// Maximum bytes of one trace while it is live; 0 disables.
     pub max_trace_bytes: u64,
@@ -68,6 +71,7 @@ impl Default for IngestConfig {
             fsync: FsyncPolicy::Always,
             wal_segment_bytes: 64 << 20,
             wal_group_wait: Duration::from_millis(2),
+            wal_direct_io: true,
             cut: CutPolicy {
                 max_age: Duration::from_secs(30),
                 max_spans: 200_000,
@@ -116,6 +120,7 @@ impl Ingest {
             segment_bytes: cfg.wal_segment_bytes,
             min_segment: max_segment + 1,
             group_wait: cfg.wal_group_wait,
+            direct_io: cfg.wal_direct_io,
         };
         let mut skipped = 0u64;
         let (wal, report) = Wal::open(

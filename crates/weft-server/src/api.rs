@@ -64,7 +64,7 @@ impl Histogram {
 /// The WAL's counters.
 fn render_wal(w: &weft_wal::WalStats, out: &mut Exposition) {
     let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
-    let wal: [(&str, Kind, &str, f64); 13] = [
+    let wal: [(&str, Kind, &str, f64); 14] = [
         (
             "weft_wal_bytes_written_total",
             Kind::Counter,
@@ -112,6 +112,12 @@ fn render_wal(w: &weft_wal::WalStats, out: &mut Exposition) {
             Kind::Gauge,
             "1 while the WAL cannot be written and ingest is refused (read-only mode), else 0.",
             n(&w.unwritable),
+        ),
+        (
+            "weft_wal_direct_io",
+            Kind::Gauge,
+            "1 while the WAL is written with direct I/O (O_DIRECT | O_DSYNC, no separate fsync), else 0.",
+            n(&w.direct_io),
         ),
         (
             "weft_wal_fenced_segments_total",

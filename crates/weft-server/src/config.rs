@@ -276,6 +276,12 @@ pub struct ServerFlags {
     /// [default: 2].
     #[arg(long, env = "WEFT_WAL_GROUP_WAIT_MS")]
     pub wal_group_wait_ms: Option<f64>,
+    /// Under --fsync always, write the WAL with O_DIRECT | O_DSYNC where the filesystem allows
+    /// it: each group commit is one write that is durable when it returns, with no page cache
+    /// and no separate fdatasync (about a third less CPU per commit); false writes through the
+    /// page cache and calls fdatasync [default: true].
+    #[arg(long, env = "WEFT_WAL_DIRECT_IO", num_args = 0..=1, default_missing_value = "true")]
+    pub wal_direct_io: Option<bool>,
     /// Request bytes (as received plus decompressed) held by all requests at once, over every
     /// port; a request that would pass it waits briefly, then gets 503 / UNAVAILABLE before its
     /// body is read [default: 268435456].
@@ -375,6 +381,7 @@ pub struct Config {
     pub tenant_retention: BTreeMap<String, String>,
     pub wal_segment_bytes: u64,
     pub wal_group_wait_ms: f64,
+    pub wal_direct_io: bool,
     pub max_inflight_request_bytes: u64,
     pub max_metrics_series: usize,
     pub max_metrics_points: u64,
@@ -443,6 +450,7 @@ impl Default for Config {
             tenant_retention: BTreeMap::new(),
             wal_segment_bytes: 64 << 20,
             wal_group_wait_ms: 2.0,
+            wal_direct_io: true,
             max_inflight_request_bytes: 256 << 20,
             max_metrics_series: 1000,
             max_metrics_points: 2_000_000,
@@ -521,6 +529,7 @@ impl Config {
             retention,
             wal_segment_bytes,
             wal_group_wait_ms,
+            wal_direct_io,
             max_inflight_request_bytes,
             max_metrics_series,
             max_metrics_points,

@@ -191,6 +191,7 @@ impl Modules {
                     fsync: cfg.fsync_policy(),
                     wal_segment_bytes: cfg.wal_segment_bytes,
                     wal_group_wait: std::time::Duration::from_secs_f64(cfg.wal_group_wait_ms / 1000.0),
+                    wal_direct_io: cfg.wal_direct_io,
                     cut: CutPolicy {
                         max_age: Duration::from_secs_f64(cfg.block_max_age),
                         max_spans: cfg.block_max_spans,

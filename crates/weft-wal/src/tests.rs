@@ -344,6 +344,38 @@ fn with_tmpfs(kib: u64, f: impl FnOnce(&Path)) {
     }
 }
 
+/// Runs `f` with a fresh ext4 filesystem of `mib` MiB (a loop-mounted image) at a fresh
+/// directory, where the WAL writes with direct I/O. Needs root, `mkfs.ext4` and loop devices,
+/// like the tmpfs tests' `mount`; fails loudly without them.
+fn with_ext4(mib: u64, f: impl FnOnce(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("fs.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    File::create(&img).unwrap().set_len(mib << 20).unwrap();
+    let st = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&img)
+        .status()
+        .expect("run mkfs.ext4");
+    assert!(st.success(), "mkfs.ext4 failed");
+    let st = std::process::Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&img)
+        .arg(&mnt)
+        .status()
+        .expect("run mount");
+    assert!(
+        st.success(),
+        "loop-mounting an ext4 image failed (needs root and loop devices)"
+    );
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    if let Err(p) = res {
+        std::panic::resume_unwind(p);
+    }
+}
+
 /// Regression (issue 13, points 1 and 2): after ENOSPC, the WAL appended acknowledged records
 /// after torn bytes, and replay cut them. Now a failed write is rolled back, appends are
 /// refused while the disk is full, the log recovers once space returns, and every
@@ -351,63 +383,97 @@ fn with_tmpfs(kib: u64, f: impl FnOnce(&Path)) {
 #[test]
 fn disk_full_refuses_then_recovers_and_loses_nothing_acknowledged() {
     with_tmpfs(256, |root| {
-        let wal_dir = root.join("wal");
-        let filler = root.join("filler");
-        let rt = rt();
-        let acked = rt.block_on(async {
-            let (wal, _) = Wal::open(
-                &wal_dir,
-                WalOptions {
-                    segment_bytes: 32 << 10,
-                    ..Default::default()
-                },
-                |_| {},
-                Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-            )
-            .unwrap();
-            let mut acked = Vec::new();
-            let mut refused = 0;
-            let mut i = 0u32;
-            // Fill the disk with the WAL itself plus a filler file.
-            fs::write(&filler, vec![7u8; 150 << 10]).unwrap();
-            while refused < 20 {
-                i += 1;
-                let payload = Bytes::from(format!("{i:08}").repeat(300));
-                match wal.append(Arc::from("t"), KIND_OTLP, payload.clone()).await {
-                    Ok(_) => acked.push(payload),
-                    Err(_) => refused += 1,
-                }
-                assert!(i < 10_000, "the disk never filled");
-            }
-            assert!(
-                wal.stats.write_errors.load(Ordering::Relaxed) > 0,
-                "writes failed part-way and were rolled back"
-            );
-            // Space returns: the WAL recovers by itself.
-            fs::remove_file(&filler).unwrap();
-            for _ in 0..20 {
-                i += 1;
-                let payload = Bytes::from(format!("{i:08}").repeat(300));
-                wal.append(Arc::from("t"), KIND_OTLP, payload.clone())
-                    .await
-                    .expect("appends succeed once space returns");
-                acked.push(payload);
-            }
-            assert_eq!(wal.stats.unwritable.load(Ordering::Relaxed), 0);
-            wal.shutdown().await;
-            acked
-        });
-        let mut got = Vec::new();
-        let (_w, report) = Wal::open(
+        fs::write(root.join("filler"), vec![7u8; 150 << 10]).unwrap();
+        // tmpfs takes O_DIRECT since Linux 6.6.
+        let direct = direct_supported(root);
+        fill_then_free(root, direct);
+    });
+}
+
+/// The same on ext4, where the WAL writes with direct I/O: a failed direct write is rolled
+/// back like a buffered one.
+#[test]
+fn disk_full_with_direct_io_loses_nothing_acknowledged() {
+    with_ext4(4, |root| {
+        // Leave about 100 KiB free.
+        let st = free_bytes(root);
+        fs::write(root.join("filler"), vec![7u8; st.saturating_sub(100 << 10) as usize]).unwrap();
+        fill_then_free(root, true);
+    });
+}
+
+fn free_bytes(dir: &Path) -> u64 {
+    let out = std::process::Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(dir)
+        .output()
+        .expect("run df");
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .expect("df's free bytes")
+}
+
+/// Appends to a WAL in `root/wal` until the disk (already nearly full, with `root/filler`)
+/// refuses 20 of them, deletes the filler, appends 20 more, and checks that every
+/// acknowledged record replays and that the log was written with direct I/O if `direct`.
+fn fill_then_free(root: &Path, direct: bool) {
+    let wal_dir = root.join("wal");
+    let filler = root.join("filler");
+    let rt = rt();
+    let acked = rt.block_on(async {
+        let (wal, _) = Wal::open(
             &wal_dir,
-            WalOptions::default(),
-            |r| got.push(r.payload),
+            WalOptions {
+                segment_bytes: 32 << 10,
+                ..Default::default()
+            },
+            |_| {},
             Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
         )
         .unwrap();
-        assert_eq!(report.damaged_ranges, 0, "no record follows torn bytes");
-        assert_eq!(got, acked, "every acknowledged record replays, in order");
+        assert_eq!(wal.stats.direct_io.load(Ordering::Relaxed), direct as u64);
+        let mut acked = Vec::new();
+        let mut refused = 0;
+        let mut i = 0u32;
+        while refused < 20 {
+            i += 1;
+            let payload = Bytes::from(format!("{i:08}").repeat(300));
+            match wal.append(Arc::from("t"), KIND_OTLP, payload.clone()).await {
+                Ok(_) => acked.push(payload),
+                Err(_) => refused += 1,
+            }
+            assert!(i < 10_000, "the disk never filled");
+        }
+        assert!(
+            wal.stats.write_errors.load(Ordering::Relaxed) > 0,
+            "writes failed part-way and were rolled back"
+        );
+        // Space returns: the WAL recovers by itself.
+        fs::remove_file(&filler).unwrap();
+        for _ in 0..20 {
+            i += 1;
+            let payload = Bytes::from(format!("{i:08}").repeat(300));
+            wal.append(Arc::from("t"), KIND_OTLP, payload.clone())
+                .await
+                .expect("appends succeed once space returns");
+            acked.push(payload);
+        }
+        assert_eq!(wal.stats.unwritable.load(Ordering::Relaxed), 0);
+        wal.shutdown().await;
+        acked
     });
+    let mut got = Vec::new();
+    let (_w, report) = Wal::open(
+        &wal_dir,
+        WalOptions::default(),
+        |r| got.push(r.payload),
+        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+    )
+    .unwrap();
+    assert_eq!(report.damaged_ranges, 0, "no record follows torn bytes");
+    assert_eq!(got, acked, "every acknowledged record replays, in order");
 }
 
 /// Regression (issue 13, point 4): weft could not start on a full disk. The log opens, refuses
@@ -609,4 +675,105 @@ fn close_appends_share_a_sync_and_a_lone_one_does_not_wait() {
         assert!(used <= 15, "30 appends 2 ms apart took {used} syncs");
     });
     assert_eq!(seen.lock().unwrap().len(), 43);
+}
+
+/// Whether `dir`'s filesystem accepts `O_DIRECT` (tmpfs does only since Linux 6.6).
+fn direct_supported(dir: &Path) -> bool {
+    let p = dir.join("probe");
+    File::create(&p).unwrap();
+    let ok = open_direct(&p).is_ok();
+    fs::remove_file(&p).unwrap();
+    ok
+}
+
+/// Appends that cross 4 KiB blocks, fill one exactly, or exceed one direct write replay
+/// exactly, both from a copy taken while the writer runs (as a crash leaves the segment:
+/// padded with zeros to a block) and after a clean shutdown (padding trimmed). Replay reads
+/// the padding as the end, not as a torn tail.
+#[test]
+fn direct_writes_and_their_padding_replay_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let crash = tempfile::tempdir().unwrap();
+    let direct = direct_supported(dir.path());
+    let sizes = [1usize, 4000, 4096 - 12 - 1, 5000, 100, DIRECT_CHUNK + 5000, 3, 8192];
+    let payloads: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| Bytes::from((0..n).map(|j| (i * 31 + j) as u8).collect::<Vec<u8>>()))
+        .collect();
+    let rt = rt();
+    let end = rt.block_on(async {
+        let (wal, _) = Wal::open(
+            dir.path(),
+            WalOptions {
+                segment_bytes: 1 << 30,
+                ..Default::default()
+            },
+            |_| {},
+            Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+        )
+        .unwrap();
+        assert_eq!(wal.stats.direct_io.load(Ordering::Relaxed), direct as u64);
+        for p in &payloads {
+            wal.append(Arc::from("tenant"), KIND_OTLP, p.clone()).await.unwrap();
+        }
+        let seg = list_segments(dir.path()).unwrap().pop().unwrap().path;
+        let data = fs::read(&seg).unwrap();
+        let end = HEADER_LEN as u64 + payloads.iter().map(|p| record_len("tenant", p)).sum::<u64>();
+        if direct {
+            assert_eq!(data.len() % BLOCK, 0, "a direct write covers whole blocks");
+            assert!(data.len() as u64 > end, "the last block is padded");
+            assert!(data[end as usize..].iter().all(|&b| b == 0));
+        } else {
+            assert_eq!(data.len() as u64, end);
+        }
+        fs::write(crash.path().join(seg.file_name().unwrap()), &data).unwrap();
+        wal.shutdown().await;
+        assert_eq!(fs::metadata(&seg).unwrap().len(), end, "shutdown trims the padding");
+        end
+    });
+    for d in [crash.path(), dir.path()] {
+        let (got, report) = replay(d);
+        let got: Vec<Bytes> = got.into_iter().map(|r| r.payload).collect();
+        assert_eq!(got, payloads);
+        assert_eq!(report.torn_bytes, 0, "padding is not a torn tail");
+        assert_eq!(report.damaged_ranges, 0);
+        assert_eq!(report.bytes + HEADER_LEN as u64, end);
+    }
+}
+
+/// `direct_io: false`, and policies other than `Always`, write buffered: no padding.
+#[test]
+fn direct_io_off_writes_buffered() {
+    for opts in [
+        WalOptions {
+            direct_io: false,
+            ..Default::default()
+        },
+        WalOptions {
+            fsync: FsyncPolicy::Never,
+            ..Default::default()
+        },
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        rt().block_on(async {
+            let (wal, _) = Wal::open(
+                dir.path(),
+                opts,
+                |_| {},
+                Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+            )
+            .unwrap();
+            assert_eq!(wal.stats.direct_io.load(Ordering::Relaxed), 0);
+            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"abc"))
+                .await
+                .unwrap();
+            let seg = list_segments(dir.path()).unwrap().pop().unwrap().path;
+            assert_eq!(
+                fs::metadata(&seg).unwrap().len(),
+                HEADER_LEN as u64 + record_len("t", b"abc")
+            );
+            wal.shutdown().await;
+        });
+    }
 }
