@@ -149,8 +149,21 @@ impl TraceSizes {
         admitted.clear();
         let mut g = self.inner.lock();
         if g.rotated.elapsed() >= self.window {
-            let cur = std::mem::take(&mut g.current);
-            g.previous = cur;
+            // Each tenant's new map starts at the size the last window reached, so it does not
+            // grow (rehashing every entry) several times per window under steady load. A tenant
+            // that sent nothing in the last window is forgotten.
+            let next = g
+                .current
+                .iter()
+                .filter(|(_, m)| !m.is_empty())
+                .map(|(t, m)| {
+                    (
+                        t.clone(),
+                        FastMap::with_capacity_and_hasher(m.len(), Default::default()),
+                    )
+                })
+                .collect();
+            g.previous = std::mem::replace(&mut g.current, next);
             g.rotated = Instant::now();
         }
         let g = &mut *g;
@@ -220,6 +233,31 @@ mod tests {
         assert_eq!(adm, vec![false, true]);
         ts.admit(&Arc::from("b"), &[([1; 16], 100)], 100, &mut adm);
         assert_eq!(adm, vec![true]);
+    }
+
+    /// A trace's bytes count for one to two windows after its last span, then are forgotten,
+    /// and so is a tenant that sent nothing for a window.
+    #[test]
+    fn trace_sizes_forget_after_two_windows() {
+        let window = Duration::from_millis(30);
+        let ts = TraceSizes::new(window);
+        let t: Arc<str> = Arc::from("a");
+        let mut adm = Vec::new();
+        ts.admit(&t, &[([1; 16], 60)], 100, &mut adm);
+        std::thread::sleep(window + Duration::from_millis(5));
+        // Rotated once: still counted from the previous window.
+        ts.admit(&t, &[([1; 16], 50), ([2; 16], 1)], 100, &mut adm);
+        assert_eq!(adm, vec![false, true]);
+        std::thread::sleep(window + Duration::from_millis(5));
+        ts.admit(&Arc::from("b"), &[([3; 16], 1)], 100, &mut adm);
+        std::thread::sleep(window + Duration::from_millis(5));
+        ts.admit(&Arc::from("b"), &[([3; 16], 1)], 100, &mut adm);
+        let g = ts.inner.lock();
+        assert!(!g.current.contains_key(&t), "tenant a is not carried into a new window");
+        assert!(g.previous.get(&t).is_none_or(|m| m.is_empty()));
+        drop(g);
+        ts.admit(&t, &[([1; 16], 100)], 100, &mut adm);
+        assert_eq!(adm, vec![true], "trace 1's bytes are forgotten");
     }
 
     #[test]
