@@ -152,6 +152,31 @@ pub struct WalOptions {
     /// filesystem allows it (see the module's "Direct I/O"); `false` always uses buffered writes
     /// and `fdatasync`. Other policies always write buffered.
     pub direct_io: bool,
+    /// Failures injected by tests into the direct-I/O path.
+    #[cfg(test)]
+    pub(crate) inject: Option<Arc<Inject>>,
+}
+
+/// Failures a test makes the writer meet: the direct write numbered `fail_write` (counting
+/// from 0) fails with `errno`, and reopening a segment for buffered writes fails if
+/// `fail_reopen`.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Inject {
+    pub writes: AtomicU64,
+    pub fail_write: AtomicU64,
+    pub errno: std::sync::atomic::AtomicI32,
+    pub fail_reopen: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(test)]
+impl Inject {
+    fn before_write(&self) -> std::io::Result<()> {
+        if self.writes.fetch_add(1, Ordering::Relaxed) == self.fail_write.load(Ordering::Relaxed) {
+            return Err(std::io::Error::from_raw_os_error(self.errno.load(Ordering::Relaxed)));
+        }
+        Ok(())
+    }
 }
 
 impl Default for WalOptions {
@@ -162,6 +187,8 @@ impl Default for WalOptions {
             min_segment: 1,
             group_wait: Duration::from_millis(2),
             direct_io: true,
+            #[cfg(test)]
+            inject: None,
         }
     }
 }
@@ -483,8 +510,13 @@ fn replay_segment(
                 at = next;
             }
             Decoded::End => return Ok(Some(at as u64)),
-            // The padding of a direct write that was not trimmed (the writer stopped first).
-            Decoded::Torn(_) if buf[at..].iter().all(|&b| b == 0) => return Ok(Some(at as u64)),
+            // The padding of a direct write that was not trimmed (the writer stopped first):
+            // zeros from the end of the log to the end of its block, and no further.
+            Decoded::Torn(_)
+                if buf.len() % BLOCK == 0 && buf.len() - at < BLOCK && buf[at..].iter().all(|&b| b == 0) =>
+            {
+                return Ok(Some(at as u64));
+            }
             Decoded::Torn(why) => match resync(&buf, at) {
                 Some(p) => {
                     damaged(seg, report, at, p, why);
@@ -710,6 +742,7 @@ impl Staging {
     fn new() -> Self {
         let raw = vec![0u8; DIRECT_CHUNK + BLOCK];
         let at = raw.as_ptr().align_offset(BLOCK);
+        assert!(at < BLOCK, "a byte buffer can be aligned");
         Staging { raw, at }
     }
 
@@ -740,12 +773,15 @@ fn open_direct(path: &Path) -> std::io::Result<File> {
 /// first write starts at the block holding `offset` and carries `tail`, that block's bytes
 /// before `offset` (unchanged); the last is padded with zeros. On success `tail` holds the new
 /// last, partly filled block. A failed write leaves `tail` as it was.
+///
+/// `before_write` runs before each write (tests inject failures there).
 fn write_direct(
     file: &File,
     staging: &mut Staging,
     tail: &mut Vec<u8>,
     offset: u64,
     parts: &[&[u8]],
+    mut before_write: impl FnMut() -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     debug_assert_eq!(tail.len() as u64, offset % BLOCK as u64);
@@ -761,6 +797,7 @@ fn write_direct(
             pos += n;
             part = &part[n..];
             if pos == buf.len() {
+                before_write()?;
                 file.write_all_at(buf, file_at)?;
                 file_at += buf.len() as u64;
                 pos = 0;
@@ -770,12 +807,19 @@ fn write_direct(
     if pos > 0 {
         let end = pos.next_multiple_of(BLOCK);
         buf[pos..end].fill(0);
+        before_write()?;
         file.write_all_at(&buf[..end], file_at)?;
     }
     let last = pos - pos % BLOCK;
     tail.clear();
     tail.extend_from_slice(&buf[last..pos]);
     Ok(())
+}
+
+/// Whether an error from opening or writing with `O_DIRECT` means the filesystem does not
+/// support it (rather than a failure of this write).
+fn refuses_direct(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP))
 }
 
 /// A group's bytes in file order: each record's header, then its payload.
@@ -851,9 +895,12 @@ impl Writer {
                     self.tail.clear();
                     self.tail.extend_from_slice(MAGIC);
                 }
-                Err(e) => {
+                Err(e) if refuses_direct(&e) => {
                     self.direct_refused = true;
                     tracing::info!(path = %self.path.display(), error = %e, "the wal's filesystem refuses direct I/O; using buffered writes and fdatasync");
+                }
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot open the wal segment for direct I/O; writing it buffered");
                 }
             }
         }
@@ -861,19 +908,37 @@ impl Writer {
     }
 
     /// After the filesystem refused a direct write: the segment is cut back to the end of the
-    /// log and written buffered from now on.
+    /// log and written buffered from now on. If it cannot be reopened so, it is fenced (never
+    /// written again; bytes of the failed write may follow its last record, which replay cuts)
+    /// and the next segment is started, buffered; the group is refused.
     fn leave_direct(&mut self, e: &std::io::Error) -> Result<(), Refusal> {
         tracing::warn!(path = %self.path.display(), error = %e, "the wal's filesystem refuses direct writes; using buffered writes and fdatasync");
-        self.direct = false;
         self.direct_refused = true;
+        self.direct = false;
         self.stats.direct_io.store(0, Ordering::Relaxed);
-        let file = OpenOptions::new()
+        let reopened = OpenOptions::new()
             .append(true)
             .open(&self.path)
-            .and_then(|f| f.set_len(self.offset).map(|_| f))
-            .map_err(|e| Refusal::Io(e.to_string()))?;
-        self.file = Some(file);
-        Ok(())
+            .and_then(|f| f.set_len(self.offset).map(|_| f));
+        #[cfg(test)]
+        let reopened = match &self.opts.inject {
+            Some(i) if i.fail_reopen.load(Ordering::Relaxed) => Err(std::io::Error::other("injected")),
+            _ => reopened,
+        };
+        match reopened {
+            Ok(file) => {
+                self.file = Some(file);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot reopen the wal segment for buffered writes; fencing it");
+                self.stats.fenced_segments.fetch_add(1, Ordering::Relaxed);
+                self.file = None;
+                self.sealed.push(self.seq);
+                self.reopen();
+                Err(Refusal::Io(e.to_string()))
+            }
+        }
     }
 
     /// Drops the zero padding after the end of the log in a segment written with direct I/O
@@ -1095,8 +1160,17 @@ impl Writer {
             let parts = group_parts(g);
             let file = self.file.as_ref().expect("checked above");
             let staging = self.staging.get_or_insert_with(Staging::new);
+            #[cfg(test)]
+            let inject = self.opts.inject.clone();
+            let before_write = || {
+                #[cfg(test)]
+                if let Some(i) = &inject {
+                    return i.before_write();
+                }
+                Ok(())
+            };
             let t = Instant::now();
-            match write_direct(file, staging, &mut self.tail, self.offset, &parts) {
+            match write_direct(file, staging, &mut self.tail, self.offset, &parts, before_write) {
                 Ok(()) => {
                     // Durable on return (O_DSYNC): counted as the group's sync.
                     self.stats.syncs.fetch_add(1, Ordering::Relaxed);
@@ -1106,7 +1180,7 @@ impl Writer {
                     self.last_sync = Instant::now();
                     return Ok(());
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.leave_direct(&e)?,
+                Err(e) if refuses_direct(&e) => self.leave_direct(&e)?,
                 Err(e) => return Err(Refusal::Io(e.to_string())),
             }
         }
