@@ -21,6 +21,12 @@ echo "== backend fuzz targets build (fuzzing itself needs nightly: cargo +nightl
 (cd crates/weft-kafka/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 
 echo "== rust tests"
+# The WAL's disk-full and direct-I/O tests mount a tmpfs and a loop-mounted ext4 (as root).
+if ! command -v mkfs.ext4 >/dev/null; then
+    SUDO=""; [[ "$(id -u)" != 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends e2fsprogs >/dev/null
+fi
 cargo test --workspace
 
 echo "== build the weft binary for end-to-end tests"
