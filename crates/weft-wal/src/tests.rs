@@ -193,6 +193,22 @@ fn append_n(dir: &Path, n: u8, size: usize) -> Vec<WalPos> {
     })
 }
 
+/// Opens a log in `dir` whose segments never roll (1 GiB), with `inject`'s failures if any.
+fn one_segment_wal(dir: &Path, inject: Option<&Arc<Inject>>) -> Wal {
+    Wal::open(
+        dir,
+        WalOptions {
+            segment_bytes: 1 << 30,
+            inject: inject.cloned(),
+            ..Default::default()
+        },
+        |_| {},
+        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+    )
+    .unwrap()
+    .0
+}
+
 fn replay(dir: &Path) -> (Vec<Record>, ReplayReport) {
     let mut got = Vec::new();
     let (_w, report) = Wal::open(
@@ -529,16 +545,7 @@ mod model {
     /// Appends `payloads` to a new log in `dir`, all in one segment.
     fn write_one_segment(dir: &Path, payloads: &[Vec<u8>]) {
         rt().block_on(async {
-            let (wal, _) = Wal::open(
-                dir,
-                WalOptions {
-                    segment_bytes: 1 << 30,
-                    ..Default::default()
-                },
-                |_| {},
-                Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-            )
-            .unwrap();
+            let wal = one_segment_wal(dir, None);
             for p in payloads {
                 wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(p.clone()))
                     .await
@@ -725,16 +732,7 @@ fn padding_roundtrip(dir: &Path, direct: bool) {
         .collect();
     let rt = rt();
     let end = rt.block_on(async {
-        let (wal, _) = Wal::open(
-            dir,
-            WalOptions {
-                segment_bytes: 1 << 30,
-                ..Default::default()
-            },
-            |_| {},
-            Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-        )
-        .unwrap();
+        let wal = one_segment_wal(dir, None);
         assert_eq!(wal.stats.direct_io.load(Ordering::Relaxed), direct as u64);
         let seg = list_segments(dir).unwrap().pop().unwrap().path;
         let mut end = HEADER_LEN as u64;
@@ -786,21 +784,6 @@ fn zeros_beyond_a_blocks_padding_are_a_torn_tail() {
     }
 }
 
-fn injected(dir: &Path, inject: &Arc<Inject>) -> Wal {
-    Wal::open(
-        dir,
-        WalOptions {
-            segment_bytes: 1 << 30,
-            inject: Some(inject.clone()),
-            ..Default::default()
-        },
-        |_| {},
-        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-    )
-    .unwrap()
-    .0
-}
-
 fn no_failure() -> Arc<Inject> {
     let i = Inject::default();
     i.fail_write.store(u64::MAX, Ordering::Relaxed);
@@ -831,7 +814,7 @@ fn failed_direct_writes_lose_nothing_acknowledged() {
         let dir = root.join("einval");
         let inject = no_failure();
         rt.block_on(async {
-            let wal = injected(&dir, &inject);
+            let wal = one_segment_wal(&dir, Some(&inject));
             assert_eq!(wal.stats.direct_io.load(Ordering::Relaxed), 1);
             wal.append(t(), KIND_OTLP, a.clone()).await.unwrap();
             fail_in(&inject, 1, libc::EINVAL);
@@ -848,7 +831,7 @@ fn failed_direct_writes_lose_nothing_acknowledged() {
         let dir = root.join("eio");
         let inject = no_failure();
         rt.block_on(async {
-            let wal = injected(&dir, &inject);
+            let wal = one_segment_wal(&dir, Some(&inject));
             wal.append(t(), KIND_OTLP, a.clone()).await.unwrap();
             fail_in(&inject, 1, libc::EIO);
             assert!(wal.append(t(), KIND_OTLP, big.clone()).await.is_err());
@@ -865,7 +848,7 @@ fn failed_direct_writes_lose_nothing_acknowledged() {
         let dir = root.join("fenced");
         let inject = no_failure();
         rt.block_on(async {
-            let wal = injected(&dir, &inject);
+            let wal = one_segment_wal(&dir, Some(&inject));
             wal.append(t(), KIND_OTLP, a.clone()).await.unwrap();
             inject.fail_reopen.store(true, Ordering::Relaxed);
             fail_in(&inject, 1, libc::EINVAL);
