@@ -13,11 +13,12 @@
 //! - **Direct I/O.** Under [`FsyncPolicy::Always`] (and [`WalOptions::direct_io`]), a segment
 //!   is written with `O_DIRECT | O_DSYNC` where the filesystem allows it: each group is one
 //!   aligned write that is durable when it returns, with no page cache and no separate
-//!   `fdatasync`. It costs about a third less CPU per group commit than a buffered write and
-//!   `fdatasync` (BENCHMARKS.md, "The WAL's write, measured by itself"). Writes must cover
-//!   whole 4 KiB blocks at aligned offsets, so a group starts at the block holding the end of
-//!   the log, rewriting that block's earlier bytes unchanged, and is padded with zeros to a
-//!   block boundary. A torn write leaves each sector old or new; both hold the same earlier
+//!   `fdatasync`. With commits of a few hundred KB it costs about a fifth less CPU than a
+//!   buffered write and `fdatasync` (BENCHMARKS.md, "The WAL written with direct I/O"); with
+//!   small commits about the same, as extending the file still costs a journal commit.
+//!   Writes must cover whole 4 KiB blocks at aligned offsets, so a group starts at the block
+//!   holding the end of the log, rewriting that block's earlier bytes unchanged, and is padded
+//!   with zeros to a block boundary. A torn write leaves each sector old or new; both hold the same earlier
 //!   bytes, so an acknowledged record is never damaged by a later group. (PostgreSQL rewrites
 //!   its WAL's last page the same way.) Filesystems that refuse `O_DIRECT` (tmpfs before Linux
 //!   6.6, some network filesystems) get buffered writes and `fdatasync`.
