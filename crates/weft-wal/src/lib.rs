@@ -196,13 +196,24 @@ impl Default for WalOptions {
 
 /// An append a caller announced: it is on its way (being validated, say) and the writer's
 /// group may wait for it. Dropped when the append is handed to the writer, or abandoned.
-pub struct Coming(Arc<AtomicUsize>);
+pub struct Coming(Arc<Arrivals>);
 
 impl Drop for Coming {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
+        self.0.coming.fetch_sub(1, Ordering::Release);
     }
 }
+
+/// What callers and the writer share about appends on their way to it.
+struct Arrivals {
+    /// Appends announced ([`Wal::announce`]) and not yet queued.
+    coming: AtomicUsize,
+    /// Payload bytes of appends queued and not yet taken by the writer.
+    queued: AtomicU64,
+}
+
+/// A group this large is written without waiting for more appends.
+const GROUP_WAIT_BYTES: u64 = 1 << 20;
 
 struct Append {
     tenant: Arc<str>,
@@ -288,8 +299,10 @@ pub struct WalStats {
 pub struct Wal {
     tx: mpsc::Sender<Cmd>,
     pub stats: Arc<WalStats>,
-    /// Appends announced and not yet handed to the writer.
-    coming: Arc<AtomicUsize>,
+    arrivals: Arc<Arrivals>,
+    /// The writer's thread: woken by an append only when the queue reaches
+    /// [`GROUP_WAIT_BYTES`] while it sleeps through a busy group's wait.
+    writer: std::thread::Thread,
 }
 
 /// One segment found on disk.
@@ -619,21 +632,34 @@ impl Wal {
             .replay_removed_segments
             .store(report.removed_segments, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        let coming = Arc::new(AtomicUsize::new(0));
-        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink, coming.clone());
+        let arrivals = Arc::new(Arrivals {
+            coming: AtomicUsize::new(0),
+            queued: AtomicU64::new(0),
+        });
+        let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink, arrivals.clone());
         writer.sealed = kept;
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(io(dir))?;
-        Ok((Wal { tx, stats, coming }, report))
+            .map_err(io(dir))?
+            .thread()
+            .clone();
+        Ok((
+            Wal {
+                tx,
+                stats,
+                arrivals,
+                writer,
+            },
+            report,
+        ))
     }
 
     /// Announces an append this caller is about to make (see [`WalOptions::group_wait`]); pass
     /// the guard to [`Wal::append_announced`], or drop it if the append does not happen.
     pub fn announce(&self) -> Coming {
-        self.coming.fetch_add(1, Ordering::AcqRel);
-        Coming(self.coming.clone())
+        self.arrivals.coming.fetch_add(1, Ordering::AcqRel);
+        Coming(self.arrivals.clone())
     }
 
     /// [`Wal::append`] of an announced append: the announcement ends as the record is queued.
@@ -657,14 +683,25 @@ impl Wal {
             return Err(WalError::TooLarge(payload.len()));
         }
         let (done, rx) = tokio::sync::oneshot::channel();
-        self.tx
-            .send(Cmd::Append(Append {
-                tenant,
-                kind,
-                payload,
-                done,
-            }))
-            .map_err(|_| WalError::Closed)?;
+        // Counted before it is queued, so the writer's count on taking it never goes below zero.
+        let len = payload.len() as u64;
+        let before = self.arrivals.queued.fetch_add(len, Ordering::AcqRel);
+        let sent = self.tx.send(Cmd::Append(Append {
+            tenant,
+            kind,
+            payload,
+            done,
+        }));
+        if sent.is_err() {
+            self.arrivals.queued.fetch_sub(len, Ordering::AcqRel);
+            return Err(WalError::Closed);
+        }
+        // A writer sleeping through a busy group's wait is woken only once the queue holds a
+        // group's worth ([`Writer::wait_for_coming`]). A writer waiting in the channel is woken
+        // by the send itself.
+        if before < GROUP_WAIT_BYTES && before + len >= GROUP_WAIT_BYTES {
+            self.writer.unpark();
+        }
         match rx.await {
             Ok(Ok(pos)) => Ok(pos),
             Ok(Err(Refusal::Io(msg))) => Err(WalError::Io {
@@ -710,8 +747,9 @@ struct Writer {
     /// Error logs while the disk refuses writes are limited to one per interval.
     last_error_log: Option<Instant>,
     suppressed_errors: u64,
-    /// Appends announced by callers and not yet queued ([`Wal::announce`]).
-    coming: Arc<AtomicUsize>,
+    /// Appends announced by callers and not yet queued ([`Wal::announce`]), and the bytes
+    /// queued and not yet taken.
+    arrivals: Arc<Arrivals>,
     /// When the last append arrived, and the average time between appends (weighted 1/4 to
     /// the newest): appends closer together than the group wait make a group wait for more.
     last_append: Instant,
@@ -844,7 +882,7 @@ impl Writer {
         seq: u64,
         stats: Arc<WalStats>,
         sink: Box<dyn CommitSink>,
-        coming: Arc<AtomicUsize>,
+        arrivals: Arc<Arrivals>,
     ) -> Self {
         let mut w = Writer {
             path: segment_path(&dir, seq),
@@ -860,7 +898,7 @@ impl Writer {
             dirty: false,
             last_error_log: None,
             suppressed_errors: 0,
-            coming,
+            arrivals,
             last_append: Instant::now(),
             append_gap: Duration::from_secs(1),
             direct: false,
@@ -1011,6 +1049,7 @@ impl Writer {
             while let Some(c) = cmd.take() {
                 match c {
                     Cmd::Append(a) => {
+                        self.arrivals.queued.fetch_sub(a.payload.len() as u64, Ordering::AcqRel);
                         let now = Instant::now();
                         self.append_gap = (self.append_gap * 3 + (now - self.last_append)) / 4;
                         self.last_append = now;
@@ -1050,15 +1089,37 @@ impl Writer {
     }
 
     /// The next command if one arrives before `until` while another append is likely (see
-    /// [`WalOptions::group_wait`]; under [`FsyncPolicy::Always`], for groups under 1 MiB);
-    /// `None` otherwise. One timed wait, not a poll: an announced request that is then refused
-    /// (and never appends) holds the group back until `until`, which is rare and bounded.
+    /// [`WalOptions::group_wait`]; under [`FsyncPolicy::Always`], for groups under
+    /// [`GROUP_WAIT_BYTES`]); `None` otherwise.
+    ///
+    /// - **Busy** (appends arriving on average more often than the group wait): the group
+    ///   will wait until `until` anyway, so the writer sleeps through it and then takes what
+    ///   has queued. Waiting in the channel instead woke it once per append, and each wake-up
+    ///   cost the sender a futex call and the writer a context switch (a few per group at
+    ///   hundreds of requests a second). Appends wake it early only once the queue holds
+    ///   [`GROUP_WAIT_BYTES`] ([`Wal::append`]), so a large group is not held back.
+    /// - **Not busy, an append announced:** one timed wait in the channel, which the append
+    ///   ends, so a lone request is written as soon as it arrives. An announced request that
+    ///   is then refused (and never appends) holds the group back until `until`, which is rare
+    ///   and bounded.
     fn wait_for_coming(&self, rx: &mpsc::Receiver<Cmd>, until: Instant, group_bytes: u64) -> Option<Cmd> {
-        if !matches!(self.opts.fsync, FsyncPolicy::Always) || group_bytes >= 1 << 20 {
+        if !matches!(self.opts.fsync, FsyncPolicy::Always) || group_bytes >= GROUP_WAIT_BYTES {
             return None;
         }
         let busy = self.append_gap < self.opts.group_wait;
-        if !busy && self.coming.load(Ordering::Acquire) == 0 {
+        if busy {
+            loop {
+                let now = Instant::now();
+                let queued = self.arrivals.queued.load(Ordering::Acquire);
+                if now >= until || group_bytes + queued >= GROUP_WAIT_BYTES {
+                    break;
+                }
+                // Ends early on an unpark, or spuriously; either way the loop looks again.
+                std::thread::park_timeout(until - now);
+            }
+            return rx.try_recv().ok();
+        }
+        if self.arrivals.coming.load(Ordering::Acquire) == 0 {
             return None;
         }
         let left = until.saturating_duration_since(Instant::now());

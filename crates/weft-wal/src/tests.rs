@@ -684,6 +684,49 @@ fn close_appends_share_a_sync_and_a_lone_one_does_not_wait() {
     assert_eq!(seen.lock().unwrap().len(), 43);
 }
 
+/// A busy writer sleeps through its group's wait without being woken by each append, but a
+/// queue that reaches a group's worth of bytes wakes it: a large group is not held back.
+#[test]
+fn busy_group_is_written_early_once_a_megabyte_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    // A wait longer than the writer's starting estimate of the gap between appends (1 s), so
+    // the writer counts as busy from the first append.
+    let (wal, _) = Wal::open(
+        dir.path(),
+        WalOptions {
+            group_wait: Duration::from_secs(5),
+            ..Default::default()
+        },
+        |_| {},
+        Box::new(VecSink(seen.clone())),
+    )
+    .unwrap();
+    let wal = Arc::new(wal);
+    rt().block_on(async {
+        let t = Instant::now();
+        let syncs = wal.stats.syncs.load(Ordering::Relaxed);
+        let small = {
+            let wal = wal.clone();
+            tokio::spawn(async move { wal.append(Arc::from("t"), 1, Bytes::from_static(b"small")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let big = {
+            let wal = wal.clone();
+            tokio::spawn(async move { wal.append(Arc::from("t"), 1, Bytes::from(vec![7u8; 1 << 20])).await })
+        };
+        small.await.unwrap().unwrap();
+        big.await.unwrap().unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a megabyte queued did not end the 5 s wait: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(wal.stats.syncs.load(Ordering::Relaxed) - syncs, 1, "both in one group");
+    });
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
 /// Whether `dir`'s filesystem accepts `O_DIRECT` (tmpfs does only since Linux 6.6).
 fn direct_supported(dir: &Path) -> bool {
     let p = dir.join("probe");
