@@ -9,6 +9,11 @@ export CARGO_TERM_COLOR=never
 echo "== spec vectors are well-formed and self-consistent"
 python3 scripts/check_vectors.py
 
+echo "== install test dependencies"
+# First, while nothing else is built: building Jaeger takes about 3.7 GB of caches for a few
+# minutes (removed after), and CI machines can be short of disk.
+bash scripts/test-deps.sh
+
 echo "== build the web UI (embedded into the weft binary)"
 bash scripts/build_ui.sh
 
@@ -32,9 +37,6 @@ cargo test --workspace
 echo "== build the weft binary for end-to-end tests"
 cargo build -p weft-server
 export WEFT_BIN="$PWD/target/debug/weft"
-
-echo "== install test dependencies"
-bash scripts/test-deps.sh
 
 echo "== end-to-end tests"
 .venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
