@@ -618,23 +618,23 @@ mod model {
     }
 }
 
+/// A WAL in `dir` with the given group wait, and the records its sink has been handed.
+fn open_with_group_wait(dir: &Path, group_wait: Duration) -> (Arc<Wal>, Arc<Mutex<Vec<Record>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let opts = WalOptions {
+        group_wait,
+        ..Default::default()
+    };
+    let (wal, _) = Wal::open(dir, opts, |_| {}, Box::new(VecSink(seen.clone()))).unwrap();
+    (Arc::new(wal), seen)
+}
+
 /// Requests close together share one fsync (the group waits for them), and a lone request is
 /// not held back by the wait.
 #[test]
 fn close_appends_share_a_sync_and_a_lone_one_does_not_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (wal, _) = Wal::open(
-        dir.path(),
-        WalOptions {
-            group_wait: Duration::from_millis(100),
-            ..Default::default()
-        },
-        |_| {},
-        Box::new(VecSink(seen.clone())),
-    )
-    .unwrap();
-    let wal = Arc::new(wal);
+    let (wal, seen) = open_with_group_wait(dir.path(), Duration::from_millis(100));
     let rt = rt();
     rt.block_on(async {
         // A lone append, long after any other: answered without the 100 ms wait.
@@ -689,20 +689,9 @@ fn close_appends_share_a_sync_and_a_lone_one_does_not_wait() {
 #[test]
 fn busy_group_is_written_early_once_a_megabyte_is_queued() {
     let dir = tempfile::tempdir().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
     // A wait longer than the writer's starting estimate of the gap between appends (1 s), so
     // the writer counts as busy from the first append.
-    let (wal, _) = Wal::open(
-        dir.path(),
-        WalOptions {
-            group_wait: Duration::from_secs(5),
-            ..Default::default()
-        },
-        |_| {},
-        Box::new(VecSink(seen.clone())),
-    )
-    .unwrap();
-    let wal = Arc::new(wal);
+    let (wal, seen) = open_with_group_wait(dir.path(), Duration::from_secs(5));
     rt().block_on(async {
         let t = Instant::now();
         let syncs = wal.stats.syncs.load(Ordering::Relaxed);
