@@ -43,7 +43,7 @@ pub mod values;
 mod write;
 
 pub use read::{DictBuilder, DictColumn, FilterColumns, FilterRow, GraphColumns, MetricColumns, MetricNeeds, Needs};
-pub use write::{Encoded, WriteOptions};
+pub use write::{Encoded, HEAD_CUT_ZSTD_LEVEL, WriteOptions};
 
 use bytes::Bytes;
 use columns::SpanColumns;

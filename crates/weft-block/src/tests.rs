@@ -211,24 +211,37 @@ async fn block_round_trip_reproduces_every_field() {
     let req = sample_request(3000, 5, 2);
     let cols = columns_of(&req);
     let store = MemoryStorage::new();
-    let opts = WriteOptions {
+    // Compaction's options (zstd level 3) and a head cut's (level 1).
+    let compaction = WriteOptions {
         row_group_rows: 1000,
         ..Default::default()
     };
-    let meta = write_block(&store, &cols, "t1", Origin::default(), &opts)
-        .await
-        .unwrap();
-    assert_eq!(meta.span_count, 15000);
-    assert_eq!(meta.trace_count, 3000);
-    assert!(meta.row_groups >= 15);
-    let block = Block::open(&store, &block_prefix("t1", &meta.block_id)).await.unwrap();
-    for id in trace_ids(&req).iter().step_by(97) {
-        let rows = block.find_trace(&store, id).await.unwrap();
-        assert_eq!(rows.len(), 5);
-        assert_eq!(decode_rows(&rows), spans_of(&req, id));
+    let mut sizes = Vec::new();
+    for (tenant, opts) in [("t1", compaction), ("t2", WriteOptions::head_cut(1000))] {
+        let meta = write_block(&store, &cols, tenant, Origin::default(), &opts)
+            .await
+            .unwrap();
+        assert_eq!(meta.span_count, 15000);
+        assert_eq!(meta.trace_count, 3000);
+        assert!(meta.row_groups >= 15);
+        let block = Block::open(&store, &block_prefix(tenant, &meta.block_id))
+            .await
+            .unwrap();
+        for id in trace_ids(&req).iter().step_by(97) {
+            let rows = block.find_trace(&store, id).await.unwrap();
+            assert_eq!(rows.len(), 5);
+            assert_eq!(decode_rows(&rows), spans_of(&req, id));
+        }
+        assert!(block.find_trace(&store, &[0xee; 16]).await.unwrap().is_empty());
+        println!(
+            "bytes per span for the sample at zstd level {}: {}",
+            opts.zstd_level,
+            meta.size_bytes / meta.span_count
+        );
+        sizes.push(meta.size_bytes);
     }
-    assert!(block.find_trace(&store, &[0xee; 16]).await.unwrap().is_empty());
-    println!("bytes per span for the sample: {}", meta.size_bytes / meta.span_count);
+    // The level reaches the compressor: the same spans encode to a different size.
+    assert_ne!(sizes[0], sizes[1], "zstd level 1 and 3 wrote identical sizes");
 }
 
 #[tokio::test]

@@ -25,6 +25,29 @@ pub struct WriteOptions {
     pub commit_before: Option<std::time::SystemTime>,
 }
 
+/// zstd level of head cuts ([`WriteOptions::head_cut`]).
+///
+/// A head block is transient: compaction rewrites it at [`WriteOptions::default`]'s level 3
+/// into a larger block (ADR 7), and that block is what a query reads for the rest of its
+/// retention. Level 1 encodes spans with realistic, high-cardinality attributes about 17 %
+/// faster than level 3 (1.07–1.17 µs against 1.29–1.36 µs per span, `weft loadgen --stages
+/// --realistic`) for about 4 % more bytes (92.9 against 89.7 per span); on repetitive spans
+/// the two are equal (BENCHMARKS.md, "zstd level 1 for head cuts").
+pub const HEAD_CUT_ZSTD_LEVEL: i32 = 1;
+
+impl WriteOptions {
+    /// The options of a head cut: row groups of `row_group_rows`, zstd at
+    /// [`HEAD_CUT_ZSTD_LEVEL`], no value blooms and no dedicated columns (compaction writes
+    /// those).
+    pub fn head_cut(row_group_rows: usize) -> Self {
+        WriteOptions {
+            row_group_rows,
+            zstd_level: HEAD_CUT_ZSTD_LEVEL,
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for WriteOptions {
     fn default() -> Self {
         WriteOptions {

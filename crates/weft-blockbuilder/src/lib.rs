@@ -332,10 +332,7 @@ impl Partition {
                     end,
                 };
                 let ts = first_ts.take().unwrap_or(0);
-                let opts = WriteOptions {
-                    row_group_rows: self.cfg.row_group_rows,
-                    ..Default::default()
-                };
+                let opts = WriteOptions::head_cut(self.cfg.row_group_rows);
                 let topic = &self.cfg.topic;
                 let origin = |tenant: &str| Origin {
                     kafka: vec![range],

@@ -159,10 +159,7 @@ impl Ingest {
             let db = db.clone();
             let metrics = metrics.clone();
             let wal = wal.clone();
-            let opts = WriteOptions {
-                row_group_rows: cfg.row_group_rows,
-                ..Default::default()
-            };
+            let opts = WriteOptions::head_cut(cfg.row_group_rows);
             let rt = tokio::runtime::Handle::current();
             let flushed = flushed.clone();
             std::thread::Builder::new()
@@ -363,10 +360,7 @@ impl Ingest {
     pub async fn flush(&self) {
         self.wait_for_head().await;
         if let Some(cut) = self.head.cut() {
-            let opts = WriteOptions {
-                row_group_rows: self.cfg.row_group_rows,
-                ..Default::default()
-            };
+            let opts = WriteOptions::head_cut(self.cfg.row_group_rows);
             for (tenant, cols) in &cut.tenants {
                 let origin = Origin {
                     wal_end: Some(cut.wal_end),

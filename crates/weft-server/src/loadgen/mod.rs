@@ -349,7 +349,10 @@ fn stages(args: &LoadgenArgs) -> anyhow::Result<()> {
         build = build.min(t.elapsed().as_secs_f64());
 
         let t = Instant::now();
-        let enc = weft_block::encode(&cols, &weft_block::WriteOptions::default())?;
+        let enc = weft_block::encode(
+            &cols,
+            &weft_block::WriteOptions::head_cut(weft_block::WriteOptions::default().row_group_rows),
+        )?;
         encode = encode.min(t.elapsed().as_secs_f64());
         encoded_bytes = enc.data.len();
     }
