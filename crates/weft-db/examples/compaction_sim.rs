@@ -29,7 +29,16 @@ fn main() {
     };
     // (spans per head block, seconds between cuts): a trickle cut by age, small blocks every
     // few seconds, and blocks cut by size under heavy load.
-    for (spans, every) in [(15, 2), (500, 30), (2_000, 3), (10_000, 5), (50_000, 2), (200_000, 4)] {
+    for (spans, every) in [
+        (15, 2),
+        (500, 30),
+        (2_000, 3),
+        (10_000, 5),
+        (15_000, 30),
+        (30_000, 1),
+        (50_000, 2),
+        (200_000, 4),
+    ] {
         let s = simulate(|b| policy.pick(b), spans, every, 3600, 30);
         let old = simulate(previous_pick, spans, every, 3600, 30);
         println!(

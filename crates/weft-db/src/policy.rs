@@ -64,6 +64,13 @@ impl TierPolicy {
         (self.final_spans() / self.fanout()).max(1)
     }
 
+    /// The most small blocks merged straight into a final block: `F²`, and at most
+    /// `max_inputs`.
+    fn direct_inputs(&self) -> usize {
+        let f = self.fanout() as usize;
+        (f * f).min(self.max_inputs.max(2))
+    }
+
     pub fn tier(&self, spans: u64) -> Tier {
         if spans >= self.final_spans() {
             Tier::Final
@@ -91,6 +98,21 @@ impl TierPolicy {
             return middle[..f].to_vec();
         }
         let small = oldest_first(Tier::Small);
+        // Straight to the final tier: when the oldest small blocks, at most `F²` of them (so
+        // under `M` spans), hold `M/F` spans, they all merge into one final block, so their
+        // spans are written twice in all instead of three times. While fewer than `F²` small
+        // blocks wait and their mean size says `F²` of them would get there, they wait.
+        let direct = &small[..small.len().min(self.direct_inputs())];
+        let sum: u64 = direct.iter().map(|&i| blocks[i].spans).sum();
+        if sum >= self.final_spans() {
+            return direct.to_vec();
+        }
+        if direct.len() == small.len()
+            && direct.len() < self.direct_inputs()
+            && sum.saturating_mul(self.direct_inputs() as u64) >= self.final_spans() * direct.len() as u64
+        {
+            return Vec::new();
+        }
         let mut sum = 0;
         for (n, &i) in small.iter().enumerate().take(self.max_inputs.max(2)) {
             sum += blocks[i].spans;
@@ -254,11 +276,48 @@ mod tests {
     }
 
     #[test]
+    fn small_blocks_that_can_make_a_final_block_merge_straight_into_one() {
+        // 30k-span head blocks (realistic spans cut at 16 MiB of head memory): 16 of them
+        // make 480k spans, a final block, so they wait for each other instead of merging
+        // three at a time into a middle block that would be rewritten again.
+        let five: Vec<Candidate> = (0..5).map(|i| c(30_000, i, 0)).collect();
+        assert!(
+            POLICY.pick(&five).is_empty(),
+            "five wait: sixteen would make a final block"
+        );
+        let nine: Vec<Candidate> = (0..9).map(|i| c(30_000, i, 0)).collect();
+        assert_eq!(POLICY.pick(&nine), (0..9).collect::<Vec<_>>(), "270k spans: final");
+        let many: Vec<Candidate> = (0..20).rev().map(|i| c(30_000, i, 0)).collect();
+        assert_eq!(
+            POLICY.pick(&many),
+            (4..20).rev().collect::<Vec<_>>(),
+            "at most sixteen, the oldest first"
+        );
+        // Blocks too small for sixteen to make a final block keep the volume rule.
+        let small: Vec<Candidate> = (0..5).map(|i| c(15_000, i, 0)).collect();
+        assert_eq!(POLICY.pick(&small).len(), 5, "the oldest until 62,500 spans");
+        // A middle block is not taken into a small merge.
+        let mixed = [c(100_000, 0, 1), c(30_000, 1, 0), c(30_000, 2, 0)];
+        assert!(POLICY.pick(&mixed).is_empty());
+    }
+
+    #[test]
     fn an_hour_of_steady_load_writes_each_span_at_most_three_times() {
-        for (spans, every) in [(10_000, 5), (50_000, 2), (200_000, 4), (2_000, 3), (100_000, 30)] {
+        for (spans, every) in [
+            (10_000, 5),
+            (50_000, 2),
+            (200_000, 4),
+            (2_000, 3),
+            (100_000, 30),
+            (30_000, 1),
+        ] {
             let s = simulate(|b| POLICY.pick(b), spans, every, 3600, 30);
             assert!(s.max_writes <= 3, "{spans} spans every {every}s: {s:?}");
             assert!(s.write_amplification() <= 3.0, "{spans} every {every}s: {s:?}");
+            // Head blocks that sixteen at a time make a final block are rewritten once.
+            if spans * 16 >= POLICY.final_spans() {
+                assert_eq!(s.max_writes, 2, "{spans} spans every {every}s: {s:?}");
+            }
             // Blocks stay few: final ones hold a quarter of the maximum or more, and below
             // them at most a tier's worth of each smaller size waits.
             let bound = (s.cut_spans / POLICY.final_spans()) as usize + 2 * 4 + 64;
