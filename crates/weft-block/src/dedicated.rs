@@ -59,7 +59,54 @@ impl Scalar<'_> {
 
 /// A `KeyValue` of exactly a key and an `AnyValue` of exactly one scalar field: the only shape
 /// that is moved to a column, so that re-encoding it reproduces what a decoder reads.
+#[inline]
 pub fn canonical_key_value(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
+    canonical_fast(kv).or_else(|| canonical_general(kv))
+}
+
+/// [`canonical_key_value`] for the layout every SDK writes: the key, then the value, each with
+/// a one-byte length, and the value's one scalar field. `None` when the bytes are laid out any
+/// other way: then only the general walk can tell. Compaction reads every attribute of every span
+/// this way (choosing dedicated columns, splitting blobs, value blooms); through the general
+/// walk it was about a third of a merge of spans with realistic attributes (BENCHMARKS.md).
+#[inline]
+pub(crate) fn canonical_fast(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
+    // 0x0a: field 1 (key), length-delimited; 0x12: field 2 (value), length-delimited.
+    let (&[0x0a, klen], rest) = kv.split_first_chunk::<2>()? else {
+        return None;
+    };
+    let key = rest.get(..usize::from(klen))?;
+    let (&[0x12, vlen], v) = rest.get(key.len()..)?.split_first_chunk::<2>()? else {
+        return None;
+    };
+    if klen >= 0x80 || vlen >= 0x80 || v.len() != usize::from(vlen) {
+        return None;
+    }
+    let scalar = match *v {
+        // field 1 (string_value), length-delimited, the string to the end.
+        [0x0a, slen, ref s @ ..] if slen < 0x80 && s.len() == usize::from(slen) => Scalar::Str(s),
+        // field 2 (bool_value), varint 0 or 1.
+        [0x10, b] if b <= 1 => Scalar::Bool(b == 1),
+        // field 3 (int_value), a varint to the end.
+        [0x18, ref n @ ..] if !n.is_empty() && n.len() <= 10 => {
+            let (last, init) = n.split_last()?;
+            if *last >= 0x80 || init.iter().any(|&b| b < 0x80) {
+                return None;
+            }
+            let i = n
+                .iter()
+                .enumerate()
+                .fold(0u64, |acc, (k, &b)| acc | (u64::from(b & 0x7f) << (7 * k)));
+            Scalar::Int(i as i64)
+        }
+        // field 4 (double_value), fixed64.
+        [0x21, ref d @ ..] if d.len() == 8 => Scalar::Double(f64::from_bits(u64::from_le_bytes(d.try_into().ok()?))),
+        _ => return None,
+    };
+    Some((key, scalar))
+}
+
+fn canonical_general(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
     let mut r = Reader::new(kv);
     let (mut key, mut value) = (None, None);
     while let Ok(Some(f)) = r.next() {
@@ -118,14 +165,32 @@ fn each_resource_key_value<'a>(header: &'a [u8], mut f: impl FnMut(&'a [u8])) {
     }
 }
 
+/// Occurrence counts of the keys of one scope.
+#[derive(Default)]
+struct Stats {
+    /// Each key's index in `keys`.
+    index: FastMap<Vec<u8>, u32>,
+    keys: Vec<KeyStats>,
+    /// The blob (or header) [`count`] is at, to find keys repeated within one.
+    blob: u64,
+    /// The index of each key/value's key in the current blob.
+    ids: Vec<u32>,
+}
+
 /// Occurrence counts of one key in one scope.
 #[derive(Default)]
 struct KeyStats {
+    key: Vec<u8>,
     /// Spans where the key occurs once with a canonical scalar, by value type.
     by_type: [u64; 4],
-    /// Distinct string values, until there are more than the limit.
-    distinct: hashbrown::HashSet<Vec<u8>, FastBuild>,
+    /// The distinct string values' 64-bit hashes, until there are more than the limit. Two
+    /// values sharing a hash count as one; at the 50,000 values of a million-span block where
+    /// counting stops, the chance that any two do is about one in ten billion.
+    distinct: hashbrown::HashSet<u64, FastBuild>,
     too_many: bool,
+    /// The last blob the key was seen in, and whether it occurred more than once there.
+    last_blob: u64,
+    repeated: bool,
 }
 
 fn type_index(t: ValueType) -> usize {
@@ -140,34 +205,51 @@ fn type_index(t: ValueType) -> usize {
 const TYPES: [ValueType; 4] = [ValueType::String, ValueType::Int, ValueType::Double, ValueType::Bool];
 
 /// Counts the keys of the encoded key/values of one span (or resource) seen `weight` times.
-fn count<'a>(
-    stats: &mut FastMap<Vec<u8>, KeyStats>,
-    kvs: &[(&'a [u8], Option<Scalar<'a>>)],
-    weight: u64,
-    distinct_limit: usize,
-) {
-    for (i, (key, value)) in kvs.iter().enumerate() {
+/// A key that occurs more than once in it is not counted there.
+fn count(stats: &mut Stats, kvs: &[Kv<'_>], weight: u64, distinct_limit: usize, seed: u64) {
+    stats.blob += 1;
+    let Stats { index, keys, blob, ids } = stats;
+    ids.clear();
+    for &(key, _, _) in kvs {
+        // Look up before inserting: a key is copied once per block, not once per span.
+        let id = match index.get(key) {
+            Some(&id) => id,
+            None => {
+                let id = keys.len() as u32;
+                index.insert(key.to_vec(), id);
+                keys.push(KeyStats {
+                    key: key.to_vec(),
+                    ..KeyStats::default()
+                });
+                id
+            }
+        };
+        let s = &mut keys[id as usize];
+        s.repeated = s.last_blob == *blob;
+        s.last_blob = *blob;
+        ids.push(id);
+    }
+    for (&(_, value, _), &id) in kvs.iter().zip(ids.iter()) {
+        let s = &mut keys[id as usize];
         let Some(value) = value else { continue };
-        if kvs.iter().enumerate().any(|(j, (k, _))| j != i && k == key) {
+        if s.repeated {
             continue;
         }
-        let s = stats.entry(key.to_vec()).or_default();
         s.by_type[type_index(value.value_type())] += weight;
         if let Scalar::Str(v) = value
             && !s.too_many
-            && !s.distinct.contains(*v)
         {
-            s.distinct.insert(v.to_vec());
+            s.distinct.insert(xxhash_rust::xxh3::xxh3_64_with_seed(v, seed));
             s.too_many = s.distinct.len() > distinct_limit;
         }
     }
 }
 
-fn pick(stats: FastMap<Vec<u8>, KeyStats>, spans: u64, scope: DedicatedScope) -> Vec<DedicatedColumn> {
+fn pick(stats: Stats, spans: u64, scope: DedicatedScope) -> Vec<DedicatedColumn> {
     let min = spans.div_ceil(100).max(1);
     let mut candidates: Vec<(u64, String, ValueType)> = Vec::new();
-    for (key, s) in stats {
-        let Ok(name) = String::from_utf8(key) else { continue };
+    for s in stats.keys {
+        let Ok(name) = String::from_utf8(s.key) else { continue };
         let (t, &n) = s
             .by_type
             .iter()
@@ -202,20 +284,23 @@ fn pick(stats: FastMap<Vec<u8>, KeyStats>, spans: u64, scope: DedicatedScope) ->
         .collect()
 }
 
-/// The key/values of a blob or header, each with its canonical scalar if it has one.
-fn key_values(buf: &[u8], resource: bool) -> Vec<(&[u8], Option<Scalar<'_>>)> {
-    let mut out = Vec::new();
+/// One key/value of a blob or header: its key, its canonical scalar if it has one, and its
+/// encoded bytes.
+type Kv<'a> = (&'a [u8], Option<Scalar<'a>>, &'a [u8]);
+
+/// The key/values of a blob or header, in order, into `out` (cleared first).
+fn key_values<'a>(buf: &'a [u8], resource: bool, out: &mut Vec<Kv<'a>>) {
+    out.clear();
     let mut f = |kv| match canonical_key_value(kv) {
-        Some((k, v)) => out.push((k, Some(v))),
+        Some((k, v)) => out.push((k, Some(v), kv)),
         // Every key/value gets an entry (in blob order, as `split_attributes` relies on).
-        None => out.push((raw_key(kv).unwrap_or_default(), None)),
+        None => out.push((raw_key(kv).unwrap_or_default(), None, kv)),
     };
     if resource {
         each_resource_key_value(buf, &mut f);
     } else {
         each_key_value(buf, &mut f);
     }
-    out
 }
 
 /// Appends each attribute of a span's attributes blob whose key is `keys[k]` to `out[k]`, as
@@ -249,13 +334,17 @@ pub fn choose<'a>(
     resource_headers: impl IntoIterator<Item = (&'a [u8], u64)>,
 ) -> Vec<DedicatedColumn> {
     let limit = (spans / 20 + 100) as usize;
-    let mut span_stats = FastMap::with_hasher(FastBuild::default());
+    let seed = crate::hash::process_seed();
+    let mut kvs = Vec::new();
+    let mut span_stats = Stats::default();
     for (blob, n) in attribute_blobs {
-        count(&mut span_stats, &key_values(blob, false), n, limit);
+        key_values(blob, false, &mut kvs);
+        count(&mut span_stats, &kvs, n, limit, seed);
     }
-    let mut res_stats = FastMap::with_hasher(FastBuild::default());
+    let mut res_stats = Stats::default();
     for (header, n) in resource_headers {
-        count(&mut res_stats, &key_values(header, true), n, limit);
+        key_values(header, true, &mut kvs);
+        count(&mut res_stats, &kvs, n, limit, seed);
     }
     let mut out = pick(span_stats, spans, DedicatedScope::Span);
     out.extend(pick(res_stats, spans, DedicatedScope::Resource));
@@ -273,35 +362,34 @@ pub fn split_attributes<'a>(
     left: &mut [bool],
 ) -> Vec<Option<Scalar<'a>>> {
     let mut vals = vec![None; keys.len()];
-    let kvs = key_values(blob, false);
-    let mut i = 0;
-    each_key_value(blob, |kv| {
-        let (key, value) = kvs[i];
-        i += 1;
-        let unique = || kvs.iter().filter(|(k, _)| *k == key).count() == 1;
+    let mut kvs = Vec::new();
+    key_values(blob, false, &mut kvs);
+    for &(key, value, kv) in &kvs {
+        let unique = || kvs.iter().filter(|(k, _, _)| *k == key).count() == 1;
         if let Some(v) = value
             && let Some(c) = keys.iter().position(|&(k, t)| k == key && t == v.value_type())
             && unique()
         {
             vals[c] = Some(v);
-            return;
+            continue;
         }
         if let Some(c) = keys.iter().position(|&(k, _)| k == key) {
             left[c] = true;
         }
         put_bytes(rest, SPAN_ATTRIBUTES, kv);
-    });
+    }
     vals
 }
 
 /// The value of each of `keys` (the resource-scope dedicated columns) in a resource header.
 pub fn resource_values<'a>(header: &'a [u8], keys: &[(&[u8], ValueType)]) -> Vec<Option<Scalar<'a>>> {
-    let kvs = key_values(header, true);
+    let mut kvs = Vec::new();
+    key_values(header, true, &mut kvs);
     keys.iter()
         .map(|&(k, t)| {
-            let mut it = kvs.iter().filter(|(key, _)| *key == k);
+            let mut it = kvs.iter().filter(|(key, _, _)| *key == k);
             match (it.next(), it.next()) {
-                (Some((_, Some(v))), None) if v.value_type() == t => Some(*v),
+                (Some((_, Some(v), _)), None) if v.value_type() == t => Some(*v),
                 _ => None,
             }
         })

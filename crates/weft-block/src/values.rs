@@ -1,6 +1,7 @@
 //! The string attribute values held in a stored span's protobuf fields, for the per-row-group
 //! value blooms of the index ([`crate::index`]).
 
+use crate::dedicated::Scalar;
 use weft_otlp::request::fields::*;
 use weft_otlp::wire::{Reader, Value};
 
@@ -52,7 +53,12 @@ fn any_strings<'a>(v: &'a [u8], depth: u32, f: &mut impl FnMut(&'a [u8])) {
 }
 
 fn kv_strings<'a>(kv: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
-    each(kv, KV_VALUE, |v| any_strings(v, 0, f));
+    // Most key/values are one scalar in the usual layout: read without the general walk.
+    match crate::dedicated::canonical_fast(kv) {
+        Some((_, Scalar::Str(s))) => f(s),
+        Some(_) => {}
+        None => each(kv, KV_VALUE, |v| any_strings(v, 0, f)),
+    }
 }
 
 const MAX_DEPTH: u32 = weft_otlp::request::MAX_DEPTH;

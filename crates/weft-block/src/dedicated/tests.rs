@@ -169,6 +169,32 @@ fn choice_prefers_frequent_low_cardinality_keys() {
 }
 
 #[test]
+fn a_key_repeated_within_a_span_is_not_counted_there() {
+    // "twice" occurs twice in every span: never counted, never chosen. "half" occurs twice
+    // in the first 990 spans and once in the last 10: counted in 10 of 1,000 spans (1 %).
+    let blobs: Vec<Vec<u8>> = (0..1000)
+        .map(|i| {
+            let mut attrs = vec![
+                kv("twice", V::IntValue(1)),
+                kv("once", V::IntValue(2)),
+                kv("twice", V::IntValue(3)),
+                kv("half", V::IntValue(4)),
+            ];
+            if i < 990 {
+                attrs.push(kv("half", V::IntValue(5)));
+            }
+            blob(&attrs)
+        })
+        .collect();
+    let names = |cols: Vec<DedicatedColumn>| cols.into_iter().map(|c| c.name).collect::<Vec<_>>();
+    let cols = choose(1000, blobs.iter().map(|b| (b.as_slice(), 1)), []);
+    assert_eq!(names(cols), vec!["once", "half"]);
+    // With one span fewer counted, "half" falls under 1 %.
+    let cols = choose(1001, blobs.iter().map(|b| (b.as_slice(), 1)).skip(1), []);
+    assert_eq!(names(cols), vec!["once"]);
+}
+
+#[test]
 fn resource_values_are_read_from_headers() {
     let mut h = Vec::new();
     let r = weft_otlp::pb::resource::Resource {
@@ -198,5 +224,78 @@ proptest::proptest! {
         let _ = split_attributes(&b, &keys, &mut rest, &mut vec![false; keys.len()]);
         let _ = resource_values(&b, &keys);
         let _ = choose(1, [(b.as_slice(), 1)], [(b.as_slice(), 1)]);
+    }
+}
+
+fn any_scalar() -> impl proptest::strategy::Strategy<Value = V> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..140)
+            .prop_map(|b| V::StringValue(String::from_utf8_lossy(&b).into_owned())),
+        any::<bool>().prop_map(V::BoolValue),
+        any::<i64>().prop_map(V::IntValue),
+        prop_oneof![
+            Just(0i64),
+            Just(-1),
+            Just(1),
+            Just(127),
+            Just(128),
+            Just(i64::MIN),
+            Just(i64::MAX)
+        ]
+        .prop_map(V::IntValue),
+        any::<f64>().prop_map(V::DoubleValue),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// The fast path answers only for the layout it knows, and then as the general walk does.
+    #[test]
+    fn the_fast_key_value_reader_agrees_with_the_general_one(
+        key in proptest::collection::vec(proptest::num::u8::ANY, 0..140),
+        value in any_scalar(),
+        cut in 0usize..200,
+        flip in proptest::option::of((0usize..200, proptest::num::u8::ANY)),
+        noise in proptest::collection::vec(proptest::num::u8::ANY, 0..24),
+    ) {
+        let any = AnyValue { value: Some(value) };
+        let kv = KeyValue { key: String::from_utf8_lossy(&key).into_owned(), value: Some(any.clone()) };
+        let good = kv.encode_to_vec();
+        // The encoded key/value itself (prost leaves an empty key out: not canonical).
+        let general = canonical_general(&good);
+        proptest::prop_assert_eq!(general.is_some(), !kv.key.is_empty());
+        match canonical_fast(&good) {
+            Some(fast) => proptest::prop_assert_eq!(Some(fast), general),
+            // Only longer lengths, or the empty key's other layout, take the general walk.
+            None => proptest::prop_assert!(
+                kv.key.is_empty() || kv.key.len() >= 0x80 || any.encoded_len() >= 0x80,
+                "the usual layout was not read fast: {:?}",
+                good
+            ),
+        }
+        proptest::prop_assert_eq!(canonical_key_value(&good), general);
+        // Damaged: truncated, one byte changed, or noise appended.
+        let mut bad = good.clone();
+        bad.truncate(cut.min(bad.len()));
+        if let Some((at, b)) = flip && !good.is_empty() {
+            let mut f = good.clone();
+            let at = at % f.len();
+            f[at] = b;
+            for x in [&f, &bad] {
+                if let Some(fast) = canonical_fast(x) {
+                    proptest::prop_assert_eq!(Some(fast), canonical_general(x));
+                }
+            }
+        }
+        let mut long = good.clone();
+        long.extend_from_slice(&noise);
+        for x in [&bad, &long, &noise] {
+            if let Some(fast) = canonical_fast(x) {
+                proptest::prop_assert_eq!(Some(fast), canonical_general(x));
+            }
+            proptest::prop_assert_eq!(canonical_key_value(x), canonical_general(x));
+        }
     }
 }
