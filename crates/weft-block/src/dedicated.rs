@@ -27,7 +27,7 @@
 use crate::hash::{FastBuild, FastMap};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
 use weft_otlp::request::fields::*;
-use weft_otlp::wire::{Reader, Value as Wire, put_bytes, put_tag};
+use weft_otlp::wire::{Reader, Value as Wire, each_bytes_field, put_bytes, put_tag};
 
 /// At most this many dedicated columns per scope.
 pub const MAX_PER_SCOPE: usize = 10;
@@ -135,34 +135,15 @@ fn canonical_general(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
 }
 
 /// Calls `f` with each encoded `KeyValue` of a span's attributes blob.
-fn each_key_value<'a>(blob: &'a [u8], mut f: impl FnMut(&'a [u8])) {
-    let mut r = Reader::new(blob);
-    while let Ok(Some(field)) = r.next() {
-        if field.number == SPAN_ATTRIBUTES
-            && let Wire::Bytes(kv) = field.value
-        {
-            f(kv);
-        }
-    }
+fn each_key_value<'a>(blob: &'a [u8], f: impl FnMut(&'a [u8])) {
+    each_bytes_field(blob, SPAN_ATTRIBUTES, f);
 }
 
 /// Calls `f` with each encoded `KeyValue` of a resource header's resource.
 fn each_resource_key_value<'a>(header: &'a [u8], mut f: impl FnMut(&'a [u8])) {
-    let mut r = Reader::new(header);
-    while let Ok(Some(field)) = r.next() {
-        if field.number == RS_RESOURCE
-            && let Wire::Bytes(res) = field.value
-        {
-            let mut rr = Reader::new(res);
-            while let Ok(Some(a)) = rr.next() {
-                if a.number == RESOURCE_ATTRIBUTES
-                    && let Wire::Bytes(kv) = a.value
-                {
-                    f(kv);
-                }
-            }
-        }
-    }
+    each_bytes_field(header, RS_RESOURCE, |res| {
+        each_bytes_field(res, RESOURCE_ATTRIBUTES, &mut f)
+    });
 }
 
 /// Occurrence counts of the keys of one scope.

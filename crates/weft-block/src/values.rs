@@ -27,15 +27,8 @@ const SCOPE_ATTRIBUTES: u32 = 3;
 const EVENT_ATTRIBUTES: u32 = 3;
 const LINK_ATTRIBUTES: u32 = 4;
 
-fn each<'a>(buf: &'a [u8], number: u32, mut f: impl FnMut(&'a [u8])) {
-    let mut r = Reader::new(buf);
-    while let Ok(Some(field)) = r.next() {
-        if field.number == number
-            && let Value::Bytes(b) = field.value
-        {
-            f(b);
-        }
-    }
+fn each<'a>(buf: &'a [u8], number: u32, f: impl FnMut(&'a [u8])) {
+    weft_otlp::wire::each_bytes_field(buf, number, f);
 }
 
 fn any_strings<'a>(v: &'a [u8], depth: u32, f: &mut impl FnMut(&'a [u8])) {

@@ -188,6 +188,35 @@ pub fn next_field(buf: &[u8], pos: &mut usize) -> Result<(u32, u8, std::ops::Ran
     Ok((number as u32, (tag & 7) as u8, value))
 }
 
+/// Calls `f` with the payload of each length-delimited field `number` at the top level of
+/// `buf`, in order, and stops at the first malformed field: what a walk with [`Reader::next`]
+/// that stops at an error sees. A field whose tag and length are one byte each, as nearly
+/// all of them are, is read without the general parser (compaction walks every attribute of
+/// every span this way, BENCHMARKS.md).
+#[inline]
+pub fn each_bytes_field<'a>(buf: &'a [u8], number: u32, mut f: impl FnMut(&'a [u8])) {
+    let tag = u64::from(number) << 3 | 2;
+    let mut p = 0;
+    while p < buf.len() {
+        if tag < 0x80
+            && buf[p] == tag as u8
+            && let Some(&len) = buf.get(p + 1)
+            && len < 0x80
+        {
+            let end = p + 2 + usize::from(len);
+            let Some(v) = buf.get(p + 2..end) else { return };
+            f(v);
+            p = end;
+            continue;
+        }
+        match next_field(buf, &mut p) {
+            Ok((n, 2, range)) if n == number => f(&buf[range]),
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
@@ -368,6 +397,34 @@ mod tests {
                 match r.next() {
                     Ok(Some(_)) => {}
                     _ => break,
+                }
+            }
+        }
+
+        /// `each_bytes_field` yields what a `Reader::next` walk that stops at an error yields.
+        #[test]
+        fn each_bytes_field_agrees_with_reader(
+            buf in proptest::collection::vec(any::<u8>(), 0..256),
+            fields in proptest::collection::vec((1u32..20, proptest::collection::vec(any::<u8>(), 0..200)), 0..8),
+            number in 1u32..20,
+        ) {
+            // Arbitrary bytes, and well-formed messages (lengths of one and two bytes).
+            let mut good = Vec::new();
+            for (n, v) in &fields {
+                put_bytes(&mut good, *n, v);
+            }
+            for b in [&buf, &good] {
+                for number in [number, 9, 1] {
+                    let mut expected = Vec::new();
+                    let mut r = Reader::new(b);
+                    while let Ok(Some(f)) = r.next() {
+                        if f.number == number && let Value::Bytes(v) = f.value {
+                            expected.push(v);
+                        }
+                    }
+                    let mut got = Vec::new();
+                    each_bytes_field(b, number, |v| got.push(v));
+                    prop_assert_eq!(got, expected);
                 }
             }
         }
