@@ -9,6 +9,8 @@ Load shapes (each for --seconds):
   - tg-100x512: telemetrygen, 4 processes x 8 workers, 10 spans per trace, batches of 512 spans,
     paced to about 100 requests per second (51,200 spans/s offered).
   - tg-1000x50: the same, batches of 50 spans, paced to about 1,000 requests per second.
+  - realistic-100x512: `weft loadgen --realistic` (15 attributes per span, high-cardinality
+    values), 100 requests of 512 spans a second, 8 in flight at most.
 
 For weft (default settings: fsync always, block cut at 30 s or 200k spans, compaction every 30 s)
 the CPU time of the process is read before the load and again once it is quiescent: the head
@@ -33,6 +35,9 @@ SHAPES = {
     "loadgen": (512, 0),
     "tg-100x512": (512, 1280),
     "tg-1000x50": (50, 1250),
+    # `weft loadgen --realistic` paced to 100 requests of 512 spans a second: 15 attributes
+    # per span with high-cardinality values, so attribute blobs rarely repeat.
+    "realistic-100x512": (512, 100),
 }
 PROCS, WORKERS = 4, 8
 
@@ -45,6 +50,12 @@ def drive(args, shape, grpc_port):
         out = subprocess.run([args.weft, "loadgen", "--endpoint", f"127.0.0.1:{grpc_port}", "--duration",
                               str(args.seconds), "--max-spans", "100000000", "--concurrency", "32",
                               "--connections", "4"], check=True, capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])["spans"], time.time() - t0
+    if shape.startswith("realistic"):
+        out = subprocess.run([args.weft, "loadgen", "--endpoint", f"127.0.0.1:{grpc_port}", "--realistic",
+                              "--duration", str(args.seconds), "--rate", str(rate), "--spans-per-request",
+                              str(batch), "--concurrency", "8", "--connections", "4", "--time-range-secs",
+                              str(int(args.seconds))], check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])["spans"], time.time() - t0
     procs = [subprocess.Popen([args.telemetrygen, "traces", "--otlp-insecure", "--otlp-endpoint",
                                f"127.0.0.1:{grpc_port}", "--duration", f"{int(args.seconds)}s", "--rate", str(rate),

@@ -40,6 +40,11 @@ pub struct LoadgenArgs {
     /// HTTP/2 connections the requests are spread over.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
+    /// Requests per second over all workers (0: as fast as the server answers). Request n is
+    /// sent no earlier than n / rate seconds after the start, as clients that export on a
+    /// timer do; a slow answer holds up only the worker waiting for it.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
     #[arg(long, default_value_t = 512)]
     pub spans_per_request: usize,
     /// Spans per trace of the replayed templates (ignored with --realistic).
@@ -155,6 +160,7 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
             last_error.clone(),
         );
         let duration = args.duration;
+        let rate = args.rate;
         let tenant = args.tenant.clone();
         let every = args.ids_every.max(1);
         let want_ids = args.ids_out.is_some();
@@ -163,6 +169,13 @@ async fn send(args: LoadgenArgs) -> anyhow::Result<()> {
                 let n = seq.fetch_add(1, Ordering::Relaxed);
                 if n.saturating_mul(spans_per_req) >= max_spans {
                     break;
+                }
+                if rate > 0.0 {
+                    let due = started + Duration::from_secs_f64(n as f64 / rate);
+                    if due >= deadline {
+                        break;
+                    }
+                    tokio::time::sleep_until(due.into()).await;
                 }
                 let progress = if max_spans == u64::MAX {
                     started.elapsed().as_secs_f64() / duration
