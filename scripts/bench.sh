@@ -15,11 +15,12 @@ bash scripts/otelcol.sh
 mkdir -p bench-out
 python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen \
     --otelcol .tools/bin/otelcol-bench --rounds 3 --out bench-out/ingest.json "$@"
-# All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen and
-# telemetrygen loads, beside the Collector into nop (BENCHMARKS.md, "All-in cost per span").
+# All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen,
+# telemetrygen and realistic-span loads, beside the Collector into nop (BENCHMARKS.md, "All-in
+# cost per span" and "All-in with realistic spans").
 .venv/bin/python scripts/bench_allin.py --weft target/release/weft --out bench-out/allin.json
-# The CPU of one merge of four head blocks, for loadgen's and telemetrygen's spans
-# (BENCHMARKS.md, "All-in cost per span", 2026-11-26). Pass a BASE binary to compare side by side:
+# The CPU of merging head blocks until quiescent, for loadgen's, telemetrygen's and realistic
+# spans (BENCHMARKS.md, "All-in cost per span", 2026-11-26, and "Compaction of realistic spans"). Pass a BASE binary to compare side by side:
 # scripts/bench_compaction.py --weft target/release/weft --base <other weft>.
 .venv/bin/python scripts/bench_compaction.py --weft target/release/weft --out bench-out/compaction.json
 # Zipkin v2 JSON into weft beside the real Zipkin server and weft's own OTLP/HTTP (BENCHMARKS.md,
