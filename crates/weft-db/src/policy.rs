@@ -6,7 +6,9 @@
 //!
 //! - **final**, `≥ M/F`: never merged again;
 //! - **middle**, `[M/F², M/F)`: `F` of them, the oldest first, merge into one final block;
-//! - **small**, `< M/F²`: the oldest (up to `max_inputs`) merge once they hold `M/F²` spans
+//! - **small**, `< M/F²`: when the oldest of them, at most `F²`, hold `M/F` spans, they merge
+//!   straight into one final block (and wait for that while `F²` of their mean size would get
+//!   there); otherwise the oldest (up to `max_inputs`) merge once they hold `M/F²` spans
 //!   together, into a middle or final block. Tiny blocks (a trickle of traffic, cut by age)
 //!   that cannot reach that volume are bounded by a valve: when `max_inputs` small blocks
 //!   share a level (how many merges made them), the oldest `max_inputs` of them merge into one
@@ -14,10 +16,11 @@
 //!
 //! Only blocks of one tier merge, so a large block is never rewritten to absorb a small one,
 //! and every merge but the valve's moves its spans up a tier. A span is therefore written at
-//! most 3 times (its head block, then middle, then final) whenever `max_inputs` head blocks
-//! hold `M/F²` spans (head blocks of 1,000 spans and more with the defaults), and once more
-//! per valve otherwise, each valve multiplying the block size by `max_inputs`; [`simulate`]
-//! checks the bound over an hour of block arrivals.
+//! most 3 times (its head block, then middle, then final; twice when `F²` head blocks make a
+//! final block) whenever `max_inputs` head blocks hold `M/F²` spans (head blocks of 1,000
+//! spans and more with the defaults), and once more per valve otherwise, each valve
+//! multiplying the block size by `max_inputs`; [`simulate`] checks the bound over an hour of
+//! block arrivals.
 
 /// A block as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
