@@ -156,6 +156,10 @@ struct Stats {
     blob: u64,
     /// The index of each key/value's key in the current blob.
     ids: Vec<u32>,
+    /// The key index found at each position of the previous blob: blobs of one kind of span
+    /// list the same keys in the same order, so one comparison usually finds the key without
+    /// hashing it.
+    at: Vec<u32>,
 }
 
 /// Occurrence counts of one key in one scope.
@@ -189,21 +193,37 @@ const TYPES: [ValueType; 4] = [ValueType::String, ValueType::Int, ValueType::Dou
 /// A key that occurs more than once in it is not counted there.
 fn count(stats: &mut Stats, kvs: &[Kv<'_>], weight: u64, distinct_limit: usize, seed: u64) {
     stats.blob += 1;
-    let Stats { index, keys, blob, ids } = stats;
+    let Stats {
+        index,
+        keys,
+        blob,
+        ids,
+        at,
+    } = stats;
     ids.clear();
-    for &(key, _, _) in kvs {
-        // Look up before inserting: a key is copied once per block, not once per span.
-        let id = match index.get(key) {
-            Some(&id) => id,
-            None => {
-                let id = keys.len() as u32;
-                index.insert(key.to_vec(), id);
-                keys.push(KeyStats {
-                    key: key.to_vec(),
-                    ..KeyStats::default()
-                });
-                id
-            }
+    for (j, &(key, _, _)) in kvs.iter().enumerate() {
+        if j == at.len() {
+            at.push(u32::MAX);
+        }
+        let guess = at[j];
+        let id = if guess != u32::MAX && keys[guess as usize].key == key {
+            guess
+        } else {
+            // Look up before inserting: a key is copied once per block, not once per span.
+            let id = match index.get(key) {
+                Some(&id) => id,
+                None => {
+                    let id = keys.len() as u32;
+                    index.insert(key.to_vec(), id);
+                    keys.push(KeyStats {
+                        key: key.to_vec(),
+                        ..KeyStats::default()
+                    });
+                    id
+                }
+            };
+            at[j] = id;
+            id
         };
         let s = &mut keys[id as usize];
         s.repeated = s.last_blob == *blob;
@@ -343,23 +363,82 @@ pub fn split_attributes<'a>(
     left: &mut [bool],
 ) -> Vec<Option<Scalar<'a>>> {
     let mut vals = vec![None; keys.len()];
-    let mut kvs = Vec::new();
-    key_values(blob, false, &mut kvs);
-    for &(key, value, kv) in &kvs {
-        let unique = || kvs.iter().filter(|(k, _, _)| *k == key).count() == 1;
-        if let Some(v) = value
-            && let Some(c) = keys.iter().position(|&(k, t)| k == key && t == v.value_type())
-            && unique()
-        {
-            vals[c] = Some(v);
-            continue;
-        }
-        if let Some(c) = keys.iter().position(|&(k, _)| k == key) {
-            left[c] = true;
-        }
-        put_bytes(rest, SPAN_ATTRIBUTES, kv);
-    }
+    Splitter::new(keys).split(blob, rest, left, &mut vals);
     vals
+}
+
+/// [`split_attributes`] for the many blobs of a block: its buffers are reused from blob to blob,
+/// and a key is matched to its column by its length first, so a blob costs one pass over its
+/// key/values. A merge of spans whose attribute blobs are all distinct splits every one of them.
+pub struct Splitter<'k, 'a> {
+    keys: &'k [(&'k [u8], ValueType)],
+    /// The columns whose key has each length; keys of [`Self::LONG`] bytes or more share the
+    /// last entry.
+    by_len: Vec<Vec<u32>>,
+    kvs: Vec<Kv<'a>>,
+    /// The column of each key/value of the blob being split ([`Self::NONE`] when not dedicated).
+    cols: Vec<u32>,
+    /// Occurrences of each column's key in the blob being split.
+    count: Vec<u32>,
+}
+
+impl<'k, 'a> Splitter<'k, 'a> {
+    const LONG: usize = 64;
+    const NONE: u32 = u32::MAX;
+
+    /// A splitter for `keys` (distinct key names).
+    pub fn new(keys: &'k [(&'k [u8], ValueType)]) -> Self {
+        let mut by_len = vec![Vec::new(); Self::LONG + 1];
+        for (c, (k, _)) in keys.iter().enumerate() {
+            by_len[k.len().min(Self::LONG)].push(c as u32);
+        }
+        Splitter {
+            keys,
+            by_len,
+            kvs: Vec::new(),
+            cols: Vec::new(),
+            count: vec![0; keys.len()],
+        }
+    }
+
+    /// Splits `blob` as [`split_attributes`] does, into `vals` (one per key, all overwritten).
+    pub fn split(&mut self, blob: &'a [u8], rest: &mut Vec<u8>, left: &mut [bool], vals: &mut [Option<Scalar<'a>>]) {
+        vals.fill(None);
+        key_values(blob, false, &mut self.kvs);
+        self.cols.clear();
+        for &(key, _, _) in &self.kvs {
+            let c = self.by_len[key.len().min(Self::LONG)]
+                .iter()
+                .copied()
+                .find(|&c| self.keys[c as usize].0 == key)
+                .unwrap_or(Self::NONE);
+            if c != Self::NONE {
+                self.count[c as usize] += 1;
+            }
+            self.cols.push(c);
+        }
+        for (&(_, value, kv), &c) in self.kvs.iter().zip(&self.cols) {
+            if c == Self::NONE {
+                put_bytes(rest, SPAN_ATTRIBUTES, kv);
+                continue;
+            }
+            let c = c as usize;
+            if let Some(v) = value
+                && v.value_type() == self.keys[c].1
+                && self.count[c] == 1
+            {
+                vals[c] = Some(v);
+                continue;
+            }
+            left[c] = true;
+            put_bytes(rest, SPAN_ATTRIBUTES, kv);
+        }
+        for &c in &self.cols {
+            if c != Self::NONE {
+                self.count[c as usize] = 0;
+            }
+        }
+    }
 }
 
 /// The value of each of `keys` (the resource-scope dedicated columns) in a resource header.

@@ -299,3 +299,89 @@ proptest::proptest! {
         }
     }
 }
+
+/// The split as first written: every key compared with every column and every other key.
+/// The reference for [`Splitter`].
+fn split_reference<'a>(
+    blob: &'a [u8],
+    keys: &[(&[u8], ValueType)],
+    rest: &mut Vec<u8>,
+    left: &mut [bool],
+) -> Vec<Option<Scalar<'a>>> {
+    let mut vals = vec![None; keys.len()];
+    let mut kvs = Vec::new();
+    key_values(blob, false, &mut kvs);
+    for &(key, value, kv) in &kvs {
+        let unique = || kvs.iter().filter(|(k, _, _)| *k == key).count() == 1;
+        if let Some(v) = value
+            && let Some(c) = keys.iter().position(|&(k, t)| k == key && t == v.value_type())
+            && unique()
+        {
+            vals[c] = Some(v);
+            continue;
+        }
+        if let Some(c) = keys.iter().position(|&(k, _)| k == key) {
+            left[c] = true;
+        }
+        put_bytes(rest, SPAN_ATTRIBUTES, kv);
+    }
+    vals
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// One splitter reused over many blobs splits each as the reference does: keys of equal
+    /// length, repeated keys, values of the wrong type, key/values that are not canonical and
+    /// damaged blobs.
+    #[test]
+    fn the_splitter_agrees_with_the_reference(
+        blobs in proptest::collection::vec(
+            (
+                proptest::collection::vec((0usize..7, any_scalar(), proptest::bool::weighted(0.1)), 0..12),
+                proptest::option::of(0usize..400),
+            ),
+            1..12,
+        ),
+        columns in proptest::sample::subsequence(vec![0usize, 1, 2, 3, 4, 5, 6], 0..=7),
+        types in proptest::collection::vec(0usize..4, 7),
+    ) {
+        // Names 1 and 2 share a length, as do 3 and 4; 6 is longer than the splitter's
+        // length table and 5 is empty.
+        let long = "k".repeat(70);
+        let names: [&str; 7] = ["a", "bb", "cc", "http.method", "http.status", "", &long];
+        let keys: Vec<(&[u8], ValueType)> =
+            columns.iter().map(|&c| (names[c].as_bytes(), TYPES[types[c]])).collect();
+        let encoded: Vec<Vec<u8>> = blobs
+            .iter()
+            .map(|(kvs, cut)| {
+                let mut b = Vec::new();
+                for (name, value, odd) in kvs {
+                    let mut kv = kv(names[*name], value.clone()).encode_to_vec();
+                    if *odd {
+                        // Not canonical: the value's field before the key's.
+                        let v = kv.split_off(names[*name].len() + 2);
+                        kv = [v, kv].concat();
+                    }
+                    put_bytes(&mut b, SPAN_ATTRIBUTES, &kv);
+                }
+                if let Some(c) = cut {
+                    b.truncate(*c);
+                }
+                b
+            })
+            .collect();
+        let mut splitter = Splitter::new(&keys);
+        let mut vals = vec![Some(Scalar::Bool(true)); keys.len()];
+        for b in &encoded {
+            let (mut rest, mut left) = (Vec::new(), vec![false; keys.len()]);
+            splitter.split(b, &mut rest, &mut left, &mut vals);
+            let (mut want_rest, mut want_left) = (Vec::new(), vec![false; keys.len()]);
+            let want = split_reference(b, &keys, &mut want_rest, &mut want_left);
+            // By their debug form: NaN is not equal to itself.
+            proptest::prop_assert_eq!(format!("{vals:?}"), format!("{want:?}"));
+            proptest::prop_assert_eq!(&rest, &want_rest);
+            proptest::prop_assert_eq!(&left, &want_left);
+        }
+    }
+}

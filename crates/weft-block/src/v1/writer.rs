@@ -89,6 +89,12 @@ impl Remap {
         l
     }
 
+    /// The value memoised for head id `g`, which must have one.
+    #[inline]
+    fn get(&self, g: u32) -> u32 {
+        self.map[g as usize]
+    }
+
     fn reset(&mut self) {
         for &g in &self.touched {
             self.map[g as usize] = UNSET;
@@ -158,19 +164,27 @@ pub fn schema_with(dedicated: &[DedicatedColumn]) -> String {
 
 /// Chooses the dedicated columns of the rows `order` of `cols`.
 fn choose_dedicated(cols: &SpanColumns, order: &[u32], data: &[u8]) -> Vec<DedicatedColumn> {
-    let mut blobs: FastMap<u32, u64> = FastMap::with_hasher(FastBuild::default());
-    let mut resources: FastMap<u32, u64> = FastMap::with_hasher(FastBuild::default());
+    // Spans per blob and per resource, by head id (ids are dense). The blobs are then read in
+    // id order, which is their order in memory; a map's order sent each read to a cache miss.
+    let mut blobs = vec![0u64; cols.attributes.distinct()];
+    let mut resources = vec![0u64; cols.headers.len()];
     for &r in order {
-        let g = cols.attributes.ids[r as usize];
-        if g != 0 {
-            *blobs.entry(g).or_default() += 1;
-        }
-        *resources.entry(cols.resource[r as usize]).or_default() += 1;
+        blobs[cols.attributes.ids[r as usize] as usize] += 1;
+        resources[cols.resource[r as usize] as usize] += 1;
+    }
+    fn used(counts: &[u64]) -> impl Iterator<Item = (u32, u64)> + '_ {
+        counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(g, &n)| (g as u32, n))
     }
     dedicated::choose(
         order.len() as u64,
-        blobs.iter().map(|(&g, &n)| (&data[cols.attributes.value_range(g)], n)),
-        resources.iter().map(|(&h, &n)| (cols.headers.get(h), n)),
+        used(&blobs)
+            .filter(|&(g, _)| g != 0)
+            .map(|(g, n)| (&data[cols.attributes.value_range(g)], n)),
+        used(&resources).map(|(h, n)| (cols.headers.get(h), n)),
     )
 }
 
@@ -229,10 +243,138 @@ fn truncated_max(v: &[u8]) -> (Vec<u8>, bool) {
 /// Memoised for a source without a value in a dedicated column: the row is null.
 const ABSENT: u32 = u32::MAX - 1;
 
+/// The dictionary of one dedicated column chunk while it is built: each distinct value once,
+/// PLAIN-encoded, with the bounds for its statistics. Booleans keep no dictionary: their
+/// "index" is the value (0 or 1), for [`write_dedicated_bools`].
+struct DedicatedDict<'a> {
+    ty: ValueType,
+    dict: Vec<u8>,
+    len: u32,
+    strings: FastMap<&'a [u8], u32>,
+    numbers: FastMap<u64, u32>,
+    strs: (Option<&'a [u8]>, Option<&'a [u8]>),
+    ints: (Option<i64>, Option<i64>),
+    doubles: (Option<f64>, Option<f64>),
+}
+
+impl<'a> DedicatedDict<'a> {
+    fn new(ty: ValueType) -> Self {
+        DedicatedDict {
+            ty,
+            dict: Vec::new(),
+            len: 0,
+            strings: FastMap::with_hasher(FastBuild::default()),
+            numbers: FastMap::with_hasher(FastBuild::default()),
+            strs: (None, None),
+            ints: (None, None),
+            doubles: (None, None),
+        }
+    }
+
+    /// The dictionary index of `v` ([`ABSENT`] for none), adding it if it is new. A value of
+    /// another type than the column's is stored as the type's zero (it cannot occur: only
+    /// values of the column's type are moved to it).
+    fn add(&mut self, v: Option<Scalar<'a>>) -> u32 {
+        let Some(v) = v else { return ABSENT };
+        match self.ty {
+            ValueType::Bool => u32::from(matches!(v, Scalar::Bool(true))),
+            ValueType::String => {
+                let b: &'a [u8] = match v {
+                    Scalar::Str(b) => b,
+                    _ => b"",
+                };
+                if let Some(&l) = self.strings.get(b) {
+                    return l;
+                }
+                self.dict.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                self.dict.extend_from_slice(b);
+                let (lo, hi) = &mut self.strs;
+                *lo = Some(lo.map_or(b, |m| m.min(b)));
+                *hi = Some(hi.map_or(b, |m| m.max(b)));
+                self.strings.insert(b, self.len);
+                self.len += 1;
+                self.len - 1
+            }
+            ty => {
+                // Integers and doubles are 8-byte PLAIN dictionary values, told apart by bits.
+                let bits = match v {
+                    Scalar::Int(i) if ty == ValueType::Int => i as u64,
+                    Scalar::Double(d) if ty == ValueType::Double => d.to_bits(),
+                    _ => 0,
+                };
+                if let Some(&l) = self.numbers.get(&bits) {
+                    return l;
+                }
+                self.dict.extend_from_slice(&bits.to_le_bytes());
+                if ty == ValueType::Int {
+                    let i = bits as i64;
+                    let (lo, hi) = &mut self.ints;
+                    *lo = Some(lo.map_or(i, |m| m.min(i)));
+                    *hi = Some(hi.map_or(i, |m| m.max(i)));
+                } else {
+                    // As Parquet asks: NaN takes no part in the bounds.
+                    let d = f64::from_bits(bits);
+                    if !d.is_nan() {
+                        let (lo, hi) = &mut self.doubles;
+                        *lo = Some(lo.map_or(d, |m| m.min(d)));
+                        *hi = Some(hi.map_or(d, |m| m.max(d)));
+                    }
+                }
+                self.numbers.insert(bits, self.len);
+                self.len += 1;
+                self.len - 1
+            }
+        }
+    }
+
+    /// Fills `buf` with the chunk: the dictionary, and a definition level and index per row
+    /// from `index_of(row)`. Returns the chunk's statistics.
+    fn fill(mut self, buf: &mut ChunkBuf, rows: usize, mut index_of: impl FnMut(usize) -> u32) -> Statistics {
+        use parquet::data_type::ByteArray;
+        let mut nulls = 0u64;
+        for r in 0..rows {
+            let l = index_of(r);
+            if l == ABSENT {
+                buf.def.push(0);
+                nulls += 1;
+            } else {
+                buf.def.push(1);
+                buf.indexes.push(l);
+            }
+        }
+        std::mem::swap(&mut buf.dict, &mut self.dict);
+        buf.dict_len = self.len;
+        match self.ty {
+            ValueType::String => {
+                // Bounds of at most 64 bytes, as the generic writer's default: a footer keeps two
+                // per column and row group, and values such as URLs can be long.
+                let lo = self.strs.0.map(truncated_min);
+                let hi = self.strs.1.map(truncated_max);
+                let exact = |v: &Option<(Vec<u8>, bool)>| v.as_ref().is_none_or(|v| v.1);
+                let (min_exact, max_exact) = (exact(&lo), exact(&hi));
+                let ba = |v: Option<(Vec<u8>, bool)>| v.map(|v| ByteArray::from(v.0));
+                Statistics::ByteArray(
+                    parquet::file::statistics::ValueStatistics::new(ba(lo), ba(hi), None, Some(nulls), false)
+                        .with_min_is_exact(min_exact)
+                        .with_max_is_exact(max_exact),
+                )
+            }
+            ValueType::Int => Statistics::int64(self.ints.0, self.ints.1, None, Some(nulls), false),
+            // A zero bound is written -0.0 as the minimum and +0.0 as the maximum.
+            _ => Statistics::double(
+                self.doubles.0.map(|d| if d == 0.0 { -0.0 } else { d }),
+                self.doubles.1.map(|d| if d == 0.0 { 0.0 } else { d }),
+                None,
+                Some(nulls),
+                false,
+            ),
+        }
+    }
+}
+
 /// Fills `buf` with the dedicated column chunk of `rows` for a string, integer or double key,
-/// and returns its statistics. A row's value comes from its source, `source(row)`: its
-/// attribute blob for a span-scope key, its resource header for a resource-scope one;
-/// `value_of(source)` gives it (`None` when the source lacks the key).
+/// and returns its statistics. A row's value comes from its source, `source(row)` (its
+/// resource header); `value_of(source)` gives it (`None` when the source lacks the key).
 ///
 /// Work is per distinct source, not per row: a row costs one array load in `memo`. Each
 /// distinct value is one dictionary entry, and the statistics come from the dictionary. The
@@ -246,91 +388,16 @@ fn dedicated_chunk<'a>(
     source: impl Fn(&Row) -> u32,
     value_of: impl Fn(u32) -> Option<Scalar<'a>>,
 ) -> Statistics {
-    use parquet::data_type::ByteArray;
-    let mut strings: FastMap<&'a [u8], u32> = FastMap::with_hasher(FastBuild::default());
-    let mut numbers: FastMap<u64, u32> = FastMap::with_hasher(FastBuild::default());
-    let (mut slo, mut shi): (Option<&'a [u8]>, Option<&'a [u8]>) = (None, None);
-    let (mut ilo, mut ihi) = (None::<i64>, None::<i64>);
-    let (mut dlo, mut dhi) = (None::<f64>, None::<f64>);
-    let mut nulls = 0u64;
-    for r in rows {
-        let g = source(r);
-        let l = memo.memo(g, || {
-            let Some(v) = value_of(g) else { return ABSENT };
-            if ty == ValueType::String {
-                let b: &'a [u8] = match v {
-                    Scalar::Str(b) => b,
-                    _ => b"",
-                };
-                if let Some(&l) = strings.get(b) {
-                    return l;
-                }
-                buf.dict_bytes(b);
-                slo = Some(slo.map_or(b, |m| m.min(b)));
-                shi = Some(shi.map_or(b, |m| m.max(b)));
-                strings.insert(b, buf.dict_len - 1);
-                return buf.dict_len - 1;
-            }
-            // Integers and doubles are 8-byte PLAIN dictionary values, told apart by bits.
-            let bits = match v {
-                Scalar::Int(i) if ty == ValueType::Int => i as u64,
-                Scalar::Double(d) if ty == ValueType::Double => d.to_bits(),
-                _ => 0,
-            };
-            if let Some(&l) = numbers.get(&bits) {
-                return l;
-            }
-            buf.dict.extend_from_slice(&bits.to_le_bytes());
-            buf.dict_len += 1;
-            if ty == ValueType::Int {
-                let i = bits as i64;
-                ilo = Some(ilo.map_or(i, |m| m.min(i)));
-                ihi = Some(ihi.map_or(i, |m| m.max(i)));
-            } else {
-                // As Parquet asks: NaN takes no part in the bounds.
-                let d = f64::from_bits(bits);
-                if !d.is_nan() {
-                    dlo = Some(dlo.map_or(d, |m| m.min(d)));
-                    dhi = Some(dhi.map_or(d, |m| m.max(d)));
-                }
-            }
-            numbers.insert(bits, buf.dict_len - 1);
-            buf.dict_len - 1
-        });
-        if l == ABSENT {
-            buf.def.push(0);
-            nulls += 1;
-        } else {
-            buf.def.push(1);
-            buf.indexes.push(l);
-        }
-    }
+    let mut d = DedicatedDict::new(ty);
+    let index: Vec<u32> = rows
+        .iter()
+        .map(|r| {
+            let g = source(r);
+            memo.memo(g, || d.add(value_of(g)))
+        })
+        .collect();
     memo.reset();
-    match ty {
-        ValueType::String => {
-            // Bounds of at most 64 bytes, as the generic writer's default: a footer keeps two per
-            // column and row group, and values such as URLs can be long.
-            let lo = slo.map(truncated_min);
-            let hi = shi.map(truncated_max);
-            let exact = |v: &Option<(Vec<u8>, bool)>| v.as_ref().is_none_or(|v| v.1);
-            let (min_exact, max_exact) = (exact(&lo), exact(&hi));
-            let ba = |v: Option<(Vec<u8>, bool)>| v.map(|v| ByteArray::from(v.0));
-            Statistics::ByteArray(
-                parquet::file::statistics::ValueStatistics::new(ba(lo), ba(hi), None, Some(nulls), false)
-                    .with_min_is_exact(min_exact)
-                    .with_max_is_exact(max_exact),
-            )
-        }
-        ValueType::Int => Statistics::int64(ilo, ihi, None, Some(nulls), false),
-        // A zero bound is written -0.0 as the minimum and +0.0 as the maximum.
-        _ => Statistics::double(
-            dlo.map(|d| if d == 0.0 { -0.0 } else { d }),
-            dhi.map(|d| if d == 0.0 { 0.0 } else { d }),
-            None,
-            Some(nulls),
-            false,
-        ),
-    }
+    d.fill(buf, rows.len(), |r| index[r])
 }
 
 /// Writes a boolean dedicated column chunk through the Parquet column writer (statistics for
@@ -504,6 +571,10 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     let mut buf = ChunkBuf::new(opts.zstd_level);
     let mut fix: Vec<Row> = Vec::with_capacity(opts.row_group_rows * 2);
     let mut remap = Remap::new();
+    // Span-scope dedicated columns: the row group's distinct attribute blobs, by head id.
+    let mut slots = Remap::new();
+    let mut splitter = dedicated::Splitter::new(&span_keys);
+    let mut vals: Vec<Option<Scalar<'_>>> = vec![None; span_keys.len()];
     let mut parents: FastMap<[u8; 8], u32> = FastMap::with_hasher(FastBuild::default());
     for range in chunks {
         // One pass gathers every fixed-size field of the row group's rows, in block order, into
@@ -611,29 +682,49 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         // The blobs: attributes are large and compressible; events, links and extra are
         // mostly empty (null) and small.
         // With span-scope dedicated columns, each distinct attribute blob of the row group is
-        // split once into what stays generic (in `rest`) and the moved values.
-        let mut split: FastMap<u32, (std::ops::Range<usize>, Vec<Option<Scalar<'_>>>)> =
-            FastMap::with_hasher(FastBuild::default());
+        // split once, in the order rows first use it: what stays generic goes to `rest`
+        // (`rest_at[slot]..rest_at[slot + 1]`), and each moved value gets its column's
+        // dictionary index at once (`moved[slot * s + i]`). A column's chunk then costs one
+        // load per row. Before, each column looked its blob up in a map and read and hashed the
+        // value again: a sixth of a merge of spans whose attribute blobs are all distinct.
+        let s = span_keys.len();
         let mut rest: Vec<u8> = Vec::new();
-        if !span_keys.is_empty() {
+        let mut rest_at: Vec<usize> = vec![0];
+        let mut moved: Vec<u32> = Vec::new();
+        let mut dicts: Vec<DedicatedDict<'_>> = span_keys.iter().map(|&(_, t)| DedicatedDict::new(t)).collect();
+        if s > 0 {
             let (blob, data) = &blobs[0];
             for r in rows {
                 let g = r.blobs[0];
-                if g != 0 && !split.contains_key(&g) {
-                    let at = rest.len();
-                    let vals =
-                        dedicated::split_attributes(&data[blob.value_range(g)], &span_keys, &mut rest, &mut left);
-                    split.insert(g, (at..rest.len(), vals));
+                if g == 0 {
+                    continue;
                 }
+                slots.memo(g, || {
+                    splitter.split(&data[blob.value_range(g)], &mut rest, &mut left, &mut vals);
+                    rest_at.push(rest.len());
+                    moved.extend(dicts.iter_mut().zip(&vals).map(|(d, &v)| d.add(v)));
+                    (rest_at.len() - 2) as u32
+                });
             }
         }
+        // The index of a moved value of span-scope column `i` in its dictionary, for row `r`.
+        let moved_of = |r: &Row, i: usize| {
+            if r.blobs[0] == 0 {
+                ABSENT
+            } else {
+                moved[slots.get(r.blobs[0]) as usize * s + i]
+            }
+        };
         for (k, (c, (blob, data))) in [col::ATTRIBUTES, col::EVENTS, col::LINKS, col::EXTRA]
             .into_iter()
             .zip(&blobs)
             .enumerate()
         {
-            if k == 0 && !span_keys.is_empty() {
-                let value = |g: u32| &rest[split[&g].0.clone()];
+            if k == 0 && s > 0 {
+                let value = |g: u32| {
+                    let slot = slots.get(g) as usize;
+                    &rest[rest_at[slot]..rest_at[slot + 1]]
+                };
                 dict_ids(&mut buf, &mut remap, rows, true, |r| r.blobs[0], value);
             } else {
                 let value = |g: u32| &data[blob.value_range(g)];
@@ -649,30 +740,53 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
             }
         }
         let (mut si, mut ri) = (0, 0);
+        let mut dicts = dicts.into_iter();
         for (k, d) in dedicated.iter().enumerate() {
-            let span = d.scope == DedicatedScope::Span;
-            let i = if span { si } else { ri };
-            if span {
+            let chunk = spec(col::EXTRA + 1 + k, true, true, None);
+            if d.scope == DedicatedScope::Span {
+                let i = si;
                 si += 1;
-            } else {
-                ri += 1;
-            }
-            let source = |r: &Row| if span { r.blobs[0] } else { r.resource };
-            let value_of = |g: u32| {
-                if span {
-                    split.get(&g).and_then(|(_, v)| v[i])
+                let dict = dicts.next().expect("one dictionary per span-scope column");
+                if d.value_type == ValueType::Bool {
+                    let values: Vec<Option<Scalar<'_>>> = rows
+                        .iter()
+                        .map(|r| match moved_of(r, i) {
+                            ABSENT => None,
+                            b => Some(Scalar::Bool(b == 1)),
+                        })
+                        .collect();
+                    write_dedicated_bools(&mut rg, &values)?;
                 } else {
-                    res_vals.get(&g).and_then(|v| v[i])
+                    let st = dict.fill(&mut buf, n, |j| moved_of(&rows[j], i));
+                    buf.write(
+                        &mut rg,
+                        ChunkSpec {
+                            statistics: Some(st),
+                            ..chunk
+                        },
+                    )?;
                 }
-            };
+                continue;
+            }
+            let i = ri;
+            ri += 1;
+            let source = |r: &Row| r.resource;
+            let value_of = |g: u32| res_vals.get(&g).and_then(|v| v[i]);
             if d.value_type == ValueType::Bool {
                 let values: Vec<Option<Scalar<'_>>> = rows.iter().map(|r| value_of(source(r))).collect();
                 write_dedicated_bools(&mut rg, &values)?;
             } else {
                 let st = dedicated_chunk(&mut buf, &mut remap, d.value_type, rows, source, value_of);
-                buf.write(&mut rg, spec(col::EXTRA + 1 + k, true, true, Some(st)))?;
+                buf.write(
+                    &mut rg,
+                    ChunkSpec {
+                        statistics: Some(st),
+                        ..chunk
+                    },
+                )?;
             }
         }
+        slots.reset();
         rg.close()?;
         ranges.push(RowGroupRange {
             min,
