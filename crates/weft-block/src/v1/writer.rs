@@ -452,7 +452,7 @@ fn dict_ids<'a>(
 fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes); 4], rows: &[Row]) -> Bloom {
     use crate::values::{Source, for_each_string};
     let mut seen: hashbrown::HashSet<(u8, u32), FastBuild> = hashbrown::HashSet::with_hasher(FastBuild::default());
-    let mut values: Vec<&[u8]> = Vec::new();
+    let mut keys: Vec<[u8; 16]> = Vec::new();
     for r in rows {
         let ids = [
             (0u8, r.resource),
@@ -474,14 +474,10 @@ fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes)
                     (source, &data[blob.value_range(id)])
                 }
             };
-            for_each_string(source, buf, |s| values.push(s));
+            for_each_string(source, buf, |s| keys.push(Bloom::key_of(s)));
         }
     }
-    let mut bloom = Bloom::with_capacity(values.len());
-    for v in values {
-        bloom.insert_bytes(v);
-    }
-    bloom
+    Bloom::of_keys(&keys)
 }
 
 /// Fills `buf` with a dictionary-encoded INT32 chunk of small values, returning (min, max).
