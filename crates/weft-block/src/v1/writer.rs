@@ -738,49 +738,37 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         let (mut si, mut ri) = (0, 0);
         let mut dicts = dicts.into_iter();
         for (k, d) in dedicated.iter().enumerate() {
-            let chunk = spec(col::EXTRA + 1 + k, true, true, None);
-            if d.scope == DedicatedScope::Span {
-                let i = si;
+            // A span-scope column's values were moved out of the blobs above, with their
+            // dictionary; a resource-scope column's are copied from each distinct resource.
+            let span = d.scope == DedicatedScope::Span;
+            let i = if span { si } else { ri };
+            let dict = if span {
                 si += 1;
-                let dict = dicts.next().expect("one dictionary per span-scope column");
-                if d.value_type == ValueType::Bool {
-                    let values: Vec<Option<Scalar<'_>>> = rows
-                        .iter()
-                        .map(|r| match moved_of(r, i) {
-                            ABSENT => None,
-                            b => Some(Scalar::Bool(b == 1)),
-                        })
-                        .collect();
-                    write_dedicated_bools(&mut rg, &values)?;
-                } else {
-                    let st = dict.fill(&mut buf, n, |j| moved_of(&rows[j], i));
-                    buf.write(
-                        &mut rg,
-                        ChunkSpec {
-                            statistics: Some(st),
-                            ..chunk
-                        },
-                    )?;
-                }
-                continue;
-            }
-            let i = ri;
-            ri += 1;
-            let source = |r: &Row| r.resource;
+                Some(dicts.next().expect("one dictionary per span-scope column"))
+            } else {
+                ri += 1;
+                None
+            };
             let value_of = |g: u32| res_vals.get(&g).and_then(|v| v[i]);
             if d.value_type == ValueType::Bool {
-                let values: Vec<Option<Scalar<'_>>> = rows.iter().map(|r| value_of(source(r))).collect();
+                let value = |r: &Row| {
+                    if !span {
+                        return value_of(r.resource);
+                    }
+                    match moved_of(r, i) {
+                        ABSENT => None,
+                        b => Some(Scalar::Bool(b == 1)),
+                    }
+                };
+                let values: Vec<Option<Scalar<'_>>> = rows.iter().map(value).collect();
                 write_dedicated_bools(&mut rg, &values)?;
-            } else {
-                let st = dedicated_chunk(&mut buf, &mut remap, d.value_type, rows, source, value_of);
-                buf.write(
-                    &mut rg,
-                    ChunkSpec {
-                        statistics: Some(st),
-                        ..chunk
-                    },
-                )?;
+                continue;
             }
+            let st = match dict {
+                Some(dict) => dict.fill(&mut buf, n, |j| moved_of(&rows[j], i)),
+                None => dedicated_chunk(&mut buf, &mut remap, d.value_type, rows, |r| r.resource, value_of),
+            };
+            buf.write(&mut rg, spec(col::EXTRA + 1 + k, true, true, Some(st)))?;
         }
         slots.reset();
         rg.close()?;
