@@ -294,7 +294,7 @@ fn key_values<'a>(buf: &'a [u8], resource: bool, out: &mut Vec<Kv<'a>>) {
     out.clear();
     let mut f = |kv| match canonical_key_value(kv) {
         Some((k, v)) => out.push((k, Some(v), kv)),
-        // Every key/value gets an entry (in blob order, as `split_attributes` relies on).
+        // Every key/value gets an entry (in blob order, as `Splitter::split` relies on).
         None => out.push((raw_key(kv).unwrap_or_default(), None, kv)),
     };
     if resource {
@@ -352,24 +352,10 @@ pub fn choose<'a>(
     out
 }
 
-/// Splits a span's attributes blob: appends what stays generic to `rest` and returns the value
-/// of each of `keys` (the span-scope dedicated columns, in order) that is moved out. Sets
-/// `left[c]` when an occurrence of key `c` stays in `rest` (another type, repeated, or not
-/// canonical), so the column alone does not hold every value of that key.
-pub fn split_attributes<'a>(
-    blob: &'a [u8],
-    keys: &[(&[u8], ValueType)],
-    rest: &mut Vec<u8>,
-    left: &mut [bool],
-) -> Vec<Option<Scalar<'a>>> {
-    let mut vals = vec![None; keys.len()];
-    Splitter::new(keys).split(blob, rest, left, &mut vals);
-    vals
-}
-
-/// [`split_attributes`] for the many blobs of a block: its buffers are reused from blob to blob,
-/// and a key is matched to its column by its length first, so a blob costs one pass over its
-/// key/values. A merge of spans whose attribute blobs are all distinct splits every one of them.
+/// Splits span attribute blobs between the generic blob and the span-scope dedicated columns.
+/// Its buffers are reused from blob to blob, and a key is matched to its column by its length
+/// first, so a blob costs one pass over its key/values. A merge of spans whose attribute blobs
+/// are all distinct splits every one of them.
 pub struct Splitter<'k, 'a> {
     keys: &'k [(&'k [u8], ValueType)],
     /// The columns whose key has each length; keys of [`Self::LONG`] bytes or more share the
@@ -401,7 +387,10 @@ impl<'k, 'a> Splitter<'k, 'a> {
         }
     }
 
-    /// Splits `blob` as [`split_attributes`] does, into `vals` (one per key, all overwritten).
+    /// Splits `blob`: appends what stays generic to `rest` and sets `vals[c]` (all overwritten)
+    /// to the value of `keys[c]` that is moved out. Sets `left[c]` when an occurrence of key `c`
+    /// stays in `rest` (another type, repeated, or not canonical), so the column alone does
+    /// not hold every value of that key.
     pub fn split(&mut self, blob: &'a [u8], rest: &mut Vec<u8>, left: &mut [bool], vals: &mut [Option<Scalar<'a>>]) {
         vals.fill(None);
         key_values(blob, false, &mut self.kvs);

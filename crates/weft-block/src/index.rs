@@ -71,23 +71,22 @@ impl Bloom {
         }
     }
 
-    fn probes(&self, id: &[u8; 16]) -> impl Iterator<Item = usize> + '_ {
+    /// The bits `id` sets in a filter of `k` probes over `words` words. Borrows nothing of the
+    /// filter, so that inserting needs no buffer of the probes.
+    fn probes(k: u32, words: usize, id: &[u8; 16]) -> impl Iterator<Item = usize> {
         let (h1, h2) = trace_id_hashes(id);
-        let mask = (self.words.len() * 64 - 1) as u64;
-        (0..self.k as u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) & mask) as usize)
+        let mask = (words * 64 - 1) as u64;
+        (0..u64::from(k)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) & mask) as usize)
     }
 
     pub fn insert(&mut self, id: &[u8; 16]) {
-        let (h1, h2) = trace_id_hashes(id);
-        let mask = (self.words.len() * 64 - 1) as u64;
-        for i in 0..u64::from(self.k) {
-            let b = (h1.wrapping_add(i.wrapping_mul(h2)) & mask) as usize;
+        for b in Self::probes(self.k, self.words.len(), id) {
             self.words[b / 64] |= 1 << (b % 64);
         }
     }
 
     pub fn may_contain(&self, id: &[u8; 16]) -> bool {
-        self.probes(id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
+        Self::probes(self.k, self.words.len(), id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 
     /// The 16-byte key a byte string is stored under (xxh3-128, stable across versions).

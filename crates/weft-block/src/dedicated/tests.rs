@@ -60,7 +60,8 @@ fn split_then_append_reproduces_the_attributes() {
     ];
     let mut rest = Vec::new();
     let mut left = vec![false; keys.len()];
-    let vals = split_attributes(&b, &keys, &mut rest, &mut left);
+    let mut vals = vec![None; keys.len()];
+    Splitter::new(&keys).split(&b, &mut rest, &mut left, &mut vals);
     // `retries` (wrong type) and `dup` (repeated) stay in the blob; the others moved or absent.
     assert_eq!(left, [false, false, false, false, true, true, false]);
     assert_eq!(
@@ -221,7 +222,7 @@ proptest::proptest! {
     fn never_panics_on_arbitrary_bytes(b in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
         let keys: Vec<(&[u8], ValueType)> = vec![(b"a", ValueType::String)];
         let mut rest = Vec::new();
-        let _ = split_attributes(&b, &keys, &mut rest, &mut vec![false; keys.len()]);
+        Splitter::new(&keys).split(&b, &mut rest, &mut vec![false; keys.len()], &mut vec![None; keys.len()]);
         let _ = resource_values(&b, &keys);
         let _ = choose(1, [(b.as_slice(), 1)], [(b.as_slice(), 1)]);
     }
