@@ -1064,14 +1064,6 @@ mod tests {
             }
             .encode_to_vec()
         };
-        let s3 = ScopeSpans {
-            scope: Some(InstrumentationScope {
-                name: "s3".into(),
-                ..Default::default()
-            }),
-            schema_url: "https://s3".into(),
-            spans: vec![],
-        };
         // Scope ordinals count through the whole request.
         let mut want = Vec::new();
         let mut sc = 0;
@@ -1083,7 +1075,7 @@ mod tests {
                 sc += 1;
             }
         }
-        let s3_header = scope_header(&s3);
+        let s3_header = scope_header(&scope("s3", "https://s3", vec![]));
         for name in ["e", "f"] {
             want.push((2, 3, vec![], s3_header.clone(), name.into()));
         }
