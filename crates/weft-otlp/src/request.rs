@@ -737,7 +737,6 @@ pub fn for_each_span<'a>(
             // cache line of every span cold in the first walk, each miss waiting on the one
             // before: 8 % of the stages on realistic spans (BENCHMARKS.md).
             scope.clear();
-            views.clear();
             let mut p = 0;
             while p < ss.len() {
                 let start = p;
