@@ -510,7 +510,7 @@ impl SpanColumns {
                 _ => (self.intern_resource(res), self.headers.intern(scope)),
             };
             last = Some((ids, r, s));
-            self.push(r, s, &span);
+            self.push(r, s, span);
             n += 1;
         })
         .inspect_err(|_| self.end_run())?;

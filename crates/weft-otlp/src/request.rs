@@ -561,11 +561,18 @@ impl<'a> SpanView<'a> {
     /// read is still bounds-checked; a field of an unexpected wire type (which `validate_request`
     /// refuses) is kept verbatim in `extra` rather than trusted.
     pub fn parse(raw: &'a [u8]) -> Result<Self, WireError> {
+        let mut v = SpanView::default();
+        v.read(raw)?;
+        Ok(v)
+    }
+
+    /// [`Self::parse`] into a view that is still `SpanView::default()`, in place: the head
+    /// builder parses each span straight into its list, where returning the 216-byte view by
+    /// value cost a `memcpy` per span.
+    fn read(&mut self, raw: &'a [u8]) -> Result<(), WireError> {
         use crate::wire::read_varint;
-        let mut v = SpanView {
-            raw,
-            ..Default::default()
-        };
+        let v = self;
+        v.raw = raw;
         let n = raw.len();
         let mut p = 0;
         while p < n {
@@ -653,7 +660,7 @@ impl<'a> SpanView<'a> {
                 }
             }
         }
-        Ok(v)
+        Ok(())
     }
 
     /// Returns the encoded fields of `kind` (tags included): a slice of the span when they are
@@ -710,7 +717,7 @@ pub struct HeaderIds {
 /// `spans`). Headers are passed as encoded bytes so they can be stored and re-emitted verbatim.
 pub fn for_each_span<'a>(
     buf: &'a [u8],
-    mut visit: impl FnMut(HeaderIds, &[u8], &[u8], SpanView<'a>),
+    mut visit: impl FnMut(HeaderIds, &[u8], &[u8], &SpanView<'a>),
 ) -> Result<(), WireError> {
     let mut ids = HeaderIds { resource: 0, scope: 0 };
     let mut resource = Vec::new();
@@ -737,6 +744,9 @@ pub fn for_each_span<'a>(
             // cache line of every span cold in the first walk, each miss waiting on the one
             // before: 8 % of the stages on realistic spans (BENCHMARKS.md).
             scope.clear();
+            // Room for the scope's spans at about 256 bytes each, so the list seldom grows
+            // (moving every parsed view) while the walk fills it.
+            views.reserve(ss.len() / 256);
             let mut p = 0;
             while p < ss.len() {
                 let start = p;
@@ -752,11 +762,13 @@ pub fn for_each_span<'a>(
                         found: wire_type,
                     });
                 }
-                views.push(SpanView::parse(&ss[value])?);
+                views.push(SpanView::default());
+                views.last_mut().expect("just pushed").read(&ss[value])?;
             }
-            for v in views.drain(..) {
+            for v in &views {
                 visit(ids, &resource, &scope, v);
             }
+            views.clear();
             ids.scope += 1;
         }
         ids.resource += 1;
