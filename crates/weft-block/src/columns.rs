@@ -556,12 +556,14 @@ impl SpanColumns {
     /// Row order for a block: by trace ID, then start time, then span ID; of spans with the
     /// same trace ID, span ID and start time (client retries) only the first is listed.
     pub fn sorted_order(&self) -> Vec<u32> {
-        let mut ids: Vec<&[u8; 16]> = self.traces.keys().collect();
-        ids.sort_unstable();
+        // Each trace's ID with its last row, sorted by value: sorting references would read
+        // the map at random for every comparison, and each trace would need a lookup after.
+        let mut ids: Vec<([u8; 16], u32)> = self.traces.iter().map(|(id, &r)| (*id, r)).collect();
+        ids.sort_unstable_by_key(|a| a.0);
         let mut order = Vec::with_capacity(self.len());
-        for id in ids {
+        for (_, last) in ids {
             let from = order.len();
-            let mut r = self.traces[id];
+            let mut r = last;
             while r != NONE {
                 order.push(r);
                 r = self.prev[r as usize];

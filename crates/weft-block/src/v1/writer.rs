@@ -120,7 +120,50 @@ struct Row {
     status_code: u8,
 }
 
+/// How many rows ahead the gather prefetches.
+const PREFETCH_ROWS: usize = 16;
+
 impl Row {
+    /// Asks the CPU to start loading row `r`'s fields. The gather visits rows in block order,
+    /// which jumps to another trace's rows every few spans; without this, each jump waited on
+    /// a dozen cache misses (one per column) before the next row's loads could be issued.
+    #[inline]
+    fn prefetch(c: &SpanColumns, r: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            macro_rules! pf {
+                ($($col:expr),*) => {$(
+                    if let Some(x) = $col.get(r) {
+                        // SAFETY: a prefetch is a hint; it never faults and reads nothing
+                        // into the program. The pointer is to an element in bounds.
+                        #[allow(unsafe_code)]
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const _) as *const i8) };
+                    }
+                )*};
+            }
+            pf!(
+                c.trace_id,
+                c.span_id,
+                c.parent_span_id,
+                c.start,
+                c.duration,
+                c.name,
+                c.status_message,
+                c.resource,
+                c.scope,
+                c.attributes.ids,
+                c.events.ids,
+                c.links.ids,
+                c.extra.ids,
+                c.kind,
+                c.status_code
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (c, r);
+    }
+
     #[inline]
     fn of(c: &SpanColumns, r: usize) -> Row {
         Row {
@@ -581,7 +624,12 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         let rows = &order[range.clone()];
         let n = rows.len();
         fix.clear();
-        fix.extend(rows.iter().map(|&r| Row::of(cols, r as usize)));
+        for (k, &r) in rows.iter().enumerate() {
+            if let Some(&ahead) = rows.get(k + PREFETCH_ROWS) {
+                Row::prefetch(cols, ahead as usize);
+            }
+            fix.push(Row::of(cols, r as usize));
+        }
         let rows = &fix[..];
         if opts.value_blooms {
             value_blooms.push(value_bloom(cols, &blobs, rows));
