@@ -123,45 +123,53 @@ struct Row {
 /// How many rows ahead the gather prefetches.
 const PREFETCH_ROWS: usize = 16;
 
+/// Asks the CPU to start loading the cache line holding `x` into L1, without waiting for it.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is only a hint: it never faults and changes nothing the program
+        // can observe. The pointer comes from a reference, so it is valid anyway.
+        #[allow(unsafe_code)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>())
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 impl Row {
     /// Asks the CPU to start loading row `r`'s fields. The gather visits rows in block order,
     /// which jumps to another trace's rows every few spans; without this, each jump waited on
     /// a dozen cache misses (one per column) before the next row's loads could be issued.
     #[inline]
     fn prefetch(c: &SpanColumns, r: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            macro_rules! pf {
-                ($($col:expr),*) => {$(
-                    if let Some(x) = $col.get(r) {
-                        // SAFETY: a prefetch is a hint; it never faults and reads nothing
-                        // into the program. The pointer is to an element in bounds.
-                        #[allow(unsafe_code)]
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const _) as *const i8) };
-                    }
-                )*};
-            }
-            pf!(
-                c.trace_id,
-                c.span_id,
-                c.parent_span_id,
-                c.start,
-                c.duration,
-                c.name,
-                c.status_message,
-                c.resource,
-                c.scope,
-                c.attributes.ids,
-                c.events.ids,
-                c.links.ids,
-                c.extra.ids,
-                c.kind,
-                c.status_code
-            );
+        macro_rules! pf {
+            ($($col:expr),*) => {$(
+                if let Some(x) = $col.get(r) {
+                    prefetch(x);
+                }
+            )*};
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (c, r);
+        pf!(
+            c.trace_id,
+            c.span_id,
+            c.parent_span_id,
+            c.start,
+            c.duration,
+            c.name,
+            c.status_message,
+            c.resource,
+            c.scope,
+            c.attributes.ids,
+            c.events.ids,
+            c.links.ids,
+            c.extra.ids,
+            c.kind,
+            c.status_code
+        );
     }
 
     #[inline]
