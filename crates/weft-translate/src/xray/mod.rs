@@ -406,11 +406,15 @@ pub fn parse_serde(body: &[u8]) -> Result<Document<'_>, TranslateError> {
 /// Epoch seconds (a float) as nanoseconds, rounded to the microsecond: an f64 holds today's
 /// epoch seconds to about 0.2 µs, and the SDKs write microseconds, so the microsecond is exact
 /// and the nanoseconds below it are noise (the Collector truncates, which turns `.271` into
-/// `.270999808`).
+/// `.270999808`). `None` for a time before 1970 or one that u64 nanoseconds cannot hold (after
+/// the year 2554), which the document is refused for, rather than wrapped into another time.
 fn seconds_to_ns(v: Option<f64>) -> Option<u64> {
-    let f = v?;
-    (0.0..1e11).contains(&f).then(|| (f * 1e6).round() as u64 * 1000)
+    let us = (v? * 1e6).round();
+    (0.0..MAX_MICROS).contains(&us).then(|| us as u64 * 1000)
 }
+
+/// From this many microseconds on, the nanoseconds overflow a u64.
+const MAX_MICROS: f64 = (u64::MAX / 1000 + 1) as f64;
 
 fn span_id(s: &str) -> Option<[u8; 8]> {
     if s.len() != 16 {
@@ -433,12 +437,12 @@ fn check(m: &Segment<'_>, what: &str) -> Result<(), TranslateError> {
     }
     if seconds_to_ns(m.start_time).is_none() {
         return Err(err(format!(
-            "X-Ray {what} {name:?}: start_time is missing or not a number of epoch seconds"
+            "X-Ray {what} {name:?}: start_time is missing or not a number of epoch seconds from 1970 to 2554"
         )));
     }
     if m.in_progress != Some(true) && seconds_to_ns(m.end_time).is_none() {
         return Err(err(format!(
-            "X-Ray {what} {name:?}: end_time is missing or not a number of epoch seconds"
+            "X-Ray {what} {name:?}: end_time is missing or not a number of epoch seconds from 1970 to 2554"
         )));
     }
     for s in m.subsegments.iter().flatten() {
@@ -1045,6 +1049,27 @@ mod tests {
         )
         .unwrap();
         assert!(d.to_otlp().unwrap_err().0.contains("trace_id"));
+        // Times that u64 nanoseconds cannot hold are refused, not wrapped (found by fuzzing).
+        let at = |start: &str, end: &str| {
+            format!(
+                "{{\"name\":\"a\",\"id\":\"70de5b6f19ff9a0a\",\"trace_id\":\"1-5759e988-bd862e3fe1be46a994272793\",\"start_time\":{start},\"end_time\":{end}}}"
+            )
+        };
+        for (start, end, field) in [
+            ("21478293361", "21478293362", "start_time"),
+            ("1", "1e300", "end_time"),
+            ("-1", "2", "start_time"),
+        ] {
+            let e = parse(at(start, end).as_bytes()).unwrap_err().0;
+            assert!(e.contains(field) && e.contains("1970 to 2554"), "{e}");
+        }
+        let doc = at("18000000000", "18000000000.5");
+        let d = parse(doc.as_bytes()).unwrap();
+        let (otlp, _) = d.to_otlp().unwrap();
+        let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
+        let s = &req.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!(s.start_time_unix_nano, 18_000_000_000_000_000_000);
+        assert_eq!(s.end_time_unix_nano, 18_000_000_000_500_000_000);
     }
 
     /// `spec/formats/vectors/xray.json`: each datagram becomes the expected OTLP (as OTLP/JSON),

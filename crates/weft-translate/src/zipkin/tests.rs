@@ -79,6 +79,20 @@ fn proto3_matches_json() {
     assert_eq!(from_json[0]["traceId"], "0000000000000007");
 }
 
+/// A v1 timestamp past what u64 microseconds hold (read as the largest) next to a duration
+/// and an `ss` annotation: converted without overflow (found by fuzzing).
+#[test]
+fn v1_timestamp_at_the_limit_does_not_overflow() {
+    let v1 = r#"[{"annotations":[{"endpoint":{"ipv4":"0.1.0.1"},"value":"ss"}],"duration":3,"id":"2",
+        "timestamp":70000000000000888880,"traceId":"5"}]"#;
+    let spans = decode(Encoding::JsonV1, v1.as_bytes()).unwrap();
+    assert_eq!(spans.len(), 1);
+    assert_eq!((spans[0].timestamp_us, spans[0].duration_us), (u64::MAX, 3));
+    let (otlp, n) = to_otlp_request(Encoding::JsonV1, v1.as_bytes()).unwrap();
+    assert_eq!(n, 1);
+    assert!(!otlp.is_empty());
+}
+
 #[test]
 fn v1_shared_span_splits_into_client_and_server() {
     let v1 = r#"[{"traceId":"1","id":"2","name":"get","timestamp":100,"duration":50,

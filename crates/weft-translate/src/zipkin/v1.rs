@@ -185,7 +185,9 @@ impl<'a> Converter<'a> {
         // Bridged from an event model, a span can miss its start annotation.
         let reflects = |end: &Option<Core<'a>>| {
             end.as_ref().is_some_and(|e| {
-                src.timestamp_us != 0 && src.duration_us != 0 && src.timestamp_us + src.duration_us == e.ts
+                src.timestamp_us != 0
+                    && src.duration_us != 0
+                    && src.timestamp_us.checked_add(src.duration_us) == Some(e.ts)
             })
         };
         if self.cs.is_none() && reflects(&self.cr) {
