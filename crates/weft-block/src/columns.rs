@@ -60,6 +60,66 @@ impl Interner {
     }
 }
 
+/// The rows of one trace in [`SpanColumns`], newest first.
+#[derive(Clone)]
+pub struct Chain<'a> {
+    cols: &'a SpanColumns,
+    next: u32,
+}
+
+impl Iterator for Chain<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        let r = self.next;
+        if r == NONE {
+            return None;
+        }
+        self.next = self.cols.prev[r as usize];
+        Some(r)
+    }
+}
+
+/// One row of [`SpanColumns`], read in place.
+#[derive(Clone, Copy)]
+pub struct ColumnRow<'a> {
+    cols: &'a SpanColumns,
+    i: usize,
+}
+
+impl crate::row::SpanFields for ColumnRow<'_> {
+    fn name(&self) -> &[u8] {
+        self.cols.strings.get(self.cols.name[self.i])
+    }
+    fn start_unix_nano(&self) -> u64 {
+        self.cols.start[self.i]
+    }
+    fn duration_nano(&self) -> i64 {
+        self.cols.duration[self.i]
+    }
+    fn status_code(&self) -> u8 {
+        self.cols.status_code[self.i]
+    }
+    fn kind(&self) -> u8 {
+        self.cols.kind[self.i]
+    }
+    fn resource(&self) -> &[u8] {
+        self.cols.headers.get(self.cols.resource[self.i])
+    }
+    fn scope(&self) -> &[u8] {
+        self.cols.headers.get(self.cols.scope[self.i])
+    }
+    fn attributes(&self) -> &[u8] {
+        self.cols.attributes.get(self.i)
+    }
+    fn events(&self) -> &[u8] {
+        self.cols.events.get(self.i)
+    }
+    fn links(&self) -> &[u8] {
+        self.cols.links.get(self.i)
+    }
+}
+
 /// A column of variable-length byte values, each distinct value stored once.
 ///
 /// Invariants: value id 0 is the empty value; `ids[row]` is the value id of each row; value
@@ -528,6 +588,34 @@ impl SpanColumns {
         }
         rows.reverse();
         rows
+    }
+
+    /// The rows of a trace whose last row is `last`, newest first (follows `prev`).
+    pub fn trace_rows(&self, last: u32) -> Chain<'_> {
+        Chain { cols: self, next: last }
+    }
+
+    /// Row `i` read in place, as [`SpanFields`](crate::row::SpanFields): what a query's
+    /// prefilter tests before any row is copied out.
+    pub fn at(&self, i: u32) -> ColumnRow<'_> {
+        ColumnRow {
+            cols: self,
+            i: i as usize,
+        }
+    }
+
+    /// What [`Self::row`] would copy out for row `i`: its fixed fields (64 bytes) and its
+    /// variable-length values, for scan statistics.
+    pub fn row_bytes(&self, i: u32) -> u64 {
+        let i = i as usize;
+        (64 + self.strings.get(self.name[i]).len()
+            + self.strings.get(self.status_message[i]).len()
+            + self.headers.get(self.resource[i]).len()
+            + self.headers.get(self.scope[i]).len()
+            + self.attributes.get(i).len()
+            + self.events.get(i).len()
+            + self.links.get(i).len()
+            + self.extra.get(i).len()) as u64
     }
 
     /// Copies one row out.

@@ -16,6 +16,9 @@
 //!   protobuf bytes where that scope keeps its attributes (span attributes, the resource, the
 //!   scope, events or links; `.key` looks in span attributes and the resource). A string
 //!   attribute equal to `s`, or an array holding it, stores those bytes verbatim.
+//! - `scope.key op v` for any other comparison (`= != < <= > >= =~ !~`) with a value that is
+//!   not `nil`: the key's bytes must occur in the same place, since a missing attribute is
+//!   nil and nil compares false.
 //!
 //! The query becomes a condition tree over leaves ([`Cond`]): `A && B` and the structural
 //! operators need both sides (`A > B` returns B spans whose parent is in A), `A || B` either,
@@ -359,17 +362,39 @@ fn term(field: &FieldExpr, lit: &Static, op: BinaryOp) -> Option<Term> {
             Some(contains(Place::Events, s, false))
         }
         (FieldExpr::Attribute(a), Static::Str(s)) if op == BinaryOp::Eq && !a.parent => {
-            let place = match a.scope {
-                AttributeScope::Unscoped => Place::SpanOrResource,
-                AttributeScope::Span => Place::SpanAttrs,
-                AttributeScope::Resource => Place::Resource,
-                AttributeScope::Instrumentation => Place::Scope,
-                AttributeScope::Event => Place::Events,
-                AttributeScope::Link => Place::Links,
-            };
-            Some(contains(place, s, true))
+            Some(contains(place_of(a.scope), s, true))
+        }
+        // Any other comparison with a value is false where the attribute is missing (nil
+        // compares false, `!=` and `!~` included), so its key must be stored there.
+        (FieldExpr::Attribute(a), lit)
+            if !a.parent
+                && !matches!(lit, Static::Nil)
+                && matches!(
+                    op,
+                    BinaryOp::Eq
+                        | BinaryOp::Neq
+                        | BinaryOp::Lt
+                        | BinaryOp::Lte
+                        | BinaryOp::Gt
+                        | BinaryOp::Gte
+                        | BinaryOp::Regex
+                        | BinaryOp::NotRegex
+                ) =>
+        {
+            Some(contains(place_of(a.scope), &a.name, false))
         }
         _ => None,
+    }
+}
+
+fn place_of(scope: AttributeScope) -> Place {
+    match scope {
+        AttributeScope::Unscoped => Place::SpanOrResource,
+        AttributeScope::Span => Place::SpanAttrs,
+        AttributeScope::Resource => Place::Resource,
+        AttributeScope::Instrumentation => Place::Scope,
+        AttributeScope::Event => Place::Events,
+        AttributeScope::Link => Place::Links,
     }
 }
 

@@ -68,3 +68,45 @@ fn row_group_blooms_and_stats_prune() {
     };
     assert!(!slow.row_group_may_match(&short, None));
 }
+
+/// A span's `attributes` field (tag 9) holding `key` = the integer `v`, as OTLP encodes it.
+fn int_attribute(key: &str, v: u64) -> Vec<u8> {
+    let mut any = vec![0x18];
+    let mut x = v;
+    while x >= 0x80 {
+        any.push((x as u8) | 0x80);
+        x >>= 7;
+    }
+    any.push(x as u8);
+    let mut kv = vec![0x0a, key.len() as u8];
+    kv.extend_from_slice(key.as_bytes());
+    kv.extend_from_slice(&[0x12, any.len() as u8]);
+    kv.extend_from_slice(&any);
+    let mut out = vec![0x4a, kv.len() as u8];
+    out.extend_from_slice(&kv);
+    out
+}
+
+#[test]
+fn comparisons_need_the_attribute_key() {
+    let with = row("get", 1, 0, &int_attribute("http.status_code", 500));
+    let without = row("get", 1, 0, &int_attribute("rpc.code", 500));
+    for q in [
+        "{ span.http.status_code = 500 }",
+        "{ span.http.status_code != 200 }",
+        "{ span.http.status_code >= 500 }",
+        "{ .http.status_code < 600 }",
+        r#"{ span.http.status_code =~ "5.." }"#,
+        r#"{ span.http.status_code !~ "2.." }"#,
+    ] {
+        let p = pf(q);
+        assert!(p.piece_may_match([&with]), "{q}: a span with the key may match");
+        assert!(!p.piece_may_match([&without]), "{q}: a span without the key cannot");
+        assert!(p.needs().attributes, "{q}");
+    }
+    // A resource attribute is looked for in the resource only.
+    assert!(!pf("{ resource.http.status_code = 500 }").piece_may_match([&with]));
+    // `nil` comparisons and `parent.` are not derived: anything may match.
+    assert!(pf("{ span.http.status_code = nil }").piece_may_match([&without]));
+    assert!(pf("{ parent.span.http.status_code = 500 }").piece_may_match([&without]));
+}
