@@ -220,6 +220,19 @@ impl BlobColumn {
         &self.bytes()[self.value_range(self.ids[i])]
     }
 
+    /// The value of row `i` as shared bytes: a slice of the data once frozen (no copy),
+    /// otherwise a copy.
+    pub fn get_shared(&self, i: usize) -> Bytes {
+        let r = self.value_range(self.ids[i]);
+        if r.is_empty() {
+            Bytes::new()
+        } else if self.frozen.is_empty() {
+            Bytes::copy_from_slice(&self.data[r])
+        } else {
+            self.frozen.slice(r)
+        }
+    }
+
     /// Every distinct value, end to end.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
@@ -616,6 +629,42 @@ impl SpanColumns {
             + self.events.get(i).len()
             + self.links.get(i).len()
             + self.extra.get(i).len()) as u64
+    }
+
+    /// Copies rows out, appending them to `out` in the order given. Spans of one trace mostly
+    /// share their resource and scope, so each distinct header is copied once and shared, and
+    /// frozen columns hand out slices instead of copies: a 200,000-span trace read from the
+    /// head took about 500 bytes per span, twice what the same trace read from a block took.
+    pub fn copy_rows(&self, rows: impl IntoIterator<Item = u32>, out: &mut Vec<SpanRow>) {
+        let mut headers: FastMap<u32, Bytes> = FastMap::with_hasher(FastBuild::default());
+        for i in rows {
+            let mut header = |id: u32| {
+                headers
+                    .entry(id)
+                    .or_insert_with(|| Bytes::copy_from_slice(self.headers.get(id)))
+                    .clone()
+            };
+            let resource = header(self.resource[i as usize]);
+            let scope = header(self.scope[i as usize]);
+            let i = i as usize;
+            out.push(SpanRow {
+                trace_id: self.trace_id[i],
+                span_id: self.span_id[i],
+                parent_span_id: self.parent_span_id[i],
+                name: String::from_utf8_lossy(self.strings.get(self.name[i])).into_owned(),
+                kind: self.kind[i],
+                start_unix_nano: self.start[i],
+                duration_nano: self.duration[i],
+                status_code: self.status_code[i],
+                status_message: String::from_utf8_lossy(self.strings.get(self.status_message[i])).into_owned(),
+                resource,
+                scope,
+                attributes: self.attributes.get_shared(i),
+                events: self.events.get_shared(i),
+                links: self.links.get_shared(i),
+                extra: self.extra.get_shared(i),
+            });
+        }
     }
 
     /// Copies one row out.

@@ -27,9 +27,10 @@ pub struct WriteOptions {
 
 /// zstd level of head cuts ([`WriteOptions::head_cut`]).
 ///
-/// A head block is transient: compaction rewrites it at [`WriteOptions::default`]'s level 3
-/// into a larger block (ADR 7), and that block is what a query reads for the rest of its
-/// retention. Level 1 encodes spans with realistic, high-cardinality attributes about 17 %
+/// A head block smaller than compaction's final tier is transient: compaction rewrites it at
+/// [`WriteOptions::default`]'s level 3 into a larger block (ADR 7), and that block is what a
+/// query reads for the rest of its retention (a cut of final size is written with
+/// [`WriteOptions::lasting`] instead). Level 1 encodes spans with realistic, high-cardinality attributes about 17 %
 /// faster than level 3 (1.07–1.17 µs against 1.29–1.36 µs per span, `weft loadgen --stages
 /// --realistic`) for about 4 % more bytes (92.9 against 89.7 per span); on repetitive spans
 /// the two are equal (BENCHMARKS.md, "zstd level 1 for head cuts").
@@ -43,6 +44,18 @@ impl WriteOptions {
         WriteOptions {
             row_group_rows,
             zstd_level: HEAD_CUT_ZSTD_LEVEL,
+            ..Default::default()
+        }
+    }
+
+    /// The options of a block that stays as written for the rest of its retention: a
+    /// compaction's output, or a head cut already as large as compaction's final blocks.
+    /// Value blooms, dedicated columns and [`WriteOptions::default`]'s zstd level.
+    pub fn lasting(row_group_rows: usize) -> Self {
+        WriteOptions {
+            row_group_rows,
+            value_blooms: true,
+            dedicated_columns: true,
             ..Default::default()
         }
     }

@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
+use weft_block::Origin;
 use weft_block::meta::KafkaRange;
-use weft_block::{Origin, WriteOptions};
 use weft_core::prom::{Exposition, Kind};
 use weft_db::Db;
 use weft_ingest::head::{CutPolicy, Head};
@@ -48,6 +48,9 @@ pub struct BlockBuilderConfig {
     pub partitions: Vec<i32>,
     pub cut: CutPolicy,
     pub row_group_rows: usize,
+    /// A tenant's part of a cut with at least this many spans is written as a lasting block
+    /// ([`weft_ingest::CutOptions`]).
+    pub final_block_spans: u64,
     /// Bytes asked for per fetch.
     pub fetch_bytes: i32,
     /// Bytes a partition's fetch waits for (up to [`FETCH_MAX_WAIT`]). A block builder has no
@@ -332,7 +335,10 @@ impl Partition {
                     end,
                 };
                 let ts = first_ts.take().unwrap_or(0);
-                let opts = WriteOptions::head_cut(self.cfg.row_group_rows);
+                let opts = weft_ingest::CutOptions {
+                    row_group_rows: self.cfg.row_group_rows,
+                    final_block_spans: self.cfg.final_block_spans,
+                };
                 let topic = &self.cfg.topic;
                 let origin = |tenant: &str| Origin {
                     kafka: vec![range],

@@ -281,11 +281,8 @@ impl Compactor {
             block_id: None,
         };
         let opts = WriteOptions {
-            row_group_rows: cfg.row_group_rows,
-            value_blooms: true,
-            dedicated_columns: true,
             commit_before: lease.map(|l| l.commit_before()),
-            ..Default::default()
+            ..WriteOptions::lasting(cfg.row_group_rows)
         };
         // Writing replaces the inputs in the block set at once (the new meta names them).
         let block = match db.write_block(&cols, tenant, origin, &opts).await {

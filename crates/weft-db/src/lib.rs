@@ -117,6 +117,16 @@ pub fn span_bytes(r: &SpanRow) -> u64 {
 }
 
 impl Db {
+    /// One of the [`LARGE_TRACE_READS`] permits for holding a large trace in memory, for a
+    /// reader of recent spans (block reads take theirs in [`Db::find_trace`]).
+    pub async fn large_read_permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.large_trace_reads
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed")
+    }
+
     /// Lists the blocks in `storage` and opens every complete one. A maintaining process also
     /// finishes what a crash interrupted (see [`BlockSet::load`]) and quarantines blocks whose
     /// `meta.json` or `index.bin` is damaged; a reading process skips those.

@@ -62,6 +62,9 @@ pub struct IngestConfig {
     /// Cut blocks not yet written holding more than this many bytes cause refusals (503).
     pub max_flushing_bytes: u64,
     pub row_group_rows: usize,
+    /// A tenant's part of a cut holding at least this many spans is written as a lasting
+    /// block (see [`CutOptions`]): compaction's final tier starts there (ADR 7).
+    pub final_block_spans: u64,
 }
 
 impl Default for IngestConfig {
@@ -74,15 +77,16 @@ impl Default for IngestConfig {
             wal_direct_io: true,
             cut: CutPolicy {
                 max_age: Duration::from_secs(30),
-                max_spans: 200_000,
-                max_bytes: 16 << 20,
+                max_spans: 1_000_000,
+                max_bytes: 64 << 20,
             },
             max_trace_bytes: 5 << 20,
             rate_bytes: 0,
             burst_bytes: 0,
             max_inflight_bytes: 64 << 20,
-            max_flushing_bytes: 16 << 20,
+            max_flushing_bytes: 64 << 20,
             row_group_rows: 8192,
+            final_block_spans: 250_000,
         }
     }
 }
@@ -159,7 +163,10 @@ impl Ingest {
             let db = db.clone();
             let metrics = metrics.clone();
             let wal = wal.clone();
-            let opts = WriteOptions::head_cut(cfg.row_group_rows);
+            let opts = CutOptions {
+                row_group_rows: cfg.row_group_rows,
+                final_block_spans: cfg.final_block_spans,
+            };
             let rt = tokio::runtime::Handle::current();
             let flushed = flushed.clone();
             std::thread::Builder::new()
@@ -360,13 +367,20 @@ impl Ingest {
     pub async fn flush(&self) {
         self.wait_for_head().await;
         if let Some(cut) = self.head.cut() {
-            let opts = WriteOptions::head_cut(self.cfg.row_group_rows);
+            let opts = CutOptions {
+                row_group_rows: self.cfg.row_group_rows,
+                final_block_spans: self.cfg.final_block_spans,
+            };
             for (tenant, cols) in &cut.tenants {
                 let origin = Origin {
                     wal_end: Some(cut.wal_end),
                     ..Origin::default()
                 };
-                if let Err(e) = self.db.write_block(cols, tenant, origin, &opts).await {
+                if let Err(e) = self
+                    .db
+                    .write_block(cols, tenant, origin, &opts.for_spans(cols.len()))
+                    .await
+                {
                     // The cut stays in the head and its WAL segments stay on disk.
                     tracing::error!(tenant = %tenant, error = %e, "block write failed; the head and the wal keep its spans");
                     return;
@@ -433,12 +447,35 @@ pub fn admit_request(
 }
 
 /// Writes one block per tenant of a cut, retrying failed writes until they succeed.
-fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMetrics, opts: &WriteOptions) {
+fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMetrics, opts: &CutOptions) {
     let origin = |_: &str| Origin {
         wal_end: Some(cut.wal_end),
         ..Origin::default()
     };
     rt.block_on(write_cut(cut, db, metrics, opts, origin));
+}
+
+/// How the blocks of a cut are written.
+#[derive(Debug, Clone)]
+pub struct CutOptions {
+    pub row_group_rows: usize,
+    /// A tenant's part holding at least this many spans is written with
+    /// [`WriteOptions::lasting`] (value blooms, dedicated columns, zstd level 3), as compaction
+    /// writes its final blocks: a block that large is already in the final tier and is never
+    /// rewritten, so it must not lack what a merge would have added. Smaller parts are
+    /// written cheaply ([`WriteOptions::head_cut`]) and merged later.
+    pub final_block_spans: u64,
+}
+
+impl CutOptions {
+    /// The options of a tenant's part of `spans` spans.
+    pub fn for_spans(&self, spans: usize) -> WriteOptions {
+        if spans as u64 >= self.final_block_spans {
+            WriteOptions::lasting(self.row_group_rows)
+        } else {
+            WriteOptions::head_cut(self.row_group_rows)
+        }
+    }
 }
 
 /// Writes one block per tenant of a cut, each with the origin `origin(tenant)` gives, retrying
@@ -447,14 +484,15 @@ pub async fn write_cut(
     cut: &Cut,
     db: &Db,
     metrics: &IngestMetrics,
-    opts: &WriteOptions,
+    opts: &CutOptions,
     origin: impl Fn(&str) -> Origin,
 ) {
     for (tenant, cols) in &cut.tenants {
         let mut delay = Duration::from_millis(200);
+        let write = opts.for_spans(cols.len());
         loop {
             let started = Instant::now();
-            match db.write_block(cols, tenant, origin(tenant), opts).await {
+            match db.write_block(cols, tenant, origin(tenant), &write).await {
                 Ok(b) => {
                     metrics.blocks_written.fetch_add(1, Ordering::Relaxed);
                     metrics

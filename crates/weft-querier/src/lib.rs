@@ -19,7 +19,7 @@ use std::sync::Arc;
 use weft_block::row::{SpanRow, dedup_spans};
 use weft_block::{Block, BlockError};
 use weft_db::recent::RecentSpans;
-use weft_db::{Db, span_bytes};
+use weft_db::{Db, LARGE_TRACE_READ_BYTES, span_bytes};
 
 /// Settings of the read path.
 #[derive(Debug, Clone)]
@@ -112,11 +112,20 @@ impl Querier {
         self.recent.catch_up().await;
         let found = self.db.find_trace(tenant, id, range, max_bytes).await?;
         let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
+        let mut large_read = found.large_read;
         if bytes <= max_bytes {
-            // The head's copy is bounded by the head's own size limit.
+            // The head's copy is bounded by the head's own size limit; a large one waits for
+            // a permit, as a large read from blocks does, so few are in memory at once.
+            if large_read.is_none() && bytes + self.recent_trace_bytes(tenant, id) > LARGE_TRACE_READ_BYTES {
+                large_read = Some(self.db.large_read_permit().await);
+            }
             let head = self.recent.trace(tenant, id);
             bytes += head.iter().map(span_bytes).sum::<u64>();
-            rows.extend(head);
+            if rows.is_empty() {
+                rows = head;
+            } else {
+                rows.extend(head);
+            }
         } else if self.recent.holds(tenant, id) {
             truncated = true;
         }
@@ -139,7 +148,20 @@ impl Querier {
             truncated,
             blocks_read: found.blocks_read,
             damaged_blocks: found.damaged_blocks,
-            large_read: found.large_read,
+            large_read,
         })
+    }
+
+    /// What copying out the recent spans of trace `id` would hold ([`span_bytes`]).
+    fn recent_trace_bytes(&self, tenant: &str, id: &[u8; 16]) -> u64 {
+        let mut n = 0;
+        self.recent.view(tenant, &mut |v| {
+            for c in v.active.into_iter().chain(v.frozen.iter().filter_map(|p| p.of(tenant))) {
+                if let Some(&last) = c.traces.get(id) {
+                    n += c.trace_rows(last).map(|r| c.row_bytes(r)).sum::<u64>();
+                }
+            }
+        });
+        n
     }
 }

@@ -262,7 +262,8 @@ impl Scan<'_> {
         if !sink.wants_start(start) {
             return None;
         }
-        let mut out: Vec<SpanRow> = cols.trace_rows(last).map(|r| cols.row(r)).collect();
+        let mut out = Vec::new();
+        cols.copy_rows(cols.trace_rows(last), &mut out);
         out.reverse();
         Some(out)
     }

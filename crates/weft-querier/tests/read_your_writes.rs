@@ -161,3 +161,46 @@ async fn limits_refuse_with_reasons() {
     assert!(limited, "rate limit must trigger");
     ing.shutdown().await;
 }
+
+/// `spans` spans of trace `trace`, each with a string attribute `user`.
+fn request_with_user(trace: u8, spans: u8) -> Bytes {
+    use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value};
+    let mut req = ExportTraceServiceRequest::decode(request(trace, spans)).unwrap();
+    for s in &mut req.resource_spans[0].scope_spans[0].spans {
+        s.attributes.push(KeyValue {
+            key: "user".into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(format!("u{}", s.span_id[1]))),
+            }),
+        });
+    }
+    Bytes::from(req.encode_to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_as_large_as_a_final_block_is_written_as_compaction_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = IngestConfig {
+        final_block_spans: 6,
+        ..IngestConfig::default()
+    };
+    let ing = open(dir.path(), cfg).await;
+    let (small, large): (Arc<str>, Arc<str>) = (Arc::from("small"), Arc::from("large"));
+    ing.push(&small, request_with_user(1, 5)).await.unwrap();
+    ing.push(&large, request_with_user(2, 6)).await.unwrap();
+    ing.flush().await;
+    // Both are head cuts (level 0); only the tenant whose part reached the final tier gets
+    // the value blooms compaction would have added, since nothing will rewrite its block.
+    let only = |t: &str| {
+        let blocks = ing.db.blocks(t);
+        assert_eq!(blocks.len(), 1, "{t}");
+        blocks[0].clone()
+    };
+    let (s, l) = (only("small"), only("large"));
+    assert_eq!((s.meta.compaction_level, l.meta.compaction_level), (0, 0));
+    assert!(s.index.value_blooms.is_empty(), "a small cut is written cheaply");
+    assert_eq!(l.index.value_blooms.len(), l.meta.row_groups as usize);
+    assert!(l.index.value_blooms[0].may_contain_bytes(b"u3"));
+    assert_eq!(ing.find_trace("large", &[2; 16], None).await.unwrap().len(), 6);
+    ing.shutdown().await;
+}

@@ -6,6 +6,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The ingester's head is cut at this much memory by default. At high rates a cut of compact
+/// spans then holds about 750,000 of them: a block of the compactor's final tier, which is
+/// never rewritten (ADR 7). Smaller cuts were each rewritten once more by compaction.
+pub const DEFAULT_INGESTER_HEAD_BYTES: usize = 64 << 20;
+
+/// Each partition's head of a block builder is cut at this much memory by default: one
+/// builder may own all of the topic's partitions (16 by default).
+pub const DEFAULT_PARTITION_HEAD_BYTES: usize = 16 << 20;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "weft",
@@ -166,11 +175,12 @@ pub struct ServerFlags {
     /// Cut a block once the oldest span in the head is this many seconds old [default: 30].
     #[arg(long, env = "WEFT_BLOCK_MAX_AGE")]
     pub block_max_age: Option<f64>,
-    /// Cut a block once the head holds this many spans [default: 200000].
+    /// Cut a block once the head holds this many spans [default: 1000000].
     #[arg(long, env = "WEFT_BLOCK_MAX_SPANS")]
     pub block_max_spans: Option<usize>,
-    /// Cut a block once the head holds about this many bytes of memory [default: 16777216].
-    /// Peak memory is about three times this: the active head plus up to two cuts being written.
+    /// Cut a block once the head holds about this many bytes of memory [default: 67108864 for
+    /// the ingester, 16777216 per partition for a block builder]. The ingester's peak memory
+    /// is about three times this: the active head plus cuts being written.
     #[arg(long, env = "WEFT_BLOCK_MAX_BYTES")]
     pub block_max_bytes: Option<usize>,
     /// Largest accepted request body, before decompression [default: 16777216].
@@ -349,7 +359,10 @@ pub struct Config {
     pub fsync_interval_ms: u64,
     pub block_max_age: f64,
     pub block_max_spans: usize,
-    pub block_max_bytes: usize,
+    /// `None`: [`DEFAULT_INGESTER_HEAD_BYTES`] for the ingester's head and
+    /// [`DEFAULT_PARTITION_HEAD_BYTES`] for each of a block builder's (see
+    /// [`Config::head_max_bytes`]).
+    pub block_max_bytes: Option<usize>,
     pub max_request_bytes: usize,
     pub max_decompressed_bytes: usize,
     pub max_trace_bytes: u64,
@@ -418,8 +431,8 @@ impl Default for Config {
             fsync: Fsync::Always,
             fsync_interval_ms: 100,
             block_max_age: 30.0,
-            block_max_spans: 200_000,
-            block_max_bytes: 16 << 20,
+            block_max_spans: 1_000_000,
+            block_max_bytes: None,
             max_request_bytes: 16 << 20,
             max_decompressed_bytes: 64 << 20,
             max_trace_bytes: 128 << 20,
@@ -500,7 +513,6 @@ impl Config {
             fsync_interval_ms,
             block_max_age,
             block_max_spans,
-            block_max_bytes,
             max_request_bytes,
             max_decompressed_bytes,
             max_trace_bytes,
@@ -544,11 +556,26 @@ impl Config {
         if flags.xray_sampling_rules.is_some() {
             c.xray_sampling_rules = flags.xray_sampling_rules.clone();
         }
+        if flags.block_max_bytes.is_some() {
+            c.block_max_bytes = flags.block_max_bytes;
+        }
         if flags.s3_endpoint.is_some() {
             c.s3_endpoint = flags.s3_endpoint.clone();
         }
         c.validate()?;
         Ok(c)
+    }
+
+    /// When a head is cut by its memory: `block_max_bytes` if set, otherwise
+    /// [`DEFAULT_INGESTER_HEAD_BYTES`] for the ingester's one head, and
+    /// [`DEFAULT_PARTITION_HEAD_BYTES`] for each partition's head of a block builder (which
+    /// may own all the topic's partitions at once).
+    pub fn head_max_bytes(&self, per_partition: bool) -> usize {
+        self.block_max_bytes.unwrap_or(if per_partition {
+            DEFAULT_PARTITION_HEAD_BYTES
+        } else {
+            DEFAULT_INGESTER_HEAD_BYTES
+        })
     }
 
     fn validate(&self) -> anyhow::Result<()> {
@@ -557,6 +584,7 @@ impl Config {
             "block_max_age must be a positive number of seconds"
         );
         anyhow::ensure!(self.block_max_spans > 0, "block_max_spans must be positive");
+        anyhow::ensure!(self.block_max_bytes != Some(0), "block_max_bytes must be positive");
         anyhow::ensure!(self.max_request_bytes > 0, "max_request_bytes must be positive");
         anyhow::ensure!(
             self.max_decompressed_bytes >= self.max_request_bytes,
@@ -661,6 +689,17 @@ impl Config {
         .map_err(|e| e.to_string())
     }
 
+    /// The smallest block of compaction's final tier (`M/F`, ADR 7): a head cut this large is
+    /// written as compaction would write it, and never rewritten.
+    pub fn final_block_spans(&self) -> u64 {
+        weft_db::policy::TierPolicy {
+            max_block_spans: self.compaction_max_block_spans,
+            fanout: self.compaction_fanout,
+            max_inputs: self.compaction_max_inputs,
+        }
+        .final_spans()
+    }
+
     /// Compaction and retention settings.
     pub fn compaction(&self) -> weft_db::compact::CompactionConfig {
         let retention = |s: &str| Some(Duration::from_nanos(parse_duration(s).ok()?)).filter(|d| !d.is_zero());
@@ -735,6 +774,20 @@ mod tests {
         assert!(c.multitenancy);
         assert_eq!(c.block_max_spans, 10);
         assert_eq!(c.otlp_grpc_port, 4317);
+        // Unset, the head's memory cap depends on the role; set, it holds for both.
+        assert_eq!(c.head_max_bytes(false), DEFAULT_INGESTER_HEAD_BYTES);
+        assert_eq!(c.head_max_bytes(true), DEFAULT_PARTITION_HEAD_BYTES);
+        let c = Config::load(&ServerFlags {
+            block_max_bytes: Some(1 << 20),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((c.head_max_bytes(false), c.head_max_bytes(true)), (1 << 20, 1 << 20));
+        let zero = Config::load(&ServerFlags {
+            block_max_bytes: Some(0),
+            ..Default::default()
+        });
+        assert!(zero.unwrap_err().to_string().contains("block_max_bytes"));
     }
 
     /// docs/cluster.yaml describes a whole cluster: every role loads it, with its target

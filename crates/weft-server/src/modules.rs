@@ -195,14 +195,15 @@ impl Modules {
                     cut: CutPolicy {
                         max_age: Duration::from_secs_f64(cfg.block_max_age),
                         max_spans: cfg.block_max_spans,
-                        max_bytes: cfg.block_max_bytes,
+                        max_bytes: cfg.head_max_bytes(false),
                     },
                     max_trace_bytes: cfg.max_trace_bytes,
                     rate_bytes: cfg.ingestion_rate_bytes,
                     burst_bytes: cfg.ingestion_burst_bytes,
                     // One cut may wait for the flusher while the next fills; more means the
                     // flusher is behind, and receivers answer 503 instead of growing memory.
-                    max_flushing_bytes: cfg.block_max_bytes as u64,
+                    max_flushing_bytes: cfg.head_max_bytes(false) as u64,
+                    final_block_spans: cfg.final_block_spans(),
                     ..IngestConfig::default()
                 };
                 let db = self.db.clone().expect("Db runs before Ingester");
@@ -253,9 +254,10 @@ impl Modules {
                     cut: CutPolicy {
                         max_age: Duration::from_secs_f64(cfg.block_max_age),
                         max_spans: cfg.block_max_spans,
-                        max_bytes: cfg.block_max_bytes,
+                        max_bytes: cfg.head_max_bytes(true),
                     },
                     row_group_rows: IngestConfig::default().row_group_rows,
+                    final_block_spans: cfg.final_block_spans(),
                     fetch_bytes: 8 << 20,
                     fetch_min_bytes: 1 << 20,
                 };
