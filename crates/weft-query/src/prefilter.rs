@@ -366,21 +366,7 @@ fn term(field: &FieldExpr, lit: &Static, op: BinaryOp) -> Option<Term> {
         }
         // Any other comparison with a value is false where the attribute is missing (nil
         // compares false, `!=` and `!~` included), so its key must be stored there.
-        (FieldExpr::Attribute(a), lit)
-            if !a.parent
-                && !matches!(lit, Static::Nil)
-                && matches!(
-                    op,
-                    BinaryOp::Eq
-                        | BinaryOp::Neq
-                        | BinaryOp::Lt
-                        | BinaryOp::Lte
-                        | BinaryOp::Gt
-                        | BinaryOp::Gte
-                        | BinaryOp::Regex
-                        | BinaryOp::NotRegex
-                ) =>
-        {
+        (FieldExpr::Attribute(a), lit) if !a.parent && !matches!(lit, Static::Nil) && op.is_comparison() => {
             Some(contains(place_of(a.scope), &a.name, false))
         }
         _ => None,
