@@ -593,17 +593,15 @@ impl SpanColumns {
 
     /// Rows of a trace, oldest first.
     pub fn rows_of(&self, trace_id: &[u8; 16]) -> Vec<u32> {
-        let mut rows = Vec::new();
-        let mut r = self.traces.get(trace_id).copied().unwrap_or(NONE);
-        while r != NONE {
-            rows.push(r);
-            r = self.prev[r as usize];
-        }
+        let mut rows: Vec<u32> = self
+            .trace_rows(self.traces.get(trace_id).copied().unwrap_or(NONE))
+            .collect();
         rows.reverse();
         rows
     }
 
-    /// The rows of a trace whose last row is `last`, newest first (follows `prev`).
+    /// The rows of a trace whose last row is `last`, newest first (follows `prev`; none for
+    /// [`NONE`]).
     pub fn trace_rows(&self, last: u32) -> Chain<'_> {
         Chain { cols: self, next: last }
     }

@@ -30,10 +30,11 @@ pub struct WriteOptions {
 /// A head block smaller than compaction's final tier is transient: compaction rewrites it at
 /// [`WriteOptions::default`]'s level 3 into a larger block (ADR 7), and that block is what a
 /// query reads for the rest of its retention (a cut of final size is written with
-/// [`WriteOptions::lasting`] instead). Level 1 encodes spans with realistic, high-cardinality attributes about 17 %
-/// faster than level 3 (1.07–1.17 µs against 1.29–1.36 µs per span, `weft loadgen --stages
-/// --realistic`) for about 4 % more bytes (92.9 against 89.7 per span); on repetitive spans
-/// the two are equal (BENCHMARKS.md, "zstd level 1 for head cuts").
+/// [`WriteOptions::lasting`] instead). Level 1 encodes spans with realistic, high-cardinality
+/// attributes about 17 % faster than level 3 (1.07–1.17 µs against 1.29–1.36 µs per span,
+/// `weft loadgen --stages --realistic`) for about 4 % more bytes (92.9 against 89.7 per
+/// span); on repetitive spans the two are equal (BENCHMARKS.md, "zstd level 1 for head
+/// cuts").
 pub const HEAD_CUT_ZSTD_LEVEL: i32 = 1;
 
 impl WriteOptions {

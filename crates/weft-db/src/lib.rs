@@ -117,8 +117,8 @@ pub fn span_bytes(r: &SpanRow) -> u64 {
 }
 
 impl Db {
-    /// One of the [`LARGE_TRACE_READS`] permits for holding a large trace in memory, for a
-    /// reader of recent spans (block reads take theirs in [`Db::find_trace`]).
+    /// One of the [`LARGE_TRACE_READS`] permits for holding a large trace in memory (block
+    /// reads take theirs in [`Db::find_trace`]; readers of recent spans call this).
     pub async fn large_read_permit(&self) -> tokio::sync::OwnedSemaphorePermit {
         self.large_trace_reads
             .clone()
@@ -292,13 +292,7 @@ impl Db {
                 // (decoded spans take more; the point is to catch large traces early).
                 let rg_bytes = b.meta.size_bytes / u64::from(b.meta.row_groups.max(1));
                 if found.large_read.is_none() && found.bytes + rg_bytes > LARGE_TRACE_READ_BYTES {
-                    found.large_read = Some(
-                        self.large_trace_reads
-                            .clone()
-                            .acquire_owned()
-                            .await
-                            .expect("never closed"),
-                    );
+                    found.large_read = Some(self.large_read_permit().await);
                 }
                 match b.find_trace_in(&*self.storage, id, rg).await {
                     Ok(rows) => {

@@ -76,10 +76,11 @@ fn overlaps<F: SpanFields>(rows: impl IntoIterator<Item = F>, w: Option<Window>)
 
 /// The trace IDs of `cols`, the trace whose span arrived last first: a search keeps the most
 /// recent traces, so once its result is full, older pieces are skipped before being copied.
-fn newest_first(cols: &SpanColumns) -> Vec<[u8; 16]> {
+/// Each with its last row.
+fn newest_first(cols: &SpanColumns) -> Vec<(u32, [u8; 16])> {
     let mut by_last: Vec<(u32, [u8; 16])> = cols.traces.iter().map(|(id, &last)| (last, *id)).collect();
     by_last.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
-    by_last.into_iter().map(|(_, id)| id).collect()
+    by_last
 }
 
 struct Scan<'a> {
@@ -186,7 +187,8 @@ impl Scan<'_> {
     fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
         let recent = self.q.recent.clone();
         let tenant = self.tenant;
-        let mut ids: Vec<[u8; 16]> = Vec::new();
+        // Looked up again in each view below: the active part may have been cut since.
+        let mut ids: Vec<(u32, [u8; 16])> = Vec::new();
         recent.view(tenant, &mut |v| {
             ids = v.active.map(newest_first).unwrap_or_default();
         });
@@ -196,7 +198,7 @@ impl Scan<'_> {
         for chunk in ids.chunks(HEAD_CHUNK) {
             let mut pieces = Vec::new();
             recent.view(tenant, &mut |v| {
-                for id in chunk {
+                for (_, id) in chunk {
                     let mut holders = v
                         .active
                         .into_iter()
@@ -231,8 +233,7 @@ impl Scan<'_> {
                         .enumerate()
                         .any(|(j, c)| j != k && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)))
             };
-            for id in newest_first(cols) {
-                let last = cols.traces[&id];
+            for (last, id) in newest_first(cols) {
                 if let Some(rows) = self.head_piece(cols, last, sink) {
                     let split = others_hold(&id);
                     self.take(rows, split, None, sink);
