@@ -117,6 +117,10 @@ pub struct MetricNeeds {
     pub span_keys: Vec<String>,
     /// Trace IDs, for exemplars ([`MetricColumns::trace_id`]).
     pub trace_ids: bool,
+    /// The attribute, event and link blobs with their dictionary ids, and which span-scope
+    /// dedicated columns hold a value in each row ([`MetricColumns::attributes`] and the
+    /// fields after it): what attribute keys a row group holds, for the tag APIs.
+    pub blobs: bool,
 }
 
 impl MetricNeeds {
@@ -138,6 +142,7 @@ impl MetricNeeds {
             scope: self.scope || o.scope,
             span_keys,
             trace_ids: self.trace_ids || o.trace_ids,
+            blobs: self.blobs || o.blobs,
         }
     }
 }
@@ -197,6 +202,15 @@ pub struct MetricColumns {
     pub span_attributes: Vec<DictColumn>,
     /// 16-byte trace IDs.
     pub trace_id: DictColumn,
+    /// With [`MetricNeeds::blobs`]: each span's `attributes` blob as stored, that is without
+    /// the values moved to dedicated columns ([`crate::dedicated`]).
+    pub attributes: DictColumn,
+    pub events: DictColumn,
+    pub links: DictColumn,
+    /// With [`MetricNeeds::blobs`]: the keys of the block's span-scope dedicated columns, and
+    /// per row a mask of those that hold a value (bit `k` for `dedicated_keys[k]`).
+    pub dedicated_keys: Vec<String>,
+    pub dedicated_mask: Vec<u16>,
 }
 
 /// Columns of a row group for the service graph: who called whom, per trace, without

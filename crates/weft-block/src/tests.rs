@@ -306,6 +306,11 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         scope: true,
         span_keys: Vec::new(),
         trace_ids: true,
+        blobs: false,
+    };
+    let blobs = MetricNeeds {
+        blobs: true,
+        ..Default::default()
     };
     // Span attributes: dedicated (complete or not, of every type) and generic keys, a repeated
     // one, and one no span has.
@@ -337,6 +342,42 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         }
         assert_eq!(c.start.len(), rows.len());
         let at = |d: &DictColumn, i: usize| d.values[d.ids[i] as usize].clone();
+        // The blobs, and which keys moved to dedicated columns.
+        let b = block
+            .fetch_metric_columns(store, rg, &blobs)
+            .await
+            .unwrap()
+            .metric_columns(&blobs)
+            .unwrap();
+        let span_dedicated = block
+            .meta
+            .dedicated_columns
+            .iter()
+            .filter(|d| d.scope == crate::meta::DedicatedScope::Span)
+            .count();
+        assert_eq!(b.dedicated_keys.len(), span_dedicated);
+        let pick = |blob: &[u8], key: &str| {
+            let mut out = vec![Vec::new()];
+            crate::dedicated::pick_attributes(blob, &[key.as_bytes()], &mut out);
+            !out[0].is_empty()
+        };
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(at(&b.events, i), r.events, "events of row {i}");
+            assert_eq!(at(&b.links, i), r.links, "links of row {i}");
+            let blob = at(&b.attributes, i);
+            for key in keys {
+                let moved = b
+                    .dedicated_keys
+                    .iter()
+                    .position(|k| k == key)
+                    .is_some_and(|bit| b.dedicated_mask[i] & (1 << bit) != 0);
+                assert_eq!(
+                    pick(&r.attributes, key),
+                    pick(&blob, key) || moved,
+                    "{key} of row {i}: in the blob or moved"
+                );
+            }
+        }
         for (i, r) in rows.iter().enumerate() {
             assert_eq!(c.start[i] as u64, r.start_unix_nano);
             assert_eq!(c.duration[i], r.duration_nano);

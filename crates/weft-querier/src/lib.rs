@@ -9,8 +9,8 @@
 //! - [`Querier::find_trace`]: one trace, from the head and the blocks, merged;
 //! - [`Querier::scan`]: whole traces that may match a query, fed to a search, metrics or tag
 //!   consumer ([`scan`]);
-//! - [`Querier::scan_span_metrics`] and [`Querier::scan_service_graph`]: span-at-a-time
-//!   metrics and the service graph from columns.
+//! - [`Querier::scan_columns`] and [`Querier::scan_service_graph`]: span-at-a-time metrics,
+//!   the tag APIs without a filter, and the service graph from columns.
 
 pub mod scan;
 

@@ -28,12 +28,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
-use weft_block::{Block, BlockError, MetricNeeds, columns::SpanColumns};
+use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_query::graph::ServiceGraph;
 use weft_query::search::TraceSink;
-use weft_query::span_metrics::{HeadRows, SpanMetrics};
+use weft_query::span_metrics::{ColumnSink, HeadRows};
 
 use crate::{Querier, QueryError};
 
@@ -368,34 +368,43 @@ impl Scan<'_> {
 }
 
 impl Querier {
-    /// Runs a span-local metrics query one span at a time (see `weft_query::span_metrics`): the
+    /// Feeds `sink` every span of `tenant` one at a time from columns (span-local metrics,
+    /// `weft_query::span_metrics`; the tag APIs without a filter, `weft_query::tags`): the
     /// head's spans, then every block row group in the window, reading only the columns the
-    /// query needs.
+    /// sink needs.
     ///
     /// The head and the block list are taken in one view of the recent spans, so each
     /// stored copy of a span counts once: a cut whose block is already listed (a tenant's
     /// blocks are written in cut order, and compaction keeps the highest `wal_end` of its
-    /// inputs) is skipped. Client retries are dropped within the head and within a block, not
-    /// across them (compaction merges those).
-    pub async fn scan_span_metrics(
+    /// inputs) is skipped. Client retries are dropped within the head (when the sink asks for
+    /// [`ColumnSink::sorted_head`]) and within a block, not across them (compaction merges
+    /// those).
+    pub async fn scan_columns(
         &self,
         tenant: &str,
         window: Option<Window>,
-        m: &mut SpanMetrics,
+        m: &mut (impl ColumnSink + Send),
     ) -> Result<ScanStats, QueryError> {
         self.recent.catch_up().await;
         let mut stats = ScanStats {
             damaged_blocks: self.db.quarantined_overlapping(tenant, window),
             ..ScanStats::default()
         };
+        let head_order = |m: &dyn ColumnSink, cols: &SpanColumns| -> Vec<u32> {
+            if m.sorted_head() {
+                cols.sorted_order()
+            } else {
+                (0..cols.len() as u32).collect()
+            }
+        };
         let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         self.recent.view(tenant, &mut |v| {
             blocks = self.db.blocks(tenant);
             if let Some(cols) = v.active {
-                let order = cols.sorted_order();
+                let order = head_order(m, cols);
                 stats.inspected_spans += order.len() as u64;
-                m.add(&HeadRows::new(cols, &order, m.needs()));
+                m.add_head(&HeadRows::new(cols, &order, m.needs()));
             }
             cuts = v.frozen.to_vec();
         });
@@ -404,15 +413,17 @@ impl Querier {
                 continue;
             }
             if let Some(cols) = cut.of(tenant) {
-                let order = cols.sorted_order();
+                let order = head_order(m, cols);
                 stats.inspected_spans += order.len() as u64;
-                m.add(&HeadRows::new(cols, &order, m.needs()));
+                m.add_head(&HeadRows::new(cols, &order, m.needs()));
             }
         }
         stats.total_blocks = blocks.len() as u64;
         let storage = &**self.db.storage();
-        let needs = m.needs().clone();
         for b in blocks {
+            if m.done() {
+                break;
+            }
             if block_outside(&b, window) {
                 stats.skipped_blocks += 1;
                 continue;
@@ -420,6 +431,9 @@ impl Querier {
             let read: Result<bool, QueryError> = async {
                 let mut read_any = false;
                 for rg in 0..b.row_group_count() {
+                    if m.done() {
+                        break;
+                    }
                     // Skipped by time, or by the filter's prefilter on the footer statistics
                     // and the index's value bloom (`{ span.user.id = "u-42" }` reads the
                     // row groups that may hold the value, not the whole attribute column).
@@ -430,14 +444,8 @@ impl Querier {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
-                    // Trace IDs (16 B per trace plus an index per span) only while exemplars
-                    // are still wanted in the row group's time range: the first row group of
-                    // each range usually fills its buckets.
                     let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
-                    let needs = MetricNeeds {
-                        trace_ids: m.wants_exemplars_between(lo, hi),
-                        ..needs.clone()
-                    };
+                    let needs = m.needs_between(lo, hi);
                     let data = b.fetch_metric_columns(storage, rg, &needs).await?;
                     read_any = true;
                     stats.inspected_bytes += data.bytes();
@@ -445,7 +453,7 @@ impl Querier {
                         .await
                         .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
                     stats.inspected_spans += cols.start.len() as u64;
-                    m.add(&cols);
+                    m.add_columns(&cols);
                 }
                 Ok(read_any)
             }
@@ -495,7 +503,7 @@ impl Querier {
     /// blocks whose calls cross the split are then read whole (at most
     /// `GRAPH_MAX_RESOLVED_TRACES`).
     ///
-    /// Each stored copy of a span counts once, as in [`Querier::scan_span_metrics`]; client
+    /// Each stored copy of a span counts once, as in [`Querier::scan_columns`]; client
     /// retries stored in two places before compaction merges them count twice.
     pub async fn scan_service_graph(
         &self,

@@ -359,7 +359,7 @@ async fn engine_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Ve
 /// The span-at-a-time path from columns, when the query allows it.
 async fn engine_span_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Option<Vec<weft_traceql::Series>> {
     let mut m = SpanMetrics::new(query, BASE, end, METRICS_STEP).unwrap()?;
-    ing.scan_span_metrics("t", Some((BASE, end - 1)), &mut m).await.unwrap();
+    ing.scan_columns("t", Some((BASE, end - 1)), &mut m).await.unwrap();
     Some(m.finish().unwrap())
 }
 
@@ -373,7 +373,7 @@ async fn check_exemplars(ing: &Node, c: &Case, q: &weft_traceql::Query, end: u64
     let mut runs = vec![(sink.finish().unwrap(), want.to_vec())];
     if let Some(mut m) = SpanMetrics::new(q, BASE, end, METRICS_STEP).unwrap() {
         m.exemplars(LIMIT);
-        ing.scan_span_metrics("t", Some((BASE, end - 1)), &mut m).await.unwrap();
+        ing.scan_columns("t", Some((BASE, end - 1)), &mut m).await.unwrap();
         let without = engine_span_metrics(ing, q, end).await.expect("span-local");
         runs.push((m.finish().unwrap(), without));
     }
@@ -488,8 +488,113 @@ const METRICS_FORMS: &[&str] = &[
     "{ span.user = nil } | histogram_over_time(duration) by (span.http.status_code)",
 ];
 
+/// Fields whose values the tag check lists.
+const TAG_FIELDS: &[&str] = &[
+    "resource.service.name",
+    "span.user",
+    ".user",
+    "span.http.status_code",
+    "name",
+    "event:name",
+    "event.attempt",
+    "instrumentation:name",
+];
+
+/// The tag APIs without a filter read columns: their keys and values must be those of the
+/// model's spans overlapping the window, and without a window those of the trace path too.
+async fn check_tags(ing: &Node, c: &Case, state: &str) {
+    use std::collections::BTreeSet;
+    use weft_query::search::{TagNames, TagScope, TagValues};
+    use weft_query::tags::{ColumnTagNames, ColumnTagValues};
+    let all = weft_traceql::parse("{ }").unwrap();
+    // None, one trace's first 40 ms, and a window that holds no span.
+    let windows = [
+        None,
+        Some((BASE + 10_000_000_000, BASE + 10_040_000_000)),
+        Some((BASE + 5_000_000_000, BASE + 5_000_000_001)),
+    ];
+    let spans: Vec<&Span> = c.traces.iter().flat_map(|t| &t.spans).collect();
+    for window in windows {
+        let inside: Vec<&Span> = spans
+            .iter()
+            .copied()
+            .filter(|s| {
+                window.is_none_or(|(ws, we)| s.start_unix_nano <= we && s.start_unix_nano + s.duration_nano >= ws)
+            })
+            .collect();
+        let mut want: BTreeMap<TagScope, BTreeSet<String>> = BTreeMap::new();
+        for s in &inside {
+            let mut add = |scope, attrs: &[(String, Value)]| {
+                want.entry(scope)
+                    .or_default()
+                    .extend(attrs.iter().map(|(k, _)| k.clone()))
+            };
+            add(TagScope::Resource, &s.resource_attrs);
+            add(TagScope::Span, &s.span_attrs);
+            add(TagScope::Instrumentation, &s.scope_attrs);
+            s.events.iter().for_each(|e| add(TagScope::Event, &e.attrs));
+        }
+        want.retain(|_, keys| !keys.is_empty());
+        let mut names = ColumnTagNames::new(&all, window, 1000).expect("`{ }` reads columns");
+        ing.scan_columns("t", window, &mut names).await.unwrap();
+        let mut got = names.keys;
+        got.retain(|_, keys| !keys.is_empty());
+        assert_eq!(got, want, "{state}: tag names in {window:?}");
+        if window.is_none() {
+            let mut traces = TagNames::new(&all, 1000).unwrap();
+            ing.scan("t", None, &mut traces).await.unwrap();
+            traces.keys.retain(|_, keys| !keys.is_empty());
+            assert_eq!(traces.keys, want, "{state}: tag names over traces");
+        }
+        for tag in TAG_FIELDS {
+            let q = weft_traceql::parse(&format!("{{ {tag} }}")).unwrap();
+            let Some(weft_traceql::ast::Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f))) =
+                q.pipeline.stages.first()
+            else {
+                unreachable!()
+            };
+            let field = f.expr.clone().unwrap();
+            let attr = |attrs: &[(String, Value)], k: &str| -> Vec<Value> {
+                attrs
+                    .iter()
+                    .filter(|(key, _)| key == k)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            };
+            let values_of = |s: &Span| -> Vec<Value> {
+                match *tag {
+                    "resource.service.name" => attr(&s.resource_attrs, "service.name"),
+                    "span.user" | ".user" => attr(&s.span_attrs, "user"),
+                    "span.http.status_code" => attr(&s.span_attrs, "http.status_code"),
+                    "name" => vec![Value::Str(s.name.clone())],
+                    "event:name" => s.events.iter().map(|e| Value::Str(e.name.clone())).collect(),
+                    "event.attempt" => s.events.iter().flat_map(|e| attr(&e.attrs, "attempt")).collect(),
+                    "instrumentation:name" => vec![Value::Str(s.scope_name.clone())],
+                    _ => unreachable!("{tag}"),
+                }
+            };
+            let want: BTreeSet<String> = inside
+                .iter()
+                .flat_map(|s| values_of(s))
+                .map(|v| format!("{v:?}"))
+                .collect();
+            let mut sink = ColumnTagValues::new(&all, &field, window, 1000).expect("a field with a column");
+            ing.scan_columns("t", window, &mut sink).await.unwrap();
+            let got: BTreeSet<String> = sink.finish().iter().map(|v| format!("{v:?}")).collect();
+            assert_eq!(got, want, "{state}: values of {tag} in {window:?}");
+            if window.is_none() {
+                let mut traces = TagValues::new(&all, field, 1000).unwrap();
+                ing.scan("t", None, &mut traces).await.unwrap();
+                let over: BTreeSet<String> = traces.finish().iter().map(|v| format!("{v:?}")).collect();
+                assert_eq!(over, want, "{state}: values of {tag} over traces");
+            }
+        }
+    }
+}
+
 async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
     let end = BASE + 100_000_000_000;
+    check_tags(ing, c, state).await;
     for q in &c.queries {
         let want = model_answer(q, &c.traces);
         let got = engine_answer(ing, q).await;

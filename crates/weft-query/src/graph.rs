@@ -478,7 +478,7 @@ impl ServiceGraph {
 }
 
 /// True for a query that matches every trace with a span: `{ }` or `{ true }`.
-fn is_match_all(query: &Query) -> bool {
+pub(crate) fn is_match_all(query: &Query) -> bool {
     let printed = query.to_string();
     printed == "{ }" || printed == "{ true }"
 }

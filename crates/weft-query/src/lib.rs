@@ -8,6 +8,7 @@
 //! - [`search`] holds the [`TraceSink`](search::TraceSink)s: `/api/search`, TraceQL metrics and
 //!   the tag APIs, each fed whole traces by the scans of `weft-querier`.
 //! - [`span_metrics`] evaluates span-local metrics queries one span at a time, from columns.
+//! - [`tags`] answers the tag APIs without a filter one span at a time, from columns.
 //! - [`graph`] aggregates calls between services from parent/child spans (the service graph).
 //!
 //! This crate does no I/O and knows nothing of where spans are stored; response shapes belong
@@ -18,3 +19,4 @@ pub mod graph;
 pub mod prefilter;
 pub mod search;
 pub mod span_metrics;
+pub mod tags;

@@ -522,12 +522,7 @@ impl TraceSink for TagNames {
             return;
         };
         let cap = self.cap;
-        let mut add = |scope: TagScope, key: &str| {
-            let set = self.keys.entry(scope).or_default();
-            if set.len() < cap && !set.contains(key) {
-                set.insert(key.to_owned());
-            }
-        };
+        let mut add = |scope: TagScope, key: &str| add_key(&mut self.keys, cap, scope, key);
         for &i in matched(&sets, trace.spans.len()).iter() {
             let s = &trace.spans[i];
             s.resource_attrs.iter().for_each(|(k, _)| add(TagScope::Resource, k));
@@ -542,6 +537,14 @@ impl TraceSink for TagNames {
                 l.attrs.iter().for_each(|(k, _)| add(TagScope::Link, k));
             }
         }
+    }
+}
+
+/// Adds `key` to `scope`'s keys unless it holds `cap` keys already.
+pub(crate) fn add_key(keys: &mut BTreeMap<TagScope, BTreeSet<String>>, cap: usize, scope: TagScope, key: &str) {
+    let set = keys.entry(scope).or_default();
+    if set.len() < cap && !set.contains(key) {
+        set.insert(key.to_owned());
     }
 }
 
@@ -566,17 +569,53 @@ fn spanset_evaluator(query: &Query) -> Result<Evaluator, EvalError> {
     Ok(e)
 }
 
+/// Distinct tag values in the order first seen, at most `cap` of them.
+#[derive(Debug)]
+pub(crate) struct ValueList {
+    cap: usize,
+    /// Set when more than `cap` distinct values were seen.
+    pub(crate) truncated: bool,
+    pub(crate) values: Vec<Value>,
+    seen: std::collections::HashSet<String>,
+}
+
+impl ValueList {
+    pub(crate) fn new(cap: usize) -> ValueList {
+        ValueList {
+            cap,
+            truncated: false,
+            values: Vec::new(),
+            seen: Default::default(),
+        }
+    }
+
+    /// Adds `vals` (nils and arrays are not tag values); stops at the first value past the cap.
+    pub(crate) fn extend(&mut self, vals: Vec<Value>) {
+        for v in vals {
+            if matches!(v, Value::Nil | Value::Array(_)) {
+                continue;
+            }
+            let key = format!("{v:?}");
+            if self.seen.contains(&key) {
+                continue;
+            }
+            if self.values.len() >= self.cap {
+                self.truncated = true;
+                return;
+            }
+            self.seen.insert(key);
+            self.values.push(v);
+        }
+    }
+}
+
 /// Collects the distinct values of one field over the spans matching a query.
 #[derive(Debug)]
 pub struct TagValues {
     evaluator: Evaluator,
     prefilter: Prefilter,
     field: FieldExpr,
-    cap: usize,
-    /// Set when more than `cap` distinct values were seen.
-    pub truncated: bool,
-    values: Vec<Value>,
-    seen: std::collections::HashSet<String>,
+    pub(crate) list: ValueList,
 }
 
 impl TagValues {
@@ -587,16 +626,18 @@ impl TagValues {
             evaluator: spanset_evaluator(query)?,
             prefilter: Prefilter::new(query),
             field,
-            cap,
-            truncated: false,
-            values: Vec::new(),
-            seen: Default::default(),
+            list: ValueList::new(cap),
         })
+    }
+
+    /// Set when more than the cap of distinct values were seen.
+    pub fn truncated(&self) -> bool {
+        self.list.truncated
     }
 
     /// The values, in the order first seen.
     pub fn finish(self) -> Vec<Value> {
-        self.values
+        self.list.values
     }
 }
 
@@ -606,7 +647,7 @@ impl TraceSink for TagValues {
     }
 
     fn done(&self) -> bool {
-        self.truncated
+        self.list.truncated
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {
@@ -630,21 +671,7 @@ impl TraceSink for TagValues {
                 }
             }
         }
-        for v in vals {
-            if matches!(v, Value::Nil | Value::Array(_)) {
-                continue;
-            }
-            let key = format!("{v:?}");
-            if self.seen.contains(&key) {
-                continue;
-            }
-            if self.values.len() >= self.cap {
-                self.truncated = true;
-                return;
-            }
-            self.seen.insert(key);
-            self.values.push(v);
-        }
+        self.list.extend(vals);
     }
 }
 
@@ -665,7 +692,7 @@ fn trace_value(i: Intrinsic, trace: &Trace) -> Option<Value> {
 }
 
 /// The values `field` takes on `span` (several for event and link attributes).
-fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
+pub(crate) fn field_values(field: &FieldExpr, span: &Span, out: &mut Vec<Value>) {
     let find = |attrs: &[(String, Value)], key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     match field {
         FieldExpr::Attribute(a) => match a.scope {

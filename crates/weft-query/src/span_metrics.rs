@@ -331,7 +331,64 @@ impl SpanMetrics {
     }
 }
 
-/// Spans fed to [`SpanMetrics::add`] by index.
+/// What the querier's column scan (`weft_querier::Querier::scan_columns`) feeds: spans one at
+/// a time from the head's columns and from the column chunks of each row group in the window,
+/// never assembled into traces.
+pub trait ColumnSink {
+    /// The columns to read from each row group.
+    fn needs(&self) -> &MetricNeeds;
+    /// The columns to read from a row group whose spans start within `[lo, hi]`; by default
+    /// [`Self::needs`].
+    fn needs_between(&self, _lo: u64, _hi: u64) -> MetricNeeds {
+        self.needs().clone()
+    }
+    /// Whether a row group with these statistics and value bloom may hold a span that counts
+    /// (`false`: skip it).
+    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool;
+    /// Whether head rows must come in `SpanColumns::sorted_order` (client retries left out,
+    /// each trace's spans together); otherwise in row order, which costs no sort.
+    fn sorted_head(&self) -> bool {
+        true
+    }
+    /// Adds the spans of head columns.
+    fn add_head(&mut self, rows: &HeadRows<'_>);
+    /// Adds the spans of a row group, read with [`Self::needs_between`].
+    fn add_columns(&mut self, cols: &MetricColumns);
+    /// True once more spans cannot change the result; the scan stops.
+    fn done(&self) -> bool {
+        false
+    }
+}
+
+impl ColumnSink for SpanMetrics {
+    fn needs(&self) -> &MetricNeeds {
+        &self.needs
+    }
+
+    fn needs_between(&self, lo: u64, hi: u64) -> MetricNeeds {
+        // Trace IDs (16 B per trace plus an index per span) only while exemplars are still
+        // wanted in the row group's time range: the first row group of each range usually
+        // fills its buckets.
+        MetricNeeds {
+            trace_ids: self.wants_exemplars_between(lo, hi),
+            ..self.needs.clone()
+        }
+    }
+
+    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
+        SpanMetrics::row_group_may_match(self, stats, values)
+    }
+
+    fn add_head(&mut self, rows: &HeadRows<'_>) {
+        self.add(rows)
+    }
+
+    fn add_columns(&mut self, cols: &MetricColumns) {
+        self.add(cols)
+    }
+}
+
+/// Spans fed to [`SpanMetrics::add`] (and the column tag sinks) by index.
 pub trait SpanSource {
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
@@ -352,6 +409,21 @@ pub trait SpanSource {
     /// The span ID of span `i`, where the source has it.
     fn span_id(&self, _i: usize) -> Option<[u8; 8]> {
         None
+    }
+    /// With [`MetricNeeds::blobs`]: the value ids of span `i`'s attribute, event and link
+    /// blobs (equal ids within one source mean equal bytes). [`Self::row`] then fills in the
+    /// three blobs, the attributes without the values moved to dedicated columns.
+    fn blob_ids(&self, _i: usize) -> [u32; 3] {
+        [0; 3]
+    }
+    /// With [`MetricNeeds::blobs`]: the span attribute keys whose values were moved out of the
+    /// attribute blobs into dedicated columns.
+    fn dedicated_keys(&self) -> &[String] {
+        &[]
+    }
+    /// Which of [`Self::dedicated_keys`] span `i` has (bit `k` for key `k`).
+    fn dedicated_mask(&self, _i: usize) -> u16 {
+        0
     }
 }
 
@@ -398,10 +470,27 @@ impl SpanSource for MetricColumns {
         self.span_attributes.get(k).map_or(0, |d| dict_id(d, i))
     }
 
+    fn blob_ids(&self, i: usize) -> [u32; 3] {
+        [
+            dict_id(&self.attributes, i),
+            dict_id(&self.events, i),
+            dict_id(&self.links, i),
+        ]
+    }
+
+    fn dedicated_keys(&self) -> &[String] {
+        &self.dedicated_keys
+    }
+
+    fn dedicated_mask(&self, i: usize) -> u16 {
+        self.dedicated_mask.get(i).copied().unwrap_or(0)
+    }
+
     fn row(&self, i: usize) -> SpanRow {
         let value = |d: &DictColumn| -> Bytes { d.values.get(dict_id(d, i) as usize).cloned().unwrap_or_default() };
         let text = |d: &DictColumn| String::from_utf8_lossy(&value(d)).into_owned();
         let attributes = match self.span_attributes.as_slice() {
+            _ if !self.attributes.ids.is_empty() => value(&self.attributes),
             [] => Bytes::new(),
             [one] => value(one),
             many => many.iter().flat_map(&value).collect::<Vec<u8>>().into(),
@@ -416,6 +505,8 @@ impl SpanSource for MetricColumns {
             resource: value(&self.resource),
             scope: value(&self.scope),
             attributes,
+            events: value(&self.events),
+            links: value(&self.links),
             ..Default::default()
         }
     }
@@ -429,6 +520,8 @@ pub struct HeadRows<'a> {
     /// Per span attribute key read: the picked attributes of each distinct attribute blob of
     /// the head, as a [`DictColumn`] indexed by blob id.
     attrs: Vec<DictColumn>,
+    /// [`MetricNeeds::blobs`].
+    blobs: bool,
 }
 
 impl<'a> HeadRows<'a> {
@@ -449,7 +542,12 @@ impl<'a> HeadRows<'a> {
             }
         }
         let attrs = attrs.into_iter().map(DictBuilder::finish).collect();
-        HeadRows { cols, order, attrs }
+        HeadRows {
+            cols,
+            order,
+            attrs,
+            blobs: needs.blobs,
+        }
     }
 
     /// The value id of attribute `k` in row `r` of the columns.
@@ -491,13 +589,25 @@ impl SpanSource for HeadRows<'_> {
         self.attrs.get(k).map_or(0, |_| self.attr_of(k, self.order[i] as usize))
     }
 
+    fn blob_ids(&self, i: usize) -> [u32; 3] {
+        let (c, r) = (self.cols, self.order[i] as usize);
+        [c.attributes.ids[r], c.events.ids[r], c.links.ids[r]]
+    }
+
     fn row(&self, i: usize) -> SpanRow {
         let (c, r) = (self.cols, self.order[i] as usize);
         let header = |id: u32| Bytes::copy_from_slice(c.headers.get(id));
         let text = |id: u32| String::from_utf8_lossy(c.strings.get(id)).into_owned();
         let mut attributes = Vec::new();
-        for k in 0..self.attrs.len() {
-            attributes.extend_from_slice(&self.attrs[k].values[self.attr_of(k, r) as usize]);
+        let (mut events, mut links) = (Vec::new(), Vec::new());
+        if self.blobs {
+            attributes.extend_from_slice(c.attributes.get(r));
+            events.extend_from_slice(c.events.get(r));
+            links.extend_from_slice(c.links.get(r));
+        } else {
+            for k in 0..self.attrs.len() {
+                attributes.extend_from_slice(&self.attrs[k].values[self.attr_of(k, r) as usize]);
+            }
         }
         SpanRow {
             name: text(c.name[r]),
@@ -509,6 +619,8 @@ impl SpanSource for HeadRows<'_> {
             resource: header(c.resource[r]),
             scope: header(c.scope[r]),
             attributes: attributes.into(),
+            events: events.into(),
+            links: links.into(),
             ..Default::default()
         }
     }

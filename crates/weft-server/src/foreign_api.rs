@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use weft_query::search::TagValues;
 
 use crate::AppState;
-use crate::search_api::{parse_query, run_scan, tag_field};
+use crate::search_api::{distinct_values, parse_query, tag_field};
 use crate::tempo;
 
 /// How far back value lists look (Zipkin's QUERY_NAMES_MAX_AGE default, 24 h; Jaeger's
@@ -67,9 +66,8 @@ where
 pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &str) -> Result<Vec<String>, Response> {
     let query = parse_query(filter).map_err(bad)?;
     let field = tag_field(field, true).map_err(bad)?;
-    let mut sink = TagValues::new(&query, field, MAX_NAMES).map_err(|e| bad(e.to_string()))?;
     let end = weft_core::now_ns();
     let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
-    run_scan(st, tenant, Some(window), &mut sink).await?;
-    Ok(sink.finish().iter().map(tempo::value_text).collect())
+    let (values, _, _) = distinct_values(st, tenant, &query, field, Some(window), MAX_NAMES).await?;
+    Ok(values.iter().map(tempo::value_text).collect())
 }

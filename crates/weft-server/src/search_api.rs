@@ -9,13 +9,14 @@ use crate::tempo::{self, Inspected};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 use weft_querier::scan::{ScanStats, Window};
 use weft_query::graph::ServiceGraph;
 use weft_query::search::{Metrics, Search, SearchParams, TagNames, TagScope, TagValues, TraceSink};
-use weft_query::span_metrics::SpanMetrics;
+use weft_query::span_metrics::{ColumnSink, SpanMetrics};
+use weft_query::tags::{ColumnTagNames, ColumnTagValues};
 use weft_traceql::ast::{FieldExpr, SpansetExpr, Stage};
 use weft_traceql::{EvalError, Query as TraceQl};
 
@@ -292,10 +293,26 @@ pub(crate) async fn run_scan(
     window: Option<Window>,
     sink: &mut (dyn TraceSink + Send),
 ) -> Result<ScanStats, Response> {
-    st.querier().scan(tenant, window, sink).await.map_err(|e| {
-        tracing::error!(error = %e, "search scan failed");
-        text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"))
-    })
+    st.querier().scan(tenant, window, sink).await.map_err(scan_failed)
+}
+
+/// Runs a column scan ([`Querier::scan_columns`](weft_querier::Querier::scan_columns)) as
+/// [`run_scan`] runs a trace scan.
+async fn run_column_scan(
+    st: &AppState,
+    tenant: &str,
+    window: Option<Window>,
+    sink: &mut (impl ColumnSink + Send),
+) -> Result<ScanStats, Response> {
+    st.querier()
+        .scan_columns(tenant, window, sink)
+        .await
+        .map_err(scan_failed)
+}
+
+fn scan_failed(e: weft_querier::QueryError) -> Response {
+    tracing::error!(error = %e, "search scan failed");
+    text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"))
 }
 
 /// `GET /api/search`.
@@ -453,15 +470,22 @@ fn filter_query(p: &HashMap<String, String>) -> TraceQl {
         .unwrap_or_else(|| weft_traceql::parse("{ }").expect("valid"))
 }
 
+/// Attribute keys per scope of the spans matching `q` in the window. Without a filter they are
+/// read from columns (`weft_query::tags`), otherwise from whole traces.
 async fn collect_tags(
     st: &AppState,
     tenant: &str,
     p: &HashMap<String, String>,
-) -> Result<(TagNames, ScanStats), Response> {
+) -> Result<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats), Response> {
     let window = search_window(p).map_err(bad)?;
-    let mut sink = TagNames::new(&filter_query(p), MAX_TAGS).map_err(eval_error)?;
+    let query = filter_query(p);
+    if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
+        let stats = run_column_scan(st, tenant, window, &mut sink).await?;
+        return Ok((sink.keys, stats));
+    }
+    let mut sink = TagNames::new(&query, MAX_TAGS).map_err(eval_error)?;
     let stats = run_scan(st, tenant, window, &mut sink).await?;
-    Ok((sink, stats))
+    Ok((sink.keys, stats))
 }
 
 /// `GET /api/search/tags`: span and resource attribute keys.
@@ -486,7 +510,7 @@ pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
     };
     let mut all = BTreeSet::new();
     for scope in scopes {
-        all.extend(names.keys.get(&scope).into_iter().flatten().cloned());
+        all.extend(names.get(&scope).into_iter().flatten().cloned());
     }
     json_scanned(
         serde_json::json!({ "tagNames": all, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
@@ -524,7 +548,7 @@ pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
             let tags: Vec<String> = match TagScope::parse(s) {
                 Some(scope) => names
                     .as_ref()
-                    .and_then(|n| n.keys.get(&scope))
+                    .and_then(|n| n.get(&scope))
                     .map(|k| k.iter().cloned().collect())
                     .unwrap_or_default(),
                 None => INTRINSICS.iter().map(|s| s.to_string()).collect(),
@@ -585,16 +609,11 @@ async fn tag_values(
         Ok(w) => w,
         Err(e) => return bad(e),
     };
-    let mut sink = match TagValues::new(&filter_query(&p), field, MAX_TAG_VALUES) {
-        Ok(s) => s,
-        Err(e) => return eval_error(e),
-    };
-    let stats = match run_scan(&st, &tenant, window, &mut sink).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let truncated = sink.truncated;
-    let values = sink.finish();
+    let (values, truncated, stats) =
+        match distinct_values(&st, &tenant, &filter_query(&p), field, window, MAX_TAG_VALUES).await {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
     let metrics = tempo::metadata_metrics(&inspected(&stats, &st, &tenant));
     let mut r = if v2 {
         let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
@@ -608,6 +627,28 @@ async fn tag_values(
             .insert(TRUNCATED_VALUES_HEADER, axum::http::HeaderValue::from_static("true"));
     }
     r
+}
+
+/// The distinct values of `field` over the spans matching `query` in `window`, at most `cap`
+/// (in the order first seen), whether more were left out, and what the scan read. Without a
+/// filter they are read from columns (`weft_query::tags`), otherwise from whole traces.
+pub(crate) async fn distinct_values(
+    st: &AppState,
+    tenant: &str,
+    query: &TraceQl,
+    field: FieldExpr,
+    window: Option<Window>,
+    cap: usize,
+) -> Result<(Vec<weft_traceql::Value>, bool, ScanStats), Response> {
+    if let Some(mut sink) = ColumnTagValues::new(query, &field, window, cap) {
+        let stats = run_column_scan(st, tenant, window, &mut sink).await?;
+        let truncated = sink.truncated();
+        return Ok((sink.finish(), truncated, stats));
+    }
+    let mut sink = TagValues::new(query, field, cap).map_err(eval_error)?;
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    let truncated = sink.truncated();
+    Ok((sink.finish(), truncated, stats))
 }
 
 /// Tags whose values are fixed, answered without reading storage, as Tempo does.
@@ -760,7 +801,7 @@ pub(crate) async fn run_metrics(
                 return Err(eval_error(e));
             }
             m.exemplars(exemplars);
-            match st.querier().scan_span_metrics(tenant, window, &mut m).await {
+            match st.querier().scan_columns(tenant, window, &mut m).await {
                 Ok(stats) => (m.finish(), stats),
                 Err(e) => {
                     tracing::error!(error = %e, "metrics scan failed");

@@ -542,9 +542,25 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
             None => c.push(col::ATTRIBUTES),
         }
     }
+    if needs.blobs {
+        c.extend([col::ATTRIBUTES, col::EVENTS, col::LINKS]);
+        c.extend(span_dedicated(dedicated).map(|(i, _)| i));
+    }
     c.sort_unstable();
     c.dedup();
     c
+}
+
+/// The span-scope dedicated columns of a block, with their schema columns, at most 16 (a mask
+/// of [`MetricColumns::dedicated_mask`] each; weft writes at most
+/// [`crate::dedicated::MAX_PER_SCOPE`]).
+fn span_dedicated(dedicated: &[DedicatedColumn]) -> impl Iterator<Item = (usize, &DedicatedColumn)> {
+    dedicated
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.scope == DedicatedScope::Span)
+        .map(|(k, d)| (col::EXTRA + 1 + k, d))
+        .take(16)
 }
 
 /// The schema column of the span-scope dedicated column of `key`, if the block has one.
@@ -596,6 +612,21 @@ pub fn read_metric_columns(
     }
     if needs.trace_ids {
         out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
+    }
+    if needs.blobs {
+        out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
+        out.events = dict_column(&rgr, col::EVENTS, n, true)?;
+        out.links = dict_column(&rgr, col::LINKS, n, true)?;
+        out.dedicated_mask = vec![0; n];
+        for (bit, (c, d)) in span_dedicated(dedicated).enumerate() {
+            let values = read_dedicated(&rgr, c, d.value_type, 0, n)?;
+            for (i, m) in out.dedicated_mask.iter_mut().enumerate() {
+                if SpanDedicated::value(&values, i).is_some() {
+                    *m |= 1 << bit;
+                }
+            }
+            out.dedicated_keys.push(d.name.clone());
+        }
     }
     Ok(out)
 }

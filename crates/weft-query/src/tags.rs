@@ -1,0 +1,369 @@
+//! The tag APIs without a filter, one span at a time from columns.
+//!
+//! Grafana asks for tag names and values as the query editor opens and as each filter is
+//! typed, most often with the empty filter `{ }`. Over whole traces ([`TagNames`],
+//! [`TagValues`]) that copies out and decodes every span in the window: about a second per
+//! 700,000 spans. With `{ }` every span of the window counts on its own, so [`ColumnTagNames`]
+//! and [`ColumnTagValues`] read columns instead (`weft_querier::Querier::scan_columns`):
+//!
+//! - a row group's resource, scope, attribute, event and link blobs keep their dictionary ids
+//!   (head columns have them too), and each distinct one is decoded once per row group or
+//!   head part, by [`decode_parts`], the same decoding the trace path uses;
+//! - span attributes moved to dedicated columns are named from the block's meta and each row's
+//!   presence bits; a value of one span attribute key comes from
+//!   [`MetricColumns::span_attributes`](weft_block::MetricColumns::span_attributes), which
+//!   puts the moved values back.
+//!
+//! **What counts.** Every span overlapping the window (all spans without one). The trace path
+//! counts every span of a trace with a span in the window, so the two differ only for spans
+//! outside the window whose trace reaches into it: both are autocomplete lists, and Tempo
+//! lists the values of every block overlapping the window. The model test in `weft-querier`
+//! checks both against each other with and without windows.
+//!
+//! Fields that need the whole trace (`rootName`, `rootServiceName`, `traceDuration`), or a
+//! value per span that no column deduplicates (`duration`, `event:timeSinceStart`, `kind`,
+//! `status`), keep the trace path.
+//!
+//! [`TagNames`]: crate::search::TagNames
+//! [`TagValues`]: crate::search::TagValues
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use weft_block::hash::FastBuild;
+use weft_block::index::Bloom;
+use weft_block::{MetricColumns, MetricNeeds, RowGroupStats};
+use weft_traceql::Query;
+use weft_traceql::Value;
+use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic};
+
+use crate::decode::{Parts, decode_parts};
+use crate::graph::is_match_all;
+use crate::search::{TagScope, ValueList, add_key, field_values};
+use crate::span_metrics::{ColumnSink, HeadRows, SpanSource};
+
+/// An inclusive window in Unix nanoseconds.
+type Window = Option<(u64, u64)>;
+
+/// Whether span `i` of `src` overlaps `window`, as the trace path tests each span.
+fn in_window(src: &impl SpanSource, i: usize, window: Window) -> bool {
+    let Some((start, end)) = window else { return true };
+    let s = src.start(i);
+    s <= end && s.wrapping_add(src.duration(i) as u64) >= start
+}
+
+/// Ids seen in one source (a head part or a row group), with the last one remembered: rows
+/// of a trace, a resource or a batch are adjacent, so most rows repeat the previous id.
+struct Seen {
+    last: Option<u64>,
+    set: HashSet<u64, FastBuild>,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            last: None,
+            set: HashSet::with_hasher(FastBuild::default()),
+        }
+    }
+
+    /// True the first time `id` is seen.
+    #[inline]
+    fn first(&mut self, id: u64) -> bool {
+        if self.last == Some(id) {
+            return false;
+        }
+        self.last = Some(id);
+        self.set.insert(id)
+    }
+}
+
+/// Attribute keys per scope of every span in a window: `/api/search/tags` and
+/// `/api/v2/search/tags` with the empty filter. Fed by `Querier::scan_columns`.
+#[derive(Debug)]
+pub struct ColumnTagNames {
+    window: Window,
+    needs: MetricNeeds,
+    cap: usize,
+    /// Most `cap` keys per scope, as [`crate::search::TagNames::keys`].
+    pub keys: BTreeMap<TagScope, BTreeSet<String>>,
+}
+
+impl ColumnTagNames {
+    /// For a filter `query` and spans overlapping `window`; `None` unless the filter is `{ }`
+    /// (or `{ true }`), which needs whole traces no more.
+    pub fn new(query: &Query, window: Window, cap: usize) -> Option<ColumnTagNames> {
+        is_match_all(query).then(|| ColumnTagNames {
+            window,
+            needs: MetricNeeds {
+                resource: true,
+                scope: true,
+                duration: window.is_some(),
+                blobs: true,
+                ..MetricNeeds::default()
+            },
+            cap,
+            keys: BTreeMap::new(),
+        })
+    }
+
+    fn add(&mut self, src: &impl SpanSource) {
+        // Resource, scope, attributes, events, links, dedicated presence.
+        let mut seen: [Seen; 6] = std::array::from_fn(|_| Seen::new());
+        let parts = [
+            Parts {
+                resource: true,
+                ..Parts::default()
+            },
+            Parts {
+                scope: true,
+                ..Parts::default()
+            },
+            Parts {
+                span_attrs: true,
+                ..Parts::default()
+            },
+            Parts {
+                events: true,
+                ..Parts::default()
+            },
+            Parts {
+                links: true,
+                ..Parts::default()
+            },
+        ];
+        for i in 0..src.len() {
+            if !in_window(src, i, self.window) {
+                continue;
+            }
+            let ([_, _, resource, scope], _) = src.key(i);
+            let [attrs, events, links] = src.blob_ids(i);
+            let ids = [resource, scope, attrs, events, links];
+            let mut wanted = Parts::default();
+            for (k, &id) in ids.iter().enumerate() {
+                if seen[k].first(u64::from(id)) {
+                    let p = parts[k];
+                    wanted.resource |= p.resource;
+                    wanted.scope |= p.scope;
+                    wanted.span_attrs |= p.span_attrs;
+                    wanted.events |= p.events;
+                    wanted.links |= p.links;
+                }
+            }
+            if wanted != Parts::default() {
+                let span = decode_parts(&src.row(i), wanted);
+                let (keys, cap) = (&mut self.keys, self.cap);
+                let mut add = |scope: TagScope, attrs: &[(String, Value)]| {
+                    attrs.iter().for_each(|(k, _)| add_key(keys, cap, scope, k));
+                };
+                add(TagScope::Resource, &span.resource_attrs);
+                add(TagScope::Instrumentation, &span.scope_attrs);
+                add(TagScope::Span, &span.span_attrs);
+                span.events.iter().for_each(|e| add(TagScope::Event, &e.attrs));
+                span.links.iter().for_each(|l| add(TagScope::Link, &l.attrs));
+            }
+            let mask = src.dedicated_mask(i);
+            if mask != 0 && seen[5].first(u64::from(mask)) {
+                for (bit, key) in src.dedicated_keys().iter().enumerate() {
+                    if mask & (1 << bit) != 0 {
+                        add_key(&mut self.keys, self.cap, TagScope::Span, key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ColumnSink for ColumnTagNames {
+    fn needs(&self) -> &MetricNeeds {
+        &self.needs
+    }
+
+    fn row_group_may_match(&self, _stats: &RowGroupStats, _values: Option<&Bloom>) -> bool {
+        true
+    }
+
+    fn sorted_head(&self) -> bool {
+        false
+    }
+
+    fn add_head(&mut self, rows: &HeadRows<'_>) {
+        self.add(rows)
+    }
+
+    fn add_columns(&mut self, cols: &MetricColumns) {
+        self.add(cols)
+    }
+}
+
+/// Which column identifies a span's value of a field: spans with equal ids within one source
+/// have equal values.
+#[derive(Debug, Clone, Copy)]
+enum IdOf {
+    Name,
+    StatusMessage,
+    Resource,
+    Scope,
+    /// The first span key's value.
+    SpanAttr,
+    /// A span attribute or, failing that, a resource attribute (`.key`).
+    SpanAttrAndResource,
+    Events,
+    Links,
+}
+
+/// The distinct values of one field over every span in a window:
+/// `/api/search/tag/{tag}/values` and `/api/v2/search/tag/{tag}/values` with the empty
+/// filter. Fed by `Querier::scan_columns`.
+#[derive(Debug)]
+pub struct ColumnTagValues {
+    window: Window,
+    needs: MetricNeeds,
+    parts: Parts,
+    field: FieldExpr,
+    id_of: IdOf,
+    list: ValueList,
+}
+
+impl ColumnTagValues {
+    /// For the values of `field` under a filter `query`, over spans overlapping `window`, at
+    /// most `cap` of them. `None` unless the filter is `{ }` (or `{ true }`) and `field` has
+    /// a column (see the [module docs](self)).
+    pub fn new(query: &Query, field: &FieldExpr, window: Window, cap: usize) -> Option<ColumnTagValues> {
+        if !is_match_all(query) {
+            return None;
+        }
+        let mut needs = MetricNeeds {
+            duration: window.is_some(),
+            ..MetricNeeds::default()
+        };
+        let mut parts = Parts::default();
+        let id_of = match field {
+            FieldExpr::Attribute(a) if a.parent => return None,
+            FieldExpr::Attribute(a) => match a.scope {
+                AttributeScope::Span => {
+                    needs.span_keys.push(a.name.clone());
+                    parts.span_attrs = true;
+                    IdOf::SpanAttr
+                }
+                AttributeScope::Resource => {
+                    needs.resource = true;
+                    parts.resource = true;
+                    IdOf::Resource
+                }
+                AttributeScope::Unscoped => {
+                    needs.span_keys.push(a.name.clone());
+                    needs.resource = true;
+                    parts.span_attrs = true;
+                    parts.resource = true;
+                    IdOf::SpanAttrAndResource
+                }
+                AttributeScope::Instrumentation => {
+                    needs.scope = true;
+                    parts.scope = true;
+                    IdOf::Scope
+                }
+                AttributeScope::Event => {
+                    needs.blobs = true;
+                    parts.events = true;
+                    IdOf::Events
+                }
+                AttributeScope::Link => {
+                    needs.blobs = true;
+                    parts.links = true;
+                    IdOf::Links
+                }
+            },
+            FieldExpr::Intrinsic(Intrinsic::Name) => {
+                needs.name = true;
+                IdOf::Name
+            }
+            FieldExpr::Intrinsic(Intrinsic::StatusMessage) => {
+                needs.status_message = true;
+                IdOf::StatusMessage
+            }
+            FieldExpr::Intrinsic(Intrinsic::InstrumentationName | Intrinsic::InstrumentationVersion) => {
+                needs.scope = true;
+                parts.scope = true;
+                IdOf::Scope
+            }
+            FieldExpr::Intrinsic(Intrinsic::EventName) => {
+                needs.blobs = true;
+                parts.events = true;
+                IdOf::Events
+            }
+            _ => return None,
+        };
+        Some(ColumnTagValues {
+            window,
+            needs,
+            parts,
+            field: field.clone(),
+            id_of,
+            list: ValueList::new(cap),
+        })
+    }
+
+    /// Set when more than the cap of distinct values were seen.
+    pub fn truncated(&self) -> bool {
+        self.list.truncated
+    }
+
+    /// The values, in the order first seen.
+    pub fn finish(self) -> Vec<Value> {
+        self.list.values
+    }
+
+    fn add(&mut self, src: &impl SpanSource) {
+        let mut seen = Seen::new();
+        let mut vals = Vec::new();
+        for i in 0..src.len() {
+            if self.list.truncated {
+                return;
+            }
+            if !in_window(src, i, self.window) {
+                continue;
+            }
+            let ([name, message, resource, scope], _) = src.key(i);
+            let id = match self.id_of {
+                IdOf::Name => u64::from(name),
+                IdOf::StatusMessage => u64::from(message),
+                IdOf::Resource => u64::from(resource),
+                IdOf::Scope => u64::from(scope),
+                IdOf::SpanAttr => u64::from(src.attr_id(0, i)),
+                IdOf::SpanAttrAndResource => u64::from(src.attr_id(0, i)) | u64::from(resource) << 32,
+                IdOf::Events => u64::from(src.blob_ids(i)[1]),
+                IdOf::Links => u64::from(src.blob_ids(i)[2]),
+            };
+            if seen.first(id) {
+                field_values(&self.field, &decode_parts(&src.row(i), self.parts), &mut vals);
+                self.list.extend(std::mem::take(&mut vals));
+            }
+        }
+    }
+}
+
+impl ColumnSink for ColumnTagValues {
+    fn needs(&self) -> &MetricNeeds {
+        &self.needs
+    }
+
+    fn row_group_may_match(&self, _stats: &RowGroupStats, _values: Option<&Bloom>) -> bool {
+        true
+    }
+
+    fn sorted_head(&self) -> bool {
+        false
+    }
+
+    fn add_head(&mut self, rows: &HeadRows<'_>) {
+        self.add(rows)
+    }
+
+    fn add_columns(&mut self, cols: &MetricColumns) {
+        self.add(cols)
+    }
+
+    fn done(&self) -> bool {
+        self.list.truncated
+    }
+}
