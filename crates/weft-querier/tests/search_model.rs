@@ -500,13 +500,31 @@ const TAG_FIELDS: &[&str] = &[
     "instrumentation:name",
 ];
 
-/// The tag APIs without a filter read columns: their keys and values must be those of the
-/// model's spans overlapping the window, and without a window those of the trace path too.
+/// Span-local filters of the tag APIs, which read columns too.
+const TAG_FILTERS: &[&str] = &[
+    "{ }",
+    r#"{ resource.service.name = "svc1" }"#,
+    r#"{ span.user = "u2" || status = error }"#,
+    "{ duration > 100ms }",
+    r#"{ name != "a" && span.http.status_code >= 400 }"#,
+    "{ .user != nil && kind = server }",
+];
+
+/// The tag APIs with the empty or a span-local filter read columns: their keys and values must
+/// be those of the model's spans overlapping the window that the filter matches alone, and
+/// without a window those of the trace path too.
 async fn check_tags(ing: &Node, c: &Case, state: &str) {
+    for filter in TAG_FILTERS {
+        let all = weft_traceql::parse(filter).unwrap();
+        check_tags_with(ing, c, &format!("{state}, {filter}"), &all).await;
+    }
+}
+
+/// [`check_tags`] for one filter.
+async fn check_tags_with(ing: &Node, c: &Case, state: &str, all: &weft_traceql::Query) {
     use std::collections::BTreeSet;
     use weft_query::search::{TagNames, TagScope, TagValues};
     use weft_query::tags::{ColumnTagNames, ColumnTagValues};
-    let all = weft_traceql::parse("{ }").unwrap();
     // None, one trace's first 40 ms, and a window that holds no span.
     let windows = [
         None,
@@ -520,6 +538,12 @@ async fn check_tags(ing: &Node, c: &Case, state: &str) {
             .copied()
             .filter(|s| {
                 window.is_none_or(|(ws, we)| s.start_unix_nano <= we && s.start_unix_nano + s.duration_nano >= ws)
+            })
+            .filter(|s| {
+                let alone = Trace {
+                    spans: vec![(*s).clone()],
+                };
+                !weft_traceql::eval(all, &alone).unwrap().is_empty()
             })
             .collect();
         let mut want: BTreeMap<TagScope, BTreeSet<String>> = BTreeMap::new();
@@ -535,13 +559,13 @@ async fn check_tags(ing: &Node, c: &Case, state: &str) {
             s.events.iter().for_each(|e| add(TagScope::Event, &e.attrs));
         }
         want.retain(|_, keys| !keys.is_empty());
-        let mut names = ColumnTagNames::new(&all, window, 1000).expect("`{ }` reads columns");
+        let mut names = ColumnTagNames::new(all, window, 1000).expect("a span-local filter reads columns");
         ing.scan_columns("t", window, &mut names).await.unwrap();
         let mut got = names.keys;
         got.retain(|_, keys| !keys.is_empty());
         assert_eq!(got, want, "{state}: tag names in {window:?}");
         if window.is_none() {
-            let mut traces = TagNames::new(&all, 1000).unwrap();
+            let mut traces = TagNames::new(all, 1000).unwrap();
             ing.scan("t", None, &mut traces).await.unwrap();
             traces.keys.retain(|_, keys| !keys.is_empty());
             assert_eq!(traces.keys, want, "{state}: tag names over traces");
@@ -578,12 +602,12 @@ async fn check_tags(ing: &Node, c: &Case, state: &str) {
                 .flat_map(|s| values_of(s))
                 .map(|v| format!("{v:?}"))
                 .collect();
-            let mut sink = ColumnTagValues::new(&all, &field, window, 1000).expect("a field with a column");
+            let mut sink = ColumnTagValues::new(all, &field, window, 1000).expect("a field with a column");
             ing.scan_columns("t", window, &mut sink).await.unwrap();
             let got: BTreeSet<String> = sink.finish().iter().map(|v| format!("{v:?}")).collect();
             assert_eq!(got, want, "{state}: values of {tag} in {window:?}");
             if window.is_none() {
-                let mut traces = TagValues::new(&all, field, 1000).unwrap();
+                let mut traces = TagValues::new(all, field, 1000).unwrap();
                 ing.scan("t", None, &mut traces).await.unwrap();
                 let over: BTreeSet<String> = traces.finish().iter().map(|v| format!("{v:?}")).collect();
                 assert_eq!(over, want, "{state}: values of {tag} over traces");

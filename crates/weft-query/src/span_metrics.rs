@@ -83,6 +83,22 @@ pub type BaseKey = ([u32; 4], u16);
 /// 84 ms).
 type Key = [u64; 3];
 
+/// The columns a plain filter `{ … }` reads, and whether it reads the duration, when every
+/// field it reads is a field of the span itself with a column (as span-at-a-time metrics
+/// require); `None` for any other query. Such a filter matches a span alone exactly as it
+/// matches it in its trace.
+pub(crate) fn span_filter_needs(query: &Query) -> Option<(MetricNeeds, bool)> {
+    let [Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f))] = query.pipeline.stages.as_slice() else {
+        return None;
+    };
+    if query.math.is_some() {
+        return None;
+    }
+    let mut reads = Reads::default();
+    f.expr.iter().try_for_each(|e| reads.expr(e, false))?;
+    Some((reads.needs, reads.duration_outside_value))
+}
+
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
 struct Reads {
@@ -412,7 +428,10 @@ pub trait SpanSource {
     }
     /// With [`MetricNeeds::blobs`]: the value ids of span `i`'s attribute, event and link
     /// blobs (equal ids within one source mean equal bytes). [`Self::row`] then fills in the
-    /// three blobs, the attributes without the values moved to dedicated columns.
+    /// three blobs. A block's attribute blob lacks the values moved to dedicated columns, so
+    /// the row's attributes are the blob followed by the picked values of
+    /// [`MetricNeeds::span_keys`]: a key read may appear twice, its first value being the
+    /// span's.
     fn blob_ids(&self, _i: usize) -> [u32; 3] {
         [0; 3]
     }
@@ -489,11 +508,15 @@ impl SpanSource for MetricColumns {
     fn row(&self, i: usize) -> SpanRow {
         let value = |d: &DictColumn| -> Bytes { d.values.get(dict_id(d, i) as usize).cloned().unwrap_or_default() };
         let text = |d: &DictColumn| String::from_utf8_lossy(&value(d)).into_owned();
-        let attributes = match self.span_attributes.as_slice() {
-            _ if !self.attributes.ids.is_empty() => value(&self.attributes),
+        let picked = match self.span_attributes.as_slice() {
             [] => Bytes::new(),
             [one] => value(one),
             many => many.iter().flat_map(&value).collect::<Vec<u8>>().into(),
+        };
+        let attributes = match (self.attributes.ids.is_empty(), picked.is_empty()) {
+            (true, _) => picked,
+            (false, true) => value(&self.attributes),
+            (false, false) => [value(&self.attributes), picked].concat().into(),
         };
         SpanRow {
             name: text(&self.name),

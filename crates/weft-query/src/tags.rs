@@ -14,6 +14,13 @@
 //!   [`MetricColumns::span_attributes`](weft_block::MetricColumns::span_attributes), which
 //!   puts the moved values back.
 //!
+//! **Filters.** A filter `{ … }` whose conditions read only fields of the span itself that
+//! have columns (name, status, kind, duration, status message, resource and instrumentation
+//! attributes, up to four span attribute keys: what span-at-a-time metrics read) matches a span
+//! alone exactly as in its trace. It is evaluated once per distinct combination of the column
+//! ids it reads (per span when it reads the duration, on a span decoded once per combination),
+//! and only matching spans count. Any other filter keeps the trace path.
+//!
 //! **What counts.** Every span overlapping the window (all spans without one). The trace path
 //! counts every span of a trace with a span in the window, so the two differ only for spans
 //! outside the window whose trace reaches into it: both are autocomplete lists, and Tempo
@@ -29,17 +36,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use weft_block::hash::FastBuild;
+use weft_block::hash::{FastBuild, FastMap};
 use weft_block::index::Bloom;
 use weft_block::{MetricColumns, MetricNeeds, RowGroupStats};
-use weft_traceql::Query;
-use weft_traceql::Value;
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic};
+use weft_traceql::{Evaluator, Query, Span, Trace, Value};
 
 use crate::decode::{Parts, decode_parts};
 use crate::graph::is_match_all;
+use crate::prefilter::Prefilter;
 use crate::search::{TagScope, ValueList, add_key, field_values};
-use crate::span_metrics::{ColumnSink, HeadRows, SpanSource};
+use crate::span_metrics::{BaseKey, ColumnSink, HeadRows, MAX_SPAN_KEYS, SpanSource, span_filter_needs};
 
 /// An inclusive window in Unix nanoseconds.
 type Window = Option<(u64, u64)>;
@@ -77,36 +84,139 @@ impl Seen {
     }
 }
 
+/// A filter evaluated span by span (see the [module docs](self)); `None` in the sinks for the
+/// empty filter, which every span passes.
+struct SpanFilter {
+    evaluator: Evaluator,
+    prefilter: Prefilter,
+    parts: Parts,
+    /// The filter reads the first `keys` of the needs' span keys.
+    keys: usize,
+    /// The filter reads the duration, so it is evaluated per span.
+    per_span: bool,
+    /// Per source: the result per combination of ids, or the span decoded per combination.
+    matched: FastMap<FilterKey, bool>,
+    decoded: FastMap<FilterKey, Span>,
+    one: Trace,
+}
+
+type FilterKey = (BaseKey, [u32; MAX_SPAN_KEYS]);
+
+impl std::fmt::Debug for SpanFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanFilter")
+            .field("parts", &self.parts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A filter that needs whole traces.
+struct NotSpanLocal;
+
+impl SpanFilter {
+    /// `Ok(None)` for the empty filter; with a filter, `needs` gains what it reads (its span
+    /// keys first).
+    fn new(query: &Query, needs: &mut MetricNeeds) -> Result<Option<SpanFilter>, NotSpanLocal> {
+        if is_match_all(query) {
+            return Ok(None);
+        }
+        let (reads, per_span) = span_filter_needs(query).ok_or(NotSpanLocal)?;
+        let evaluator = Evaluator::new(query).map_err(|_| NotSpanLocal)?;
+        let parts = Parts {
+            resource: reads.resource,
+            scope: reads.scope,
+            span_attrs: !reads.span_keys.is_empty(),
+            ..Parts::default()
+        };
+        let keys = reads.span_keys.len();
+        *needs = reads.union(std::mem::take(needs));
+        if needs.span_keys.len() > MAX_SPAN_KEYS {
+            return Err(NotSpanLocal);
+        }
+        Ok(Some(SpanFilter {
+            evaluator,
+            prefilter: Prefilter::new(query),
+            parts,
+            keys,
+            per_span,
+            matched: FastMap::with_hasher(FastBuild::default()),
+            decoded: FastMap::with_hasher(FastBuild::default()),
+            one: Trace {
+                spans: vec![Span::default()],
+            },
+        }))
+    }
+
+    /// Starts a source: ids of another source mean other values.
+    fn begin(&mut self) {
+        self.matched.clear();
+        self.decoded.clear();
+    }
+
+    fn matches(&mut self, src: &impl SpanSource, i: usize) -> bool {
+        let mut attrs = [0; MAX_SPAN_KEYS];
+        for (k, id) in attrs.iter_mut().enumerate().take(self.keys) {
+            *id = src.attr_id(k, i);
+        }
+        let key = (src.key(i), attrs);
+        let parts = self.parts;
+        if self.per_span {
+            let span = self
+                .decoded
+                .entry(key)
+                .or_insert_with(|| decode_parts(&src.row(i), parts));
+            self.one.spans[0].clone_from(span);
+            self.one.spans[0].start_unix_nano = src.start(i);
+            self.one.spans[0].duration_nano = src.duration(i) as u64;
+            return self.evaluator.eval(&self.one).is_ok_and(|sets| !sets.is_empty());
+        }
+        if let Some(&m) = self.matched.get(&key) {
+            return m;
+        }
+        self.one.spans[0] = decode_parts(&src.row(i), parts);
+        let m = self.evaluator.eval(&self.one).is_ok_and(|sets| !sets.is_empty());
+        self.matched.insert(key, m);
+        m
+    }
+}
+
 /// Attribute keys per scope of every span in a window: `/api/search/tags` and
 /// `/api/v2/search/tags` with the empty filter. Fed by `Querier::scan_columns`.
 #[derive(Debug)]
 pub struct ColumnTagNames {
     window: Window,
     needs: MetricNeeds,
+    filter: Option<SpanFilter>,
     cap: usize,
     /// Most `cap` keys per scope, as [`crate::search::TagNames::keys`].
     pub keys: BTreeMap<TagScope, BTreeSet<String>>,
 }
 
 impl ColumnTagNames {
-    /// For a filter `query` and spans overlapping `window`; `None` unless the filter is `{ }`
-    /// (or `{ true }`), which needs whole traces no more.
+    /// For a filter `query` and spans overlapping `window`; `None` when the filter needs whole
+    /// traces (see the [module docs](self)).
     pub fn new(query: &Query, window: Window, cap: usize) -> Option<ColumnTagNames> {
-        is_match_all(query).then(|| ColumnTagNames {
+        let mut needs = MetricNeeds {
+            resource: true,
+            scope: true,
+            duration: window.is_some(),
+            blobs: true,
+            ..MetricNeeds::default()
+        };
+        let filter = SpanFilter::new(query, &mut needs).ok()?;
+        Some(ColumnTagNames {
             window,
-            needs: MetricNeeds {
-                resource: true,
-                scope: true,
-                duration: window.is_some(),
-                blobs: true,
-                ..MetricNeeds::default()
-            },
+            needs,
+            filter,
             cap,
             keys: BTreeMap::new(),
         })
     }
 
     fn add(&mut self, src: &impl SpanSource) {
+        if let Some(f) = &mut self.filter {
+            f.begin();
+        }
         // Resource, scope, attributes, events, links, dedicated presence.
         let mut seen: [Seen; 6] = std::array::from_fn(|_| Seen::new());
         let parts = [
@@ -132,7 +242,7 @@ impl ColumnTagNames {
             },
         ];
         for i in 0..src.len() {
-            if !in_window(src, i, self.window) {
+            if !in_window(src, i, self.window) || self.filter.as_mut().is_some_and(|f| !f.matches(src, i)) {
                 continue;
             }
             let ([_, _, resource, scope], _) = src.key(i);
@@ -178,8 +288,10 @@ impl ColumnSink for ColumnTagNames {
         &self.needs
     }
 
-    fn row_group_may_match(&self, _stats: &RowGroupStats, _values: Option<&Bloom>) -> bool {
-        true
+    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.prefilter.row_group_may_match(stats, values))
     }
 
     fn sorted_head(&self) -> bool {
@@ -203,10 +315,10 @@ enum IdOf {
     StatusMessage,
     Resource,
     Scope,
-    /// The first span key's value.
-    SpanAttr,
-    /// A span attribute or, failing that, a resource attribute (`.key`).
-    SpanAttrAndResource,
+    /// The value of span key `k` of the needs.
+    SpanAttr(usize),
+    /// A span attribute (span key `k`) or, failing that, a resource attribute (`.key`).
+    SpanAttrAndResource(usize),
     Events,
     Links,
 }
@@ -218,6 +330,7 @@ enum IdOf {
 pub struct ColumnTagValues {
     window: Window,
     needs: MetricNeeds,
+    filter: Option<SpanFilter>,
     parts: Parts,
     field: FieldExpr,
     id_of: IdOf,
@@ -226,12 +339,9 @@ pub struct ColumnTagValues {
 
 impl ColumnTagValues {
     /// For the values of `field` under a filter `query`, over spans overlapping `window`, at
-    /// most `cap` of them. `None` unless the filter is `{ }` (or `{ true }`) and `field` has
-    /// a column (see the [module docs](self)).
+    /// most `cap` of them. `None` when the filter needs whole traces or `field` has no column
+    /// (see the [module docs](self)).
     pub fn new(query: &Query, field: &FieldExpr, window: Window, cap: usize) -> Option<ColumnTagValues> {
-        if !is_match_all(query) {
-            return None;
-        }
         let mut needs = MetricNeeds {
             duration: window.is_some(),
             ..MetricNeeds::default()
@@ -243,7 +353,7 @@ impl ColumnTagValues {
                 AttributeScope::Span => {
                     needs.span_keys.push(a.name.clone());
                     parts.span_attrs = true;
-                    IdOf::SpanAttr
+                    IdOf::SpanAttr(0)
                 }
                 AttributeScope::Resource => {
                     needs.resource = true;
@@ -255,7 +365,7 @@ impl ColumnTagValues {
                     needs.resource = true;
                     parts.span_attrs = true;
                     parts.resource = true;
-                    IdOf::SpanAttrAndResource
+                    IdOf::SpanAttrAndResource(0)
                 }
                 AttributeScope::Instrumentation => {
                     needs.scope = true;
@@ -293,9 +403,20 @@ impl ColumnTagValues {
             }
             _ => return None,
         };
+        // The filter's span keys come first; the field's moves behind them.
+        let field_key = needs.span_keys.first().cloned();
+        let filter = SpanFilter::new(query, &mut needs).ok()?;
+        let id_of = match (id_of, field_key) {
+            (IdOf::SpanAttr(_), Some(k)) => IdOf::SpanAttr(needs.span_keys.iter().position(|x| *x == k)?),
+            (IdOf::SpanAttrAndResource(_), Some(k)) => {
+                IdOf::SpanAttrAndResource(needs.span_keys.iter().position(|x| *x == k)?)
+            }
+            (id_of, _) => id_of,
+        };
         Some(ColumnTagValues {
             window,
             needs,
+            filter,
             parts,
             field: field.clone(),
             id_of,
@@ -314,13 +435,16 @@ impl ColumnTagValues {
     }
 
     fn add(&mut self, src: &impl SpanSource) {
+        if let Some(f) = &mut self.filter {
+            f.begin();
+        }
         let mut seen = Seen::new();
         let mut vals = Vec::new();
         for i in 0..src.len() {
             if self.list.truncated {
                 return;
             }
-            if !in_window(src, i, self.window) {
+            if !in_window(src, i, self.window) || self.filter.as_mut().is_some_and(|f| !f.matches(src, i)) {
                 continue;
             }
             let ([name, message, resource, scope], _) = src.key(i);
@@ -329,8 +453,8 @@ impl ColumnTagValues {
                 IdOf::StatusMessage => u64::from(message),
                 IdOf::Resource => u64::from(resource),
                 IdOf::Scope => u64::from(scope),
-                IdOf::SpanAttr => u64::from(src.attr_id(0, i)),
-                IdOf::SpanAttrAndResource => u64::from(src.attr_id(0, i)) | u64::from(resource) << 32,
+                IdOf::SpanAttr(k) => u64::from(src.attr_id(k, i)),
+                IdOf::SpanAttrAndResource(k) => u64::from(src.attr_id(k, i)) | u64::from(resource) << 32,
                 IdOf::Events => u64::from(src.blob_ids(i)[1]),
                 IdOf::Links => u64::from(src.blob_ids(i)[2]),
             };
@@ -347,8 +471,10 @@ impl ColumnSink for ColumnTagValues {
         &self.needs
     }
 
-    fn row_group_may_match(&self, _stats: &RowGroupStats, _values: Option<&Bloom>) -> bool {
-        true
+    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.prefilter.row_group_may_match(stats, values))
     }
 
     fn sorted_head(&self) -> bool {
