@@ -180,6 +180,40 @@ impl SpanFilter {
     }
 }
 
+/// Implements [`ColumnSink`] for a tag collector with `needs` and `filter` fields and methods
+/// `add` (one source) and `is_done`.
+macro_rules! tag_column_sink {
+    ($t:ty) => {
+        impl ColumnSink for $t {
+            fn needs(&self) -> &MetricNeeds {
+                &self.needs
+            }
+
+            fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
+                self.filter
+                    .as_ref()
+                    .is_none_or(|f| f.prefilter.row_group_may_match(stats, values))
+            }
+
+            fn sorted_head(&self) -> bool {
+                false
+            }
+
+            fn add_head(&mut self, rows: &HeadRows<'_>) {
+                self.add(rows)
+            }
+
+            fn add_columns(&mut self, cols: &MetricColumns) {
+                self.add(cols)
+            }
+
+            fn done(&self) -> bool {
+                self.is_done()
+            }
+        }
+    };
+}
+
 /// Attribute keys per scope of every span in a window: `/api/search/tags` and
 /// `/api/v2/search/tags` with the empty filter. Fed by `Querier::scan_columns`.
 #[derive(Debug)]
@@ -211,6 +245,11 @@ impl ColumnTagNames {
             cap,
             keys: BTreeMap::new(),
         })
+    }
+
+    /// Names never fill up: every span may add one.
+    fn is_done(&self) -> bool {
+        false
     }
 
     fn add(&mut self, src: &impl SpanSource) {
@@ -283,29 +322,7 @@ impl ColumnTagNames {
     }
 }
 
-impl ColumnSink for ColumnTagNames {
-    fn needs(&self) -> &MetricNeeds {
-        &self.needs
-    }
-
-    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
-        self.filter
-            .as_ref()
-            .is_none_or(|f| f.prefilter.row_group_may_match(stats, values))
-    }
-
-    fn sorted_head(&self) -> bool {
-        false
-    }
-
-    fn add_head(&mut self, rows: &HeadRows<'_>) {
-        self.add(rows)
-    }
-
-    fn add_columns(&mut self, cols: &MetricColumns) {
-        self.add(cols)
-    }
-}
+tag_column_sink!(ColumnTagNames);
 
 /// Which column identifies a span's value of a field: spans with equal ids within one source
 /// have equal values.
@@ -434,6 +451,10 @@ impl ColumnTagValues {
         self.list.values
     }
 
+    fn is_done(&self) -> bool {
+        self.list.truncated
+    }
+
     fn add(&mut self, src: &impl SpanSource) {
         if let Some(f) = &mut self.filter {
             f.begin();
@@ -466,30 +487,4 @@ impl ColumnTagValues {
     }
 }
 
-impl ColumnSink for ColumnTagValues {
-    fn needs(&self) -> &MetricNeeds {
-        &self.needs
-    }
-
-    fn row_group_may_match(&self, stats: &RowGroupStats, values: Option<&Bloom>) -> bool {
-        self.filter
-            .as_ref()
-            .is_none_or(|f| f.prefilter.row_group_may_match(stats, values))
-    }
-
-    fn sorted_head(&self) -> bool {
-        false
-    }
-
-    fn add_head(&mut self, rows: &HeadRows<'_>) {
-        self.add(rows)
-    }
-
-    fn add_columns(&mut self, cols: &MetricColumns) {
-        self.add(cols)
-    }
-
-    fn done(&self) -> bool {
-        self.list.truncated
-    }
-}
+tag_column_sink!(ColumnTagValues);
