@@ -1,7 +1,7 @@
-//! The tag APIs without a filter, one span at a time from columns.
+//! The tag APIs with the empty or a span-local filter, one span at a time from columns.
 //!
-//! Grafana asks for tag names and values as the query editor opens and as each filter is
-//! typed, most often with the empty filter `{ }`. Over whole traces ([`TagNames`],
+//! Grafana asks for tag names and values as the query editor opens (with the empty filter
+//! `{ }`) and as each filter is typed (with the filter so far). Over whole traces ([`TagNames`],
 //! [`TagValues`]) that copies out and decodes every span in the window: about a second per
 //! 700,000 spans. With `{ }` every span of the window counts on its own, so [`ColumnTagNames`]
 //! and [`ColumnTagValues`] read columns instead (`weft_querier::Querier::scan_columns`):
@@ -25,7 +25,7 @@
 //! counts every span of a trace with a span in the window, so the two differ only for spans
 //! outside the window whose trace reaches into it: both are autocomplete lists, and Tempo
 //! lists the values of every block overlapping the window. The model test in `weft-querier`
-//! checks both against each other with and without windows.
+//! checks both against the model, with and without windows, and against each other.
 //!
 //! Fields that need the whole trace (`rootName`, `rootServiceName`, `traceDuration`), or a
 //! value per span that no column deduplicates (`duration`, `event:timeSinceStart`, `kind`,
