@@ -22,6 +22,9 @@ Method:
        service_error    { resource.service.name = "<service>" } >> { status = error }
        sibling_error    { resource.service.name = "<service>" } ~ { status = error }
        tag_values       /api/v2/search/tag/span.user.id/values
+       tag_names        /api/v2/search/tags (every scope)
+       tag_services     /api/v2/search/tag/resource.service.name/values
+       tag_names_of_service  /api/v2/search/tag/name/values?q={ resource.service.name = "<service>" }
        trace_by_id      `weft loadgen --query-ids` (no time hint), p50/p90/p99
        rate_by_service  { } | rate() by (resource.service.name), /api/metrics/query_range
        errors_rate      { status = error } | rate() by (resource.service.name)
@@ -494,6 +497,19 @@ def main():
         def tag_check(j):
             return True, "", {"values_returned": len(j.get("tagValues", []))}
         queries.append(run_query(server, "tag_values", "/api/v2/search/tag/span.user.id/values", dict(window),
+                                 args.runs, args.timeout, tag_check, args.measure_timeouts))
+
+        # What Grafana's query editor asks as it opens and as a filter is typed: every span of
+        # the range counts (read from columns, weft_query::tags).
+        def names_check(j):
+            scopes = {s["name"]: len(s.get("tags", [])) for s in j.get("scopes", [])}
+            return scopes.get("span", 0) > 0, f"no span attribute names in {scopes}", {"names_per_scope": scopes}
+        queries.append(run_query(server, "tag_names", "/api/v2/search/tags", dict(window),
+                                 args.runs, args.timeout, names_check, args.measure_timeouts))
+        queries.append(run_query(server, "tag_services", "/api/v2/search/tag/resource.service.name/values",
+                                 dict(window), args.runs, args.timeout, tag_check, args.measure_timeouts))
+        queries.append(run_query(server, "tag_names_of_service", "/api/v2/search/tag/name/values",
+                                 {"q": f'{{ resource.service.name = "{args.service}" }}', **window},
                                  args.runs, args.timeout, tag_check, args.measure_timeouts))
 
         # Trace by ID, no time hint.
