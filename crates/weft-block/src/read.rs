@@ -172,6 +172,22 @@ impl DictBuilder {
         self.ids.push(id);
     }
 
+    /// The id of `v`, adding it as a value without appending a row.
+    pub fn intern(&mut self, v: &[u8]) -> u32 {
+        self.values.intern(v)
+    }
+
+    /// Appends a row holding the value `id` (from [`Self::intern`] or a row pushed before).
+    pub fn push_id(&mut self, id: u32) {
+        debug_assert!((id as usize) < self.values.len(), "unknown value id");
+        self.ids.push(id);
+    }
+
+    /// The value `id`.
+    pub fn value(&self, id: u32) -> &[u8] {
+        self.values.get(id)
+    }
+
     pub fn finish(self) -> DictColumn {
         DictColumn {
             values: (0..self.values.len() as u32)

@@ -678,22 +678,36 @@ fn span_attribute_columns(
     if from_blob.is_empty() {
         return Ok(out);
     }
-    let (blobs, def) = read::<ByteArrayType>(rgr, col::ATTRIBUTES, 0, n, true)?;
-    let blobs = spread(blobs, &def, n);
+    // The keys are picked once per distinct blob (the dictionary's values), and each row takes
+    // its blob's ids, unless a dedicated column moved a value out of it.
+    let blobs = dict_column(rgr, col::ATTRIBUTES, n, true)?;
     let want: Vec<&[u8]> = from_blob.iter().map(|&(k, _)| keys[k].as_bytes()).collect();
     let mut picked: Vec<Vec<u8>> = vec![Vec::new(); want.len()];
     let mut interners: Vec<DictBuilder> = want.iter().map(|_| DictBuilder::default()).collect();
-    for (i, blob) in blobs.iter().enumerate() {
+    // Per distinct blob, per key: the id of what the blob holds of it.
+    let mut of_blob: Vec<u32> = Vec::with_capacity(blobs.values.len() * want.len());
+    for b in &blobs.values {
         picked.iter_mut().for_each(Vec::clear);
-        if let Some(b) = blob {
-            pick_attributes(b.data(), &want, &mut picked);
+        pick_attributes(b, &want, &mut picked);
+        for (d, p) in interners.iter_mut().zip(&picked) {
+            of_blob.push(d.intern(p));
         }
+    }
+    let mut buf = Vec::new();
+    for i in 0..n {
+        let blob = blobs.ids.get(i).map_or(0, |&id| id as usize);
         for (j, (_, moved)) in from_blob.iter().enumerate() {
+            let id = of_blob.get(blob * want.len() + j).copied().unwrap_or(0);
             // A moved value's key occurred once in the span, so the blob had none of it.
-            if let Some(x) = moved.as_ref().and_then(|v| SpanDedicated::value(v, i)) {
-                append_key_value(&mut picked[j], want[j], x);
+            match moved.as_ref().and_then(|v| SpanDedicated::value(v, i)) {
+                Some(x) => {
+                    buf.clear();
+                    buf.extend_from_slice(interners[j].value(id));
+                    append_key_value(&mut buf, want[j], x);
+                    interners[j].push(&buf);
+                }
+                None => interners[j].push_id(id),
             }
-            interners[j].push(&picked[j]);
         }
     }
     for ((k, _), interner) in from_blob.into_iter().zip(interners) {
