@@ -188,6 +188,52 @@ pub fn decode_parts(row: &SpanRow, parts: Parts) -> Span {
     }
 }
 
+/// Where attribute keys are read from by [`attribute_keys`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysOf {
+    /// A span's attribute blob ([`SpanRow::attributes`]).
+    Span,
+    /// A resource header ([`SpanRow::resource`]).
+    Resource,
+    /// A scope header ([`SpanRow::scope`]).
+    Scope,
+    /// An event blob: the keys of every event's attributes.
+    Events,
+    /// A link blob: the keys of every link's attributes.
+    Links,
+}
+
+/// Calls `f` with each attribute key in `bytes` (a stored part `of` a span), as raw bytes and
+/// without decoding any value: exactly the keys [`decode_parts`] gives that part's attributes
+/// (a `KeyValue` without a key is left out; of several keys the last counts), in order.
+pub fn each_attribute_key(of: KeysOf, bytes: &[u8], mut f: impl FnMut(&[u8])) {
+    let (outer, inner) = match of {
+        KeysOf::Span => (SPAN_ATTRIBUTES, None),
+        KeysOf::Resource => (RS_RESOURCE, Some(RESOURCE_ATTRIBUTES)),
+        KeysOf::Scope => (SS_SCOPE, Some(SCOPE_ATTRIBUTES)),
+        KeysOf::Events => (SPAN_EVENTS, Some(EVENT_ATTRIBUTES)),
+        KeysOf::Links => (SPAN_LINKS, Some(LINK_ATTRIBUTES)),
+    };
+    let mut key_of = |kv: &[u8]| {
+        let mut key = None;
+        let mut r = Reader::new(kv);
+        while let Ok(Some(field)) = r.next() {
+            if let (KV_KEY, Wire::Bytes(b)) = (field.number, field.value) {
+                key = Some(b);
+            }
+        }
+        if let Some(k) = key {
+            f(k);
+        }
+    };
+    for part in each(bytes, outer) {
+        match inner {
+            None => key_of(part),
+            Some(n) => each(part, n).for_each(&mut key_of),
+        }
+    }
+}
+
 /// OTLP `SpanKind` numbers; unknown numbers read as `unspecified`.
 fn kind(k: u8) -> Kind {
     match k {

@@ -32,7 +32,7 @@ use weft_block::{DictBuilder, DictColumn, MetricColumns, MetricNeeds, RowGroupSt
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Stage};
 use weft_traceql::{EvalError, MetricsRun, Query, Series, Trace};
 
-use crate::decode::{Parts, decode_parts};
+use crate::decode::{KeysOf, Parts, decode_parts};
 use crate::prefilter::Prefilter;
 
 /// A span-local metrics query over stored spans; see the [module docs](self).
@@ -435,6 +435,13 @@ pub trait SpanSource {
     fn blob_ids(&self, _i: usize) -> [u32; 3] {
         [0; 3]
     }
+    /// The stored bytes of span `i`'s part `of`: its resource or scope header (with
+    /// [`MetricNeeds::resource`] or [`MetricNeeds::scope`]), or with [`MetricNeeds::blobs`]
+    /// its attribute blob (in a block, without the values moved to dedicated columns), event
+    /// blob or link blob. Empty when not read.
+    fn part(&self, _of: KeysOf, _i: usize) -> &[u8] {
+        &[]
+    }
     /// With [`MetricNeeds::blobs`]: the span attribute keys whose values were moved out of the
     /// attribute blobs into dedicated columns.
     fn dedicated_keys(&self) -> &[String] {
@@ -499,6 +506,17 @@ impl SpanSource for MetricColumns {
 
     fn dedicated_keys(&self) -> &[String] {
         &self.dedicated_keys
+    }
+
+    fn part(&self, of: KeysOf, i: usize) -> &[u8] {
+        let d = match of {
+            KeysOf::Span => &self.attributes,
+            KeysOf::Resource => &self.resource,
+            KeysOf::Scope => &self.scope,
+            KeysOf::Events => &self.events,
+            KeysOf::Links => &self.links,
+        };
+        d.values.get(dict_id(d, i) as usize).map_or(&[], |v| v)
     }
 
     fn dedicated_mask(&self, i: usize) -> u16 {
@@ -615,6 +633,17 @@ impl SpanSource for HeadRows<'_> {
     fn blob_ids(&self, i: usize) -> [u32; 3] {
         let (c, r) = (self.cols, self.order[i] as usize);
         [c.attributes.ids[r], c.events.ids[r], c.links.ids[r]]
+    }
+
+    fn part(&self, of: KeysOf, i: usize) -> &[u8] {
+        let (c, r) = (self.cols, self.order[i] as usize);
+        match of {
+            KeysOf::Span => c.attributes.get(r),
+            KeysOf::Resource => c.headers.get(c.resource[r]),
+            KeysOf::Scope => c.headers.get(c.scope[r]),
+            KeysOf::Events => c.events.get(r),
+            KeysOf::Links => c.links.get(r),
+        }
     }
 
     fn row(&self, i: usize) -> SpanRow {

@@ -42,7 +42,7 @@ use weft_block::{MetricColumns, MetricNeeds, RowGroupStats};
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic};
 use weft_traceql::{Evaluator, Query, Span, Trace, Value};
 
-use crate::decode::{Parts, decode_parts};
+use crate::decode::{KeysOf, Parts, decode_parts, each_attribute_key};
 use crate::graph::is_match_all;
 use crate::prefilter::Prefilter;
 use crate::search::{TagScope, ValueList, add_key, field_values};
@@ -224,6 +224,8 @@ pub struct ColumnTagNames {
     cap: usize,
     /// Most `cap` keys per scope, as [`crate::search::TagNames::keys`].
     pub keys: BTreeMap<TagScope, BTreeSet<String>>,
+    /// Every key seen per scope, as stored.
+    raw: BTreeMap<TagScope, HashSet<Box<[u8]>, FastBuild>>,
 }
 
 impl ColumnTagNames {
@@ -244,6 +246,7 @@ impl ColumnTagNames {
             filter,
             cap,
             keys: BTreeMap::new(),
+            raw: BTreeMap::new(),
         })
     }
 
@@ -258,27 +261,12 @@ impl ColumnTagNames {
         }
         // Resource, scope, attributes, events, links, dedicated presence.
         let mut seen: [Seen; 6] = std::array::from_fn(|_| Seen::new());
-        let parts = [
-            Parts {
-                resource: true,
-                ..Parts::default()
-            },
-            Parts {
-                scope: true,
-                ..Parts::default()
-            },
-            Parts {
-                span_attrs: true,
-                ..Parts::default()
-            },
-            Parts {
-                events: true,
-                ..Parts::default()
-            },
-            Parts {
-                links: true,
-                ..Parts::default()
-            },
+        const PARTS: [(KeysOf, TagScope); 5] = [
+            (KeysOf::Resource, TagScope::Resource),
+            (KeysOf::Scope, TagScope::Instrumentation),
+            (KeysOf::Span, TagScope::Span),
+            (KeysOf::Events, TagScope::Event),
+            (KeysOf::Links, TagScope::Link),
         ];
         for i in 0..src.len() {
             if !in_window(src, i, self.window) || self.filter.as_mut().is_some_and(|f| !f.matches(src, i)) {
@@ -286,29 +274,20 @@ impl ColumnTagNames {
             }
             let ([_, _, resource, scope], _) = src.key(i);
             let [attrs, events, links] = src.blob_ids(i);
-            let ids = [resource, scope, attrs, events, links];
-            let mut wanted = Parts::default();
-            for (k, &id) in ids.iter().enumerate() {
-                if seen[k].first(u64::from(id)) {
-                    let p = parts[k];
-                    wanted.resource |= p.resource;
-                    wanted.scope |= p.scope;
-                    wanted.span_attrs |= p.span_attrs;
-                    wanted.events |= p.events;
-                    wanted.links |= p.links;
+            for (k, id) in [resource, scope, attrs, events, links].into_iter().enumerate() {
+                if !seen[k].first(u64::from(id)) {
+                    continue;
                 }
-            }
-            if wanted != Parts::default() {
-                let span = decode_parts(&src.row(i), wanted);
-                let (keys, cap) = (&mut self.keys, self.cap);
-                let mut add = |scope: TagScope, attrs: &[(String, Value)]| {
-                    attrs.iter().for_each(|(k, _)| add_key(keys, cap, scope, k));
-                };
-                add(TagScope::Resource, &span.resource_attrs);
-                add(TagScope::Instrumentation, &span.scope_attrs);
-                add(TagScope::Span, &span.span_attrs);
-                span.events.iter().for_each(|e| add(TagScope::Event, &e.attrs));
-                span.links.iter().for_each(|l| add(TagScope::Link, &l.attrs));
+                let (of, scope) = PARTS[k];
+                // Keys are compared as bytes first: most were seen before (a blob per span when
+                // values are unique, the same few keys in each).
+                let known = self.raw.entry(scope).or_default();
+                each_attribute_key(of, src.part(of, i), |key| {
+                    if !known.contains(key) {
+                        known.insert(key.into());
+                        add_key(&mut self.keys, self.cap, scope, &String::from_utf8_lossy(key));
+                    }
+                });
             }
             let mask = src.dedicated_mask(i);
             if mask != 0 && seen[5].first(u64::from(mask)) {

@@ -149,6 +149,19 @@ fn every_field_and_value_type_decodes() {
         span.links[0].attrs,
         vec![("link.kind".to_string(), Value::Str("follows".into()))]
     );
+    // The keys alone, without decoding values.
+    let keys = |of: KeysOf, bytes: &[u8]| {
+        let mut out = Vec::new();
+        each_attribute_key(of, bytes, |k| out.push(String::from_utf8_lossy(k).into_owned()));
+        out
+    };
+    let names = |attrs: &[(String, Value)]| attrs.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(KeysOf::Span, &row.attributes), names(&span.span_attrs));
+    assert!(keys(KeysOf::Span, &row.attributes).len() >= 5);
+    assert_eq!(keys(KeysOf::Resource, &row.resource), names(&span.resource_attrs));
+    assert_eq!(keys(KeysOf::Scope, &row.scope), ["lib.flavor"]);
+    assert_eq!(keys(KeysOf::Events, &row.events), ["exception.type"]);
+    assert_eq!(keys(KeysOf::Links, &row.links), ["link.kind"]);
 }
 
 #[test]
@@ -220,6 +233,20 @@ proptest::proptest! {
             links: a.into(),
             extra: b.into(),
         };
-        let _ = decode(&row);
+        let span = decode(&row);
+        // The keys read without values are the decoded attributes' keys, whatever the bytes.
+        let keys = |of: KeysOf, bytes: &[u8]| {
+            let mut out = Vec::new();
+            each_attribute_key(of, bytes, |k| out.push(String::from_utf8_lossy(k).into_owned()));
+            out
+        };
+        let names = |attrs: &[(String, weft_traceql::Value)]| attrs.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        proptest::prop_assert_eq!(keys(KeysOf::Span, &row.attributes), names(&span.span_attrs));
+        proptest::prop_assert_eq!(keys(KeysOf::Resource, &row.resource), names(&span.resource_attrs));
+        proptest::prop_assert_eq!(keys(KeysOf::Scope, &row.scope), names(&span.scope_attrs));
+        let events: Vec<String> = span.events.iter().flat_map(|e| names(&e.attrs)).collect();
+        proptest::prop_assert_eq!(keys(KeysOf::Events, &row.events), events);
+        let links: Vec<String> = span.links.iter().flat_map(|l| names(&l.attrs)).collect();
+        proptest::prop_assert_eq!(keys(KeysOf::Links, &row.links), links);
     }
 }
