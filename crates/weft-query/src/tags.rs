@@ -7,8 +7,9 @@
 //! and [`ColumnTagValues`] read columns instead (`weft_querier::Querier::scan_columns`):
 //!
 //! - a row group's resource, scope, attribute, event and link blobs keep their dictionary ids
-//!   (head columns have them too), and each distinct one is decoded once per row group or
-//!   head part, by [`decode_parts`], the same decoding the trace path uses;
+//!   (head columns have them too), and each distinct one is read once per row group or head
+//!   part: for names, its keys alone ([`each_attribute_key`]); for values, by
+//!   [`decode_parts`], the same decoding the trace path uses;
 //! - span attributes moved to dedicated columns are named from the block's meta and each row's
 //!   presence bits; a value of one span attribute key comes from
 //!   [`MetricColumns::span_attributes`](weft_block::MetricColumns::span_attributes), which
