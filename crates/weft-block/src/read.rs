@@ -117,10 +117,13 @@ pub struct MetricNeeds {
     pub span_keys: Vec<String>,
     /// Trace IDs, for exemplars ([`MetricColumns::trace_id`]).
     pub trace_ids: bool,
-    /// The attribute, event and link blobs with their dictionary ids, and which span-scope
-    /// dedicated columns hold a value in each row ([`MetricColumns::attributes`] and the
-    /// fields after it): what attribute keys a row group holds, for the tag APIs.
+    /// The attribute blobs with their dictionary ids, and which span-scope dedicated columns
+    /// hold a value in each row ([`MetricColumns::attributes`], the dedicated keys and mask):
+    /// what span attribute keys a row group holds, for the tag APIs.
     pub blobs: bool,
+    /// The event and link blobs with their dictionary ids ([`MetricColumns::events`],
+    /// [`MetricColumns::links`]).
+    pub lists: bool,
 }
 
 impl MetricNeeds {
@@ -143,6 +146,7 @@ impl MetricNeeds {
             span_keys,
             trace_ids: self.trace_ids || o.trace_ids,
             blobs: self.blobs || o.blobs,
+            lists: self.lists || o.lists,
         }
     }
 }
@@ -221,6 +225,7 @@ pub struct MetricColumns {
     /// With [`MetricNeeds::blobs`]: each span's `attributes` blob as stored, that is without
     /// the values moved to dedicated columns ([`crate::dedicated`]).
     pub attributes: DictColumn,
+    /// With [`MetricNeeds::lists`]: each span's event and link blobs.
     pub events: DictColumn,
     pub links: DictColumn,
     /// With [`MetricNeeds::blobs`]: the keys of the block's span-scope dedicated columns, and

@@ -307,9 +307,11 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         span_keys: Vec::new(),
         trace_ids: true,
         blobs: false,
+        lists: false,
     };
     let blobs = MetricNeeds {
         blobs: true,
+        lists: true,
         ..Default::default()
     };
     // Span attributes: dedicated (complete or not, of every type) and generic keys, a repeated

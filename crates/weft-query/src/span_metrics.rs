@@ -426,9 +426,9 @@ pub trait SpanSource {
     fn span_id(&self, _i: usize) -> Option<[u8; 8]> {
         None
     }
-    /// With [`MetricNeeds::blobs`]: the value ids of span `i`'s attribute, event and link
-    /// blobs (equal ids within one source mean equal bytes). [`Self::row`] then fills in the
-    /// three blobs. A block's attribute blob lacks the values moved to dedicated columns, so
+    /// The value ids of span `i`'s attribute blob (with [`MetricNeeds::blobs`]) and event and
+    /// link blobs (with [`MetricNeeds::lists`]); equal ids within one source mean equal bytes,
+    /// and a block's blob not read has id 0. [`Self::row`] then fills in the blobs read. A block's attribute blob lacks the values moved to dedicated columns, so
     /// the row's attributes are the blob followed by the picked values of
     /// [`MetricNeeds::span_keys`]: a key read may appear twice, its first value being the
     /// span's.
@@ -436,9 +436,9 @@ pub trait SpanSource {
         [0; 3]
     }
     /// The stored bytes of span `i`'s part `of`: its resource or scope header (with
-    /// [`MetricNeeds::resource`] or [`MetricNeeds::scope`]), or with [`MetricNeeds::blobs`]
-    /// its attribute blob (in a block, without the values moved to dedicated columns), event
-    /// blob or link blob. Empty when not read.
+    /// [`MetricNeeds::resource`] or [`MetricNeeds::scope`]), its attribute blob (with
+    /// [`MetricNeeds::blobs`]; in a block, without the values moved to dedicated columns), or
+    /// its event or link blob (with [`MetricNeeds::lists`]). Empty when not read.
     fn part(&self, _of: KeysOf, _i: usize) -> &[u8] {
         &[]
     }
@@ -561,8 +561,9 @@ pub struct HeadRows<'a> {
     /// Per span attribute key read: the picked attributes of each distinct attribute blob of
     /// the head, as a [`DictColumn`] indexed by blob id.
     attrs: Vec<DictColumn>,
-    /// [`MetricNeeds::blobs`].
+    /// [`MetricNeeds::blobs`] and [`MetricNeeds::lists`].
     blobs: bool,
+    lists: bool,
 }
 
 impl<'a> HeadRows<'a> {
@@ -588,6 +589,7 @@ impl<'a> HeadRows<'a> {
             order,
             attrs,
             blobs: needs.blobs,
+            lists: needs.lists,
         }
     }
 
@@ -652,10 +654,12 @@ impl SpanSource for HeadRows<'_> {
         let text = |id: u32| String::from_utf8_lossy(c.strings.get(id)).into_owned();
         let mut attributes = Vec::new();
         let (mut events, mut links) = (Vec::new(), Vec::new());
-        if self.blobs {
-            attributes.extend_from_slice(c.attributes.get(r));
+        if self.lists {
             events.extend_from_slice(c.events.get(r));
             links.extend_from_slice(c.links.get(r));
+        }
+        if self.blobs {
+            attributes.extend_from_slice(c.attributes.get(r));
         } else {
             for k in 0..self.attrs.len() {
                 attributes.extend_from_slice(&self.attrs[k].values[self.attr_of(k, r) as usize]);

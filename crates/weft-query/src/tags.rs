@@ -238,6 +238,7 @@ impl ColumnTagNames {
             scope: true,
             duration: window.is_some(),
             blobs: true,
+            lists: true,
             ..MetricNeeds::default()
         };
         let filter = SpanFilter::new(query, &mut needs).ok()?;
@@ -370,12 +371,12 @@ impl ColumnTagValues {
                     IdOf::Scope
                 }
                 AttributeScope::Event => {
-                    needs.blobs = true;
+                    needs.lists = true;
                     parts.events = true;
                     IdOf::Events
                 }
                 AttributeScope::Link => {
-                    needs.blobs = true;
+                    needs.lists = true;
                     parts.links = true;
                     IdOf::Links
                 }
@@ -394,7 +395,7 @@ impl ColumnTagValues {
                 IdOf::Scope
             }
             FieldExpr::Intrinsic(Intrinsic::EventName) => {
-                needs.blobs = true;
+                needs.lists = true;
                 parts.events = true;
                 IdOf::Events
             }

@@ -543,8 +543,11 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
         }
     }
     if needs.blobs {
-        c.extend([col::ATTRIBUTES, col::EVENTS, col::LINKS]);
+        c.push(col::ATTRIBUTES);
         c.extend(span_dedicated(dedicated).map(|(i, _)| i));
+    }
+    if needs.lists {
+        c.extend([col::EVENTS, col::LINKS]);
     }
     c.sort_unstable();
     c.dedup();
@@ -613,10 +616,12 @@ pub fn read_metric_columns(
     if needs.trace_ids {
         out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
     }
-    if needs.blobs {
-        out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
+    if needs.lists {
         out.events = dict_column(&rgr, col::EVENTS, n, true)?;
         out.links = dict_column(&rgr, col::LINKS, n, true)?;
+    }
+    if needs.blobs {
+        out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
         out.dedicated_mask = vec![0; n];
         for (bit, (c, d)) in span_dedicated(dedicated).enumerate() {
             let values = read_dedicated(&rgr, c, d.value_type, 0, n)?;
