@@ -428,10 +428,10 @@ pub trait SpanSource {
     }
     /// The value ids of span `i`'s attribute blob (with [`MetricNeeds::blobs`]) and event and
     /// link blobs (with [`MetricNeeds::lists`]); equal ids within one source mean equal bytes,
-    /// and a block's blob not read has id 0. [`Self::row`] then fills in the blobs read. A block's attribute blob lacks the values moved to dedicated columns, so
-    /// the row's attributes are the blob followed by the picked values of
-    /// [`MetricNeeds::span_keys`]: a key read may appear twice, its first value being the
-    /// span's.
+    /// and a block's blob not read has id 0. [`Self::row`] then fills in the blobs read. A
+    /// block's attribute blob lacks the values moved to dedicated columns, so the row's
+    /// attributes are the blob followed by the picked values of [`MetricNeeds::span_keys`]: a
+    /// key read may appear twice, its first value being the span's.
     fn blob_ids(&self, _i: usize) -> [u32; 3] {
         [0; 3]
     }
