@@ -1,20 +1,31 @@
 //! `index.bin`: finds a trace's row groups without reading the data file.
 //!
-//! Layout (version 2, little-endian; version 1 is the same without the value blooms and is
-//! still read):
+//! Layout (version 3, little-endian; versions 1 and 2 are still read: version 1 ends after the
+//! trace-ID bloom, version 2 after the value blooms):
 //! ```text
 //! magic b"WEFTIDX1" | version u32 | row_groups u32
 //! row_groups × { min_trace_id [16] | max_trace_id [16] | first_row u64 | rows u32 }
 //! bloom_k u32 | bloom_words u32 | bloom_words × u64
 //! value_blooms u32 (0 or row_groups)                                         (version 2)
 //! value_blooms × { k u32 | words u32 | words × u64 }                        (version 2)
+//! key_lists u8 (0: none, 1: present)                                         (version 3)
+//! if present: keys u32 | keys × { scope u8 | len u16 | key [len] }          (version 3)
+//!             row_groups × ceil(keys / 64) × u64                            (version 3)
 //! crc32c u32 (of everything before it)
 //! ```
 //!
 //! A row group's *value bloom* holds every string attribute value of its spans (span, resource,
 //! scope, event and link attributes, array elements included), so a search for a rare value of
-//! any attribute, dedicated column or not, skips the row groups that cannot hold it. Compaction
-//! writes them; blocks cut from the head skip them to keep ingest cheap.
+//! any attribute, dedicated column or not, skips the row groups that cannot hold it.
+//!
+//! The *key lists* ([`KeyLists`]) name every attribute key of the block once, with its scope,
+//! and give each row group a bitset of the keys its spans carry (span attributes moved to
+//! dedicated columns included). `/api/v2/search/tags` answers a row group from them without
+//! reading its attribute columns. A block with more than [`MAX_LISTED_KEYS`] distinct keys (or
+//! a key longer than 64 KiB) has none.
+//!
+//! Compaction writes value blooms and key lists; blocks cut from the head skip both to keep
+//! ingest cheap.
 //! Row groups hold rows sorted by trace ID, so their ranges are sorted and disjoint except at
 //! shared boundary IDs. The bloom filter covers every trace ID in the block (about 1% false
 //! positives at 10 bits per trace).
@@ -22,7 +33,7 @@
 use crate::hash::trace_id_hashes;
 
 const MAGIC: &[u8; 8] = b"WEFTIDX1";
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 
 /// The number of distinct keys in `keys`, estimated by linear counting: each key sets one bit of
 /// a bitmap of at least twice as many bits as there are keys, and `n ≈ -m ln(zeros / m)`. At a
@@ -120,6 +131,56 @@ impl Bloom {
     }
 }
 
+/// Which attributes a listed key belongs to: the scopes of Tempo's tag names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyScope {
+    Resource = 0,
+    /// Instrumentation scope attributes.
+    Scope = 1,
+    Span = 2,
+    Event = 3,
+    Link = 4,
+}
+
+impl KeyScope {
+    pub const ALL: [KeyScope; 5] = [
+        KeyScope::Resource,
+        KeyScope::Scope,
+        KeyScope::Span,
+        KeyScope::Event,
+        KeyScope::Link,
+    ];
+
+    fn from_u8(b: u8) -> Option<KeyScope> {
+        KeyScope::ALL.get(usize::from(b)).copied()
+    }
+}
+
+/// Most distinct (scope, key) pairs a block's key lists hold; a block with more has none
+/// (keys that embed IDs would make the lists as large as the data they summarize).
+pub const MAX_LISTED_KEYS: usize = 4096;
+
+/// The attribute keys of a block, and which of them each row group's spans carry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyLists {
+    /// Every (scope, key) of the block, each once.
+    pub keys: Vec<(KeyScope, Box<[u8]>)>,
+    /// Per row group, a bitset over `keys` (bit `i % 64` of word `i / 64`).
+    pub row_groups: Vec<Vec<u64>>,
+}
+
+impl KeyLists {
+    /// The keys of row group `rg`, in the order of [`KeyLists::keys`].
+    pub fn of_row_group(&self, rg: usize) -> impl Iterator<Item = (KeyScope, &[u8])> + '_ {
+        let bits = self.row_groups.get(rg).map_or(&[][..], |b| &b[..]);
+        self.keys
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| bits.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0))
+            .map(|(_, (scope, key))| (*scope, &key[..]))
+    }
+}
+
 /// The decoded index of one block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceIndex {
@@ -128,6 +189,9 @@ pub struct TraceIndex {
     /// Per row group, the bloom filter of its string attribute values; empty when the block
     /// has none (version 1, or a block cut from the head).
     pub value_blooms: Vec<Bloom>,
+    /// The attribute keys per row group; `None` when the block has none (versions 1 and 2, a
+    /// block cut from the head, or too many keys).
+    pub keys: Option<KeyLists>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +243,24 @@ impl TraceIndex {
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
+        match &self.keys {
+            Some(k) if k.row_groups.len() == self.row_groups.len() && k.keys.len() <= MAX_LISTED_KEYS => {
+                out.push(1);
+                out.extend_from_slice(&(k.keys.len() as u32).to_le_bytes());
+                for (scope, key) in &k.keys {
+                    out.push(*scope as u8);
+                    out.extend_from_slice(&u16::try_from(key.len()).expect("listed keys fit u16").to_le_bytes());
+                    out.extend_from_slice(key);
+                }
+                let words = k.keys.len().div_ceil(64);
+                for bits in &k.row_groups {
+                    for i in 0..words {
+                        out.extend_from_slice(&bits.get(i).copied().unwrap_or(0).to_le_bytes());
+                    }
+                }
+            }
+            _ => out.push(0),
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -203,7 +285,7 @@ impl TraceIndex {
         };
         let u32_ = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
         let version = u32_(take(4)?);
-        if version != 1 && version != INDEX_VERSION {
+        if !(1..=INDEX_VERSION).contains(&version) {
             return Err(IndexError::Version(version));
         }
         let n = u32_(take(4)?) as usize;
@@ -231,10 +313,39 @@ impl TraceIndex {
                 value_blooms.push(read_bloom(&mut take)?);
             }
         }
+        let mut keys = None;
+        if version >= 3 && take(1)?[0] == 1 {
+            let nk = u32_(take(4)?) as usize;
+            if nk > MAX_LISTED_KEYS {
+                return Err(IndexError::Truncated);
+            }
+            let mut list = KeyLists {
+                keys: Vec::with_capacity(nk),
+                row_groups: Vec::with_capacity(n),
+            };
+            for _ in 0..nk {
+                let scope = KeyScope::from_u8(take(1)?[0]).ok_or(IndexError::Truncated)?;
+                let len = u16::from_le_bytes(take(2)?.try_into().expect("2 bytes"));
+                list.keys.push((scope, take(usize::from(len))?.into()));
+            }
+            let words = nk.div_ceil(64);
+            for _ in 0..n {
+                let bits = take(words * 8)?
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                list.row_groups.push(bits);
+            }
+            keys = Some(list);
+        }
+        if p != body.len() {
+            return Err(IndexError::Truncated);
+        }
         Ok(TraceIndex {
             row_groups,
             bloom: main,
             value_blooms,
+            keys,
         })
     }
 }
@@ -324,6 +435,7 @@ mod tests {
             ],
             bloom,
             value_blooms: Vec::new(),
+            keys: None,
         };
         let enc = idx.encode();
         assert_eq!(TraceIndex::decode(&enc).unwrap(), idx);
@@ -343,5 +455,74 @@ mod tests {
         assert_eq!(dec, with_values);
         assert!(dec.value_blooms[0].may_contain_bytes(b"needle"));
         assert!(!dec.value_blooms[1].may_contain_bytes(b"needle"));
+
+        // Key lists: 70 keys, so the bitsets take two words.
+        let keys: Vec<(KeyScope, Box<[u8]>)> = (0..70)
+            .map(|i| (KeyScope::ALL[i % 5], format!("key.{i}").into_bytes().into()))
+            .collect();
+        let mut first = vec![0u64; 2];
+        let mut second = vec![0u64; 2];
+        for i in [0usize, 3, 64, 69] {
+            first[i / 64] |= 1 << (i % 64);
+        }
+        second[0] |= 1 << 5;
+        let with_keys = TraceIndex {
+            keys: Some(KeyLists {
+                keys,
+                row_groups: vec![first, second],
+            }),
+            ..with_values.clone()
+        };
+        let enc = with_keys.encode();
+        let dec = TraceIndex::decode(&enc).unwrap();
+        assert_eq!(dec, with_keys);
+        let listed = |rg| {
+            dec.keys
+                .as_ref()
+                .unwrap()
+                .of_row_group(rg)
+                .map(|(scope, k)| (scope, String::from_utf8(k.to_vec()).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            listed(0),
+            [
+                (KeyScope::Resource, "key.0".to_string()),
+                (KeyScope::Event, "key.3".into()),
+                (KeyScope::Link, "key.64".into()),
+                (KeyScope::Link, "key.69".into()),
+            ]
+        );
+        assert_eq!(listed(1), [(KeyScope::Resource, "key.5".to_string())]);
+        // Every truncation is an error, never a shorter index.
+        for cut in 1..enc.len() - 4 {
+            let mut short = enc[..enc.len() - cut - 4].to_vec();
+            short.extend_from_slice(&crc32c::crc32c(&short).to_le_bytes());
+            assert!(TraceIndex::decode(&short).is_err(), "cut {cut}");
+        }
+    }
+
+    /// A version 2 index (no key-list byte) is still read, with no key lists.
+    #[test]
+    fn version_2_indexes_are_read() {
+        let mut v = Bloom::with_capacity(4);
+        v.insert_bytes(b"x");
+        let idx = TraceIndex {
+            row_groups: vec![RowGroupRange {
+                min: [1; 16],
+                max: [2; 16],
+                first_row: 0,
+                rows: 5,
+            }],
+            bloom: Bloom::with_capacity(4),
+            value_blooms: vec![v],
+            keys: None,
+        };
+        let mut enc = idx.encode();
+        // Version 3 with no key lists is version 2 plus one zero byte.
+        enc.truncate(enc.len() - 5);
+        enc[8..12].copy_from_slice(&2u32.to_le_bytes());
+        enc.extend_from_slice(&crc32c::crc32c(&enc).to_le_bytes());
+        assert_eq!(TraceIndex::decode(&enc).unwrap(), idx);
     }
 }

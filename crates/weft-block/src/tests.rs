@@ -413,7 +413,114 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             assert_eq!(at(&g.service, i), service.as_bytes());
         }
         assert!(roots > 0 && roots < rows.len(), "roots and children both occur");
+
+        // The index's key lists, where the block has them (compacted blocks).
+        if let Some(lists) = &block.index.keys {
+            let got: std::collections::BTreeSet<_> = lists.of_row_group(rg).map(|(s, k)| (s, k.to_vec())).collect();
+            assert_eq!(got, keys_of_rows(&rows), "key lists of row group {rg}");
+        }
     }
+}
+
+/// Every (scope, attribute key) of `rows`, read from the whole rows (moved attributes included).
+fn keys_of_rows(rows: &[crate::row::SpanRow]) -> std::collections::BTreeSet<(crate::index::KeyScope, Vec<u8>)> {
+    use crate::index::KeyScope;
+    use crate::values::{Source, for_each_key};
+    let mut want = std::collections::BTreeSet::new();
+    for r in rows {
+        for (scope, source, buf) in [
+            (KeyScope::Resource, Source::Resource, &r.resource),
+            (KeyScope::Scope, Source::Scope, &r.scope),
+            (KeyScope::Span, Source::SpanAttributes, &r.attributes),
+            (KeyScope::Event, Source::Events, &r.events),
+            (KeyScope::Link, Source::Links, &r.links),
+        ] {
+            for_each_key(source, buf, |k| {
+                want.insert((scope, k.to_vec()));
+            });
+        }
+    }
+    want
+}
+
+/// The index lists each row group's attribute keys for blocks written as compaction writes
+/// them (moved keys included), none for head cuts, and none past the key limit.
+#[tokio::test]
+async fn index_key_lists_name_each_row_groups_keys() {
+    use crate::index::KeyScope;
+    let mut req = with_dedicatable_attributes(sample_request(600, 5, 5));
+    // A key only the spans of a few traces carry, so row groups differ.
+    let mut n = 0;
+    for rs in &mut req.resource_spans {
+        for ss in &mut rs.scope_spans {
+            ss.scope.get_or_insert_with(Default::default).attributes = vec![kv("lib.attr", V::IntValue(1))];
+            for sp in &mut ss.spans {
+                n += 1;
+                if n % 997 == 0 {
+                    sp.attributes.push(kv("rare", V::StringValue("r".into())));
+                }
+            }
+        }
+    }
+    let cols = columns_of(&req);
+    let store = MemoryStorage::new();
+    let opts = WriteOptions::lasting(300);
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
+    let lists = block.index.keys.as_ref().expect("a compacted block lists its keys");
+    assert!(meta.dedicated_columns.iter().any(|d| d.name == "http.method"));
+    let mut all = std::collections::BTreeSet::new();
+    let mut rare = 0;
+    for rg in 0..block.row_group_count() {
+        let rows = block.fetch_row_group(&store, rg).await.unwrap().rows().unwrap();
+        let want = keys_of_rows(&rows);
+        let got: std::collections::BTreeSet<_> = lists.of_row_group(rg).map(|(s, k)| (s, k.to_vec())).collect();
+        assert_eq!(got, want, "row group {rg}");
+        rare += usize::from(got.contains(&(KeyScope::Span, b"rare".to_vec())));
+        all.extend(got);
+    }
+    assert!(
+        rare > 0 && rare < block.row_group_count(),
+        "`rare` is in some row groups only: {rare}"
+    );
+    for want in [
+        (KeyScope::Span, "http.method"),
+        (KeyScope::Span, "str"),
+        (KeyScope::Resource, "service.name"),
+        (KeyScope::Scope, "lib.attr"),
+        (KeyScope::Event, "e"),
+    ] {
+        assert!(all.contains(&(want.0, want.1.as_bytes().to_vec())), "{want:?} listed");
+    }
+    assert_metric_columns_match_rows(&store, &block).await;
+
+    // A head cut has none.
+    let cut = write_block(&store, &cols, "t", Origin::default(), &WriteOptions::head_cut(300))
+        .await
+        .unwrap();
+    let cut = Block::open(&store, &block_prefix("t", &cut.block_id)).await.unwrap();
+    assert!(cut.index.keys.is_none() && cut.index.value_blooms.is_empty());
+
+    // Past the key limit the block has none, and is otherwise whole.
+    let mut many = sample_request(20, 5, 6);
+    let mut i = 0;
+    for rs in &mut many.resource_spans {
+        for ss in &mut rs.scope_spans {
+            for sp in &mut ss.spans {
+                for _ in 0..50 {
+                    i += 1;
+                    sp.attributes.push(kv(&format!("k{i}"), V::IntValue(1)));
+                }
+            }
+        }
+    }
+    assert!(i > crate::index::MAX_LISTED_KEYS);
+    let meta = write_block(&store, &columns_of(&many), "t", Origin::default(), &opts)
+        .await
+        .unwrap();
+    let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
+    assert!(block.index.keys.is_none());
+    assert_eq!(block.index.value_blooms.len(), block.row_group_count());
 }
 
 #[tokio::test]
@@ -800,6 +907,46 @@ async fn golden_v2_block_with_dedicated_columns_stays_readable() {
     let block = Block::open(&store, prefix).await.unwrap();
     assert_eq!(block.meta.version, 2);
     assert!(block.meta.dedicated_columns.len() >= 5);
+    for id in trace_ids(&req) {
+        let rows = block.find_trace(&store, &id).await.unwrap();
+        assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
+    }
+    assert_metric_columns_match_rows(&store, &block).await;
+}
+
+/// A block whose index is version 3 (key lists) stays readable (regenerate as for
+/// `golden_v1_block_stays_readable`): written as compaction writes, with value blooms, key
+/// lists and dedicated columns.
+#[tokio::test]
+async fn golden_index_v3_block_with_key_lists_stays_readable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    let req = with_dedicatable_attributes(sample_request(40, 5, 9));
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        write_block(
+            &store,
+            &columns_of(&req),
+            "golden-v3",
+            Origin::default(),
+            &WriteOptions::lasting(64),
+        )
+        .await
+        .unwrap();
+    }
+    let listed = store.list("blocks/golden-v3/").await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert_eq!(
+        metas.len(),
+        1,
+        "one golden block with an index v3 is committed under {}",
+        dir.display()
+    );
+    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let index = store.get(&format!("{prefix}/index.bin")).await.unwrap();
+    assert_eq!(index[8..12], 3u32.to_le_bytes(), "index version");
+    let block = Block::open(&store, prefix).await.unwrap();
+    assert_eq!(block.meta.version, 2);
+    assert!(block.index.keys.is_some() && block.index.value_blooms.len() == block.row_group_count());
     for id in trace_ids(&req) {
         let rows = block.find_trace(&store, &id).await.unwrap();
         assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));

@@ -1,5 +1,5 @@
-//! The string attribute values held in a stored span's protobuf fields, for the per-row-group
-//! value blooms of the index ([`crate::index`]).
+//! The string attribute values and the attribute keys held in a stored span's protobuf
+//! fields, for the per-row-group value blooms and key lists of the index ([`crate::index`]).
 
 use crate::dedicated::Scalar;
 use weft_otlp::request::fields::*;
@@ -68,5 +68,49 @@ pub fn for_each_string<'a>(source: Source, buf: &'a [u8], mut f: impl FnMut(&'a 
         Source::Scope => each(buf, SS_SCOPE, |s| each(s, SCOPE_ATTRIBUTES, |kv| kv_strings(kv, f))),
         Source::Events => each(buf, SPAN_EVENTS, |e| each(e, EVENT_ATTRIBUTES, |kv| kv_strings(kv, f))),
         Source::Links => each(buf, SPAN_LINKS, |l| each(l, LINK_ATTRIBUTES, |kv| kv_strings(kv, f))),
+    }
+}
+
+/// Calls `f` with every attribute key in `buf`, stored bytes of kind `source`, in order and
+/// without reading any value: exactly the keys a decoder gives those attributes (a `KeyValue`
+/// without a key is left out; of several keys the last counts). Malformed bytes end the walk
+/// early; this never panics. The tag-name reader of `weft-query` uses it too, so the index's
+/// key lists and a read of the blobs name the same keys.
+pub fn for_each_key<'a>(source: Source, buf: &'a [u8], mut f: impl FnMut(&'a [u8])) {
+    let (outer, inner) = match source {
+        Source::SpanAttributes => (SPAN_ATTRIBUTES, None),
+        Source::Resource => (RS_RESOURCE, Some(RESOURCE_ATTRIBUTES)),
+        Source::Scope => (SS_SCOPE, Some(SCOPE_ATTRIBUTES)),
+        Source::Events => (SPAN_EVENTS, Some(EVENT_ATTRIBUTES)),
+        Source::Links => (SPAN_LINKS, Some(LINK_ATTRIBUTES)),
+    };
+    let mut key_of = |kv: &'a [u8]| {
+        let mut key = None;
+        let mut r = Reader::new(kv);
+        while let Ok(Some(field)) = r.next() {
+            if let (KV_KEY, Value::Bytes(b)) = (field.number, field.value) {
+                key = Some(b);
+            }
+        }
+        if let Some(k) = key {
+            f(k);
+        }
+    };
+    let mut r = Reader::new(buf);
+    while let Ok(Some(field)) = r.next() {
+        match (field.number, field.value, inner) {
+            (n, Value::Bytes(part), None) if n == outer => key_of(part),
+            (n, Value::Bytes(part), Some(inner)) if n == outer => {
+                let mut r = Reader::new(part);
+                while let Ok(Some(field)) = r.next() {
+                    if let (n, Value::Bytes(kv)) = (field.number, field.value)
+                        && n == inner
+                    {
+                        key_of(kv);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }

@@ -13,8 +13,9 @@ pub struct WriteOptions {
     /// 8192 keeps a trace lookup to one read of about 150 KB (see BENCHMARKS.md).
     pub row_group_rows: usize,
     pub zstd_level: i32,
-    /// Write a bloom filter of each row group's string attribute values into the index
-    /// (compaction does; head cuts skip it to keep ingest cheap).
+    /// Write a bloom filter of each row group's string attribute values, and the key lists of
+    /// its attribute keys, into the index (compaction does; head cuts skip both to keep ingest
+    /// cheap).
     pub value_blooms: bool,
     /// Choose and write dedicated attribute columns ([`crate::dedicated`]); compaction does,
     /// head cuts skip the extra pass over every attribute to keep ingest cheap.

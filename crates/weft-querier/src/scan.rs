@@ -444,6 +444,13 @@ impl Querier {
                         stats.skipped_row_groups += 1;
                         continue;
                     }
+                    // Tag names of a row group the index lists keys for need no columns.
+                    if let Some(keys) = &b.index.keys
+                        && m.take_row_group_keys(&rg_stats, &mut keys.of_row_group(rg))
+                    {
+                        read_any = true;
+                        continue;
+                    }
                     let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
                     let needs = m.needs_between(lo, hi);
                     let data = b.fetch_metric_columns(storage, rg, &needs).await?;

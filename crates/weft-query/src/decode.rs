@@ -205,33 +205,18 @@ pub enum KeysOf {
 
 /// Calls `f` with each attribute key in `bytes` (a stored part `of` a span), as raw bytes and
 /// without decoding any value: exactly the keys [`decode_parts`] gives that part's attributes
-/// (a `KeyValue` without a key is left out; of several keys the last counts), in order.
-pub fn each_attribute_key(of: KeysOf, bytes: &[u8], mut f: impl FnMut(&[u8])) {
-    let (outer, inner) = match of {
-        KeysOf::Span => (SPAN_ATTRIBUTES, None),
-        KeysOf::Resource => (RS_RESOURCE, Some(RESOURCE_ATTRIBUTES)),
-        KeysOf::Scope => (SS_SCOPE, Some(SCOPE_ATTRIBUTES)),
-        KeysOf::Events => (SPAN_EVENTS, Some(EVENT_ATTRIBUTES)),
-        KeysOf::Links => (SPAN_LINKS, Some(LINK_ATTRIBUTES)),
+/// (a `KeyValue` without a key is left out; of several keys the last counts), in order. The
+/// walk is [`weft_block::values::for_each_key`], which also writes the index's key lists.
+pub fn each_attribute_key(of: KeysOf, bytes: &[u8], f: impl FnMut(&[u8])) {
+    use weft_block::values::{Source, for_each_key};
+    let source = match of {
+        KeysOf::Span => Source::SpanAttributes,
+        KeysOf::Resource => Source::Resource,
+        KeysOf::Scope => Source::Scope,
+        KeysOf::Events => Source::Events,
+        KeysOf::Links => Source::Links,
     };
-    let mut key_of = |kv: &[u8]| {
-        let mut key = None;
-        let mut r = Reader::new(kv);
-        while let Ok(Some(field)) = r.next() {
-            if let (KV_KEY, Wire::Bytes(b)) = (field.number, field.value) {
-                key = Some(b);
-            }
-        }
-        if let Some(k) = key {
-            f(k);
-        }
-    };
-    for part in each(bytes, outer) {
-        match inner {
-            None => key_of(part),
-            Some(n) => each(part, n).for_each(&mut key_of),
-        }
-    }
+    for_each_key(source, bytes, f);
 }
 
 /// OTLP `SpanKind` numbers; unknown numbers read as `unspecified`.

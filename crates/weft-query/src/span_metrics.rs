@@ -366,6 +366,17 @@ pub trait ColumnSink {
     fn sorted_head(&self) -> bool {
         true
     }
+    /// Offered a row group's attribute keys from the block's index (compaction writes them;
+    /// [`weft_block::index::KeyLists`]) before its columns are read. Returns true when the sink
+    /// took from them all it needs of the row group, which is then not read. By default it
+    /// takes nothing.
+    fn take_row_group_keys(
+        &mut self,
+        _stats: &RowGroupStats,
+        _keys: &mut dyn Iterator<Item = (weft_block::index::KeyScope, &[u8])>,
+    ) -> bool {
+        false
+    }
     /// Adds the spans of head columns.
     fn add_head(&mut self, rows: &HeadRows<'_>);
     /// Adds the spans of a row group, read with [`Self::needs_between`].

@@ -10,6 +10,9 @@
 //!   (head columns have them too), and each distinct one is read once per row group or head
 //!   part: for names, its keys alone ([`each_attribute_key`]); for values, by
 //!   [`decode_parts`], the same decoding the trace path uses;
+//! - for names of a row group of a compacted block that every span of counts (no filter, all
+//!   of it inside the window), the index's key lists ([`weft_block::index::KeyLists`]) and
+//!   no column at all;
 //! - span attributes moved to dedicated columns are named from the block's meta and each row's
 //!   presence bits; a value of one span attribute key comes from
 //!   [`MetricColumns::span_attributes`](weft_block::MetricColumns::span_attributes), which
@@ -38,7 +41,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use weft_block::hash::{FastBuild, FastMap};
-use weft_block::index::Bloom;
+use weft_block::index::{Bloom, KeyScope};
 use weft_block::{MetricColumns, MetricNeeds, RowGroupStats};
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic};
 use weft_traceql::{Evaluator, Query, Span, Trace, Value};
@@ -200,6 +203,14 @@ macro_rules! tag_column_sink {
                 false
             }
 
+            fn take_row_group_keys(
+                &mut self,
+                stats: &RowGroupStats,
+                keys: &mut dyn Iterator<Item = (KeyScope, &[u8])>,
+            ) -> bool {
+                self.take_keys(stats, keys)
+            }
+
             fn add_head(&mut self, rows: &HeadRows<'_>) {
                 self.add(rows)
             }
@@ -257,6 +268,40 @@ impl ColumnTagNames {
         false
     }
 
+    /// Takes a row group's names from the index's key lists when every span of it counts: no
+    /// filter, and every span starting inside the window.
+    fn take_keys(&mut self, stats: &RowGroupStats, keys: &mut dyn Iterator<Item = (KeyScope, &[u8])>) -> bool {
+        if self.filter.is_some() {
+            return false;
+        }
+        if let Some((ws, we)) = self.window
+            && !stats.start.is_some_and(|(lo, hi)| lo >= ws && hi <= we)
+        {
+            return false;
+        }
+        for (scope, key) in keys {
+            let scope = match scope {
+                KeyScope::Resource => TagScope::Resource,
+                KeyScope::Scope => TagScope::Instrumentation,
+                KeyScope::Span => TagScope::Span,
+                KeyScope::Event => TagScope::Event,
+                KeyScope::Link => TagScope::Link,
+            };
+            self.add_raw(scope, key);
+        }
+        true
+    }
+
+    /// Adds a stored key. Keys are compared as bytes first: most were seen before (a blob per
+    /// span when values are unique, the same few keys in each).
+    fn add_raw(&mut self, scope: TagScope, key: &[u8]) {
+        let known = self.raw.entry(scope).or_default();
+        if !known.contains(key) {
+            known.insert(key.into());
+            add_key(&mut self.keys, self.cap, scope, &String::from_utf8_lossy(key));
+        }
+    }
+
     fn add(&mut self, src: &impl SpanSource) {
         if let Some(f) = &mut self.filter {
             f.begin();
@@ -281,15 +326,7 @@ impl ColumnTagNames {
                     continue;
                 }
                 let (of, scope) = PARTS[k];
-                // Keys are compared as bytes first: most were seen before (a blob per span when
-                // values are unique, the same few keys in each).
-                let known = self.raw.entry(scope).or_default();
-                each_attribute_key(of, src.part(of, i), |key| {
-                    if !known.contains(key) {
-                        known.insert(key.into());
-                        add_key(&mut self.keys, self.cap, scope, &String::from_utf8_lossy(key));
-                    }
-                });
+                each_attribute_key(of, src.part(of, i), |key| self.add_raw(scope, key));
             }
             let mask = src.dedicated_mask(i);
             if mask != 0 && seen[5].first(u64::from(mask)) {
@@ -434,6 +471,11 @@ impl ColumnTagValues {
 
     fn is_done(&self) -> bool {
         self.list.truncated
+    }
+
+    /// Values are not in the key lists.
+    fn take_keys(&mut self, _: &RowGroupStats, _: &mut dyn Iterator<Item = (KeyScope, &[u8])>) -> bool {
+        false
     }
 
     fn add(&mut self, src: &impl SpanSource) {

@@ -6,7 +6,7 @@ use crate::BlockError;
 use crate::columns::SpanColumns;
 use crate::dedicated::{self, Scalar};
 use crate::hash::{FastBuild, FastMap};
-use crate::index::{Bloom, RowGroupRange, TraceIndex};
+use crate::index::{Bloom, KeyLists, KeyScope, MAX_LISTED_KEYS, RowGroupRange, TraceIndex};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
 use crate::write::{Encoded, WriteOptions};
 use bytes::Bytes;
@@ -498,12 +498,72 @@ fn dict_ids<'a>(
     remap.reset();
 }
 
-/// The bloom filter of the string attribute values of `rows`: each distinct resource, scope and
-/// attribute/event/link value of the row group is walked once.
-fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes); 4], rows: &[Row]) -> Bloom {
-    use crate::values::{Source, for_each_string};
+/// Collects the key lists of a block ([`KeyLists`]), one row group after another.
+struct KeyCollector {
+    lists: KeyLists,
+    /// Per scope, each key's index in `lists.keys`.
+    index: [FastMap<Box<[u8]>, u32>; 5],
+    /// The bitset of the row group being collected.
+    bits: Vec<u64>,
+    /// More than [`MAX_LISTED_KEYS`] keys, or one longer than 64 KiB: the block gets none.
+    overflow: bool,
+}
+
+impl KeyCollector {
+    fn new() -> KeyCollector {
+        KeyCollector {
+            lists: KeyLists::default(),
+            index: std::array::from_fn(|_| FastMap::with_hasher(FastBuild::default())),
+            bits: Vec::new(),
+            overflow: false,
+        }
+    }
+
+    fn add(&mut self, scope: KeyScope, key: &[u8]) {
+        if self.overflow {
+            return;
+        }
+        let map = &mut self.index[scope as usize];
+        let id = match map.get(key) {
+            Some(&id) => id as usize,
+            None => {
+                if self.lists.keys.len() >= MAX_LISTED_KEYS || key.len() > usize::from(u16::MAX) {
+                    self.overflow = true;
+                    return;
+                }
+                let id = self.lists.keys.len();
+                map.insert(key.into(), id as u32);
+                self.lists.keys.push((scope, key.into()));
+                id
+            }
+        };
+        if self.bits.len() <= id / 64 {
+            self.bits.resize(id / 64 + 1, 0);
+        }
+        self.bits[id / 64] |= 1 << (id % 64);
+    }
+
+    fn end_row_group(&mut self) {
+        self.lists.row_groups.push(std::mem::take(&mut self.bits));
+    }
+
+    fn finish(self) -> Option<KeyLists> {
+        (!self.overflow).then_some(self.lists)
+    }
+}
+
+/// The bloom filter of the string attribute values of `rows`, and their attribute keys into
+/// `keys`: each distinct resource, scope and attribute/event/link value of the row group is
+/// walked once.
+fn value_bloom(
+    cols: &SpanColumns,
+    blobs: &[(&crate::columns::BlobColumn, Bytes); 4],
+    rows: &[Row],
+    keys: &mut KeyCollector,
+) -> Bloom {
+    use crate::values::{Source, for_each_key, for_each_string};
     let mut seen: hashbrown::HashSet<(u8, u32), FastBuild> = hashbrown::HashSet::with_hasher(FastBuild::default());
-    let mut keys: Vec<[u8; 16]> = Vec::new();
+    let mut values: Vec<[u8; 16]> = Vec::new();
     for r in rows {
         let ids = [
             (0u8, r.resource),
@@ -525,10 +585,13 @@ fn value_bloom(cols: &SpanColumns, blobs: &[(&crate::columns::BlobColumn, Bytes)
                     (source, &data[blob.value_range(id)])
                 }
             };
-            for_each_string(source, buf, |s| keys.push(Bloom::key_of(s)));
+            for_each_string(source, buf, |s| values.push(Bloom::key_of(s)));
+            let scope = KeyScope::ALL[usize::from(kind)];
+            for_each_key(source, buf, |k| keys.add(scope, k));
         }
     }
-    Bloom::of_keys(&keys)
+    keys.end_row_group();
+    Bloom::of_keys(&values)
 }
 
 /// Fills `buf` with a dictionary-encoded INT32 chunk of small values, returning (min, max).
@@ -597,6 +660,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     }
     let mut ranges = Vec::new();
     let mut value_blooms = Vec::new();
+    let mut keys = KeyCollector::new();
     let mut first_row = 0u64;
 
     let mut chunks = Vec::new();
@@ -640,7 +704,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         }
         let rows = &fix[..];
         if opts.value_blooms {
-            value_blooms.push(value_bloom(cols, &blobs, rows));
+            value_blooms.push(value_bloom(cols, &blobs, rows, &mut keys));
         }
         let mut rg = writer.next_row_group()?;
         let spec = |c: usize, optional: bool, compress: bool, statistics: Option<Statistics>| ChunkSpec {
@@ -852,6 +916,7 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
         index: TraceIndex {
             row_groups: ranges,
             bloom,
+            keys: if opts.value_blooms { keys.finish() } else { None },
             value_blooms,
         },
         row_groups,
