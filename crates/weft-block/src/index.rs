@@ -244,12 +244,16 @@ impl TraceIndex {
             }
         }
         match &self.keys {
-            Some(k) if k.row_groups.len() == self.row_groups.len() && k.keys.len() <= MAX_LISTED_KEYS => {
+            Some(k)
+                if k.row_groups.len() == self.row_groups.len()
+                    && k.keys.len() <= MAX_LISTED_KEYS
+                    && k.keys.iter().all(|(_, key)| key.len() <= usize::from(u16::MAX)) =>
+            {
                 out.push(1);
                 out.extend_from_slice(&(k.keys.len() as u32).to_le_bytes());
                 for (scope, key) in &k.keys {
                     out.push(*scope as u8);
-                    out.extend_from_slice(&u16::try_from(key.len()).expect("listed keys fit u16").to_le_bytes());
+                    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
                     out.extend_from_slice(key);
                 }
                 let words = k.keys.len().div_ceil(64);
@@ -314,7 +318,11 @@ impl TraceIndex {
             }
         }
         let mut keys = None;
-        if version >= 3 && take(1)?[0] == 1 {
+        let listed = if version >= 3 { take(1)?[0] } else { 0 };
+        if listed > 1 {
+            return Err(IndexError::Truncated);
+        }
+        if listed == 1 {
             let nk = u32_(take(4)?) as usize;
             if nk > MAX_LISTED_KEYS {
                 return Err(IndexError::Truncated);
