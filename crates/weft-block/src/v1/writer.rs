@@ -503,6 +503,12 @@ struct KeyCollector {
     lists: KeyLists,
     /// Per scope, each key's index in `lists.keys`.
     index: [FastMap<Box<[u8]>, u32>; 5],
+    /// Per scope, the key index found at each position of the previous blob: blobs of one
+    /// kind of span list the same keys in the same order, so one comparison usually finds a
+    /// key without hashing it (every blob is distinct when values are unique).
+    at: [Vec<u32>; 5],
+    /// The position in the current blob.
+    pos: usize,
     /// The bitset of the row group being collected.
     bits: Vec<u64>,
     /// More than [`MAX_LISTED_KEYS`] keys, or one longer than 64 KiB: the block gets none.
@@ -514,29 +520,48 @@ impl KeyCollector {
         KeyCollector {
             lists: KeyLists::default(),
             index: std::array::from_fn(|_| FastMap::with_hasher(FastBuild::default())),
+            at: std::array::from_fn(|_| Vec::new()),
+            pos: 0,
             bits: Vec::new(),
             overflow: false,
         }
+    }
+
+    /// Starts the keys of another blob or header.
+    fn begin(&mut self) {
+        self.pos = 0;
     }
 
     fn add(&mut self, scope: KeyScope, key: &[u8]) {
         if self.overflow {
             return;
         }
-        let map = &mut self.index[scope as usize];
-        let id = match map.get(key) {
-            Some(&id) => id as usize,
-            None => {
-                if self.lists.keys.len() >= MAX_LISTED_KEYS || key.len() > usize::from(u16::MAX) {
-                    self.overflow = true;
-                    return;
+        let at = &mut self.at[scope as usize];
+        if at.len() <= self.pos {
+            at.push(u32::MAX);
+        }
+        let guess = at[self.pos] as usize;
+        let id = if self.lists.keys.get(guess).is_some_and(|(_, k)| **k == *key) {
+            guess
+        } else {
+            let map = &mut self.index[scope as usize];
+            let id = match map.get(key) {
+                Some(&id) => id as usize,
+                None => {
+                    if self.lists.keys.len() >= MAX_LISTED_KEYS || key.len() > usize::from(u16::MAX) {
+                        self.overflow = true;
+                        return;
+                    }
+                    let id = self.lists.keys.len();
+                    map.insert(key.into(), id as u32);
+                    self.lists.keys.push((scope, key.into()));
+                    id
                 }
-                let id = self.lists.keys.len();
-                map.insert(key.into(), id as u32);
-                self.lists.keys.push((scope, key.into()));
-                id
-            }
+            };
+            at[self.pos] = id as u32;
+            id
         };
+        self.pos += 1;
         if self.bits.len() <= id / 64 {
             self.bits.resize(id / 64 + 1, 0);
         }
@@ -587,6 +612,7 @@ fn value_bloom(
             };
             for_each_string(source, buf, |s| values.push(Bloom::key_of(s)));
             let scope = KeyScope::ALL[usize::from(kind)];
+            keys.begin();
             for_each_key(source, buf, |k| keys.add(scope, k));
         }
     }
