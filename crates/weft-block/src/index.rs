@@ -1,18 +1,20 @@
 //! `index.bin`: finds a trace's row groups without reading the data file.
 //!
-//! Layout (version 3, little-endian; versions 1 and 2 are still read: version 1 ends after the
-//! trace-ID bloom, version 2 after the value blooms):
+//! Layout (little-endian; version 1 ends after the trace-ID bloom, version 2 after the value
+//! blooms; all three are read):
 //! ```text
 //! magic b"WEFTIDX1" | version u32 | row_groups u32
 //! row_groups × { min_trace_id [16] | max_trace_id [16] | first_row u64 | rows u32 }
 //! bloom_k u32 | bloom_words u32 | bloom_words × u64
 //! value_blooms u32 (0 or row_groups)                                         (version 2)
 //! value_blooms × { k u32 | words u32 | words × u64 }                        (version 2)
-//! key_lists u8 (0: none, 1: present)                                         (version 3)
-//! if present: keys u32 | keys × { scope u8 | len u16 | key [len] }          (version 3)
-//!             row_groups × ceil(keys / 64) × u64                            (version 3)
+//! keys u32 | keys × { scope u8 | len u16 | key [len] }                      (version 3)
+//! row_groups × ceil(keys / 64) × u64                                        (version 3)
 //! crc32c u32 (of everything before it)
 //! ```
+//!
+//! The writer writes the lowest version that holds the index: version 3 only with key lists,
+//! so a binary that reads version 2 still reads every block cut from the head.
 //!
 //! A row group's *value bloom* holds every string attribute value of its spans (span, resource,
 //! scope, event and link attributes, array elements included), so a search for a rare value of
@@ -221,8 +223,13 @@ impl TraceIndex {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(24 + self.row_groups.len() * 44 + self.bloom.size_bytes());
+        let keys = self.keys.as_ref().filter(|k| {
+            k.row_groups.len() == self.row_groups.len()
+                && k.keys.len() <= MAX_LISTED_KEYS
+                && k.keys.iter().all(|(_, key)| key.len() <= usize::from(u16::MAX))
+        });
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+        out.extend_from_slice(&(if keys.is_some() { INDEX_VERSION } else { 2 }).to_le_bytes());
         out.extend_from_slice(&(self.row_groups.len() as u32).to_le_bytes());
         for rg in &self.row_groups {
             out.extend_from_slice(&rg.min);
@@ -243,27 +250,19 @@ impl TraceIndex {
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
-        match &self.keys {
-            Some(k)
-                if k.row_groups.len() == self.row_groups.len()
-                    && k.keys.len() <= MAX_LISTED_KEYS
-                    && k.keys.iter().all(|(_, key)| key.len() <= usize::from(u16::MAX)) =>
-            {
-                out.push(1);
-                out.extend_from_slice(&(k.keys.len() as u32).to_le_bytes());
-                for (scope, key) in &k.keys {
-                    out.push(*scope as u8);
-                    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-                    out.extend_from_slice(key);
-                }
-                let words = k.keys.len().div_ceil(64);
-                for bits in &k.row_groups {
-                    for i in 0..words {
-                        out.extend_from_slice(&bits.get(i).copied().unwrap_or(0).to_le_bytes());
-                    }
+        if let Some(k) = keys {
+            out.extend_from_slice(&(k.keys.len() as u32).to_le_bytes());
+            for (scope, key) in &k.keys {
+                out.push(*scope as u8);
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(key);
+            }
+            let words = k.keys.len().div_ceil(64);
+            for bits in &k.row_groups {
+                for i in 0..words {
+                    out.extend_from_slice(&bits.get(i).copied().unwrap_or(0).to_le_bytes());
                 }
             }
-            _ => out.push(0),
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -318,11 +317,7 @@ impl TraceIndex {
             }
         }
         let mut keys = None;
-        let listed = if version >= 3 { take(1)?[0] } else { 0 };
-        if listed > 1 {
-            return Err(IndexError::Truncated);
-        }
-        if listed == 1 {
+        if version >= 3 {
             let nk = u32_(take(4)?) as usize;
             if nk > MAX_LISTED_KEYS {
                 return Err(IndexError::Truncated);
@@ -510,9 +505,8 @@ mod tests {
         }
     }
 
-    /// A version 2 index (no key-list byte) is still read, with no key lists.
     #[test]
-    fn version_2_indexes_are_read() {
+    fn an_index_without_key_lists_is_version_2() {
         let mut v = Bloom::with_capacity(4);
         v.insert_bytes(b"x");
         let idx = TraceIndex {
@@ -526,11 +520,17 @@ mod tests {
             value_blooms: vec![v],
             keys: None,
         };
-        let mut enc = idx.encode();
-        // Version 3 with no key lists is version 2 plus one zero byte.
-        enc.truncate(enc.len() - 5);
-        enc[8..12].copy_from_slice(&2u32.to_le_bytes());
-        enc.extend_from_slice(&crc32c::crc32c(&enc).to_le_bytes());
+        // Without key lists the writer writes version 2, which a reader of version 2 reads.
+        let enc = idx.encode();
+        assert_eq!(enc[8..12], 2u32.to_le_bytes());
         assert_eq!(TraceIndex::decode(&enc).unwrap(), idx);
+        let with_keys = TraceIndex {
+            keys: Some(KeyLists {
+                keys: vec![(KeyScope::Span, b"k".to_vec().into())],
+                row_groups: vec![vec![1]],
+            }),
+            ..idx
+        };
+        assert_eq!(with_keys.encode()[8..12], 3u32.to_le_bytes());
     }
 }
