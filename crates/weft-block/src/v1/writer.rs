@@ -586,7 +586,7 @@ fn value_bloom(
     rows: &[Row],
     keys: &mut KeyCollector,
 ) -> Bloom {
-    use crate::values::{Source, for_each_key, for_each_string};
+    use crate::values::{Source, for_each_key_and_string};
     let mut seen: hashbrown::HashSet<(u8, u32), FastBuild> = hashbrown::HashSet::with_hasher(FastBuild::default());
     let mut values: Vec<[u8; 16]> = Vec::new();
     for r in rows {
@@ -610,10 +610,9 @@ fn value_bloom(
                     (source, &data[blob.value_range(id)])
                 }
             };
-            for_each_string(source, buf, |s| values.push(Bloom::key_of(s)));
             let scope = KeyScope::ALL[usize::from(kind)];
             keys.begin();
-            for_each_key(source, buf, |k| keys.add(scope, k));
+            for_each_key_and_string(source, buf, |k| keys.add(scope, k), |s| values.push(Bloom::key_of(s)));
         }
     }
     keys.end_row_group();
