@@ -274,8 +274,10 @@ impl ColumnTagNames {
         if self.filter.is_some() {
             return false;
         }
+        // Every span starts inside the window (and none ends before it starts).
         if let Some((ws, we)) = self.window
-            && !stats.start.is_some_and(|(lo, hi)| lo >= ws && hi <= we)
+            && !(stats.start.is_some_and(|(lo, hi)| lo >= ws && hi <= we)
+                && stats.duration.is_some_and(|(shortest, _)| shortest >= 0))
         {
             return false;
         }
