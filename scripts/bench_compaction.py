@@ -4,8 +4,10 @@
 For each span source (`weft loadgen`'s replayed spans, telemetrygen's, and `weft loadgen
 --realistic`'s), a weft with compaction off takes about 800k spans and cuts them into head
 blocks (four of about 190k for the first two, the middle tier that the default policy merges
-into one final block; 29 of about 30k for realistic spans, whose first merge takes the oldest
-16 straight into a final block). That data directory is the fixture. Each round
+into one final block, cut at `--block-max-spans 190000`: with the default head these loads make
+one cut that is final already; seven or eight of about 110k for realistic spans, which fill
+the 64 MiB head first, and whose first merge takes four of them). That data directory is the
+fixture. Each round
 copies it, starts weft on the copy with compaction every second, and reads the process's CPU
 from /ready until every merge the fixture calls for is done, while nothing else runs. Reported per source: the median
 of the rounds' CPU seconds, microseconds per span written, and the compactor's own metric
@@ -27,7 +29,8 @@ QUIET_PORTS = {k: "0" for k in ("WEFT_ZIPKIN_PORT", "WEFT_JAEGER_HTTP_PORT", "WE
 
 
 def make_fixture(weft, telemetrygen, source, out):
-    s = Server(weft, ["--compaction-interval", "0"])
+    small_cuts = [] if source == "realistic" else ["--block-max-spans", "190000"]
+    s = Server(weft, ["--compaction-interval", "0", *small_cuts])
     try:
         if source in ("loadgen", "realistic"):
             # realistic: 15 attributes per span with high-cardinality values, so attribute blobs
