@@ -28,6 +28,7 @@
 //!
 //! Compaction writes value blooms and key lists; blocks cut from the head skip both to keep
 //! ingest cheap.
+//!
 //! Row groups hold rows sorted by trace ID, so their ranges are sorted and disjoint except at
 //! shared boundary IDs. The bloom filter covers every trace ID in the block (about 1% false
 //! positives at 10 bits per trace).
