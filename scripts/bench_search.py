@@ -29,7 +29,7 @@ Method:
        rate_by_service  { } | rate() by (resource.service.name), /api/metrics/query_range
        errors_rate      { status = error } | rate() by (resource.service.name)
        duration_hist    { } | histogram_over_time(duration)  (Grafana's duration heatmap)
-       slow_rate        { duration > 1s } | rate()  (evaluated per span: the filter reads the duration)
+       slow_rate        { duration > 1s } | rate()  (the filter compares the duration with a literal)
        rate_per_count   ({ } | rate() by (service)) / ({ } | count_over_time() by (service))
        route_rate_top5  { } | rate() by (span.http.route) | topk(5)  (a dedicated column)
        user_count       { span.user.id = "user-42" } | count_over_time()  (the attribute blob)

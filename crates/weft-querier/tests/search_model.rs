@@ -238,6 +238,11 @@ fn atom() -> impl Strategy<Value = String> {
             .prop_map(|(i, op)| format!("span.http.status_code {op} {}", CODES[i])),
         (0..4usize, prop_oneof![Just(">"), Just("<="), Just("=")])
             .prop_map(|(i, op)| format!("duration {op} {}ms", DURATIONS[i] / 1_000_000)),
+        // The literal first, as a float, and the duration read other than against a literal.
+        (0..4usize, prop_oneof![Just("<"), Just(">="), Just("!=")])
+            .prop_map(|(i, op)| format!("{}ms {op} duration", DURATIONS[i] / 1_000_000)),
+        Just("duration > 499999999.5".to_owned()),
+        Just("duration - 40ms > 10ms".to_owned()),
         prop_oneof![Just("error"), Just("ok"), Just("unset")].prop_map(|s| format!("status = {s}")),
         prop_oneof![Just("server"), Just("client"), Just("internal")].prop_map(|k| format!("kind != {k}")),
         Just("name =~ \"a|b\"".to_owned()),
@@ -486,6 +491,10 @@ const METRICS_FORMS: &[&str] = &[
     "{ .user != nil } | count_over_time() by (span.http.status_code, resource.service.name)",
     "{ } | avg_over_time(span.http.status_code) by (span.user)",
     "{ span.user = nil } | histogram_over_time(duration) by (span.http.status_code)",
+    // The duration compared with literals: evaluated once per class of durations.
+    "{ duration > 5ms && duration <= 500ms } | histogram_over_time(duration) by (name)",
+    "{ 50ms < duration || status = error } | avg_over_time(duration) by (resource.service.name)",
+    "{ duration >= 5ms && 2s != duration } | count_over_time() by (span.user)",
 ];
 
 /// Fields whose values the tag check lists.
@@ -506,6 +515,8 @@ const TAG_FILTERS: &[&str] = &[
     r#"{ resource.service.name = "svc1" }"#,
     r#"{ span.user = "u2" || status = error }"#,
     "{ duration > 100ms }",
+    "{ 50ms <= duration && duration < 2s }",
+    "{ duration * 2 > 1s }",
     r#"{ name != "a" && span.http.status_code >= 400 }"#,
     "{ .user != nil && kind = server }",
 ];

@@ -12,7 +12,10 @@
 //!   out of each span's attribute blob;
 //! - name, status message, resource, scope and each span attribute's values keep ids, so the
 //!   evaluator runs once per distinct combination of the fields the query reads (a few hundred
-//!   per row group), never per row, unless the query's filter or grouping reads the duration;
+//!   per row group), never per row. A filter that compares the duration with literals
+//!   (`duration > 1s`) adds to the combination only how the duration orders against each of
+//!   them ([`DurationReads::class`]); only a query that reads the duration some other way
+//!   (arithmetic, `by(duration)`) is evaluated per row;
 //! - each row then costs a hash lookup and an add.
 //!
 //! The result is exactly what [`MetricsRun::add`] gives over the same spans: a combination is
@@ -53,18 +56,20 @@ pub struct SpanMetrics {
 /// How one operand's spans are evaluated, and its cache.
 #[derive(Debug)]
 struct OpState {
-    /// The filter or `by()` reads the duration (or the histogram buckets it), so each row is
-    /// evaluated on its own.
+    /// The filter or `by()` reads the duration other than by comparing it with literals, so
+    /// each row is evaluated on its own.
     per_row: bool,
+    /// The literals the filter compares the duration with: part of the cache key.
+    durations: DurationReads,
     /// The metric's value is the span's duration: cached evaluations give the series, each row
     /// its own value.
     value_is_duration: bool,
     /// `histogram_over_time(duration)`: the series depends on the duration only through its
     /// power-of-two bucket, which becomes part of the cache key.
     histogram_of_duration: bool,
-    /// Series and value of each combination of dictionary ids (and duration bucket) seen in
-    /// the current source.
-    cache: FastMap<(Key, u64), Option<(usize, f64)>>,
+    /// Series and value of each combination of dictionary ids (and duration bucket, and
+    /// duration class) seen in the current source.
+    cache: FastMap<(Key, u64, u64), Option<(usize, f64)>>,
 }
 
 /// At most this many span attribute keys are read one span at a time; a query reading more
@@ -83,11 +88,11 @@ pub type BaseKey = ([u32; 4], u16);
 /// 84 ms).
 type Key = [u64; 3];
 
-/// The columns a plain filter `{ … }` reads, and whether it reads the duration, when every
-/// field it reads is a field of the span itself with a column (as span-at-a-time metrics
-/// require); `None` for any other query. Such a filter matches a span alone exactly as it
-/// matches it in its trace.
-pub(crate) fn span_filter_needs(query: &Query) -> Option<(MetricNeeds, bool)> {
+/// The columns a plain filter `{ … }` reads, and how it reads the duration, when every field
+/// it reads is a field of the span itself with a column (as span-at-a-time metrics require);
+/// `None` for any other query. Such a filter matches a span alone exactly as it matches it in
+/// its trace.
+pub(crate) fn span_filter_needs(query: &Query) -> Option<(MetricNeeds, DurationReads)> {
     let [Stage::Spanset(weft_traceql::ast::SpansetExpr::Filter(f))] = query.pipeline.stages.as_slice() else {
         return None;
     };
@@ -96,21 +101,100 @@ pub(crate) fn span_filter_needs(query: &Query) -> Option<(MetricNeeds, bool)> {
     }
     let mut reads = Reads::default();
     f.expr.iter().try_for_each(|e| reads.expr(e, false))?;
-    Some((reads.needs, reads.duration_outside_value))
+    Some((reads.needs, reads.durations))
+}
+
+/// How a filter reads the span's duration, so that spans with different durations can share
+/// one evaluation.
+///
+/// A comparison of the duration with a literal (`duration > 1s`, `100ms <= duration`) depends
+/// only on how the duration orders against that literal. So two spans that agree on every
+/// other field the filter reads, and whose durations order alike against each literal the
+/// filter compares them with, match alike: [`Self::class`] is that ordering, and is part of
+/// the key evaluations are cached by. Any other use of the duration (arithmetic, `by()`, a
+/// comparison with a field) makes every span be evaluated on its own ([`Self::per_span`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DurationReads {
+    thresholds: Vec<Threshold>,
+    per_span: bool,
+}
+
+/// A literal the duration is compared with, as the evaluator compares them
+/// (`weft_traceql`'s `compare_scalar`): integers and durations as integers, floats as floats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Threshold {
+    Int(i64),
+    Float(f64),
+}
+
+/// More literals than this (two bits each in [`DurationReads::class`]) and spans are
+/// evaluated one by one.
+const MAX_THRESHOLDS: usize = 32;
+
+impl DurationReads {
+    /// Every span must be evaluated with its own duration.
+    pub(crate) fn per_span(&self) -> bool {
+        self.per_span
+    }
+
+    /// How `duration` (as the evaluator reads it: `Val::Duration`) orders against each
+    /// literal, two bits per literal; 0 when the filter compares it with none, or when every
+    /// span is evaluated on its own.
+    pub(crate) fn class(&self, duration: i64) -> u64 {
+        let mut class = 0;
+        if self.per_span {
+            return class;
+        }
+        for (k, t) in self.thresholds.iter().enumerate() {
+            let ord = match *t {
+                Threshold::Int(b) => duration.cmp(&b),
+                // Literals are finite; a duration as a float is never NaN.
+                Threshold::Float(b) => (duration as f64).partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
+            };
+            class |= ((ord as i64 + 1) as u64) << (2 * k);
+        }
+        class
+    }
+
+    /// Records `duration op e` (or `e op duration`) for a comparison `op`: true when `e` is a
+    /// numeric literal, and the comparison is then accounted for.
+    fn threshold(&mut self, e: &FieldExpr) -> bool {
+        use weft_traceql::ast::Static;
+        let t = match e {
+            FieldExpr::Static(Static::Int(i) | Static::Duration(i)) => Threshold::Int(*i),
+            FieldExpr::Static(Static::Float(x)) => Threshold::Float(*x),
+            _ => return false,
+        };
+        if !self.thresholds.contains(&t) {
+            self.thresholds.push(t);
+            self.per_span |= self.thresholds.len() > MAX_THRESHOLDS;
+        }
+        true
+    }
 }
 
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
 struct Reads {
     needs: MetricNeeds,
-    /// The duration is read by the filter or `by()`.
-    duration_outside_value: bool,
+    /// How the filter and `by()` read the duration (the metric's value aside).
+    durations: DurationReads,
 }
 
 impl Reads {
     fn expr(&mut self, e: &FieldExpr, in_value: bool) -> Option<()> {
         use Intrinsic as I;
+        let duration = |e: &FieldExpr| matches!(e, FieldExpr::Intrinsic(I::Duration));
         match e {
+            FieldExpr::Binary { op, lhs, rhs }
+                if !in_value
+                    && op.is_comparison()
+                    && !op.is_regex()
+                    && ((duration(lhs) && self.durations.threshold(rhs))
+                        || (duration(rhs) && self.durations.threshold(lhs))) =>
+            {
+                self.needs.duration = true;
+            }
             FieldExpr::Static(_) => {}
             FieldExpr::Attribute(a) if a.parent => return None,
             FieldExpr::Attribute(a) => match a.scope {
@@ -131,7 +215,7 @@ impl Reads {
                 I::Kind => self.needs.kind = true,
                 I::Duration => {
                     self.needs.duration = true;
-                    self.duration_outside_value |= !in_value;
+                    self.durations.per_span |= !in_value;
                 }
                 I::InstrumentationName | I::InstrumentationVersion => self.needs.scope = true,
                 _ => return None,
@@ -197,13 +281,14 @@ impl SpanMetrics {
                     return Ok(None);
                 }
             }
-            let per_row = reads.duration_outside_value;
+            let per_row = reads.durations.per_span;
             needs = needs.union(reads.needs);
             if needs.span_keys.len() > MAX_SPAN_KEYS {
                 return Ok(None);
             }
             ops.push(OpState {
                 per_row,
+                durations: reads.durations,
                 value_is_duration: value_is_duration && !per_row,
                 histogram_of_duration: histogram_of_duration && !per_row,
                 cache: FastMap::with_hasher(FastBuild::default()),
@@ -242,7 +327,8 @@ impl SpanMetrics {
     }
 
     /// Adds every span of `src` (a row group's columns read with [`Self::needs`], or head
-    /// rows). Evaluates once per distinct [`SpanSource::key`] unless the duration matters.
+    /// rows). Evaluates once per distinct [`SpanSource::key`] (and duration bucket and class)
+    /// unless the duration is read some other way.
     pub fn add(&mut self, src: &impl SpanSource) {
         for op in &mut self.ops {
             op.cache.clear();
@@ -298,12 +384,16 @@ impl SpanMetrics {
                     } else {
                         0
                     };
-                    match op.cache.get(&(key, class)) {
+                    let compared = op.durations.class(evaluated);
+                    match op.cache.get(&(key, class, compared)) {
                         Some(&got) => got,
                         None => {
-                            self.one.spans[0] = decode_parts(&src.row(i), self.parts);
+                            let span = &mut self.one.spans[0];
+                            *span = decode_parts(&src.row(i), self.parts);
+                            span.start_unix_nano = start;
+                            span.duration_nano = duration as u64;
                             let got = self.run.resolve_in(k, &self.one);
-                            self.ops[k].cache.insert((key, class), got);
+                            self.ops[k].cache.insert((key, class, compared), got);
                             got
                         }
                     }
@@ -690,5 +780,54 @@ impl SpanSource for HeadRows<'_> {
             links: links.into(),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DurationReads, MAX_THRESHOLDS, span_filter_needs};
+
+    fn reads(q: &str) -> DurationReads {
+        let query = weft_traceql::parse(q).unwrap();
+        span_filter_needs(&query).expect("span-local").1
+    }
+
+    /// Durations share a class exactly when they order alike against every literal; the model
+    /// test in `weft-querier` checks the results against whole-trace evaluation.
+    #[test]
+    fn duration_classes_split_at_each_literal() {
+        let r = reads("{ duration > 1ms && 5ms >= duration }");
+        assert!(!r.per_span());
+        let class = |d| r.class(d);
+        assert_eq!(class(0), class(999_999));
+        assert_ne!(class(999_999), class(1_000_000));
+        assert_ne!(class(1_000_000), class(1_000_001));
+        assert_eq!(class(1_000_001), class(4_999_999));
+        assert_ne!(class(4_999_999), class(5_000_000));
+        assert_ne!(class(5_000_000), class(5_000_001));
+        assert_eq!(class(5_000_001), class(i64::MAX));
+
+        // A float literal splits where the evaluator's float comparison does.
+        let f = reads("{ duration < 1.5 }");
+        assert_ne!(f.class(1), f.class(2));
+        assert_eq!(f.class(2), f.class(3));
+
+        // A filter without the duration has one class.
+        let none = reads(r#"{ name = "a" }"#);
+        assert!(!none.per_span() && none.class(1) == none.class(1 << 40));
+    }
+
+    #[test]
+    fn other_reads_of_the_duration_evaluate_every_span() {
+        assert!(reads("{ duration * 2 > 1s }").per_span());
+        assert!(reads("{ duration = nil }").per_span());
+        let literals = |n: usize| {
+            let terms: Vec<String> = (1..=n).map(|i| format!("duration = {i}ns")).collect();
+            format!("{{ {} }}", terms.join(" || "))
+        };
+        assert!(!reads(&literals(MAX_THRESHOLDS)).per_span());
+        let past = reads(&literals(MAX_THRESHOLDS + 1));
+        assert!(past.per_span());
+        assert_eq!(past.class(7), 0);
     }
 }

@@ -22,8 +22,9 @@
 //! have columns (name, status, kind, duration, status message, resource and instrumentation
 //! attributes, up to four span attribute keys: what span-at-a-time metrics read) matches a span
 //! alone exactly as in its trace. It is evaluated once per distinct combination of the column
-//! ids it reads (per span when it reads the duration, on a span decoded once per combination),
-//! and only matching spans count. Any other filter keeps the trace path.
+//! ids it reads, and of how the span's duration orders against the literals the filter
+//! compares it with ([`DurationReads::class`]); per span, on a span decoded once per
+//! combination, when it reads the duration any other way. Only matching spans count. Any other filter keeps the trace path.
 //!
 //! **What counts.** Every span overlapping the window (all spans without one). The trace path
 //! counts every span of a trace with a span in the window, so the two differ only for spans
@@ -50,7 +51,7 @@ use crate::decode::{KeysOf, Parts, decode_parts, each_attribute_key};
 use crate::graph::is_match_all;
 use crate::prefilter::Prefilter;
 use crate::search::{TagScope, ValueList, add_key, field_values};
-use crate::span_metrics::{BaseKey, ColumnSink, HeadRows, MAX_SPAN_KEYS, SpanSource, span_filter_needs};
+use crate::span_metrics::{BaseKey, ColumnSink, DurationReads, HeadRows, MAX_SPAN_KEYS, SpanSource, span_filter_needs};
 
 /// An inclusive window in Unix nanoseconds.
 type Window = Option<(u64, u64)>;
@@ -96,15 +97,16 @@ struct SpanFilter {
     parts: Parts,
     /// The filter reads the first `keys` of the needs' span keys.
     keys: usize,
-    /// The filter reads the duration, so it is evaluated per span.
-    per_span: bool,
+    /// How the filter reads the duration: compared with literals, the duration's class joins
+    /// the key results are kept by; read any other way, every span is evaluated.
+    durations: DurationReads,
     /// Per source: the result per combination of ids, or the span decoded per combination.
     matched: FastMap<FilterKey, bool>,
     decoded: FastMap<FilterKey, Span>,
     one: Trace,
 }
 
-type FilterKey = (BaseKey, [u32; MAX_SPAN_KEYS]);
+type FilterKey = (BaseKey, [u32; MAX_SPAN_KEYS], u64);
 
 impl std::fmt::Debug for SpanFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,7 +126,7 @@ impl SpanFilter {
         if is_match_all(query) {
             return Ok(None);
         }
-        let (reads, per_span) = span_filter_needs(query).ok_or(NotSpanLocal)?;
+        let (reads, durations) = span_filter_needs(query).ok_or(NotSpanLocal)?;
         let evaluator = Evaluator::new(query).map_err(|_| NotSpanLocal)?;
         let parts = Parts {
             resource: reads.resource,
@@ -142,7 +144,7 @@ impl SpanFilter {
             prefilter: Prefilter::new(query),
             parts,
             keys,
-            per_span,
+            durations,
             matched: FastMap::with_hasher(FastBuild::default()),
             decoded: FastMap::with_hasher(FastBuild::default()),
             one: Trace {
@@ -162,9 +164,11 @@ impl SpanFilter {
         for (k, id) in attrs.iter_mut().enumerate().take(self.keys) {
             *id = src.attr_id(k, i);
         }
-        let key = (src.key(i), attrs);
+        // The duration as the evaluator reads it (`Val::Duration`).
+        let duration = i64::try_from(src.duration(i) as u64).unwrap_or(i64::MAX);
+        let key = (src.key(i), attrs, self.durations.class(duration));
         let parts = self.parts;
-        if self.per_span {
+        if self.durations.per_span() {
             let span = self
                 .decoded
                 .entry(key)
@@ -177,7 +181,10 @@ impl SpanFilter {
         if let Some(&m) = self.matched.get(&key) {
             return m;
         }
-        self.one.spans[0] = decode_parts(&src.row(i), parts);
+        let span = &mut self.one.spans[0];
+        *span = decode_parts(&src.row(i), parts);
+        span.start_unix_nano = src.start(i);
+        span.duration_nano = src.duration(i) as u64;
         let m = self.evaluator.eval(&self.one).is_ok_and(|sets| !sets.is_empty());
         self.matched.insert(key, m);
         m
