@@ -51,6 +51,8 @@ pub struct SpanMetrics {
     one: Trace,
     /// Which row groups may hold a span the query counts.
     prefilter: Prefilter,
+    /// The parts of [`SpanSource::key`] the query reads.
+    mask: KeyMask,
 }
 
 /// How one operand's spans are evaluated, and its cache.
@@ -79,6 +81,38 @@ pub const MAX_SPAN_KEYS: usize = 4;
 /// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
 /// columns the query does not read are 0); see [`SpanSource::key`].
 pub type BaseKey = ([u32; 4], u16);
+
+/// The parts of a [`BaseKey`] that a query reads; the others are cleared, so that spans that
+/// differ only in fields the query does not read share one evaluation. Block columns the query
+/// does not read already give id 0, but head rows have every id, and the tag APIs read the
+/// column of the field they list beside the filter's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyMask {
+    ids: [u32; 4],
+    status_kind: u16,
+}
+
+impl KeyMask {
+    pub(crate) fn of(needs: &MetricNeeds) -> KeyMask {
+        let all = |read: bool| if read { u32::MAX } else { 0 };
+        KeyMask {
+            ids: [
+                all(needs.name),
+                all(needs.status_message),
+                all(needs.resource),
+                all(needs.scope),
+            ],
+            status_kind: if needs.status { 0xff00 } else { 0 } | if needs.kind { 0x00ff } else { 0 },
+        }
+    }
+
+    pub(crate) fn apply(&self, (ids, status_kind): BaseKey) -> BaseKey {
+        (
+            std::array::from_fn(|k| ids[k] & self.ids[k]),
+            status_kind & self.status_kind,
+        )
+    }
+}
 
 /// What a span is evaluated by: a [`BaseKey`] and one id for the values of the span attributes
 /// read (the value id itself for one key, an id of the combination per source for several),
@@ -305,6 +339,7 @@ impl SpanMetrics {
                 span_attrs: !needs.span_keys.is_empty(),
                 ..Parts::default()
             },
+            mask: KeyMask::of(&needs),
             needs,
             ops,
             decoded: FastMap::with_hasher(FastBuild::default()),
@@ -341,7 +376,7 @@ impl SpanMetrics {
             let duration = src.duration(i);
             // The duration as the evaluator reads it (`decode_parts`, then `Val::Duration`).
             let evaluated = i64::try_from(duration as u64).unwrap_or(i64::MAX);
-            let (base, status_kind) = src.key(i);
+            let (base, status_kind) = self.mask.apply(src.key(i));
             let attrs = match keys {
                 0 => 0,
                 1 => src.attr_id(0, i),

@@ -51,7 +51,9 @@ use crate::decode::{KeysOf, Parts, decode_parts, each_attribute_key};
 use crate::graph::is_match_all;
 use crate::prefilter::Prefilter;
 use crate::search::{TagScope, ValueList, add_key, field_values};
-use crate::span_metrics::{BaseKey, ColumnSink, DurationReads, HeadRows, MAX_SPAN_KEYS, SpanSource, span_filter_needs};
+use crate::span_metrics::{
+    BaseKey, ColumnSink, DurationReads, HeadRows, KeyMask, MAX_SPAN_KEYS, SpanSource, span_filter_needs,
+};
 
 /// An inclusive window in Unix nanoseconds.
 type Window = Option<(u64, u64)>;
@@ -100,6 +102,8 @@ struct SpanFilter {
     /// How the filter reads the duration: compared with literals, the duration's class joins
     /// the key results are kept by; read any other way, every span is evaluated.
     durations: DurationReads,
+    /// The parts of the span's key the filter reads (the sink's field may read others).
+    mask: KeyMask,
     /// Per source: the result per combination of ids, or the span decoded per combination.
     matched: FastMap<FilterKey, bool>,
     decoded: FastMap<FilterKey, Span>,
@@ -135,6 +139,7 @@ impl SpanFilter {
             ..Parts::default()
         };
         let keys = reads.span_keys.len();
+        let mask = KeyMask::of(&reads);
         *needs = reads.union(std::mem::take(needs));
         if needs.span_keys.len() > MAX_SPAN_KEYS {
             return Err(NotSpanLocal);
@@ -145,6 +150,7 @@ impl SpanFilter {
             parts,
             keys,
             durations,
+            mask,
             matched: FastMap::with_hasher(FastBuild::default()),
             decoded: FastMap::with_hasher(FastBuild::default()),
             one: Trace {
@@ -166,7 +172,7 @@ impl SpanFilter {
         }
         // The duration as the evaluator reads it (`Val::Duration`).
         let duration = i64::try_from(src.duration(i) as u64).unwrap_or(i64::MAX);
-        let key = (src.key(i), attrs, self.durations.class(duration));
+        let key = (self.mask.apply(src.key(i)), attrs, self.durations.class(duration));
         let parts = self.parts;
         if self.durations.per_span() {
             let span = self
