@@ -34,6 +34,8 @@ Method:
        route_rate_top5  { } | rate() by (span.http.route) | topk(5)  (a dedicated column)
        user_count       { span.user.id = "user-42" } | count_over_time()  (the attribute blob)
        errors_rate_gt_1 { status = error } | rate() > 1
+       root_rate        {nestedSetParent<0 && true} | rate() by(resource.service.name)  (Grafana
+                        Traces Drilldown's default view: root spans)
        service_graph    /api/service-graph over the range with the default span budget (the UI's
                         request; "complete" says whether the budget covered the range)
        service_graph_all  the same with maxSpans=50,000,000: every span counted
@@ -552,7 +554,9 @@ def main():
                         # A span attribute kept in the attribute blob (1,000,000 users):
                         # picked out of every span's blob.
                         ("user_count", '{ span.user.id = "user-42" } | count_over_time()'),
-                        ("errors_rate_gt_1", "{ status = error } | rate() > 1")]:
+                        ("errors_rate_gt_1", "{ status = error } | rate() > 1"),
+                        # Grafana Traces Drilldown's default view selects root spans this way.
+                        ("root_rate", "{nestedSetParent<0 && true} | rate() by(resource.service.name)")]:
             queries.append(run_query(server, name, "/api/metrics/query_range",
                                      {"q": q, **window, "step": f"{step}s"},
                                      args.runs, args.timeout, series_check, args.measure_timeouts))

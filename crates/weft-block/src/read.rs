@@ -117,6 +117,8 @@ pub struct MetricNeeds {
     pub span_keys: Vec<String>,
     /// Trace IDs, for exemplars ([`MetricColumns::trace_id`]).
     pub trace_ids: bool,
+    /// Parent span IDs, for whether a span is a root ([`MetricColumns::parent`]).
+    pub parents: bool,
     /// The attribute blobs with their dictionary ids, and which span-scope dedicated columns
     /// hold a value in each row ([`MetricColumns::attributes`], the dedicated keys and mask):
     /// what span attribute keys a row group holds, for the tag APIs.
@@ -145,6 +147,7 @@ impl MetricNeeds {
             scope: self.scope || o.scope,
             span_keys,
             trace_ids: self.trace_ids || o.trace_ids,
+            parents: self.parents || o.parents,
             blobs: self.blobs || o.blobs,
             lists: self.lists || o.lists,
         }
@@ -222,6 +225,8 @@ pub struct MetricColumns {
     pub span_attributes: Vec<DictColumn>,
     /// 16-byte trace IDs.
     pub trace_id: DictColumn,
+    /// With [`MetricNeeds::parents`]: 8-byte parent span IDs, empty (null) for a root span.
+    pub parent: DictColumn,
     /// With [`MetricNeeds::blobs`]: each span's `attributes` blob as stored, that is without
     /// the values moved to dedicated columns ([`crate::dedicated`]).
     pub attributes: DictColumn,

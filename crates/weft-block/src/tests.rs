@@ -306,6 +306,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         scope: true,
         span_keys: Vec::new(),
         trace_ids: true,
+        parents: true,
         blobs: false,
         lists: false,
     };
@@ -390,6 +391,12 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             assert_eq!(at(&c.resource, i), r.resource);
             assert_eq!(at(&c.scope, i), r.scope);
             assert_eq!(at(&c.trace_id, i), r.trace_id.as_slice());
+            let parent: &[u8] = if r.parent_span_id == [0; 8] {
+                &[]
+            } else {
+                &r.parent_span_id
+            };
+            assert_eq!(at(&c.parent, i), parent, "parent of row {i}");
         }
         // Only what is asked for is read.
         let starts = part.metric_columns(&MetricNeeds::default()).unwrap();

@@ -242,6 +242,13 @@ fn atom() -> impl Strategy<Value = String> {
         (0..4usize, prop_oneof![Just("<"), Just(">="), Just("!=")])
             .prop_map(|(i, op)| format!("{}ms {op} duration", DURATIONS[i] / 1_000_000)),
         Just("duration > 499999999.5".to_owned()),
+        // Root spans, as Grafana's Traces Drilldown selects them.
+        prop_oneof![
+            Just("nestedSetParent < 0"),
+            Just("nestedSetParent != -1"),
+            Just("span:parentID = nil")
+        ]
+        .prop_map(str::to_owned),
         Just("duration - 40ms > 10ms".to_owned()),
         prop_oneof![Just("error"), Just("ok"), Just("unset")].prop_map(|s| format!("status = {s}")),
         prop_oneof![Just("server"), Just("client"), Just("internal")].prop_map(|k| format!("kind != {k}")),
@@ -495,6 +502,11 @@ const METRICS_FORMS: &[&str] = &[
     "{ duration > 5ms && duration <= 500ms } | histogram_over_time(duration) by (name)",
     "{ 50ms < duration || status = error } | avg_over_time(duration) by (resource.service.name)",
     "{ duration >= 5ms && 2s != duration } | count_over_time() by (span.user)",
+    // Root spans (Grafana's Traces Drilldown): the parent column, or the head's parent IDs.
+    "{ nestedSetParent<0 && true } | rate() by (resource.service.name)",
+    "{ nestedSetParent<0 && status = error } | count_over_time() by (name)",
+    "{ -1 != nestedSetParent } | histogram_over_time(duration)",
+    "{ span:parentID = nil || kind = client } | count_over_time() by (kind)",
 ];
 
 /// Fields whose values the tag check lists.
@@ -516,6 +528,7 @@ const TAG_FILTERS: &[&str] = &[
     r#"{ span.user = "u2" || status = error }"#,
     "{ duration > 100ms }",
     "{ 50ms <= duration && duration < 2s }",
+    "{ nestedSetParent < 0 }",
     "{ duration * 2 > 1s }",
     r#"{ name != "a" && span.http.status_code >= 400 }"#,
     "{ .user != nil && kind = server }",

@@ -78,9 +78,14 @@ struct OpState {
 /// runs over whole traces.
 pub const MAX_SPAN_KEYS: usize = 4;
 
-/// Dictionary ids of name, status message, resource and scope, then status and kind (ids of
-/// columns the query does not read are 0); see [`SpanSource::key`].
-pub type BaseKey = ([u32; 4], u16);
+/// Dictionary ids of name, status message, resource and scope (ids of columns the query does
+/// not read are 0), then `status << 8 | kind`, with bit 16 set for a span that has a parent
+/// span ID (read with [`MetricNeeds::parents`]; always known in the head); see
+/// [`SpanSource::key`].
+pub type BaseKey = ([u32; 4], u32);
+
+/// The bit of [`BaseKey`] set for a span with a parent.
+const HAS_PARENT: u32 = 1 << 16;
 
 /// The parts of a [`BaseKey`] that a query reads; the others are cleared, so that spans that
 /// differ only in fields the query does not read share one evaluation. Block columns the query
@@ -89,7 +94,7 @@ pub type BaseKey = ([u32; 4], u16);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeyMask {
     ids: [u32; 4],
-    status_kind: u16,
+    status_kind: u32,
 }
 
 impl KeyMask {
@@ -102,7 +107,9 @@ impl KeyMask {
                 all(needs.resource),
                 all(needs.scope),
             ],
-            status_kind: if needs.status { 0xff00 } else { 0 } | if needs.kind { 0x00ff } else { 0 },
+            status_kind: if needs.status { 0xff00 } else { 0 }
+                | if needs.kind { 0x00ff } else { 0 }
+                | if needs.parents { HAS_PARENT } else { 0 },
         }
     }
 
@@ -207,6 +214,14 @@ impl DurationReads {
     }
 }
 
+/// `span:parentID = nil` or `!= nil`, either side first.
+fn parent_nil_test(op: weft_traceql::ast::BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> bool {
+    use weft_traceql::ast::{BinaryOp, Static};
+    let parent = |e: &FieldExpr| matches!(e, FieldExpr::Intrinsic(Intrinsic::ParentId));
+    let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
+    matches!(op, BinaryOp::Eq | BinaryOp::Neq) && ((parent(lhs) && nil(rhs)) || (nil(lhs) && parent(rhs)))
+}
+
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
 struct Reads {
@@ -228,6 +243,13 @@ impl Reads {
                         || (duration(rhs) && self.durations.threshold(lhs))) =>
             {
                 self.needs.duration = true;
+            }
+            // `nestedSetParent < 0` and the like, `span:parentID = nil`: whether the span has
+            // a parent, the one structural fact a span carries itself.
+            FieldExpr::Binary { op, lhs, rhs }
+                if weft_traceql::ast::root_test(*op, lhs, rhs).is_some() || parent_nil_test(*op, lhs, rhs) =>
+            {
+                self.needs.parents = true;
             }
             FieldExpr::Static(_) => {}
             FieldExpr::Attribute(a) if a.parent => return None,
@@ -390,11 +412,7 @@ impl SpanMetrics {
                 }
             };
             let pack = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
-            let key: Key = [
-                pack(base[0], base[1]),
-                pack(base[2], base[3]),
-                pack(u32::from(status_kind), attrs),
-            ];
+            let key: Key = [pack(base[0], base[1]), pack(base[2], base[3]), pack(status_kind, attrs)];
             for k in 0..self.ops.len() {
                 let op = &mut self.ops[k];
                 let got = if op.per_row {
@@ -589,6 +607,15 @@ pub trait SpanSource {
     }
 }
 
+/// Span `i`'s parent ID from a parent column (zeros for a root, or when the column was not
+/// read), as the row reader gives it.
+fn parent_of(d: &DictColumn, i: usize) -> [u8; 8] {
+    d.values
+        .get(dict_id(d, i) as usize)
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .unwrap_or_default()
+}
+
 fn dict_id(d: &DictColumn, i: usize) -> u32 {
     d.ids.get(i).copied().unwrap_or(0)
 }
@@ -624,7 +651,13 @@ impl SpanSource for MetricColumns {
                 dict_id(&self.resource, i),
                 dict_id(&self.scope, i),
             ],
-            u16::from(small(&self.status, i)) << 8 | u16::from(small(&self.kind, i)),
+            u32::from(small(&self.status, i)) << 8
+                | u32::from(small(&self.kind, i))
+                | if parent_of(&self.parent, i) == [0; 8] {
+                    0
+                } else {
+                    HAS_PARENT
+                },
         )
     }
 
@@ -684,6 +717,7 @@ impl SpanSource for MetricColumns {
             attributes,
             events: value(&self.events),
             links: value(&self.links),
+            parent_span_id: parent_of(&self.parent, i),
             ..Default::default()
         }
     }
@@ -760,7 +794,9 @@ impl SpanSource for HeadRows<'_> {
         let (c, r) = (self.cols, self.order[i] as usize);
         (
             [c.name[r], c.status_message[r], c.resource[r], c.scope[r]],
-            u16::from(c.status_code[r]) << 8 | u16::from(c.kind[r]),
+            u32::from(c.status_code[r]) << 8
+                | u32::from(c.kind[r])
+                | if c.parent_span_id[r] == [0; 8] { 0 } else { HAS_PARENT },
         )
     }
 
@@ -813,6 +849,7 @@ impl SpanSource for HeadRows<'_> {
             attributes: attributes.into(),
             events: events.into(),
             links: links.into(),
+            parent_span_id: c.parent_span_id[r],
             ..Default::default()
         }
     }

@@ -523,6 +523,59 @@ impl FieldExpr {
     }
 }
 
+/// What a comparison `lhs op rhs` says about a span, when it compares `nestedSetParent` with an
+/// integer literal and its result depends only on whether the span is a root.
+///
+/// `nestedSetParent` is -1 for a root span (one without a parent span ID) and 0 or more for
+/// every other span (the parent's `nestedSetLeft`, or 0 for a span not reached from a root).
+/// So `nestedSetParent < 0`, `= -1`, `!= -1` or `>= 0` need only the span's parent ID, not the
+/// trace's structure: Grafana's Traces Drilldown selects root spans with `nestedSetParent<0`
+/// in every query of its default view. `None` for any other comparison.
+pub fn root_test(op: BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> Option<RootTest> {
+    use std::cmp::Ordering;
+    let (c, literal_first) = match (lhs, rhs) {
+        (FieldExpr::Intrinsic(Intrinsic::NestedSetParent), FieldExpr::Static(Static::Int(c))) => (*c, false),
+        (FieldExpr::Static(Static::Int(c)), FieldExpr::Intrinsic(Intrinsic::NestedSetParent)) => (*c, true),
+        _ => return None,
+    };
+    let test = |v: i64| {
+        let ord = if literal_first { c.cmp(&v) } else { v.cmp(&c) };
+        match op {
+            BinaryOp::Eq => ord == Ordering::Equal,
+            BinaryOp::Neq => ord != Ordering::Equal,
+            BinaryOp::Lt => ord == Ordering::Less,
+            BinaryOp::Lte => ord != Ordering::Greater,
+            BinaryOp::Gt => ord == Ordering::Greater,
+            BinaryOp::Gte => ord != Ordering::Less,
+            _ => false,
+        }
+    };
+    if !op.is_comparison() || op.is_regex() || c > 0 {
+        return None;
+    }
+    // Every value of 1 or more is above `c`, so compares as 1 does; 0 may differ from it.
+    let other = test(1);
+    if test(0) != other {
+        return None;
+    }
+    Some(match (test(-1), other) {
+        (true, false) => RootTest::Root,
+        (false, true) => RootTest::NotRoot,
+        (both, _) => RootTest::Always(both),
+    })
+}
+
+/// The result of [`root_test`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootTest {
+    /// True for root spans only.
+    Root,
+    /// True for spans with a parent span ID only.
+    NotRoot,
+    /// The same for every span.
+    Always(bool),
+}
+
 /// Unary operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {

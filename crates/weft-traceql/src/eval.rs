@@ -116,8 +116,8 @@ use std::collections::HashMap;
 use regex::Regex;
 
 use crate::ast::{
-    AggregateFn, AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, MetricsFn, Pipeline, Query, SecondStage,
-    SecondStageFn, SpansetExpr, SpansetOp, Stage, Static, Status, UnaryOp,
+    AggregateFn, AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, MetricsFn, Pipeline, Query, RootTest,
+    SecondStage, SecondStageFn, SpansetExpr, SpansetOp, Stage, Static, Status, UnaryOp,
 };
 use crate::trace::{Event, Link, Span, Trace, Value, find_attr, root_from_parents};
 use crate::{Unsupported, ValidateError};
@@ -894,6 +894,22 @@ impl Compiler {
                 }
             }
             FieldExpr::Binary { op, lhs, rhs } => {
+                // `nestedSetParent < 0` and the like test whether the span has a parent ID,
+                // which needs no trace structure (nor trace assembly in span-at-a-time metrics).
+                if let Some(test) = crate::ast::root_test(*op, lhs, rhs) {
+                    let parent = || Box::new(Expr::Intrinsic(Intrinsic::ParentId));
+                    return Ok(match test {
+                        RootTest::Root => Expr::Exists {
+                            negated: true,
+                            operand: parent(),
+                        },
+                        RootTest::NotRoot => Expr::Exists {
+                            negated: false,
+                            operand: parent(),
+                        },
+                        RootTest::Always(b) => Expr::Const(Value::Bool(b)),
+                    });
+                }
                 let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
                 if nil(lhs) && nil(rhs) {
                     // `nil = nil` and `nil != nil` are false, as in Tempo.

@@ -526,6 +526,7 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
         (needs.resource, col::RESOURCE),
         (needs.scope, col::SCOPE),
         (needs.trace_ids, col::TRACE_ID),
+        (needs.parents, col::PARENT),
     ] {
         if need {
             c.push(i);
@@ -615,6 +616,9 @@ pub fn read_metric_columns(
     }
     if needs.trace_ids {
         out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
+    }
+    if needs.parents {
+        out.parent = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
     }
     if needs.lists {
         out.events = dict_column(&rgr, col::EVENTS, n, true)?;
