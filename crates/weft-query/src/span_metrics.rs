@@ -4,8 +4,9 @@
 //! decoded spans grouped into traces: every span counts on its own. When a metrics query is
 //! *span-local* ([`MetricsRun::span_local`]) and reads only fields of the span itself (span
 //! name, status, status message, kind, duration, resource and instrumentation-scope attributes,
-//! and up to [`MAX_SPAN_KEYS`] span attribute keys), [`SpanMetrics`] runs it over a row
-//! group's columns:
+//! up to [`MAX_SPAN_KEYS`] span attribute keys, and whether the span has a parent, which is
+//! what `nestedSetParent < 0` and `span:parentID = nil` test), [`SpanMetrics`] runs it over a
+//! row group's columns:
 //!
 //! - only those column chunks are fetched (`Block::fetch_metric_columns`); a span attribute
 //!   comes from its dedicated column when the block has a complete one, otherwise it is picked

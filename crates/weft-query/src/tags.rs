@@ -20,11 +20,12 @@
 //!
 //! **Filters.** A filter `{ … }` whose conditions read only fields of the span itself that
 //! have columns (name, status, kind, duration, status message, resource and instrumentation
-//! attributes, up to four span attribute keys: what span-at-a-time metrics read) matches a span
-//! alone exactly as in its trace. It is evaluated once per distinct combination of the column
-//! ids it reads, and of how the span's duration orders against the literals the filter
-//! compares it with ([`DurationReads::class`]); per span, on a span decoded once per
-//! combination, when it reads the duration any other way. Only matching spans count. Any other filter keeps the trace path.
+//! attributes, up to four span attribute keys, whether the span has a parent: what
+//! span-at-a-time metrics read) matches a span alone exactly as in its trace. It is evaluated
+//! once per distinct combination of the column ids it reads, and of how the span's duration
+//! orders against the literals the filter compares it with ([`DurationReads::class`]); per
+//! span, on a span decoded once per combination, when it reads the duration any other way.
+//! Only matching spans count. Any other filter keeps the trace path.
 //!
 //! **What counts.** Every span overlapping the window (all spans without one). The trace path
 //! counts every span of a trace with a span in the window, so the two differ only for spans
