@@ -188,7 +188,7 @@ pub fn decode_parts(row: &SpanRow, parts: Parts) -> Span {
     }
 }
 
-/// Where attribute keys are read from by [`attribute_keys`].
+/// Where attribute keys are read from by [`each_attribute_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeysOf {
     /// A span's attribute blob ([`SpanRow::attributes`]).

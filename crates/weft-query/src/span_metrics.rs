@@ -15,7 +15,7 @@
 //!   evaluator runs once per distinct combination of the fields the query reads (a few hundred
 //!   per row group), never per row. A filter that compares the duration with literals
 //!   (`duration > 1s`) adds to the combination only how the duration orders against each of
-//!   them ([`DurationReads::class`]); only a query that reads the duration some other way
+//!   them (`DurationReads::class`); only a query that reads the duration some other way
 //!   (arithmetic, `by(duration)`) is evaluated per row;
 //! - each row then costs a hash lookup and an add.
 //!

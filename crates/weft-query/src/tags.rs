@@ -23,7 +23,7 @@
 //! attributes, up to four span attribute keys, whether the span has a parent: what
 //! span-at-a-time metrics read) matches a span alone exactly as in its trace. It is evaluated
 //! once per distinct combination of the column ids it reads, and of how the span's duration
-//! orders against the literals the filter compares it with ([`DurationReads::class`]); per
+//! orders against the literals the filter compares it with (`DurationReads::class`); per
 //! span, on a span decoded once per combination, when it reads the duration any other way.
 //! Only matching spans count. Any other filter keeps the trace path.
 //!
