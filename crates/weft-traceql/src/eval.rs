@@ -20,6 +20,9 @@
 //! - `nestedSetLeft`, `nestedSetRight` and `nestedSetParent` number the trace depth first from
 //!   its roots ([`nested_sets`]); **differs**: roots and children are visited by start time,
 //!   then span ID, where Tempo follows storage order.
+//!   A comparison of `nestedSetParent` with an integer literal that only tells roots from
+//!   other spans (`nestedSetParent < 0`, `= -1`, `!= -1`, `>= 0`) is compiled as a test of the
+//!   span's parent ID ([`crate::ast::root_test`]), so it needs no trace structure.
 //! - `event:timeSinceStart` is the event's time minus its span's start, a duration; negative
 //!   for an event before the span starts (Tempo stores the unsigned difference and reads it back
 //!   signed). It binds per event in comparisons, like `event:name`.
