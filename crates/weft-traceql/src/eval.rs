@@ -18,7 +18,7 @@
 //!   strings; `span:parentID` is nil when the span has no parent id.
 //! - `span:childCount` is the number of spans of the trace whose parent is the span.
 //! - `nestedSetLeft`, `nestedSetRight` and `nestedSetParent` number the trace depth first from
-//!   its roots ([`nested_sets`]); **differs**: roots and children are visited by start time,
+//!   its roots (`nested_sets`); **differs**: roots and children are visited by start time,
 //!   then span ID, where Tempo follows storage order.
 //!   A comparison of `nestedSetParent` with an integer literal that only tells roots from
 //!   other spans (`nestedSetParent < 0`, `= -1`, `!= -1`, `>= 0`) is compiled as a test of the
