@@ -173,6 +173,12 @@ enum Threshold {
 /// evaluated one by one.
 const MAX_THRESHOLDS: usize = 32;
 
+/// A stored duration as the evaluator reads it (`decode_parts`, then `Val::Duration`): the
+/// stored bits as unsigned nanoseconds, saturating at `i64::MAX`.
+pub(crate) fn evaluated_duration(stored: i64) -> i64 {
+    i64::try_from(stored as u64).unwrap_or(i64::MAX)
+}
+
 impl DurationReads {
     /// Every span must be evaluated with its own duration.
     pub(crate) fn per_span(&self) -> bool {
@@ -397,8 +403,7 @@ impl SpanMetrics {
         for i in 0..src.len() {
             let start = src.start(i);
             let duration = src.duration(i);
-            // The duration as the evaluator reads it (`decode_parts`, then `Val::Duration`).
-            let evaluated = i64::try_from(duration as u64).unwrap_or(i64::MAX);
+            let evaluated = evaluated_duration(duration);
             let (base, status_kind) = self.mask.apply(src.key(i));
             let attrs = match keys {
                 0 => 0,

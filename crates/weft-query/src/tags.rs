@@ -53,7 +53,8 @@ use crate::graph::is_match_all;
 use crate::prefilter::Prefilter;
 use crate::search::{TagScope, ValueList, add_key, field_values};
 use crate::span_metrics::{
-    BaseKey, ColumnSink, DurationReads, HeadRows, KeyMask, MAX_SPAN_KEYS, SpanSource, span_filter_needs,
+    BaseKey, ColumnSink, DurationReads, HeadRows, KeyMask, MAX_SPAN_KEYS, SpanSource, evaluated_duration,
+    span_filter_needs,
 };
 
 /// An inclusive window in Unix nanoseconds.
@@ -171,8 +172,7 @@ impl SpanFilter {
         for (k, id) in attrs.iter_mut().enumerate().take(self.keys) {
             *id = src.attr_id(k, i);
         }
-        // The duration as the evaluator reads it (`Val::Duration`).
-        let duration = i64::try_from(src.duration(i) as u64).unwrap_or(i64::MAX);
+        let duration = evaluated_duration(src.duration(i));
         let key = (self.mask.apply(src.key(i)), attrs, self.durations.class(duration));
         let parts = self.parts;
         if self.durations.per_span() {
