@@ -118,6 +118,9 @@ impl crate::row::SpanFields for ColumnRow<'_> {
     fn links(&self) -> &[u8] {
         self.cols.links.get(self.i)
     }
+    fn has_parent(&self) -> bool {
+        self.cols.parent_span_id[self.i] != [0; 8]
+    }
 }
 
 /// A column of variable-length byte values, each distinct value stored once.

@@ -16,6 +16,8 @@ pub struct Needs {
     pub attributes: bool,
     pub events: bool,
     pub links: bool,
+    /// Whether each span has a parent span ID ([`SpanFields::has_parent`](crate::row::SpanFields::has_parent)).
+    pub parent: bool,
 }
 
 /// The columns a prefilter tests, for every row of a row group. Columns not asked for are
@@ -32,6 +34,8 @@ pub struct FilterColumns {
     pub(crate) scope: Vec<parquet::data_type::ByteArray>,
     /// Attributes, events and links: one entry per row, `None` for an empty list.
     pub(crate) blobs: [Vec<Option<parquet::data_type::ByteArray>>; 3],
+    /// Whether each row has a parent span ID.
+    pub(crate) has_parent: Vec<bool>,
 }
 
 impl FilterColumns {
@@ -94,6 +98,9 @@ impl crate::row::SpanFields for FilterRow<'_> {
     }
     fn links(&self) -> &[u8] {
         blob_at(&self.cols.blobs[2], self.i)
+    }
+    fn has_parent(&self) -> bool {
+        self.cols.has_parent.get(self.i).copied().unwrap_or(false)
     }
 }
 

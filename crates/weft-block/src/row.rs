@@ -45,6 +45,8 @@ pub trait SpanFields {
     fn attributes(&self) -> &[u8];
     fn events(&self) -> &[u8];
     fn links(&self) -> &[u8];
+    /// Whether the span has a parent span ID (a root span has none).
+    fn has_parent(&self) -> bool;
     fn end_unix_nano(&self) -> u64 {
         self.start_unix_nano().wrapping_add(self.duration_nano() as u64)
     }
@@ -81,6 +83,9 @@ impl<T: SpanFields + ?Sized> SpanFields for &T {
     fn links(&self) -> &[u8] {
         (**self).links()
     }
+    fn has_parent(&self) -> bool {
+        (**self).has_parent()
+    }
 }
 
 impl SpanFields for SpanRow {
@@ -113,6 +118,9 @@ impl SpanFields for SpanRow {
     }
     fn links(&self) -> &[u8] {
         &self.links
+    }
+    fn has_parent(&self) -> bool {
+        self.parent_span_id != [0; 8]
     }
 }
 

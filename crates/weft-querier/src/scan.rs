@@ -7,8 +7,10 @@
 //! is offered exactly once, with all its spans found in the head and the blocks at that moment,
 //! de-duplicated and ordered by start time. A trace is *in the window* when one of its spans
 //! overlaps `[start, end]`; a trace is only considered through a stored piece (its spans in
-//! the head, or in one block) that has a span in the window, so a trace none of whose pieces
-//! touches the window is never offered, as in Tempo.
+//! a head part, or in one row group of a block) that has a span in the window and a span
+//! passing some leaf of the prefilter, so a trace none of whose pieces touches the window is
+//! never offered, as in Tempo (which tests each block's part of a trace on its own). A trace
+//! stored as one piece is offered whenever it overlaps the window and may match.
 //!
 //! # How
 //!
@@ -23,8 +25,16 @@
 //!    other block's index admits it, it does not cross a row-group boundary) is the whole
 //!    trace and is offered at once; one that might be split is remembered and fetched whole
 //!    with [`Querier::find_trace`] at the end. Splits only cost time, never correctness.
+//! 4. Before a remembered trace is fetched, the leaves its pieces passed
+//!    ([`Prefilter::leaves_passed`], or-ed over every piece the scan saw) must satisfy the
+//!    prefilter. That is sound only when the scan saw every piece that could pass a leaf: the
+//!    pieces outside the window are noted too, a trace that a row group or block skipped for
+//!    the window may hold is fetched anyway, and a scan stopped early or by a damaged block
+//!    fetches every remembered trace. Grafana's root-span queries
+//!    (`{nestedSetParent<0} >> {…}`) make every split trace's root piece a candidate; most
+//!    fail here without a read.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
@@ -58,6 +68,8 @@ pub struct ScanStats {
     pub skipped_row_groups: u64,
     /// Traces fetched whole because they were split across the head and blocks.
     pub split_traces: u64,
+    /// Split traces not fetched: the leaves their pieces passed rule the query out.
+    pub split_traces_ruled_out: u64,
     /// Split traces larger than `QuerierConfig::max_trace_read_bytes`, evaluated on their
     /// earliest spans only.
     pub truncated_traces: u64,
@@ -91,6 +103,14 @@ struct Scan<'a> {
     /// Traces already offered or deferred.
     handled: HashSet<[u8; 16]>,
     deferred: Vec<[u8; 16]>,
+    /// The leaves passed by the pieces of traces that were deferred or may be (or-ed).
+    passed: HashMap<[u8; 16], u64>,
+    /// Row groups (`Some`) or whole blocks (`None`) of `blocks` skipped for the window: a
+    /// deferred trace they may hold is fetched whatever `passed` says.
+    window_skipped: Vec<(usize, Option<usize>)>,
+    /// False once a piece may have gone unseen for another reason (the sink was done, a block
+    /// was damaged): then every deferred trace is fetched.
+    saw_all: bool,
     stats: ScanStats,
 }
 
@@ -111,6 +131,9 @@ impl Querier {
             blocks: self.db.blocks(tenant),
             handled: HashSet::new(),
             deferred: Vec::new(),
+            passed: HashMap::new(),
+            window_skipped: Vec::new(),
+            saw_all: true,
             stats: ScanStats {
                 damaged_blocks: self.db.quarantined_overlapping(tenant, window),
                 ..ScanStats::default()
@@ -124,15 +147,22 @@ impl Querier {
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         for i in 0..scan.blocks.len() {
             if sink.done() {
+                scan.saw_all = false;
                 break;
             }
             if let Err(QueryError::Block(e)) = scan.block(i, sink).await {
                 self.db.block_failed(&scan.blocks[i], e)?;
                 scan.stats.damaged_blocks += 1;
+                scan.saw_all = false;
             }
         }
         let deferred = std::mem::take(&mut scan.deferred);
         for id in deferred {
+            if scan.ruled_out(&id, sink) {
+                scan.stats.split_traces_ruled_out += 1;
+                continue;
+            }
+            scan.stats.split_traces += 1;
             let found = self
                 .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
                 .await?;
@@ -149,6 +179,24 @@ impl Querier {
 }
 
 impl Scan<'_> {
+    /// Notes the leaves a piece of trace `id` passed.
+    fn note(&mut self, id: [u8; 16], passed: u64) {
+        *self.passed.entry(id).or_default() |= passed;
+    }
+
+    /// Whether deferred trace `id` cannot match: the leaves its seen pieces passed do not
+    /// satisfy the prefilter, and no piece can have gone unseen (module docs, step 4).
+    fn ruled_out(&self, id: &[u8; 16], sink: &(dyn TraceSink + Send)) -> bool {
+        let pf = sink.prefilter();
+        if !self.saw_all || pf.is_trivial() || pf.holds(self.passed.get(id).copied().unwrap_or(0)) {
+            return false;
+        }
+        !self.window_skipped.iter().any(|&(b, rg)| {
+            let candidates = self.blocks[b].index.candidates(id);
+            rg.map_or(!candidates.is_empty(), |rg| candidates.contains(&rg))
+        })
+    }
+
     /// Offers a whole trace if it may match and overlaps the window.
     fn finish_trace(&mut self, mut rows: Vec<SpanRow>, sink: &mut (dyn TraceSink + Send)) {
         if rows.is_empty() || !sink.prefilter().trace_may_match(&rows) || !overlaps(&rows, self.window) {
@@ -173,11 +221,11 @@ impl Scan<'_> {
     /// Takes a candidate piece: offers it as the whole trace, or defers it when `split` (other
     /// parts of the head may hold the trace, or it crosses a row group) or another block may
     /// hold the trace.
-    fn take(&mut self, rows: Vec<SpanRow>, split: bool, block: Option<usize>, sink: &mut (dyn TraceSink + Send)) {
+    fn take(&mut self, (rows, passed): (Vec<SpanRow>, u64), split: bool, sink: &mut (dyn TraceSink + Send)) {
         let id = rows[0].trace_id;
         self.handled.insert(id);
-        if split || self.in_other_block(&id, block) {
-            self.stats.split_traces += 1;
+        if split || self.in_other_block(&id, None) {
+            self.note(id, passed);
             self.deferred.push(id);
             return;
         }
@@ -208,13 +256,13 @@ impl Scan<'_> {
                         continue;
                     };
                     let split = holders.next().is_some();
-                    if let Some(rows) = self.head_piece(cols, last, sink) {
-                        pieces.push((rows, split));
+                    if let Some(piece) = self.head_piece(cols, last, sink) {
+                        pieces.push((piece, split));
                     }
                 }
             });
-            for (rows, split) in pieces {
-                self.take(rows, split, None, sink);
+            for (piece, split) in pieces {
+                self.take(piece, split, sink);
             }
         }
         // Cuts: frozen, read without holding the view, newest first.
@@ -234,9 +282,9 @@ impl Scan<'_> {
                         .any(|(j, c)| j != k && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)))
             };
             for (last, id) in newest_first(cols) {
-                if let Some(rows) = self.head_piece(cols, last, sink) {
+                if let Some(piece) = self.head_piece(cols, last, sink) {
                     let split = others_hold(&id);
-                    self.take(rows, split, None, sink);
+                    self.take(piece, split, sink);
                 }
             }
         }
@@ -245,8 +293,14 @@ impl Scan<'_> {
     /// Tests the spans of one trace in a head part (its last row `last`) in place, and copies
     /// them out, oldest first, only if they are a candidate the sink still wants: most head
     /// pieces fail the prefilter or start before what a full search result keeps, and copying
-    /// every span out first cost about 0.4 µs each (BENCHMARKS.md, "Head search").
-    fn head_piece(&mut self, cols: &SpanColumns, last: u32, sink: &(dyn TraceSink + Send)) -> Option<Vec<SpanRow>> {
+    /// every span out first cost about 0.4 µs each (BENCHMARKS.md, "Head search"). With the
+    /// leaves they pass.
+    fn head_piece(
+        &mut self,
+        cols: &SpanColumns,
+        last: u32,
+        sink: &(dyn TraceSink + Send),
+    ) -> Option<(Vec<SpanRow>, u64)> {
         let id = cols.trace_id[last as usize];
         let rows = || cols.trace_rows(last).map(|r| cols.at(r));
         self.stats.inspected_traces += 1;
@@ -254,7 +308,12 @@ impl Scan<'_> {
             self.stats.inspected_spans += 1;
             self.stats.inspected_bytes += cols.row_bytes(r);
         }
-        if self.handled.contains(&id) || !sink.prefilter().piece_may_match(rows()) || !overlaps(rows(), self.window) {
+        let passed = sink.prefilter().leaves_passed(rows());
+        if passed == 0 {
+            return None;
+        }
+        if self.handled.contains(&id) || !overlaps(rows(), self.window) {
+            self.note(id, passed);
             return None;
         }
         // The whole trace starts no later than this piece: if the sink no longer wants the
@@ -266,7 +325,7 @@ impl Scan<'_> {
         let mut out = Vec::new();
         cols.copy_rows(cols.trace_rows(last), &mut out);
         out.reverse();
-        Some(out)
+        Some((out, passed))
     }
 
     async fn block(&mut self, i_block: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
@@ -276,6 +335,7 @@ impl Scan<'_> {
             && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
         {
             self.stats.skipped_blocks += 1;
+            self.window_skipped.push((i_block, None));
             return Ok(());
         }
         if !sink.wants_start(b.meta.max_end_unix_nano) {
@@ -300,6 +360,9 @@ impl Scan<'_> {
             let values = b.index.value_blooms.get(rg);
             if skip_time || skip_recent || !sink.prefilter().row_group_may_match(&stats, values) {
                 self.stats.skipped_row_groups += 1;
+                if skip_time {
+                    self.window_skipped.push((i_block, Some(rg)));
+                }
                 continue;
             }
             let data = b.fetch_row_group(storage, rg).await?;
@@ -326,21 +389,32 @@ impl Scan<'_> {
                 self.stats.inspected_traces += 1;
                 self.stats.inspected_spans += (hi - lo) as u64;
                 let views = || (lo..hi).map(|k| cols.row(k));
-                let pf = sink.prefilter();
-                if self.handled.contains(&id) || !pf.piece_may_match(views()) || !overlaps(views(), self.window) {
+                let passed = sink.prefilter().leaves_passed(views());
+                if passed == 0 {
                     continue;
                 }
-                let piece_start = views().map(|r| r.start_unix_nano()).min().unwrap_or(0);
-                if !sink.wants_start(piece_start) {
+                if self.handled.contains(&id) {
+                    self.note(id, passed);
+                    continue;
+                }
+                let in_window = overlaps(views(), self.window);
+                if in_window && !sink.wants_start(views().map(|r| r.start_unix_nano()).min().unwrap_or(0)) {
                     continue;
                 }
                 // A trace at either edge of the row group may continue in the neighbour.
                 let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
-                if crosses || self.q.recent.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block)) {
+                let split = crosses || self.q.recent.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block));
+                if split {
+                    // A piece outside the window is noted in case another piece is deferred.
+                    self.note(id, passed);
+                }
+                if !in_window {
+                    continue;
+                }
+                if split {
                     self.handled.insert(id);
-                    self.stats.split_traces += 1;
                     self.deferred.push(id);
-                } else if sink.prefilter().trace_may_match(views()) {
+                } else if sink.prefilter().holds(passed) {
                     self.handled.insert(id);
                     wanted.push(lo..hi);
                 }

@@ -246,7 +246,10 @@ fn atom() -> impl Strategy<Value = String> {
         prop_oneof![
             Just("nestedSetParent < 0"),
             Just("nestedSetParent != -1"),
-            Just("span:parentID = nil")
+            Just("span:parentID = nil"),
+            Just("0 <= nestedSetParent"),
+            Just("span:parentID != nil"),
+            Just("nestedSetParent < -1")
         ]
         .prop_map(str::to_owned),
         Just("duration - 40ms > 10ms".to_owned()),
@@ -334,14 +337,14 @@ fn model_answer(query: &weft_traceql::Query, traces: &[Trace]) -> Answer {
     out
 }
 
-async fn engine_answer(ing: &Node, query: &weft_traceql::Query) -> Answer {
+async fn engine_answer(ing: &Node, query: &weft_traceql::Query, window: Option<(u64, u64)>) -> Answer {
     let params = SearchParams {
         limit: 10_000,
         spans_per_spanset: 10_000,
         ..Default::default()
     };
     let mut sink = Search::new(query, params).unwrap();
-    ing.scan("t", None, &mut sink).await.unwrap();
+    ing.scan("t", window, &mut sink).await.unwrap();
     sink.finish()
         .into_iter()
         .map(|h| {
@@ -643,10 +646,54 @@ async fn check_tags_with(ing: &Node, c: &Case, state: &str, all: &weft_traceql::
 async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
     let end = BASE + 100_000_000_000;
     check_tags(ing, c, state).await;
+    // A window takes the traces one of whose stored pieces (its spans in the head, or in one
+    // row group of a block) has a span in it and a span passing the prefilter, each evaluated
+    // whole (`weft_querier::scan`). Where a trace is one piece (the head alone) that is every
+    // trace with a span in the window; elsewhere it is at least every trace inside the window
+    // and at most every trace touching it. The windows cut traces 0 and 1.
+    let windows = [
+        (BASE + 10_000_000_000, BASE + 10_040_000_000),
+        (BASE + 60_000_000, BASE + 10_020_000_000),
+    ];
     for q in &c.queries {
         let want = model_answer(q, &c.traces);
-        let got = engine_answer(ing, q).await;
+        let got = engine_answer(ing, q, None).await;
         assert_eq!(got, want, "{state}: search `{q}`");
+        for (ws, we) in windows {
+            let touches = |s: &Span| s.start_unix_nano <= we && s.start_unix_nano + s.duration_nano >= ws;
+            let inside = |s: &Span| s.start_unix_nano >= ws && s.start_unix_nano + s.duration_nano <= we;
+            let some: Vec<Trace> = c
+                .traces
+                .iter()
+                .filter(|t| t.spans.iter().any(touches))
+                .cloned()
+                .collect();
+            let all: Vec<Trace> = c
+                .traces
+                .iter()
+                .filter(|t| t.spans.iter().all(inside))
+                .cloned()
+                .collect();
+            let (most, least) = (model_answer(q, &some), model_answer(q, &all));
+            let got = engine_answer(ing, q, Some((ws, we))).await;
+            if state == "head only" {
+                assert_eq!(got, most, "{state}: search `{q}` in {ws}..{we}");
+            }
+            for (id, sets) in &got {
+                assert_eq!(
+                    Some(sets),
+                    most.get(id),
+                    "{state}: `{q}` in {ws}..{we} gave a trace not touching it"
+                );
+            }
+            for (id, sets) in &least {
+                assert_eq!(
+                    got.get(id),
+                    Some(sets),
+                    "{state}: `{q}` in {ws}..{we} missed a trace inside it"
+                );
+            }
+        }
     }
     let forms: Vec<weft_traceql::Query> = METRICS_FORMS
         .iter()
@@ -717,5 +764,84 @@ proptest! {
             .build()
             .unwrap()
             .block_on(run(c));
+    }
+}
+
+/// A trace split so that its pieces pass different leaves of `{ status = unset } >> { status =
+/// error }`, searched in a window that holds only its unset spans: the leaves of every piece
+/// the scan sees, in the window or not, and of every row group the window skipped, must count
+/// before a split trace is ruled out unread (`weft_querier::scan`, step 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_traces_count_every_piece_before_they_are_ruled_out() {
+    let spec = |status: u8, parent: Option<usize>| SpanSpec {
+        service: 0,
+        name: 0,
+        kind: 1,
+        status,
+        duration: 0,
+        offset_ms: 0,
+        parent,
+        user: None,
+        code: None,
+        event: None,
+    };
+    // Trace 1: six unset spans at 0-5 ms (in the window; a row group of 3 rows grows to 6
+    // to hold one trace), two errors at 90-91 ms (outside); trace 0 (a lower ID, so first in
+    // a block): one span in the window.
+    let mut t1: Vec<SpanSpec> = vec![spec(0, None)];
+    t1.extend((0..5).map(|_| spec(0, Some(0))));
+    t1.extend((0..2).map(|_| spec(2, Some(0))));
+    let at = |t: usize, specs: &[SpanSpec], i: usize, ms: u64| {
+        let mut s = model_span(t, i, specs);
+        s.start_unix_nano = BASE + ms * 1_000_000;
+        s.events.clear();
+        s
+    };
+    let inside: Vec<Span> = (0..6).map(|i| at(1, &t1, i, i as u64)).collect();
+    let outside: Vec<Span> = (6..8).map(|i| at(1, &t1, i, 84 + i as u64)).collect();
+    let other = at(0, &[spec(0, None)], 0, 0);
+    let q = weft_traceql::parse("{ status = unset } >> { status = error }").unwrap();
+    let mut whole = inside.clone();
+    whole.extend(outside.clone());
+    let want = model_answer(&q, &[Trace { spans: whole }]);
+    assert_eq!(want.len(), 1);
+    let window = Some((BASE, BASE + 10_000_000));
+    let with_other = |mut v: Vec<Span>| {
+        v.insert(0, other.clone());
+        v
+    };
+    // What each batch holds, and whether it is flushed into a block.
+    type Batches = Vec<(Vec<Span>, bool)>;
+    let cases: [(&str, Batches); 3] = [
+        // One block: the errors fill the second row group, which the window skips.
+        (
+            "row group skipped for the window",
+            vec![([inside.clone(), outside.clone()].concat(), true)],
+        ),
+        // Two blocks; the errors' (newer) block is scanned first, outside the window.
+        (
+            "piece outside the window seen first",
+            vec![(inside.clone(), true), (with_other(outside.clone()), true)],
+        ),
+        // The head is scanned first and defers the trace; the block's piece comes later.
+        (
+            "piece outside the window seen after",
+            vec![(with_other(outside.clone()), true), (inside.clone(), false)],
+        ),
+    ];
+    for (name, batches) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let ing = open(dir.path(), 2).await;
+        let t: Arc<str> = Arc::from("t");
+        for (spans, flush) in &batches {
+            let refs: Vec<&Span> = spans.iter().collect();
+            ing.push(&t, request(&refs)).await.unwrap();
+            if *flush {
+                ing.flush().await;
+            }
+        }
+        let got = engine_answer(&ing, &q, window).await;
+        assert_eq!(got, want, "{name}");
+        ing.shutdown().await;
     }
 }

@@ -12,6 +12,10 @@
 //! - `name = "s"` / `name != "s"`;
 //! - `duration op d` for `= != < <= > >=` with a duration or integer literal (nanoseconds);
 //! - `status = s` / `status != s`, `kind = k` / `kind != k`;
+//! - whether the span is a root: `span:parentID = nil` / `!= nil`, and the comparisons of
+//!   `nestedSetParent` with an integer that depend only on that
+//!   ([`root_test`](weft_traceql::ast::root_test): Grafana's Traces Drilldown puts
+//!   `nestedSetParent<0` in its queries); one that holds for no span makes the leaf fail;
 //! - `scope.key = "s"` for a string literal: the encoded bytes of `s` must occur in the stored
 //!   protobuf bytes where that scope keeps its attributes (span attributes, the resource, the
 //!   scope, events or links; `.key` looks in span attributes and the resource). A string
@@ -42,7 +46,8 @@ use weft_block::index::Bloom;
 use weft_block::row::SpanFields;
 use weft_traceql::Query;
 use weft_traceql::ast::{
-    AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, Pipeline, SpansetExpr, SpansetOp, Stage, Static, Status,
+    AttributeScope, BinaryOp, FieldExpr, Intrinsic, Kind, Pipeline, RootTest, SpansetExpr, SpansetOp, Stage, Static,
+    Status, root_test,
 };
 
 /// Where a string needle is looked for.
@@ -74,6 +79,12 @@ enum Term {
         eq: bool,
         kind: u8,
     },
+    /// The span has no parent span ID (`root`), or has one.
+    Root {
+        root: bool,
+    },
+    /// No span passes (`nestedSetParent < -1`).
+    Never,
     /// `exact`: the needle is a whole string attribute value (`attr = "s"`), so a row group's
     /// value bloom can rule it out.
     Contains {
@@ -131,15 +142,38 @@ impl Prefilter {
 
     /// Whether the whole trace `rows` may match the query.
     pub fn trace_may_match<F: SpanFields>(&self, rows: impl IntoIterator<Item = F>) -> bool {
-        let mut held = vec![false; self.leaves.len()];
+        self.holds(self.leaves_passed(rows))
+    }
+
+    /// The leaves some span of `rows` passes, bit `i` for leaf `i`: the pieces of one trace
+    /// can be tested apart and their bits or-ed. Leaves from the 64th on share bit 63, set when
+    /// any of them passes, which [`Self::holds`] reads as all of them passing (a weaker test,
+    /// never a wrong "no").
+    pub fn leaves_passed<F: SpanFields>(&self, rows: impl IntoIterator<Item = F>) -> u64 {
+        let all = self.all_passed();
+        let mut passed = 0u64;
         for r in rows {
             for (i, l) in self.leaves.iter().enumerate() {
-                if !held[i] && l.passes(&r) {
-                    held[i] = true;
+                let bit = 1u64 << i.min(63);
+                if passed & bit == 0 && l.passes(&r) {
+                    passed |= bit;
                 }
             }
+            if passed == all {
+                break;
+            }
         }
-        eval(&self.cond, &held)
+        passed
+    }
+
+    /// Whether a trace whose spans pass the leaves `passed` ([`Self::leaves_passed`]) may
+    /// match the query.
+    pub fn holds(&self, passed: u64) -> bool {
+        eval(&self.cond, &|i| passed & (1u64 << i.min(63)) != 0)
+    }
+
+    fn all_passed(&self) -> u64 {
+        (0..self.leaves.len()).fold(0, |m, i| m | 1u64 << i.min(63))
     }
 
     /// Whether some span of a row group with these statistics and string-value bloom filter
@@ -158,6 +192,8 @@ impl Prefilter {
                 Term::Duration { .. } => {}
                 Term::Status { .. } => n.status = true,
                 Term::Kind { .. } => n.kind = true,
+                Term::Root { .. } => n.parent = true,
+                Term::Never => {}
                 Term::Contains { place, .. } => match place {
                     Place::SpanAttrs => n.attributes = true,
                     Place::Resource => n.resource = true,
@@ -175,9 +211,9 @@ impl Prefilter {
     }
 }
 
-fn eval(c: &Cond, held: &[bool]) -> bool {
+fn eval(c: &Cond, held: &impl Fn(usize) -> bool) -> bool {
     match c {
-        Cond::Leaf(i) => held[*i],
+        Cond::Leaf(i) => held(*i),
         Cond::And(a, b) => eval(a, held) && eval(b, held),
         Cond::Or(a, b) => eval(a, held) || eval(b, held),
     }
@@ -190,6 +226,8 @@ impl Leaf {
             Term::Duration { op, ns } => compare(*op, r.duration_nano().cmp(ns)),
             Term::Status { eq, code } => (status_code(r.status_code()) == *code) == *eq,
             Term::Kind { eq, kind } => (kind_code(r.kind()) == *kind) == *eq,
+            Term::Root { root } => r.has_parent() != *root,
+            Term::Never => false,
             Term::Contains { place, finder, .. } => {
                 let find = |b: &[u8]| finder.find(b).is_some();
                 match place {
@@ -220,6 +258,7 @@ impl Leaf {
                 BinaryOp::Lte => lo <= *ns,
                 _ => true,
             },
+            (Term::Never, _) => false,
             _ => true,
         })
     }
@@ -299,6 +338,21 @@ fn conjuncts(e: &FieldExpr, out: &mut Vec<Term>) {
     if *op == BinaryOp::And {
         conjuncts(lhs, out);
         conjuncts(rhs, out);
+        return;
+    }
+    if let Some(t) = root_test(*op, lhs, rhs) {
+        match t {
+            RootTest::Root => out.push(Term::Root { root: true }),
+            RootTest::NotRoot => out.push(Term::Root { root: false }),
+            RootTest::Always(true) => {}
+            RootTest::Always(false) => out.push(Term::Never),
+        }
+        return;
+    }
+    if crate::span_metrics::parent_nil_test(*op, lhs, rhs) {
+        out.push(Term::Root {
+            root: *op == BinaryOp::Eq,
+        });
         return;
     }
     let (field, lit, op) = match (&**lhs, &**rhs) {

@@ -222,7 +222,7 @@ impl DurationReads {
 }
 
 /// `span:parentID = nil` or `!= nil`, either side first.
-fn parent_nil_test(op: weft_traceql::ast::BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> bool {
+pub(crate) fn parent_nil_test(op: weft_traceql::ast::BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> bool {
     use weft_traceql::ast::{BinaryOp, Static};
     let parent = |e: &FieldExpr| matches!(e, FieldExpr::Intrinsic(Intrinsic::ParentId));
     let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));

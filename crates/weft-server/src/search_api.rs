@@ -70,6 +70,8 @@ fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
     h.insert(SKIPPED_ROW_GROUPS_HEADER, stats.skipped_row_groups.into());
     h.insert(INSPECTED_SPANS_HEADER, stats.inspected_spans.into());
     h.insert(INSPECTED_TRACES_HEADER, stats.inspected_traces.into());
+    h.insert(SPLIT_TRACES_HEADER, stats.split_traces.into());
+    h.insert(SPLIT_TRACES_RULED_OUT_HEADER, stats.split_traces_ruled_out.into());
     if stats.damaged_blocks > 0 {
         r.headers_mut()
             .insert(crate::api::PARTIAL_HEADER, stats.damaged_blocks.into());
@@ -95,6 +97,10 @@ pub const SKIPPED_ROW_GROUPS_HEADER: &str = "x-weft-skipped-row-groups";
 /// Spans and trace pieces a query examined (tag replies have no field for them).
 pub const INSPECTED_SPANS_HEADER: &str = "x-weft-inspected-spans";
 pub const INSPECTED_TRACES_HEADER: &str = "x-weft-inspected-traces";
+/// Traces stored in more than one piece (head and blocks) that a query fetched whole, and
+/// those whose pieces' filter columns ruled them out without a fetch.
+pub const SPLIT_TRACES_HEADER: &str = "x-weft-split-traces";
+pub const SPLIT_TRACES_RULED_OUT_HEADER: &str = "x-weft-split-traces-ruled-out";
 /// Set to `true` when a tag-values reply stopped at its limit of distinct values.
 pub const TRUNCATED_VALUES_HEADER: &str = "x-weft-tag-values-truncated";
 

@@ -484,6 +484,13 @@ pub fn read_filter_columns(
     if needs.scope {
         out.scope = read::<ByteArrayType>(&rgr, col::SCOPE, 0, n, false)?.0;
     }
+    if needs.parent {
+        let (v, d) = read::<FixedLenByteArrayType>(&rgr, col::PARENT, 0, n, true)?;
+        out.has_parent = spread(v, &d, n)
+            .into_iter()
+            .map(|p| p.is_some_and(|p| p.data().iter().any(|&b| b != 0)))
+            .collect();
+    }
     for (k, (c, need)) in [
         (col::ATTRIBUTES, needs.attributes),
         (col::EVENTS, needs.events),

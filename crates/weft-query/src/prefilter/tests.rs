@@ -110,3 +110,42 @@ fn comparisons_need_the_attribute_key() {
     assert!(pf("{ span.http.status_code = nil }").piece_may_match([&without]));
     assert!(pf("{ parent.span.http.status_code = 500 }").piece_may_match([&without]));
 }
+
+#[test]
+fn root_tests_read_the_parent() {
+    let root = row("a", 1, 2, b"");
+    let child = SpanRow {
+        parent_span_id: [3; 8],
+        ..root.clone()
+    };
+    for (q, root_passes, child_passes) in [
+        ("{ nestedSetParent < 0 && status = error }", true, false),
+        ("{ -1 = nestedSetParent }", true, false),
+        ("{ span:parentID = nil }", true, false),
+        ("{ nestedSetParent >= 0 }", false, true),
+        ("{ nil != span:parentID }", false, true),
+        ("{ nestedSetParent < -1 }", false, false),
+        ("{ nestedSetParent > -5 }", true, true),
+    ] {
+        let p = pf(q);
+        assert_eq!(p.piece_may_match([&root]), root_passes, "{q} on a root");
+        assert_eq!(p.piece_may_match([&child]), child_passes, "{q} on a child");
+    }
+    assert!(pf("{ nestedSetParent < 0 }").needs().parent);
+    assert!(
+        !pf("{ nestedSetParent < 1 }").needs().parent,
+        "0 is not a root: not derived"
+    );
+    // Structure needs a root error and a descendant: a trace whose error is not at the root
+    // cannot match.
+    let p = pf("{ nestedSetParent < 0 } >> { nestedSetParent < 0 && status = error }");
+    let ok_root = row("a", 1, 1, b"");
+    let error_child = SpanRow {
+        parent_span_id: [3; 8],
+        ..root.clone()
+    };
+    assert!(!p.trace_may_match([&ok_root, &error_child]));
+    assert!(p.trace_may_match([&root, &error_child]));
+    // A never-true leaf prunes row groups too.
+    assert!(!pf("{ nestedSetParent < -1 }").row_group_may_match(&RowGroupStats::default(), None));
+}
