@@ -21,6 +21,9 @@ Method:
        duration_gt_1s   { duration > 1s }
        service_error    { resource.service.name = "<service>" } >> { status = error }
        sibling_error    { resource.service.name = "<service>" } ~ { status = error }
+       root_errors      {nestedSetParent<0 && status=error}  (Traces Drilldown's list of root spans)
+       root_under_root  {nestedSetParent<0} >> {nestedSetParent<0 && status=error}  (matches nothing:
+                        every trace's root is a candidate, most of them split over blocks)
        tag_values       /api/v2/search/tag/span.user.id/values
        tag_names        /api/v2/search/tags (every scope)
        tag_services     /api/v2/search/tag/resource.service.name/values
@@ -495,6 +498,14 @@ def main():
         queries.append(run_query(server, "sibling_error", "/api/search",
                                  {"q": f'{{ resource.service.name = "{args.service}" }} ~ {{ status = error }}',
                                   **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+        # Root spans in error, as Grafana's Traces Drilldown lists them, and a structural query
+        # over root spans that matches nothing (every trace's root is a candidate).
+        queries.append(run_query(server, "root_errors", "/api/search",
+                                 {"q": "{nestedSetParent<0 && status=error}", **window, "limit": "20"},
+                                 args.runs, args.timeout, count_traces, args.measure_timeouts))
+        queries.append(run_query(server, "root_under_root", "/api/search",
+                                 {"q": "{nestedSetParent<0} >> {nestedSetParent<0 && status=error}", **window,
+                                  "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
 
         def tag_check(j):
             return True, "", {"values_returned": len(j.get("tagValues", []))}
