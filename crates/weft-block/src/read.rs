@@ -133,6 +133,10 @@ pub struct MetricNeeds {
     /// The event and link blobs with their dictionary ids ([`MetricColumns::events`],
     /// [`MetricColumns::links`]).
     pub lists: bool,
+    /// Every span attribute: the attribute blobs with their dictionary ids
+    /// ([`MetricColumns::attributes`]) and the values moved out of them into span-scope
+    /// dedicated columns ([`MetricColumns::moved`]).
+    pub all_span_attributes: bool,
 }
 
 impl MetricNeeds {
@@ -157,6 +161,7 @@ impl MetricNeeds {
             parents: self.parents || o.parents,
             blobs: self.blobs || o.blobs,
             lists: self.lists || o.lists,
+            all_span_attributes: self.all_span_attributes || o.all_span_attributes,
         }
     }
 }
@@ -244,6 +249,10 @@ pub struct MetricColumns {
     /// per row a mask of those that hold a value (bit `k` for `dedicated_keys[k]`).
     pub dedicated_keys: Vec<String>,
     pub dedicated_mask: Vec<u16>,
+    /// With [`MetricNeeds::all_span_attributes`]: each span's values moved to span-scope
+    /// dedicated columns, encoded as `Span.attributes` fields in column order (what the row
+    /// reader appends to the blob). Equal ids mean equal bytes.
+    pub moved: DictColumn,
 }
 
 /// Columns of a row group for the service graph: who called whom, per trace, without

@@ -309,6 +309,7 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         parents: true,
         blobs: false,
         lists: false,
+        all_span_attributes: false,
     };
     let blobs = MetricNeeds {
         blobs: true,
@@ -335,6 +336,22 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             .metric_columns(&with_attrs)
             .unwrap();
         assert_eq!(attrs.span_attributes.len(), keys.len());
+        // Every span attribute: the blob, then the moved values, is what the row reader gives.
+        let all = MetricNeeds {
+            all_span_attributes: true,
+            ..Default::default()
+        };
+        let every = block
+            .fetch_metric_columns(store, rg, &all)
+            .await
+            .unwrap()
+            .metric_columns(&all)
+            .unwrap();
+        for (i, r) in rows.iter().enumerate() {
+            let at = |d: &crate::DictColumn| d.values[d.ids[i] as usize].clone();
+            let got = [at(&every.attributes), at(&every.moved)].concat();
+            assert_eq!(got, r.attributes.to_vec(), "all span attributes of row {i}");
+        }
         for (k, key) in keys.iter().enumerate() {
             let col = &attrs.span_attributes[k];
             for (i, r) in rows.iter().enumerate() {

@@ -510,6 +510,12 @@ const METRICS_FORMS: &[&str] = &[
     "{ nestedSetParent<0 && status = error } | count_over_time() by (name)",
     "{ -1 != nestedSetParent } | histogram_over_time(duration)",
     "{ span:parentID = nil || kind = client } | count_over_time() by (kind)",
+    // compare(): every attribute of each span counted, in the selection or the baseline; a
+    // selection reading the duration per span; a selection window (traces 1 and 2).
+    "{ } | compare({ status = error })",
+    "{ nestedSetParent < 0 } | compare({ duration > 40ms || span.user = \"u1\" }, 2)",
+    "{ kind != internal } | compare({ duration * 2 > 100ms }, 1)",
+    "{ resource.service.name != \"svc3\" } | compare({ }, 3, 1700000005000000000, 1700000025000000000)",
 ];
 
 /// Fields whose values the tag check lists.

@@ -188,6 +188,12 @@ pub fn decode_parts(row: &SpanRow, parts: Parts) -> Span {
     }
 }
 
+/// The attributes of a span's attribute blob ([`SpanRow::attributes`]), or of the values moved
+/// out of it ([`weft_block::MetricColumns::moved`]), as [`decode_parts`] gives them.
+pub(crate) fn span_attributes(blob: &[u8]) -> Vec<(String, Value)> {
+    key_values(blob, SPAN_ATTRIBUTES)
+}
+
 /// Where attribute keys are read from by [`each_attribute_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeysOf {
@@ -220,7 +226,7 @@ pub fn each_attribute_key(of: KeysOf, bytes: &[u8], f: impl FnMut(&[u8])) {
 }
 
 /// OTLP `SpanKind` numbers; unknown numbers read as `unspecified`.
-fn kind(k: u8) -> Kind {
+pub(crate) fn kind(k: u8) -> Kind {
     match k {
         1 => Kind::Internal,
         2 => Kind::Server,
@@ -232,7 +238,7 @@ fn kind(k: u8) -> Kind {
 }
 
 /// OTLP `StatusCode` numbers; unknown numbers read as `unset`.
-fn status(code: u8) -> Status {
+pub(crate) fn status(code: u8) -> Status {
     match code {
         1 => Status::Ok,
         2 => Status::Error,
@@ -295,7 +301,7 @@ fn any_value(b: &[u8], depth: u32) -> Value {
     value
 }
 
-fn resource_attributes(header: &[u8]) -> Vec<(String, Value)> {
+pub(crate) fn resource_attributes(header: &[u8]) -> Vec<(String, Value)> {
     each(header, RS_RESOURCE)
         .flat_map(|res| key_values(res, RESOURCE_ATTRIBUTES))
         .collect()

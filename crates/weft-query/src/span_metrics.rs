@@ -36,8 +36,18 @@ use weft_block::{DictBuilder, DictColumn, MetricColumns, MetricNeeds, RowGroupSt
 use weft_traceql::ast::{AttributeScope, FieldExpr, Intrinsic, Stage};
 use weft_traceql::{EvalError, MetricsRun, Query, Series, Trace};
 
-use crate::decode::{KeysOf, Parts, decode_parts};
+use crate::decode::{self, KeysOf, Parts, decode_parts};
 use crate::prefilter::Prefilter;
+
+/// What operand `k` of `run` gives for a one-span trace: the series and value, or for
+/// `compare()` whether the selection's condition holds, as series 1 or 0.
+fn resolve(run: &mut MetricsRun, k: usize, one_span: &Trace) -> Option<(usize, f64)> {
+    if run.is_compare_in(k) {
+        run.compare_condition_in(k, one_span).map(|c| (usize::from(c), 0.0))
+    } else {
+        run.resolve_in(k, one_span)
+    }
+}
 
 /// A span-local metrics query over stored spans; see the [module docs](self).
 #[derive(Debug)]
@@ -71,8 +81,79 @@ struct OpState {
     /// power-of-two bucket, which becomes part of the cache key.
     histogram_of_duration: bool,
     /// Series and value of each combination of dictionary ids (and duration bucket, and
-    /// duration class) seen in the current source.
+    /// duration class) seen in the current source. For `compare()`, whether the selection's
+    /// condition holds, as series 1 or 0.
     cache: FastMap<(Key, u64, u64), Option<(usize, f64)>>,
+    /// For `compare()`: the current source's counts.
+    compare: Option<CompareTally>,
+}
+
+/// `compare()`'s counts over one source, by what is counted: per (in the selection, step) and
+/// the ids of the values counted, the number of spans and one row that holds them. They go to
+/// the run, decoded once per entry, at the end of [`SpanMetrics::add`]: every attribute of a
+/// span is counted, so counting distinct ids instead of spans is what keeps the query cheap.
+#[derive(Debug, Default)]
+struct CompareTally {
+    /// Name and status message ids, then status and kind.
+    intrinsics: Tally<[u32; 2], u32>,
+    /// Resource ids.
+    resources: Tally<u32, ()>,
+    /// Attribute blob and moved-values ids.
+    attributes: Tally<u32, u32>,
+}
+
+/// Spans and one row holding them, per (in the selection, step, ids `A` and `B`).
+type Tally<A, B> = FastMap<(bool, u32, A, B), (u64, usize)>;
+
+impl CompareTally {
+    fn count(&mut self, selected: bool, step: u32, src: &impl SpanSource, i: usize) {
+        fn bump<K: std::hash::Hash + Eq>(m: &mut FastMap<K, (u64, usize)>, k: K, i: usize) {
+            m.entry(k).or_insert((0, i)).0 += 1;
+        }
+        let ([name, message, resource, _], status_kind) = src.key(i);
+        bump(&mut self.intrinsics, (selected, step, [name, message], status_kind), i);
+        bump(&mut self.resources, (selected, step, resource, ()), i);
+        let blob = src.blob_ids(i)[0];
+        bump(&mut self.attributes, (selected, step, blob, src.moved(i).0), i);
+    }
+
+    /// Counts every entry into operand `k` of `run`.
+    fn flush(self, run: &mut MetricsRun, k: usize, src: &impl SpanSource) {
+        use weft_traceql::Value;
+        for ((selected, step, _, _), (n, i)) in self.intrinsics {
+            let r = src.row(i);
+            let step = step as usize;
+            run.compare_add_in(k, selected, step, "name", Value::Str(r.name), n);
+            run.compare_add_in(
+                k,
+                selected,
+                step,
+                "status",
+                Value::Status(decode::status(r.status_code)),
+                n,
+            );
+            run.compare_add_in(k, selected, step, "statusMessage", Value::Str(r.status_message), n);
+            run.compare_add_in(k, selected, step, "kind", Value::Kind(decode::kind(r.kind)), n);
+        }
+        let mut label = String::new();
+        let mut add = |run: &mut MetricsRun, selected, step, prefix: &str, attrs: Vec<(String, Value)>, n| {
+            for (key, v) in attrs {
+                label.clear();
+                label.push_str(prefix);
+                label.push_str(&key);
+                run.compare_add_in(k, selected, step as usize, &label, v, n);
+            }
+        };
+        for ((selected, step, _, ()), (n, i)) in self.resources {
+            let attrs = decode::resource_attributes(src.part(KeysOf::Resource, i));
+            add(run, selected, step, "resource.", attrs, n);
+        }
+        for ((selected, step, _, _), (n, i)) in self.attributes {
+            for blob in [src.part(KeysOf::Span, i), src.moved(i).1] {
+                add(run, selected, step, "span.", decode::span_attributes(blob), n);
+            }
+        }
+    }
 }
 
 /// At most this many span attribute keys are read one span at a time; a query reading more
@@ -334,6 +415,9 @@ impl SpanMetrics {
                             .try_for_each(|e| reads.expr(e, true))
                             .and_then(|()| m.by.iter().flatten().try_for_each(|e| reads.expr(e, false)))
                     }
+                    // The selection is evaluated as a filter is; what compare() counts is read
+                    // below.
+                    Stage::Compare(c) => c.filter.expr.iter().try_for_each(|e| reads.expr(e, false)),
                     // topk/bottomk, comparisons and arithmetic with numbers act on the
                     // finished series (`MetricsRun::finish`), so they do not stop
                     // span-at-a-time evaluation.
@@ -355,20 +439,33 @@ impl SpanMetrics {
                 value_is_duration: value_is_duration && !per_row,
                 histogram_of_duration: histogram_of_duration && !per_row,
                 cache: FastMap::with_hasher(FastBuild::default()),
+                compare: run.is_compare_in(ops.len()).then(CompareTally::default),
             });
         }
         if ops.len() != run.operand_count() {
             return Ok(None);
         }
+        // Evaluations are decoded and cached by what the query's fields read; compare() also
+        // counts every attribute of each span it takes.
+        let parts = Parts {
+            resource: needs.resource,
+            scope: needs.scope,
+            span_attrs: !needs.span_keys.is_empty(),
+            ..Parts::default()
+        };
+        let mask = KeyMask::of(&needs);
+        if ops.iter().any(|op| op.compare.is_some()) {
+            needs.name = true;
+            needs.status = true;
+            needs.status_message = true;
+            needs.kind = true;
+            needs.resource = true;
+            needs.all_span_attributes = true;
+        }
         Ok(Some(SpanMetrics {
             run,
-            parts: Parts {
-                resource: needs.resource,
-                scope: needs.scope,
-                span_attrs: !needs.span_keys.is_empty(),
-                ..Parts::default()
-            },
-            mask: KeyMask::of(&needs),
+            parts,
+            mask,
             needs,
             ops,
             decoded: FastMap::with_hasher(FastBuild::default()),
@@ -430,7 +527,7 @@ impl SpanMetrics {
                     self.one.spans[0].clone_from(span);
                     self.one.spans[0].start_unix_nano = start;
                     self.one.spans[0].duration_nano = duration as u64;
-                    self.run.resolve_in(k, &self.one)
+                    resolve(&mut self.run, k, &self.one)
                 } else {
                     // Durations under 2ns have no histogram bucket; others share one per power
                     // of two.
@@ -451,12 +548,20 @@ impl SpanMetrics {
                             *span = decode_parts(&src.row(i), self.parts);
                             span.start_unix_nano = start;
                             span.duration_nano = duration as u64;
-                            let got = self.run.resolve_in(k, &self.one);
+                            let got = resolve(&mut self.run, k, &self.one);
                             self.ops[k].cache.insert((key, class, compared), got);
                             got
                         }
                     }
                 };
+                if let Some(tally) = &mut self.ops[k].compare {
+                    if let Some((condition, _)) = got
+                        && let Some((selected, step)) = self.run.compare_step_in(k, start, condition == 1)
+                    {
+                        tally.count(selected, step as u32, src, i);
+                    }
+                    continue;
+                }
                 if let Some((series, value)) = got {
                     let value = if self.ops[k].value_is_duration {
                         evaluated as f64 / 1e9
@@ -470,6 +575,11 @@ impl SpanMetrics {
                         self.run.exemplar_in(k, series, start, value, trace, src.span_id(i));
                     }
                 }
+            }
+        }
+        for k in 0..self.ops.len() {
+            if let Some(tally) = self.ops[k].compare.as_mut().map(std::mem::take) {
+                tally.flush(&mut self.run, k, src);
             }
         }
     }
@@ -611,6 +721,13 @@ pub trait SpanSource {
     fn dedicated_mask(&self, _i: usize) -> u16 {
         0
     }
+    /// With [`MetricNeeds::all_span_attributes`]: the id and bytes of span `i`'s values moved
+    /// to dedicated columns ([`MetricColumns::moved`]), which [`Self::part`] of
+    /// [`KeysOf::Span`] lacks. Equal ids within one source mean equal bytes; the head moves
+    /// nothing.
+    fn moved(&self, _i: usize) -> (u32, &[u8]) {
+        (0, &[])
+    }
 }
 
 /// Span `i`'s parent ID from a parent column (zeros for a root, or when the column was not
@@ -696,6 +813,11 @@ impl SpanSource for MetricColumns {
 
     fn dedicated_mask(&self, i: usize) -> u16 {
         self.dedicated_mask.get(i).copied().unwrap_or(0)
+    }
+
+    fn moved(&self, i: usize) -> (u32, &[u8]) {
+        let id = dict_id(&self.moved, i);
+        (id, self.moved.values.get(id as usize).map_or(&[], |v| v))
     }
 
     fn row(&self, i: usize) -> SpanRow {

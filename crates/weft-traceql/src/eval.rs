@@ -275,7 +275,12 @@ impl Evaluator {
             [CStage::Spanset(SExpr::Filter(e), _)] => e.as_ref().is_none_or(Expr::span_local),
             _ => false,
         };
-        filter_local && m.field.as_ref().is_none_or(Expr::span_local) && m.by.iter().all(|(_, e)| e.span_local())
+        filter_local
+            && m.field.as_ref().is_none_or(Expr::span_local)
+            && m.by.iter().all(|(_, e)| e.span_local())
+            && m.compare
+                .as_ref()
+                .is_none_or(|c| c.selection.as_ref().is_none_or(Expr::span_local))
     }
 
     pub(crate) fn text(&self) -> &str {
@@ -487,6 +492,11 @@ impl CCompare {
         if self.window.is_some_and(|(lo, hi)| start <= lo || start > hi) {
             return false;
         }
+        self.condition(env, i)
+    }
+
+    /// Whether the selection's condition holds for span `i`, its time window aside.
+    pub(crate) fn condition(&self, env: &TraceEnv<'_>, i: usize) -> bool {
         self.selection
             .as_ref()
             .is_none_or(|e| truthy(eval_value(e, env.ctx(i))))

@@ -328,6 +328,64 @@ impl MetricsRun {
         operand.acc.resolve(metrics, &env, 0)
     }
 
+    /// Whether operand `k` is a `compare()` query: feed its spans with
+    /// [`MetricsRun::compare_condition_in`], [`MetricsRun::compare_step_in`] and
+    /// [`MetricsRun::compare_add_in`] instead of `resolve_in`.
+    pub fn is_compare_in(&self, k: usize) -> bool {
+        self.operands[k]
+            .evaluator
+            .metrics
+            .as_ref()
+            .is_some_and(|m| m.compare.is_some())
+    }
+
+    /// For a [`span_local`](Self::span_local) `compare()` operand `k`: `None` when the span of
+    /// `one_span` does not pass the query's filter, else whether the selection's condition holds
+    /// for it (its time window aside, which [`MetricsRun::compare_step_in`] applies).
+    pub fn compare_condition_in(&mut self, k: usize, one_span: &Trace) -> Option<bool> {
+        debug_assert_eq!(one_span.spans.len(), 1);
+        let operand = &self.operands[k];
+        let c = operand.evaluator.metrics.as_ref()?.compare.as_ref()?;
+        let env = TraceEnv::span_local(one_span);
+        if operand.evaluator.run(&env).is_empty() {
+            return None;
+        }
+        Some(c.condition(&env, 0))
+    }
+
+    /// Where a span of `compare()` operand `k` starting at `start_unix_nano`, which passed the
+    /// filter with the selection's condition `condition`, is counted: whether in the selection
+    /// (the condition holds and the span starts in the selection's window), and its step.
+    /// `None` when it starts outside the range.
+    pub fn compare_step_in(&self, k: usize, start_unix_nano: u64, condition: bool) -> Option<(bool, usize)> {
+        let operand = &self.operands[k];
+        let c = operand.evaluator.metrics.as_ref()?.compare.as_ref()?;
+        let acc = &operand.acc;
+        if start_unix_nano < acc.start || start_unix_nano >= acc.end {
+            return None;
+        }
+        let in_window = c
+            .window
+            .is_none_or(|(lo, hi)| start_unix_nano > lo && start_unix_nano <= hi);
+        Some((
+            condition && in_window,
+            ((start_unix_nano - acc.start) / acc.step) as usize,
+        ))
+    }
+
+    /// Counts `n` spans of `compare()` operand `k` at `step` (from
+    /// [`MetricsRun::compare_step_in`]) whose attribute `label` (`name`, `status`,
+    /// `statusMessage`, `kind`, `span.x`, `resource.x`) is `value`. Counting each attribute of
+    /// each span so gives the series [`MetricsRun::add`] does, in any order.
+    pub fn compare_add_in(&mut self, k: usize, selected: bool, step: usize, label: &str, value: Value, n: u64) {
+        let operand = &mut self.operands[k];
+        let Some(c) = operand.evaluator.metrics.as_ref().and_then(|m| m.compare.as_ref()) else {
+            return;
+        };
+        let top_n = c.top_n;
+        operand.acc.compare_add(selected, top_n, step, label, value, n);
+    }
+
     /// Records a span that starts at `start_unix_nano` in the series and with the value
     /// [`MetricsRun::resolve`] returned.
     pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
@@ -600,58 +658,66 @@ impl Accumulator {
     fn observe_compare(&mut self, selected: bool, top_n: usize, env: &TraceEnv<'_>, i: usize) {
         let span = &env.trace.spans[i];
         let step = ((span.start_unix_nano - self.start) / self.step) as usize;
-        let steps = self.steps;
-        let max_attrs = self.max_groups / (top_n + 1);
-        let mut attrs = self.compare[0].len() + self.compare[1].len();
-        let over_limit = &mut self.over_limit;
-        let groups = &mut self.compare[usize::from(selected)];
-        let mut count = |label: &str, value: Value| {
-            if matches!(value, Value::Nil | Value::Array(_)) {
-                return;
-            }
-            let attr = match groups.get_mut(label) {
-                Some(a) => a,
-                None if attrs >= max_attrs => {
-                    *over_limit = true;
-                    return;
-                }
-                None => {
-                    attrs += 1;
-                    groups.entry(label.to_owned()).or_insert_with(|| AttrCounts {
-                        total: vec![0; steps],
-                        values: HashMap::new(),
-                        too_many: false,
-                    })
-                }
-            };
-            attr.total[step] += 1;
-            if attr.too_many {
-                return;
-            }
-            let key = GroupKey::of(&value);
-            if let Some((_, counts)) = attr.values.get_mut(&key) {
-                counts[step] += 1;
-            } else if attr.values.len() == MAX_COMPARE_VALUES {
-                attr.too_many = true;
-                attr.values = HashMap::new();
-            } else {
-                let mut counts = vec![0; steps];
-                counts[step] = 1;
-                attr.values.insert(key, (value, counts));
-            }
-        };
-        count("name", Value::Str(span.name.clone()));
-        count("status", Value::Status(span.status));
-        count("statusMessage", Value::Str(span.status_message.clone()));
-        count("kind", Value::Kind(span.kind));
+        self.compare_add(selected, top_n, step, "name", Value::Str(span.name.clone()), 1);
+        self.compare_add(selected, top_n, step, "status", Value::Status(span.status), 1);
+        self.compare_add(
+            selected,
+            top_n,
+            step,
+            "statusMessage",
+            Value::Str(span.status_message.clone()),
+            1,
+        );
+        self.compare_add(selected, top_n, step, "kind", Value::Kind(span.kind), 1);
         let mut label = String::new();
         for (prefix, attrs) in [("span.", &span.span_attrs), ("resource.", &span.resource_attrs)] {
             for (k, v) in attrs {
                 label.clear();
                 label.push_str(prefix);
                 label.push_str(k);
-                count(&label, v.clone());
+                self.compare_add(selected, top_n, step, &label, v.clone(), 1);
             }
+        }
+    }
+
+    /// Counts `n` spans of step `step` whose attribute `label` is `value`, in the selection or
+    /// the baseline of `compare()`. Whether an attribute passes the series limit, or has too
+    /// many values to list, depends only on how many distinct attributes and values were
+    /// counted, not on their order: spans may be counted in any order and grouping.
+    fn compare_add(&mut self, selected: bool, top_n: usize, step: usize, label: &str, value: Value, n: u64) {
+        if matches!(value, Value::Nil | Value::Array(_)) {
+            return;
+        }
+        let max_attrs = self.max_groups / (top_n + 1);
+        let attrs = self.compare[0].len() + self.compare[1].len();
+        let steps = self.steps;
+        let groups = &mut self.compare[usize::from(selected)];
+        let attr = match groups.get_mut(label) {
+            Some(a) => a,
+            None if attrs >= max_attrs => {
+                self.over_limit = true;
+                return;
+            }
+            None => groups.entry(label.to_owned()).or_insert_with(|| AttrCounts {
+                total: vec![0; steps],
+                values: HashMap::new(),
+                too_many: false,
+            }),
+        };
+        attr.total[step] += n;
+        if attr.too_many {
+            return;
+        }
+        let key = GroupKey::of(&value);
+        if let Some((_, counts)) = attr.values.get_mut(&key) {
+            counts[step] += n;
+        } else if attr.values.len() == MAX_COMPARE_VALUES {
+            attr.too_many = true;
+            attr.values = HashMap::new();
+        } else {
+            let mut counts = vec![0; steps];
+            counts[step] = n;
+            attr.values.insert(key, (value, counts));
         }
     }
 

@@ -550,7 +550,7 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
             None => c.push(col::ATTRIBUTES),
         }
     }
-    if needs.blobs {
+    if needs.blobs || needs.all_span_attributes {
         c.push(col::ATTRIBUTES);
         c.extend(span_dedicated(dedicated).map(|(i, _)| i));
     }
@@ -631,8 +631,21 @@ pub fn read_metric_columns(
         out.events = dict_column(&rgr, col::EVENTS, n, true)?;
         out.links = dict_column(&rgr, col::LINKS, n, true)?;
     }
-    if needs.blobs {
+    if needs.all_span_attributes {
+        let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
+        let mut ids = DictBuilder::default();
+        let mut buf = Vec::new();
+        for i in 0..n {
+            buf.clear();
+            moved.append(i, &mut buf);
+            ids.push(&buf);
+        }
+        out.moved = ids.finish();
+    }
+    if needs.blobs || needs.all_span_attributes {
         out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
+    }
+    if needs.blobs {
         out.dedicated_mask = vec![0; n];
         for (bit, (c, d)) in span_dedicated(dedicated).enumerate() {
             let values = read_dedicated(&rgr, c, d.value_type, 0, n)?;
