@@ -249,10 +249,11 @@ pub struct MetricColumns {
     /// per row a mask of those that hold a value (bit `k` for `dedicated_keys[k]`).
     pub dedicated_keys: Vec<String>,
     pub dedicated_mask: Vec<u16>,
-    /// With [`MetricNeeds::all_span_attributes`]: each span's values moved to span-scope
-    /// dedicated columns, encoded as `Span.attributes` fields in column order (what the row
-    /// reader appends to the blob). Equal ids mean equal bytes.
-    pub moved: DictColumn,
+    /// With [`MetricNeeds::all_span_attributes`]: per span-scope dedicated column, each span's
+    /// value moved to it, encoded as a `Span.attributes` field (empty where the span has none).
+    /// The blob followed by these, in column order, is what the row reader gives. Equal ids
+    /// mean equal bytes.
+    pub moved: Vec<DictColumn>,
 }
 
 /// Columns of a row group for the service graph: who called whom, per trace, without

@@ -349,7 +349,8 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             .unwrap();
         for (i, r) in rows.iter().enumerate() {
             let at = |d: &crate::DictColumn| d.values[d.ids[i] as usize].clone();
-            let got = [at(&every.attributes), at(&every.moved)].concat();
+            let mut got = at(&every.attributes).to_vec();
+            every.moved.iter().for_each(|d| got.extend_from_slice(&at(d)));
             assert_eq!(got, r.attributes.to_vec(), "all span attributes of row {i}");
         }
         for (k, key) in keys.iter().enumerate() {

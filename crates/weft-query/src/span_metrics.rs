@@ -98,8 +98,10 @@ struct CompareTally {
     intrinsics: Tally<[u32; 2], u32>,
     /// Resource ids.
     resources: Tally<u32, ()>,
-    /// Attribute blob and moved-values ids.
-    attributes: Tally<u32, u32>,
+    /// Attribute blob ids.
+    attributes: Tally<u32, ()>,
+    /// Dedicated column and the id of the value moved to it.
+    moved: Tally<u32, u32>,
 }
 
 /// Spans and one row holding them, per (in the selection, step, ids `A` and `B`).
@@ -113,14 +115,20 @@ impl CompareTally {
         let ([name, message, resource, _], status_kind) = src.key(i);
         bump(&mut self.intrinsics, (selected, step, [name, message], status_kind), i);
         bump(&mut self.resources, (selected, step, resource, ()), i);
-        let blob = src.blob_ids(i)[0];
-        bump(&mut self.attributes, (selected, step, blob, src.moved(i).0), i);
+        bump(&mut self.attributes, (selected, step, src.blob_ids(i)[0], ()), i);
+        for k in 0..src.moved_columns() {
+            let (id, bytes) = src.moved(k, i);
+            if !bytes.is_empty() {
+                bump(&mut self.moved, (selected, step, k as u32, id), i);
+            }
+        }
     }
 
-    /// Counts every entry into operand `k` of `run`.
-    fn flush(self, run: &mut MetricsRun, k: usize, src: &impl SpanSource) {
+    /// Counts every entry into operand `k` of `run`, and empties the tally (keeping its
+    /// memory for the next source).
+    fn flush(&mut self, run: &mut MetricsRun, k: usize, src: &impl SpanSource) {
         use weft_traceql::Value;
-        for ((selected, step, _, _), (n, i)) in self.intrinsics {
+        for ((selected, step, _, _), (n, i)) in self.intrinsics.drain() {
             let r = src.row(i);
             let step = step as usize;
             run.compare_add_in(k, selected, step, "name", Value::Str(r.name), n);
@@ -144,14 +152,17 @@ impl CompareTally {
                 run.compare_add_in(k, selected, step as usize, &label, v, n);
             }
         };
-        for ((selected, step, _, ()), (n, i)) in self.resources {
+        for ((selected, step, _, ()), (n, i)) in self.resources.drain() {
             let attrs = decode::resource_attributes(src.part(KeysOf::Resource, i));
             add(run, selected, step, "resource.", attrs, n);
         }
-        for ((selected, step, _, _), (n, i)) in self.attributes {
-            for blob in [src.part(KeysOf::Span, i), src.moved(i).1] {
-                add(run, selected, step, "span.", decode::span_attributes(blob), n);
-            }
+        for ((selected, step, _, ()), (n, i)) in self.attributes.drain() {
+            let attrs = decode::span_attributes(src.part(KeysOf::Span, i));
+            add(run, selected, step, "span.", attrs, n);
+        }
+        for ((selected, step, column, _), (n, i)) in self.moved.drain() {
+            let attrs = decode::span_attributes(src.moved(column as usize, i).1);
+            add(run, selected, step, "span.", attrs, n);
         }
     }
 }
@@ -577,8 +588,8 @@ impl SpanMetrics {
                 }
             }
         }
-        for k in 0..self.ops.len() {
-            if let Some(tally) = self.ops[k].compare.as_mut().map(std::mem::take) {
+        for (k, op) in self.ops.iter_mut().enumerate() {
+            if let Some(tally) = &mut op.compare {
                 tally.flush(&mut self.run, k, src);
             }
         }
@@ -721,11 +732,15 @@ pub trait SpanSource {
     fn dedicated_mask(&self, _i: usize) -> u16 {
         0
     }
-    /// With [`MetricNeeds::all_span_attributes`]: the id and bytes of span `i`'s values moved
-    /// to dedicated columns ([`MetricColumns::moved`]), which [`Self::part`] of
-    /// [`KeysOf::Span`] lacks. Equal ids within one source mean equal bytes; the head moves
-    /// nothing.
-    fn moved(&self, _i: usize) -> (u32, &[u8]) {
+    /// With [`MetricNeeds::all_span_attributes`]: how many dedicated columns hold values moved
+    /// out of the attribute blobs ([`MetricColumns::moved`]); the head moves nothing.
+    fn moved_columns(&self) -> usize {
+        0
+    }
+    /// The id and bytes of span `i`'s value moved to dedicated column `k`, which [`Self::part`]
+    /// of [`KeysOf::Span`] lacks (empty if none). Equal ids within one source and column mean
+    /// equal bytes.
+    fn moved(&self, _k: usize, _i: usize) -> (u32, &[u8]) {
         (0, &[])
     }
 }
@@ -815,9 +830,14 @@ impl SpanSource for MetricColumns {
         self.dedicated_mask.get(i).copied().unwrap_or(0)
     }
 
-    fn moved(&self, i: usize) -> (u32, &[u8]) {
-        let id = dict_id(&self.moved, i);
-        (id, self.moved.values.get(id as usize).map_or(&[], |v| v))
+    fn moved_columns(&self) -> usize {
+        self.moved.len()
+    }
+
+    fn moved(&self, k: usize, i: usize) -> (u32, &[u8]) {
+        let d = &self.moved[k];
+        let id = dict_id(d, i);
+        (id, d.values.get(id as usize).map_or(&[], |v| v))
     }
 
     fn row(&self, i: usize) -> SpanRow {

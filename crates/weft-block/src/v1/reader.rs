@@ -632,15 +632,7 @@ pub fn read_metric_columns(
         out.links = dict_column(&rgr, col::LINKS, n, true)?;
     }
     if needs.all_span_attributes {
-        let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
-        let mut ids = DictBuilder::default();
-        let mut buf = Vec::new();
-        for i in 0..n {
-            buf.clear();
-            moved.append(i, &mut buf);
-            ids.push(&buf);
-        }
-        out.moved = ids.finish();
+        out.moved = moved_columns(&rgr, dedicated, n)?;
     }
     if needs.blobs || needs.all_span_attributes {
         out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
@@ -655,6 +647,47 @@ pub fn read_metric_columns(
                 }
             }
             out.dedicated_keys.push(d.name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The values moved to each span-scope dedicated column, as [`MetricColumns::moved`]: a
+/// string column keeps its dictionary ids, so a value is encoded once per distinct value.
+fn moved_columns(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    dedicated: &[DedicatedColumn],
+    n: usize,
+) -> Result<Vec<DictColumn>, BlockError> {
+    let mut out = Vec::new();
+    for (k, d) in dedicated.iter().enumerate() {
+        if d.scope != DedicatedScope::Span {
+            continue;
+        }
+        let c = col::EXTRA + 1 + k;
+        let key = d.name.as_bytes();
+        if d.value_type == ValueType::String {
+            let mut ids = dict_column(rgr, c, n, true)?;
+            for (id, v) in ids.values.iter_mut().enumerate() {
+                let mut kv = Vec::new();
+                if ids.null != Some(id as u32) {
+                    append_key_value(&mut kv, key, Scalar::Str(v));
+                }
+                *v = Bytes::from(kv);
+            }
+            out.push(ids);
+        } else {
+            let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
+            let mut interner = DictBuilder::default();
+            let mut kv = Vec::new();
+            for i in 0..n {
+                kv.clear();
+                if let Some(x) = SpanDedicated::value(&values, i) {
+                    append_key_value(&mut kv, key, x);
+                }
+                interner.push(&kv);
+            }
+            out.push(interner.finish());
         }
     }
     Ok(out)
