@@ -188,10 +188,47 @@ pub fn decode_parts(row: &SpanRow, parts: Parts) -> Span {
     }
 }
 
-/// The attributes of a span's attribute blob ([`SpanRow::attributes`]), or of the values moved
-/// out of it ([`weft_block::MetricColumns::moved`]), as [`decode_parts`] gives them.
-pub(crate) fn span_attributes(blob: &[u8]) -> Vec<(String, Value)> {
-    key_values(blob, SPAN_ATTRIBUTES)
+/// Calls `f` with the key and the encoded `AnyValue` of each attribute of a span's attribute
+/// blob, without decoding them: the attributes [`decode_parts`] gives, in order (the last
+/// key and the last value of a `KeyValue` count; one without a key is left out; one without a
+/// value has empty value bytes, which decode as nil).
+pub(crate) fn each_span_attribute<'a>(blob: &'a [u8], mut f: impl FnMut(&'a [u8], &'a [u8])) {
+    for kv in each(blob, SPAN_ATTRIBUTES) {
+        let (mut key, mut value) = (None, &[][..]);
+        let mut r = Reader::new(kv);
+        while let Ok(Some(field)) = r.next() {
+            match (field.number, field.value) {
+                (KV_KEY, Wire::Bytes(b)) => key = Some(b),
+                (KV_VALUE, Wire::Bytes(b)) => value = b,
+                _ => {}
+            }
+        }
+        if let Some(key) = key {
+            f(key, value);
+        }
+    }
+}
+
+/// Whether an encoded `AnyValue` decodes ([`any_value`]) to a string, boolean, integer or
+/// float, rather than nil or an array, without decoding it.
+pub(crate) fn is_scalar(b: &[u8]) -> bool {
+    let mut scalar = false;
+    let mut r = Reader::new(b);
+    while let Ok(Some(f)) = r.next() {
+        scalar = matches!(
+            (f.number, f.value),
+            (ANY_STRING, Wire::Bytes(_))
+                | (ANY_BOOL, Wire::Varint(_))
+                | (ANY_INT, Wire::Varint(_))
+                | (ANY_DOUBLE, Wire::Fixed64(_))
+        );
+    }
+    scalar
+}
+
+/// Decodes an encoded `AnyValue` as [`decode_parts`] does.
+pub(crate) fn value(b: &[u8]) -> Value {
+    any_value(b, 0)
 }
 
 /// Where attribute keys are read from by [`each_attribute_key`].

@@ -144,25 +144,31 @@ impl CompareTally {
             run.compare_add_in(k, selected, step, "kind", Value::Kind(decode::kind(r.kind)), n);
         }
         let mut label = String::new();
-        let mut add = |run: &mut MetricsRun, selected, step, prefix: &str, attrs: Vec<(String, Value)>, n| {
-            for (key, v) in attrs {
+        for ((selected, step, _, ()), (n, i)) in self.resources.drain() {
+            for (key, v) in decode::resource_attributes(src.part(KeysOf::Resource, i)) {
                 label.clear();
-                label.push_str(prefix);
+                label.push_str("resource.");
                 label.push_str(&key);
                 run.compare_add_in(k, selected, step as usize, &label, v, n);
             }
-        };
-        for ((selected, step, _, ()), (n, i)) in self.resources.drain() {
-            let attrs = decode::resource_attributes(src.part(KeysOf::Resource, i));
-            add(run, selected, step, "resource.", attrs, n);
         }
+        // Span attributes are decoded lazily: most distinct blobs hold high-cardinality
+        // values (user IDs, URLs) whose attributes soon have too many values to list, and then
+        // only their totals count.
+        let mut span = |run: &mut MetricsRun, selected, step: u32, blob: &[u8], n| {
+            decode::each_span_attribute(blob, |key, value| {
+                label.clear();
+                label.push_str("span.");
+                label.push_str(&String::from_utf8_lossy(key));
+                let counted = decode::is_scalar(value);
+                run.compare_add_with_in(k, selected, step as usize, &label, counted, || decode::value(value), n);
+            });
+        };
         for ((selected, step, _, ()), (n, i)) in self.attributes.drain() {
-            let attrs = decode::span_attributes(src.part(KeysOf::Span, i));
-            add(run, selected, step, "span.", attrs, n);
+            span(run, selected, step, src.part(KeysOf::Span, i), n);
         }
         for ((selected, step, column, _), (n, i)) in self.moved.drain() {
-            let attrs = decode::span_attributes(src.moved(column as usize, i).1);
-            add(run, selected, step, "span.", attrs, n);
+            span(run, selected, step, src.moved(column as usize, i).1, n);
         }
     }
 }

@@ -386,6 +386,30 @@ impl MetricsRun {
         operand.acc.compare_add(selected, top_n, step, label, value, n);
     }
 
+    /// [`MetricsRun::compare_add_in`] with the value made by `value` only when it is listed:
+    /// `counted` must say whether it is neither nil nor an array. An attribute with more
+    /// distinct values than `compare()` lists (user IDs, URLs) then costs no decoding.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_add_with_in(
+        &mut self,
+        k: usize,
+        selected: bool,
+        step: usize,
+        label: &str,
+        counted: bool,
+        value: impl FnOnce() -> Value,
+        n: u64,
+    ) {
+        let operand = &mut self.operands[k];
+        let Some(c) = operand.evaluator.metrics.as_ref().and_then(|m| m.compare.as_ref()) else {
+            return;
+        };
+        let top_n = c.top_n;
+        operand
+            .acc
+            .compare_add_with(selected, top_n, step, label, counted, value, n);
+    }
+
     /// Records a span that starts at `start_unix_nano` in the series and with the value
     /// [`MetricsRun::resolve`] returned.
     pub fn record(&mut self, series: usize, start_unix_nano: u64, value: f64) {
@@ -685,7 +709,25 @@ impl Accumulator {
     /// many values to list, depends only on how many distinct attributes and values were
     /// counted, not on their order: spans may be counted in any order and grouping.
     fn compare_add(&mut self, selected: bool, top_n: usize, step: usize, label: &str, value: Value, n: u64) {
-        if matches!(value, Value::Nil | Value::Array(_)) {
+        let counted = !matches!(value, Value::Nil | Value::Array(_));
+        self.compare_add_with(selected, top_n, step, label, counted, || value, n);
+    }
+
+    /// [`Self::compare_add`] with the value made only when it is listed: `counted` says
+    /// whether it is neither nil nor an array (those are not counted at all). An attribute
+    /// with too many values to list counts only its total, so its values need not be made.
+    #[allow(clippy::too_many_arguments)]
+    fn compare_add_with(
+        &mut self,
+        selected: bool,
+        top_n: usize,
+        step: usize,
+        label: &str,
+        counted: bool,
+        value: impl FnOnce() -> Value,
+        n: u64,
+    ) {
+        if !counted {
             return;
         }
         let max_attrs = self.max_groups / (top_n + 1);
@@ -708,6 +750,7 @@ impl Accumulator {
         if attr.too_many {
             return;
         }
+        let value = value();
         let key = GroupKey::of(&value);
         if let Some((_, counts)) = attr.values.get_mut(&key) {
             counts[step] += n;

@@ -250,3 +250,70 @@ proptest::proptest! {
         proptest::prop_assert_eq!(keys(KeysOf::Links, &row.links), links);
     }
 }
+
+/// `each_span_attribute` and `is_scalar` give what `key_values` decodes, without decoding:
+/// the same keys in order, values that decode alike, and "scalar" exactly where the value is
+/// neither nil nor an array. Blobs are raw bytes with odd shapes: repeated keys and values in
+/// one `KeyValue`, no key, no value, arrays, kvlists, bytes, wrong wire types, truncation.
+#[test]
+fn raw_span_attributes_match_the_decoder() {
+    use proptest::prelude::*;
+    fn field(out: &mut Vec<u8>, number: u32, wire: u8, payload: &[u8]) {
+        out.push((number << 3) as u8 | wire);
+        if wire == 2 {
+            out.push(payload.len() as u8);
+        }
+        out.extend_from_slice(payload);
+    }
+    let any_value = prop_oneof![
+        Just((1u32, 2u8, b"ab".to_vec())),
+        Just((2, 0, vec![1])),
+        Just((3, 0, vec![7])),
+        Just((4, 1, 2.5f64.to_le_bytes().to_vec())),
+        Just((5, 2, vec![0x0a, 0x02, 0x08, 0x01])),
+        Just((6, 2, vec![])),
+        Just((7, 2, b"zz".to_vec())),
+        Just((1, 0, vec![3])),
+        Just((3, 2, b"x".to_vec())),
+    ];
+    let encoded_value = proptest::collection::vec(any_value, 0..3).prop_map(|fields| {
+        let mut v = Vec::new();
+        for (n, w, p) in fields {
+            field(&mut v, n, w, &p);
+        }
+        v
+    });
+    let kv = proptest::collection::vec(
+        prop_oneof![
+            prop_oneof![Just(b"k".to_vec()), Just(b"j".to_vec()), Just(vec![0xff])].prop_map(|k| (1u32, k)),
+            encoded_value.prop_map(|v| (2u32, v)),
+        ],
+        0..4,
+    )
+    .prop_map(|fields| {
+        let mut v = Vec::new();
+        for (n, p) in fields {
+            field(&mut v, n, 2, &p);
+        }
+        v
+    });
+    let blob = (proptest::collection::vec(kv, 0..4), 0..3usize).prop_map(|(kvs, cut)| {
+        let mut b = Vec::new();
+        for kv in kvs {
+            field(&mut b, SPAN_ATTRIBUTES, 2, &kv);
+        }
+        b.truncate(b.len().saturating_sub(cut));
+        b
+    });
+    proptest!(|(b in blob)| {
+        let want = key_values(&b, SPAN_ATTRIBUTES);
+        let mut got = Vec::new();
+        each_span_attribute(&b, |k, v| got.push((text(k), value(v), is_scalar(v))));
+        prop_assert_eq!(got.len(), want.len());
+        for ((k, v, scalar), (wk, wv)) in got.iter().zip(&want) {
+            prop_assert_eq!(k, wk);
+            prop_assert_eq!(v, wv);
+            prop_assert_eq!(*scalar, !matches!(wv, Value::Nil | Value::Array(_)));
+        }
+    });
+}
