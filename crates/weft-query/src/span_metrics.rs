@@ -19,6 +19,15 @@
 //!   (arithmetic, `by(duration)`) is evaluated per row;
 //! - each row then costs a hash lookup and an add.
 //!
+//! `compare()` (Grafana Traces Drilldown's comparison tab) counts every attribute of every span
+//! it takes, so it reads every span attribute as well: the attribute blobs and the values moved
+//! to dedicated columns (`MetricNeeds::all_span_attributes`). Its filter and selection are
+//! evaluated by combination as above; each row then adds one to a tally per (selection or
+//! baseline, step) and per id of what it counts: name, status message, status and kind; the
+//! resource; the attribute blob; each moved value. At the end of the source every distinct
+//! entry is decoded once and counted with its number of spans (`CompareTally`), attributes
+//! walked without decoding values that `compare()` no longer lists.
+//!
 //! The result is exactly what [`MetricsRun::add`] gives over the same spans: a combination is
 //! evaluated as a one-span trace built by [`decode_parts`] from its column values, the same
 //! decoding the trace path uses (checked against it by this module's tests and by
