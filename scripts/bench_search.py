@@ -39,6 +39,8 @@ Method:
        errors_rate_gt_1 { status = error } | rate() > 1
        root_rate        {nestedSetParent<0 && true} | rate() by(resource.service.name)  (Grafana
                         Traces Drilldown's default view: root spans)
+       compare_errors   {nestedSetParent<0 && true} | compare({status = error}, 10), one step over
+                        the range (Traces Drilldown's comparison tab)
        service_graph    /api/service-graph over the range with the default span budget (the UI's
                         request; "complete" says whether the budget covered the range)
        service_graph_all  the same with maxSpans=50,000,000: every span counted
@@ -571,6 +573,12 @@ def main():
             queries.append(run_query(server, name, "/api/metrics/query_range",
                                      {"q": q, **window, "step": f"{step}s"},
                                      args.runs, args.timeout, series_check, args.measure_timeouts))
+        # Traces Drilldown's comparison tab: every attribute of every root span counted, in the
+        # selection (errors) or the baseline, over one step as wide as the range.
+        queries.append(run_query(server, "compare_errors", "/api/metrics/query_range",
+                                 {"q": "{nestedSetParent<0 && true} | compare({status = error}, 10)", **window,
+                                  "step": f"{max(1, end - start)}s"},
+                                 args.runs, args.timeout, series_check, args.measure_timeouts))
 
         def graph_check(j):
             return (bool(j.get("edges")), "no edges", {"edges": len(j.get("edges", [])), "complete": j.get("complete"),
