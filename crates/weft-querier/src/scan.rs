@@ -42,6 +42,8 @@ use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_query::graph::ServiceGraph;
+#[cfg(doc)]
+use weft_query::prefilter::Prefilter;
 use weft_query::search::TraceSink;
 use weft_query::span_metrics::{ColumnSink, HeadRows};
 

@@ -14,7 +14,7 @@
 //! - `status = s` / `status != s`, `kind = k` / `kind != k`;
 //! - whether the span is a root: `span:parentID = nil` / `!= nil`, and the comparisons of
 //!   `nestedSetParent` with an integer that depend only on that
-//!   ([`root_test`](weft_traceql::ast::root_test): Grafana's Traces Drilldown puts
+//!   ([`weft_traceql::ast::root_test`]: Grafana's Traces Drilldown puts
 //!   `nestedSetParent<0` in its queries); one that holds for no span makes the leaf fail;
 //! - `scope.key = "s"` for a string literal: the encoded bytes of `s` must occur in the stored
 //!   protobuf bytes where that scope keeps its attributes (span attributes, the resource, the

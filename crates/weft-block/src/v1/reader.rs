@@ -652,8 +652,7 @@ pub fn read_metric_columns(
     Ok(out)
 }
 
-/// The values moved to each span-scope dedicated column, as [`MetricColumns::moved`]: a
-/// string column keeps its dictionary ids, so a value is encoded once per distinct value.
+/// The values moved to each span-scope dedicated column, as [`MetricColumns::moved`].
 fn moved_columns(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     dedicated: &[DedicatedColumn],
@@ -664,33 +663,43 @@ fn moved_columns(
         if d.scope != DedicatedScope::Span {
             continue;
         }
-        let c = col::EXTRA + 1 + k;
-        let key = d.name.as_bytes();
-        if d.value_type == ValueType::String {
-            let mut ids = dict_column(rgr, c, n, true)?;
-            for (id, v) in ids.values.iter_mut().enumerate() {
-                let mut kv = Vec::new();
-                if ids.null != Some(id as u32) {
-                    append_key_value(&mut kv, key, Scalar::Str(v));
-                }
-                *v = Bytes::from(kv);
-            }
-            out.push(ids);
-        } else {
-            let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
-            let mut interner = DictBuilder::default();
-            let mut kv = Vec::new();
-            for i in 0..n {
-                kv.clear();
-                if let Some(x) = SpanDedicated::value(&values, i) {
-                    append_key_value(&mut kv, key, x);
-                }
-                interner.push(&kv);
-            }
-            out.push(interner.finish());
-        }
+        out.push(dedicated_key_values(rgr, col::EXTRA + 1 + k, d, n)?);
     }
     Ok(out)
+}
+
+/// The values of dedicated column `d` (schema column `c`) in every row, each encoded as a
+/// `Span.attributes` field of its key (empty where the row has none). A string column keeps
+/// its dictionary ids, so a value is encoded once per distinct value.
+fn dedicated_key_values(
+    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    c: usize,
+    d: &DedicatedColumn,
+    n: usize,
+) -> Result<DictColumn, BlockError> {
+    let key = d.name.as_bytes();
+    if d.value_type == ValueType::String {
+        let mut ids = dict_column(rgr, c, n, true)?;
+        for (id, v) in ids.values.iter_mut().enumerate() {
+            let mut kv = Vec::new();
+            if ids.null != Some(id as u32) {
+                append_key_value(&mut kv, key, Scalar::Str(v));
+            }
+            *v = Bytes::from(kv);
+        }
+        return Ok(ids);
+    }
+    let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
+    let mut interner = DictBuilder::default();
+    let mut kv = Vec::new();
+    for i in 0..n {
+        kv.clear();
+        if let Some(x) = SpanDedicated::value(&values, i) {
+            append_key_value(&mut kv, key, x);
+        }
+        interner.push(&kv);
+    }
+    Ok(interner.finish())
 }
 
 /// The values of span attribute `keys` in every row, as [`MetricColumns::span_attributes`].
@@ -709,30 +718,7 @@ fn span_attribute_columns(
     let mut from_blob: Vec<(usize, Option<DedicatedValues>)> = Vec::new();
     for (k, key) in keys.iter().enumerate() {
         match span_column(dedicated, key) {
-            Some((c, d)) if d.complete && d.value_type == ValueType::String => {
-                let mut ids = dict_column(rgr, c, n, true)?;
-                for (id, v) in ids.values.iter_mut().enumerate() {
-                    let mut kv = Vec::new();
-                    if ids.null != Some(id as u32) {
-                        append_key_value(&mut kv, key.as_bytes(), Scalar::Str(v));
-                    }
-                    *v = Bytes::from(kv);
-                }
-                out[k] = ids;
-            }
-            Some((c, d)) if d.complete => {
-                let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
-                let mut interner = DictBuilder::default();
-                let mut kv = Vec::new();
-                for i in 0..n {
-                    kv.clear();
-                    if let Some(x) = SpanDedicated::value(&values, i) {
-                        append_key_value(&mut kv, key.as_bytes(), x);
-                    }
-                    interner.push(&kv);
-                }
-                out[k] = interner.finish();
-            }
+            Some((c, d)) if d.complete => out[k] = dedicated_key_values(rgr, c, d, n)?,
             Some((c, d)) => from_blob.push((k, Some(read_dedicated(rgr, c, d.value_type, 0, n)?))),
             None => from_blob.push((k, None)),
         }
