@@ -340,19 +340,13 @@ fn conjuncts(e: &FieldExpr, out: &mut Vec<Term>) {
         conjuncts(rhs, out);
         return;
     }
-    if let Some(t) = root_test(*op, lhs, rhs) {
+    if let Some(t) = root_comparison(*op, lhs, rhs) {
         match t {
             RootTest::Root => out.push(Term::Root { root: true }),
             RootTest::NotRoot => out.push(Term::Root { root: false }),
             RootTest::Always(true) => {}
             RootTest::Always(false) => out.push(Term::Never),
         }
-        return;
-    }
-    if crate::span_metrics::parent_nil_test(*op, lhs, rhs) {
-        out.push(Term::Root {
-            root: *op == BinaryOp::Eq,
-        });
         return;
     }
     let (field, lit, op) = match (&**lhs, &**rhs) {
@@ -362,6 +356,25 @@ fn conjuncts(e: &FieldExpr, out: &mut Vec<Term>) {
     };
     if let Some(t) = term(field, lit, op) {
         out.push(t);
+    }
+}
+
+/// Whether `lhs op rhs` depends only on whether the span has a parent span ID: a comparison of
+/// `nestedSetParent` that [`root_test`] recognizes, or `span:parentID = nil` / `!= nil`, either
+/// side first. Read from columns by the prefilter and by span-at-a-time metrics and tags.
+pub(crate) fn root_comparison(op: BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> Option<RootTest> {
+    if let Some(t) = root_test(op, lhs, rhs) {
+        return Some(t);
+    }
+    let parent = |e: &FieldExpr| matches!(e, FieldExpr::Intrinsic(Intrinsic::ParentId));
+    let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
+    if !((parent(lhs) && nil(rhs)) || (nil(lhs) && parent(rhs))) {
+        return None;
+    }
+    match op {
+        BinaryOp::Eq => Some(RootTest::Root),
+        BinaryOp::Neq => Some(RootTest::NotRoot),
+        _ => None,
     }
 }
 

@@ -328,14 +328,6 @@ impl DurationReads {
     }
 }
 
-/// `span:parentID = nil` or `!= nil`, either side first.
-pub(crate) fn parent_nil_test(op: weft_traceql::ast::BinaryOp, lhs: &FieldExpr, rhs: &FieldExpr) -> bool {
-    use weft_traceql::ast::{BinaryOp, Static};
-    let parent = |e: &FieldExpr| matches!(e, FieldExpr::Intrinsic(Intrinsic::ParentId));
-    let nil = |e: &FieldExpr| matches!(e, FieldExpr::Static(Static::Nil));
-    matches!(op, BinaryOp::Eq | BinaryOp::Neq) && ((parent(lhs) && nil(rhs)) || (nil(lhs) && parent(rhs)))
-}
-
 /// What the fields of a query read, or `None` when one has no column.
 #[derive(Default)]
 struct Reads {
@@ -360,9 +352,7 @@ impl Reads {
             }
             // `nestedSetParent < 0` and the like, `span:parentID = nil`: whether the span has
             // a parent, the one structural fact a span carries itself.
-            FieldExpr::Binary { op, lhs, rhs }
-                if weft_traceql::ast::root_test(*op, lhs, rhs).is_some() || parent_nil_test(*op, lhs, rhs) =>
-            {
+            FieldExpr::Binary { op, lhs, rhs } if crate::prefilter::root_comparison(*op, lhs, rhs).is_some() => {
                 self.needs.parents = true;
             }
             FieldExpr::Static(_) => {}

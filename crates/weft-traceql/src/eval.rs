@@ -489,10 +489,12 @@ impl CCompare {
     /// Whether span `i` is in the selection (else it is in the baseline).
     pub(crate) fn selects(&self, env: &TraceEnv<'_>, i: usize) -> bool {
         let start = env.trace.spans[i].start_unix_nano;
-        if self.window.is_some_and(|(lo, hi)| start <= lo || start > hi) {
-            return false;
-        }
-        self.condition(env, i)
+        self.in_window(start) && self.condition(env, i)
+    }
+
+    /// Whether a span starting at `start` is inside the selection's time window, if it has one.
+    pub(crate) fn in_window(&self, start: u64) -> bool {
+        self.window.is_none_or(|(lo, hi)| start > lo && start <= hi)
     }
 
     /// Whether the selection's condition holds for span `i`, its time window aside.

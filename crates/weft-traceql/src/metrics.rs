@@ -364,11 +364,8 @@ impl MetricsRun {
         if start_unix_nano < acc.start || start_unix_nano >= acc.end {
             return None;
         }
-        let in_window = c
-            .window
-            .is_none_or(|(lo, hi)| start_unix_nano > lo && start_unix_nano <= hi);
         Some((
-            condition && in_window,
+            condition && c.in_window(start_unix_nano),
             ((start_unix_nano - acc.start) / acc.step) as usize,
         ))
     }
@@ -378,12 +375,8 @@ impl MetricsRun {
     /// `statusMessage`, `kind`, `span.x`, `resource.x`) is `value`. Counting each attribute of
     /// each span so gives the series [`MetricsRun::add`] does, in any order.
     pub fn compare_add_in(&mut self, k: usize, selected: bool, step: usize, label: &str, value: Value, n: u64) {
-        let operand = &mut self.operands[k];
-        let Some(c) = operand.evaluator.metrics.as_ref().and_then(|m| m.compare.as_ref()) else {
-            return;
-        };
-        let top_n = c.top_n;
-        operand.acc.compare_add(selected, top_n, step, label, value, n);
+        let counted = !matches!(value, Value::Nil | Value::Array(_));
+        self.compare_add_with_in(k, selected, step, label, counted, || value, n);
     }
 
     /// [`MetricsRun::compare_add_in`] with the value made by `value` only when it is listed:
