@@ -1,6 +1,7 @@
 //! The service the W3C trace-context test suite (`w3c/trace-context`, `test/test.py`) drives.
 //!
-//! Usage: `tracecontext-service [PORT]` (default 5000; the W3C harness itself listens on 7777). It listens on 127.0.0.1:PORT and accepts
+//! Usage: `tracecontext-service [PORT]` (default 5000; the W3C harness itself listens on 7777). It
+//! listens on 127.0.0.1:PORT (port 0 picks a free one) and says where on stderr, then accepts
 //! `POST /test` (any path) with a JSON array of `{"url": …, "arguments": …}`. For each element it
 //! POSTs `arguments` (as JSON) to `url`, propagating the W3C context: `traceparent`/`tracestate`
 //! are extracted from the incoming request and a server span is started under them (or a new
@@ -147,6 +148,8 @@ fn main() {
                 eprintln!("tracecontext-service: cannot listen on 127.0.0.1:{port}: {e}");
                 std::process::exit(1);
             });
+        // The bound port, not the asked one: with port 0 this line is how a caller finds it.
+        let port = listener.local_addr().map_or(port, |a| a.port());
         eprintln!("tracecontext-service: listening on http://127.0.0.1:{port}/test");
         loop {
             let Ok((stream, _)) = listener.accept().await else {

@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn example_binary() -> PathBuf {
     // target/<profile>/deps/<this test> → target/<profile>/examples/tracecontext-service
@@ -24,27 +24,38 @@ impl Drop for Service {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
+/// Starts the service on a port it picks itself and reads that port from its stderr. Picking a
+/// free port here and passing it in races: between the probe listener's drop and the service's
+/// bind another test (or a self-connected probe) can take it, and a test then talks to nothing.
 fn start_service() -> (Service, u16) {
-    let port = free_port();
     let bin = example_binary();
     assert!(bin.exists(), "{} not built (cargo test builds examples)", bin.display());
-    let child = Command::new(bin)
-        .arg(port.to_string())
+    let mut child = Command::new(bin)
+        .arg("0")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start tracecontext-service");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "service did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Service(child), port)
+    let stderr = child.stderr.take().unwrap();
+    let service = Service(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        for line in lines.by_ref().map_while(Result::ok) {
+            if let Some(rest) = line.split_once("listening on http://127.0.0.1:").map(|(_, r)| r) {
+                let port: u16 = rest.trim_end_matches("/test").parse().expect("port");
+                let _ = tx.send(port);
+                break;
+            }
+        }
+        // Keep draining so the service never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("service did not say where it listens within 10 s");
+    (service, port)
 }
 
 /// Lowercased headers and body of one request.
