@@ -231,6 +231,27 @@ def test_trace_size_limit(weft_factory):
     assert span_ids(srv.fetch_trace(tid)) == got, "the trace changed across a restart"
 
 
+def test_trace_size_limit_takes_a_trace_whole_within_a_request(weft_factory):
+    """An SDK's batch holds spans in the order they ended, so one trace's spans come in runs
+    between other traces' spans. The limit counts all of a trace's spans in a request together:
+    here each run of trace A fits the limit and both do not, so every span of A is refused, and
+    the other trace's spans between them are kept."""
+    srv = weft_factory("--max-trace-bytes", "12000")
+    a, b = new_trace_id(), new_trace_id()
+    req = padded_request(a, 8, 1000, name="a-first")  # ~9 kB: fits alone
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans.extend(small_request(b, 2).resource_spans[0].scope_spans[0].spans)
+    spans.extend(padded_request(a, 8, 1000, name="a-second").resource_spans[0].scope_spans[0].spans)
+    r = srv.post_otlp(req)
+    assert r.status_code == 200, f"{r.status_code} {r.content[:300]!r}"
+    ps = parse_export_response(r).partial_success
+    assert ps.rejected_spans == 16, f"both runs of the oversized trace must be refused: {ps}"
+    assert "trace too large" in ps.error_message.lower(), ps.error_message
+    assert srv.fetch_trace(a) is None, "part of the refused trace was stored"
+    assert len(span_ids(srv.fetch_trace(b))) == 2
+    assert srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="trace_too_large") == 16
+
+
 def test_rate_limit(weft_factory):
     srv = weft_factory("--ingestion-rate-bytes", "2000", "--ingestion-burst-bytes", "20000")
     req = padded_request(new_trace_id(), 4, 1000, name="rate")  # ~4.5 kB

@@ -143,8 +143,9 @@ impl TraceSizes {
         }
     }
 
-    /// For each run `(trace_id, bytes)`, adds the bytes if the trace stays within `max`, and
-    /// reports whether it was admitted. Runs of one trace are admitted or refused together.
+    /// For each trace `(trace_id, bytes)`, adds the bytes if the trace stays within `max`, and
+    /// reports whether it was admitted. Give each trace of a request once, with the bytes of all
+    /// its spans, so that they are admitted or refused together.
     pub fn admit(&self, tenant: &Arc<str>, runs: &[([u8; 16], u64)], max: u64, admitted: &mut Vec<bool>) {
         admitted.clear();
         let mut g = self.inner.lock();
