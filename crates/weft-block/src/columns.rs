@@ -597,7 +597,7 @@ impl SpanColumns {
         }
     }
 
-    /// Records the last row of every open trace in the trace map ([`Self::chain`]); the map is
+    /// Records the last row of every open trace in the trace map (see `chain`); the map is
     /// complete after this.
     #[inline]
     pub fn end_run(&mut self) {
