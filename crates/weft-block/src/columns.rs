@@ -312,7 +312,8 @@ pub struct SpanColumns {
     pub headers: Interner,
     /// Service name string id for each header id that is a resource.
     pub service_of: FastMap<u32, u32>,
-    /// For each trace, its last row; `prev[row]` chains to the trace's earlier rows.
+    /// For each trace, its last row; `prev[row]` chains to the trace's earlier rows. Complete
+    /// after [`Self::end_run`] (pushing a request ends with it).
     pub traces: FastMap<[u8; 16], u32>,
     pub prev: Vec<u32>,
     pub min_start: u64,
@@ -528,8 +529,9 @@ impl SpanColumns {
 
     /// Makes `tid` the trace in `open[0]` and returns its last row so far (or `NONE`). The
     /// previous `open[0]` moves to the slot `tid` leaves or, for a trace not open, to the
-    /// evicted slot, whose trace goes to the map.
-    #[cold]
+    /// evicted slot, whose trace goes to the map. Out of line, so that `chain`'s common case
+    /// (the same trace as the row before) stays small where it is inlined.
+    #[inline(never)]
     fn open_trace(&mut self, tid: [u8; 16]) -> u32 {
         let slot = match self.open[1..].iter().position(|&(t, r)| r != NONE && t == tid) {
             Some(i) => i + 1,

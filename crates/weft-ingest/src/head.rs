@@ -52,6 +52,13 @@ pub struct Head {
     /// Record groups applied by the builder; compared with the WAL's committed groups so a
     /// reader sees every acknowledged span.
     pub applied_groups: AtomicU64,
+    /// The builder thread, to wake it early ([`Head::hurry`]).
+    builder: std::sync::OnceLock<std::thread::Thread>,
+    /// Set by [`Head::hurry`]: apply what is queued now instead of at the end of the window.
+    hurry: std::sync::atomic::AtomicBool,
+    /// Payload bytes and number of the groups sent to the builder and not yet applied.
+    queued_bytes: std::sync::atomic::AtomicUsize,
+    queued_groups: std::sync::atomic::AtomicUsize,
     metrics: Arc<IngestMetrics>,
     /// Set for a head fed from one Kafka partition: record positions are (partition, offset)
     /// and cuts carry their offset range ([`FrozenSpans::kafka`]).
@@ -63,6 +70,10 @@ impl Head {
         Head {
             state: RwLock::new(HeadState::default()),
             applied_groups: AtomicU64::new(0),
+            builder: std::sync::OnceLock::new(),
+            hurry: std::sync::atomic::AtomicBool::new(false),
+            queued_bytes: std::sync::atomic::AtomicUsize::new(0),
+            queued_groups: std::sync::atomic::AtomicUsize::new(0),
             metrics,
             kafka_partition: None,
         }
@@ -233,26 +244,106 @@ impl Head {
 /// The WAL's sink: queues durable record groups for the builder thread. The queue is bounded,
 /// so a builder that falls behind slows the WAL writer, which raises in-flight bytes until
 /// receivers refuse work.
-pub struct BuilderSink(pub mpsc::SyncSender<Vec<Record>>);
+/// How long the builder lets durable groups queue before applying them, unless a query asks
+/// for them ([`Head::hurry`]) or [`APPLY_QUEUED_BYTES`] are queued. Applying a group right away
+/// cost a wake-up of the builder per group commit: two context switches, and a futex call on
+/// the WAL writer's side, for each request at 75 requests a second (BENCHMARKS.md, "The head
+/// applied in batches"). Queries do not wait for the window: they wake the builder.
+pub const APPLY_WINDOW: Duration = Duration::from_millis(50);
+
+/// Queued payload bytes that end the window early, bounding the memory held by queued groups.
+pub const APPLY_QUEUED_BYTES: usize = 8 << 20;
+
+/// Queued groups that end the window early: half the builder channel's room
+/// ([`BUILDER_CHANNEL_GROUPS`]), so that the WAL writer never blocks on a sleeping builder.
+pub const APPLY_QUEUED_GROUPS: usize = BUILDER_CHANNEL_GROUPS / 2;
+
+/// The room of the channel from the WAL writer to the builder, in groups.
+pub const BUILDER_CHANNEL_GROUPS: usize = 64;
+
+impl Head {
+    /// Whether enough is queued to apply it before the window ends.
+    fn queue_full(&self) -> bool {
+        self.queued_bytes.load(Ordering::Acquire) >= APPLY_QUEUED_BYTES
+            || self.queued_groups.load(Ordering::Acquire) >= APPLY_QUEUED_GROUPS
+    }
+}
+
+/// Hands durable record groups to the builder thread ([`run_builder`]).
+pub struct BuilderSink(pub mpsc::SyncSender<Vec<Record>>, pub Arc<Head>);
 
 impl CommitSink for BuilderSink {
     fn committed(&mut self, records: Vec<Record>) {
+        let bytes: usize = records.iter().map(|r| r.payload.len()).sum();
+        self.1.queued_bytes.fetch_add(bytes, Ordering::AcqRel);
+        self.1.queued_groups.fetch_add(1, Ordering::AcqRel);
         if self.0.send(records).is_err() {
             tracing::error!("head builder stopped; durable records will be applied on replay");
+        }
+        if self.1.queue_full() {
+            self.1.wake_builder();
+        }
+    }
+}
+
+impl Head {
+    /// Asks the builder to apply every queued group now (a query is waiting for them).
+    pub fn hurry(&self) {
+        self.hurry.store(true, Ordering::Release);
+        self.wake_builder();
+    }
+
+    fn wake_builder(&self) {
+        if let Some(t) = self.builder.get() {
+            t.unpark();
         }
     }
 }
 
 /// Runs the builder: applies record groups and cuts the head by policy. Returns when the WAL
 /// side of the channel closes.
+///
+/// Once a group arrives, the builder sleeps until [`APPLY_WINDOW`] has passed, a query hurries
+/// it, or [`APPLY_QUEUED_BYTES`] or [`APPLY_QUEUED_GROUPS`] are queued, then applies every queued group in order. It
+/// sleeps instead of waiting on the channel, so the groups sent meanwhile wake nobody.
 pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
+    let _ = head.builder.set(std::thread::current());
+    let mut groups = Vec::new();
     loop {
+        let mut closed = false;
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(group) => {
-                for rec in &group {
-                    head.apply(rec);
+                groups.push(group);
+                let until = Instant::now() + APPLY_WINDOW;
+                loop {
+                    if head.hurry.swap(false, Ordering::AcqRel) || head.queue_full() {
+                        break;
+                    }
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
+                    }
+                    std::thread::park_timeout(until - now);
                 }
-                head.applied_groups.fetch_add(1, Ordering::Release);
+                loop {
+                    match rx.try_recv() {
+                        Ok(g) => groups.push(g),
+                        Err(mpsc::TryRecvError::Empty) => break,
+                        Err(mpsc::TryRecvError::Disconnected) => {
+                            closed = true;
+                            break;
+                        }
+                    }
+                }
+                for group in groups.drain(..) {
+                    let bytes: usize = group.iter().map(|r| r.payload.len()).sum();
+                    for rec in &group {
+                        head.apply(rec);
+                    }
+                    head.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                    head.queued_groups.fetch_sub(1, Ordering::AcqRel);
+                    head.applied_groups.fetch_add(1, Ordering::Release);
+                }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -263,5 +354,70 @@ pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: Cut
         {
             return;
         }
+        if closed {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_wal::CommitSink;
+
+    fn group(first: u64, n: u64) -> Vec<Record> {
+        (first..first + n)
+            .map(|i| Record {
+                pos: WalPos { segment: 1, offset: i },
+                // Not OTLP: applying it moves the head's positions and nothing else.
+                kind: 0,
+                tenant: Arc::from("t"),
+                payload: bytes::Bytes::from(vec![0u8; 100]),
+            })
+            .collect()
+    }
+
+    /// Groups sent while the builder lets them queue are all applied, in order, and a reader
+    /// that hurries the builder gets them without waiting out the window.
+    #[test]
+    fn queued_groups_are_applied_in_order_when_hurried() {
+        let head = Arc::new(Head::new(Arc::new(IngestMetrics::default())));
+        let (tx, rx) = mpsc::sync_channel(BUILDER_CHANNEL_GROUPS);
+        let (cut_tx, _cut_rx) = mpsc::channel();
+        let policy = CutPolicy {
+            max_age: Duration::from_secs(3600),
+            max_spans: usize::MAX,
+            max_bytes: usize::MAX,
+        };
+        let builder = {
+            let head = head.clone();
+            std::thread::spawn(move || run_builder(head, rx, policy, cut_tx))
+        };
+        let mut sink = BuilderSink(tx, head.clone());
+        // More groups than end the window early, so both ways of ending it are taken.
+        let groups = APPLY_QUEUED_GROUPS as u64 + 5;
+        for g in 0..groups {
+            sink.committed(group(g * 3, 3));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while head.applied_groups.load(Ordering::Acquire) < groups {
+            assert!(Instant::now() < deadline, "queued groups were not applied");
+            head.hurry();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let st = head.state.read();
+        assert_eq!(st.first_pos, Some(WalPos { segment: 1, offset: 0 }));
+        assert_eq!(
+            st.last_pos,
+            Some(WalPos {
+                segment: 1,
+                offset: groups * 3 - 1
+            })
+        );
+        drop(st);
+        assert_eq!(head.queued_bytes.load(Ordering::Acquire), 0);
+        assert_eq!(head.queued_groups.load(Ordering::Acquire), 0);
+        drop(sink);
+        builder.join().unwrap();
     }
 }

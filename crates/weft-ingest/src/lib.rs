@@ -118,7 +118,7 @@ impl Ingest {
         let covered = db.wal_coverage();
         let max_segment = covered.values().map(|p| p.segment).max().unwrap_or(0);
         let head = Arc::new(Head::new(metrics.clone()));
-        let (tx, rx) = mpsc::sync_channel(64);
+        let (tx, rx) = mpsc::sync_channel(head::BUILDER_CHANNEL_GROUPS);
         let wal_opts = WalOptions {
             fsync: cfg.fsync,
             segment_bytes: cfg.wal_segment_bytes,
@@ -137,7 +137,7 @@ impl Ingest {
                     head.apply(&rec);
                 }
             },
-            Box::new(BuilderSink(tx)),
+            Box::new(BuilderSink(tx, head.clone())),
         )
         .map_err(|e| format!("opening the wal: {e}"))?;
         if report.records > 0 {
@@ -350,6 +350,9 @@ impl Ingest {
         let target = self.wal_stats.committed_groups.load(Ordering::Acquire);
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.head.applied_groups.load(Ordering::Acquire) < target && Instant::now() < deadline {
+            // The builder lets groups queue for a while (`head::APPLY_WINDOW`); a reader must
+            // not wait for that.
+            self.head.hurry();
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
