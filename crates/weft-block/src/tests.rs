@@ -675,6 +675,7 @@ async fn dedicated_columns_round_trip_every_field() {
     for r in &all {
         again.push_row(r);
     }
+    again.end_run();
     let meta2 = write_block(&store, &again, "t", Origin::default(), &opts)
         .await
         .unwrap();

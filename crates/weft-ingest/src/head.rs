@@ -286,6 +286,14 @@ impl CommitSink for BuilderSink {
     }
 }
 
+impl Drop for BuilderSink {
+    /// The WAL is closing: the builder applies what is queued and stops, without waiting the
+    /// window out.
+    fn drop(&mut self) {
+        self.1.hurry();
+    }
+}
+
 impl Head {
     /// Asks the builder to apply every queued group now (a query is waiting for them).
     pub fn hurry(&self) {
@@ -307,6 +315,17 @@ impl Head {
 /// it, or [`APPLY_QUEUED_BYTES`] or [`APPLY_QUEUED_GROUPS`] are queued, then applies every queued group in order. It
 /// sleeps instead of waiting on the channel, so the groups sent meanwhile wake nobody.
 pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
+    run_builder_with(head, rx, policy, cuts, APPLY_WINDOW);
+}
+
+/// [`run_builder`] with another window (tests use one longer than they wait).
+fn run_builder_with(
+    head: Arc<Head>,
+    rx: mpsc::Receiver<Vec<Record>>,
+    policy: CutPolicy,
+    cuts: mpsc::Sender<Arc<Cut>>,
+    window: Duration,
+) {
     let _ = head.builder.set(std::thread::current());
     let mut groups = Vec::new();
     loop {
@@ -314,7 +333,7 @@ pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: Cut
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(group) => {
                 groups.push(group);
-                let until = Instant::now() + APPLY_WINDOW;
+                let until = Instant::now() + window;
                 loop {
                     if head.hurry.swap(false, Ordering::AcqRel) || head.queue_full() {
                         break;
@@ -363,61 +382,160 @@ pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: Cut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
+    use weft_otlp::pb::collector::ExportTraceServiceRequest;
+    use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
     use weft_wal::CommitSink;
 
+    /// A window longer than the tests wait: only a hurry or a full queue can end it.
+    const LONG: Duration = Duration::from_secs(60);
+
+    /// A group of `n` records from position `first` on, each an OTLP request with one span
+    /// whose ID is its position.
     fn group(first: u64, n: u64) -> Vec<Record> {
         (first..first + n)
-            .map(|i| Record {
-                pos: WalPos { segment: 1, offset: i },
-                // Not OTLP: applying it moves the head's positions and nothing else.
-                kind: 0,
-                tenant: Arc::from("t"),
-                payload: bytes::Bytes::from(vec![0u8; 100]),
+            .map(|i| {
+                let span = Span {
+                    trace_id: vec![7; 16].into(),
+                    span_id: (i + 1).to_be_bytes().to_vec().into(),
+                    name: "s".into(),
+                    start_time_unix_nano: 1,
+                    end_time_unix_nano: 2,
+                    ..Default::default()
+                };
+                let req = ExportTraceServiceRequest {
+                    resource_spans: vec![ResourceSpans {
+                        scope_spans: vec![ScopeSpans {
+                            spans: vec![span],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                };
+                Record {
+                    pos: WalPos { segment: 1, offset: i },
+                    kind: weft_wal::KIND_OTLP,
+                    tenant: Arc::from("t"),
+                    payload: req.encode_to_vec().into(),
+                }
             })
             .collect()
     }
 
-    /// Groups sent while the builder lets them queue are all applied, in order, and a reader
-    /// that hurries the builder gets them without waiting out the window.
+    struct Builder {
+        head: Arc<Head>,
+        sink: Option<BuilderSink>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Builder {
+        fn start(window: Duration) -> Self {
+            let head = Arc::new(Head::new(Arc::new(IngestMetrics::default())));
+            let (tx, rx) = mpsc::sync_channel(BUILDER_CHANNEL_GROUPS);
+            let (cut_tx, _) = mpsc::channel();
+            let policy = CutPolicy {
+                max_age: Duration::from_secs(3600),
+                max_spans: usize::MAX,
+                max_bytes: usize::MAX,
+            };
+            let thread = {
+                let head = head.clone();
+                std::thread::spawn(move || run_builder_with(head, rx, policy, cut_tx, window))
+            };
+            Builder {
+                sink: Some(BuilderSink(tx, head.clone())),
+                head,
+                thread: Some(thread),
+            }
+        }
+
+        fn send(&mut self, g: Vec<Record>) {
+            self.sink.as_mut().expect("open").committed(g);
+        }
+
+        /// Waits (at most 10 s) until `groups` groups are applied, hurrying the builder if asked.
+        fn wait_applied(&self, groups: u64, hurry: bool) -> bool {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.head.applied_groups.load(Ordering::Acquire) < groups {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                if hurry {
+                    self.head.hurry();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            true
+        }
+
+        /// The span IDs of the head, in row order, as the positions they were made from.
+        fn applied_positions(&self) -> Vec<u64> {
+            let st = self.head.state.read();
+            st.active
+                .get("t")
+                .map(|c| c.span_id.iter().map(|id| u64::from_be_bytes(*id) - 1).collect())
+                .unwrap_or_default()
+        }
+
+        fn stop(mut self) {
+            drop(self.sink.take());
+            self.thread.take().expect("running").join().unwrap();
+        }
+    }
+
+    /// Groups queue while the window is open, and a reader's hurry applies them all, in order,
+    /// without waiting the window out.
     #[test]
-    fn queued_groups_are_applied_in_order_when_hurried() {
-        let head = Arc::new(Head::new(Arc::new(IngestMetrics::default())));
-        let (tx, rx) = mpsc::sync_channel(BUILDER_CHANNEL_GROUPS);
-        let (cut_tx, _cut_rx) = mpsc::channel();
-        let policy = CutPolicy {
-            max_age: Duration::from_secs(3600),
-            max_spans: usize::MAX,
-            max_bytes: usize::MAX,
-        };
-        let builder = {
-            let head = head.clone();
-            std::thread::spawn(move || run_builder(head, rx, policy, cut_tx))
-        };
-        let mut sink = BuilderSink(tx, head.clone());
-        // More groups than end the window early, so both ways of ending it are taken.
-        let groups = APPLY_QUEUED_GROUPS as u64 + 5;
-        for g in 0..groups {
-            sink.committed(group(g * 3, 3));
+    fn a_hurry_applies_every_queued_group_in_order() {
+        let mut b = Builder::start(LONG);
+        for g in 0..5 {
+            b.send(group(g * 3, 3));
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while head.applied_groups.load(Ordering::Acquire) < groups {
-            assert!(Instant::now() < deadline, "queued groups were not applied");
-            head.hurry();
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let st = head.state.read();
-        assert_eq!(st.first_pos, Some(WalPos { segment: 1, offset: 0 }));
+        std::thread::sleep(Duration::from_millis(20));
         assert_eq!(
-            st.last_pos,
-            Some(WalPos {
-                segment: 1,
-                offset: groups * 3 - 1
-            })
+            b.head.applied_groups.load(Ordering::Acquire),
+            0,
+            "applied before the window ended"
         );
-        drop(st);
-        assert_eq!(head.queued_bytes.load(Ordering::Acquire), 0);
+        assert!(b.wait_applied(5, true), "a hurry did not end the window");
+        assert_eq!(b.applied_positions(), (0..15).collect::<Vec<_>>());
+        assert_eq!(b.head.queued_bytes.load(Ordering::Acquire), 0);
+        assert_eq!(b.head.queued_groups.load(Ordering::Acquire), 0);
+        b.stop();
+    }
+
+    /// Without any reader, a full queue ends the window, so the WAL writer never waits on a
+    /// sleeping builder; closing the channel applies what is left at once.
+    #[test]
+    fn a_full_queue_ends_the_window_and_closing_applies_the_rest() {
+        let mut b = Builder::start(LONG);
+        let full = APPLY_QUEUED_GROUPS as u64;
+        for g in 0..full + 3 {
+            b.send(group(g * 2, 2));
+            if g == 0 {
+                // The builder is asleep in its window before the queue fills up: the sink
+                // must wake it.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        assert!(
+            b.wait_applied(full, false),
+            "{full} queued groups did not end the window"
+        );
+        b.send(group(1000, 1));
+        let head = b.head.clone();
+        let t = Instant::now();
+        b.stop();
+        assert!(t.elapsed() < Duration::from_secs(10), "closing waited the window out");
+        let st = head.state.read();
+        let rows: Vec<u64> = st.active["t"]
+            .span_id
+            .iter()
+            .map(|id| u64::from_be_bytes(*id) - 1)
+            .collect();
+        let mut want: Vec<u64> = (0..(full + 3) * 2).collect();
+        want.push(1000);
+        assert_eq!(rows, want, "every group applied once, in order");
         assert_eq!(head.queued_groups.load(Ordering::Acquire), 0);
-        drop(sink);
-        builder.join().unwrap();
     }
 }
