@@ -241,9 +241,6 @@ impl Head {
     }
 }
 
-/// The WAL's sink: queues durable record groups for the builder thread. The queue is bounded,
-/// so a builder that falls behind slows the WAL writer, which raises in-flight bytes until
-/// receivers refuse work.
 /// How long the builder lets durable groups queue before applying them, unless a query asks
 /// for them ([`Head::hurry`]) or [`APPLY_QUEUED_BYTES`] are queued. Applying a group right away
 /// cost a wake-up of the builder per group commit: two context switches, and a futex call on
@@ -269,7 +266,9 @@ impl Head {
     }
 }
 
-/// Hands durable record groups to the builder thread ([`run_builder`]).
+/// The WAL's sink: queues durable record groups for the builder thread ([`run_builder`]). The
+/// queue is bounded, so a builder that falls behind slows the WAL writer, which raises
+/// in-flight bytes until receivers refuse work.
 pub struct BuilderSink(pub mpsc::SyncSender<Vec<Record>>, pub Arc<Head>);
 
 impl CommitSink for BuilderSink {
@@ -312,8 +311,9 @@ impl Head {
 /// side of the channel closes.
 ///
 /// Once a group arrives, the builder sleeps until [`APPLY_WINDOW`] has passed, a query hurries
-/// it, or [`APPLY_QUEUED_BYTES`] or [`APPLY_QUEUED_GROUPS`] are queued, then applies every queued group in order. It
-/// sleeps instead of waiting on the channel, so the groups sent meanwhile wake nobody.
+/// it, or [`APPLY_QUEUED_BYTES`] or [`APPLY_QUEUED_GROUPS`] are queued, then applies every
+/// queued group in order. It sleeps instead of waiting on the channel, so the groups sent
+/// meanwhile wake nobody.
 pub fn run_builder(head: Arc<Head>, rx: mpsc::Receiver<Vec<Record>>, policy: CutPolicy, cuts: mpsc::Sender<Arc<Cut>>) {
     run_builder_with(head, rx, policy, cuts, APPLY_WINDOW);
 }
