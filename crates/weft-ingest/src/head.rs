@@ -422,6 +422,15 @@ mod tests {
             .collect()
     }
 
+    /// The span IDs of `head`, in row order, as the positions they were made from.
+    fn applied_positions(head: &Head) -> Vec<u64> {
+        let st = head.state.read();
+        st.active
+            .get("t")
+            .map(|c| c.span_id.iter().map(|id| u64::from_be_bytes(*id) - 1).collect())
+            .unwrap_or_default()
+    }
+
     struct Builder {
         head: Arc<Head>,
         sink: Option<BuilderSink>,
@@ -468,15 +477,6 @@ mod tests {
             true
         }
 
-        /// The span IDs of the head, in row order, as the positions they were made from.
-        fn applied_positions(&self) -> Vec<u64> {
-            let st = self.head.state.read();
-            st.active
-                .get("t")
-                .map(|c| c.span_id.iter().map(|id| u64::from_be_bytes(*id) - 1).collect())
-                .unwrap_or_default()
-        }
-
         fn stop(mut self) {
             drop(self.sink.take());
             self.thread.take().expect("running").join().unwrap();
@@ -498,7 +498,7 @@ mod tests {
             "applied before the window ended"
         );
         assert!(b.wait_applied(5, true), "a hurry did not end the window");
-        assert_eq!(b.applied_positions(), (0..15).collect::<Vec<_>>());
+        assert_eq!(applied_positions(&b.head), (0..15).collect::<Vec<_>>());
         assert_eq!(b.head.queued_bytes.load(Ordering::Acquire), 0);
         assert_eq!(b.head.queued_groups.load(Ordering::Acquire), 0);
         b.stop();
@@ -527,15 +527,9 @@ mod tests {
         let t = Instant::now();
         b.stop();
         assert!(t.elapsed() < Duration::from_secs(10), "closing waited the window out");
-        let st = head.state.read();
-        let rows: Vec<u64> = st.active["t"]
-            .span_id
-            .iter()
-            .map(|id| u64::from_be_bytes(*id) - 1)
-            .collect();
         let mut want: Vec<u64> = (0..(full + 3) * 2).collect();
         want.push(1000);
-        assert_eq!(rows, want, "every group applied once, in order");
+        assert_eq!(applied_positions(&head), want, "every group applied once, in order");
         assert_eq!(head.queued_groups.load(Ordering::Acquire), 0);
     }
 }
