@@ -64,7 +64,7 @@ impl Histogram {
 /// The WAL's counters.
 fn render_wal(w: &weft_wal::WalStats, out: &mut Exposition) {
     let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
-    let wal: [(&str, Kind, &str, f64); 14] = [
+    let wal: [(&str, Kind, &str, f64); 15] = [
         (
             "weft_wal_bytes_written_total",
             Kind::Counter,
@@ -118,6 +118,12 @@ fn render_wal(w: &weft_wal::WalStats, out: &mut Exposition) {
             Kind::Gauge,
             "1 while the WAL is written with direct I/O (O_DIRECT | O_DSYNC, no separate fsync), else 0.",
             n(&w.direct_io),
+        ),
+        (
+            "weft_wal_reused_segments_total",
+            Kind::Counter,
+            "WAL segments started in the file of an older segment whose records are all in blocks (no new file, no file growth).",
+            n(&w.reused_segments),
         ),
         (
             "weft_wal_fenced_segments_total",

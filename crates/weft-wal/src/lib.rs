@@ -7,9 +7,9 @@
 //!   `write_all`, syncs once, then answers them all.
 //! - Records are handed to the [`CommitSink`] in log order after they are durable, so the
 //!   consumer (the block builder) can name a position below which everything is in blocks.
-//! - Segments are append-only and deleted whole. No record is ever changed in place; the one
-//!   rewrite is of a segment's last, partly filled 4 KiB block under direct I/O (below), with
-//!   the same bytes it already held followed by new ones.
+//! - Segments are append-only and deleted (or reused, below) whole. No record is ever changed
+//!   in place; the one rewrite is of a segment's last, partly filled 4 KiB block under direct
+//!   I/O (below), with the same bytes it already held followed by new ones.
 //! - **Direct I/O.** Under [`FsyncPolicy::Always`] (and [`WalOptions::direct_io`]), a segment
 //!   is written with `O_DIRECT | O_DSYNC` where the filesystem allows it: each group is one
 //!   aligned write that is durable when it returns, with no page cache and no separate
@@ -22,19 +22,37 @@
 //!   bytes, so an acknowledged record is never damaged by a later group. (PostgreSQL rewrites
 //!   its WAL's last page the same way.) Filesystems that refuse `O_DIRECT` (tmpfs before Linux
 //!   6.6, some network filesystems) get buffered writes and `fdatasync`.
+//! - **Reused segments.** Under direct I/O, a sealed segment whose records are all in blocks
+//!   is renamed `<seq:020>.free` instead of deleted (at most two are kept), and
+//!   the next roll renames it to the new segment's name (the rename synced) and overwrites it
+//!   from the start. Writing into blocks that already exist leaves the file's size and extents
+//!   alone, so a group's `O_DSYNC` write needs no metadata commit where only timestamps
+//!   changed (ext4 with a journal; see BENCHMARKS.md, "Reused WAL segments"). The records
+//!   after the end of the log are the file's previous incarnations'; each record carries its
+//!   segment's number, so replay tells them apart (format 2).
 //!
-//! # On-disk layout (format version 1)
-//! `wal/` holds segments named `<seq:020>.wal`, `seq` strictly increasing. A segment is
+//! # On-disk layout (format version 2)
+//! `wal/` holds segments named `<seq:020>.wal`, `seq` strictly increasing, and up to
+//! two free files named `<old seq:020>.free`, which replay ignores. A segment is
 //!
 //! ```text
-//! header:  b"WEFTWAL1" (8 bytes)
+//! header:  b"WEFTWAL2" (8 bytes)
 //! record:  len u32 LE | crc u32 LE | body[len]
-//! body:    version u8 (=1) | kind u8 | tenant_len u16 LE | tenant utf-8 | payload
+//! body:    version u8 (=2) | kind u8 | tenant_len u16 LE | segment u64 LE | tenant utf-8 | payload
 //! ```
-//! `crc` is CRC32C of `body`. `kind` 1 is an OTLP `ExportTraceServiceRequest` payload.
-//! A segment may end with zero bytes after its last record (the padding of a direct write,
-//! up to 4095 bytes, when the writer stopped without trimming it); no record starts with a
-//! zero length, so replay reads an all-zero remainder as the end of the segment.
+//! `crc` is CRC32C of `body`; `segment` is the number in the segment's file name. `kind` 1 is
+//! an OTLP `ExportTraceServiceRequest` payload. After the last record a segment may hold:
+//! - zero bytes, the padding of a direct write to the end of its block (when the writer
+//!   stopped without trimming it); no record starts with a zero length, so replay reads an
+//!   all-zero remainder of less than a block, in a file that ends on a block, as the end;
+//! - in a reused file, that padding and then a previous incarnation's bytes: intact records
+//!   with another segment number (or of format 1) are not the segment's own, so replay ends
+//!   its log at the first one it meets (directly after the last record, or after the zeros
+//!   that end its block).
+//!
+//! Format 1 (b"WEFTWAL1", body `version u8 (=1) | kind u8 | tenant_len u16 LE | tenant |
+//! payload`, no segment number) is still replayed; its files are deleted, never reused.
+//! `testdata/golden` holds segments of both formats that every build must replay.
 //!
 //! # Invariants
 //! - **Invariant:** a record whose append returned `Ok` is in a segment on disk and, under
@@ -68,11 +86,22 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-const MAGIC: &[u8; 8] = b"WEFTWAL1";
+/// The magic of the segments this build writes (format 2).
+const MAGIC: &[u8; 8] = b"WEFTWAL2";
+/// The magic of format-1 segments, which this build still replays.
+const MAGIC_V1: &[u8; 8] = b"WEFTWAL1";
 /// Every format version's magic starts with this.
 const MAGIC_PREFIX: &[u8; 7] = b"WEFTWAL";
 /// Record body format version written by this build.
-pub const RECORD_VERSION: u8 = 1;
+pub const RECORD_VERSION: u8 = 2;
+/// The record version of format-1 segments.
+const RECORD_VERSION_1: u8 = 1;
+/// Body bytes before the tenant: version, kind, tenant length and the segment's number.
+const BODY_FIXED: usize = 12;
+/// How many segments whose records are all in blocks are kept for reuse instead of deleted.
+const FREE_SEGMENTS: usize = 2;
+/// Name suffix of a segment kept for reuse (`<old seq:020>.free`); replay never reads these.
+const FREE_SUFFIX: &str = ".free";
 /// Record kind: an OTLP `ExportTraceServiceRequest`.
 pub const KIND_OTLP: u8 = 1;
 const HEADER_LEN: usize = 8;
@@ -232,8 +261,8 @@ enum Refusal {
 }
 
 /// Appends gathered for one write and one sync: record headers end to end, and the payloads
-/// they precede, written together with `writev`. Positions are assigned when the group is
-/// written, as the segment it lands in is known only then.
+/// they precede, written together with `writev`. Headers and positions are made when the group
+/// is written, as the segment it lands in (whose number each record carries) is known only then.
 #[derive(Default)]
 struct Group {
     headers: Vec<u8>,
@@ -245,11 +274,22 @@ struct Group {
 
 impl Group {
     fn push(&mut self, a: Append) {
-        let before = self.headers.len();
-        encode_record_header(&mut self.headers, a.kind, &a.tenant, &a.payload);
-        self.header_ends.push(self.headers.len());
-        self.bytes += (self.headers.len() - before + a.payload.len()) as u64;
+        self.bytes += record_len(&a.tenant, &a.payload);
         self.appends.push(a);
+    }
+
+    /// Encodes the headers of the group's records for segment `segment`.
+    fn encode(&mut self, segment: u64) {
+        self.headers.clear();
+        self.header_ends.clear();
+        for a in &self.appends {
+            encode_record_header(&mut self.headers, segment, a.kind, &a.tenant, &a.payload);
+            self.header_ends.push(self.headers.len());
+        }
+        debug_assert_eq!(
+            self.headers.len() as u64 + self.appends.iter().map(|a| a.payload.len() as u64).sum::<u64>(),
+            self.bytes
+        );
     }
 
     fn clear(&mut self) {
@@ -286,6 +326,9 @@ pub struct WalStats {
     pub fenced_segments: AtomicU64,
     /// 1 while the active segment is written with direct I/O (`O_DIRECT | O_DSYNC`), else 0.
     pub direct_io: AtomicU64,
+    /// Segments started in the file of an older one instead of a new file (see "Reused
+    /// segments" in the module's docs).
+    pub reused_segments: AtomicU64,
     /// What the last replay dropped: torn tail bytes, damaged bytes skipped inside segments, the
     /// number of damaged ranges, and segments removed for having no complete header.
     pub replay_torn_bytes: AtomicU64,
@@ -328,6 +371,27 @@ fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>, WalError> {
     Ok(out)
 }
 
+/// The free segment files in `dir` (see [`Writer::free`]), by old number.
+fn list_free(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(io(dir))? {
+        let e = e.map_err(io(dir))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if let Some(stem) = name.strip_suffix(FREE_SUFFIX)
+            && let Ok(seq) = stem.parse::<u64>()
+        {
+            out.push((seq, e.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn free_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:020}{FREE_SUFFIX}"))
+}
+
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}.wal"))
 }
@@ -337,15 +401,17 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
 }
 
 /// Encodes one record (length, CRC, body) onto `out`.
-pub fn encode_record(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) {
-    encode_record_header(out, kind, tenant, payload);
+/// Encodes a record of segment `segment` (format 2).
+pub fn encode_record(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &str, payload: &[u8]) {
+    encode_record_header(out, segment, kind, tenant, payload);
     out.extend_from_slice(payload);
 }
 
-/// Encodes everything of a record except its payload, which must follow it in the file. The
-/// writer sends the payload from its own buffer (`writev`), so it is never copied in user space.
-pub fn encode_record_header(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: &[u8]) {
-    let body_len = 4 + tenant.len() + payload.len();
+/// Encodes everything of a record of segment `segment` except its payload, which must follow
+/// it in the file. The writer sends the payload from its own buffer (`writev`), so it is never
+/// copied in user space.
+pub fn encode_record_header(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &str, payload: &[u8]) {
+    let body_len = BODY_FIXED + tenant.len() + payload.len();
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
     let crc_at = out.len();
     out.extend_from_slice(&[0; 4]);
@@ -353,6 +419,7 @@ pub fn encode_record_header(out: &mut Vec<u8>, kind: u8, tenant: &str, payload: 
     out.push(RECORD_VERSION);
     out.push(kind);
     out.extend_from_slice(&(tenant.len() as u16).to_le_bytes());
+    out.extend_from_slice(&segment.to_le_bytes());
     out.extend_from_slice(tenant.as_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[body_at..]), payload);
     out[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
@@ -385,10 +452,17 @@ enum Decoded {
         next: usize,
     },
     End,
+    /// An intact record of a previous incarnation of a reused segment: this segment's log
+    /// ended before it.
+    Stale,
     Torn(&'static str),
 }
 
-fn decode_record(buf: &Bytes, at: usize) -> Decoded {
+/// Decodes the record at `at` of a segment: of format 1 when `segment` is `None`, else of
+/// format 2 with that number. In a format-2 segment only records stamped with its number are
+/// its own; any other intact record (stamped with another number, or of format 1) was left by
+/// the file's previous incarnation and is [`Decoded::Stale`].
+fn decode_record(buf: &Bytes, at: usize, segment: Option<u64>) -> Decoded {
     if at == buf.len() {
         return Decoded::End;
     }
@@ -401,22 +475,33 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
         return Decoded::Torn("record length runs past the end of the segment");
     }
     let body = &buf[at + 8..at + 8 + len];
-    if body[0] != RECORD_VERSION {
-        return Decoded::Torn("unknown record version");
-    }
+    let (fixed, stamp) = match body[0] {
+        RECORD_VERSION_1 => (4, None),
+        RECORD_VERSION if len >= BODY_FIXED => (
+            BODY_FIXED,
+            Some(u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"))),
+        ),
+        _ => return Decoded::Torn("unknown record version"),
+    };
     let tlen = u16::from_le_bytes([body[2], body[3]]) as usize;
-    if 4 + tlen > len {
+    if fixed + tlen > len {
         return Decoded::Torn("tenant runs past the record");
     }
     // The cheap checks above come first: resynchronisation calls this at every byte offset.
     if crc32c::crc32c(body) != crc {
         return Decoded::Torn("record checksum mismatch");
     }
+    match (segment, stamp) {
+        (None, None) => {}
+        (Some(s), Some(t)) if s == t => {}
+        (Some(_), _) => return Decoded::Stale,
+        (None, Some(_)) => return Decoded::Torn("a format-2 record in a format-1 segment"),
+    }
     let kind = body[1];
-    let Ok(tenant) = std::str::from_utf8(&body[4..4 + tlen]) else {
+    let Ok(tenant) = std::str::from_utf8(&body[fixed..fixed + tlen]) else {
         return Decoded::Torn("tenant is not utf-8");
     };
-    let start = at + 8 + 4 + tlen;
+    let start = at + 8 + fixed + tlen;
     Decoded::Record {
         kind,
         tenant: Arc::from(tenant),
@@ -425,20 +510,37 @@ fn decode_record(buf: &Bytes, at: usize) -> Decoded {
     }
 }
 
-/// The offset of the next intact record after damage at `at`, if any: first where the damaged
-/// record says it ends (a flipped payload byte leaves its length intact), then byte by byte.
-fn resync(buf: &Bytes, at: usize) -> Option<usize> {
+/// What follows damage in a segment.
+enum Resync {
+    /// The next intact record of the segment's own starts here.
+    Record(usize),
+    /// A record of the file's previous incarnation comes first: the segment's log ended
+    /// before it.
+    Stale,
+    Nothing,
+}
+
+/// Looks for the next intact record after damage at `at`: first where the damaged record says
+/// it ends (a flipped payload byte leaves its length intact), then byte by byte.
+fn resync(buf: &Bytes, at: usize, segment: Option<u64>) -> Resync {
     if buf.len() - at >= 8 {
         let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
         let end = at.saturating_add(8).saturating_add(len);
         if (4..=MAX_RECORD).contains(&len)
             && end < buf.len()
-            && matches!(decode_record(buf, end), Decoded::Record { .. })
+            && matches!(decode_record(buf, end, segment), Decoded::Record { .. })
         {
-            return Some(end);
+            return Resync::Record(end);
         }
     }
-    (at + 1..buf.len().saturating_sub(11)).find(|&p| matches!(decode_record(buf, p), Decoded::Record { .. }))
+    for p in at + 1..buf.len().saturating_sub(11) {
+        match decode_record(buf, p, segment) {
+            Decoded::Record { .. } => return Resync::Record(p),
+            Decoded::Stale => return Resync::Stale,
+            _ => {}
+        }
+    }
+    Resync::Nothing
 }
 
 /// What replay found.
@@ -477,15 +579,30 @@ fn replay_segment(
     }
     let buf = Bytes::from(data);
     let mut at = HEADER_LEN;
-    if &buf[..HEADER_LEN] != MAGIC {
+    // Format 2 binds each record to its segment's number; format 1 does not.
+    let mut segment = Some(seg.seq);
+    if &buf[..HEADER_LEN] == MAGIC_V1 {
+        segment = None;
+    } else if &buf[..HEADER_LEN] != MAGIC {
         if buf[..MAGIC_PREFIX.len()] == MAGIC_PREFIX[..] && buf[7].is_ascii_digit() && buf[7] > MAGIC[7] {
             return Err(WalError::NewerFormat {
                 path: seg.path.clone(),
                 version: char::from(buf[7]).to_string(),
             });
         }
-        // A damaged header: the records after it may still be intact.
-        match resync(&buf, HEADER_LEN - 1) {
+        // A damaged header: the records after it may still be intact, of either format. Only
+        // files of format 2 are reused, so a format-1 record here is this segment's own.
+        let found = match resync(&buf, HEADER_LEN - 1, segment) {
+            Resync::Record(p) => Some(p),
+            _ => {
+                segment = None;
+                match resync(&buf, HEADER_LEN - 1, None) {
+                    Resync::Record(p) => Some(p),
+                    _ => None,
+                }
+            }
+        };
+        match found {
             Some(p) => {
                 damaged(seg, report, 0, p, "segment header is damaged");
                 at = p;
@@ -503,7 +620,7 @@ fn replay_segment(
         }
     }
     loop {
-        match decode_record(&buf, at) {
+        match decode_record(&buf, at, segment) {
             Decoded::Record {
                 kind,
                 tenant,
@@ -523,7 +640,8 @@ fn replay_segment(
                 });
                 at = next;
             }
-            Decoded::End => return Ok(Some(at as u64)),
+            // The end of the log, or of this incarnation's log in a reused file.
+            Decoded::End | Decoded::Stale => return Ok(Some(at as u64)),
             // The padding of a direct write that was not trimmed (the writer stopped first):
             // zeros from the end of the log to the end of its block, and no further.
             Decoded::Torn(_)
@@ -531,12 +649,21 @@ fn replay_segment(
             {
                 return Ok(Some(at as u64));
             }
-            Decoded::Torn(why) => match resync(&buf, at) {
-                Some(p) => {
+            Decoded::Torn(why) => match resync(&buf, at, segment) {
+                Resync::Record(p) => {
                     damaged(seg, report, at, p, why);
                     at = p;
                 }
-                None => {
+                // In a reused file: the padding of the last direct write (zeros to the end of
+                // its block), then the previous incarnation's bytes. The log ends here.
+                Resync::Stale
+                    if buf[at..buf.len().min(at.next_multiple_of(BLOCK))]
+                        .iter()
+                        .all(|&b| b == 0) =>
+                {
+                    return Ok(Some(at as u64));
+                }
+                Resync::Stale | Resync::Nothing => {
                     let dropped = (buf.len() - at) as u64;
                     report.torn_bytes += dropped;
                     tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
@@ -594,7 +721,7 @@ impl Wal {
         for (i, seg) in segments.iter().enumerate() {
             if let Some(len) = replay_segment(seg, &mut report, &mut visit)? {
                 total_size += len;
-                kept.push(seg.seq);
+                kept.push((seg.seq, len));
             }
             if (i + 1) % 16 == 0 {
                 tracing::info!(
@@ -618,7 +745,22 @@ impl Wal {
                 "wal replay done"
             );
         }
-        let next_seq = segments.last().map(|s| s.seq + 1).unwrap_or(0).max(opts.min_segment);
+        let mut free = list_free(dir)?;
+        // More than are kept (left by a crash between reuses, or a build that kept more).
+        while free.len() > FREE_SEGMENTS {
+            let (_, path) = free.remove(0);
+            if let Err(e) = fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot delete a free wal segment");
+            }
+        }
+        // Above every free file's old number too: a reused file's old records must never carry
+        // the number of the segment it becomes.
+        let next_seq = segments
+            .last()
+            .map(|s| s.seq + 1)
+            .unwrap_or(0)
+            .max(opts.min_segment)
+            .max(free.iter().map(|(s, _)| s + 1).max().unwrap_or(0));
         let stats = Arc::new(WalStats::default());
         stats.size_bytes.store(total_size, Ordering::Relaxed);
         stats.replay_torn_bytes.store(report.torn_bytes, Ordering::Relaxed);
@@ -638,6 +780,7 @@ impl Wal {
         });
         let mut writer = Writer::new(dir.to_path_buf(), opts, next_seq, stats.clone(), sink, arrivals.clone());
         writer.sealed = kept;
+        writer.free = free;
         let writer = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))
@@ -679,7 +822,7 @@ impl Wal {
     /// Cancel safety: if the future is dropped, the record may still be written and passed to
     /// the sink; it is simply not acknowledged.
     pub async fn append(&self, tenant: Arc<str>, kind: u8, payload: Bytes) -> Result<WalPos, WalError> {
-        if payload.len() + tenant.len() + 12 > MAX_RECORD {
+        if payload.len() + tenant.len() + BODY_FIXED > MAX_RECORD {
             return Err(WalError::TooLarge(payload.len()));
         }
         let (done, rx) = tokio::sync::oneshot::channel();
@@ -739,7 +882,11 @@ struct Writer {
     /// End of the last durable group in the current segment. Everything before it is intact
     /// records; nothing after it is ever left behind by a failed write.
     offset: u64,
-    sealed: Vec<u64>,
+    /// Sealed segments and the bytes of their logs.
+    sealed: Vec<(u64, u64)>,
+    /// Files of segments whose records are all in blocks, kept for reuse: each old number and
+    /// path (`<old seq>.free`), at most [`FREE_SEGMENTS`].
+    free: Vec<(u64, PathBuf)>,
     stats: Arc<WalStats>,
     sink: Box<dyn CommitSink>,
     last_sync: Instant,
@@ -892,6 +1039,7 @@ impl Writer {
             file: None,
             offset: HEADER_LEN as u64,
             sealed: Vec::new(),
+            free: Vec::new(),
             stats,
             sink,
             last_sync: Instant::now(),
@@ -908,7 +1056,7 @@ impl Writer {
         };
         match Self::create_segment(&w.dir, seq) {
             Ok(file) => {
-                w.start_segment(file);
+                w.start_segment(file, false);
                 w.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
             Err(e) => {
@@ -921,9 +1069,10 @@ impl Writer {
         w
     }
 
-    /// Makes `file`, a new segment at `self.path` holding only its header (synced), the active
-    /// segment: through a direct-I/O handle when the policy and the filesystem allow.
-    fn start_segment(&mut self, file: File) {
+    /// Makes `file`, a new segment at `self.path` holding only its header (synced), or a
+    /// `reused` one (its header, then a previous incarnation's records), the active segment:
+    /// through a direct-I/O handle when the policy and the filesystem allow.
+    fn start_segment(&mut self, file: File, reused: bool) {
         self.direct = false;
         self.file = Some(file);
         if self.opts.direct_io && matches!(self.opts.fsync, FsyncPolicy::Always) && !self.direct_refused {
@@ -944,6 +1093,19 @@ impl Writer {
             }
         }
         self.stats.direct_io.store(self.direct as u64, Ordering::Relaxed);
+        if reused && !self.direct {
+            // Buffered writes append, so the previous incarnation's records go first.
+            let cut = self
+                .file
+                .as_ref()
+                .map(|f| f.set_len(HEADER_LEN as u64).and_then(|_| f.sync_data()));
+            if let Some(Err(e)) = cut {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot empty a reused wal segment; fencing it");
+                self.stats.fenced_segments.fetch_add(1, Ordering::Relaxed);
+                self.file = None;
+                self.sealed.push((self.seq, HEADER_LEN as u64));
+            }
+        }
     }
 
     /// After the filesystem refused a direct write: the segment is cut back to the end of the
@@ -973,7 +1135,7 @@ impl Writer {
                 tracing::error!(path = %self.path.display(), error = %e, "cannot reopen the wal segment for buffered writes; fencing it");
                 self.stats.fenced_segments.fetch_add(1, Ordering::Relaxed);
                 self.file = None;
-                self.sealed.push(self.seq);
+                self.sealed.push((self.seq, self.offset));
                 self.reopen();
                 Err(Refusal::Io(e.to_string()))
             }
@@ -1211,13 +1373,14 @@ impl Writer {
     }
 
     /// Writes a group at the end of the log and makes it durable under the fsync policy.
-    fn write_group(&mut self, g: &Group) -> Result<(), Refusal> {
+    fn write_group(&mut self, g: &mut Group) -> Result<(), Refusal> {
         if self.file.is_none() {
             return Err(Refusal::Unavailable(format!(
                 "no wal segment can be written in {} (is the disk full?)",
                 self.dir.display()
             )));
         }
+        g.encode(self.seq);
         if self.direct {
             let parts = group_parts(g);
             let file = self.file.as_ref().expect("checked above");
@@ -1270,7 +1433,7 @@ impl Writer {
                 self.file = None;
                 self.direct = false;
                 self.stats.direct_io.store(0, Ordering::Relaxed);
-                self.sealed.push(self.seq);
+                self.sealed.push((self.seq, self.offset));
                 self.dirty = false;
                 self.reopen();
             }
@@ -1285,7 +1448,7 @@ impl Writer {
                 self.seq = next;
                 self.path = segment_path(&self.dir, next);
                 self.offset = HEADER_LEN as u64;
-                self.start_segment(file);
+                self.start_segment(file, false);
                 self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
                 if self.stats.unwritable.swap(0, Ordering::Relaxed) == 1 {
                     tracing::info!(path = %self.path.display(), "wal is writable again");
@@ -1321,8 +1484,57 @@ impl Writer {
         }
     }
 
-    /// Seals the current segment and starts the next one. If the next cannot be created, the
-    /// current one stays in use (it is intact) and a later roll tries again.
+    /// Whether the sealed segment at `path`, whose records are all in blocks, is kept for
+    /// reuse: while segments are written with direct I/O (which overwrites a reused file in
+    /// place; buffered writes append), fewer than [`FREE_SEGMENTS`] are kept, and it is of
+    /// format 2 (so that none of its records can be taken for a later segment's own).
+    fn reusable(&self, path: &Path) -> bool {
+        if !self.direct || self.free.len() >= FREE_SEGMENTS {
+            return false;
+        }
+        let mut magic = [0u8; HEADER_LEN];
+        File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
+    }
+
+    /// A kept free file renamed to segment `seq`, the rename synced, if there is one and
+    /// segments are written with direct I/O. Its header is already format 2's; the records
+    /// after it are its previous incarnations', which replay reads as the end of the log until
+    /// they are overwritten. If the rename fails, the free file is deleted and `None` returned.
+    fn reuse_segment(&mut self, seq: u64) -> Option<File> {
+        if !self.direct {
+            return None;
+        }
+        let (old, free) = self.free.pop()?;
+        let path = segment_path(&self.dir, seq);
+        if fs::symlink_metadata(&path).is_ok() {
+            // Left by a crash while it was created: `create_segment` deals with it, and the
+            // free file waits for the next roll.
+            self.free.push((old, free));
+            return None;
+        }
+        // Neither name of the file holds a record of a later segment's, so on failure it is
+        // deleted under whichever it has.
+        if let Err(e) = fs::rename(&free, &path) {
+            tracing::warn!(path = %free.display(), error = %e, "cannot reuse a free wal segment; deleting it");
+            let _ = fs::remove_file(&free);
+            return None;
+        }
+        match sync_dir(&self.dir).and_then(|_| OpenOptions::new().append(true).open(&path).map_err(io(&path))) {
+            Ok(file) => {
+                self.stats.reused_segments.fetch_add(1, Ordering::Relaxed);
+                Some(file)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reuse a free wal segment; deleting it");
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Seals the current segment and starts the next one, in a free file when one is kept.
+    /// If the next cannot be created, the current one stays in use (it is intact) and a later
+    /// roll tries again.
     fn roll(&mut self) {
         if self.file.is_none() {
             self.reopen();
@@ -1330,14 +1542,18 @@ impl Writer {
         }
         self.sync_now();
         let next = self.seq + 1;
-        match Self::create_segment(&self.dir, next) {
-            Ok(file) => {
+        let started = match self.reuse_segment(next) {
+            Some(file) => Ok((file, true)),
+            None => Self::create_segment(&self.dir, next).map(|f| (f, false)),
+        };
+        match started {
+            Ok((file, reused)) => {
                 self.trim_padding();
-                self.sealed.push(self.seq);
+                self.sealed.push((self.seq, self.offset));
                 self.seq = next;
                 self.path = segment_path(&self.dir, next);
                 self.offset = HEADER_LEN as u64;
-                self.start_segment(file);
+                self.start_segment(file, reused);
                 self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
             Err(e) => self.log_error(
@@ -1349,15 +1565,22 @@ impl Writer {
 
     fn truncate_before(&mut self, pos: WalPos) {
         // A sealed segment below pos.segment holds only records before pos.
-        let (drop, keep): (Vec<u64>, Vec<u64>) = self.sealed.iter().partition(|&&s| s < pos.segment);
+        let (drop, keep): (Vec<_>, Vec<_>) = self.sealed.iter().partition(|&&(s, _)| s < pos.segment);
         self.sealed = keep;
-        for seq in drop {
+        for (seq, bytes) in drop {
             let path = segment_path(&self.dir, seq);
-            let size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            match fs::remove_file(&path) {
+            // Not synced: if a crash undoes it, the segment is replayed again, as when a
+            // deletion is undone, and its records are found to be in blocks.
+            let gone = if self.reusable(&path) {
+                let to = free_path(&self.dir, seq);
+                fs::rename(&path, &to).map(|()| self.free.push((seq, to)))
+            } else {
+                fs::remove_file(&path)
+            };
+            match gone {
                 Ok(()) => {
                     self.stats.size_bytes.fetch_sub(
-                        size.min(self.stats.size_bytes.load(Ordering::Relaxed)),
+                        bytes.min(self.stats.size_bytes.load(Ordering::Relaxed)),
                         Ordering::Relaxed,
                     );
                 }
@@ -1376,7 +1599,7 @@ impl Writer {
 
 /// Bytes a record takes in a segment.
 fn record_len(tenant: &str, payload: &[u8]) -> u64 {
-    (8 + 4 + tenant.len() + payload.len()) as u64
+    (8 + BODY_FIXED + tenant.len() + payload.len()) as u64
 }
 
 #[cfg(test)]
