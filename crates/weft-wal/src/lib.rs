@@ -400,8 +400,7 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
     File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
 }
 
-/// Encodes one record (length, CRC, body) onto `out`.
-/// Encodes a record of segment `segment` (format 2).
+/// Encodes one record of segment `segment` (length, CRC, body; format 2) onto `out`.
 pub fn encode_record(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &str, payload: &[u8]) {
     encode_record_header(out, segment, kind, tenant, payload);
     out.extend_from_slice(payload);
