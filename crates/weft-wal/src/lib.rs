@@ -23,35 +23,42 @@
 //!   its WAL's last page the same way.) Filesystems that refuse `O_DIRECT` (tmpfs before Linux
 //!   6.6, some network filesystems) get buffered writes and `fdatasync`.
 //! - **Reused segments.** Under direct I/O, a sealed segment whose records are all in blocks
-//!   is renamed `<seq:020>.free` instead of deleted (at most two are kept), and
-//!   the next roll renames it to the new segment's name (the rename synced) and overwrites it
-//!   from the start. Writing into blocks that already exist leaves the file's size and extents
-//!   alone, so a group's `O_DSYNC` write needs no metadata commit where only timestamps
-//!   changed (ext4 with a journal; see BENCHMARKS.md, "Reused WAL segments"). The records
-//!   after the end of the log are the file's previous incarnations'; each record carries its
-//!   segment's number, so replay tells them apart (format 2).
+//!   is renamed `<seq:020>.free` instead of deleted (at most two are kept). The next roll
+//!   gives it a new header (a new stamp, synced), renames it to the new segment's name (the
+//!   directory synced) and overwrites it from the start. Writing into blocks that already
+//!   exist leaves the file's size and extents alone, so a group's `O_DSYNC` write needs no
+//!   metadata commit where only timestamps changed (ext4 with a journal; see BENCHMARKS.md,
+//!   "Reused WAL segments"). The records after the end of the log are the file's previous
+//!   incarnations'; each record carries its segment's stamp, so replay tells them apart.
 //!
 //! # On-disk layout (format version 2)
 //! `wal/` holds segments named `<seq:020>.wal`, `seq` strictly increasing, and up to
 //! two free files named `<old seq:020>.free`, which replay ignores. A segment is
 //!
 //! ```text
-//! header:  b"WEFTWAL2" (8 bytes)
+//! header:  b"WEFTWAL2" | stamp u64 LE | hcrc u32 LE        (20 bytes)
 //! record:  len u32 LE | crc u32 LE | body[len]
-//! body:    version u8 (=2) | kind u8 | tenant_len u16 LE | segment u64 LE | tenant utf-8 | payload
+//! body:    version u8 (=2) | kind u8 | tenant_len u16 LE | stamp u64 LE | tenant utf-8 | payload
 //! ```
-//! `crc` is CRC32C of `body`; `segment` is the number in the segment's file name. `kind` 1 is
-//! an OTLP `ExportTraceServiceRequest` payload. After the last record a segment may hold:
-//! - zero bytes, the padding of a direct write to the end of its block (when the writer
-//!   stopped without trimming it); no record starts with a zero length, so replay reads an
-//!   all-zero remainder of less than a block, in a file that ends on a block, as the end;
-//! - in a reused file, that padding and then a previous incarnation's bytes: intact records
-//!   with another segment number (or of format 1) are not the segment's own, so replay ends
-//!   its log at the first one it meets (directly after the last record, or after the zeros
-//!   that end its block).
+//! `hcrc` is CRC32C of the header's first 16 bytes, `crc` CRC32C of `body`. `stamp` is random,
+//! drawn each time a file becomes a segment (created or reused); every record carries its
+//! segment's. `kind` 1 is an OTLP `ExportTraceServiceRequest` payload. Replay reads the end of
+//! the log where it meets:
+//! - the end of the file;
+//! - an intact record with another stamp (a previous incarnation's, in a reused file);
+//! - zeros from the end of the log to the end of its block (a direct write's padding, when the
+//!   writer stopped without trimming it), then either the end of the file or, in a reused file,
+//!   the previous incarnation's bytes with no record of the segment's own among them. No record
+//!   starts with a zero length.
 //!
-//! Format 1 (b"WEFTWAL1", body `version u8 (=1) | kind u8 | tenant_len u16 LE | tenant |
-//! payload`, no segment number) is still replayed; its files are deleted, never reused.
+//! Anything else where a record should start is damage: replay looks for the next record with
+//! the segment's stamp (to the end of the file) and skips to it, or drops the rest as a torn
+//! tail. A client's payload is written verbatim and may hold what looks like a record, but not
+//! one with a stamp it cannot know. A header whose checksum fails is damage too: the first
+//! intact record's stamp stands in for it.
+//!
+//! Format 1 (header b"WEFTWAL1"; body `version u8 (=1) | kind u8 | tenant_len u16 LE | tenant |
+//! payload`, no stamp) is still replayed; its files are deleted, never reused.
 //! `testdata/golden` holds segments of both formats that every build must replay.
 //!
 //! # Invariants
@@ -96,7 +103,7 @@ const MAGIC_PREFIX: &[u8; 7] = b"WEFTWAL";
 pub const RECORD_VERSION: u8 = 2;
 /// The record version of format-1 segments.
 const RECORD_VERSION_1: u8 = 1;
-/// Body bytes before the tenant: version, kind, tenant length and the segment's number.
+/// Body bytes before the tenant: version, kind, tenant length and the segment's stamp.
 const BODY_FIXED: usize = 12;
 /// How many segments whose records are all in blocks are kept for reuse instead of deleted.
 const FREE_SEGMENTS: usize = 2;
@@ -104,7 +111,10 @@ const FREE_SEGMENTS: usize = 2;
 const FREE_SUFFIX: &str = ".free";
 /// Record kind: an OTLP `ExportTraceServiceRequest`.
 pub const KIND_OTLP: u8 = 1;
-const HEADER_LEN: usize = 8;
+/// A format-2 header: magic, the segment's stamp, and CRC32C of both.
+const HEADER_LEN: usize = 20;
+/// A format-1 header: the magic alone.
+const HEADER_LEN_V1: usize = 8;
 /// Records larger than this are refused on append and treated as corruption on replay.
 pub const MAX_RECORD: usize = 256 << 20;
 
@@ -262,7 +272,7 @@ enum Refusal {
 
 /// Appends gathered for one write and one sync: record headers end to end, and the payloads
 /// they precede, written together with `writev`. Headers and positions are made when the group
-/// is written, as the segment it lands in (whose number each record carries) is known only then.
+/// is written, as the segment it lands in (whose stamp each record carries) is known only then.
 #[derive(Default)]
 struct Group {
     headers: Vec<u8>,
@@ -278,12 +288,12 @@ impl Group {
         self.appends.push(a);
     }
 
-    /// Encodes the headers of the group's records for segment `segment`.
-    fn encode(&mut self, segment: u64) {
+    /// Encodes the headers of the group's records for the segment stamped `stamp`.
+    fn encode(&mut self, stamp: u64) {
         self.headers.clear();
         self.header_ends.clear();
         for a in &self.appends {
-            encode_record_header(&mut self.headers, segment, a.kind, &a.tenant, &a.payload);
+            encode_record_header(&mut self.headers, stamp, a.kind, &a.tenant, &a.payload);
             self.header_ends.push(self.headers.len());
         }
         debug_assert_eq!(
@@ -392,6 +402,51 @@ fn free_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}{FREE_SUFFIX}"))
 }
 
+/// The header of a format-2 segment whose records carry `stamp`.
+fn header(stamp: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..16].copy_from_slice(&stamp.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..16]);
+    h[16..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The stamp of a format-2 header whose stamp and checksum check out, whatever its magic's
+/// last byte says (a damaged version digit must not make it a format-1 segment).
+fn header_stamp(buf: &[u8]) -> Option<u64> {
+    if buf.len() < HEADER_LEN || buf[..7] != MAGIC_PREFIX[..] {
+        return None;
+    }
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..].copy_from_slice(&buf[8..16]);
+    let crc = u32::from_le_bytes(buf[16..20].try_into().expect("4 bytes"));
+    (crc32c::crc32c(&h) == crc).then(|| u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes")))
+}
+
+/// A new segment's stamp: random, so that no record a client can make (a payload is written
+/// verbatim) carries the stamp of a segment its file will later become.
+fn new_stamp() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    #[allow(unsafe_code)]
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        return u64::from_le_bytes(b);
+    }
+    // No getrandom: the standard library's per-process random hash keys, and the time.
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}.wal"))
 }
@@ -400,16 +455,16 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
     File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
 }
 
-/// Encodes one record of segment `segment` (length, CRC, body; format 2) onto `out`.
-pub fn encode_record(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &str, payload: &[u8]) {
-    encode_record_header(out, segment, kind, tenant, payload);
+/// Encodes one record of the segment stamped `stamp` (length, CRC, body; format 2) onto `out`.
+pub fn encode_record(out: &mut Vec<u8>, stamp: u64, kind: u8, tenant: &str, payload: &[u8]) {
+    encode_record_header(out, stamp, kind, tenant, payload);
     out.extend_from_slice(payload);
 }
 
-/// Encodes everything of a record of segment `segment` except its payload, which must follow
-/// it in the file. The writer sends the payload from its own buffer (`writev`), so it is never
-/// copied in user space.
-pub fn encode_record_header(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &str, payload: &[u8]) {
+/// Encodes everything of a record of the segment stamped `stamp` except its payload, which must
+/// follow it in the file. The writer sends the payload from its own buffer (`writev`), so it is
+/// never copied in user space.
+pub fn encode_record_header(out: &mut Vec<u8>, stamp: u64, kind: u8, tenant: &str, payload: &[u8]) {
     let body_len = BODY_FIXED + tenant.len() + payload.len();
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
     let crc_at = out.len();
@@ -418,7 +473,7 @@ pub fn encode_record_header(out: &mut Vec<u8>, segment: u64, kind: u8, tenant: &
     out.push(RECORD_VERSION);
     out.push(kind);
     out.extend_from_slice(&(tenant.len() as u16).to_le_bytes());
-    out.extend_from_slice(&segment.to_le_bytes());
+    out.extend_from_slice(&stamp.to_le_bytes());
     out.extend_from_slice(tenant.as_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[body_at..]), payload);
     out[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
@@ -451,17 +506,16 @@ enum Decoded {
         next: usize,
     },
     End,
-    /// An intact record of a previous incarnation of a reused segment: this segment's log
-    /// ended before it.
+    /// An intact record of format 2 with another stamp: at the end of the log, a previous
+    /// incarnation's record in a reused file.
     Stale,
     Torn(&'static str),
 }
 
-/// Decodes the record at `at` of a segment: of format 1 when `segment` is `None`, else of
-/// format 2 with that number. In a format-2 segment only records stamped with its number are
-/// its own; any other intact record (stamped with another number, or of format 1) was left by
-/// the file's previous incarnation and is [`Decoded::Stale`].
-fn decode_record(buf: &Bytes, at: usize, segment: Option<u64>) -> Decoded {
+/// Decodes the record at `at` of a segment: of format 1 when `stamp` is `None`, else of format
+/// 2 stamped `stamp`. An intact format-2 record with another stamp is [`Decoded::Stale`]; a
+/// record of the other format is damage (format-1 files are never reused).
+fn decode_record(buf: &Bytes, at: usize, stamp: Option<u64>) -> Decoded {
     if at == buf.len() {
         return Decoded::End;
     }
@@ -474,7 +528,7 @@ fn decode_record(buf: &Bytes, at: usize, segment: Option<u64>) -> Decoded {
         return Decoded::Torn("record length runs past the end of the segment");
     }
     let body = &buf[at + 8..at + 8 + len];
-    let (fixed, stamp) = match body[0] {
+    let (fixed, stamped) = match body[0] {
         RECORD_VERSION_1 => (4, None),
         RECORD_VERSION if len >= BODY_FIXED => (
             BODY_FIXED,
@@ -490,10 +544,11 @@ fn decode_record(buf: &Bytes, at: usize, segment: Option<u64>) -> Decoded {
     if crc32c::crc32c(body) != crc {
         return Decoded::Torn("record checksum mismatch");
     }
-    match (segment, stamp) {
+    match (stamp, stamped) {
         (None, None) => {}
         (Some(s), Some(t)) if s == t => {}
-        (Some(_), _) => return Decoded::Stale,
+        (Some(_), Some(_)) => return Decoded::Stale,
+        (Some(_), None) => return Decoded::Torn("a format-1 record in a format-2 segment"),
         (None, Some(_)) => return Decoded::Torn("a format-2 record in a format-1 segment"),
     }
     let kind = body[1];
@@ -509,37 +564,35 @@ fn decode_record(buf: &Bytes, at: usize, segment: Option<u64>) -> Decoded {
     }
 }
 
-/// What follows damage in a segment.
-enum Resync {
-    /// The next intact record of the segment's own starts here.
-    Record(usize),
-    /// A record of the file's previous incarnation comes first: the segment's log ended
-    /// before it.
-    Stale,
-    Nothing,
-}
-
-/// Looks for the next intact record after damage at `at`: first where the damaged record says
-/// it ends (a flipped payload byte leaves its length intact), then byte by byte.
-fn resync(buf: &Bytes, at: usize, segment: Option<u64>) -> Resync {
+/// The offset of the next intact record of the segment's own after damage at `at`, if any:
+/// first where the damaged record says it ends (a flipped payload byte leaves its length
+/// intact), then byte by byte to the end of the file. A previous incarnation's records do not
+/// end the search: a client can put one in a payload, but not one with the segment's stamp,
+/// which is random.
+fn resync(buf: &Bytes, at: usize, stamp: Option<u64>) -> Option<usize> {
     if buf.len() - at >= 8 {
         let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
         let end = at.saturating_add(8).saturating_add(len);
         if (4..=MAX_RECORD).contains(&len)
             && end < buf.len()
-            && matches!(decode_record(buf, end, segment), Decoded::Record { .. })
+            && matches!(decode_record(buf, end, stamp), Decoded::Record { .. })
         {
-            return Resync::Record(end);
+            return Some(end);
         }
     }
-    for p in at + 1..buf.len().saturating_sub(11) {
-        match decode_record(buf, p, segment) {
-            Decoded::Record { .. } => return Resync::Record(p),
-            Decoded::Stale => return Resync::Stale,
-            _ => {}
+    (at + 1..buf.len().saturating_sub(11)).find(|&p| matches!(decode_record(buf, p, stamp), Decoded::Record { .. }))
+}
+
+/// The first intact format-2 record after `from`, and its stamp (a damaged header's stamp).
+fn first_stamped(buf: &Bytes, from: usize) -> Option<(usize, u64)> {
+    (from..buf.len().saturating_sub(11)).find_map(|p| {
+        let body = buf.get(p + 8..p + 8 + BODY_FIXED)?;
+        if body[0] != RECORD_VERSION {
+            return None;
         }
-    }
-    Resync::Nothing
+        let stamp = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
+        matches!(decode_record(buf, p, Some(stamp)), Decoded::Record { .. }).then_some((p, stamp))
+    })
 }
 
 /// What replay found.
@@ -577,34 +630,29 @@ fn replay_segment(
         return Ok(None);
     }
     let buf = Bytes::from(data);
-    let mut at = HEADER_LEN;
-    // Format 2 binds each record to its segment's number; format 1 does not.
-    let mut segment = Some(seg.seq);
-    if &buf[..HEADER_LEN] == MAGIC_V1 {
-        segment = None;
-    } else if &buf[..HEADER_LEN] != MAGIC {
+    // Format 2's header holds the stamp its records carry, under a checksum; format 1's is the
+    // magic alone. A format-2 header whose checksum holds is read as one whatever its version
+    // digit says, so a damaged digit neither hides its records nor stops the log from opening.
+    let (stamp, mut at) = if let Some(stamp) = header_stamp(&buf) {
+        (Some(stamp), HEADER_LEN)
+    } else if &buf[..HEADER_LEN_V1] == MAGIC_V1 {
+        (None, HEADER_LEN_V1)
+    } else {
         if buf[..MAGIC_PREFIX.len()] == MAGIC_PREFIX[..] && buf[7].is_ascii_digit() && buf[7] > MAGIC[7] {
             return Err(WalError::NewerFormat {
                 path: seg.path.clone(),
                 version: char::from(buf[7]).to_string(),
             });
         }
-        // A damaged header: the records after it may still be intact, of either format. Only
-        // files of format 2 are reused, so a format-1 record here is this segment's own.
-        let found = match resync(&buf, HEADER_LEN - 1, segment) {
-            Resync::Record(p) => Some(p),
-            _ => {
-                segment = None;
-                match resync(&buf, HEADER_LEN - 1, None) {
-                    Resync::Record(p) => Some(p),
-                    _ => None,
-                }
-            }
-        };
+        // A damaged header: the records after it may still be intact. The first intact
+        // format-2 record gives the stamp; failing one, format 1's records are looked for.
+        let found = first_stamped(&buf, HEADER_LEN_V1)
+            .map(|(p, stamp)| (Some(stamp), p))
+            .or_else(|| resync(&buf, HEADER_LEN_V1 - 1, None).map(|p| (None, p)));
         match found {
-            Some(p) => {
+            Some((stamp, p)) => {
                 damaged(seg, report, 0, p, "segment header is damaged");
-                at = p;
+                (stamp, p)
             }
             None => {
                 damaged(
@@ -617,9 +665,9 @@ fn replay_segment(
                 return Ok(Some(buf.len() as u64));
             }
         }
-    }
+    };
     loop {
-        match decode_record(&buf, at, segment) {
+        match decode_record(&buf, at, stamp) {
             Decoded::Record {
                 kind,
                 tenant,
@@ -648,21 +696,24 @@ fn replay_segment(
             {
                 return Ok(Some(at as u64));
             }
-            Decoded::Torn(why) => match resync(&buf, at, segment) {
-                Resync::Record(p) => {
+            Decoded::Torn(why) => match resync(&buf, at, stamp) {
+                Some(p) => {
                     damaged(seg, report, at, p, why);
                     at = p;
                 }
-                // In a reused file: the padding of the last direct write (zeros to the end of
-                // its block), then the previous incarnation's bytes. The log ends here.
-                Resync::Stale
-                    if buf[at..buf.len().min(at.next_multiple_of(BLOCK))]
-                        .iter()
-                        .all(|&b| b == 0) =>
+                // No record of the segment's own follows, zeros run from the end of the log to
+                // the end of its block, and other bytes come after: the padding of the last
+                // direct write, then what a reused file held before. The log ends here. (Only
+                // zeros after it is a write that never landed: a torn tail, as in format 1.)
+                None if stamp.is_some()
+                    && at % BLOCK != 0
+                    && at.next_multiple_of(BLOCK) < buf.len()
+                    && buf[at..at.next_multiple_of(BLOCK)].iter().all(|&b| b == 0)
+                    && buf[at.next_multiple_of(BLOCK)..].iter().any(|&b| b != 0) =>
                 {
                     return Ok(Some(at as u64));
                 }
-                Resync::Stale | Resync::Nothing => {
+                None => {
                     let dropped = (buf.len() - at) as u64;
                     report.torn_bytes += dropped;
                     tracing::warn!(path = %seg.path.display(), offset = at, dropped_bytes = dropped, reason = why, "truncating torn wal tail");
@@ -752,8 +803,8 @@ impl Wal {
                 tracing::warn!(path = %path.display(), error = %e, "cannot delete a free wal segment");
             }
         }
-        // Above every free file's old number too: a reused file's old records must never carry
-        // the number of the segment it becomes.
+        // Above every free file's old number too, so that positions only grow even if every
+        // segment was freed.
         let next_seq = segments
             .last()
             .map(|s| s.seq + 1)
@@ -881,6 +932,8 @@ struct Writer {
     /// End of the last durable group in the current segment. Everything before it is intact
     /// records; nothing after it is ever left behind by a failed write.
     offset: u64,
+    /// The active segment's stamp, which its records carry.
+    stamp: u64,
     /// Sealed segments and the bytes of their logs.
     sealed: Vec<(u64, u64)>,
     /// Files of segments whose records are all in blocks, kept for reuse: each old number and
@@ -1037,6 +1090,7 @@ impl Writer {
             seq,
             file: None,
             offset: HEADER_LEN as u64,
+            stamp: 0,
             sealed: Vec::new(),
             free: Vec::new(),
             stats,
@@ -1054,8 +1108,8 @@ impl Writer {
             staging: None,
         };
         match Self::create_segment(&w.dir, seq) {
-            Ok(file) => {
-                w.start_segment(file, false);
+            Ok((file, stamp)) => {
+                w.start_segment(file, stamp, false);
                 w.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
             Err(e) => {
@@ -1068,19 +1122,20 @@ impl Writer {
         w
     }
 
-    /// Makes `file`, a new segment at `self.path` holding only its header (synced), or a
-    /// `reused` one (its header, then a previous incarnation's records), the active segment:
-    /// through a direct-I/O handle when the policy and the filesystem allow.
-    fn start_segment(&mut self, file: File, reused: bool) {
+    /// Makes `file`, a new segment at `self.path` holding only its header (synced, with
+    /// `stamp`), or a `reused` one (that header, then a previous incarnation's records), the
+    /// active segment: through a direct-I/O handle when the policy and the filesystem allow.
+    fn start_segment(&mut self, file: File, stamp: u64, reused: bool) {
         self.direct = false;
         self.file = Some(file);
+        self.stamp = stamp;
         if self.opts.direct_io && matches!(self.opts.fsync, FsyncPolicy::Always) && !self.direct_refused {
             match open_direct(&self.path) {
                 Ok(f) => {
                     self.file = Some(f);
                     self.direct = true;
                     self.tail.clear();
-                    self.tail.extend_from_slice(MAGIC);
+                    self.tail.extend_from_slice(&header(stamp));
                 }
                 Err(e) if refuses_direct(&e) => {
                     self.direct_refused = true;
@@ -1153,9 +1208,9 @@ impl Writer {
         }
     }
 
-    /// Creates segment `seq` with its header, synced. On failure nothing is left behind, so a
-    /// later attempt can create it.
-    fn create_segment(dir: &Path, seq: u64) -> Result<File, WalError> {
+    /// Creates segment `seq` with its header (a new stamp), synced; returns it and its stamp.
+    /// On failure nothing is left behind, so a later attempt can create it.
+    fn create_segment(dir: &Path, seq: u64) -> Result<(File, u64), WalError> {
         let path = segment_path(dir, seq);
         let open = || OpenOptions::new().create_new(true).append(true).open(&path);
         let mut file = match open() {
@@ -1171,8 +1226,9 @@ impl Writer {
             }
             r => r.map_err(io(&path))?,
         };
+        let stamp = new_stamp();
         let written = file
-            .write_all(MAGIC)
+            .write_all(&header(stamp))
             .and_then(|_| file.sync_all())
             .map_err(io(&path))
             .and_then(|_| sync_dir(dir));
@@ -1181,7 +1237,7 @@ impl Writer {
             let _ = fs::remove_file(&path);
             return Err(e);
         }
-        Ok(file)
+        Ok((file, stamp))
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
@@ -1379,7 +1435,7 @@ impl Writer {
                 self.dir.display()
             )));
         }
-        g.encode(self.seq);
+        g.encode(self.stamp);
         if self.direct {
             let parts = group_parts(g);
             let file = self.file.as_ref().expect("checked above");
@@ -1443,11 +1499,11 @@ impl Writer {
     fn reopen(&mut self) {
         let next = self.seq + 1;
         match Self::create_segment(&self.dir, next) {
-            Ok(file) => {
+            Ok((file, stamp)) => {
                 self.seq = next;
                 self.path = segment_path(&self.dir, next);
                 self.offset = HEADER_LEN as u64;
-                self.start_segment(file, false);
+                self.start_segment(file, stamp, false);
                 self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
                 if self.stats.unwritable.swap(0, Ordering::Relaxed) == 1 {
                     tracing::info!(path = %self.path.display(), "wal is writable again");
@@ -1491,15 +1547,17 @@ impl Writer {
         if !self.direct || self.free.len() >= FREE_SEGMENTS {
             return false;
         }
-        let mut magic = [0u8; HEADER_LEN];
-        File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
+        let mut head = [0u8; HEADER_LEN];
+        File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && header_stamp(&head).is_some()
     }
 
-    /// A kept free file renamed to segment `seq`, the rename synced, if there is one and
-    /// segments are written with direct I/O. Its header is already format 2's; the records
-    /// after it are its previous incarnations', which replay reads as the end of the log until
-    /// they are overwritten. If the rename fails, the free file is deleted and `None` returned.
-    fn reuse_segment(&mut self, seq: u64) -> Option<File> {
+    /// A kept free file made segment `seq`, if there is one and segments are written with
+    /// direct I/O: its header is rewritten with a new stamp and synced, then it is renamed and
+    /// the directory synced, so under the segment's name it never holds a header whose stamp its
+    /// old records carry. Those records stay after the header until overwritten; replay reads
+    /// them as the end of the log. On failure the free file is deleted and `None` returned.
+    fn reuse_segment(&mut self, seq: u64) -> Option<(File, u64)> {
+        use std::os::unix::fs::FileExt;
         if !self.direct {
             return None;
         }
@@ -1511,9 +1569,14 @@ impl Writer {
             self.free.push((old, free));
             return None;
         }
+        let stamp = new_stamp();
+        let restamped = OpenOptions::new()
+            .write(true)
+            .open(&free)
+            .and_then(|f| f.write_all_at(&header(stamp), 0).and_then(|_| f.sync_data()));
         // Neither name of the file holds a record of a later segment's, so on failure it is
         // deleted under whichever it has.
-        if let Err(e) = fs::rename(&free, &path) {
+        if let Err(e) = restamped.and_then(|_| fs::rename(&free, &path)) {
             tracing::warn!(path = %free.display(), error = %e, "cannot reuse a free wal segment; deleting it");
             let _ = fs::remove_file(&free);
             return None;
@@ -1521,7 +1584,7 @@ impl Writer {
         match sync_dir(&self.dir).and_then(|_| OpenOptions::new().append(true).open(&path).map_err(io(&path))) {
             Ok(file) => {
                 self.stats.reused_segments.fetch_add(1, Ordering::Relaxed);
-                Some(file)
+                Some((file, stamp))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot reuse a free wal segment; deleting it");
@@ -1542,17 +1605,17 @@ impl Writer {
         self.sync_now();
         let next = self.seq + 1;
         let started = match self.reuse_segment(next) {
-            Some(file) => Ok((file, true)),
-            None => Self::create_segment(&self.dir, next).map(|f| (f, false)),
+            Some((file, stamp)) => Ok((file, stamp, true)),
+            None => Self::create_segment(&self.dir, next).map(|(f, stamp)| (f, stamp, false)),
         };
         match started {
-            Ok((file, reused)) => {
+            Ok((file, stamp, reused)) => {
                 self.trim_padding();
                 self.sealed.push((self.seq, self.offset));
                 self.seq = next;
                 self.path = segment_path(&self.dir, next);
                 self.offset = HEADER_LEN as u64;
-                self.start_segment(file, reused);
+                self.start_segment(file, stamp, reused);
                 self.stats.size_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
             }
             Err(e) => self.log_error(

@@ -87,7 +87,7 @@ fn torn_tail_is_dropped_and_earlier_records_survive() {
     let last = list_segments(dir.path()).unwrap().last().unwrap().clone();
     let seg = last.path;
     let mut half = Vec::new();
-    encode_record(&mut half, last.seq, KIND_OTLP, "t", &[9; 50]);
+    encode_record(&mut half, 0, KIND_OTLP, "t", &[9; 50]);
     let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
     f.write_all(&half[..30]).unwrap();
     drop(f);
@@ -304,7 +304,9 @@ fn a_newer_format_is_refused_not_skipped() {
     append_n(dir.path(), 3, 10);
     let seg = list_segments(dir.path()).unwrap()[0].path.clone();
     let mut data = fs::read(&seg).unwrap();
+    // A later format's header: another version digit, and not format 2's header checksum.
     data[7] = b'3';
+    data[16] ^= 0xff;
     fs::write(&seg, &data).unwrap();
     let res = Wal::open(
         dir.path(),
@@ -1074,6 +1076,129 @@ fn reused_segments_replay_only_their_own_records() {
         .map(|r| r.payload[0])
         .collect();
     assert_eq!(tail, (0..60u8).collect::<Vec<u8>>());
+    assert_eq!((report.torn_bytes, report.damaged_ranges), (0, 0));
+}
+
+/// The version digit of a header is one byte a flip can change. A format-2 header whose
+/// checksum holds is read as format 2 whatever the digit says; a format-1 header whose digit
+/// now says 2 is read as damaged, and its records are kept.
+#[test]
+fn a_damaged_version_digit_loses_nothing() {
+    for digit in [b'1', b'3', b'6', b'0'] {
+        let dir = tempfile::tempdir().unwrap();
+        append_n(dir.path(), 5, 40);
+        let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+        let mut data = fs::read(&seg).unwrap();
+        data[7] = digit;
+        fs::write(&seg, &data).unwrap();
+        let (got, report) = replay(dir.path());
+        assert_eq!(got.len(), 5, "digit {}", digit as char);
+        assert_eq!(report.damaged_ranges, 0);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut v1 = fs::read(golden_dir().join("buffered.wal")).unwrap();
+    v1[7] = b'2';
+    fs::write(segment_path(dir.path(), 1), &v1).unwrap();
+    let (got, report) = replay(dir.path());
+    assert_eq!(got.len(), golden_records().len(), "a format-1 segment read as format 2");
+    assert_eq!((report.damaged_ranges, report.damaged_bytes), (1, HEADER_LEN_V1 as u64));
+}
+
+/// A client's payload can hold what looks like a record: of format 1, or of format 2 with any
+/// stamp but the segment's own (which is random). When damage makes replay search inside such a
+/// payload, none of it is taken for a record or for the end of the log: only the damaged record
+/// is lost, and the records after it are kept.
+#[test]
+fn a_record_forged_in_a_payload_neither_replays_nor_cuts_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut forged = vec![0xabu8; 37];
+    for stamp in [1u64, 2, 12345, u64::MAX] {
+        encode_record(&mut forged, stamp, KIND_OTLP, "evil", b"forged record");
+    }
+    let mut v1 = Vec::new();
+    encode_record(&mut v1, 0, KIND_OTLP, "evil", b"forged record");
+    v1[8] = 1; // format 1's version; its body has no stamp
+    v1.drain(12..20);
+    let body_len = (v1.len() - 8) as u32;
+    v1[..4].copy_from_slice(&body_len.to_le_bytes());
+    let crc = crc32c::crc32c(&v1[8..]);
+    v1[4..8].copy_from_slice(&crc.to_le_bytes());
+    forged.extend_from_slice(&v1);
+    forged.extend_from_slice(&[0xcd; 50]);
+    rt().block_on(async {
+        let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
+        wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(forged.clone()))
+            .await
+            .unwrap();
+        for i in 0..3u8 {
+            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i; 60]))
+                .await
+                .unwrap();
+        }
+        wal.shutdown().await;
+    });
+    let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+    let mut data = fs::read(&seg).unwrap();
+    data[HEADER_LEN + 2] ^= 0x10; // the forging record's length now points far past its end
+    fs::write(&seg, &data).unwrap();
+    let (got, report) = replay(dir.path());
+    let got: Vec<Bytes> = got.into_iter().map(|r| r.payload).collect();
+    assert_eq!(got, (0..3u8).map(|i| Bytes::from(vec![i; 60])).collect::<Vec<_>>());
+    assert_eq!((report.damaged_ranges, report.torn_bytes), (1, 0));
+}
+
+/// A crash right after a free file became the next segment, before anything was written to
+/// it: the segment replays no record (its header has a new stamp; the old records do not
+/// carry it) and nothing is reported torn or damaged.
+#[test]
+fn a_reused_segment_with_no_record_yet_replays_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let crash = tempfile::tempdir().unwrap();
+    assert!(direct_supported(dir.path()));
+    let opts = WalOptions {
+        segment_bytes: 16 << 10,
+        ..Default::default()
+    };
+    let (wal, _) = Wal::open(
+        dir.path(),
+        opts,
+        |_| {},
+        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+    )
+    .unwrap();
+    let mut acked = Vec::new();
+    rt().block_on(async {
+        for i in 0..60u8 {
+            let p = Bytes::from(vec![i; 1500]);
+            acked.push((wal.append(Arc::from("t"), KIND_OTLP, p.clone()).await.unwrap(), p));
+        }
+        let last = acked.last().unwrap().0;
+        wal.truncate_before(last);
+        // Covering the active segment rolls it, into a free file.
+        wal.truncate_before(WalPos {
+            segment: last.segment,
+            offset: u64::MAX,
+        });
+        // A no-op to wait for: the writer handles commands in order.
+        wal.truncate_before(WalPos { segment: 0, offset: 0 });
+        while wal.stats.reused_segments.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    crash_copy(dir.path(), crash.path());
+    rt().block_on(wal.shutdown());
+    let newest = list_segments(crash.path()).unwrap().pop().unwrap();
+    assert!(
+        fs::metadata(&newest.path).unwrap().len() > 10_000,
+        "the new segment is a reused file"
+    );
+    let (got, report) = replay(crash.path());
+    let got: Vec<(WalPos, Bytes)> = got.into_iter().map(|r| (r.pos, r.payload)).collect();
+    assert!(
+        got.iter().all(|(p, _)| p.segment < newest.seq),
+        "an old record replayed into the new segment"
+    );
+    assert!(got == kept_records(crash.path(), &acked));
     assert_eq!((report.torn_bytes, report.damaged_ranges), (0, 0));
 }
 
