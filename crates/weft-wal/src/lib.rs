@@ -1512,6 +1512,19 @@ impl Writer {
             Err(e) => {
                 self.stats.unwritable.store(1, Ordering::Relaxed);
                 self.log_error(&e.to_string(), "cannot start a new wal segment");
+                // The disk is likely full: give back the space held for reuse.
+                self.drop_free();
+            }
+        }
+    }
+
+    /// Deletes the free files kept for reuse.
+    fn drop_free(&mut self) {
+        for (_, path) in self.free.drain(..) {
+            if let Err(e) = fs::remove_file(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot delete a free wal segment");
             }
         }
     }
@@ -1626,6 +1639,11 @@ impl Writer {
     }
 
     fn truncate_before(&mut self, pos: WalPos) {
+        if !self.direct {
+            // Only direct writes reuse a file (the policy changed, or the filesystem refused
+            // them since): the kept ones would never be used.
+            self.drop_free();
+        }
         // A sealed segment below pos.segment holds only records before pos.
         let (drop, keep): (Vec<_>, Vec<_>) = self.sealed.iter().partition(|&&(s, _)| s < pos.segment);
         self.sealed = keep;

@@ -1202,6 +1202,40 @@ fn a_reused_segment_with_no_record_yet_replays_nothing() {
     assert_eq!((report.torn_bytes, report.damaged_ranges), (0, 0));
 }
 
+/// Kept files are deleted once segments are no longer written with direct I/O (here: reopened
+/// with it turned off), since only direct writes reuse them.
+#[test]
+fn free_files_go_when_writes_are_not_direct() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, acked) = reused_segment_log(dir.path());
+    wal.truncate_before(acked.last().unwrap().0);
+    rt().block_on(wal.shutdown());
+    assert!(!list_free(dir.path()).unwrap().is_empty());
+    let opts = WalOptions {
+        segment_bytes: 16 << 10,
+        direct_io: false,
+        ..Default::default()
+    };
+    let (wal, _) = Wal::open(
+        dir.path(),
+        opts,
+        |_| {},
+        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
+    )
+    .unwrap();
+    rt().block_on(async {
+        wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"a"))
+            .await
+            .unwrap();
+        wal.truncate_before(WalPos { segment: 0, offset: 0 });
+        wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"b"))
+            .await
+            .unwrap();
+        wal.shutdown().await;
+    });
+    assert!(list_free(dir.path()).unwrap().is_empty());
+}
+
 mod reused_model {
     use super::*;
     use proptest::prelude::*;
