@@ -54,8 +54,10 @@
 //! Anything else where a record should start is damage: replay looks for the next record with
 //! the segment's stamp (to the end of the file) and skips to it, or drops the rest as a torn
 //! tail. A client's payload is written verbatim and may hold what looks like a record, but not
-//! one with a stamp it cannot know. A header whose checksum fails is damage too: the first
-//! intact record's stamp stands in for it.
+//! one with a stamp it cannot know. A header whose checksum fails is damage too: the stamp of
+//! an intact record where the first one starts stands in for it. Failing that, no stamp is
+//! guessed from a record further on (it could be a client's): the segment is reported damaged
+//! and left as it is.
 //!
 //! Format 1 (header b"WEFTWAL1"; body `version u8 (=1) | kind u8 | tenant_len u16 LE | tenant |
 //! payload`, no stamp) is still replayed; its files are deleted, never reused.
@@ -564,12 +566,26 @@ fn decode_record(buf: &Bytes, at: usize, stamp: Option<u64>) -> Decoded {
     }
 }
 
-/// The offset of the next intact record of the segment's own after damage at `at`, if any:
-/// first where the damaged record says it ends (a flipped payload byte leaves its length
-/// intact), then byte by byte to the end of the file. A previous incarnation's records do not
-/// end the search: a client can put one in a payload, but not one with the segment's stamp,
-/// which is random.
+/// The offset of the next intact record of the segment's own after damage at `at`, if any.
+///
+/// Format 2: byte by byte to the end of the file, taking the first record with the segment's
+/// stamp. Other records do not end the search: a client can put one in a payload (it is
+/// written verbatim), or a reused file holds its previous incarnation's, but none can carry the
+/// stamp, which is random. Where the stamp bytes differ, no checksum is computed, so a search
+/// through megabytes of old records (after every crash in a reused segment) stays cheap.
+///
+/// Format 1 (no stamp): first where the damaged record says it ends (a flipped payload byte
+/// leaves its length intact, and the payload is not searched), then byte by byte.
 fn resync(buf: &Bytes, at: usize, stamp: Option<u64>) -> Option<usize> {
+    if let Some(stamp) = stamp {
+        let want = stamp.to_le_bytes();
+        let last = buf.len().saturating_sub(8 + BODY_FIXED);
+        return (at + 1..=last).find(|&p| {
+            buf[p + 8] == RECORD_VERSION
+                && buf[p + 12..p + 20] == want
+                && matches!(decode_record(buf, p, Some(stamp)), Decoded::Record { .. })
+        });
+    }
     if buf.len() - at >= 8 {
         let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
         let end = at.saturating_add(8).saturating_add(len);
@@ -583,16 +599,12 @@ fn resync(buf: &Bytes, at: usize, stamp: Option<u64>) -> Option<usize> {
     (at + 1..buf.len().saturating_sub(11)).find(|&p| matches!(decode_record(buf, p, stamp), Decoded::Record { .. }))
 }
 
-/// The first intact format-2 record after `from`, and its stamp (a damaged header's stamp).
-fn first_stamped(buf: &Bytes, from: usize) -> Option<(usize, u64)> {
-    (from..buf.len().saturating_sub(11)).find_map(|p| {
-        let body = buf.get(p + 8..p + 8 + BODY_FIXED)?;
-        if body[0] != RECORD_VERSION {
-            return None;
-        }
-        let stamp = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
-        matches!(decode_record(buf, p, Some(stamp)), Decoded::Record { .. }).then_some((p, stamp))
-    })
+/// The stamp of an intact format-2 record where a segment's first one starts, if there is one
+/// (the stamp of a segment whose header is damaged).
+fn first_record_stamp(buf: &Bytes) -> Option<u64> {
+    let body = buf.get(HEADER_LEN + 8..HEADER_LEN + 8 + BODY_FIXED)?;
+    let stamp = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
+    matches!(decode_record(buf, HEADER_LEN, Some(stamp)), Decoded::Record { .. }).then_some(stamp)
 }
 
 /// What replay found.
@@ -644,11 +656,15 @@ fn replay_segment(
                 version: char::from(buf[7]).to_string(),
             });
         }
-        // A damaged header: the records after it may still be intact. The first intact
-        // format-2 record gives the stamp; failing one, format 1's records are looked for.
-        let found = first_stamped(&buf, HEADER_LEN_V1)
-            .map(|(p, stamp)| (Some(stamp), p))
-            .or_else(|| resync(&buf, HEADER_LEN_V1 - 1, None).map(|p| (None, p)));
+        // A damaged header: its records may still be intact. The first record where format 2
+        // puts it gives the stamp, or one where format 1 puts it says format 1. Nothing further
+        // is searched for a stamp: a record found inside a payload could be a client's.
+        let found = first_record_stamp(&buf)
+            .map(|stamp| (Some(stamp), HEADER_LEN))
+            .or_else(|| {
+                matches!(decode_record(&buf, HEADER_LEN_V1, None), Decoded::Record { .. })
+                    .then_some((None, HEADER_LEN_V1))
+            });
         match found {
             Some((stamp, p)) => {
                 damaged(seg, report, 0, p, "segment header is damaged");

@@ -1236,6 +1236,66 @@ fn free_files_go_when_writes_are_not_direct() {
     assert!(list_free(dir.path()).unwrap().is_empty());
 }
 
+/// A damaged length that grows by exactly the next record's size points at the record after
+/// it, which is intact: replay still takes the earliest record after the damage, so only the
+/// damaged one is lost.
+#[test]
+fn a_length_grown_by_the_next_records_size_skips_only_the_damaged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [100usize, 512 - record_len("t", b"") as usize, 50, 50];
+    rt().block_on(async {
+        let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
+        for (i, &n) in sizes.iter().enumerate() {
+            wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(vec![i as u8; n]))
+                .await
+                .unwrap();
+        }
+        wal.shutdown().await;
+    });
+    let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+    let mut data = fs::read(&seg).unwrap();
+    assert_eq!(data[HEADER_LEN + 1] & 0x02, 0);
+    data[HEADER_LEN + 1] ^= 0x02; // the first record's length, plus 512: the third's start
+    fs::write(&seg, &data).unwrap();
+    let (got, report) = replay(dir.path());
+    let firsts: Vec<u8> = got.iter().map(|r| r.payload[0]).collect();
+    assert_eq!(firsts, vec![1, 2, 3]);
+    assert_eq!(report.damaged_ranges, 1);
+}
+
+/// When a header and the first record's start are both damaged, the segment's stamp is not
+/// guessed from a record found further on, which could be one a client put in a payload: no
+/// record is replayed from the segment, and the file is left as it is for an operator.
+#[test]
+fn a_damaged_header_and_first_record_replay_no_guessed_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut forged = vec![0x11u8; 64];
+    encode_record(&mut forged, 0x5eed, KIND_OTLP, "evil", b"forged record");
+    forged.extend_from_slice(&[0x22; 64]);
+    rt().block_on(async {
+        let (wal, _) = open(dir.path(), &Arc::new(Mutex::new(Vec::new())));
+        wal.append(Arc::from("t"), KIND_OTLP, Bytes::from(forged))
+            .await
+            .unwrap();
+        wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"second"))
+            .await
+            .unwrap();
+        wal.shutdown().await;
+    });
+    let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+    let mut data = fs::read(&seg).unwrap();
+    data[..HEADER_LEN + 8].fill(0x99);
+    fs::write(&seg, &data).unwrap();
+    let (got, report) = replay(dir.path());
+    assert!(
+        got.iter().all(|r| &r.payload[..] != b"forged record"),
+        "a forged record replayed"
+    );
+    assert!(got.is_empty());
+    assert_eq!(report.damaged_bytes, data.len() as u64);
+    assert_eq!(fs::metadata(&seg).unwrap().len(), data.len() as u64, "not truncated");
+}
+
 mod reused_model {
     use super::*;
     use proptest::prelude::*;
