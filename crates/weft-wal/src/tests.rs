@@ -940,6 +940,18 @@ fn direct_io_off_writes_buffered() {
     }
 }
 
+/// A log in `dir` of 16 KiB segments (so that they fill, are freed and are reused quickly).
+fn small_segment_wal(dir: &Path, direct_io: bool) -> Wal {
+    let opts = WalOptions {
+        segment_bytes: 16 << 10,
+        direct_io,
+        ..Default::default()
+    };
+    Wal::open(dir, opts, |_| {}, Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))))
+        .unwrap()
+        .0
+}
+
 /// A log in `dir` of 16 KiB segments, written until its active segment is a reused file
 /// holding a few records of its own, then a previous incarnation's: returns the open log and
 /// every acknowledged record with its position. Needs direct I/O (segments are reused only
@@ -949,11 +961,7 @@ fn reused_segment_log(dir: &Path) -> (Wal, Vec<(WalPos, Bytes)>) {
         direct_supported(dir),
         "these tests need a filesystem that takes O_DIRECT"
     );
-    let opts = WalOptions {
-        segment_bytes: 16 << 10,
-        ..Default::default()
-    };
-    let (wal, _) = Wal::open(dir, opts, |_| {}, Box::new(VecSink(Arc::new(Mutex::new(Vec::new()))))).unwrap();
+    let wal = small_segment_wal(dir, true);
     let mut acked = Vec::new();
     rt().block_on(async {
         let mut n = 0u32;
@@ -1039,19 +1047,14 @@ fn reused_segments_replay_only_their_own_records() {
     }
 
     // Across a restart the free files are still reused, and numbers keep growing past them.
-    let opts = || WalOptions {
-        segment_bytes: 16 << 10,
-        ..Default::default()
-    };
-    let sink = || Box::new(VecSink(Arc::new(Mutex::new(Vec::new()))));
-    let (wal, _) = Wal::open(dir.path(), opts(), |_| {}, sink()).unwrap();
+    let wal = small_segment_wal(dir.path(), true);
     wal.truncate_before(acked.last().unwrap().0);
     rt().block_on(wal.shutdown());
     let free = list_free(dir.path()).unwrap();
     assert!(!free.is_empty(), "a freed segment is kept for reuse");
     let high = free[0].0 + 1000;
     fs::rename(&free[0].1, free_path(dir.path(), high)).unwrap();
-    let (wal, _) = Wal::open(dir.path(), opts(), |_| {}, sink()).unwrap();
+    let wal = small_segment_wal(dir.path(), true);
     let mut positions = Vec::new();
     rt().block_on(async {
         for i in 0..60u8 {
@@ -1155,17 +1158,7 @@ fn a_reused_segment_with_no_record_yet_replays_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let crash = tempfile::tempdir().unwrap();
     assert!(direct_supported(dir.path()));
-    let opts = WalOptions {
-        segment_bytes: 16 << 10,
-        ..Default::default()
-    };
-    let (wal, _) = Wal::open(
-        dir.path(),
-        opts,
-        |_| {},
-        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-    )
-    .unwrap();
+    let wal = small_segment_wal(dir.path(), true);
     let mut acked = Vec::new();
     rt().block_on(async {
         for i in 0..60u8 {
@@ -1211,18 +1204,7 @@ fn free_files_go_when_writes_are_not_direct() {
     wal.truncate_before(acked.last().unwrap().0);
     rt().block_on(wal.shutdown());
     assert!(!list_free(dir.path()).unwrap().is_empty());
-    let opts = WalOptions {
-        segment_bytes: 16 << 10,
-        direct_io: false,
-        ..Default::default()
-    };
-    let (wal, _) = Wal::open(
-        dir.path(),
-        opts,
-        |_| {},
-        Box::new(VecSink(Arc::new(Mutex::new(Vec::new())))),
-    )
-    .unwrap();
+    let wal = small_segment_wal(dir.path(), false);
     rt().block_on(async {
         wal.append(Arc::from("t"), KIND_OTLP, Bytes::from_static(b"a"))
             .await
