@@ -110,23 +110,30 @@ impl Querier {
         max_bytes: u64,
     ) -> Result<FoundTrace, QueryError> {
         self.recent.catch_up().await;
+        // The recent spans are copied before the blocks are read. A cut whose block is written
+        // and whose head part is dropped while the blocks are read is then found in the copy
+        // (and maybe in a block too: duplicates are dropped below). Read the other way round,
+        // its spans were in neither for that moment, and a trace read right after a restart
+        // under load missed hundreds of acknowledged spans. The copy is bounded by the head's
+        // own size limit, and queries by `--max-concurrent-queries`.
+        let recent_bytes = self.recent_trace_bytes(tenant, id);
+        let head = self.recent.trace(tenant, id);
         let found = self.db.find_trace(tenant, id, range, max_bytes).await?;
         let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
         let mut large_read = found.large_read;
         if bytes <= max_bytes {
-            // The head's copy is bounded by the head's own size limit; a large one waits for
-            // a permit, as a large read from blocks does, so few are in memory at once.
-            if large_read.is_none() && bytes + self.recent_trace_bytes(tenant, id) > LARGE_TRACE_READ_BYTES {
+            // A large copy holds a permit, as a large read from blocks does, so few are in
+            // memory at once.
+            if large_read.is_none() && bytes + recent_bytes > LARGE_TRACE_READ_BYTES {
                 large_read = Some(self.db.large_read_permit().await);
             }
-            let head = self.recent.trace(tenant, id);
             bytes += head.iter().map(span_bytes).sum::<u64>();
             if rows.is_empty() {
                 rows = head;
             } else {
                 rows.extend(head);
             }
-        } else if self.recent.holds(tenant, id) {
+        } else if !head.is_empty() {
             truncated = true;
         }
         dedup_spans(&mut rows);
