@@ -368,29 +368,25 @@ struct SegmentFile {
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>, WalError> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).map_err(io(dir))? {
-        let e = e.map_err(io(dir))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(".wal")
-            && let Ok(seq) = stem.parse::<u64>()
-        {
-            out.push(SegmentFile { seq, path: e.path() });
-        }
-    }
-    out.sort_by_key(|s| s.seq);
-    Ok(out)
+    Ok(list_numbered(dir, ".wal")?
+        .into_iter()
+        .map(|(seq, path)| SegmentFile { seq, path })
+        .collect())
 }
 
 /// The free segment files in `dir` (see [`Writer::free`]), by old number.
 fn list_free(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+    list_numbered(dir, FREE_SUFFIX)
+}
+
+/// The files in `dir` named `<number><suffix>`, by number.
+fn list_numbered(dir: &Path, suffix: &str) -> Result<Vec<(u64, PathBuf)>, WalError> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).map_err(io(dir))? {
         let e = e.map_err(io(dir))?;
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(FREE_SUFFIX)
+        if let Some(stem) = name.strip_suffix(suffix)
             && let Ok(seq) = stem.parse::<u64>()
         {
             out.push((seq, e.path()));
