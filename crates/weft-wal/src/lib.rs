@@ -49,7 +49,10 @@
 //! - zeros from the end of the log to the end of its block (a direct write's padding, when the
 //!   writer stopped without trimming it), then either the end of the file or, in a reused file,
 //!   the previous incarnation's bytes with no record of the segment's own among them. No record
-//!   starts with a zero length.
+//!   starts with a zero length;
+//! - at a block's end (no padding then), bytes other than zeros that neither hold a record of
+//!   the segment's own later on nor start with a header carrying its stamp: a reused file's
+//!   previous incarnation, or a write whose first sector never landed.
 //!
 //! Anything else where a record should start is damage: replay looks for the next record with
 //! the segment's stamp (to the end of the file) and skips to it, or drops the rest as a torn
@@ -595,6 +598,11 @@ fn resync(buf: &Bytes, at: usize, stamp: Option<u64>) -> Option<usize> {
     (at + 1..buf.len().saturating_sub(11)).find(|&p| matches!(decode_record(buf, p, stamp), Decoded::Record { .. }))
 }
 
+/// Whether the bytes at `at` begin a format-2 record header stamped `stamp`, intact or not.
+fn starts_own_record(buf: &[u8], at: usize, stamp: u64) -> bool {
+    buf.get(at + 8) == Some(&RECORD_VERSION) && buf.get(at + 12..at + 20) == Some(&stamp.to_le_bytes()[..])
+}
+
 /// The stamp of an intact format-2 record where a segment's first one starts, if there is one
 /// (the stamp of a segment whose header is damaged).
 fn first_record_stamp(buf: &Bytes) -> Option<u64> {
@@ -722,6 +730,16 @@ fn replay_segment(
                     && at.next_multiple_of(BLOCK) < buf.len()
                     && buf[at..at.next_multiple_of(BLOCK)].iter().all(|&b| b == 0)
                     && buf[at.next_multiple_of(BLOCK)..].iter().any(|&b| b != 0) =>
+                {
+                    return Ok(Some(at as u64));
+                }
+                // The log ends exactly at a block's end, so no padding follows it, and the
+                // bytes there are not a record of the segment's own (no stamp of its own) but
+                // other bytes: a reused file's previous incarnation, or a write whose first
+                // sector never landed. Either way nothing after was acknowledged; the log ends.
+                None if stamp.is_some_and(|s| !starts_own_record(&buf, at, s))
+                    && at % BLOCK == 0
+                    && buf[at..].iter().any(|&b| b != 0) =>
                 {
                     return Ok(Some(at as u64));
                 }

@@ -1195,6 +1195,78 @@ fn a_reused_segment_with_no_record_yet_replays_nothing() {
     assert_eq!((report.torn_bytes, report.damaged_ranges), (0, 0));
 }
 
+/// A reused segment whose log ends exactly at a block's end has no padding after it: the next
+/// bytes are its previous incarnation's, here in the middle of an old record. Replay ends the
+/// log there without calling it torn, and leaves the file's length alone (it is still a
+/// reusable file). A record of the segment's own that is damaged there is still a torn tail.
+#[test]
+fn a_reused_log_ending_on_a_block_boundary_is_not_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(direct_supported(dir.path()));
+    let wal = small_segment_wal(dir.path(), true);
+    let mut acked = Vec::new();
+    rt().block_on(async {
+        for i in 0..60u8 {
+            let p = Bytes::from(vec![i; 1500]);
+            acked.push((wal.append(Arc::from("t"), KIND_OTLP, p.clone()).await.unwrap(), p));
+        }
+        let last = acked.last().unwrap().0;
+        wal.truncate_before(last);
+        wal.truncate_before(WalPos {
+            segment: last.segment,
+            offset: u64::MAX,
+        });
+        wal.truncate_before(WalPos { segment: 0, offset: 0 });
+        while wal.stats.reused_segments.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // One record that fills the reused segment's first block exactly.
+        let fill = BLOCK as u64 - HEADER_LEN as u64 - record_len("t", b"");
+        let p = Bytes::from(vec![0xee; fill as usize]);
+        let pos = wal.append(Arc::from("t"), KIND_OTLP, p.clone()).await.unwrap();
+        assert_eq!(pos.offset + record_len("t", &p), BLOCK as u64);
+        acked.push((pos, p));
+    });
+    let crash = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crash.path());
+    rt().block_on(wal.shutdown());
+    let newest = list_segments(crash.path()).unwrap().pop().unwrap();
+    assert_eq!(newest.seq, acked.last().unwrap().0.segment);
+    let len = fs::metadata(&newest.path).unwrap().len();
+    let data = fs::read(&newest.path).unwrap();
+    assert!(len > 2 * BLOCK as u64, "the new segment is a reused file");
+    let stamp = header_stamp(&data).unwrap();
+    assert!(
+        matches!(
+            decode_record(&Bytes::from(data.clone()), BLOCK, Some(stamp)),
+            Decoded::Torn(_)
+        ),
+        "the old bytes after the block are the middle of an old record"
+    );
+    let (got, report) = replay(crash.path());
+    let got: Vec<(WalPos, Bytes)> = got.into_iter().map(|r| (r.pos, r.payload)).collect();
+    assert!(got == kept_records(crash.path(), &acked));
+    assert_eq!(got.last().unwrap().0, acked.last().unwrap().0);
+    assert_eq!((report.torn_bytes, report.damaged_ranges), (0, 0));
+    assert_eq!(
+        fs::metadata(&newest.path).unwrap().len(),
+        len,
+        "the reused file keeps its length"
+    );
+
+    // The same block end followed by a damaged record that carries the segment's stamp: a
+    // write of its own that did not land whole, so a torn tail as before.
+    let mut torn = data.clone();
+    let mut rec = Vec::new();
+    encode_record(&mut rec, stamp, KIND_OTLP, "t", &[7u8; 300]);
+    rec[40] ^= 1;
+    torn[BLOCK..BLOCK + rec.len()].copy_from_slice(&rec);
+    fs::write(&newest.path, &torn).unwrap();
+    let (got, report) = replay(crash.path());
+    assert_eq!(got.last().unwrap().pos, acked.last().unwrap().0);
+    assert_eq!(report.torn_bytes, len - BLOCK as u64);
+}
+
 /// Kept files are deleted once segments are no longer written with direct I/O (here: reopened
 /// with it turned off), since only direct writes reuse them.
 #[test]
