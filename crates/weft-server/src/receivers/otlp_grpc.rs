@@ -113,16 +113,16 @@ impl tonic::server::UnaryService<Bytes> for Export {
         let (state, protocol) = (self.0.clone(), self.1);
         Box::pin(async move {
             let receiver = state.receiver();
-            let headers = req.metadata().clone().into_headers();
-            let tenant = receiver.tenant(&headers).map_err(|r| r.grpc_status())?;
+            let (metadata, extensions, mut body) = req.into_parts();
+            let headers: &http::HeaderMap = metadata.as_ref();
+            let tenant = receiver.tenant(headers).map_err(|r| r.grpc_status())?;
             // The client's deadline (grpc-timeout) bounds how long the push waits for room.
             let deadline = headers
                 .get("grpc-timeout")
                 .and_then(|v| v.to_str().ok())
                 .and_then(grpc_timeout)
                 .map(|d| tokio::time::Instant::now() + d);
-            let held = req.extensions().get::<Held>().cloned().unwrap_or_default();
-            let mut body = req.into_inner();
+            let held = extensions.get::<Held>().cloned().unwrap_or_default();
             // tonic inflated a gzip message past what the wire frames took: take the
             // difference too, so later requests wait while this one is held.
             let extra = (body.len() as u64).saturating_sub(held.bytes());
