@@ -184,23 +184,19 @@ enum Route {
     Split(SplitRequest),
 }
 
-#[async_trait::async_trait]
-impl TraceConsumer for Distributor {
-    fn check_rate(&self, tenant: &Arc<str>) -> Result<(), PushError> {
-        self.rate.check_or_refuse(tenant).inspect_err(|_| {
-            self.metrics.refused(tenant, RefuseReason::RateLimited, 1);
-        })
-    }
-
-    async fn push(
+impl Distributor {
+    /// Admits one request (validated, or only summarized when weft `converted` it from a
+    /// foreign format) and produces it to its partitions.
+    async fn push_request(
         &self,
         tenant: &Arc<str>,
         body: Bytes,
         deadline: Option<tokio::time::Instant>,
+        converted: bool,
     ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         let mut summary = RequestSummary::default();
-        if !weft_ingest::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary)? {
+        if !weft_ingest::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
             return Ok(PushOutcome::empty());
         }
         let len = body.len() as u64;
@@ -270,6 +266,33 @@ impl TraceConsumer for Distributor {
             rejected_spans: 0,
             message: String::new(),
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl TraceConsumer for Distributor {
+    fn check_rate(&self, tenant: &Arc<str>) -> Result<(), PushError> {
+        self.rate.check_or_refuse(tenant).inspect_err(|_| {
+            self.metrics.refused(tenant, RefuseReason::RateLimited, 1);
+        })
+    }
+
+    async fn push(
+        &self,
+        tenant: &Arc<str>,
+        body: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        self.push_request(tenant, body, deadline, false).await
+    }
+
+    async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        body: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        self.push_request(tenant, body, deadline, true).await
     }
 
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {

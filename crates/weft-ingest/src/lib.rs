@@ -35,7 +35,7 @@ use weft_block::row::SpanRow;
 use weft_block::{Origin, WriteOptions};
 use weft_db::Db;
 use weft_db::recent::{FrozenSpans, RecentSpans, RecentView};
-use weft_otlp::request::{RequestSummary, validate_request};
+use weft_otlp::request::{RequestSummary, summarize_converted, validate_request};
 use weft_wal::{FsyncPolicy, KIND_OTLP, Wal, WalOptions};
 
 /// Settings of the write path.
@@ -215,12 +215,33 @@ impl Ingest {
         body: Bytes,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<PushOutcome, PushError> {
+        self.push_request(tenant, body, deadline, false).await
+    }
+
+    /// [`Ingest::push`] for a request weft converted from a foreign format
+    /// ([`TraceConsumer::push_converted`]).
+    pub async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        body: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        self.push_request(tenant, body, deadline, true).await
+    }
+
+    async fn push_request(
+        &self,
+        tenant: &Arc<str>,
+        body: Bytes,
+        deadline: Option<tokio::time::Instant>,
+        converted: bool,
+    ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         // This request is on its way to the WAL: a group being written now may wait for it
         // (up to the group wait), so that requests close together share one fsync.
         let coming = self.wal.announce();
         let mut summary = RequestSummary::default();
-        if !admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary)? {
+        if !admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
             return Ok(PushOutcome::empty());
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
@@ -453,15 +474,22 @@ fn distinct_traces(summary: &RequestSummary) -> (Vec<([u8; 16], u64)>, Vec<u32>)
 /// The admission every consumer of receivers starts with: validates `body` in place (filling
 /// `summary` with its spans and trace runs) and takes its bytes from `tenant`'s ingestion rate,
 /// counting refusals in `metrics`. Returns `false` for a valid request without spans, to be
-/// answered as accepted with nothing stored.
+/// answered as accepted with nothing stored. A request weft `converted` itself from a foreign
+/// format is summarized without being validated again ([`summarize_converted`]).
 pub fn admit_request(
     body: &[u8],
     tenant: &Arc<str>,
     rate: &RateLimiter,
     metrics: &IngestMetrics,
     summary: &mut RequestSummary,
+    converted: bool,
 ) -> Result<bool, PushError> {
-    if let Err(e) = validate_request(body, summary) {
+    let checked = if converted {
+        summarize_converted(body, summary)
+    } else {
+        validate_request(body, summary)
+    };
+    if let Err(e) = checked {
         metrics.refused(tenant, RefuseReason::Invalid, 1);
         return Err(PushError::Invalid(e.to_string()));
     }

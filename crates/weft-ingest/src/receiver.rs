@@ -94,6 +94,19 @@ pub trait TraceConsumer: Send + Sync {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<PushOutcome, PushError>;
 
+    /// [`push`](Self::push) for a request weft encoded itself, converting a foreign format
+    /// (Zipkin, Jaeger, X-Ray) at its receiver. Such a request is valid by construction, so
+    /// it is summarized for routing and limits without being validated again. The default
+    /// validates it like any other.
+    async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        otlp: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        self.push(tenant, otlp, deadline).await
+    }
+
     /// Counts spans a receiver refused before pushing (unauthenticated, too large, unreadable),
     /// in `weft_spans_refused_total`. A request whose spans could not be counted counts as 1.
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64);
@@ -112,6 +125,15 @@ impl TraceConsumer for crate::Ingest {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<PushOutcome, PushError> {
         crate::Ingest::push(self, tenant, otlp, deadline).await
+    }
+
+    async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        otlp: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        crate::Ingest::push_converted(self, tenant, otlp, deadline).await
     }
 
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {

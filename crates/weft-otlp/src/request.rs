@@ -130,6 +130,93 @@ pub fn validate_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), Scan
     Ok(())
 }
 
+/// Fills `out` as [`validate_request`] does, for a request weft encoded itself: a receiver's
+/// conversion of a foreign format (Zipkin, Jaeger, X-Ray). Those are valid by construction
+/// (every string comes from a decoded, UTF-8-checked payload, every ID from a checked parse)
+/// and their tests and fuzz targets check them with [`validate_request`], so this reads only
+/// the nesting and each span's trace ID, which routing and limits need. Validating them again
+/// was a tenth of those receivers' CPU (BENCHMARKS.md).
+///
+/// Debug builds validate as well and panic on any difference, so every test that sends a
+/// foreign format checks its conversion.
+pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
+    out.clear();
+    let bad = |what: &str| ScanError::Invalid {
+        path: "request".into(),
+        problem: format!("converted request: {what}"),
+    };
+    let wire = |source| ScanError::Wire {
+        path: "request".into(),
+        source,
+    };
+    let mut p = 0;
+    while p < buf.len() {
+        let (n, wt, rs) = crate::wire::next_field(buf, &mut p).map_err(wire)?;
+        if n != REQ_RESOURCE_SPANS || wt != 2 {
+            continue;
+        }
+        let mut q = rs.start;
+        while q < rs.end {
+            let (n, wt, ss) = crate::wire::next_field(&buf[..rs.end], &mut q).map_err(wire)?;
+            if n != RS_SCOPE_SPANS || wt != 2 {
+                continue;
+            }
+            let mut r = ss.start;
+            while r < ss.end {
+                let start = r;
+                let (n, wt, span) = crate::wire::next_field(&buf[..ss.end], &mut r).map_err(wire)?;
+                if n != SS_SPANS || wt != 2 {
+                    continue;
+                }
+                let trace_id = converted_trace_id(&buf[span]).ok_or_else(|| bad("a span without a trace ID"))?;
+                out.spans += 1;
+                let bytes = (r - start) as u32;
+                match out.runs.last_mut() {
+                    Some(run) if run.trace_id == trace_id => {
+                        run.spans += 1;
+                        run.bytes += bytes;
+                    }
+                    _ => out.runs.push(TraceRun {
+                        trace_id,
+                        spans: 1,
+                        bytes,
+                    }),
+                }
+            }
+        }
+    }
+    #[cfg(debug_assertions)]
+    {
+        let mut check = RequestSummary::default();
+        if let Err(e) = validate_request(buf, &mut check) {
+            panic!("a converted request is not valid OTLP: {e}");
+        }
+        assert_eq!(
+            (check.spans, &check.runs),
+            (out.spans, &out.runs),
+            "a converted request summarized unlike validate_request"
+        );
+    }
+    Ok(())
+}
+
+/// A span's trace ID (the first field of a converted span, found wherever it is).
+#[inline]
+fn converted_trace_id(span: &[u8]) -> Option<[u8; 16]> {
+    // The converters write it first: tag 0x0a, length 16.
+    if span.len() >= 18 && span[0] == 0x0a && span[1] == 16 {
+        return span[2..18].try_into().ok();
+    }
+    let mut p = 0;
+    while p < span.len() {
+        let (n, wt, v) = crate::wire::next_field(span, &mut p).ok()?;
+        if n == SPAN_TRACE_ID && wt == 2 {
+            return span[v].try_into().ok();
+        }
+    }
+    None
+}
+
 fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
     path.ss = 0;
     let mut r = Reader::new(buf);
@@ -1237,6 +1324,46 @@ mod tests {
         }
     }
 
+    /// A converted request's summary: runs of trace IDs with their spans' encoded sizes, as
+    /// `validate_request` makes it, also when a span's trace ID is not its first field.
+    #[test]
+    fn converted_requests_are_summarized_as_validated_ones() {
+        let span = |t: u8, first: bool| {
+            let s = crate::pb::trace::Span {
+                trace_id: vec![t; 16].into(),
+                span_id: vec![9; 8].into(),
+                name: "n".into(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            if first {
+                return s;
+            }
+            // The span ID's field (10 bytes), then the rest with the trace ID.
+            assert_eq!(s[18], 0x12);
+            [&s[18..28], &s[..18], &s[28..]].concat()
+        };
+        // A length-delimited field: its tag, its length as a varint, its bytes.
+        let field = |tag: u8, b: &[u8]| {
+            let mut out = vec![tag];
+            prost::encoding::encode_varint(b.len() as u64, &mut out);
+            out.extend_from_slice(b);
+            out
+        };
+        let spans = [span(1, true), span(1, false), span(2, true), span(1, true)];
+        let scope: Vec<u8> = spans.iter().flat_map(|sp| field(0x12, sp)).collect();
+        let req = field(0x0a, &field(0x12, &scope));
+        let (mut a, mut b) = (RequestSummary::default(), RequestSummary::default());
+        validate_request(&req, &mut a).unwrap();
+        summarize_converted(&req, &mut b).unwrap();
+        assert_eq!(b.spans, 4);
+        assert_eq!(
+            b.runs.iter().map(|r| (r.trace_id[0], r.spans)).collect::<Vec<_>>(),
+            vec![(1, 2), (2, 1), (1, 1)]
+        );
+        assert_eq!((a.spans, a.runs), (b.spans, b.runs));
+    }
+
     #[test]
     fn other_key_values_fall_back_and_are_still_checked() {
         // Non-ASCII but valid UTF-8: general path, accepted.
@@ -1306,6 +1433,10 @@ mod tests {
             for (p, bytes) in parts.iter().enumerate() {
                 let mut summary = RequestSummary::default();
                 prop_assert!(validate_request(bytes, &mut summary).is_ok());
+                // A request weft encoded is summarized alike without being validated.
+                let mut quick = RequestSummary::default();
+                prop_assert!(summarize_converted(bytes, &mut quick).is_ok());
+                prop_assert_eq!((quick.spans, &quick.runs), (summary.spans, &summary.runs));
                 let got = ExportTraceServiceRequest::decode(&bytes[..]).unwrap();
                 for rs in &got.resource_spans {
                     prop_assert!(!rs.scope_spans.is_empty());

@@ -1,5 +1,6 @@
 //! Times the conversion of a Zipkin payload to OTLP: `cargo run --release -p weft-translate
-//! --example convert -- FILE [json_v2|json_v1|proto3|thrift_v1] [iterations]`. Prints ns per span.
+//! --example convert -- FILE [json_v2|json_v1|proto3|thrift_v1] [iterations]`. Prints ns per span,
+//! and what validating the OTLP written costs against summarizing it (as the receivers do).
 use weft_translate::zipkin::{Encoding, to_otlp_request};
 
 fn main() {
@@ -24,8 +25,23 @@ fn main() {
         std::hint::black_box(weft_translate::zipkin::decode(enc, &body).expect("valid"));
     }
     let decode_ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    // What the receiver does with the OTLP next: validation (any client's request) against
+    // the summary a converted request gets.
+    let (otlp, _) = to_otlp_request(enc, &body).expect("valid");
+    let mut summary = weft_otlp::request::RequestSummary::default();
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        weft_otlp::request::validate_request(std::hint::black_box(&otlp), &mut summary).expect("valid");
+    }
+    let validate_ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        weft_otlp::request::summarize_converted(std::hint::black_box(&otlp), &mut summary).expect("valid");
+    }
+    let summarize_ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
     println!(
-        "{spans} spans, {ns:.0} ns/span ({decode_ns:.0} decoding), {:.0} OTLP bytes/span",
+        "{spans} spans, {ns:.0} ns/span ({decode_ns:.0} decoding), {:.0} OTLP bytes/span; then \
+         {validate_ns:.0} ns/span to validate, {summarize_ns:.0} to summarize",
         bytes as f64 / (iters * spans) as f64
     );
 }

@@ -22,6 +22,22 @@ mod vectors;
 pub mod xray;
 pub mod zipkin;
 
+/// Panics unless `otlp`, a conversion's output, is a request that
+/// [`weft_otlp::request::validate_request`] accepts and that
+/// [`weft_otlp::request::summarize_converted`] summarizes alike: the receivers push their
+/// conversions without validating them again. For the tests and fuzz targets of every
+/// conversion.
+#[doc(hidden)]
+pub fn assert_valid_conversion(otlp: &[u8]) {
+    use weft_otlp::request::{RequestSummary, summarize_converted, validate_request};
+    let (mut full, mut quick) = (RequestSummary::default(), RequestSummary::default());
+    if let Err(e) = validate_request(otlp, &mut full) {
+        panic!("a conversion wrote OTLP that validation refuses: {e}");
+    }
+    summarize_converted(otlp, &mut quick).expect("a converted request summarizes");
+    assert_eq!((full.spans, &full.runs), (quick.spans, &quick.runs), "summaries differ");
+}
+
 /// Calls `f` with every span of `data`, with its resource's attributes and its scope's name and
 /// version: the walk every query-side conversion makes.
 pub fn for_each_span<'d>(

@@ -47,7 +47,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         }
     };
     drop(data);
-    match receiver.push(&tenant, Bytes::from(otlp.0), None).await {
+    match receiver.push_converted(&tenant, Bytes::from(otlp.0), None).await {
         Ok(resp) => match resp.partial_success {
             Some(p) if p.rejected_spans as usize >= otlp.1 => text(StatusCode::BAD_REQUEST, None, p.error_message),
             _ => StatusCode::ACCEPTED.into_response(),

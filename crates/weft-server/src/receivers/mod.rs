@@ -83,6 +83,19 @@ impl Receiver {
         let out = self.consumer.push(tenant, otlp, deadline).await?;
         Ok(export_response(out))
     }
+
+    /// [`Receiver::push`] for OTLP this receiver converted from a foreign format, exactly
+    /// once: valid by construction, so it is summarized rather than validated again
+    /// ([`TraceConsumer::push_converted`]).
+    pub async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        otlp: bytes::Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<ExportTraceServiceResponse, Refusal> {
+        let out = self.consumer.push_converted(tenant, otlp, deadline).await?;
+        Ok(export_response(out))
+    }
 }
 
 /// The OTLP reply to an accepted push.

@@ -153,7 +153,10 @@ impl tonic::server::UnaryService<Bytes> for Export {
                     }
                 }
             }
-            let result = receiver.push(&tenant, body, deadline).await;
+            let result = match protocol {
+                Protocol::Otlp => receiver.push(&tenant, body, deadline).await,
+                Protocol::Jaeger => receiver.push_converted(&tenant, body, deadline).await,
+            };
             drop(held);
             match (result, protocol) {
                 (Ok(resp), Protocol::Otlp) => Ok(tonic::Response::new(Bytes::from(resp.encode_to_vec()))),

@@ -369,7 +369,7 @@ fn receive(
         let (st2, stats2, tenant2) = (st.clone(), stats.clone(), tenant.clone());
         rt.spawn(async move {
             let _slot = slot;
-            match st2.receiver().push(&tenant2, Bytes::from(otlp), None).await {
+            match st2.receiver().push_converted(&tenant2, Bytes::from(otlp), None).await {
                 Ok(r) => {
                     let rejected = r.partial_success.as_ref().map_or(0, |p| p.rejected_spans as usize);
                     if rejected >= count {

@@ -77,7 +77,7 @@ async fn receive(st: &AppState, headers: &HeaderMap, body: Body, enc: Encoding) 
     if count == 0 {
         return StatusCode::ACCEPTED.into_response();
     }
-    let result = receiver.push(&tenant, Bytes::from(otlp), None).await;
+    let result = receiver.push_converted(&tenant, Bytes::from(otlp), None).await;
     drop(held);
     match result {
         Ok(resp) => match resp.partial_success {

@@ -4,9 +4,10 @@ use prost::Message;
 use weft_translate::zipkin::{Encoding, to_otlp_request};
 
 // A Zipkin payload (ThriftV1): never a panic, and what is accepted becomes a well-formed OTLP
-// request with one span per decoded span.
+// request, which validation accepts, with one span per decoded span.
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Ok((otlp, n)) = to_otlp_request(Encoding::ThriftV1, data) {
+        weft_translate::assert_valid_conversion(&otlp);
         let req = weft_otlp::pb::collector::ExportTraceServiceRequest::decode(&otlp[..]).expect("valid OTLP");
         let spans: usize = req
             .resource_spans

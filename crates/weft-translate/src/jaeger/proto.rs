@@ -386,6 +386,7 @@ mod tests {
                 for body in [junk, mangled] {
                     if let Ok(b) = decode_post_spans(&body) {
                         let otlp = super::super::super::to_otlp_grouped(&b);
+                        crate::assert_valid_conversion(&otlp);
                         let req = ExportTraceServiceRequest::decode(&otlp[..]).expect("valid OTLP");
                         let n: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
                         prop_assert_eq!(n, b.spans.len());

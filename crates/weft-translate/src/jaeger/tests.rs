@@ -340,13 +340,16 @@ mod no_panic {
             mangled.truncate(cut.max(1));
             for input in [raw, mangled] {
                 if let Ok(b) = decode_http(&input) {
+                    crate::assert_valid_conversion(&to_otlp(&b));
                     let req = otlp(&b);
                     let n: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
                     prop_assert_eq!(n, b.spans.len());
                 }
                 for proto in [Protocol::Compact, Protocol::Binary] {
-                    if let Ok(AgentPayload::Jaeger(b)) = decode_agent(&input, proto) {
-                        let _ = to_otlp(&b);
+                    match decode_agent(&input, proto) {
+                        Ok(AgentPayload::Jaeger(b)) => crate::assert_valid_conversion(&to_otlp(&b)),
+                        Ok(AgentPayload::Zipkin(s)) => crate::assert_valid_conversion(&crate::zipkin::to_otlp(&s)),
+                        Err(_) => {}
                     }
                 }
             }

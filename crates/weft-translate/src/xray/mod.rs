@@ -1107,6 +1107,7 @@ mod tests {
                 for input in [raw, mangled] {
                     let Ok(doc) = split_datagram(&input).and_then(parse) else { continue };
                     if let Ok((otlp, n)) = doc.to_otlp() {
+                        crate::assert_valid_conversion(&otlp);
                         let req = ExportTraceServiceRequest::decode(&otlp[..]).unwrap();
                         let spans: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
                         prop_assert_eq!(spans, n);

@@ -277,6 +277,7 @@ mod no_panic {
             for (enc, seed) in seeds {
                 for input in [raw.clone(), mutate(seed, &flips, cut)] {
                     if let Ok((otlp, n)) = to_otlp_request(enc, &input) {
+                        crate::assert_valid_conversion(&otlp);
                         let req = ExportTraceServiceRequest::decode(&otlp[..]).expect("valid OTLP");
                         let spans: usize = req.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
                         prop_assert_eq!(spans, n);
