@@ -1,5 +1,5 @@
 //! Times the conversion of a Zipkin payload to OTLP: `cargo run --release -p weft-translate
-//! --example convert -- FILE [json_v2|json_v1|proto3|thrift_v1] [iterations]`. Prints ns per span,
+//! --example convert -- FILE [json_v2|json_v1|proto3|thrift_v1|jaeger_thrift] [iterations]`. Prints ns per span,
 //! and what validating the OTLP written costs against summarizing it (as the receivers do).
 use weft_translate::zipkin::{Encoding, to_otlp_request};
 
@@ -13,6 +13,9 @@ fn main() {
         _ => Encoding::JsonV2,
     };
     let iters: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2000);
+    if args.get(2).map(String::as_str) == Some("jaeger_thrift") {
+        return jaeger(&body, iters);
+    }
     let (_, spans) = to_otlp_request(enc, &body).expect("valid payload");
     let t = std::time::Instant::now();
     let mut bytes = 0;
@@ -44,4 +47,21 @@ fn main() {
          {validate_ns:.0} ns/span to validate, {summarize_ns:.0} to summarize",
         bytes as f64 / (iters * spans) as f64
     );
+}
+
+/// Jaeger's `POST /api/traces` body (a binary-thrift `Batch`), as the receiver converts it.
+fn jaeger(body: &[u8], iters: usize) {
+    use weft_translate::jaeger::{decode_http, to_otlp};
+    let spans = decode_http(body).expect("valid batch").spans.len();
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(to_otlp(&decode_http(body).expect("valid")));
+    }
+    let ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(decode_http(body).expect("valid"));
+    }
+    let decode_ns = t.elapsed().as_nanos() as f64 / (iters * spans) as f64;
+    println!("{spans} spans, {ns:.0} ns/span ({decode_ns:.0} decoding)");
 }

@@ -290,6 +290,13 @@ impl<'a> Reader<'a> {
     pub fn string(&mut self) -> Result<&'a str, TranslateError> {
         let at = self.pos;
         let b = self.binary()?;
+        if b.is_ascii() {
+            // Nearly every string here (tag keys and values, names) is short and ASCII, and
+            // `from_utf8`'s general check was 15 % of converting a Jaeger batch.
+            // SAFETY: bytes below 0x80 are each a one-byte UTF-8 character.
+            #[allow(unsafe_code)]
+            return Ok(unsafe { std::str::from_utf8_unchecked(b) });
+        }
         std::str::from_utf8(b).map_err(|_| err(format!("thrift: string at offset {at} is not UTF-8")))
     }
 
@@ -492,6 +499,30 @@ mod tests {
         assert_eq!(r.field().unwrap(), Some((Type::I64, 20)));
         assert_eq!(r.i64().unwrap(), 7);
         assert_eq!(r.field().unwrap(), None);
+    }
+
+    /// Strings: ASCII (the fast path), other UTF-8, and bytes that are not UTF-8 (refused),
+    /// in both protocols.
+    #[test]
+    fn strings_must_be_utf8() {
+        for (bytes, ok) in [
+            (&b"http.method"[..], true),
+            ("clé ✓".as_bytes(), true),
+            (&b"ab\xffc"[..], false),
+            (&b"\xc3"[..], false),
+        ] {
+            let mut binary = (bytes.len() as i32).to_be_bytes().to_vec();
+            binary.extend_from_slice(bytes);
+            let mut compact = vec![bytes.len() as u8];
+            compact.extend_from_slice(bytes);
+            for (buf, proto) in [(binary, Protocol::Binary), (compact, Protocol::Compact)] {
+                let got = Reader::new(&buf, proto).string();
+                match got {
+                    Ok(s) => assert!(ok && s.as_bytes() == bytes, "{bytes:?}"),
+                    Err(e) => assert!(!ok && e.to_string().contains("not UTF-8"), "{bytes:?}: {e}"),
+                }
+            }
+        }
     }
 
     #[test]
