@@ -82,6 +82,22 @@ impl RequestSummary {
         self.spans = 0;
         self.runs.clear();
     }
+
+    /// Counts the next span of the request: its trace ID and its encoded size (tag included).
+    fn add_span(&mut self, trace_id: [u8; 16], bytes: u32) {
+        self.spans += 1;
+        match self.runs.last_mut() {
+            Some(run) if run.trace_id == trace_id => {
+                run.spans += 1;
+                run.bytes += bytes;
+            }
+            _ => self.runs.push(TraceRun {
+                trace_id,
+                spans: 1,
+                bytes,
+            }),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -169,19 +185,7 @@ pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), S
                     continue;
                 }
                 let trace_id = converted_trace_id(&buf[span]).ok_or_else(|| bad("a span without a trace ID"))?;
-                out.spans += 1;
-                let bytes = (r - start) as u32;
-                match out.runs.last_mut() {
-                    Some(run) if run.trace_id == trace_id => {
-                        run.spans += 1;
-                        run.bytes += bytes;
-                    }
-                    _ => out.runs.push(TraceRun {
-                        trace_id,
-                        spans: 1,
-                        bytes,
-                    }),
-                }
+                out.add_span(trace_id, (r - start) as u32);
             }
         }
     }
@@ -253,19 +257,7 @@ fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Re
             SS_SPANS => {
                 let span = f.value.bytes(f.number).map_err(wire(*path, 1))?;
                 let trace_id = scan_span(span, *path)?;
-                out.spans += 1;
-                let bytes = (f.end - f.start) as u32;
-                match out.runs.last_mut() {
-                    Some(run) if run.trace_id == trace_id => {
-                        run.spans += 1;
-                        run.bytes += bytes;
-                    }
-                    _ => out.runs.push(TraceRun {
-                        trace_id,
-                        spans: 1,
-                        bytes,
-                    }),
-                }
+                out.add_span(trace_id, (f.end - f.start) as u32);
                 path.span += 1;
             }
             SS_SCHEMA_URL => {

@@ -1150,15 +1150,10 @@ fn a_record_forged_in_a_payload_neither_replays_nor_cuts_the_log() {
     assert_eq!((report.damaged_ranges, report.torn_bytes), (1, 0));
 }
 
-/// A crash right after a free file became the next segment, before anything was written to
-/// it: the segment replays no record (its header has a new stamp; the old records do not
-/// carry it) and nothing is reported torn or damaged.
-#[test]
-fn a_reused_segment_with_no_record_yet_replays_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let crash = tempfile::tempdir().unwrap();
-    assert!(direct_supported(dir.path()));
-    let wal = small_segment_wal(dir.path(), true);
+/// Writes records into `wal` (of small segments, direct I/O) until they fill segments, then
+/// frees them all: the active one rolls into a free file, which the next segment reuses.
+/// Returns when a segment has been reused, with every acknowledged record and its position.
+fn start_a_reused_segment(wal: &Wal) -> Vec<(WalPos, Bytes)> {
     let mut acked = Vec::new();
     rt().block_on(async {
         for i in 0..60u8 {
@@ -1178,6 +1173,19 @@ fn a_reused_segment_with_no_record_yet_replays_nothing() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
+    acked
+}
+
+/// A crash right after a free file became the next segment, before anything was written to
+/// it: the segment replays no record (its header has a new stamp; the old records do not
+/// carry it) and nothing is reported torn or damaged.
+#[test]
+fn a_reused_segment_with_no_record_yet_replays_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let crash = tempfile::tempdir().unwrap();
+    assert!(direct_supported(dir.path()));
+    let wal = small_segment_wal(dir.path(), true);
+    let acked = start_a_reused_segment(&wal);
     crash_copy(dir.path(), crash.path());
     rt().block_on(wal.shutdown());
     let newest = list_segments(crash.path()).unwrap().pop().unwrap();
@@ -1204,22 +1212,8 @@ fn a_reused_log_ending_on_a_block_boundary_is_not_torn() {
     let dir = tempfile::tempdir().unwrap();
     assert!(direct_supported(dir.path()));
     let wal = small_segment_wal(dir.path(), true);
-    let mut acked = Vec::new();
+    let mut acked = start_a_reused_segment(&wal);
     rt().block_on(async {
-        for i in 0..60u8 {
-            let p = Bytes::from(vec![i; 1500]);
-            acked.push((wal.append(Arc::from("t"), KIND_OTLP, p.clone()).await.unwrap(), p));
-        }
-        let last = acked.last().unwrap().0;
-        wal.truncate_before(last);
-        wal.truncate_before(WalPos {
-            segment: last.segment,
-            offset: u64::MAX,
-        });
-        wal.truncate_before(WalPos { segment: 0, offset: 0 });
-        while wal.stats.reused_segments.load(Ordering::Relaxed) == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         // One record that fills the reused segment's first block exactly.
         let fill = BLOCK as u64 - HEADER_LEN as u64 - record_len("t", b"");
         let p = Bytes::from(vec![0xee; fill as usize]);
