@@ -153,8 +153,9 @@ pub fn validate_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), Scan
 /// the nesting and each span's trace ID, which routing and limits need. Validating them again
 /// was a tenth of those receivers' CPU (BENCHMARKS.md).
 ///
-/// Debug builds validate as well and panic on any difference, so every test that sends a
-/// foreign format checks its conversion.
+/// Debug builds validate as well: a request validation refuses is refused with its error (a
+/// conversion's bug, which every test that sends a foreign format would then see), and a
+/// summary unlike validation's panics.
 pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), ScanError> {
     out.clear();
     let bad = |what: &str| ScanError::Invalid {
@@ -192,9 +193,7 @@ pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), S
     #[cfg(debug_assertions)]
     {
         let mut check = RequestSummary::default();
-        if let Err(e) = validate_request(buf, &mut check) {
-            panic!("a converted request is not valid OTLP: {e}");
-        }
+        validate_request(buf, &mut check)?;
         assert_eq!(
             (check.spans, &check.runs),
             (out.spans, &out.runs),
@@ -1354,6 +1353,25 @@ mod tests {
             vec![(1, 2), (2, 1), (1, 1)]
         );
         assert_eq!((a.spans, a.runs), (b.spans, b.runs));
+    }
+
+    /// A debug build validates a converted request too: one that validation refuses (here a
+    /// span ID of 4 bytes, which no conversion writes) is refused with validation's error.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn debug_builds_refuse_an_invalid_converted_request() {
+        let span = crate::pb::trace::Span {
+            trace_id: vec![1; 16].into(),
+            span_id: vec![2; 4].into(),
+            ..Default::default()
+        };
+        let err = summarize_converted(
+            &request_with_span(&span.encode_to_vec()),
+            &mut RequestSummary::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("span_id must be 8 bytes"), "{err}");
     }
 
     #[test]
