@@ -341,7 +341,7 @@ fn parent_id(s: &Span<'_>) -> i64 {
 }
 
 /// Writes a Jaeger thrift batch as one OTLP request, as the Collector's `ThriftToTraces`: the
-/// process is the resource ([`write_resource`]) and the spans share one scope, so
+/// process is the resource (`write_resource`) and the spans share one scope, so
 /// `otel.scope.*`/`otel.library.*` tags stay attributes (Jaeger shows them as they were sent).
 pub fn to_otlp(b: &Batch<'_>) -> Vec<u8> {
     let mut w = RequestWriter::with_capacity(b.spans.len() * 256 + 64);

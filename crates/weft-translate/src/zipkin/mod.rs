@@ -142,7 +142,7 @@ pub mod keys {
     pub const SPAN_KIND: &str = "span.kind";
     pub const ERROR: &str = "error";
     /// On a server span that shared its span ID with its client (`"shared": true`): the span
-    /// ID the client sent, which became the OTLP parent (see [`shared_span_id`]).
+    /// ID the client sent, which became the OTLP parent (see [`super::shared_span_id`]).
     pub const SHARED_ID: &str = "zipkin.shared";
     /// With [`SHARED_ID`]: the parent ID the shared span had, when it had one.
     pub const SHARED_PARENT: &str = "zipkin.shared_parent";
