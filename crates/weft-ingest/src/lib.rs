@@ -218,18 +218,9 @@ impl Ingest {
         self.push_request(tenant, body, deadline, false).await
     }
 
-    /// [`Ingest::push`] for a request weft converted from a foreign format
-    /// ([`TraceConsumer::push_converted`]).
-    pub async fn push_converted(
-        &self,
-        tenant: &Arc<str>,
-        body: Bytes,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Result<PushOutcome, PushError> {
-        self.push_request(tenant, body, deadline, true).await
-    }
-
-    async fn push_request(
+    /// [`Ingest::push`], or for a request weft `converted` from a foreign format
+    /// ([`TraceConsumer::push_converted`]) when that is set.
+    pub(crate) async fn push_request(
         &self,
         tenant: &Arc<str>,
         body: Bytes,

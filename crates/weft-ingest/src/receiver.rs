@@ -133,7 +133,7 @@ impl TraceConsumer for crate::Ingest {
         otlp: Bytes,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<PushOutcome, PushError> {
-        crate::Ingest::push_converted(self, tenant, otlp, deadline).await
+        self.push_request(tenant, otlp, deadline, true).await
     }
 
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {

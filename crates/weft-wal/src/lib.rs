@@ -577,12 +577,9 @@ fn decode_record(buf: &Bytes, at: usize, stamp: Option<u64>) -> Decoded {
 /// leaves its length intact, and the payload is not searched), then byte by byte.
 fn resync(buf: &Bytes, at: usize, stamp: Option<u64>) -> Option<usize> {
     if let Some(stamp) = stamp {
-        let want = stamp.to_le_bytes();
         let last = buf.len().saturating_sub(8 + BODY_FIXED);
         return (at + 1..=last).find(|&p| {
-            buf[p + 8] == RECORD_VERSION
-                && buf[p + 12..p + 20] == want
-                && matches!(decode_record(buf, p, Some(stamp)), Decoded::Record { .. })
+            starts_own_record(buf, p, stamp) && matches!(decode_record(buf, p, Some(stamp)), Decoded::Record { .. })
         });
     }
     if buf.len() - at >= 8 {
