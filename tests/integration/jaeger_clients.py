@@ -1,4 +1,5 @@
-"""Real Jaeger clients sending one trace each, run with the interpreter of .venv-jaeger.
+"""Real Jaeger clients (and the OpenTelemetry Zipkin protobuf exporter, which needs the same
+older dependencies) sending one trace each, run with the interpreter of .venv-jaeger.
 
 Usage: python jaeger_clients.py MODE ARGS... -> prints the trace ID (32 hex) on stdout.
   otel-udp HOST PORT        OpenTelemetry Jaeger thrift exporter, agent mode (compact thrift, UDP)
@@ -7,6 +8,8 @@ Usage: python jaeger_clients.py MODE ARGS... -> prints the trace ID (32 hex) on 
   jaeger-client HOST PORT   jaeger-client (Python) to the agent port (compact thrift, UDP)
   jaeger-binary HOST PORT   jaeger-client's own thrift types, emitBatch in the binary protocol
                             over UDP (the agent's port 6832)
+  otel-zipkin-proto URL...  OpenTelemetry Zipkin exporter, protobuf over HTTP, the same spans
+                            to every URL
 Each trace: a server root with tags of every type and a log, and a failing client child.
 """
 import socket
@@ -21,7 +24,10 @@ def otel(mode, *args):
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    if mode == "otel-udp":
+    if mode == "otel-zipkin-proto":
+        from opentelemetry.exporter.zipkin.proto.http import ZipkinExporter
+        exps = [ZipkinExporter(endpoint=url) for url in args]
+    elif mode == "otel-udp":
         exps = [JaegerExporter(agent_host_name=args[0], agent_port=int(args[1]))]
     else:
         # One exporter per collector URL: the same spans to each (weft and the real Jaeger).

@@ -439,6 +439,51 @@ def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, we
     compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", documented)
 
 
+LEGACY_PY = REPO_ROOT / ".venv-jaeger" / "bin" / "python"
+
+
+def test_otel_zipkin_protobuf_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft):
+    """The OpenTelemetry Zipkin exporter in its protobuf form (Python's
+    `opentelemetry-exporter-zipkin-proto-http`, which needs protobuf 3 and so runs in
+    .venv-jaeger) sends one SDK trace to both servers: a server span with attributes of every
+    type and an event, and a failing client child with `peer.service`."""
+    if not LEGACY_PY.is_file():
+        pytest.fail(f"{LEGACY_PY} is missing: run scripts/test-deps.sh", pytrace=False)
+    out = subprocess.run([str(LEGACY_PY), str(REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"),
+                          "otel-zipkin-proto", f"{zipkin}/api/v2/spans", f"{weft.zipkin}/api/v2/spans"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tid = out.stdout.strip().splitlines()[-1]
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 2, 20, f"trace {tid} in both")
+    spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
+    root = next(s for s in spans if "parentId" not in s)
+    child = next(s for s in spans if "parentId" in s)
+    assert root["kind"] == "SERVER" and root["localEndpoint"]["serviceName"] == "shop-otel-zipkin-proto", root
+    assert {root["tags"][k] for k in ("http.method", "items", "ratio", "cached")} == {"POST", "3", "0.5", "true"}
+    assert [a["value"] for a in root["annotations"]] == ['{"validated": {"rule": "max-items"}}'], root
+    # The exporter's tags as sent: `peer.service` a tag (no remote endpoint), the status twice,
+    # the scope in both spellings, and its `debug` flag.
+    assert "remoteEndpoint" not in child and child["debug"] is True, child
+    assert {k: child["tags"].get(k) for k in ("peer.service", "error", "otel.status_code", "otel.library.name")} == {
+        "peer.service": "postgres", "error": "deadlock", "otel.status_code": "ERROR",
+        "otel.library.name": "shop.instrumentation"}, child
+    end = int(time.time() * 1000) + 1000
+    for q in ({"serviceName": "shop-otel-zipkin-proto"}, {"spanName": "insert cart"},
+              {"annotationQuery": "error and items=3"}, {"annotationQuery": "peer.service=postgres"}):
+        found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
+        assert len(found) == 1, (q, found)
+    assert compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-otel-zipkin-proto") == []
+    assert compare(zipkin, weft.zipkin, "/api/v2/dependencies", endTs=end, lookback=60000) == []
+    # In OTLP (Tempo's API) the Collector's mapping: scope, status and `peer.service` as fields.
+    td = weft.fetch_trace(tid, protobuf=True)
+    (ss,) = [ss for rs in td.resource_spans for ss in rs.scope_spans]
+    assert (ss.scope.name, ss.scope.version) == ("shop.instrumentation", "2.1")
+    failed = next(s for s in ss.spans if s.name == "INSERT cart")
+    assert (failed.status.code, failed.status.message) == (2, "deadlock")
+    attrs = {a.key: a.value.string_value for a in failed.attributes}
+    assert attrs["peer.service"] == "postgres" and "otel.status_code" not in attrs, attrs
+
+
 BRAVE_DIR = REPO_ROOT / "tests" / "zipkin-brave"
 
 

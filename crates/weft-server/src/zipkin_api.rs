@@ -93,11 +93,16 @@ async fn service_spellings(st: &AppState, tenant: &str, lower: &str) -> Result<V
 
 /// `{ resource.service.name = "A" || … }` for the spellings of a service.
 fn service_filter(spellings: &[String]) -> String {
+    format!("{{ {} }}", service_terms(spellings))
+}
+
+/// `resource.service.name = "A" || …`.
+fn service_terms(spellings: &[String]) -> String {
     let terms: Vec<String> = spellings
         .iter()
         .map(|s| format!("resource.service.name = {}", quote(s)))
         .collect();
-    format!("{{ {} }}", terms.join(" || "))
+    terms.join(" || ")
 }
 
 /// `GET /api/v2/services`.
@@ -118,6 +123,7 @@ async fn names_of_service(
     headers: HeaderMap,
     p: HashMap<String, String>,
     field: &'static str,
+    also: Option<&'static str>,
 ) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
         let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
@@ -130,7 +136,11 @@ async fn names_of_service(
         if spellings.is_empty() {
             return json(Json::Array(vec![]));
         }
-        match values(&s, &tenant, &service_filter(&spellings), field).await {
+        let filter = match also {
+            Some(also) => format!("{{ ({}) && {also} }}", service_terms(&spellings)),
+            None => service_filter(&spellings),
+        };
+        match values(&s, &tenant, &filter, field).await {
             Ok(v) => json(names(v)),
             Err(r) => r,
         }
@@ -139,11 +149,15 @@ async fn names_of_service(
 }
 
 pub async fn spans(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    names_of_service(st, headers, p, "name").await
+    names_of_service(st, headers, p, "name", None).await
 }
 
+/// The `peer.service` of spans with a remote endpoint: not of a Zipkin span that sent it as a
+/// tag alone (its `zipkin.original` names no `remoteService`).
+const HAS_REMOTE_ENDPOINT: &str = r#"(span.zipkin.original = nil || span.zipkin.original =~ ".*\"remoteService\".*")"#;
+
 pub async fn remote_services(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    names_of_service(st, headers, p, "span.peer.service").await
+    names_of_service(st, headers, p, "span.peer.service", Some(HAS_REMOTE_ENDPOINT)).await
 }
 
 /// Every stored span of a trace, converted.

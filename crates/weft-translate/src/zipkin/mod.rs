@@ -148,6 +148,13 @@ pub mod keys {
     pub const SHARED_PARENT: &str = "zipkin.shared_parent";
     /// Set when a Zipkin span had no timestamp (its OTLP start is then 0 + its duration).
     pub const START_ABSENT: &str = "otel.zipkin.absentField.startTime";
+    /// What a Zipkin span said that its OTLP form cannot give back, so that the Zipkin API
+    /// shows it as sent: JSON `{"tags":{…},"remoteService":"…","debug":true}`. Written only
+    /// for spans with `debug`, `otel.library.*` tags, an `otel.status_code` other than `OK`,
+    /// an empty `error` or a `peer.service` tag (as the OpenTelemetry Zipkin exporters send
+    /// them); `tags` holds the span's scope, status, `error` and `peer.service` tags verbatim,
+    /// `remoteService` the remote endpoint's service name.
+    pub const ORIGINAL: &str = "zipkin.original";
     pub const LINK_PREFIX: &str = "otlp.link.";
 }
 
@@ -214,10 +221,12 @@ enum TagRole {
     StatusDescription,
     Error,
     Link,
+    /// `peer.service`: an attribute, and kept for the Zipkin API as a tag.
+    PeerService,
 }
 
 fn tag_role(k: &str) -> TagRole {
-    const SPECIAL: [(&str, TagRole); 9] = [
+    const SPECIAL: [(&str, TagRole); 10] = [
         (keys::SCOPE_NAME, TagRole::Scope),
         (keys::SCOPE_VERSION, TagRole::Scope),
         (keys::LIBRARY_NAME, TagRole::Scope),
@@ -227,6 +236,7 @@ fn tag_role(k: &str) -> TagRole {
         (keys::STATUS_CODE, TagRole::StatusCode),
         (keys::STATUS_DESCRIPTION, TagRole::StatusDescription),
         (keys::ERROR, TagRole::Error),
+        (keys::PEER_SERVICE, TagRole::PeerService),
     ];
     if let Some((_, r)) = SPECIAL.iter().find(|(s, _)| same(k, s)) {
         return *r;
@@ -459,6 +469,9 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
     let role_of = |i: usize, roles: &[TagRole; 16]| if i < 16 { roles[i] } else { tag_role(&s.tags[i].0) };
     let (mut tracestate, mut span_kind, mut status_code, mut status_desc, mut error_tag, mut has_links) =
         (None, None, None, None, None, false);
+    // Whether the OTLP form loses something the Zipkin API must give back ([`keys::ORIGINAL`]).
+    let mut lossy = s.debug;
+    let remote_service = s.remote.as_ref().and_then(Endpoint::service);
     for (i, (k, v)) in s.tags.iter().enumerate() {
         let r = tag_role(k);
         if i < 16 {
@@ -473,6 +486,17 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
             TagRole::Link => has_links = true,
             _ => {}
         }
+        // What the Zipkin API would not write back as it came: `otel.library.*` (it writes
+        // `otel.scope.*`), an empty scope tag, a status tag other than `OK` (an error is the
+        // `error` tag alone), an empty `error` (it writes `true`), a `peer.service` tag (it
+        // writes the remote endpoint).
+        lossy |= match r {
+            TagRole::Scope => v.is_empty() || same(k, keys::LIBRARY_NAME) || same(k, keys::LIBRARY_VERSION),
+            TagRole::StatusCode => v != "OK",
+            TagRole::Error => v.is_empty(),
+            TagRole::PeerService => true,
+            _ => false,
+        };
     }
     let mut sw = w.span();
     // A server that joined its client's span: its own ID, under the client span.
@@ -530,6 +554,8 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
     for (i, (k, v)) in s.tags.iter().enumerate() {
         let keep = match role_of(i, &roles) {
             TagRole::Attribute => true,
+            // The remote endpoint's name is the attribute when there is one.
+            TagRole::PeerService => remote_service.is_none(),
             TagRole::SpanKind => !internal,
             TagRole::StatusCode | TagRole::StatusDescription => !status_from_tags,
             TagRole::Error => code != status::ERROR,
@@ -562,6 +588,9 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
     if s.timestamp_us == 0 {
         sw.attr(keys::START_ABSENT, &Value::Bool(true));
     }
+    if lossy {
+        sw.str_attr(keys::ORIGINAL, &original(s, remote_service));
+    }
     for a in &s.annotations {
         write_annotation(&mut sw, a);
     }
@@ -574,6 +603,30 @@ fn write_span(w: &mut RequestWriter, s: &Span<'_>) {
         }
     }
     sw.status(code, message);
+}
+
+/// The [`keys::ORIGINAL`] of a span: its scope, status, error and `peer.service` tags, its
+/// remote service name and its debug flag. Rare (the OpenTelemetry Zipkin exporters' spans),
+/// so plain JSON.
+fn original(s: &Span<'_>, remote_service: Option<&str>) -> String {
+    let mut tags = serde_json::Map::new();
+    for (k, v) in &s.tags {
+        if matches!(
+            tag_role(k),
+            TagRole::Scope | TagRole::StatusCode | TagRole::StatusDescription | TagRole::Error | TagRole::PeerService
+        ) {
+            tags.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+        }
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("tags".into(), serde_json::Value::Object(tags));
+    if let Some(r) = remote_service {
+        m.insert("remoteService".into(), serde_json::Value::String(r.to_owned()));
+    }
+    if s.debug {
+        m.insert("debug".into(), serde_json::Value::Bool(true));
+    }
+    serde_json::Value::Object(m).to_string()
 }
 
 /// An annotation as an event. `name|{json attributes}|dropped` (how the Collector's Zipkin

@@ -38,6 +38,7 @@ pub struct OutSpan {
     pub annotations: Vec<(u64, String)>,
     pub tags: BTreeMap<String, String>,
     pub shared: bool,
+    pub debug: bool,
 }
 
 impl OutSpan {
@@ -85,6 +86,9 @@ impl OutSpan {
         }
         if !self.tags.is_empty() {
             m.insert("tags".into(), json!(self.tags));
+        }
+        if self.debug {
+            m.insert("debug".into(), json!(true));
         }
         if self.shared {
             m.insert("shared".into(), json!(true));
@@ -211,6 +215,7 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
         trace_id: trace_id_hex(&span.trace_id),
         ..OutSpan::default()
     };
+    let original = take(keys::ORIGINAL).and_then(|o| serde_json::from_str::<Json>(&o).ok());
     let shared_id = take(keys::SHARED_ID);
     let shared_parent = take(keys::SHARED_PARENT);
     match shared_id {
@@ -261,7 +266,11 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
         set_ip(&mut e, host_ip);
         out.local = Some(e);
     }
-    let peer = take(keys::PEER_SERVICE);
+    let mut peer = take(keys::PEER_SERVICE);
+    if let Some(o) = &original {
+        // The remote endpoint's name as sent; a `peer.service` tag returns as a tag (below).
+        peer = o.get("remoteService").and_then(Json::as_str).map(str::to_owned);
+    }
     let peer_ip = take(keys::NET_PEER_IP);
     let peer_port = take(keys::NET_PEER_PORT)
         .and_then(|p| p.parse::<u16>().ok())
@@ -311,6 +320,24 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
                 l.dropped_attributes_count
             ),
         );
+    }
+    if let Some(o) = &original {
+        // The scope, status and error tags as sent, instead of those made from the OTLP.
+        for k in [
+            keys::SCOPE_NAME,
+            keys::SCOPE_VERSION,
+            keys::STATUS_CODE,
+            keys::STATUS_DESCRIPTION,
+            keys::ERROR,
+        ] {
+            tags.remove(k);
+        }
+        if let Some(sent) = o.get("tags").and_then(Json::as_object) {
+            for (k, v) in sent {
+                tags.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
+            }
+        }
+        out.debug = o.get("debug").and_then(Json::as_bool).unwrap_or(false);
     }
     let mut events: Vec<(u64, String)> = span
         .events

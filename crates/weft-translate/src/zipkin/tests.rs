@@ -50,6 +50,72 @@ fn v2_json_round_trips_through_otlp() {
     assert_eq!(back(&req), input);
 }
 
+/// Spans as the OpenTelemetry Zipkin exporters write them (`debug`, scope tags in both
+/// spellings, `otel.status_code` beside `error`, `peer.service` as a tag with and without a
+/// remote endpoint) read back through the Zipkin API as sent, while their OTLP has the
+/// Collector's scope, status and `peer.service`.
+#[test]
+fn opentelemetry_exporter_spans_read_back_as_sent() {
+    let sent = r#"[
+      {"traceId":"074c5518c3f27f0eb30dcff1a1c9a5c7","parentId":"9d73c3edfafd6dca","id":"6949842c0fddc925",
+       "kind":"CLIENT","name":"insert cart","timestamp":1795831197302273,"duration":20,
+       "localEndpoint":{"serviceName":"shop"},"debug":true,
+       "tags":{"error":"deadlock","otel.library.name":"lib","otel.library.version":"2.1",
+               "otel.scope.name":"lib","otel.scope.version":"2.1","otel.status_code":"ERROR",
+               "peer.service":"postgres"}},
+      {"traceId":"074c5518c3f27f0eb30dcff1a1c9a5c7","id":"9d73c3edfafd6dca","kind":"CLIENT","name":"get",
+       "timestamp":1795831197302211,"duration":30,"localEndpoint":{"serviceName":"shop"},
+       "remoteEndpoint":{"serviceName":"redis","port":6379},
+       "tags":{"otel.library.name":"lib","peer.service":"Redis-Main","otel.status_code":"OK"}}
+    ]"#;
+    let req = otlp(Encoding::JsonV2, sent.as_bytes());
+    let scope = req.resource_spans[0].scope_spans[0].scope.as_ref().unwrap();
+    assert_eq!((scope.name.as_str(), scope.version.as_str()), ("lib", "2.1"));
+    let spans: Vec<_> = req
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    let attr = |s: &weft_otlp::pb::trace::Span, k: &str| {
+        let v: Vec<_> = s.attributes.iter().filter(|kv| kv.key == k).collect();
+        assert!(v.len() <= 1, "{k} once");
+        v.first().map(|kv| super::out::value_text(kv.value.as_ref()))
+    };
+    let failed = spans.iter().find(|s| s.name == "insert cart").unwrap();
+    assert_eq!(
+        failed.status.as_ref().map(|s| (s.code, s.message.as_str())),
+        Some((2, "deadlock"))
+    );
+    assert_eq!(attr(failed, "peer.service").as_deref(), Some("postgres"));
+    assert_eq!(attr(failed, "otel.status_code"), None);
+    let get = spans.iter().find(|s| s.name == "get").unwrap();
+    assert_eq!(get.status.as_ref().map(|s| s.code), Some(1));
+    assert_eq!(
+        attr(get, "peer.service").as_deref(),
+        Some("redis"),
+        "the remote endpoint's name"
+    );
+
+    let mut input: Vec<serde_json::Value> = serde_json::from_str(sent).unwrap();
+    let mut out = back(&req);
+    let by_id = |v: &mut Vec<serde_json::Value>| v.sort_by_key(|s| s["id"].as_str().unwrap().to_owned());
+    by_id(&mut input);
+    by_id(&mut out);
+    assert_eq!(out, input);
+    // Brave's spans (no scope or status tags, no debug) carry no such attribute.
+    let plain = otlp(Encoding::JsonV2, V2.as_bytes());
+    let keys = plain
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans);
+    assert!(
+        keys.flat_map(|s| &s.attributes)
+            .all(|kv| kv.key != super::keys::ORIGINAL)
+    );
+}
+
 #[test]
 fn proto3_matches_json() {
     // ListOfSpans with one span: trace_id (8), id, kind SERVER, name, timestamp, duration,
