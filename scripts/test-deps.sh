@@ -4,8 +4,8 @@
 #     .venv-jaeger with the Jaeger clients (tests/integration/requirements-jaeger.txt)
 #   - telemetrygen in .tools/bin (built from the Go module proxy)
 #   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
-#     and Brave (tests/zipkin-brave, Maven), for the differential tests of the Zipkin receiver
-#     and query API
+#     and Brave and the OpenTelemetry Java Zipkin exporter (tests/zipkin-brave, Maven), for the
+#     differential tests of the Zipkin receiver and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
 #   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
@@ -91,20 +91,24 @@ fi
 bash "$ROOT/scripts/kafka-server.sh" fetch
 log "Kafka broker jars in .tools/kafka"
 
-# --- Java clients: Brave (Zipkin) and the AWS X-Ray SDK for Java ------------------
-# Each is a small Maven project with one main class, compiled once; the tests run it with the
-# classpath Maven resolved.
+# --- Java clients: Brave and the OpenTelemetry Zipkin exporter, the AWS X-Ray SDK for Java ---
+# Each is a small Maven project, compiled again when a source or its pom changes; the tests run
+# its main classes with the classpath Maven resolved.
 build_java_client() { # DIR CLASS-PATH WHAT
-    local dir="$ROOT/$1" class="$ROOT/$1/target/classes/$2.class" src="$ROOT/$1/src/main/java/$2.java"
-    if [[ -s "$dir/target/classpath.txt" && -f "$class" && "$class" -nt "$src" ]]; then
+    local dir="$ROOT/$1" class="$ROOT/$1/target/classes/$2.class"
+    # Built when the classpath and the main class exist and no source or the pom is newer.
+    if [[ -s "$dir/target/classpath.txt" && -f "$class" \
+          && -z "$(find "$dir/src" "$dir/pom.xml" -newer "$dir/target/classpath.txt" -print -quit)" ]]; then
         log "$3 already built"
     else
         log "building $3 ($1) with Maven"
         (cd "$dir" && mvn -q -B -Dstyle.color=never compile dependency:build-classpath \
             -Dmdep.outputFile=target/classpath.txt >&2)
+        # Maven leaves an unchanged classpath file as it was: its time marks this build.
+        touch "$dir/target/classpath.txt"
     fi
 }
-build_java_client tests/zipkin-brave weft/brave/Report "the Brave client"
+build_java_client tests/zipkin-brave weft/brave/Report "the Zipkin Java clients"
 build_java_client tests/xray-java weft/xray/Report "the X-Ray Java client"
 
 # --- Jaeger v2 (the real server for the Jaeger differential tests) -------------------

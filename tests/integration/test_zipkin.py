@@ -488,6 +488,32 @@ BRAVE_DIR = REPO_ROOT / "tests" / "zipkin-brave"
 
 
 @pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
+def test_otel_java_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
+    """The OpenTelemetry Java SDK's Zipkin exporter (`opentelemetry-exporter-zipkin` 1.59.0,
+    its last release) sends one trace to both servers: a server root with attributes of every
+    type and an event, a failing client child with `peer.service`, an internal span."""
+    cp_file = BRAVE_DIR / "target" / "classpath.txt"
+    if not cp_file.is_file():
+        pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
+    cp = f"{BRAVE_DIR / 'target' / 'classes'}:{cp_file.read_text().strip()}"
+    out = subprocess.run(["java", "-cp", cp, "weft.brave.OtelZipkin", encoding, f"{zipkin}/api/v2/spans",
+                          f"{weft.zipkin}/api/v2/spans"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tid = out.stdout.strip().splitlines()[-1]
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 3, 20, f"trace {tid} in both")
+    spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
+    db = next(s for s in spans if s["name"] == "insert cart")
+    assert db["tags"]["error"] == "deadlock", db
+    end = int(time.time() * 1000) + 1000
+    for q in ({"serviceName": "shop-java"}, {"spanName": "render"}, {"annotationQuery": "error and items=3"}):
+        found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
+        assert len(found) == 1, (q, found)
+    compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-java")
+    compare(zipkin, weft.zipkin, "/api/v2/dependencies",
+            lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
+
+
+@pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
 def test_brave_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
     """Brave (io.zipkin.brave 6 with zipkin-reporter's URLConnection sender) reports one trace,
     including a server span that joined its client's span ID, to both servers at once."""
