@@ -73,7 +73,7 @@ pub async fn read(
         && len > max as u64
     {
         if len <= drain_cap as u64 {
-            let _ = tokio::time::timeout(body_timeout(st), read_limited(body, 0, drain_cap)).await;
+            let _ = tokio::time::timeout(body_timeout(st), read_limited(body, 0, drain_cap, 0)).await;
         }
         return Err(too_large(format!(
             "request body of {len} bytes exceeds the maximum request size of {max} bytes"
@@ -91,7 +91,8 @@ pub async fn read(
         }
         None => Body::new(BudgetedBody::new(body, st.budget.clone(), held.clone())),
     };
-    let raw = match tokio::time::timeout(body_timeout(st), read_limited(body, max, drain_cap)).await {
+    let expect = declared.map_or(0, |n| (n as usize).min(max));
+    let raw = match tokio::time::timeout(body_timeout(st), read_limited(body, max, drain_cap, expect)).await {
         Ok(Ok(Some(raw))) => raw,
         Ok(Ok(None)) => {
             return Err(too_large(format!(
@@ -198,8 +199,9 @@ fn find_cause<'a, T: std::error::Error + 'static>(e: &'a (dyn std::error::Error 
 
 /// Reads a body of at most `max` bytes. A longer body yields `Ok(None)` after the rest is read
 /// and discarded, up to `drain` bytes in all (then reading stops and the connection closes).
-/// A body that arrives in one frame is returned without copying.
-async fn read_limited(mut body: Body, max: usize, drain: usize) -> Result<Option<Bytes>, axum::Error> {
+/// A body that arrives in one frame is returned without copying; one in several is gathered
+/// into room for `expect` bytes (its declared length), not grown and copied frame by frame.
+async fn read_limited(mut body: Body, max: usize, drain: usize, expect: usize) -> Result<Option<Bytes>, axum::Error> {
     use http_body_util::BodyExt;
     let mut first: Option<Bytes> = None;
     let mut rest = bytes::BytesMut::new();
@@ -219,7 +221,7 @@ async fn read_limited(mut body: Body, max: usize, drain: usize) -> Result<Option
             first = Some(data);
         } else {
             if let Some(f) = first.take() {
-                rest.reserve(f.len() + data.len());
+                rest.reserve(expect.max(f.len() + data.len()));
                 rest.extend_from_slice(&f);
             }
             rest.extend_from_slice(&data);
