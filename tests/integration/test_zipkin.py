@@ -474,6 +474,19 @@ def test_otel_zipkin_protobuf_exporter_reads_back_as_from_the_real_zipkin(zipkin
         assert len(found) == 1, (q, found)
     assert compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-otel-zipkin-proto") == []
     assert compare(zipkin, weft.zipkin, "/api/v2/dependencies", endTs=end, lookback=60000) == []
+    # With a remote endpoint as well (as other exporters send it), that endpoint is the remote
+    # service, and the tag stays a tag.
+    now_us = int(time.time() * 1e6)
+    post_both([zipkin, weft.zipkin], "V2_JSON", json.dumps([{
+        "traceId": "5e1f0000000000000000000000000001", "id": "5e1f000000000001", "kind": "CLIENT",
+        "name": "get", "timestamp": now_us, "duration": 15, "debug": True,
+        "localEndpoint": {"serviceName": "shop-otel-zipkin-proto"},
+        "remoteEndpoint": {"serviceName": "redis", "port": 6379},
+        "tags": {"peer.service": "Redis-Main", "otel.status_code": "ERROR", "error": "timeout"}}]))
+    wait_for(lambda: span_count(zipkin, "5e1f0000000000000000000000000001")
+             == span_count(weft.zipkin, "5e1f0000000000000000000000000001") == 1, 20, "the span in both")
+    compare(zipkin, weft.zipkin, "/api/v2/trace/5e1f0000000000000000000000000001", norm_trace)
+    assert compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-otel-zipkin-proto") == ["redis"]
     # In OTLP (Tempo's API) the Collector's mapping: scope, status and `peer.service` as fields.
     td = weft.fetch_trace(tid, protobuf=True)
     (ss,) = [ss for rs in td.resource_spans for ss in rs.scope_spans]

@@ -153,8 +153,10 @@ pub async fn spans(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p)
 }
 
 /// The `peer.service` of spans with a remote endpoint: not of a Zipkin span that sent it as a
-/// tag alone (its `zipkin.original` names no `remoteService`).
-const HAS_REMOTE_ENDPOINT: &str = r#"(span.zipkin.original = nil || span.zipkin.original =~ ".*\"remoteService\".*")"#;
+/// tag alone (its `zipkin.original` has no `remoteService` member; the `{` or `,` before the
+/// key tells a member from the same text inside a tag's value, where its quote is escaped).
+const HAS_REMOTE_ENDPOINT: &str =
+    r#"(span.zipkin.original = nil || span.zipkin.original =~ ".*[{,]\"remoteService\":.*")"#;
 
 pub async fn remote_services(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
     names_of_service(st, headers, p, "span.peer.service", Some(HAS_REMOTE_ENDPOINT)).await
