@@ -4,8 +4,9 @@
 #     .venv-jaeger with the Jaeger clients (tests/integration/requirements-jaeger.txt)
 #   - telemetrygen in .tools/bin (built from the Go module proxy)
 #   - the real Zipkin server (io.zipkin:zipkin-server exec jar, Maven Central) in .tools/zipkin,
-#     and Brave and the OpenTelemetry Java Zipkin exporter (tests/zipkin-brave, Maven), for the
-#     differential tests of the Zipkin receiver and query API
+#     and Brave and the OpenTelemetry Java Zipkin exporter (tests/zipkin-brave, Maven) and JS
+#     Zipkin exporter (tests/zipkin-js, npm), for the differential tests of the Zipkin receiver
+#     and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
 #   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
@@ -110,6 +111,16 @@ build_java_client() { # DIR CLASS-PATH WHAT
 }
 build_java_client tests/zipkin-brave weft/brave/Report "the Zipkin Java clients"
 build_java_client tests/xray-java weft/xray/Report "the X-Ray Java client"
+
+# --- The OpenTelemetry JS SDK's Zipkin exporter (tests/zipkin-js, pinned npm packages) ---
+jsstamp="tests/zipkin-js/node_modules/.weft-package-lock.json"
+if [[ -f "$jsstamp" ]] && cmp -s tests/zipkin-js/package-lock.json "$jsstamp"; then
+    log "the Zipkin JS client already installed"
+else
+    log "installing the Zipkin JS client's npm packages (tests/zipkin-js)"
+    (cd tests/zipkin-js && npm ci --no-audit --no-fund --loglevel=error >&2)
+    cp tests/zipkin-js/package-lock.json "$jsstamp"
+fi
 
 # --- Jaeger v2 (the real server for the Jaeger differential tests) -------------------
 # `go install ...@v1.76.0` refuses the module (its go.mod has replace directives), so the

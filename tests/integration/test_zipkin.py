@@ -526,6 +526,29 @@ def test_otel_java_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, we
             lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
 
 
+def test_otel_js_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft):
+    """The OpenTelemetry JS SDK's Zipkin exporter (`@opentelemetry/exporter-zipkin`, in
+    tests/zipkin-js) sends one trace to both servers: a server root with attributes of every
+    type and an event, a failing client child with `peer.service`, an internal span."""
+    js = REPO_ROOT / "tests" / "zipkin-js"
+    if not (js / "node_modules" / "@opentelemetry" / "exporter-zipkin").is_dir():
+        pytest.fail(f"{js}/node_modules is missing: run scripts/test-deps.sh", pytrace=False)
+    out = subprocess.run(["node", str(js / "report.mjs"), f"{zipkin}/api/v2/spans", f"{weft.zipkin}/api/v2/spans"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tid = out.stdout.strip().splitlines()[-1]
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 3, 20, f"trace {tid} in both")
+    spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
+    db = next(s for s in spans if s["name"] == "insert cart")
+    assert (db["tags"]["peer.service"], db["tags"]["otel.status_code"]) == ("postgres", "ERROR"), db
+    end = int(time.time() * 1000) + 1000
+    for q in ({"serviceName": "shop-js"}, {"spanName": "render"}, {"annotationQuery": "error and items=3"}):
+        found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
+        assert len(found) == 1, (q, found)
+    assert compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-js") == []
+    assert compare(zipkin, weft.zipkin, "/api/v2/dependencies", endTs=end, lookback=60000) == []
+
+
 @pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
 def test_brave_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
     """Brave (io.zipkin.brave 6 with zipkin-reporter's URLConnection sender) reports one trace,
