@@ -151,9 +151,9 @@ pub mod keys {
     /// What a Zipkin span said that its OTLP form cannot give back, so that the Zipkin API
     /// shows it as sent: JSON `{"tags":{…},"remoteService":"…","debug":true}`. Written only
     /// for spans with `debug`, `otel.library.*` tags, an empty scope tag, an `otel.status_code`
-    /// other than `OK`, an empty `error` or a `peer.service` tag (as the OpenTelemetry Zipkin exporters send
-    /// them); `tags` holds the span's scope, status, `error` and `peer.service` tags verbatim,
-    /// `remoteService` the remote endpoint's service name.
+    /// other than `OK`, an empty `error` or a `peer.service` tag (as the OpenTelemetry Zipkin
+    /// exporters send them); `tags` holds the span's scope, status, `error` and `peer.service`
+    /// tags verbatim, `remoteService` the remote endpoint's service name.
     pub const ORIGINAL: &str = "zipkin.original";
     pub const LINK_PREFIX: &str = "otlp.link.";
 }
