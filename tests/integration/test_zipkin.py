@@ -449,12 +449,8 @@ def test_otel_zipkin_protobuf_exporter_reads_back_as_from_the_real_zipkin(zipkin
     type and an event, and a failing client child with `peer.service`."""
     if not LEGACY_PY.is_file():
         pytest.fail(f"{LEGACY_PY} is missing: run scripts/test-deps.sh", pytrace=False)
-    out = subprocess.run([str(LEGACY_PY), str(REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"),
-                          "otel-zipkin-proto", f"{zipkin}/api/v2/spans", f"{weft.zipkin}/api/v2/spans"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    tid = out.stdout.strip().splitlines()[-1]
-    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 2, 20, f"trace {tid} in both")
+    tid = report_to_both([str(LEGACY_PY), str(REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"),
+                          "otel-zipkin-proto"], zipkin, weft, 2)
     spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
     root = next(s for s in spans if "parentId" not in s)
     child = next(s for s in spans if "parentId" in s)
@@ -500,51 +496,62 @@ def test_otel_zipkin_protobuf_exporter_reads_back_as_from_the_real_zipkin(zipkin
 BRAVE_DIR = REPO_ROOT / "tests" / "zipkin-brave"
 
 
-@pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
-def test_otel_java_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
-    """The OpenTelemetry Java SDK's Zipkin exporter (`opentelemetry-exporter-zipkin` 1.59.0,
-    its last release) sends one trace to both servers: a server root with attributes of every
-    type and an event, a failing client child with `peer.service`, an internal span."""
+def report_to_both(command: list[str], zipkin: str, weft, spans: int) -> str:
+    """Runs a client `command` with both servers' span endpoints appended; it prints the trace
+    ID. Returns it once both servers hold the trace's `spans` spans."""
+    out = subprocess.run([*command, f"{zipkin}/api/v2/spans", f"{weft.zipkin}/api/v2/spans"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tid = out.stdout.strip().splitlines()[-1]
+    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == spans, 20, f"trace {tid} in both")
+    return tid
+
+
+def java_client(main_class: str) -> list[str]:
+    """The command that runs a main class of tests/zipkin-brave (built by scripts/test-deps.sh)."""
     cp_file = BRAVE_DIR / "target" / "classpath.txt"
     if not cp_file.is_file():
         pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
-    cp = f"{BRAVE_DIR / 'target' / 'classes'}:{cp_file.read_text().strip()}"
-    out = subprocess.run(["java", "-cp", cp, "weft.brave.OtelZipkin", encoding, f"{zipkin}/api/v2/spans",
-                          f"{weft.zipkin}/api/v2/spans"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    tid = out.stdout.strip().splitlines()[-1]
-    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 3, 20, f"trace {tid} in both")
+    return ["java", "-cp", f"{BRAVE_DIR / 'target' / 'classes'}:{cp_file.read_text().strip()}", main_class]
+
+
+def compare_exporter_trace(zipkin: str, weft, tid: str, service: str) -> list[dict]:
+    """The trace every OpenTelemetry exporter client here sends (a server root with attributes
+    of every type and an event, a failing client child with `peer.service`, an internal span),
+    read through both servers' API: the trace, queries, remote services and dependency links."""
     spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
     db = next(s for s in spans if s["name"] == "insert cart")
-    assert db["tags"]["error"] == "deadlock", db
+    assert (db["tags"]["peer.service"], db["tags"]["error"]) == ("postgres", "deadlock"), db
     end = int(time.time() * 1000) + 1000
-    for q in ({"serviceName": "shop-java"}, {"spanName": "render"}, {"annotationQuery": "error and items=3"}):
+    for q in ({"serviceName": service}, {"spanName": "render"}, {"annotationQuery": "error and items=3"}):
         found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
         assert len(found) == 1, (q, found)
-    compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-java")
+    compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName=service)
     compare(zipkin, weft.zipkin, "/api/v2/dependencies",
             lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
+    return spans
+
+
+@pytest.mark.parametrize("encoding", ["JSON", "PROTO3"])
+def test_otel_java_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
+    """The OpenTelemetry Java SDK's Zipkin exporter (`opentelemetry-exporter-zipkin` 1.59.0,
+    its last release) sends the exporters' trace to both servers."""
+    tid = report_to_both([*java_client("weft.brave.OtelZipkin"), encoding], zipkin, weft, 3)
+    compare_exporter_trace(zipkin, weft, tid, "shop-java")
 
 
 def test_otel_js_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft):
     """The OpenTelemetry JS SDK's Zipkin exporter (`@opentelemetry/exporter-zipkin`, in
-    tests/zipkin-js) sends one trace to both servers: a server root with attributes of every
-    type and an event, a failing client child with `peer.service`, an internal span."""
+    tests/zipkin-js) sends the exporters' trace to both servers. It writes `peer.service` as a
+    tag without a remote endpoint, so Zipkin shows no remote service and no dependency link."""
     js = REPO_ROOT / "tests" / "zipkin-js"
     if not (js / "node_modules" / "@opentelemetry" / "exporter-zipkin").is_dir():
         pytest.fail(f"{js}/node_modules is missing: run scripts/test-deps.sh", pytrace=False)
-    out = subprocess.run(["node", str(js / "report.mjs"), f"{zipkin}/api/v2/spans", f"{weft.zipkin}/api/v2/spans"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    tid = out.stdout.strip().splitlines()[-1]
-    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 3, 20, f"trace {tid} in both")
-    spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
+    tid = report_to_both(["node", str(js / "report.mjs")], zipkin, weft, 3)
+    spans = compare_exporter_trace(zipkin, weft, tid, "shop-js")
     db = next(s for s in spans if s["name"] == "insert cart")
-    assert (db["tags"]["peer.service"], db["tags"]["otel.status_code"]) == ("postgres", "ERROR"), db
+    assert db["tags"]["otel.status_code"] == "ERROR" and "remoteEndpoint" not in db, db
     end = int(time.time() * 1000) + 1000
-    for q in ({"serviceName": "shop-js"}, {"spanName": "render"}, {"annotationQuery": "error and items=3"}):
-        found = compare(zipkin, weft.zipkin, "/api/v2/traces", norm_traces, endTs=end, lookback=60000, **q)
-        assert len(found) == 1, (q, found)
     assert compare(zipkin, weft.zipkin, "/api/v2/remoteServices", serviceName="shop-js") == []
     assert compare(zipkin, weft.zipkin, "/api/v2/dependencies", endTs=end, lookback=60000) == []
 
@@ -553,15 +560,7 @@ def test_otel_js_zipkin_exporter_reads_back_as_from_the_real_zipkin(zipkin, weft
 def test_brave_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
     """Brave (io.zipkin.brave 6 with zipkin-reporter's URLConnection sender) reports one trace,
     including a server span that joined its client's span ID, to both servers at once."""
-    cp_file = BRAVE_DIR / "target" / "classpath.txt"
-    if not cp_file.is_file():
-        pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
-    cp = f"{BRAVE_DIR / 'target' / 'classes'}:{cp_file.read_text().strip()}"
-    out = subprocess.run(["java", "-cp", cp, "weft.brave.Report", encoding, f"{zipkin}/api/v2/spans",
-                          f"{weft.zipkin}/api/v2/spans"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    tid = out.stdout.strip().splitlines()[-1]
-    wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == 5, 20, f"trace {tid} in both")
+    tid = report_to_both([*java_client("weft.brave.Report"), encoding], zipkin, weft, 5)
     spans = compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
     assert any(s.get("shared") for s in spans), spans
     end = int(time.time() * 1000) + 1000
