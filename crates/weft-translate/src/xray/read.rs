@@ -138,7 +138,10 @@ fn opt_object<'a, T: Default>(
         return Ok(None);
     }
     let mut v = T::default();
-    s.object(|s, k, name| f(s, &mut v, k, &name))?;
+    s.object(|s, k| {
+        let name = s.last_key()?;
+        f(s, &mut v, k, &name)
+    })?;
     Ok(Some(v))
 }
 
@@ -171,7 +174,7 @@ fn segment<'a>(s: &mut Scanner<'a>, level: usize) -> R<Segment<'a>> {
     if s.peek() != Some(b'{') {
         return Err(s.malformed("expected a segment object", s.i));
     }
-    s.object(|s, k, _| {
+    s.object(|s, k| {
         match k {
             key::NAME => m.name = text(s)?,
             key::ID => m.id = text(s)?,
@@ -266,7 +269,7 @@ fn cause<'a>(s: &mut Scanner<'a>) -> R<Option<Cause<'a>>> {
         Some(b'"') => Ok(Some(Cause::Id(s.string()?))),
         Some(b'{') => {
             let mut o = CauseObject::default();
-            s.object(|s, k, _| {
+            s.object(|s, k| {
                 match k {
                     key::EXCEPTIONS => o.exceptions = vec(s, exception)?,
                     _ => s.skip_kept(0)?,
@@ -284,7 +287,7 @@ fn exception<'a>(s: &mut Scanner<'a>) -> R<Exception<'a>> {
     if s.peek() != Some(b'{') {
         return Err(s.malformed("expected an exception object", s.i));
     }
-    s.object(|s, k, _| {
+    s.object(|s, k| {
         match k {
             key::ID => e.id = text(s)?,
             key::MESSAGE => e.message = text(s)?,
@@ -299,7 +302,7 @@ fn exception<'a>(s: &mut Scanner<'a>) -> R<Exception<'a>> {
                     if s.peek() != Some(b'{') {
                         return Err(s.malformed("expected a stack frame object", s.i));
                     }
-                    s.object(|s, k, _| {
+                    s.object(|s, k| {
                         match k {
                             key::PATH => f.path = text(s)?,
                             key::LINE => f.line = opt_i64(s)?,
@@ -338,7 +341,7 @@ fn aws<'a>(s: &mut Scanner<'a>) -> R<Option<Aws<'a>>> {
                     if s.peek() != Some(b'{') {
                         return Err(s.malformed("expected a log group object", s.i));
                     }
-                    s.object(|s, k, _| {
+                    s.object(|s, k| {
                         match k {
                             key::LOG_GROUP => g.log_group = text(s)?,
                             key::ARN => g.arn = text(s)?,
@@ -427,7 +430,8 @@ fn annotations<'a>(s: &mut Scanner<'a>) -> R<Pairs<'a, Annotation<'a>>> {
         return Ok(None);
     }
     let mut out = Vec::new();
-    s.object(|s, _, k| {
+    s.object(|s, _| {
+        let k = s.last_key()?;
         let v = match s.peek() {
             Some(b'"') => Annotation::Str(s.string()?),
             Some(b't' | b'f') => Annotation::Bool(s.bool()?.unwrap_or_default()),
@@ -449,7 +453,8 @@ fn metadata<'a>(s: &mut Scanner<'a>) -> R<Pairs<'a, Cow<'a, str>>> {
         return Ok(None);
     }
     let mut out = Vec::new();
-    s.object(|s, _, k| {
+    s.object(|s, _| {
+        let k = s.last_key()?;
         let raw = s.raw(1)?;
         out.push((k, Cow::Borrowed(raw)));
         Ok(())

@@ -48,7 +48,7 @@ impl<'a> Scanner<'a> {
         let mut e = Endpoint::default();
         let mut port: Option<i64> = None;
         let (mut v4, mut v6) = (None, None);
-        self.object(|s, k, _| {
+        self.object(|s, k| {
             match k {
                 key::SERVICE_NAME => e.service_name = s.opt_string()?.filter(|x| !x.is_empty()),
                 key::IPV4 => v4 = s.opt_string()?,
@@ -93,7 +93,9 @@ impl<'a> Scanner<'a> {
 /// anything else to it (which gives the same answer, and the error).
 #[inline]
 fn parse_ipv4(b: &[u8]) -> Option<std::net::Ipv4Addr> {
-    let mut octets = [0u8; 4];
+    // The address is shifted into one integer, not stored into a byte array: read back
+    // whole right after its bytes were stored, the array stalled the load.
+    let mut addr: u32 = 0;
     let mut part = 0;
     let mut digits = 0;
     let mut v: u32 = 0;
@@ -111,7 +113,7 @@ fn parse_ipv4(b: &[u8]) -> Option<std::net::Ipv4Addr> {
                 }
             }
             b'.' if digits > 0 && part < 3 => {
-                octets[part] = v as u8;
+                addr = addr << 8 | v;
                 part += 1;
                 digits = 0;
                 v = 0;
@@ -122,8 +124,7 @@ fn parse_ipv4(b: &[u8]) -> Option<std::net::Ipv4Addr> {
     if part != 3 || digits == 0 {
         return None;
     }
-    octets[3] = v as u8;
-    Some(std::net::Ipv4Addr::from(octets))
+    Some(std::net::Ipv4Addr::from(addr << 8 | v))
 }
 
 /// Decodes a v2 JSON list of spans.
@@ -152,7 +153,7 @@ pub fn decode_v2(body: &[u8]) -> Result<Vec<Span<'_>>, TranslateError> {
 /// hundred bytes; building it on the stack and moving it there was a copy per span).
 fn span_into<'a>(s: &mut Scanner<'a>, n: usize, sp: &mut Span<'a>) -> Result<(), TranslateError> {
     let (mut tid, mut id, mut parent, mut kind) = (None, None, None, None);
-    s.object(|s, k, _| {
+    s.object(|s, k| {
         match k {
             key::TRACE_ID => tid = s.opt_string()?,
             key::ID => id = s.opt_string()?,
@@ -173,7 +174,7 @@ fn span_into<'a>(s: &mut Scanner<'a>, n: usize, sp: &mut Span<'a>) -> Result<(),
                                 value: Cow::Borrowed(""),
                             };
                             let mut has_value = false;
-                            s.object(|s, k, _| {
+                            s.object(|s, k| {
                                 match k {
                                     key::TIMESTAMP => a.timestamp_us = s.micros("annotation timestamp")?,
                                     key::VALUE => {
@@ -199,7 +200,8 @@ fn span_into<'a>(s: &mut Scanner<'a>, n: usize, sp: &mut Span<'a>) -> Result<(),
             }
             key::TAGS => {
                 if !s.null()? {
-                    s.object(|s, _, key| {
+                    s.object(|s, _| {
+                        let key = s.last_key()?;
                         if let Some(v) = s.text()? {
                             sp.tags.push((key, v));
                         }
