@@ -80,6 +80,16 @@ fn wrong(what: &str, ty: Type) -> TranslateError {
 }
 
 fn tag<'a>(r: &mut Reader<'a>) -> Result<Tag<'a>, TranslateError> {
+    let at = r.position();
+    if let Some(t) = tag_in_order(r) {
+        return Ok(t);
+    }
+    r.rewind(at);
+    tag_any_order(r)
+}
+
+/// A tag field by field, in any order and either protocol: what [`tag_in_order`] does not read.
+fn tag_any_order<'a>(r: &mut Reader<'a>) -> Result<Tag<'a>, TranslateError> {
     let (mut key, mut vtype) = (None, 0i32);
     let (mut s, mut d, mut b, mut l, mut bin) = (None, 0.0, false, 0i64, &[][..]);
     r.struct_begin()?;
@@ -123,6 +133,36 @@ fn tags<'a>(r: &mut Reader<'a>, ty: Type, what: &str) -> Result<Vec<Tag<'a>>, Tr
     }
     r.list_end();
     Ok(out)
+}
+
+/// A tag as the Jaeger clients write it in the binary protocol: its key, its type, the one
+/// value field of that type, the stop byte, in that order; `None` (the reader to be rewound)
+/// for anything else, which [`tag`]'s general loop then reads or refuses. A tag read field by
+/// field dispatched on each field's ID, a branch the processor mispredicted on every tag
+/// (the types alternate); here the branches follow the order, which is always the same.
+#[inline]
+fn tag_in_order<'a>(r: &mut Reader<'a>) -> Option<Tag<'a>> {
+    const STRING: u8 = 11;
+    const I32: u8 = 8;
+    if !r.binary_field_is(STRING, 1) {
+        return None;
+    }
+    let key = r.string().ok()?;
+    if !r.binary_field_is(I32, 2) {
+        return None;
+    }
+    let value = match r.i32().ok()? {
+        0 if r.binary_field_is(STRING, 3) => TagValue::Str(Cow::Borrowed(r.string().ok()?)),
+        1 if r.binary_field_is(4, 4) => TagValue::Double(r.double().ok()?),
+        2 if r.binary_field_is(2, 5) => TagValue::Bool(r.bool().ok()?),
+        3 if r.binary_field_is(10, 6) => TagValue::Long(r.i64().ok()?),
+        4 if r.binary_field_is(STRING, 7) => TagValue::Binary(r.binary().ok()?),
+        _ => return None,
+    };
+    if !r.binary_stop_is_next() {
+        return None;
+    }
+    Some(Tag { key, value })
 }
 
 /// Reads a span into `s`, a default one already in its batch's vector: a span is about 200

@@ -104,6 +104,37 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// Goes back to `pos`, a [`Self::position`] of this reader taken outside any struct or
+    /// container opened since (an in-order read that found the payload out of order).
+    pub fn rewind(&mut self, pos: usize) {
+        self.pos = pos;
+        self.pending_bool = None;
+    }
+
+    /// Binary protocol: consumes a struct's stop byte when it is next; `false`, with nothing
+    /// read, otherwise and in the compact protocol.
+    #[inline]
+    pub fn binary_stop_is_next(&mut self) -> bool {
+        if self.proto == Protocol::Binary && self.buf.get(self.pos) == Some(&0) {
+            self.pos += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Binary protocol: consumes the header of field `id` with type byte `ty` when it is next,
+    /// as serializers write fields, in ID order. `false`, with nothing read, otherwise and in
+    /// the compact protocol.
+    #[inline]
+    pub fn binary_field_is(&mut self, ty: u8, id: i16) -> bool {
+        let [hi, lo] = id.to_be_bytes();
+        if self.proto == Protocol::Binary && self.buf.get(self.pos..self.pos + 3) == Some(&[ty, hi, lo][..]) {
+            self.pos += 3;
+            return true;
+        }
+        false
+    }
+
     #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], TranslateError> {
         if n > self.remaining() {

@@ -356,3 +356,79 @@ mod no_panic {
         }
     }
 }
+
+mod tags_in_order {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One field of a tag: its ID (the Tag struct's 1 to 7, or an unknown 8) and a value of
+    /// the type that ID has, or of another type.
+    fn field() -> impl Strategy<Value = (i16, u8, i64, String)> {
+        (
+            1i16..=8,
+            prop_oneof![Just(STRING), Just(I32), Just(I64), Just(DOUBLE), Just(BOOL)],
+            -3i64..6,
+            "[a-z.é]{0,6}",
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// Tags as clients write them (key, type, the value of that type, in ID order) and
+        /// tags in any other order, with fields missing, repeated, of another type or unknown,
+        /// or cut short: the in-order reader and the general one read the same tag and leave
+        /// the reader at the same place, or both refuse.
+        #[test]
+        fn read_as_the_general_reader_reads_them(
+            canonical in (any::<bool>(), "[a-z.]{0,8}", 0i32..=5, any::<i64>(), "[a-z]{0,8}"),
+            fields in proptest::collection::vec(field(), 0..6),
+            use_canonical in any::<bool>(),
+            cut in proptest::option::of(0usize..40),
+        ) {
+            let mut w = W::new(false);
+            w.begin();
+            if use_canonical {
+                let (has_key, key, vtype, n, text) = canonical;
+                if has_key {
+                    w.str(1, &key);
+                }
+                w.i32(2, vtype);
+                match vtype {
+                    0 => w.str(3, &text),
+                    1 => w.double(4, n as f64),
+                    2 => w.bool(5, n % 2 == 0),
+                    3 => w.i64(6, n),
+                    4 => w.str(7, &text),
+                    _ => {}
+                }
+            } else {
+                for (id, ty, n, text) in fields {
+                    match ty {
+                        STRING => w.str(id, &text),
+                        I32 => w.i32(id, n as i32),
+                        I64 => w.i64(id, n),
+                        DOUBLE => w.double(id, n as f64),
+                        _ => w.bool(id, n % 2 == 0),
+                    }
+                }
+            }
+            w.stop();
+            // A byte after the tag, so that where each reader stops is seen.
+            w.out.push(0x5a);
+            let mut bytes = w.out;
+            if let Some(c) = cut {
+                bytes.truncate(c);
+            }
+            let mut fast = Reader::new(&bytes, Protocol::Binary);
+            let mut general = Reader::new(&bytes, Protocol::Binary);
+            match (tag(&mut fast), tag_any_order(&mut general)) {
+                (Ok(a), Ok(b)) => {
+                    prop_assert_eq!(a, b);
+                    prop_assert_eq!(fast.position(), general.position());
+                }
+                (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => prop_assert!(false, "in order {:?}, general {:?}", a, b),
+            }
+        }
+    }
+}
