@@ -137,9 +137,9 @@ fn tags<'a>(r: &mut Reader<'a>, ty: Type, what: &str) -> Result<Vec<Tag<'a>>, Tr
 
 /// A tag as the Jaeger clients write it in the binary protocol: its key, its type, the one
 /// value field of that type, the stop byte, in that order; `None` (the reader to be rewound)
-/// for anything else, which [`tag`]'s general loop then reads or refuses. A tag read field by
-/// field dispatched on each field's ID, a branch the processor mispredicted on every tag
-/// (the types alternate); here the branches follow the order, which is always the same.
+/// for anything else, which [`tag`]'s general loop then reads or refuses. The general loop
+/// jumps on each field's ID, and `perf annotate` put a quarter of its time on that jump; here
+/// each step has one branch, taken the same way for every tag a client writes.
 #[inline]
 fn tag_in_order<'a>(r: &mut Reader<'a>) -> Option<Tag<'a>> {
     const STRING: u8 = 11;
