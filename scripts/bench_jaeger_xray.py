@@ -34,8 +34,8 @@ one trace without bound. Each server's CPU time (utime+stime of its process) ove
 window (the clients' --seconds and 1 s for acknowledged work to finish), divided into the spans
 it acknowledged (for X-Ray: made durable), gives spans per CPU-second; the ratios between them
 are reported (the host's speed drift cancels out of a ratio). All servers run at once and take
-the load in turn, --rounds times; the median of the rounds' ratios is reported. Jaeger v2 first
-takes a warm-up load of the same length. After every run the last trace each client sent is
+the load in turn, --rounds times; the median of the rounds' ratios is reported. Every server first
+takes a warm-up load of the same length, unmeasured. After every run the last trace each client sent is
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
 its spans (over UDP, one of the senders' last traces: any datagram may be lost). Every weft runs
 with compaction off (--compaction-interval 0): its 30 s cycle would land inside some servers'
@@ -792,16 +792,17 @@ def main():
                     wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], args.seconds,
                     args.clients, XRAY_SPANS_PER_DATAGRAM), ("weft", wox1["http"], XRAY_SPANS_PER_DATAGRAM))]
         wefts = [os.path.join(tmp, n) for n, _, (kind, _, _) in legs if kind == "weft"]
-        if "jaeger" in parts:
-            # Jaeger v2 first takes the same load once (Go has no JIT, but its heap and the
-            # in-memory store grow to their working size).
-            drive_http(jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
-                       args.seconds, args.clients)
         if "xray" in parts:
             if args.xray_rate == "auto":
                 args.xray_rate, results["xray_rate_calibration"] = calibrate_xray(
                     wx, tmpls["xray"], args.xray_clients, args.xray_max_loss)
             results["xray_rate_datagrams_per_s"] = args.xray_rate
+        # Every server first takes the same load once, unmeasured, so that each round measures
+        # it at its working size: Jaeger v2's heap and in-memory store, weft's head block, maps
+        # and WAL segments (reused once the first ones are in blocks).
+        for name, run, _ in legs:
+            r, _ = run()
+            print(f"{name} (warm-up): {json.dumps(r)}", file=sys.stderr)
         # Rounds interleave the servers, so drift in the shared host's speed hits each alike.
         for _ in range(args.rounds):
             for name, run, (kind, port, want) in legs:
@@ -837,8 +838,9 @@ def main():
             version = "version unknown"
         notes += [
             f"Jaeger v2 {version}: `jaeger` receiver, thrift_http, no processors, jaeger_storage_exporter into "
-            f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable, after "
-            "a warm-up load of --seconds. weft answers 202 after the WAL's fsync.",
+            f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable. "
+            "Every server (Jaeger v2 and each weft) first takes a warm-up load of --seconds. "
+            "weft answers 202 after the WAL's fsync.",
             "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, the service rotating "
             "between requests; weft's OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
         ]

@@ -10,10 +10,10 @@ several client processes for --seconds to:
 Each server's CPU time (utime+stime of its process) over the measured window, divided into the
 spans it acknowledged, gives spans per CPU-second; the ratios between them are what is reported
 (the host's speed drift cancels out of a ratio). The three servers run at once and take the load
-in turn, --rounds times; the median of the rounds' ratios is reported. The Zipkin server first
-takes a warm-up load of the same length, for its JIT. Both wefts run with compaction off
-(--compaction-interval 0): its 30 s cycle would land inside one server's window and not the
-other's; blocks are still cut and written during the load, and compaction's cost per span is
+in turn, --rounds times; the median of the rounds' ratios is reported. Every server first takes a
+warm-up load of the same length, unmeasured (the Zipkin server's JIT and heap; weft's head block
+and WAL segments). Both wefts run with compaction off (--compaction-interval 0): its 30 s cycle
+would land inside one server's window and not the other's; blocks are still cut and written during the load, and compaction's cost per span is
 measured all-in by bench_allin.py. Results as JSON on stdout and in --out.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
@@ -165,8 +165,13 @@ def main():
             procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")
             wefts[name] = (weft, zp if "zipkin" in name else otlp)
-        # The JVM's JIT first, with the same load.
+        # Every server first takes the same load once, unmeasured: the JVM's JIT and heap, weft's
+        # head block, maps and WAL segments (reused once the first ones are in blocks).
         drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)
+        w, port = wefts["weft_zipkin_json"]
+        drive(w.pid, port, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)
+        w, port = wefts["weft_otlp_http"]
+        drive(w.pid, port, "/v1/traces", "application/x-protobuf", obodies, args.seconds, args.clients)
         runs = {"zipkin_server_json": [], "weft_zipkin_json": [], "weft_otlp_http": []}
         # Rounds interleave the three, so drift in the shared host's speed hits each alike.
         for _ in range(args.rounds):
