@@ -142,8 +142,12 @@ fn tags<'a>(r: &mut Reader<'a>, ty: Type, what: &str) -> Result<Vec<Tag<'a>>, Tr
 /// each step has one branch, taken the same way for every tag a client writes.
 #[inline]
 fn tag_in_order<'a>(r: &mut Reader<'a>) -> Option<Tag<'a>> {
-    const STRING: u8 = 11;
+    // The binary protocol's type bytes.
+    const BOOL: u8 = 2;
+    const DOUBLE: u8 = 4;
     const I32: u8 = 8;
+    const I64: u8 = 10;
+    const STRING: u8 = 11;
     if !r.binary_field_is(STRING, 1) {
         return None;
     }
@@ -153,9 +157,9 @@ fn tag_in_order<'a>(r: &mut Reader<'a>) -> Option<Tag<'a>> {
     }
     let value = match r.i32().ok()? {
         0 if r.binary_field_is(STRING, 3) => TagValue::Str(Cow::Borrowed(r.string().ok()?)),
-        1 if r.binary_field_is(4, 4) => TagValue::Double(r.double().ok()?),
-        2 if r.binary_field_is(2, 5) => TagValue::Bool(r.bool().ok()?),
-        3 if r.binary_field_is(10, 6) => TagValue::Long(r.i64().ok()?),
+        1 if r.binary_field_is(DOUBLE, 4) => TagValue::Double(r.double().ok()?),
+        2 if r.binary_field_is(BOOL, 5) => TagValue::Bool(r.bool().ok()?),
+        3 if r.binary_field_is(I64, 6) => TagValue::Long(r.i64().ok()?),
         4 if r.binary_field_is(STRING, 7) => TagValue::Binary(r.binary().ok()?),
         _ => return None,
     };
