@@ -16,7 +16,7 @@ and WAL segments). Both wefts run with compaction off (--compaction-interval 0):
 would land inside one server's window and not the other's; blocks are still cut and written during the load, and compaction's cost per span is
 measured all-in by bench_allin.py. Results as JSON on stdout and in --out.
 """
-import argparse, http.client, json, multiprocessing as mp, os, random, signal, socket, subprocess, sys, tempfile, time
+import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
 
 from benchlib import cpu_seconds, emit, free_port, wait_http
 
@@ -130,6 +130,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--out")
+    ap.add_argument("--keep-data", action="store_true", help="keep weft's data directories (logs are always kept)")
     args = ap.parse_args()
     rng = random.Random(7)
     now_us = int(time.time() * 1e6)
@@ -191,6 +192,9 @@ def main():
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
+        # Each weft's data is a few hundred MB by the end; the logs stay for a look.
+        for name in ("weft_zipkin_json", "weft_otlp_http") if not args.keep_data else ():
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
     med = lambda xs: sorted(xs)[len(xs) // 2]
     for k, rs in runs.items():
         results[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs])}
