@@ -491,6 +491,19 @@ def test_otel_zipkin_protobuf_exporter_reads_back_as_from_the_real_zipkin(zipkin
     assert (failed.status.code, failed.status.message) == (2, "deadlock")
     attrs = {a.key: a.value.string_value for a in failed.attributes}
     assert attrs["peer.service"] == "postgres" and "otel.status_code" not in attrs, attrs
+    # weft's note for the Zipkin API (what gave `debug` and the tags back above) is no
+    # attribute through the other APIs: not in Tempo's trace, its JSON, its tag names or Jaeger's.
+    assert "zipkin.original" not in attrs, attrs
+    as_json = weft.get(f"/api/v2/traces/{tid}")
+    assert as_json.status_code == 200 and "INSERT cart" in as_json.text
+    assert "zipkin.original" not in as_json.text
+    names = weft.get("/api/v2/search/tags", params={"scope": "span"}).json()
+    assert "peer.service" in names["scopes"][0]["tags"] and "zipkin.original" not in names["scopes"][0]["tags"], names
+    j = requests.get(f"{weft.jaeger}/api/traces/{tid}", timeout=10).json()["data"][0]
+    tags = {t["key"] for s in j["spans"] for t in s["tags"]}
+    assert "peer.service" in tags and "zipkin.original" not in tags, tags
+    v3 = requests.get(f"{weft.jaeger}/api/v3/traces/{tid}", timeout=10)
+    assert v3.status_code == 200 and "INSERT cart" in v3.text and "zipkin.original" not in v3.text
 
 
 BRAVE_DIR = REPO_ROOT / "tests" / "zipkin-brave"

@@ -214,6 +214,25 @@ pub fn damaged_message(n: u64) -> String {
 }
 
 /// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
+/// Spans as every API but Zipkin's shows them: without `zipkin.original`, weft's note of what
+/// an OpenTelemetry Zipkin exporter's span said that OTLP cannot hold, which only the Zipkin
+/// API reads back (spec/formats/zipkin.md). Borrowed when no span has it, as nearly none do.
+pub(crate) fn shown(rows: &[weft_block::row::SpanRow]) -> std::borrow::Cow<'_, [weft_block::row::SpanRow]> {
+    let stripped: Vec<(usize, Vec<u8>)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| weft_translate::zipkin::without_original(&r.attributes).map(|a| (i, a)))
+        .collect();
+    if stripped.is_empty() {
+        return std::borrow::Cow::Borrowed(rows);
+    }
+    let mut out = rows.to_vec();
+    for (i, a) in stripped {
+        out[i].attributes = a.into();
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &TraceParams, v2: bool) -> Response {
     let started = Instant::now();
     let tenant = match st.tenants.resolve(headers) {
@@ -247,7 +266,10 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         }
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
-    let rows = std::mem::take(&mut found.rows);
+    let mut rows = std::mem::take(&mut found.rows);
+    if let std::borrow::Cow::Owned(r) = shown(&rows) {
+        rows = r;
+    }
     if rows.is_empty() {
         return error(
             StatusCode::NOT_FOUND,

@@ -151,7 +151,7 @@ pub async fn operations(
 }
 
 fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
-    let data = weft_block::row::encode_traces_data(rows);
+    let data = weft_block::row::encode_traces_data(&crate::api::shown(rows));
     TracesData::decode(&data[..]).map(|d| convert(&d)).unwrap_or_default()
 }
 
@@ -500,7 +500,7 @@ fn v3_time(name: &str, v: &str) -> Result<u64, String> {
 }
 
 fn rows_to_data(rows: &[SpanRow]) -> TracesData {
-    TracesData::decode(&weft_block::row::encode_traces_data(rows)[..]).unwrap_or_default()
+    TracesData::decode(&weft_block::row::encode_traces_data(&crate::api::shown(rows))[..]).unwrap_or_default()
 }
 
 /// `{"result": {"resourceSpans": [...]}}` of traces, adjusted unless `raw`.

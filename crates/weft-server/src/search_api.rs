@@ -485,13 +485,19 @@ async fn collect_tags(
 ) -> Result<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats), Response> {
     let window = search_window(p).map_err(bad)?;
     let query = filter_query(p);
-    if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
+    let (mut keys, stats) = if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
         let stats = run_column_scan(st, tenant, window, &mut sink).await?;
-        return Ok((sink.keys, stats));
+        (sink.keys, stats)
+    } else {
+        let mut sink = TagNames::new(&query, MAX_TAGS).map_err(eval_error)?;
+        let stats = run_scan(st, tenant, window, &mut sink).await?;
+        (sink.keys, stats)
+    };
+    // weft's note for the Zipkin API is no attribute of the span's to offer (api::shown).
+    if let Some(span) = keys.get_mut(&TagScope::Span) {
+        span.remove(weft_translate::zipkin::keys::ORIGINAL);
     }
-    let mut sink = TagNames::new(&query, MAX_TAGS).map_err(eval_error)?;
-    let stats = run_scan(st, tenant, window, &mut sink).await?;
-    Ok((sink.keys, stats))
+    Ok((keys, stats))
 }
 
 /// `GET /api/search/tags`: span and resource attribute keys.

@@ -629,6 +629,42 @@ fn original(s: &Span<'_>, remote_service: Option<&str>) -> String {
     serde_json::Value::Object(m).to_string()
 }
 
+/// A stored span's attribute fields (the span's field 9 entries, as `SpanRow::attributes`
+/// holds them) without [`keys::ORIGINAL`], or `None` when they have none. That attribute is
+/// weft's own note for the Zipkin API, which reads it back into the span as sent; every other
+/// API (Tempo, Jaeger, OTLP) shows the span as the Collector's mapping left it, and leaves it
+/// out. Bytes that do not parse are left as they are (`None`).
+pub fn without_original(attributes: &[u8]) -> Option<Vec<u8>> {
+    use weft_otlp::request::fields::{KV_KEY, SPAN_ATTRIBUTES};
+    use weft_otlp::wire::next_field;
+    // Nearly every span has no such attribute: one search, and no walk.
+    memchr::memmem::find(attributes, keys::ORIGINAL.as_bytes())?;
+    let mut out = Vec::with_capacity(attributes.len());
+    let mut found = false;
+    let mut pos = 0;
+    while pos < attributes.len() {
+        let start = pos;
+        let (number, wire_type, value) = next_field(attributes, &mut pos).ok()?;
+        if number == SPAN_ATTRIBUTES && wire_type == 2 {
+            let kv = &attributes[value];
+            let mut p = 0;
+            let mut key = None;
+            while p < kv.len() {
+                let (n, t, v) = next_field(kv, &mut p).ok()?;
+                if n == KV_KEY && t == 2 {
+                    key = Some(&kv[v]);
+                }
+            }
+            if key == Some(keys::ORIGINAL.as_bytes()) {
+                found = true;
+                continue;
+            }
+        }
+        out.extend_from_slice(&attributes[start..pos]);
+    }
+    found.then_some(out)
+}
+
 /// An annotation as an event. `name|{json attributes}|dropped` (how the Collector's Zipkin
 /// exporter writes events with attributes) is read back into the event's attributes.
 fn write_annotation(sw: &mut crate::otlp::SpanWriter<'_>, a: &Annotation<'_>) {

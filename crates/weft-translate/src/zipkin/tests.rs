@@ -116,6 +116,51 @@ fn opentelemetry_exporter_spans_read_back_as_sent() {
     );
 }
 
+/// `without_original` takes out exactly the `zipkin.original` attribute of a stored span's
+/// attribute fields, keeping every other one in order, and leaves spans without it alone.
+#[test]
+fn without_original_removes_only_that_attribute() {
+    let sent = r#"[{"traceId":"074c5518c3f27f0eb30dcff1a1c9a5c7","id":"6949842c0fddc925","kind":"CLIENT",
+        "name":"insert cart","timestamp":1795831197302273,"duration":20,"debug":true,
+        "localEndpoint":{"serviceName":"shop"},
+        "tags":{"a":"1","otel.status_code":"ERROR","error":"deadlock","zipkin.originally":"z","z":"2"}}]"#;
+    let req = otlp(Encoding::JsonV2, sent.as_bytes());
+    let span = &req.resource_spans[0].scope_spans[0].spans[0];
+    // The span's attribute fields as a stored row holds them: field 9 entries.
+    let fields = |kvs: &[weft_otlp::pb::common::KeyValue]| {
+        let mut b = Vec::new();
+        for kv in kvs {
+            weft_otlp::wire::put_bytes(&mut b, 9, &kv.encode_to_vec());
+        }
+        b
+    };
+    assert!(span.attributes.iter().any(|kv| kv.key == keys::ORIGINAL));
+    let kept: Vec<_> = span
+        .attributes
+        .iter()
+        .filter(|kv| kv.key != keys::ORIGINAL)
+        .cloned()
+        .collect();
+    assert!(
+        kept.iter().any(|kv| kv.key == "zipkin.originally"),
+        "a longer key stays"
+    );
+    assert_eq!(without_original(&fields(&span.attributes)), Some(fields(&kept)));
+    assert_eq!(without_original(&fields(&kept)), None, "nothing to take out");
+    // A value that merely contains the key's text is not the key.
+    let lookalike = weft_otlp::pb::common::KeyValue {
+        key: "note".into(),
+        value: Some(weft_otlp::pb::common::AnyValue {
+            value: Some(weft_otlp::pb::common::any_value::Value::StringValue(
+                keys::ORIGINAL.into(),
+            )),
+        }),
+    };
+    assert_eq!(without_original(&fields(&[lookalike])), None);
+    // Bytes that do not parse are left alone.
+    assert_eq!(without_original(b"\x4a\x0fzipkin.original"), None);
+}
+
 #[test]
 fn proto3_matches_json() {
     // ListOfSpans with one span: trace_id (8), id, kind SERVER, name, timestamp, duration,
