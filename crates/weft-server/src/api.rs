@@ -213,26 +213,32 @@ pub fn damaged_message(n: u64) -> String {
     )
 }
 
-/// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
-/// Spans as every API but Zipkin's shows them: without `zipkin.original`, weft's note of what
-/// an OpenTelemetry Zipkin exporter's span said that OTLP cannot hold, which only the Zipkin
-/// API reads back (spec/formats/zipkin.md). Borrowed when no span has it, as nearly none do.
+/// Takes `zipkin.original` out of spans, in place: weft's note of what an OpenTelemetry Zipkin
+/// exporter's span said that OTLP cannot hold, which only the Zipkin API reads back; every
+/// other API shows spans without it (spec/formats/zipkin.md).
+pub(crate) fn hide_zipkin_original(rows: &mut [weft_block::row::SpanRow]) {
+    for r in rows {
+        if let Some(a) = weft_translate::zipkin::without_original(&r.attributes) {
+            r.attributes = a.into();
+        }
+    }
+}
+
+/// Borrowed spans as every API but Zipkin's shows them ([`hide_zipkin_original`]); copied
+/// only when one has the note, as nearly none do.
 pub(crate) fn shown(rows: &[weft_block::row::SpanRow]) -> std::borrow::Cow<'_, [weft_block::row::SpanRow]> {
-    let stripped: Vec<(usize, Vec<u8>)> = rows
+    if !rows
         .iter()
-        .enumerate()
-        .filter_map(|(i, r)| weft_translate::zipkin::without_original(&r.attributes).map(|a| (i, a)))
-        .collect();
-    if stripped.is_empty() {
+        .any(|r| weft_translate::zipkin::may_have_original(&r.attributes))
+    {
         return std::borrow::Cow::Borrowed(rows);
     }
     let mut out = rows.to_vec();
-    for (i, a) in stripped {
-        out[i].attributes = a.into();
-    }
+    hide_zipkin_original(&mut out);
     std::borrow::Cow::Owned(out)
 }
 
+/// `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}` (v2 shape).
 pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &TraceParams, v2: bool) -> Response {
     let started = Instant::now();
     let tenant = match st.tenants.resolve(headers) {
@@ -267,9 +273,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     let mut rows = std::mem::take(&mut found.rows);
-    if let std::borrow::Cow::Owned(r) = shown(&rows) {
-        rows = r;
-    }
+    hide_zipkin_original(&mut rows);
     if rows.is_empty() {
         return error(
             StatusCode::NOT_FOUND,

@@ -629,6 +629,12 @@ fn original(s: &Span<'_>, remote_service: Option<&str>) -> String {
     serde_json::Value::Object(m).to_string()
 }
 
+/// Whether a stored span's attribute fields may hold [`keys::ORIGINAL`]: its text appears in
+/// them (a byte search; `false` means surely not).
+pub fn may_have_original(attributes: &[u8]) -> bool {
+    memchr::memmem::find(attributes, keys::ORIGINAL.as_bytes()).is_some()
+}
+
 /// A stored span's attribute fields (the span's field 9 entries, as `SpanRow::attributes`
 /// holds them) without [`keys::ORIGINAL`], or `None` when they have none. That attribute is
 /// weft's own note for the Zipkin API, which reads it back into the span as sent; every other
@@ -638,7 +644,9 @@ pub fn without_original(attributes: &[u8]) -> Option<Vec<u8>> {
     use weft_otlp::request::fields::{KV_KEY, SPAN_ATTRIBUTES};
     use weft_otlp::wire::next_field;
     // Nearly every span has no such attribute: one search, and no walk.
-    memchr::memmem::find(attributes, keys::ORIGINAL.as_bytes())?;
+    if !may_have_original(attributes) {
+        return None;
+    }
     let mut out = Vec::with_capacity(attributes.len());
     let mut found = false;
     let mut pos = 0;
