@@ -10,11 +10,19 @@ several client processes for --seconds to:
 Each server's CPU time (utime+stime of its process) over the measured window, divided into the
 spans it acknowledged, gives spans per CPU-second; the ratios between them are what is reported
 (the host's speed drift cancels out of a ratio). The three servers run at once and take the load
-in turn, --rounds times; the median of the rounds' ratios is reported. Every server first takes a
-warm-up load of the same length, unmeasured (the Zipkin server's JIT and heap; weft's head block
-and WAL segments). Both wefts run with compaction off (--compaction-interval 0): its 30 s cycle
-would land inside one server's window and not the other's; blocks are still cut and written during the load, and compaction's cost per span is
-measured all-in by bench_allin.py. Results as JSON on stdout and in --out.
+in turn, --rounds times; the median of the rounds' ratios is reported. --clients takes a list
+(`4,8`): the rounds are run for each number of clients, the servers kept running between them.
+
+The Zipkin server keeps the last 500,000 spans in memory, and under this load the JVM's garbage
+collector is a large share of its CPU and nearly all of the variation in its figure: a window with
+G1's mixed collections in it costs it two to three times what one without does, and those cycles
+are longer than a window. So each server is also reported pooled, all its rounds' spans over all
+its rounds' CPU, which is what a long run costs; the JVM's GC log is kept and the pauses inside
+each of its windows are reported.
+It runs with `-Xmx1g` (--zipkin-heap). With the JVM's default heap (a quarter of the machine's
+memory, as `java -jar` in its quick start) it did fewer spans per CPU-second at 4 clients and
+more at 8 (BENCHMARKS.md, 2026-11-28): 1 GB is its better heap at the lighter load, where the
+ratio is closest to the target.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
 
@@ -119,16 +127,37 @@ def drive(pid, port, path, ctype, bodies, seconds, clients):
     cpu = cpu_seconds(pid) - c0
     spans = sum(r[0] for r in results)
     return {"spans": spans, "errors": sum(r[1] for r in results), "wall_s": round(time.time() - t0, 2),
+            "window": (t0, time.time()),
             "server_cpu_s": round(cpu, 2), "spans_per_cpu_s": round(spans / cpu) if cpu else None,
             "spans_per_s": round(spans / seconds)}
+
+
+def gc_pauses(path):
+    """The JVM's GC pauses from its `-Xlog:gc:…:uptime` log: (seconds since start, milliseconds)."""
+    out = []
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        # [12.345s] GC(7) Pause Young (Normal) (G1 Evacuation Pause) 90M->12M(256M) 3.210ms
+        if "Pause" not in line or not line.endswith("ms"):
+            continue
+        try:
+            at = float(line[1:line.index("s]")])
+            out.append((at, float(line.rsplit(" ", 1)[1][:-2])))
+        except ValueError:
+            continue
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--weft", required=True)
     ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--clients", default="4,8", help="client processes; a list runs the rounds for each")
+    ap.add_argument("--zipkin-heap", default="1g", help="the Zipkin server's -Xmx; 'default' for the JVM's own")
     ap.add_argument("--out")
     ap.add_argument("--keep-data", action="store_true", help="keep weft's data directories (logs are always kept)")
     args = ap.parse_args()
@@ -138,15 +167,20 @@ def main():
     zbodies = [json.dumps(s).encode() for s in span_sets]
     obodies = [otlp_body(s) for s in span_sets]
     tmp = tempfile.mkdtemp(prefix="weft-bench-zipkin-")
-    results = {"spans_per_request": SPANS_PER_REQUEST, "clients": args.clients, "seconds": args.seconds,
-               "rounds": args.rounds,
+    client_counts = [int(c) for c in str(args.clients).split(",")]
+    results = {"spans_per_request": SPANS_PER_REQUEST, "clients": client_counts, "seconds": args.seconds,
+               "rounds": args.rounds, "zipkin_heap": args.zipkin_heap,
                "zipkin_json_bytes_per_span": round(sum(map(len, zbodies)) / (len(zbodies) * SPANS_PER_REQUEST)),
                "otlp_bytes_per_span": round(sum(map(len, obodies)) / (len(obodies) * SPANS_PER_REQUEST))}
     procs = []
     try:
         zport = free_port()
         zlog = open(os.path.join(tmp, "zipkin.log"), "w")
-        zipkin = subprocess.Popen(["java", "-Xmx1g", "-jar", ZIPKIN_JAR], stdout=zlog, stderr=subprocess.STDOUT,
+        gc_log = os.path.join(tmp, "zipkin-gc.log")
+        zipkin_started = time.time()
+        heap = [] if args.zipkin_heap == "default" else [f"-Xmx{args.zipkin_heap}"]
+        zipkin = subprocess.Popen(["java", *heap, f"-Xlog:gc:file={gc_log}:uptime", "-jar", ZIPKIN_JAR],
+                                  stdout=zlog, stderr=subprocess.STDOUT,
                                   env={**os.environ, "QUERY_PORT": str(zport), "STORAGE_TYPE": "mem"},
                                   start_new_session=True)
         procs.append(zipkin)
@@ -168,22 +202,19 @@ def main():
             wefts[name] = (weft, zp if "zipkin" in name else otlp)
         # Every server first takes the same load once, unmeasured: the JVM's JIT and heap, weft's
         # head block, maps and WAL segments (reused once the first ones are in blocks).
-        drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)
-        w, port = wefts["weft_zipkin_json"]
-        drive(w.pid, port, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients)
-        w, port = wefts["weft_otlp_http"]
-        drive(w.pid, port, "/v1/traces", "application/x-protobuf", obodies, args.seconds, args.clients)
-        runs = {"zipkin_server_json": [], "weft_zipkin_json": [], "weft_otlp_http": []}
-        # Rounds interleave the three, so drift in the shared host's speed hits each alike.
-        for _ in range(args.rounds):
-            runs["zipkin_server_json"].append(
-                drive(zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients))
-            w, port = wefts["weft_zipkin_json"]
-            runs["weft_zipkin_json"].append(
-                drive(w.pid, port, "/api/v2/spans", "application/json", zbodies, args.seconds, args.clients))
-            w, port = wefts["weft_otlp_http"]
-            runs["weft_otlp_http"].append(
-                drive(w.pid, port, "/v1/traces", "application/x-protobuf", obodies, args.seconds, args.clients))
+        loads = {"zipkin_server_json": (zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies),
+                 "weft_zipkin_json": (wefts["weft_zipkin_json"][0].pid, wefts["weft_zipkin_json"][1],
+                                      "/api/v2/spans", "application/json", zbodies),
+                 "weft_otlp_http": (wefts["weft_otlp_http"][0].pid, wefts["weft_otlp_http"][1],
+                                    "/v1/traces", "application/x-protobuf", obodies)}
+        for load in loads.values():
+            drive(*load, args.seconds, client_counts[0])
+        runs = {c: {k: [] for k in loads} for c in client_counts}
+        for c in client_counts:
+            # Rounds interleave the three, so drift in the shared host's speed hits each alike.
+            for _ in range(args.rounds):
+                for k, load in loads.items():
+                    runs[c][k].append(drive(*load, args.seconds, c))
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -196,13 +227,34 @@ def main():
         for name in ("weft_zipkin_json", "weft_otlp_http") if not args.keep_data else ():
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
     med = lambda xs: sorted(xs)[len(xs) // 2]
-    for k, rs in runs.items():
-        results[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs])}
-    z = [r["spans_per_cpu_s"] for r in runs["zipkin_server_json"]]
-    w = [r["spans_per_cpu_s"] for r in runs["weft_zipkin_json"]]
-    o = [r["spans_per_cpu_s"] for r in runs["weft_otlp_http"]]
-    results["ratio_weft_zipkin_json_vs_zipkin_server"] = round(med([a / b for a, b in zip(w, z)]), 2)
-    results["ratio_weft_zipkin_json_vs_weft_otlp"] = round(med([a / b for a, b in zip(w, o)]), 2)
+    pauses = gc_pauses(gc_log)
+    by_clients = {}
+    for c, rc in runs.items():
+        for r in rc["zipkin_server_json"]:
+            a, b = (t - zipkin_started for t in r["window"])
+            inside = [ms for at, ms in pauses if a <= at <= b]
+            r["jvm_gc_pauses"], r["jvm_gc_pause_s"] = len(inside), round(sum(inside) / 1000, 2)
+        out = {}
+        for k, rs in rc.items():
+            for r in rs:
+                del r["window"]
+            out[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs])}
+        z = [r["spans_per_cpu_s"] for r in rc["zipkin_server_json"]]
+        w = [r["spans_per_cpu_s"] for r in rc["weft_zipkin_json"]]
+        o = [r["spans_per_cpu_s"] for r in rc["weft_otlp_http"]]
+        out["ratio_weft_zipkin_json_vs_zipkin_server"] = round(med([a / b for a, b in zip(w, z)]), 2)
+        out["ratio_weft_zipkin_json_vs_weft_otlp"] = round(med([a / b for a, b in zip(w, o)]), 2)
+        pooled = {k: sum(r["spans"] for r in rs) / sum(r["server_cpu_s"] for r in rs) for k, rs in rc.items()}
+        for k, v in pooled.items():
+            out[k]["pooled_spans_per_cpu_s"] = round(v)
+        out["pooled_ratio_weft_zipkin_json_vs_zipkin_server"] = round(
+            pooled["weft_zipkin_json"] / pooled["zipkin_server_json"], 2)
+        out["pooled_ratio_weft_zipkin_json_vs_weft_otlp"] = round(pooled["weft_zipkin_json"] / pooled["weft_otlp_http"], 2)
+        by_clients[str(c)] = out
+    # The first client count's figures at the top level, as before the sweep.
+    results.update(by_clients[str(client_counts[0])])
+    if len(client_counts) > 1:
+        results["by_clients"] = by_clients
     emit(results, args.out)
 
 
