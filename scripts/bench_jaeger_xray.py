@@ -34,7 +34,9 @@ one trace without bound. Each server's CPU time (utime+stime of its process) ove
 window (the clients' --seconds and 1 s for acknowledged work to finish), divided into the spans
 it acknowledged (for X-Ray: made durable), gives spans per CPU-second; the ratios between them
 are reported (the host's speed drift cancels out of a ratio). All servers run at once and take
-the load in turn, --rounds times; the median of the rounds' ratios is reported. Every server first
+the load in turn, --rounds times; the median of the rounds' ratios is reported, and beside it the
+ratio of pooled figures (each server's spans over its CPU summed across all its rounds, which a
+collector's cycles falling in some windows and not others do not move). Every server first
 takes a warm-up load of the same length, unmeasured. After every run the last trace each client sent is
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
 its spans (over UDP, one of the senders' last traces: any datagram may be lost). Every weft runs
@@ -822,14 +824,22 @@ def main():
                 shutil.rmtree(d, ignore_errors=True)
 
     med = lambda xs: sorted(xs)[len(xs) // 2]
+    # Pooled too (all of a server's rounds' spans over all their CPU), as bench_zipkin.py does:
+    # what a long run costs, whichever windows a collector's cycles fall in.
+    pooled = {k: sum(r["spans"] for r in rs) / sum(r["server_cpu_s"] for r in rs) for k, rs in runs.items()}
     for k, rs in runs.items():
-        results[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs])}
+        results[k] = {"rounds": rs, "median_spans_per_cpu_s": med([r["spans_per_cpu_s"] for r in rs]),
+                      "pooled_spans_per_cpu_s": round(pooled[k])}
     rate = lambda k: [r["spans_per_cpu_s"] for r in runs[k]]
     ratio = lambda a, b: round(med([x / y for x, y in zip(rate(a), rate(b))]), 2)
+    pooled_ratio = lambda a, b: round(pooled[a] / pooled[b], 2)
     notes = []
     if "jaeger" in parts:
         results["ratio_weft_jaeger_vs_jaeger_v2"] = ratio("weft_jaeger_thrift_http", "jaeger_v2_thrift_http")
         results["ratio_weft_jaeger_vs_weft_otlp"] = ratio("weft_jaeger_thrift_http", "weft_otlp_http_jaeger_shape")
+        results["pooled_ratio_weft_jaeger_vs_jaeger_v2"] = pooled_ratio("weft_jaeger_thrift_http", "jaeger_v2_thrift_http")
+        results["pooled_ratio_weft_jaeger_vs_weft_otlp"] = pooled_ratio("weft_jaeger_thrift_http",
+                                                                        "weft_otlp_http_jaeger_shape")
         results["targets"] = {"ratio_weft_jaeger_vs_jaeger_v2": ">= 5", "ratio_weft_jaeger_vs_weft_otlp": ">= 0.5"}
         try:
             with open(os.path.join(os.path.dirname(args.jaeger), "version")) as f:
@@ -846,6 +856,7 @@ def main():
         ]
     if "xray" in parts:
         results["ratio_weft_xray_vs_weft_otlp"] = ratio("weft_xray_udp", "weft_otlp_http_xray_shape")
+        results["pooled_ratio_weft_xray_vs_weft_otlp"] = pooled_ratio("weft_xray_udp", "weft_otlp_http_xray_shape")
         results["ratio_weft_xray_vs_weft_otlp_5_spans_per_request"] = ratio(
             "weft_xray_udp", "weft_otlp_http_xray_shape_5_spans_per_request")
         notes += [
