@@ -47,7 +47,7 @@ cost per span is measured all-in by bench_allin.py. Results as JSON on stdout an
 import argparse, collections, http.client, json, multiprocessing as mp, os, random, re, shutil, signal, socket, struct
 import subprocess, sys, tempfile, time, urllib.error, urllib.request
 
-from benchlib import cpu_seconds, emit, free_port, wait_http
+from benchlib import cpu_seconds, emit, free_port, fresh, template, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAEGER_BIN = os.path.join(ROOT, ".tools", "jaeger-bin", "jaeger")
@@ -328,51 +328,6 @@ def otlp_from_xray(segs):
     for seg in segs:
         add(seg, bytes.fromhex(seg["trace_id"][2:].replace("-", "")), None, True)
     return req.SerializeToString()
-
-
-# --- Fresh trace IDs per request ----------------------------------------------------------------
-
-def id_spots(body, trace_ids, form):
-    """Where each trace ID lies in a body, for rewriting: a list per trace of (offset, lo, hi, hex):
-    bytes lo..hi of the trace ID are at offset (as hex text when hex). form: 'thrift' (the high
-    and low 8 bytes as i64s), 'raw' (16 bytes), 'xray' (the 24 hex digits after the epoch)."""
-    spots = []
-    for tid in trace_ids:
-        parts = {"thrift": [(0, 8, False), (8, 16, False)], "raw": [(0, 16, False)],
-                 "xray": [(4, 16, True)]}[form]
-        mine = []
-        for lo, hi, hx in parts:
-            needle = tid[lo:hi].hex().encode() if hx else tid[lo:hi]
-            at = body.find(needle)
-            if at < 0:
-                raise RuntimeError("trace ID not found in a body template")
-            while at >= 0:
-                mine.append((at, lo, hi, hx))
-                at = body.find(needle, at + 1)
-        spots.append(mine)
-    return spots
-
-
-def template(body, trace_ids, form):
-    return (body, id_spots(body, trace_ids, form), trace_ids)
-
-
-def fresh(tmpl, rng):
-    """The body with new trace IDs; returns it and its first trace's new ID (16 bytes)."""
-    body, spots, old = tmpl
-    b = bytearray(body)
-    first = None
-    for mine, tid in zip(spots, old):
-        new = bytearray(tid)
-        new[:] = rng.getrandbits(128).to_bytes(16, "big")
-        for at, lo, hi, hx in mine:
-            v = new[lo:hi].hex().encode() if hx else bytes(new[lo:hi])
-            b[at:at + len(v)] = v
-        if first is None:
-            # Bytes outside every spot (an X-Ray trace ID's epoch) keep the template's value.
-            covered = set(i for _, lo, hi, _ in mine for i in range(lo, hi))
-            first = bytes(new[i] if i in covered else tid[i] for i in range(16))
-    return bytes(b), first
 
 
 # --- Drivers ------------------------------------------------------------------------------------

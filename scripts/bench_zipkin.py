@@ -13,24 +13,28 @@ spans it acknowledged, gives spans per CPU-second; the ratios between them are w
 in turn, --rounds times; the median of the rounds' ratios is reported. --clients takes a list
 (`4,8`): the rounds are run for each number of clients, the servers kept running between them.
 
-The Zipkin server keeps the last 500,000 spans in memory, and under this load the JVM's garbage
-collector is a large share of its CPU and nearly all of the variation in its figure: a window with
-G1's mixed collections in it costs it two to three times what one without does, and those cycles
-are longer than a window. So each server is also reported pooled, all its rounds' spans over all
-its rounds' CPU, which is what a long run costs; the JVM's GC log is kept and the pauses inside
-each of its windows are reported.
-It runs with `-Xmx1g` (--zipkin-heap). With the JVM's default heap (a quarter of the machine's
-memory, as `java -jar` in its quick start) it did fewer spans per CPU-second at 4 clients and
-more at 8 (BENCHMARKS.md, 2026-11-28): 1 GB is its better heap at the lighter load, where the
-ratio is closest to the target.
+Every request carries fresh trace IDs (benchlib.fresh), as real clients' do. The Zipkin server
+runs with the JVM's default heap (a quarter of the machine's memory), as `java -jar` in its quick
+start runs it (--zipkin-heap to choose another); its in-memory store holds its last 500,000 spans.
+It needs about a minute of load before its figure settles (the store fills, G1 sizes its
+generations), so every server first takes --warmup seconds of the same load, unmeasured.
+
+Its garbage collector is a large share of its CPU and most of the variation in its figure, in
+cycles longer than a window. So each server is also reported pooled (all its rounds' spans over
+all its rounds' CPU), the JVM's GC log is kept and the pauses inside each of its windows are
+reported. Work a window's spans cause after it closes (the JVM's concurrent marking, weft's block
+flushes) falls outside every window, so each server is also reported whole-run: the spans of all
+its rounds over all the CPU it used from the first round to the last, the other servers' windows
+included, with what it uses idle (measured before any load) beside it.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
 
-from benchlib import cpu_seconds, emit, free_port, wait_http
+from benchlib import cpu_seconds, emit, free_port, fresh, template, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZIPKIN_JAR = os.path.join(ROOT, ".tools", "zipkin", "zipkin-server-3.5.1-exec.jar")
 SPANS_PER_REQUEST = 200
+IDLE_SECONDS = 5
 
 
 def zipkin_spans(rng, now_us):
@@ -91,12 +95,13 @@ def otlp_body(spans):
     return req.SerializeToString()
 
 
-def client(port, path, ctype, bodies, stop_at, q):
+def client(port, path, ctype, tmpls, stop_at, seed, q):
+    rng = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     sent = errors = 0
     i = 0
     while time.time() < stop_at:
-        body = bodies[i % len(bodies)]
+        body, _ = fresh(tmpls[i % len(tmpls)], rng)
         i += 1
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": ctype})
@@ -113,11 +118,12 @@ def client(port, path, ctype, bodies, stop_at, q):
     q.put((sent, errors))
 
 
-def drive(pid, port, path, ctype, bodies, seconds, clients):
+def drive(pid, port, path, ctype, tmpls, seconds, clients):
     q = mp.Queue()
     stop_at = time.time() + seconds
     c0, t0 = cpu_seconds(pid), time.time()
-    procs = [mp.Process(target=client, args=(port, path, ctype, bodies, stop_at, q)) for _ in range(clients)]
+    procs = [mp.Process(target=client, args=(port, path, ctype, tmpls, stop_at, random.getrandbits(64), q))
+             for _ in range(clients)]
     for p in procs:
         p.start()
     results = [q.get() for _ in procs]
@@ -157,7 +163,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clients", default="4,8", help="client processes; a list runs the rounds for each")
-    ap.add_argument("--zipkin-heap", default="1g", help="the Zipkin server's -Xmx; 'default' for the JVM's own")
+    ap.add_argument("--zipkin-heap", default="default", help="the Zipkin server's -Xmx (`1g`); 'default' for the JVM's own")
+    ap.add_argument("--warmup", type=float, default=60, help="seconds of unmeasured load each server takes first")
     ap.add_argument("--out")
     ap.add_argument("--keep-data", action="store_true", help="keep weft's data directories (logs are always kept)")
     args = ap.parse_args()
@@ -166,10 +173,16 @@ def main():
     span_sets = [zipkin_spans(rng, now_us) for _ in range(32)]
     zbodies = [json.dumps(s).encode() for s in span_sets]
     obodies = [otlp_body(s) for s in span_sets]
+    # Every request gets fresh trace IDs (benchlib.fresh): the same 32 bodies over and over would
+    # be 6,400 spans stored again and again, which neither server sees from real clients (weft
+    # drops repeats of a span when it cuts a block; Zipkin's store piles them onto 640 traces).
+    tids = [sorted({bytes.fromhex(x["traceId"]) for x in s}) for s in span_sets]
+    ztmpls = [template(b, t, "hex") for b, t in zip(zbodies, tids)]
+    otmpls = [template(b, t, "raw") for b, t in zip(obodies, tids)]
     tmp = tempfile.mkdtemp(prefix="weft-bench-zipkin-")
     client_counts = [int(c) for c in str(args.clients).split(",")]
     results = {"spans_per_request": SPANS_PER_REQUEST, "clients": client_counts, "seconds": args.seconds,
-               "rounds": args.rounds, "zipkin_heap": args.zipkin_heap,
+               "rounds": args.rounds, "zipkin_heap": args.zipkin_heap, "warmup_s": args.warmup,
                "zipkin_json_bytes_per_span": round(sum(map(len, zbodies)) / (len(zbodies) * SPANS_PER_REQUEST)),
                "otlp_bytes_per_span": round(sum(map(len, obodies)) / (len(obodies) * SPANS_PER_REQUEST))}
     procs = []
@@ -200,21 +213,32 @@ def main():
             procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")
             wefts[name] = (weft, zp if "zipkin" in name else otlp)
-        # Every server first takes the same load once, unmeasured: the JVM's JIT and heap, weft's
-        # head block, maps and WAL segments (reused once the first ones are in blocks).
-        loads = {"zipkin_server_json": (zipkin.pid, zport, "/api/v2/spans", "application/json", zbodies),
+        # Every server first takes the same load, unmeasured: the JVM's JIT, heap and full store,
+        # weft's head block, maps and WAL segments (reused once the first ones are in blocks).
+        loads = {"zipkin_server_json": (zipkin.pid, zport, "/api/v2/spans", "application/json", ztmpls),
                  "weft_zipkin_json": (wefts["weft_zipkin_json"][0].pid, wefts["weft_zipkin_json"][1],
-                                      "/api/v2/spans", "application/json", zbodies),
+                                      "/api/v2/spans", "application/json", ztmpls),
                  "weft_otlp_http": (wefts["weft_otlp_http"][0].pid, wefts["weft_otlp_http"][1],
-                                    "/v1/traces", "application/x-protobuf", obodies)}
+                                    "/v1/traces", "application/x-protobuf", otmpls)}
+        # What each server costs doing nothing, before any load: charged to it in the whole-run
+        # figures below, so it is reported beside them.
+        c0, t0 = {k: cpu_seconds(load[0]) for k, load in loads.items()}, time.time()
+        time.sleep(IDLE_SECONDS)
+        idle = {k: (cpu_seconds(load[0]) - c0[k]) / (time.time() - t0) for k, load in loads.items()}
         for load in loads.values():
-            drive(*load, args.seconds, client_counts[0])
+            drive(*load, args.warmup, client_counts[0])
         runs = {c: {k: [] for k in loads} for c in client_counts}
+        whole = {}
         for c in client_counts:
+            c0 = {k: cpu_seconds(load[0]) for k, load in loads.items()}
             # Rounds interleave the three, so drift in the shared host's speed hits each alike.
             for _ in range(args.rounds):
                 for k, load in loads.items():
                     runs[c][k].append(drive(*load, args.seconds, c))
+            # Every CPU-second each server spent from the first round to the last, its windows and
+            # the others' alike: work its spans caused after its window closed (a JVM's concurrent
+            # marking, weft's block flushes) is charged to them too.
+            whole[c] = {k: cpu_seconds(load[0]) - c0[k] for k, load in loads.items()}
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -250,6 +274,15 @@ def main():
         out["pooled_ratio_weft_zipkin_json_vs_zipkin_server"] = round(
             pooled["weft_zipkin_json"] / pooled["zipkin_server_json"], 2)
         out["pooled_ratio_weft_zipkin_json_vs_weft_otlp"] = round(pooled["weft_zipkin_json"] / pooled["weft_otlp_http"], 2)
+        whole_run = {k: sum(r["spans"] for r in rs) / whole[c][k] for k, rs in rc.items()}
+        for k, v in whole_run.items():
+            out[k]["whole_run_cpu_s"] = round(whole[c][k], 2)
+            out[k]["whole_run_spans_per_cpu_s"] = round(v)
+            out[k]["idle_cpu_per_s"] = round(idle[k], 4)
+        out["whole_run_ratio_weft_zipkin_json_vs_zipkin_server"] = round(
+            whole_run["weft_zipkin_json"] / whole_run["zipkin_server_json"], 2)
+        out["whole_run_ratio_weft_zipkin_json_vs_weft_otlp"] = round(
+            whole_run["weft_zipkin_json"] / whole_run["weft_otlp_http"], 2)
         by_clients[str(c)] = out
     # The first client count's figures at the top level, as before the sweep.
     results.update(by_clients[str(client_counts[0])])

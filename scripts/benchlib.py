@@ -50,3 +50,51 @@ def emit(results, out=None):
     if out:
         with open(out, "w") as f:
             json.dump(results, f, indent=2)
+
+
+# Fresh trace IDs per request: bodies are templates whose trace IDs each request rewrites, so a
+# server stores a stream of distinct traces (as real clients send) and not the same few again.
+
+def id_spots(body, trace_ids, form):
+    """Where each trace ID lies in a body, for rewriting: a list per trace of (offset, lo, hi, hex):
+    bytes lo..hi of the trace ID are at offset (as hex text when hex). form: 'thrift' (the high
+    and low 8 bytes as i64s), 'raw' (16 bytes), 'hex' (32 hex digits, as Zipkin's JSON has them),
+    'xray' (the 24 hex digits after the epoch)."""
+    spots = []
+    for tid in trace_ids:
+        parts = {"thrift": [(0, 8, False), (8, 16, False)], "raw": [(0, 16, False)], "hex": [(0, 16, True)],
+                 "xray": [(4, 16, True)]}[form]
+        mine = []
+        for lo, hi, hx in parts:
+            needle = tid[lo:hi].hex().encode() if hx else tid[lo:hi]
+            at = body.find(needle)
+            if at < 0:
+                raise RuntimeError("trace ID not found in a body template")
+            while at >= 0:
+                mine.append((at, lo, hi, hx))
+                at = body.find(needle, at + 1)
+        spots.append(mine)
+    return spots
+
+
+def template(body, trace_ids, form):
+    """A body whose trace IDs `fresh` rewrites; trace_ids are 16 bytes each."""
+    return (body, id_spots(body, trace_ids, form), trace_ids)
+
+
+def fresh(tmpl, rng):
+    """The body with new trace IDs; returns it and its first trace's new ID (16 bytes)."""
+    body, spots, old = tmpl
+    b = bytearray(body)
+    first = None
+    for mine, tid in zip(spots, old):
+        new = bytearray(tid)
+        new[:] = rng.getrandbits(128).to_bytes(16, "big")
+        for at, lo, hi, hx in mine:
+            v = new[lo:hi].hex().encode() if hx else bytes(new[lo:hi])
+            b[at:at + len(v)] = v
+        if first is None:
+            # Bytes outside every spot (an X-Ray trace ID's epoch) keep the template's value.
+            covered = set(i for _, lo, hi, _ in mine for i in range(lo, hi))
+            first = bytes(new[i] if i in covered else tid[i] for i in range(16))
+    return bytes(b), first
