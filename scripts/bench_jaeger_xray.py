@@ -37,7 +37,7 @@ are reported (the host's speed drift cancels out of a ratio). All servers run at
 the load in turn, --rounds times; the median of the rounds' ratios is reported, and beside it the
 ratio of pooled figures (each server's spans over its CPU summed across all its rounds, which a
 collector's cycles falling in some windows and not others do not move). Every server first
-takes a warm-up load of the same length, unmeasured. After every run the last trace each client sent is
+takes a warm-up load of --warmup seconds (60), unmeasured. After every run the last trace each client sent is
 read back from the server that took it (weft's Tempo API, Jaeger's query API) and must hold all
 its spans (over UDP, one of the senders' last traces: any datagram may be lost). Every weft runs
 with compaction off (--compaction-interval 0): its 30 s cycle would land inside some servers'
@@ -643,6 +643,7 @@ def main():
     ap.add_argument("--jaeger", default=JAEGER_BIN, help="the Jaeger v2 binary (scripts/test-deps.sh builds it)")
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=float, default=60, help="seconds of unmeasured load each server takes first")
     ap.add_argument("--clients", type=int, default=4, help="HTTP client processes")
     ap.add_argument("--xray-clients", type=int, default=2, help="UDP sender processes")
     ap.add_argument("--xray-rate", default="auto",
@@ -725,28 +726,28 @@ def main():
             wj = start_weft(args, tmp, "weft_jaeger_thrift_http", procs, jaeger_http=True)
             wo = start_weft(args, tmp, "weft_otlp_http_jaeger_shape", procs)
             legs += [
-                ("jaeger_v2_thrift_http", lambda: drive_http(
+                ("jaeger_v2_thrift_http", lambda secs=args.seconds: drive_http(
                     jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
-                    args.seconds, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
-                ("weft_jaeger_thrift_http", lambda: drive_http(
-                    wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], args.seconds,
+                    secs, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
+                ("weft_jaeger_thrift_http", lambda secs=args.seconds: drive_http(
+                    wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], secs,
                     args.clients), ("weft", wj["http"], SPANS_PER_TRACE)),
-                ("weft_otlp_http_jaeger_shape", lambda: drive_http(
-                    wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], args.seconds,
+                ("weft_otlp_http_jaeger_shape", lambda secs=args.seconds: drive_http(
+                    wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], secs,
                     args.clients), ("weft", wo["http"], SPANS_PER_TRACE))]
         if "xray" in parts:
             wx = start_weft(args, tmp, "weft_xray_udp", procs, xray=True)
             wox = start_weft(args, tmp, "weft_otlp_http_xray_shape", procs)
             wox1 = start_weft(args, tmp, "weft_otlp_http_xray_shape_5_spans_per_request", procs)
             legs += [
-                ("weft_xray_udp", lambda: drive_udp(
-                    wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], args.seconds, args.xray_clients,
+                ("weft_xray_udp", lambda secs=args.seconds: drive_udp(
+                    wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], secs, args.xray_clients,
                     args.xray_rate), ("weft", wx["http"], XRAY_SPANS_PER_DATAGRAM)),
-                ("weft_otlp_http_xray_shape", lambda: drive_http(
-                    wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], args.seconds,
+                ("weft_otlp_http_xray_shape", lambda secs=args.seconds: drive_http(
+                    wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], secs,
                     args.clients), ("weft", wox["http"], XRAY_SPANS_PER_DATAGRAM)),
-                ("weft_otlp_http_xray_shape_5_spans_per_request", lambda: drive_http(
-                    wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], args.seconds,
+                ("weft_otlp_http_xray_shape_5_spans_per_request", lambda secs=args.seconds: drive_http(
+                    wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], secs,
                     args.clients, XRAY_SPANS_PER_DATAGRAM), ("weft", wox1["http"], XRAY_SPANS_PER_DATAGRAM))]
         wefts = [os.path.join(tmp, n) for n, _, (kind, _, _) in legs if kind == "weft"]
         if "xray" in parts:
@@ -758,7 +759,7 @@ def main():
         # it at its working size: Jaeger v2's heap and in-memory store, weft's head block, maps
         # and WAL segments (reused once the first ones are in blocks).
         for name, run, _ in legs:
-            r, _ = run()
+            r, _ = run(args.warmup)
             print(f"{name} (warm-up): {json.dumps(r)}", file=sys.stderr)
         # Rounds interleave the servers, so drift in the shared host's speed hits each alike.
         for _ in range(args.rounds):
@@ -804,7 +805,7 @@ def main():
         notes += [
             f"Jaeger v2 {version}: `jaeger` receiver, thrift_http, no processors, jaeger_storage_exporter into "
             f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable. "
-            "Every server (Jaeger v2 and each weft) first takes a warm-up load of --seconds. "
+            "Every server (Jaeger v2 and each weft) first takes a warm-up load of --warmup seconds. "
             "weft answers 202 after the WAL's fsync.",
             "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, the service rotating "
             "between requests; weft's OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
