@@ -13,11 +13,15 @@ spans it acknowledged, gives spans per CPU-second; the ratios between them are w
 in turn, --rounds times; the median of the rounds' ratios is reported. --clients takes a list
 (`4,8`): the rounds are run for each number of clients, the servers kept running between them.
 
-Every request carries fresh trace IDs (benchlib.fresh), as real clients' do. The Zipkin server
-runs with the JVM's default heap (a quarter of the machine's memory), as `java -jar` in its quick
-start runs it (--zipkin-heap to choose another); its in-memory store holds its last 500,000 spans.
-It needs about a minute of load before its figure settles (the store fills, G1 sizes its
-generations), so every server first takes --warmup seconds of the same load, unmeasured.
+Every request carries fresh trace IDs (benchlib.fresh) and span times that follow the clock, as
+real clients' do. After every window, the last trace each client had acknowledged must read back
+whole through that server's Zipkin API (weft's OTLP receiver serves one too).
+
+The Zipkin server runs with the JVM's default heap (a quarter of the machine's memory), as
+`java -jar` in its quick start runs it (--zipkin-heap to choose another); its in-memory store
+holds its last 500,000 spans, evicting the oldest traces by timestamp. It needs about a minute
+of load before its figure settles (the store fills, G1 sizes its generations), so every server
+first takes --warmup seconds of the same load, unmeasured.
 
 Its garbage collector is a large share of its CPU and most of the variation in its figure, in
 cycles longer than a window. So each server is also reported pooled (all its rounds' spans over
@@ -27,13 +31,16 @@ flushes) falls outside every window, so each server is also reported whole-run: 
 its rounds over all the CPU it used from the first round to the last, the other servers' windows
 included, with what it uses idle (measured before any load) beside it.
 """
-import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, struct, subprocess, sys
+import tempfile, time
+import urllib.error, urllib.request
 
 from benchlib import cpu_seconds, emit, free_port, fresh, template, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZIPKIN_JAR = os.path.join(ROOT, ".tools", "zipkin", "zipkin-server-3.5.1-exec.jar")
 SPANS_PER_REQUEST = 200
+SPANS_PER_TRACE = 10
 IDLE_SECONDS = 5
 
 
@@ -41,10 +48,10 @@ def zipkin_spans(rng, now_us):
     """One request's spans: 20 traces of 10 spans across 4 services."""
     spans = []
     services = ["frontend", "checkout", "payments", "inventory"]
-    for _ in range(SPANS_PER_REQUEST // 10):
+    for _ in range(SPANS_PER_REQUEST // SPANS_PER_TRACE):
         tid = "%032x" % rng.getrandbits(128)
         root = "%016x" % rng.getrandbits(64)
-        for i in range(10):
+        for i in range(SPANS_PER_TRACE):
             sid = root if i == 0 else "%016x" % rng.getrandbits(64)
             svc = services[i % 4]
             s = {"traceId": tid, "id": sid, "kind": "SERVER" if i % 2 == 0 else "CLIENT",
@@ -95,30 +102,90 @@ def otlp_body(spans):
     return req.SerializeToString()
 
 
+def time_spots(body, spans, form):
+    """Where the spans' times lie in a body: (offset, microseconds). form: 'text' (decimal
+    microseconds, as Zipkin's JSON has them) or 'nanos' (OTLP's fixed64 nanoseconds)."""
+    values = set()
+    for sp in spans:
+        values |= {sp["timestamp"], sp["timestamp"] + sp["duration"]}
+        values |= {a["timestamp"] for a in sp.get("annotations", [])}
+    spots = []
+    for v in values:
+        needle = str(v).encode() if form == "text" else struct.pack("<Q", v * 1000)
+        at = body.find(needle)
+        while at >= 0:
+            spots.append((at, v))
+            at = body.find(needle, at + 1)
+    if not spots:
+        raise RuntimeError("no span times found in a body template")
+    return spots, form
+
+
+def shifted(tmpl, times, delta_us):
+    """The template with every span time moved by delta_us (in place: a microsecond time keeps
+    its 16 digits), its trace-ID spots still valid."""
+    body, spots, old = tmpl
+    b = bytearray(body)
+    where, form = times
+    for at, v in where:
+        new = str(v + delta_us).encode() if form == "text" else struct.pack("<Q", (v + delta_us) * 1000)
+        b[at:at + len(new)] = new
+    return bytes(b), spots, old
+
+
 def client(port, path, ctype, tmpls, stop_at, seed, q):
     rng = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     sent = errors = 0
+    last = None
     i = 0
+    # Span times follow the clock, to the second: the Zipkin server's store evicts its oldest
+    # traces by timestamp, so with the times of the first request it would keep the traces with
+    # the largest IDs and drop new ones at once.
+    current = {}
     while time.time() < stop_at:
-        body, _ = fresh(tmpls[i % len(tmpls)], rng)
+        k = i % len(tmpls)
         i += 1
+        sec = int(time.time())
+        if k not in current or current[k][0] != sec:
+            tmpl, times, base_us = tmpls[k]
+            current[k] = (sec, shifted(tmpl, times, sec * 1_000_000 - base_us))
+        body, first = fresh(current[k][1], rng)
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": ctype})
             r = conn.getresponse()
             r.read()
             if r.status in (200, 202):
                 sent += SPANS_PER_REQUEST
+                last = first.hex()
             else:
                 errors += 1
         except Exception:
             errors += 1
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    q.put((sent, errors))
+    q.put((sent, errors, last))
 
 
-def drive(pid, port, path, ctype, tmpls, seconds, clients):
+def check_stored(query_port, trace_ids, what, timeout=20):
+    """Every trace in trace_ids (the last one each client had acknowledged) must be readable
+    through the server's Zipkin API with all its spans; exits otherwise."""
+    for tid in trace_ids:
+        deadline, got = time.time() + timeout, None
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{query_port}/api/v2/trace/{tid}", timeout=15) as r:
+                    got = len(json.loads(r.read()))
+            except urllib.error.HTTPError as e:
+                got = f"HTTP {e.code}"
+            if got == SPANS_PER_TRACE or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        if got != SPANS_PER_TRACE:
+            sys.exit(f"{what}: acknowledged trace {tid} reads back as {got}, not {SPANS_PER_TRACE} spans")
+
+
+def drive(pid, port, path, ctype, tmpls, seconds, clients, query_port=None, what=""):
     q = mp.Queue()
     stop_at = time.time() + seconds
     c0, t0 = cpu_seconds(pid), time.time()
@@ -132,6 +199,8 @@ def drive(pid, port, path, ctype, tmpls, seconds, clients):
     time.sleep(1.0)  # acknowledged work finishes (the WAL's group commit, Zipkin's indexing)
     cpu = cpu_seconds(pid) - c0
     spans = sum(r[0] for r in results)
+    if query_port:
+        check_stored(query_port, [r[2] for r in results if r[2]], what)
     return {"spans": spans, "errors": sum(r[1] for r in results), "wall_s": round(time.time() - t0, 2),
             "window": (t0, time.time()),
             "server_cpu_s": round(cpu, 2), "spans_per_cpu_s": round(spans / cpu) if cpu else None,
@@ -177,8 +246,8 @@ def main():
     # be 6,400 spans stored again and again, which neither server sees from real clients (weft
     # drops repeats of a span when it cuts a block; Zipkin's store piles them onto 640 traces).
     tids = [sorted({bytes.fromhex(x["traceId"]) for x in s}) for s in span_sets]
-    ztmpls = [template(b, t, "hex") for b, t in zip(zbodies, tids)]
-    otmpls = [template(b, t, "raw") for b, t in zip(obodies, tids)]
+    ztmpls = [(template(b, t, "hex"), time_spots(b, sp, "text"), now_us) for b, t, sp in zip(zbodies, tids, span_sets)]
+    otmpls = [(template(b, t, "raw"), time_spots(b, sp, "nanos"), now_us) for b, t, sp in zip(obodies, tids, span_sets)]
     tmp = tempfile.mkdtemp(prefix="weft-bench-zipkin-")
     client_counts = [int(c) for c in str(args.clients).split(",")]
     results = {"spans_per_request": SPANS_PER_REQUEST, "clients": client_counts, "seconds": args.seconds,
@@ -212,7 +281,7 @@ def main():
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(weft)
             wait_http(f"http://127.0.0.1:{http_port}/ready", weft, "weft")
-            wefts[name] = (weft, zp if "zipkin" in name else otlp)
+            wefts[name] = (weft, zp if "zipkin" in name else otlp, zp)
         # Every server first takes the same load, unmeasured: the JVM's JIT, heap and full store,
         # weft's head block, maps and WAL segments (reused once the first ones are in blocks).
         loads = {"zipkin_server_json": (zipkin.pid, zport, "/api/v2/spans", "application/json", ztmpls),
@@ -220,6 +289,8 @@ def main():
                                       "/api/v2/spans", "application/json", ztmpls),
                  "weft_otlp_http": (wefts["weft_otlp_http"][0].pid, wefts["weft_otlp_http"][1],
                                     "/v1/traces", "application/x-protobuf", otmpls)}
+        query_ports = {"zipkin_server_json": zport, "weft_zipkin_json": wefts["weft_zipkin_json"][2],
+                       "weft_otlp_http": wefts["weft_otlp_http"][2]}
         # What each server costs doing nothing, before any load: charged to it in the whole-run
         # figures below, so it is reported beside them.
         c0, t0 = {k: cpu_seconds(load[0]) for k, load in loads.items()}, time.time()
@@ -234,7 +305,10 @@ def main():
             # Rounds interleave the three, so drift in the shared host's speed hits each alike.
             for _ in range(args.rounds):
                 for k, load in loads.items():
-                    runs[c][k].append(drive(*load, args.seconds, c))
+                    # After each window, the last trace each client had acknowledged is read back
+                    # through that server's Zipkin API (weft's OTLP receiver's too): acknowledged
+                    # means stored.
+                    runs[c][k].append(drive(*load, args.seconds, c, query_ports[k], k))
             # Every CPU-second each server spent from the first round to the last, its windows and
             # the others' alike: work its spans caused after its window closed (a JVM's concurrent
             # marking, weft's block flushes) is charged to them too.
