@@ -24,8 +24,9 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # scripts/bench_compaction.py --weft target/release/weft --base <other weft>.
 .venv/bin/python scripts/bench_compaction.py --weft target/release/weft --out bench-out/compaction.json
 # Zipkin v2 JSON into weft beside the real Zipkin server and weft's own OTLP/HTTP (BENCHMARKS.md,
-# "Zipkin receiver" and "The Zipkin benchmark corrected"): fresh trace IDs per request, a 60 s
-# warm-up, spans per CPU-second at 4 and 8 clients, median of interleaved rounds, pooled and whole-run.
+# "Zipkin receiver" and "The Zipkin benchmark corrected"): fresh trace IDs and current span times
+# per request, every window's last traces read back, a 60 s warm-up; spans per CPU-second at 4 and 8
+# clients, median of interleaved rounds, pooled and whole-run.
 .venv/bin/python scripts/bench_zipkin.py --weft target/release/weft --out bench-out/zipkin.json
 # Jaeger thrift over HTTP beside the real Jaeger v2, and X-Ray UDP, each beside weft's own
 # OTLP/HTTP with the same spans (BENCHMARKS.md, "Jaeger and X-Ray receivers").
