@@ -129,6 +129,8 @@ def shifted(tmpl, times, delta_us):
     where, form = times
     for at, v in where:
         new = str(v + delta_us).encode() if form == "text" else struct.pack("<Q", (v + delta_us) * 1000)
+        if form == "text" and len(new) != len(str(v)):
+            raise RuntimeError(f"span time {v} moved by {delta_us} µs changes its length")
         b[at:at + len(new)] = new
     return bytes(b), spots, old
 
