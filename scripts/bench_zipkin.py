@@ -30,6 +30,11 @@ reported. Work a window's spans cause after it closes (the JVM's concurrent mark
 flushes) falls outside every window, so each server is also reported whole-run: the spans of all
 its rounds over all the CPU it used from the first round to the last, the other servers' windows
 included, with what it uses idle (measured before any load) beside it.
+
+Both wefts run with compaction off (--compaction-interval 0): its 30 s cycle would land inside
+one server's window and not the other's; blocks are still cut and written during the load, and
+compaction's cost per span is measured all-in by bench_allin.py. Results as JSON on stdout and in
+--out.
 """
 import argparse, http.client, json, multiprocessing as mp, os, random, shutil, signal, socket, struct, subprocess, sys
 import tempfile, time
@@ -344,21 +349,18 @@ def main():
         o = [r["spans_per_cpu_s"] for r in rc["weft_otlp_http"]]
         out["ratio_weft_zipkin_json_vs_zipkin_server"] = round(med([a / b for a, b in zip(w, z)]), 2)
         out["ratio_weft_zipkin_json_vs_weft_otlp"] = round(med([a / b for a, b in zip(w, o)]), 2)
-        pooled = {k: sum(r["spans"] for r in rs) / sum(r["server_cpu_s"] for r in rs) for k, rs in rc.items()}
-        for k, v in pooled.items():
-            out[k]["pooled_spans_per_cpu_s"] = round(v)
-        out["pooled_ratio_weft_zipkin_json_vs_zipkin_server"] = round(
-            pooled["weft_zipkin_json"] / pooled["zipkin_server_json"], 2)
-        out["pooled_ratio_weft_zipkin_json_vs_weft_otlp"] = round(pooled["weft_zipkin_json"] / pooled["weft_otlp_http"], 2)
-        whole_run = {k: sum(r["spans"] for r in rs) / whole[c][k] for k, rs in rc.items()}
-        for k, v in whole_run.items():
+        for k in rc:
             out[k]["whole_run_cpu_s"] = round(whole[c][k], 2)
-            out[k]["whole_run_spans_per_cpu_s"] = round(v)
             out[k]["idle_cpu_per_s"] = round(idle[k], 4)
-        out["whole_run_ratio_weft_zipkin_json_vs_zipkin_server"] = round(
-            whole_run["weft_zipkin_json"] / whole_run["zipkin_server_json"], 2)
-        out["whole_run_ratio_weft_zipkin_json_vs_weft_otlp"] = round(
-            whole_run["weft_zipkin_json"] / whole_run["weft_otlp_http"], 2)
+        # Pooled: all rounds' spans over the CPU of their windows; whole run: over all the CPU
+        # from the first round to the last.
+        for form, cpu in (("pooled", lambda k, rs: sum(r["server_cpu_s"] for r in rs)),
+                          ("whole_run", lambda k, rs: whole[c][k])):
+            fig = {k: sum(r["spans"] for r in rs) / cpu(k, rs) for k, rs in rc.items()}
+            for k, v in fig.items():
+                out[k][f"{form}_spans_per_cpu_s"] = round(v)
+            for other, key in (("zipkin_server", "zipkin_server_json"), ("weft_otlp", "weft_otlp_http")):
+                out[f"{form}_ratio_weft_zipkin_json_vs_{other}"] = round(fig["weft_zipkin_json"] / fig[key], 2)
         by_clients[str(c)] = out
     # The first client count's figures at the top level, as before the sweep.
     results.update(by_clients[str(client_counts[0])])
