@@ -79,17 +79,27 @@ pub enum BlockError {
 }
 
 impl BlockError {
-    /// Whether the error says the block's bytes are damaged (a checksum mismatch, or, in a
-    /// block without checksums, bytes that do not decode), as opposed to storage being
-    /// unreachable. Such a block should be quarantined rather than retried.
+    /// Whether the error says the block itself is damaged, so that no retry can fix it: a
+    /// checksum mismatch, a file that is missing, shorter than its meta says or with a footer
+    /// that does not parse, or, in a block without checksums, bytes that do not decode. Such a
+    /// block should be quarantined. Storage that cannot be reached ([`Self::is_transient`]) is
+    /// not damage.
     pub fn is_damage(&self, has_checksums: bool) -> bool {
         match self {
             BlockError::Damaged(_) => true,
+            BlockError::Storage(e) => !e.is_transient(),
             BlockError::Parquet(_) | BlockError::Corrupt(_) | BlockError::Index(_) | BlockError::Meta(_) => {
                 !has_checksums
             }
-            BlockError::Storage(_) | BlockError::UnsupportedVersion(_) | BlockError::Deadline(_) => false,
+            BlockError::UnsupportedVersion(_) | BlockError::Deadline(_) => false,
         }
+    }
+
+    /// Whether a later attempt may succeed: storage could not be reached or failed on its side
+    /// ([`StorageError::is_transient`]). A query that meets it should say "try again"
+    /// (503), never quarantine the block.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BlockError::Storage(e) if e.is_transient())
     }
 }
 
@@ -184,6 +194,9 @@ pub async fn write_block(
         dedicated_columns: enc.dedicated,
         checksums: Some(checksums),
     };
+    // The marker first: a folder without meta.json but with it is a write cut short, which
+    // maintenance deletes; one without either lost its meta.json, which is damage.
+    storage.put(&format!("{prefix}/{WRITING_MARKER}"), Bytes::new()).await?;
     storage.put(&format!("{prefix}/data.parquet"), enc.data).await?;
     storage.put(&format!("{prefix}/index.bin"), index).await?;
     if opts.commit_before.is_some_and(|t| std::time::SystemTime::now() >= t) {
@@ -195,8 +208,26 @@ pub async fn write_block(
             Bytes::from(serde_json::to_vec_pretty(&meta)?),
         )
         .await?;
+    // A marker left beside meta.json (a crash here) means nothing; maintenance removes it.
+    if let Err(e) = storage.delete(&format!("{prefix}/{WRITING_MARKER}")).await {
+        tracing::warn!(block = %prefix, error = %e, "removing the block's write marker failed; maintenance removes it");
+    }
     Ok(meta)
 }
+
+/// An empty object a writer puts in a block folder before any other file and deletes after
+/// `meta.json`: a folder that has it and no `meta.json` is a write cut short (a crash), and
+/// its files are redundant (the WAL, Kafka or the compaction inputs still hold its spans).
+pub const WRITING_MARKER: &str = "writing";
+
+/// An empty object put in a block folder before its `meta.json` is deleted to retire it
+/// (compaction, retention): a folder that has it and no `meta.json` is a retired block whose
+/// data is still being deleted. A folder with block files but neither marker nor `meta.json`
+/// lost its `meta.json` by other means, and is damage.
+pub const RETIRED_MARKER: &str = "retired";
+
+/// The files a block folder may hold, data files first.
+pub const BLOCK_FILES: [&str; 5] = ["data.parquet", "index.bin", "meta.json", WRITING_MARKER, RETIRED_MARKER];
 
 /// Row-group statistics used to skip row groups that cannot match a query.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -291,6 +322,13 @@ impl Block {
             return Err(BlockError::Corrupt("a version 1 block lists dedicated columns".into()));
         }
         let index_bytes = storage.get(&format!("{prefix}/index.bin")).await?;
+        if meta.index_bytes != 0 && index_bytes.len() as u64 != meta.index_bytes {
+            return Err(BlockError::Damaged(format!(
+                "{prefix}/index.bin is {} bytes; meta.json says {}",
+                index_bytes.len(),
+                meta.index_bytes
+            )));
+        }
         if let Some(c) = &meta.checksums {
             if crc32c::crc32c(&index_bytes) != c.index {
                 return Err(BlockError::Damaged(format!(
@@ -320,6 +358,38 @@ impl Block {
         &self.prefix
     }
 
+    /// The cheap check of a block's files at open: `data.parquet` is as long as `meta.json`
+    /// says (`data_size`, from a listing, when the caller has one) and its footer is intact
+    /// (read and, with checksums, verified; it stays loaded for the first query). A failure
+    /// is damage ([`BlockError::is_damage`]) or, if storage could not be reached, transient.
+    pub async fn check(&self, storage: &dyn Storage, data_size: Option<u64>) -> Result<(), BlockError> {
+        match data_size {
+            Some(n) if n != self.meta.size_bytes => {
+                return Err(BlockError::Damaged(format!(
+                    "{} is {n} bytes; meta.json says {}",
+                    self.data_path(),
+                    self.meta.size_bytes
+                )));
+            }
+            _ => {}
+        }
+        self.footer(storage).await.map(|_| ())
+    }
+
+    /// Verifies every column chunk of row group `rg` against its checksum (a block without
+    /// checksums: that the row group's bytes decode). For the background scrubber. Returns
+    /// the bytes read.
+    pub async fn verify_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<u64, BlockError> {
+        let data = self.fetch_row_group(storage, rg).await?;
+        let bytes = data.bytes();
+        if self.meta.checksums.is_none() {
+            tokio::task::spawn_blocking(move || data.rows().map(drop))
+                .await
+                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
+        }
+        Ok(bytes)
+    }
+
     pub fn data_path(&self) -> String {
         format!("{}/data.parquet", self.prefix)
     }
@@ -327,14 +397,23 @@ impl Block {
     async fn footer(&self, storage: &dyn Storage) -> Result<Arc<ParquetMetaData>, BlockError> {
         self.footer
             .get_or_try_init(|| async {
+                // The file is as long as meta.json says (a shorter one fails the range read
+                // below as damage); a footer that does not frame is damage too: the writer
+                // wrote a valid one.
                 let len = self.meta.size_bytes;
                 if len < 8 {
-                    return Err(BlockError::Corrupt("data.parquet shorter than its footer".into()));
+                    return Err(BlockError::Damaged(format!(
+                        "{}: meta.json gives a size of {len} bytes, shorter than a parquet footer",
+                        self.data_path()
+                    )));
                 }
                 let tail = storage.get_range(&self.data_path(), len - 8..len).await?;
                 let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
                 if &tail[4..] != b"PAR1" || meta_len + 8 > len {
-                    return Err(BlockError::Corrupt("data.parquet has a bad footer".into()));
+                    return Err(BlockError::Damaged(format!(
+                        "{}: the parquet footer at the end of its {len} bytes is not intact",
+                        self.data_path()
+                    )));
                 }
                 let buf = storage
                     .get_range(&self.data_path(), len - 8 - meta_len..len - 8)

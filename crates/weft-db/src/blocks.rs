@@ -9,8 +9,13 @@ use weft_block::meta::{BlockMeta, WalPos};
 use weft_block::{Block, BlockError};
 use weft_storage::Storage;
 
+use futures::StreamExt;
+
 use crate::DbOptions;
-use crate::quarantine;
+use crate::quarantine::{self, QuarantinedBlock};
+
+/// Blocks checked at once when the block set is loaded.
+const OPEN_CHECKS: usize = 16;
 
 /// Blocks in storage, per tenant.
 #[derive(Debug, Default)]
@@ -18,30 +23,84 @@ pub struct BlockSet {
     tenants: RwLock<HashMap<String, Vec<Arc<Block>>>>,
 }
 
-/// A block quarantined when the block set was loaded.
-#[derive(Debug, Clone)]
-pub struct Quarantined {
-    pub tenant: String,
-    pub block: String,
-    pub why: String,
-    /// Its time range, when its `meta.json` was readable.
-    pub range: Option<(u64, u64)>,
+/// What [`BlockSet::poll`] did.
+#[derive(Debug, Default)]
+pub struct Polled {
+    pub added: usize,
+    pub dropped: usize,
+    /// Blocks listed for the first time that failed their check as damage: not added.
+    pub damaged: Vec<(Arc<Block>, BlockError)>,
 }
 
-/// Every block folder under `blocks/`, and whether it holds `meta.json` (is complete).
-async fn list_folders(storage: &dyn Storage) -> Result<BTreeMap<String, bool>, BlockError> {
+/// What a block folder holds, from a listing.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Folder {
+    meta: bool,
+    /// The size of `data.parquet`, if listed.
+    data: Option<u64>,
+    index: bool,
+    writing: bool,
+    retired: bool,
+}
+
+impl Folder {
+    /// A block: `meta.json` is there.
+    pub(crate) fn complete(&self) -> bool {
+        self.meta
+    }
+
+    /// Files weft left without `meta.json` on purpose: a write cut short (the writer's marker
+    /// is there) or a retired block whose data is being deleted (the retirement marker).
+    fn left_by_weft(&self) -> bool {
+        self.writing || self.retired
+    }
+
+    /// What is wrong with the folder of a listed block whose data file should be `size`
+    /// bytes, if anything (a folder being retired is not wrong).
+    pub(crate) fn missing_files(&self, size: u64) -> Option<String> {
+        if self.retired {
+            return None;
+        }
+        if !self.meta {
+            return Some("meta.json is gone".into());
+        }
+        match self.data {
+            None => Some("data.parquet is gone".into()),
+            Some(n) if n != size => Some(format!("data.parquet is {n} bytes; meta.json says {size}")),
+            Some(_) if !self.index => Some("index.bin is gone".into()),
+            Some(_) => None,
+        }
+    }
+
+    /// Block files without `meta.json` and without a marker: the meta was lost (deleted or
+    /// never copied), so the spans in these files are nowhere else. Damage.
+    fn lost_meta(&self) -> bool {
+        !self.meta && !self.left_by_weft() && (self.data.is_some() || self.index)
+    }
+}
+
+/// Every block folder under `blocks/`, with what it holds.
+pub(crate) async fn list_folders(storage: &dyn Storage) -> Result<BTreeMap<String, Folder>, BlockError> {
     let objects = storage.list("blocks/").await?;
-    let mut folders: BTreeMap<String, bool> = Default::default();
+    let mut folders: BTreeMap<String, Folder> = Default::default();
     for o in &objects {
         if let Some((dir, file)) = o.path.rsplit_once('/') {
-            *folders.entry(dir.to_owned()).or_default() |= file == "meta.json";
+            let f = folders.entry(dir.to_owned()).or_default();
+            match file {
+                "meta.json" => f.meta = true,
+                "data.parquet" => f.data = Some(o.size),
+                "index.bin" => f.index = true,
+                weft_block::WRITING_MARKER => f.writing = true,
+                weft_block::RETIRED_MARKER => f.retired = true,
+                _ => {}
+            }
         }
     }
     Ok(folders)
 }
 
 /// (tenant, block id) of a folder `blocks/<tenant>/<id>`.
-fn split_prefix(prefix: &str) -> (&str, &str) {
+pub(crate) fn split_prefix(prefix: &str) -> (&str, &str) {
     let mut parts = prefix.trim_start_matches("blocks/").splitn(2, '/');
     (parts.next().unwrap_or(""), parts.next().unwrap_or(""))
 }
@@ -66,6 +125,14 @@ impl BlockSet {
         if !v.iter().any(|x| x.meta.block_id == b.meta.block_id) {
             v.push(b);
         }
+    }
+
+    /// Whether block `id` of `tenant` is in the set.
+    pub fn contains(&self, tenant: &str, id: &str) -> bool {
+        self.tenants
+            .read()
+            .get(tenant)
+            .is_some_and(|v| v.iter().any(|b| b.meta.block_id == id))
     }
 
     pub fn of(&self, tenant: &str) -> Vec<Arc<Block>> {
@@ -129,62 +196,109 @@ impl BlockSet {
     }
 
     /// Loads every complete block (one with `meta.json`) from storage, leaving out blocks a
-    /// loaded block replaces (`compacted_from`). A maintaining process ([`DbOptions`]) also
-    /// finishes what a crash interrupted: replaced blocks are deleted, and so are folders
-    /// without `meta.json` (a block write or delete cut short) older than the grace; and a
-    /// block whose `meta.json` or `index.bin` is damaged is moved to quarantine. Damaged blocks
-    /// are returned as (tenant, block id, why) either way.
-    pub async fn load(storage: &dyn Storage, opts: &DbOptions) -> Result<(BlockSet, Vec<Quarantined>), BlockError> {
+    /// loaded block replaces (`compacted_from`), and checks each one cheaply
+    /// ([`Block::check`]: its data file's size against `meta.json`, its footer). A block that
+    /// fails to open or check as damage ([`BlockError::is_damage`]) is not loaded, and neither
+    /// is a folder whose `meta.json` was lost (block files without it or a writer's marker).
+    /// A maintaining process ([`DbOptions`]) moves those to quarantine, and also finishes
+    /// what a crash interrupted: replaced blocks are deleted, and so are folders a write or a
+    /// retirement left without `meta.json`, once older than the grace. The damaged blocks are
+    /// returned either way.
+    pub async fn load(storage: &dyn Storage, opts: &DbOptions) -> Result<(BlockSet, Vec<QuarantinedBlock>), BlockError> {
         let set = BlockSet::default();
         let folders = list_folders(storage).await?;
         let mut loaded = Vec::new();
-        let mut quarantined = Vec::new();
-        for (prefix, complete) in &folders {
-            if !complete {
+        let mut damaged: Vec<(String, BlockError, Option<Block>)> = Vec::new();
+        for (prefix, f) in &folders {
+            if !f.complete() || f.retired {
                 continue;
             }
             match Block::open(storage, prefix).await {
-                Ok(b) => loaded.push(b),
-                Err(e) if e.is_damage(false) => {
-                    let range = match storage.get(&format!("{prefix}/meta.json")).await {
-                        Ok(m) => serde_json::from_slice::<BlockMeta>(&m)
-                            .ok()
-                            .map(|m| (m.min_start_unix_nano, m.max_end_unix_nano)),
-                        Err(_) => None,
-                    };
-                    if opts.maintains {
-                        tracing::error!(block = %prefix, error = %e, "damaged block quarantined at start");
-                        if let Err(m) = quarantine::move_to_quarantine(storage, prefix).await {
-                            tracing::error!(block = %prefix, error = %m, "moving a damaged block to quarantine failed; it is skipped");
-                        }
-                    } else {
-                        tracing::error!(block = %prefix, error = %e, "damaged block skipped (the maintaining process quarantines it)");
-                    }
-                    let (t, id) = split_prefix(prefix);
-                    quarantined.push(Quarantined {
-                        tenant: t.to_owned(),
-                        block: id.to_owned(),
-                        why: e.to_string(),
-                        range,
-                    });
-                }
+                Ok(b) => loaded.push((b, f.data)),
+                Err(e) if e.is_damage(false) => damaged.push((prefix.clone(), e, None)),
                 Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
             }
         }
-        let replaced = replaced_ids(loaded.iter().map(|b| &b.meta));
-        for b in loaded {
-            if replaced.contains(&(b.meta.tenant.clone(), b.meta.block_id.clone())) {
+        let replaced = replaced_ids(loaded.iter().map(|(b, _)| &b.meta));
+        let is_replaced = |prefix: &str| {
+            let (t, id) = split_prefix(prefix);
+            replaced.contains(&(t.to_owned(), id.to_owned()))
+        };
+        // The checks read two ranges of each data file: run several at once, as a store far
+        // away answers each in tens of milliseconds.
+        let mut live = Vec::new();
+        for (b, data_size) in loaded {
+            if is_replaced(b.prefix()) {
                 if opts.maintains {
                     tracing::info!(block = %b.prefix(), "deleting a block replaced by compaction before a restart");
-                    let _ = storage.delete(&format!("{}/meta.json", b.prefix())).await;
-                    delete_files(storage, b.prefix()).await;
+                    retire_now(storage, b.prefix()).await;
                 }
             } else {
-                set.add(Arc::new(b));
+                live.push((b, data_size));
             }
         }
+        let checked: Vec<(Block, Result<(), BlockError>)> = futures::stream::iter(live)
+            .map(|(b, data_size)| async move {
+                let r = match data_size {
+                    None => Err(BlockError::Storage(weft_storage::StorageError::NotFound(b.data_path()))),
+                    Some(n) => b.check(storage, Some(n)).await,
+                };
+                (b, r)
+            })
+            .buffer_unordered(OPEN_CHECKS)
+            .collect()
+            .await;
+        for (b, r) in checked {
+            match r {
+                Err(e) if e.is_damage(b.meta.checksums.is_some()) => {
+                    let prefix = b.prefix().to_owned();
+                    damaged.push((prefix, e, Some(b)));
+                }
+                Err(e) => {
+                    // Unreachable storage or a footer that verifies and does not decode: the
+                    // block is loaded, and the first query that reads it decides.
+                    tracing::warn!(block = %b.prefix(), error = %e, "checking a block at open failed; loading it anyway");
+                    set.add(Arc::new(b));
+                }
+                Ok(()) => set.add(Arc::new(b)),
+            }
+        }
+        for prefix in lost_meta(&folders, &replaced, opts.incomplete_grace) {
+            let e = lost_meta_error(&prefix);
+            damaged.push((prefix, e, None));
+        }
+        let mut quarantined = Vec::new();
+        for (prefix, e, opened) in damaged {
+            if is_replaced(&prefix) {
+                // Replaced anyway: its spans are in the block that replaced it.
+                if opts.maintains {
+                    retire_now(storage, &prefix).await;
+                }
+                continue;
+            }
+            let range = match &opened {
+                Some(b) => Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
+                None => quarantine::read_range(storage, &prefix).await,
+            };
+            if opts.maintains {
+                tracing::error!(block = %prefix, error = %e, "damaged block quarantined at start");
+                if let Err(m) = quarantine::move_to_quarantine(storage, &prefix).await {
+                    tracing::error!(block = %prefix, error = %m, "moving a damaged block to quarantine failed; it is skipped");
+                }
+            } else {
+                tracing::error!(block = %prefix, error = %e, "damaged block skipped (the maintaining process quarantines it)");
+            }
+            let (t, id) = split_prefix(&prefix);
+            quarantined.push(QuarantinedBlock {
+                tenant: t.to_owned(),
+                block: id.to_owned(),
+                why: e.to_string(),
+                range,
+                opened: opened.map(Arc::new),
+            });
+        }
         if opts.maintains {
-            delete_incomplete(storage, &folders, opts.incomplete_grace).await;
+            delete_left_over(storage, &folders, &replaced, opts.incomplete_grace).await;
         }
         Ok((set, quarantined))
     }
@@ -192,11 +306,14 @@ impl BlockSet {
     /// Brings the set in line with storage: opens complete blocks not in the set (except
     /// `skip` and blocks replaced by another listed block), and drops blocks whose `meta.json`
     /// is gone or that a listed block replaces. Returns (added, dropped).
-    pub async fn poll(&self, storage: &dyn Storage, skip: &HashSet<String>) -> Result<(usize, usize), BlockError> {
+    ///
+    /// A block opened here gets the same check as at load ([`Block::check`]); those that fail
+    /// it as damage are returned, not added, for the caller to quarantine.
+    pub async fn poll(&self, storage: &dyn Storage, skip: &HashSet<String>) -> Result<Polled, BlockError> {
         let folders = list_folders(storage).await?;
         let listed: HashSet<(String, String)> = folders
             .iter()
-            .filter(|(_, complete)| **complete)
+            .filter(|(_, f)| f.complete() && !f.retired)
             .map(|(p, _)| {
                 let (t, id) = split_prefix(p);
                 (t.to_owned(), id.to_owned())
@@ -210,12 +327,27 @@ impl BlockSet {
             .map(|b| (b.meta.tenant.clone(), b.meta.block_id.clone()))
             .collect();
         let mut opened = Vec::new();
+        let mut damaged = Vec::new();
         for (t, id) in &listed {
             if known.contains(&(t.clone(), id.clone())) || skip.contains(id) {
                 continue;
             }
-            match Block::open(storage, &weft_block::block_prefix(t, id)).await {
-                Ok(b) => opened.push(Arc::new(b)),
+            let prefix = weft_block::block_prefix(t, id);
+            match Block::open(storage, &prefix).await {
+                Ok(b) => {
+                    let data = folders.get(&prefix).and_then(|f| f.data);
+                    let checked = match data {
+                        None => Err(BlockError::Storage(weft_storage::StorageError::NotFound(b.data_path()))),
+                        Some(n) => b.check(storage, Some(n)).await,
+                    };
+                    match checked {
+                        Err(e) if e.is_damage(b.meta.checksums.is_some()) => damaged.push((Arc::new(b), e)),
+                        Err(e) if e.is_transient() => {
+                            tracing::warn!(tenant = %t, block = %id, error = %e, "checking a new block failed; will retry")
+                        }
+                        _ => opened.push(Arc::new(b)),
+                    }
+                }
                 // Retired between the listing and the open: it is simply gone.
                 Err(BlockError::Storage(weft_storage::StorageError::NotFound(_))) => {}
                 Err(e) => {
@@ -250,7 +382,7 @@ impl BlockSet {
                 added += 1;
             }
         }
-        Ok((added, dropped))
+        Ok(Polled { added, dropped, damaged })
     }
 }
 
@@ -261,38 +393,86 @@ fn replaced_ids<'a>(metas: impl Iterator<Item = &'a BlockMeta>) -> HashSet<(Stri
         .collect()
 }
 
-/// Deletes the files of incomplete block folders whose ID is older than `grace`.
-pub(crate) async fn delete_incomplete(storage: &dyn Storage, folders: &BTreeMap<String, bool>, grace: Duration) {
-    for (prefix, complete) in folders {
-        if *complete {
+/// Whether the block ID of folder `prefix` is older than `grace` (always, for a zero grace):
+/// only then may maintenance act on a folder without `meta.json`, which another process may
+/// still be writing.
+fn old_enough(prefix: &str, grace: Duration) -> bool {
+    let (_, id) = split_prefix(prefix);
+    grace.is_zero() || id_age(id).is_some_and(|age| age >= grace)
+}
+
+/// The folders of `folders` whose `meta.json` was lost ([`Folder`]), older than `grace` and
+/// not replaced by a block in `replaced`.
+pub(crate) fn lost_meta(
+    folders: &BTreeMap<String, Folder>,
+    replaced: &HashSet<(String, String)>,
+    grace: Duration,
+) -> Vec<String> {
+    folders
+        .iter()
+        .filter(|(p, f)| {
+            let (t, id) = split_prefix(p);
+            f.lost_meta() && !replaced.contains(&(t.to_owned(), id.to_owned())) && old_enough(p, grace)
+        })
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+/// The message a folder whose `meta.json` was lost is quarantined with.
+pub(crate) fn lost_meta_error(prefix: &str) -> BlockError {
+    BlockError::Damaged(format!(
+        "{prefix}/meta.json is missing: the folder holds block files but no meta.json and no write or retirement marker"
+    ))
+}
+
+/// Deletes what weft left without `meta.json` on purpose, once older than `grace`: folders of
+/// writes cut short, of retirements cut short (with or without `meta.json`), and of blocks
+/// in `replaced`. Removes write markers left beside a `meta.json`.
+pub(crate) async fn delete_left_over(
+    storage: &dyn Storage,
+    folders: &BTreeMap<String, Folder>,
+    replaced: &HashSet<(String, String)>,
+    grace: Duration,
+) {
+    for (prefix, f) in folders {
+        let (t, id) = split_prefix(prefix);
+        let is_replaced = replaced.contains(&(t.to_owned(), id.to_owned()));
+        if f.complete() && !f.retired {
+            if f.writing {
+                let _ = storage
+                    .delete(&format!("{prefix}/{}", weft_block::WRITING_MARKER))
+                    .await;
+            }
             continue;
         }
-        let (_, id) = split_prefix(prefix);
-        if !grace.is_zero() && id_age(id).is_none_or(|age| age < grace) {
+        if !(f.left_by_weft() || is_replaced) || !old_enough(prefix, grace) {
             continue;
         }
-        tracing::info!(block = %prefix, "deleting an incomplete block folder");
+        tracing::info!(block = %prefix, "deleting an incomplete or retired block folder");
         delete_files(storage, prefix).await;
     }
 }
 
-/// Deletes incomplete block folders older than `grace` (a writer crashed mid-block). For the
-/// maintaining process, between compactions.
-pub(crate) async fn collect_garbage(storage: &dyn Storage, grace: Duration) -> Result<(), BlockError> {
-    let folders = list_folders(storage).await?;
-    delete_incomplete(storage, &folders, grace).await;
-    Ok(())
-}
-
-/// Deletes a block folder's data files (not `meta.json`), ignoring missing ones.
+/// Deletes every file of a block folder, ignoring missing ones: `meta.json` first (the block is
+/// gone for readers), the markers last (so a deletion cut short leaves a folder that still
+/// says weft left it).
 pub(crate) async fn delete_files(storage: &dyn Storage, prefix: &str) {
-    for f in ["data.parquet", "index.bin"] {
+    for f in ["meta.json", "data.parquet", "index.bin", weft_block::WRITING_MARKER, weft_block::RETIRED_MARKER] {
         if let Err(e) = storage.delete(&format!("{prefix}/{f}")).await
             && !matches!(e, weft_storage::StorageError::NotFound(_))
         {
             tracing::warn!(block = %prefix, error = %e, "deleting block file failed");
         }
     }
+}
+
+/// Retires the block at `prefix` at once: the retirement marker, then every file
+/// ([`delete_files`]).
+pub(crate) async fn retire_now(storage: &dyn Storage, prefix: &str) {
+    let _ = storage
+        .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
+        .await;
+    delete_files(storage, prefix).await;
 }
 
 #[cfg(test)]

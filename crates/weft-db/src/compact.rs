@@ -99,8 +99,13 @@ pub struct Compacted {
     pub spans_out: u64,
 }
 
-/// Deletes a block: `meta.json` now, the rest after `grace` (in the background).
+/// Deletes a block: the retirement marker and `meta.json` now, the rest after `grace` (in
+/// the background), the marker last, so that what a crash leaves is never taken for a block
+/// that lost its `meta.json` ([`crate::quarantine`]).
 pub(crate) async fn retire(storage: &Arc<dyn Storage>, prefix: &str, grace: Duration) -> Result<(), BlockError> {
+    storage
+        .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
+        .await?;
     match storage.delete(&format!("{prefix}/meta.json")).await {
         Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => {}
         Err(e) => return Err(e.into()),
@@ -109,13 +114,7 @@ pub(crate) async fn retire(storage: &Arc<dyn Storage>, prefix: &str, grace: Dura
     let prefix = prefix.to_owned();
     let purge = async move {
         tokio::time::sleep(grace).await;
-        for f in ["data.parquet", "index.bin"] {
-            if let Err(e) = storage.delete(&format!("{prefix}/{f}")).await
-                && !matches!(e, weft_storage::StorageError::NotFound(_))
-            {
-                tracing::warn!(block = %prefix, error = %e, "deleting retired block data failed; startup will retry");
-            }
-        }
+        crate::blocks::delete_files(&*storage, &prefix).await;
     };
     if grace.is_zero() {
         purge.await;
@@ -259,7 +258,7 @@ impl Compactor {
                 };
                 match read {
                     Ok(()) => {}
-                    Err(e @ BlockError::Storage(_)) => return Err(e),
+                    Err(e) if e.is_transient() => return Err(e),
                     Err(e) => {
                         // A damaged input is quarantined (or, if it verifies but does not
                         // decode, left out); the merge starts over without it.
@@ -425,7 +424,7 @@ impl Compactor {
                 }
             }
         }
-        if shared && let Err(e) = crate::blocks::collect_garbage(&**db.storage(), db.options().incomplete_grace).await {
+        if shared && let Err(e) = db.sweep_folders().await {
             tracing::warn!(error = %e, "listing blocks to delete incomplete folders failed");
         }
     }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod policy;
 pub mod quarantine;
 pub mod recent;
+pub mod scrub;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -69,11 +70,11 @@ pub struct Db {
     opts: DbOptions,
     blocks: BlockSet,
     pub metrics: Arc<DbMetrics>,
-    /// Blocks quarantined or found unreadable since start ([`quarantine`]).
+    /// Blocks quarantined or found unreadable ([`quarantine`]).
     damaged: Mutex<HashSet<String>>,
-    /// (tenant, min start, max end) of the blocks quarantined since start whose meta was
-    /// readable: scans over those times are partial.
-    quarantined_ranges: Mutex<Vec<(String, u64, u64)>>,
+    /// The quarantined blocks this process knows of (found by it, or listed under
+    /// `quarantine/`): answers that may miss their spans are partial.
+    quarantined: Mutex<Vec<quarantine::QuarantinedBlock>>,
     /// Permits for reading large traces ([`LARGE_TRACE_READ_BYTES`]).
     large_trace_reads: Arc<tokio::sync::Semaphore>,
 }
@@ -133,36 +134,24 @@ impl Db {
     pub async fn open(storage: Arc<dyn Storage>, opts: DbOptions) -> Result<Arc<Db>, BlockError> {
         let metrics = Arc::new(DbMetrics::default());
         let (blocks, quarantined) = BlockSet::load(&*storage, &opts).await?;
-        {
-            let listed = quarantine::list_quarantined(&*storage).await;
-            let mut q = metrics.quarantined.lock();
-            for (t, id) in listed {
-                let why = quarantined
-                    .iter()
-                    .find(|q| q.tenant == t && q.block == id)
-                    .map(|q| q.why.clone())
-                    .unwrap_or_else(|| "quarantined before this start".into());
-                q.push((t, id, why));
-            }
-            metrics
-                .blocks_quarantined
-                .store(quarantined.len() as u64, Ordering::Relaxed);
-        }
-        let quarantined_ranges: Vec<(String, u64, u64)> = quarantined
-            .iter()
-            .filter_map(|q| q.range.map(|(lo, hi)| (q.tenant.clone(), lo, hi)))
-            .collect();
-        let damaged = quarantined.iter().map(|q| q.block.clone()).collect();
+        metrics
+            .blocks_quarantined
+            .store(quarantined.len() as u64, Ordering::Relaxed);
         metrics.blocks.store(blocks.count() as u64, Ordering::Relaxed);
-        Ok(Arc::new(Db {
+        let db = Arc::new(Db {
             storage,
             opts,
             blocks,
             metrics,
-            damaged: Mutex::new(damaged),
-            quarantined_ranges: Mutex::new(quarantined_ranges),
+            damaged: Mutex::new(HashSet::new()),
+            quarantined: Mutex::new(Vec::new()),
             large_trace_reads: Arc::new(tokio::sync::Semaphore::new(LARGE_TRACE_READS)),
-        }))
+        });
+        for q in quarantined {
+            db.register_quarantined(q);
+        }
+        db.learn_quarantined().await;
+        Ok(db)
     }
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
@@ -238,8 +227,14 @@ impl Db {
     ///
     /// Cancel safe: the set changes only at the end, at once.
     pub async fn poll(&self) -> Result<(usize, usize), BlockError> {
+        self.learn_quarantined().await;
         let skip = self.damaged.lock().clone();
-        let (added, dropped) = self.blocks.poll(&*self.storage, &skip).await?;
+        let blocks::Polled { added, dropped, damaged } = self.blocks.poll(&*self.storage, &skip).await?;
+        for (b, e) in damaged {
+            if self.damaged.lock().insert(b.meta.block_id.clone()) {
+                self.quarantine(b, e.to_string());
+            }
+        }
         self.metrics.blocks.store(self.blocks.count() as u64, Ordering::Relaxed);
         self.metrics.polls.fetch_add(1, Ordering::Relaxed);
         if added + dropped > 0 {
@@ -261,7 +256,10 @@ impl Db {
         range: Option<(u64, u64)>,
         max_bytes: u64,
     ) -> Result<FoundTrace, BlockError> {
-        let mut found = FoundTrace::default();
+        let mut found = FoundTrace {
+            damaged_blocks: self.quarantined_holding(tenant, id, range),
+            ..FoundTrace::default()
+        };
         // Oldest blocks first: spans arrive roughly in time order, so when the cap stops the
         // read, what was read is the start of the trace (with its root).
         let mut blocks = self.blocks.of(tenant);

@@ -28,6 +28,9 @@ pub struct DbMetrics {
     pub blocks_quarantined: AtomicU64,
     /// Reads that skipped a block whose bytes verify but do not decode (left in place).
     pub block_read_errors: AtomicU64,
+    /// Bytes of block data the scrubber verified, and blocks it verified whole.
+    pub scrubbed_bytes: AtomicU64,
+    pub scrubbed_blocks: AtomicU64,
 }
 
 impl DbMetrics {
@@ -43,7 +46,19 @@ impl DbMetrics {
         }
         let n = |v: &AtomicU64| v.load(Ordering::Relaxed) as f64;
         let cut = n(&self.cut_spans);
-        let families: [(&str, Kind, &str, f64); 17] = [
+        let families: [(&str, Kind, &str, f64); 19] = [
+            (
+                "weft_scrub_bytes_total",
+                Kind::Counter,
+                "Bytes of block data the background scrubber read and verified against their checksums.",
+                n(&self.scrubbed_bytes),
+            ),
+            (
+                "weft_scrub_blocks_total",
+                Kind::Counter,
+                "Blocks the background scrubber verified whole.",
+                n(&self.scrubbed_blocks),
+            ),
             (
                 "weft_blocks_quarantined_total",
                 Kind::Counter,

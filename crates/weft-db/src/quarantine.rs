@@ -1,11 +1,26 @@
 //! Damaged blocks.
 //!
-//! A block whose bytes fail a check (a checksum mismatch; in a block written before checksums,
-//! bytes that do not decode; an unreadable `meta.json` or `index.bin` at start) is
-//! **quarantined**: it leaves the block set at once, so queries answer from the other blocks
-//! (and say they are partial) and compaction stops picking it, and its files move to
-//! `quarantine/<tenant>/<block_id>/` (copied, then the originals deleted, `meta.json` first), where
-//! an operator can inspect them. weft never reads or deletes anything under `quarantine/`.
+//! A block is **damaged** when a read of it fails in a way no retry can fix
+//! ([`BlockError::is_damage`]): a checksum mismatch; a file that is missing or shorter than
+//! `meta.json` says; a footer that does not frame; a lost `meta.json` (block files without it
+//! or a writer's marker); in a block written before checksums, bytes that do not decode; an
+//! unreadable `meta.json` or `index.bin`. Such a block is **quarantined**: it leaves the block
+//! set at once, so queries answer from the other blocks (and say they are partial) and
+//! compaction stops picking it, and the maintaining process moves its files to
+//! `quarantine/<tenant>/<block_id>/` (copied, then the originals deleted, `meta.json` first),
+//! where an operator can inspect them. Other processes take it out of service in memory and
+//! learn of quarantined blocks by listing `quarantine/` when they poll.
+//!
+//! Damage is found by the read that meets it, by the check every block gets when it is opened
+//! ([`Block::check`]), and by the scrubber ([`crate::scrub`]), which verifies every checksum at
+//! a bounded rate. Storage that cannot be reached is not damage: those reads fail with an error
+//! the APIs answer 503 to, and no block is quarantined for it.
+//!
+//! Every answer that may have left out a quarantined block's spans says it is partial: a scan
+//! over a window its time range overlaps (or any window, when its `meta.json` was unreadable),
+//! a trace by ID its index admits. That lasts while the block is listed under `quarantine/`,
+//! across restarts; deleting (or repairing and moving back) its folder there ends it at the
+//! next start.
 //!
 //! A block whose bytes verify but do not decode points at a bug rather than damage: it stays in
 //! place, reads skip it (partial), it is counted and logged, and compaction leaves it alone
@@ -14,6 +29,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use weft_block::meta::BlockMeta;
 use weft_block::{Block, BlockError};
 use weft_storage::{Storage, StorageError};
 
@@ -22,26 +38,86 @@ use crate::Db;
 /// Where quarantined blocks go.
 pub const QUARANTINE_PREFIX: &str = "quarantine";
 
+/// A block out of service because it is damaged, as this process knows it.
+#[derive(Debug, Clone)]
+pub struct QuarantinedBlock {
+    pub tenant: String,
+    pub block: String,
+    pub why: String,
+    /// Its time range (Unix nanoseconds), when its `meta.json` was readable. Without it the
+    /// block may have held spans of any time.
+    pub range: Option<(u64, u64)>,
+    /// The block as it was opened, when its `meta.json` and `index.bin` were readable: its
+    /// index says which traces it may have held.
+    pub opened: Option<Arc<Block>>,
+}
+
+impl QuarantinedBlock {
+    /// Whether the block may have held spans in `window` (Unix nanoseconds, inclusive).
+    fn overlaps(&self, window: Option<(u64, u64)>) -> bool {
+        match (self.range, window) {
+            (Some((lo, hi)), Some((s, e))) => lo <= e && hi >= s,
+            _ => true,
+        }
+    }
+
+    /// Whether the block may have held spans of trace `id` in `range` (Unix seconds).
+    fn may_hold(&self, id: &[u8; 16], range: Option<(u64, u64)>) -> bool {
+        let window = range.map(|(s, e)| (s.saturating_mul(1_000_000_000), e.saturating_mul(1_000_000_000).saturating_add(999_999_999)));
+        self.overlaps(window) && self.opened.as_ref().is_none_or(|b| !b.index.candidates(id).is_empty())
+    }
+}
+
 /// Moves the files of the block at `prefix` (`blocks/<tenant>/<id>`) under `quarantine/`.
 /// Missing files are skipped; the first other failure stops the move and leaves the originals.
 pub async fn move_to_quarantine(storage: &dyn Storage, prefix: &str) -> Result<(), StorageError> {
     let rest = prefix.strip_prefix("blocks/").unwrap_or(prefix);
-    let files = ["data.parquet", "index.bin", "meta.json"];
-    for f in files {
+    let mut moved = false;
+    for f in ["data.parquet", "index.bin", "meta.json"] {
         match storage.get(&format!("{prefix}/{f}")).await {
-            Ok(bytes) => storage.put(&format!("{QUARANTINE_PREFIX}/{rest}/{f}"), bytes).await?,
+            Ok(bytes) => {
+                storage.put(&format!("{QUARANTINE_PREFIX}/{rest}/{f}"), bytes).await?;
+                moved = true;
+            }
             Err(StorageError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
     }
-    // meta.json first: without it the folder is no longer a block, for readers and for startup.
-    for f in ["meta.json", "data.parquet", "index.bin"] {
-        match storage.delete(&format!("{prefix}/{f}")).await {
-            Ok(()) | Err(StorageError::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+    if !moved {
+        // Nothing was left to copy (every file deleted): a note keeps it listed as quarantined.
+        storage
+            .put(&format!("{QUARANTINE_PREFIX}/{rest}/{NOTHING_LEFT}"), bytes::Bytes::new())
+            .await?;
     }
+    crate::blocks::delete_files(storage, prefix).await;
     Ok(())
+}
+
+/// The note a quarantined folder holds when none of the block's files were left to move.
+const NOTHING_LEFT: &str = "no-files-left";
+
+/// The time range in the `meta.json` under `prefix`, if it is readable.
+pub(crate) async fn read_range(storage: &dyn Storage, prefix: &str) -> Option<(u64, u64)> {
+    let m = storage.get(&format!("{prefix}/meta.json")).await.ok()?;
+    let m: BlockMeta = serde_json::from_slice(&m).ok()?;
+    Some((m.min_start_unix_nano, m.max_end_unix_nano))
+}
+
+/// Reads a block found under `quarantine/` (by an earlier start, or by another process): its
+/// range and index when they are readable.
+pub(crate) async fn read_quarantined(storage: &dyn Storage, tenant: &str, id: &str) -> QuarantinedBlock {
+    let prefix = format!("{QUARANTINE_PREFIX}/{tenant}/{id}");
+    let (range, opened) = match Block::open(storage, &prefix).await {
+        Ok(b) => (Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)), Some(Arc::new(b))),
+        Err(_) => (read_range(storage, &prefix).await, None),
+    };
+    QuarantinedBlock {
+        tenant: tenant.to_owned(),
+        block: id.to_owned(),
+        why: "quarantined before this start".into(),
+        range,
+        opened,
+    }
 }
 
 /// Lists quarantined blocks as (tenant, block id).
@@ -65,12 +141,19 @@ impl Db {
     /// Decides what a failed read of block `b` means for the query that made it. Damage (see
     /// the [module docs](self)) quarantines the block; bytes that verify but do not decode are
     /// counted and logged. In both cases the query goes on without the block (`Ok`), and should
-    /// say it is partial. Any other error (storage unreachable) is returned for the query to
-    /// fail with.
+    /// say it is partial. A transient error (storage unreachable: [`BlockError::is_transient`])
+    /// is returned for the query to fail with "try again", and so is a version this build
+    /// cannot read.
     pub fn block_failed(&self, b: &Arc<Block>, e: BlockError) -> Result<(), BlockError> {
         let has_checksums = b.meta.checksums.is_some();
-        if matches!(e, BlockError::Storage(_) | BlockError::UnsupportedVersion(_)) {
+        if e.is_transient() || matches!(e, BlockError::UnsupportedVersion(_) | BlockError::Deadline(_)) {
             return Err(e);
+        }
+        if matches!(e, BlockError::Storage(_)) && !self.blocks.contains(&b.meta.tenant, &b.meta.block_id) {
+            // Retired (compaction, retention) while the query held the old list, and its
+            // files are gone: not damage. Its spans are elsewhere or expired; the query says
+            // it is partial.
+            return Ok(());
         }
         if !self.damaged.lock().insert(b.meta.block_id.clone()) {
             return Ok(()); // already handled by another reader
@@ -84,14 +167,30 @@ impl Db {
         Ok(())
     }
 
-    /// How many quarantined blocks of `tenant` overlap `window` (all of them without a
-    /// window): a scan over that window answers without their spans, so it is partial.
+    /// How many quarantined blocks of `tenant` may have held spans in `window` (Unix
+    /// nanoseconds; all of them without a window): a scan over that window answers without
+    /// their spans, so it is partial.
     pub fn quarantined_overlapping(&self, tenant: &str, window: Option<(u64, u64)>) -> u64 {
-        self.quarantined_ranges
+        self.quarantined
             .lock()
             .iter()
-            .filter(|(t, lo, hi)| t == tenant && window.is_none_or(|(s, e)| *lo <= e && *hi >= s))
+            .filter(|q| q.tenant == tenant && q.overlaps(window))
             .count() as u64
+    }
+
+    /// How many quarantined blocks of `tenant` may have held spans of trace `id` in `range`
+    /// (Unix seconds, inclusive): a trace by ID answers without them, so it is partial.
+    pub fn quarantined_holding(&self, tenant: &str, id: &[u8; 16], range: Option<(u64, u64)>) -> u64 {
+        self.quarantined
+            .lock()
+            .iter()
+            .filter(|q| q.tenant == tenant && q.may_hold(id, range))
+            .count() as u64
+    }
+
+    /// The blocks quarantined as this process knows them.
+    pub fn quarantined(&self) -> Vec<QuarantinedBlock> {
+        self.quarantined.lock().clone()
     }
 
     /// Whether compaction must leave block `id` alone (quarantined or unreadable).
@@ -99,21 +198,35 @@ impl Db {
         self.damaged.lock().contains(id)
     }
 
+    /// Notes a quarantined block (once per tenant and block): queries count it, `/metrics`
+    /// lists it.
+    pub(crate) fn register_quarantined(&self, q: QuarantinedBlock) {
+        self.damaged.lock().insert(q.block.clone());
+        let mut all = self.quarantined.lock();
+        if all.iter().any(|x| x.tenant == q.tenant && x.block == q.block) {
+            return;
+        }
+        self.metrics
+            .quarantined
+            .lock()
+            .push((q.tenant.clone(), q.block.clone(), q.why.clone()));
+        all.push(q);
+    }
+
     /// Takes `b` out of the block set now and, in the maintaining process, moves its files to
     /// quarantine in the background.
     pub(crate) fn quarantine(&self, b: Arc<Block>, why: String) {
         let tenant = b.meta.tenant.clone();
-        self.damaged.lock().insert(b.meta.block_id.clone());
         self.replace(&tenant, std::slice::from_ref(&b.meta.block_id), None);
         self.metrics.blocks_quarantined.fetch_add(1, Ordering::Relaxed);
-        self.quarantined_ranges
-            .lock()
-            .push((tenant.clone(), b.meta.min_start_unix_nano, b.meta.max_end_unix_nano));
-        self.metrics
-            .quarantined
-            .lock()
-            .push((tenant.clone(), b.meta.block_id.clone(), why.clone()));
         tracing::error!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, reason = %why, "damaged block quarantined; queries answer without it");
+        self.register_quarantined(QuarantinedBlock {
+            tenant,
+            block: b.meta.block_id.clone(),
+            why,
+            range: Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
+            opened: Some(b.clone()),
+        });
         if !self.opts.maintains {
             return;
         }
@@ -123,5 +236,24 @@ impl Db {
                 tracing::error!(block = %b.prefix(), error = %e, "moving a damaged block to quarantine failed; it stays out of service until restart");
             }
         });
+    }
+
+    /// Learns of blocks quarantined by other processes (or earlier starts) from the listing of
+    /// `quarantine/`. Returns how many were new.
+    pub(crate) async fn learn_quarantined(&self) -> usize {
+        let listed = list_quarantined(&*self.storage).await;
+        let mut new = 0;
+        for (t, id) in listed {
+            let known = self.quarantined.lock().iter().any(|q| q.tenant == t && q.block == id);
+            if known {
+                continue;
+            }
+            let q = read_quarantined(&*self.storage, &t, &id).await;
+            // Out of service here too, if this process still lists it.
+            self.replace(&t, std::slice::from_ref(&id), None);
+            self.register_quarantined(q);
+            new += 1;
+        }
+        new
     }
 }

@@ -44,6 +44,16 @@ pub enum QueryError {
     Block(#[from] BlockError),
 }
 
+impl QueryError {
+    /// Whether the same query may succeed later: storage could not be reached
+    /// ([`BlockError::is_transient`]). APIs answer 503 with `Retry-After`.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            QueryError::Block(e) => e.is_transient(),
+        }
+    }
+}
+
 /// A trace as read by [`Querier::find_trace_capped`].
 #[derive(Debug, Default)]
 pub struct FoundTrace {

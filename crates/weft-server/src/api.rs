@@ -205,6 +205,39 @@ fn parse_secs(name: &str, v: &Option<String>) -> Result<Option<u64>, String> {
 /// skipped some, so the answer may be missing spans.
 pub const PARTIAL_HEADER: &str = "x-weft-partial-damaged-blocks";
 
+/// Marks a reply partial ([`PARTIAL_HEADER`]) when `damaged_blocks` were left out.
+pub(crate) fn mark_partial(mut r: Response, damaged_blocks: u64) -> Response {
+    if damaged_blocks > 0 {
+        r.headers_mut().insert(PARTIAL_HEADER, damaged_blocks.into());
+    }
+    r
+}
+
+/// Seconds a client is asked to wait before retrying a read that storage could not serve.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// The reply to a read that failed: 503 with `Retry-After` when storage could not be reached
+/// (the same query may succeed later; no block is blamed), 500 for anything else. `render`
+/// builds the reply in the API's own error shape from the status and the message.
+pub(crate) fn read_failed(
+    e: &weft_querier::QueryError,
+    what: &str,
+    render: impl FnOnce(StatusCode, String) -> Response,
+) -> Response {
+    if e.is_transient() {
+        tracing::warn!(error = %e, "{what} failed: storage unavailable");
+        let mut r = render(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{what} failed: storage is unavailable, try again later: {e}"),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, RETRY_AFTER_SECS.into());
+        r
+    } else {
+        tracing::error!(error = %e, "{what} failed");
+        render(StatusCode::INTERNAL_SERVER_ERROR, format!("{what} failed: {e}"))
+    }
+}
+
 /// The message of an answer that skipped `n` damaged blocks.
 pub fn damaged_message(n: u64) -> String {
     format!(
@@ -266,19 +299,18 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         .await
     {
         Ok(r) => r,
-        Err(e) => {
-            tracing::error!(error = %e, trace_id = %weft_core::hex(&id), "trace lookup failed");
-            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}"));
-        }
+        Err(e) => return read_failed(&e, "reading trace", |s, m| error(s, m)),
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     let mut rows = std::mem::take(&mut found.rows);
     hide_zipkin_original(&mut rows);
     if rows.is_empty() {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("trace not found: {}", weft_core::hex(&id)),
-        );
+        // Not found in what could be read; a damaged block that may have held it says so.
+        let msg = match found.damaged_blocks {
+            0 => format!("trace not found: {}", weft_core::hex(&id)),
+            n => format!("trace not found: {}; {}", weft_core::hex(&id), damaged_message(n)),
+        };
+        return mark_partial(error(StatusCode::NOT_FOUND, msg), found.damaged_blocks);
     }
     // A trace over the read cap: the earliest spans, marked as Tempo marks partial results
     // (v2 `status: PARTIAL` with a message) and, for every shape, a response header.

@@ -256,6 +256,18 @@ pub struct ServerFlags {
     /// Seconds between compaction and retention rounds; 0 disables both [default: 30].
     #[arg(long, env = "WEFT_COMPACTION_INTERVAL")]
     pub compaction_interval: Option<f64>,
+    /// Bytes per second the block scrubber reads to verify every block's checksums in the
+    /// background (the process that maintains the storage runs it); 0 turns verification off,
+    /// leaving the sweep for missing files [default: 8388608].
+    #[arg(long, env = "WEFT_SCRUB_RATE")]
+    pub scrub_rate: Option<u64>,
+    /// Seconds between scrubber rounds (each sweeps the block folders, then verifies the
+    /// blocks that are due); 0 disables the scrubber [default: 60].
+    #[arg(long, env = "WEFT_SCRUB_INTERVAL")]
+    pub scrub_interval: Option<f64>,
+    /// How long after its last verification a block is verified again [default: 24h].
+    #[arg(long, env = "WEFT_SCRUB_PERIOD")]
+    pub scrub_period: Option<String>,
     /// Largest block compaction writes, in spans [default: 1000000].
     #[arg(long, env = "WEFT_COMPACTION_MAX_BLOCK_SPANS")]
     pub compaction_max_block_spans: Option<u64>,
@@ -385,6 +397,9 @@ pub struct Config {
     pub block_builder_partitions: Vec<i32>,
     pub blocklist_poll: f64,
     pub compaction_interval: f64,
+    pub scrub_rate: u64,
+    pub scrub_interval: f64,
+    pub scrub_period: String,
     pub compaction_max_block_spans: u64,
     pub compaction_fanout: u64,
     pub compaction_max_inputs: usize,
@@ -455,6 +470,9 @@ impl Default for Config {
             block_builder_partitions: Vec::new(),
             blocklist_poll: 5.0,
             compaction_interval: 30.0,
+            scrub_rate: 8 << 20,
+            scrub_interval: 60.0,
+            scrub_period: "24h".into(),
             compaction_max_block_spans: 1_000_000,
             compaction_fanout: 4,
             compaction_max_inputs: 64,
@@ -534,6 +552,9 @@ impl Config {
             block_builder_partitions,
             blocklist_poll,
             compaction_interval,
+            scrub_rate,
+            scrub_interval,
+            scrub_period,
             compaction_max_block_spans,
             compaction_fanout,
             compaction_max_inputs,
@@ -628,6 +649,11 @@ impl Config {
         );
         anyhow::ensure!(self.compaction_fanout >= 2, "compaction_fanout must be at least 2");
         anyhow::ensure!(
+            self.scrub_interval >= 0.0 && self.scrub_interval.is_finite(),
+            "scrub_interval must be a non-negative number of seconds"
+        );
+        parse_duration(&self.scrub_period).map_err(|e| anyhow::anyhow!("scrub_period: {e}"))?;
+        anyhow::ensure!(
             self.compaction_lease >= 1.0 && self.compaction_lease.is_finite(),
             "compaction_lease must be at least 1 second"
         );
@@ -698,6 +724,15 @@ impl Config {
             max_inputs: self.compaction_max_inputs,
         }
         .final_spans()
+    }
+
+    /// Scrubber settings; `None` when it is off.
+    pub fn scrub(&self) -> Option<weft_db::scrub::ScrubConfig> {
+        (self.scrub_interval > 0.0).then(|| weft_db::scrub::ScrubConfig {
+            bytes_per_second: self.scrub_rate,
+            every: Duration::from_nanos(parse_duration(&self.scrub_period).unwrap_or(86_400_000_000_000)),
+            round: Duration::from_secs_f64(self.scrub_interval),
+        })
     }
 
     /// Compaction and retention settings.

@@ -20,6 +20,7 @@ use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert
 
 use crate::AppState;
 use crate::foreign_api::{query_with_tenant, quote, values};
+use crate::api::{mark_partial, read_failed};
 use crate::search_api::{parse_query, run_scan};
 
 /// Jaeger's default `limit` of a trace search.
@@ -155,13 +156,14 @@ fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
     TracesData::decode(&data[..]).map(|d| convert(&d)).unwrap_or_default()
 }
 
-async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<UiTrace, Response> {
+/// A trace, with how many damaged blocks that may hold it were left out.
+async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(UiTrace, u64), Response> {
     let found = st
         .querier()
         .find_trace_capped(tenant, id, None, st.cfg.max_trace_response_bytes)
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")))?;
-    Ok(rows_to_trace(&found.rows))
+        .map_err(|e| read_failed(&e, "reading trace", |s, m| error(s, m)))?;
+    Ok((rows_to_trace(&found.rows), found.damaged_blocks))
 }
 
 /// `GET /api/traces/{id}`.
@@ -174,8 +176,8 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
             );
         };
         match read_trace(&s, &tenant, &tid).await {
-            Ok(t) if t.spans.is_empty() => error(StatusCode::NOT_FOUND, "trace not found"),
-            Ok(t) => envelope(json!([t.to_json()]), 1),
+            Ok((t, damaged)) if t.spans.is_empty() => mark_partial(error(StatusCode::NOT_FOUND, "trace not found"), damaged),
+            Ok((t, damaged)) => mark_partial(envelope(json!([t.to_json()]), 1), damaged),
             Err(r) => r,
         }
     })
@@ -273,18 +275,23 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
             .collect();
         if !ids.is_empty() {
             let mut out = Vec::new();
+            let mut damaged = 0;
             for id in ids {
                 let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
                     return error(StatusCode::BAD_REQUEST, format!("cannot parse traceID param: {id:?}"));
                 };
                 match read_trace(&s, &tenant, &tid).await {
-                    Ok(t) if t.spans.is_empty() => {}
-                    Ok(t) => out.push(t.to_json()),
+                    Ok((t, d)) => {
+                        damaged = damaged.max(d);
+                        if !t.spans.is_empty() {
+                            out.push(t.to_json());
+                        }
+                    }
                     Err(r) => return r,
                 }
             }
             let n = out.len();
-            return envelope(Json::Array(out), n);
+            return mark_partial(envelope(Json::Array(out), n), damaged);
         }
         let Some(service) = get("service") else {
             return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
@@ -369,12 +376,13 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
             hits: Newest::new(limit),
         };
         let window = (start.saturating_mul(1000), end.saturating_mul(1000).saturating_add(999));
-        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
-            return r;
-        }
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
         let data: Vec<Json> = sink.hits.into_vec().iter().map(UiTrace::to_json).collect();
         let n = data.len();
-        envelope(Json::Array(data), n)
+        mark_partial(envelope(Json::Array(data), n), stats.damaged_blocks)
     })
     .await
 }
@@ -450,12 +458,13 @@ pub async fn dependencies(
             end.saturating_sub(lookback).saturating_mul(1_000_000),
             end.saturating_mul(1_000_000) + 999_999,
         );
-        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
-            return r;
-        }
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
         let data = sink.deps.to_json();
         let n = data.as_array().map_or(0, Vec::len);
-        envelope(data, n)
+        mark_partial(envelope(data, n), stats.damaged_blocks)
     })
     .await
 }
@@ -585,14 +594,14 @@ pub async fn v3_trace(
             .await
         {
             Ok(f) => f,
-            Err(e) => return v3_error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")),
+            Err(e) => return read_failed(&e, "reading trace", |s, m| v3_error(s, m)),
         };
         let traces = if found.rows.is_empty() {
             Vec::new()
         } else {
             vec![rows_to_data(&found.rows)]
         };
-        v3_traces(traces, raw)
+        mark_partial(v3_traces(traces, raw), found.damaged_blocks)
     })
     .await
 }
@@ -689,10 +698,11 @@ pub async fn v3_find(
             },
             hits: Newest::new(limit),
         };
-        if let Err(r) = run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
-            return r;
-        }
-        v3_traces(sink.hits.into_vec(), raw)
+        let stats = match run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
+        mark_partial(v3_traces(sink.hits.into_vec(), raw), stats.damaged_blocks)
     })
     .await
 }

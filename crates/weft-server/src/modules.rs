@@ -13,7 +13,7 @@
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
 //! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_blockbuilder::live`) |
 //! | `QueryApi` | Querier | Tempo's HTTP API and the UI on the HTTP port |
-//! | `Compactor` | Db | compaction, retention, clean-up of crashed writes |
+//! | `Compactor` | Db | compaction, retention, clean-up of crashed writes, the block scrubber |
 //! | `BlocklistPoller` | Db | re-reads the block list written by other processes |
 //!
 //! Every target also serves `/metrics`, `/ready`, `/api/echo` and `/api/status/buildinfo` on
@@ -313,6 +313,12 @@ impl Modules {
                 let c = Compactor::new(db, cfg.compaction());
                 if let Some(every) = c.config().interval {
                     c.spawn(every, Some(lower)).context("starting the compactor thread")?;
+                }
+                if let Some(scrub) = cfg.scrub() {
+                    let db = self.db.clone().expect("Db runs before Compactor");
+                    weft_db::scrub::Scrubber::new(db, scrub)
+                        .spawn(Some(lower))
+                        .context("starting the scrubber thread")?;
                 }
                 self.compactor = Some(c);
             }

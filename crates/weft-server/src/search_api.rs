@@ -317,8 +317,7 @@ async fn run_column_scan(
 }
 
 fn scan_failed(e: weft_querier::QueryError) -> Response {
-    tracing::error!(error = %e, "search scan failed");
-    text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"))
+    crate::api::read_failed(&e, "reading blocks", |s, m| text(s, m))
 }
 
 /// `GET /api/search`.
@@ -815,13 +814,7 @@ pub(crate) async fn run_metrics(
             m.exemplars(exemplars);
             match st.querier().scan_columns(tenant, window, &mut m).await {
                 Ok(stats) => (m.finish(), stats),
-                Err(e) => {
-                    tracing::error!(error = %e, "metrics scan failed");
-                    return Err(text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("reading blocks failed: {e}"),
-                    ));
-                }
+                Err(e) => return Err(scan_failed(e)),
             }
         }
         Ok(None) => {
@@ -934,10 +927,7 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     let stats = if sink.counts_every_trace() {
         match st.querier().scan_service_graph(&tenant, Some(window), &mut sink).await {
             Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "service graph scan failed");
-                return text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading blocks failed: {e}"));
-            }
+            Err(e) => return scan_failed(e),
         }
     } else {
         match run_scan(&st, &tenant, Some(window), &mut sink).await {

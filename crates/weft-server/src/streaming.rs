@@ -192,13 +192,14 @@ fn search_params(r: &pb::SearchRequest) -> HashMap<String, String> {
 }
 
 /// The gRPC status of an HTTP error reply: 400 is INVALID_ARGUMENT, 401 UNAUTHENTICATED, 429
-/// RESOURCE_EXHAUSTED, others INTERNAL; the message is the reply's text.
+/// RESOURCE_EXHAUSTED, 503 UNAVAILABLE, others INTERNAL; the message is the reply's text.
 fn status_of(r: axum::response::Response) -> Status {
     let code = match r.status().as_u16() {
         400 => tonic::Code::InvalidArgument,
         401 => tonic::Code::Unauthenticated,
         404 => tonic::Code::NotFound,
         429 => tonic::Code::ResourceExhausted,
+        503 => tonic::Code::Unavailable,
         _ => tonic::Code::Internal,
     };
     let message = r

@@ -20,6 +20,7 @@ use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, c
 
 use crate::AppState;
 use crate::foreign_api::{query_with_tenant, quote, values};
+use crate::api::{mark_partial, read_failed};
 use crate::search_api::{parse_query, run_scan};
 
 type Params = Query<HashMap<String, String>>;
@@ -251,11 +252,13 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
             req,
             hits: Vec::new(),
         };
-        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
-            return r;
-        }
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
         sink.trim();
-        json(Json::Array(sink.hits.iter().map(|(_, t)| trace_json(t)).collect()))
+        let body = json(Json::Array(sink.hits.iter().map(|(_, t)| trace_json(t)).collect()));
+        mark_partial(body, stats.damaged_blocks)
     })
     .await
 }
@@ -266,13 +269,14 @@ fn trace_id(s: &str) -> Result<[u8; 16], String> {
         .ok_or_else(|| format!("invalid trace ID {s:?}: expected 1 to 32 hex characters"))
 }
 
-async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<Vec<TraceSpan>, Response> {
+/// A trace's spans, with how many damaged blocks that may hold it were left out.
+async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(Vec<TraceSpan>, u64), Response> {
     let found = st
         .querier()
         .find_trace_capped(tenant, id, None, st.cfg.max_trace_response_bytes)
         .await
-        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, format!("reading trace failed: {e}")))?;
-    Ok(rows_to_spans(&found.rows))
+        .map_err(|e| read_failed(&e, "reading trace", text))?;
+    Ok((rows_to_spans(&found.rows), found.damaged_blocks))
 }
 
 /// `GET /api/v2/trace/{id}`.
@@ -283,11 +287,14 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
             Err(e) => return bad(e),
         };
         match read_trace(&s, &tenant, &tid).await {
-            Ok(spans) if spans.is_empty() => text(
-                StatusCode::NOT_FOUND,
-                format!("trace {} not found", id.trim().to_lowercase()),
+            Ok((spans, damaged)) if spans.is_empty() => mark_partial(
+                text(
+                    StatusCode::NOT_FOUND,
+                    format!("trace {} not found", id.trim().to_lowercase()),
+                ),
+                damaged,
             ),
-            Ok(spans) => json(trace_json(&spans)),
+            Ok((spans, damaged)) => mark_partial(json(trace_json(&spans)), damaged),
             Err(r) => r,
         }
     })
@@ -302,6 +309,7 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
         };
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
+        let mut damaged = 0;
         for id in ids.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let tid = match trace_id(id) {
                 Ok(t) => t,
@@ -311,12 +319,16 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
                 continue;
             }
             match read_trace(&s, &tenant, &tid).await {
-                Ok(spans) if spans.is_empty() => {}
-                Ok(spans) => out.push(trace_json(&spans)),
+                Ok((spans, d)) => {
+                    damaged = damaged.max(d);
+                    if !spans.is_empty() {
+                        out.push(trace_json(&spans));
+                    }
+                }
                 Err(r) => return r,
             }
         }
-        json(Json::Array(out))
+        mark_partial(json(Json::Array(out)), damaged)
     })
     .await
 }
@@ -370,10 +382,12 @@ pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Q
             req,
             linker: DependencyLinker::default(),
         };
-        if let Err(r) = run_scan(&s, &tenant, Some(window), &mut sink).await {
-            return r;
-        }
-        json(Json::Array(sink.linker.links().iter().map(|l| l.to_json()).collect()))
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
+        let body = json(Json::Array(sink.linker.links().iter().map(|l| l.to_json()).collect()));
+        mark_partial(body, stats.damaged_blocks)
     })
     .await
 }

@@ -60,6 +60,19 @@ impl StorageError {
             StorageError::Backend { .. } => "backend",
         }
     }
+
+    /// Whether a later attempt may succeed: the store could not be reached or failed on its
+    /// side (a server error that outlasted the retries, a timeout, a reset connection, a local
+    /// I/O error other than a short read). A missing object, a range past its end, a short
+    /// read and an invalid path are final: the object is not what the caller expected, and
+    /// asking again gives the same answer.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StorageError::Io { source, .. } => source.kind() != std::io::ErrorKind::UnexpectedEof,
+            StorageError::Backend { .. } => true,
+            StorageError::NotFound(_) | StorageError::InvalidPath { .. } | StorageError::BadRange { .. } => false,
+        }
+    }
 }
 
 /// One listed object.
