@@ -193,6 +193,7 @@ pub async fn write_block(
         compacted_from: origin.compacted_from,
         dedicated_columns: enc.dedicated,
         checksums: Some(checksums),
+        meta_checksum: None,
     };
     // The marker first: a folder without meta.json but with it is a write cut short, which
     // maintenance deletes; one without either lost its meta.json, which is damage.
@@ -205,7 +206,7 @@ pub async fn write_block(
     storage
         .put(
             &format!("{prefix}/meta.json"),
-            Bytes::from(serde_json::to_vec_pretty(&meta)?),
+            Bytes::from(meta.to_json()?),
         )
         .await?;
     // A marker left beside meta.json (a crash here) means nothing; maintenance removes it.
@@ -316,7 +317,16 @@ pub struct Block {
 impl Block {
     /// Opens the block at `prefix` (reads `meta.json` and `index.bin`).
     pub async fn open(storage: &dyn Storage, prefix: &str) -> Result<Block, BlockError> {
-        let meta: BlockMeta = serde_json::from_slice(&storage.get(&format!("{prefix}/meta.json")).await?)?;
+        let meta = BlockMeta::from_json(&storage.get(&format!("{prefix}/meta.json")).await?)?
+            .map_err(|why| BlockError::Damaged(format!("{prefix}/{why}")))?;
+        // The folder names the block: a meta that names another tenant or block is damage
+        // (and must never serve spans to that other tenant).
+        if !prefix.ends_with(&format!("/{}/{}", meta.tenant, meta.block_id)) {
+            return Err(BlockError::Damaged(format!(
+                "{prefix}/meta.json names block {}/{}",
+                meta.tenant, meta.block_id
+            )));
+        }
         let encoding = format::from_version(meta.version)?;
         if meta.version == 1 && !meta.dedicated_columns.is_empty() {
             return Err(BlockError::Corrupt("a version 1 block lists dedicated columns".into()));

@@ -58,6 +58,51 @@ pub struct BlockMeta {
     /// added (those are read unverified).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksums: Option<Checksums>,
+    /// CRC32C of this `meta.json` itself ([`BlockMeta::self_checksum`]), so a changed value
+    /// that still parses (a time range, `wal_end`, an offset) is damage instead of a wrong
+    /// answer or a skipped WAL record. Absent in blocks written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_checksum: Option<u32>,
+}
+
+impl BlockMeta {
+    /// The checksum [`BlockMeta::meta_checksum`] records: CRC32C of the meta's JSON with
+    /// `meta_checksum` left out, written compactly from the parsed value (so it is the same
+    /// whatever the file's white space, and covers fields this build does not know).
+    pub fn self_checksum(value: &serde_json::Value) -> u32 {
+        let mut v = value.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("meta_checksum");
+        }
+        crc32c::crc32c(&serde_json::to_vec(&v).expect("a JSON value serializes"))
+    }
+
+    /// Serializes the meta as `meta.json`, with its own checksum.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let mut v = serde_json::to_value(BlockMeta {
+            meta_checksum: None,
+            ..self.clone()
+        })?;
+        let sum = BlockMeta::self_checksum(&v);
+        if let Some(m) = v.as_object_mut() {
+            m.insert("meta_checksum".into(), sum.into());
+        }
+        serde_json::to_vec_pretty(&v)
+    }
+
+    /// Parses `meta.json`. `Ok(Err(why))` when it parses but does not match its own checksum.
+    pub fn from_json(bytes: &[u8]) -> Result<Result<BlockMeta, String>, serde_json::Error> {
+        let v: serde_json::Value = serde_json::from_slice(bytes)?;
+        let recorded = v.get("meta_checksum").cloned();
+        let meta: BlockMeta = serde_json::from_value(v.clone())?;
+        if recorded.is_some() && meta.meta_checksum != Some(BlockMeta::self_checksum(&v)) {
+            return Ok(Err(format!(
+                "meta.json does not match its own checksum ({:?} recorded)",
+                meta.meta_checksum
+            )));
+        }
+        Ok(Ok(meta))
+    }
 }
 
 /// The records of one Kafka partition a block covers ([`BlockMeta::kafka`]).

@@ -1109,3 +1109,48 @@ async fn encode_is_what_write_block_stores() {
     );
     assert_eq!((meta.span_count, meta.row_groups), (enc.rows, enc.row_groups));
 }
+
+/// Regression (issue 45): a value of `meta.json` changed so that it still parses (a time range,
+/// `wal_end`, a tenant) was believed: a block skipped for the wrong windows, WAL records
+/// skipped at replay, spans served to the tenant the damaged meta named. The meta carries its
+/// own checksum, and the folder must name the block the meta describes.
+#[tokio::test]
+async fn a_meta_changed_but_parsing_is_damage() {
+    let cols = columns_of(&sample_request(40, 2, 3));
+    let store = MemoryStorage::new();
+    let meta = write_block(&store, &cols, "t", Origin::default(), &WriteOptions::default())
+        .await
+        .unwrap();
+    let prefix = block_prefix("t", &meta.block_id);
+    let path = format!("{prefix}/meta.json");
+    let clean = store.get(&path).await.unwrap();
+    let text = String::from_utf8(clean.to_vec()).unwrap();
+    assert!(text.contains("\"meta_checksum\""), "{text}");
+    Block::open(&store, &prefix).await.expect("the clean meta opens");
+    // Reformatted (white space only): still the same meta.
+    let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(&clean).unwrap()).unwrap();
+    store.put(&path, Bytes::from(compact)).await.unwrap();
+    Block::open(&store, &prefix).await.expect("white space is not damage");
+    let start = meta.min_start_unix_nano.to_string();
+    let later = (meta.min_start_unix_nano + 1_000_000_000).to_string();
+    for (what, from, to) in [
+        ("a time", start.as_str(), later.as_str()),
+        ("the span count", &*format!("\"span_count\": {}", meta.span_count), "\"span_count\": 1"),
+    ] {
+        assert!(text.contains(from), "{what}: {from} not in {text}");
+        store.put(&path, Bytes::from(text.replacen(from, to, 1))).await.unwrap();
+        let err = Block::open(&store, &prefix).await.unwrap_err();
+        assert!(matches!(err, BlockError::Damaged(_)) && err.is_damage(true), "{what}: {err}");
+    }
+    // Another tenant's name, with a checksum that matches it: the folder disagrees.
+    let mut other = meta.clone();
+    other.tenant = "someone-else".into();
+    store.put(&path, Bytes::from(other.to_json().unwrap())).await.unwrap();
+    let err = Block::open(&store, &prefix).await.unwrap_err();
+    assert!(matches!(err, BlockError::Damaged(_)), "{err}");
+    // A meta written before the checksum (none recorded) is read as it is.
+    let mut old = serde_json::from_slice::<serde_json::Value>(&clean).unwrap();
+    old.as_object_mut().unwrap().remove("meta_checksum");
+    store.put(&path, Bytes::from(serde_json::to_vec(&old).unwrap())).await.unwrap();
+    Block::open(&store, &prefix).await.expect("a meta without a checksum opens");
+}
