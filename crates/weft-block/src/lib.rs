@@ -5,10 +5,15 @@
 //! - `data.parquet`: one row per span, sorted by trace ID (the schema is the format version's:
 //!   see the `v1` module for versions 1 and 2);
 //! - `index.bin`: each row group's trace-ID range plus a bloom filter ([`index`]);
-//! - `meta.json`: version, tenant, time range, counts and sizes ([`meta`]), written last.
+//! - `meta.json`: version, tenant, time range, counts, sizes and checksums (of the data file's
+//!   column chunks and footer, of `index.bin`, and of itself) ([`meta`]), written last;
+//! - while it is written, the empty marker [`WRITING_MARKER`]; while it is deleted,
+//!   [`RETIRED_MARKER`].
 //!
-//! **Invariant:** a block whose `meta.json` exists is complete. Writers put `data.parquet` and
-//! `index.bin` first; readers ignore folders without `meta.json`.
+//! **Invariant:** a block whose `meta.json` exists is complete. Writers put the write marker,
+//! then `data.parquet` and `index.bin`, then `meta.json`, then delete the marker; readers ignore
+//! folders without `meta.json`. Block files without `meta.json` and without a marker lost their
+//! meta (damage).
 //!
 //! # Format versions
 //!
