@@ -209,10 +209,7 @@ pub async fn write_block(
         return Err(BlockError::Deadline(prefix));
     }
     storage
-        .put(
-            &format!("{prefix}/meta.json"),
-            Bytes::from(meta.to_json()?),
-        )
+        .put(&format!("{prefix}/meta.json"), Bytes::from(meta.to_json()?))
         .await?;
     // A marker left beside meta.json (a crash here) means nothing; maintenance removes it.
     if let Err(e) = storage.delete(&format!("{prefix}/{WRITING_MARKER}")).await {

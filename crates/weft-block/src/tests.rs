@@ -1135,12 +1135,19 @@ async fn a_meta_changed_but_parsing_is_damage() {
     let later = (meta.min_start_unix_nano + 1_000_000_000).to_string();
     for (what, from, to) in [
         ("a time", start.as_str(), later.as_str()),
-        ("the span count", &*format!("\"span_count\": {}", meta.span_count), "\"span_count\": 1"),
+        (
+            "the span count",
+            &*format!("\"span_count\": {}", meta.span_count),
+            "\"span_count\": 1",
+        ),
     ] {
         assert!(text.contains(from), "{what}: {from} not in {text}");
         store.put(&path, Bytes::from(text.replacen(from, to, 1))).await.unwrap();
         let err = Block::open(&store, &prefix).await.unwrap_err();
-        assert!(matches!(err, BlockError::Damaged(_)) && err.is_damage(true), "{what}: {err}");
+        assert!(
+            matches!(err, BlockError::Damaged(_)) && err.is_damage(true),
+            "{what}: {err}"
+        );
     }
     // Another tenant's name, with a checksum that matches it: the folder disagrees.
     let mut other = meta.clone();
@@ -1151,6 +1158,11 @@ async fn a_meta_changed_but_parsing_is_damage() {
     // A meta written before the checksum (none recorded) is read as it is.
     let mut old = serde_json::from_slice::<serde_json::Value>(&clean).unwrap();
     old.as_object_mut().unwrap().remove("meta_checksum");
-    store.put(&path, Bytes::from(serde_json::to_vec(&old).unwrap())).await.unwrap();
-    Block::open(&store, &prefix).await.expect("a meta without a checksum opens");
+    store
+        .put(&path, Bytes::from(serde_json::to_vec(&old).unwrap()))
+        .await
+        .unwrap();
+    Block::open(&store, &prefix)
+        .await
+        .expect("a meta without a checksum opens");
 }

@@ -204,7 +204,10 @@ impl BlockSet {
     /// what a crash interrupted: replaced blocks are deleted, and so are folders a write or a
     /// retirement left without `meta.json`, once older than the grace. The damaged blocks are
     /// returned either way.
-    pub async fn load(storage: &dyn Storage, opts: &DbOptions) -> Result<(BlockSet, Vec<QuarantinedBlock>), BlockError> {
+    pub async fn load(
+        storage: &dyn Storage,
+        opts: &DbOptions,
+    ) -> Result<(BlockSet, Vec<QuarantinedBlock>), BlockError> {
         let set = BlockSet::default();
         let folders = list_folders(storage).await?;
         let mut loaded = Vec::new();
@@ -382,7 +385,11 @@ impl BlockSet {
                 added += 1;
             }
         }
-        Ok(Polled { added, dropped, damaged })
+        Ok(Polled {
+            added,
+            dropped,
+            damaged,
+        })
     }
 }
 
@@ -457,7 +464,13 @@ pub(crate) async fn delete_left_over(
 /// gone for readers), the markers last (so a deletion cut short leaves a folder that still
 /// says weft left it).
 pub(crate) async fn delete_files(storage: &dyn Storage, prefix: &str) {
-    for f in ["meta.json", "data.parquet", "index.bin", weft_block::WRITING_MARKER, weft_block::RETIRED_MARKER] {
+    for f in [
+        "meta.json",
+        "data.parquet",
+        "index.bin",
+        weft_block::WRITING_MARKER,
+        weft_block::RETIRED_MARKER,
+    ] {
         if let Err(e) = storage.delete(&format!("{prefix}/{f}")).await
             && !matches!(e, weft_storage::StorageError::NotFound(_))
         {

@@ -229,7 +229,11 @@ impl Db {
     pub async fn poll(&self) -> Result<(usize, usize), BlockError> {
         self.learn_quarantined().await;
         let skip = self.damaged.lock().clone();
-        let blocks::Polled { added, dropped, damaged } = self.blocks.poll(&*self.storage, &skip).await?;
+        let blocks::Polled {
+            added,
+            dropped,
+            damaged,
+        } = self.blocks.poll(&*self.storage, &skip).await?;
         for (b, e) in damaged {
             if self.damaged.lock().insert(b.meta.block_id.clone()) {
                 self.quarantine(b, e.to_string());

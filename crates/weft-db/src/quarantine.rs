@@ -63,7 +63,12 @@ impl QuarantinedBlock {
 
     /// Whether the block may have held spans of trace `id` in `range` (Unix seconds).
     fn may_hold(&self, id: &[u8; 16], range: Option<(u64, u64)>) -> bool {
-        let window = range.map(|(s, e)| (s.saturating_mul(1_000_000_000), e.saturating_mul(1_000_000_000).saturating_add(999_999_999)));
+        let window = range.map(|(s, e)| {
+            (
+                s.saturating_mul(1_000_000_000),
+                e.saturating_mul(1_000_000_000).saturating_add(999_999_999),
+            )
+        });
         self.overlaps(window) && self.opened.as_ref().is_none_or(|b| !b.index.candidates(id).is_empty())
     }
 }
@@ -86,7 +91,10 @@ pub async fn move_to_quarantine(storage: &dyn Storage, prefix: &str) -> Result<(
     if !moved {
         // Nothing was left to copy (every file deleted): a note keeps it listed as quarantined.
         storage
-            .put(&format!("{QUARANTINE_PREFIX}/{rest}/{NOTHING_LEFT}"), bytes::Bytes::new())
+            .put(
+                &format!("{QUARANTINE_PREFIX}/{rest}/{NOTHING_LEFT}"),
+                bytes::Bytes::new(),
+            )
             .await?;
     }
     crate::blocks::delete_files(storage, prefix).await;
@@ -108,7 +116,10 @@ pub(crate) async fn read_range(storage: &dyn Storage, prefix: &str) -> Option<(u
 pub(crate) async fn read_quarantined(storage: &dyn Storage, tenant: &str, id: &str) -> QuarantinedBlock {
     let prefix = format!("{QUARANTINE_PREFIX}/{tenant}/{id}");
     let (range, opened) = match Block::open(storage, &prefix).await {
-        Ok(b) => (Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)), Some(Arc::new(b))),
+        Ok(b) => (
+            Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
+            Some(Arc::new(b)),
+        ),
         Err(_) => (read_range(storage, &prefix).await, None),
     };
     QuarantinedBlock {

@@ -114,19 +114,21 @@ impl Scrubber {
     /// Runs rounds on a thread of its own ("weft-scrubber", with its own runtime, after
     /// `thread_start`, e.g. lowering its priority) for as long as the process runs.
     pub fn spawn(self, thread_start: Option<fn()>) -> std::io::Result<()> {
-        std::thread::Builder::new().name("weft-scrubber".into()).spawn(move || {
-            if let Some(f) = thread_start {
-                f();
-            }
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the scrubber's runtime; blocks are not scrubbed");
-                    return;
+        std::thread::Builder::new()
+            .name("weft-scrubber".into())
+            .spawn(move || {
+                if let Some(f) = thread_start {
+                    f();
                 }
-            };
-            rt.block_on(self.run());
-        })?;
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start the scrubber's runtime; blocks are not scrubbed");
+                        return;
+                    }
+                };
+                rt.block_on(self.run());
+            })?;
         Ok(())
     }
 
@@ -152,7 +154,11 @@ impl Scrubber {
         let mut due = Vec::new();
         for tenant in db.tenants() {
             for b in db.blocks(&tenant) {
-                if self.verified.get(&b.meta.block_id).is_none_or(|t| t.elapsed() >= self.cfg.every) {
+                if self
+                    .verified
+                    .get(&b.meta.block_id)
+                    .is_none_or(|t| t.elapsed() >= self.cfg.every)
+                {
                     due.push(b);
                 }
             }

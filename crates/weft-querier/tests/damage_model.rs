@@ -72,7 +72,11 @@ fn request(block: usize) -> Bytes {
             spans.push(Span {
                 trace_id: tid.to_vec().into(),
                 span_id: span_id(&tid, s).to_vec().into(),
-                parent_span_id: if s == 0 { Bytes::new() } else { span_id(&tid, 0).to_vec().into() },
+                parent_span_id: if s == 0 {
+                    Bytes::new()
+                } else {
+                    span_id(&tid, 0).to_vec().into()
+                },
                 name: format!("op-{s}"),
                 kind: if s == 0 { 2 } else { 3 },
                 start_time_unix_nano: start,
@@ -250,10 +254,19 @@ fn check_trace(what: &str, tid: &[u8; 16], want: &BTreeSet<[u8; 8]>, got: Option
     match got {
         Some(g) if g == want => {}
         Some(g) => {
-            assert!(g.is_subset(want), "{what}: trace {tid:02x?} has spans never written: {g:02x?}");
-            assert!(partial, "{what}: trace {tid:02x?} lacks spans and the answer is not partial");
+            assert!(
+                g.is_subset(want),
+                "{what}: trace {tid:02x?} has spans never written: {g:02x?}"
+            );
+            assert!(
+                partial,
+                "{what}: trace {tid:02x?} lacks spans and the answer is not partial"
+            );
         }
-        None => assert!(partial, "{what}: trace {tid:02x?} is missing and the answer is not partial"),
+        None => assert!(
+            partial,
+            "{what}: trace {tid:02x?} is missing and the answer is not partial"
+        ),
     }
 }
 
@@ -280,7 +293,10 @@ async fn check_queries(q: &Querier, damaged: Option<usize>, round: &str) -> bool
         }
         check_trace(&format!("{round}: search"), tid, spans, got, partial);
     }
-    assert!(sink.traces.keys().all(|t| want.contains_key(t)), "{round}: search invented a trace");
+    assert!(
+        sink.traces.keys().all(|t| want.contains_key(t)),
+        "{round}: search invented a trace"
+    );
 
     let end = BASE + 10_000_000_000;
     let mut m = SpanMetrics::new(
@@ -308,7 +324,10 @@ async fn check_queries(q: &Querier, damaged: Option<usize>, round: &str) -> bool
     for b in 0..BLOCKS {
         let n = count(&format!("svc-{b}"));
         if Some(b) == damaged && n != per_block {
-            assert!(stats.damaged_blocks > 0, "{round}: metrics left out spans of svc-{b} ({n}) unannounced");
+            assert!(
+                stats.damaged_blocks > 0,
+                "{round}: metrics left out spans of svc-{b} ({n}) unannounced"
+            );
             assert!(n <= per_block, "{round}: metrics counted spans never written");
         } else {
             assert_eq!(n, per_block, "{round}: metrics of svc-{b}");
@@ -336,7 +355,11 @@ async fn check_queries(q: &Querier, damaged: Option<usize>, round: &str) -> bool
             .unwrap_or_else(|e| panic!("{round}: trace by ID failed: {e}"));
         let got = (!found.rows.is_empty()).then(|| span_ids(&found.rows));
         if Some(*b) != damaged {
-            assert_eq!(got.as_ref(), Some(spans), "{round}: trace by ID: healthy trace {tid:02x?}");
+            assert_eq!(
+                got.as_ref(),
+                Some(spans),
+                "{round}: trace by ID: healthy trace {tid:02x?}"
+            );
         }
         check_trace(
             &format!("{round}: trace by ID"),
@@ -375,7 +398,10 @@ async fn run_case(storage: Arc<dyn Storage>, block: usize, file: usize, d: Damag
     let quarantined: Vec<String> = db.quarantined().iter().map(|q| q.block.clone()).collect();
     for (b, f) in p.folders.iter().enumerate() {
         if b != block {
-            assert!(!quarantined.iter().any(|id| id == block_id(f)), "healthy block {b} quarantined");
+            assert!(
+                !quarantined.iter().any(|id| id == block_id(f)),
+                "healthy block {b} quarantined"
+            );
         }
     }
     if !quarantined.is_empty() {
@@ -383,21 +409,38 @@ async fn run_case(storage: Arc<dyn Storage>, block: usize, file: usize, d: Damag
         assert_eq!(db.quarantined_overlapping(TENANT, None), 1);
     }
 
-    // Compaction merges what is healthy and loses none of it.
+    // Compaction merges what is healthy and loses none of it. Blocks of 18 spans: with a
+    // largest block of 72 and a fanout of 2, any two of them make a final block.
     let compactor = Compactor::new(
         db.clone(),
         CompactionConfig {
             interval: None,
             max_inputs: BLOCKS,
+            max_block_spans: 72,
+            fanout: 2,
             delete_grace: std::time::Duration::ZERO,
             row_group_rows: 4,
             ..Default::default()
         },
     );
-    compactor
-        .compact_once(TENANT)
-        .await
-        .unwrap_or_else(|e| panic!("compaction failed on a damaged block: {e}"));
+    for _ in 0..BLOCKS {
+        let merged = compactor
+            .compact_once(TENANT)
+            .await
+            .unwrap_or_else(|e| panic!("compaction failed on a damaged block: {e}"));
+        if merged.is_none() {
+            break;
+        }
+    }
+    let left: Vec<String> = db.blocks(TENANT).iter().map(|b| b.meta.block_id.clone()).collect();
+    for (b, f) in p.folders.iter().enumerate() {
+        if b != block {
+            assert!(
+                !left.iter().any(|id| id == block_id(f)),
+                "healthy block {b} was not merged: {left:?}"
+            );
+        }
+    }
     partial |= check_queries(&q, Some(block), "after compaction").await;
     drop((q, compactor, db));
 
@@ -535,7 +578,10 @@ async fn unreachable_storage_fails_queries_as_transient_and_quarantines_nothing(
         prefilter: Prefilter::new(&all()),
         traces: BTreeMap::new(),
     };
-    let e = q.scan(TENANT, None, &mut sink).await.expect_err("the scan reads the unreachable block");
+    let e = q
+        .scan(TENANT, None, &mut sink)
+        .await
+        .expect_err("the scan reads the unreachable block");
     assert!(e.is_transient(), "{e}");
     let e = q
         .find_trace_capped(TENANT, &trace_id(1, 0), None, 1 << 30)
@@ -543,11 +589,19 @@ async fn unreachable_storage_fails_queries_as_transient_and_quarantines_nothing(
         .expect_err("trace by ID reads the unreachable block");
     assert!(e.is_transient(), "{e}");
     let mut g = ServiceGraph::new(&all(), None, 1_000_000).unwrap();
-    assert!(q.scan_service_graph(TENANT, None, &mut g).await.unwrap_err().is_transient());
+    assert!(
+        q.scan_service_graph(TENANT, None, &mut g)
+            .await
+            .unwrap_err()
+            .is_transient()
+    );
     // The scrubber meets it too, and blames no block.
     let mut scrubber = weft_db::scrub::Scrubber::new(db.clone(), Default::default());
     scrubber.round().await;
-    assert!(db.quarantined().is_empty(), "a healthy block was quarantined for a transient error");
+    assert!(
+        db.quarantined().is_empty(),
+        "a healthy block was quarantined for a transient error"
+    );
     assert_eq!(db.block_count(), BLOCKS);
 
     store.failing.store(false, Ordering::SeqCst);

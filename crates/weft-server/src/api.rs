@@ -299,7 +299,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         .await
     {
         Ok(r) => r,
-        Err(e) => return read_failed(&e, "reading trace", |s, m| error(s, m)),
+        Err(e) => return read_failed(&e, "reading trace", error),
     };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     let mut rows = std::mem::take(&mut found.rows);

@@ -19,8 +19,8 @@ use weft_query::search::TraceSink;
 use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert};
 
 use crate::AppState;
-use crate::foreign_api::{query_with_tenant, quote, values};
 use crate::api::{mark_partial, read_failed};
+use crate::foreign_api::{query_with_tenant, quote, values};
 use crate::search_api::{parse_query, run_scan};
 
 /// Jaeger's default `limit` of a trace search.
@@ -162,7 +162,7 @@ async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(UiTra
         .querier()
         .find_trace_capped(tenant, id, None, st.cfg.max_trace_response_bytes)
         .await
-        .map_err(|e| read_failed(&e, "reading trace", |s, m| error(s, m)))?;
+        .map_err(|e| read_failed(&e, "reading trace", error))?;
     Ok((rows_to_trace(&found.rows), found.damaged_blocks))
 }
 
@@ -176,7 +176,9 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
             );
         };
         match read_trace(&s, &tenant, &tid).await {
-            Ok((t, damaged)) if t.spans.is_empty() => mark_partial(error(StatusCode::NOT_FOUND, "trace not found"), damaged),
+            Ok((t, damaged)) if t.spans.is_empty() => {
+                mark_partial(error(StatusCode::NOT_FOUND, "trace not found"), damaged)
+            }
             Ok((t, damaged)) => mark_partial(envelope(json!([t.to_json()]), 1), damaged),
             Err(r) => r,
         }
@@ -594,7 +596,7 @@ pub async fn v3_trace(
             .await
         {
             Ok(f) => f,
-            Err(e) => return read_failed(&e, "reading trace", |s, m| v3_error(s, m)),
+            Err(e) => return read_failed(&e, "reading trace", v3_error),
         };
         let traces = if found.rows.is_empty() {
             Vec::new()

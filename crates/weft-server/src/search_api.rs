@@ -317,7 +317,7 @@ async fn run_column_scan(
 }
 
 fn scan_failed(e: weft_querier::QueryError) -> Response {
-    crate::api::read_failed(&e, "reading blocks", |s, m| text(s, m))
+    crate::api::read_failed(&e, "reading blocks", text)
 }
 
 /// `GET /api/search`.

@@ -19,8 +19,8 @@ use weft_query::search::TraceSink;
 use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, convert, parse_annotation_query};
 
 use crate::AppState;
-use crate::foreign_api::{query_with_tenant, quote, values};
 use crate::api::{mark_partial, read_failed};
+use crate::foreign_api::{query_with_tenant, quote, values};
 use crate::search_api::{parse_query, run_scan};
 
 type Params = Query<HashMap<String, String>>;

@@ -118,4 +118,3 @@ pub fn config(test: &str) -> S3Config {
     let s = server();
     config_at(&s.endpoint, s, test)
 }
-
