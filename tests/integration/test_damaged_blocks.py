@@ -12,15 +12,14 @@ quarantines nothing. The scrubber finds damage made while weft runs, before any 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from otlpdata import make_request, make_span, new_trace_id
-from weftlib import REPO_ROOT, free_ports, wait_for
+from weftlib import start_s3, stop_s3, wait_for
 
 PARTIAL = "x-weft-partial-damaged-blocks"
 TRACES = 50
@@ -116,8 +115,7 @@ def _assert_partial_everywhere(srv, older: list[bytes], newer: list[bytes]) -> N
     assert r.status_code == 404 and int(r.headers.get(PARTIAL, "0")) >= 1
 
 
-def requests_get(url: str, params: dict):
-    import requests
+def requests_get(url: str, params: dict) -> requests.Response:
     return requests.get(url, params=params, timeout=30)
 
 
@@ -175,21 +173,6 @@ def test_the_scrubber_finds_damage_before_a_query_does(weft_factory):
 # ------------------------------------------------------------------------------------------------
 
 
-def _s3(tmp_path, port=None):
-    port = port or free_ports(1)[0]
-    d = tmp_path / "s3"
-    r = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "start", str(d), str(port)],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "S3_SERVER_OWNER_PID": str(os.getpid())})
-    assert r.returncode == 0, f"could not start the S3 server (scripts/s3-server.sh):\n{r.stderr[-3000:]}"
-    return d, port
-
-
-def _s3_stop(d: Path) -> None:
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "stop", str(d)],
-                   capture_output=True, timeout=60)
-
-
 def _s3_args(port: int) -> tuple[str, ...]:
     return ("--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{port}", "--s3-bucket", "weft",
             "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret", "--s3-prefix", "team-a",
@@ -199,7 +182,7 @@ def _s3_args(port: int) -> tuple[str, ...]:
 @pytest.mark.parametrize("damage", ["data_truncated_to_half", "data_deleted", "data_tail_zeroed",
                                     "index_deleted", "meta_garbage", "meta_deleted"])
 def test_a_damaged_older_block_in_s3_leaves_every_query_answering(weft_factory, tmp_path, damage):
-    d, port = _s3(tmp_path)
+    d, port = start_s3(tmp_path)
     try:
         srv = weft_factory(*_s3_args(port))
         bucket = d / "data"
@@ -216,15 +199,15 @@ def test_a_damaged_older_block_in_s3_leaves_every_query_answering(weft_factory, 
         wait_for(lambda: any(p.parent.name == victim.name and "quarantine" in p.parts for p in bucket.rglob("*")
                              if p.is_file()), 10, "the block listed under quarantine/ in the bucket")
     finally:
-        _s3_stop(d)
+        stop_s3(d)
 
 
 def test_an_unreachable_bucket_answers_503_and_quarantines_nothing(weft_factory, tmp_path):
-    d, port = _s3(tmp_path)
+    d, port = start_s3(tmp_path)
     try:
         srv = weft_factory(*_s3_args(port))
         older, newer = _write_two_blocks(srv, d / "data")
-        _s3_stop(d)
+        stop_s3(d)
         for path, params in [("/api/search", {"q": "{ }", "limit": "1000"}),
                              ("/api/v2/search/tags", {"scope": "span"}),
                              ("/api/service-graph", {"since": "1h"}),
@@ -234,10 +217,10 @@ def test_an_unreachable_bucket_answers_503_and_quarantines_nothing(weft_factory,
             assert r.headers.get("Retry-After"), dict(r.headers)
             assert "unavailable" in r.text
         assert not _quarantined(srv)
-        _s3(tmp_path, port)
+        start_s3(tmp_path, port)
         r = srv.get("/api/search", params={"q": "{ }", "limit": "1000"})
         assert r.status_code == 200 and PARTIAL not in r.headers, (r.status_code, dict(r.headers))
         assert len(r.json()["traces"]) == 2 * TRACES
         assert _spans(srv, older[0]) == 2
     finally:
-        _s3_stop(d)
+        stop_s3(d)

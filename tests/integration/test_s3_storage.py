@@ -4,22 +4,15 @@ kill -9 with nothing lost, and counts its storage requests in /metrics. The WAL 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 
 from otlpdata import make_request, make_span, new_trace_id
-from weftlib import REPO_ROOT, free_ports
+from weftlib import start_s3, stop_s3
 
 
 def _start_s3(tmp_path):
-    (port,) = free_ports(1)
-    d = tmp_path / "s3"
-    r = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "start", str(d), str(port)],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "S3_SERVER_OWNER_PID": str(os.getpid())})
-    assert r.returncode == 0, f"could not start the S3 server (scripts/s3-server.sh):\n{r.stderr[-3000:]}"
-    return d, port
+    return start_s3(tmp_path)
 
 
 def test_blocks_in_s3_survive_restarts(weft_factory, tmp_path):
@@ -60,8 +53,7 @@ def test_blocks_in_s3_survive_restarts(weft_factory, tmp_path):
         srv.start()
         assert srv.fetch_trace(tid) is not None, "an acknowledged span was lost with S3 storage"
     finally:
-        subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "stop", str(d)],
-                       capture_output=True, timeout=60)
+        stop_s3(d)
 
 
 def test_a_wrong_bucket_fails_at_start_naming_it(weft_factory, tmp_path):
@@ -83,5 +75,4 @@ def test_a_wrong_bucket_fails_at_start_naming_it(weft_factory, tmp_path):
         r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=30, env=srv.process_env())
         assert r.returncode != 0 and "--s3-bucket" in r.stderr, r.stderr
     finally:
-        subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "stop", str(d)],
-                       capture_output=True, timeout=60)
+        stop_s3(d)

@@ -479,3 +479,26 @@ def peer_process(cmd: list[str], log: Path, ready: Callable[[], bool], what: str
             proc.kill()
             proc.wait()
 
+
+
+# ------------------------------------------------------------------------------------------------
+# The S3-compatible server (scripts/s3-server.sh)
+# ------------------------------------------------------------------------------------------------
+
+
+def start_s3(tmp_path: Path, port: int | None = None) -> tuple[Path, int]:
+    """Starts s3proxy serving bucket `weft` from tmp_path/s3/data on `port` (a free one by
+    default), stopped at the latest when this test process exits. Returns (dir, port)."""
+    port = port or free_ports(1)[0]
+    d = Path(tmp_path) / "s3"
+    r = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "start", str(d), str(port)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "S3_SERVER_OWNER_PID": str(os.getpid())})
+    assert r.returncode == 0, f"could not start the S3 server (scripts/s3-server.sh):\n{r.stderr[-3000:]}"
+    return d, port
+
+
+def stop_s3(d: Path) -> None:
+    """Stops the s3proxy started on `d`, keeping its files."""
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "s3-server.sh"), "stop", str(d)],
+                   capture_output=True, timeout=60)

@@ -163,29 +163,16 @@ impl Compactor {
     /// holds a weak reference and ends when the compactor is dropped.
     pub fn spawn(self: &Arc<Self>, interval: Duration, thread_start: Option<fn()>) -> std::io::Result<()> {
         let weak = Arc::downgrade(self);
-        std::thread::Builder::new().name("weft-compactor".into()).spawn(move || {
-            if let Some(f) = thread_start {
-                f();
+        crate::spawn_background("weft-compactor", "compaction and retention", thread_start, async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let Some(c) = weak.upgrade() else { break };
+                if c.stopping() {
+                    break;
+                }
+                c.maintain().await;
             }
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the compactor's runtime; compaction and retention are off");
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                loop {
-                    tokio::time::sleep(interval).await;
-                    let Some(c) = weak.upgrade() else { break };
-                    if c.stopping() {
-                        break;
-                    }
-                    c.maintain().await;
-                }
-            });
-        })?;
-        Ok(())
+        })
     }
 
     /// The block-picking policy these settings describe.

@@ -322,6 +322,28 @@ impl Db {
     }
 }
 
+/// Runs `work` on a thread of its own (`name`) with a current-thread runtime, after
+/// `thread_start` (the server lowers the thread's priority with it): background maintenance
+/// that must block neither ingest nor queries. If the runtime cannot start, `what` is off and
+/// an error is logged.
+pub(crate) fn spawn_background(
+    name: &str,
+    what: &'static str,
+    thread_start: Option<fn()>,
+    work: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        if let Some(f) = thread_start {
+            f();
+        }
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(work),
+            Err(e) => tracing::error!(error = %e, "cannot start a background runtime; {what} is off"),
+        }
+    })?;
+    Ok(())
+}
+
 fn origin_is_compaction(b: &Block) -> bool {
     !b.meta.compacted_from.is_empty()
 }

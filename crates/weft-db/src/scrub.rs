@@ -114,22 +114,7 @@ impl Scrubber {
     /// Runs rounds on a thread of its own ("weft-scrubber", with its own runtime, after
     /// `thread_start`, e.g. lowering its priority) for as long as the process runs.
     pub fn spawn(self, thread_start: Option<fn()>) -> std::io::Result<()> {
-        std::thread::Builder::new()
-            .name("weft-scrubber".into())
-            .spawn(move || {
-                if let Some(f) = thread_start {
-                    f();
-                }
-                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot start the scrubber's runtime; blocks are not scrubbed");
-                        return;
-                    }
-                };
-                rt.block_on(self.run());
-            })?;
-        Ok(())
+        crate::spawn_background("weft-scrubber", "block scrubbing", thread_start, self.run())
     }
 
     /// Runs rounds, [`ScrubConfig::round`] apart, forever.
