@@ -48,23 +48,25 @@ impl Db {
     /// a folder that lost its `meta.json` ([`blocks::lost_meta`]). A maintaining process also
     /// deletes what writes and retirements cut short left behind, once older than the grace.
     pub async fn sweep_folders(&self) -> Result<(), BlockError> {
+        // The set before the listing: a block added later may be missing from the listing.
+        let known: Vec<Arc<weft_block::Block>> = self.blocks.tenants().iter().flat_map(|t| self.blocks.of(t)).collect();
         let folders = blocks::list_folders(&*self.storage).await?;
         let mut replaced = std::collections::HashSet::new();
-        for tenant in self.blocks.tenants() {
-            for b in self.blocks.of(&tenant) {
-                replaced.extend(b.meta.compacted_from.iter().map(|id| (tenant.clone(), id.clone())));
-                let Some(f) = folders.get(b.prefix()) else {
-                    // Every file gone: retired by another process, or deleted.
-                    if !self.opts.maintains {
-                        continue; // the next poll drops it
-                    }
-                    let e = BlockError::Damaged(format!("{}: every file of the block is gone", b.prefix()));
-                    self.block_failed(&b, e)?;
-                    continue;
-                };
-                if let Some(why) = f.missing_files(b.meta.size_bytes) {
-                    self.block_failed(&b, BlockError::Damaged(format!("{}: {why}", b.prefix())))?;
-                }
+        for b in known {
+            let tenant = &b.meta.tenant;
+            replaced.extend(b.meta.compacted_from.iter().map(|id| (tenant.clone(), id.clone())));
+            // Still in the set after the listing: not retired or quarantined before it (both
+            // take a block out of the set before touching its files), so the listing saw its
+            // files as they are.
+            if !self.blocks.contains(tenant, &b.meta.block_id) {
+                continue;
+            }
+            let why = match folders.get(b.prefix()) {
+                None => Some("every file of the block is gone".to_owned()),
+                Some(f) => f.missing_files(b.meta.size_bytes),
+            };
+            if let Some(why) = why {
+                self.block_failed(&b, BlockError::Damaged(format!("{}: {why}", b.prefix())))?;
             }
         }
         if !self.opts.maintains {
@@ -72,8 +74,8 @@ impl Db {
         }
         for prefix in lost_meta(&folders, &replaced, self.opts.incomplete_grace) {
             let (tenant, id) = blocks::split_prefix(&prefix);
-            if self.blocks.contains(tenant, id) {
-                continue; // quarantined above, with its range and index
+            if self.blocks.contains(tenant, id) || self.is_damaged(id) {
+                continue; // in service (next round decides) or already quarantined
             }
             let e = lost_meta_error(&prefix);
             tracing::error!(block = %prefix, error = %e, "damaged block folder quarantined");
