@@ -232,6 +232,42 @@ pub const RETIRED_MARKER: &str = "retired";
 /// The files a block folder may hold, data files first.
 pub const BLOCK_FILES: [&str; 5] = ["data.parquet", "index.bin", "meta.json", WRITING_MARKER, RETIRED_MARKER];
 
+/// The time range (Unix nanoseconds: the earliest span start, the latest span end as far as
+/// statistics bound it) of the spans in the data file at `data_path` of `len` bytes, from its
+/// footer's row-group statistics. For a block whose `meta.json` is lost; `None` when the footer
+/// is unreadable or has no statistics.
+pub async fn data_time_range(storage: &dyn Storage, data_path: &str, len: u64) -> Option<(u64, u64)> {
+    if len < 8 {
+        return None;
+    }
+    let tail = storage.get_range(data_path, len - 8..len).await.ok()?;
+    let meta_len = u32::from_le_bytes(tail[..4].try_into().ok()?) as u64;
+    if &tail[4..] != b"PAR1" || meta_len + 8 > len {
+        return None;
+    }
+    let buf = storage.get_range(data_path, len - 8 - meta_len..len - 8).await.ok()?;
+    let footer = ParquetMetaDataReader::decode_metadata(&buf).ok()?;
+    let version = footer
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == "weft.block.version"))
+        .and_then(|k| k.value.as_deref()?.parse().ok())
+        .unwrap_or(1);
+    let (start, duration) = format::from_version(version).ok()?.stats_columns();
+    let int64 = |rg: usize, c: usize| match footer.row_group(rg).column(c).statistics() {
+        Some(parquet::file::statistics::Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
+        _ => None,
+    };
+    let mut range: Option<(u64, u64)> = None;
+    for rg in 0..footer.num_row_groups() {
+        let (lo, hi) = int64(rg, start)?;
+        let (_, longest) = int64(rg, duration)?;
+        let end = (hi as u64).saturating_add(longest.max(0) as u64);
+        range = Some(range.map_or((lo as u64, end), |(a, b)| (a.min(lo as u64), b.max(end))));
+    }
+    range
+}
+
 /// Row-group statistics used to skip row groups that cannot match a query.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RowGroupStats {

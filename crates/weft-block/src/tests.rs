@@ -1166,3 +1166,22 @@ async fn a_meta_changed_but_parsing_is_damage() {
         .await
         .expect("a meta without a checksum opens");
 }
+
+/// A block whose `meta.json` is lost still has a time range: its data file's statistics bound
+/// it, so the answers it may be missing from are the ones flagged partial.
+#[tokio::test]
+async fn a_data_file_alone_gives_its_time_range() {
+    let cols = columns_of(&sample_request(60, 3, 4));
+    let store = MemoryStorage::new();
+    let opts = WriteOptions {
+        row_group_rows: 50,
+        ..Default::default()
+    };
+    let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
+    assert!(meta.row_groups > 1);
+    let data = format!("{}/data.parquet", block_prefix("t", &meta.block_id));
+    let (lo, hi) = data_time_range(&store, &data, meta.size_bytes).await.unwrap();
+    assert_eq!(lo, meta.min_start_unix_nano);
+    assert!(hi >= meta.max_end_unix_nano, "{hi} < {}", meta.max_end_unix_nano);
+    assert!(data_time_range(&store, &data, meta.size_bytes - 1).await.is_none());
+}

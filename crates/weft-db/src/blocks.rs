@@ -219,6 +219,9 @@ impl BlockSet {
             match Block::open(storage, prefix).await {
                 Ok(b) => loaded.push((b, f.data)),
                 Err(e) if e.is_damage(false) => damaged.push((prefix.clone(), e, None)),
+                // Unreachable storage: starting without the block would leave its spans out
+                // unannounced, so opening fails as a failed listing does.
+                Err(e) if e.is_transient() => return Err(e),
                 Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
             }
         }

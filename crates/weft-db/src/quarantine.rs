@@ -104,11 +104,17 @@ pub async fn move_to_quarantine(storage: &dyn Storage, prefix: &str) -> Result<(
 /// The note a quarantined folder holds when none of the block's files were left to move.
 const NOTHING_LEFT: &str = "no-files-left";
 
-/// The time range in the `meta.json` under `prefix`, if it is readable.
+/// The time range of the block under `prefix`: from its `meta.json` if that is readable, else
+/// from its data file's footer ([`weft_block::data_time_range`]).
 pub(crate) async fn read_range(storage: &dyn Storage, prefix: &str) -> Option<(u64, u64)> {
-    let m = storage.get(&format!("{prefix}/meta.json")).await.ok()?;
-    let m: BlockMeta = serde_json::from_slice(&m).ok()?;
-    Some((m.min_start_unix_nano, m.max_end_unix_nano))
+    if let Ok(m) = storage.get(&format!("{prefix}/meta.json")).await
+        && let Ok(m) = serde_json::from_slice::<BlockMeta>(&m)
+    {
+        return Some((m.min_start_unix_nano, m.max_end_unix_nano));
+    }
+    let data = format!("{prefix}/data.parquet");
+    let len = storage.list(&data).await.ok()?.into_iter().find(|o| o.path == data)?.size;
+    weft_block::data_time_range(storage, &data, len).await
 }
 
 /// Reads a block found under `quarantine/` (by an earlier start, or by another process): its

@@ -84,7 +84,7 @@ impl Db {
                 tenant: tenant.to_owned(),
                 block: id.to_owned(),
                 why: e.to_string(),
-                range: None,
+                range: crate::quarantine::read_range(&*self.storage, &prefix).await,
                 opened: None,
             });
             if let Err(m) = move_to_quarantine(&*self.storage, &prefix).await {
