@@ -428,6 +428,16 @@ impl Block {
     /// checksums: that the row group's bytes decode). For the background scrubber. Returns
     /// the bytes read.
     pub async fn verify_row_group(&self, storage: &dyn Storage, rg: usize) -> Result<u64, BlockError> {
+        if rg == 0 {
+            // The leading magic: the one part of the file no checksum covers.
+            let magic = storage.get_range(&self.data_path(), 0..4).await?;
+            if &magic[..] != b"PAR1" {
+                return Err(BlockError::Damaged(format!(
+                    "{}: the leading parquet magic is not intact",
+                    self.data_path()
+                )));
+            }
+        }
         let data = self.fetch_row_group(storage, rg).await?;
         let bytes = data.bytes();
         if self.meta.checksums.is_none() {

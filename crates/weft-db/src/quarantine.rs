@@ -113,7 +113,13 @@ pub(crate) async fn read_range(storage: &dyn Storage, prefix: &str) -> Option<(u
         return Some((m.min_start_unix_nano, m.max_end_unix_nano));
     }
     let data = format!("{prefix}/data.parquet");
-    let len = storage.list(&data).await.ok()?.into_iter().find(|o| o.path == data)?.size;
+    let len = storage
+        .list(&data)
+        .await
+        .ok()?
+        .into_iter()
+        .find(|o| o.path == data)?
+        .size;
     weft_block::data_time_range(storage, &data, len).await
 }
 

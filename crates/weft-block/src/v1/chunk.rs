@@ -19,7 +19,6 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::metadata::ColumnChunkMetaData;
-use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedPageWriter, SerializedRowGroupWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -255,14 +254,9 @@ impl ChunkBuf {
             metadata: meta.build()?,
             bloom_filter: None,
             column_index: None,
-            offset_index: Some(OffsetIndexMetaData {
-                page_locations: vec![PageLocation {
-                    offset: data_spec.offset as i64,
-                    compressed_page_size: data_spec.compressed_size as i32,
-                    first_row_index: 0,
-                }],
-                unencoded_byte_array_data_bytes: None,
-            }),
+            // No page index: weft reads whole chunks and never needs one, and without it every
+            // byte between the magic and the footer is in a checksummed chunk (issue 45).
+            offset_index: None,
         };
         rg.append_column(&bytes, close)?;
         self.clear();

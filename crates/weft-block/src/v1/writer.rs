@@ -27,6 +27,8 @@ fn props(opts: &WriteOptions) -> Result<WriterProperties, BlockError> {
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(opts.zstd_level)?))
         .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
         .set_statistics_enabled(EnabledStatistics::Chunk)
+        // No page index (see `chunk.rs`): every byte of the file is checksummed.
+        .set_offset_index_disabled(true)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             "weft.block.version".to_string(),
             crate::meta::FORMAT_VERSION.to_string(),
