@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from otlpdata import make_request, make_span, new_trace_id
-from weftlib import start_s3, stop_s3, wait_for
+from weftlib import start_s3, start_sharing, stop_s3, wait_for
 
 PARTIAL = "x-weft-partial-damaged-blocks"
 TRACES = 50
@@ -224,3 +224,44 @@ def test_an_unreachable_bucket_answers_503_and_quarantines_nothing(weft_factory,
         assert _spans(srv, older[0]) == 2
     finally:
         stop_s3(d)
+
+
+# ------------------------------------------------------------------------------------------------
+# Separate roles on one data directory
+# ------------------------------------------------------------------------------------------------
+
+
+def test_with_separate_roles_the_querier_reports_and_the_compactor_quarantines(weft_factory, tmp_path):
+    """The querier, which maintains nothing, takes a damaged block out of service and says its
+    answers are partial; the compactor's scrubber moves it to quarantine/; a querier started
+    later learns of it from quarantine/ and still says so."""
+    data = tmp_path / "shared-data"
+    ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "1",
+                             data_dir=data)
+    querier = start_sharing(weft_factory, "querier", "--target", "querier", "--blocklist-poll", "0.2",
+                            data_dir=data)
+    older, newer = _write_two_blocks(ingester, data / "blocks")
+    wait_for(lambda: len(querier.get("/api/search", params={"q": "{ }", "limit": "1000"}).json()["traces"])
+             == 2 * TRACES, 30, "the querier seeing both blocks")
+    victim = _block_dirs(data / "blocks")[0]
+    DAMAGE["data_truncated_to_half"](victim)
+
+    r = querier.get("/api/search", params={"q": "{ }", "limit": "1000"})
+    assert r.status_code == 200 and int(r.headers.get(PARTIAL, "0")) >= 1, (r.status_code, dict(r.headers))
+    assert {t["traceID"].rjust(32, "0") for t in r.json()["traces"]} == {t.hex() for t in newer}
+    assert victim.name in _quarantined(querier)
+    assert (victim / "meta.json").exists(), "only the maintaining process moves a block"
+
+    compactor = start_sharing(weft_factory, "compactor", "--target", "compactor", "--blocklist-poll", "0.2",
+                              "--scrub-interval", "0.5", "--scrub-rate", "1000000000", data_dir=data)
+    qdir = data / "quarantine" / "single-tenant" / victim.name
+    wait_for(lambda: qdir.exists() and not (victim / "meta.json").exists(), 30, "the compactor quarantining it")
+    assert victim.name in _quarantined(compactor)
+
+    later = start_sharing(weft_factory, "querier2", "--target", "querier", "--blocklist-poll", "0.2",
+                          data_dir=data)
+    r = later.get("/api/search", params={"q": "{ }", "limit": "1000"})
+    assert r.status_code == 200 and int(r.headers.get(PARTIAL, "0")) >= 1, dict(r.headers)
+    assert len(r.json()["traces"]) == TRACES
+    r = later.get(f"/api/traces/{older[0].hex()}")
+    assert r.status_code == 404 and int(r.headers.get(PARTIAL, "0")) >= 1
