@@ -282,10 +282,8 @@ impl BlockSet {
                 }
                 continue;
             }
-            let range = match &opened {
-                Some(b) => Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
-                None => quarantine::read_range(storage, &prefix).await,
-            };
+            // Described before the move, from the files where they are.
+            let q = QuarantinedBlock::describe(storage, &prefix, e.to_string(), opened.map(Arc::new)).await;
             if opts.maintains {
                 tracing::error!(block = %prefix, error = %e, "damaged block quarantined at start");
                 if let Err(m) = quarantine::move_to_quarantine(storage, &prefix).await {
@@ -294,14 +292,7 @@ impl BlockSet {
             } else {
                 tracing::error!(block = %prefix, error = %e, "damaged block skipped (the maintaining process quarantines it)");
             }
-            let (t, id) = split_prefix(&prefix);
-            quarantined.push(QuarantinedBlock {
-                tenant: t.to_owned(),
-                block: id.to_owned(),
-                why: e.to_string(),
-                range,
-                opened: opened.map(Arc::new),
-            });
+            quarantined.push(q);
         }
         if opts.maintains {
             delete_left_over(storage, &folders, &replaced, opts.incomplete_grace).await;

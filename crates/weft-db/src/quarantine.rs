@@ -29,6 +29,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use weft_block::index::TraceIndex;
 use weft_block::meta::BlockMeta;
 use weft_block::{Block, BlockError};
 use weft_storage::{Storage, StorageError};
@@ -50,6 +51,9 @@ pub struct QuarantinedBlock {
     /// The block as it was opened, when its `meta.json` and `index.bin` were readable: its
     /// index says which traces it may have held.
     pub opened: Option<Arc<Block>>,
+    /// Its trace index read on its own, when the block could not be opened (a lost or damaged
+    /// `meta.json`) but `index.bin` decodes.
+    pub index: Option<Arc<TraceIndex>>,
 }
 
 impl QuarantinedBlock {
@@ -69,7 +73,35 @@ impl QuarantinedBlock {
                 e.saturating_mul(1_000_000_000).saturating_add(999_999_999),
             )
         });
-        self.overlaps(window) && self.opened.as_ref().is_none_or(|b| !b.index.candidates(id).is_empty())
+        let index = self.opened.as_ref().map(|b| &b.index).or(self.index.as_deref());
+        self.overlaps(window) && index.is_none_or(|ix| !ix.candidates(id).is_empty())
+    }
+
+    /// Describes the damaged block at `prefix` (`<root>/<tenant>/<id>`, in `blocks/` or
+    /// `quarantine/`): its range and index from `opened` if it could be opened, else from what
+    /// of its files is readable ([`read_range`], `index.bin` decoded alone).
+    pub(crate) async fn describe(storage: &dyn Storage, prefix: &str, why: String, opened: Option<Arc<Block>>) -> Self {
+        let mut parts = prefix.rsplit('/');
+        let block = parts.next().unwrap_or_default().to_owned();
+        let tenant = parts.next().unwrap_or_default().to_owned();
+        let (range, index) = match &opened {
+            Some(b) => (Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)), None),
+            None => {
+                let index = match storage.get(&format!("{prefix}/index.bin")).await {
+                    Ok(bytes) => TraceIndex::decode(&bytes).ok().map(Arc::new),
+                    Err(_) => None,
+                };
+                (read_range(storage, prefix).await, index)
+            }
+        };
+        QuarantinedBlock {
+            tenant,
+            block,
+            why,
+            range,
+            opened,
+            index,
+        }
     }
 }
 
@@ -127,20 +159,8 @@ pub(crate) async fn read_range(storage: &dyn Storage, prefix: &str) -> Option<(u
 /// range and index when they are readable.
 pub(crate) async fn read_quarantined(storage: &dyn Storage, tenant: &str, id: &str) -> QuarantinedBlock {
     let prefix = format!("{QUARANTINE_PREFIX}/{tenant}/{id}");
-    let (range, opened) = match Block::open(storage, &prefix).await {
-        Ok(b) => (
-            Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
-            Some(Arc::new(b)),
-        ),
-        Err(_) => (read_range(storage, &prefix).await, None),
-    };
-    QuarantinedBlock {
-        tenant: tenant.to_owned(),
-        block: id.to_owned(),
-        why: "quarantined before this start".into(),
-        range,
-        opened,
-    }
+    let opened = Block::open(storage, &prefix).await.ok().map(Arc::new);
+    QuarantinedBlock::describe(storage, &prefix, "quarantined before this start".into(), opened).await
 }
 
 /// Lists quarantined blocks as (tenant, block id).
@@ -249,6 +269,7 @@ impl Db {
             why,
             range: Some((b.meta.min_start_unix_nano, b.meta.max_end_unix_nano)),
             opened: Some(b.clone()),
+            index: None,
         });
         if !self.opts.maintains {
             return;

@@ -80,13 +80,7 @@ impl Db {
             let e = lost_meta_error(&prefix);
             tracing::error!(block = %prefix, error = %e, "damaged block folder quarantined");
             self.metrics.blocks_quarantined.fetch_add(1, Ordering::Relaxed);
-            self.register_quarantined(QuarantinedBlock {
-                tenant: tenant.to_owned(),
-                block: id.to_owned(),
-                why: e.to_string(),
-                range: crate::quarantine::read_range(&*self.storage, &prefix).await,
-                opened: None,
-            });
+            self.register_quarantined(QuarantinedBlock::describe(&*self.storage, &prefix, e.to_string(), None).await);
             if let Err(m) = move_to_quarantine(&*self.storage, &prefix).await {
                 tracing::error!(block = %prefix, error = %m, "moving a damaged block to quarantine failed");
             }
