@@ -147,3 +147,15 @@ def test_bad_flag_fails_fast(weft_bin, tmp_path):
     p = subprocess.run(srv.command(), cwd=tmp_path, env=srv.process_env(), capture_output=True, timeout=20)
     assert p.returncode != 0, "an invalid --fsync value was accepted"
     assert b"fsync" in p.stderr.lower() or b"fsync" in p.stdout.lower()
+
+
+def test_logs_to_a_file_carry_no_colour_codes(weft_factory):
+    """Regression (issue 46, point 7): text logs written to a file or a pipe (`make run > log`)
+    carried ANSI colour codes. Colour is for terminals only."""
+    srv = weft_factory()
+    tid = new_trace_id()
+    srv.send(make_request([make_span(tid, start=time.time_ns())]))
+    assert srv.stop() == 0
+    log = srv.stderr_path.read_text()
+    assert "weft is ready" in log
+    assert "\x1b[" not in log, log[:500]

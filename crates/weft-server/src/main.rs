@@ -85,8 +85,11 @@ fn main() {
 fn init_logging(cfg: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cfg.log_level));
+    // Colour only on a terminal (a file or a pipe gets plain text), and never with NO_COLOR.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match cfg.log_format {
         LogFormat::Json => b.json().init(),
