@@ -2,7 +2,7 @@
 against the real Zipkin server (io.zipkin:zipkin-server, in-memory storage) fed the identical
 bytes by a real Zipkin client (py_zipkin, in all four of its encodings).
 
-Documented differences (spec/zipkin.md, "Differences from Zipkin"), normalised before comparing:
+Documented differences (spec/formats/zipkin.md, "Differences from Zipkin"), normalised before comparing:
 - order: of traces in /api/v2/traces and of spans in a trace (Zipkin returns spans in arrival
   order; weft by start time), and of dependency links;
 - nothing else: every field of every span must be equal.
@@ -386,7 +386,7 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
 def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, weft):
     """OTLP in, Zipkin out: one OpenTelemetry SDK trace exported over OTLP to weft and with the
     OpenTelemetry Zipkin exporter to the real Zipkin; weft's Zipkin API shows it as Zipkin does,
-    up to the differences documented in spec/zipkin.md, where weft follows the Collector's
+    up to the differences documented in spec/formats/zipkin.md, where weft follows the Collector's
     Zipkin exporter: `peer.service` becomes the remote endpoint; internal spans are tagged
     `span.kind: internal`; status ERROR is the `error` tag alone; no `service.name` tag (it is
     the local endpoint); no `debug` flag (OTLP has none); scope and SDK tags; JSON spacing."""

@@ -11,7 +11,7 @@
 //! - [`thrift`]: the Thrift binary and compact protocols, read without copying.
 //! - [`otlp`]: the OTLP encoder the translators write with.
 //!
-//! The mapping of every field is in `spec/zipkin.md`, with vectors in `spec/vectors/zipkin.json`.
+//! The mapping of every field is in `spec/formats/zipkin.md`, with vectors in `spec/formats/vectors/zipkin.json`.
 
 pub mod jaeger;
 pub mod otlp;

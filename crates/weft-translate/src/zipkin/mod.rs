@@ -2,7 +2,7 @@
 //!
 //! Every input format is read into the v2 model ([`Span`]), v1 through Zipkin's own v1→v2
 //! rules ([`v1`]), then written as OTLP by [`to_otlp`], following the OpenTelemetry
-//! Collector's Zipkin translator except where `spec/zipkin.md` says otherwise (and why).
+//! Collector's Zipkin translator except where `spec/formats/zipkin.md` says otherwise (and why).
 
 pub mod fastjson;
 pub mod json;
