@@ -229,23 +229,12 @@ pub const WRITING_MARKER: &str = "writing";
 /// lost its `meta.json` by other means, and is damage.
 pub const RETIRED_MARKER: &str = "retired";
 
-/// The files a block folder may hold, data files first.
-pub const BLOCK_FILES: [&str; 5] = ["data.parquet", "index.bin", "meta.json", WRITING_MARKER, RETIRED_MARKER];
-
 /// The time range (Unix nanoseconds: the earliest span start, the latest span end as far as
 /// statistics bound it) of the spans in the data file at `data_path` of `len` bytes, from its
 /// footer's row-group statistics. For a block whose `meta.json` is lost; `None` when the footer
 /// is unreadable or has no statistics.
 pub async fn data_time_range(storage: &dyn Storage, data_path: &str, len: u64) -> Option<(u64, u64)> {
-    if len < 8 {
-        return None;
-    }
-    let tail = storage.get_range(data_path, len - 8..len).await.ok()?;
-    let meta_len = u32::from_le_bytes(tail[..4].try_into().ok()?) as u64;
-    if &tail[4..] != b"PAR1" || meta_len + 8 > len {
-        return None;
-    }
-    let buf = storage.get_range(data_path, len - 8 - meta_len..len - 8).await.ok()?;
+    let (_, buf) = fetch_footer(storage, data_path, len).await.ok()?;
     let footer = ParquetMetaDataReader::decode_metadata(&buf).ok()?;
     let version = footer
         .file_metadata()
@@ -254,18 +243,43 @@ pub async fn data_time_range(storage: &dyn Storage, data_path: &str, len: u64) -
         .and_then(|k| k.value.as_deref()?.parse().ok())
         .unwrap_or(1);
     let (start, duration) = format::from_version(version).ok()?.stats_columns();
-    let int64 = |rg: usize, c: usize| match footer.row_group(rg).column(c).statistics() {
-        Some(parquet::file::statistics::Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
-        _ => None,
-    };
     let mut range: Option<(u64, u64)> = None;
     for rg in 0..footer.num_row_groups() {
-        let (lo, hi) = int64(rg, start)?;
-        let (_, longest) = int64(rg, duration)?;
+        let (lo, hi) = int64_stats(&footer, rg, start)?;
+        let (_, longest) = int64_stats(&footer, rg, duration)?;
         let end = (hi as u64).saturating_add(longest.max(0) as u64);
         range = Some(range.map_or((lo as u64, end), |(a, b)| (a.min(lo as u64), b.max(end))));
     }
     range
+}
+
+/// Reads the footer of the data file at `path`, `len` bytes long: its last 8 bytes (footer
+/// length and magic) and the footer itself. A file too short for them, or whose last 8 bytes
+/// do not frame a footer, is damage.
+async fn fetch_footer(storage: &dyn Storage, path: &str, len: u64) -> Result<(Bytes, Bytes), BlockError> {
+    if len < 8 {
+        return Err(BlockError::Damaged(format!(
+            "{path}: a size of {len} bytes is shorter than a parquet footer"
+        )));
+    }
+    let tail = storage.get_range(path, len - 8..len).await?;
+    let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+    if &tail[4..] != b"PAR1" || meta_len + 8 > len {
+        return Err(BlockError::Damaged(format!(
+            "{path}: the parquet footer at the end of its {len} bytes is not intact"
+        )));
+    }
+    let buf = storage.get_range(path, len - 8 - meta_len..len - 8).await?;
+    Ok((tail, buf))
+}
+
+/// The smallest and largest value of int64 column `c` in row group `rg`, from the footer's
+/// statistics.
+fn int64_stats(footer: &ParquetMetaData, rg: usize, c: usize) -> Option<(i64, i64)> {
+    match footer.row_group(rg).column(c).statistics() {
+        Some(parquet::file::statistics::Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
+        _ => None,
+    }
 }
 
 /// Row-group statistics used to skip row groups that cannot match a query.
@@ -406,12 +420,14 @@ impl Block {
         &self.prefix
     }
 
-    /// The cheap check of a block's files at open: `data.parquet` is as long as `meta.json`
-    /// says (`data_size`, from a listing, when the caller has one) and its footer is intact
-    /// (read and, with checksums, verified; it stays loaded for the first query). A failure
-    /// is damage ([`BlockError::is_damage`]) or, if storage could not be reached, transient.
-    pub async fn check(&self, storage: &dyn Storage, data_size: Option<u64>) -> Result<(), BlockError> {
-        match data_size {
+    /// The cheap check of a block's files at open: `data.parquet` is listed (`listed_size`,
+    /// from a listing of the folder; `None`: not listed) at the length `meta.json` says, and
+    /// its footer is intact (read and, with checksums, verified; it stays loaded for the first
+    /// query). A failure is damage ([`BlockError::is_damage`]) or, if storage could not be
+    /// reached, transient.
+    pub async fn check(&self, storage: &dyn Storage, listed_size: Option<u64>) -> Result<(), BlockError> {
+        match listed_size {
+            None => return Err(BlockError::Damaged(format!("{} is missing", self.data_path()))),
             Some(n) if n != self.meta.size_bytes => {
                 return Err(BlockError::Damaged(format!(
                     "{} is {n} bytes; meta.json says {}",
@@ -419,7 +435,7 @@ impl Block {
                     self.meta.size_bytes
                 )));
             }
-            _ => {}
+            Some(_) => {}
         }
         self.footer(storage).await.map(|_| ())
     }
@@ -455,27 +471,9 @@ impl Block {
     async fn footer(&self, storage: &dyn Storage) -> Result<Arc<ParquetMetaData>, BlockError> {
         self.footer
             .get_or_try_init(|| async {
-                // The file is as long as meta.json says (a shorter one fails the range read
-                // below as damage); a footer that does not frame is damage too: the writer
-                // wrote a valid one.
-                let len = self.meta.size_bytes;
-                if len < 8 {
-                    return Err(BlockError::Damaged(format!(
-                        "{}: meta.json gives a size of {len} bytes, shorter than a parquet footer",
-                        self.data_path()
-                    )));
-                }
-                let tail = storage.get_range(&self.data_path(), len - 8..len).await?;
-                let meta_len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
-                if &tail[4..] != b"PAR1" || meta_len + 8 > len {
-                    return Err(BlockError::Damaged(format!(
-                        "{}: the parquet footer at the end of its {len} bytes is not intact",
-                        self.data_path()
-                    )));
-                }
-                let buf = storage
-                    .get_range(&self.data_path(), len - 8 - meta_len..len - 8)
-                    .await?;
+                // At the length meta.json gives: a shorter file fails the range read as
+                // damage, and so does a footer that does not frame (the writer wrote one).
+                let (tail, buf) = fetch_footer(storage, &self.data_path(), self.meta.size_bytes).await?;
                 if let Some(c) = &self.meta.checksums
                     && crc32c::crc32c_append(crc32c::crc32c(&buf), &tail) != c.footer
                 {
@@ -506,15 +504,11 @@ impl Block {
     /// What the footer's statistics say about row group `rg`, for pruning: its start times and
     /// durations. `None` fields mean the statistics are absent, so nothing can be pruned.
     pub async fn row_group_stats(&self, storage: &dyn Storage, rg: usize) -> Result<RowGroupStats, BlockError> {
-        use parquet::file::statistics::Statistics;
         let footer = self.footer(storage).await?;
         if rg >= footer.num_row_groups() {
             return Err(BlockError::Corrupt(format!("no row group {rg}")));
         }
-        let int64 = |c: usize| match footer.row_group(rg).column(c).statistics() {
-            Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
-            _ => None,
-        };
+        let int64 = |c: usize| int64_stats(&footer, rg, c);
         let (start, duration) = self.encoding.stats_columns();
         Ok(RowGroupStats {
             start: int64(start).map(|(a, b)| (a as u64, b as u64)),

@@ -245,10 +245,7 @@ impl BlockSet {
         }
         let checked: Vec<(Block, Result<(), BlockError>)> = futures::stream::iter(live)
             .map(|(b, data_size)| async move {
-                let r = match data_size {
-                    None => Err(BlockError::Storage(weft_storage::StorageError::NotFound(b.data_path()))),
-                    Some(n) => b.check(storage, Some(n)).await,
-                };
+                let r = b.check(storage, data_size).await;
                 (b, r)
             })
             .buffer_unordered(OPEN_CHECKS)
@@ -331,20 +328,13 @@ impl BlockSet {
             }
             let prefix = weft_block::block_prefix(t, id);
             match Block::open(storage, &prefix).await {
-                Ok(b) => {
-                    let data = folders.get(&prefix).and_then(|f| f.data);
-                    let checked = match data {
-                        None => Err(BlockError::Storage(weft_storage::StorageError::NotFound(b.data_path()))),
-                        Some(n) => b.check(storage, Some(n)).await,
-                    };
-                    match checked {
-                        Err(e) if e.is_damage(b.meta.checksums.is_some()) => damaged.push((Arc::new(b), e)),
-                        Err(e) if e.is_transient() => {
-                            tracing::warn!(tenant = %t, block = %id, error = %e, "checking a new block failed; will retry")
-                        }
-                        _ => opened.push(Arc::new(b)),
+                Ok(b) => match b.check(storage, folders.get(&prefix).and_then(|f| f.data)).await {
+                    Err(e) if e.is_damage(b.meta.checksums.is_some()) => damaged.push((Arc::new(b), e)),
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(tenant = %t, block = %id, error = %e, "checking a new block failed; will retry")
                     }
-                }
+                    _ => opened.push(Arc::new(b)),
+                },
                 // Retired between the listing and the open: it is simply gone.
                 Err(BlockError::Storage(weft_storage::StorageError::NotFound(_))) => {}
                 Err(e) => {
