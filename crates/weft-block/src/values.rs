@@ -103,7 +103,7 @@ pub fn for_each_string<'a>(source: Source, buf: &'a [u8], mut f: impl FnMut(&'a 
 /// Calls `f` with every attribute key in `buf`, stored bytes of kind `source`, in order and
 /// without reading any value: exactly the keys a decoder gives those attributes (a `KeyValue`
 /// without a key is left out; of several keys the last counts). Malformed bytes end the walk
-/// early; this never panics. The tag-name reader of `weft-query` uses it too, so the index's
+/// early; this never panics. The tag-name reader of `weft-engine` uses it too, so the index's
 /// key lists and a read of the blobs name the same keys.
 pub fn for_each_key<'a>(source: Source, buf: &'a [u8], mut f: impl FnMut(&'a [u8])) {
     for_each_kv(source, buf, |kv| {

@@ -6,7 +6,7 @@
 //!   resume at the group's committed offset (or the partition's earliest)
 //!   fetch ─► record: tenant (key) + format header ─► skip what the tenant's blocks cover
 //!         ─► Head::apply (the ingester's head: decode once into columns)
-//!   cut by span count / memory / age ─► one block per tenant (weft_ingest::write_cut), each
+//!   cut by span count / memory / age ─► one block per tenant (weft_head::write_cut), each
 //!         named from (topic, partition, offset range, tenant) and recording that range
 //!   ─► commit the cut's end offset to the consumer group
 //! ```
@@ -21,20 +21,18 @@
 //! one block builder. Kafka keeps the records until they are committed and past retention, so a
 //! block builder that is down only delays blocks.
 
-pub mod live;
-
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
+use weft_admission::metrics::IngestMetrics;
 use weft_block::Origin;
 use weft_block::meta::KafkaRange;
 use weft_core::prom::{Exposition, Kind};
 use weft_db::Db;
-use weft_ingest::head::{CutPolicy, Head};
-use weft_ingest::metrics::IngestMetrics;
-use weft_ingest::record::read_record;
+use weft_head::{CutPolicy, Head};
+use weft_kafka::record::read_record;
 use weft_kafka::{Client, OffsetAt};
 use weft_wal::{KIND_OTLP, Record, WalPos};
 
@@ -49,7 +47,7 @@ pub struct BlockBuilderConfig {
     pub cut: CutPolicy,
     pub row_group_rows: usize,
     /// A tenant's part of a cut with at least this many spans is written as a lasting block
-    /// ([`weft_ingest::CutOptions`]).
+    /// ([`weft_head::CutOptions`]).
     pub final_block_spans: u64,
     /// Bytes asked for per fetch.
     pub fetch_bytes: i32,
@@ -259,7 +257,7 @@ impl Partition {
                         for rec in batch.records {
                             let tenant = match read_record(
                                 rec.key.as_deref(),
-                                rec.header(weft_ingest::record::FORMAT_HEADER),
+                                rec.header(weft_kafka::record::FORMAT_HEADER),
                             ) {
                                 Ok(t) => t,
                                 Err(e) => {
@@ -335,7 +333,7 @@ impl Partition {
                     end,
                 };
                 let ts = first_ts.take().unwrap_or(0);
-                let opts = weft_ingest::CutOptions {
+                let opts = weft_head::CutOptions {
                     row_group_rows: self.cfg.row_group_rows,
                     final_block_spans: self.cfg.final_block_spans,
                 };
@@ -345,7 +343,7 @@ impl Partition {
                     block_id: Some(block_id(topic, range, tenant, ts)),
                     ..Origin::default()
                 };
-                weft_ingest::write_cut(&cut, &self.db, &self.metrics, &opts, origin).await;
+                weft_head::write_cut(&cut, &self.db, &self.metrics, &opts, origin).await;
                 self.head.finish(&cut);
                 self.commit(end).await;
                 cut_start = end;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! receiver ─► TraceConsumer::push ─► validate (trace runs) ─► rate limit
-//!          ─► partition of each trace run (weft_ingest::record::partition_of)
+//!          ─► partition of each trace run (weft_kafka::record::partition_of)
 //!          ─► one record per partition: the request's own bytes, split by partition
 //!          ─► one Produce per leader broker, acks=all, idempotent ─► ack to the client
 //! ```
@@ -21,11 +21,11 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weft_admission::limits::RateLimiter;
+use weft_admission::metrics::{IngestMetrics, RefuseReason};
+use weft_admission::{PushError, PushOutcome, TraceConsumer};
 use weft_core::prom::{Exposition, Kind};
-use weft_ingest::limits::RateLimiter;
-use weft_ingest::metrics::{IngestMetrics, RefuseReason};
-use weft_ingest::record::{FORMAT_HEADER, FORMAT_VERSION, partition_of};
-use weft_ingest::{PushError, PushOutcome, TraceConsumer};
+use weft_kafka::record::{FORMAT_HEADER, FORMAT_VERSION, partition_of};
 use weft_kafka::{PartitionRecords, Producer, Record};
 use weft_otlp::request::{RequestSummary, SplitRequest};
 
@@ -196,7 +196,7 @@ impl Distributor {
     ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         let mut summary = RequestSummary::default();
-        if !weft_ingest::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
+        if !weft_admission::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
             return Ok(PushOutcome::empty());
         }
         let len = body.len() as u64;

@@ -1,4 +1,5 @@
-//! The write path of weft: admission, the WAL, the head and the block flusher.
+//! The ingester: the single binary's write path, from admission through the WAL into the
+//! head, and cuts of the head into blocks.
 //!
 //! ```text
 //! receiver ─► TraceConsumer::push ─► validate (trace runs) ─► limits ─► WAL (group commit)
@@ -10,32 +11,27 @@
 //!                                                      (Db::write_block per tenant; WAL truncation)
 //! ```
 //!
-//! Receivers push through [`TraceConsumer`] ([`receiver`]). The read path sees the head only
-//! through [`weft_db::recent::RecentSpans`], which [`Ingest`] implements: this crate never
-//! depends on the query crates.
-
-pub mod head;
-pub mod limits;
-pub mod metrics;
-pub mod receiver;
-pub mod record;
-
-pub use receiver::{PushError, PushOutcome, TraceConsumer};
+//! Receivers push through [`TraceConsumer`] (`weft-admission`, which also holds the checks and
+//! limits every write path starts with); the head and its cuts are `weft-head`'s, shared with
+//! the block builder and a querier's live store. The read path sees the head only through
+//! [`weft_db::recent::RecentSpans`], which [`Ingest`] implements: this crate never depends on
+//! the query crates.
 
 use bytes::Bytes;
-use head::{BuilderSink, Cut, CutPolicy, Head};
-use limits::{RateLimiter, TraceSizes};
-use metrics::{IngestMetrics, RefuseReason};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use weft_admission::limits::{RateLimiter, TraceSizes};
+use weft_admission::metrics::{IngestMetrics, RefuseReason};
+use weft_admission::{PushError, PushOutcome, TraceConsumer, admit_request};
+use weft_block::Origin;
 use weft_block::row::SpanRow;
-use weft_block::{Origin, WriteOptions};
 use weft_db::Db;
 use weft_db::recent::{FrozenSpans, RecentSpans, RecentView};
-use weft_otlp::request::{RequestSummary, summarize_converted, validate_request};
+use weft_head::{BuilderSink, Cut, CutOptions, CutPolicy, Head, write_cut};
+use weft_otlp::request::RequestSummary;
 use weft_wal::{FsyncPolicy, KIND_OTLP, Wal, WalOptions};
 
 /// Settings of the write path.
@@ -118,7 +114,7 @@ impl Ingest {
         let covered = db.wal_coverage();
         let max_segment = covered.values().map(|p| p.segment).max().unwrap_or(0);
         let head = Arc::new(Head::new(metrics.clone()));
-        let (tx, rx) = mpsc::sync_channel(head::BUILDER_CHANNEL_GROUPS);
+        let (tx, rx) = mpsc::sync_channel(weft_head::BUILDER_CHANNEL_GROUPS);
         let wal_opts = WalOptions {
             fsync: cfg.fsync,
             segment_bytes: cfg.wal_segment_bytes,
@@ -155,7 +151,7 @@ impl Ingest {
             let policy = cfg.cut.clone();
             std::thread::Builder::new()
                 .name("head-builder".into())
-                .spawn(move || head::run_builder(head, rx, policy, cut_tx))
+                .spawn(move || weft_head::run_builder(head, rx, policy, cut_tx))
                 .map_err(|e| e.to_string())?;
         }
         {
@@ -371,7 +367,7 @@ impl Ingest {
 
     /// Spans in the active head (not yet cut).
     pub fn head_span_count(&self) -> usize {
-        self.head.state.read().active.values().map(|c| c.len()).sum()
+        self.head.active_spans()
     }
 
     /// Syncs the WAL and stops accepting writes. The head is not cut: the WAL replays it.
@@ -423,15 +419,11 @@ impl RecentSpans for Ingest {
     }
 
     fn view(&self, tenant: &str, f: &mut dyn FnMut(RecentView<'_>)) {
-        let st = self.head.state.read();
-        f(RecentView {
-            active: st.active.get(tenant),
-            frozen: &st.flushing,
-        })
+        self.head.view(tenant, f)
     }
 
     fn frozen(&self) -> Vec<Arc<FrozenSpans>> {
-        self.head.state.read().flushing.clone()
+        self.head.frozen()
     }
 
     fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
@@ -462,38 +454,6 @@ fn distinct_traces(summary: &RequestSummary) -> (Vec<([u8; 16], u64)>, Vec<u32>)
     (traces, trace_of_run)
 }
 
-/// The admission every consumer of receivers starts with: validates `body` in place (filling
-/// `summary` with its spans and trace runs) and takes its bytes from `tenant`'s ingestion rate,
-/// counting refusals in `metrics`. Returns `false` for a valid request without spans, to be
-/// answered as accepted with nothing stored. A request weft `converted` itself from a foreign
-/// format is summarized without being validated again ([`summarize_converted`]).
-pub fn admit_request(
-    body: &[u8],
-    tenant: &Arc<str>,
-    rate: &RateLimiter,
-    metrics: &IngestMetrics,
-    summary: &mut RequestSummary,
-    converted: bool,
-) -> Result<bool, PushError> {
-    let checked = if converted {
-        summarize_converted(body, summary)
-    } else {
-        validate_request(body, summary)
-    };
-    if let Err(e) = checked {
-        metrics.refused(tenant, RefuseReason::Invalid, 1);
-        return Err(PushError::Invalid(e.to_string()));
-    }
-    if summary.spans == 0 {
-        return Ok(false);
-    }
-    if let Err(e) = rate.take_or_refuse(tenant, body.len()) {
-        metrics.refused(tenant, RefuseReason::RateLimited, u64::from(summary.spans));
-        return Err(e);
-    }
-    Ok(true)
-}
-
 /// Writes one block per tenant of a cut, retrying failed writes until they succeed.
 fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMetrics, opts: &CutOptions) {
     let origin = |_: &str| Origin {
@@ -503,66 +463,32 @@ fn flush_cut(rt: &tokio::runtime::Handle, cut: &Cut, db: &Db, metrics: &IngestMe
     rt.block_on(write_cut(cut, db, metrics, opts, origin));
 }
 
-/// How the blocks of a cut are written.
-#[derive(Debug, Clone)]
-pub struct CutOptions {
-    pub row_group_rows: usize,
-    /// A tenant's part holding at least this many spans is written with
-    /// [`WriteOptions::lasting`] (value blooms, dedicated columns, zstd level 3), as compaction
-    /// writes its final blocks: a block that large is already in the final tier and is never
-    /// rewritten, so it must not lack what a merge would have added. Smaller parts are
-    /// written cheaply ([`WriteOptions::head_cut`]) and merged later.
-    pub final_block_spans: u64,
-}
-
-impl CutOptions {
-    /// The options of a tenant's part of `spans` spans.
-    pub fn for_spans(&self, spans: usize) -> WriteOptions {
-        if spans as u64 >= self.final_block_spans {
-            WriteOptions::lasting(self.row_group_rows)
-        } else {
-            WriteOptions::head_cut(self.row_group_rows)
-        }
+#[async_trait::async_trait]
+impl TraceConsumer for Ingest {
+    fn check_rate(&self, tenant: &Arc<str>) -> Result<(), PushError> {
+        Ingest::check_rate(self, tenant)
     }
-}
 
-/// Writes one block per tenant of a cut, each with the origin `origin(tenant)` gives, retrying
-/// failed writes (with back-off up to 30 s) until they succeed, and counting them in `metrics`.
-pub async fn write_cut(
-    cut: &Cut,
-    db: &Db,
-    metrics: &IngestMetrics,
-    opts: &CutOptions,
-    origin: impl Fn(&str) -> Origin,
-) {
-    for (tenant, cols) in &cut.tenants {
-        let mut delay = Duration::from_millis(200);
-        let write = opts.for_spans(cols.len());
-        loop {
-            let started = Instant::now();
-            match db.write_block(cols, tenant, origin(tenant), &write).await {
-                Ok(b) => {
-                    metrics.blocks_written.fetch_add(1, Ordering::Relaxed);
-                    metrics
-                        .block_bytes_written
-                        .fetch_add(b.meta.size_bytes, Ordering::Relaxed);
-                    metrics
-                        .block_spans_written
-                        .fetch_add(b.meta.span_count, Ordering::Relaxed);
-                    metrics
-                        .block_write_nanos
-                        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                    tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, traces = b.meta.trace_count, bytes = b.meta.size_bytes, elapsed_ms = started.elapsed().as_millis() as u64, "block written");
-                    break;
-                }
-                Err(e) => {
-                    metrics.block_write_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(tenant = %tenant, error = %e, retry_in_ms = delay.as_millis() as u64, "block write failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
-            }
-        }
+    async fn push(
+        &self,
+        tenant: &Arc<str>,
+        otlp: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        Ingest::push(self, tenant, otlp, deadline).await
+    }
+
+    async fn push_converted(
+        &self,
+        tenant: &Arc<str>,
+        otlp: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<PushOutcome, PushError> {
+        self.push_request(tenant, otlp, deadline, true).await
+    }
+
+    fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {
+        self.metrics.refused(tenant, reason, spans);
     }
 }
 

@@ -11,12 +11,14 @@
 //!
 //! Every request uses a fixed, non-flexible protocol version that brokers from 2.1 through 4.x
 //! serve; [`Client::connect`] checks them with `ApiVersions` and names any the broker lacks.
-//! Connections are pipelined (conn.rs). Record batches are magic 2 (batch.rs).
+//! Connections are pipelined (conn.rs). Record batches are magic 2 (batch.rs). The records
+//! weft itself writes (key, format header, partition of a trace) are [`record`]'s.
 
 mod batch;
 mod client;
 mod conn;
 mod producer;
+pub mod record;
 mod wire;
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! - [`wire`]: the protobuf varint/tag reader and writer under both.
 //! - [`json`]: OTLP/JSON in both directions.
 
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod json;
 pub mod request;
 pub mod wire;

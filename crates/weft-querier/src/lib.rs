@@ -2,8 +2,8 @@
 //!
 //! A [`Querier`] answers from two sources: the blocks of a [`Db`], and recent spans (not yet
 //! in a block) through [`RecentSpans`]. In the all-in-one binary the recent spans are the
-//! ingester's head in the same process; a querier on its own reads blocks only
-//! ([`weft_db::recent::NoRecentSpans`]). Query APIs (Tempo's today) are adapters over one
+//! ingester's head in the same process; a querier on its own in cluster mode tails them from
+//! Kafka ([`live`]), and otherwise reads blocks only ([`weft_db::recent::NoRecentSpans`]). Query APIs (Tempo's today) are adapters over one
 //! `Querier`; they render its results in their own shapes.
 //!
 //! - [`Querier::find_trace`]: one trace, from the head and the blocks, merged;
@@ -12,6 +12,7 @@
 //! - [`Querier::scan_columns`] and [`Querier::scan_service_graph`]: span-at-a-time metrics,
 //!   the tag APIs without a filter, and the service graph from columns.
 
+pub mod live;
 pub mod scan;
 
 use std::sync::Arc;

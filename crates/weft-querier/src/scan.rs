@@ -41,11 +41,11 @@ use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
-use weft_query::graph::ServiceGraph;
+use weft_engine::graph::ServiceGraph;
 #[cfg(doc)]
-use weft_query::prefilter::Prefilter;
-use weft_query::search::TraceSink;
-use weft_query::span_metrics::{ColumnSink, HeadRows};
+use weft_engine::prefilter::Prefilter;
+use weft_engine::search::TraceSink;
+use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
 use crate::{Querier, QueryError};
 
@@ -445,7 +445,7 @@ impl Scan<'_> {
 
 impl Querier {
     /// Feeds `sink` every span of `tenant` one at a time from columns (span-local metrics,
-    /// `weft_query::span_metrics`; the tag APIs without a filter, `weft_query::tags`): the
+    /// `weft_engine::span_metrics`; the tag APIs without a filter, `weft_engine::tags`): the
     /// head's spans, then every block row group in the window, reading only the columns the
     /// sink needs.
     ///

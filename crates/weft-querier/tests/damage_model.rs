@@ -32,17 +32,17 @@ use weft_block::row::SpanRow;
 use weft_db::compact::{CompactionConfig, Compactor};
 use weft_db::recent::NoRecentSpans;
 use weft_db::{Db, DbOptions};
+use weft_engine::graph::ServiceGraph;
+use weft_engine::prefilter::Prefilter;
+use weft_engine::search::TraceSink;
+use weft_engine::span_metrics::SpanMetrics;
+use weft_engine::tags::ColumnTagNames;
 use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
 use weft_querier::{Querier, QuerierConfig};
-use weft_query::graph::ServiceGraph;
-use weft_query::prefilter::Prefilter;
-use weft_query::search::TraceSink;
-use weft_query::span_metrics::SpanMetrics;
-use weft_query::tags::ColumnTagNames;
 use weft_storage::{LocalStorage, ObjectMeta, S3Storage, Storage, StorageError};
 
 #[path = "../../weft-storage/tests/support/s3_server.rs"]

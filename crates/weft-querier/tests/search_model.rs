@@ -19,13 +19,13 @@ use common::Node;
 use proptest::prelude::*;
 use prost::Message;
 use weft_db::compact::CompactionConfig;
+use weft_engine::search::{Metrics, Search, SearchParams};
+use weft_engine::span_metrics::SpanMetrics;
 use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, InstrumentationScope, KeyValue, any_value::Value as V};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span as PbSpan, Status as PbStatus, span::Event as PbEvent};
-use weft_query::search::{Metrics, Search, SearchParams};
-use weft_query::span_metrics::SpanMetrics;
 use weft_storage::MemoryStorage;
 use weft_traceql::ast::{Kind, Status};
 use weft_traceql::{Event, Span, Trace, Value};
@@ -556,8 +556,8 @@ async fn check_tags(ing: &Node, c: &Case, state: &str) {
 /// [`check_tags`] for one filter.
 async fn check_tags_with(ing: &Node, c: &Case, state: &str, all: &weft_traceql::Query) {
     use std::collections::BTreeSet;
-    use weft_query::search::{TagNames, TagScope, TagValues};
-    use weft_query::tags::{ColumnTagNames, ColumnTagValues};
+    use weft_engine::search::{TagNames, TagScope, TagValues};
+    use weft_engine::tags::{ColumnTagNames, ColumnTagValues};
     // None, one trace's first 40 ms, and a window that holds no span.
     let windows = [
         None,

@@ -1,9 +1,34 @@
 //! Which tenant a request belongs to.
 
-use crate::config::Config;
 use http::HeaderMap;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// Tenancy: how a request names its tenant.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Tenancy")]
+pub struct TenantOptions {
+    /// Require X-Scope-OrgID on every request; otherwise every request is tenant "single-tenant".
+    #[arg(long, env = "WEFT_MULTITENANCY", action = clap::ArgAction::Set, num_args = 0..=1,
+          default_missing_value = "true", default_value_t = false)]
+    pub multitenancy: bool,
+    /// Tenant of spans received over UDP, which has no headers.
+    #[arg(long, env = "WEFT_UDP_TENANT", default_value = SINGLE_TENANT)]
+    pub udp_tenant: String,
+    /// Bearer token → tenant (the config file's `auth_tokens`). When non-empty, every request
+    /// needs a listed token.
+    #[arg(skip)]
+    pub auth_tokens: BTreeMap<String, String>,
+}
+
+impl TenantOptions {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        for t in self.auth_tokens.values() {
+            weft_admission::limits::validate_tenant(t).map_err(|e| anyhow::anyhow!("auth_tokens: {e}"))?;
+        }
+        Ok(())
+    }
+}
 
 /// The tenant used when multi-tenancy is off (the Tempo convention).
 pub const SINGLE_TENANT: &str = "single-tenant";
@@ -30,7 +55,7 @@ impl std::fmt::Display for TenantError {
 impl std::error::Error for TenantError {}
 
 impl Tenants {
-    pub fn new(cfg: &Config) -> Self {
+    pub fn new(cfg: &TenantOptions) -> Self {
         Tenants {
             multitenancy: cfg.multitenancy,
             tokens: cfg
@@ -81,7 +106,7 @@ impl Tenants {
             .to_str()
             .map_err(|_| TenantError("X-Scope-OrgID is not valid ASCII".into()))?
             .trim();
-        weft_ingest::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
+        weft_admission::limits::validate_tenant(t).map_err(|e| TenantError(format!("invalid X-Scope-OrgID: {e}")))?;
         Ok(Arc::from(t))
     }
 }
@@ -92,9 +117,10 @@ mod tests {
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {
-        let cfg = Config {
+        let cfg = TenantOptions {
+            multitenancy: false,
+            udp_tenant: SINGLE_TENANT.into(),
             auth_tokens: [("s3cret".to_owned(), "team-a".to_owned())].into(),
-            ..Config::default()
         };
         let t = Tenants::new(&cfg);
         for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {

@@ -49,11 +49,6 @@ pub async fn page() -> Response {
     }
 }
 
-/// `GET /trace/<id>` (the id is read by the page).
-pub async fn trace_page(Path(_id): Path<String>) -> Response {
-    page().await
-}
-
 /// `GET /assets/<file>`.
 pub async fn asset(Path(name): Path<String>) -> Response {
     match file(&name).filter(|_| name != "index.html") {
@@ -73,9 +68,33 @@ pub async fn fallback(method: Method, uri: Uri, headers: HeaderMap) -> Response 
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/html"));
     if !wants_page {
-        return crate::api::not_found(uri).await;
+        return crate::ops::not_found(uri).await;
     }
     let mut r = page().await;
     *r.status_mut() = StatusCode::NOT_FOUND;
     r
+}
+
+/// The paths of the UI's pages (its router's routes, `ui/src/main.ts`), each answered with
+/// the page; any other page a browser asks for gets it with status 404.
+const PAGES: &[&str] = &["/", "/search", "/graph", "/trace/{id}"];
+
+/// The UI has no options of its own: it is served on `--http-port` with the query API.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UiOptions {}
+
+impl crate::apis::Api for UiOptions {
+    async fn build(&self, s: &mut crate::app::Server) -> anyhow::Result<()> {
+        if !s.runs(crate::modules::Module::QueryApi) {
+            return Ok(());
+        }
+        use axum::routing::get;
+        let mut routes = axum::Router::new().route("/assets/{file}", get(asset));
+        for path in PAGES {
+            routes = routes.route(path, get(page));
+        }
+        s.http_routes(routes);
+        s.http_fallback(axum::Router::new().fallback(fallback));
+        Ok(())
+    }
 }

@@ -7,9 +7,10 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use weft_admission::{PushError, PushOutcome};
 use weft_db::compact::{Compacted, CompactionConfig, Compactor};
 use weft_db::{Db, DbOptions};
-use weft_ingest::{Ingest, IngestConfig, PushError, PushOutcome};
+use weft_ingest::{Ingest, IngestConfig};
 use weft_querier::{Querier, QuerierConfig};
 use weft_storage::Storage;
 

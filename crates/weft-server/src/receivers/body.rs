@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use bytes::Bytes;
 use std::io::Read;
 use std::time::Duration;
-use weft_ingest::metrics::RefuseReason;
+use weft_admission::metrics::RefuseReason;
 
 use super::Refusal;
 use super::code::{INVALID_ARGUMENT, UNAVAILABLE};
@@ -57,7 +57,7 @@ pub async fn read(
     held: &Held,
 ) -> Result<Bytes, BodyError> {
     let receiver = st.receiver();
-    let max = st.cfg.max_request_bytes;
+    let max = st.cfg.receivers.max_request_bytes;
     let too_large = |what: String| {
         receiver.refused(tenant, RefuseReason::RequestTooLarge);
         BodyError::from(Refusal::TooLarge(what))
@@ -117,7 +117,7 @@ pub async fn read(
                 INVALID_ARGUMENT,
                 format!(
                     "the request body did not arrive within {}s (--body-timeout)",
-                    st.cfg.body_timeout
+                    st.cfg.receivers.body_timeout
                 ),
             ));
         }
@@ -131,7 +131,7 @@ pub async fn read(
     match encoding.as_str() {
         "" | "identity" => Ok(raw),
         "gzip" | "x-gzip" => {
-            let cap = st.cfg.max_decompressed_bytes;
+            let cap = st.cfg.receivers.max_decompressed_bytes;
             // Inflated in steps, each taken from the budget before it is written.
             const STEP: usize = 1 << 20;
             let mut out: Vec<u8> = Vec::new();
@@ -173,7 +173,7 @@ pub async fn read(
 }
 
 fn body_timeout(st: &AppState) -> Duration {
-    Duration::from_secs_f64(st.cfg.body_timeout)
+    Duration::from_secs_f64(st.cfg.receivers.body_timeout)
 }
 
 /// The 503 of a request that found the budget exhausted.

@@ -6,25 +6,60 @@
 //! lives here: finding the tenant, counting refusals, and answering in OTLP's terms (partial
 //! success; the status a refusal maps to, and whether and when to retry).
 //!
-//! To add a receiver: a module here with its listener and a translator to OTLP (tested both
-//! ways, with vectors under `spec/`), pushing through [`Receiver::push`].
+//! Each receiver lives in the folder of its API (`crate::otlp`, `crate::zipkin`,
+//! `crate::jaeger`, `crate::xray`), with a translator to OTLP in `weft-translate` (tested both
+//! ways, with vectors under `spec/`), and pushes through [`Receiver::push`]. Here: what they
+//! share, request bodies within size, time and memory bounds ([`body`]), and UDP ports
+//! ([`udp`]).
 
 pub mod body;
-pub mod jaeger;
-pub mod otlp_grpc;
-pub mod otlp_http;
 pub mod udp;
-pub mod xray;
-pub mod zipkin;
 
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
-use weft_ingest::metrics::RefuseReason;
-use weft_ingest::{PushError, PushOutcome, TraceConsumer};
+use weft_admission::metrics::RefuseReason;
+use weft_admission::{PushError, PushOutcome, TraceConsumer};
 use weft_otlp::pb::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 
 use crate::tenant::Tenants;
+
+/// Bounds on what receivers accept, over every receiver port.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Receivers")]
+pub struct ReceiverOptions {
+    /// Largest accepted request body, before decompression.
+    #[arg(long, env = "WEFT_MAX_REQUEST_BYTES", default_value_t = 16 << 20)]
+    pub max_request_bytes: usize,
+    /// Largest accepted request after decompression.
+    #[arg(long, env = "WEFT_MAX_DECOMPRESSED_BYTES", default_value_t = 64 << 20)]
+    pub max_decompressed_bytes: usize,
+    /// Request bytes (as received plus decompressed) held by all requests at once, over every
+    /// port; a request that would pass it waits briefly, then gets 503 / UNAVAILABLE before its
+    /// body is read.
+    #[arg(long, env = "WEFT_MAX_INFLIGHT_REQUEST_BYTES", default_value_t = 256 << 20)]
+    pub max_inflight_request_bytes: u64,
+    /// Seconds a client may take to send a request's body.
+    #[arg(long, env = "WEFT_BODY_TIMEOUT", default_value_t = 60.0)]
+    pub body_timeout: f64,
+}
+
+impl ReceiverOptions {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.max_request_bytes > 0, "max_request_bytes must be positive");
+        anyhow::ensure!(
+            self.max_decompressed_bytes >= self.max_request_bytes,
+            "max_decompressed_bytes ({}) must be at least max_request_bytes ({})",
+            self.max_decompressed_bytes,
+            self.max_request_bytes
+        );
+        anyhow::ensure!(
+            self.body_timeout > 0.0 && self.body_timeout.is_finite(),
+            "body_timeout must be a positive number of seconds"
+        );
+        Ok(())
+    }
+}
 
 /// What receivers share: the tenant resolver and the consumer they push into.
 #[derive(Clone)]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use weft_ingest::metrics::RefuseReason;
+use weft_admission::metrics::RefuseReason;
 use weft_translate::TranslateError;
 
 use crate::AppState;
@@ -335,7 +335,7 @@ fn receive(
     rt: tokio::runtime::Handle,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(UDP_IN_FLIGHT));
-    let tenant: Arc<str> = st.cfg.udp_tenant.as_str().into();
+    let tenant: Arc<str> = st.cfg.tenants.udp_tenant.as_str().into();
     let mut batcher = Batcher::new();
     let mut refused = |e: &TranslateError| {
         st.receiver().refused(&tenant, RefuseReason::Invalid);

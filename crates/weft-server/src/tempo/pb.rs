@@ -4,11 +4,11 @@
 //! `KeyValue`/`AnyValue`, which `tempopb.common.v1` carries unchanged on the wire.
 
 use prost::Message;
+use weft_engine::search::{Hit, HitSpan, HitSpanset};
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value};
-use weft_query::search::{Hit, HitSpan, HitSpanset};
 use weft_traceql::{Series, Value};
 
-use super::{Inspected, duration_text, trace_id_text};
+use super::json::{Inspected, duration_text, trace_id_text};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct SearchRequest {
@@ -197,7 +197,7 @@ pub struct InstantSeries {
     pub value: f64,
 }
 
-/// A TraceQL value as an OTLP `AnyValue`, as [`super::any_value`] writes it in JSON.
+/// A TraceQL value as an OTLP `AnyValue`, as [`super::json::any_value`] writes it in JSON.
 fn any_value(v: &Value) -> AnyValue {
     use any_value::Value as V;
     let value = match v {
@@ -259,7 +259,7 @@ fn span_set(s: &HitSpanset) -> SpanSet {
     }
 }
 
-/// One trace of a search reply, as [`super::hit`] writes it in JSON.
+/// One trace of a search reply, as [`super::json::hit`] writes it in JSON.
 pub fn hit(h: &Hit) -> TraceSearchMetadata {
     let sets: Vec<SpanSet> = h.spansets.iter().map(span_set).collect();
     TraceSearchMetadata {
@@ -320,7 +320,7 @@ pub fn query_range(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected
                         })
                     })
                     .collect(),
-                exemplars: super::exemplars(s, start_ns, step_ns)
+                exemplars: super::json::exemplars(s, start_ns, step_ns)
                     .into_iter()
                     .map(|e| Exemplar {
                         labels: labels(&e.labels),

@@ -1,0 +1,709 @@
+//! Jaeger's query API on its own port (default 16686): the HTTP JSON routes Jaeger UI calls,
+//! in Jaeger's `{"data", "total", "limit", "offset", "errors"}` envelope, answered from the same
+//! querier as the Tempo API. Spans are shown as Jaeger shows them and searches match as Jaeger's
+//! storage matches ([`weft_translate::jaeger::ui`]). Jaeger v2's `api/v3` routes answer in
+//! OTLP JSON, adjusted as Jaeger v2 adjusts traces ([`weft_translate::jaeger::v3`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+use serde_json::{Value as Json, json};
+use weft_block::row::SpanRow;
+use weft_engine::prefilter::Prefilter;
+use weft_engine::search::TraceSink;
+use weft_otlp::pb::trace::TracesData;
+use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert};
+
+use crate::AppState;
+use crate::query::foreign::{query_with_tenant, quote, values};
+use crate::query::{mark_partial, read_failed};
+use crate::query::{parse_query, run_scan};
+
+/// Jaeger's default `limit` of a trace search.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 10_000;
+/// `query.num_traces` when absent (Jaeger v2 refuses a search without it; weft answers with
+/// Jaeger UI's default page).
+const DEFAULT_V3_LIMIT: usize = 20;
+
+fn envelope(data: Json, total: usize) -> Response {
+    let body = json!({"data": data, "total": total, "limit": 0, "offset": 0, "errors": null});
+    let mut r = body.to_string().into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// An error in Jaeger's envelope.
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = json!({"data": null, "total": 0, "limit": 0, "offset": 0,
+                      "errors": [{"code": status.as_u16(), "msg": msg.into()}]});
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn unauthorized(msg: String) -> Response {
+    error(StatusCode::UNAUTHORIZED, msg)
+}
+
+fn sorted(v: Vec<String>) -> Vec<String> {
+    let set: BTreeSet<String> = v.into_iter().filter(|s| !s.is_empty()).collect();
+    set.into_iter().collect()
+}
+
+/// `GET /api/services`.
+pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        match values(&s, &tenant, "{ }", "resource.service.name").await {
+            Ok(v) => {
+                let v = sorted(v);
+                let n = v.len();
+                envelope(json!(v), n)
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// The span names of a service, with their kinds.
+async fn operations_of(
+    st: &AppState,
+    tenant: &str,
+    service: &str,
+    kind: Option<&str>,
+) -> Result<Vec<(String, String)>, Response> {
+    let mut out = Vec::new();
+    let kinds: &[&str] = match kind {
+        Some(k) => &[k][..],
+        None => &["server", "client", "producer", "consumer", "internal", "unspecified"],
+    };
+    for k in kinds {
+        let filter = format!("{{ resource.service.name = {} && kind = {k} }}", quote(service));
+        for name in values(st, tenant, &filter, "name").await? {
+            let shown = if *k == "unspecified" { "" } else { k };
+            out.push((name, shown.to_owned()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// `GET /api/services/{service}/operations`: the names alone.
+pub async fn service_operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(service): Path<String>,
+) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        // The names alone: one scan (the kinds need one per kind).
+        let filter = format!("{{ resource.service.name = {} }}", quote(&service));
+        match values(&s, &tenant, &filter, "name").await {
+            Ok(v) => {
+                let names = sorted(v);
+                let n = names.len();
+                envelope(json!(names), n)
+            }
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// A span kind as Jaeger names it in operation queries.
+fn is_kind(k: &str) -> bool {
+    matches!(k, "server" | "client" | "producer" | "consumer" | "internal")
+}
+
+/// Operations as both APIs write them: `[{"name", "spanKind"}]`.
+fn ops_json(ops: &[(String, String)]) -> Json {
+    Json::Array(ops.iter().map(|(n, k)| json!({"name": n, "spanKind": k})).collect())
+}
+
+/// `GET /api/operations?service=&spanKind=`: `[{"name", "spanKind"}]`.
+pub async fn operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        let Some(service) = p.get("service").filter(|s| !s.is_empty()) else {
+            return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
+        };
+        let kind = p.get("spanKind").map(String::as_str).filter(|k| !k.is_empty());
+        if let Some(k) = kind
+            && !is_kind(k)
+        {
+            return error(StatusCode::BAD_REQUEST, format!("unsupported span kind: '{k}'"));
+        }
+        match operations_of(&s, &tenant, service, kind).await {
+            Ok(ops) => envelope(ops_json(&ops), ops.len()),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
+    let data = weft_block::row::encode_traces_data(&crate::query::reply::shown(rows));
+    TracesData::decode(&data[..]).map(|d| convert(&d)).unwrap_or_default()
+}
+
+/// A trace, with how many damaged blocks that may hold it were left out.
+async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(UiTrace, u64), Response> {
+    let found = st
+        .querier()
+        .find_trace_capped(tenant, id, None, st.cfg.query.max_trace_response_bytes)
+        .await
+        .map_err(|e| read_failed(&e, "reading trace", error))?;
+    Ok((rows_to_trace(&found.rows), found.damaged_blocks))
+}
+
+/// `GET /api/traces/{id}`.
+pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot parse traceID param: {id:?} is not 1 to 32 hex digits"),
+            );
+        };
+        match read_trace(&s, &tenant, &tid).await {
+            Ok((t, damaged)) if t.spans.is_empty() => {
+                mark_partial(error(StatusCode::NOT_FOUND, "trace not found"), damaged)
+            }
+            Ok((t, damaged)) => mark_partial(envelope(json!([t.to_json()]), 1), damaged),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// The `limit` most recent of the traces offered, by start time; memory stays within twice
+/// the limit.
+struct Newest<T> {
+    limit: usize,
+    hits: Vec<(u64, T)>,
+}
+
+impl<T> Newest<T> {
+    fn new(limit: usize) -> Self {
+        Newest {
+            limit,
+            hits: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, start: u64, t: T) {
+        self.hits.push((start, t));
+        if self.hits.len() >= 2 * self.limit {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
+        self.hits.truncate(self.limit);
+    }
+
+    /// The kept traces, the most recent first.
+    fn into_vec(mut self) -> Vec<T> {
+        self.trim();
+        self.hits.into_iter().map(|(_, t)| t).collect()
+    }
+}
+
+/// Collects the traces a Jaeger search matches, the most recent first.
+struct JaegerTraces {
+    prefilter: Prefilter,
+    q: JQuery,
+    hits: Newest<UiTrace>,
+}
+
+impl TraceSink for JaegerTraces {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let t = rows_to_trace(rows);
+        if self.q.matches(&t) {
+            let start = t.spans.iter().map(|s| s.start_us).min().unwrap_or(0);
+            self.hits.push(start, t);
+        }
+    }
+}
+
+/// A Jaeger duration parameter (`100ms`, `1.5s`, `250us`) in microseconds.
+fn duration_us(name: &str, s: &str) -> Result<u64, String> {
+    crate::query::parse_duration(s)
+        .map(|ns| ns / 1000)
+        .map_err(|e| format!("cannot parse {name}: {e}"))
+}
+
+/// `GET /api/traces`: by `traceID` (repeated), or a search.
+pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        let pairs: Vec<(String, String)> = raw
+            .as_deref()
+            .map(|q| {
+                q.split('&')
+                    .filter(|kv| !kv.is_empty())
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                        (decode(k), decode(v))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.as_str())
+                .filter(|v| !v.is_empty())
+        };
+        let ids: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == "traceID")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        if !ids.is_empty() {
+            let mut out = Vec::new();
+            let mut damaged = 0;
+            for id in ids {
+                let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+                    return error(StatusCode::BAD_REQUEST, format!("cannot parse traceID param: {id:?}"));
+                };
+                match read_trace(&s, &tenant, &tid).await {
+                    Ok((t, d)) => {
+                        damaged = damaged.max(d);
+                        if !t.spans.is_empty() {
+                            out.push(t.to_json());
+                        }
+                    }
+                    Err(r) => return r,
+                }
+            }
+            let n = out.len();
+            return mark_partial(envelope(Json::Array(out), n), damaged);
+        }
+        let Some(service) = get("service") else {
+            return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
+        };
+        let now_us = weft_core::now_ns() / 1000;
+        let num = |k: &str| {
+            get(k).map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("cannot parse {k}: {v:?} is not a number"))
+            })
+        };
+        let end = match num("end") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => now_us,
+        };
+        let start = match (num("start"), get("lookback")) {
+            (Some(Ok(v)), _) => v,
+            (Some(Err(e)), _) => return error(StatusCode::BAD_REQUEST, e),
+            (None, Some(lb)) if lb != "custom" => match duration_us("lookback", lb) {
+                Ok(d) => end.saturating_sub(d),
+                Err(e) => return error(StatusCode::BAD_REQUEST, e),
+            },
+            // Jaeger's default: the last 2 days... of data the UI asks with start; an API
+            // call without either searches the last hour.
+            _ => end.saturating_sub(3_600_000_000),
+        };
+        let dur = |k: &str| get(k).map(|v| duration_us(k, v)).transpose();
+        let (dmin, dmax) = match (dur("minDuration"), dur("maxDuration")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        if let (Some(a), Some(b)) = (dmin, dmax)
+            && b < a
+        {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "'maxDuration' should be greater than 'minDuration'",
+            );
+        }
+        let limit = match get("limit").map(str::parse::<usize>) {
+            None | Some(Ok(0)) => DEFAULT_LIMIT,
+            Some(Ok(n)) => n.min(MAX_LIMIT),
+            Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "cannot parse limit"),
+        };
+        let mut tags: Vec<(String, String)> = Vec::new();
+        for (k, v) in &pairs {
+            if k == "tag" {
+                match v.split_once(':') {
+                    Some((a, b)) => tags.push((a.to_owned(), b.to_owned())),
+                    None => {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            format!("malformed 'tag' parameter, expecting key:value, received: {v}"),
+                        );
+                    }
+                }
+            } else if k == "tags" && !v.is_empty() {
+                match serde_json::from_str::<HashMap<String, String>>(v) {
+                    Ok(m) => tags.extend(m),
+                    Err(e) => return error(StatusCode::BAD_REQUEST, format!("malformed 'tags' parameter: {e}")),
+                }
+            }
+        }
+        let q = JQuery {
+            service: service.to_owned(),
+            operation: get("operation").map(str::to_owned),
+            tags,
+            start_min_us: start,
+            start_max_us: end,
+            duration_min_us: dmin,
+            duration_max_us: dmax,
+        };
+        let filter = format!("{{ resource.service.name = {} }}", quote(service));
+        let query = match parse_query(&filter) {
+            Ok(q) => q,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        let mut sink = JaegerTraces {
+            prefilter: Prefilter::new(&query),
+            q,
+            hits: Newest::new(limit),
+        };
+        let window = (start.saturating_mul(1000), end.saturating_mul(1000).saturating_add(999));
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
+        let data: Vec<Json> = sink.hits.into_vec().iter().map(UiTrace::to_json).collect();
+        let n = data.len();
+        mark_partial(envelope(Json::Array(data), n), stats.damaged_blocks)
+    })
+    .await
+}
+
+/// Percent-decoding of a query component (`+` is a space).
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Feeds every trace of the window to the dependency counter.
+struct DepSink {
+    prefilter: Prefilter,
+    deps: Dependencies,
+}
+
+impl TraceSink for DepSink {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        self.deps.add(&rows_to_trace(rows));
+    }
+}
+
+/// `GET /api/dependencies?endTs=&lookback=` (milliseconds).
+pub async fn dependencies(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
+        let parse = |k: &str| {
+            p.get(k)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse::<u64>().map_err(|_| format!("cannot parse {k}")))
+        };
+        let end = match parse("endTs") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => weft_core::now_ns() / 1_000_000,
+        };
+        let lookback = match parse("lookback") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+            None => 86_400_000,
+        };
+        let query = parse_query("{ }").expect("valid");
+        let mut sink = DepSink {
+            prefilter: Prefilter::new(&query),
+            deps: Dependencies::default(),
+        };
+        let window = (
+            end.saturating_sub(lookback).saturating_mul(1_000_000),
+            end.saturating_mul(1_000_000) + 999_999,
+        );
+        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
+        let data = sink.deps.to_json();
+        let n = data.as_array().map_or(0, Vec::len);
+        mark_partial(envelope(data, n), stats.damaged_blocks)
+    })
+    .await
+}
+
+// --- Jaeger v2's api/v3: OTLP JSON ----------------------------------------------------------
+
+/// An error as Jaeger v2's HTTP gateway writes it: `{"error": {"httpCode", "message"}}`.
+fn v3_error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = json!({"error": {"httpCode": status.as_u16(), "message": msg.into()}});
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn v3_json(v: Json) -> Response {
+    let mut r = v.to_string().into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn v3_unauthorized(msg: String) -> Response {
+    v3_error(StatusCode::UNAUTHORIZED, msg)
+}
+
+/// Go's `strconv.ParseBool`, which the gateway reads `raw_traces` with.
+fn go_bool(name: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!(
+            "malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"
+        )),
+    }
+}
+
+/// An RFC 3339 time parameter, in Unix nanoseconds.
+fn v3_time(name: &str, v: &str) -> Result<u64, String> {
+    crate::query::parse_rfc3339(v).ok_or_else(|| format!("malformed parameter {name}: {v:?} is not an RFC 3339 time"))
+}
+
+fn rows_to_data(rows: &[SpanRow]) -> TracesData {
+    TracesData::decode(&weft_block::row::encode_traces_data(&crate::query::reply::shown(rows))[..]).unwrap_or_default()
+}
+
+/// `{"result": {"resourceSpans": [...]}}` of traces, adjusted unless `raw`.
+fn v3_traces(traces: Vec<TracesData>, raw: bool) -> Response {
+    if traces.is_empty() {
+        return v3_error(StatusCode::NOT_FOUND, "No traces found");
+    }
+    let mut all = Vec::new();
+    for mut td in traces {
+        if !raw {
+            weft_translate::jaeger::v3::adjust(&mut td);
+        }
+        all.extend(td.resource_spans);
+    }
+    v3_json(json!({"result": {"resourceSpans": weft_otlp::json::resource_spans_to_json(&all)}}))
+}
+
+/// `GET /api/v3/services`.
+pub async fn v3_services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        match values(&s, &tenant, "{ }", "resource.service.name").await {
+            Ok(v) => v3_json(json!({"services": sorted(v)})),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v3/operations?service=&span_kind=`.
+pub async fn v3_operations(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let service = p.get("service").map(String::as_str).unwrap_or("");
+        let kind = p.get("span_kind").map(String::as_str).filter(|k| !k.is_empty());
+        let known = kind.is_none_or(is_kind);
+        // Jaeger answers an unknown service or kind with no operations.
+        if service.is_empty() || !known {
+            return v3_json(json!({"operations": []}));
+        }
+        match operations_of(&s, &tenant, service, kind).await {
+            Ok(ops) => v3_json(json!({ "operations": ops_json(&ops) })),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
+/// `GET /api/v3/traces/{trace_id}?start_time=&end_time=&raw_traces=`.
+pub async fn v3_trace(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
+            return v3_error(
+                StatusCode::BAD_REQUEST,
+                format!("malformed parameter trace_id: {id:?} is not 1 to 32 hex digits"),
+            );
+        };
+        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+        let start = match get("start_time").map(|v| v3_time("start_time", v)).transpose() {
+            Ok(v) => v,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let end = match get("end_time").map(|v| v3_time("end_time", v)).transpose() {
+            Ok(v) => v,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let raw = match get("raw_traces").map(|v| go_bool("raw_traces", v)).transpose() {
+            Ok(v) => v.unwrap_or(false),
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX)));
+        let found = match s
+            .querier()
+            .find_trace_capped(&tenant, &tid, range, s.cfg.query.max_trace_response_bytes)
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => return read_failed(&e, "reading trace", v3_error),
+        };
+        let traces = if found.rows.is_empty() {
+            Vec::new()
+        } else {
+            vec![rows_to_data(&found.rows)]
+        };
+        mark_partial(v3_traces(traces, raw), found.damaged_blocks)
+    })
+    .await
+}
+
+/// Collects the traces a v3 search matches, the most recent first.
+struct V3Traces {
+    prefilter: Prefilter,
+    q: weft_translate::jaeger::v3::FindQuery,
+    hits: Newest<TracesData>,
+}
+
+impl TraceSink for V3Traces {
+    fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    fn offer(&mut self, rows: &[SpanRow]) {
+        let td = rows_to_data(rows);
+        if self.q.matches(&td) {
+            let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
+            self.hits.push(start, td);
+        }
+    }
+}
+
+/// `GET /api/v3/traces?query.service_name=&query.operation_name=&query.start_time_min=&
+/// query.start_time_max=&query.duration_min=&query.duration_max=&query.num_traces=&
+/// query.raw_traces=`.
+pub async fn v3_find(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+        let (Some(min), Some(max)) = (get("query.start_time_min"), get("query.start_time_max")) else {
+            return v3_error(
+                StatusCode::BAD_REQUEST,
+                "query.start_time_min and query.start_time_max are required",
+            );
+        };
+        let (min, max) = match (
+            v3_time("query.start_time_min", min),
+            v3_time("query.start_time_max", max),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let limit = match get("query.num_traces").map(str::parse::<usize>) {
+            None => DEFAULT_V3_LIMIT,
+            Some(Ok(n)) if n > 0 => n.min(MAX_LIMIT),
+            Some(_) => {
+                return v3_error(
+                    StatusCode::BAD_REQUEST,
+                    "malformed parameter query.num_traces: expected a positive number",
+                );
+            }
+        };
+        let dur = |k: &str| {
+            get(k)
+                .map(|v| crate::query::parse_duration(v).map_err(|e| format!("malformed parameter {k}: {e}")))
+                .transpose()
+        };
+        let (dmin, dmax) = match (dur("query.duration_min"), dur("query.duration_max")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let raw = match get("query.raw_traces")
+            .map(|v| go_bool("query.raw_traces", v))
+            .transpose()
+        {
+            Ok(v) => v.unwrap_or(false),
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let service = get("query.service_name").unwrap_or("");
+        let filter = if service.is_empty() {
+            "{ }".to_owned()
+        } else {
+            format!("{{ resource.service.name = {} }}", quote(service))
+        };
+        let query = match parse_query(&filter) {
+            Ok(q) => q,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let mut sink = V3Traces {
+            prefilter: Prefilter::new(&query),
+            q: weft_translate::jaeger::v3::FindQuery {
+                service: service.to_owned(),
+                operation: get("query.operation_name").map(str::to_owned),
+                start_min_ns: min,
+                start_max_ns: max,
+                duration_min_ns: dmin,
+                duration_max_ns: dmax,
+            },
+            hits: Newest::new(limit),
+        };
+        let stats = match run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
+            Ok(stats) => stats,
+            Err(r) => return r,
+        };
+        mark_partial(v3_traces(sink.hits.into_vec(), raw), stats.damaged_blocks)
+    })
+    .await
+}

@@ -1,0 +1,47 @@
+//! The Querier module: trace by ID, search and metrics over blocks, plus the recent spans not
+//! yet in a block (the ingester's head in the same process, or tailed from Kafka).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use weft_db::Db;
+use weft_db::recent::{NoRecentSpans, RecentSpans};
+use weft_ingest::Ingest;
+use weft_querier::{Querier, QuerierConfig};
+
+use crate::config::Config;
+
+/// The querier, and the live store it tails Kafka with in cluster mode.
+pub async fn init(
+    cfg: &Config,
+    db: Arc<Db>,
+    ingest: Option<Arc<Ingest>>,
+) -> anyhow::Result<(Arc<Querier>, Option<Arc<weft_querier::live::LiveStore>>)> {
+    let k = &cfg.kafka;
+    let mut live_store = None;
+    // In one process with the ingester, queries see its head at once; a querier on its own
+    // sees spans once their block is written.
+    let recent: Arc<dyn RecentSpans> = match ingest {
+        Some(i) => i,
+        // Cluster mode: recent spans come from Kafka, tailed here.
+        None if !k.kafka_brokers.is_empty() => {
+            let client = k.client("weft-querier").await?;
+            let live = weft_querier::live::LiveStore::start(
+                &k.kafka_topic,
+                &k.kafka_group,
+                client,
+                db.clone(),
+                tokio::runtime::Handle::current(),
+            )
+            .await
+            .with_context(|| format!("tailing Kafka topic {}", k.kafka_topic))?;
+            live_store = Some(live.clone());
+            live
+        }
+        None => Arc::new(NoRecentSpans),
+    };
+    let qcfg = QuerierConfig {
+        max_trace_read_bytes: cfg.query.max_trace_response_bytes,
+    };
+    Ok((Arc::new(Querier::new(db, recent, qcfg)), live_store))
+}

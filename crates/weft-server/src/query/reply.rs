@@ -1,0 +1,104 @@
+//! Replies every query API shares: trace IDs, reads that failed (503 when storage is
+//! unreachable), answers that skipped damaged blocks, and spans as shown outside Zipkin.
+
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+
+/// Parses a trace ID the way Tempo does: 1 to 32 hex digits, left-padded with zeros.
+pub fn parse_trace_id(s: &str) -> Result<[u8; 16], String> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > 32 {
+        return Err(format!("invalid trace id {s:?}: expected 1 to 32 hex characters"));
+    }
+    if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("invalid trace id {s:?}: not hexadecimal"));
+    }
+    let padded = format!("{s:0>32}");
+    let mut id = [0u8; 16];
+    hex::decode_to_slice(&padded, &mut id).map_err(|e| format!("invalid trace id {s:?}: {e}"))?;
+    Ok(id)
+}
+
+/// skipped some, so the answer may be missing spans.
+pub const PARTIAL_HEADER: &str = "x-weft-partial-damaged-blocks";
+
+/// Marks a reply partial ([`PARTIAL_HEADER`]) when `damaged_blocks` were left out.
+pub(crate) fn mark_partial(mut r: Response, damaged_blocks: u64) -> Response {
+    if damaged_blocks > 0 {
+        r.headers_mut().insert(PARTIAL_HEADER, damaged_blocks.into());
+    }
+    r
+}
+
+/// Seconds a client is asked to wait before retrying a read that storage could not serve.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// The reply to a read that failed: 503 with `Retry-After` when storage could not be reached
+/// (the same query may succeed later; no block is blamed), 500 for anything else. `render`
+/// builds the reply in the API's own error shape from the status and the message.
+pub(crate) fn read_failed(
+    e: &weft_querier::QueryError,
+    what: &str,
+    render: impl FnOnce(StatusCode, String) -> Response,
+) -> Response {
+    if e.is_transient() {
+        tracing::warn!(error = %e, "{what} failed: storage unavailable");
+        let mut r = render(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{what} failed: storage is unavailable, try again later: {e}"),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, RETRY_AFTER_SECS.into());
+        r
+    } else {
+        tracing::error!(error = %e, "{what} failed");
+        render(StatusCode::INTERNAL_SERVER_ERROR, format!("{what} failed: {e}"))
+    }
+}
+
+/// The message of an answer that skipped `n` damaged blocks.
+pub fn damaged_message(n: u64) -> String {
+    format!(
+        "{n} damaged block{} skipped: the answer may be missing spans (the blocks are quarantined; see weft_block_quarantined in /metrics)",
+        if n == 1 { " was" } else { "s were" }
+    )
+}
+
+/// Takes `zipkin.original` out of spans, in place: weft's note of what an OpenTelemetry Zipkin
+/// exporter's span said that OTLP cannot hold, which only the Zipkin API reads back; every
+/// other API shows spans without it (spec/formats/zipkin.md).
+pub(crate) fn hide_zipkin_original(rows: &mut [weft_block::row::SpanRow]) {
+    for r in rows {
+        if let Some(a) = weft_translate::zipkin::without_original(&r.attributes) {
+            r.attributes = a.into();
+        }
+    }
+}
+
+/// Borrowed spans as every API but Zipkin's shows them ([`hide_zipkin_original`]); copied
+/// only when one has the note, as nearly none do.
+pub(crate) fn shown(rows: &[weft_block::row::SpanRow]) -> std::borrow::Cow<'_, [weft_block::row::SpanRow]> {
+    if !rows
+        .iter()
+        .any(|r| weft_translate::zipkin::may_have_original(&r.attributes))
+    {
+        return std::borrow::Cow::Borrowed(rows);
+    }
+    let mut out = rows.to_vec();
+    hide_zipkin_original(&mut out);
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_ids_parse_like_tempo() {
+        assert_eq!(parse_trace_id("1").unwrap()[15], 1);
+        assert_eq!(parse_trace_id("ABCDEF0123456789abcdef0123456789").unwrap()[0], 0xab);
+        assert!(parse_trace_id("").is_err());
+        assert!(parse_trace_id("xyz").is_err());
+        assert!(parse_trace_id(&"a".repeat(33)).is_err());
+        assert_eq!(parse_trace_id("0102").unwrap()[14..], [1, 2]);
+    }
+}

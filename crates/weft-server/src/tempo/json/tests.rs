@@ -1,0 +1,104 @@
+use super::*;
+use weft_engine::search::{Hit, HitSpan, HitSpanset, ServiceCount};
+use weft_traceql::Value;
+
+#[test]
+fn search_hits_use_tempos_types() {
+    let mut id = [0u8; 16];
+    id[8] = 0xab;
+    let h = Hit {
+        trace_id: id,
+        root_service_name: String::new(),
+        root_trace_name: "GET /".into(),
+        start_unix_nano: 1_700_000_000_000_000_000,
+        duration_nano: 1_500_000_000,
+        spansets: vec![HitSpanset {
+            spans: vec![HitSpan {
+                span_id: [0, 0, 0, 0, 0, 0, 0, 7],
+                name: "db".into(),
+                start_unix_nano: 5,
+                duration_nano: 6,
+                attributes: vec![("http.status_code".into(), Value::Int(500))],
+            }],
+            matched: 4,
+            attributes: vec![("count()".into(), Value::Int(4))],
+        }],
+        service_stats: vec![
+            ServiceCount {
+                service: "api".into(),
+                spans: 3,
+                errors: 0,
+            },
+            ServiceCount {
+                service: "db".into(),
+                spans: 2,
+                errors: 1,
+            },
+        ],
+    };
+    let j = hit(&h);
+    assert_eq!(j["traceID"], "ab00000000000000", "leading zeros stripped");
+    assert_eq!(j["rootServiceName"], "<root span not yet received>");
+    assert_eq!(j["startTimeUnixNano"], "1700000000000000000");
+    assert_eq!(j["durationMs"], 1500);
+    assert_eq!(j["spanSets"][0]["matched"], 4);
+    assert_eq!(j["spanSet"], j["spanSets"][0]);
+    let span = &j["spanSets"][0]["spans"][0];
+    assert_eq!(span["spanID"], "0000000000000007");
+    assert_eq!(span["durationNanos"], "6");
+    assert_eq!(span["attributes"][0]["value"]["intValue"], "500");
+    assert_eq!(j["spanSets"][0]["attributes"][0]["key"], "count()");
+    assert_eq!(
+        j["serviceStats"],
+        serde_json::json!({"api": {"spanCount": 3}, "db": {"spanCount": 2, "errorCount": 1}}),
+        "Tempo's serviceStats, a zero errorCount left out as in proto3 JSON"
+    );
+}
+
+#[test]
+fn values_and_durations_print_like_tempo() {
+    assert_eq!(duration_text(1_500_000_000), "1500ms");
+    assert_eq!(duration_text(2_000_000_000), "2s");
+    assert_eq!(duration_text(7), "7ns");
+    assert_eq!(
+        typed_value(&Value::Bool(true)),
+        serde_json::json!({"type": "bool", "value": "true"})
+    );
+    assert_eq!(
+        typed_value(&Value::Status(weft_traceql::ast::Status::Error)),
+        serde_json::json!({"type": "keyword", "value": "error"})
+    );
+    assert_eq!(any_value(&Value::Float(0.5)), serde_json::json!({"doubleValue": 0.5}));
+}
+
+#[test]
+fn metrics_samples_sit_at_step_starts() {
+    let series = vec![weft_traceql::Series {
+        labels: vec![("resource.service.name".into(), Value::Str("api".into()))],
+        values: vec![Some(1.0), None, Some(3.0)],
+        exemplars: Vec::new(),
+    }];
+    let text = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default());
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(j["series"][0]["samples"][0]["value"], 1.0);
+    assert_eq!(j["series"][0]["labels"][0]["value"]["stringValue"], "api");
+    let samples = &j["series"][0]["samples"];
+    assert_eq!(samples.as_array().unwrap().len(), 2);
+    assert_eq!(samples[1]["timestampMs"], "20000");
+    // Exactly Tempo 3's TimeSeries fields (promLabels was removed in Tempo 2.9).
+    let keys: Vec<&String> = j["series"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["labels", "samples"]);
+    let keys: Vec<&String> = j["metrics"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "completedJobs",
+            "inspectedBytes",
+            "inspectedSpans",
+            "inspectedTraces",
+            "totalBlockBytes",
+            "totalBlocks",
+            "totalJobs"
+        ]
+    );
+}

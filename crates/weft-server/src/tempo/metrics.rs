@@ -1,0 +1,271 @@
+//! Tempo's metrics endpoints (`/api/metrics/query_range`, `/api/metrics/query`) and the
+//! service graph (`/api/service-graph`).
+
+use crate::AppState;
+use crate::query::*;
+use crate::tempo::json::{self as tempo};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_core::now_ns;
+use weft_engine::graph::ServiceGraph;
+use weft_engine::search::Metrics;
+use weft_engine::span_metrics::SpanMetrics;
+use weft_querier::scan::ScanStats;
+use weft_traceql::Query as TraceQl;
+
+pub(crate) async fn metrics_query(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    p: HashMap<String, String>,
+    instant: bool,
+) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    st.metrics_latency.observe(started.elapsed().as_secs_f64());
+    let m = inspected(&stats, &st, &tenant);
+    if instant {
+        json_scanned(tempo::query_instant_response(&series, &m), &stats)
+    } else {
+        json_text_scanned(tempo::query_range_response(&series, start, step, &m), &stats)
+    }
+}
+
+/// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
+/// start and step (nanoseconds) and what it inspected, or the error reply. An instant query is
+/// one step over the whole range.
+pub(crate) async fn run_metrics(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+    instant: bool,
+) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
+    let Some(q) = param(p, "q").or_else(|| param(p, "query")) else {
+        return Err(bad("missing q: a TraceQL metrics query such as { } | rate()"));
+    };
+    let query = match parse_query(q) {
+        Ok(q) => q,
+        Err(e) => return Err(bad(e)),
+    };
+    let now = now_ns();
+    let since = match param(p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return Err(bad(e)),
+    };
+    let end = match param(p, "end").map(|s| parse_time("end", s)).transpose() {
+        Ok(e) => e.unwrap_or(now),
+        Err(e) => return Err(bad(e)),
+    };
+    let start = match param(p, "start").map(|s| parse_time("start", s)).transpose() {
+        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
+        Err(e) => return Err(bad(e)),
+    };
+    if start >= end {
+        return Err(bad(format!(
+            "invalid range: start {start} is not before end {end} (nanoseconds)"
+        )));
+    }
+    let step = if instant {
+        end - start
+    } else {
+        match param(p, "step").map(parse_duration).transpose() {
+            Ok(Some(0)) => return Err(bad("invalid step: must be positive")),
+            Ok(Some(s)) => s,
+            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
+            Ok(None) => {
+                let s = (end - start) / 240;
+                let five = 5_000_000_000;
+                if s >= five { s - s % five } else { s.max(1_000_000_000) }
+            }
+            Err(e) => return Err(bad(e)),
+        }
+    };
+    let exemplars = if instant {
+        // Tempo's instant replies carry no exemplars.
+        0
+    } else {
+        exemplar_limit(p, &query).map_err(bad)?
+    };
+    // Span-local queries over columns, one span at a time; the rest over whole traces.
+    let window = Some((start, end - 1));
+    let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
+    let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
+        Err(e) => return Err(eval_error(e)),
+        Ok(Some(mut m)) => {
+            if let Err(e) = m.limit(max_series, max_points) {
+                return Err(eval_error(e));
+            }
+            m.exemplars(exemplars);
+            match st.querier().scan_columns(tenant, window, &mut m).await {
+                Ok(stats) => (m.finish(), stats),
+                Err(e) => return Err(scan_failed(e)),
+            }
+        }
+        Ok(None) => {
+            let mut sink = match Metrics::new(&query, start, end, step) {
+                Ok(s) => s,
+                Err(e) => return Err(eval_error(e)),
+            };
+            if let Err(e) = sink.limit(max_series, max_points) {
+                return Err(eval_error(e));
+            }
+            sink.exemplars(exemplars);
+            match run_scan(st, tenant, window, &mut sink).await {
+                Ok(stats) => (sink.finish(), stats),
+                Err(r) => return Err(r),
+            }
+        }
+    };
+    let series = match series {
+        Ok(s) => s,
+        Err(e) => return Err(eval_error(e)),
+    };
+    Ok((series, start, step, stats))
+}
+
+/// The most exemplars a range query returns, as Tempo's default `max_exemplars`.
+pub const MAX_EXEMPLARS: usize = 100;
+
+/// How many exemplars a range query asks for, as Tempo reads it: the `with(exemplars=N)` hint
+/// over the `exemplars` parameter; `with(exemplars=false)` is none; 0 or neither means the
+/// most, [`MAX_EXEMPLARS`], which also caps any number asked.
+pub(crate) fn exemplar_limit(p: &HashMap<String, String>, query: &TraceQl) -> Result<usize, String> {
+    use weft_traceql::ast::Static;
+    let mut n = match param(p, "exemplars") {
+        None => 0,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| format!("invalid exemplars {v:?}: expected a non-negative integer"))?,
+    };
+    if let Some(h) = query.hints.iter().find(|h| h.key == "exemplars") {
+        match &h.value {
+            Static::Bool(false) => return Ok(0),
+            Static::Int(i) if *i >= 0 => n = *i as u64,
+            _ => {}
+        }
+    }
+    Ok(if n == 0 {
+        MAX_EXEMPLARS
+    } else {
+        (n as usize).min(MAX_EXEMPLARS)
+    })
+}
+
+/// `GET /api/metrics/query_range`.
+pub async fn query_range(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    metrics_query(st, headers, p, false).await
+}
+
+/// `GET /api/metrics/query`.
+pub async fn query_instant(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    metrics_query(st, headers, p, true).await
+}
+
+/// Most spans one service-graph request reads by default, and at most (`maxSpans`). Counting
+/// every trace from columns costs about 0.1 s per million spans on one core (a filter, which
+/// needs whole traces, about 3 s); a larger range is counted newest first and marked
+/// incomplete rather than holding the request for minutes.
+pub(crate) const GRAPH_DEFAULT_SPANS: u64 = 10_000_000;
+pub(crate) const GRAPH_MAX_SPANS: u64 = 50_000_000;
+
+/// `GET /api/service-graph`: calls between services in a time range, with request and error
+/// counts and callee latency quantiles, from the parent/child spans of every trace in the
+/// range (not a sample). `start`/`end` as in search (default: the last `since`, 1h); `q`
+/// keeps only traces matching a spanset query; `maxSpans` bounds the work. When the budget
+/// runs out first, `complete` is false and `countedFrom` says how far back the counts reach.
+pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let query = match parse_query(param(&p, "q").unwrap_or("{ }")) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
+    let since = match param(&p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return bad(e),
+    };
+    let window = match search_window(&p) {
+        Ok(Some((s, e))) if param(&p, "start").is_none() => (e.saturating_sub(since).max(s), e),
+        Ok(Some(w)) => w,
+        Ok(None) => {
+            let end = now_ns();
+            (end.saturating_sub(since), end)
+        }
+        Err(e) => return bad(e),
+    };
+    let max_spans = match param(&p, "maxSpans") {
+        None => GRAPH_DEFAULT_SPANS,
+        Some(s) => match s.parse::<u64>() {
+            Ok(n) if n > 0 => n.min(GRAPH_MAX_SPANS),
+            _ => return bad(format!("invalid maxSpans {s:?}: expected a positive integer")),
+        },
+    };
+    let mut sink = match ServiceGraph::new(&query, Some(window), max_spans) {
+        Ok(s) => s,
+        Err(e) => return eval_error(e),
+    };
+    // Every trace: straight from columns. A filter needs whole traces.
+    let stats = if sink.counts_every_trace() {
+        match st.querier().scan_service_graph(&tenant, Some(window), &mut sink).await {
+            Ok(s) => s,
+            Err(e) => return scan_failed(e),
+        }
+    } else {
+        match run_scan(&st, &tenant, Some(window), &mut sink).await {
+            Ok(s) => s,
+            Err(r) => return r,
+        }
+    };
+    st.graph_latency.observe(started.elapsed().as_secs_f64());
+    let edges: Vec<serde_json::Value> = sink
+        .edges()
+        .into_iter()
+        .map(|(from, to, e)| {
+            serde_json::json!({
+                "parent": from, "child": to, "callCount": e.calls, "errorCount": e.errors,
+                "latencyP50Nano": e.latency_quantile(0.5).to_string(),
+                "latencyP90Nano": e.latency_quantile(0.9).to_string(),
+                "latencyP99Nano": e.latency_quantile(0.99).to_string(),
+            })
+        })
+        .collect();
+    let services: Vec<serde_json::Value> = sink
+        .services()
+        .into_iter()
+        .map(|(name, s)| serde_json::json!({ "name": name, "spanCount": s.spans, "errorCount": s.errors, "rootCount": s.roots }))
+        .collect();
+    let mut out = serde_json::json!({
+        "services": services,
+        "edges": edges,
+        "start": (window.0 / 1_000_000_000).to_string(),
+        "end": (window.1 / 1_000_000_000).to_string(),
+        "complete": sink.complete(),
+        "metrics": tempo::metrics(&inspected(&stats, &st, &tenant)),
+    });
+    if !sink.complete()
+        && let Some(oldest) = sink.oldest_start
+    {
+        out["countedFrom"] = serde_json::Value::String(oldest.to_string());
+    }
+    if sink.unresolved_calls > 0 {
+        out["unresolvedCalls"] = sink.unresolved_calls.into();
+    }
+    if stats.damaged_blocks > 0 {
+        out["complete"] = false.into();
+        out["damagedBlocks"] = stats.damaged_blocks.into();
+    }
+    json_scanned(out, &stats)
+}

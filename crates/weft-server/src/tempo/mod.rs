@@ -1,0 +1,51 @@
+//! Tempo's query API on the HTTP port: trace by ID ([`trace`]), search and tags ([`search`]),
+//! metrics and the service graph ([`metrics`]) in Tempo's JSON shapes ([`json`]), and its gRPC
+//! streaming API ([`streaming`], [`pb`]). Everything is answered by the shared query service
+//! ([`crate::query`]).
+
+pub mod json;
+pub mod metrics;
+pub mod pb;
+pub mod search;
+pub mod streaming;
+pub mod trace;
+
+use axum::Router;
+use axum::routing::get;
+use clap::Args;
+
+use crate::apis::Api;
+use crate::app::Server;
+use crate::modules::Module;
+
+/// Tempo's API has no options of its own: it is served on `--http-port`, within the limits of
+/// the query service ([`crate::query::QueryOptions`]).
+#[derive(Debug, Clone, Args)]
+pub struct TempoOptions {}
+
+impl Api for TempoOptions {
+    async fn build(&self, s: &mut Server) -> anyhow::Result<()> {
+        if !s.runs(Module::QueryApi) {
+            return Ok(());
+        }
+        let st = s.state.clone();
+        let routes = Router::new()
+            .route("/api/traces/{id}", get(trace::trace_v1))
+            .route("/api/v2/traces/{id}", get(trace::trace_v2))
+            .route("/api/search", get(search::search))
+            .route("/api/search/tags", get(search::tags_v1))
+            .route("/api/v2/search/tags", get(search::tags_v2))
+            .route("/api/search/tag/{tag}/values", get(search::tag_values_v1))
+            .route("/api/v2/search/tag/{tag}/values", get(search::tag_values_v2))
+            .route("/api/metrics/query_range", get(metrics::query_range))
+            .route("/api/metrics/query", get(metrics::query_instant))
+            .route("/api/service-graph", get(metrics::service_graph))
+            .layer(axum::middleware::from_fn_with_state(
+                st.clone(),
+                crate::query::admit_query,
+            ));
+        s.http_routes(routes);
+        s.http_grpc(streaming::StreamingQuerier::new(st));
+        Ok(())
+    }
+}

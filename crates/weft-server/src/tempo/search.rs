@@ -1,0 +1,378 @@
+//! Tempo's search and tag endpoints: `/api/search`, `/api/search/tags`,
+//! `/api/v2/search/tags`, `/api/search/tag/{tag}/values`, `/api/v2/search/tag/{tag}/values`.
+
+use crate::AppState;
+use crate::query::*;
+use crate::tempo::json::{self as tempo};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use weft_engine::search::{Search, SearchParams, TagNames, TagScope, TraceSink};
+use weft_engine::tags::ColumnTagNames;
+use weft_querier::scan::ScanStats;
+use weft_traceql::Query as TraceQl;
+use weft_traceql::ast::Stage;
+
+/// `GET /api/search`.
+pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let started = Instant::now();
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let (hits, stats) = match run_search(&st, &tenant, &p).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    st.search_latency.observe(started.elapsed().as_secs_f64());
+    json_scanned(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)), &stats)
+}
+
+/// A search with Tempo's parameters (`q` or `tags`, `limit`, `spss`, `minDuration`,
+/// `maxDuration`, `start`, `end`): its hits and what it inspected, or the error reply.
+pub(crate) async fn run_search(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+) -> Result<(Vec<weft_engine::search::Hit>, ScanStats), Response> {
+    run_search_progress(st, tenant, p, Arc::default()).await
+}
+
+/// [`run_search`], publishing the hits found so far into `progress` as the scan goes (at most
+/// every 100 ms), for progressive results.
+pub(crate) async fn run_search_progress(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+    progress: Arc<parking_lot::Mutex<Vec<weft_engine::search::Hit>>>,
+) -> Result<(Vec<weft_engine::search::Hit>, ScanStats), Response> {
+    let q = match (param(p, "q"), param(p, "tags")) {
+        (Some(q), _) => q.to_owned(),
+        (None, Some(tags)) => match logfmt_to_traceql(tags) {
+            Ok(q) => q,
+            Err(e) => return Err(bad(e)),
+        },
+        (None, None) => "{ }".to_owned(),
+    };
+    let query = match parse_query(&q) {
+        Ok(q) => q,
+        Err(e) => return Err(bad(e)),
+    };
+    // `zero`: what 0 means (Tempo: `spss=0` is unlimited, `limit=0` an error).
+    let num = |k: &str, default: usize, max: usize, zero: Option<usize>| -> Result<usize, String> {
+        match param(p, k) {
+            None => Ok(default),
+            Some(s) => match (s.parse::<usize>(), zero) {
+                (Ok(0), Some(z)) => Ok(z),
+                (Ok(n), _) if n > 0 => Ok(n.min(max)),
+                _ => Err(format!("invalid {k} {s:?}: expected a positive integer")),
+            },
+        }
+    };
+    let dur = |k: &str| param(p, k).map(parse_duration).transpose();
+    let params = match (
+        num("limit", 20, MAX_LIMIT, None),
+        num("spss", 3, MAX_SPSS, Some(MAX_SPSS)),
+        dur("minDuration"),
+        dur("maxDuration"),
+    ) {
+        (Ok(limit), Ok(spss), Ok(min), Ok(max)) => SearchParams {
+            limit,
+            spans_per_spanset: spss,
+            min_duration_ns: min,
+            max_duration_ns: max,
+        },
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return Err(bad(e)),
+    };
+    if let (Some(min), Some(max)) = (params.min_duration_ns, params.max_duration_ns)
+        && min > max
+    {
+        return Err(bad("invalid duration range: minDuration is greater than maxDuration"));
+    }
+    let window = match search_window(p) {
+        Ok(w) => w,
+        Err(e) => return Err(bad(e)),
+    };
+    let sink = match Search::new(&query, params) {
+        Ok(s) => s,
+        Err(e) => return Err(eval_error(e)),
+    };
+    let mut sink = Progress {
+        inner: sink,
+        out: progress,
+        last: Instant::now(),
+    };
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    Ok((sink.inner.finish(), stats))
+}
+
+/// A search sink that publishes its hits so far now and then.
+pub(crate) struct Progress {
+    inner: Search,
+    out: Arc<parking_lot::Mutex<Vec<weft_engine::search::Hit>>>,
+    last: Instant,
+}
+
+impl TraceSink for Progress {
+    fn prefilter(&self) -> &weft_engine::prefilter::Prefilter {
+        self.inner.prefilter()
+    }
+
+    fn wants_start(&self, start: u64) -> bool {
+        self.inner.wants_start(start)
+    }
+
+    fn offer(&mut self, rows: &[weft_block::row::SpanRow]) {
+        self.inner.offer(rows);
+        if self.last.elapsed() >= std::time::Duration::from_millis(100) && Arc::strong_count(&self.out) > 1 {
+            *self.out.lock() = self.inner.hits_so_far();
+            self.last = Instant::now();
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.inner.done()
+    }
+}
+
+/// The intrinsics listed under the `intrinsic` scope of `/api/v2/search/tags`: Tempo's list.
+pub(crate) const INTRINSICS: &[&str] = &[
+    "duration",
+    "event:name",
+    "event:timeSinceStart",
+    "instrumentation:name",
+    "instrumentation:version",
+    "kind",
+    "name",
+    "rootName",
+    "rootServiceName",
+    "span:duration",
+    "span:kind",
+    "span:name",
+    "span:status",
+    "span:statusMessage",
+    "status",
+    "statusMessage",
+    "trace:duration",
+    "trace:rootName",
+    "trace:rootService",
+    "traceDuration",
+];
+
+/// A filter query from `q`, for the tag endpoints. Grafana sends the query being typed, which
+/// is often incomplete; an unparseable `q` filters nothing rather than failing autocomplete.
+pub(crate) fn filter_query(p: &HashMap<String, String>) -> TraceQl {
+    param(p, "q")
+        .and_then(|q| parse_query(q).ok())
+        .filter(|q| !q.pipeline.stages.iter().any(|s| matches!(s, Stage::Metrics(_))))
+        .unwrap_or_else(|| weft_traceql::parse("{ }").expect("valid"))
+}
+
+/// Attribute keys per scope of the spans matching `q` in the window. Without a filter they are
+/// read from columns (`weft_engine::tags`), otherwise from whole traces.
+pub(crate) async fn collect_tags(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+) -> Result<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats), Response> {
+    let window = search_window(p).map_err(bad)?;
+    let query = filter_query(p);
+    let (mut keys, stats) = if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
+        let stats = run_column_scan(st, tenant, window, &mut sink).await?;
+        (sink.keys, stats)
+    } else {
+        let mut sink = TagNames::new(&query, MAX_TAGS).map_err(eval_error)?;
+        let stats = run_scan(st, tenant, window, &mut sink).await?;
+        (sink.keys, stats)
+    };
+    // weft's note for the Zipkin API is no attribute of the span's to offer (api::shown).
+    if let Some(span) = keys.get_mut(&TagScope::Span) {
+        span.remove(weft_translate::zipkin::keys::ORIGINAL);
+    }
+    Ok((keys, stats))
+}
+
+/// `GET /api/search/tags`: span and resource attribute keys.
+pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let (names, stats) = match collect_tags(&st, &tenant, &p).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let scopes: Vec<TagScope> = match param(&p, "scope") {
+        None | Some("all") => TagScope::ALL.to_vec(),
+        Some("intrinsic") => {
+            return json(serde_json::json!({ "tagNames": INTRINSICS, "metrics": {} }));
+        }
+        Some(s) => match TagScope::parse(s) {
+            Some(scope) => vec![scope],
+            None => return bad(format!("invalid scope: {s}")),
+        },
+    };
+    let mut all = BTreeSet::new();
+    for scope in scopes {
+        all.extend(names.get(&scope).into_iter().flatten().cloned());
+    }
+    json_scanned(
+        serde_json::json!({ "tagNames": all, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
+        &stats,
+    )
+}
+
+/// `GET /api/v2/search/tags?scope=`: keys per scope, plus the intrinsics.
+pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let wanted: Vec<&str> = match param(&p, "scope") {
+        None | Some("all") => vec!["resource", "span", "event", "link", "instrumentation", "intrinsic"],
+        Some(s) if s == "intrinsic" || TagScope::parse(s).is_some() => vec![s],
+        Some(s) => {
+            return bad(format!(
+                "invalid scope {s:?}: expected resource, span, event, link, instrumentation, intrinsic or all"
+            ));
+        }
+    };
+    let needs_scan = wanted.iter().any(|s| *s != "intrinsic");
+    let (names, stats) = if needs_scan {
+        match collect_tags(&st, &tenant, &p).await {
+            Ok((n, s)) => (Some(n), s),
+            Err(r) => return r,
+        }
+    } else {
+        (None, ScanStats::default())
+    };
+    let scopes: Vec<serde_json::Value> = wanted
+        .iter()
+        .map(|&s| {
+            let tags: Vec<String> = match TagScope::parse(s) {
+                Some(scope) => names
+                    .as_ref()
+                    .and_then(|n| n.get(&scope))
+                    .map(|k| k.iter().cloned().collect())
+                    .unwrap_or_default(),
+                None => INTRINSICS.iter().map(|s| s.to_string()).collect(),
+            };
+            serde_json::json!({ "name": s, "tags": tags })
+        })
+        .collect();
+    json_scanned(
+        serde_json::json!({ "scopes": scopes, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
+        &stats,
+    )
+}
+
+pub(crate) async fn tag_values(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    tag: String,
+    p: HashMap<String, String>,
+    v2: bool,
+) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    // Grafana encodes the tag twice; axum decoded it once.
+    let tag = if tag.contains('%') { percent_decode(&tag) } else { tag };
+    if let Some(values) = virtual_values(&tag, v2) {
+        return json(values);
+    }
+    let field = match tag_field(&tag, v2) {
+        Ok(f) => f,
+        Err(e) => return bad(e),
+    };
+    let window = match search_window(&p) {
+        Ok(w) => w,
+        Err(e) => return bad(e),
+    };
+    let (values, truncated, stats) =
+        match distinct_values(&st, &tenant, &filter_query(&p), field, window, MAX_TAG_VALUES).await {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+    let metrics = tempo::metadata_metrics(&inspected(&stats, &st, &tenant));
+    let mut r = if v2 {
+        let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
+        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
+    } else {
+        let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
+        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
+    };
+    if truncated {
+        r.headers_mut()
+            .insert(TRUNCATED_VALUES_HEADER, axum::http::HeaderValue::from_static("true"));
+    }
+    r
+}
+
+/// Tags whose values are fixed, answered without reading storage, as Tempo does.
+pub(crate) fn virtual_values(tag: &str, v2: bool) -> Option<serde_json::Value> {
+    let keywords = |vs: &[&str]| {
+        let vals: Vec<_> = vs
+            .iter()
+            .map(|v| serde_json::json!({ "type": "keyword", "value": v }))
+            .collect();
+        serde_json::json!({ "tagValues": vals, "metrics": {} })
+    };
+    match (tag, v2) {
+        ("status" | "span:status", true) => Some(keywords(&["ok", "error", "unset"])),
+        ("kind" | "span:kind", true) => Some(keywords(&[
+            "client",
+            "server",
+            "producer",
+            "consumer",
+            "internal",
+            "unspecified",
+        ])),
+        ("status.code", false) => Some(serde_json::json!({ "tagValues": ["unset", "ok", "error"], "metrics": {} })),
+        _ => None,
+    }
+}
+
+/// Decodes `%XX` escapes; invalid escapes are kept as written.
+pub(crate) fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `GET /api/search/tag/{tag}/values`.
+pub async fn tag_values_v1(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    Query(p): Params,
+) -> Response {
+    tag_values(st, headers, tag, p, false).await
+}
+
+/// `GET /api/v2/search/tag/{tag}/values`.
+pub async fn tag_values_v2(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    Query(p): Params,
+) -> Response {
+    tag_values(st, headers, tag, p, true).await
+}

@@ -1,0 +1,361 @@
+//! Tempo's gRPC streaming query API, `tempopb.StreamingQuerier`, on the HTTP port (as Tempo
+//! serves it with `stream_over_http_enabled`), so Grafana's Tempo data source works with its
+//! streaming options on.
+//!
+//! A gRPC request (`content-type: application/grpc`) on the HTTP port comes here; anything else
+//! goes to the HTTP router. Each call runs the same query as its HTTP endpoint, through the same
+//! parameter checks ([`query::run_search`], [`crate::tempo::metrics::run_metrics`]), and answers with
+//! a stream of replies. Search streams its results progressively: every [`PROGRESS_EVERY`] while
+//! the scan runs it sends the hits found so far that it has not sent yet, then a final message
+//! with the complete result. Metrics send the complete result once. Tempo's clients (Grafana)
+//! merge a search stream by trace ID and keep the last `metrics`.
+//!
+//! Served: `Search`, `MetricsQueryRange`, `MetricsQueryInstant` (what Grafana calls). The tag
+//! RPCs answer UNIMPLEMENTED naming the HTTP endpoint to use.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use prost::Message;
+use tonic::Status;
+use tonic::codec::{CompressionEncoding, EnabledCompressionEncodings};
+
+use crate::AppState;
+use crate::query;
+use crate::tempo::pb;
+use weft_otlp::grpc::RawCodec;
+
+/// The gRPC service name.
+pub const SERVICE: &str = "tempopb.StreamingQuerier";
+
+/// The methods of `tempopb.StreamingQuerier`.
+const METHODS: [&str; 7] = [
+    "Search",
+    "SearchTags",
+    "SearchTagsV2",
+    "SearchTagValues",
+    "SearchTagValuesV2",
+    "MetricsQueryRange",
+    "MetricsQueryInstant",
+];
+
+/// How often a search stream sends the hits found so far.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// Whether a request on the HTTP port is gRPC.
+pub fn is_grpc<B>(req: &http::Request<B>) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Serves `tempopb.StreamingQuerier` calls.
+#[derive(Clone)]
+pub struct StreamingQuerier {
+    state: Arc<AppState>,
+}
+
+impl StreamingQuerier {
+    pub fn new(state: Arc<AppState>) -> Self {
+        StreamingQuerier { state }
+    }
+}
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type ReplyStream = tokio_stream::wrappers::ReceiverStream<Result<Bytes, Status>>;
+
+/// One server-streaming method; `run` sends the replies into the channel.
+struct Method {
+    state: Arc<AppState>,
+    name: &'static str,
+}
+
+impl tonic::server::ServerStreamingService<Bytes> for Method {
+    type Response = Bytes;
+    type ResponseStream = ReplyStream;
+    type Future = BoxFut<Result<tonic::Response<ReplyStream>, Status>>;
+
+    fn call(&mut self, req: tonic::Request<Bytes>) -> Self::Future {
+        let state = self.state.clone();
+        let name = self.name;
+        Box::pin(async move {
+            let headers = req.metadata().clone().into_headers();
+            let tenant = state
+                .tenants
+                .resolve(&headers)
+                .map_err(|e| Status::unauthenticated(e.0))?;
+            let body = req.into_inner();
+            // The same slots as the HTTP query API (--max-concurrent-queries).
+            let slot = tokio::time::timeout(Duration::from_secs(30), state.queries.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "too many queries: {} are running and others waited 30s for a slot (--max-concurrent-queries); retry later",
+                        state.cfg.query.max_concurrent_queries
+                    ))
+                })?;
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            // Parameters are checked before the stream starts, so a bad query is a status,
+            // not a stream that ends in an error.
+            match name {
+                "Search" => {
+                    let r = pb::SearchRequest::decode(body).map_err(bad_message)?;
+                    let params = search_params(&r);
+                    tokio::spawn(async move {
+                        search(state, tenant, params, tx).await;
+                        drop(slot);
+                    });
+                }
+                "MetricsQueryRange" => {
+                    let r = pb::QueryRangeRequest::decode(body).map_err(bad_message)?;
+                    let mut p = HashMap::from([
+                        ("q".to_owned(), r.query),
+                        ("start".to_owned(), r.start.to_string()),
+                        ("end".to_owned(), r.end.to_string()),
+                    ]);
+                    if r.step > 0 {
+                        p.insert("step".to_owned(), format!("{}ns", r.step));
+                    }
+                    p.insert("exemplars".to_owned(), r.exemplars.to_string());
+                    let (series, start, step, stats) = crate::tempo::metrics::run_metrics(&state, &tenant, &p, false)
+                        .await
+                        .map_err(status_of)?;
+                    let m = query::inspected(&stats, &state, &tenant);
+                    let reply = pb::query_range(&series, start, step, &m);
+                    let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
+                }
+                "MetricsQueryInstant" => {
+                    let r = pb::QueryInstantRequest::decode(body).map_err(bad_message)?;
+                    let p = HashMap::from([
+                        ("q".to_owned(), r.query),
+                        ("start".to_owned(), r.start.to_string()),
+                        ("end".to_owned(), r.end.to_string()),
+                    ]);
+                    let (series, _, _, stats) = crate::tempo::metrics::run_metrics(&state, &tenant, &p, true)
+                        .await
+                        .map_err(status_of)?;
+                    let m = query::inspected(&stats, &state, &tenant);
+                    let reply = pb::query_instant(&series, &m);
+                    let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
+                }
+                other => {
+                    return Err(Status::unimplemented(format!(
+                        "{SERVICE}/{other} is not served over gRPC; use the HTTP API (/api/v2/search/tags, /api/v2/search/tag/<tag>/values)"
+                    )));
+                }
+            }
+            Ok(tonic::Response::new(ReplyStream::new(rx)))
+        })
+    }
+}
+
+fn bad_message(e: prost::DecodeError) -> Status {
+    Status::invalid_argument(format!("undecodable request message: {e}"))
+}
+
+/// The HTTP parameters of a gRPC search request (Tempo's `SearchRequest` carries the same
+/// fields; 0 means "not set", as in Tempo).
+fn search_params(r: &pb::SearchRequest) -> HashMap<String, String> {
+    let mut p = HashMap::new();
+    if !r.query.is_empty() {
+        p.insert("q".to_owned(), r.query.clone());
+    } else if !r.tags.is_empty() {
+        let mut tags: Vec<_> = r.tags.iter().collect();
+        tags.sort();
+        let logfmt: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        p.insert("tags".to_owned(), logfmt.join(" "));
+    }
+    if r.limit > 0 {
+        p.insert("limit".to_owned(), r.limit.to_string());
+    }
+    // Grafana always sends spss; 0 is unlimited, as on the HTTP API.
+    p.insert("spss".to_owned(), r.spans_per_span_set.to_string());
+    for (k, v) in [("minDuration", r.min_duration_ms), ("maxDuration", r.max_duration_ms)] {
+        if v > 0 {
+            p.insert(k.to_owned(), format!("{v}ms"));
+        }
+    }
+    if r.start > 0 || r.end > 0 {
+        p.insert("start".to_owned(), r.start.to_string());
+        p.insert("end".to_owned(), r.end.to_string());
+    }
+    p
+}
+
+/// The gRPC status of an HTTP error reply: 400 is INVALID_ARGUMENT, 401 UNAUTHENTICATED, 429
+/// RESOURCE_EXHAUSTED, 503 UNAVAILABLE, others INTERNAL; the message is the reply's text.
+fn status_of(r: axum::response::Response) -> Status {
+    let code = match r.status().as_u16() {
+        400 => tonic::Code::InvalidArgument,
+        401 => tonic::Code::Unauthenticated,
+        404 => tonic::Code::NotFound,
+        429 => tonic::Code::ResourceExhausted,
+        503 => tonic::Code::Unavailable,
+        _ => tonic::Code::Internal,
+    };
+    let message = r
+        .extensions()
+        .get::<query::ErrorText>()
+        .map(|t| t.0.clone())
+        .unwrap_or_else(|| format!("query failed with HTTP status {}", r.status()));
+    Status::new(code, message)
+}
+
+/// Runs a search, sending the hits found so far every [`PROGRESS_EVERY`], then the final
+/// complete result.
+async fn search(
+    state: Arc<AppState>,
+    tenant: Arc<str>,
+    p: HashMap<String, String>,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
+) {
+    let progress = Arc::new(parking_lot::Mutex::new(Vec::<weft_engine::search::Hit>::new()));
+    let run = crate::tempo::search::run_search_progress(&state, &tenant, &p, progress.clone());
+    tokio::pin!(run);
+    let mut sent: HashSet<[u8; 16]> = HashSet::new();
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    tick.tick().await;
+    let result = loop {
+        tokio::select! {
+            r = &mut run => break r,
+            _ = tick.tick() => {
+                let fresh: Vec<pb::TraceSearchMetadata> = progress
+                    .lock()
+                    .iter()
+                    .filter(|h| sent.insert(h.trace_id))
+                    .map(pb::hit)
+                    .collect();
+                if !fresh.is_empty() {
+                    let reply = pb::SearchResponse { traces: fresh, metrics: Some(pb::SearchMetrics::default()) };
+                    if tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            }
+        }
+    };
+    let reply = match result {
+        Ok((hits, stats)) => {
+            let m = query::inspected(&stats, &state, &tenant);
+            Ok(Bytes::from(
+                pb::SearchResponse {
+                    traces: hits.iter().map(pb::hit).collect(),
+                    metrics: Some(pb::metrics(&m)),
+                }
+                .encode_to_vec(),
+            ))
+        }
+        Err(r) => Err(status_of(r)),
+    };
+    let _ = tx.send(reply).await;
+}
+
+impl tower::Service<http::Request<hyper::body::Incoming>> for StreamingQuerier {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFut<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let path = req.uri().path().to_owned();
+            let method = path.strip_prefix(&format!("/{SERVICE}/")).unwrap_or("");
+            let Some(&name) = METHODS.iter().find(|m| **m == method) else {
+                return Ok(Status::unimplemented(format!("unknown method {path}")).into_http());
+            };
+            let mut accept = EnabledCompressionEncodings::default();
+            accept.enable(CompressionEncoding::Gzip);
+            let mut grpc = tonic::server::Grpc::new(RawCodec)
+                .apply_compression_config(accept, EnabledCompressionEncodings::default())
+                .apply_max_message_size_config(Some(4 << 20), Some(16 << 20));
+            let req = req.map(tonic::body::Body::new);
+            Ok(grpc.server_streaming(Method { state, name }, req).await)
+        })
+    }
+}
+
+/// The HTTP port: gRPC calls to [`StreamingQuerier`] (when the query API runs), everything else
+/// to the HTTP router.
+#[derive(Clone)]
+pub struct HttpPort {
+    pub router: axum::Router,
+    pub grpc: Option<StreamingQuerier>,
+}
+
+impl tower::Service<http::Request<hyper::body::Incoming>> for HttpPort {
+    type Response = http::Response<axum::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFut<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        if is_grpc(&req)
+            && let Some(mut grpc) = self.grpc.clone()
+        {
+            return Box::pin(async move {
+                let Ok(resp) = grpc.call(req).await;
+                Ok(resp.map(axum::body::Body::new))
+            });
+        }
+        let mut router = self.router.clone();
+        Box::pin(async move {
+            let Ok(resp) = router.call(req.map(axum::body::Body::new)).await;
+            Ok(resp)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes a client sends as a request message decode or fail cleanly, and a decoded
+        /// search request always becomes parameters the HTTP checks can judge.
+        #[test]
+        fn no_request_bytes_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(r) = pb::SearchRequest::decode(&bytes[..]) {
+                let p = search_params(&r);
+                prop_assert!(p.contains_key("spss"));
+            }
+            let _ = pb::QueryRangeRequest::decode(&bytes[..]);
+            let _ = pb::QueryInstantRequest::decode(&bytes[..]);
+        }
+    }
+
+    #[test]
+    fn search_params_follow_tempo() {
+        let r = pb::SearchRequest {
+            tags: [("service.name".to_owned(), "a b".to_owned())].into(),
+            min_duration_ms: 5,
+            limit: 0,
+            spans_per_span_set: 0,
+            ..Default::default()
+        };
+        let p = search_params(&r);
+        assert_eq!(p.get("tags").map(String::as_str), Some("service.name=\"a b\""));
+        assert_eq!(p.get("minDuration").map(String::as_str), Some("5ms"));
+        assert_eq!(p.get("spss").map(String::as_str), Some("0"), "0 is unlimited");
+        assert!(
+            !p.contains_key("limit") && !p.contains_key("start"),
+            "0 is unset: {p:?}"
+        );
+    }
+}
