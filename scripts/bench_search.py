@@ -515,7 +515,7 @@ def main():
                                  args.runs, args.timeout, tag_check, args.measure_timeouts))
 
         # What Grafana's query editor asks as it opens and as a filter is typed: every span of
-        # the range counts (read from columns, weft_query::tags).
+        # the range counts (read from columns, weft_engine::tags).
         def names_check(j):
             scopes = {s["name"]: len(s.get("tags", [])) for s in j.get("scopes", [])}
             return scopes.get("span", 0) > 0, f"no span attribute names in {scopes}", {"names_per_scope": scopes}

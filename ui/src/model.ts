@@ -101,9 +101,48 @@ export function splitNs(s: string | number | undefined): [number, number] {
 }
 
 export function buildTrace(id: string, data: TraceResponse): Trace {
+  const { spans, resources, raw, baseSec } = readSpans(data);
+  const { minStart, maxEnd, startMs } = relativeTimes(spans, raw, baseSec);
+  const { byId, roots, orphanCount } = linkTree(spans);
+  const { order, pos, maxDepth, cycleOrphans } = preorder(spans, roots);
+  const size = subtreeSizes(spans, order);
+  const { services, errorCount } = countServices(spans);
+
+  return {
+    id,
+    spans,
+    resources,
+    order,
+    pos,
+    size,
+    roots,
+    root: roots.length ? roots[0] : -1,
+    durationNs: Math.max(0, maxEnd - minStart),
+    startMs,
+    services,
+    errorCount,
+    maxDepth,
+    orphanCount: orphanCount + cycleOrphans,
+    byId,
+    baseSec,
+    offsetNs: minStart,
+  };
+}
+
+/** A span's start and end timestamps split into [seconds, nanoseconds]. */
+interface RawTimes {
+  ss: number;
+  sn: number;
+  es: number;
+  en: number;
+}
+
+/** The response's spans, unlinked and with times still to set, their resources' attributes, their
+ * raw timestamps, and the trace's first second (0 when there are no timestamps). */
+function readSpans(data: TraceResponse): { spans: Span[]; resources: KeyValue[][]; raw: RawTimes[]; baseSec: number } {
   const spans: Span[] = [];
   const resources: KeyValue[][] = [];
-  const raw: { ss: number; sn: number; es: number; en: number }[] = [];
+  const raw: RawTimes[] = [];
   let baseSec = Infinity;
 
   for (const rs of data.trace?.resourceSpans || []) {
@@ -146,9 +185,14 @@ export function buildTrace(id: string, data: TraceResponse): Trace {
       }
     }
   }
-  const n = spans.length;
   if (!isFinite(baseSec)) baseSec = 0;
+  return { spans, resources, raw, baseSec };
+}
 
+/** Sets each span's start (ns since the trace's first span started), duration and epoch-ms start
+ * exactly; returns that first start and the last end (ns since `baseSec`) and its epoch ms. */
+function relativeTimes(spans: Span[], raw: RawTimes[], baseSec: number): { minStart: number; maxEnd: number; startMs: number } {
+  const n = spans.length;
   // Exact relative times.
   let minStart = Infinity;
   let maxEnd = -Infinity;
@@ -170,8 +214,13 @@ export function buildTrace(id: string, data: TraceResponse): Trace {
     sp.start -= minStart;
     sp.startMs = startMs + sp.start / 1e6;
   }
+  return { minStart, maxEnd, startMs };
+}
 
-  // Tree.
+/** Links each span to its parent (children sorted by start); spans without a parent ID are roots,
+ * and so are orphans (whose parent is not in the trace), after them. */
+function linkTree(spans: Span[]): { byId: Map<string, number>; roots: number[]; orphanCount: number } {
+  const n = spans.length;
   const byId = new Map<string, number>();
   for (let i = 0; i < n; i++) if (!byId.has(spans[i].id)) byId.set(spans[i].id, i);
   const roots: number[] = [];
@@ -201,13 +250,20 @@ export function buildTrace(id: string, data: TraceResponse): Trace {
   }
   // True roots (no parent ID) before orphans, each group by start time.
   roots.sort((a, b) => Number(spans[a].orphan) - Number(spans[b].orphan) || byStart(a, b));
+  return { byId, roots, orphanCount };
+}
 
+/** The display order (pre-order from each root), each span's position in it and depth, and the
+ * deepest depth; spans caught in a parent cycle are made orphan roots (appended to `roots`). */
+function preorder(spans: Span[], roots: number[]): { order: Int32Array; pos: Int32Array; maxDepth: number; cycleOrphans: number } {
+  const n = spans.length;
   // Pre-order DFS with an explicit stack (traces can be deep).
   const order = new Int32Array(n);
   const pos = new Int32Array(n);
   const visited = new Uint8Array(n);
   let k = 0;
   let maxDepth = 0;
+  let cycleOrphans = 0;
   const stack: number[] = [];
   const walk = (r: number) => {
     stack.push(r);
@@ -244,13 +300,18 @@ export function buildTrace(id: string, data: TraceResponse): Trace {
         }
         sp.parent = -1;
         sp.orphan = true;
-        orphanCount++;
+        cycleOrphans++;
         roots.push(i);
         walk(i);
       }
     }
   }
+  return { order, pos, maxDepth, cycleOrphans };
+}
 
+/** The size of each span's subtree, itself included, from the display order. */
+function subtreeSizes(spans: Span[], order: Int32Array): Int32Array {
+  const n = spans.length;
   const size = new Int32Array(n);
   for (let j = n - 1; j >= 0; j--) {
     const i = order[j];
@@ -258,34 +319,19 @@ export function buildTrace(id: string, data: TraceResponse): Trace {
     const p = spans[i].parent;
     if (p >= 0) size[p] += size[i];
   }
+  return size;
+}
 
+/** Spans per service, and how many spans have status error. */
+function countServices(spans: Span[]): { services: Map<string, number>; errorCount: number } {
   const services = new Map<string, number>();
   let errorCount = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < spans.length; i++) {
     const sp = spans[i];
     services.set(sp.service, (services.get(sp.service) || 0) + 1);
     if (sp.error) errorCount++;
   }
-
-  return {
-    id,
-    spans,
-    resources,
-    order,
-    pos,
-    size,
-    roots,
-    root: roots.length ? roots[0] : -1,
-    durationNs: Math.max(0, maxEnd - minStart),
-    startMs,
-    services,
-    errorCount,
-    maxDepth,
-    orphanCount,
-    byId,
-    baseSec,
-    offsetNs: minStart,
-  };
+  return { services, errorCount };
 }
 
 /** Rows to display: pre-order, skipping descendants of collapsed spans. */

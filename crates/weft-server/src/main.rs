@@ -23,7 +23,7 @@ mod ui;
 mod xray;
 mod zipkin;
 
-pub use app::AppState;
+use app::AppState;
 
 use clap::Parser;
 use config::{Cli, Command, Config, LogFormat};

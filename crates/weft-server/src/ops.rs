@@ -1,7 +1,7 @@
 //! What every target serves on its HTTP port: `/metrics`, `/ready`, `/api/echo`,
 //! `/api/status/buildinfo`, and the plain 404 of every port.
 
-use crate::AppState;
+use crate::app::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -2,7 +2,7 @@
 // parent/child spans of every trace in the range (/api/service-graph), drawn as a layered SVG
 // with a table of edges. An optional TraceQL filter keeps only the matching traces.
 
-import { ApiError, GraphEdge, hasAnyData, serviceGraph } from '../api';
+import { ApiError, GraphEdge, ServiceGraphResponse, hasAnyData, serviceGraph } from '../api';
 import { attachAutocomplete } from '../autocomplete';
 import { emptyState, errorBox, sendDataHelp, timeRangePicker } from '../components';
 import { h, mount, svg } from '../dom';
@@ -92,54 +92,12 @@ export function graphPage(url: URL): Page {
       if (!services.length) {
         const any = params.q ? true : await hasAnyData(ctl.signal);
         mount(note);
-        mount(
-          body,
-          any
-            ? emptyState(
-                params.q ? 'No traces match the filter in this time range' : 'No traces in this time range',
-                h('div', { class: 'help' }, h('p', { class: 'muted' }, 'The graph counts the calls in the traces of the chosen time range. Try a wider range', params.q ? ' or another filter.' : '.')),
-              )
-            : emptyState('No traces yet', sendDataHelp()),
-        );
+        mount(body, noServices(params.q, any));
         return;
       }
-      const edges: Edge[] = (res.edges || []).map((e: GraphEdge) => ({
-        from: e.parent,
-        to: e.child,
-        calls: e.callCount,
-        errors: e.errorCount,
-        p50: Number(e.latencyP50Nano),
-        p90: Number(e.latencyP90Nano),
-        p99: Number(e.latencyP99Nano),
-      }));
+      const edges = toEdges(res.edges || []);
       const stats: Stats = new Map(services.map((s) => [s.name, { spans: s.spanCount, errors: s.errorCount }]));
-      const spans = services.reduce((n, s) => n + s.spanCount, 0);
-      const calls = edges.reduce((n, e) => n + e.calls, 0);
-      const scope = params.q ? ' of matching traces' : '';
-      mount(
-        note,
-        h(
-          'span',
-          null,
-          h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
-          ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
-          edges.length > DENSE_EDGES ? ' Point at a service to see the counts on its calls.' : '',
-        ),
-        res.complete
-          ? null
-          : h(
-              'span',
-              { class: 'warn-text', 'data-testid': 'graph-partial' },
-              ` The range holds more than one request reads: counted from ${fmtDateTime(Number(res.countedFrom || 0) / 1e6, false)} to the end. Narrow the range for totals.`,
-            ),
-        res.unresolvedCalls
-          ? h(
-              'span',
-              { class: 'muted', title: 'Calls in traces stored in several pieces whose caller was not looked up' },
-              ` ${fmtCount(res.unresolvedCalls)} call${res.unresolvedCalls === 1 ? '' : 's'} of split traces not attributed.`,
-            )
-          : null,
-      );
+      mount(note, ...graphSummary(res, edges, t, params.q));
       render(edges, stats, t);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
@@ -161,54 +119,7 @@ export function graphPage(url: URL): Page {
   function render(edges: Edge[], nodeStats: Stats, t: TimeRange) {
     const layout = layoutGraph(edges, nodeStats);
     const minutes = Math.max(1, (t.end - t.start) / 60);
-    const table = h(
-      'table',
-      { class: 'results-table edge-table' },
-      h(
-        'thead',
-        null,
-        h(
-          'tr',
-          null,
-          h('th', null, 'Caller'),
-          h('th', null, 'Callee'),
-          h('th', { class: 'c-num' }, 'Calls'),
-          h('th', { class: 'c-num' }, 'Per minute'),
-          h('th', { class: 'c-num' }, 'Errors'),
-          h('th', { class: 'c-num' }, 'Error rate'),
-          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p50'),
-          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p90'),
-          h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p99'),
-        ),
-      ),
-      h(
-        'tbody',
-        null,
-        edges.map((e) => {
-          const tr = h(
-            'tr',
-            {
-              class: e.errors / e.calls >= ERROR_RATE_MARK ? 'has-error' : '',
-              'data-testid': 'edge-row',
-              'data-from': e.from,
-              'data-to': e.to,
-              title: `Search the traces where ${e.from} calls ${e.to}`,
-            },
-            h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.from)}` }), e.from),
-            h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.to)}` }), e.to),
-            h('td', { class: 'c-num' }, fmtCount(e.calls)),
-            h('td', { class: 'c-num' }, fmtRate(e.calls / minutes)),
-            h('td', { class: 'c-num' }, e.errors ? h('span', { class: 'badge err' }, fmtCount(e.errors)) : '0'),
-            h('td', { class: 'c-num' }, `${((e.errors / e.calls) * 100).toFixed(1)}%`),
-            h('td', { class: 'c-num' }, fmtDuration(e.p50)),
-            h('td', { class: 'c-num' }, fmtDuration(e.p90)),
-            h('td', { class: 'c-num' }, fmtDuration(e.p99)),
-          );
-          tr.addEventListener('click', () => navigate(searchUrl(`{ resource.service.name = ${quoted(e.from)} } > { resource.service.name = ${quoted(e.to)} }`)));
-          return tr;
-        }),
-      ),
-    );
+    const table = edgeTable(edges, minutes, searchUrl);
     mount(
       body,
       h('div', { class: 'card graph-card' }, layout),
@@ -217,17 +128,7 @@ export function graphPage(url: URL): Page {
   }
 
   // hovering a service highlights its edges; clicking it searches its traces
-  body.addEventListener('mouseover', (ev) => {
-    const node = (ev.target as Element).closest('[data-testid="graph-node"]');
-    const g = body.querySelector('svg.service-graph');
-    if (!g) return;
-    const name = node?.getAttribute('data-service') ?? null;
-    g.classList.toggle('focus', !!name);
-    for (const e of g.querySelectorAll('[data-testid="graph-edge"], .edge-label')) {
-      e.classList.toggle('hl', !!name && (e.getAttribute('data-from') === name || e.getAttribute('data-to') === name));
-    }
-    for (const n of g.querySelectorAll('[data-testid="graph-node"]')) n.classList.toggle('hl', n === node);
-  });
+  highlightOnHover(body);
   body.addEventListener('click', (ev) => {
     const node = (ev.target as Element).closest('[data-testid="graph-node"]');
     if (!node) return;
@@ -248,6 +149,127 @@ export function graphPage(url: URL): Page {
       abort?.abort();
     },
   };
+}
+
+/** The response's edges, with their latencies as numbers. */
+function toEdges(edges: GraphEdge[]): Edge[] {
+  return edges.map((e: GraphEdge) => ({
+    from: e.parent,
+    to: e.child,
+    calls: e.callCount,
+    errors: e.errorCount,
+    p50: Number(e.latencyP50Nano),
+    p90: Number(e.latencyP90Nano),
+    p99: Number(e.latencyP99Nano),
+  }));
+}
+
+/** What shows when the range has no services: a wider range or filter to try, or how to send data. */
+function noServices(q: string, any: boolean): HTMLElement {
+  return any
+    ? emptyState(
+        q ? 'No traces match the filter in this time range' : 'No traces in this time range',
+        h('div', { class: 'help' }, h('p', { class: 'muted' }, 'The graph counts the calls in the traces of the chosen time range. Try a wider range', q ? ' or another filter.' : '.')),
+      )
+    : emptyState('No traces yet', sendDataHelp());
+}
+
+/** The line above the graph: calls, services and spans counted, and whether the count is partial. */
+function graphSummary(res: ServiceGraphResponse, edges: Edge[], t: TimeRange, q: string): (HTMLElement | null)[] {
+  const services = res.services || [];
+  const spans = services.reduce((n, s) => n + s.spanCount, 0);
+  const calls = edges.reduce((n, e) => n + e.calls, 0);
+  const scope = q ? ' of matching traces' : '';
+  return [
+    h(
+      'span',
+      null,
+      h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
+      ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
+      edges.length > DENSE_EDGES ? ' Point at a service to see the counts on its calls.' : '',
+    ),
+    res.complete
+      ? null
+      : h(
+          'span',
+          { class: 'warn-text', 'data-testid': 'graph-partial' },
+          ` The range holds more than one request reads: counted from ${fmtDateTime(Number(res.countedFrom || 0) / 1e6, false)} to the end. Narrow the range for totals.`,
+        ),
+    res.unresolvedCalls
+      ? h(
+          'span',
+          { class: 'muted', title: 'Calls in traces stored in several pieces whose caller was not looked up' },
+          ` ${fmtCount(res.unresolvedCalls)} call${res.unresolvedCalls === 1 ? '' : 's'} of split traces not attributed.`,
+        )
+      : null,
+  ];
+}
+
+/** The table of edges; a click on a row opens the search for its calls (`searchUrl`). */
+function edgeTable(edges: Edge[], minutes: number, searchUrl: (q: string) => string): HTMLTableElement {
+  return h(
+    'table',
+    { class: 'results-table edge-table' },
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        h('th', null, 'Caller'),
+        h('th', null, 'Callee'),
+        h('th', { class: 'c-num' }, 'Calls'),
+        h('th', { class: 'c-num' }, 'Per minute'),
+        h('th', { class: 'c-num' }, 'Errors'),
+        h('th', { class: 'c-num' }, 'Error rate'),
+        h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p50'),
+        h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p90'),
+        h('th', { class: 'c-num', title: 'Duration of the callee spans' }, 'p99'),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      edges.map((e) => {
+        const tr = h(
+          'tr',
+          {
+            class: e.errors / e.calls >= ERROR_RATE_MARK ? 'has-error' : '',
+            'data-testid': 'edge-row',
+            'data-from': e.from,
+            'data-to': e.to,
+            title: `Search the traces where ${e.from} calls ${e.to}`,
+          },
+          h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.from)}` }), e.from),
+          h('td', null, h('span', { class: 'swatch', style: `background:${serviceColor(e.to)}` }), e.to),
+          h('td', { class: 'c-num' }, fmtCount(e.calls)),
+          h('td', { class: 'c-num' }, fmtRate(e.calls / minutes)),
+          h('td', { class: 'c-num' }, e.errors ? h('span', { class: 'badge err' }, fmtCount(e.errors)) : '0'),
+          h('td', { class: 'c-num' }, `${((e.errors / e.calls) * 100).toFixed(1)}%`),
+          h('td', { class: 'c-num' }, fmtDuration(e.p50)),
+          h('td', { class: 'c-num' }, fmtDuration(e.p90)),
+          h('td', { class: 'c-num' }, fmtDuration(e.p99)),
+        );
+        tr.addEventListener('click', () => navigate(searchUrl(`{ resource.service.name = ${quoted(e.from)} } > { resource.service.name = ${quoted(e.to)} }`)));
+        return tr;
+      }),
+    ),
+  );
+}
+
+/** Highlights the edges of the service under the pointer in the graph drawn inside `body`. */
+function highlightOnHover(body: HTMLElement) {
+  body.addEventListener('mouseover', (ev) => {
+    const node = (ev.target as Element).closest('[data-testid="graph-node"]');
+    const g = body.querySelector('svg.service-graph');
+    if (!g) return;
+    const name = node?.getAttribute('data-service') ?? null;
+    g.classList.toggle('focus', !!name);
+    for (const e of g.querySelectorAll('[data-testid="graph-edge"], .edge-label')) {
+      e.classList.toggle('hl', !!name && (e.getAttribute('data-from') === name || e.getAttribute('data-to') === name));
+    }
+    for (const n of g.querySelectorAll('[data-testid="graph-node"]')) n.classList.toggle('hl', n === node);
+  });
 }
 
 function fmtRate(perMinute: number): string {
@@ -346,6 +368,48 @@ const DENSE_EDGES = 16;
 function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
   const names = Array.from(stats.keys());
   for (const e of edges) for (const n of [e.from, e.to]) if (!stats.has(n)) names.push(n);
+  const layers = serviceColumns(names, edges);
+  const { nodes, width, height } = placeNodes(layers, stats);
+
+  const maxCalls = Math.max(1, ...edges.map((e) => e.calls));
+  const root = svg('svg', {
+    'data-testid': 'service-graph',
+    class: edges.length > DENSE_EDGES ? 'service-graph dense' : 'service-graph',
+    width,
+    height,
+    // shrink a wide graph to fit, but not below 80%, where labels stay readable; the card
+    // scrolls sideways beyond that
+    style: `min-width:${Math.round(width * 0.8)}px`,
+    viewBox: `0 0 ${width} ${height}`,
+    role: 'img',
+    'aria-label': `Service graph: ${nodes.size} services, ${edges.length} edges`,
+  });
+  root.appendChild(
+    svg(
+      'defs',
+      null,
+      svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow' })),
+      svg('marker', { id: 'arrow-err', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow err' })),
+    ),
+  );
+  const edgeG = svg('g', { class: 'edges' });
+  const labelG = svg('g', { class: 'edge-labels' });
+  for (const e of edges) {
+    const { path, label } = drawEdge(e, nodes.get(e.from)!, nodes.get(e.to)!, maxCalls);
+    edgeG.appendChild(path);
+    labelG.appendChild(label);
+  }
+  root.appendChild(edgeG);
+  const nodeG = svg('g', { class: 'nodes' });
+  for (const n of nodes.values()) nodeG.appendChild(drawNode(n));
+  root.appendChild(labelG);
+  root.appendChild(nodeG);
+  return root;
+}
+
+/** The services in columns (layerServices; services without cross-service calls in a last
+ * column), each column ordered by the barycentre of its callers in the column before. */
+function serviceColumns(names: string[], edges: Edge[]): string[][] {
   const out = new Map<string, string[]>();
   const indeg = new Map<string, number>();
   for (const n of names) {
@@ -385,7 +449,12 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
       layers[l].forEach((n, i) => pos.set(n, i));
     }
   }
+  return layers;
+}
 
+/** Each service's box position, column by column, each column centred vertically; and the
+ * drawing's size. */
+function placeNodes(layers: string[][], stats: Stats): { nodes: Map<string, NodeInfo>; width: number; height: number } {
   const maxRows = Math.max(...layers.map((l) => l.length));
   const height = PAD * 2 + maxRows * NODE_H + (maxRows - 1) * ROW_GAP + 30;
   const width = PAD_X * 2 + layers.length * NODE_W + (layers.length - 1) * COL_GAP;
@@ -398,114 +467,91 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
       nodes.set(n, { name: n, spans: st.spans, errors: st.errors, layer: l, order: i, x: PAD_X + l * (NODE_W + COL_GAP), y: y0 + i * (NODE_H + ROW_GAP) });
     });
   });
+  return { nodes, width, height };
+}
 
-  const maxCalls = Math.max(1, ...edges.map((e) => e.calls));
-  const root = svg('svg', {
-    'data-testid': 'service-graph',
-    class: edges.length > DENSE_EDGES ? 'service-graph dense' : 'service-graph',
-    width,
-    height,
-    // shrink a wide graph to fit, but not below 80%, where labels stay readable; the card
-    // scrolls sideways beyond that
-    style: `min-width:${Math.round(width * 0.8)}px`,
-    viewBox: `0 0 ${width} ${height}`,
-    role: 'img',
-    'aria-label': `Service graph: ${nodes.size} services, ${edges.length} edges`,
-  });
-  root.appendChild(
-    svg(
-      'defs',
-      null,
-      svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow' })),
-      svg('marker', { id: 'arrow-err', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow err' })),
-    ),
+/** The curve of a call from box `a` to box `b` (forward, within a column, or back) and where
+ * its label goes. */
+function edgeCurve(a: NodeInfo, b: NodeInfo): { d: string; lx: number; ly: number } {
+  let d: string;
+  let lx: number;
+  let ly: number;
+  if (b.layer > a.layer) {
+    const x1 = a.x + NODE_W;
+    const y1 = a.y + NODE_H / 2 - 4;
+    const x2 = b.x - 1;
+    const y2 = b.y + NODE_H / 2 - 4;
+    const cx = (x1 + x2) / 2;
+    d = `M${x1},${y1} C${cx},${y1} ${cx},${y2} ${x2},${y2}`;
+    // label near the callee end, where edges fan out less
+    lx = x1 + (x2 - x1) * 0.62;
+    ly = y1 + (y2 - y1) * 0.62;
+  } else if (b.layer === a.layer) {
+    // same column: an arc bulging right
+    const x1 = a.x + NODE_W;
+    const y1 = a.y + NODE_H / 2 + 6;
+    const x2 = b.x + NODE_W + 1;
+    const y2 = b.y + NODE_H / 2 + 6;
+    const bulge = Math.min(MAX_BULGE, 34 + Math.abs(a.order - b.order) * 6);
+    d = `M${x1},${y1} C${x1 + bulge},${y1} ${x2 + bulge},${y2} ${x2},${y2}`;
+    lx = x1 + bulge * 0.75;
+    ly = (y1 + y2) / 2;
+  } else {
+    // back to an earlier column: leave from the left, enter from the right, lower half
+    const x1 = a.x;
+    const y1 = a.y + NODE_H - 10;
+    const x2 = b.x + NODE_W + 1;
+    const y2 = b.y + NODE_H - 10;
+    d = `M${x1},${y1} C${x1 - 50},${y1 + 24} ${x2 + 50},${y2 + 24} ${x2},${y2}`;
+    lx = (x1 + x2) / 2;
+    ly = (y1 + y2) / 2 + 18;
+  }
+  return { d, lx, ly };
+}
+
+/** A call's arrow from `a` to `b`, as thick as its share of `maxCalls` (log scale), and its
+ * label of calls and error rate; both red when failing. */
+function drawEdge(e: Edge, a: NodeInfo, b: NodeInfo, maxCalls: number): { path: SVGPathElement; label: SVGGElement } {
+  const { d, lx, ly } = edgeCurve(a, b);
+  const w = 1.2 + (Math.log(1 + e.calls) / Math.log(1 + maxCalls)) * 3.5;
+  const failing = e.errors / e.calls >= ERROR_RATE_MARK;
+  const cls = failing ? 'edge err' : 'edge';
+  const path = svg(
+    'path',
+    {
+      d,
+      class: cls,
+      'stroke-width': w.toFixed(1),
+      'marker-end': failing ? 'url(#arrow-err)' : 'url(#arrow)',
+      'data-testid': 'graph-edge',
+      'data-from': e.from,
+      'data-to': e.to,
+      'data-calls': e.calls,
+      'data-errors': e.errors,
+    },
+    svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
   );
-  const edgeG = svg('g', { class: 'edges' });
-  const labelG = svg('g', { class: 'edge-labels' });
-  for (const e of edges) {
-    const a = nodes.get(e.from)!;
-    const b = nodes.get(e.to)!;
-    let d: string;
-    let lx: number;
-    let ly: number;
-    if (b.layer > a.layer) {
-      const x1 = a.x + NODE_W;
-      const y1 = a.y + NODE_H / 2 - 4;
-      const x2 = b.x - 1;
-      const y2 = b.y + NODE_H / 2 - 4;
-      const cx = (x1 + x2) / 2;
-      d = `M${x1},${y1} C${cx},${y1} ${cx},${y2} ${x2},${y2}`;
-      // label near the callee end, where edges fan out less
-      lx = x1 + (x2 - x1) * 0.62;
-      ly = y1 + (y2 - y1) * 0.62;
-    } else if (b.layer === a.layer) {
-      // same column: an arc bulging right
-      const x1 = a.x + NODE_W;
-      const y1 = a.y + NODE_H / 2 + 6;
-      const x2 = b.x + NODE_W + 1;
-      const y2 = b.y + NODE_H / 2 + 6;
-      const bulge = Math.min(MAX_BULGE, 34 + Math.abs(a.order - b.order) * 6);
-      d = `M${x1},${y1} C${x1 + bulge},${y1} ${x2 + bulge},${y2} ${x2},${y2}`;
-      lx = x1 + bulge * 0.75;
-      ly = (y1 + y2) / 2;
-    } else {
-      // back to an earlier column: leave from the left, enter from the right, lower half
-      const x1 = a.x;
-      const y1 = a.y + NODE_H - 10;
-      const x2 = b.x + NODE_W + 1;
-      const y2 = b.y + NODE_H - 10;
-      d = `M${x1},${y1} C${x1 - 50},${y1 + 24} ${x2 + 50},${y2 + 24} ${x2},${y2}`;
-      lx = (x1 + x2) / 2;
-      ly = (y1 + y2) / 2 + 18;
-    }
-    const w = 1.2 + (Math.log(1 + e.calls) / Math.log(1 + maxCalls)) * 3.5;
-    const failing = e.errors / e.calls >= ERROR_RATE_MARK;
-    const cls = failing ? 'edge err' : 'edge';
-    edgeG.appendChild(
-      svg(
-        'path',
-        {
-          d,
-          class: cls,
-          'stroke-width': w.toFixed(1),
-          'marker-end': failing ? 'url(#arrow-err)' : 'url(#arrow)',
-          'data-testid': 'graph-edge',
-          'data-from': e.from,
-          'data-to': e.to,
-          'data-calls': e.calls,
-          'data-errors': e.errors,
-        },
-        svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
-      ),
-    );
-    const label = `${fmtCount(e.calls)}${e.errors ? ` · ${((e.errors / e.calls) * 100).toFixed(e.errors / e.calls < 0.1 ? 1 : 0)}% err` : ''}`;
-    const lw = label.length * 6.4 + 10;
-    labelG.appendChild(
-      svg(
-        'g',
-        { class: `edge-label${failing ? ' err' : ''}`, 'data-from': e.from, 'data-to': e.to, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
-        svg('rect', { x: -lw / 2, y: -9, width: lw, height: 18, rx: 9 }),
-        svg('text', { x: 0, y: 4, 'text-anchor': 'middle' }, label),
-      ),
-    );
-  }
-  root.appendChild(edgeG);
-  const nodeG = svg('g', { class: 'nodes' });
-  for (const n of nodes.values()) {
-    const label = n.name.length > 22 ? `${n.name.slice(0, 21)}…` : n.name;
-    nodeG.appendChild(
-      svg(
-        'g',
-        { class: `node${n.spans && n.errors / n.spans >= ERROR_RATE_MARK ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
-        svg('title', null, `${n.name}\n${n.spans} spans, ${n.errors} errors\nClick to search its traces`),
-        svg('rect', { width: NODE_W, height: NODE_H, rx: 8 }),
-        svg('rect', { width: 6, height: NODE_H, rx: 3, fill: serviceColor(n.name), class: 'node-stripe' }),
-        svg('text', { x: 16, y: 19, class: 'node-name' }, label),
-        svg('text', { x: 16, y: 35, class: 'node-sub' }, `${fmtCount(n.spans)} spans${n.errors ? ` · ${fmtCount(n.errors)} err` : ''}`),
-      ),
-    );
-  }
-  root.appendChild(labelG);
-  root.appendChild(nodeG);
-  return root;
+  const text = `${fmtCount(e.calls)}${e.errors ? ` · ${((e.errors / e.calls) * 100).toFixed(e.errors / e.calls < 0.1 ? 1 : 0)}% err` : ''}`;
+  const lw = text.length * 6.4 + 10;
+  const label = svg(
+    'g',
+    { class: `edge-label${failing ? ' err' : ''}`, 'data-from': e.from, 'data-to': e.to, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
+    svg('rect', { x: -lw / 2, y: -9, width: lw, height: 18, rx: 9 }),
+    svg('text', { x: 0, y: 4, 'text-anchor': 'middle' }, text),
+  );
+  return { path, label };
+}
+
+/** A service's box: colour stripe, name, and its span and error counts. */
+function drawNode(n: NodeInfo): SVGGElement {
+  const label = n.name.length > 22 ? `${n.name.slice(0, 21)}…` : n.name;
+  return svg(
+    'g',
+    { class: `node${n.spans && n.errors / n.spans >= ERROR_RATE_MARK ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
+    svg('title', null, `${n.name}\n${n.spans} spans, ${n.errors} errors\nClick to search its traces`),
+    svg('rect', { width: NODE_W, height: NODE_H, rx: 8 }),
+    svg('rect', { width: 6, height: NODE_H, rx: 3, fill: serviceColor(n.name), class: 'node-stripe' }),
+    svg('text', { x: 16, y: 19, class: 'node-name' }, label),
+    svg('text', { x: 16, y: 35, class: 'node-sub' }, `${fmtCount(n.spans)} spans${n.errors ? ` · ${fmtCount(n.errors)} err` : ''}`),
+  );
 }

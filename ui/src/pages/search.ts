@@ -155,67 +155,191 @@ function queryToBuilder(q: string): Builder | null {
 export function searchPage(url: URL): Page {
   let state = readState(url);
   let abort: AbortController | null = null;
-  let rows: Row[] = [];
-  let lastResponse: SearchResponse | null = null;
-  let resizeObs: ResizeObserver | null = null;
-  let noData = false;
 
-  // Builder controls
-  const serviceSel = h('select', { class: 'input', id: 'f-service' }, h('option', { value: '' }, 'All services'));
-  const opSel = h('select', { class: 'input', id: 'f-op' }, h('option', { value: '' }, 'All operations'));
-  const tagsIn = h('input', { class: 'input mono', id: 'f-tags', placeholder: 'e.g. http.status_code=500 region="us-east-1"', spellcheck: 'false' });
-  const minIn = h('input', { class: 'input', id: 'f-min', placeholder: 'e.g. 100ms', size: 8, spellcheck: 'false' });
-  const maxIn = h('input', { class: 'input', id: 'f-max', placeholder: 'e.g. 5s', size: 8, spellcheck: 'false' });
-  const limitSel = h('select', { class: 'input', id: 'f-limit' }, LIMITS.map((l) => h('option', { value: l }, String(l))));
-  const qIn = h('input', {
-    class: 'input mono traceql',
-    'data-testid': 'traceql',
-    'aria-label': 'TraceQL query',
-    placeholder: '{ resource.service.name = "checkout" && status = error }',
-  });
-  const runBtn = h('button', { class: 'btn primary', 'data-testid': 'search-run', type: 'submit' }, 'Run query');
-  // a new time range re-runs the query (and refreshes the pickers' values)
-  const picker = timeRangePicker(state.time, (t) => {
+  const form = queryForm(() => state);
+  const results = resultsView(() => state);
+  const el = h('div', { class: 'page search-page' }, form.el, results.el);
+  linkHover(el);
+
+  // --- running
+  async function run() {
+    abort?.abort();
+    const ctl = new AbortController();
+    abort = ctl;
+    const t = readTimeRange(new URL(location.href).searchParams);
     state.time = t;
-    void loadServices();
-    submit();
-  });
-  const builderNote = h('span', { class: 'builder-note muted' });
+    form.picker.set(t);
+    form.runBtn.disabled = true;
+    form.runBtn.classList.add('busy');
+    results.loading(t);
+    const t0 = performance.now();
+    try {
+      const resp = await search(
+        { q: state.q, limit: state.limit, start: t.start, end: t.end, minDuration: state.minDuration, maxDuration: state.maxDuration, spss: 3 },
+        ctl.signal,
+      );
+      if (ctl.signal.aborted) return;
+      const rows = results.setResponse(resp);
+      const took = performance.now() - t0;
+      const noData = !rows.length && !(await hasAnyData(ctl.signal));
+      if (ctl.signal.aborted) return;
+      results.render(took, noData);
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') return;
+      results.failed(e);
+    } finally {
+      if (abort === ctl) {
+        form.runBtn.disabled = false;
+        form.runBtn.classList.remove('busy');
+      }
+    }
+  }
 
+  form.apply(state);
+  void form.loadServices();
+  document.title = 'Search · weft';
+  // render and run once attached
+  queueMicrotask(() => void run());
+
+  return {
+    el,
+    update(u: URL) {
+      state = readState(u);
+      form.apply(state);
+      document.title = 'Search · weft';
+      void run();
+      return true;
+    },
+    destroy() {
+      abort?.abort();
+      results.destroy();
+    },
+  };
+}
+
+/** Highlights a trace's dot and table row together while the pointer is over either. */
+function linkHover(el: HTMLElement) {
+  const hover = (id: string | null) => {
+    for (const e of el.querySelectorAll('.hover')) e.classList.remove('hover');
+    if (!id) return;
+    for (const e of el.querySelectorAll(`[data-trace-id="${CSS.escape(id)}"]`)) e.classList.add('hover');
+  };
+  el.addEventListener('mouseover', (ev) => {
+    const t = (ev.target as Element).closest('[data-trace-id]');
+    hover(t ? t.getAttribute('data-trace-id') : null);
+  });
+}
+
+// --- query form ----------------------------------------------------------------------------
+
+/** Creates the query form's inputs, empty until the form applies a state to them. */
+function formControls() {
+  return {
+    serviceSel: h('select', { class: 'input', id: 'f-service' }, h('option', { value: '' }, 'All services')),
+    opSel: h('select', { class: 'input', id: 'f-op' }, h('option', { value: '' }, 'All operations')),
+    tagsIn: h('input', { class: 'input mono', id: 'f-tags', placeholder: 'e.g. http.status_code=500 region="us-east-1"', spellcheck: 'false' }),
+    minIn: h('input', { class: 'input', id: 'f-min', placeholder: 'e.g. 100ms', size: 8, spellcheck: 'false' }),
+    maxIn: h('input', { class: 'input', id: 'f-max', placeholder: 'e.g. 5s', size: 8, spellcheck: 'false' }),
+    limitSel: h('select', { class: 'input', id: 'f-limit' }, LIMITS.map((l) => h('option', { value: l }, String(l)))),
+    qIn: h('input', {
+      class: 'input mono traceql',
+      'data-testid': 'traceql',
+      'aria-label': 'TraceQL query',
+      placeholder: '{ resource.service.name = "checkout" && status = error }',
+    }),
+    runBtn: h('button', { class: 'btn primary', 'data-testid': 'search-run', type: 'submit' }, 'Run query'),
+    builderNote: h('span', { class: 'builder-note muted' }),
+  };
+}
+
+type FormControls = ReturnType<typeof formControls>;
+
+/** Lays the inputs, the time range picker and the run button out as the query form. */
+function formLayout(c: FormControls, picker: HTMLElement): HTMLFormElement {
   const field = (label: string, forId: string, ctl: HTMLElement, cls = '') =>
     h('label', { class: `field ${cls}`, for: forId }, h('span', { class: 'field-label' }, label), ctl);
 
-  const qWrap = h('div', { class: 'traceql-wrap' }, h('span', { class: 'ql-badge' }, 'TraceQL'), qIn);
-  const form = h(
+  const qWrap = h('div', { class: 'traceql-wrap' }, h('span', { class: 'ql-badge' }, 'TraceQL'), c.qIn);
+  return h(
     'form',
     { class: 'card query-panel', autocomplete: 'off' },
     h(
       'div',
       { class: 'builder' },
-      field('Service', 'f-service', serviceSel),
-      field('Operation', 'f-op', opSel),
-      field('Tags', 'f-tags', h('div', { class: 'ac-wrap' }, tagsIn), 'grow'),
-      field('Min duration', 'f-min', minIn, 'narrow'),
-      field('Max duration', 'f-max', maxIn, 'narrow'),
-      field('Limit', 'f-limit', limitSel, 'narrow'),
+      field('Service', 'f-service', c.serviceSel),
+      field('Operation', 'f-op', c.opSel),
+      field('Tags', 'f-tags', h('div', { class: 'ac-wrap' }, c.tagsIn), 'grow'),
+      field('Min duration', 'f-min', c.minIn, 'narrow'),
+      field('Max duration', 'f-max', c.maxIn, 'narrow'),
+      field('Limit', 'f-limit', c.limitSel, 'narrow'),
     ),
-    h('div', { class: 'query-row' }, qWrap, picker.el, runBtn),
-    builderNote,
+    h('div', { class: 'query-row' }, qWrap, picker, c.runBtn),
+    c.builderNote,
   );
+}
+
+/** The query form: submitting it (or picking a new time range) navigates to the URL of the
+ * search it describes, the current state with the form's values. */
+function queryForm(current: () => State) {
+  const c = formControls();
+  // a new time range re-runs the query (and refreshes the pickers' values)
+  const picker = timeRangePicker(current().time, (t) => {
+    current().time = t;
+    void builder.loadServices();
+    submit();
+  });
+  const form = formLayout(c, picker.el);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     submit();
   });
-  attachAutocomplete(qIn, () => picker.get(), submit);
-  attachAutocomplete(tagsIn, () => picker.get(), submit, { tags: true, listId: 'tags-ac' });
+  attachAutocomplete(c.qIn, () => picker.get(), submit);
+  attachAutocomplete(c.tagsIn, () => picker.get(), submit, { tags: true, listId: 'tags-ac' });
+  const builder = builderSync(c, form, () => picker.get());
+  for (const inp of [c.minIn, c.maxIn]) {
+    inp.addEventListener('input', () => inp.classList.toggle('invalid', !!inp.value.trim() && isNaN(parseDuration(inp.value))));
+  }
 
-  const summary = h('div', { class: 'results-summary' });
-  const chartBox = h('div', { class: 'card chart-card' });
-  const tableBox = h('div', { class: 'card table-card' });
-  const results = h('section', { class: 'results' }, summary, chartBox, tableBox);
-  const el = h('div', { class: 'page search-page' }, form, results);
+  function submit() {
+    const minD = normDuration(c.minIn.value);
+    const maxD = normDuration(c.maxIn.value);
+    c.minIn.classList.toggle('invalid', minD === null);
+    c.maxIn.classList.toggle('invalid', maxD === null);
+    if (minD === null || maxD === null) return;
+    const next: State = {
+      ...current(),
+      q: c.qIn.value.trim() || '{}',
+      time: picker.get(),
+      limit: Number(c.limitSel.value) || 20,
+      minDuration: minD,
+      maxDuration: maxD,
+    };
+    navigate(stateUrl(next));
+  }
 
-  // --- builder wiring
+  return {
+    el: form,
+    picker,
+    runBtn: c.runBtn,
+    loadServices: builder.loadServices,
+    /** Shows a state's query, time range, duration limits and result limit in the form. */
+    apply(s: State) {
+      c.qIn.value = s.q;
+      picker.set(s.time);
+      c.minIn.value = s.minDuration;
+      c.maxIn.value = s.maxDuration;
+      if (!LIMITS.includes(s.limit)) c.limitSel.appendChild(h('option', { value: s.limit }, String(s.limit)));
+      c.limitSel.value = String(s.limit);
+      builder.syncFromQuery();
+    },
+  };
+}
+
+/** Keeps the builder pickers (service, operation, tags) and the TraceQL box in step, and fills
+ * the pickers' lists from the tag values of `range()`. */
+function builderSync(c: FormControls, form: HTMLFormElement, range: () => TimeRange) {
+  const { serviceSel, opSel, tagsIn, qIn, builderNote } = c;
+
   function builderChanged() {
     const q = builderToQuery({ service: serviceSel.value, op: opSel.value, tags: tagsIn.value });
     markTags();
@@ -238,9 +362,6 @@ export function searchPage(url: URL): Page {
   tagsIn.addEventListener('blur', markTags);
   qIn.addEventListener('input', syncBuilderFromQuery);
   qIn.addEventListener('change', syncBuilderFromQuery);
-  for (const inp of [minIn, maxIn]) {
-    inp.addEventListener('input', () => inp.classList.toggle('invalid', !!inp.value.trim() && isNaN(parseDuration(inp.value))));
-  }
 
   function syncBuilderFromQuery() {
     const b = queryToBuilder(qIn.value);
@@ -258,14 +379,8 @@ export function searchPage(url: URL): Page {
     tagsIn.classList.remove('invalid');
   }
 
-  function setSelect(sel: HTMLSelectElement, value: string, allLabel: string) {
-    if (value && !Array.from(sel.options).some((o) => o.value === value)) sel.appendChild(h('option', { value }, value));
-    sel.value = value;
-    if (!value && sel.options.length && sel.options[0].textContent !== allLabel) sel.options[0].textContent = allLabel;
-  }
-
   async function loadServices() {
-    const t = picker.get();
+    const t = range();
     try {
       const vals = await tagValues('resource.service.name', { start: t.start, end: t.end });
       const names = vals.map((v) => v.value).sort((a, b) => a.localeCompare(b));
@@ -279,7 +394,7 @@ export function searchPage(url: URL): Page {
 
   async function loadOperations(service: string, select: string) {
     opSel.dataset.service = service;
-    const t = picker.get();
+    const t = range();
     try {
       const vals = await tagValues('name', {
         q: service ? `{ resource.service.name = ${quote(service)} }` : undefined,
@@ -295,121 +410,46 @@ export function searchPage(url: URL): Page {
     setSelect(opSel, select, 'All operations');
   }
 
-  function applyStateToForm() {
-    qIn.value = state.q;
-    picker.set(state.time);
-    minIn.value = state.minDuration;
-    maxIn.value = state.maxDuration;
-    if (!LIMITS.includes(state.limit)) limitSel.appendChild(h('option', { value: state.limit }, String(state.limit)));
-    limitSel.value = String(state.limit);
-    syncBuilderFromQuery();
-  }
+  return { syncFromQuery: syncBuilderFromQuery, loadServices };
+}
 
-  function normDuration(s: string): string | null {
-    const v = s.trim();
-    if (!v) return '';
-    if (isNaN(parseDuration(v))) return null;
-    return /^\d+(\.\d+)?$/.test(v) ? `${v}ms` : v.replace('µs', 'us');
-  }
+/** Selects `value` in a picker, adding it as an option when the list lacks it. */
+function setSelect(sel: HTMLSelectElement, value: string, allLabel: string) {
+  if (value && !Array.from(sel.options).some((o) => o.value === value)) sel.appendChild(h('option', { value }, value));
+  sel.value = value;
+  if (!value && sel.options.length && sel.options[0].textContent !== allLabel) sel.options[0].textContent = allLabel;
+}
 
-  function submit() {
-    const minD = normDuration(minIn.value);
-    const maxD = normDuration(maxIn.value);
-    minIn.classList.toggle('invalid', minD === null);
-    maxIn.classList.toggle('invalid', maxD === null);
-    if (minD === null || maxD === null) return;
-    const next: State = {
-      ...state,
-      q: qIn.value.trim() || '{}',
-      time: picker.get(),
-      limit: Number(limitSel.value) || 20,
-      minDuration: minD,
-      maxDuration: maxD,
-    };
-    navigate(stateUrl(next));
-  }
+/** A duration field's value as the API takes it: '' when empty, null when it does not parse. */
+function normDuration(s: string): string | null {
+  const v = s.trim();
+  if (!v) return '';
+  if (isNaN(parseDuration(v))) return null;
+  return /^\d+(\.\d+)?$/.test(v) ? `${v}ms` : v.replace('µs', 'us');
+}
 
-  // --- running
-  async function run() {
-    abort?.abort();
-    const ctl = new AbortController();
-    abort = ctl;
-    const t = readTimeRange(new URL(location.href).searchParams);
-    state.time = t;
-    picker.set(t);
-    runBtn.disabled = true;
-    runBtn.classList.add('busy');
-    mount(summary, h('span', { class: 'spin' }), h('span', { class: 'muted' }, `Searching ${timeRangeLabel(t).toLowerCase()}…`));
-    mount(chartBox, h('div', { class: 'skeleton chart-skeleton' }));
-    tableBox.classList.remove('bare');
-    mount(tableBox, skeletonTable());
-    const t0 = performance.now();
-    try {
-      const resp = await search(
-        { q: state.q, limit: state.limit, start: t.start, end: t.end, minDuration: state.minDuration, maxDuration: state.maxDuration, spss: 3 },
-        ctl.signal,
-      );
-      if (ctl.signal.aborted) return;
-      lastResponse = resp;
-      rows = (resp.traces || []).map(toRow);
-      const took = performance.now() - t0;
-      noData = !rows.length && !(await hasAnyData(ctl.signal));
-      if (ctl.signal.aborted) return;
-      renderResults(took);
-    } catch (e) {
-      if ((e as Error).name === 'AbortError') return;
-      rows = [];
-      mount(summary);
-      mount(chartBox);
-      chartBox.hidden = true;
-      tableBox.classList.add('bare');
-      mount(tableBox, errorBox(e, (e as ApiError).status === 400 ? 'Invalid query' : 'Query failed'));
-    } finally {
-      if (abort === ctl) {
-        runBtn.disabled = false;
-        runBtn.classList.remove('busy');
-      }
-    }
-  }
+// --- results -------------------------------------------------------------------------------
 
-  function toRow(t: SearchTrace): Row {
-    const sets = t.spanSets && t.spanSets.length ? t.spanSets : t.spanSet ? [t.spanSet] : [];
-    let matched = 0;
-    for (const s of sets) matched += s.matched ?? s.spans?.length ?? 0;
-    const stats = Object.values(t.serviceStats || {});
-    return {
-      id: t.traceID,
-      service: t.rootServiceName || '',
-      op: t.rootTraceName || '',
-      startMs: nsStringToMs(t.startTimeUnixNano),
-      durationMs: t.durationMs ?? 0,
-      spans: stats.length ? stats.reduce((n, s) => n + (s.spanCount ?? 0), 0) : matched,
-      matched,
-      errors: t.serviceStats ? stats.reduce((n, s) => n + (s.errorCount ?? 0), 0) : null,
-    };
-  }
+/** The results area: a summary line, the scatter plot and the sortable table of the last search,
+ * sorted as `current()` says (a click on a column header changes it). */
+function resultsView(current: () => State) {
+  let rows: Row[] = [];
+  let lastResponse: SearchResponse | null = null;
+  let resizeObs: ResizeObserver | null = null;
 
-  function renderResults(tookMs: number) {
+  const summary = h('div', { class: 'results-summary' });
+  const chartBox = h('div', { class: 'card chart-card' });
+  const tableBox = h('div', { class: 'card table-card' });
+  const el = h('section', { class: 'results' }, summary, chartBox, tableBox);
+
+  function renderResults(tookMs: number, noData: boolean) {
+    const state = current();
     chartBox.hidden = false;
     if (!rows.length) {
       mount(summary);
       mount(chartBox);
       chartBox.hidden = true;
-      mount(
-        tableBox,
-        noData
-          ? emptyState('No traces yet', sendDataHelp())
-          : emptyState(
-              'No traces match',
-              h(
-                'div',
-                { class: 'help' },
-                h('p', null, `Nothing matched `, h('code', null, state.q), ` in ${timeRangeLabel(state.time).toLowerCase()}.`),
-                h('p', { class: 'muted' }, 'Try a wider time range, fewer conditions, or drop the duration limits.'),
-                h('div', { class: 'btn-row' }, ...QUICK_WIDEN.map(([k, label]) => h('a', { class: 'btn', href: stateUrl({ ...state, time: { range: k, start: 0, end: 0 } }) }, label))),
-              ),
-            ),
-      );
+      mount(tableBox, noResults(state, noData));
       return;
     }
     const m = lastResponse?.metrics || {};
@@ -433,90 +473,16 @@ export function searchPage(url: URL): Page {
   }
 
   // --- table
-  function sorted(): Row[] {
-    const dir = state.desc ? -1 : 1;
-    const key = state.sort;
-    const f = (r: Row): number | string =>
-      key === 'start' ? r.startMs : key === 'duration' ? r.durationMs : key === 'spans' ? r.spans : key === 'errors' ? (r.errors ?? -1) : `${r.service}\u0000${r.op}`;
-    return rows.slice().sort((a, b) => {
-      const x = f(a);
-      const y = f(b);
-      return (x < y ? -1 : x > y ? 1 : 0) * dir || (b.startMs - a.startMs);
-    });
-  }
-
   function renderTable() {
     if (!rows.length) return;
-    const maxDur = Math.max(1, ...rows.map((r) => r.durationMs));
-    const now = Date.now();
-    const th = (key: SortKey, label: string, cls = '') => {
-      const activeSort = state.sort === key;
-      return h(
-        'th',
-        {
-          class: `${cls} sortable ${activeSort ? 'sorted' : ''}`,
-          'aria-sort': activeSort ? (state.desc ? 'descending' : 'ascending') : 'none',
-          'data-sort': key,
-          tabindex: 0,
-          title: key === 'spans' ? 'Spans in the trace (and how many matched the query)' : key === 'errors' ? 'Spans with status error' : null,
-        },
-        label,
-        h('span', { class: 'sort-ind' }, activeSort ? (state.desc ? '▼' : '▲') : ''),
-      );
-    };
-    const body = h('tbody');
-    for (const r of sorted()) {
-      const href = `/trace/${r.id}`;
-      body.appendChild(
-        h(
-          'tr',
-          { 'data-testid': 'result-row', 'data-trace-id': r.id, class: r.errors ? 'has-error' : '' },
-          h(
-            'td',
-            { class: 'c-trace' },
-            h('span', { class: 'swatch', style: `background:${serviceColor(r.service || '?')}` }),
-            h(
-              'a',
-              { href, class: 'trace-link' },
-              r.service ? h('b', null, r.service) : h('i', { class: 'muted' }, 'root span not received yet'),
-              r.op ? h('span', { class: 'op' }, r.op) : null,
-            ),
-            h('span', { class: 'trace-id mono' }, r.id.slice(0, 16)),
-          ),
-          h(
-            'td',
-            { class: 'c-num', 'data-testid': 'result-spans', 'data-spans': r.spans, 'data-matched': r.matched, title: `${fmtCount(r.spans)} spans, ${fmtCount(r.matched)} matched the query` },
-            r.matched < r.spans ? h('span', { class: 'muted small' }, `${fmtCount(r.matched)} of `) : null,
-            fmtCount(r.spans),
-          ),
-          h(
-            'td',
-            { class: 'c-err', 'data-testid': 'result-errors', 'data-errors': r.errors ?? '' },
-            r.errors ? h('span', { class: 'badge err', title: `${fmtCount(r.errors)} span${r.errors === 1 ? '' : 's'} with status error` }, fmtCount(r.errors)) : r.errors === 0 ? h('span', { class: 'muted' }, '–') : h('span', { class: 'muted', title: 'not reported' }, '?'),
-          ),
-          h(
-            'td',
-            { class: 'c-dur' },
-            h('span', { class: 'dur-bar' }, h('span', { style: `width:${Math.max(1, (r.durationMs / maxDur) * 100).toFixed(1)}%` })),
-            h('span', { class: 'dur-text' }, fmtTraceMs(r.durationMs)),
-          ),
-          h('td', { class: 'c-time', title: new Date(r.startMs).toString() }, h('span', null, fmtAgo(r.startMs, now)), h('span', { class: 'muted abs' }, fmtDateTime(r.startMs))),
-        ),
-      );
-    }
-    const table = h(
-      'table',
-      { class: 'results-table' },
-      h('thead', null, h('tr', null, th('service', 'Root service · operation'), th('spans', 'Spans', 'c-num'), th('errors', 'Errors', 'c-err'), th('duration', 'Duration', 'c-dur'), th('start', 'Started', 'c-time'))),
-      body,
-    );
-    mount(tableBox, table);
+    mount(tableBox, resultsTable(rows, current()));
   }
 
   tableBox.addEventListener('click', (ev) => {
     const target = ev.target as Element;
     const th = target.closest('th[data-sort]');
     if (th) {
+      const state = current();
       const key = th.getAttribute('data-sort') as SortKey;
       if (state.sort === key) state.desc = !state.desc;
       else {
@@ -542,16 +508,6 @@ export function searchPage(url: URL): Page {
       (th as HTMLElement).click();
     }
   });
-  // hover linking between dots and rows
-  const hover = (id: string | null) => {
-    for (const e of el.querySelectorAll('.hover')) e.classList.remove('hover');
-    if (!id) return;
-    for (const e of el.querySelectorAll(`[data-trace-id="${CSS.escape(id)}"]`)) e.classList.add('hover');
-  };
-  el.addEventListener('mouseover', (ev) => {
-    const t = (ev.target as Element).closest('[data-trace-id]');
-    hover(t ? t.getAttribute('data-trace-id') : null);
-  });
   chartBox.addEventListener('click', (ev) => {
     const dot = (ev.target as Element).closest('[data-testid="scatter-dot"]');
     if (dot) navigate(`/trace/${dot.getAttribute('data-trace-id')}`);
@@ -569,26 +525,150 @@ export function searchPage(url: URL): Page {
     resizeObs.observe(chartBox);
   }
 
-  applyStateToForm();
-  void loadServices();
-  document.title = 'Search · weft';
-  // render and run once attached
-  queueMicrotask(() => void run());
-
   return {
     el,
-    update(u: URL) {
-      state = readState(u);
-      applyStateToForm();
-      document.title = 'Search · weft';
-      void run();
-      return true;
+    /** Shows placeholders while the search of time range `t` runs. */
+    loading(t: TimeRange) {
+      mount(summary, h('span', { class: 'spin' }), h('span', { class: 'muted' }, `Searching ${timeRangeLabel(t).toLowerCase()}…`));
+      mount(chartBox, h('div', { class: 'skeleton chart-skeleton' }));
+      tableBox.classList.remove('bare');
+      mount(tableBox, skeletonTable());
+    },
+    /** Takes a search's response as the results (shown by `render`) and returns their rows. */
+    setResponse(resp: SearchResponse): Row[] {
+      lastResponse = resp;
+      rows = (resp.traces || []).map(toRow);
+      return rows;
+    },
+    render: renderResults,
+    /** Shows why the search failed in place of the results. */
+    failed(e: unknown) {
+      rows = [];
+      mount(summary);
+      mount(chartBox);
+      chartBox.hidden = true;
+      tableBox.classList.add('bare');
+      mount(tableBox, errorBox(e, (e as ApiError).status === 400 ? 'Invalid query' : 'Query failed'));
     },
     destroy() {
-      abort?.abort();
       resizeObs?.disconnect();
     },
   };
+}
+
+/** A search result as a table row. */
+function toRow(t: SearchTrace): Row {
+  const sets = t.spanSets && t.spanSets.length ? t.spanSets : t.spanSet ? [t.spanSet] : [];
+  let matched = 0;
+  for (const s of sets) matched += s.matched ?? s.spans?.length ?? 0;
+  const stats = Object.values(t.serviceStats || {});
+  return {
+    id: t.traceID,
+    service: t.rootServiceName || '',
+    op: t.rootTraceName || '',
+    startMs: nsStringToMs(t.startTimeUnixNano),
+    durationMs: t.durationMs ?? 0,
+    spans: stats.length ? stats.reduce((n, s) => n + (s.spanCount ?? 0), 0) : matched,
+    matched,
+    errors: t.serviceStats ? stats.reduce((n, s) => n + (s.errorCount ?? 0), 0) : null,
+  };
+}
+
+/** What shows when a search found nothing: how to send data, or how to widen the search. */
+function noResults(state: State, noData: boolean): HTMLElement {
+  return noData
+    ? emptyState('No traces yet', sendDataHelp())
+    : emptyState(
+        'No traces match',
+        h(
+          'div',
+          { class: 'help' },
+          h('p', null, `Nothing matched `, h('code', null, state.q), ` in ${timeRangeLabel(state.time).toLowerCase()}.`),
+          h('p', { class: 'muted' }, 'Try a wider time range, fewer conditions, or drop the duration limits.'),
+          h('div', { class: 'btn-row' }, ...QUICK_WIDEN.map(([k, label]) => h('a', { class: 'btn', href: stateUrl({ ...state, time: { range: k, start: 0, end: 0 } }) }, label))),
+        ),
+      );
+}
+
+/** The rows in the state's sort order; ties go newest first. */
+function sortRows(rows: Row[], state: State): Row[] {
+  const dir = state.desc ? -1 : 1;
+  const key = state.sort;
+  const f = (r: Row): number | string =>
+    key === 'start' ? r.startMs : key === 'duration' ? r.durationMs : key === 'spans' ? r.spans : key === 'errors' ? (r.errors ?? -1) : `${r.service}\u0000${r.op}`;
+  return rows.slice().sort((a, b) => {
+    const x = f(a);
+    const y = f(b);
+    return (x < y ? -1 : x > y ? 1 : 0) * dir || (b.startMs - a.startMs);
+  });
+}
+
+/** The results table, sorted as the state says, with sortable column headers. */
+function resultsTable(rows: Row[], state: State): HTMLTableElement {
+  const maxDur = Math.max(1, ...rows.map((r) => r.durationMs));
+  const now = Date.now();
+  const th = (key: SortKey, label: string, cls = '') => {
+    const activeSort = state.sort === key;
+    return h(
+      'th',
+      {
+        class: `${cls} sortable ${activeSort ? 'sorted' : ''}`,
+        'aria-sort': activeSort ? (state.desc ? 'descending' : 'ascending') : 'none',
+        'data-sort': key,
+        tabindex: 0,
+        title: key === 'spans' ? 'Spans in the trace (and how many matched the query)' : key === 'errors' ? 'Spans with status error' : null,
+      },
+      label,
+      h('span', { class: 'sort-ind' }, activeSort ? (state.desc ? '▼' : '▲') : ''),
+    );
+  };
+  const body = h('tbody');
+  for (const r of sortRows(rows, state)) body.appendChild(resultRow(r, maxDur, now));
+  return h(
+    'table',
+    { class: 'results-table' },
+    h('thead', null, h('tr', null, th('service', 'Root service · operation'), th('spans', 'Spans', 'c-num'), th('errors', 'Errors', 'c-err'), th('duration', 'Duration', 'c-dur'), th('start', 'Started', 'c-time'))),
+    body,
+  );
+}
+
+/** One trace's table row; its duration bar is scaled to `maxDur`, its age measured from `now`. */
+function resultRow(r: Row, maxDur: number, now: number): HTMLTableRowElement {
+  const href = `/trace/${r.id}`;
+  return h(
+    'tr',
+    { 'data-testid': 'result-row', 'data-trace-id': r.id, class: r.errors ? 'has-error' : '' },
+    h(
+      'td',
+      { class: 'c-trace' },
+      h('span', { class: 'swatch', style: `background:${serviceColor(r.service || '?')}` }),
+      h(
+        'a',
+        { href, class: 'trace-link' },
+        r.service ? h('b', null, r.service) : h('i', { class: 'muted' }, 'root span not received yet'),
+        r.op ? h('span', { class: 'op' }, r.op) : null,
+      ),
+      h('span', { class: 'trace-id mono' }, r.id.slice(0, 16)),
+    ),
+    h(
+      'td',
+      { class: 'c-num', 'data-testid': 'result-spans', 'data-spans': r.spans, 'data-matched': r.matched, title: `${fmtCount(r.spans)} spans, ${fmtCount(r.matched)} matched the query` },
+      r.matched < r.spans ? h('span', { class: 'muted small' }, `${fmtCount(r.matched)} of `) : null,
+      fmtCount(r.spans),
+    ),
+    h(
+      'td',
+      { class: 'c-err', 'data-testid': 'result-errors', 'data-errors': r.errors ?? '' },
+      r.errors ? h('span', { class: 'badge err', title: `${fmtCount(r.errors)} span${r.errors === 1 ? '' : 's'} with status error` }, fmtCount(r.errors)) : r.errors === 0 ? h('span', { class: 'muted' }, '–') : h('span', { class: 'muted', title: 'not reported' }, '?'),
+    ),
+    h(
+      'td',
+      { class: 'c-dur' },
+      h('span', { class: 'dur-bar' }, h('span', { style: `width:${Math.max(1, (r.durationMs / maxDur) * 100).toFixed(1)}%` })),
+      h('span', { class: 'dur-text' }, fmtTraceMs(r.durationMs)),
+    ),
+    h('td', { class: 'c-time', title: new Date(r.startMs).toString() }, h('span', null, fmtAgo(r.startMs, now)), h('span', { class: 'muted abs' }, fmtDateTime(r.startMs))),
+  );
 }
 
 const QUICK_WIDEN: [string, string][] = [

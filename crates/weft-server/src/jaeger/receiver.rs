@@ -17,7 +17,7 @@ use weft_admission::metrics::RefuseReason;
 use weft_translate::jaeger::{AgentPayload, decode_agent, decode_http};
 use weft_translate::thrift::Protocol;
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::budget::Held;
 use crate::receivers::body::BodyError;
 use crate::receivers::plain as text;

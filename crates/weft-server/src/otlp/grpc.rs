@@ -5,7 +5,7 @@
 //! encoded message to the ingest path without decoding it (marshal once). A Jaeger request is
 //! converted once, here, into OTLP bytes ([`weft_translate::jaeger::proto`]).
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::budget::{BudgetedBody, Exhausted, Held};
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -1,6 +1,6 @@
 //! OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::budget::Held;
 use axum::body::Body;
 use axum::extract::State;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query::{distinct_values, parse_query, tag_field};
 use crate::tempo::json as tempo;
 

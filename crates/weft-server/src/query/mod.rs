@@ -83,7 +83,7 @@ pub async fn admit_query(
     }
 }
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::tempo::json::Inspected;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};

@@ -12,7 +12,7 @@ use weft_admission::metrics::RefuseReason;
 
 use super::Refusal;
 use super::code::{INVALID_ARGUMENT, UNAVAILABLE};
-use crate::AppState;
+use crate::app::AppState;
 use crate::budget::{BudgetedBody, Exhausted, Held};
 
 /// Why a body was not read: the HTTP status, `google.rpc.Code`, message and `Retry-After`.

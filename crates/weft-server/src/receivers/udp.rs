@@ -19,7 +19,7 @@ use bytes::Bytes;
 use weft_admission::metrics::RefuseReason;
 use weft_translate::TranslateError;
 
-use crate::AppState;
+use crate::app::AppState;
 
 /// Batches being pushed at once per UDP port (at most 32 MiB of OTLP); the datagrams of one
 /// more are dropped (and counted), since UDP cannot push back. Pushes in flight share the

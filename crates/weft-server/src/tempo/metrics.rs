@@ -1,7 +1,7 @@
 //! Tempo's metrics endpoints (`/api/metrics/query_range`, `/api/metrics/query`) and the
 //! service graph (`/api/service-graph`).
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query::*;
 use crate::tempo::json::{self as tempo};
 use axum::extract::{Query, State};

@@ -1,7 +1,7 @@
 //! Tempo's search and tag endpoints: `/api/search`, `/api/search/tags`,
 //! `/api/v2/search/tags`, `/api/search/tag/{tag}/values`, `/api/v2/search/tag/{tag}/values`.
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query::*;
 use crate::tempo::json::{self as tempo};
 use axum::extract::{Path, Query, State};

@@ -26,7 +26,7 @@ use prost::Message;
 use tonic::Status;
 use tonic::codec::{CompressionEncoding, EnabledCompressionEncodings};
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query;
 use crate::tempo::pb;
 use weft_otlp::grpc::RawCodec;

@@ -1,6 +1,6 @@
 //! Tempo's trace by ID: `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}`.
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query::reply::{
     PARTIAL_HEADER, damaged_message, hide_zipkin_original, mark_partial, parse_trace_id, read_failed,
 };

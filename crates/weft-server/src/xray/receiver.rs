@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::AppState;
+use crate::app::AppState;
 
 /// Serves the UDP port until `stop` fires.
 pub async fn serve_udp(

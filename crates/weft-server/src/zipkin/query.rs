@@ -18,7 +18,7 @@ use weft_engine::search::TraceSink;
 use weft_otlp::pb::trace::TracesData;
 use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, convert, parse_annotation_query};
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::query::foreign::{query_with_tenant, quote, values};
 use crate::query::{mark_partial, read_failed};
 use crate::query::{parse_query, run_scan};

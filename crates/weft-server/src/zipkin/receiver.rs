@@ -13,7 +13,7 @@ use bytes::Bytes;
 use weft_admission::metrics::RefuseReason;
 use weft_translate::zipkin::Encoding;
 
-use crate::AppState;
+use crate::app::AppState;
 use crate::budget::Held;
 use crate::receivers::body::BodyError;
 use crate::receivers::plain as text;
