@@ -1,8 +1,9 @@
 //! Jaeger's ports: the collector (thrift over HTTP, [`receiver`]; gRPC `PostSpans`, served by
 //! the OTLP gRPC machinery, [`crate::otlp::grpc`]), the agent's UDP ports ([`receiver`]), and
-//! the query API Jaeger UI calls, v1 and v3 ([`query`]), on its own port.
+//! the query API Jaeger UI calls ([`query`]) and Jaeger v2's `api/v3` ([`query_v3`]), on its own port.
 
 pub mod query;
+pub mod query_v3;
 pub mod receiver;
 
 use axum::Router;
@@ -61,10 +62,10 @@ impl JaegerOptions {
             .route("/api/traces", get(query::traces))
             .route("/api/traces/{id}", get(query::trace))
             .route("/api/dependencies", get(query::dependencies))
-            .route("/api/v3/services", get(query::v3_services))
-            .route("/api/v3/operations", get(query::v3_operations))
-            .route("/api/v3/traces", get(query::v3_find))
-            .route("/api/v3/traces/{id}", get(query::v3_trace))
+            .route("/api/v3/services", get(query_v3::v3_services))
+            .route("/api/v3/operations", get(query_v3::v3_operations))
+            .route("/api/v3/traces", get(query_v3::v3_find))
+            .route("/api/v3/traces/{id}", get(query_v3::v3_trace))
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,
