@@ -30,6 +30,7 @@
 //! [`V1`].
 
 pub mod chunk;
+mod dedicated_columns;
 pub mod reader;
 pub mod writer;
 
