@@ -263,7 +263,7 @@ async fn traces_never_straddle_row_groups_needlessly() {
 /// Blocks written by every released format version stay readable. Regenerate only when adding
 /// a new version (or the writer changes how it encodes one): `WEFT_WRITE_GOLDEN=1 cargo test -p
 /// weft-block golden`. Two v1 blocks are committed: from the first writer (Parquet's column writer)
-/// and from the writer with its own column chunks (`v1::chunk`).
+/// and from the writer with its own column chunks (`parquet_spans::chunk`).
 #[tokio::test]
 async fn golden_v1_block_stays_readable() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");

@@ -1,4 +1,4 @@
-//! Reads the columns queries need of a v1 row group, without assembling spans: those a
+//! Reads the columns queries need of a row group, without assembling spans: those a
 //! search filters on, those a metrics query reads, and those of the service graph.
 
 use super::col;

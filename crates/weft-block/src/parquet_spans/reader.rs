@@ -1,4 +1,4 @@
-//! Reads spans from a v1 row group: one trace's, or all of them.
+//! Reads spans from a row group: one trace's, or all of them.
 
 use super::col;
 use crate::BlockError;

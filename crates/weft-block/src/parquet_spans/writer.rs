@@ -418,7 +418,7 @@ fn dict_small_ints(buf: &mut ChunkBuf, rows: &[Row], value_of: impl Fn(&Row) -> 
     (lo, hi)
 }
 
-/// Encodes `cols` as a v1 data file plus its trace index.
+/// Encodes `cols` as a data file plus its trace index.
 ///
 /// Every column except the two timestamps is written by [`ChunkBuf`] from the head's own
 /// dictionaries; the timestamps go through the Parquet column writer for its
