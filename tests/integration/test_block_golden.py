@@ -1,8 +1,8 @@
 """The committed golden v1 blocks read the same in DuckDB, whichever writer produced them.
 
 crates/weft-block/testdata/golden holds one v1 block from the first writer (Parquet's own column
-writer) and one from the writer that encodes its column chunks itself (`v1::chunk`), both from
-the same 200 spans. A reader that is not ours must see identical rows in both.
+writer) and one from the writer that encodes its column chunks itself (`parquet_spans::chunk`),
+both from the same 200 spans. A reader that is not ours must see identical rows in both.
 """
 import pathlib
 

@@ -2,11 +2,11 @@
 //! (`meta.version`) to the encoding that reads it ([`from_version`]) and names the encoding this
 //! build writes ([`WRITES`]).
 //!
-//! An encoding is a module (`v1`, …) with a type implementing [`BlockFormat`]: the operations
-//! [`Block`](crate::Block), [`RowGroupData`] and [`write_block`](crate::write_block) need, on
-//! the format-neutral types of [`crate::read`] and [`crate::write`]. [`Encoding`] names one of
-//! them; its methods dispatch statically (a `match` over a `Copy` enum), so going through the
-//! seam costs nothing over calling the module directly.
+//! An encoding is a module (`parquet_spans`, …) with a type implementing [`BlockFormat`]: the
+//! operations [`Block`](crate::Block), [`RowGroupData`] and [`write_block`](crate::write_block)
+//! need, on the format-neutral types of [`crate::read`] and [`crate::write`]. [`Encoding`]
+//! names one of them; its methods dispatch statically (a `match` over a `Copy` enum), so going
+//! through the seam costs nothing over calling the module directly.
 //!
 //! | `meta.version` | encoding |
 //! |---|---|
@@ -25,7 +25,8 @@ use crate::{BlockError, RowGroupData};
 use parquet::file::metadata::ParquetMetaData;
 use std::ops::Range;
 
-/// What a block encoding provides. Implemented by one type per encoding module (`v1::V1`).
+/// What a block encoding provides. Implemented by one type per encoding module
+/// (`parquet_spans::V1`).
 pub(crate) trait BlockFormat {
     /// The schema columns whose chunk statistics give a row group's span start times and
     /// durations (INT64), for pruning.
@@ -60,7 +61,7 @@ pub(crate) trait BlockFormat {
 /// A block encoding: which module writes and reads a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Encoding {
-    /// Format versions 1 and 2 (`v1`).
+    /// Format versions 1 and 2 (`parquet_spans`).
     V1,
 }
 
@@ -80,7 +81,7 @@ macro_rules! dispatch {
     ($enc:expr, $F:ident => $body:expr) => {
         match $enc {
             Encoding::V1 => {
-                type $F = crate::v1::V1;
+                type $F = crate::parquet_spans::V1;
                 $body
             }
         }

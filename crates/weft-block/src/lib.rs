@@ -3,7 +3,7 @@
 //! A block is the unit of stored data: one tenant's spans over a span of time, in a folder (or
 //! object prefix) `blocks/<tenant>/<block_id>/` holding
 //! - `data.parquet`: one row per span, sorted by trace ID (the schema is the format version's:
-//!   see the `v1` module for versions 1 and 2);
+//!   see the `parquet_spans` module for versions 1 and 2);
 //! - `index.bin`: each row group's trace-ID range plus a bloom filter ([`index`]);
 //! - `meta.json`: version, tenant, time range, counts, sizes and checksums (of the data file's
 //!   column chunks and footer, of `index.bin`, and of itself) ([`meta`]), written last;
@@ -23,10 +23,11 @@
 //! [`Block`] remembers its encoding and [`RowGroupData`] carries it, so every read dispatches
 //! there. Callers see only this crate root and format-neutral types ([`WriteOptions`],
 //! [`Needs`], [`MetricNeeds`], [`FilterColumns`], [`MetricColumns`], [`GraphColumns`],
-//! [`DictColumn`], …), never an encoding module. The `v1` module reads versions 1 and 2.
+//! [`DictColumn`], …), never an encoding module. The `parquet_spans` module reads versions 1
+//! and 2.
 //!
 //! To add a format 3:
-//! 1. write it as a new module beside `v1` (say `v3`), with a type implementing
+//! 1. write it as a new module beside `parquet_spans` (say `v3`), with a type implementing
 //!    `format::BlockFormat` on the neutral types;
 //! 2. add its variant to `format::Encoding` and its arm to the dispatch in `format` (and map
 //!    version 3 to it in `format::from_version`); to write it, point `format::WRITES` at it
@@ -41,9 +42,9 @@ mod format;
 pub mod hash;
 pub mod index;
 pub mod meta;
+mod parquet_spans;
 mod read;
 pub mod row;
-mod v1;
 pub mod values;
 mod write;
 

@@ -16,7 +16,7 @@ pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 /// A block's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BlockMeta {
-    /// Block format version; selects the encoding that reads the block (`v1`, …).
+    /// Block format version; selects the encoding that reads the block (`parquet_spans`, …).
     pub version: u32,
     pub block_id: String,
     pub tenant: String,

@@ -1,6 +1,6 @@
 //! What a caller asks of a row group's columns and what it gets back
 //! ([`RowGroupData`](crate::RowGroupData)), whatever the block's format version: these types
-//! are format-neutral, and each encoding (the `v1` module, …) fills them.
+//! are format-neutral, and each encoding (the `parquet_spans` module, …) fills them.
 
 use bytes::Bytes;
 

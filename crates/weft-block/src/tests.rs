@@ -263,7 +263,7 @@ async fn traces_never_straddle_row_groups_needlessly() {
 /// Blocks written by every released format version stay readable. Regenerate only when adding
 /// a new version (or the writer changes how it encodes one): `WEFT_WRITE_GOLDEN=1 cargo test -p
 /// weft-block golden`. Two v1 blocks are committed: from the first writer (Parquet's column writer)
-/// and from the writer with its own column chunks (`v1::chunk`).
+/// and from the writer with its own column chunks (`parquet_spans::chunk`).
 #[tokio::test]
 async fn golden_v1_block_stays_readable() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
@@ -293,6 +293,15 @@ async fn golden_v1_block_stays_readable() {
     }
 }
 
+/// Span attribute keys the metric-column checks read: dedicated (complete or not, of every
+/// type) and generic keys, a repeated one, and one no span has.
+const METRIC_KEYS: [&str; 8] = ["http.method", "mixed", "int", "dbl", "bool", "str", "bytes", "absent"];
+
+/// The value of row `i` of a dictionary column.
+fn dict_at(d: &DictColumn, i: usize) -> Bytes {
+    d.values[d.ids[i] as usize].clone()
+}
+
 /// Checks that the metric and service-graph columns of every row group of `block` read (with
 /// only their chunks fetched) the same values as the full row reader.
 async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, block: &Block) {
@@ -311,133 +320,38 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
         lists: false,
         all_span_attributes: false,
     };
-    let blobs = MetricNeeds {
-        blobs: true,
-        lists: true,
-        ..Default::default()
-    };
-    // Span attributes: dedicated (complete or not, of every type) and generic keys, a repeated
-    // one, and one no span has.
-    let keys = ["http.method", "mixed", "int", "dbl", "bool", "str", "bytes", "absent"];
-    let with_attrs = MetricNeeds {
-        span_keys: keys.iter().map(|k| k.to_string()).collect(),
-        ..Default::default()
-    };
     for rg in 0..block.row_group_count() {
         let rows = block.fetch_row_group(store, rg).await.unwrap().rows().unwrap();
         let part = block.fetch_metric_columns(store, rg, &needs).await.unwrap();
         let whole = block.fetch_row_group(store, rg).await.unwrap();
         assert!(part.bytes() < whole.bytes(), "only the needed chunks are fetched");
+        assert_span_attribute_columns_match_rows(store, block, rg, &rows).await;
+        assert_blob_columns_match_rows(store, block, rg, &rows).await;
         let c = part.metric_columns(&needs).unwrap();
-        let attrs = block
-            .fetch_metric_columns(store, rg, &with_attrs)
-            .await
-            .unwrap()
-            .metric_columns(&with_attrs)
-            .unwrap();
-        assert_eq!(attrs.span_attributes.len(), keys.len());
-        // Every span attribute: the blob, then the moved values, is what the row reader gives.
-        let all = MetricNeeds {
-            all_span_attributes: true,
-            ..Default::default()
-        };
-        let every = block
-            .fetch_metric_columns(store, rg, &all)
-            .await
-            .unwrap()
-            .metric_columns(&all)
-            .unwrap();
-        for (i, r) in rows.iter().enumerate() {
-            let at = |d: &crate::DictColumn| d.values[d.ids[i] as usize].clone();
-            let mut got = at(&every.attributes).to_vec();
-            every.moved.iter().for_each(|d| got.extend_from_slice(&at(d)));
-            assert_eq!(got, r.attributes.to_vec(), "all span attributes of row {i}");
-        }
-        for (k, key) in keys.iter().enumerate() {
-            let col = &attrs.span_attributes[k];
-            for (i, r) in rows.iter().enumerate() {
-                let mut want = vec![Vec::new()];
-                crate::dedicated::pick_attributes(&r.attributes, &[key.as_bytes()], &mut want);
-                assert_eq!(col.values[col.ids[i] as usize], want[0], "{key} of row {i}");
-            }
-        }
         assert_eq!(c.start.len(), rows.len());
-        let at = |d: &DictColumn, i: usize| d.values[d.ids[i] as usize].clone();
-        // The blobs, and which keys moved to dedicated columns.
-        let b = block
-            .fetch_metric_columns(store, rg, &blobs)
-            .await
-            .unwrap()
-            .metric_columns(&blobs)
-            .unwrap();
-        let span_dedicated = block
-            .meta
-            .dedicated_columns
-            .iter()
-            .filter(|d| d.scope == crate::meta::DedicatedScope::Span)
-            .count();
-        assert_eq!(b.dedicated_keys.len(), span_dedicated);
-        let pick = |blob: &[u8], key: &str| {
-            let mut out = vec![Vec::new()];
-            crate::dedicated::pick_attributes(blob, &[key.as_bytes()], &mut out);
-            !out[0].is_empty()
-        };
-        for (i, r) in rows.iter().enumerate() {
-            assert_eq!(at(&b.events, i), r.events, "events of row {i}");
-            assert_eq!(at(&b.links, i), r.links, "links of row {i}");
-            let blob = at(&b.attributes, i);
-            for key in keys {
-                let moved = b
-                    .dedicated_keys
-                    .iter()
-                    .position(|k| k == key)
-                    .is_some_and(|bit| b.dedicated_mask[i] & (1 << bit) != 0);
-                assert_eq!(
-                    pick(&r.attributes, key),
-                    pick(&blob, key) || moved,
-                    "{key} of row {i}: in the blob or moved"
-                );
-            }
-        }
         for (i, r) in rows.iter().enumerate() {
             assert_eq!(c.start[i] as u64, r.start_unix_nano);
             assert_eq!(c.duration[i], r.duration_nano);
             assert_eq!(c.status[i] as u8, r.status_code);
             assert_eq!(c.kind[i] as u8, r.kind);
-            assert_eq!(at(&c.name, i), r.name.as_bytes());
-            assert_eq!(at(&c.status_message, i), r.status_message.as_bytes());
-            assert_eq!(at(&c.resource, i), r.resource);
-            assert_eq!(at(&c.scope, i), r.scope);
-            assert_eq!(at(&c.trace_id, i), r.trace_id.as_slice());
+            assert_eq!(dict_at(&c.name, i), r.name.as_bytes());
+            assert_eq!(dict_at(&c.status_message, i), r.status_message.as_bytes());
+            assert_eq!(dict_at(&c.resource, i), r.resource);
+            assert_eq!(dict_at(&c.scope, i), r.scope);
+            assert_eq!(dict_at(&c.trace_id, i), r.trace_id.as_slice());
             let parent: &[u8] = if r.parent_span_id == [0; 8] {
                 &[]
             } else {
                 &r.parent_span_id
             };
-            assert_eq!(at(&c.parent, i), parent, "parent of row {i}");
+            assert_eq!(dict_at(&c.parent, i), parent, "parent of row {i}");
         }
         // Only what is asked for is read.
         let starts = part.metric_columns(&MetricNeeds::default()).unwrap();
         assert_eq!(starts.start, c.start);
         assert!(starts.name.ids.is_empty() && starts.duration.is_empty());
 
-        // The service graph's columns, likewise.
-        let part = block.fetch_graph_columns(store, rg).await.unwrap();
-        assert!(part.bytes() < whole.bytes(), "only the graph's chunks are fetched");
-        let g = part.graph_columns().unwrap();
-        assert_eq!(g.span_id.len(), rows.len());
-        let mut roots = 0;
-        for (i, r) in rows.iter().enumerate() {
-            assert_eq!(at(&g.trace, i), r.trace_id.as_slice());
-            assert_eq!(g.span_id[i], u64::from_be_bytes(r.span_id));
-            assert_eq!(g.parent[i], u64::from_be_bytes(r.parent_span_id));
-            roots += usize::from(g.parent[i] == 0);
-            assert_eq!((g.kind[i] as u8, g.status[i] as u8), (r.kind, r.status_code));
-            assert_eq!((g.start[i] as u64, g.duration[i]), (r.start_unix_nano, r.duration_nano));
-            let service = crate::columns::service_name(&r.resource).unwrap_or_default();
-            assert_eq!(at(&g.service, i), service.as_bytes());
-        }
-        assert!(roots > 0 && roots < rows.len(), "roots and children both occur");
+        assert_graph_columns_match_rows(store, block, rg, &rows, whole.bytes()).await;
 
         // The index's key lists, where the block has them (compacted blocks).
         if let Some(lists) = &block.index.keys {
@@ -445,6 +359,123 @@ async fn assert_metric_columns_match_rows(store: &dyn weft_storage::Storage, blo
             assert_eq!(got, keys_of_rows(&rows), "key lists of row group {rg}");
         }
     }
+}
+
+/// Checks the span attributes read for a metrics query in row group `rg` of `block`, by key
+/// ([`METRIC_KEYS`]) and all of them, against the rows.
+async fn assert_span_attribute_columns_match_rows(
+    store: &dyn weft_storage::Storage,
+    block: &Block,
+    rg: usize,
+    rows: &[SpanRow],
+) {
+    let with_attrs = MetricNeeds {
+        span_keys: METRIC_KEYS.iter().map(|k| k.to_string()).collect(),
+        ..Default::default()
+    };
+    let attrs = block
+        .fetch_metric_columns(store, rg, &with_attrs)
+        .await
+        .unwrap()
+        .metric_columns(&with_attrs)
+        .unwrap();
+    assert_eq!(attrs.span_attributes.len(), METRIC_KEYS.len());
+    // Every span attribute: the blob, then the moved values, is what the row reader gives.
+    let all = MetricNeeds {
+        all_span_attributes: true,
+        ..Default::default()
+    };
+    let every = block
+        .fetch_metric_columns(store, rg, &all)
+        .await
+        .unwrap()
+        .metric_columns(&all)
+        .unwrap();
+    for (i, r) in rows.iter().enumerate() {
+        let mut got = dict_at(&every.attributes, i).to_vec();
+        every.moved.iter().for_each(|d| got.extend_from_slice(&dict_at(d, i)));
+        assert_eq!(got, r.attributes.to_vec(), "all span attributes of row {i}");
+    }
+    for (k, key) in METRIC_KEYS.iter().enumerate() {
+        let col = &attrs.span_attributes[k];
+        for (i, r) in rows.iter().enumerate() {
+            let mut want = vec![Vec::new()];
+            crate::dedicated::pick_attributes(&r.attributes, &[key.as_bytes()], &mut want);
+            assert_eq!(col.values[col.ids[i] as usize], want[0], "{key} of row {i}");
+        }
+    }
+}
+
+/// Checks the blobs read for a metrics query in row group `rg` of `block`, and which keys
+/// moved to dedicated columns, against the rows.
+async fn assert_blob_columns_match_rows(store: &dyn weft_storage::Storage, block: &Block, rg: usize, rows: &[SpanRow]) {
+    let blobs = MetricNeeds {
+        blobs: true,
+        lists: true,
+        ..Default::default()
+    };
+    let b = block
+        .fetch_metric_columns(store, rg, &blobs)
+        .await
+        .unwrap()
+        .metric_columns(&blobs)
+        .unwrap();
+    let span_dedicated = block
+        .meta
+        .dedicated_columns
+        .iter()
+        .filter(|d| d.scope == crate::meta::DedicatedScope::Span)
+        .count();
+    assert_eq!(b.dedicated_keys.len(), span_dedicated);
+    let pick = |blob: &[u8], key: &str| {
+        let mut out = vec![Vec::new()];
+        crate::dedicated::pick_attributes(blob, &[key.as_bytes()], &mut out);
+        !out[0].is_empty()
+    };
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(dict_at(&b.events, i), r.events, "events of row {i}");
+        assert_eq!(dict_at(&b.links, i), r.links, "links of row {i}");
+        let blob = dict_at(&b.attributes, i);
+        for key in METRIC_KEYS {
+            let moved = b
+                .dedicated_keys
+                .iter()
+                .position(|k| k == key)
+                .is_some_and(|bit| b.dedicated_mask[i] & (1 << bit) != 0);
+            assert_eq!(
+                pick(&r.attributes, key),
+                pick(&blob, key) || moved,
+                "{key} of row {i}: in the blob or moved"
+            );
+        }
+    }
+}
+
+/// Checks the service graph's columns of row group `rg` of `block` (fetched alone, in fewer
+/// than `whole_bytes`) against the rows.
+async fn assert_graph_columns_match_rows(
+    store: &dyn weft_storage::Storage,
+    block: &Block,
+    rg: usize,
+    rows: &[SpanRow],
+    whole_bytes: u64,
+) {
+    let part = block.fetch_graph_columns(store, rg).await.unwrap();
+    assert!(part.bytes() < whole_bytes, "only the graph's chunks are fetched");
+    let g = part.graph_columns().unwrap();
+    assert_eq!(g.span_id.len(), rows.len());
+    let mut roots = 0;
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(dict_at(&g.trace, i), r.trace_id.as_slice());
+        assert_eq!(g.span_id[i], u64::from_be_bytes(r.span_id));
+        assert_eq!(g.parent[i], u64::from_be_bytes(r.parent_span_id));
+        roots += usize::from(g.parent[i] == 0);
+        assert_eq!((g.kind[i] as u8, g.status[i] as u8), (r.kind, r.status_code));
+        assert_eq!((g.start[i] as u64, g.duration[i]), (r.start_unix_nano, r.duration_nano));
+        let service = crate::columns::service_name(&r.resource).unwrap_or_default();
+        assert_eq!(dict_at(&g.service, i), service.as_bytes());
+    }
+    assert!(roots > 0 && roots < rows.len(), "roots and children both occur");
 }
 
 /// Every (scope, attribute key) of `rows`, read from the whole rows (moved attributes included).

@@ -1,4 +1,9 @@
 use super::*;
+use crate::direct_io::{BLOCK, DIRECT_CHUNK, open_direct};
+use crate::record::{Decoded, decode_record, record_len};
+use crate::segment::{HEADER_LEN, HEADER_LEN_V1, free_path, header_stamp, segment_path};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::sync::Mutex;
 
 struct VecSink(Arc<Mutex<Vec<Record>>>);

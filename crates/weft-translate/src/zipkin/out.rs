@@ -191,20 +191,8 @@ pub fn resource_service(resource: &[KeyValue]) -> Option<(String, &'static str)>
 /// Converts one stored span. `resource` and `scope` are its resource attributes and
 /// instrumentation scope name and version.
 pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) -> OutSpan {
-    let mut tags: BTreeMap<String, String> = BTreeMap::new();
     let service = resource_service(resource);
-    for kv in resource {
-        if service.as_ref().is_some_and(|(_, k)| *k == kv.key) {
-            continue;
-        }
-        tags.insert(kv.key.clone(), value_text(kv.value.as_ref()));
-    }
-    if !scope.0.is_empty() {
-        tags.insert(keys::SCOPE_NAME.into(), scope.0.into());
-    }
-    if !scope.1.is_empty() {
-        tags.insert(keys::SCOPE_VERSION.into(), scope.1.into());
-    }
+    let mut tags = resource_tags(resource, scope, service.as_ref().map(|(_, k)| *k));
     let mut attrs: BTreeMap<&str, &KeyValue> = BTreeMap::new();
     for kv in &span.attributes {
         attrs.insert(kv.key.as_str(), kv);
@@ -254,42 +242,74 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
     }
 
     let host_ip = take(keys::NET_HOST_IP);
-    let host_port = take(keys::NET_HOST_PORT)
-        .and_then(|p| p.parse::<u16>().ok())
-        .filter(|p| *p > 0);
-    if service.is_some() || host_ip.is_some() {
-        let mut e = OutEndpoint {
-            service_name: service.map(|(s, _)| s.to_lowercase()).filter(|s| !s.is_empty()),
-            port: host_port,
-            ..OutEndpoint::default()
-        };
-        set_ip(&mut e, host_ip);
-        out.local = Some(e);
-    }
+    let host_port = port(take(keys::NET_HOST_PORT));
+    out.local = endpoint(service.map(|(s, _)| s), host_ip, host_port);
     let mut peer = take(keys::PEER_SERVICE);
     if let Some(o) = &original {
         // The remote endpoint's name as sent; a `peer.service` tag returns as a tag (below).
         peer = o.get("remoteService").and_then(Json::as_str).map(str::to_owned);
     }
     let peer_ip = take(keys::NET_PEER_IP);
-    let peer_port = take(keys::NET_PEER_PORT)
-        .and_then(|p| p.parse::<u16>().ok())
-        .filter(|p| *p > 0);
-    if peer.is_some() || peer_ip.is_some() {
-        let mut e = OutEndpoint {
-            service_name: peer.map(|s| s.to_lowercase()).filter(|s| !s.is_empty()),
-            port: peer_port,
-            ..OutEndpoint::default()
-        };
-        set_ip(&mut e, peer_ip);
-        out.remote = Some(e);
-    }
+    let peer_port = port(take(keys::NET_PEER_PORT));
+    out.remote = endpoint(peer, peer_ip, peer_port);
     for (k, kv) in attrs {
         tags.insert(k.to_owned(), value_text(kv.value.as_ref()));
     }
     if !span.trace_state.is_empty() {
         tags.insert(keys::TRACESTATE.into(), span.trace_state.clone());
     }
+    status_tags(&mut tags, span);
+    link_tags(&mut tags, span);
+    if let Some(o) = &original {
+        restore_original(&mut out, &mut tags, o);
+    }
+    out.annotations = annotations(span);
+    out.tags = tags;
+    out
+}
+
+/// The tags a span takes from its resource (but the attribute that names its service,
+/// `service_key`) and its instrumentation scope.
+fn resource_tags(resource: &[KeyValue], scope: (&str, &str), service_key: Option<&str>) -> BTreeMap<String, String> {
+    let mut tags: BTreeMap<String, String> = BTreeMap::new();
+    for kv in resource {
+        if service_key.is_some_and(|k| k == kv.key) {
+            continue;
+        }
+        tags.insert(kv.key.clone(), value_text(kv.value.as_ref()));
+    }
+    if !scope.0.is_empty() {
+        tags.insert(keys::SCOPE_NAME.into(), scope.0.into());
+    }
+    if !scope.1.is_empty() {
+        tags.insert(keys::SCOPE_VERSION.into(), scope.1.into());
+    }
+    tags
+}
+
+/// A port attribute's value, when it is a port.
+fn port(text: Option<String>) -> Option<u16> {
+    text.and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0)
+}
+
+/// An endpoint with the service `service` (lower-cased) at `ip` and `port`, when it has a
+/// service or an address.
+fn endpoint(service: Option<String>, ip: Option<String>, port: Option<u16>) -> Option<OutEndpoint> {
+    if service.is_none() && ip.is_none() {
+        return None;
+    }
+    let mut e = OutEndpoint {
+        service_name: service.map(|s| s.to_lowercase()).filter(|s| !s.is_empty()),
+        port,
+        ..OutEndpoint::default()
+    };
+    set_ip(&mut e, ip);
+    Some(e)
+}
+
+/// The tags of the span's status: `error` (its message, or `true`) for an error, the
+/// OpenTelemetry status tags for OK.
+fn status_tags(tags: &mut BTreeMap<String, String>, span: &OtlpSpan) {
     let st = span.status.clone().unwrap_or_default();
     match u8::try_from(st.code).unwrap_or(0) {
         status::ERROR => {
@@ -308,6 +328,11 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
         }
         _ => {}
     }
+}
+
+/// One tag per link of the span: trace ID, span ID, trace state, attributes (JSON) and dropped
+/// attribute count, separated by `|`.
+fn link_tags(tags: &mut BTreeMap<String, String>, span: &OtlpSpan) {
     for (i, l) in span.links.iter().enumerate() {
         tags.insert(
             format!("{}{i}", keys::LINK_PREFIX),
@@ -321,24 +346,30 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
             ),
         );
     }
-    if let Some(o) = &original {
-        // The scope, status and error tags as sent, instead of those made from the OTLP.
-        for k in [
-            keys::SCOPE_NAME,
-            keys::SCOPE_VERSION,
-            keys::STATUS_CODE,
-            keys::STATUS_DESCRIPTION,
-            keys::ERROR,
-        ] {
-            tags.remove(k);
-        }
-        if let Some(sent) = o.get("tags").and_then(Json::as_object) {
-            for (k, v) in sent {
-                tags.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
-            }
-        }
-        out.debug = o.get("debug").and_then(Json::as_bool).unwrap_or(false);
+}
+
+/// For a span that came in as Zipkin: the scope, status and error tags as sent (`original`),
+/// instead of those made from the OTLP, and its debug flag.
+fn restore_original(out: &mut OutSpan, tags: &mut BTreeMap<String, String>, original: &Json) {
+    for k in [
+        keys::SCOPE_NAME,
+        keys::SCOPE_VERSION,
+        keys::STATUS_CODE,
+        keys::STATUS_DESCRIPTION,
+        keys::ERROR,
+    ] {
+        tags.remove(k);
     }
+    if let Some(sent) = original.get("tags").and_then(Json::as_object) {
+        for (k, v) in sent {
+            tags.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
+        }
+    }
+    out.debug = original.get("debug").and_then(Json::as_bool).unwrap_or(false);
+}
+
+/// The span's events as Zipkin annotations, by time.
+fn annotations(span: &OtlpSpan) -> Vec<(u64, String)> {
     let mut events: Vec<(u64, String)> = span
         .events
         .iter()
@@ -359,9 +390,7 @@ pub fn from_otlp(resource: &[KeyValue], scope: (&str, &str), span: &OtlpSpan) ->
         })
         .collect();
     events.sort();
-    out.annotations = events;
-    out.tags = tags;
-    out
+    events
 }
 
 fn set_ip(e: &mut OutEndpoint, ip: Option<String>) {

@@ -143,6 +143,15 @@ impl<'a> Converter<'a> {
     }
 
     fn process_annotations(&mut self, src: &V1Span<'a>) {
+        self.read_annotations(src);
+        self.infer_missing_starts(src);
+        self.process_rpc(src);
+        self.process_messaging(src);
+    }
+
+    /// Takes the core annotations (`cs`, `sr`, ...) of endpoints aside, setting the kind of the
+    /// endpoint's span; every other annotation goes to its endpoint's span.
+    fn read_annotations(&mut self, src: &V1Span<'a>) {
         for a in &src.annotations {
             let i = self.for_endpoint(src, a.endpoint.as_ref());
             // Core annotations need an endpoint; without one they are plain annotations.
@@ -181,8 +190,11 @@ impl<'a> Converter<'a> {
                 self.annotate(i, a.timestamp_us, a.value.clone());
             }
         }
+    }
 
-        // Bridged from an event model, a span can miss its start annotation.
+    /// Bridged from an event model, a span can miss its start annotation: a `cr` (`ss`) at the
+    /// span's end gives it a `cs` (`sr`) at its start.
+    fn infer_missing_starts(&mut self, src: &V1Span<'a>) {
         let reflects = |end: &Option<Core<'a>>| {
             end.as_ref().is_some_and(|e| {
                 src.timestamp_us != 0
@@ -206,7 +218,11 @@ impl<'a> Converter<'a> {
                 endpoint: ss.endpoint.clone(),
             });
         }
+    }
 
+    /// The RPC core annotations: a client and a server side (one span each, the server's
+    /// shared), one side, or an incomplete RPC.
+    fn process_rpc(&mut self, src: &V1Span<'a>) {
         if let (Some(cs), Some(sr)) = (self.cs.as_ref().map(clone_core), self.sr.as_ref().map(clone_core)) {
             // In a shared span the client owns the span's timestamp and duration.
             let cr = self.cr.as_ref().map(clone_core);
@@ -251,7 +267,11 @@ impl<'a> Converter<'a> {
             let i = self.for_endpoint(src, e.as_ref());
             self.spans[i].shared = true;
         }
+    }
 
+    /// The messaging core annotations: a producer and a consumer side (one span each, the
+    /// consumer's shared), one side, or `ws`/`wr` alone as plain annotations.
+    fn process_messaging(&mut self, src: &V1Span<'a>) {
         match (self.ms.as_ref().map(clone_core), self.mr.as_ref().map(clone_core)) {
             (Some(ms), Some(mr)) => {
                 let producer = self.for_endpoint(src, ms.endpoint.as_ref());

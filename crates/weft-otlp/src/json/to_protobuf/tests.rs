@@ -411,9 +411,9 @@ fn unknown_keys_are_ignored() {
     assert_eq!(first_span(&ok(&span_with(r#","na\u006de":"n""#))).name, "n");
 }
 
+/// IDs of the wrong length, with a character that is not hex, missing, or not a string.
 #[test]
-fn errors_name_the_path_and_problem() {
-    let a0 = format!("{SPANS}.attributes[0].value");
+fn id_errors_name_the_path_and_problem() {
     let cases: Vec<(String, String, &str)> = vec![
         (
             with_span(&format!(r#"{{"traceId":"{}","spanId":"{SID}"}}"#, "zz".repeat(16))),
@@ -460,16 +460,16 @@ fn errors_name_the_path_and_problem() {
             format!("{SPANS}.links[0].spanId"),
             "expected 16 hex characters, got 0",
         ),
-        (
-            attr(r#"{"bytesValue":"AQI"}"#),
-            format!("{a0}.bytesValue"),
-            "invalid base64: Invalid padding",
-        ),
-        (
-            attr(r#"{"bytesValue":"A!=="}"#),
-            format!("{a0}.bytesValue"),
-            "invalid base64: Invalid symbol 33, offset 1.",
-        ),
+    ];
+    for (json, path, problem) in cases {
+        fails_at(&json, &path, problem);
+    }
+}
+
+/// Integers, timestamps, counts and enums of the wrong type or out of range.
+#[test]
+fn number_and_enum_errors_name_the_path_and_problem() {
+    let cases: Vec<(String, String, &str)> = vec![
         (
             span_with(r#","startTimeUnixNano":true"#),
             format!("{SPANS}.startTimeUnixNano"),
@@ -516,6 +516,21 @@ fn errors_name_the_path_and_problem() {
             r#"unknown enum value "OK""#,
         ),
         (
+            span_with(r#","events":[{"timeUnixNano":"1e3"}]"#),
+            format!("{SPANS}.events[0].timeUnixNano"),
+            r#"expected an integer, got "1e3""#,
+        ),
+    ];
+    for (json, path, problem) in cases {
+        fails_at(&json, &path, problem);
+    }
+}
+
+/// A message, list or string where the JSON holds another type, at every level.
+#[test]
+fn shape_errors_name_the_path_and_problem() {
+    let cases: Vec<(String, String, &str)> = vec![
+        (
             span_with(r#","status":[]"#),
             format!("{SPANS}.status"),
             "expected an object",
@@ -532,11 +547,6 @@ fn errors_name_the_path_and_problem() {
             "expected an object",
         ),
         (
-            span_with(r#","events":[{"timeUnixNano":"1e3"}]"#),
-            format!("{SPANS}.events[0].timeUnixNano"),
-            r#"expected an integer, got "1e3""#,
-        ),
-        (
             span_with(r#","attributes":[{"key":1}]"#),
             format!("{SPANS}.attributes[0].key"),
             "expected a string",
@@ -545,6 +555,45 @@ fn errors_name_the_path_and_problem() {
             span_with(r#","attributes":[5]"#),
             format!("{SPANS}.attributes[0]"),
             "expected an object",
+        ),
+        (
+            r#"{"resourceSpans":{}}"#.into(),
+            "$.resourceSpans".into(),
+            "expected an array",
+        ),
+        (
+            r#"{"resourceSpans":[{"resource":[]}]}"#.into(),
+            "$.resourceSpans[0].resource".into(),
+            "expected an object",
+        ),
+        (
+            r#"{"resourceSpans":[{"scopeSpans":[{"scope":{"version":1}}]}]}"#.into(),
+            "$.resourceSpans[0].scopeSpans[0].scope.version".into(),
+            "expected a string",
+        ),
+        ("[]".into(), "$".into(), "expected an object"),
+        ("null".into(), "$".into(), "expected an object"),
+        ("\"x\"".into(), "$".into(), "expected an object"),
+    ];
+    for (json, path, problem) in cases {
+        fails_at(&json, &path, problem);
+    }
+}
+
+/// Attribute values of every kind holding the wrong type, out of range or badly encoded.
+#[test]
+fn attribute_value_errors_name_the_path_and_problem() {
+    let a0 = format!("{SPANS}.attributes[0].value");
+    let cases: Vec<(String, String, &str)> = vec![
+        (
+            attr(r#"{"bytesValue":"AQI"}"#),
+            format!("{a0}.bytesValue"),
+            "invalid base64: Invalid padding",
+        ),
+        (
+            attr(r#"{"bytesValue":"A!=="}"#),
+            format!("{a0}.bytesValue"),
+            "invalid base64: Invalid symbol 33, offset 1.",
         ),
         (attr("[]"), a0.clone(), "expected an object"),
         (
@@ -592,24 +641,6 @@ fn errors_name_the_path_and_problem() {
             format!("{a0}.kvlistValue.values[0].value.intValue"),
             "expected an integer",
         ),
-        (
-            r#"{"resourceSpans":{}}"#.into(),
-            "$.resourceSpans".into(),
-            "expected an array",
-        ),
-        (
-            r#"{"resourceSpans":[{"resource":[]}]}"#.into(),
-            "$.resourceSpans[0].resource".into(),
-            "expected an object",
-        ),
-        (
-            r#"{"resourceSpans":[{"scopeSpans":[{"scope":{"version":1}}]}]}"#.into(),
-            "$.resourceSpans[0].scopeSpans[0].scope.version".into(),
-            "expected a string",
-        ),
-        ("[]".into(), "$".into(), "expected an object"),
-        ("null".into(), "$".into(), "expected an object"),
-        ("\"x\"".into(), "$".into(), "expected an object"),
     ];
     for (json, path, problem) in cases {
         fails_at(&json, &path, problem);

@@ -1,9 +1,9 @@
-//! Reads spans from a v1 row group: one trace's, or all of them.
+//! Reads spans from a row group: one trace's, or all of them.
 
 use super::col;
 use crate::BlockError;
 use crate::columns::SpanColumns;
-use crate::read::{DictBuilder, DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
+use crate::read::DictColumn;
 use crate::row::SpanRow;
 use bytes::Bytes;
 use parquet::column::reader::get_typed_column_reader;
@@ -69,7 +69,7 @@ pub fn row_group_range(meta: &ParquetMetaData, rg: usize) -> std::ops::Range<u64
     lo..hi
 }
 
-fn read<T: DataType>(
+pub(super) fn read<T: DataType>(
     rg: &SerializedRowGroupReader<'_, RangeChunk>,
     i: usize,
     skip: usize,
@@ -106,7 +106,7 @@ where
 }
 
 /// Expands optional values with their definition levels into one `Option` per row.
-fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
+pub(super) fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
     let mut it = vals.into_iter();
     if def.is_empty() {
         return (0..rows).map(|_| it.next()).collect();
@@ -120,7 +120,7 @@ fn spread<T>(vals: Vec<T>, def: &[i16], rows: usize) -> Vec<Option<T>> {
 const MAX_ROW_GROUP_ROWS: usize = 1 << 24;
 
 /// The row count of row group `rg`, checked against [`MAX_ROW_GROUP_ROWS`].
-fn row_count(meta: &ParquetMetaData, rg: usize) -> Result<usize, BlockError> {
+pub(super) fn row_count(meta: &ParquetMetaData, rg: usize) -> Result<usize, BlockError> {
     let n = meta.row_group(rg).num_rows();
     usize::try_from(n)
         .ok()
@@ -128,7 +128,7 @@ fn row_count(meta: &ParquetMetaData, rg: usize) -> Result<usize, BlockError> {
         .ok_or_else(|| BlockError::Corrupt(format!("row group {rg} claims {n} rows")))
 }
 
-fn row_group_reader<'a>(
+pub(super) fn row_group_reader<'a>(
     meta: &'a ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
@@ -450,361 +450,12 @@ fn plain_fixed<const L: usize>(
     Ok(vals.iter().map(|v| v.data().try_into().unwrap_or([0; L])).collect())
 }
 
-/// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
-/// of row group `rg`, without assembling spans. Dictionary-encoded values share their
-/// dictionary's bytes, so this costs little more than decoding the indexes.
-pub fn read_filter_columns(
-    meta: &ParquetMetaData,
-    rg: usize,
-    chunk: RangeChunk,
-    dedicated: &[DedicatedColumn],
-    needs: Needs,
-) -> Result<FilterColumns, BlockError> {
-    let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = row_count(meta, rg)?;
-    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, n, false)?;
-    let mut out = FilterColumns {
-        trace_ids: ids.iter().map(|v| v.data().try_into().unwrap_or([0; 16])).collect(),
-        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
-        duration: read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0,
-        ..Default::default()
-    };
-    if needs.name {
-        out.name = read::<ByteArrayType>(&rgr, col::NAME, 0, n, false)?.0;
-    }
-    if needs.status {
-        out.status = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0;
-    }
-    if needs.kind {
-        out.kind = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0;
-    }
-    if needs.resource {
-        out.resource = read::<ByteArrayType>(&rgr, col::RESOURCE, 0, n, false)?.0;
-    }
-    if needs.scope {
-        out.scope = read::<ByteArrayType>(&rgr, col::SCOPE, 0, n, false)?.0;
-    }
-    if needs.parent {
-        let (v, d) = read::<FixedLenByteArrayType>(&rgr, col::PARENT, 0, n, true)?;
-        out.has_parent = spread(v, &d, n)
-            .into_iter()
-            .map(|p| p.is_some_and(|p| p.data().iter().any(|&b| b != 0)))
-            .collect();
-    }
-    for (k, (c, need)) in [
-        (col::ATTRIBUTES, needs.attributes),
-        (col::EVENTS, needs.events),
-        (col::LINKS, needs.links),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        if need {
-            let (v, d) = read::<ByteArrayType>(&rgr, c, 0, n, true)?;
-            out.blobs[k] = spread(v, &d, n);
-        }
-    }
-    if needs.attributes {
-        let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
-        if !moved.is_empty() {
-            let mut buf = Vec::new();
-            for (i, a) in out.blobs[0].iter_mut().enumerate() {
-                if moved.any(i) {
-                    buf.clear();
-                    buf.extend_from_slice(a.as_ref().map(|b| b.data()).unwrap_or_default());
-                    moved.append(i, &mut buf);
-                    *a = Some(parquet::data_type::ByteArray::from(buf.clone()));
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The schema columns [`read_metric_columns`] reads for `needs`, ascending.
-pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize> {
-    let mut c = vec![col::START];
-    for (need, i) in [
-        (needs.name, col::NAME),
-        (needs.kind, col::KIND),
-        (needs.duration, col::DURATION),
-        (needs.status, col::STATUS_CODE),
-        (needs.status_message, col::STATUS_MESSAGE),
-        (needs.resource, col::RESOURCE),
-        (needs.scope, col::SCOPE),
-        (needs.trace_ids, col::TRACE_ID),
-        (needs.parents, col::PARENT),
-    ] {
-        if need {
-            c.push(i);
-        }
-    }
-    for key in &needs.span_keys {
-        match span_column(dedicated, key) {
-            Some((i, d)) => {
-                c.push(i);
-                if !d.complete {
-                    c.push(col::ATTRIBUTES);
-                }
-            }
-            None => c.push(col::ATTRIBUTES),
-        }
-    }
-    if needs.blobs || needs.all_span_attributes {
-        c.push(col::ATTRIBUTES);
-        c.extend(span_dedicated(dedicated).map(|(i, _)| i));
-    }
-    if needs.lists {
-        c.extend([col::EVENTS, col::LINKS]);
-    }
-    c.sort_unstable();
-    c.dedup();
-    c
-}
-
-/// The span-scope dedicated columns of a block, with their schema columns, at most 16 (a mask
-/// of [`MetricColumns::dedicated_mask`] each; weft writes at most
-/// [`crate::dedicated::MAX_PER_SCOPE`]).
-fn span_dedicated(dedicated: &[DedicatedColumn]) -> impl Iterator<Item = (usize, &DedicatedColumn)> {
-    dedicated
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.scope == DedicatedScope::Span)
-        .map(|(k, d)| (col::EXTRA + 1 + k, d))
-        .take(16)
-}
-
-/// The schema column of the span-scope dedicated column of `key`, if the block has one.
-fn span_column<'a>(dedicated: &'a [DedicatedColumn], key: &str) -> Option<(usize, &'a DedicatedColumn)> {
-    dedicated
-        .iter()
-        .enumerate()
-        .find(|(_, d)| d.scope == DedicatedScope::Span && d.name == key)
-        .map(|(k, d)| (col::EXTRA + 1 + k, d))
-}
-
-/// Reads the columns of row group `rg` that `needs` asks for. `chunk` must hold their bytes.
-pub fn read_metric_columns(
-    meta: &ParquetMetaData,
-    rg: usize,
-    chunk: RangeChunk,
-    dedicated: &[DedicatedColumn],
-    needs: &MetricNeeds,
-) -> Result<MetricColumns, BlockError> {
-    let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = row_count(meta, rg)?;
-    let mut out = MetricColumns {
-        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
-        ..Default::default()
-    };
-    if needs.duration {
-        out.duration = read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0;
-    }
-    if needs.status {
-        out.status = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0;
-    }
-    if needs.kind {
-        out.kind = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0;
-    }
-    if needs.name {
-        out.name = dict_column(&rgr, col::NAME, n, false)?;
-    }
-    if needs.status_message {
-        out.status_message = dict_column(&rgr, col::STATUS_MESSAGE, n, true)?;
-    }
-    if needs.resource {
-        out.resource = dict_column(&rgr, col::RESOURCE, n, false)?;
-    }
-    if needs.scope {
-        out.scope = dict_column(&rgr, col::SCOPE, n, false)?;
-    }
-    if !needs.span_keys.is_empty() {
-        out.span_attributes = span_attribute_columns(&rgr, dedicated, &needs.span_keys, n)?;
-    }
-    if needs.trace_ids {
-        out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
-    }
-    if needs.parents {
-        out.parent = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
-    }
-    if needs.lists {
-        out.events = dict_column(&rgr, col::EVENTS, n, true)?;
-        out.links = dict_column(&rgr, col::LINKS, n, true)?;
-    }
-    if needs.all_span_attributes {
-        out.moved = moved_columns(&rgr, dedicated, n)?;
-    }
-    if needs.blobs || needs.all_span_attributes {
-        out.attributes = dict_column(&rgr, col::ATTRIBUTES, n, true)?;
-    }
-    if needs.blobs {
-        out.dedicated_mask = vec![0; n];
-        for (bit, (c, d)) in span_dedicated(dedicated).enumerate() {
-            let values = read_dedicated(&rgr, c, d.value_type, 0, n)?;
-            for (i, m) in out.dedicated_mask.iter_mut().enumerate() {
-                if SpanDedicated::value(&values, i).is_some() {
-                    *m |= 1 << bit;
-                }
-            }
-            out.dedicated_keys.push(d.name.clone());
-        }
-    }
-    Ok(out)
-}
-
-/// The values moved to each span-scope dedicated column, as [`MetricColumns::moved`].
-fn moved_columns(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    dedicated: &[DedicatedColumn],
-    n: usize,
-) -> Result<Vec<DictColumn>, BlockError> {
-    let mut out = Vec::new();
-    for (k, d) in dedicated.iter().enumerate() {
-        if d.scope != DedicatedScope::Span {
-            continue;
-        }
-        out.push(dedicated_key_values(rgr, col::EXTRA + 1 + k, d, n)?);
-    }
-    Ok(out)
-}
-
-/// The values of dedicated column `d` (schema column `c`) in every row, each encoded as a
-/// `Span.attributes` field of its key (empty where the row has none). A string column keeps
-/// its dictionary ids, so a value is encoded once per distinct value.
-fn dedicated_key_values(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    c: usize,
-    d: &DedicatedColumn,
-    n: usize,
-) -> Result<DictColumn, BlockError> {
-    let key = d.name.as_bytes();
-    if d.value_type == ValueType::String {
-        let mut ids = dict_column(rgr, c, n, true)?;
-        for (id, v) in ids.values.iter_mut().enumerate() {
-            let mut kv = Vec::new();
-            if ids.null != Some(id as u32) {
-                append_key_value(&mut kv, key, Scalar::Str(v));
-            }
-            *v = Bytes::from(kv);
-        }
-        return Ok(ids);
-    }
-    let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
-    let mut interner = DictBuilder::default();
-    let mut kv = Vec::new();
-    for i in 0..n {
-        kv.clear();
-        if let Some(x) = SpanDedicated::value(&values, i) {
-            append_key_value(&mut kv, key, x);
-        }
-        interner.push(&kv);
-    }
-    Ok(interner.finish())
-}
-
-/// The values of span attribute `keys` in every row, as [`MetricColumns::span_attributes`].
-///
-/// A key whose dedicated column is complete is read from that column alone (a string column
-/// keeps its dictionary ids, so the work is per distinct value). Any other key is picked out of
-/// each span's attribute blob, plus its dedicated column's moved values if it has one.
-fn span_attribute_columns(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    dedicated: &[DedicatedColumn],
-    keys: &[String],
-    n: usize,
-) -> Result<Vec<DictColumn>, BlockError> {
-    let mut out: Vec<DictColumn> = keys.iter().map(|_| DictColumn::default()).collect();
-    // Keys read from the blob: (index in `keys`, the moved values of an incomplete column).
-    let mut from_blob: Vec<(usize, Option<DedicatedValues>)> = Vec::new();
-    for (k, key) in keys.iter().enumerate() {
-        match span_column(dedicated, key) {
-            Some((c, d)) if d.complete => out[k] = dedicated_key_values(rgr, c, d, n)?,
-            Some((c, d)) => from_blob.push((k, Some(read_dedicated(rgr, c, d.value_type, 0, n)?))),
-            None => from_blob.push((k, None)),
-        }
-    }
-    if from_blob.is_empty() {
-        return Ok(out);
-    }
-    // The keys are picked once per distinct blob (the dictionary's values), and each row takes
-    // its blob's ids, unless a dedicated column moved a value out of it.
-    let blobs = dict_column(rgr, col::ATTRIBUTES, n, true)?;
-    let want: Vec<&[u8]> = from_blob.iter().map(|&(k, _)| keys[k].as_bytes()).collect();
-    let mut picked: Vec<Vec<u8>> = vec![Vec::new(); want.len()];
-    let mut interners: Vec<DictBuilder> = want.iter().map(|_| DictBuilder::default()).collect();
-    // Per distinct blob, per key: the id of what the blob holds of it.
-    let mut of_blob: Vec<u32> = Vec::with_capacity(blobs.values.len() * want.len());
-    for b in &blobs.values {
-        picked.iter_mut().for_each(Vec::clear);
-        pick_attributes(b, &want, &mut picked);
-        for (d, p) in interners.iter_mut().zip(&picked) {
-            of_blob.push(d.intern(p));
-        }
-    }
-    let mut buf = Vec::new();
-    for i in 0..n {
-        let blob = blobs.ids.get(i).map_or(0, |&id| id as usize);
-        for (j, (_, moved)) in from_blob.iter().enumerate() {
-            let id = of_blob.get(blob * want.len() + j).copied().unwrap_or(0);
-            // A moved value's key occurred once in the span, so the blob had none of it.
-            match moved.as_ref().and_then(|v| SpanDedicated::value(v, i)) {
-                Some(x) => {
-                    buf.clear();
-                    buf.extend_from_slice(interners[j].value(id));
-                    append_key_value(&mut buf, want[j], x);
-                    interners[j].push(&buf);
-                }
-                None => interners[j].push_id(id),
-            }
-        }
-    }
-    for ((k, _), interner) in from_blob.into_iter().zip(interners) {
-        out[k] = interner.finish();
-    }
-    Ok(out)
-}
-
-/// The schema columns [`read_graph_columns`] reads, ascending.
-pub(crate) const GRAPH_COLUMNS: [usize; 8] = [
-    col::TRACE_ID,
-    col::SPAN_ID,
-    col::PARENT,
-    col::KIND,
-    col::START,
-    col::DURATION,
-    col::STATUS_CODE,
-    col::SERVICE,
-];
-
-/// Reads the [`GraphColumns`] of row group `rg`. `chunk` must hold [`GRAPH_COLUMNS`].
-pub fn read_graph_columns(meta: &ParquetMetaData, rg: usize, chunk: RangeChunk) -> Result<GraphColumns, BlockError> {
-    let rgr = row_group_reader(meta, rg, chunk)?;
-    let n = row_count(meta, rg)?;
-    let id = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or_default());
-    let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
-    let parent_of: Vec<u64> = parents.values.iter().map(|v| id(v)).collect();
-    Ok(GraphColumns {
-        trace: fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?,
-        span_id: read::<FixedLenByteArrayType>(&rgr, col::SPAN_ID, 0, n, false)?
-            .0
-            .iter()
-            .map(|v| id(v.data()))
-            .collect(),
-        parent: parents.ids.iter().map(|&i| parent_of[i as usize]).collect(),
-        kind: read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0,
-        status: read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0,
-        start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
-        duration: read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0,
-        service: dict_column(&rgr, col::SERVICE, n, false)?,
-    })
-}
-
 /// Reads a BYTE_ARRAY column of `n` rows keeping its dictionary ids.
 ///
 /// The fast path decodes the pages weft writes ([`super::chunk`]): a PLAIN dictionary page and
 /// v1 data pages of `RLE_DICTIONARY` indexes. Any other layout (another writer, a PLAIN
 /// fallback page) is read with the generic column reader and given ids by hashing.
-fn dict_column(
+pub(super) fn dict_column(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     c: usize,
     n: usize,
@@ -814,7 +465,7 @@ fn dict_column(
 }
 
 /// [`dict_column`] for a FIXED_LEN_BYTE_ARRAY column of `len`-byte values.
-fn fixed_dict_column(
+pub(super) fn fixed_dict_column(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     c: usize,
     n: usize,
@@ -977,7 +628,7 @@ fn dict_pages(
 use super::chunk::decode_rle_hybrid;
 
 /// Reads rows `lo..lo + n` of dedicated column `c`, of type `t`.
-fn read_dedicated(
+pub(super) fn read_dedicated(
     rgr: &SerializedRowGroupReader<'_, RangeChunk>,
     c: usize,
     t: ValueType,
@@ -1006,12 +657,12 @@ fn read_dedicated(
 }
 
 /// The span-scope dedicated columns of a range of rows, to append back to their attributes.
-struct SpanDedicated {
+pub(super) struct SpanDedicated {
     /// Per column: the key and one optional value per row.
     cols: Vec<(Vec<u8>, DedicatedValues)>,
 }
 
-enum DedicatedValues {
+pub(super) enum DedicatedValues {
     Str(Vec<Option<parquet::data_type::ByteArray>>),
     Int(Vec<Option<i64>>),
     Double(Vec<Option<f64>>),
@@ -1021,7 +672,7 @@ enum DedicatedValues {
 impl SpanDedicated {
     /// Reads rows `lo..lo + n` of every span-scope column of `dedicated`. Their schema index
     /// follows the `weft_span_v1` columns, in `dedicated` order.
-    fn read(
+    pub(super) fn read(
         rgr: &SerializedRowGroupReader<'_, RangeChunk>,
         dedicated: &[DedicatedColumn],
         lo: usize,
@@ -1038,11 +689,11 @@ impl SpanDedicated {
         Ok(SpanDedicated { cols })
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.cols.is_empty()
     }
 
-    fn value(v: &DedicatedValues, i: usize) -> Option<Scalar<'_>> {
+    pub(super) fn value(v: &DedicatedValues, i: usize) -> Option<Scalar<'_>> {
         match v {
             DedicatedValues::Str(v) => v[i].as_ref().map(|b| Scalar::Str(b.data())),
             DedicatedValues::Int(v) => v[i].map(Scalar::Int),
@@ -1052,12 +703,12 @@ impl SpanDedicated {
     }
 
     /// Whether row `i` has a moved value.
-    fn any(&self, i: usize) -> bool {
+    pub(super) fn any(&self, i: usize) -> bool {
         self.cols.iter().any(|(_, v)| Self::value(v, i).is_some())
     }
 
     /// Appends row `i`'s moved values to its attributes blob `out`, in column order.
-    fn append(&self, i: usize, out: &mut Vec<u8>) {
+    pub(super) fn append(&self, i: usize, out: &mut Vec<u8>) {
         for (key, v) in &self.cols {
             if let Some(x) = Self::value(v, i) {
                 append_key_value(out, key, x);
@@ -1066,5 +717,5 @@ impl SpanDedicated {
     }
 }
 
-use crate::dedicated::{Scalar, append_key_value, pick_attributes};
+use crate::dedicated::{Scalar, append_key_value};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};

@@ -1,6 +1,6 @@
 //! Column chunks encoded by weft itself, for the columns whose dictionary the head already has.
 //!
-//! The generic Parquet column writer hashes every value to build a dictionary. Most v1 columns
+//! The generic Parquet column writer hashes every value to build a dictionary. Most columns
 //! do not need that: span names, status messages, resource and scope headers are interned in
 //! the head, attribute/event/link blobs are de-duplicated there ([`crate::columns::BlobColumn`]),
 //! and trace IDs arrive sorted. For them the block writer maps head ids to row-group-local

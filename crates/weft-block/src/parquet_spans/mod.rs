@@ -30,6 +30,8 @@
 //! [`V1`].
 
 pub mod chunk;
+mod dedicated_columns;
+mod query_columns;
 pub mod reader;
 pub mod writer;
 
@@ -95,7 +97,7 @@ fn chunk(data: &RowGroupData) -> reader::RangeChunk {
 impl BlockFormat for V1 {
     const START: usize = col::START;
     const DURATION: usize = col::DURATION;
-    const GRAPH_COLUMNS: &'static [usize] = &reader::GRAPH_COLUMNS;
+    const GRAPH_COLUMNS: &'static [usize] = &query_columns::GRAPH_COLUMNS;
 
     fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
         writer::encode(cols, opts)
@@ -106,7 +108,7 @@ impl BlockFormat for V1 {
     }
 
     fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn]) -> Vec<usize> {
-        reader::metric_columns(needs, dedicated)
+        query_columns::metric_columns(needs, dedicated)
     }
 
     fn row_group_range(footer: &ParquetMetaData, rg: usize) -> Range<u64> {
@@ -126,14 +128,14 @@ impl BlockFormat for V1 {
     }
 
     fn read_metric_columns(data: &RowGroupData, needs: &MetricNeeds) -> Result<MetricColumns, BlockError> {
-        reader::read_metric_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
+        query_columns::read_metric_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
     }
 
     fn read_graph_columns(data: &RowGroupData) -> Result<GraphColumns, BlockError> {
-        reader::read_graph_columns(&data.footer, data.rg, chunk(data))
+        query_columns::read_graph_columns(&data.footer, data.rg, chunk(data))
     }
 
     fn read_filter_columns(data: &RowGroupData, needs: Needs) -> Result<FilterColumns, BlockError> {
-        reader::read_filter_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
+        query_columns::read_filter_columns(&data.footer, data.rg, chunk(data), &data.dedicated, needs)
     }
 }

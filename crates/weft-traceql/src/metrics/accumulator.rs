@@ -1,0 +1,568 @@
+//! The accumulator of one metrics query: the series its spans fall in, their per-step values,
+//! `compare()`'s attribute counts and the exemplars chosen.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::ast::MetricsFn;
+use crate::eval::{CMetrics, EvalError, GroupKey, TraceEnv, Val, eval_value};
+use crate::trace::Value;
+
+use super::{Exemplar, Series};
+
+#[derive(Debug)]
+pub(super) struct Accumulator {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) step: u64,
+    pub(super) steps: usize,
+    /// Group key (the `by` values, plus the bucket for histograms) to index in `groups`.
+    index: HashMap<Vec<GroupKey>, usize>,
+    groups: Vec<Group>,
+    /// Most groups (series) the run may create; see
+    /// [`MetricsRun::limit`](super::MetricsRun::limit).
+    max_groups: usize,
+    /// Set when a span needed a group past `max_groups`.
+    pub(super) over_limit: bool,
+    pub(super) limit_text: String,
+    /// `compare()`'s counts: baseline (0) and selection (1), by attribute label.
+    compare: [HashMap<String, AttrCounts>; 2],
+    pub(super) exemplars: ExemplarPicker,
+}
+
+/// Chooses exemplars as Tempo does: the range is cut into `limit / 2` equal buckets of at most
+/// two exemplars each, shared by every series of the query, and a trace gives at most one.
+/// The first spans offered win.
+#[derive(Debug, Default)]
+pub(super) struct ExemplarPicker {
+    limit: usize,
+    buckets: Vec<u8>,
+    traces: std::collections::HashSet<[u8; 16]>,
+    /// (group, exemplar).
+    taken: Vec<(usize, Exemplar)>,
+}
+
+impl ExemplarPicker {
+    pub(super) fn new(limit: usize) -> ExemplarPicker {
+        ExemplarPicker {
+            limit,
+            buckets: vec![0; (limit / 2).max(1)],
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn wants(&self) -> bool {
+        self.taken.len() < self.limit
+    }
+
+    /// Whether a span starting in `[lo, hi]` could still be taken: a bucket that overlaps it
+    /// has room.
+    pub(super) fn wants_between(&self, range: (u64, u64), lo: u64, hi: u64) -> bool {
+        if !self.wants() || hi < range.0 || lo >= range.1 {
+            return false;
+        }
+        let n = self.buckets.len() as u128;
+        let at = |t: u64| {
+            ((t.clamp(range.0, range.1 - 1) - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize
+        };
+        self.buckets[at(lo)..=at(hi)].iter().any(|&c| c < 2)
+    }
+
+    fn offer(&mut self, range: (u64, u64), group: usize, e: Exemplar) {
+        if !self.wants() || e.timestamp_ns < range.0 || e.timestamp_ns >= range.1 || self.traces.contains(&e.trace_id) {
+            return;
+        }
+        let n = self.buckets.len() as u128;
+        let b = ((e.timestamp_ns - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize;
+        if self.buckets[b] >= 2 {
+            return;
+        }
+        self.buckets[b] += 1;
+        self.traces.insert(e.trace_id);
+        self.taken.push((group, e));
+    }
+}
+
+/// Most distinct values of one attribute `compare()` counts per group. An attribute with more
+/// gives only its total series (Tempo marks it `__too_many_values__`, a series without
+/// samples, so no series).
+pub(crate) const MAX_COMPARE_VALUES: usize = 1000;
+
+/// `compare()`'s counts of one attribute in one group, per step.
+#[derive(Debug)]
+struct AttrCounts {
+    total: Vec<u64>,
+    values: HashMap<GroupKey, (Value, Vec<u64>)>,
+    too_many: bool,
+}
+
+#[derive(Debug)]
+struct Group {
+    /// The value of each `by` field, nil included.
+    by: Vec<Value>,
+    /// The histogram bucket.
+    bucket: Option<f64>,
+    data: Data,
+    /// Whether a span was recorded: [`MetricsRun::resolve`](super::MetricsRun::resolve) creates
+    /// groups that [`MetricsRun::record`](super::MetricsRun::record) may never use, and those
+    /// make no series.
+    used: bool,
+}
+
+/// Per-step state.
+#[derive(Debug)]
+enum Data {
+    Count(Vec<u64>),
+    Min(Vec<Option<f64>>),
+    Max(Vec<Option<f64>>),
+    Sum(Vec<Option<f64>>),
+    Avg(Vec<(f64, u64)>),
+    Values(Vec<Vec<f64>>),
+}
+
+/// A number or duration as a metrics value (durations in seconds).
+fn metric_value(v: Val<'_>) -> Option<f64> {
+    match v {
+        Val::Int(i) => Some(i as f64),
+        Val::Float(x) if !x.is_nan() => Some(x),
+        Val::Duration(d) => Some(d as f64 / 1e9),
+        _ => None,
+    }
+}
+
+/// The power-of-two histogram bucket of a value, as Tempo's `Log2Bucketize`.
+fn bucket(v: Val<'_>) -> Option<f64> {
+    let upper = |x: i64| {
+        u64::try_from(x)
+            .ok()
+            .filter(|&x| x >= 2)
+            .map(|x| x.next_power_of_two() as f64)
+    };
+    match v {
+        Val::Int(i) => upper(i),
+        Val::Duration(d) => upper(d).map(|b| b / 1e9),
+        _ => None,
+    }
+}
+
+impl Accumulator {
+    /// An accumulator for `steps` steps of `step` nanoseconds from `start` (inclusive) to `end`
+    /// (exclusive), without limits or exemplars.
+    pub(super) fn new(start: u64, end: u64, step: u64, steps: usize) -> Accumulator {
+        Accumulator {
+            start,
+            end,
+            step,
+            steps,
+            index: HashMap::new(),
+            groups: Vec::new(),
+            max_groups: usize::MAX,
+            over_limit: false,
+            limit_text: String::new(),
+            compare: Default::default(),
+            exemplars: ExemplarPicker::default(),
+        }
+    }
+
+    pub(super) fn limit(&mut self, max_series: usize, max_points: u64) -> Result<(), EvalError> {
+        let steps = self.steps as u64;
+        if steps > max_points {
+            return Err(EvalError::Limit {
+                message: format!(
+                    "{steps} steps exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step or a shorter range"
+                ),
+            });
+        }
+        let by_points = (max_points / steps.max(1)) as usize;
+        self.max_groups = max_series.min(by_points);
+        self.over_limit = false;
+        if self.max_groups < max_series {
+            self.limit_text = format!(
+                "{} series of {steps} steps would exceed the maximum of {max_points} points per query (max_metrics_points); use a larger step, a shorter range or fewer by() fields",
+                self.max_groups + 1
+            );
+        } else {
+            self.limit_text = format!(
+                "the query produces more than the maximum of {max_series} series (max_metrics_series); narrow its filter or use fewer by() fields"
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn observe(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) {
+        let start = env.trace.spans[i].start_unix_nano;
+        if start < self.start || start >= self.end {
+            return;
+        }
+        if let Some(c) = &metrics.compare {
+            self.observe_compare(c.selects(env, i), c.top_n, env, i);
+            return;
+        }
+        if let Some((group, value)) = self.resolve(metrics, env, i) {
+            self.record(group, start, value);
+            if self.exemplars.wants() {
+                let span = &env.trace.spans[i];
+                self.exemplar(metrics, group, start, value, span.trace_id, Some(span.span_id));
+            }
+        }
+    }
+
+    /// Counts each attribute of span `i` for `compare()`: the intrinsics `name`, `status`,
+    /// `statusMessage` and `kind`, every span attribute (`span.x`) and every resource
+    /// attribute (`resource.x`), as Tempo's compare selects them; durations, IDs and arrays
+    /// are not counted.
+    ///
+    /// Each attribute of each group makes up to `top_n + 1` series, which count against the
+    /// run's series limit ([`MetricsRun::limit`](super::MetricsRun::limit)).
+    fn observe_compare(&mut self, selected: bool, top_n: usize, env: &TraceEnv<'_>, i: usize) {
+        let span = &env.trace.spans[i];
+        let step = ((span.start_unix_nano - self.start) / self.step) as usize;
+        self.compare_add(selected, top_n, step, "name", Value::Str(span.name.clone()), 1);
+        self.compare_add(selected, top_n, step, "status", Value::Status(span.status), 1);
+        self.compare_add(
+            selected,
+            top_n,
+            step,
+            "statusMessage",
+            Value::Str(span.status_message.clone()),
+            1,
+        );
+        self.compare_add(selected, top_n, step, "kind", Value::Kind(span.kind), 1);
+        let mut label = String::new();
+        for (prefix, attrs) in [("span.", &span.span_attrs), ("resource.", &span.resource_attrs)] {
+            for (k, v) in attrs {
+                label.clear();
+                label.push_str(prefix);
+                label.push_str(k);
+                self.compare_add(selected, top_n, step, &label, v.clone(), 1);
+            }
+        }
+    }
+
+    /// Counts `n` spans of step `step` whose attribute `label` is `value`, in the selection or
+    /// the baseline of `compare()`. Whether an attribute passes the series limit, or has too
+    /// many values to list, depends only on how many distinct attributes and values were
+    /// counted, not on their order: spans may be counted in any order and grouping.
+    fn compare_add(&mut self, selected: bool, top_n: usize, step: usize, label: &str, value: Value, n: u64) {
+        let counted = !matches!(value, Value::Nil | Value::Array(_));
+        self.compare_add_with(selected, top_n, step, label, counted, || value, n);
+    }
+
+    /// [`Self::compare_add`] with the value made only when it is listed: `counted` says
+    /// whether it is neither nil nor an array (those are not counted at all). An attribute
+    /// with too many values to list counts only its total, so its values need not be made.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn compare_add_with(
+        &mut self,
+        selected: bool,
+        top_n: usize,
+        step: usize,
+        label: &str,
+        counted: bool,
+        value: impl FnOnce() -> Value,
+        n: u64,
+    ) {
+        if !counted {
+            return;
+        }
+        let max_attrs = self.max_groups / (top_n + 1);
+        let attrs = self.compare[0].len() + self.compare[1].len();
+        let steps = self.steps;
+        let groups = &mut self.compare[usize::from(selected)];
+        let attr = match groups.get_mut(label) {
+            Some(a) => a,
+            None if attrs >= max_attrs => {
+                self.over_limit = true;
+                return;
+            }
+            None => groups.entry(label.to_owned()).or_insert_with(|| AttrCounts {
+                total: vec![0; steps],
+                values: HashMap::new(),
+                too_many: false,
+            }),
+        };
+        attr.total[step] += n;
+        if attr.too_many {
+            return;
+        }
+        let value = value();
+        let key = GroupKey::of(&value);
+        if let Some((_, counts)) = attr.values.get_mut(&key) {
+            counts[step] += n;
+        } else if attr.values.len() == MAX_COMPARE_VALUES {
+            attr.too_many = true;
+            attr.values = HashMap::new();
+        } else {
+            let mut counts = vec![0; steps];
+            counts[step] = n;
+            attr.values.insert(key, (value, counts));
+        }
+    }
+
+    /// `compare()`'s series: per group and attribute, the `top_n` values with the most spans
+    /// over the range (`__meta_type` `baseline` or `selection`), and the attribute's total
+    /// (`baseline_total` or `selection_total`, the attribute's value `nil`). Counts per step.
+    fn finish_compare(self, top_n: usize) -> Vec<Series> {
+        let mut out = Vec::new();
+        let as_values = |c: &[u64]| c.iter().map(|&n| Some(n as f64)).collect::<Vec<_>>();
+        for (groups, (kind, total)) in self
+            .compare
+            .into_iter()
+            .zip([("baseline", "baseline_total"), ("selection", "selection_total")])
+        {
+            for (label, attr) in groups {
+                let meta = |t: &str| ("__meta_type".to_owned(), Value::Str(t.to_owned()));
+                out.push(Series::new(
+                    vec![meta(total), (label.clone(), Value::Str("nil".to_owned()))],
+                    as_values(&attr.total),
+                ));
+                let mut values: Vec<(Value, Vec<u64>)> = attr.values.into_values().collect();
+                values.sort_by(|a, b| {
+                    let sum = |c: &[u64]| c.iter().sum::<u64>();
+                    sum(&b.1).cmp(&sum(&a.1)).then_with(|| cmp_value(&a.0, &b.0))
+                });
+                for (value, counts) in values.into_iter().take(top_n) {
+                    out.push(Series::new(
+                        vec![meta(kind), (label.clone(), value)],
+                        as_values(&counts),
+                    ));
+                }
+            }
+        }
+        out.sort_by(|a, b| cmp_labels(&a.labels, &b.labels));
+        out
+    }
+
+    /// The group span `i` falls in (created if new) and the value it contributes; `None` when
+    /// it contributes nothing.
+    pub(super) fn resolve(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) -> Option<(usize, f64)> {
+        let ctx = env.ctx(i);
+        let field = metrics.field.as_ref().map(|f| eval_value(f, ctx));
+        let value = field.and_then(metric_value);
+        let func = metrics.func;
+        let bucket = match func {
+            MetricsFn::HistogramOverTime => Some(field.and_then(bucket)?),
+            MetricsFn::Rate | MetricsFn::CountOverTime => None,
+            _ if value.is_none() => return None,
+            _ => None,
+        };
+        let by: Vec<Value> = metrics.by.iter().map(|(_, e)| eval_value(e, ctx).to_value()).collect();
+        let mut key: Vec<GroupKey> = by.iter().map(GroupKey::of).collect();
+        if let Some(b) = bucket {
+            key.push(GroupKey::of(&Value::Float(b)));
+        }
+        let steps = self.steps;
+        let groups = &mut self.groups;
+        if groups.len() >= self.max_groups && !self.index.contains_key(&key) {
+            self.over_limit = true;
+            return None;
+        }
+        let n = *self.index.entry(key).or_insert_with(|| {
+            let data = match func {
+                MetricsFn::Rate | MetricsFn::CountOverTime | MetricsFn::HistogramOverTime => {
+                    Data::Count(vec![0; steps])
+                }
+                MetricsFn::MinOverTime => Data::Min(vec![None; steps]),
+                MetricsFn::MaxOverTime => Data::Max(vec![None; steps]),
+                MetricsFn::SumOverTime => Data::Sum(vec![None; steps]),
+                MetricsFn::AvgOverTime => Data::Avg(vec![(0.0, 0); steps]),
+                MetricsFn::QuantileOverTime => Data::Values(vec![Vec::new(); steps]),
+            };
+            groups.push(Group {
+                by,
+                bucket,
+                data,
+                used: false,
+            });
+            groups.len() - 1
+        });
+        Some((n, value.unwrap_or(0.0)))
+    }
+
+    /// Offers the span of `trace_id` that [`Accumulator::record`] added to group `n` as an
+    /// exemplar.
+    pub(super) fn exemplar(
+        &mut self,
+        metrics: &CMetrics,
+        n: usize,
+        start: u64,
+        v: f64,
+        trace_id: [u8; 16],
+        span_id: Option<[u8; 8]>,
+    ) {
+        let value = match metrics.func {
+            MetricsFn::Rate | MetricsFn::CountOverTime | MetricsFn::HistogramOverTime => None,
+            _ => Some(v),
+        };
+        let e = Exemplar {
+            trace_id,
+            span_id,
+            value,
+            timestamp_ns: start,
+        };
+        self.exemplars.offer((self.start, self.end), n, e);
+    }
+
+    /// Adds `v` at the step of `start` to group `n`. Starts outside the range are ignored.
+    pub(super) fn record(&mut self, n: usize, start: u64, v: f64) {
+        if start < self.start || start >= self.end {
+            return;
+        }
+        let step = ((start - self.start) / self.step) as usize;
+        let group = &mut self.groups[n];
+        group.used = true;
+        match &mut group.data {
+            Data::Count(c) => c[step] += 1,
+            Data::Min(m) => m[step] = Some(m[step].map_or(v, |x| x.min(v))),
+            Data::Max(m) => m[step] = Some(m[step].map_or(v, |x| x.max(v))),
+            Data::Sum(s) => s[step] = Some(s[step].unwrap_or(0.0) + v),
+            Data::Avg(a) => {
+                a[step].0 += v;
+                a[step].1 += 1;
+            }
+            Data::Values(vs) => vs[step].push(v),
+        }
+    }
+
+    pub(super) fn finish(self, metrics: &CMetrics) -> Vec<Series> {
+        if let Some(c) = &metrics.compare {
+            return self.finish_compare(c.top_n);
+        }
+        let step_seconds = self.step as f64 / 1e9;
+        let mut exemplars: Vec<Vec<Exemplar>> = vec![Vec::new(); self.groups.len()];
+        for (n, e) in self.exemplars.taken {
+            exemplars[n].push(e);
+        }
+        let (start, step) = (self.start, self.step);
+        let mut out = Vec::new();
+        for (group, exemplars) in self.groups.into_iter().zip(exemplars).filter(|(g, _)| g.used) {
+            let mut labels: Vec<(String, Value)> = metrics
+                .by
+                .iter()
+                .zip(&group.by)
+                .filter(|(_, v)| !matches!(v, Value::Nil))
+                .map(|((name, _), v)| (name.clone(), v.clone()))
+                .collect();
+            match metrics.func {
+                MetricsFn::HistogramOverTime | MetricsFn::QuantileOverTime => {}
+                _ if metrics.by.is_empty() => {
+                    labels.push(("__name__".to_owned(), Value::Str(metrics.func.name().to_owned())));
+                }
+                _ if labels.is_empty() => labels.push((metrics.by[0].0.clone(), Value::Nil)),
+                _ => {}
+            }
+            if let Some(b) = group.bucket {
+                labels.push(("__bucket".to_owned(), Value::Float(b)));
+            }
+            match group.data {
+                Data::Count(counts) => {
+                    let scale = if metrics.func == MetricsFn::Rate {
+                        1.0 / step_seconds
+                    } else {
+                        1.0
+                    };
+                    let values = counts.iter().map(|&c| Some(c as f64 * scale)).collect();
+                    out.push(Series {
+                        labels,
+                        values,
+                        exemplars,
+                    });
+                }
+                Data::Min(values) | Data::Max(values) | Data::Sum(values) => out.push(Series {
+                    labels,
+                    values,
+                    exemplars,
+                }),
+                Data::Avg(sums) => {
+                    let values = sums.iter().map(|&(sum, n)| (n > 0).then(|| sum / n as f64)).collect();
+                    out.push(Series {
+                        labels,
+                        values,
+                        exemplars,
+                    });
+                }
+                Data::Values(mut steps) => {
+                    for values in &mut steps {
+                        values.sort_by(f64::total_cmp);
+                    }
+                    let first = out.len();
+                    for &q in &metrics.quantiles {
+                        let mut labels = labels.clone();
+                        labels.push(("p".to_owned(), Value::Float(q)));
+                        let values = steps.iter().map(|values| quantile(values, q)).collect();
+                        out.push(Series::new(labels, values));
+                    }
+                    // Each exemplar goes to the quantile whose value at its step is nearest.
+                    for e in exemplars {
+                        let at = ((e.timestamp_ns - start) / step) as usize;
+                        let v = e.value.unwrap_or(0.0);
+                        let nearest = (first..out.len())
+                            .filter_map(|k| Some((k, (out[k].values.get(at).copied().flatten()? - v).abs())))
+                            .min_by(|a, b| a.1.total_cmp(&b.1));
+                        if let Some((k, _)) = nearest {
+                            out[k].exemplars.push(e);
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| cmp_labels(&a.labels, &b.labels));
+        out
+    }
+}
+
+/// The `q` quantile of ascending `values`, interpolated linearly between the closest ranks:
+/// rank `h = q * (n - 1)`, value `x[⌊h⌋] + (h - ⌊h⌋) * (x[⌊h⌋ + 1] - x[⌊h⌋])`.
+fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let last = values.len().checked_sub(1)?;
+    let h = q.clamp(0.0, 1.0) * last as f64;
+    let lo = (h.floor() as usize).min(last);
+    let hi = (lo + 1).min(last);
+    let (a, b) = (values[lo], values[hi]);
+    Some(if a == b { a } else { a + (h - lo as f64) * (b - a) })
+}
+
+pub(super) fn cmp_labels(a: &[(String, Value)], b: &[(String, Value)]) -> Ordering {
+    for ((ka, va), (kb, vb)) in a.iter().zip(b) {
+        let ord = ka.cmp(kb).then_with(|| cmp_value(va, vb));
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// A total order on values: by kind, then by value (floats by `total_cmp`).
+fn cmp_value(a: &Value, b: &Value) -> Ordering {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Nil => 0,
+            Value::Bool(_) => 1,
+            Value::Int(_) => 2,
+            Value::Float(_) => 3,
+            Value::Duration(_) => 4,
+            Value::Str(_) => 5,
+            Value::Status(_) => 6,
+            Value::Kind(_) => 7,
+            Value::Array(_) => 8,
+        }
+    }
+    match (a, b) {
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) | (Value::Duration(x), Value::Duration(y)) => x.cmp(y),
+        (Value::Float(x), Value::Float(y)) => x.total_cmp(y),
+        (Value::Str(x), Value::Str(y)) => x.cmp(y),
+        (Value::Status(x), Value::Status(y)) => x.name().cmp(y.name()),
+        (Value::Kind(x), Value::Kind(y)) => x.name().cmp(y.name()),
+        (Value::Array(x), Value::Array(y)) => {
+            for (p, q) in x.iter().zip(y) {
+                let ord = cmp_value(p, q);
+                if ord != Ordering::Equal {
+                    return ord;
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
