@@ -330,7 +330,8 @@ def human_bytes(n):
         n /= 1024
 
 
-def main():
+def parse_args():
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
     ap.add_argument("--spans", type=int, default=10_000_000)
@@ -353,19 +354,11 @@ def main():
     ap.add_argument("--keep-data", action="store_true", help="keep the data directory")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra weft server flag (repeatable), e.g. --server-arg=--block-max-bytes=67108864")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    weft = os.path.abspath(args.weft)
-    if not os.access(weft, os.X_OK):
-        sys.exit(f"no weft binary at {weft}; build it with cargo build --release -p weft-server")
-    needle_every = args.needle_every or min(1_000_000, max(1, args.spans // 10))
 
-    # SIGTERM/SIGHUP raise SystemExit so the finally clause stops the server.
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-
+def describe_run(args, weft, needle_every):
+    """The result's header: benchmark, date, machine, configuration, weft version and git state."""
     result = {
         "benchmark": "search over realistic-cardinality spans",
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -383,221 +376,289 @@ def main():
         result["git_modified_files"] = [line[3:] for line in dirty if line.strip()]
     except Exception:
         pass
+    return result
 
+
+def loadgen_command(args, weft, server, needle_every, ids_path, needles_path):
+    """The `weft loadgen --realistic` command that sends the spans, plants the needles and samples
+    trace IDs into `ids_path`."""
+    spr = 512
+    ids_every = max(1, args.spans // spr // 2000)
+    load_cmd = [weft, "loadgen", "--realistic", "--endpoint", f"127.0.0.1:{server.grpc}",
+                "--max-spans", str(args.spans), "--duration", "86400", "--spans-per-request", str(spr),
+                "--concurrency", str(args.concurrency), "--connections", str(args.connections),
+                "--time-range-secs", str(args.time_range_secs), "--needle-every", str(needle_every),
+                "--needles-out", needles_path, "--ids-out", ids_path, "--ids-every", str(ids_every)]
+    if args.seed is not None:
+        load_cmd += ["--seed", str(args.seed)]
+    return load_cmd
+
+
+def ingest(server, args, load_cmd, result, failures):
+    """Sends the spans, waits until all are in blocks and the server is idle, and records the
+    ingest figures in result["ingest"]. Returns when the load started (Unix seconds)."""
+    print(f"sending {args.spans:,} spans ...", flush=True)
+    load_started = time.time()
+    cpu0 = cpu_seconds(server.proc.pid)
+    p = subprocess.run(load_cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({p.returncode}): {p.stderr.strip()}")
+    load = json.loads(p.stdout.strip().splitlines()[-1])
+    load_cpu = cpu_seconds(server.proc.pid) - cpu0
+    acked = load["spans"]
+    print(f"  acknowledged {acked:,} spans in {load['elapsed_s']:.1f} s ({load['spans_per_s']:,.0f} spans/s), "
+          f"{load['errors']} errors; waiting for blocks ...", flush=True)
+    t_flush = time.time()
+    all_in = server.wait_all_in_blocks(acked, args.flush_timeout)
+    flush_wait = time.time() - t_flush
+    cpu = cpu_seconds(server.proc.pid) - cpu0
+    # Let background work (compaction) finish so the disk figures describe settled blocks.
+    t_settle = time.time()
+    server.wait_idle(max_wait=600)
+    settle = time.time() - t_settle
+    metas = server.block_metas()
+    block_spans = sum(int(m.get("span_count", 0)) for m in metas)
+    live_bytes = sum(int(m.get("size_bytes", 0)) + int(m.get("index_bytes", 0)) for m in metas)
+    blocks_dir = os.path.join(server.data, "blocks")
+    block_bytes = dir_bytes(blocks_dir)
+    result["ingest"] = {
+        "spans_acknowledged": acked, "load_errors": load["errors"], "load_last_error": load.get("last_error"),
+        "load_wall_s": round(load["elapsed_s"], 2), "client_spans_per_s": round(load["spans_per_s"]),
+        "request_bytes": load.get("request_bytes"), "otlp_bytes_per_span": load.get("bytes_per_span"),
+        "flush_wait_s": round(flush_wait, 1), "all_in_blocks": all_in,
+        "ingest_to_blocks_wall_s": round(t_settle - load_started, 1),
+        "server_cpu_s_during_load": round(load_cpu, 1), "server_cpu_s_to_blocks": round(cpu, 1),
+        "spans_per_server_cpu_s": round(acked / cpu) if cpu else None,
+        "settle_wait_s": round(settle, 1),
+        "server_cpu_s_incl_settle": round(cpu_seconds(server.proc.pid) - cpu0, 1),
+        "peak_rss_mb": round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1),
+        "blocks": len(metas), "block_spans": block_spans,
+        "spans_per_block_avg": round(block_spans / len(metas)) if metas else 0,
+        "live_block_bytes": live_bytes, "blocks_dir_bytes": block_bytes,
+        "disk_bytes_per_span": round(live_bytes / max(1, block_spans), 2),
+        "blocks_dir_bytes_per_span": round(block_bytes / max(1, acked), 2),
+        "wal_bytes_after_settle": dir_bytes(os.path.join(server.data, "wal")),
+        "blocks_by_compaction_level": levels(metas),
+        "needles": load.get("needles"),
+    }
+    if not all_in:
+        failures.append(f"only {block_spans} of {acked} spans reached blocks within {args.flush_timeout} s")
+    i = result["ingest"]
+    print(f"  {len(metas)} blocks, {block_spans:,} spans, {human_bytes(live_bytes)} "
+          f"({i['disk_bytes_per_span']} B/span), server CPU {i['server_cpu_s_to_blocks']} s, "
+          f"peak RSS {i['peak_rss_mb']} MB", flush=True)
+    return load_started
+
+
+def read_needle(needles_path):
+    """The needle the queries look for: needle-1 if loadgen planted it, else the first one."""
+    needles = []
+    with open(needles_path) as f:
+        for line in f:
+            if line.strip():
+                needles.append(json.loads(line))
+    if not needles:
+        raise RuntimeError("loadgen planted no needles")
+    return next((n for n in needles if n["value"] == "needle-1"), needles[0])
+
+
+def count_traces(j):
+    return True, "", {"traces_returned": len(j.get("traces", []))}
+
+
+def tag_check(j):
+    return True, "", {"values_returned": len(j.get("tagValues", []))}
+
+
+# What Grafana's query editor asks as it opens and as a filter is typed: every span of
+# the range counts (read from columns, weft_engine::tags).
+def names_check(j):
+    scopes = {s["name"]: len(s.get("tags", [])) for s in j.get("scopes", [])}
+    return scopes.get("span", 0) > 0, f"no span attribute names in {scopes}", {"names_per_scope": scopes}
+
+
+def series_check(j):
+    return True, "", {"series_returned": len(j.get("series", []))}
+
+
+def graph_check(j):
+    return (bool(j.get("edges")), "no edges", {"edges": len(j.get("edges", [])), "complete": j.get("complete"),
+                                              "calls": sum(e["callCount"] for e in j.get("edges", []))})
+
+
+def search_queries(server, args, window, needle):
+    """The TraceQL searches (needle, structural, root spans) and the tag name and value lookups."""
+    queries = []
+
+    def needle_check(j):
+        want = needle["trace_id"].lstrip("0")
+        got = [t.get("traceID", "").lstrip("0") for t in j.get("traces", [])]
+        return want in got, f"needle trace {needle['trace_id']} not in {got[:5]}", {"traces_returned": len(got)}
+
+    q_needle = f'{{ span.user.id = "{needle["value"]}" }}'
+    queries.append(run_query(server, "needle", "/api/search", {"q": q_needle, **window, "limit": "20"},
+                             args.runs, args.timeout, needle_check, args.measure_timeouts))
+    ns = needle["start_unix_nano"] // 10**9
+    queries.append(run_query(server, "needle_narrow", "/api/search",
+                             {"q": q_needle, "start": str(ns - 300), "end": str(ns + 300), "limit": "20"},
+                             args.runs, args.timeout, needle_check, args.measure_timeouts))
+    queries.append(run_query(server, "duration_gt_1s", "/api/search",
+                             {"q": "{ duration > 1s }", **window, "limit": "20"}, args.runs, args.timeout,
+                             count_traces, args.measure_timeouts))
+    queries.append(run_query(server, "service_error", "/api/search",
+                             {"q": f'{{ resource.service.name = "{args.service}" }} >> {{ status = error }}',
+                              **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+    # The sibling operator: error spans next to a span of the service.
+    queries.append(run_query(server, "sibling_error", "/api/search",
+                             {"q": f'{{ resource.service.name = "{args.service}" }} ~ {{ status = error }}',
+                              **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+    # Root spans in error, as Grafana's Traces Drilldown lists them, and a structural query
+    # over root spans that matches nothing (every trace's root is a candidate).
+    queries.append(run_query(server, "root_errors", "/api/search",
+                             {"q": "{nestedSetParent<0 && status=error}", **window, "limit": "20"},
+                             args.runs, args.timeout, count_traces, args.measure_timeouts))
+    queries.append(run_query(server, "root_under_root", "/api/search",
+                             {"q": "{nestedSetParent<0} >> {nestedSetParent<0 && status=error}", **window,
+                              "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
+
+    queries.append(run_query(server, "tag_values", "/api/v2/search/tag/span.user.id/values", dict(window),
+                             args.runs, args.timeout, tag_check, args.measure_timeouts))
+    queries.append(run_query(server, "tag_names", "/api/v2/search/tags", dict(window),
+                             args.runs, args.timeout, names_check, args.measure_timeouts))
+    queries.append(run_query(server, "tag_services", "/api/v2/search/tag/resource.service.name/values",
+                             dict(window), args.runs, args.timeout, tag_check, args.measure_timeouts))
+    queries.append(run_query(server, "tag_names_of_service", "/api/v2/search/tag/name/values",
+                             {"q": f'{{ resource.service.name = "{args.service}" }}', **window},
+                             args.runs, args.timeout, tag_check, args.measure_timeouts))
+    return queries
+
+
+def trace_by_id(server, args, weft, ids_path):
+    """Trace by ID, no time hint: `weft loadgen --query-ids` over the sampled IDs."""
+    tq = {"name": "trace_by_id", "path": "/api/traces/<id>", "ok": True}
+    try:
+        p = subprocess.run([weft, "loadgen", "--query-ids", ids_path, "--query-http", f"127.0.0.1:{server.http}",
+                            "--queries", str(args.trace_queries)], capture_output=True, text=True,
+                           timeout=max(args.timeout, 600))
+        if p.returncode != 0:
+            tq.update(ok=False, error=p.stderr.strip()[:500])
+        else:
+            q = json.loads(p.stdout.strip().splitlines()[-1])
+            tq.update(q)
+            if q.get("not_found"):
+                tq.update(ok=False, error=f"{q['not_found']} of {q['queries']} trace IDs not found")
+    except subprocess.TimeoutExpired:
+        tq.update(timeout=True)
+    with open(ids_path) as f:
+        tq["ids_sampled"] = sum(1 for line in f if line.strip())
+    print(f"  trace_by_id: " + (f"p50 {tq.get('p50_ms', 0):.2f} / p90 {tq.get('p90_ms', 0):.2f} / "
+                                 f"p99 {tq.get('p99_ms', 0):.2f} / max {tq.get('max_ms', 0):.2f} ms over "
+                                 f"{tq.get('queries')} lookups" if tq["ok"] and not tq.get("timeout")
+                                 else f"FAILED {tq.get('error', 'timeout')}"), flush=True)
+    return tq
+
+
+def metrics_queries(server, args, window, start, end):
+    """The TraceQL metrics queries (/api/metrics/query_range), about 60 steps over the range."""
+    queries = []
+    step = max(60, (end - start) // 60)
+    queries.append(run_query(server, "rate_by_service", "/api/metrics/query_range",
+                             {"q": "{ } | rate() by (resource.service.name)", **window, "step": f"{step}s"},
+                             args.runs, args.timeout, series_check, args.measure_timeouts))
+    for name, q in [("errors_rate", "{ status = error } | rate() by (resource.service.name)"),
+                    ("duration_hist", "{ } | histogram_over_time(duration)"),
+                    ("slow_rate", "{ duration > 1s } | rate()"),
+                    # Tempo's metrics forms: arithmetic between queries, topk, a comparison.
+                    ("rate_per_count", "({ } | rate() by (resource.service.name)) / "
+                                       "({ } | count_over_time() by (resource.service.name))"),
+                    ("route_rate_top5", "{ } | rate() by (span.http.route) | topk(5)"),
+                    # A span attribute kept in the attribute blob (1,000,000 users):
+                    # picked out of every span's blob.
+                    ("user_count", '{ span.user.id = "user-42" } | count_over_time()'),
+                    ("errors_rate_gt_1", "{ status = error } | rate() > 1"),
+                    # Grafana Traces Drilldown's default view selects root spans this way.
+                    ("root_rate", "{nestedSetParent<0 && true} | rate() by(resource.service.name)")]:
+        queries.append(run_query(server, name, "/api/metrics/query_range",
+                                 {"q": q, **window, "step": f"{step}s"},
+                                 args.runs, args.timeout, series_check, args.measure_timeouts))
+    # Traces Drilldown's comparison tab: every attribute of every root span counted, in the
+    # selection (errors) or the baseline, over one step as wide as the range.
+    queries.append(run_query(server, "compare_errors", "/api/metrics/query_range",
+                             {"q": "{nestedSetParent<0 && true} | compare({status = error}, 10)", **window,
+                              "step": f"{max(1, end - start)}s"},
+                             args.runs, args.timeout, series_check, args.measure_timeouts))
+    return queries
+
+
+def graph_queries(server, args, window):
+    """The graph page's request (server default span budget), and the whole range counted."""
+    return [
+        run_query(server, "service_graph", "/api/service-graph", dict(window),
+                  args.runs, args.timeout, graph_check, args.measure_timeouts),
+        run_query(server, "service_graph_all", "/api/service-graph",
+                  {**window, "maxSpans": "50000000"},
+                  args.runs, args.timeout, graph_check, args.measure_timeouts),
+    ]
+
+
+def bench(server, args, weft, needle_every, result, failures):
+    """Loads the spans into `server`, then runs every query; fills `result` and `failures`."""
+    result["config"]["server_cmd"] = server.cmd
+    print(f"weft on :{server.http} (grpc :{server.grpc}), data in {server.data}", flush=True)
+    ids_path = os.path.join(server.dir, "ids.txt")
+    needles_path = os.path.join(server.dir, "needles.jsonl")
+    load_cmd = loadgen_command(args, weft, server, needle_every, ids_path, needles_path)
+    result["config"]["loadgen_cmd"] = load_cmd
+
+    # ---- ingest ----
+    load_started = ingest(server, args, load_cmd, result, failures)
+    needle = read_needle(needles_path)
+    result["needle"] = needle
+
+    # ---- queries ----
+    start = int(load_started) - args.time_range_secs - 120
+    end = int(time.time()) + 60
+    window = {"start": str(start), "end": str(end)}
+    server.wait_idle(max_wait=120)
+    result["blocks_before_queries"] = levels(server.block_metas())
+    print(f"  blocks by compaction level: {result['blocks_before_queries']}", flush=True)
+    print(f"queries over [{start}, {end}] ({end - start} s), {args.runs} runs each:", flush=True)
+    queries = []
+    queries.extend(search_queries(server, args, window, needle))
+    queries.append(trace_by_id(server, args, weft, ids_path))
+    queries.extend(metrics_queries(server, args, window, start, end))
+    queries.extend(graph_queries(server, args, window))
+    result["queries"] = queries
+    result["blocks_after_queries"] = levels(server.block_metas())
+    result["server_peak_rss_mb_after_queries"] = round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1)
+
+    for q in queries:
+        if not q.get("ok"):
+            failures.append(f"{q['name']}: {q.get('error') or q.get('status')}")
+        elif q.get("timeout") and args.fail_on_timeout:
+            failures.append(f"{q['name']}: timeout")
+
+
+def main():
+    args = parse_args()
+
+    weft = os.path.abspath(args.weft)
+    if not os.access(weft, os.X_OK):
+        sys.exit(f"no weft binary at {weft}; build it with cargo build --release -p weft-server")
+    needle_every = args.needle_every or min(1_000_000, max(1, args.spans // 10))
+
+    # SIGTERM/SIGHUP raise SystemExit so the finally clause stops the server.
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    result = describe_run(args, weft, needle_every)
     failures = []
     server = None
     try:
         server = Server(weft, args.work_dir, args.server_arg)
-        result["config"]["server_cmd"] = server.cmd
-        print(f"weft on :{server.http} (grpc :{server.grpc}), data in {server.data}", flush=True)
-        ids_path = os.path.join(server.dir, "ids.txt")
-        needles_path = os.path.join(server.dir, "needles.jsonl")
-        spr = 512
-        ids_every = max(1, args.spans // spr // 2000)
-        load_cmd = [weft, "loadgen", "--realistic", "--endpoint", f"127.0.0.1:{server.grpc}",
-                    "--max-spans", str(args.spans), "--duration", "86400", "--spans-per-request", str(spr),
-                    "--concurrency", str(args.concurrency), "--connections", str(args.connections),
-                    "--time-range-secs", str(args.time_range_secs), "--needle-every", str(needle_every),
-                    "--needles-out", needles_path, "--ids-out", ids_path, "--ids-every", str(ids_every)]
-        if args.seed is not None:
-            load_cmd += ["--seed", str(args.seed)]
-        result["config"]["loadgen_cmd"] = load_cmd
-
-        # ---- ingest ----
-        print(f"sending {args.spans:,} spans ...", flush=True)
-        load_started = time.time()
-        cpu0 = cpu_seconds(server.proc.pid)
-        p = subprocess.run(load_cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"loadgen failed ({p.returncode}): {p.stderr.strip()}")
-        load = json.loads(p.stdout.strip().splitlines()[-1])
-        load_cpu = cpu_seconds(server.proc.pid) - cpu0
-        acked = load["spans"]
-        print(f"  acknowledged {acked:,} spans in {load['elapsed_s']:.1f} s ({load['spans_per_s']:,.0f} spans/s), "
-              f"{load['errors']} errors; waiting for blocks ...", flush=True)
-        t_flush = time.time()
-        all_in = server.wait_all_in_blocks(acked, args.flush_timeout)
-        flush_wait = time.time() - t_flush
-        cpu = cpu_seconds(server.proc.pid) - cpu0
-        # Let background work (compaction) finish so the disk figures describe settled blocks.
-        t_settle = time.time()
-        server.wait_idle(max_wait=600)
-        settle = time.time() - t_settle
-        metas = server.block_metas()
-        block_spans = sum(int(m.get("span_count", 0)) for m in metas)
-        live_bytes = sum(int(m.get("size_bytes", 0)) + int(m.get("index_bytes", 0)) for m in metas)
-        blocks_dir = os.path.join(server.data, "blocks")
-        block_bytes = dir_bytes(blocks_dir)
-        result["ingest"] = {
-            "spans_acknowledged": acked, "load_errors": load["errors"], "load_last_error": load.get("last_error"),
-            "load_wall_s": round(load["elapsed_s"], 2), "client_spans_per_s": round(load["spans_per_s"]),
-            "request_bytes": load.get("request_bytes"), "otlp_bytes_per_span": load.get("bytes_per_span"),
-            "flush_wait_s": round(flush_wait, 1), "all_in_blocks": all_in,
-            "ingest_to_blocks_wall_s": round(t_settle - load_started, 1),
-            "server_cpu_s_during_load": round(load_cpu, 1), "server_cpu_s_to_blocks": round(cpu, 1),
-            "spans_per_server_cpu_s": round(acked / cpu) if cpu else None,
-            "settle_wait_s": round(settle, 1),
-            "server_cpu_s_incl_settle": round(cpu_seconds(server.proc.pid) - cpu0, 1),
-            "peak_rss_mb": round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1),
-            "blocks": len(metas), "block_spans": block_spans,
-            "spans_per_block_avg": round(block_spans / len(metas)) if metas else 0,
-            "live_block_bytes": live_bytes, "blocks_dir_bytes": block_bytes,
-            "disk_bytes_per_span": round(live_bytes / max(1, block_spans), 2),
-            "blocks_dir_bytes_per_span": round(block_bytes / max(1, acked), 2),
-            "wal_bytes_after_settle": dir_bytes(os.path.join(server.data, "wal")),
-            "blocks_by_compaction_level": levels(metas),
-            "needles": load.get("needles"),
-        }
-        if not all_in:
-            failures.append(f"only {block_spans} of {acked} spans reached blocks within {args.flush_timeout} s")
-        i = result["ingest"]
-        print(f"  {len(metas)} blocks, {block_spans:,} spans, {human_bytes(live_bytes)} "
-              f"({i['disk_bytes_per_span']} B/span), server CPU {i['server_cpu_s_to_blocks']} s, "
-              f"peak RSS {i['peak_rss_mb']} MB", flush=True)
-
-        needles = []
-        with open(needles_path) as f:
-            for line in f:
-                if line.strip():
-                    needles.append(json.loads(line))
-        if not needles:
-            raise RuntimeError("loadgen planted no needles")
-        needle = next((n for n in needles if n["value"] == "needle-1"), needles[0])
-        result["needle"] = needle
-
-        # ---- queries ----
-        start = int(load_started) - args.time_range_secs - 120
-        end = int(time.time()) + 60
-        window = {"start": str(start), "end": str(end)}
-        server.wait_idle(max_wait=120)
-        result["blocks_before_queries"] = levels(server.block_metas())
-        print(f"  blocks by compaction level: {result['blocks_before_queries']}", flush=True)
-        print(f"queries over [{start}, {end}] ({end - start} s), {args.runs} runs each:", flush=True)
-        queries = []
-
-        def needle_check(j):
-            want = needle["trace_id"].lstrip("0")
-            got = [t.get("traceID", "").lstrip("0") for t in j.get("traces", [])]
-            return want in got, f"needle trace {needle['trace_id']} not in {got[:5]}", {"traces_returned": len(got)}
-
-        def count_traces(j):
-            return True, "", {"traces_returned": len(j.get("traces", []))}
-
-        q_needle = f'{{ span.user.id = "{needle["value"]}" }}'
-        queries.append(run_query(server, "needle", "/api/search", {"q": q_needle, **window, "limit": "20"},
-                                 args.runs, args.timeout, needle_check, args.measure_timeouts))
-        ns = needle["start_unix_nano"] // 10**9
-        queries.append(run_query(server, "needle_narrow", "/api/search",
-                                 {"q": q_needle, "start": str(ns - 300), "end": str(ns + 300), "limit": "20"},
-                                 args.runs, args.timeout, needle_check, args.measure_timeouts))
-        queries.append(run_query(server, "duration_gt_1s", "/api/search",
-                                 {"q": "{ duration > 1s }", **window, "limit": "20"}, args.runs, args.timeout,
-                                 count_traces, args.measure_timeouts))
-        queries.append(run_query(server, "service_error", "/api/search",
-                                 {"q": f'{{ resource.service.name = "{args.service}" }} >> {{ status = error }}',
-                                  **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
-        # The sibling operator: error spans next to a span of the service.
-        queries.append(run_query(server, "sibling_error", "/api/search",
-                                 {"q": f'{{ resource.service.name = "{args.service}" }} ~ {{ status = error }}',
-                                  **window, "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
-        # Root spans in error, as Grafana's Traces Drilldown lists them, and a structural query
-        # over root spans that matches nothing (every trace's root is a candidate).
-        queries.append(run_query(server, "root_errors", "/api/search",
-                                 {"q": "{nestedSetParent<0 && status=error}", **window, "limit": "20"},
-                                 args.runs, args.timeout, count_traces, args.measure_timeouts))
-        queries.append(run_query(server, "root_under_root", "/api/search",
-                                 {"q": "{nestedSetParent<0} >> {nestedSetParent<0 && status=error}", **window,
-                                  "limit": "20"}, args.runs, args.timeout, count_traces, args.measure_timeouts))
-
-        def tag_check(j):
-            return True, "", {"values_returned": len(j.get("tagValues", []))}
-        queries.append(run_query(server, "tag_values", "/api/v2/search/tag/span.user.id/values", dict(window),
-                                 args.runs, args.timeout, tag_check, args.measure_timeouts))
-
-        # What Grafana's query editor asks as it opens and as a filter is typed: every span of
-        # the range counts (read from columns, weft_engine::tags).
-        def names_check(j):
-            scopes = {s["name"]: len(s.get("tags", [])) for s in j.get("scopes", [])}
-            return scopes.get("span", 0) > 0, f"no span attribute names in {scopes}", {"names_per_scope": scopes}
-        queries.append(run_query(server, "tag_names", "/api/v2/search/tags", dict(window),
-                                 args.runs, args.timeout, names_check, args.measure_timeouts))
-        queries.append(run_query(server, "tag_services", "/api/v2/search/tag/resource.service.name/values",
-                                 dict(window), args.runs, args.timeout, tag_check, args.measure_timeouts))
-        queries.append(run_query(server, "tag_names_of_service", "/api/v2/search/tag/name/values",
-                                 {"q": f'{{ resource.service.name = "{args.service}" }}', **window},
-                                 args.runs, args.timeout, tag_check, args.measure_timeouts))
-
-        # Trace by ID, no time hint.
-        tq = {"name": "trace_by_id", "path": "/api/traces/<id>", "ok": True}
-        try:
-            p = subprocess.run([weft, "loadgen", "--query-ids", ids_path, "--query-http", f"127.0.0.1:{server.http}",
-                                "--queries", str(args.trace_queries)], capture_output=True, text=True,
-                               timeout=max(args.timeout, 600))
-            if p.returncode != 0:
-                tq.update(ok=False, error=p.stderr.strip()[:500])
-            else:
-                q = json.loads(p.stdout.strip().splitlines()[-1])
-                tq.update(q)
-                if q.get("not_found"):
-                    tq.update(ok=False, error=f"{q['not_found']} of {q['queries']} trace IDs not found")
-        except subprocess.TimeoutExpired:
-            tq.update(timeout=True)
-        with open(ids_path) as f:
-            tq["ids_sampled"] = sum(1 for line in f if line.strip())
-        print(f"  trace_by_id: " + (f"p50 {tq.get('p50_ms', 0):.2f} / p90 {tq.get('p90_ms', 0):.2f} / "
-                                     f"p99 {tq.get('p99_ms', 0):.2f} / max {tq.get('max_ms', 0):.2f} ms over "
-                                     f"{tq.get('queries')} lookups" if tq["ok"] and not tq.get("timeout")
-                                     else f"FAILED {tq.get('error', 'timeout')}"), flush=True)
-        queries.append(tq)
-
-        step = max(60, (end - start) // 60)
-
-        def series_check(j):
-            return True, "", {"series_returned": len(j.get("series", []))}
-        queries.append(run_query(server, "rate_by_service", "/api/metrics/query_range",
-                                 {"q": "{ } | rate() by (resource.service.name)", **window, "step": f"{step}s"},
-                                 args.runs, args.timeout, series_check, args.measure_timeouts))
-        for name, q in [("errors_rate", "{ status = error } | rate() by (resource.service.name)"),
-                        ("duration_hist", "{ } | histogram_over_time(duration)"),
-                        ("slow_rate", "{ duration > 1s } | rate()"),
-                        # Tempo's metrics forms: arithmetic between queries, topk, a comparison.
-                        ("rate_per_count", "({ } | rate() by (resource.service.name)) / "
-                                           "({ } | count_over_time() by (resource.service.name))"),
-                        ("route_rate_top5", "{ } | rate() by (span.http.route) | topk(5)"),
-                        # A span attribute kept in the attribute blob (1,000,000 users):
-                        # picked out of every span's blob.
-                        ("user_count", '{ span.user.id = "user-42" } | count_over_time()'),
-                        ("errors_rate_gt_1", "{ status = error } | rate() > 1"),
-                        # Grafana Traces Drilldown's default view selects root spans this way.
-                        ("root_rate", "{nestedSetParent<0 && true} | rate() by(resource.service.name)")]:
-            queries.append(run_query(server, name, "/api/metrics/query_range",
-                                     {"q": q, **window, "step": f"{step}s"},
-                                     args.runs, args.timeout, series_check, args.measure_timeouts))
-        # Traces Drilldown's comparison tab: every attribute of every root span counted, in the
-        # selection (errors) or the baseline, over one step as wide as the range.
-        queries.append(run_query(server, "compare_errors", "/api/metrics/query_range",
-                                 {"q": "{nestedSetParent<0 && true} | compare({status = error}, 10)", **window,
-                                  "step": f"{max(1, end - start)}s"},
-                                 args.runs, args.timeout, series_check, args.measure_timeouts))
-
-        def graph_check(j):
-            return (bool(j.get("edges")), "no edges", {"edges": len(j.get("edges", [])), "complete": j.get("complete"),
-                                                      "calls": sum(e["callCount"] for e in j.get("edges", []))})
-        # The graph page's request (server default span budget), and the whole range counted.
-        queries.append(run_query(server, "service_graph", "/api/service-graph", dict(window),
-                                 args.runs, args.timeout, graph_check, args.measure_timeouts))
-        queries.append(run_query(server, "service_graph_all", "/api/service-graph",
-                                 {**window, "maxSpans": "50000000"},
-                                 args.runs, args.timeout, graph_check, args.measure_timeouts))
-        result["queries"] = queries
-        result["blocks_after_queries"] = levels(server.block_metas())
-        result["server_peak_rss_mb_after_queries"] = round(proc_status(server.proc.pid, "VmHWM") / 2**20, 1)
-
-        for q in queries:
-            if not q.get("ok"):
-                failures.append(f"{q['name']}: {q.get('error') or q.get('status')}")
-            elif q.get("timeout") and args.fail_on_timeout:
-                failures.append(f"{q['name']}: timeout")
+        bench(server, args, weft, needle_every, result, failures)
     except (Exception, KeyboardInterrupt) as e:
         failures.append(f"{type(e).__name__}: {e}")
         if server:
