@@ -12,7 +12,7 @@ Load shapes (each for --seconds):
   - realistic-100x512: `weft loadgen --realistic` (15 attributes per span, high-cardinality
     values), 100 requests of 512 spans a second, 8 in flight at most.
 
-For weft (default settings: fsync always, block cut at 30 s or 200k spans, compaction every 30 s)
+For weft (default settings: fsync always, head cut at 30 s, 1,000,000 spans or 64 MiB, compaction every 30 s)
 the CPU time of the process is read before the load and again once it is quiescent: the head
 is empty, no block waits to be written, and no compaction happened for --quiet-seconds (longer
 than the compaction interval). The Collector stores nothing and has no background work; its CPU

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Ingest benchmark for weft (stdlib only).
 
-Method (also in BENCHMARKS.md):
+Method (also in BENCHMARKS.md, in short, and in docs/benchmarks/ingest.md,
+"Method (`scripts/bench_ingest.py`)"):
   1. Start the release binary on a fresh data dir with default settings (fsync=always).
   2. Drive it with `weft loadgen` (OTLP/gRPC, 512 spans per request, 10 spans per trace,
      32 requests in flight) until at least --spans spans are acknowledged.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Soak benchmark: mixed ingest and query load with kill -9, a full disk and abusive clients.
 
-Method (also in BENCHMARKS.md, "Soak"):
+Method (also in BENCHMARKS.md, in short, and in docs/benchmarks/soak.md,
+"Method (`scripts/bench_soak.py`, part of `make bench`)"):
   1. Start the weft binary with default settings on a data directory that is a tmpfs of
      --disk-mib MiB (mounted here; needs root), so the disk can be filled for real.
   2. For --seconds: --writers threads post OTLP/protobuf batches over HTTP (50 spans in 5 new

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Per-thread CPU of weft under telemetrygen's load: the figures BENCHMARKS.md's
-"per-thread script" rows come from.
+"""Per-thread CPU of weft under telemetrygen's load: the source of the "per-thread script"
+figures in docs/benchmarks/wal.md and docs/benchmarks/all-in-cost-and-compaction.md.
 
     scripts/experiments/per_thread.py --weft target/release/weft [--weft OTHER] \
         [--rounds 2] [--shape 75x512|760x50] [--perf SECONDS] [-- extra weft flags]

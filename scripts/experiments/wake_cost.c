@@ -1,5 +1,5 @@
-// The CPU one thread wake-up costs on this machine (BENCHMARKS.md, "The floor at 75 requests
-// a second"). Not part of weft; a measurement kept so it can be rerun:
+// The CPU one thread wake-up costs on this machine (docs/benchmarks/all-in-cost-and-compaction.md,
+// "The floor at 75 requests a second: wake-ups and the disk"). Not part of weft; a measurement kept so it can be rerun:
 //   gcc -O2 -pthread -o /tmp/wake_cost scripts/experiments/wake_cost.c
 //   /tmp/wake_cost ROUNDS GAP_US
 // Two threads hand a turn back and forth with futexes, as weft's threads hand a request

@@ -1,5 +1,5 @@
-// The CPU of one WAL group commit, by the way the log file is written (BENCHMARKS.md, "The
-// WAL's write, measured by itself"). Not part of weft; a measurement kept so it can be rerun:
+// The CPU of one WAL group commit, by the way the log file is written (docs/benchmarks/wal.md,
+// "The WAL's write, measured by itself"). Not part of weft; a measurement kept so it can be rerun:
 //   gcc -O2 -o /tmp/wal_write_modes scripts/experiments/wal_write_modes.c
 //   /tmp/wal_write_modes MODE WRITES BYTES PATH SLEEP_US [DISK]
 // MODE 0: append + fdatasync (weft today); 1: overwrite a pre-zeroed file + fdatasync;

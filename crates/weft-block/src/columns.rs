@@ -129,7 +129,8 @@ impl crate::row::SpanFields for ColumnRow<'_> {
 /// `v ≥ 1` occupies `data[ends[v - 1]..ends[v]]` and `ends[0] == 0`. Rows that repeat a value
 /// (the same attribute set, the same empty event list) share it, so the head holds each
 /// distinct value once and the block writer gets its dictionary from the ids instead of
-/// hashing every value again (the largest cost of block encoding, BENCHMARKS.md).
+/// hashing every value again (the largest cost of block encoding; docs/benchmarks/ingest.md,
+/// "What changed this session").
 ///
 /// While a head fills, values are appended to a `Vec`. [`BlobColumn::freeze`] turns the data
 /// into shared [`Bytes`] without copying, so the block writer can hand out slices of it.

@@ -68,7 +68,8 @@ pub fn canonical_key_value(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
 /// a one-byte length, and the value's one scalar field. `None` when the bytes are laid out any
 /// other way: then only the general walk can tell. Compaction reads every attribute of every span
 /// this way (choosing dedicated columns, splitting blobs, value blooms); through the general
-/// walk it was about a third of a merge of spans with realistic attributes (BENCHMARKS.md).
+/// walk it was about a third of a merge of spans with realistic attributes
+/// (docs/benchmarks/all-in-cost-and-compaction.md, "Compaction of realistic spans").
 #[inline]
 pub(crate) fn canonical_fast(kv: &[u8]) -> Option<(&[u8], Scalar<'_>)> {
     // 0x0a: field 1 (key), length-delimited; 0x12: field 2 (value), length-delimited.

@@ -10,7 +10,8 @@ use bytes::Bytes;
 pub struct WriteOptions {
     /// Rows per row group. Smaller groups make trace-by-ID reads cheaper; larger ones compress
     /// better and cost less per row to write (one compressor and dictionary per column chunk).
-    /// 8192 keeps a trace lookup to one read of about 150 KB (see BENCHMARKS.md).
+    /// 8192 keeps a trace lookup to one read of about 150 KB; 16,384 measured no faster at
+    /// ingest (docs/benchmarks/ingest.md, "Experiments that did not help (kept out)").
     pub row_group_rows: usize,
     pub zstd_level: i32,
     /// Write a bloom filter of each row group's string attribute values, and the key lists of
@@ -32,10 +33,10 @@ pub struct WriteOptions {
 /// [`WriteOptions::default`]'s level 3 into a larger block (ADR 7), and that block is what a
 /// query reads for the rest of its retention (a cut of final size is written with
 /// [`WriteOptions::lasting`] instead). Level 1 encodes spans with realistic, high-cardinality
-/// attributes about 17 % faster than level 3 (1.07–1.17 µs against 1.29–1.36 µs per span,
-/// `weft loadgen --stages --realistic`) for about 4 % more bytes (92.9 against 89.7 per
-/// span); on repetitive spans the two are equal (BENCHMARKS.md, "zstd level 1 for head
-/// cuts").
+/// attributes about a fifth faster than level 3 (951–1,030 ns against 1,224–1,231 ns per span
+/// for the encode alone, `weft loadgen --stages --realistic`) for about 4 % more bytes (92.9
+/// against 89.7 per span); on repetitive spans the two are equal
+/// (docs/benchmarks/all-in-cost-and-compaction.md, "zstd level 1 for head cuts").
 pub const HEAD_CUT_ZSTD_LEVEL: i32 = 1;
 
 impl WriteOptions {

@@ -256,8 +256,8 @@ impl Head {
 /// How long the builder lets durable groups queue before applying them, unless a query asks
 /// for them ([`Head::hurry`]) or [`APPLY_QUEUED_BYTES`] are queued. Applying a group right away
 /// cost a wake-up of the builder per group commit: two context switches, and a futex call on
-/// the WAL writer's side, for each request at 75 requests a second (BENCHMARKS.md, "The head
-/// applied in batches"). Queries do not wait for the window: they wake the builder.
+/// the WAL writer's side, for each request at 75 requests a second (docs/benchmarks/wal.md,
+/// "The head applied in batches"). Queries do not wait for the window: they wake the builder.
 pub const APPLY_WINDOW: Duration = Duration::from_millis(50);
 
 /// Queued payload bytes that end the window early, bounding the memory held by queued groups.

@@ -138,7 +138,8 @@ fn read_varint_slow(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
 /// the range of its value (for a length-delimited field, the payload without the length). Same checks and
 /// errors as [`Reader::next`], without building a [`Field`]; for walks that skip most fields,
 /// such as finding a scope's header among its 512 spans (that walk through [`Reader::next`]
-/// was most of the head builder's `Reader::next` time, BENCHMARKS.md).
+/// was most of the head builder's `Reader::next` time; docs/benchmarks/ingest.md, "What
+/// changed this session").
 #[inline]
 pub fn next_field(buf: &[u8], pos: &mut usize) -> Result<(u32, u8, std::ops::Range<usize>), WireError> {
     let start = *pos;
@@ -192,7 +193,8 @@ pub fn next_field(buf: &[u8], pos: &mut usize) -> Result<(u32, u8, std::ops::Ran
 /// `buf`, in order, and stops at the first malformed field: what a walk with [`Reader::next`]
 /// that stops at an error sees. A field whose tag and length are one byte each, as nearly
 /// all of them are, is read without the general parser (compaction walks every attribute of
-/// every span this way, BENCHMARKS.md).
+/// every span this way; docs/benchmarks/all-in-cost-and-compaction.md, "Compaction of
+/// realistic spans").
 #[inline]
 pub fn each_bytes_field<'a>(buf: &'a [u8], number: u32, mut f: impl FnMut(&'a [u8])) {
     let tag = u64::from(number) << 3 | 2;

@@ -295,8 +295,8 @@ impl Scan<'_> {
     /// Tests the spans of one trace in a head part (its last row `last`) in place, and copies
     /// them out, oldest first, only if they are a candidate the sink still wants: most head
     /// pieces fail the prefilter or start before what a full search result keeps, and copying
-    /// every span out first cost about 0.4 µs each (BENCHMARKS.md, "Head search"). With the
-    /// leaves they pass.
+    /// every span out first cost about 0.4 µs each (docs/benchmarks/search.md, "Head search:
+    /// spans tested in place"). With the leaves they pass.
     fn head_piece(
         &mut self,
         cols: &SpanColumns,

@@ -14,8 +14,8 @@
 //!   is written with `O_DIRECT | O_DSYNC` where the filesystem allows it: each group is one
 //!   aligned write that is durable when it returns, with no page cache and no separate
 //!   `fdatasync`. With commits of a few hundred KB it costs about a fifth less CPU than a
-//!   buffered write and `fdatasync` (BENCHMARKS.md, "The WAL written with direct I/O"); with
-//!   small commits about the same, as extending the file still costs a journal commit.
+//!   buffered write and `fdatasync` (docs/benchmarks/wal.md, "The WAL written with direct I/O");
+//!   with small commits about the same, as extending the file still costs a journal commit.
 //!   Writes must cover whole 4 KiB blocks at aligned offsets, so a group starts at the block
 //!   holding the end of the log, rewriting that block's earlier bytes unchanged, and is padded
 //!   with zeros to a block boundary. A torn write leaves each sector old or new; both hold the same earlier
@@ -27,9 +27,10 @@
 //!   gives it a new header (a new stamp, synced), renames it to the new segment's name (the
 //!   directory synced) and overwrites it from the start. Writing into blocks that already
 //!   exist leaves the file's size and extents alone, so a group's `O_DSYNC` write needs no
-//!   metadata commit where only timestamps changed (ext4 with a journal; see BENCHMARKS.md,
-//!   "Reused WAL segments"). The records after the end of the log are the file's previous
-//!   incarnations'; each record carries its segment's stamp, so replay tells them apart.
+//!   metadata commit where only timestamps changed (ext4 with a journal; see
+//!   docs/benchmarks/wal.md, "Reused WAL segments (format 2)"). The records after the end of
+//!   the log are the file's previous incarnations'; each record carries its segment's stamp, so
+//!   replay tells them apart.
 //!
 //! # On-disk layout (format version 2)
 //! `wal/` holds segments named `<seq:020>.wal`, `seq` strictly increasing, and up to

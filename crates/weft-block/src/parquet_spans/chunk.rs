@@ -6,7 +6,7 @@
 //! and trace IDs arrive sorted. For them the block writer maps head ids to row-group-local
 //! dictionary indexes with an array lookup and writes the pages here. Profiles showed the
 //! re-hashing, compares and `ByteArray` refcounting as the largest share of block encoding
-//! (BENCHMARKS.md).
+//! (docs/benchmarks/ingest.md, "What changed this session").
 //!
 //! The output is standard Parquet, the same as the generic writer would produce: one PLAIN
 //! dictionary page and one v1 data page of `RLE_DICTIONARY` indexes (or one PLAIN data page),

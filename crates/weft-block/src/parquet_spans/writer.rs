@@ -530,7 +530,7 @@ fn row_group_bounds(cols: &SpanColumns, order: &[u32], row_group_rows: usize) ->
 /// `fix`; the column writers then read it sequentially. Block order jumps between traces at
 /// random in head memory, and gathering column by column stalled on one cache miss at a time
 /// per column; here a row's dozen independent loads miss together (the largest cost of
-/// `encode` in the ingest profile, BENCHMARKS.md).
+/// `encode` in the ingest profile; docs/benchmarks/ingest.md, "What changed this session").
 fn gather_rows(cols: &SpanColumns, rows: &[u32], fix: &mut Vec<Row>) {
     fix.clear();
     for (k, &r) in rows.iter().enumerate() {

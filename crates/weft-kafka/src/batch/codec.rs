@@ -10,7 +10,8 @@ use bytes::Bytes;
 /// reader takes. Blocks are compressed with `lz4_flex`'s block compressor, with buffers reused
 /// across batches: its `FrameEncoder` allocates them per frame, and measured 3 to 6 times
 /// slower than the block compressor in a single-threaded loop over record batches. In the
-/// distributor the compression itself stays about a quarter of the CPU (BENCHMARKS.md).
+/// distributor the compression itself stays about a quarter of the CPU (docs/benchmarks/cluster.md,
+/// "2026-11-26: LZ4 by default, no copy in the split, fetches read a batch at a time").
 pub(super) struct Lz4Frame<'a> {
     out: &'a mut Vec<u8>,
     /// The block being filled.

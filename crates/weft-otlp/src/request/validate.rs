@@ -56,7 +56,8 @@ pub fn validate_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), Scan
 /// (every string comes from a decoded, UTF-8-checked payload, every ID from a checked parse)
 /// and their tests and fuzz targets check them with [`validate_request`], so this reads only
 /// the nesting and each span's trace ID, which routing and limits need. Validating them again
-/// was a tenth of those receivers' CPU (BENCHMARKS.md).
+/// was a tenth of those receivers' CPU (docs/benchmarks/receivers-zipkin-jaeger-xray.md,
+/// "Conversions summarized, not validated again").
 ///
 /// Debug builds validate as well: a request validation refuses is refused with its error (a
 /// conversion's bug, which every test that sends a foreign format would then see), and a
@@ -314,7 +315,8 @@ impl From<WireError> for Nested {
 #[inline]
 fn utf8(b: &[u8]) -> Result<(), Nested> {
     // Most OTLP strings are short ASCII; `is_ascii` checks a word at a time without the setup
-    // cost of the general decoder (UTF-8 checks were 3.5% of ingest CPU, BENCHMARKS.md).
+    // cost of the general decoder (UTF-8 checks were 3.5% of ingest CPU in the first ingest
+    // profile, 2026-11-23: `git show 09bb5d5:BENCHMARKS.md`, "Where the time goes").
     if b.is_ascii() {
         return Ok(());
     }
@@ -354,7 +356,8 @@ fn validate_key_value_general(buf: &[u8], depth: u32) -> Result<(), Nested> {
 /// checked by the general path, which also writes the error messages.
 ///
 /// Attributes are most of a span's fields, and this skips the general field walk for them
-/// (`validate_key_value` and `Reader::next` were about 12% of ingest CPU, BENCHMARKS.md).
+/// (before it, `Reader::next` was 10% of ingest CPU and attribute validation 5%, in the first
+/// ingest profile, 2026-11-23: `git show 09bb5d5:BENCHMARKS.md`, "Where the time goes").
 #[inline]
 fn key_value_is_simple(b: &[u8]) -> bool {
     let [0x0a, klen, rest @ ..] = b else {

@@ -81,7 +81,8 @@ impl<'a> SpanView<'a> {
     ///
     /// This is the head builder's only walk over a span, so it is written out by hand instead
     /// of going through [`Reader`]: building a `Field` per field and matching on it twice made
-    /// this walk about half of the head build (`weft loadgen --stages`, BENCHMARKS.md). Every
+    /// this walk about half of the head build (`weft loadgen --stages`: the walk 246 ns of the
+    /// head build's 415–500 ns per span, 2026-11-23, `git show 9582684:BENCHMARKS.md`). Every
     /// read is still bounds-checked; a field of an unexpected wire type (which `validate_request`
     /// refuses) is kept verbatim in `extra` rather than trusted.
     pub fn parse(raw: &'a [u8]) -> Result<Self, WireError> {
@@ -266,7 +267,9 @@ pub fn for_each_span<'a>(
             // when the header is complete (encoders write `schema_url` after the spans).
             // Walking the scope once for its header and again for its spans met the first
             // cache line of every span cold in the first walk, each miss waiting on the one
-            // before: 8 % of the stages on realistic spans (BENCHMARKS.md).
+            // before: 8 % of the stages on realistic spans
+            // (docs/benchmarks/all-in-cost-and-compaction.md, "The head builder's walk: one pass
+            // per scope").
             scope.clear();
             // Room for the scope's spans at about 256 bytes each, so the list seldom grows
             // (moving every parsed view) while the walk fills it.

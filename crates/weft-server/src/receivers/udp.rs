@@ -80,8 +80,9 @@ pub struct UdpStats {
 /// runtime: a socket registered with the runtime's epoll wakes a worker for every datagram
 /// that arrives, even while nobody reads it, and senders spread their datagrams out. Measured
 /// with X-Ray datagrams at 27,000 a second, those wake-ups cost more than converting the
-/// datagrams (BENCHMARKS.md). The thread reads up to [`BURST`] datagrams per system call
-/// (`recvmmsg`). Batches are pushed on the runtime.
+/// datagrams (docs/benchmarks/receivers-zipkin-jaeger-xray.md, "X-Ray: the UDP socket read off
+/// the runtime"). The thread reads up to [`BURST`] datagrams per system call (`recvmmsg`; the
+/// same file, "UDP datagrams read sixteen at a time"). Batches are pushed on the runtime.
 pub async fn serve(
     st: Arc<AppState>,
     socket: tokio::net::UdpSocket,
