@@ -637,7 +637,8 @@ def calibrate_xray(w, tmpls, clients, max_loss):
     return round(0.8 * good), steps
 
 
-def main():
+def parse_args():
+    """The command line, checked: returns the arguments and the set of parts to run."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--weft", required=True, help="the weft release binary")
     ap.add_argument("--jaeger", default=JAEGER_BIN, help="the Jaeger v2 binary (scripts/test-deps.sh builds it)")
@@ -668,117 +669,147 @@ def main():
         sys.exit(f"weft binary {args.weft} is missing or not executable (cargo build --release -p weft-server)")
     if "jaeger" in parts and not (os.path.isfile(args.jaeger) and os.access(args.jaeger, os.X_OK)):
         sys.exit(f"Jaeger v2 binary {args.jaeger} is missing: run scripts/test-deps.sh")
-    try:
-        import opentelemetry.proto  # noqa: F401
-    except ImportError:
-        sys.exit("opentelemetry-proto is missing: run this with .venv/bin/python")
+    return args, parts
 
-    rng = random.Random(7)
-    now_us = int(time.time() * 1e6)
-    results = {"spans_per_request": SPANS_PER_REQUEST, "clients": args.clients, "seconds": args.seconds,
-               "rounds": args.rounds}
-    tmpls = {}
-    per_span = lambda bodies, n: round(sum(map(len, bodies)) / (len(bodies) * n))
-    if "jaeger" in parts:
-        batches = [jaeger_batch(rng, now_us, SERVICES[k % 4]) for k in range(32)]
-        tids = [[s["trace_id"] for s in b["spans"][::SPANS_PER_TRACE]] for b in batches]
-        jb = [jaeger_thrift(b) for b in batches]
-        ob = [otlp_from_jaeger(b) for b in batches]
-        tmpls["jaeger"] = [template(b, t, "thrift") for b, t in zip(jb, tids)]
-        tmpls["otlp_j"] = [template(b, t, "raw") for b, t in zip(ob, tids)]
-        results["bytes_per_span"] = {"jaeger_thrift_binary": per_span(jb, SPANS_PER_REQUEST),
-                                     "otlp_jaeger_shape": per_span(ob, SPANS_PER_REQUEST)}
-    if "xray" in parts:
-        segs = [xray_segment(rng, time.time(), SERVICES[k % 4]) for k in range(4 * 256)]
-        tid_of = lambda s: bytes.fromhex(s["trace_id"][2:].replace("-", ""))
-        xb = [xray_datagram(s) for s in segs]
-        tmpls["xray"] = [template(b, [tid_of(s)], "xray") for b, s in zip(xb, segs)]
-        # OTLP as a batching SDK sends it: 40 segments (200 spans) of one service per request.
-        by_svc = {svc: [s for s in segs if s["name"] == svc] for svc in SERVICES}
-        n = XRAY_SEGMENTS_PER_OTLP_REQUEST
-        groups = [by_svc[SERVICES[k % 4]][(k // 4) * n:(k // 4 + 1) * n] for k in range(24)]
-        ox = [otlp_from_xray(g) for g in groups]
-        tmpls["otlp_x"] = [template(b, [tid_of(s) for s in g], "raw") for b, g in zip(ox, groups)]
-        # And one segment (5 spans) per request, as the datagrams carry them.
-        o1 = [otlp_from_xray([s]) for s in segs]
-        tmpls["otlp_x1"] = [template(b, [tid_of(s)], "raw") for b, s in zip(o1, segs)]
-        results.setdefault("bytes_per_span", {}).update({
-            "xray_json_datagram": per_span(xb, XRAY_SPANS_PER_DATAGRAM),
-            "otlp_xray_shape_200_spans_per_request": per_span(ox, SPANS_PER_REQUEST),
-            "otlp_xray_shape_5_spans_per_request": per_span(o1, XRAY_SPANS_PER_DATAGRAM)})
-        results.update({"xray_clients": args.xray_clients, "xray_spans_per_datagram": XRAY_SPANS_PER_DATAGRAM,
-                        "xray_datagram_bytes": round(sum(map(len, xb)) / len(xb))})
 
-    tmp = tempfile.mkdtemp(prefix="weft-bench-jaeger-xray-")
-    results["logs"] = tmp
-    procs, wefts = [], []
+def per_span(bodies, n):
+    """Mean bytes per span of request bodies that carry `n` spans each."""
+    return round(sum(map(len, bodies)) / (len(bodies) * n))
 
-    def on_signal(sig, _frame):
-        raise SystemExit(f"interrupted by signal {sig}")
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    runs = {}
+
+def jaeger_templates(rng, now_us, tmpls, results):
+    """Jaeger thrift batches and the same spans as OTLP, as request templates in `tmpls`; their
+    bytes per span in `results`."""
+    batches = [jaeger_batch(rng, now_us, SERVICES[k % 4]) for k in range(32)]
+    tids = [[s["trace_id"] for s in b["spans"][::SPANS_PER_TRACE]] for b in batches]
+    jb = [jaeger_thrift(b) for b in batches]
+    ob = [otlp_from_jaeger(b) for b in batches]
+    tmpls["jaeger"] = [template(b, t, "thrift") for b, t in zip(jb, tids)]
+    tmpls["otlp_j"] = [template(b, t, "raw") for b, t in zip(ob, tids)]
+    results["bytes_per_span"] = {"jaeger_thrift_binary": per_span(jb, SPANS_PER_REQUEST),
+                                 "otlp_jaeger_shape": per_span(ob, SPANS_PER_REQUEST)}
+
+
+def xray_templates(rng, args, tmpls, results):
+    """X-Ray datagrams and the same spans as OTLP (200 and 5 spans per request), as request
+    templates in `tmpls`; their sizes in `results`."""
+    segs = [xray_segment(rng, time.time(), SERVICES[k % 4]) for k in range(4 * 256)]
+    tid_of = lambda s: bytes.fromhex(s["trace_id"][2:].replace("-", ""))
+    xb = [xray_datagram(s) for s in segs]
+    tmpls["xray"] = [template(b, [tid_of(s)], "xray") for b, s in zip(xb, segs)]
+    # OTLP as a batching SDK sends it: 40 segments (200 spans) of one service per request.
+    by_svc = {svc: [s for s in segs if s["name"] == svc] for svc in SERVICES}
+    n = XRAY_SEGMENTS_PER_OTLP_REQUEST
+    groups = [by_svc[SERVICES[k % 4]][(k // 4) * n:(k // 4 + 1) * n] for k in range(24)]
+    ox = [otlp_from_xray(g) for g in groups]
+    tmpls["otlp_x"] = [template(b, [tid_of(s) for s in g], "raw") for b, g in zip(ox, groups)]
+    # And one segment (5 spans) per request, as the datagrams carry them.
+    o1 = [otlp_from_xray([s]) for s in segs]
+    tmpls["otlp_x1"] = [template(b, [tid_of(s)], "raw") for b, s in zip(o1, segs)]
+    results.setdefault("bytes_per_span", {}).update({
+        "xray_json_datagram": per_span(xb, XRAY_SPANS_PER_DATAGRAM),
+        "otlp_xray_shape_200_spans_per_request": per_span(ox, SPANS_PER_REQUEST),
+        "otlp_xray_shape_5_spans_per_request": per_span(o1, XRAY_SPANS_PER_DATAGRAM)})
+    results.update({"xray_clients": args.xray_clients, "xray_spans_per_datagram": XRAY_SPANS_PER_DATAGRAM,
+                    "xray_datagram_bytes": round(sum(map(len, xb)) / len(xb))})
+
+
+def start_legs(args, parts, tmp, procs, tmpls):
+    """Starts the servers and returns the legs, (name, drive, read-back check) each, and the
+    X-Ray weft (None without the xray part)."""
     ctype_t, ctype_p = "application/x-thrift", "application/x-protobuf"
-    try:
-        legs = []  # (name, drive, read-back check)
-        if "jaeger" in parts:
-            jaeger = start_jaeger(args, tmp, procs)
-            wj = start_weft(args, tmp, "weft_jaeger_thrift_http", procs, jaeger_http=True)
-            wo = start_weft(args, tmp, "weft_otlp_http_jaeger_shape", procs)
-            legs += [
-                ("jaeger_v2_thrift_http", lambda secs=args.seconds: drive_http(
-                    jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
-                    secs, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
-                ("weft_jaeger_thrift_http", lambda secs=args.seconds: drive_http(
-                    wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], secs,
-                    args.clients), ("weft", wj["http"], SPANS_PER_TRACE)),
-                ("weft_otlp_http_jaeger_shape", lambda secs=args.seconds: drive_http(
-                    wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], secs,
-                    args.clients), ("weft", wo["http"], SPANS_PER_TRACE))]
-        if "xray" in parts:
-            wx = start_weft(args, tmp, "weft_xray_udp", procs, xray=True)
-            wox = start_weft(args, tmp, "weft_otlp_http_xray_shape", procs)
-            wox1 = start_weft(args, tmp, "weft_otlp_http_xray_shape_5_spans_per_request", procs)
-            legs += [
-                ("weft_xray_udp", lambda secs=args.seconds: drive_udp(
-                    wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], secs, args.xray_clients,
-                    args.xray_rate), ("weft", wx["http"], XRAY_SPANS_PER_DATAGRAM)),
-                ("weft_otlp_http_xray_shape", lambda secs=args.seconds: drive_http(
-                    wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], secs,
-                    args.clients), ("weft", wox["http"], XRAY_SPANS_PER_DATAGRAM)),
-                ("weft_otlp_http_xray_shape_5_spans_per_request", lambda secs=args.seconds: drive_http(
-                    wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], secs,
-                    args.clients, XRAY_SPANS_PER_DATAGRAM), ("weft", wox1["http"], XRAY_SPANS_PER_DATAGRAM))]
-        wefts = [os.path.join(tmp, n) for n, _, (kind, _, _) in legs if kind == "weft"]
-        if "xray" in parts:
-            if args.xray_rate == "auto":
-                args.xray_rate, results["xray_rate_calibration"] = calibrate_xray(
-                    wx, tmpls["xray"], args.xray_clients, args.xray_max_loss)
-            results["xray_rate_datagrams_per_s"] = args.xray_rate
-        # Every server first takes the same load once, unmeasured, so that each round measures
-        # it at its working size: Jaeger v2's heap and in-memory store, weft's head block, maps
-        # and WAL segments (reused once the first ones are in blocks).
-        for name, run, _ in legs:
-            r, _ = run(args.warmup)
-            print(f"{name} (warm-up): {json.dumps(r)}", file=sys.stderr)
-        # Rounds interleave the servers, so drift in the shared host's speed hits each alike.
-        for _ in range(args.rounds):
-            for name, run, (kind, port, want) in legs:
-                r, last_ids = run()
-                print(f"{name}: {json.dumps(r)}", file=sys.stderr)
-                if not r["spans"]:
-                    sys.exit(f"{name}: no spans were acknowledged ({r.get('first_error', 'no error reported')}); "
-                             f"logs in {tmp}")
-                # The last trace each client sent must be stored whole (outside the CPU window;
-                # over UDP, one of them: any datagram may be lost).
-                check_stored(kind, port, last_ids, want, name, need_all=not name.endswith("_udp"))
-                runs.setdefault(name, []).append(r)
-    finally:
-        stop_all(procs)
-        if not args.keep_data:
-            for d in wefts:
-                shutil.rmtree(d, ignore_errors=True)
+    legs = []  # (name, drive, read-back check)
+    wx = None
+    if "jaeger" in parts:
+        jaeger = start_jaeger(args, tmp, procs)
+        wj = start_weft(args, tmp, "weft_jaeger_thrift_http", procs, jaeger_http=True)
+        wo = start_weft(args, tmp, "weft_otlp_http_jaeger_shape", procs)
+        legs += [
+            ("jaeger_v2_thrift_http", lambda secs=args.seconds: drive_http(
+                jaeger["proc"].pid, jaeger["thrift_http"], "/api/traces", ctype_t, tmpls["jaeger"],
+                secs, args.clients), ("jaeger", jaeger["query"], SPANS_PER_TRACE)),
+            ("weft_jaeger_thrift_http", lambda secs=args.seconds: drive_http(
+                wj["proc"].pid, wj["jaeger"], "/api/traces", ctype_t, tmpls["jaeger"], secs,
+                args.clients), ("weft", wj["http"], SPANS_PER_TRACE)),
+            ("weft_otlp_http_jaeger_shape", lambda secs=args.seconds: drive_http(
+                wo["proc"].pid, wo["otlp"], "/v1/traces", ctype_p, tmpls["otlp_j"], secs,
+                args.clients), ("weft", wo["http"], SPANS_PER_TRACE))]
+    if "xray" in parts:
+        wx = start_weft(args, tmp, "weft_xray_udp", procs, xray=True)
+        wox = start_weft(args, tmp, "weft_otlp_http_xray_shape", procs)
+        wox1 = start_weft(args, tmp, "weft_otlp_http_xray_shape_5_spans_per_request", procs)
+        legs += [
+            ("weft_xray_udp", lambda secs=args.seconds: drive_udp(
+                wx["proc"].pid, wx["http"], wx["xray"], tmpls["xray"], secs, args.xray_clients,
+                args.xray_rate), ("weft", wx["http"], XRAY_SPANS_PER_DATAGRAM)),
+            ("weft_otlp_http_xray_shape", lambda secs=args.seconds: drive_http(
+                wox["proc"].pid, wox["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x"], secs,
+                args.clients), ("weft", wox["http"], XRAY_SPANS_PER_DATAGRAM)),
+            ("weft_otlp_http_xray_shape_5_spans_per_request", lambda secs=args.seconds: drive_http(
+                wox1["proc"].pid, wox1["otlp"], "/v1/traces", ctype_p, tmpls["otlp_x1"], secs,
+                args.clients, XRAY_SPANS_PER_DATAGRAM), ("weft", wox1["http"], XRAY_SPANS_PER_DATAGRAM))]
+    return legs, wx
 
+
+def measure(args, legs, tmp, runs):
+    """A warm-up per server, then --rounds rounds of every leg, each run checked by reading its
+    last traces back; the rounds' results go in `runs`, by leg."""
+    # Every server first takes the same load once, unmeasured, so that each round measures
+    # it at its working size: Jaeger v2's heap and in-memory store, weft's head block, maps
+    # and WAL segments (reused once the first ones are in blocks).
+    for name, run, _ in legs:
+        r, _ = run(args.warmup)
+        print(f"{name} (warm-up): {json.dumps(r)}", file=sys.stderr)
+    # Rounds interleave the servers, so drift in the shared host's speed hits each alike.
+    for _ in range(args.rounds):
+        for name, run, (kind, port, want) in legs:
+            r, last_ids = run()
+            print(f"{name}: {json.dumps(r)}", file=sys.stderr)
+            if not r["spans"]:
+                sys.exit(f"{name}: no spans were acknowledged ({r.get('first_error', 'no error reported')}); "
+                         f"logs in {tmp}")
+            # The last trace each client sent must be stored whole (outside the CPU window;
+            # over UDP, one of them: any datagram may be lost).
+            check_stored(kind, port, last_ids, want, name, need_all=not name.endswith("_udp"))
+            runs.setdefault(name, []).append(r)
+
+
+def jaeger_notes(args):
+    """What the Jaeger figures measure, for the results' notes."""
+    try:
+        with open(os.path.join(os.path.dirname(args.jaeger), "version")) as f:
+            version = f.read().strip()
+    except OSError:
+        version = "version unknown"
+    return [
+        f"Jaeger v2 {version}: `jaeger` receiver, thrift_http, no processors, jaeger_storage_exporter into "
+        f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable. "
+        "Every server (Jaeger v2 and each weft) first takes a warm-up load of --warmup seconds. "
+        "weft answers 202 after the WAL's fsync.",
+        "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, the service rotating "
+        "between requests; weft's OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
+    ]
+
+
+def xray_notes(args):
+    """What the X-Ray figures measure, for the results' notes."""
+    return [
+        "No X-Ray server to compare with: AWS's X-Ray daemon only forwards segments to the X-Ray service, "
+        "so X-Ray is compared with weft's own OTLP/HTTP figure for the same spans.",
+        f"X-Ray: one segment with 4 subsegments per datagram (5 spans), paced at {args.xray_rate:g} "
+        f"datagrams/s from {args.xray_clients} senders; UDP has no acknowledgement or back-pressure, so the "
+        "numerator is weft_udp_spans_accepted_total{port=\"xray\"} (spans made durable) and the loss (kernel "
+        "receive-buffer drops from /proc/net/udp, weft's refusals by reason) is reported per round.",
+        "The X-Ray OTLP figures are driven as fast as weft acknowledges: 40 segments (200 spans) of one "
+        "service per request, as a batching OpenTelemetry SDK sends them, and one segment (5 spans) per "
+        "request, as the datagrams carry them; the second separates the format's cost from the cost of "
+        "a push (and a share of a WAL commit) per 5 spans. Attributes as weft's X-Ray conversion writes them.",
+    ]
+
+
+def summarize_runs(args, parts, runs, results):
+    """Each leg's rounds with their median and pooled spans per CPU-second, the ratios between
+    legs, and the notes, into `results`."""
     med = lambda xs: sorted(xs)[len(xs) // 2]
     # Pooled too (all of a server's rounds' spans over all their CPU), as bench_zipkin.py does:
     # what a long run costs, whichever windows a collector's cycles fall in.
@@ -797,39 +828,60 @@ def main():
         results["pooled_ratio_weft_jaeger_vs_weft_otlp"] = pooled_ratio("weft_jaeger_thrift_http",
                                                                         "weft_otlp_http_jaeger_shape")
         results["targets"] = {"ratio_weft_jaeger_vs_jaeger_v2": ">= 5", "ratio_weft_jaeger_vs_weft_otlp": ">= 0.5"}
-        try:
-            with open(os.path.join(os.path.dirname(args.jaeger), "version")) as f:
-                version = f.read().strip()
-        except OSError:
-            version = "version unknown"
-        notes += [
-            f"Jaeger v2 {version}: `jaeger` receiver, thrift_http, no processors, jaeger_storage_exporter into "
-            f"in-memory storage (max_traces {args.jaeger_max_traces}); it answers 200 with nothing durable. "
-            "Every server (Jaeger v2 and each weft) first takes a warm-up load of --warmup seconds. "
-            "weft answers 202 after the WAL's fsync.",
-            "Jaeger requests: one Batch (one process) of 200 spans, 20 traces x 10 spans, the service rotating "
-            "between requests; weft's OTLP figure posts the same spans as weft's Jaeger conversion writes them.",
-        ]
+        notes += jaeger_notes(args)
     if "xray" in parts:
         results["ratio_weft_xray_vs_weft_otlp"] = ratio("weft_xray_udp", "weft_otlp_http_xray_shape")
         results["pooled_ratio_weft_xray_vs_weft_otlp"] = pooled_ratio("weft_xray_udp", "weft_otlp_http_xray_shape")
         results["ratio_weft_xray_vs_weft_otlp_5_spans_per_request"] = ratio(
             "weft_xray_udp", "weft_otlp_http_xray_shape_5_spans_per_request")
-        notes += [
-            "No X-Ray server to compare with: AWS's X-Ray daemon only forwards segments to the X-Ray service, "
-            "so X-Ray is compared with weft's own OTLP/HTTP figure for the same spans.",
-            f"X-Ray: one segment with 4 subsegments per datagram (5 spans), paced at {args.xray_rate:g} "
-            f"datagrams/s from {args.xray_clients} senders; UDP has no acknowledgement or back-pressure, so the "
-            "numerator is weft_udp_spans_accepted_total{port=\"xray\"} (spans made durable) and the loss (kernel "
-            "receive-buffer drops from /proc/net/udp, weft's refusals by reason) is reported per round.",
-            "The X-Ray OTLP figures are driven as fast as weft acknowledges: 40 segments (200 spans) of one "
-            "service per request, as a batching OpenTelemetry SDK sends them, and one segment (5 spans) per "
-            "request, as the datagrams carry them; the second separates the format's cost from the cost of "
-            "a push (and a share of a WAL commit) per 5 spans. Attributes as weft's X-Ray conversion writes them.",
-        ]
+        notes += xray_notes(args)
     notes.append("Every request carries fresh trace IDs; after every run the last trace of each client is read "
                  "back and must hold all its spans.")
     results["notes"] = notes
+
+
+def main():
+    args, parts = parse_args()
+    try:
+        import opentelemetry.proto  # noqa: F401
+    except ImportError:
+        sys.exit("opentelemetry-proto is missing: run this with .venv/bin/python")
+
+    rng = random.Random(7)
+    now_us = int(time.time() * 1e6)
+    results = {"spans_per_request": SPANS_PER_REQUEST, "clients": args.clients, "seconds": args.seconds,
+               "rounds": args.rounds}
+    tmpls = {}
+    if "jaeger" in parts:
+        jaeger_templates(rng, now_us, tmpls, results)
+    if "xray" in parts:
+        xray_templates(rng, args, tmpls, results)
+
+    tmp = tempfile.mkdtemp(prefix="weft-bench-jaeger-xray-")
+    results["logs"] = tmp
+    procs, wefts = [], []
+
+    def on_signal(sig, _frame):
+        raise SystemExit(f"interrupted by signal {sig}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runs = {}
+    try:
+        legs, wx = start_legs(args, parts, tmp, procs, tmpls)
+        wefts = [os.path.join(tmp, n) for n, _, (kind, _, _) in legs if kind == "weft"]
+        if "xray" in parts:
+            if args.xray_rate == "auto":
+                args.xray_rate, results["xray_rate_calibration"] = calibrate_xray(
+                    wx, tmpls["xray"], args.xray_clients, args.xray_max_loss)
+            results["xray_rate_datagrams_per_s"] = args.xray_rate
+        measure(args, legs, tmp, runs)
+    finally:
+        stop_all(procs)
+        if not args.keep_data:
+            for d in wefts:
+                shutil.rmtree(d, ignore_errors=True)
+
+    summarize_runs(args, parts, runs, results)
     emit(results, args.out)
 
 
