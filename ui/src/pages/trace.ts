@@ -150,11 +150,28 @@ class TraceView {
   }
 
   mount(spanParam: string | null) {
+    const rootSpan = this.t.spans[this.t.root];
+    document.title = `${rootSpan.service}: ${rootSpan.name} · weft`;
+    const header = this.buildHeader();
+    const banners = this.buildBanners();
+    const toolbar = this.buildToolbar();
+    this.buildMinimap();
+    const { nameHead, wfWrap, body } = this.buildWaterfall();
+    mount(this.root, header, banners, toolbar, this.minimapBox, body, this.loadedMarker);
+    this.wireColumnResize(nameHead, wfWrap);
+    this.wireEvents();
+
+    this.measureIndent();
+    this.selectFromUrl(spanParam, true);
+    this.syncScrollbarPad();
+    this.renderRows(true);
+    this.drawMinimap();
+  }
+
+  /** The header card: title, trace ID, copy link, stats and the service legend. */
+  private buildHeader(): HTMLElement {
     const t = this.t;
     const rootSpan = t.spans[t.root];
-    document.title = `${rootSpan.service}: ${rootSpan.name} · weft`;
-
-    // --- header
     const copyBtn = h('button', { class: 'btn', type: 'button', title: 'Copy a link to this trace' }, 'Copy link');
     copyBtn.addEventListener('click', async () => {
       const ok = await copyText(`${location.origin}/trace/${t.id}`);
@@ -162,7 +179,7 @@ class TraceView {
     });
     const services = Array.from(t.services.entries()).sort((a, b) => b[1] - a[1]);
     const stat = (label: string, value: string | HTMLElement, cls = '') => h('div', { class: `stat ${cls}` }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value));
-    const header = h(
+    return h(
       'header',
       { class: 'card trace-header' },
       h(
@@ -191,7 +208,11 @@ class TraceView {
         services.length > 24 ? h('span', { class: 'chip muted' }, `+${services.length - 24} more`) : null,
       ),
     );
+  }
 
+  /** Callouts above the waterfall: a truncated trace, orphan spans. */
+  private buildBanners(): HTMLElement[] {
+    const t = this.t;
     const banners: HTMLElement[] = [];
     if (this.truncated) {
       banners.push(
@@ -208,8 +229,12 @@ class TraceView {
         h('div', { class: 'callout info' }, `${fmtCount(t.orphanCount)} span${t.orphanCount === 1 ? '' : 's'} reference a parent that is not in this trace (not received yet, or dropped); they are shown at the top level.`),
       );
     }
+    return banners;
+  }
 
-    // --- toolbar
+  /** The toolbar: find in trace, critical path, expand and collapse. */
+  private buildToolbar(): HTMLElement {
+    const t = this.t;
     this.findInput = h('input', { class: 'input find', type: 'search', placeholder: 'Find in trace (name, service, attribute)…', 'aria-label': 'Find in trace', 'data-testid': 'find' });
     this.findCount = h('span', { class: 'find-count muted', 'data-testid': 'find-count' });
     const prevBtn = h('button', { class: 'btn icon', type: 'button', title: 'Previous match (Shift+Enter)', 'aria-label': 'Previous match' }, '↑');
@@ -254,14 +279,20 @@ class TraceView {
       for (let i = 0; i < sp.length; i++) this.collapsed[i] = sp[i].children && sp[i].depth >= 1 ? 1 : 0;
       this.relayout();
     });
+    return toolbar;
+  }
 
-    // --- minimap
+  /** The minimap: an overview of the waterfall to click or drag in. */
+  private buildMinimap() {
     this.minimap = h('canvas', { class: 'minimap-canvas', height: 56 });
     this.minimapView = h('div', { class: 'minimap-view' });
     this.minimapBox = h('div', { class: 'minimap', title: 'Overview: click or drag to jump', 'data-testid': 'minimap' }, this.minimap, this.minimapView);
     this.minimapBox.addEventListener('mousedown', (ev) => this.minimapJump(ev));
+  }
 
-    // --- waterfall
+  /** The waterfall: ruler, rows and the span panel beside them. */
+  private buildWaterfall(): { nameHead: HTMLElement; wfWrap: HTMLElement; body: HTMLElement } {
+    const t = this.t;
     const ticks = [0, 0.25, 0.5, 0.75, 1];
     const nameHead = h('div', { class: 'wf-name-head' }, h('span', null, 'Service · operation'), h('span', { class: 'resize', title: 'Drag to resize' }));
     this.headerEl = h(
@@ -281,9 +312,11 @@ class TraceView {
 
     const wfWrap = h('div', { class: 'wf-wrap card' }, this.headerEl, this.scroller);
     const body = h('div', { class: 'trace-body' }, wfWrap, this.panel);
-    mount(this.root, header, banners, toolbar, this.minimapBox, body, this.loadedMarker);
+    return { nameHead, wfWrap, body };
+  }
 
-    // column resize
+  /** Dragging the name column's edge resizes it. */
+  private wireColumnResize(nameHead: HTMLElement, wfWrap: HTMLElement) {
     const resize = nameHead.querySelector('.resize') as HTMLElement;
     resize.addEventListener('mousedown', (ev) => {
       ev.preventDefault();
@@ -301,7 +334,10 @@ class TraceView {
       window.addEventListener('mousemove', move);
       window.addEventListener('mouseup', up);
     });
+  }
 
+  /** Scrolling, clicks and keys in the waterfall and the panel; a resize redraws. */
+  private wireEvents() {
     this.scroller.addEventListener('scroll', () => this.schedule(), { passive: true });
     this.scroller.addEventListener('click', (ev) => this.onClick(ev));
     this.scroller.addEventListener('keydown', (ev) => this.onKey(ev));
@@ -315,12 +351,6 @@ class TraceView {
       });
       this.resizeObs.observe(this.scroller);
     }
-
-    this.measureIndent();
-    this.selectFromUrl(spanParam, true);
-    this.syncScrollbarPad();
-    this.renderRows(true);
-    this.drawMinimap();
   }
 
   destroy() {
