@@ -1,0 +1,115 @@
+//! The committed golden blocks (`testdata/golden`) of every released format and index version
+//! stay readable.
+
+use super::metric_columns::assert_metric_columns_match_rows;
+use super::*;
+
+/// Blocks written by every released format version stay readable. Regenerate only when adding
+/// a new version (or the writer changes how it encodes one): `WEFT_WRITE_GOLDEN=1 cargo test -p
+/// weft-block golden`. Two v1 blocks are committed: from the first writer (Parquet's column writer)
+/// and from the writer with its own column chunks (`parquet_spans::chunk`).
+#[tokio::test]
+async fn golden_v1_block_stays_readable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    let req = sample_request(40, 5, 9);
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        let cols = columns_of(&req);
+        let opts = WriteOptions {
+            row_group_rows: 64,
+            ..Default::default()
+        };
+        write_block(&store, &cols, "golden", Origin::default(), &opts)
+            .await
+            .unwrap();
+    }
+    let listed = store.list("blocks/golden/").await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert!(!metas.is_empty(), "golden blocks are committed under {}", dir.display());
+    for m in metas {
+        let prefix = m.path.trim_end_matches("/meta.json");
+        let block = Block::open(&store, prefix).await.unwrap();
+        assert_eq!(block.meta.span_count, 200);
+        for id in trace_ids(&req) {
+            let rows = block.find_trace(&store, &id).await.unwrap();
+            assert_eq!(decode_rows(&rows), spans_of(&req, &id), "golden block {prefix}");
+        }
+    }
+}
+
+/// A version 2 block with dedicated columns stays readable (regenerate as for
+/// `golden_v1_block_stays_readable`).
+#[tokio::test]
+async fn golden_v2_block_with_dedicated_columns_stays_readable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    let req = with_dedicatable_attributes(sample_request(40, 5, 9));
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        let cols = columns_of(&req);
+        let opts = WriteOptions {
+            row_group_rows: 64,
+            dedicated_columns: true,
+            ..Default::default()
+        };
+        write_block(&store, &cols, "golden-v2", Origin::default(), &opts)
+            .await
+            .unwrap();
+    }
+    let listed = store.list("blocks/golden-v2/").await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert_eq!(
+        metas.len(),
+        1,
+        "one v2 golden block is committed under {}",
+        dir.display()
+    );
+    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let block = Block::open(&store, prefix).await.unwrap();
+    assert_eq!(block.meta.version, 2);
+    assert!(block.meta.dedicated_columns.len() >= 5);
+    for id in trace_ids(&req) {
+        let rows = block.find_trace(&store, &id).await.unwrap();
+        assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
+    }
+    assert_metric_columns_match_rows(&store, &block).await;
+}
+
+/// A block whose index is version 3 (key lists) stays readable (regenerate as for
+/// `golden_v1_block_stays_readable`): written as compaction writes, with value blooms, key
+/// lists and dedicated columns.
+#[tokio::test]
+async fn golden_index_v3_block_with_key_lists_stays_readable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    let req = with_dedicatable_attributes(sample_request(40, 5, 9));
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        write_block(
+            &store,
+            &columns_of(&req),
+            "golden-v3",
+            Origin::default(),
+            &WriteOptions::lasting(64),
+        )
+        .await
+        .unwrap();
+    }
+    let listed = store.list("blocks/golden-v3/").await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert_eq!(
+        metas.len(),
+        1,
+        "one golden block with an index v3 is committed under {}",
+        dir.display()
+    );
+    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let index = store.get(&format!("{prefix}/index.bin")).await.unwrap();
+    assert_eq!(index[8..12], 3u32.to_le_bytes(), "index version");
+    let block = Block::open(&store, prefix).await.unwrap();
+    assert_eq!(block.meta.version, 2);
+    assert!(block.index.keys.is_some() && block.index.value_blooms.len() == block.row_group_count());
+    for id in trace_ids(&req) {
+        let rows = block.find_trace(&store, &id).await.unwrap();
+        assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
+    }
+    assert_metric_columns_match_rows(&store, &block).await;
+}
