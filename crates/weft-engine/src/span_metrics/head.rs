@@ -51,32 +51,39 @@ impl<'a> HeadRows<'a> {
     }
 
     /// The value id of attribute `k` in row `r` of the columns.
+    #[inline]
     fn attr_of(&self, k: usize, r: usize) -> u32 {
         self.attrs[k].ids[self.cols.attributes.ids[r] as usize]
     }
 }
 
 impl SpanSource for HeadRows<'_> {
+    #[inline]
     fn len(&self) -> usize {
         self.order.len()
     }
 
+    #[inline]
     fn start(&self, i: usize) -> u64 {
         self.cols.start[self.order[i] as usize]
     }
 
+    #[inline]
     fn trace_id(&self, i: usize) -> Option<[u8; 16]> {
         Some(self.cols.trace_id[self.order[i] as usize])
     }
 
+    #[inline]
     fn span_id(&self, i: usize) -> Option<[u8; 8]> {
         Some(self.cols.span_id[self.order[i] as usize])
     }
 
+    #[inline]
     fn duration(&self, i: usize) -> i64 {
         self.cols.duration[self.order[i] as usize]
     }
 
+    #[inline]
     fn key(&self, i: usize) -> BaseKey {
         let (c, r) = (self.cols, self.order[i] as usize);
         (
@@ -87,15 +94,18 @@ impl SpanSource for HeadRows<'_> {
         )
     }
 
+    #[inline]
     fn attr_id(&self, k: usize, i: usize) -> u32 {
         self.attrs.get(k).map_or(0, |_| self.attr_of(k, self.order[i] as usize))
     }
 
+    #[inline]
     fn blob_ids(&self, i: usize) -> [u32; 3] {
         let (c, r) = (self.cols, self.order[i] as usize);
         [c.attributes.ids[r], c.events.ids[r], c.links.ids[r]]
     }
 
+    #[inline]
     fn part(&self, of: KeysOf, i: usize) -> &[u8] {
         let (c, r) = (self.cols, self.order[i] as usize);
         match of {

@@ -42,6 +42,7 @@ impl KeyMask {
         }
     }
 
+    #[inline]
     pub(crate) fn apply(&self, (ids, status_kind): BaseKey) -> BaseKey {
         (
             std::array::from_fn(|k| ids[k] & self.ids[k]),

@@ -54,12 +54,14 @@ const MAX_THRESHOLDS: usize = 32;
 
 /// A stored duration as the evaluator reads it (`decode_parts`, then `Val::Duration`): the
 /// stored bits as unsigned nanoseconds, saturating at `i64::MAX`.
+#[inline]
 pub(crate) fn evaluated_duration(stored: i64) -> i64 {
     i64::try_from(stored as u64).unwrap_or(i64::MAX)
 }
 
 impl DurationReads {
     /// Every span must be evaluated with its own duration.
+    #[inline]
     pub(crate) fn per_span(&self) -> bool {
         self.per_span
     }
@@ -67,6 +69,7 @@ impl DurationReads {
     /// How `duration` (as the evaluator reads it: `Val::Duration`) orders against each
     /// literal, two bits per literal; 0 when the filter compares it with none, or when every
     /// span is evaluated on its own.
+    #[inline]
     pub(crate) fn class(&self, duration: i64) -> u64 {
         let mut class = 0;
         if self.per_span {

@@ -1,5 +1,10 @@
 //! Spans by index: the [`SpanSource`] trait, and its implementation over a row group's
 //! column chunks ([`MetricColumns`]).
+//!
+//! The hot path: these are called per span from [`super::sink`]'s loop in another module, so
+//! they are `#[inline]` to stay inlined there, as they were when one file held both. Without
+//! it `MetricColumns::key` became a call per span and span-local metrics were 26–37 % slower
+//! (`errors_rate`, `errors_rate_gt_1` on the same 2 M spans, 2026-12-02).
 
 use bytes::Bytes;
 #[cfg(doc)]
@@ -74,6 +79,7 @@ pub trait SpanSource {
 
 /// Span `i`'s parent ID from a parent column (zeros for a root, or when the column was not
 /// read), as the row reader gives it.
+#[inline]
 fn parent_of(d: &DictColumn, i: usize) -> [u8; 8] {
     d.values
         .get(dict_id(d, i) as usize)
@@ -81,33 +87,40 @@ fn parent_of(d: &DictColumn, i: usize) -> [u8; 8] {
         .unwrap_or_default()
 }
 
+#[inline]
 fn dict_id(d: &DictColumn, i: usize) -> u32 {
     d.ids.get(i).copied().unwrap_or(0)
 }
 
+#[inline]
 fn small(v: &[i32], i: usize) -> u8 {
     v.get(i).map_or(0, |&x| x.clamp(0, 255) as u8)
 }
 
 /// A row group's columns; columns not read are empty and read as empty values.
 impl SpanSource for MetricColumns {
+    #[inline]
     fn len(&self) -> usize {
         self.start.len()
     }
 
+    #[inline]
     fn start(&self, i: usize) -> u64 {
         self.start[i] as u64
     }
 
+    #[inline]
     fn trace_id(&self, i: usize) -> Option<[u8; 16]> {
         let id = self.trace_id.values.get(*self.trace_id.ids.get(i)? as usize)?;
         id.as_ref().try_into().ok()
     }
 
+    #[inline]
     fn duration(&self, i: usize) -> i64 {
         self.duration.get(i).copied().unwrap_or(0)
     }
 
+    #[inline]
     fn key(&self, i: usize) -> BaseKey {
         (
             [
@@ -126,10 +139,12 @@ impl SpanSource for MetricColumns {
         )
     }
 
+    #[inline]
     fn attr_id(&self, k: usize, i: usize) -> u32 {
         self.span_attributes.get(k).map_or(0, |d| dict_id(d, i))
     }
 
+    #[inline]
     fn blob_ids(&self, i: usize) -> [u32; 3] {
         [
             dict_id(&self.attributes, i),
@@ -138,10 +153,12 @@ impl SpanSource for MetricColumns {
         ]
     }
 
+    #[inline]
     fn dedicated_keys(&self) -> &[String] {
         &self.dedicated_keys
     }
 
+    #[inline]
     fn part(&self, of: KeysOf, i: usize) -> &[u8] {
         let d = match of {
             KeysOf::Span => &self.attributes,
@@ -153,14 +170,17 @@ impl SpanSource for MetricColumns {
         d.values.get(dict_id(d, i) as usize).map_or(&[], |v| v)
     }
 
+    #[inline]
     fn dedicated_mask(&self, i: usize) -> u16 {
         self.dedicated_mask.get(i).copied().unwrap_or(0)
     }
 
+    #[inline]
     fn moved_columns(&self) -> usize {
         self.moved.len()
     }
 
+    #[inline]
     fn moved(&self, k: usize, i: usize) -> (u32, &[u8]) {
         let d = &self.moved[k];
         let id = dict_id(d, i);

@@ -1,5 +1,8 @@
 //! The accumulator of one metrics query: the series its spans fall in, their per-step values,
 //! `compare()`'s attribute counts and the exemplars chosen.
+//!
+//! `observe`, `resolve` and `record` run per span: they are `#[inline]` so that moving them
+//! into this module did not make them calls from `metrics.rs`'s loops.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -51,12 +54,14 @@ impl ExemplarPicker {
         }
     }
 
+    #[inline]
     pub(super) fn wants(&self) -> bool {
         self.taken.len() < self.limit
     }
 
     /// Whether a span starting in `[lo, hi]` could still be taken: a bucket that overlaps it
     /// has room.
+    #[inline]
     pub(super) fn wants_between(&self, range: (u64, u64), lo: u64, hi: u64) -> bool {
         if !self.wants() || hi < range.0 || lo >= range.1 {
             return false;
@@ -68,6 +73,7 @@ impl ExemplarPicker {
         self.buckets[at(lo)..=at(hi)].iter().any(|&c| c < 2)
     }
 
+    #[inline]
     fn offer(&mut self, range: (u64, u64), group: usize, e: Exemplar) {
         if !self.wants() || e.timestamp_ns < range.0 || e.timestamp_ns >= range.1 || self.traces.contains(&e.trace_id) {
             return;
@@ -121,6 +127,7 @@ enum Data {
 }
 
 /// A number or duration as a metrics value (durations in seconds).
+#[inline]
 fn metric_value(v: Val<'_>) -> Option<f64> {
     match v {
         Val::Int(i) => Some(i as f64),
@@ -131,6 +138,7 @@ fn metric_value(v: Val<'_>) -> Option<f64> {
 }
 
 /// The power-of-two histogram bucket of a value, as Tempo's `Log2Bucketize`.
+#[inline]
 fn bucket(v: Val<'_>) -> Option<f64> {
     let upper = |x: i64| {
         u64::try_from(x)
@@ -189,6 +197,7 @@ impl Accumulator {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn observe(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) {
         let start = env.trace.spans[i].start_unix_nano;
         if start < self.start || start >= self.end {
@@ -335,6 +344,7 @@ impl Accumulator {
 
     /// The group span `i` falls in (created if new) and the value it contributes; `None` when
     /// it contributes nothing.
+    #[inline]
     pub(super) fn resolve(&mut self, metrics: &CMetrics, env: &TraceEnv<'_>, i: usize) -> Option<(usize, f64)> {
         let ctx = env.ctx(i);
         let field = metrics.field.as_ref().map(|f| eval_value(f, ctx));
@@ -381,6 +391,7 @@ impl Accumulator {
 
     /// Offers the span of `trace_id` that [`Accumulator::record`] added to group `n` as an
     /// exemplar.
+    #[inline]
     pub(super) fn exemplar(
         &mut self,
         metrics: &CMetrics,
@@ -404,6 +415,7 @@ impl Accumulator {
     }
 
     /// Adds `v` at the step of `start` to group `n`. Starts outside the range are ignored.
+    #[inline]
     pub(super) fn record(&mut self, n: usize, start: u64, v: f64) {
         if start < self.start || start >= self.end {
             return;
