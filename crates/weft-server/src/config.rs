@@ -184,7 +184,6 @@ impl Config {
                 .map_err(|e| anyhow::anyhow!("{}: {}", what(), e.render().to_string().trim()))?;
             from_file.extend(args.into_iter().skip(1));
             cfg = Config::from_arg_matches(&cmd.try_get_matches_from(&from_file)?)?;
-            cfg.config = Some(path.clone());
             if let Some(v) = doc.get("auth_tokens") {
                 cfg.tenants.auth_tokens = serde_yaml::from_value(v.clone()).context("auth_tokens")?;
             }

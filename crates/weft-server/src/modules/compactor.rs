@@ -140,7 +140,8 @@ impl CompactorOptions {
 }
 
 /// Starts the compactor's and the scrubber's threads.
-pub fn init(opts: &CompactorOptions, cfg: &Config, db: Arc<Db>, lower: fn()) -> anyhow::Result<Arc<Compactor>> {
+pub fn init(cfg: &Config, db: Arc<Db>, lower: fn()) -> anyhow::Result<Arc<Compactor>> {
+    let opts = &cfg.compactor;
     let c = Compactor::new(db.clone(), opts.compaction(cfg.server.target, cfg.server.http_port));
     if let Some(every) = c.config().interval {
         c.spawn(every, Some(lower)).context("starting the compactor thread")?;

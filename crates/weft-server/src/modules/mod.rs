@@ -209,7 +209,7 @@ impl Modules {
             }
             // Its ports are built by the API folders.
             Module::QueryApi => {}
-            Module::Compactor => self.compactor = Some(compactor::init(&cfg.compactor, cfg, self.db(), lower)?),
+            Module::Compactor => self.compactor = Some(compactor::init(cfg, self.db(), lower)?),
             Module::BlocklistPoller => db::spawn_poller(&self.db(), &cfg.poller),
         }
         Ok(())
