@@ -17,6 +17,9 @@ use crate::quarantine::{self, QuarantinedBlock};
 /// Blocks checked at once when the block set is loaded.
 const OPEN_CHECKS: usize = 16;
 
+/// Listings a load makes at most while blocks vanish under it ([`BlockSet::load`]).
+const LOAD_ROUNDS: usize = 8;
+
 /// Blocks in storage, per tenant.
 #[derive(Debug, Default)]
 pub struct BlockSet {
@@ -204,26 +207,53 @@ impl BlockSet {
     /// what a crash interrupted: replaced blocks are deleted, and so are folders a write or a
     /// retirement left without `meta.json`, once older than the grace. The damaged blocks are
     /// returned either way.
+    ///
+    /// Another process may compact while this one loads: a listed block whose `meta.json` is
+    /// gone when it is opened was retired, and its replacement (written before the retirement)
+    /// is in the next listing, so the load lists again until no block vanishes under it.
     pub async fn load(
         storage: &dyn Storage,
         opts: &DbOptions,
     ) -> Result<(BlockSet, Vec<QuarantinedBlock>), BlockError> {
         let set = BlockSet::default();
-        let folders = list_folders(storage).await?;
+        let mut folders = list_folders(storage).await?;
         let mut loaded = Vec::new();
         let mut damaged: Vec<(String, BlockError, Option<Block>)> = Vec::new();
-        for (prefix, f) in &folders {
-            if !f.complete() || f.retired {
-                continue;
+        let mut tried: HashSet<String> = HashSet::new();
+        for round in 1.. {
+            let mut vanished = false;
+            for (prefix, f) in &folders {
+                if !f.complete() || f.retired || !tried.insert(prefix.clone()) {
+                    continue;
+                }
+                match Block::open(storage, prefix).await {
+                    Ok(b) => loaded.push((b, f.data)),
+                    // Retired between the listing and the open, by a compaction in another
+                    // process: the block that replaces it was written first, so the next
+                    // listing has it. Without it, its spans would be missing from this start
+                    // (and a block builder would build their records again).
+                    Err(BlockError::Storage(weft_storage::StorageError::NotFound(_))) => vanished = true,
+                    Err(e) if e.is_damage(false) => damaged.push((prefix.clone(), e, None)),
+                    // Unreachable storage: starting without the block would leave its spans out
+                    // unannounced, so opening fails as a failed listing does.
+                    Err(e) if e.is_transient() => return Err(e),
+                    Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
+                }
             }
-            match Block::open(storage, prefix).await {
-                Ok(b) => loaded.push((b, f.data)),
-                Err(e) if e.is_damage(false) => damaged.push((prefix.clone(), e, None)),
-                // Unreachable storage: starting without the block would leave its spans out
-                // unannounced, so opening fails as a failed listing does.
-                Err(e) if e.is_transient() => return Err(e),
-                Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
+            if !vanished {
+                break;
             }
+            if round == LOAD_ROUNDS {
+                return Err(BlockError::Storage(weft_storage::StorageError::Backend {
+                    op: "load",
+                    path: "blocks/".into(),
+                    source: format!(
+                        "blocks kept vanishing while they were opened ({LOAD_ROUNDS} listings): another process retires them faster than this one starts"
+                    )
+                    .into(),
+                }));
+            }
+            folders = list_folders(storage).await?;
         }
         let replaced = replaced_ids(loaded.iter().map(|(b, _)| &b.meta));
         let is_replaced = |prefix: &str| {

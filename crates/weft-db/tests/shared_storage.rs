@@ -184,3 +184,90 @@ fn uuid_now() -> String {
     let ms = format!("{:012x}", weft_core::now_ns() / 1_000_000);
     format!("{}-{}-7000-8000-000000000000", &ms[..8], &ms[8..])
 }
+
+/// A store whose first listing of `blocks/` is followed, before the caller reads any block, by
+/// a compaction elsewhere: the interleaving of a process that starts while another compacts.
+struct CompactsAfterFirstList {
+    inner: Arc<dyn Storage>,
+    compactor: Arc<Compactor>,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for CompactsAfterFirstList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompactsAfterFirstList")
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for CompactsAfterFirstList {
+    async fn put(&self, path: &str, data: Bytes) -> Result<(), weft_storage::StorageError> {
+        self.inner.put(path, data).await
+    }
+    async fn get(&self, path: &str) -> Result<Bytes, weft_storage::StorageError> {
+        self.inner.get(path).await
+    }
+    async fn get_range(&self, path: &str, range: std::ops::Range<u64>) -> Result<Bytes, weft_storage::StorageError> {
+        self.inner.get_range(path, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<weft_storage::ObjectMeta>, weft_storage::StorageError> {
+        let listed = self.inner.list(prefix).await?;
+        if prefix == "blocks/" && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let merged = self.compactor.compact_once("t").await.unwrap();
+            assert!(merged.is_some(), "the two blocks merge");
+        }
+        Ok(listed)
+    }
+    async fn delete(&self, path: &str) -> Result<(), weft_storage::StorageError> {
+        self.inner.delete(path).await
+    }
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, weft_storage::StorageError> {
+        self.inner.put_if_absent(path, data).await
+    }
+}
+
+/// A process that starts while a compaction elsewhere retires the blocks it just listed still
+/// loads every span once, from the merged block, and a block builder's Kafka coverage keeps
+/// both blocks' ranges (without them it would build those records again: duplicates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_during_a_compaction_elsewhere_loads_the_merged_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let writer = Db::open(storage.clone(), READER).await.unwrap();
+    for (t, start, end) in [(1u8, 0, 10), (2, 10, 25)] {
+        let origin = Origin {
+            kafka: vec![weft_block::meta::KafkaRange {
+                partition: 0,
+                start,
+                end,
+            }],
+            ..Origin::default()
+        };
+        writer
+            .write_block(&columns(t, 2), "t", origin, &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    let maintainer = Db::open(storage.clone(), DbOptions::default()).await.unwrap();
+    let compactor = Compactor::new(
+        maintainer,
+        CompactionConfig {
+            interval: None,
+            delete_grace: Duration::ZERO,
+            retention: None,
+            max_inputs: 2,
+            ..Default::default()
+        },
+    );
+    let racing: Arc<dyn Storage> = Arc::new(CompactsAfterFirstList {
+        inner: storage.clone(),
+        compactor,
+        done: Default::default(),
+    });
+    let started = Db::open(racing, READER).await.unwrap();
+    let blocks = started.blocks("t");
+    assert_eq!(blocks.len(), 1, "the merged block, and not its retired inputs");
+    assert_eq!(blocks[0].meta.span_count, 4);
+    assert_eq!(blocks[0].meta.compacted_from.len(), 2);
+    assert_eq!(started.kafka_coverage(0).get("t"), Some(&25));
+}
