@@ -221,18 +221,17 @@ impl BlockSet {
         let mut damaged: Vec<(String, BlockError, Option<Block>)> = Vec::new();
         let mut tried: HashSet<String> = HashSet::new();
         for round in 1.. {
-            let mut vanished = false;
+            // Listed blocks with a file not found when opened.
+            let mut vanished: Vec<(String, BlockError)> = Vec::new();
             for (prefix, f) in &folders {
                 if !f.complete() || f.retired || !tried.insert(prefix.clone()) {
                     continue;
                 }
                 match Block::open(storage, prefix).await {
                     Ok(b) => loaded.push((b, f.data)),
-                    // Retired between the listing and the open, by a compaction in another
-                    // process: the block that replaces it was written first, so the next
-                    // listing has it. Without it, its spans would be missing from this start
-                    // (and a block builder would build their records again).
-                    Err(BlockError::Storage(weft_storage::StorageError::NotFound(_))) => vanished = true,
+                    Err(e @ BlockError::Storage(weft_storage::StorageError::NotFound(_))) => {
+                        vanished.push((prefix.clone(), e));
+                    }
                     Err(e) if e.is_damage(false) => damaged.push((prefix.clone(), e, None)),
                     // Unreachable storage: starting without the block would leave its spans out
                     // unannounced, so opening fails as a failed listing does.
@@ -240,7 +239,7 @@ impl BlockSet {
                     Err(e) => tracing::error!(block = %prefix, error = %e, "skipping unreadable block"),
                 }
             }
-            if !vanished {
+            if vanished.is_empty() {
                 break;
             }
             if round == LOAD_ROUNDS {
@@ -254,6 +253,21 @@ impl BlockSet {
                 }));
             }
             folders = list_folders(storage).await?;
+            // Still listed whole: a file of the block is lost (damage). Gone or retired: a
+            // compaction in another process retired it between the listing and the open, and
+            // the block that replaces it, written first, is in this listing; without it, its
+            // spans would be missing from this start (and a block builder would build their
+            // records again). Open what is new.
+            let mut retired = false;
+            for (prefix, e) in vanished {
+                match folders.get(&prefix) {
+                    Some(f) if f.complete() && !f.retired => damaged.push((prefix, e, None)),
+                    _ => retired = true,
+                }
+            }
+            if !retired {
+                break;
+            }
         }
         let replaced = replaced_ids(loaded.iter().map(|(b, _)| &b.meta));
         let is_replaced = |prefix: &str| {
