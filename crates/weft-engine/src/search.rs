@@ -21,10 +21,15 @@ use crate::prefilter::Prefilter;
 pub trait TraceSink {
     /// What a trace must satisfy to be worth offering.
     fn prefilter(&self) -> &Prefilter;
-    /// Whether a trace starting at `start_unix_nano` can still change the result. A scan may
-    /// skip traces (and whole row groups) for which this is false.
-    fn wants_start(&self, _start_unix_nano: u64) -> bool {
-        true
+    /// The earliest start a trace may have and still change the result, once there is one
+    /// (a search holding `limit` traces: its oldest). A scan may skip traces (and whole row
+    /// groups) starting before it, and stop once nothing unread starts at or after it.
+    fn start_floor(&self) -> Option<u64> {
+        None
+    }
+    /// Whether a trace starting at `start_unix_nano` can still change the result.
+    fn wants_start(&self, start_unix_nano: u64) -> bool {
+        self.start_floor().is_none_or(|f| start_unix_nano >= f)
     }
     /// One whole trace: de-duplicated, ordered by start time, never empty, overlapping the
     /// scan's time window.
@@ -231,9 +236,9 @@ impl TraceSink for Search {
         &self.prefilter
     }
 
-    fn wants_start(&self, start: u64) -> bool {
-        // Ties are kept: the trace ID breaks them, so a later trace may still displace one.
-        self.floor.is_none_or(|f| start >= f)
+    fn start_floor(&self) -> Option<u64> {
+        // Ties are kept (`>=`): the trace ID breaks them, so a later trace may still displace one.
+        self.floor
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {

@@ -14,6 +14,7 @@
 
 pub mod live;
 pub mod scan;
+pub mod workers;
 
 use std::sync::Arc;
 
@@ -28,12 +29,16 @@ pub struct QuerierConfig {
     /// Most bytes of one trace a query holds in memory ([`span_bytes`]); a larger trace is
     /// returned (and searched) truncated, and says so.
     pub max_trace_read_bytes: u64,
+    /// Pieces of query work (a row group's decode and filter) run at once, over all queries
+    /// ([`workers`]).
+    pub parallelism: usize,
 }
 
 impl Default for QuerierConfig {
     fn default() -> Self {
         QuerierConfig {
             max_trace_read_bytes: 32 << 20,
+            parallelism: workers::cores(),
         }
     }
 }
@@ -77,11 +82,17 @@ pub struct Querier {
     db: Arc<Db>,
     recent: Arc<dyn RecentSpans>,
     cfg: QuerierConfig,
+    workers: workers::Workers,
 }
 
 impl Querier {
     pub fn new(db: Arc<Db>, recent: Arc<dyn RecentSpans>, cfg: QuerierConfig) -> Querier {
-        Querier { db, recent, cfg }
+        Querier {
+            db,
+            recent,
+            workers: workers::Workers::new(cfg.parallelism),
+            cfg,
+        }
     }
 
     pub fn db(&self) -> &Arc<Db> {

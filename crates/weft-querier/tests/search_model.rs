@@ -363,6 +363,28 @@ async fn engine_answer(ing: &Node, query: &weft_traceql::Query, window: Option<(
         .collect()
 }
 
+/// The `limit` traces of `answer` that start last, latest first (ties by trace ID).
+fn newest_matches(answer: &Answer, traces: &[Trace], limit: usize) -> Vec<[u8; 16]> {
+    let mut starts: Vec<(u64, [u8; 16])> = traces
+        .iter()
+        .filter(|t| answer.contains_key(&t.spans[0].trace_id))
+        .map(|t| (t.spans[0].start_unix_nano, t.spans[0].trace_id))
+        .collect();
+    starts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    starts.into_iter().take(limit).map(|(_, id)| id).collect()
+}
+
+/// The trace IDs a search with `limit` returns, in order.
+async fn engine_newest(ing: &Node, query: &weft_traceql::Query, limit: usize) -> Vec<[u8; 16]> {
+    let params = SearchParams {
+        limit,
+        ..Default::default()
+    };
+    let mut sink = Search::new(query, params).unwrap();
+    ing.scan("t", None, &mut sink).await.unwrap();
+    sink.finish().into_iter().map(|h| h.trace_id).collect()
+}
+
 const METRICS_STEP: u64 = 5_000_000_000;
 
 async fn engine_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
@@ -423,6 +445,10 @@ struct Case {
     batches: Vec<Bytes>,
     queries: Vec<weft_traceql::Query>,
     metrics: Vec<weft_traceql::Query>,
+    /// The querier's `--query-parallelism`: any gives the model's answer.
+    parallelism: usize,
+    /// A search `limit`: the answer is the model's that many newest traces.
+    limit: usize,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -431,8 +457,10 @@ fn case() -> impl Strategy<Value = Case> {
         proptest::collection::vec(query(), 4),
         proptest::collection::vec(metrics_query(), 2),
         any::<u64>(),
+        1..=4usize,
+        1..=3usize,
     )
-        .prop_map(|(specs, queries, metrics, seed)| {
+        .prop_map(|(specs, queries, metrics, seed, parallelism, limit)| {
             let traces: Vec<Trace> = specs
                 .iter()
                 .enumerate()
@@ -463,6 +491,8 @@ fn case() -> impl Strategy<Value = Case> {
                 batches,
                 queries: queries.iter().map(parse).collect(),
                 metrics: metrics.iter().map(parse).collect(),
+                parallelism,
+                limit,
             }
         })
 }
@@ -665,6 +695,13 @@ async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
         let want = model_answer(q, &c.traces);
         let got = engine_answer(ing, q, None).await;
         assert_eq!(got, want, "{state}: search `{q}`");
+        let newest = newest_matches(&want, &c.traces, c.limit);
+        assert_eq!(
+            engine_newest(ing, q, c.limit).await,
+            newest,
+            "{state}: `{q}` with limit {}: the newest matches, newest first",
+            c.limit
+        );
         for (ws, we) in windows {
             let touches = |s: &Span| s.start_unix_nano <= we && s.start_unix_nano + s.duration_nano >= ws;
             let inside = |s: &Span| s.start_unix_nano >= ws && s.start_unix_nano + s.duration_nano <= we;
@@ -726,7 +763,7 @@ async fn run(c: Case) {
     let t: Arc<str> = Arc::from("t");
     // Head only.
     let dir = tempfile::tempdir().unwrap();
-    let ing = open(dir.path(), c.batches.len()).await;
+    let ing = open(dir.path(), c.batches.len()).await.with_parallelism(c.parallelism);
     for b in &c.batches {
         ing.push(&t, b.clone()).await.unwrap();
     }
@@ -736,7 +773,7 @@ async fn run(c: Case) {
 
     // Head and blocks, then blocks only, then compacted.
     let dir = tempfile::tempdir().unwrap();
-    let ing = open(dir.path(), c.batches.len()).await;
+    let ing = open(dir.path(), c.batches.len()).await.with_parallelism(c.parallelism);
     for (i, b) in c.batches.iter().enumerate() {
         ing.push(&t, b.clone()).await.unwrap();
         if i + 1 < c.batches.len() {

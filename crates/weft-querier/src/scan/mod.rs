@@ -37,6 +37,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
@@ -45,9 +47,12 @@ use weft_engine::graph::ServiceGraph;
 #[cfg(doc)]
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::TraceSink;
-use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
 use crate::{Querier, QueryError};
+
+mod blocks;
+mod columns;
+use blocks::block_outside;
 
 /// Traces copied out of the active head per read-lock hold.
 const HEAD_CHUNK: usize = 256;
@@ -147,30 +152,28 @@ impl Querier {
         scan.blocks = self.db.blocks(tenant);
         scan.stats.total_blocks = scan.blocks.len() as u64;
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-        for i in 0..scan.blocks.len() {
-            if sink.done() {
-                scan.saw_all = false;
-                break;
-            }
-            if let Err(QueryError::Block(e)) = scan.block(i, sink).await {
-                self.db.block_failed(&scan.blocks[i], e)?;
-                scan.stats.damaged_blocks += 1;
-                scan.saw_all = false;
-            }
-        }
+        scan.blocks(sink).await?;
         let deferred = std::mem::take(&mut scan.deferred);
+        let mut fetch = Vec::with_capacity(deferred.len());
         for id in deferred {
             if scan.ruled_out(&id, sink) {
                 scan.stats.split_traces_ruled_out += 1;
-                continue;
+            } else {
+                fetch.push(id);
             }
-            scan.stats.split_traces += 1;
-            let found = self
-                .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
-                .await?;
+        }
+        scan.stats.split_traces += fetch.len() as u64;
+        // Fetched side by side, offered in the order they were deferred.
+        let cap = self.cfg.max_trace_read_bytes;
+        let mut found_all = futures::stream::iter(fetch.clone())
+            .map(|id: [u8; 16]| async move { self.find_trace_capped(tenant, &id, None, cap).await })
+            .buffered(self.workers.parallelism());
+        let mut ids = fetch.iter();
+        while let Some(found) = found_all.next().await {
+            let (found, id) = (found?, ids.next().copied().unwrap_or_default());
             if found.truncated {
                 scan.stats.truncated_traces += 1;
-                tracing::warn!(tenant, trace_id = %weft_core::hex(&id), cap = self.cfg.max_trace_read_bytes, "search evaluated a trace larger than the read cap on its first spans only");
+                tracing::warn!(tenant, trace_id = %weft_core::hex(&id), cap, "search evaluated a trace larger than the read cap on its first spans only");
             }
             scan.stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
             scan.stats.damaged_blocks += found.damaged_blocks;
@@ -329,234 +332,6 @@ impl Scan<'_> {
         out.reverse();
         Some((out, passed))
     }
-
-    async fn block(&mut self, i_block: usize, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
-        let b = self.blocks[i_block].clone();
-        let storage = &**self.q.db.storage();
-        if let Some((start, end)) = self.window
-            && (b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
-        {
-            self.stats.skipped_blocks += 1;
-            self.window_skipped.push((i_block, None));
-            return Ok(());
-        }
-        if !sink.wants_start(b.meta.max_end_unix_nano) {
-            self.stats.skipped_blocks += 1;
-            return Ok(());
-        }
-        let mut read_any = false;
-        let groups = b.row_group_count();
-        let needs = sink.prefilter().needs();
-        for rg in 0..groups {
-            if sink.done() {
-                break;
-            }
-            let stats = b.row_group_stats(storage, rg).await?;
-            let skip_time = match (self.window, stats.start, stats.duration) {
-                (Some((ws, we)), Some((lo, hi)), Some((_, dmax))) => {
-                    lo > we || hi.saturating_add(dmax.max(0) as u64) < ws
-                }
-                _ => false,
-            };
-            let skip_recent = stats.start.is_some_and(|(_, hi)| !sink.wants_start(hi));
-            let values = b.index.value_blooms.get(rg);
-            if skip_time || skip_recent || !sink.prefilter().row_group_may_match(&stats, values) {
-                self.stats.skipped_row_groups += 1;
-                if skip_time {
-                    self.window_skipped.push((i_block, Some(rg)));
-                }
-                continue;
-            }
-            let data = b.fetch_row_group(storage, rg).await?;
-            read_any = true;
-            self.stats.inspected_bytes += data.bytes();
-            // Test the prefilter on the columns it reads; assemble spans only for the traces
-            // that pass.
-            let d = data.clone();
-            let cols = tokio::task::spawn_blocking(move || d.filter_columns(needs))
-                .await
-                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-            let ranges = &b.index.row_groups;
-            let mut wanted: Vec<std::ops::Range<usize>> = Vec::new();
-            let n = cols.len();
-            let mut i = 0;
-            while i < n {
-                let id = cols.trace_ids[i];
-                let mut j = i + 1;
-                while j < n && cols.trace_ids[j] == id {
-                    j += 1;
-                }
-                let (lo, hi) = (i, j);
-                i = j;
-                self.stats.inspected_traces += 1;
-                self.stats.inspected_spans += (hi - lo) as u64;
-                let views = || (lo..hi).map(|k| cols.row(k));
-                let passed = sink.prefilter().leaves_passed(views());
-                if passed == 0 {
-                    continue;
-                }
-                if self.handled.contains(&id) {
-                    self.note(id, passed);
-                    continue;
-                }
-                let in_window = overlaps(views(), self.window);
-                if in_window && !sink.wants_start(views().map(|r| r.start_unix_nano()).min().unwrap_or(0)) {
-                    continue;
-                }
-                // A trace at either edge of the row group may continue in the neighbour.
-                let crosses = (rg > 0 && ranges[rg - 1].max == id) || (rg + 1 < groups && ranges[rg + 1].min == id);
-                let split = crosses || self.q.recent.holds(self.tenant, &id) || self.in_other_block(&id, Some(i_block));
-                if split {
-                    // A piece outside the window is noted in case another piece is deferred.
-                    self.note(id, passed);
-                }
-                if !in_window {
-                    continue;
-                }
-                if split {
-                    self.handled.insert(id);
-                    self.deferred.push(id);
-                } else if sink.prefilter().holds(passed) {
-                    self.handled.insert(id);
-                    wanted.push(lo..hi);
-                }
-            }
-            if wanted.is_empty() {
-                continue;
-            }
-            let lens: Vec<usize> = wanted.iter().map(|r| r.len()).collect();
-            let rows = tokio::task::spawn_blocking(move || data.rows_in(&wanted))
-                .await
-                .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-            let mut rows = rows.into_iter();
-            for n in lens {
-                let piece: Vec<SpanRow> = rows.by_ref().take(n).collect();
-                self.finish_trace(piece, sink);
-            }
-        }
-        if read_any {
-            self.stats.inspected_blocks += 1;
-        } else {
-            self.stats.skipped_blocks += 1;
-        }
-        Ok(())
-    }
-}
-
-impl Querier {
-    /// Feeds `sink` every span of `tenant` one at a time from columns (span-local metrics,
-    /// `weft_engine::span_metrics`; the tag APIs without a filter, `weft_engine::tags`): the
-    /// head's spans, then every block row group in the window, reading only the columns the
-    /// sink needs.
-    ///
-    /// The head and the block list are taken in one view of the recent spans, so each
-    /// stored copy of a span counts once: a cut whose block is already listed (a tenant's
-    /// blocks are written in cut order, and compaction keeps the highest `wal_end` of its
-    /// inputs) is skipped. Client retries are dropped within the head (when the sink asks for
-    /// [`ColumnSink::sorted_head`]) and within a block, not across them (compaction merges
-    /// those).
-    pub async fn scan_columns(
-        &self,
-        tenant: &str,
-        window: Option<Window>,
-        m: &mut (impl ColumnSink + Send),
-    ) -> Result<ScanStats, QueryError> {
-        self.recent.catch_up().await;
-        let mut stats = ScanStats {
-            damaged_blocks: self.db.quarantined_overlapping(tenant, window),
-            ..ScanStats::default()
-        };
-        let head_order = |m: &dyn ColumnSink, cols: &SpanColumns| -> Vec<u32> {
-            if m.sorted_head() {
-                cols.sorted_order()
-            } else {
-                (0..cols.len() as u32).collect()
-            }
-        };
-        let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
-        let mut blocks: Vec<Arc<Block>> = Vec::new();
-        self.recent.view(tenant, &mut |v| {
-            blocks = self.db.blocks(tenant);
-            if let Some(cols) = v.active {
-                let order = head_order(m, cols);
-                stats.inspected_spans += order.len() as u64;
-                m.add_head(&HeadRows::new(cols, &order, m.needs()));
-            }
-            cuts = v.frozen.to_vec();
-        });
-        for cut in &cuts {
-            if cut.covered_by(&blocks) {
-                continue;
-            }
-            if let Some(cols) = cut.of(tenant) {
-                let order = head_order(m, cols);
-                stats.inspected_spans += order.len() as u64;
-                m.add_head(&HeadRows::new(cols, &order, m.needs()));
-            }
-        }
-        stats.total_blocks = blocks.len() as u64;
-        let storage = &**self.db.storage();
-        for b in blocks {
-            if m.done() {
-                break;
-            }
-            if block_outside(&b, window) {
-                stats.skipped_blocks += 1;
-                continue;
-            }
-            let read: Result<bool, QueryError> = async {
-                let mut read_any = false;
-                for rg in 0..b.row_group_count() {
-                    if m.done() {
-                        break;
-                    }
-                    // Skipped by time, or by the filter's prefilter on the footer statistics
-                    // and the index's value bloom (`{ span.user.id = "u-42" }` reads the
-                    // row groups that may hold the value, not the whole attribute column).
-                    let rg_stats = b.row_group_stats(storage, rg).await?;
-                    if row_group_outside(&b, storage, rg, window).await?
-                        || !m.row_group_may_match(&rg_stats, b.index.value_blooms.get(rg))
-                    {
-                        stats.skipped_row_groups += 1;
-                        continue;
-                    }
-                    // Tag names of a row group the index lists keys for need no columns.
-                    if let Some(keys) = &b.index.keys
-                        && m.take_row_group_keys(&rg_stats, &mut keys.of_row_group(rg))
-                    {
-                        read_any = true;
-                        continue;
-                    }
-                    let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
-                    let needs = m.needs_between(lo, hi);
-                    let data = b.fetch_metric_columns(storage, rg, &needs).await?;
-                    read_any = true;
-                    stats.inspected_bytes += data.bytes();
-                    let cols = tokio::task::spawn_blocking(move || data.metric_columns(&needs))
-                        .await
-                        .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-                    stats.inspected_spans += cols.start.len() as u64;
-                    m.add_columns(&cols);
-                }
-                Ok(read_any)
-            }
-            .await;
-            match read {
-                Ok(true) => stats.inspected_blocks += 1,
-                Ok(false) => stats.skipped_blocks += 1,
-                Err(QueryError::Block(e)) => {
-                    self.db.block_failed(&b, e)?;
-                    stats.damaged_blocks += 1;
-                }
-            }
-        }
-        Ok(stats)
-    }
-}
-
-/// True when no span of block `b` starts or ends inside `window`.
-fn block_outside(b: &Block, window: Option<Window>) -> bool {
-    window.is_some_and(|(start, end)| b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
 }
 
 /// True when no span of row group `rg` of `b` starts inside `window` (by its statistics).

@@ -42,6 +42,16 @@ impl Node {
         }
     }
 
+    /// The same node, its querier running `parallelism` pieces of query work at once.
+    pub fn with_parallelism(mut self, parallelism: usize) -> Node {
+        let cfg = QuerierConfig {
+            parallelism,
+            ..QuerierConfig::default()
+        };
+        self.querier = Querier::new(self.db.clone(), self.ingest.clone(), cfg);
+        self
+    }
+
     pub async fn push(&self, tenant: &Arc<str>, body: Bytes) -> Result<PushOutcome, PushError> {
         self.ingest.push(tenant, body, None).await
     }

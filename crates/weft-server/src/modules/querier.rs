@@ -42,6 +42,7 @@ pub async fn init(
     };
     let qcfg = QuerierConfig {
         max_trace_read_bytes: cfg.query.max_trace_response_bytes,
+        parallelism: cfg.query.query_parallelism.unwrap_or_else(weft_querier::workers::cores),
     };
     Ok((Arc::new(Querier::new(db, recent, qcfg)), live_store))
 }

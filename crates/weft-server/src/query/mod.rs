@@ -31,6 +31,11 @@ pub struct QueryOptions {
     /// once; more wait up to 30 s for a slot, then get 429.
     #[arg(long, env = "WEFT_MAX_CONCURRENT_QUERIES", default_value_t = 8)]
     pub max_concurrent_queries: usize,
+    /// Pieces of query work (a row group's decode and filter) run at once over all queries,
+    /// on threads below ingest's priority; one query uses up to this many cores, and queries
+    /// running together take turns piece by piece. Default: the machine's cores.
+    #[arg(long, env = "WEFT_QUERY_PARALLELISM")]
+    pub query_parallelism: Option<usize>,
 }
 
 impl QueryOptions {
@@ -45,6 +50,7 @@ impl QueryOptions {
             self.max_concurrent_queries > 0,
             "max_concurrent_queries must be positive"
         );
+        anyhow::ensure!(self.query_parallelism != Some(0), "query_parallelism must be positive");
         Ok(())
     }
 }

@@ -121,8 +121,8 @@ impl TraceSink for Progress {
         self.inner.prefilter()
     }
 
-    fn wants_start(&self, start: u64) -> bool {
-        self.inner.wants_start(start)
+    fn start_floor(&self) -> Option<u64> {
+        self.inner.start_floor()
     }
 
     fn offer(&mut self, rows: &[weft_block::row::SpanRow]) {

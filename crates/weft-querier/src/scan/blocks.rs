@@ -1,0 +1,335 @@
+//! The blocks part of a search scan ([`super`], step 2), row group by row group on the query
+//! workers ([`crate::workers`]).
+//!
+//! The scan first plans: every row group of every block in the window that the footer
+//! statistics and the prefilter do not rule out, ordered by the latest span start it holds,
+//! newest first. Up to `--query-parallelism` of them are then fetched and read at once: a
+//! worker decodes the columns the prefilter needs, tests each trace's piece, and assembles the
+//! spans of the pieces that are whole traces ([`read_pieces`]). What depends on the rest of
+//! the scan (traces already handled, the sink's result so far) is decided here, as each row
+//! group's pieces are taken in plan order, so the answer is the same whatever the timing.
+//!
+//! **Newest first, and early.** A trace starts no later than any of its spans, so once the
+//! sink keeps only traces starting at or after some time ([`TraceSink::start_floor`], a
+//! search with a full `limit`), a row group whose latest span starts before it holds nothing
+//! the search wants, and neither does any row group after it in the plan: the scan stops.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use weft_block::row::{SpanFields, SpanRow};
+use weft_block::{Block, Needs, RowGroupData};
+use weft_db::recent::RecentSpans;
+use weft_engine::prefilter::Prefilter;
+use weft_engine::search::TraceSink;
+
+use super::{Scan, Window, overlaps};
+use crate::QueryError;
+
+/// One row group to read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unit {
+    block: usize,
+    rg: usize,
+    /// The latest span start in it (its statistics), `u64::MAX` when they are absent.
+    newest: u64,
+}
+
+/// What a passing piece (a trace's spans in one row group) asks of the scan.
+enum Piece {
+    /// The trace may continue elsewhere and the piece is outside the window: its leaves count
+    /// if the trace is fetched whole.
+    Note,
+    /// The trace may continue elsewhere: fetch it whole at the end.
+    Defer,
+    /// The whole trace, in the window, passing the prefilter: offer it.
+    Offer(Vec<SpanRow>),
+    /// Nothing, unless the trace was already handled (then its leaves count).
+    Quiet,
+}
+
+struct PieceOut {
+    id: [u8; 16],
+    passed: u64,
+    start: u64,
+    in_window: bool,
+    piece: Piece,
+}
+
+/// A row group's pieces, and what reading it cost.
+#[derive(Default)]
+struct RowGroupOut {
+    bytes: u64,
+    traces: u64,
+    spans: u64,
+    pieces: Vec<PieceOut>,
+}
+
+/// What the workers reading a scan's row groups share, read only.
+struct Shared {
+    blocks: Vec<Arc<Block>>,
+    prefilter: Prefilter,
+    needs: Needs,
+    window: Option<Window>,
+    recent: Arc<dyn RecentSpans>,
+    tenant: String,
+}
+
+impl Scan<'_> {
+    /// Reads the blocks (newest row groups first) into `sink`.
+    pub(super) async fn blocks(&mut self, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
+        let mut failed = vec![false; self.blocks.len()];
+        let mut read_any = vec![false; self.blocks.len()];
+        let prefilter = sink.prefilter().clone();
+        let units = self.plan(&prefilter, &mut failed).await?;
+        let shared = Arc::new(Shared {
+            blocks: self.blocks.clone(),
+            needs: prefilter.needs(),
+            prefilter,
+            window: self.window,
+            recent: self.q.recent.clone(),
+            tenant: self.tenant.to_owned(),
+        });
+        // The sink's floor as the workers see it (0: none yet). It only rises, so a worker that
+        // reads a stale one does work the scan then drops, never less.
+        let floor = Arc::new(AtomicU64::new(sink.start_floor().unwrap_or(0)));
+        let storage = self.q.db.storage().clone();
+        let workers = self.q.workers.clone();
+        let read = |u: Unit| {
+            let (shared, floor, storage, workers) = (shared.clone(), floor.clone(), storage.clone(), workers.clone());
+            async move {
+                let seen_floor = floor.load(Ordering::Relaxed);
+                if u.newest < seen_floor {
+                    return Ok(None);
+                }
+                let b = shared.blocks[u.block].clone();
+                let data = b.fetch_row_group(&*storage, u.rg).await?;
+                workers
+                    .run(move || read_pieces(&shared, u, &data, seen_floor).map(Some))
+                    .await
+            }
+        };
+        let mut results = futures::stream::iter(units.clone())
+            .map(read)
+            .buffered(self.q.workers.parallelism());
+        let mut at = 0;
+        while let Some(result) = results.next().await {
+            let u = units[at];
+            at += 1;
+            if sink.done() {
+                self.saw_all = false;
+                break;
+            }
+            if !sink.wants_start(u.newest) {
+                // Planned newest first: no row group left holds a trace the sink wants.
+                self.stats.skipped_row_groups += (units.len() - at + 1) as u64;
+                break;
+            }
+            if failed[u.block] {
+                continue;
+            }
+            match result {
+                Ok(Some(out)) => {
+                    read_any[u.block] = true;
+                    self.take_row_group(out, sink);
+                    floor.store(sink.start_floor().unwrap_or(0), Ordering::Relaxed);
+                }
+                Ok(None) => self.stats.skipped_row_groups += 1,
+                Err(QueryError::Block(e)) => {
+                    failed[u.block] = true;
+                    self.q.db.block_failed(&self.blocks[u.block], e)?;
+                    self.stats.damaged_blocks += 1;
+                    self.saw_all = false;
+                }
+            }
+        }
+        for (i, b) in self.blocks.iter().enumerate() {
+            if failed[i] || block_outside(b, self.window) {
+                continue;
+            }
+            if read_any[i] {
+                self.stats.inspected_blocks += 1;
+            } else {
+                self.stats.skipped_blocks += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The row groups to read, newest first; the ones the window or the prefilter rule out
+    /// are counted (and noted, for the window) instead. A block whose footer fails is marked
+    /// in `failed`.
+    async fn plan(&mut self, prefilter: &Prefilter, failed: &mut [bool]) -> Result<Vec<Unit>, QueryError> {
+        let storage = &**self.q.db.storage();
+        let mut units = Vec::new();
+        for (i, failed) in failed.iter_mut().enumerate() {
+            let b = self.blocks[i].clone();
+            if block_outside(&b, self.window) {
+                self.stats.skipped_blocks += 1;
+                self.window_skipped.push((i, None));
+                continue;
+            }
+            for rg in 0..b.row_group_count() {
+                let stats = match b.row_group_stats(storage, rg).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        *failed = true;
+                        self.q.db.block_failed(&b, e)?;
+                        self.stats.damaged_blocks += 1;
+                        self.saw_all = false;
+                        break;
+                    }
+                };
+                let skip_time = match (self.window, stats.start, stats.duration) {
+                    (Some((ws, we)), Some((lo, hi)), Some((_, dmax))) => {
+                        lo > we || hi.saturating_add(dmax.max(0) as u64) < ws
+                    }
+                    _ => false,
+                };
+                if skip_time || !prefilter.row_group_may_match(&stats, b.index.value_blooms.get(rg)) {
+                    self.stats.skipped_row_groups += 1;
+                    if skip_time {
+                        self.window_skipped.push((i, Some(rg)));
+                    }
+                    continue;
+                }
+                units.push(Unit {
+                    block: i,
+                    rg,
+                    newest: stats.start.map_or(u64::MAX, |(_, hi)| hi),
+                });
+            }
+        }
+        plan_order(&mut units);
+        Ok(units)
+    }
+
+    /// Takes a row group's pieces in order (module docs of [`super`], steps 3 and 4).
+    fn take_row_group(&mut self, out: RowGroupOut, sink: &mut (dyn TraceSink + Send)) {
+        self.stats.inspected_bytes += out.bytes;
+        self.stats.inspected_traces += out.traces;
+        self.stats.inspected_spans += out.spans;
+        for p in out.pieces {
+            if self.handled.contains(&p.id) {
+                self.note(p.id, p.passed);
+                continue;
+            }
+            if p.in_window && !sink.wants_start(p.start) {
+                continue;
+            }
+            match p.piece {
+                Piece::Note => self.note(p.id, p.passed),
+                Piece::Defer => {
+                    self.note(p.id, p.passed);
+                    self.handled.insert(p.id);
+                    self.deferred.push(p.id);
+                }
+                Piece::Offer(rows) => {
+                    self.handled.insert(p.id);
+                    self.finish_trace(rows, sink);
+                }
+                Piece::Quiet => {}
+            }
+        }
+    }
+}
+
+/// Newest first; ties (and row groups without statistics) in block order, then row group
+/// order: the same plan for the same blocks.
+fn plan_order(units: &mut [Unit]) {
+    units.sort_by_key(|u| (std::cmp::Reverse(u.newest), u.block, u.rg));
+}
+
+/// True when no span of block `b` starts or ends inside `window`.
+pub(super) fn block_outside(b: &Block, window: Option<Window>) -> bool {
+    window.is_some_and(|(start, end)| b.meta.min_start_unix_nano > end || b.meta.max_end_unix_nano < start)
+}
+
+/// A worker's part: decodes the columns the prefilter needs, tests each trace's piece, and
+/// assembles the spans of the pieces that are whole traces the scan will offer. Pieces in the
+/// window starting before `floor` (when not 0) are left out: the sink no longer wants them.
+fn read_pieces(sh: &Shared, u: Unit, data: &RowGroupData, floor: u64) -> Result<RowGroupOut, QueryError> {
+    let cols = data.filter_columns(sh.needs)?;
+    let b = &sh.blocks[u.block];
+    let ranges = &b.index.row_groups;
+    let groups = b.row_group_count();
+    let mut out = RowGroupOut {
+        bytes: data.bytes(),
+        ..RowGroupOut::default()
+    };
+    let mut wanted: Vec<std::ops::Range<usize>> = Vec::new();
+    let n = cols.len();
+    let mut i = 0;
+    while i < n {
+        let id = cols.trace_ids[i];
+        let mut j = i + 1;
+        while j < n && cols.trace_ids[j] == id {
+            j += 1;
+        }
+        let (lo, hi) = (i, j);
+        i = j;
+        out.traces += 1;
+        out.spans += (hi - lo) as u64;
+        let views = || (lo..hi).map(|k| cols.row(k));
+        let passed = sh.prefilter.leaves_passed(views());
+        if passed == 0 {
+            continue;
+        }
+        let in_window = overlaps(views(), sh.window);
+        let start = views().map(|r| r.start_unix_nano()).min().unwrap_or(0);
+        if in_window && floor > 0 && start < floor {
+            continue;
+        }
+        // A trace at either edge of the row group may continue in the neighbour.
+        let crosses = (u.rg > 0 && ranges[u.rg - 1].max == id) || (u.rg + 1 < groups && ranges[u.rg + 1].min == id);
+        let split = crosses
+            || sh.recent.holds(&sh.tenant, &id)
+            || sh
+                .blocks
+                .iter()
+                .enumerate()
+                .any(|(k, other)| k != u.block && !other.index.candidates(&id).is_empty());
+        let piece = match (split, in_window) {
+            (true, true) => Piece::Defer,
+            (true, false) => Piece::Note,
+            (false, true) if sh.prefilter.holds(passed) => {
+                wanted.push(lo..hi);
+                Piece::Offer(Vec::new())
+            }
+            (false, _) => Piece::Quiet,
+        };
+        out.pieces.push(PieceOut {
+            id,
+            passed,
+            start,
+            in_window,
+            piece,
+        });
+    }
+    if !wanted.is_empty() {
+        let mut rows = data.rows_in(&wanted)?.into_iter();
+        let mut lens = wanted.iter().map(|r| r.len());
+        for p in &mut out.pieces {
+            if let Piece::Offer(v) = &mut p.piece {
+                v.extend(rows.by_ref().take(lens.next().unwrap_or(0)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_is_newest_first_and_the_same_for_the_same_blocks() {
+        let mut units = [(0, 0, 5), (1, 0, 9), (0, 1, 9), (2, 3, u64::MAX), (1, 1, 1)]
+            .map(|(block, rg, newest)| Unit { block, rg, newest })
+            .to_vec();
+        plan_order(&mut units);
+        let order: Vec<(usize, usize)> = units.iter().map(|u| (u.block, u.rg)).collect();
+        assert_eq!(order, [(2, 3), (0, 1), (1, 0), (0, 0), (1, 1)]);
+    }
+}

@@ -1,0 +1,200 @@
+//! Span-at-a-time scans from columns ([`Querier::scan_columns`]): span-local metrics and the
+//! tag APIs without a filter. The row groups' columns are fetched and decoded on the query
+//! workers, up to `--query-parallelism` at once, and added to the sink one row group at a
+//! time in block order, so sums come out the same whatever the timing.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use weft_block::{Block, MetricNeeds};
+use weft_db::recent::FrozenSpans;
+use weft_engine::span_metrics::{ColumnSink, HeadRows};
+
+use super::{ScanStats, Window, block_outside, row_group_outside};
+use crate::{Querier, QueryError};
+
+/// One row group to read, and the columns it needs.
+struct Unit {
+    block: usize,
+    rg: usize,
+    needs: MetricNeeds,
+}
+
+impl Querier {
+    /// Feeds `sink` every span of `tenant` one at a time from columns (span-local metrics,
+    /// `weft_engine::span_metrics`; the tag APIs without a filter, `weft_engine::tags`): the
+    /// head's spans, then every block row group in the window, reading only the columns the
+    /// sink needs.
+    ///
+    /// The head and the block list are taken in one view of the recent spans, so each
+    /// stored copy of a span counts once: a cut whose block is already listed (a tenant's
+    /// blocks are written in cut order, and compaction keeps the highest `wal_end` of its
+    /// inputs) is skipped. Client retries are dropped within the head (when the sink asks for
+    /// [`ColumnSink::sorted_head`]) and within a block, not across them (compaction merges
+    /// those).
+    pub async fn scan_columns(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        m: &mut (impl ColumnSink + Send),
+    ) -> Result<ScanStats, QueryError> {
+        self.recent.catch_up().await;
+        let mut stats = ScanStats {
+            damaged_blocks: self.db.quarantined_overlapping(tenant, window),
+            ..ScanStats::default()
+        };
+        let blocks = self.head_columns(tenant, m, &mut stats);
+        stats.total_blocks = blocks.len() as u64;
+        let mut failed = vec![false; blocks.len()];
+        let mut read_any = vec![false; blocks.len()];
+        let units = self
+            .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
+            .await?;
+        let storage = self.db.storage().clone();
+        let read = |k: usize| {
+            let u = &units[k];
+            let (b, rg, needs) = (blocks[u.block].clone(), u.rg, u.needs.clone());
+            let (storage, workers) = (storage.clone(), self.workers.clone());
+            async move {
+                let data = b.fetch_metric_columns(&*storage, rg, &needs).await?;
+                let bytes = data.bytes();
+                let cols = workers.run(move || Ok(data.metric_columns(&needs)?)).await?;
+                Ok::<_, QueryError>((bytes, cols))
+            }
+        };
+        let mut results = futures::stream::iter(0..units.len())
+            .map(read)
+            .buffered(self.workers.parallelism());
+        let mut at = 0;
+        while let Some(result) = results.next().await {
+            let u = &units[at];
+            at += 1;
+            if m.done() {
+                break;
+            }
+            if failed[u.block] {
+                continue;
+            }
+            match result {
+                Ok((bytes, cols)) => {
+                    read_any[u.block] = true;
+                    stats.inspected_bytes += bytes;
+                    stats.inspected_spans += cols.start.len() as u64;
+                    m.add_columns(&cols);
+                }
+                Err(QueryError::Block(e)) => {
+                    failed[u.block] = true;
+                    self.db.block_failed(&blocks[u.block], e)?;
+                    stats.damaged_blocks += 1;
+                }
+            }
+        }
+        for (i, b) in blocks.iter().enumerate() {
+            if failed[i] {
+                continue;
+            }
+            if read_any[i] {
+                stats.inspected_blocks += 1;
+            } else if !block_outside(b, window) {
+                stats.skipped_blocks += 1;
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Adds the head's spans to `m`, and returns the blocks listed in the same view.
+    fn head_columns(&self, tenant: &str, m: &mut (impl ColumnSink + Send), stats: &mut ScanStats) -> Vec<Arc<Block>> {
+        let head_order = |m: &dyn ColumnSink, cols: &weft_block::columns::SpanColumns| -> Vec<u32> {
+            if m.sorted_head() {
+                cols.sorted_order()
+            } else {
+                (0..cols.len() as u32).collect()
+            }
+        };
+        let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
+        let mut blocks: Vec<Arc<Block>> = Vec::new();
+        self.recent.view(tenant, &mut |v| {
+            blocks = self.db.blocks(tenant);
+            if let Some(cols) = v.active {
+                let order = head_order(m, cols);
+                stats.inspected_spans += order.len() as u64;
+                m.add_head(&HeadRows::new(cols, &order, m.needs()));
+            }
+            cuts = v.frozen.to_vec();
+        });
+        for cut in &cuts {
+            if cut.covered_by(&blocks) {
+                continue;
+            }
+            if let Some(cols) = cut.of(tenant) {
+                let order = head_order(m, cols);
+                stats.inspected_spans += order.len() as u64;
+                m.add_head(&HeadRows::new(cols, &order, m.needs()));
+            }
+        }
+        blocks
+    }
+
+    /// The row groups to read, in block order: those in the window that the sink's filter
+    /// does not rule out, and whose tag names the index cannot give (those are taken here).
+    /// A block whose footer fails is marked in `failed`.
+    async fn plan_columns(
+        &self,
+        blocks: &[Arc<Block>],
+        window: Option<Window>,
+        m: &mut (impl ColumnSink + Send),
+        stats: &mut ScanStats,
+        failed: &mut [bool],
+        read_any: &mut [bool],
+    ) -> Result<Vec<Unit>, QueryError> {
+        let storage = &**self.db.storage();
+        let mut units = Vec::new();
+        for (i, b) in blocks.iter().enumerate() {
+            if m.done() {
+                break;
+            }
+            if block_outside(b, window) {
+                stats.skipped_blocks += 1;
+                continue;
+            }
+            for rg in 0..b.row_group_count() {
+                if m.done() {
+                    break;
+                }
+                let planned: Result<Option<MetricNeeds>, QueryError> = async {
+                    // Skipped by time, or by the filter's prefilter on the footer statistics
+                    // and the index's value bloom (`{ span.user.id = "u-42" }` reads the
+                    // row groups that may hold the value, not the whole attribute column).
+                    let rg_stats = b.row_group_stats(storage, rg).await?;
+                    if row_group_outside(b, storage, rg, window).await?
+                        || !m.row_group_may_match(&rg_stats, b.index.value_blooms.get(rg))
+                    {
+                        stats.skipped_row_groups += 1;
+                        return Ok(None);
+                    }
+                    // Tag names of a row group the index lists keys for need no columns.
+                    if let Some(keys) = &b.index.keys
+                        && m.take_row_group_keys(&rg_stats, &mut keys.of_row_group(rg))
+                    {
+                        read_any[i] = true;
+                        return Ok(None);
+                    }
+                    let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
+                    Ok(Some(m.needs_between(lo, hi)))
+                }
+                .await;
+                match planned {
+                    Ok(Some(needs)) => units.push(Unit { block: i, rg, needs }),
+                    Ok(None) => {}
+                    Err(QueryError::Block(e)) => {
+                        failed[i] = true;
+                        self.db.block_failed(b, e)?;
+                        stats.damaged_blocks += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(units)
+    }
+}

@@ -1,0 +1,117 @@
+//! A search with `limit N` returns the N matching traces that start last, latest first (ties
+//! by trace ID), whatever the query parallelism, and stops reading once no unread row group
+//! can hold a later match.
+
+mod common;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::Node;
+use prost::Message;
+use weft_engine::search::{Search, SearchParams};
+use weft_ingest::IngestConfig;
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+use weft_storage::MemoryStorage;
+
+const BASE: u64 = 1_700_000_000_000_000_000;
+const TRACES: u64 = 400;
+
+/// Trace `t` has one span, named "even" or "odd", starting `start(t)`.
+fn trace_id(t: u64) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&(t.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes());
+    id[15] = 1;
+    id
+}
+
+/// Start times in a scrambled order, several traces sharing some (ties).
+fn start(t: u64) -> u64 {
+    BASE + (t * 7919 % TRACES) / 2 * 1_000_000
+}
+
+fn request(traces: impl Iterator<Item = u64>) -> Bytes {
+    let spans = traces
+        .map(|t| Span {
+            trace_id: trace_id(t).to_vec().into(),
+            span_id: (t + 1).to_be_bytes().to_vec().into(),
+            name: if t % 2 == 0 { "even" } else { "odd" }.into(),
+            start_time_unix_nano: start(t),
+            end_time_unix_nano: start(t) + 1_000,
+            ..Default::default()
+        })
+        .collect();
+    let req = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    Bytes::from(req.encode_to_vec())
+}
+
+/// The `limit` matching traces that start last, latest first, ties by trace ID.
+fn newest(matches: impl Fn(u64) -> bool, limit: usize) -> Vec<[u8; 16]> {
+    let mut all: Vec<(u64, [u8; 16])> = (0..TRACES)
+        .filter(|&t| matches(t))
+        .map(|t| (start(t), trace_id(t)))
+        .collect();
+    all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    all.into_iter().take(limit).map(|(_, id)| id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_matches_latest_first_and_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = IngestConfig {
+        data_dir: dir.path().to_path_buf(),
+        row_group_rows: 16,
+        ..Default::default()
+    };
+    let node = Node::open(cfg, Default::default(), Arc::new(MemoryStorage::default())).await;
+    let tenant: Arc<str> = Arc::from("t");
+    // Blocks are cut by time: four blocks of a fifth of the range each (their rows in trace
+    // ID order, so every row group spans its block's time), then the oldest fifth in the head.
+    let slice = |t: u64| (start(t) - BASE) / 1_000_000 * 5 / (TRACES / 2);
+    for part in [1, 2, 3, 4, 0] {
+        node.push(&tenant, request((0..TRACES).filter(|&t| slice(t) == part)))
+            .await
+            .unwrap();
+        if part != 0 {
+            node.flush().await;
+        }
+    }
+    let mut node = node;
+    for parallelism in [1, 2, 3, 8] {
+        node = node.with_parallelism(parallelism);
+        for (query, matches) in [
+            ("{ }", (|_| true) as fn(u64) -> bool),
+            ("{ name = \"odd\" }", |t| t % 2 == 1),
+        ] {
+            for limit in [1, 7, 20] {
+                let q = weft_traceql::parse(query).unwrap();
+                let params = SearchParams {
+                    limit,
+                    ..Default::default()
+                };
+                let mut sink = Search::new(&q, params).unwrap();
+                let stats = node.scan("t", None, &mut sink).await.unwrap();
+                let got: Vec<[u8; 16]> = sink.finish().into_iter().map(|h| h.trace_id).collect();
+                assert_eq!(
+                    got,
+                    newest(matches, limit),
+                    "`{query}` limit {limit}, parallelism {parallelism}"
+                );
+                assert!(
+                    stats.skipped_row_groups > 0 && stats.inspected_spans < TRACES,
+                    "`{query}` limit {limit}, parallelism {parallelism}: stops early ({stats:?})"
+                );
+            }
+        }
+    }
+    node.shutdown().await;
+}
