@@ -104,9 +104,11 @@ def dir_bytes(path):
 
 
 class Server:
-    def __init__(self, weft, work_dir, extra):
+    def __init__(self, weft, work_dir, extra, data=None):
+        """`data`: an existing data directory to serve (kept by an earlier --keep-data run);
+        by default a fresh one in the server's temporary directory."""
         self.dir = tempfile.mkdtemp(prefix="weft-search-bench-", dir=work_dir)
-        self.data = os.path.join(self.dir, "data")
+        self.data = data or os.path.join(self.dir, "data")
         self.http, self.grpc, self.otlp_http = free_port(), free_port(), free_port()
         self.log_path = os.path.join(self.dir, "weft.log")
         self.log = open(self.log_path, "w")
