@@ -8,11 +8,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::Node;
-use prost::Message;
 use weft_engine::search::{Search, SearchParams};
 use weft_ingest::IngestConfig;
-use weft_otlp::pb::collector::ExportTraceServiceRequest;
-use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+use weft_otlp::pb::trace::Span;
 use weft_storage::MemoryStorage;
 
 const BASE: u64 = 1_700_000_000_000_000_000;
@@ -42,16 +40,7 @@ fn request(traces: impl Iterator<Item = u64>) -> Bytes {
             ..Default::default()
         })
         .collect();
-    let req = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    };
-    Bytes::from(req.encode_to_vec())
+    common::export(spans)
 }
 
 /// The `limit` matching traces that start last, latest first, ties by trace ID.

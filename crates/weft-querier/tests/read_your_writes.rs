@@ -10,7 +10,7 @@ use std::sync::Arc;
 use weft_admission::{PushError, PushOutcome};
 use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
-use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+use weft_otlp::pb::trace::Span;
 use weft_storage::LocalStorage;
 
 fn request(trace: u8, spans: u8) -> Bytes {
@@ -24,16 +24,7 @@ fn request(trace: u8, spans: u8) -> Bytes {
             ..Default::default()
         })
         .collect();
-    let req = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    };
-    Bytes::from(req.encode_to_vec())
+    common::export(spans)
 }
 
 async fn open(dir: &std::path::Path, cfg: IngestConfig) -> Node {

@@ -81,3 +81,18 @@ impl Deref for Node {
         &self.querier
     }
 }
+
+/// One OTLP export request of `spans` (one resource, one scope), encoded.
+pub fn export(spans: Vec<weft_otlp::pb::trace::Span>) -> Bytes {
+    use prost::Message;
+    let req = weft_otlp::pb::collector::ExportTraceServiceRequest {
+        resource_spans: vec![weft_otlp::pb::trace::ResourceSpans {
+            scope_spans: vec![weft_otlp::pb::trace::ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    Bytes::from(req.encode_to_vec())
+}
