@@ -61,6 +61,21 @@ impl Workers {
     }
 }
 
+/// Runs `f` as a task of its own on the current runtime, so it makes progress while its
+/// caller is busy, and returns its result. A scan that stops early drops the handle; the task
+/// then finishes its piece and its result is dropped.
+pub fn spawn<T, F>(f: F) -> impl Future<Output = Result<T, QueryError>> + Send + 'static
+where
+    F: Future<Output = Result<T, QueryError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let task = tokio::spawn(f);
+    async move {
+        task.await
+            .map_err(|e| BlockError::Corrupt(format!("a query task failed: {e}")))?
+    }
+}
+
 /// The cores of this machine, the default parallelism.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -98,7 +98,8 @@ impl Scan<'_> {
         let workers = self.q.workers.clone();
         let read = |u: Unit| {
             let (shared, floor, storage, workers) = (shared.clone(), floor.clone(), storage.clone(), workers.clone());
-            async move {
+            // A task of its own: the fetch goes on while the scan takes earlier row groups.
+            crate::workers::spawn(async move {
                 let seen_floor = floor.load(Ordering::Relaxed);
                 if u.newest < seen_floor {
                     return Ok(None);
@@ -108,7 +109,7 @@ impl Scan<'_> {
                 workers
                     .run(move || read_pieces(&shared, u, &data, seen_floor).map(Some))
                     .await
-            }
+            })
         };
         let mut results = futures::stream::iter(units.clone())
             .map(read)

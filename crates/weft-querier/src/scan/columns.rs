@@ -2,6 +2,11 @@
 //! tag APIs without a filter. The row groups' columns are fetched and decoded on the query
 //! workers, up to `--query-parallelism` at once, and added to the sink one row group at a
 //! time in block order, so sums come out the same whatever the timing.
+//!
+//! What a row group needs is asked of the sink when its read starts, not when the scan is
+//! planned: a metrics sink stops asking for trace IDs once a range's exemplars are found, and
+//! asked before any row group was added it wanted them everywhere (a third of
+//! `{ } | rate() by (resource.service.name)`'s CPU went to exemplars nobody kept).
 
 use std::sync::Arc;
 
@@ -13,11 +18,12 @@ use weft_engine::span_metrics::{ColumnSink, HeadRows};
 use super::{ScanStats, Window, block_outside, row_group_outside};
 use crate::{Querier, QueryError};
 
-/// One row group to read, and the columns it needs.
+/// One row group to read, and its span start times (statistics; the whole range if absent).
 struct Unit {
     block: usize,
     rg: usize,
-    needs: MetricNeeds,
+    lo: u64,
+    hi: u64,
 }
 
 impl Querier {
@@ -51,31 +57,36 @@ impl Querier {
             .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
         let storage = self.db.storage().clone();
-        let read = |k: usize| {
-            let u = &units[k];
-            let (b, rg, needs) = (blocks[u.block].clone(), u.rg, u.needs.clone());
+        let read = |u: &Unit, needs: MetricNeeds| {
+            let (b, rg) = (blocks[u.block].clone(), u.rg);
             let (storage, workers) = (storage.clone(), self.workers.clone());
-            async move {
+            // A task of its own: the fetch goes on while the scan adds earlier row groups.
+            crate::workers::spawn(async move {
                 let data = b.fetch_metric_columns(&*storage, rg, &needs).await?;
                 let bytes = data.bytes();
                 let cols = workers.run(move || Ok(data.metric_columns(&needs)?)).await?;
-                Ok::<_, QueryError>((bytes, cols))
-            }
+                Ok((bytes, cols))
+            })
         };
-        let mut results = futures::stream::iter(0..units.len())
-            .map(read)
-            .buffered(self.workers.parallelism());
+        // Reads in flight, in plan order; one more starts as each is taken.
+        let mut inflight = futures::stream::FuturesOrdered::new();
+        let mut started = 0;
+        for u in &units {
+            if inflight.len() == self.workers.parallelism() {
+                break;
+            }
+            inflight.push_back(read(u, m.needs_between(u.lo, u.hi)));
+            started += 1;
+        }
         let mut at = 0;
-        while let Some(result) = results.next().await {
+        while let Some(result) = inflight.next().await {
             let u = &units[at];
             at += 1;
             if m.done() {
                 break;
             }
-            if failed[u.block] {
-                continue;
-            }
             match result {
+                _ if failed[u.block] => {}
                 Ok((bytes, cols)) => {
                     read_any[u.block] = true;
                     stats.inspected_bytes += bytes;
@@ -87,6 +98,10 @@ impl Querier {
                     self.db.block_failed(&blocks[u.block], e)?;
                     stats.damaged_blocks += 1;
                 }
+            }
+            if let Some(next) = units.get(started) {
+                inflight.push_back(read(next, m.needs_between(next.lo, next.hi)));
+                started += 1;
             }
         }
         for (i, b) in blocks.iter().enumerate() {
@@ -161,7 +176,7 @@ impl Querier {
                 if m.done() {
                     break;
                 }
-                let planned: Result<Option<MetricNeeds>, QueryError> = async {
+                let planned: Result<Option<(u64, u64)>, QueryError> = async {
                     // Skipped by time, or by the filter's prefilter on the footer statistics
                     // and the index's value bloom (`{ span.user.id = "u-42" }` reads the
                     // row groups that may hold the value, not the whole attribute column).
@@ -179,12 +194,11 @@ impl Querier {
                         read_any[i] = true;
                         return Ok(None);
                     }
-                    let (lo, hi) = rg_stats.start.unwrap_or((0, u64::MAX));
-                    Ok(Some(m.needs_between(lo, hi)))
+                    Ok(Some(rg_stats.start.unwrap_or((0, u64::MAX))))
                 }
                 .await;
                 match planned {
-                    Ok(Some(needs)) => units.push(Unit { block: i, rg, needs }),
+                    Ok(Some((lo, hi))) => units.push(Unit { block: i, rg, lo, hi }),
                     Ok(None) => {}
                     Err(QueryError::Block(e)) => {
                         failed[i] = true;
