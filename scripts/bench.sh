@@ -52,6 +52,10 @@ bash scripts/sdk-java.sh bench
 # spans"): each query's latency over the whole range; a query over 120 s is recorded as a timeout.
 python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
     --out bench-out/search.json
+# One query on every core (docs/benchmarks/query-parallelism.md): the same queries on the same
+# spans with --query-parallelism 1 and with the machine's cores, alternating.
+python3 scripts/bench_parallelism.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
+    --out bench-out/parallelism.json
 # Soak (docs/benchmarks/soak.md): 10 minutes of mixed ingest and queries with kill -9 every 90 s,
 # a full disk every 120 s and hostile clients; peak RSS, ingest latency percentiles and
 # acknowledged vs read-back spans. Needs root (mounts a tmpfs as the data directory).
