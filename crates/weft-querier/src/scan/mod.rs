@@ -16,10 +16,11 @@
 //!
 //! 1. The head: the active columns in chunks of traces under the read lock (so the builder is
 //!    never held up for long), and the cuts being flushed without a lock (they are frozen).
-//! 2. The blocks: newest first; blocks outside the window are skipped by their meta, and row
+//! 2. The blocks (`scan/blocks.rs`): blocks outside the window are skipped by their meta, and row
 //!    groups by their footer statistics (start times, durations) checked against the window
-//!    and the prefilter ([`Prefilter::row_group_may_match`]). Rows of a trace are contiguous
-//!    in a block.
+//!    and the prefilter ([`Prefilter::row_group_may_match`]); the rest are planned newest
+//!    first, read on the query workers and taken in plan order, until the sink's start floor
+//!    passes every unread one. Rows of a trace are contiguous in a block.
 //! 3. A *piece* (a trace's spans in one place) is a candidate when some span passes some leaf
 //!    of the prefilter. A candidate that exists nowhere else (no other head part holds it, no
 //!    other block's index admits it, it does not cross a row-group boundary) is the whole
