@@ -199,7 +199,7 @@ pub fn eval(query: &Query, trace: &Trace) -> Result<Vec<Spanset>, EvalError> {
 }
 
 /// A compiled query, ready to run on any number of traces.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Evaluator {
     /// The printed query, for error messages.
     text: String,

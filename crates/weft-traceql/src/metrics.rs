@@ -151,7 +151,7 @@ struct Operand {
 }
 
 /// The series a metrics query answers with, from its operands' series.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Plan {
     /// Operand `n`'s series (its own second stages are applied when it finishes).
     Operand(usize),
@@ -210,6 +210,43 @@ impl MetricsRun {
             operand.acc.limit(max_series, max_points)?;
         }
         Ok(())
+    }
+
+    /// An empty run of the same query, range, limits and exemplar room, that counts a part of
+    /// the spans (a row group on a query worker, a job on another querier) on its own; add
+    /// it back with [`MetricsRun::merge`]. It wants exemplars only where this run still has
+    /// room.
+    pub fn fork(&self) -> MetricsRun {
+        MetricsRun {
+            operands: self
+                .operands
+                .iter()
+                .map(|o| Operand {
+                    evaluator: o.evaluator.clone(),
+                    acc: o.acc.fork(),
+                })
+                .collect(),
+            plan: self.plan.clone(),
+        }
+    }
+
+    /// Adds what a [`fork`](Self::fork) counted, as if its spans were added here after the
+    /// ones already added. Parts merged in the same order give the same series whatever ran
+    /// when; a part's spans must not also be added elsewhere (each stored span counts once).
+    /// Sums and averages may differ in their last bits from adding every span to one run
+    /// (floating-point addition is not associative); counts, minimums, maximums and quantiles
+    /// do not.
+    pub fn merge(&mut self, part: MetricsRun) {
+        debug_assert_eq!(self.operands.len(), part.operands.len());
+        for (into, p) in self.operands.iter_mut().zip(part.operands) {
+            let top_n = into
+                .evaluator
+                .metrics
+                .as_ref()
+                .and_then(|m| m.compare.as_ref())
+                .map(|c| c.top_n);
+            into.acc.merge(p.acc, top_n);
+        }
     }
 
     /// Whether the run hit a limit (see [`MetricsRun::limit`]).

@@ -13,7 +13,7 @@ use crate::trace::Value;
 use super::values::{eval_value, truthy};
 use super::{EvalError, TraceEnv};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum CStage {
     /// A spanset expression, and the `select()` fields of pipelines inside it (indexes into
     /// `Evaluator::selects`), which every span it returns reports, as in Tempo.
@@ -28,7 +28,7 @@ pub(super) enum CStage {
 }
 
 /// A compiled metrics function.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CMetrics {
     pub(crate) func: MetricsFn,
     /// The field of `*_over_time(field)`.
@@ -45,7 +45,7 @@ pub(crate) struct CMetrics {
 }
 
 /// A compiled `compare({ selection }, top_n, start, end)`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CCompare {
     /// The selection's condition; `None` for `{ }`.
     pub(crate) selection: Option<Expr>,
@@ -126,7 +126,7 @@ impl CSecond {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum SExpr {
     Filter(Option<Expr>),
     And(Box<SExpr>, Box<SExpr>),
@@ -177,7 +177,7 @@ impl Relation {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct CScalar {
     pub(super) func: AggregateFn,
     pub(super) arg: Option<Expr>,
@@ -188,7 +188,7 @@ pub(super) struct CScalar {
 }
 
 /// A compiled field expression.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Expr {
     Const(Value),
     Intrinsic(Intrinsic),

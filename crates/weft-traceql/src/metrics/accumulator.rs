@@ -36,7 +36,7 @@ pub(super) struct Accumulator {
 /// Chooses exemplars as Tempo does: the range is cut into `limit / 2` equal buckets of at most
 /// two exemplars each, shared by every series of the query, and a trace gives at most one.
 /// The first spans offered win.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct ExemplarPicker {
     limit: usize,
     buckets: Vec<u8>,
@@ -71,6 +71,25 @@ impl ExemplarPicker {
             ((t.clamp(range.0, range.1 - 1) - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize
         };
         self.buckets[at(lo)..=at(hi)].iter().any(|&c| c < 2)
+    }
+
+    /// A picker that takes only what this one still has room for, to be merged back with
+    /// [`ExemplarPicker::merge`].
+    fn fork(&self) -> ExemplarPicker {
+        ExemplarPicker {
+            taken: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// Offers a fork's exemplars, in the order it took them, with their groups renumbered by
+    /// `group`: the spans a part offered after the spans this picker saw, as if offered here.
+    fn merge(&mut self, range: (u64, u64), part: ExemplarPicker, group: impl Fn(usize) -> Option<usize>) {
+        for (g, e) in part.taken {
+            if let Some(g) = group(g) {
+                self.offer(range, g, e);
+            }
+        }
     }
 
     #[inline]
@@ -116,7 +135,7 @@ struct Group {
 }
 
 /// Per-step state.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Data {
     Count(Vec<u64>),
     Min(Vec<Option<f64>>),
@@ -124,6 +143,35 @@ enum Data {
     Sum(Vec<Option<f64>>),
     Avg(Vec<(f64, u64)>),
     Values(Vec<Vec<f64>>),
+}
+
+impl Data {
+    /// Adds a part's per-step state of the same group.
+    fn merge(&mut self, part: Data) {
+        fn each<T>(into: &mut [T], part: Vec<T>, f: impl Fn(&mut T, T)) {
+            for (a, b) in into.iter_mut().zip(part) {
+                f(a, b);
+            }
+        }
+        let opt = |a: &mut Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| {
+            *a = match (*a, b) {
+                (Some(x), Some(y)) => Some(f(x, y)),
+                (x, y) => x.or(y),
+            }
+        };
+        match (self, part) {
+            (Data::Count(a), Data::Count(b)) => each(a, b, |x, y| *x += y),
+            (Data::Min(a), Data::Min(b)) => each(a, b, |x, y| opt(x, y, f64::min)),
+            (Data::Max(a), Data::Max(b)) => each(a, b, |x, y| opt(x, y, f64::max)),
+            (Data::Sum(a), Data::Sum(b)) => each(a, b, |x, y| opt(x, y, |p, q| p + q)),
+            (Data::Avg(a), Data::Avg(b)) => each(a, b, |x, y| {
+                x.0 += y.0;
+                x.1 += y.1;
+            }),
+            (Data::Values(a), Data::Values(b)) => each(a, b, |x, y| x.extend(y)),
+            (a, b) => debug_assert!(false, "merged {a:?} with {b:?}"),
+        }
+    }
 }
 
 /// A number or duration as a metrics value (durations in seconds).
@@ -169,6 +217,103 @@ impl Accumulator {
             limit_text: String::new(),
             compare: Default::default(),
             exemplars: ExemplarPicker::default(),
+        }
+    }
+
+    /// An empty accumulator with this one's range, limits and exemplar room, for a part of the
+    /// spans (a row group, a job) counted on its own and merged back with
+    /// [`Accumulator::merge`].
+    pub(super) fn fork(&self) -> Accumulator {
+        Accumulator {
+            index: HashMap::new(),
+            groups: Vec::new(),
+            over_limit: false,
+            compare: Default::default(),
+            exemplars: self.exemplars.fork(),
+            limit_text: self.limit_text.clone(),
+            ..*self
+        }
+    }
+
+    /// Adds the spans `part` counted after the spans this accumulator counted. Counts, sums,
+    /// minimums, maximums and averages combine per step; quantiles keep every value; groups
+    /// are created in the order they first appear, so the series limit is passed exactly when
+    /// counting every span here would have passed it. Exemplars are offered in the order the
+    /// part took them.
+    /// `compare_top_n` is `compare()`'s `top_n` for a `compare()` query.
+    pub(super) fn merge(&mut self, part: Accumulator, compare_top_n: Option<usize>) {
+        self.over_limit |= part.over_limit;
+        let mut keys: Vec<Option<Vec<GroupKey>>> = vec![None; part.groups.len()];
+        for (key, n) in part.index {
+            keys[n] = Some(key);
+        }
+        let mut renumbered: Vec<Option<usize>> = vec![None; part.groups.len()];
+        for ((g, key), to) in part.groups.into_iter().zip(keys).zip(&mut renumbered) {
+            let Some(key) = key.filter(|_| g.used) else { continue };
+            if let Some(&n) = self.index.get(&key) {
+                let into = &mut self.groups[n];
+                into.used = true;
+                into.data.merge(g.data);
+                *to = Some(n);
+            } else if self.groups.len() >= self.max_groups {
+                self.over_limit = true;
+            } else {
+                self.index.insert(key, self.groups.len());
+                self.groups.push(g);
+                *to = Some(self.groups.len() - 1);
+            }
+        }
+        if let Some(top_n) = compare_top_n {
+            for (selected, attrs) in part.compare.into_iter().enumerate() {
+                for (label, attr) in attrs {
+                    self.compare_merge(selected == 1, top_n, label, attr);
+                }
+            }
+        }
+        let range = (self.start, self.end);
+        self.exemplars.merge(range, part.exemplars, |g| renumbered[g]);
+    }
+
+    /// Adds a part's `compare()` counts of one attribute, as [`Accumulator::compare_add_with`]
+    /// of each of its spans would have.
+    fn compare_merge(&mut self, selected: bool, top_n: usize, label: String, part: AttrCounts) {
+        let max_attrs = self.max_groups / (top_n + 1);
+        let attrs = self.compare[0].len() + self.compare[1].len();
+        let groups = &mut self.compare[usize::from(selected)];
+        let attr = match groups.entry(label) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(_) if attrs >= max_attrs => {
+                self.over_limit = true;
+                return;
+            }
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(AttrCounts {
+                total: vec![0; part.total.len()],
+                values: HashMap::new(),
+                too_many: false,
+            }),
+        };
+        for (t, n) in attr.total.iter_mut().zip(&part.total) {
+            *t += n;
+        }
+        if part.too_many {
+            attr.too_many = true;
+            attr.values = HashMap::new();
+        }
+        if attr.too_many {
+            return;
+        }
+        for (key, (value, counts)) in part.values {
+            if let Some((_, into)) = attr.values.get_mut(&key) {
+                for (t, n) in into.iter_mut().zip(&counts) {
+                    *t += n;
+                }
+            } else if attr.values.len() == MAX_COMPARE_VALUES {
+                attr.too_many = true;
+                attr.values = HashMap::new();
+                return;
+            } else {
+                attr.values.insert(key, (value, counts));
+            }
         }
     }
 

@@ -663,3 +663,100 @@ fn exemplars_one_per_trace_within_the_limit() {
     assert!(all(&run("({ } | rate()) / ({ } | count_over_time())", 10)).is_empty());
     assert!(all(&run("{ } | compare({ status = error })", 10)).is_empty());
 }
+
+/// Traces made from the fixture: trace `k` has its own ID, its spans shifted by `shift[k]`
+/// nanoseconds and their attribute `n` multiplied by `k + 1`.
+fn shifted_traces(shift: &[u64]) -> Vec<Trace> {
+    shift
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            let mut t = fixture();
+            for s in &mut t.spans {
+                s.trace_id[0] = k as u8;
+                s.trace_id[1] = (k >> 8) as u8;
+                s.start_unix_nano += d;
+                for (name, v) in &mut s.span_attrs {
+                    if name == "n"
+                        && let Value::Int(i) = v
+                    {
+                        *i *= k as i64 + 1;
+                    }
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Splitting the traces of a metrics query into consecutive parts, each counted by a fork
+    /// of the run, and merging the parts in order gives the series of one run over every
+    /// trace: the same labels, counts, minimums, maximums and quantiles, sums within
+    /// rounding, the same limit passed, and exemplars within the limit, one per trace.
+    #[test]
+    fn forks_merged_in_order_give_the_unsplit_series(
+        shift in proptest::collection::vec(0u64..3000, 1..24),
+        cuts in proptest::collection::vec(0usize..24, 0..6),
+        max_series in proptest::prop_oneof![proptest::strategy::Just(usize::MAX), 1usize..8],
+        exemplars in 0usize..8,
+    ) {
+        use crate::MetricsRun;
+        let traces = shifted_traces(&shift);
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(traces.len())).collect();
+        cuts.push(0);
+        cuts.push(traces.len());
+        cuts.sort_unstable();
+        for q in [
+            "{ } | rate() by (resource.service.name)",
+            "{ status = error } | count_over_time() by (name)",
+            "{ } | quantile_over_time(duration, .5, .9) by (name)",
+            "{ } | histogram_over_time(duration)",
+            "{ } | avg_over_time(duration) by (kind)",
+            "{ } | sum_over_time(span.n) by (resource.service.name)",
+            "{ } | min_over_time(span.n)",
+            "{ } | max_over_time(duration) by (span:id)",
+            "{ kind = server } > { } | count_over_time() by (name)",
+            "{ } | compare({ status = error })",
+            "({ } | rate()) / ({ status = error } | count_over_time())",
+            "{ } | rate() by (name) | topk(2)",
+        ] {
+            let query = parse(q).unwrap();
+            let new_run = || {
+                let mut r = MetricsRun::new(&query, 500, 5500, 700).unwrap();
+                r.limit(max_series, 1_000_000).unwrap();
+                r.exemplars(exemplars);
+                r
+            };
+            let mut whole = new_run();
+            for t in &traces {
+                whole.add(t);
+            }
+            let mut merged = new_run();
+            for part in cuts.windows(2) {
+                let mut fork = merged.fork();
+                for t in &traces[part[0]..part[1]] {
+                    fork.add(t);
+                }
+                merged.merge(fork);
+            }
+            proptest::prop_assert_eq!(whole.is_over_limit(), merged.is_over_limit(), "`{}`", q);
+            if whole.is_over_limit() {
+                continue;
+            }
+            let (want, got) = (whole.finish(), merged.finish());
+            proptest::prop_assert_eq!(want.len(), got.len(), "`{}`", q);
+            let mut taken = std::collections::HashSet::new();
+            for (w, g) in want.iter().zip(&got) {
+                proptest::prop_assert_eq!(&w.labels, &g.labels, "`{}`", q);
+                assert_close(&g.values, &w.values);
+                for e in &g.exemplars {
+                    proptest::prop_assert!(taken.insert(e.trace_id), "`{}`: one exemplar per trace", q);
+                }
+            }
+            proptest::prop_assert!(taken.len() <= exemplars, "`{}`: {} exemplars", q, taken.len());
+        }
+    }
+}
