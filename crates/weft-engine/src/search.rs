@@ -38,6 +38,27 @@ pub trait TraceSink {
     fn done(&self) -> bool {
         false
     }
+    /// An empty sink of the same query, offered the whole traces of one row group on a query
+    /// worker while the scan goes on, and added back with [`Self::merge`] in the scan's order,
+    /// so the answer does not depend on timing. It starts from this sink's
+    /// [`start_floor`](Self::start_floor) now. `None` (the default): every trace is offered
+    /// here.
+    fn fork(&self) -> Option<Box<dyn TracePart>> {
+        None
+    }
+    /// Adds what a [`fork`](Self::fork) of this sink was offered, as if offered here next.
+    fn merge(&mut self, _part: Box<dyn TracePart>) {}
+}
+
+/// A [`TraceSink::fork`]: offered traces as the sink is, then handed back to its
+/// [`TraceSink::merge`], which takes its own type back with [`TracePart::into_any`].
+pub trait TracePart: Send {
+    /// As [`TraceSink::offer`]; the trace is offered nowhere else.
+    fn offer(&mut self, rows: &[SpanRow]);
+    /// As [`TraceSink::wants_start`].
+    fn wants_start(&self, start_unix_nano: u64) -> bool;
+    /// The part itself, for the sink's `merge` to downcast.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
 }
 
 /// Decodes a whole trace.
@@ -199,6 +220,33 @@ impl Search {
         })
     }
 
+    /// An empty search of the same query and parameters that keeps only traces starting at
+    /// or after this one's floor now: a [`TraceSink::fork`].
+    pub fn fork(&self) -> Search {
+        Search {
+            evaluator: self.evaluator.clone(),
+            parts: self.parts,
+            prefilter: self.prefilter.clone(),
+            params: self.params.clone(),
+            fields: self.fields.clone(),
+            hits: Vec::new(),
+            floor: self.floor,
+        }
+    }
+
+    /// Adds a fork's hits: the result is the `limit` newest of both, ties by trace ID, the
+    /// same whatever order the traces came in.
+    pub fn merge(&mut self, part: Search) {
+        for hit in part.hits {
+            if TraceSink::wants_start(self, hit.start_unix_nano) {
+                self.hits.push(hit);
+            }
+        }
+        if self.hits.len() >= self.params.limit {
+            self.trim();
+        }
+    }
+
     /// The hits, most recent first, at most `limit`.
     pub fn finish(mut self) -> Vec<Hit> {
         self.trim();
@@ -243,7 +291,7 @@ impl TraceSink for Search {
 
     fn offer(&mut self, rows: &[SpanRow]) {
         let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-        if !self.wants_start(start) {
+        if !TraceSink::wants_start(self, start) {
             return;
         }
         let end = rows.iter().map(SpanRow::end_unix_nano).max().unwrap_or(0);
@@ -307,6 +355,30 @@ impl TraceSink for Search {
         if self.hits.len() >= self.params.limit * 2 {
             self.trim();
         }
+    }
+
+    fn fork(&self) -> Option<Box<dyn TracePart>> {
+        Some(Box::new(Search::fork(self)))
+    }
+
+    fn merge(&mut self, part: Box<dyn TracePart>) {
+        if let Ok(part) = part.into_any().downcast::<Search>() {
+            Search::merge(self, *part);
+        }
+    }
+}
+
+impl TracePart for Search {
+    fn offer(&mut self, rows: &[SpanRow]) {
+        TraceSink::offer(self, rows)
+    }
+
+    fn wants_start(&self, start_unix_nano: u64) -> bool {
+        TraceSink::wants_start(self, start_unix_nano)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 }
 
@@ -450,6 +522,34 @@ impl TraceSink for Metrics {
 
     fn offer(&mut self, rows: &[SpanRow]) {
         self.run.add(&to_trace_parts(rows, self.parts));
+    }
+
+    fn fork(&self) -> Option<Box<dyn TracePart>> {
+        Some(Box::new(Metrics {
+            run: self.run.fork(),
+            parts: self.parts,
+            prefilter: self.prefilter.clone(),
+        }))
+    }
+
+    fn merge(&mut self, part: Box<dyn TracePart>) {
+        if let Ok(part) = part.into_any().downcast::<Metrics>() {
+            self.run.merge(part.run);
+        }
+    }
+}
+
+impl TracePart for Metrics {
+    fn offer(&mut self, rows: &[SpanRow]) {
+        TraceSink::offer(self, rows)
+    }
+
+    fn wants_start(&self, _start_unix_nano: u64) -> bool {
+        true
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 }
 

@@ -312,6 +312,37 @@ impl SpanMetrics {
         }
     }
 
+    /// An empty copy of the query that counts a part of the spans (a row group, on a query
+    /// worker) on its own; add it back with [`SpanMetrics::merge`] ([`MetricsRun::fork`]).
+    pub fn fork(&self) -> SpanMetrics {
+        SpanMetrics {
+            run: self.run.fork(),
+            needs: self.needs.clone(),
+            parts: self.parts,
+            ops: self
+                .ops
+                .iter()
+                .map(|op| OpState {
+                    per_row: op.per_row,
+                    durations: op.durations.clone(),
+                    value_is_duration: op.value_is_duration,
+                    histogram_of_duration: op.histogram_of_duration,
+                    cache: FastMap::with_hasher(FastBuild::default()),
+                    compare: op.compare.as_ref().map(|_| CompareTally::default()),
+                })
+                .collect(),
+            decoded: FastMap::with_hasher(FastBuild::default()),
+            one: self.one.clone(),
+            prefilter: self.prefilter.clone(),
+            mask: self.mask,
+        }
+    }
+
+    /// Adds what a fork counted, as if its spans were added here next ([`MetricsRun::merge`]).
+    pub fn merge(&mut self, part: SpanMetrics) {
+        self.run.merge(part.run);
+    }
+
     /// Asks for up to `limit` exemplars ([`MetricsRun::exemplars`]).
     pub fn exemplars(&mut self, limit: usize) {
         self.run.exemplars(limit);

@@ -44,6 +44,23 @@ pub trait ColumnSink {
     fn done(&self) -> bool {
         false
     }
+    /// An empty sink for one row group, fed on a query worker while other row groups are
+    /// read, and added back with [`Self::merge`] in the scan's order, so the result does not
+    /// depend on timing. It must want no more than this sink does now (the same
+    /// [`Self::needs_between`]). `None` (the default): every row group is added here, one
+    /// at a time.
+    fn fork(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Adds what a [`fork`](Self::fork) was fed, as if it were added here next.
+    fn merge(&mut self, _part: Self)
+    where
+        Self: Sized,
+    {
+    }
 }
 
 impl ColumnSink for SpanMetrics {
@@ -71,5 +88,13 @@ impl ColumnSink for SpanMetrics {
 
     fn add_columns(&mut self, cols: &MetricColumns) {
         self.add(cols)
+    }
+
+    fn fork(&self) -> Option<Self> {
+        Some(SpanMetrics::fork(self))
+    }
+
+    fn merge(&mut self, part: Self) {
+        SpanMetrics::merge(self, part)
     }
 }

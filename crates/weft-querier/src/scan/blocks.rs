@@ -14,6 +14,7 @@
 //! search with a full `limit`), a row group whose latest span starts before it holds nothing
 //! the search wants, and neither does any row group after it in the plan: the scan stops.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,9 +23,9 @@ use weft_block::row::{SpanFields, SpanRow};
 use weft_block::{Block, Needs, RowGroupData};
 use weft_db::recent::RecentSpans;
 use weft_engine::prefilter::Prefilter;
-use weft_engine::search::TraceSink;
+use weft_engine::search::{TracePart, TraceSink};
 
-use super::{Scan, Window, overlaps};
+use super::{Scan, Window, offerable, overlaps};
 use crate::QueryError;
 
 /// One row group to read.
@@ -45,6 +46,8 @@ enum Piece {
     Defer,
     /// The whole trace, in the window, passing the prefilter: offer it.
     Offer(Vec<SpanRow>),
+    /// The whole trace, already offered to the row group's fork of the sink.
+    Offered,
     /// Nothing, unless the trace was already handled (then its leaves count).
     Quiet,
 }
@@ -64,6 +67,8 @@ struct RowGroupOut {
     traces: u64,
     spans: u64,
     pieces: Vec<PieceOut>,
+    /// The sink's fork, offered the row group's whole traces ([`Piece::Offered`]).
+    part: Option<Box<dyn TracePart>>,
 }
 
 /// What the workers reading a scan's row groups share, read only.
@@ -74,6 +79,8 @@ struct Shared {
     window: Option<Window>,
     recent: Arc<dyn RecentSpans>,
     tenant: String,
+    /// Traces the head part of the scan handled: a block written since may hold them.
+    head_handled: HashSet<[u8; 16]>,
 }
 
 impl Scan<'_> {
@@ -90,13 +97,16 @@ impl Scan<'_> {
             window: self.window,
             recent: self.q.recent.clone(),
             tenant: self.tenant.to_owned(),
+            head_handled: self.handled.clone(),
         });
         // The sink's floor as the workers see it (0: none yet). It only rises, so a worker that
         // reads a stale one does work the scan then drops, never less.
         let floor = Arc::new(AtomicU64::new(sink.start_floor().unwrap_or(0)));
         let storage = self.q.db.storage().clone();
         let workers = self.q.workers.clone();
-        let read = |u: Unit| {
+        // A row group's read, with a fork of the sink to offer its whole traces to when the
+        // sink forks (taken when the read starts, so it starts from the sink's floor then).
+        let read = |u: Unit, part: Option<Box<dyn TracePart>>| {
             let (shared, floor, storage, workers) = (shared.clone(), floor.clone(), storage.clone(), workers.clone());
             // A task of its own: the fetch goes on while the scan takes earlier row groups.
             crate::workers::spawn(async move {
@@ -107,13 +117,17 @@ impl Scan<'_> {
                 let b = shared.blocks[u.block].clone();
                 let data = b.fetch_row_group(&*storage, u.rg).await?;
                 workers
-                    .run(move || read_pieces(&shared, u, &data, seen_floor).map(Some))
+                    .run(move || read_pieces(&shared, u, &data, seen_floor, part).map(Some))
                     .await
             })
         };
-        let mut results = futures::stream::iter(units.clone())
-            .map(read)
-            .buffered(self.q.workers.parallelism());
+        // Reads in flight, in plan order; one more starts as each is taken.
+        let mut results = futures::stream::FuturesOrdered::new();
+        let mut started = 0;
+        while started < units.len() && results.len() < self.q.workers.parallelism() {
+            results.push_back(read(units[started], sink.fork()));
+            started += 1;
+        }
         let mut at = 0;
         while let Some(result) = results.next().await {
             let u = units[at];
@@ -126,6 +140,10 @@ impl Scan<'_> {
                 // Planned newest first: no row group left holds a trace the sink wants.
                 self.stats.skipped_row_groups += (units.len() - at + 1) as u64;
                 break;
+            }
+            if let Some(&next) = units.get(started) {
+                results.push_back(read(next, sink.fork()));
+                started += 1;
             }
             if failed[u.block] {
                 continue;
@@ -213,6 +231,8 @@ impl Scan<'_> {
         self.stats.inspected_spans += out.spans;
         for p in out.pieces {
             if self.handled.contains(&p.id) {
+                // A whole trace is in one piece: the worker left out those the head had.
+                debug_assert!(!matches!(p.piece, Piece::Offered), "a trace offered twice");
                 self.note(p.id, p.passed);
                 continue;
             }
@@ -230,8 +250,14 @@ impl Scan<'_> {
                     self.handled.insert(p.id);
                     self.finish_trace(rows, sink);
                 }
+                Piece::Offered => {
+                    self.handled.insert(p.id);
+                }
                 Piece::Quiet => {}
             }
+        }
+        if let Some(part) = out.part {
+            sink.merge(part);
         }
     }
 }
@@ -248,9 +274,16 @@ pub(super) fn block_outside(b: &Block, window: Option<Window>) -> bool {
 }
 
 /// A worker's part: decodes the columns the prefilter needs, tests each trace's piece, and
-/// assembles the spans of the pieces that are whole traces the scan will offer. Pieces in the
-/// window starting before `floor` (when not 0) are left out: the sink no longer wants them.
-fn read_pieces(sh: &Shared, u: Unit, data: &RowGroupData, floor: u64) -> Result<RowGroupOut, QueryError> {
+/// assembles the spans of the pieces that are whole traces the scan will offer; with the
+/// sink's fork `part`, offers them to it here. Pieces in the window starting before `floor`
+/// (when not 0) are left out: the sink no longer wants them.
+fn read_pieces(
+    sh: &Shared,
+    u: Unit,
+    data: &RowGroupData,
+    floor: u64,
+    mut part: Option<Box<dyn TracePart>>,
+) -> Result<RowGroupOut, QueryError> {
     let cols = data.filter_columns(sh.needs)?;
     let b = &sh.blocks[u.block];
     let ranges = &b.index.row_groups;
@@ -314,9 +347,19 @@ fn read_pieces(sh: &Shared, u: Unit, data: &RowGroupData, floor: u64) -> Result<
         for p in &mut out.pieces {
             if let Piece::Offer(v) = &mut p.piece {
                 v.extend(rows.by_ref().take(lens.next().unwrap_or(0)));
+                let Some(part) = part.as_deref_mut() else { continue };
+                if sh.head_handled.contains(&p.id) {
+                    // The scan notes its leaves and offers nothing.
+                    p.piece = Piece::Note;
+                } else if let Piece::Offer(rows) = std::mem::replace(&mut p.piece, Piece::Offered)
+                    && let Some(rows) = offerable(rows, &sh.prefilter, sh.window, |s| part.wants_start(s))
+                {
+                    part.offer(&rows);
+                }
             }
         }
     }
+    out.part = part;
     Ok(out)
 }
 

@@ -1,7 +1,9 @@
 //! Span-at-a-time scans from columns ([`Querier::scan_columns`]): span-local metrics and the
 //! tag APIs without a filter. The row groups' columns are fetched and decoded on the query
-//! workers, up to `--query-parallelism` at once, and added to the sink one row group at a
-//! time in block order, so sums come out the same whatever the timing.
+//! workers, up to `--query-parallelism` at once. A sink that forks ([`ColumnSink::fork`],
+//! span-local metrics) has each row group added to a fork of its own on the worker too, and
+//! the forks merged back in block order; others are fed the columns one row group at a time
+//! in block order. Either way sums come out the same whatever the timing.
 //!
 //! What a row group needs is asked of the sink when its read starts, not when the scan is
 //! planned: a metrics sink stops asking for trace IDs once a range's exemplars are found, and
@@ -11,12 +13,19 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use weft_block::{Block, MetricNeeds};
+use weft_block::Block;
 use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
 use super::{ScanStats, Window, block_outside, row_group_outside};
 use crate::{Querier, QueryError};
+
+/// A row group read on a query worker: added to a fork of the sink, with its span count, or
+/// its columns for the sink itself.
+enum Read<M> {
+    Added(M, u64),
+    Columns(Box<weft_block::MetricColumns>),
+}
 
 /// One row group to read, and its span start times (statistics; the whole range if absent).
 struct Unit {
@@ -38,11 +47,11 @@ impl Querier {
     /// inputs) is skipped. Client retries are dropped within the head (when the sink asks for
     /// [`ColumnSink::sorted_head`]) and within a block, not across them (compaction merges
     /// those).
-    pub async fn scan_columns(
+    pub async fn scan_columns<M: ColumnSink + Send + 'static>(
         &self,
         tenant: &str,
         window: Option<Window>,
-        m: &mut (impl ColumnSink + Send),
+        m: &mut M,
     ) -> Result<ScanStats, QueryError> {
         self.recent.catch_up().await;
         let mut stats = ScanStats {
@@ -57,15 +66,31 @@ impl Querier {
             .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
         let storage = self.db.storage().clone();
-        let read = |u: &Unit, needs: MetricNeeds| {
+        // A row group's read: fetched, decoded and, when the sink forks, added to the fork on
+        // a query worker; a task of its own, so fetches go on while the scan takes earlier
+        // row groups.
+        let read = |u: &Unit, m: &M| {
             let (b, rg) = (blocks[u.block].clone(), u.rg);
             let (storage, workers) = (storage.clone(), self.workers.clone());
-            // A task of its own: the fetch goes on while the scan adds earlier row groups.
+            let needs = m.needs_between(u.lo, u.hi);
+            let fork = m.fork();
             crate::workers::spawn(async move {
                 let data = b.fetch_metric_columns(&*storage, rg, &needs).await?;
                 let bytes = data.bytes();
-                let cols = workers.run(move || Ok(data.metric_columns(&needs)?)).await?;
-                Ok((bytes, cols))
+                let read = workers
+                    .run(move || {
+                        let cols = data.metric_columns(&needs)?;
+                        let spans = cols.start.len() as u64;
+                        Ok(match fork {
+                            Some(mut part) => {
+                                part.add_columns(&cols);
+                                Read::Added(part, spans)
+                            }
+                            None => Read::Columns(Box::new(cols)),
+                        })
+                    })
+                    .await?;
+                Ok((bytes, read))
             })
         };
         // Reads in flight, in plan order; one more starts as each is taken.
@@ -75,7 +100,7 @@ impl Querier {
             if inflight.len() == self.workers.parallelism() {
                 break;
             }
-            inflight.push_back(read(u, m.needs_between(u.lo, u.hi)));
+            inflight.push_back(read(u, m));
             started += 1;
         }
         let mut at = 0;
@@ -87,11 +112,19 @@ impl Querier {
             }
             match result {
                 _ if failed[u.block] => {}
-                Ok((bytes, cols)) => {
+                Ok((bytes, read)) => {
                     read_any[u.block] = true;
                     stats.inspected_bytes += bytes;
-                    stats.inspected_spans += cols.start.len() as u64;
-                    m.add_columns(&cols);
+                    match read {
+                        Read::Added(part, spans) => {
+                            stats.inspected_spans += spans;
+                            m.merge(part);
+                        }
+                        Read::Columns(cols) => {
+                            stats.inspected_spans += cols.start.len() as u64;
+                            m.add_columns(&cols);
+                        }
+                    }
                 }
                 Err(QueryError::Block(e)) => {
                     failed[u.block] = true;
@@ -100,7 +133,7 @@ impl Querier {
                 }
             }
             if let Some(next) = units.get(started) {
-                inflight.push_back(read(next, m.needs_between(next.lo, next.hi)));
+                inflight.push_back(read(next, m));
                 started += 1;
             }
         }

@@ -45,7 +45,6 @@ use weft_block::{Block, BlockError, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_engine::graph::ServiceGraph;
-#[cfg(doc)]
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::TraceSink;
 
@@ -92,6 +91,25 @@ fn overlaps<F: SpanFields>(rows: impl IntoIterator<Item = F>, w: Option<Window>)
     let Some((start, end)) = w else { return true };
     rows.into_iter()
         .any(|r| r.start_unix_nano() <= end && r.end_unix_nano() >= start)
+}
+
+/// A whole trace's spans as a sink is offered them (de-duplicated), when they may match the
+/// prefilter, overlap the window, and start when the sink still `wants`.
+fn offerable(
+    mut rows: Vec<SpanRow>,
+    prefilter: &Prefilter,
+    window: Option<Window>,
+    wants: impl Fn(u64) -> bool,
+) -> Option<Vec<SpanRow>> {
+    if rows.is_empty() || !prefilter.trace_may_match(&rows) || !overlaps(&rows, window) {
+        return None;
+    }
+    let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
+    if !wants(start) {
+        return None;
+    }
+    dedup_spans(&mut rows);
+    Some(rows)
 }
 
 /// The trace IDs of `cols`, the trace whose span arrived last first: a search keeps the most
@@ -204,16 +222,10 @@ impl Scan<'_> {
     }
 
     /// Offers a whole trace if it may match and overlaps the window.
-    fn finish_trace(&mut self, mut rows: Vec<SpanRow>, sink: &mut (dyn TraceSink + Send)) {
-        if rows.is_empty() || !sink.prefilter().trace_may_match(&rows) || !overlaps(&rows, self.window) {
-            return;
+    fn finish_trace(&mut self, rows: Vec<SpanRow>, sink: &mut (dyn TraceSink + Send)) {
+        if let Some(rows) = offerable(rows, sink.prefilter(), self.window, |s| sink.wants_start(s)) {
+            sink.offer(&rows);
         }
-        let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-        if !sink.wants_start(start) {
-            return;
-        }
-        dedup_spans(&mut rows);
-        sink.offer(&rows);
     }
 
     /// Whether any block other than `except` may hold `id`.

@@ -391,7 +391,7 @@ pub(crate) async fn run_column_scan(
     st: &AppState,
     tenant: &str,
     window: Option<Window>,
-    sink: &mut (impl ColumnSink + Send),
+    sink: &mut (impl ColumnSink + Send + 'static),
 ) -> Result<ScanStats, Response> {
     st.querier()
         .scan_columns(tenant, window, sink)

@@ -127,14 +127,30 @@ impl TraceSink for Progress {
 
     fn offer(&mut self, rows: &[weft_block::row::SpanRow]) {
         self.inner.offer(rows);
-        if self.last.elapsed() >= std::time::Duration::from_millis(100) && Arc::strong_count(&self.out) > 1 {
-            *self.out.lock() = self.inner.hits_so_far();
-            self.last = Instant::now();
-        }
+        self.publish();
     }
 
     fn done(&self) -> bool {
         self.inner.done()
+    }
+
+    fn fork(&self) -> Option<Box<dyn weft_engine::search::TracePart>> {
+        TraceSink::fork(&self.inner)
+    }
+
+    fn merge(&mut self, part: Box<dyn weft_engine::search::TracePart>) {
+        TraceSink::merge(&mut self.inner, part);
+        self.publish();
+    }
+}
+
+impl Progress {
+    /// Publishes the hits so far, at most every 100 ms, when a streaming reply is waiting.
+    fn publish(&mut self) {
+        if self.last.elapsed() >= std::time::Duration::from_millis(100) && Arc::strong_count(&self.out) > 1 {
+            *self.out.lock() = self.inner.hits_so_far();
+            self.last = Instant::now();
+        }
     }
 }
 
