@@ -110,6 +110,16 @@ impl LogHistogram {
         self.total += 1;
     }
 
+    fn merge(&mut self, other: &LogHistogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+    }
+
     fn quantile(&self, q: f64) -> u64 {
         if self.total == 0 {
             return 0;
@@ -216,6 +226,74 @@ impl ServiceGraph {
             by_id: Vec::new(),
             orphans: Vec::new(),
         })
+    }
+
+    /// An empty graph of the same query, window and budget, for a part of the spans (a row
+    /// group, on a query worker); add it back with [`ServiceGraph::merge`].
+    pub fn fork(&self) -> ServiceGraph {
+        ServiceGraph {
+            filter: self.filter.clone(),
+            prefilter: self.prefilter.clone(),
+            window: self.window,
+            max_spans: self.max_spans,
+            inspected_spans: 0,
+            inspected_traces: 0,
+            oldest_start: None,
+            unresolved_calls: 0,
+            truncated: false,
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            services: Vec::new(),
+            edges: FastMap::with_hasher(FastBuild::default()),
+            resource_names: HashMap::new(),
+            pending: HashMap::new(),
+            run: Vec::new(),
+            by_id: Vec::new(),
+            orphans: Vec::new(),
+        }
+    }
+
+    /// Adds what a [`fork`](ServiceGraph::fork) counted: service totals, calls and their
+    /// latency histograms add up, and the calls it kept aside wait here for their traces. The
+    /// result is what counting the fork's spans here would have given.
+    pub fn merge(&mut self, part: ServiceGraph) {
+        let ids: Vec<u32> = part.names.iter().map(|n| self.name_id(n)).collect();
+        for (i, st) in part.services.iter().enumerate() {
+            let into = &mut self.services[ids[i] as usize];
+            into.spans += st.spans;
+            into.errors += st.errors;
+            into.roots += st.roots;
+        }
+        for ((a, b), e) in part.edges {
+            let into = self
+                .edges
+                .entry((ids[a as usize], ids[b as usize]))
+                .or_insert_with(|| EdgeStats {
+                    calls: 0,
+                    errors: 0,
+                    latency: LogHistogram::default(),
+                });
+            into.calls += e.calls;
+            into.errors += e.errors;
+            into.latency.merge(&e.latency);
+        }
+        for (trace, children) in part.pending {
+            self.pending
+                .entry(trace)
+                .or_default()
+                .extend(children.into_iter().map(|c| GraphSpan {
+                    service: ids[c.service as usize],
+                    ..c
+                }));
+        }
+        self.inspected_spans += part.inspected_spans;
+        self.inspected_traces += part.inspected_traces;
+        self.unresolved_calls += part.unresolved_calls;
+        self.truncated |= part.truncated;
+        self.oldest_start = match (self.oldest_start, part.oldest_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// True when every trace counts (`{ }`): the graph can then be fed columns, without

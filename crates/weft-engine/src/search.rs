@@ -677,7 +677,7 @@ fn spanset_evaluator(query: &Query) -> Result<Evaluator, EvalError> {
 /// Distinct tag values in the order first seen, at most `cap` of them.
 #[derive(Debug)]
 pub(crate) struct ValueList {
-    cap: usize,
+    pub(crate) cap: usize,
     /// Set when more than `cap` distinct values were seen.
     pub(crate) truncated: bool,
     pub(crate) values: Vec<Value>,

@@ -95,6 +95,7 @@ impl Seen {
 
 /// A filter evaluated span by span (see the [module docs](self)); `None` in the sinks for the
 /// empty filter, which every span passes.
+#[derive(Clone)]
 struct SpanFilter {
     evaluator: Evaluator,
     prefilter: Prefilter,
@@ -236,6 +237,14 @@ macro_rules! tag_column_sink {
             fn done(&self) -> bool {
                 self.is_done()
             }
+
+            fn fork(&self) -> Option<Self> {
+                Some(self.fork_part())
+            }
+
+            fn merge(&mut self, part: Self) {
+                self.merge_part(part)
+            }
         }
     };
 }
@@ -280,6 +289,31 @@ impl ColumnTagNames {
     /// Names never fill up: every span may add one.
     fn is_done(&self) -> bool {
         false
+    }
+
+    /// An empty list of the same filter and window ([`ColumnSink::fork`]).
+    fn fork_part(&self) -> ColumnTagNames {
+        ColumnTagNames {
+            window: self.window,
+            needs: self.needs.clone(),
+            filter: self.filter.clone(),
+            cap: self.cap,
+            keys: BTreeMap::new(),
+            raw: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a fork's names. Within the cap the result is the union; past it, the part's
+    /// names are taken in name order, so the answer is the same whatever the timing.
+    fn merge_part(&mut self, part: ColumnTagNames) {
+        for (scope, raw) in part.raw {
+            self.raw.entry(scope).or_default().extend(raw);
+        }
+        for (scope, keys) in part.keys {
+            for key in keys {
+                add_key(&mut self.keys, self.cap, scope, &key);
+            }
+        }
     }
 
     /// Takes a row group's names from the index's key lists when every span of it counts: no
@@ -487,6 +521,26 @@ impl ColumnTagValues {
 
     fn is_done(&self) -> bool {
         self.list.truncated
+    }
+
+    /// An empty list of the same field, filter and window ([`ColumnSink::fork`]).
+    fn fork_part(&self) -> ColumnTagValues {
+        ColumnTagValues {
+            window: self.window,
+            needs: self.needs.clone(),
+            filter: self.filter.clone(),
+            parts: self.parts,
+            field: self.field.clone(),
+            id_of: self.id_of,
+            list: ValueList::new(self.list.cap),
+        }
+    }
+
+    /// Adds a fork's values after this list's, as if its spans came next: the values in the
+    /// order first seen, the same as one pass would list, truncated when it would be.
+    fn merge_part(&mut self, part: ColumnTagValues) {
+        self.list.extend(part.list.values);
+        self.list.truncated |= part.list.truncated;
     }
 
     /// Values are not in the key lists.

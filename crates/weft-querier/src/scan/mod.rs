@@ -41,7 +41,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
-use weft_block::{Block, BlockError, columns::SpanColumns};
+use weft_block::{Block, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_engine::graph::ServiceGraph;
@@ -418,66 +418,9 @@ impl Querier {
                 });
             }
         });
-        let in_head = |id: &[u8; 16]| {
-            let mut active = false;
-            self.recent.view(tenant, &mut |v| {
-                active = v.active.is_some_and(|c| c.traces.contains_key(id));
-            });
-            active
-                || cuts
-                    .iter()
-                    .any(|c| c.of(tenant).is_some_and(|cols| cols.traces.contains_key(id)))
-        };
         stats.total_blocks = blocks.len() as u64;
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-        let storage = &**self.db.storage();
-        for (bi, b) in blocks.iter().enumerate() {
-            if block_outside(b, window) {
-                stats.skipped_blocks += 1;
-                continue;
-            }
-            // (whether a row group was read, whether the span budget ran out)
-            let read: Result<(bool, bool), QueryError> = async {
-                let mut read_any = false;
-                for rg in 0..b.row_group_count() {
-                    if row_group_outside(b, storage, rg, window).await? {
-                        stats.skipped_row_groups += 1;
-                        continue;
-                    }
-                    if g.budget_spent() {
-                        g.mark_truncated();
-                        return Ok((read_any, true));
-                    }
-                    let data = b.fetch_graph_columns(storage, rg).await?;
-                    read_any = true;
-                    stats.inspected_bytes += data.bytes();
-                    let cols = tokio::task::spawn_blocking(move || data.graph_columns())
-                        .await
-                        .map_err(|e| BlockError::Corrupt(format!("reader task failed: {e}")))??;
-                    stats.inspected_spans += cols.span_id.len() as u64;
-                    let row_groups = b.row_group_count();
-                    g.add_block_rows(&cols, |id, at_edge| {
-                        (at_edge && row_groups > 1) || in_blocks(&blocks, id, Some(bi)) || in_head(id)
-                    });
-                }
-                Ok((read_any, false))
-            }
-            .await;
-            match read {
-                Ok((true, spent)) => {
-                    stats.inspected_blocks += 1;
-                    if spent {
-                        break;
-                    }
-                }
-                Ok((false, true)) => break,
-                Ok((false, false)) => stats.skipped_blocks += 1,
-                Err(QueryError::Block(e)) => {
-                    self.db.block_failed(b, e)?;
-                    stats.damaged_blocks += 1;
-                }
-            }
-        }
+        self.graph_blocks(tenant, window, blocks, cuts, g, &mut stats).await?;
         for id in g.pending_traces().into_iter().take(GRAPH_MAX_RESOLVED_TRACES) {
             let found = self
                 .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
@@ -490,6 +433,150 @@ impl Querier {
         g.give_up();
         stats.inspected_traces = g.inspected_traces;
         Ok(stats)
+    }
+}
+
+/// What the workers counting a service graph's row groups share, read only.
+struct GraphShared {
+    blocks: Vec<Arc<Block>>,
+    /// The head's cuts the graph counted.
+    cuts: Vec<Arc<FrozenSpans>>,
+    recent: Arc<dyn weft_db::recent::RecentSpans>,
+    tenant: String,
+}
+
+impl GraphShared {
+    /// Whether trace `id` may have spans outside row group `rg` of block `bi`: at the row
+    /// group's edge (`at_edge`) of a block of several, in another block, or in the head.
+    fn elsewhere(&self, id: &[u8; 16], bi: usize, at_edge: bool) -> bool {
+        if at_edge && self.blocks[bi].row_group_count() > 1 {
+            return true;
+        }
+        if self
+            .blocks
+            .iter()
+            .enumerate()
+            .any(|(i, b)| i != bi && !b.index.candidates(id).is_empty())
+        {
+            return true;
+        }
+        let mut active = false;
+        self.recent.view(&self.tenant, &mut |v| {
+            active = v.active.is_some_and(|c| c.traces.contains_key(id));
+        });
+        active
+            || self
+                .cuts
+                .iter()
+                .any(|c| c.of(&self.tenant).is_some_and(|cols| cols.traces.contains_key(id)))
+    }
+}
+
+impl Querier {
+    /// The blocks part of [`Querier::scan_service_graph`]: every row group in the window,
+    /// newest blocks first, counted into a fork of `g` on the query workers (up to
+    /// `--query-parallelism` at once) and merged back in that order, until the span budget
+    /// is spent, so the graph is the same whatever the timing.
+    async fn graph_blocks(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        blocks: Vec<Arc<Block>>,
+        cuts: Vec<Arc<FrozenSpans>>,
+        g: &mut ServiceGraph,
+        stats: &mut ScanStats,
+    ) -> Result<(), QueryError> {
+        let storage = self.db.storage().clone();
+        // The row groups in the window, in order; a block whose footer fails is damaged.
+        let mut units: Vec<(usize, usize)> = Vec::new();
+        let mut failed = vec![false; blocks.len()];
+        let mut read_any = vec![false; blocks.len()];
+        for (bi, b) in blocks.iter().enumerate() {
+            if block_outside(b, window) {
+                stats.skipped_blocks += 1;
+                continue;
+            }
+            for rg in 0..b.row_group_count() {
+                match row_group_outside(b, &*storage, rg, window).await {
+                    Ok(true) => stats.skipped_row_groups += 1,
+                    Ok(false) => units.push((bi, rg)),
+                    Err(QueryError::Block(e)) => {
+                        failed[bi] = true;
+                        self.db.block_failed(b, e)?;
+                        stats.damaged_blocks += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        let shared = Arc::new(GraphShared {
+            blocks,
+            cuts,
+            recent: self.recent.clone(),
+            tenant: tenant.to_owned(),
+        });
+        let read = |(bi, rg): (usize, usize), mut part: ServiceGraph| {
+            let (shared, storage, workers) = (shared.clone(), storage.clone(), self.workers.clone());
+            crate::workers::spawn(async move {
+                let data = shared.blocks[bi].fetch_graph_columns(&*storage, rg).await?;
+                let bytes = data.bytes();
+                workers
+                    .run(move || {
+                        let cols = data.graph_columns()?;
+                        let spans = cols.span_id.len() as u64;
+                        part.add_block_rows(&cols, |id, at_edge| shared.elsewhere(id, bi, at_edge));
+                        Ok((bytes, spans, part))
+                    })
+                    .await
+            })
+        };
+        let mut inflight = futures::stream::FuturesOrdered::new();
+        let mut started = 0;
+        while started < units.len() && inflight.len() < self.workers.parallelism() {
+            inflight.push_back(read(units[started], g.fork()));
+            started += 1;
+        }
+        let mut at = 0;
+        while let Some(result) = inflight.next().await {
+            let (bi, _) = units[at];
+            at += 1;
+            if failed[bi] {
+                continue;
+            }
+            if g.budget_spent() {
+                // Row groups of the window are left unread.
+                g.mark_truncated();
+                break;
+            }
+            match result {
+                Ok((bytes, spans, part)) => {
+                    read_any[bi] = true;
+                    stats.inspected_bytes += bytes;
+                    stats.inspected_spans += spans;
+                    g.merge(part);
+                }
+                Err(QueryError::Block(e)) => {
+                    failed[bi] = true;
+                    self.db.block_failed(&shared.blocks[bi], e)?;
+                    stats.damaged_blocks += 1;
+                }
+            }
+            if let Some(&next) = units.get(started) {
+                inflight.push_back(read(next, g.fork()));
+                started += 1;
+            }
+        }
+        for (bi, b) in shared.blocks.iter().enumerate() {
+            if failed[bi] || block_outside(b, window) {
+                continue;
+            }
+            if read_any[bi] {
+                stats.inspected_blocks += 1;
+            } else {
+                stats.skipped_blocks += 1;
+            }
+        }
+        Ok(())
     }
 }
 
