@@ -97,6 +97,7 @@ def main():
     if not os.access(weft, os.X_OK):
         sys.exit(f"no weft binary at {weft}; build it with cargo build --release -p weft-server")
     levels = [int(p) for p in args.parallelism.split(",")]
+    bench_search.ONLY = {n for n in args.only.split(",") if n}
     kept = args.data_dir or load(args)
     needle = needle_of(kept)
     metas = []

@@ -232,9 +232,16 @@ def summarize(ms):
     return {"min_ms": round(min(ms), 1), "p50_ms": round(statistics.median(ms), 1), "max_ms": round(max(ms), 1)}
 
 
+# Query names to run; empty: all. Others are skipped (no timing). Set by scripts that reuse these
+# query lists (bench_parallelism.py --only).
+ONLY = set()
+
+
 def run_query(server, name, path, params, runs, timeout, check=None, measure_timeout=0):
     """Runs one API query `runs` times; `check(json)` returns (ok, note, facts). After a timeout,
     with `measure_timeout` > `timeout`, runs it once more with that limit to learn how long it takes."""
+    if ONLY and name not in ONLY:
+        return {"name": name, "path": path, "params": params, "ok": True, "skipped": True}
     url = f"http://127.0.0.1:{server.http}{path}?{urllib.parse.urlencode(params)}"
     res = {"name": name, "path": path, "params": params, "runs": [], "status": None, "ok": True}
     ms = []

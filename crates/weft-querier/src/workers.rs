@@ -40,6 +40,13 @@ impl Workers {
         self.parallelism
     }
 
+    /// How many pieces one query keeps in flight: twice the permits, so that while a piece
+    /// runs, the next ones are being fetched (a fetch holds no permit), and a core never waits
+    /// for a fetch. Only [`Self::parallelism`] of them compute at once.
+    pub fn lookahead(&self) -> usize {
+        self.parallelism * 2
+    }
+
     /// Runs `f` on a blocking thread once a permit is free, and returns its result.
     pub async fn run<T, F>(&self, f: F) -> Result<T, QueryError>
     where

@@ -124,7 +124,7 @@ impl Scan<'_> {
         // Reads in flight, in plan order; one more starts as each is taken.
         let mut results = futures::stream::FuturesOrdered::new();
         let mut started = 0;
-        while started < units.len() && results.len() < self.q.workers.parallelism() {
+        while started < units.len() && results.len() < self.q.workers.lookahead() {
             results.push_back(read(units[started], sink.fork()));
             started += 1;
         }

@@ -97,7 +97,7 @@ impl Querier {
         let mut inflight = futures::stream::FuturesOrdered::new();
         let mut started = 0;
         for u in &units {
-            if inflight.len() == self.workers.parallelism() {
+            if inflight.len() == self.workers.lookahead() {
                 break;
             }
             inflight.push_back(read(u, m));

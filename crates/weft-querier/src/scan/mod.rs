@@ -532,7 +532,7 @@ impl Querier {
         };
         let mut inflight = futures::stream::FuturesOrdered::new();
         let mut started = 0;
-        while started < units.len() && inflight.len() < self.workers.parallelism() {
+        while started < units.len() && inflight.len() < self.workers.lookahead() {
             inflight.push_back(read(units[started], g.fork()));
             started += 1;
         }
