@@ -164,7 +164,7 @@ impl Scan<'_> {
             }
         }
         for (i, b) in self.blocks.iter().enumerate() {
-            if failed[i] || block_outside(b, self.window) {
+            if failed[i] || !self.read[i] || block_outside(b, self.window) {
                 continue;
             }
             if read_any[i] {
@@ -183,6 +183,9 @@ impl Scan<'_> {
         let storage = &**self.q.db.storage();
         let mut units = Vec::new();
         for (i, failed) in failed.iter_mut().enumerate() {
+            if !self.read[i] {
+                continue;
+            }
             let b = self.blocks[i].clone();
             if block_outside(&b, self.window) {
                 self.stats.skipped_blocks += 1;

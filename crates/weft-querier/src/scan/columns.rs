@@ -17,7 +17,7 @@ use weft_block::Block;
 use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
-use super::{ScanStats, Window, block_outside, row_group_outside};
+use super::{ScanPart, ScanStats, Window, block_outside, row_group_outside};
 use crate::{Querier, QueryError};
 
 /// A row group read on a query worker: added to a fork of the sink, with its span count, or
@@ -53,13 +53,27 @@ impl Querier {
         window: Option<Window>,
         m: &mut M,
     ) -> Result<ScanStats, QueryError> {
+        self.scan_columns_part(tenant, window, &ScanPart::all(), m).await
+    }
+
+    /// [`Querier::scan_columns`] over one part of the stored spans ([`ScanPart`]): the parts
+    /// of one query, each into its own sink ([`ColumnSink::fork`]) merged in any fixed order,
+    /// give what one scan gives, quarantined blocks counted in each.
+    pub async fn scan_columns_part<M: ColumnSink + Send + 'static>(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        part: &ScanPart,
+        m: &mut M,
+    ) -> Result<ScanStats, QueryError> {
         self.recent.catch_up().await;
         let mut stats = ScanStats {
             damaged_blocks: self.db.quarantined_overlapping(tenant, window),
             ..ScanStats::default()
         };
-        let blocks = self.head_columns(tenant, m, &mut stats);
+        let mut blocks = self.head_columns(tenant, part.head, m, &mut stats);
         stats.total_blocks = blocks.len() as u64;
+        blocks.retain(|b| part.reads(b));
         let mut failed = vec![false; blocks.len()];
         let mut read_any = vec![false; blocks.len()];
         let units = self
@@ -151,7 +165,13 @@ impl Querier {
     }
 
     /// Adds the head's spans to `m`, and returns the blocks listed in the same view.
-    fn head_columns(&self, tenant: &str, m: &mut (impl ColumnSink + Send), stats: &mut ScanStats) -> Vec<Arc<Block>> {
+    fn head_columns(
+        &self,
+        tenant: &str,
+        head: bool,
+        m: &mut (impl ColumnSink + Send),
+        stats: &mut ScanStats,
+    ) -> Vec<Arc<Block>> {
         let head_order = |m: &dyn ColumnSink, cols: &weft_block::columns::SpanColumns| -> Vec<u32> {
             if m.sorted_head() {
                 cols.sorted_order()
@@ -163,6 +183,9 @@ impl Querier {
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         self.recent.view(tenant, &mut |v| {
             blocks = self.db.blocks(tenant);
+            if !head {
+                return;
+            }
             if let Some(cols) = v.active {
                 let order = head_order(m, cols);
                 stats.inspected_spans += order.len() as u64;

@@ -84,6 +84,24 @@ pub struct ScanStats {
     pub damaged_blocks: u64,
 }
 
+impl ScanStats {
+    /// Adds the figures of another part of the same scan; `total_blocks` is the listing's, the
+    /// same for every part.
+    pub fn add(&mut self, o: &ScanStats) {
+        self.inspected_bytes += o.inspected_bytes;
+        self.inspected_traces += o.inspected_traces;
+        self.inspected_spans += o.inspected_spans;
+        self.inspected_blocks += o.inspected_blocks;
+        self.total_blocks = self.total_blocks.max(o.total_blocks);
+        self.skipped_blocks += o.skipped_blocks;
+        self.skipped_row_groups += o.skipped_row_groups;
+        self.split_traces += o.split_traces;
+        self.split_traces_ruled_out += o.split_traces_ruled_out;
+        self.truncated_traces += o.truncated_traces;
+        self.damaged_blocks += o.damaged_blocks;
+    }
+}
+
 /// An inclusive time window in Unix nanoseconds.
 pub type Window = (u64, u64);
 
@@ -126,6 +144,9 @@ struct Scan<'a> {
     tenant: &'a str,
     window: Option<Window>,
     blocks: Vec<Arc<Block>>,
+    /// Which of `blocks` this part reads (every block is still asked whether it may hold a
+    /// trace).
+    read: Vec<bool>,
     /// Traces already offered or deferred.
     handled: HashSet<[u8; 16]>,
     deferred: Vec<[u8; 16]>,
@@ -140,6 +161,58 @@ struct Scan<'a> {
     stats: ScanStats,
 }
 
+/// The share of a tenant's stored spans that one part of a split scan reads: one job of a
+/// query split across queriers (issue 47), or the whole scan ([`ScanPart::all`]).
+///
+/// The parts of one query must together read the head once and each block of one listing
+/// once. Each part offers the traces it holds whole, and leaves the traces stored in several
+/// places to [`Querier::finish_scan`], which reads each of them whole once for the query: so
+/// the merged parts give what one scan gives (`tests/split_scan.rs`). The head part skips
+/// cuts that blocks of its own listing cover; the parts' listings must agree (no block
+/// written or compacted between them), which a caller checks with
+/// [`PartOutcome::missing_blocks`] and the listing it planned from.
+#[derive(Debug, Clone, Default)]
+pub struct ScanPart {
+    /// Read the head: recent spans not yet in a block.
+    pub head: bool,
+    /// Read these blocks of the listing, by ID; `None`: all of them.
+    pub blocks: Option<HashSet<String>>,
+}
+
+impl ScanPart {
+    /// The head and every block: one part that is the whole scan.
+    pub fn all() -> ScanPart {
+        ScanPart {
+            head: true,
+            blocks: None,
+        }
+    }
+
+    fn reads(&self, b: &Block) -> bool {
+        self.blocks.as_ref().is_none_or(|ids| ids.contains(&b.meta.block_id))
+    }
+}
+
+/// What one part of a split scan leaves to [`Querier::finish_scan`].
+#[derive(Debug, Default)]
+pub struct PartOutcome {
+    /// What the part read. Damaged blocks are those it met; the quarantined ones are counted
+    /// once, by `finish_scan`.
+    pub stats: ScanStats,
+    /// Blocks of the tenant quarantined when the part started ([`weft_db::quarantine`]).
+    quarantined: u64,
+    /// Blocks the part was asked to read that are no longer listed (compacted away since the
+    /// query was planned): it read none of them.
+    pub missing_blocks: Vec<String>,
+    /// Traces stored in several places, in the order found.
+    deferred: Vec<[u8; 16]>,
+    /// The leaves passed by the pieces of traces seen, or-ed.
+    passed: HashMap<[u8; 16], u64>,
+    /// Blocks (and row groups) skipped for the window, by block ID.
+    window_skipped: Vec<(String, Option<usize>)>,
+    saw_all: bool,
+}
+
 impl Querier {
     /// Offers every trace of `tenant` that may match `sink`'s query and overlaps `window` to
     /// the sink, once, whole (see the [module docs](crate::scan)).
@@ -149,29 +222,113 @@ impl Querier {
         window: Option<Window>,
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<ScanStats, QueryError> {
+        let part = self.scan_part(tenant, window, &ScanPart::all(), sink).await?;
+        self.finish_scan(tenant, window, vec![part], sink).await
+    }
+
+    /// Scans one part of `tenant`'s stored spans (steps 1 to 3 of the [module
+    /// docs](crate::scan)): offers `sink` the traces the part holds whole, and returns the
+    /// traces it found stored elsewhere too, for [`Querier::finish_scan`].
+    pub async fn scan_part(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        part: &ScanPart,
+        sink: &mut (dyn TraceSink + Send),
+    ) -> Result<PartOutcome, QueryError> {
         self.recent.catch_up().await;
+        let quarantined = self.db.quarantined_overlapping(tenant, window);
         let mut scan = Scan {
             q: self,
             tenant,
             window,
             blocks: self.db.blocks(tenant),
+            read: Vec::new(),
             handled: HashSet::new(),
             deferred: Vec::new(),
             passed: HashMap::new(),
             window_skipped: Vec::new(),
             saw_all: true,
-            stats: ScanStats {
-                damaged_blocks: self.db.quarantined_overlapping(tenant, window),
-                ..ScanStats::default()
-            },
+            stats: ScanStats::default(),
         };
-        scan.head(sink);
+        if part.head {
+            scan.head(sink);
+        }
         // Blocks written while the head was scanned hold traces seen there; `handled` skips
         // them, and anything else they hold was in the head and is offered or deferred.
         scan.blocks = self.db.blocks(tenant);
         scan.stats.total_blocks = scan.blocks.len() as u64;
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+        scan.read = scan.blocks.iter().map(|b| part.reads(b)).collect();
+        let missing_blocks = part
+            .blocks
+            .iter()
+            .flatten()
+            .filter(|id| !scan.blocks.iter().any(|b| &b.meta.block_id == *id))
+            .cloned()
+            .collect();
         scan.blocks(sink).await?;
+        let window_skipped = scan
+            .window_skipped
+            .iter()
+            .map(|&(b, rg)| (scan.blocks[b].meta.block_id.clone(), rg))
+            .collect();
+        Ok(PartOutcome {
+            stats: scan.stats,
+            quarantined,
+            missing_blocks,
+            deferred: scan.deferred,
+            passed: scan.passed,
+            window_skipped,
+            saw_all: scan.saw_all,
+        })
+    }
+
+    /// Ends a scan split into `parts` (step 4 of the [module docs](crate::scan)): each trace
+    /// some part deferred is read whole once, unless the leaves its pieces passed rule it
+    /// out, and offered to `sink` (into which the parts' sinks were merged). Returns the
+    /// parts' statistics added up.
+    pub async fn finish_scan(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        parts: Vec<PartOutcome>,
+        sink: &mut (dyn TraceSink + Send),
+    ) -> Result<ScanStats, QueryError> {
+        let mut scan = Scan {
+            q: self,
+            tenant,
+            window,
+            blocks: self.db.blocks(tenant),
+            read: Vec::new(),
+            handled: HashSet::new(),
+            deferred: Vec::new(),
+            passed: HashMap::new(),
+            window_skipped: Vec::new(),
+            saw_all: true,
+            stats: ScanStats::default(),
+        };
+        let quarantined = parts.iter().map(|p| p.quarantined).max().unwrap_or(0);
+        scan.stats.damaged_blocks = quarantined;
+        for p in parts {
+            scan.stats.add(&p.stats);
+            scan.saw_all &= p.saw_all && p.missing_blocks.is_empty();
+            for id in p.deferred {
+                if scan.handled.insert(id) {
+                    scan.deferred.push(id);
+                }
+            }
+            for (id, passed) in p.passed {
+                scan.note(id, passed);
+            }
+            for (block, rg) in p.window_skipped {
+                match scan.blocks.iter().position(|b| b.meta.block_id == block) {
+                    Some(b) => scan.window_skipped.push((b, rg)),
+                    // Compacted away since: what it held is elsewhere now, unseen.
+                    None => scan.saw_all = false,
+                }
+            }
+        }
         let deferred = std::mem::take(&mut scan.deferred);
         let mut fetch = Vec::with_capacity(deferred.len());
         for id in deferred {

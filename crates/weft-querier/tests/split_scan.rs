@@ -1,0 +1,263 @@
+//! A scan split into parts (the head and any grouping of the blocks, each part into a sink of
+//! its own), the sinks merged in the parts' order and the split traces finished once, gives
+//! what one scan gives: the same search hits in the same order, the same metrics series, the
+//! same tag values. This is what lets a query frontend split a query into jobs (issue 47).
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::Node;
+use proptest::prelude::*;
+use weft_engine::search::{Metrics, Search, SearchParams, TraceSink};
+use weft_engine::span_metrics::SpanMetrics;
+use weft_engine::tags::ColumnTagValues;
+use weft_ingest::IngestConfig;
+use weft_otlp::pb::collector::ExportTraceServiceRequest;
+use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
+use weft_otlp::pb::resource::Resource;
+use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span, Status};
+use weft_querier::scan::ScanPart;
+use weft_storage::MemoryStorage;
+
+const BASE: u64 = 1_700_000_000_000_000_000;
+const SERVICES: [&str; 3] = ["a", "b", "c"];
+/// Where a span is stored: blocks 0 to 2 (flushed in that order), or the head (3).
+const PLACES: u8 = 4;
+
+/// A span: its service, whether it failed, and where it is stored. Span 0 of a trace is its
+/// root; span `k` is a child of span `k / 2`.
+type SpanSpec = (usize, bool, u8);
+
+fn trace_id(t: usize) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&(t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
+    id[15] = 3;
+    id
+}
+
+fn span_of(t: usize, k: usize, (_, error, _): SpanSpec) -> Span {
+    let start = BASE + (t as u64 * 7 % 50) * 1_000_000 + k as u64 * 1_000;
+    Span {
+        trace_id: trace_id(t).to_vec().into(),
+        span_id: ((t * 16 + k + 1) as u64).to_be_bytes().to_vec().into(),
+        parent_span_id: if k == 0 {
+            Default::default()
+        } else {
+            ((t * 16 + k / 2 + 1) as u64).to_be_bytes().to_vec().into()
+        },
+        name: format!("op{}", k % 3),
+        kind: if k == 0 { 2 } else { 3 },
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + 1_000 * (k as u64 + 1),
+        status: Some(Status {
+            code: if error { 2 } else { 0 },
+            ..Default::default()
+        }),
+        attributes: vec![KeyValue {
+            key: "user".to_owned(),
+            value: Some(AnyValue {
+                value: Some(V::StringValue(format!("u{}", (t + k) % 5))),
+            }),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The spans stored at `place`, one resource per service.
+fn request(traces: &[Vec<SpanSpec>], place: u8) -> Bytes {
+    use prost::Message;
+    let resource_spans = SERVICES
+        .iter()
+        .enumerate()
+        .map(|(s, name)| ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".to_owned(),
+                    value: Some(AnyValue {
+                        value: Some(V::StringValue((*name).to_owned())),
+                    }),
+                }],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: traces
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(t, spans)| {
+                        spans
+                            .iter()
+                            .enumerate()
+                            .filter(move |(_, sp)| sp.0 == s && sp.2 == place)
+                            .map(move |(k, &sp)| span_of(t, k, sp))
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect();
+    Bytes::from(ExportTraceServiceRequest { resource_spans }.encode_to_vec())
+}
+
+fn traces() -> impl Strategy<Value = Vec<Vec<SpanSpec>>> {
+    let span = (0..SERVICES.len(), proptest::bool::weighted(0.2), 0..PLACES);
+    proptest::collection::vec(proptest::collection::vec(span, 1..6), 5..60)
+}
+
+const SEARCHES: [&str; 4] = [
+    "{ }",
+    "{ status = error }",
+    "{ resource.service.name = \"a\" } >> { status = error }",
+    "{ span.user = \"u1\" } && { resource.service.name = \"c\" }",
+];
+const TRACE_METRICS: &str = "{ resource.service.name = \"a\" } >> { } | count_over_time() by (resource.service.name)";
+const SPAN_METRICS: &str = "{ status = error } | count_over_time() by (resource.service.name, name)";
+
+/// The parts: the head alone or with the first group, and the blocks grouped by `groups`.
+fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPart> {
+    let n = groups.iter().copied().max().unwrap_or(0) + 1;
+    let mut parts: Vec<ScanPart> = (0..n)
+        .map(|_| ScanPart {
+            head: false,
+            blocks: Some(HashSet::new()),
+        })
+        .collect();
+    for (id, &g) in block_ids.iter().zip(groups.iter().cycle()) {
+        parts[g].blocks.as_mut().unwrap().insert(id.clone());
+    }
+    if head_alone {
+        parts.insert(
+            0,
+            ScanPart {
+                head: true,
+                blocks: Some(HashSet::new()),
+            },
+        );
+    } else {
+        parts[0].head = true;
+    }
+    parts
+}
+
+async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool, limit: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = IngestConfig {
+        data_dir: dir.path().to_path_buf(),
+        row_group_rows: 8,
+        ..Default::default()
+    };
+    let node = Node::open(cfg, Default::default(), Arc::new(MemoryStorage::default())).await;
+    let tenant: Arc<str> = Arc::from("t");
+    for place in 0..PLACES {
+        node.push(&tenant, request(&traces, place)).await.unwrap();
+        if place < PLACES - 1 {
+            node.flush().await;
+        }
+    }
+    let ids: Vec<String> = node.blocks("t").iter().map(|b| b.meta.block_id.clone()).collect();
+    let parts = parts(&ids, &groups, head_alone);
+    let window = Some((BASE, BASE + 100_000_000));
+    let params = SearchParams {
+        limit,
+        ..SearchParams::default()
+    };
+
+    for q in SEARCHES {
+        let query = weft_traceql::parse(q).unwrap();
+        let mut whole = Search::new(&query, params.clone()).unwrap();
+        node.scan("t", window, &mut whole).await.unwrap();
+        let mut merged = Search::new(&query, params.clone()).unwrap();
+        let mut outcomes = Vec::new();
+        for part in &parts {
+            let mut sink = Search::new(&query, params.clone()).unwrap();
+            outcomes.push(node.scan_part("t", window, part, &mut sink).await.unwrap());
+            TraceSink::merge(&mut merged, Box::new(sink));
+        }
+        node.finish_scan("t", window, outcomes, &mut merged).await.unwrap();
+        let hits = |s: Search| {
+            s.finish()
+                .into_iter()
+                .map(|h| (h.trace_id, h.start_unix_nano))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(hits(merged), hits(whole), "`{q}` split as {parts:?}");
+    }
+
+    let query = weft_traceql::parse(TRACE_METRICS).unwrap();
+    let metrics = || Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+    let mut whole = metrics();
+    node.scan("t", window, &mut whole).await.unwrap();
+    let mut merged = metrics();
+    let mut outcomes = Vec::new();
+    for part in &parts {
+        let mut sink = metrics();
+        outcomes.push(node.scan_part("t", window, part, &mut sink).await.unwrap());
+        TraceSink::merge(&mut merged, Box::new(sink));
+    }
+    node.finish_scan("t", window, outcomes, &mut merged).await.unwrap();
+    assert_eq!(merged.finish().unwrap(), whole.finish().unwrap(), "`{TRACE_METRICS}`");
+
+    let query = weft_traceql::parse(SPAN_METRICS).unwrap();
+    let span_metrics = || {
+        SpanMetrics::new(&query, BASE, BASE + 100_000_000, 10_000_000)
+            .unwrap()
+            .unwrap()
+    };
+    let mut whole = span_metrics();
+    node.scan_columns("t", window, &mut whole).await.unwrap();
+    let mut merged = span_metrics();
+    for part in &parts {
+        let mut sink = merged.fork();
+        node.scan_columns_part("t", window, part, &mut sink).await.unwrap();
+        merged.merge(sink);
+    }
+    assert_eq!(merged.finish().unwrap(), whole.finish().unwrap(), "`{SPAN_METRICS}`");
+
+    let filter = weft_traceql::parse("{ status = error }").unwrap();
+    let field = {
+        use weft_traceql::ast::{SpansetExpr, Stage};
+        let q = weft_traceql::parse("{ span.user }").unwrap();
+        let Some(Stage::Spanset(SpansetExpr::Filter(f))) = q.pipeline.stages.first() else {
+            unreachable!()
+        };
+        f.expr.clone().unwrap()
+    };
+    let values = || ColumnTagValues::new(&filter, &field, window, 100).unwrap();
+    let mut whole = values();
+    node.scan_columns("t", window, &mut whole).await.unwrap();
+    let mut merged = values();
+    for part in &parts {
+        let mut sink = values();
+        node.scan_columns_part("t", window, part, &mut sink).await.unwrap();
+        weft_engine::span_metrics::ColumnSink::merge(&mut merged, sink);
+    }
+    let set = |v: Vec<weft_traceql::Value>| {
+        let mut v: Vec<String> = v.into_iter().map(|v| format!("{v:?}")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(set(merged.finish()), set(whole.finish()), "tag values of span.user");
+    node.shutdown().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn parts_merged_give_the_whole_scan(
+        traces in traces(),
+        groups in proptest::collection::vec(0usize..3, 1..4),
+        head_alone in any::<bool>(),
+        limit in 1usize..8,
+    ) {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(check(traces, groups, head_alone, limit));
+    }
+}
