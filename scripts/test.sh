@@ -4,28 +4,31 @@
 # tests in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's header says when it starts, so a log shows where the time goes.
+SECONDS=0
+stage() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 export CARGO_TERM_COLOR=never
 
-echo "== spec vectors are well-formed and self-consistent"
+stage "spec vectors are well-formed and self-consistent"
 python3 scripts/check_vectors.py
 
-echo "== install test dependencies"
+stage "install test dependencies"
 # First, while nothing else is built: building Jaeger takes about 3.7 GB of caches for a few
 # minutes (removed after), and CI machines can be short of disk.
 bash scripts/test-deps.sh
 
-echo "== build the web UI (embedded into the weft binary)"
+stage "build the web UI (embedded into the weft binary)"
 bash scripts/build_ui.sh
 
-echo "== lint"
+stage "lint"
 bash scripts/lint.sh
 
-echo "== backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly fuzz run <target>)"
+stage "backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly fuzz run <target>)"
 (cd crates/weft-otlp/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 (cd crates/weft-translate/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 (cd crates/weft-kafka/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 
-echo "== rust tests"
+stage "rust tests"
 # The WAL's disk-full and direct-I/O tests mount a tmpfs and a loop-mounted ext4 (as root).
 if ! command -v mkfs.ext4 >/dev/null; then
     SUDO=""; [[ "$(id -u)" != 0 ]] && SUDO="sudo"
@@ -34,21 +37,23 @@ if ! command -v mkfs.ext4 >/dev/null; then
 fi
 cargo test --workspace
 
-echo "== build the weft binary for end-to-end tests"
+stage "build the weft binary for end-to-end tests"
 cargo build -p weft-server
 export WEFT_BIN="$PWD/target/debug/weft"
 
-echo "== end-to-end tests"
-.venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
+stage "end-to-end tests"
+# The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
+.venv/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=15
 
-echo "== Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
+stage "Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
 (cd tests/tempo-conformance && go test -count=1 ./...)
 
-echo "== web UI end-to-end tests (headless Chromium; the release binary, as the 3-second test measures what users run)"
+stage "web UI end-to-end tests (headless Chromium; the release binary, as the 3-second test measures what users run)"
 cargo build --release -p weft-server
 WEFT_BIN="$PWD/target/release/weft" bash scripts/test-ui.sh
 
-echo "== sdk/rust: lint, unit, vector, property and interop tests (exports to the weft binary too)"
+stage "sdk/rust: lint, unit, vector, property and interop tests (exports to the weft binary too)"
 bash scripts/sdk-rust.sh test
-echo "== sdk/java: unit, vector, property, OTLP interop and W3C service tests (exports to the weft binary too)"
+stage "sdk/java: unit, vector, property, OTLP interop and W3C service tests (exports to the weft binary too)"
 bash scripts/sdk-java.sh test
+stage "done"
