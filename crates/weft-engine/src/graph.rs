@@ -206,7 +206,16 @@ impl ServiceGraph {
             });
         }
         let filter = (!is_match_all(query)).then(|| (evaluator, Parts::of(query)));
-        Ok(ServiceGraph {
+        Ok(ServiceGraph::empty(filter, prefilter, window, max_spans))
+    }
+
+    fn empty(
+        filter: Option<(Evaluator, Parts)>,
+        prefilter: Prefilter,
+        window: Option<(u64, u64)>,
+        max_spans: u64,
+    ) -> ServiceGraph {
+        ServiceGraph {
             filter,
             prefilter,
             window,
@@ -225,32 +234,13 @@ impl ServiceGraph {
             run: Vec::new(),
             by_id: Vec::new(),
             orphans: Vec::new(),
-        })
+        }
     }
 
     /// An empty graph of the same query, window and budget, for a part of the spans (a row
     /// group, on a query worker); add it back with [`ServiceGraph::merge`].
     pub fn fork(&self) -> ServiceGraph {
-        ServiceGraph {
-            filter: self.filter.clone(),
-            prefilter: self.prefilter.clone(),
-            window: self.window,
-            max_spans: self.max_spans,
-            inspected_spans: 0,
-            inspected_traces: 0,
-            oldest_start: None,
-            unresolved_calls: 0,
-            truncated: false,
-            names: Vec::new(),
-            name_ids: HashMap::new(),
-            services: Vec::new(),
-            edges: FastMap::with_hasher(FastBuild::default()),
-            resource_names: HashMap::new(),
-            pending: HashMap::new(),
-            run: Vec::new(),
-            by_id: Vec::new(),
-            orphans: Vec::new(),
-        }
+        ServiceGraph::empty(self.filter.clone(), self.prefilter.clone(), self.window, self.max_spans)
     }
 
     /// Adds what a [`fork`](ServiceGraph::fork) counted: service totals, calls and their

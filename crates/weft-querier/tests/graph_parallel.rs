@@ -9,12 +9,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::Node;
 use weft_engine::graph::ServiceGraph;
-use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span, Status};
-use weft_storage::MemoryStorage;
 
 const BASE: u64 = 1_700_000_000_000_000_000;
 const TRACES: u64 = 300;
@@ -121,12 +119,7 @@ fn shape(g: &ServiceGraph) -> Shape {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_groups_counted_on_workers_give_the_whole_trace_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = IngestConfig {
-        data_dir: dir.path().to_path_buf(),
-        row_group_rows: 16,
-        ..Default::default()
-    };
-    let node = Node::open(cfg, Default::default(), Arc::new(MemoryStorage::default())).await;
+    let node = Node::in_memory(dir.path(), 16).await;
     let tenant: Arc<str> = Arc::from("t");
     // Three blocks and the head. Every fourth trace has its calls (spans 2 and up) stored in
     // the next part, apart from its root: split between blocks, and between a block and the

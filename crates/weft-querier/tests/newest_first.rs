@@ -9,9 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::Node;
 use weft_engine::search::{Search, SearchParams};
-use weft_ingest::IngestConfig;
 use weft_otlp::pb::trace::Span;
-use weft_storage::MemoryStorage;
 
 const BASE: u64 = 1_700_000_000_000_000_000;
 const TRACES: u64 = 400;
@@ -56,12 +54,7 @@ fn newest(matches: impl Fn(u64) -> bool, limit: usize) -> Vec<[u8; 16]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_newest_matches_latest_first_and_early() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = IngestConfig {
-        data_dir: dir.path().to_path_buf(),
-        row_group_rows: 16,
-        ..Default::default()
-    };
-    let node = Node::open(cfg, Default::default(), Arc::new(MemoryStorage::default())).await;
+    let node = Node::in_memory(dir.path(), 16).await;
     let tenant: Arc<str> = Arc::from("t");
     // Blocks are cut by time: four blocks of a fifth of the range each (their rows in trace
     // ID order, so every row group spans its block's time), then the oldest fifth in the head.

@@ -14,13 +14,11 @@ use proptest::prelude::*;
 use weft_engine::search::{Metrics, Search, SearchParams, TraceSink};
 use weft_engine::span_metrics::SpanMetrics;
 use weft_engine::tags::ColumnTagValues;
-use weft_ingest::IngestConfig;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
 use weft_otlp::pb::resource::Resource;
 use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span, Status};
 use weft_querier::scan::ScanPart;
-use weft_storage::MemoryStorage;
 
 const BASE: u64 = 1_700_000_000_000_000_000;
 const SERVICES: [&str; 3] = ["a", "b", "c"];
@@ -144,12 +142,7 @@ fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPa
 
 async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool, limit: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = IngestConfig {
-        data_dir: dir.path().to_path_buf(),
-        row_group_rows: 8,
-        ..Default::default()
-    };
-    let node = Node::open(cfg, Default::default(), Arc::new(MemoryStorage::default())).await;
+    let node = Node::in_memory(dir.path(), 8).await;
     let tenant: Arc<str> = Arc::from("t");
     for place in 0..PLACES {
         node.push(&tenant, request(&traces, place)).await.unwrap();

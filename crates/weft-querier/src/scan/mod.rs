@@ -238,19 +238,7 @@ impl Querier {
     ) -> Result<PartOutcome, QueryError> {
         self.recent.catch_up().await;
         let quarantined = self.db.quarantined_overlapping(tenant, window);
-        let mut scan = Scan {
-            q: self,
-            tenant,
-            window,
-            blocks: self.db.blocks(tenant),
-            read: Vec::new(),
-            handled: HashSet::new(),
-            deferred: Vec::new(),
-            passed: HashMap::new(),
-            window_skipped: Vec::new(),
-            saw_all: true,
-            stats: ScanStats::default(),
-        };
+        let mut scan = Scan::new(self, tenant, window);
         if part.head {
             scan.head(sink);
         }
@@ -295,19 +283,7 @@ impl Querier {
         parts: Vec<PartOutcome>,
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<ScanStats, QueryError> {
-        let mut scan = Scan {
-            q: self,
-            tenant,
-            window,
-            blocks: self.db.blocks(tenant),
-            read: Vec::new(),
-            handled: HashSet::new(),
-            deferred: Vec::new(),
-            passed: HashMap::new(),
-            window_skipped: Vec::new(),
-            saw_all: true,
-            stats: ScanStats::default(),
-        };
+        let mut scan = Scan::new(self, tenant, window);
         let quarantined = parts.iter().map(|p| p.quarantined).max().unwrap_or(0);
         scan.stats.damaged_blocks = quarantined;
         for p in parts {
@@ -359,7 +335,24 @@ impl Querier {
     }
 }
 
-impl Scan<'_> {
+impl<'a> Scan<'a> {
+    /// A scan of the tenant's blocks as listed now, nothing seen yet.
+    fn new(q: &'a Querier, tenant: &'a str, window: Option<Window>) -> Scan<'a> {
+        Scan {
+            q,
+            tenant,
+            window,
+            blocks: q.db.blocks(tenant),
+            read: Vec::new(),
+            handled: HashSet::new(),
+            deferred: Vec::new(),
+            passed: HashMap::new(),
+            window_skipped: Vec::new(),
+            saw_all: true,
+            stats: ScanStats::default(),
+        }
+    }
+
     /// Notes the leaves a piece of trace `id` passed.
     fn note(&mut self, id: [u8; 16], passed: u64) {
         *self.passed.entry(id).or_default() |= passed;

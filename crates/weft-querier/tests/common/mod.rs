@@ -42,6 +42,22 @@ impl Node {
         }
     }
 
+    /// A node over in-memory block storage, its WAL in `dir`, cutting row groups of
+    /// `row_group_rows` spans (small ones, so a few traces make several).
+    pub async fn in_memory(dir: &std::path::Path, row_group_rows: usize) -> Node {
+        let cfg = IngestConfig {
+            data_dir: dir.to_path_buf(),
+            row_group_rows,
+            ..Default::default()
+        };
+        Node::open(
+            cfg,
+            Default::default(),
+            Arc::new(weft_storage::MemoryStorage::default()),
+        )
+        .await
+    }
+
     /// The same node, its querier running `parallelism` pieces of query work at once.
     pub fn with_parallelism(mut self, parallelism: usize) -> Node {
         let cfg = QuerierConfig {
