@@ -269,3 +269,23 @@ pub mod conformance {
         assert_eq!(store.list("c/").await.unwrap().len(), 16);
     }
 }
+
+thread_local! {
+    static IO_INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with local-disk I/O done inline on this thread rather than handed to the blocking
+/// pool: for a thread that is itself a blocking-pool thread driving storage futures with
+/// `Handle::block_on` (the query runners). A hand-off costs a context switch each way, and
+/// on a VM each one leaves a core idle for a while (docs/benchmarks/query-parallelism.md).
+pub fn with_io_inline<R>(f: impl FnOnce() -> R) -> R {
+    let before = IO_INLINE.with(|c| c.replace(true));
+    let out = f();
+    IO_INLINE.with(|c| c.set(before));
+    out
+}
+
+/// Whether [`with_io_inline`] is in effect on this thread.
+pub(crate) fn io_inline() -> bool {
+    IO_INLINE.with(|c| c.get())
+}

@@ -162,6 +162,9 @@ fn not_found(path: &str) -> impl Fn(std::io::Error) -> StorageError + '_ {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
 ) -> Result<T, StorageError> {
+    if crate::io_inline() {
+        return f();
+    }
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
         Err(StorageError::Io {
             path: String::new(),

@@ -18,7 +18,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::StreamExt;
 use weft_block::row::{SpanFields, SpanRow};
 use weft_block::{Block, Needs, RowGroupData};
 use weft_db::recent::RecentSpans;
@@ -103,29 +102,30 @@ impl Scan<'_> {
         // reads a stale one does work the scan then drops, never less.
         let floor = Arc::new(AtomicU64::new(sink.start_floor().unwrap_or(0)));
         let storage = self.q.db.storage().clone();
-        let workers = self.q.workers.clone();
-        // A row group's read, with a fork of the sink to offer its whole traces to when the
-        // sink forks (taken when the read starts, so it starts from the sink's floor then).
-        let read = |u: Unit, part: Option<Box<dyn TracePart>>| {
-            let (shared, floor, storage, workers) = (shared.clone(), floor.clone(), storage.clone(), workers.clone());
-            // A task of its own: the fetch goes on while the scan takes earlier row groups.
-            crate::workers::spawn(async move {
-                let seen_floor = floor.load(Ordering::Relaxed);
+        // A row group's read on one of the query's runners, with a fork of the sink to offer
+        // its whole traces to when the sink forks (taken when the read is queued, so it starts
+        // from the sink's floor then).
+        let seen = floor.clone();
+        let fetch_shared = shared.clone();
+        let mut results = self.q.workers.pipeline(
+            move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
+                let seen_floor = seen.load(Ordering::Relaxed);
                 if u.newest < seen_floor {
                     return Ok(None);
                 }
-                let b = shared.blocks[u.block].clone();
-                let data = b.fetch_row_group(&*storage, u.rg).await?;
-                workers
-                    .run(move || read_pieces(&shared, u, &data, seen_floor, part).map(Some))
-                    .await
-            })
-        };
-        // Reads in flight, in plan order; one more starts as each is taken.
-        let mut results = futures::stream::FuturesOrdered::new();
+                let b = fetch_shared.blocks[u.block].clone();
+                let data = tokio::runtime::Handle::current().block_on(b.fetch_row_group(&*storage, u.rg))?;
+                Ok(Some((u, data, seen_floor, part)))
+            },
+            move |fetched| match fetched {
+                None => Ok(None),
+                Some((u, data, seen_floor, part)) => read_pieces(&shared, u, &data, seen_floor, part).map(Some),
+            },
+        );
+        // Reads queued, in plan order; one more as each is taken.
         let mut started = 0;
         while started < units.len() && results.len() < self.q.workers.lookahead() {
-            results.push_back(read(units[started], sink.fork()));
+            results.push((units[started], sink.fork()));
             started += 1;
         }
         let mut at = 0;
@@ -142,7 +142,7 @@ impl Scan<'_> {
                 break;
             }
             if let Some(&next) = units.get(started) {
-                results.push_back(read(next, sink.fork()));
+                results.push((next, sink.fork()));
                 started += 1;
             }
             if failed[u.block] {

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use weft_block::Block;
 use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
@@ -80,41 +79,37 @@ impl Querier {
             .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
         let storage = self.db.storage().clone();
-        // A row group's read: fetched, decoded and, when the sink forks, added to the fork on
-        // a query worker; a task of its own, so fetches go on while the scan takes earlier
-        // row groups.
-        let read = |u: &Unit, m: &M| {
-            let (b, rg) = (blocks[u.block].clone(), u.rg);
-            let (storage, workers) = (storage.clone(), self.workers.clone());
-            let needs = m.needs_between(u.lo, u.hi);
-            let fork = m.fork();
-            crate::workers::spawn(async move {
-                let data = b.fetch_metric_columns(&*storage, rg, &needs).await?;
+        // A row group's read on one of the query's runners: fetched, decoded and, when the
+        // sink forks, added to the fork.
+        let mut inflight = self.workers.pipeline(
+            move |(b, rg, needs, fork): (Arc<Block>, usize, weft_block::MetricNeeds, Option<M>)| {
+                let data = tokio::runtime::Handle::current().block_on(b.fetch_metric_columns(&*storage, rg, &needs))?;
+                Ok((data, needs, fork))
+            },
+            |(data, needs, fork)| {
                 let bytes = data.bytes();
-                let read = workers
-                    .run(move || {
-                        let cols = data.metric_columns(&needs)?;
-                        let spans = cols.start.len() as u64;
-                        Ok(match fork {
-                            Some(mut part) => {
-                                part.add_columns(&cols);
-                                Read::Added(part, spans)
-                            }
-                            None => Read::Columns(Box::new(cols)),
-                        })
-                    })
-                    .await?;
-                Ok((bytes, read))
-            })
-        };
-        // Reads in flight, in plan order; one more starts as each is taken.
-        let mut inflight = futures::stream::FuturesOrdered::new();
+                let cols = data.metric_columns(&needs)?;
+                let spans = cols.start.len() as u64;
+                Ok((
+                    bytes,
+                    match fork {
+                        Some(mut part) => {
+                            part.add_columns(&cols);
+                            Read::Added(part, spans)
+                        }
+                        None => Read::Columns(Box::new(cols)),
+                    },
+                ))
+            },
+        );
+        let read = |u: &Unit, m: &M| (blocks[u.block].clone(), u.rg, m.needs_between(u.lo, u.hi), m.fork());
+        // Reads queued, in plan order; one more as each is taken.
         let mut started = 0;
         for u in &units {
             if inflight.len() == self.workers.lookahead() {
                 break;
             }
-            inflight.push_back(read(u, m));
+            inflight.push(read(u, m));
             started += 1;
         }
         let mut at = 0;
@@ -147,7 +142,7 @@ impl Querier {
                 }
             }
             if let Some(next) = units.get(started) {
-                inflight.push_back(read(next, m));
+                inflight.push(read(next, m));
                 started += 1;
             }
         }

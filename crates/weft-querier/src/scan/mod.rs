@@ -665,25 +665,27 @@ impl Querier {
             recent: self.recent.clone(),
             tenant: tenant.to_owned(),
         });
-        let read = |(bi, rg): (usize, usize), mut part: ServiceGraph| {
-            let (shared, storage, workers) = (shared.clone(), storage.clone(), self.workers.clone());
-            crate::workers::spawn(async move {
-                let data = shared.blocks[bi].fetch_graph_columns(&*storage, rg).await?;
+        // A row group's count on one of the query's runners, into a fork of the graph.
+        let work_shared = shared.clone();
+        let fetch_shared = shared.clone();
+        let mut inflight = self.workers.pipeline(
+            move |((bi, rg), part): ((usize, usize), ServiceGraph)| {
+                let b = &fetch_shared.blocks[bi];
+                let data = tokio::runtime::Handle::current().block_on(b.fetch_graph_columns(&*storage, rg))?;
+                Ok((bi, data, part))
+            },
+            move |(bi, data, mut part)| {
+                let sh = &work_shared;
                 let bytes = data.bytes();
-                workers
-                    .run(move || {
-                        let cols = data.graph_columns()?;
-                        let spans = cols.span_id.len() as u64;
-                        part.add_block_rows(&cols, |id, at_edge| shared.elsewhere(id, bi, at_edge));
-                        Ok((bytes, spans, part))
-                    })
-                    .await
-            })
-        };
-        let mut inflight = futures::stream::FuturesOrdered::new();
+                let cols = data.graph_columns()?;
+                let spans = cols.span_id.len() as u64;
+                part.add_block_rows(&cols, |id, at_edge| sh.elsewhere(id, bi, at_edge));
+                Ok((bytes, spans, part))
+            },
+        );
         let mut started = 0;
         while started < units.len() && inflight.len() < self.workers.lookahead() {
-            inflight.push_back(read(units[started], g.fork()));
+            inflight.push((units[started], g.fork()));
             started += 1;
         }
         let mut at = 0;
@@ -712,7 +714,7 @@ impl Querier {
                 }
             }
             if let Some(&next) = units.get(started) {
-                inflight.push_back(read(next, g.fork()));
+                inflight.push((next, g.fork()));
                 started += 1;
             }
         }
