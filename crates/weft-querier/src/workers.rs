@@ -52,12 +52,16 @@ impl Workers {
 /// Jobs of one query run in order on its runners: [`Workers::pipeline`].
 ///
 /// Each runner is a long-lived thread of the blocking pool. It takes the next job, fetches its
-/// data with local-disk I/O inline ([`weft_storage::with_io_inline`]) and no permit, waits for
-/// a permit (first come, first served across queries), computes, and hands the result back.
-/// There are [`Workers::lookahead`] runners, so while `parallelism` of them compute, the
-/// others fetch. A scan that keeps a few jobs queued so costs about one wake-up per job (its
-/// own, when a result it awaits arrives) instead of a trip through the pool for each fetch
-/// and each decode: at parallelism 2 that took `rate_by_service` from 1.5 cores busy to 1.95
+/// data (local-disk I/O inline, [`weft_storage::with_io_inline`]), computes, and hands the
+/// result back, holding a permit (first come, first served across queries) while it works:
+/// - reads that are CPU work (local disk, memory: `Storage::reads_are_local`): `parallelism`
+///   runners, each holding a permit for the fetch and the compute;
+/// - reads that wait on a remote store: [`Workers::lookahead`] runners, each fetching without
+///   a permit, so that while `parallelism` of them compute, the others wait on the store.
+///
+/// A scan that keeps a few jobs queued so costs about one wake-up per job (its own, when a
+/// result it awaits arrives) instead of a trip through the pool for each fetch and each
+/// decode: at parallelism 2 that took `rate_by_service` from 1.5 cores busy to 1.9
 /// (docs/benchmarks/query-parallelism.md).
 pub struct Pipeline<J, R> {
     shared: Arc<PipeShared<J, R>>,
@@ -78,11 +82,11 @@ struct PipeState<J, R> {
 }
 
 impl Workers {
-    /// Starts [`Workers::lookahead`] runners for one query. Each job pushed to the returned
-    /// [`Pipeline`] is `fetch`ed without a permit, then given to `work` holding one; results come
-    /// back in push order. Both run on a blocking thread and may drive futures with
-    /// `tokio::runtime::Handle::current().block_on`.
-    pub fn pipeline<J, F, R, Fe, W>(&self, fetch: Fe, work: W) -> Pipeline<J, R>
+    /// Starts the runners of one query. Each job pushed to the returned [`Pipeline`] is
+    /// `fetch`ed, then given to `work`; results come back in push order. `local_reads`: the
+    /// fetch is CPU work and holds the permit too (see [`Pipeline`]). Both run on a blocking
+    /// thread and may drive futures with `tokio::runtime::Handle::current().block_on`.
+    pub fn pipeline<J, F, R, Fe, W>(&self, local_reads: bool, fetch: Fe, work: W) -> Pipeline<J, R>
     where
         J: Send + 'static,
         R: Send + 'static,
@@ -98,7 +102,12 @@ impl Workers {
         });
         let (fetch, work) = (Arc::new(fetch), Arc::new(work));
         let handle = tokio::runtime::Handle::current();
-        for _ in 0..self.lookahead() {
+        let runners = if local_reads {
+            self.parallelism
+        } else {
+            self.lookahead()
+        };
+        for _ in 0..runners {
             let (shared, fetch, work) = (shared.clone(), fetch.clone(), work.clone());
             let (permits, handle) = (self.permits.clone(), handle.clone());
             tokio::task::spawn_blocking(move || {
@@ -118,10 +127,17 @@ impl Workers {
                     if tx.is_closed() {
                         continue;
                     }
+                    let permit = || {
+                        handle.block_on(permits.clone().acquire_owned()).map_err(|_| {
+                            QueryError::from(BlockError::Corrupt("the query workers were shut down".into()))
+                        })
+                    };
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let early = if local_reads { Some(permit()?) } else { None };
                         let fetched = weft_storage::with_io_inline(|| fetch(job))?;
-                        let Ok(_permit) = handle.block_on(permits.clone().acquire_owned()) else {
-                            return Err(BlockError::Corrupt("the query workers were shut down".into()).into());
+                        let _permit = match early {
+                            Some(p) => p,
+                            None => permit()?,
                         };
                         work(fetched)
                     }))
@@ -195,7 +211,7 @@ mod tests {
 
     /// A pipeline whose jobs sleep `ms` and note themselves in `order`.
     fn sleeper(w: &Workers, order: Arc<parking_lot::Mutex<Vec<&'static str>>>) -> Pipeline<(u64, &'static str), ()> {
-        w.pipeline(Ok, move |(ms, name): (u64, &'static str)| {
+        w.pipeline(true, Ok, move |(ms, name): (u64, &'static str)| {
             std::thread::sleep(Duration::from_millis(ms));
             order.lock().push(name);
             Ok(())
@@ -209,7 +225,8 @@ mod tests {
         let most = Arc::new(AtomicUsize::new(0));
         let query = || {
             let (running, most) = (running.clone(), most.clone());
-            let mut p = w.pipeline(Ok, move |()| {
+            // Remote reads: twice the runners, still two computing at once.
+            let mut p = w.pipeline(false, Ok, move |()| {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(10));
@@ -234,7 +251,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn results_come_in_push_order_and_a_dropped_pipeline_lets_go() {
         let w = Workers::new(3);
-        let mut p = w.pipeline(Ok, |k: u64| {
+        let mut p = w.pipeline(true, Ok, |k: u64| {
             std::thread::sleep(Duration::from_millis((7 - k % 7) * 2));
             Ok(k)
         });
@@ -246,7 +263,7 @@ mod tests {
         }
         drop(p);
         // The permits are free again: a new query runs at once.
-        let mut q = w.pipeline(Ok, |k: u64| Ok(k + 1));
+        let mut q = w.pipeline(true, Ok, |k: u64| Ok(k + 1));
         q.push(1);
         let got = tokio::time::timeout(Duration::from_secs(5), q.next()).await.unwrap();
         assert_eq!(got.unwrap().unwrap(), 2);
@@ -256,7 +273,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_job_is_an_error_not_a_hang() {
         let w = Workers::new(1);
-        let mut p = w.pipeline(Ok, |k: u64| if k == 1 { panic!("job {k}") } else { Ok(k) });
+        let mut p = w.pipeline(true, Ok, |k: u64| if k == 1 { panic!("job {k}") } else { Ok(k) });
         for k in 0..3 {
             p.push(k);
         }

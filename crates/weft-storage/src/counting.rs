@@ -178,6 +178,10 @@ impl<S: Storage> CountingStorage<S> {
 
 #[async_trait]
 impl<S: Storage> Storage for CountingStorage<S> {
+    fn reads_are_local(&self) -> bool {
+        self.inner.reads_are_local()
+    }
+
     async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError> {
         let (t, len) = (Instant::now(), data.len() as u64);
         let res = self.inner.put(path, data).await;

@@ -111,6 +111,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug + 'static {
     /// was). Of several concurrent calls, from any number of processes, exactly one returns
     /// `true`. Compactors build their leases on it.
     async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError>;
+
+    /// Whether a read is work for this machine's CPU (a page-cache copy from local disk, or
+    /// memory) rather than waiting on a remote store. The query workers count local reads
+    /// against their cores and let remote ones wait without a core. By default, false.
+    fn reads_are_local(&self) -> bool {
+        false
+    }
 }
 
 /// A shared store is a store, so wrappers compose around `Arc<dyn Storage>` too.
@@ -133,6 +140,9 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<bool, StorageError> {
         (**self).put_if_absent(path, data).await
+    }
+    fn reads_are_local(&self) -> bool {
+        (**self).reads_are_local()
     }
 }
 

@@ -175,6 +175,10 @@ async fn blocking<T: Send + 'static>(
 
 #[async_trait]
 impl Storage for LocalStorage {
+    fn reads_are_local(&self) -> bool {
+        true
+    }
+
     async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError> {
         let full = self.full(path)?;
         blocking(move || Self::put_sync(&full, &data)).await

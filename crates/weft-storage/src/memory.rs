@@ -16,6 +16,10 @@ impl MemoryStorage {
 
 #[async_trait]
 impl Storage for MemoryStorage {
+    fn reads_are_local(&self) -> bool {
+        true
+    }
+
     async fn put(&self, path: &str, data: Bytes) -> Result<(), StorageError> {
         validate_path(path)?;
         self.objects.write().insert(path.to_string(), data);

@@ -108,6 +108,7 @@ impl Scan<'_> {
         let seen = floor.clone();
         let fetch_shared = shared.clone();
         let mut results = self.q.workers.pipeline(
+            storage.reads_are_local(),
             move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
                 let seen_floor = seen.load(Ordering::Relaxed);
                 if u.newest < seen_floor {

@@ -82,6 +82,7 @@ impl Querier {
         // A row group's read on one of the query's runners: fetched, decoded and, when the
         // sink forks, added to the fork.
         let mut inflight = self.workers.pipeline(
+            storage.reads_are_local(),
             move |(b, rg, needs, fork): (Arc<Block>, usize, weft_block::MetricNeeds, Option<M>)| {
                 let data = tokio::runtime::Handle::current().block_on(b.fetch_metric_columns(&*storage, rg, &needs))?;
                 Ok((data, needs, fork))

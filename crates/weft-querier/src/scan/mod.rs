@@ -669,6 +669,7 @@ impl Querier {
         let work_shared = shared.clone();
         let fetch_shared = shared.clone();
         let mut inflight = self.workers.pipeline(
+            storage.reads_are_local(),
             move |((bi, rg), part): ((usize, usize), ServiceGraph)| {
                 let b = &fetch_shared.blocks[bi];
                 let data = tokio::runtime::Handle::current().block_on(b.fetch_graph_columns(&*storage, rg))?;
