@@ -78,7 +78,8 @@ struct Shared {
     window: Option<Window>,
     recent: Arc<dyn RecentSpans>,
     tenant: String,
-    /// Traces the head part of the scan handled: a block written since may hold them.
+    /// Traces the head part of the scan handled (moved out of `Scan::handled`, which then
+    /// holds only those the blocks part handles): a block written since may hold them.
     head_handled: HashSet<[u8; 16]>,
 }
 
@@ -96,7 +97,7 @@ impl Scan<'_> {
             window: self.window,
             recent: self.q.recent.clone(),
             tenant: self.tenant.to_owned(),
-            head_handled: self.handled.clone(),
+            head_handled: std::mem::take(&mut self.handled),
         });
         // The sink's floor as the workers see it (0: none yet). It only rises, so a worker that
         // reads a stale one does work the scan then drops, never less.
@@ -106,7 +107,7 @@ impl Scan<'_> {
         // its whole traces to when the sink forks (taken when the read is queued, so it starts
         // from the sink's floor then).
         let seen = floor.clone();
-        let fetch_shared = shared.clone();
+        let (fetch_shared, head) = (shared.clone(), shared.clone());
         let mut results = self.q.workers.pipeline(
             storage.reads_are_local(),
             move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
@@ -152,7 +153,7 @@ impl Scan<'_> {
             match result {
                 Ok(Some(out)) => {
                     read_any[u.block] = true;
-                    self.take_row_group(out, sink);
+                    self.take_row_group(out, &head.head_handled, sink);
                     floor.store(sink.start_floor().unwrap_or(0), Ordering::Relaxed);
                 }
                 Ok(None) => self.stats.skipped_row_groups += 1,
@@ -229,12 +230,18 @@ impl Scan<'_> {
     }
 
     /// Takes a row group's pieces in order (module docs of [`super`], steps 3 and 4).
-    fn take_row_group(&mut self, out: RowGroupOut, sink: &mut (dyn TraceSink + Send)) {
+    /// `head_handled`: the traces the head part handled.
+    fn take_row_group(
+        &mut self,
+        out: RowGroupOut,
+        head_handled: &HashSet<[u8; 16]>,
+        sink: &mut (dyn TraceSink + Send),
+    ) {
         self.stats.inspected_bytes += out.bytes;
         self.stats.inspected_traces += out.traces;
         self.stats.inspected_spans += out.spans;
         for p in out.pieces {
-            if self.handled.contains(&p.id) {
+            if self.handled.contains(&p.id) || head_handled.contains(&p.id) {
                 // A whole trace is in one piece: the worker left out those the head had.
                 debug_assert!(!matches!(p.piece, Piece::Offered), "a trace offered twice");
                 self.note(p.id, p.passed);

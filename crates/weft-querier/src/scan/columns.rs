@@ -1,9 +1,10 @@
 //! Span-at-a-time scans from columns ([`Querier::scan_columns`]): span-local metrics and the
 //! tag APIs without a filter. The row groups' columns are fetched and decoded on the query
 //! workers, up to `--query-parallelism` at once. A sink that forks ([`ColumnSink::fork`]:
-//! span-local metrics, tag names and values) has each row group added to a fork of its own on the worker too, and
-//! the forks merged back in block order; others are fed the columns one row group at a time
-//! in block order. Either way sums come out the same whatever the timing.
+//! span-local metrics, tag names and values) has each row group added to a fork of its own
+//! on the worker too, and the forks merged back in block order; others are fed the columns
+//! one row group at a time in block order. Either way sums come out the same whatever the
+//! timing.
 //!
 //! What a row group needs is asked of the sink when its read starts, not when the scan is
 //! planned: a metrics sink stops asking for trace IDs once a range's exemplars are found, and
