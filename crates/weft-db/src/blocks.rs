@@ -281,7 +281,12 @@ impl BlockSet {
             if is_replaced(b.prefix()) {
                 if opts.maintains {
                     tracing::info!(block = %b.prefix(), "deleting a block replaced by compaction before a restart");
-                    retire_now(storage, b.prefix()).await;
+                    match retire_replaced(storage, &b.meta.tenant, &b.meta.compacted_from).await {
+                        Ok(()) => retire_now(storage, b.prefix()).await,
+                        Err(e) => {
+                            tracing::warn!(block = %b.prefix(), error = %e, "retiring what a replaced block replaced failed; the sweep retries")
+                        }
+                    }
                 }
             } else {
                 live.push((b, data_size));
@@ -473,6 +478,14 @@ pub(crate) async fn delete_left_over(
         let (t, id) = split_prefix(prefix);
         let is_replaced = replaced.contains(&(t.to_owned(), id.to_owned()));
         if f.complete() && !f.retired {
+            if is_replaced {
+                // A retirement cut short: finished now, before the block that names it can be
+                // retired in turn ([`retire_replaced`]).
+                if let Err(e) = retire_replaced(storage, t, &[id.to_owned()]).await {
+                    tracing::warn!(block = %prefix, error = %e, "retiring a replaced block failed; the next sweep retries");
+                }
+                continue;
+            }
             if f.writing {
                 let _ = storage
                     .delete(&format!("{prefix}/{}", weft_block::WRITING_MARKER))
@@ -505,6 +518,40 @@ pub(crate) async fn delete_files(storage: &dyn Storage, prefix: &str) {
             tracing::warn!(block = %prefix, error = %e, "deleting block file failed");
         }
     }
+}
+
+/// Retires the blocks of `tenant` named in `ids` (a block's `compacted_from`) that are still
+/// in storage, each after the blocks it replaced in turn: the retirement marker and
+/// `meta.json` now, the other files by [`delete_left_over`] once the folder is past the grace.
+///
+/// A retirement cut short (the store unreachable, a crash) leaves a replaced block with its
+/// `meta.json`, harmless while the block that names it exists. Once that block is retired in
+/// turn (compacted again, or by retention), nothing names the leftover any more and it would
+/// be loaded as live: its spans twice. So a block is retired only after this succeeds for what
+/// it replaced, and maintenance calls it for every replaced block it lists.
+pub(crate) async fn retire_replaced(storage: &dyn Storage, tenant: &str, ids: &[String]) -> Result<(), BlockError> {
+    for id in ids {
+        let prefix = weft_block::block_prefix(tenant, id);
+        let meta = match storage.get(&format!("{prefix}/meta.json")).await {
+            Ok(m) => m,
+            Err(weft_storage::StorageError::NotFound(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        // What it replaced goes first. An unreadable meta names nothing: the block is retired
+        // alone.
+        if let Ok(Ok(m)) = BlockMeta::from_json(&meta) {
+            Box::pin(retire_replaced(storage, tenant, &m.compacted_from)).await?;
+        }
+        tracing::info!(block = %prefix, "retiring a replaced block whose retirement was cut short");
+        storage
+            .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
+            .await?;
+        match storage.delete(&format!("{prefix}/meta.json")).await {
+            Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Retires the block at `prefix` at once: the retirement marker, then every file

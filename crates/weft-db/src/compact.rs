@@ -15,7 +15,11 @@
 //! - a crash before it is written leaves the inputs authoritative and a folder without
 //!   `meta.json`, which maintenance deletes ([`BlockSet::load`](crate::BlockSet::load));
 //! - a crash after it is written, before every input is deleted, leaves inputs that startup
-//!   recognises as replaced (they are named in a live block's `compacted_from`) and deletes.
+//!   recognises as replaced (they are named in a live block's `compacted_from`) and deletes;
+//!   so does a store that fails then, and the maintainer's folder sweep deletes those without
+//!   waiting for a restart;
+//! - a block is retired (compacted again, or by retention) only after the leftovers it
+//!   replaced are: once it is gone, nothing would name them as replaced.
 //!
 //! Either way no span is lost and none is read twice. Retiring a block deletes its `meta.json`
 //! first (it is gone for readers and for the next start), then its data after a grace period,
@@ -101,8 +105,12 @@ pub struct Compacted {
 
 /// Deletes a block: the retirement marker and `meta.json` now, the rest after `grace` (in
 /// the background), the marker last, so that what a crash leaves is never taken for a block
-/// that lost its `meta.json` ([`crate::quarantine`]).
-pub(crate) async fn retire(storage: &Arc<dyn Storage>, prefix: &str, grace: Duration) -> Result<(), BlockError> {
+/// that lost its `meta.json` ([`crate::quarantine`]). The blocks it replaced that a retirement
+/// cut short left in storage go first; if they cannot, neither does this one
+/// ([`crate::blocks::retire_replaced`]).
+pub(crate) async fn retire(storage: &Arc<dyn Storage>, block: &Block, grace: Duration) -> Result<(), BlockError> {
+    crate::blocks::retire_replaced(&**storage, &block.meta.tenant, &block.meta.compacted_from).await?;
+    let prefix = block.prefix();
     storage
         .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
         .await?;
@@ -291,7 +299,7 @@ impl Compactor {
             spans_out: block.meta.span_count,
         };
         for b in &inputs {
-            if let Err(e) = retire(db.storage(), b.prefix(), cfg.delete_grace).await {
+            if let Err(e) = retire(db.storage(), b, cfg.delete_grace).await {
                 tracing::warn!(block = %b.prefix(), error = %e, "retiring a compacted block failed; startup will finish it");
             }
         }
@@ -350,7 +358,7 @@ impl Compactor {
             let ids: Vec<String> = expired.iter().map(|b| b.meta.block_id.clone()).collect();
             db.replace(&tenant, &ids, None);
             for b in &expired {
-                match retire(db.storage(), b.prefix(), self.cfg.delete_grace).await {
+                match retire(db.storage(), b, self.cfg.delete_grace).await {
                     Ok(()) => {
                         deleted += 1;
                         tracing::info!(tenant = %tenant, block = %b.meta.block_id, spans = b.meta.span_count, max_end_unix_nano = b.meta.max_end_unix_nano, "block deleted by retention");
