@@ -247,6 +247,20 @@ impl Search {
         }
     }
 
+    /// Adds hits found elsewhere (another querier's part of the same search), as
+    /// [`Search::merge`] adds a fork's.
+    pub fn merge_hits(&mut self, hits: Vec<Hit>) {
+        let mut part = self.fork();
+        part.hits = hits;
+        self.merge(part);
+    }
+
+    /// Keeps only traces starting at or after `floor` from now on: the oldest hit of a result
+    /// this search's hits will be merged into, once that result is full.
+    pub fn raise_floor(&mut self, floor: u64) {
+        self.floor = Some(self.floor.map_or(floor, |f| f.max(floor)));
+    }
+
     /// The hits, most recent first, at most `limit`.
     pub fn finish(mut self) -> Vec<Hit> {
         self.trim();

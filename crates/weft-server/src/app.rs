@@ -46,11 +46,22 @@ pub struct AppState {
     /// The query runtime (lower priority than ingest), for query handlers served on a port
     /// that also receives spans (Zipkin's).
     pub background: tokio::runtime::Handle,
+    /// The queriers this process sends search jobs to, when it is a frontend
+    /// (`--query-peers`).
+    pub peers: Option<Arc<crate::query::jobs::Peers>>,
+    /// Search jobs sent and answered.
+    pub jobs: crate::query::jobs::JobStats,
 }
 
 impl AppState {
     pub fn new(cfg: Arc<Config>, tenants: Arc<Tenants>, modules: Modules, background: tokio::runtime::Handle) -> Self {
+        let peers = crate::query::jobs::Peers::new(
+            cfg.query.query_peers.clone(),
+            Duration::from_secs_f64(cfg.query.query_job_timeout),
+        );
         AppState {
+            peers,
+            jobs: Default::default(),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
             queries: Arc::new(tokio::sync::Semaphore::new(cfg.query.max_concurrent_queries)),
             cfg,

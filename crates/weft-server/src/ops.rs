@@ -346,6 +346,9 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
         sm.render(&mut out);
     }
     render_ports(&mut out, &st.ports);
+    if m.querier.is_some() {
+        st.jobs.render(&mut out);
+    }
     let b = &st.budget;
     out.family(
         "weft_request_budget_bytes",

@@ -58,7 +58,8 @@ use blocks::block_outside;
 const HEAD_CHUNK: usize = 256;
 
 /// What a scan looked at, for the `metrics` block of search responses and `/metrics`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ScanStats {
     /// Bytes of block data read from storage plus bytes of head spans examined.
     pub inspected_bytes: u64,
@@ -211,6 +212,83 @@ pub struct PartOutcome {
     /// Blocks (and row groups) skipped for the window, by block ID.
     window_skipped: Vec<(String, Option<usize>)>,
     saw_all: bool,
+    /// Every trace the part offered or deferred (kept where the part ran; not sent).
+    handled: HashSet<[u8; 16]>,
+}
+
+/// A [`PartOutcome`] as a querier sends it back to the frontend that asked for the part (job
+/// protocol v1, `spec/jobs.md`): trace IDs as 32 lowercase hex digits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct WireOutcome {
+    pub stats: ScanStats,
+    pub quarantined: u64,
+    pub missing_blocks: Vec<String>,
+    pub deferred: Vec<String>,
+    /// `[trace ID, leaves passed]`, in no particular order.
+    pub passed: Vec<(String, u64)>,
+    pub window_skipped: Vec<(String, Option<usize>)>,
+    pub saw_all: bool,
+}
+
+impl PartOutcome {
+    /// The outcome of a part that was not read because the sink could not use what it holds
+    /// (its blocks end before the start floor): as a scan stopped early, every split trace
+    /// is then read whole.
+    pub fn stopped_early() -> PartOutcome {
+        PartOutcome::default()
+    }
+
+    /// The traces the part offered or deferred. A part that reads the head first tells the
+    /// parts that read blocks which traces it already took (a block cut from the head since
+    /// holds them again), as one scan skips them ([`PartOutcome::forget`]).
+    pub fn handled(&self) -> &HashSet<[u8; 16]> {
+        &self.handled
+    }
+
+    /// Leaves out traces another part took already: they are neither finished again nor
+    /// counted as deferred here.
+    pub fn forget(&mut self, ids: &HashSet<[u8; 16]>) {
+        self.deferred.retain(|id| !ids.contains(id));
+        self.passed.retain(|id, _| !ids.contains(id));
+    }
+
+    /// The outcome for the wire.
+    pub fn to_wire(&self) -> WireOutcome {
+        let hex = |id: &[u8; 16]| weft_core::hex(id);
+        WireOutcome {
+            stats: self.stats,
+            quarantined: self.quarantined,
+            missing_blocks: self.missing_blocks.clone(),
+            deferred: self.deferred.iter().map(hex).collect(),
+            passed: self.passed.iter().map(|(id, &p)| (hex(id), p)).collect(),
+            window_skipped: self.window_skipped.clone(),
+            saw_all: self.saw_all,
+        }
+    }
+
+    /// An outcome from the wire; fails on a trace ID that is not 32 hex digits.
+    pub fn from_wire(w: WireOutcome) -> Result<PartOutcome, String> {
+        let id = |s: &str| -> Result<[u8; 16], String> {
+            let mut out = [0u8; 16];
+            hex::decode_to_slice(s, &mut out).map_err(|_| format!("invalid trace ID {s:?}: expected 32 hex digits"))?;
+            Ok(out)
+        };
+        Ok(PartOutcome {
+            stats: w.stats,
+            quarantined: w.quarantined,
+            missing_blocks: w.missing_blocks,
+            deferred: w.deferred.iter().map(|s| id(s)).collect::<Result<_, _>>()?,
+            passed: w
+                .passed
+                .iter()
+                .map(|(s, p)| Ok((id(s)?, *p)))
+                .collect::<Result<_, String>>()?,
+            window_skipped: w.window_skipped,
+            saw_all: w.saw_all,
+            handled: HashSet::new(),
+        })
+    }
 }
 
 impl Querier {
@@ -269,6 +347,7 @@ impl Querier {
             passed: scan.passed,
             window_skipped,
             saw_all: scan.saw_all,
+            handled: scan.handled,
         })
     }
 

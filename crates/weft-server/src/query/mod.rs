@@ -8,6 +8,7 @@
 //! Each API's folder turns these into its own reply shapes.
 
 pub mod foreign;
+pub mod jobs;
 pub mod reply;
 
 pub(crate) use reply::{mark_partial, read_failed};
@@ -36,6 +37,14 @@ pub struct QueryOptions {
     /// running together take turns piece by piece. Default: the machine's cores.
     #[arg(long, env = "WEFT_QUERY_PARALLELISM")]
     pub query_parallelism: Option<usize>,
+    /// Queriers (`host:port` of their HTTP port, comma-separated) this process splits each
+    /// search into jobs for, acting as its frontend; a name that resolves to several addresses
+    /// is several queriers (re-resolved every 5 s). Empty: searches run here alone.
+    #[arg(long, env = "WEFT_QUERY_PEERS", value_delimiter = ',')]
+    pub query_peers: Vec<String>,
+    /// Seconds a querier has to answer one job before the job goes to another querier.
+    #[arg(long, env = "WEFT_QUERY_JOB_TIMEOUT", default_value_t = 30.0)]
+    pub query_job_timeout: f64,
 }
 
 impl QueryOptions {
@@ -51,6 +60,10 @@ impl QueryOptions {
             "max_concurrent_queries must be positive"
         );
         anyhow::ensure!(self.query_parallelism != Some(0), "query_parallelism must be positive");
+        anyhow::ensure!(
+            self.query_job_timeout.is_finite() && self.query_job_timeout > 0.0,
+            "query_job_timeout must be a positive number of seconds"
+        );
         Ok(())
     }
 }

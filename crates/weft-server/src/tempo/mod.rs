@@ -40,6 +40,10 @@ impl Api for TempoOptions {
             .route("/api/metrics/query_range", get(metrics::query_range))
             .route("/api/metrics/query", get(metrics::query_instant))
             .route("/api/service-graph", get(metrics::service_graph))
+            .route(
+                crate::query::jobs::SEARCH_JOB_PATH,
+                axum::routing::post(crate::query::jobs::search_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

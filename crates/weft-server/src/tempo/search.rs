@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weft_engine::search::{Search, SearchParams, TagNames, TagScope, TraceSink};
 use weft_engine::tags::ColumnTagNames;
-use weft_querier::scan::ScanStats;
+use weft_querier::scan::{ScanStats, Window};
 use weft_traceql::Query as TraceQl;
 use weft_traceql::ast::Stage;
 
@@ -49,17 +49,37 @@ pub(crate) async fn run_search_progress(
     p: &HashMap<String, String>,
     progress: Arc<parking_lot::Mutex<Vec<weft_engine::search::Hit>>>,
 ) -> Result<(Vec<weft_engine::search::Hit>, ScanStats), Response> {
+    let (sink, window) = search_request(p).map_err(|r| *r)?;
+    let mut sink = Progress {
+        inner: sink,
+        out: progress,
+        last: Instant::now(),
+    };
+    if let Some(peers) = &st.peers {
+        match crate::query::jobs::search(st, peers, tenant, p, window, &mut sink).await? {
+            Some(stats) => return Ok((sink.inner.finish(), stats)),
+            // The queriers' block lists and this one's differ: read it all here.
+            None => sink.inner = search_request(p).map_err(|r| *r)?.0,
+        }
+    }
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    Ok((sink.inner.finish(), stats))
+}
+
+/// The search Tempo's `/api/search` parameters ask for (`q` or `tags`, `limit`, `spss`,
+/// `minDuration`, `maxDuration`) and its window (`start`, `end`), or the 400 reply.
+pub(crate) fn search_request(p: &HashMap<String, String>) -> Result<(Search, Option<Window>), Box<Response>> {
     let q = match (param(p, "q"), param(p, "tags")) {
         (Some(q), _) => q.to_owned(),
         (None, Some(tags)) => match logfmt_to_traceql(tags) {
             Ok(q) => q,
-            Err(e) => return Err(bad(e)),
+            Err(e) => return Err(Box::new(bad(e))),
         },
         (None, None) => "{ }".to_owned(),
     };
     let query = match parse_query(&q) {
         Ok(q) => q,
-        Err(e) => return Err(bad(e)),
+        Err(e) => return Err(Box::new(bad(e))),
     };
     // `zero`: what 0 means (Tempo: `spss=0` is unlimited, `limit=0` an error).
     let num = |k: &str, default: usize, max: usize, zero: Option<usize>| -> Result<usize, String> {
@@ -85,28 +105,21 @@ pub(crate) async fn run_search_progress(
             min_duration_ns: min,
             max_duration_ns: max,
         },
-        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return Err(bad(e)),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return Err(Box::new(bad(e))),
     };
     if let (Some(min), Some(max)) = (params.min_duration_ns, params.max_duration_ns)
         && min > max
     {
-        return Err(bad("invalid duration range: minDuration is greater than maxDuration"));
+        return Err(Box::new(bad("invalid duration range: minDuration is greater than maxDuration")));
     }
     let window = match search_window(p) {
         Ok(w) => w,
-        Err(e) => return Err(bad(e)),
+        Err(e) => return Err(Box::new(bad(e))),
     };
-    let sink = match Search::new(&query, params) {
-        Ok(s) => s,
-        Err(e) => return Err(eval_error(e)),
-    };
-    let mut sink = Progress {
-        inner: sink,
-        out: progress,
-        last: Instant::now(),
-    };
-    let stats = run_scan(st, tenant, window, &mut sink).await?;
-    Ok((sink.inner.finish(), stats))
+    match Search::new(&query, params) {
+        Ok(s) => Ok((s, window)),
+        Err(e) => Err(Box::new(eval_error(e))),
+    }
 }
 
 /// A search sink that publishes its hits so far now and then.
@@ -140,6 +153,13 @@ impl TraceSink for Progress {
 
     fn merge(&mut self, part: Box<dyn weft_engine::search::TracePart>) {
         TraceSink::merge(&mut self.inner, part);
+        self.publish();
+    }
+}
+
+impl crate::query::jobs::SearchSink for Progress {
+    fn merge_hits(&mut self, hits: Vec<weft_engine::search::Hit>) {
+        self.inner.merge_hits(hits);
         self.publish();
     }
 }

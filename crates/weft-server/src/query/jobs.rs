@@ -1,0 +1,582 @@
+//! One search over many queriers (issue 47, ADR 10): the process that receives a search acts
+//! as its frontend when `--query-peers` names queriers, and every querier answers parts of a
+//! search (*jobs*) at `POST /internal/v1/jobs/search`. The job protocol (v1) is written down in
+//! `spec/jobs.md`.
+//!
+//! ```text
+//! frontend:  head part here ─► list the tenant's blocks ─► jobs: runs of that listing, newest
+//!            first, by bytes ─► each to a peer (one at a time per peer; a failed or timed-out
+//!            job goes to the next peer, then runs here) ─► merged in job order ─► split
+//!            traces read whole once, here (Querier::finish_scan)
+//! querier:   job ─► the same search, its floor raised ─► Querier::scan_part over the job's
+//!            blocks ─► its hits and what it leaves to the frontend
+//! ```
+//!
+//! A job names the listing it was planned from. A querier that does not know every block of
+//! it (after polling its block list once) says which; the frontend then reads the whole query
+//! itself, as before (a compaction or a new block between the listing and the job: rare, and
+//! never a wrong answer).
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use weft_engine::search::{Hit, HitSpan, HitSpanset, Search, ServiceCount, TraceSink};
+use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
+use weft_traceql::Value;
+use weft_traceql::ast::{Kind, Status};
+
+use crate::app::AppState;
+use crate::query::{bad, scan_failed, text};
+
+/// The version of the job protocol this build speaks.
+pub const JOB_VERSION: u32 = 1;
+/// Where a querier answers search jobs.
+pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
+/// How long resolved peer addresses are used before the names are resolved again.
+const RESOLVE_EVERY: Duration = Duration::from_secs(5);
+/// Jobs per peer a search is split into: the next job of a peer is ready when one ends.
+const JOBS_PER_PEER: usize = 2;
+
+/// A part of a search for one querier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchJob {
+    pub version: u32,
+    /// The search as Tempo's `/api/search` takes it: `q` or `tags`, `limit`, `spss`,
+    /// `minDuration`, `maxDuration`, `start`, `end`.
+    pub params: HashMap<String, String>,
+    /// Traces starting before this (Unix ns) cannot enter the result any more.
+    pub floor: Option<u64>,
+    /// The blocks this job reads, by ID.
+    pub blocks: Vec<String>,
+    /// Every block of the listing the search was planned from.
+    pub listing: Vec<String>,
+}
+
+/// A querier's answer to a [`SearchJob`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchJobReply {
+    pub version: u32,
+    /// The job's best hits (at most the search's limit), in no particular order.
+    pub hits: Vec<WireHit>,
+    pub outcome: WireOutcome,
+}
+
+/// A [`Hit`] on the wire: IDs in hex.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireHit {
+    pub trace_id: String,
+    pub root_service_name: String,
+    pub root_trace_name: String,
+    pub start_unix_nano: u64,
+    pub duration_nano: u64,
+    pub spansets: Vec<WireSpanset>,
+    /// `[service, spans, errors]`.
+    pub service_stats: Vec<(String, u32, u32)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSpanset {
+    pub spans: Vec<WireSpan>,
+    pub matched: usize,
+    pub attributes: Vec<(String, WireValue)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSpan {
+    pub span_id: String,
+    pub name: String,
+    pub start_unix_nano: u64,
+    pub duration_nano: u64,
+    pub attributes: Vec<(String, WireValue)>,
+}
+
+/// A TraceQL value on the wire. Floats travel as their IEEE 754 bits, so NaN and infinities
+/// round-trip exactly; status and kind as their TraceQL literals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireValue {
+    Str(String),
+    Int(i64),
+    FloatBits(u64),
+    Bool(bool),
+    Duration(i64),
+    Status(String),
+    Kind(String),
+    Nil,
+    Array(Vec<WireValue>),
+}
+
+impl WireValue {
+    fn of(v: &Value) -> WireValue {
+        match v {
+            Value::Str(s) => WireValue::Str(s.clone()),
+            Value::Int(i) => WireValue::Int(*i),
+            Value::Float(f) => WireValue::FloatBits(f.to_bits()),
+            Value::Bool(b) => WireValue::Bool(*b),
+            Value::Duration(d) => WireValue::Duration(*d),
+            Value::Status(s) => WireValue::Status(s.name().to_owned()),
+            Value::Kind(k) => WireValue::Kind(k.name().to_owned()),
+            Value::Nil => WireValue::Nil,
+            Value::Array(a) => WireValue::Array(a.iter().map(WireValue::of).collect()),
+        }
+    }
+
+    fn value(self) -> Result<Value, String> {
+        Ok(match self {
+            WireValue::Str(s) => Value::Str(s),
+            WireValue::Int(i) => Value::Int(i),
+            WireValue::FloatBits(b) => Value::Float(f64::from_bits(b)),
+            WireValue::Bool(b) => Value::Bool(b),
+            WireValue::Duration(d) => Value::Duration(d),
+            WireValue::Status(s) => Value::Status(
+                [Status::Error, Status::Ok, Status::Unset]
+                    .into_iter()
+                    .find(|x| x.name() == s)
+                    .ok_or_else(|| format!("unknown status {s:?}"))?,
+            ),
+            WireValue::Kind(s) => Value::Kind(
+                [
+                    Kind::Unspecified,
+                    Kind::Internal,
+                    Kind::Server,
+                    Kind::Client,
+                    Kind::Producer,
+                    Kind::Consumer,
+                ]
+                .into_iter()
+                .find(|x| x.name() == s)
+                .ok_or_else(|| format!("unknown span kind {s:?}"))?,
+            ),
+            WireValue::Nil => Value::Nil,
+            WireValue::Array(a) => Value::Array(a.into_iter().map(WireValue::value).collect::<Result<_, _>>()?),
+        })
+    }
+}
+
+fn unhex<const N: usize>(s: &str) -> Result<[u8; N], String> {
+    let mut out = [0u8; N];
+    hex::decode_to_slice(s, &mut out).map_err(|_| format!("invalid ID {s:?}: expected {} hex digits", 2 * N))?;
+    Ok(out)
+}
+
+fn attrs_out(a: &[(String, Value)]) -> Vec<(String, WireValue)> {
+    a.iter().map(|(k, v)| (k.clone(), WireValue::of(v))).collect()
+}
+
+fn attrs_in(a: Vec<(String, WireValue)>) -> Result<Vec<(String, Value)>, String> {
+    a.into_iter().map(|(k, v)| Ok((k, v.value()?))).collect()
+}
+
+impl WireHit {
+    pub fn of(h: &Hit) -> WireHit {
+        WireHit {
+            trace_id: weft_core::hex(&h.trace_id),
+            root_service_name: h.root_service_name.clone(),
+            root_trace_name: h.root_trace_name.clone(),
+            start_unix_nano: h.start_unix_nano,
+            duration_nano: h.duration_nano,
+            spansets: h
+                .spansets
+                .iter()
+                .map(|s| WireSpanset {
+                    spans: s
+                        .spans
+                        .iter()
+                        .map(|sp| WireSpan {
+                            span_id: weft_core::hex(&sp.span_id),
+                            name: sp.name.clone(),
+                            start_unix_nano: sp.start_unix_nano,
+                            duration_nano: sp.duration_nano,
+                            attributes: attrs_out(&sp.attributes),
+                        })
+                        .collect(),
+                    matched: s.matched,
+                    attributes: attrs_out(&s.attributes),
+                })
+                .collect(),
+            service_stats: h
+                .service_stats
+                .iter()
+                .map(|c| (c.service.clone(), c.spans, c.errors))
+                .collect(),
+        }
+    }
+
+    pub fn hit(self) -> Result<Hit, String> {
+        Ok(Hit {
+            trace_id: unhex(&self.trace_id)?,
+            root_service_name: self.root_service_name,
+            root_trace_name: self.root_trace_name,
+            start_unix_nano: self.start_unix_nano,
+            duration_nano: self.duration_nano,
+            spansets: self
+                .spansets
+                .into_iter()
+                .map(|s| {
+                    Ok(HitSpanset {
+                        spans: s
+                            .spans
+                            .into_iter()
+                            .map(|sp| {
+                                Ok(HitSpan {
+                                    span_id: unhex(&sp.span_id)?,
+                                    name: sp.name,
+                                    start_unix_nano: sp.start_unix_nano,
+                                    duration_nano: sp.duration_nano,
+                                    attributes: attrs_in(sp.attributes)?,
+                                })
+                            })
+                            .collect::<Result<_, String>>()?,
+                        matched: s.matched,
+                        attributes: attrs_in(s.attributes)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            service_stats: self
+                .service_stats
+                .into_iter()
+                .map(|(service, spans, errors)| ServiceCount { service, spans, errors })
+                .collect(),
+        })
+    }
+}
+
+/// The queriers a frontend sends jobs to: `--query-peers`, each `host:port`; a name that
+/// resolves to several addresses is several queriers. Names are resolved again every few
+/// seconds, so queriers behind a DNS name may come and go.
+pub struct Peers {
+    names: Vec<String>,
+    client: reqwest::Client,
+    timeout: Duration,
+    resolved: parking_lot::Mutex<Option<(Instant, Vec<SocketAddr>)>>,
+}
+
+impl Peers {
+    pub fn new(names: Vec<String>, timeout: Duration) -> Option<Arc<Peers>> {
+        if names.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Peers {
+            names,
+            client: reqwest::Client::new(),
+            timeout,
+            resolved: parking_lot::Mutex::new(None),
+        }))
+    }
+
+    /// The peers' addresses now (those of the last resolution that found any, if none does).
+    async fn addrs(&self) -> Vec<SocketAddr> {
+        if let Some((at, a)) = &*self.resolved.lock()
+            && at.elapsed() < RESOLVE_EVERY
+        {
+            return a.clone();
+        }
+        let mut found = Vec::new();
+        for name in &self.names {
+            match tokio::net::lookup_host(name.as_str()).await {
+                Ok(a) => found.extend(a),
+                Err(e) => tracing::warn!(peer = %name, error = %e, "resolving a query peer failed"),
+            }
+        }
+        found.sort();
+        found.dedup();
+        let mut held = self.resolved.lock();
+        if found.is_empty()
+            && let Some((_, old)) = &*held
+        {
+            return old.clone();
+        }
+        *held = Some((Instant::now(), found.clone()));
+        found
+    }
+
+    async fn send(&self, peer: SocketAddr, tenant: &str, job: &SearchJob) -> Result<SearchJobReply, String> {
+        let body = serde_json::to_vec(job).map_err(|e| e.to_string())?;
+        let reply = self
+            .client
+            .post(format!("http://{peer}{SEARCH_JOB_PATH}"))
+            .header(crate::tenant::ORG_HEADER, tenant)
+            .header("content-type", "application/json")
+            .timeout(self.timeout)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("sending the job: {e}"))?;
+        let status = reply.status();
+        let bytes = reply.bytes().await.map_err(|e| format!("reading the reply: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&bytes)));
+        }
+        let reply: SearchJobReply = serde_json::from_slice(&bytes).map_err(|e| format!("decoding the reply: {e}"))?;
+        if reply.version != JOB_VERSION {
+            return Err(format!(
+                "job protocol version {} (this build speaks {JOB_VERSION})",
+                reply.version
+            ));
+        }
+        Ok(reply)
+    }
+}
+
+/// What jobs this process sent and answered, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct JobStats {
+    /// Jobs this querier answered for a frontend.
+    pub served: AtomicU64,
+    /// Jobs a querier answered for this frontend.
+    pub sent: AtomicU64,
+    /// Attempts that failed or timed out (the job went to the next querier).
+    pub failed: AtomicU64,
+    /// Jobs this frontend read itself because every querier failed them.
+    pub ran_here: AtomicU64,
+    /// Jobs not sent: their blocks end before the oldest trace the result keeps.
+    pub skipped: AtomicU64,
+    /// Searches read here alone because a querier's block list differed from this one's.
+    pub replanned: AtomicU64,
+}
+
+impl JobStats {
+    pub fn render(&self, out: &mut weft_core::prom::Exposition) {
+        let name = "weft_query_jobs_total";
+        out.family(
+            name,
+            weft_core::prom::Kind::Counter,
+            "Search jobs (parts of one search on one querier, --query-peers) by what became of them.",
+        );
+        for (outcome, n) in [
+            ("served", &self.served),
+            ("sent", &self.sent),
+            ("failed", &self.failed),
+            ("ran_here", &self.ran_here),
+            ("skipped", &self.skipped),
+            ("replanned", &self.replanned),
+        ] {
+            out.sample(name, &[("outcome", outcome)], n.load(Ordering::Relaxed) as f64);
+        }
+    }
+}
+
+/// What one job gave the frontend.
+struct Done {
+    hits: Vec<Hit>,
+    outcome: PartOutcome,
+}
+
+/// Runs a search over the queriers of `--query-peers` into `sink` (built from `params`, not
+/// yet offered anything). `Ok(None)`: the queriers' block lists did not agree with this one's,
+/// so nothing was decided; the caller searches here alone, into a new sink.
+pub(crate) async fn search(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    params: &HashMap<String, String>,
+    window: Option<Window>,
+    sink: &mut impl SearchSink,
+) -> Result<Option<ScanStats>, Response> {
+    let addrs = peers.addrs().await;
+    if addrs.is_empty() {
+        return Ok(None);
+    }
+    let q = st.querier();
+    // The head first, here (this querier tails it), then the listing the jobs share: a block
+    // cut from the head since holds traces the head part took, which the jobs' results drop.
+    let head_part = ScanPart {
+        head: true,
+        blocks: Some(HashSet::new()),
+    };
+    let head = q
+        .scan_part(tenant, window, &head_part, sink)
+        .await
+        .map_err(scan_failed)?;
+    let taken = head.handled().clone();
+    let mut blocks = q.blocks(tenant);
+    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
+    let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
+    let run = |(k, job): (usize, Vec<usize>)| {
+        let (addrs, floor, listing, blocks) = (&addrs, &floor, &listing, &blocks);
+        async move {
+            let newest = job.iter().map(|&i| blocks[i].meta.max_end_unix_nano).max().unwrap_or(0);
+            let f = floor.load(Ordering::Acquire);
+            if f > 0 && newest < f {
+                // No trace in these blocks can start late enough: as a scan stopped early.
+                st.jobs.skipped.fetch_add(1, Ordering::Relaxed);
+                return Ok(Done {
+                    hits: Vec::new(),
+                    outcome: PartOutcome::stopped_early(),
+                });
+            }
+            let job = SearchJob {
+                version: JOB_VERSION,
+                params: params.clone(),
+                floor: (f > 0).then_some(f),
+                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                listing: listing.clone(),
+            };
+            for attempt in 0..addrs.len() {
+                let peer = addrs[(k + attempt) % addrs.len()];
+                match peers.send(peer, tenant, &job).await {
+                    Ok(reply) => {
+                        let hits = reply.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>();
+                        match (hits, PartOutcome::from_wire(reply.outcome)) {
+                            (Ok(hits), Ok(outcome)) => {
+                                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
+                                return Ok(Done { hits, outcome });
+                            }
+                            (Err(e), _) | (_, Err(e)) => {
+                                tracing::warn!(%peer, error = %e, "a query peer's reply does not decode; trying another")
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(%peer, error = %e, "a search job failed; trying another querier"),
+                }
+                st.jobs.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            // Every peer failed: this querier reads the job itself.
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let (mut local, _) = crate::tempo::search::search_request(params).map_err(|r| *r)?;
+            if f > 0 {
+                local.raise_floor(f);
+            }
+            let part = ScanPart {
+                head: false,
+                blocks: Some(job.blocks.iter().cloned().collect()),
+            };
+            let outcome = q
+                .scan_part(tenant, window, &part, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            Ok::<Done, Response>(Done {
+                hits: local.finish(),
+                outcome,
+            })
+        }
+    };
+    let mut parts = vec![head];
+    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+        .map(run)
+        .buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        let Done { hits, mut outcome } = d?;
+        if !outcome.missing_blocks.is_empty() {
+            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
+            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        outcome.forget(&taken);
+        sink.merge_hits(hits.into_iter().filter(|h| !taken.contains(&h.trace_id)).collect());
+        if let Some(f) = sink.start_floor() {
+            floor.store(f, Ordering::Release);
+        }
+        parts.push(outcome);
+    }
+    drop(done);
+    q.finish_scan(tenant, window, parts, sink)
+        .await
+        .map(Some)
+        .map_err(scan_failed)
+}
+
+/// Splits `blocks` (newest first) into at most `n` runs of about equal bytes, in order: the
+/// first jobs hold the newest blocks, so a full result can skip the last ones.
+fn plan(blocks: &[Arc<weft_block::Block>], n: usize) -> Vec<Vec<usize>> {
+    let total: u64 = blocks.iter().map(|b| b.meta.size_bytes.max(1)).sum();
+    let per = total.div_ceil(n.max(1) as u64).max(1);
+    let mut jobs: Vec<Vec<usize>> = Vec::new();
+    let mut acc = per;
+    for (i, b) in blocks.iter().enumerate() {
+        if acc >= per {
+            jobs.push(Vec::new());
+            acc = 0;
+        }
+        jobs.last_mut().expect("pushed").push(i);
+        acc += b.meta.size_bytes.max(1);
+    }
+    jobs
+}
+
+/// A search sink a frontend merges job results into.
+pub(crate) trait SearchSink: TraceSink + Send {
+    /// Adds hits another querier found, as a fork's are merged.
+    fn merge_hits(&mut self, hits: Vec<Hit>);
+}
+
+impl SearchSink for Search {
+    fn merge_hits(&mut self, hits: Vec<Hit>) {
+        Search::merge_hits(self, hits)
+    }
+}
+
+/// `POST /internal/v1/jobs/search`: one job of a search another querier is the frontend of.
+pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let job: SearchJob = match serde_json::from_slice(&body) {
+        Ok(j) => j,
+        Err(e) => return bad(format!("invalid search job: {e}")),
+    };
+    if job.version != JOB_VERSION {
+        return bad(format!(
+            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
+            job.version
+        ));
+    }
+    let (mut sink, window) = match crate::tempo::search::search_request(&job.params) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if let Some(f) = job.floor {
+        sink.raise_floor(f);
+    }
+    let q = st.querier();
+    let known = |q: &weft_querier::Querier| -> HashSet<String> {
+        q.blocks(&tenant).iter().map(|b| b.meta.block_id.clone()).collect()
+    };
+    let mut have = known(q);
+    if job.listing.iter().any(|id| !have.contains(id)) {
+        // Blocks written since this querier last polled: look once more.
+        if let Err(e) = q.db().poll().await {
+            tracing::warn!(error = %e, "polling the block list for a search job failed");
+        }
+        have = known(q);
+    }
+    let unknown: Vec<String> = job.listing.iter().filter(|id| !have.contains(*id)).cloned().collect();
+    let part = ScanPart {
+        head: false,
+        blocks: Some(job.blocks.iter().cloned().collect()),
+    };
+    let mut outcome = match q.scan_part(&tenant, window, &part, &mut sink).await {
+        Ok(o) => o.to_wire(),
+        Err(e) => return scan_failed(e),
+    };
+    for id in unknown {
+        if !outcome.missing_blocks.contains(&id) {
+            outcome.missing_blocks.push(id);
+        }
+    }
+    st.jobs.served.fetch_add(1, Ordering::Relaxed);
+    let reply = SearchJobReply {
+        version: JOB_VERSION,
+        hits: sink.finish().iter().map(WireHit::of).collect(),
+        outcome,
+    };
+    match serde_json::to_vec(&reply) {
+        Ok(b) => Response::builder()
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(b))
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the reply: {e}")),
+    }
+}

@@ -1,0 +1,135 @@
+"""One search over many queriers (--query-peers, issue 47): a querier that names peers acts as
+the search's frontend. It splits the blocks of its listing into jobs, sends them to the peers,
+merges their results in job order and reads the traces split across blocks whole once. The
+answers must equal those of a querier that reads everything alone, hit for hit and in order,
+also while peers are killed (their jobs go to the next peer, then run on the frontend)."""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from otlpdata import make_request, make_span, new_span_id, new_trace_id
+from weftlib import start_sharing, wait_for, wait_for_block_spans
+
+BASE = time.time_ns() - 120_000_000_000
+BATCHES = 6
+TRACES_PER_BATCH = 12
+SPANS = 4
+
+
+def _send_traces(ingester) -> int:
+    """Sends traces in batches, each cut into blocks of its own; every third trace's last spans
+    come with the next batch, so it is split across two blocks. Returns the spans sent."""
+    held: list = []
+    sent = 0
+    for b in range(BATCHES):
+        spans = held
+        held = []
+        for i in range(TRACES_PER_BATCH):
+            n = b * TRACES_PER_BATCH + i
+            tid, root = new_trace_id(), new_span_id()
+            trace = [
+                make_span(tid, root if k == 0 else None, parent=b"" if k == 0 else root, name=f"op-{n % 7}-{k}",
+                          start=BASE + n * 1_000_000 + k * 1000, end=BASE + n * 1_000_000 + 500_000 + k,
+                          attributes={"k": k, "n": n},
+                          status=Status(code=Status.STATUS_CODE_ERROR if (n + k) % 5 == 0 else Status.STATUS_CODE_OK))
+                for k in range(SPANS)
+            ]
+            if n % 3 == 0 and b + 1 < BATCHES:
+                spans += trace[:2]
+                held += trace[2:]
+            else:
+                spans += trace
+        for k in range(3):
+            part = [s for j, s in enumerate(spans) if j % 3 == k]
+            ingester.send(make_request(part, service=f"svc-{k}"))
+        sent += len(spans)
+        time.sleep(1.2)  # the ingester cuts a block every 0.5 s
+    return sent
+
+
+SEARCHES = [
+    {"q": "{ }", "limit": "20"},
+    {"q": "{ }", "limit": "3"},
+    {"q": "{ }", "limit": "500", "spss": "10"},
+    {"q": '{ resource.service.name = "svc-1" }', "limit": "5"},
+    {"q": "{ status = error }", "limit": "20"},
+    {"q": "{ span.k = 2 }", "limit": "7"},
+    {"q": "{ } | count() > 3", "limit": "50"},
+    {"q": '{ name =~ "op-1-.*" } | select(span.n)', "limit": "20"},
+    {"q": "{ span.k = 0 } >> { span.k = 3 && status = error }", "limit": "20"},
+    {"q": "{ span.n > 20 && span.n < 40 }", "limit": "10",
+     "start": str((BASE + 25_000_000) // 10**9), "end": str((BASE + 60_000_000) // 10**9 + 1)},
+    {"tags": "service.name=svc-2", "limit": "8"},
+]
+
+
+def _traces(querier, params: dict) -> list:
+    r = querier.get("/api/search", params=params)
+    assert r.status_code == 200, f"{querier.name} {params}: {r.status_code} {r.text[:300]}"
+    return r.json()["traces"]
+
+
+def _assert_same_answers(alone, frontend, what: str):
+    for params in SEARCHES:
+        want = _traces(alone, params)
+        assert want, f"{params} matches something"
+        got = _traces(frontend, params)
+        assert got == want, f"{what}: {params}\nfrontend: {got[:3]}\nalone: {want[:3]}"
+
+
+def _jobs(srv, outcome: str) -> float:
+    return srv.metric("weft_query_jobs_total", outcome=outcome) or 0
+
+
+def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_path):
+    data = tmp_path / "shared-data"
+    ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.5",
+                             "--compaction-interval", "0", data_dir=data)
+    sent = _send_traces(ingester)
+    metas = wait_for_block_spans(ingester, sent)
+    assert len(metas) >= 5, f"several blocks to split: {len(metas)}"
+
+    def querier(name: str, *args: str):
+        return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *args,
+                             data_dir=data)
+    alone = querier("alone")
+    peers = [querier(f"peer{i}") for i in range(2)]
+    frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
+                       "--query-job-timeout", "5")
+
+    _assert_same_answers(alone, frontend, "every peer up")
+    assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
+    assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
+    assert _jobs(frontend, "replanned") == 0, "the block lists agreed"
+
+    # A peer killed: its jobs go to the other one.
+    peers[0].kill9()
+    _assert_same_answers(alone, frontend, "one peer killed")
+    assert _jobs(frontend, "failed") > 0, "jobs to the killed peer failed and were retried"
+    # Both killed: the frontend reads the jobs itself.
+    peers[1].kill9()
+    _assert_same_answers(alone, frontend, "every peer killed")
+    assert _jobs(frontend, "ran_here") > 0
+    # Back: jobs go out again.
+    before = _jobs(frontend, "sent")
+    for p in peers:
+        p.start()
+    wait_for(lambda: all(p.get("/ready").status_code == 200 for p in peers), 30, "the peers to be ready")
+    _assert_same_answers(alone, frontend, "peers restarted")
+    assert _jobs(frontend, "sent") > before
+
+
+def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
+    q = weft_factory("--target", "querier")
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search", data=b"{not json", timeout=10)
+    assert r.status_code == 400 and "invalid search job" in r.text, r.text
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                    json={"version": 99, "params": {}, "floor": None, "blocks": [], "listing": []}, timeout=10)
+    assert r.status_code == 400 and "version 99" in r.text, r.text
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                    json={"version": 1, "params": {"q": "{ nope"}, "floor": None, "blocks": [], "listing": []},
+                    timeout=10)
+    assert r.status_code == 400, r.text
