@@ -254,6 +254,7 @@ impl Scan<'_> {
                 Piece::Note => self.note(p.id, p.passed),
                 Piece::Defer => {
                     self.note(p.id, p.passed);
+                    self.started(p.id, p.start);
                     self.handled.insert(p.id);
                     self.deferred.push(p.id);
                 }

@@ -153,6 +153,9 @@ struct Scan<'a> {
     deferred: Vec<[u8; 16]>,
     /// The leaves passed by the pieces of traces that were deferred or may be (or-ed).
     passed: HashMap<[u8; 16], u64>,
+    /// The earliest start of the pieces of each deferred trace: the trace starts no later, so
+    /// once the sink no longer wants that start it does not want the trace.
+    starts: HashMap<[u8; 16], u64>,
     /// Row groups (`Some`) or whole blocks (`None`) of `blocks` skipped for the window: a
     /// deferred trace they may hold is fetched whatever `passed` says.
     window_skipped: Vec<(usize, Option<usize>)>,
@@ -209,6 +212,8 @@ pub struct PartOutcome {
     deferred: Vec<[u8; 16]>,
     /// The leaves passed by the pieces of traces seen, or-ed.
     passed: HashMap<[u8; 16], u64>,
+    /// The earliest piece start of each deferred trace.
+    starts: HashMap<[u8; 16], u64>,
     /// Blocks (and row groups) skipped for the window, by block ID.
     window_skipped: Vec<(String, Option<usize>)>,
     saw_all: bool,
@@ -227,6 +232,8 @@ pub struct WireOutcome {
     pub deferred: Vec<String>,
     /// `[trace ID, leaves passed]`, in no particular order.
     pub passed: Vec<(String, u64)>,
+    /// `[trace ID, earliest start of its pieces seen]` of the deferred traces (Unix ns).
+    pub starts: Vec<(String, u64)>,
     pub window_skipped: Vec<(String, Option<usize>)>,
     pub saw_all: bool,
 }
@@ -251,6 +258,7 @@ impl PartOutcome {
     pub fn forget(&mut self, ids: &HashSet<[u8; 16]>) {
         self.deferred.retain(|id| !ids.contains(id));
         self.passed.retain(|id, _| !ids.contains(id));
+        self.starts.retain(|id, _| !ids.contains(id));
     }
 
     /// The outcome for the wire.
@@ -262,6 +270,7 @@ impl PartOutcome {
             missing_blocks: self.missing_blocks.clone(),
             deferred: self.deferred.iter().map(hex).collect(),
             passed: self.passed.iter().map(|(id, &p)| (hex(id), p)).collect(),
+            starts: self.starts.iter().map(|(id, &t)| (hex(id), t)).collect(),
             window_skipped: self.window_skipped.clone(),
             saw_all: self.saw_all,
         }
@@ -283,6 +292,11 @@ impl PartOutcome {
                 .passed
                 .iter()
                 .map(|(s, p)| Ok((id(s)?, *p)))
+                .collect::<Result<_, String>>()?,
+            starts: w
+                .starts
+                .iter()
+                .map(|(s, t)| Ok((id(s)?, *t)))
                 .collect::<Result<_, String>>()?,
             window_skipped: w.window_skipped,
             saw_all: w.saw_all,
@@ -345,6 +359,7 @@ impl Querier {
             missing_blocks,
             deferred: scan.deferred,
             passed: scan.passed,
+            starts: scan.starts,
             window_skipped,
             saw_all: scan.saw_all,
             handled: scan.handled,
@@ -376,6 +391,9 @@ impl Querier {
             for (id, passed) in p.passed {
                 scan.note(id, passed);
             }
+            for (id, start) in p.starts {
+                scan.started(id, start);
+            }
             for (block, rg) in p.window_skipped {
                 match scan.blocks.iter().position(|b| b.meta.block_id == block) {
                     Some(b) => scan.window_skipped.push((b, rg)),
@@ -387,6 +405,11 @@ impl Querier {
         let deferred = std::mem::take(&mut scan.deferred);
         let mut fetch = Vec::with_capacity(deferred.len());
         for id in deferred {
+            // Starts before what the sink keeps now (its pieces bound the trace's start).
+            if scan.starts.get(&id).is_some_and(|&t| !sink.wants_start(t)) {
+                scan.stats.split_traces_ruled_out += 1;
+                continue;
+            }
             if scan.ruled_out(&id, sink) {
                 scan.stats.split_traces_ruled_out += 1;
             } else {
@@ -426,10 +449,17 @@ impl<'a> Scan<'a> {
             handled: HashSet::new(),
             deferred: Vec::new(),
             passed: HashMap::new(),
+            starts: HashMap::new(),
             window_skipped: Vec::new(),
             saw_all: true,
             stats: ScanStats::default(),
         }
+    }
+
+    /// Notes the start of a piece of deferred trace `id`.
+    fn started(&mut self, id: [u8; 16], start: u64) {
+        let s = self.starts.entry(id).or_insert(start);
+        *s = (*s).min(start);
     }
 
     /// Notes the leaves a piece of trace `id` passed.
@@ -473,6 +503,7 @@ impl<'a> Scan<'a> {
         self.handled.insert(id);
         if split || self.in_other_block(&id, None) {
             self.note(id, passed);
+            self.started(id, rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0));
             self.deferred.push(id);
             return;
         }

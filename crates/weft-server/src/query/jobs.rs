@@ -463,28 +463,49 @@ pub(crate) async fn search(
         }
     };
     let mut parts = vec![head];
-    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
-        .map(run)
-        .buffered(addrs.len());
-    while let Some(d) = done.next().await {
-        let Done { hits, mut outcome } = d?;
-        if !outcome.missing_blocks.is_empty() {
-            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
-            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+    let mut jobs = jobs.into_iter().enumerate();
+    // The newest job first, alone: a search that fills its limit there gives the others the
+    // floor it reached, and the jobs whose blocks all end before it are not sent at all
+    // (searching them side by side from the start cost up to 9x the CPU of one querier).
+    if let Some(first) = jobs.next() {
+        let d = run(first).await?;
+        if !absorb(st, tenant, d, sink, &taken, &floor, &mut parts) {
             return Ok(None);
         }
-        outcome.forget(&taken);
-        sink.merge_hits(hits.into_iter().filter(|h| !taken.contains(&h.trace_id)).collect());
-        if let Some(f) = sink.start_floor() {
-            floor.store(f, Ordering::Release);
+    }
+    let mut done = futures::stream::iter(jobs).map(run).buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        if !absorb(st, tenant, d?, sink, &taken, &floor, &mut parts) {
+            return Ok(None);
         }
-        parts.push(outcome);
     }
     drop(done);
-    q.finish_scan(tenant, window, parts, sink)
-        .await
-        .map(Some)
-        .map_err(scan_failed)
+    q.finish_scan(tenant, window, parts, sink).await.map(Some).map_err(scan_failed)
+}
+
+/// Merges a job's result into `sink` and `parts`, leaving out the traces the head part took.
+/// False when the job's querier did not know the listing (the search is then answered here).
+fn absorb(
+    st: &AppState,
+    tenant: &str,
+    Done { hits, mut outcome }: Done,
+    sink: &mut impl SearchSink,
+    taken: &HashSet<[u8; 16]>,
+    floor: &AtomicU64,
+    parts: &mut Vec<PartOutcome>,
+) -> bool {
+    if !outcome.missing_blocks.is_empty() {
+        tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
+        st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    outcome.forget(taken);
+    sink.merge_hits(hits.into_iter().filter(|h| !taken.contains(&h.trace_id)).collect());
+    if let Some(f) = sink.start_floor() {
+        floor.store(f, Ordering::Release);
+    }
+    parts.push(outcome);
+    true
 }
 
 /// Splits `blocks` (newest first) into at most `n` runs of about equal bytes, in order: the

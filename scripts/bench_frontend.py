@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""One search over many queriers (--query-peers): what each querier spends per search with 1, 2
+and 4 queriers behind a frontend, against one querier alone, on one data set (stdlib only).
+
+Method:
+  1. Load --spans realistic spans once (as scripts/bench_parallelism.py does: the search
+     benchmark's data, kept), or reuse --data-dir.
+  2. For each count of queriers: start them (`--target querier` on the data directory,
+     compaction and the scrubber off) and a frontend (`--target querier --query-peers ...`),
+     all on this machine. For a querier alone: one querier, no peers.
+  3. For each search of the search benchmark: one warm-up run, then --runs timed runs one at a
+     time. Record the median wall time and, over the timed runs, every process's CPU-seconds
+     per search (from /proc), and the jobs the frontend sent.
+  4. Print per search and count: the frontend's CPU per search and per job, the queriers'
+     mean and largest CPU per search, and their mean against the lone querier's divided by
+     the count (1.0: the work divides exactly). Write JSON to --out.
+
+Every process runs on this machine's cores, so wall times show the split's overhead, not the
+speed-up of separate machines; the CPU figures are what each machine would spend.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_parallelism  # noqa: E402  (loading the data, the needle)
+import bench_search  # noqa: E402  (the server wrapper, the queries and their checks)
+
+ROOT = bench_search.ROOT
+SEARCHES = ["needle", "duration_gt_1s", "service_error", "sibling_error", "root_errors", "root_under_root"]
+FIXED = ["--target", "querier", "--compaction-interval", "0", "--scrub-interval", "0"]
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weft", default=os.path.join(ROOT, "target", "release", "weft"))
+    ap.add_argument("--spans", type=int, default=10_000_000)
+    ap.add_argument("--data-dir", default=None, help="a kept bench_search data directory (skips loading)")
+    ap.add_argument("--keep-data", action="store_true", help="keep the loaded data directory")
+    ap.add_argument("--queriers", default="1,2,4", help="comma-separated counts of queriers behind the frontend")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per search")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--service", default="checkout")
+    ap.add_argument("--out", default="bench-frontend.json")
+    return ap.parse_args()
+
+
+def jobs_sent(frontend):
+    body = bench_search.urllib.request.urlopen(f"http://127.0.0.1:{frontend.http}/metrics", timeout=30).read().decode()
+    for line in body.splitlines():
+        if line.startswith('weft_query_jobs_total{outcome="sent"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def measure(frontend, peers, args, window, needle):
+    """Per search: wall p50, CPU-seconds per search of the frontend and of each querier."""
+    ns = argparse.Namespace(runs=args.runs, timeout=args.timeout, service=args.service, measure_timeouts=0)
+    warm = argparse.Namespace(**{**vars(ns), "runs": 1})
+    procs = [frontend] + peers
+    rows = []
+    for name in SEARCHES:
+        bench_search.ONLY = {name}
+        bench_search.search_queries(frontend, warm, window, needle)
+        cpu0 = [bench_search.cpu_seconds(p.proc.pid) for p in procs]
+        jobs0 = jobs_sent(frontend) if peers else 0
+        (q,) = [r for r in bench_search.search_queries(frontend, ns, window, needle) if not r.get("skipped")]
+        cpu = [(bench_search.cpu_seconds(p.proc.pid) - c) / args.runs for p, c in zip(procs, cpu0)]
+        jobs = ((jobs_sent(frontend) - jobs0) / args.runs) if peers else 0
+        rows.append({"name": name, "ok": q.get("ok"), "p50_ms": q.get("p50_ms"), "frontend_cpu_s": round(cpu[0], 4),
+                     "querier_cpu_s": [round(c, 4) for c in cpu[1:]], "jobs_per_search": round(jobs, 2)})
+    return rows
+
+
+def main():
+    args = parse_args()
+    weft = os.path.abspath(args.weft)
+    if not os.access(weft, os.X_OK):
+        sys.exit(f"no weft binary at {weft}; build it with cargo build --release -p weft-server")
+    kept = args.data_dir or bench_parallelism.load(args)
+    needle = bench_parallelism.needle_of(kept)
+    metas = []
+    for root, _, files in os.walk(os.path.join(kept, "data", "blocks")):
+        if "meta.json" in files:
+            with open(os.path.join(root, "meta.json")) as f:
+                metas.append(json.load(f))
+    start = min(m["min_start_unix_nano"] for m in metas) // 10**9 - 60
+    end = max(m["max_end_unix_nano"] for m in metas) // 10**9 + 60
+    window = {"start": str(start), "end": str(end)}
+    spans = sum(m["span_count"] for m in metas)
+    data = os.path.join(kept, "data")
+    counts = [int(c) for c in args.queriers.split(",")]
+    print(f"{spans} spans in {len(metas)} blocks; queriers {counts}", flush=True)
+    results = {}
+    failures = []
+    for count in [0] + counts:
+        servers = []
+        try:
+            peers = [bench_search.Server(weft, None, FIXED, data=data) for _ in range(count)]
+            servers += peers
+            extra = ["--query-peers", ",".join(f"127.0.0.1:{p.http}" for p in peers)] if peers else []
+            frontend = bench_search.Server(weft, None, FIXED + extra, data=data)
+            servers.append(frontend)
+            label = "alone" if count == 0 else f"{count} queriers"
+            print(f"{label}:", flush=True)
+            rows = measure(frontend, peers, args, window, needle)
+            results[count] = rows
+            failures += [f"{r['name']} with {label}" for r in rows if not r["ok"]]
+        finally:
+            for s in servers:
+                s.stop(keep=False)
+    table = []
+    for name in SEARCHES:
+        alone = next(r for r in results[0] if r["name"] == name)
+        row = {"name": name, "alone_ms": alone["p50_ms"], "alone_cpu_s": alone["frontend_cpu_s"]}
+        for count in counts:
+            r = next(r for r in results[count] if r["name"] == name)
+            mean = statistics.mean(r["querier_cpu_s"])
+            row[f"q{count}"] = {
+                "ms": r["p50_ms"], "frontend_cpu_s": r["frontend_cpu_s"],
+                "frontend_cpu_ms_per_job": round(1000 * r["frontend_cpu_s"] / r["jobs_per_search"], 2)
+                if r["jobs_per_search"] else None,
+                "querier_cpu_s_mean": round(mean, 4), "querier_cpu_s_max": max(r["querier_cpu_s"]),
+                # 1.0: each querier spends exactly the lone querier's CPU divided by the count.
+                "division": round(mean / (alone["frontend_cpu_s"] / count), 2) if alone["frontend_cpu_s"] else None,
+                "jobs_per_search": r["jobs_per_search"],
+            }
+        table.append(row)
+    out = {"benchmark": "query frontend", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "machine": {"cpus": os.cpu_count()}, "spans": spans, "blocks": len(metas), "runs": args.runs,
+           "queries": table, "failures": failures}
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"\n{'search':<18}{'alone ms':>10}{'alone cpu':>10}" +
+          "".join(f"{'n=' + str(c) + ' ms':>10}{'fe cpu':>8}{'q cpu':>8}{'max':>7}{'div':>6}" for c in counts))
+    for row in table:
+        line = f"{row['name']:<18}{row['alone_ms']:>10.1f}{row['alone_cpu_s']:>10.3f}"
+        for c in counts:
+            r = row[f"q{c}"]
+            line += (f"{r['ms']:>10.1f}{r['frontend_cpu_s']:>8.3f}{r['querier_cpu_s_mean']:>8.3f}"
+                     f"{r['querier_cpu_s_max']:>7.3f}{r['division'] or float('nan'):>6.2f}")
+        print(line)
+    print(f"\nwrote {args.out}")
+    if not args.data_dir and not args.keep_data:
+        shutil.rmtree(kept, ignore_errors=True)
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
