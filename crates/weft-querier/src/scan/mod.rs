@@ -239,11 +239,20 @@ pub struct WireOutcome {
 }
 
 impl PartOutcome {
-    /// The outcome of a part that was not read because the sink could not use what it holds
-    /// (its blocks end before the start floor): as a scan stopped early, every split trace
-    /// is then read whole.
-    pub fn stopped_early() -> PartOutcome {
-        PartOutcome::default()
+    /// The outcome of a part not read because every span of its blocks starts before the
+    /// sink's start floor: as row groups a scan stops before, it holds no piece of a trace
+    /// the sink wants (any trace with a piece there starts before the floor too), so the
+    /// leaves of the pieces seen elsewhere still decide.
+    /// `blocks`: how many blocks it would have read (counted as skipped).
+    pub fn before_floor(blocks: u64) -> PartOutcome {
+        PartOutcome {
+            stats: ScanStats {
+                skipped_blocks: blocks,
+                ..ScanStats::default()
+            },
+            saw_all: true,
+            ..PartOutcome::default()
+        }
     }
 
     /// The traces the part offered or deferred. A part that reads the head first tells the

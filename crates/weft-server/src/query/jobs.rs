@@ -409,11 +409,11 @@ pub(crate) async fn search(
             let newest = job.iter().map(|&i| blocks[i].meta.max_end_unix_nano).max().unwrap_or(0);
             let f = floor.load(Ordering::Acquire);
             if f > 0 && newest < f {
-                // No trace in these blocks can start late enough: as a scan stopped early.
+                // No trace with a piece in these blocks starts late enough.
                 st.jobs.skipped.fetch_add(1, Ordering::Relaxed);
                 return Ok(Done {
                     hits: Vec::new(),
-                    outcome: PartOutcome::stopped_early(),
+                    outcome: PartOutcome::before_floor(job.len() as u64),
                 });
             }
             let job = SearchJob {
