@@ -15,13 +15,14 @@ from weftlib import start_sharing, wait_for, wait_for_block_spans
 
 BASE = time.time_ns() - 120_000_000_000
 BATCHES = 6
-TRACES_PER_BATCH = 12
+TRACES_PER_BATCH = 40
 SPANS = 4
 
 
 def _send_traces(ingester) -> int:
-    """Sends traces in batches, each cut into blocks of its own; every third trace's last spans
-    come with the next batch, so it is split across two blocks. Returns the spans sent."""
+    """Sends traces in batches, each cut into blocks of its own; every other trace's last spans
+    come with the next batch, so it is split across two blocks (enough of them for the
+    frontend to share out their reads as trace jobs). Returns the spans sent."""
     held: list = []
     sent = 0
     for b in range(BATCHES):
@@ -37,7 +38,7 @@ def _send_traces(ingester) -> int:
                           status=Status(code=Status.STATUS_CODE_ERROR if (n + k) % 5 == 0 else Status.STATUS_CODE_OK))
                 for k in range(SPANS)
             ]
-            if n % 3 == 0 and b + 1 < BATCHES:
+            if n % 2 == 0 and b + 1 < BATCHES:
                 spans += trace[:2]
                 held += trace[2:]
             else:
@@ -60,7 +61,7 @@ SEARCHES = [
     {"q": "{ } | count() > 3", "limit": "50"},
     {"q": '{ name =~ "op-1-.*" } | select(span.n)', "limit": "20"},
     {"q": "{ span.k = 0 } >> { span.k = 3 && status = error }", "limit": "20"},
-    {"q": "{ span.n > 20 && span.n < 40 }", "limit": "10",
+    {"q": "{ span.n > 20 && span.n < 140 }", "limit": "10",
      "start": str((BASE + 25_000_000) // 10**9), "end": str((BASE + 60_000_000) // 10**9 + 1)},
     {"tags": "service.name=svc-2", "limit": "8"},
 ]
@@ -102,6 +103,7 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
 
     _assert_same_answers(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
+    assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
     assert _jobs(frontend, "replanned") == 0, "the block lists agreed"
 

@@ -386,6 +386,22 @@ impl Querier {
         parts: Vec<PartOutcome>,
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<ScanStats, QueryError> {
+        let (ids, mut stats) = self.split_traces(tenant, window, parts, sink);
+        stats.add(&self.read_whole(tenant, window, &ids, sink).await?);
+        Ok(stats)
+    }
+
+    /// The first half of [`Querier::finish_scan`]: the traces some part deferred that must be
+    /// read whole, in the order they were deferred, and the parts' statistics added up. The
+    /// reads ([`Querier::read_whole`]) may be shared out, each into a fork of the sink merged
+    /// back after (the frontend's trace jobs).
+    pub fn split_traces(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        parts: Vec<PartOutcome>,
+        sink: &(dyn TraceSink + Send),
+    ) -> (Vec<[u8; 16]>, ScanStats) {
         let mut scan = Scan::new(self, tenant, window);
         let quarantined = parts.iter().map(|p| p.quarantined).max().unwrap_or(0);
         scan.stats.damaged_blocks = quarantined;
@@ -426,12 +442,26 @@ impl Querier {
             }
         }
         scan.stats.split_traces += fetch.len() as u64;
-        // Fetched side by side, offered in the order they were deferred.
+        (fetch, scan.stats)
+    }
+
+    /// Reads traces `ids` of `tenant` whole (head and blocks, up to the read cap) and offers
+    /// each to `sink` if it may match and overlaps `window`, in the order given. Returns what
+    /// the reads cost.
+    pub async fn read_whole(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        ids: &[[u8; 16]],
+        sink: &mut (dyn TraceSink + Send),
+    ) -> Result<ScanStats, QueryError> {
+        let mut scan = Scan::new(self, tenant, window);
+        // Fetched side by side, offered in order.
         let cap = self.cfg.max_trace_read_bytes;
-        let mut found_all = futures::stream::iter(fetch.clone())
+        let mut found_all = futures::stream::iter(ids.iter().copied())
             .map(|id: [u8; 16]| async move { self.find_trace_capped(tenant, &id, None, cap).await })
             .buffered(self.workers.parallelism());
-        let mut ids = fetch.iter();
+        let mut ids = ids.iter();
         while let Some(found) = found_all.next().await {
             let (found, id) = (found?, ids.next().copied().unwrap_or_default());
             if found.truncated {

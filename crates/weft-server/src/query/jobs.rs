@@ -59,6 +59,9 @@ pub struct SearchJob {
     pub blocks: Vec<String>,
     /// Every block of the listing the search was planned from.
     pub listing: Vec<String>,
+    /// A trace job: these traces (hex IDs), read whole and searched, instead of `blocks`.
+    #[serde(default)]
+    pub traces: Vec<String>,
 }
 
 /// A querier's answer to a [`SearchJob`].
@@ -334,6 +337,8 @@ pub struct JobStats {
     pub served: AtomicU64,
     /// Jobs a querier answered for this frontend.
     pub sent: AtomicU64,
+    /// Of those, trace jobs (split traces read whole).
+    pub sent_traces: AtomicU64,
     /// Attempts that failed or timed out (the job went to the next querier).
     pub failed: AtomicU64,
     /// Jobs this frontend read itself because every querier failed them.
@@ -355,6 +360,7 @@ impl JobStats {
         for (outcome, n) in [
             ("served", &self.served),
             ("sent", &self.sent),
+            ("sent_traces", &self.sent_traces),
             ("failed", &self.failed),
             ("ran_here", &self.ran_here),
             ("skipped", &self.skipped),
@@ -403,8 +409,16 @@ pub(crate) async fn search(
     let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
     let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
+    let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
+        version: JOB_VERSION,
+        params: params.clone(),
+        floor: (floor > 0).then_some(floor),
+        blocks,
+        listing: listing.clone(),
+        traces,
+    };
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, floor, listing, blocks) = (&addrs, &floor, &listing, &blocks);
+        let (addrs, floor, blocks, job_of) = (&addrs, &floor, &blocks, &job_of);
         async move {
             let newest = job.iter().map(|&i| blocks[i].meta.max_end_unix_nano).max().unwrap_or(0);
             let f = floor.load(Ordering::Acquire);
@@ -416,38 +430,13 @@ pub(crate) async fn search(
                     outcome: PartOutcome::before_floor(job.len() as u64),
                 });
             }
-            let job = SearchJob {
-                version: JOB_VERSION,
-                params: params.clone(),
-                floor: (f > 0).then_some(f),
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
-                listing: listing.clone(),
-            };
-            for attempt in 0..addrs.len() {
-                let peer = addrs[(k + attempt) % addrs.len()];
-                match peers.send(peer, tenant, &job).await {
-                    Ok(reply) => {
-                        let hits = reply.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>();
-                        match (hits, PartOutcome::from_wire(reply.outcome)) {
-                            (Ok(hits), Ok(outcome)) => {
-                                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
-                                return Ok(Done { hits, outcome });
-                            }
-                            (Err(e), _) | (_, Err(e)) => {
-                                tracing::warn!(%peer, error = %e, "a query peer's reply does not decode; trying another")
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(%peer, error = %e, "a search job failed; trying another querier"),
-                }
-                st.jobs.failed.fetch_add(1, Ordering::Relaxed);
+            let ids: Vec<String> = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
+            let job = job_of(f, ids, Vec::new());
+            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await {
+                return Ok(d);
             }
             // Every peer failed: this querier reads the job itself.
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let (mut local, _) = crate::tempo::search::search_request(params).map_err(|r| *r)?;
-            if f > 0 {
-                local.raise_floor(f);
-            }
+            let mut local = local_search(params, f).map_err(|r| *r)?;
             let part = ScanPart {
                 head: false,
                 blocks: Some(job.blocks.iter().cloned().collect()),
@@ -480,7 +469,95 @@ pub(crate) async fn search(
         }
     }
     drop(done);
-    q.finish_scan(tenant, window, parts, sink).await.map(Some).map_err(scan_failed)
+
+    // The traces stored in several places, read whole: shared out as trace jobs when there are
+    // enough of them to be worth a round trip (a structural query over root spans can leave
+    // thousands), else here.
+    let (split, mut stats) = q.split_traces(tenant, window, parts, sink);
+    if split.len() < TRACE_JOB_MIN {
+        stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
+        return Ok(Some(stats));
+    }
+    let f = sink.start_floor().unwrap_or(0);
+    let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
+        let (addrs, job_of) = (&addrs, &job_of);
+        async move {
+            let job = job_of(f, Vec::new(), ids.iter().map(|id| weft_core::hex(id)).collect());
+            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await
+                && d.outcome.missing_blocks.is_empty()
+            {
+                st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
+                return Ok(d);
+            }
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let mut local = local_search(params, f).map_err(|r| *r)?;
+            let stats = q
+                .read_whole(tenant, window, &ids, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            let mut outcome = PartOutcome::before_floor(0);
+            outcome.stats = stats;
+            Ok::<Done, Response>(Done {
+                hits: local.finish(),
+                outcome,
+            })
+        }
+    };
+    let per = split.len().div_ceil(addrs.len());
+    let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
+        .map(read)
+        .buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        let d = d?;
+        sink.merge_hits(d.hits);
+        stats.add(&d.outcome.stats);
+    }
+    Ok(Some(stats))
+}
+
+/// Split traces below this many are read by the frontend itself.
+const TRACE_JOB_MIN: usize = 64;
+
+/// An empty search of `params` keeping traces from `floor` on (0: all), for a job this
+/// frontend reads itself.
+fn local_search(params: &HashMap<String, String>, floor: u64) -> Result<Search, Box<Response>> {
+    let (mut s, _) = crate::tempo::search::search_request(params)?;
+    if floor > 0 {
+        s.raise_floor(floor);
+    }
+    Ok(s)
+}
+
+/// Sends `job` to the peer its number `k` picks, then to each other peer in turn until one
+/// answers. `None` when none did.
+async fn dispatch(
+    st: &AppState,
+    peers: &Peers,
+    addrs: &[SocketAddr],
+    k: usize,
+    tenant: &str,
+    job: &SearchJob,
+) -> Option<Done> {
+    for attempt in 0..addrs.len() {
+        let peer = addrs[(k + attempt) % addrs.len()];
+        match peers.send(peer, tenant, job).await {
+            Ok(reply) => {
+                let hits = reply.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>();
+                match (hits, PartOutcome::from_wire(reply.outcome)) {
+                    (Ok(hits), Ok(outcome)) => {
+                        st.jobs.sent.fetch_add(1, Ordering::Relaxed);
+                        return Some(Done { hits, outcome });
+                    }
+                    (Err(e), _) | (_, Err(e)) => {
+                        tracing::warn!(%peer, error = %e, "a query peer's reply does not decode; trying another")
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%peer, error = %e, "a search job failed; trying another querier"),
+        }
+        st.jobs.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    None
 }
 
 /// Merges a job's result into `sink` and `parts`, leaving out the traces the head part took.
@@ -574,13 +651,28 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         have = known(q);
     }
     let unknown: Vec<String> = job.listing.iter().filter(|id| !have.contains(*id)).cloned().collect();
-    let part = ScanPart {
-        head: false,
-        blocks: Some(job.blocks.iter().cloned().collect()),
-    };
-    let mut outcome = match q.scan_part(&tenant, window, &part, &mut sink).await {
-        Ok(o) => o.to_wire(),
-        Err(e) => return scan_failed(e),
+    let mut outcome = if job.traces.is_empty() {
+        let part = ScanPart {
+            head: false,
+            blocks: Some(job.blocks.iter().cloned().collect()),
+        };
+        match q.scan_part(&tenant, window, &part, &mut sink).await {
+            Ok(o) => o.to_wire(),
+            Err(e) => return scan_failed(e),
+        }
+    } else {
+        let ids = match job.traces.iter().map(|s| unhex::<16>(s)).collect::<Result<Vec<_>, _>>() {
+            Ok(ids) => ids,
+            Err(e) => return bad(format!("invalid search job: {e}")),
+        };
+        match q.read_whole(&tenant, window, &ids, &mut sink).await {
+            Ok(stats) => WireOutcome {
+                stats,
+                saw_all: true,
+                ..WireOutcome::default()
+            },
+            Err(e) => return scan_failed(e),
+        }
     };
     for id in unknown {
         if !outcome.missing_blocks.contains(&id) {
