@@ -56,6 +56,10 @@ python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPA
 # spans with --query-parallelism 1 and with the machine's cores, alternating.
 python3 scripts/bench_parallelism.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
     --out bench-out/parallelism.json
+# One search over many queriers (docs/benchmarks/query-frontend.md): CPU per querier per search
+# with 1, 2 and 4 queriers behind a frontend, against one querier alone.
+python3 scripts/bench_frontend.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
+    --out bench-out/frontend.json
 # Soak (docs/benchmarks/soak.md): 10 minutes of mixed ingest and queries with kill -9 every 90 s,
 # a full disk every 120 s and hostile clients; peak RSS, ingest latency percentiles and
 # acknowledged vs read-back spans. Needs root (mounts a tmpfs as the data directory).
