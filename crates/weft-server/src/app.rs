@@ -39,8 +39,9 @@ pub struct AppState {
     pub started: Instant,
     /// Request bytes held by requests being received, over every port.
     pub budget: Arc<RequestBudget>,
-    /// Queries (search, tags, metrics, service graph, trace by ID) running at once.
-    pub queries: Arc<tokio::sync::Semaphore>,
+    /// Queries (search, tags, metrics, service graph, trace by ID) running at once, shared
+    /// fairly between tenants.
+    pub queries: Arc<crate::query::fair::FairSlots>,
     /// Counters of every port this process serves, by name.
     pub ports: PortStats,
     /// The query runtime (lower priority than ingest), for query handlers served on a port
@@ -63,7 +64,7 @@ impl AppState {
             peers,
             jobs: Default::default(),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
-            queries: Arc::new(tokio::sync::Semaphore::new(cfg.query.max_concurrent_queries)),
+            queries: crate::query::fair::FairSlots::new(cfg.query.max_concurrent_queries),
             cfg,
             tenants,
             modules,

@@ -7,6 +7,7 @@
 //! query read, and the replies to reads that failed or skipped damaged blocks ([`reply`]).
 //! Each API's folder turns these into its own reply shapes.
 
+pub mod fair;
 pub mod foreign;
 pub mod jobs;
 pub mod reply;
@@ -29,7 +30,8 @@ pub struct QueryOptions {
     #[arg(long, env = "WEFT_MAX_METRICS_POINTS", default_value_t = 2_000_000)]
     pub max_metrics_points: u64,
     /// Queries that read storage (search, tags, metrics, service graph, trace by ID) run at
-    /// once; more wait up to 30 s for a slot, then get 429.
+    /// once; more wait up to 30 s for a slot, then get 429. Waiting queries queue per tenant:
+    /// a freed slot goes to the waiting tenant running the fewest ([`fair`]).
     #[arg(long, env = "WEFT_MAX_CONCURRENT_QUERIES", default_value_t = 8)]
     pub max_concurrent_queries: usize,
     /// Pieces of query work (a row group's decode and filter) run at once over all queries,
@@ -87,8 +89,10 @@ pub async fn admit_query(
     if !reads_storage {
         return next.run(req).await;
     }
-    match tokio::time::timeout(QUERY_QUEUE_WAIT, st.queries.clone().acquire_owned()).await {
-        Ok(Ok(_slot)) => next.run(req).await,
+    // Requests without a valid tenant wait as one more tenant; their handler answers 401.
+    let tenant = st.tenants.resolve(req.headers()).unwrap_or_else(|_| Arc::from(""));
+    match tokio::time::timeout(QUERY_QUEUE_WAIT, st.queries.acquire(tenant)).await {
+        Ok(_slot) => next.run(req).await,
         _ => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "5")],

@@ -93,10 +93,9 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                 .map_err(|e| Status::unauthenticated(e.0))?;
             let body = req.into_inner();
             // The same slots as the HTTP query API (--max-concurrent-queries).
-            let slot = tokio::time::timeout(Duration::from_secs(30), state.queries.clone().acquire_owned())
+            let slot = tokio::time::timeout(Duration::from_secs(30), state.queries.acquire(tenant.clone()))
                 .await
                 .ok()
-                .and_then(Result::ok)
                 .ok_or_else(|| {
                     Status::resource_exhausted(format!(
                         "too many queries: {} are running and others waited 30s for a slot (--max-concurrent-queries); retry later",
