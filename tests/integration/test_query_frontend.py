@@ -2,10 +2,12 @@
 the search's frontend. It splits the blocks of its listing into jobs, sends them to the peers,
 merges their results in job order and reads the traces split across blocks whole once. The
 answers must equal those of a querier that reads everything alone, hit for hit and in order,
-also while peers are killed (their jobs go to the next peer, then run on the frontend)."""
+also while a peer hangs (its jobs time out and go to the next) and while peers are killed (their
+jobs go to the next peer, then run on the frontend)."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
@@ -99,7 +101,7 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     alone = querier("alone")
     peers = [querier(f"peer{i}") for i in range(2)]
     frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
-                       "--query-job-timeout", "5")
+                       "--query-job-timeout", "2")
 
     _assert_same_answers(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
@@ -107,10 +109,25 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
     assert _jobs(frontend, "replanned") == 0, "the block lists agreed"
 
+    # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
+    # much past the job timeout.
+    peers[0].proc.send_signal(signal.SIGSTOP)
+    try:
+        for params in SEARCHES[:3]:
+            t0 = time.monotonic()
+            got = _traces(frontend, params)
+            took = time.monotonic() - t0
+            assert got == _traces(alone, params), f"a peer hung: {params}"
+            assert took < 12, f"{params} took {took:.1f}s with a peer hung (job timeout 2 s)"
+        assert _jobs(frontend, "failed") > 0, "jobs to the hung peer timed out"
+    finally:
+        peers[0].proc.send_signal(signal.SIGCONT)
+
     # A peer killed: its jobs go to the other one.
+    failed_before = _jobs(frontend, "failed")
     peers[0].kill9()
     _assert_same_answers(alone, frontend, "one peer killed")
-    assert _jobs(frontend, "failed") > 0, "jobs to the killed peer failed and were retried"
+    assert _jobs(frontend, "failed") > failed_before, "jobs to the killed peer failed and were retried"
     # Both killed: the frontend reads the jobs itself.
     peers[1].kill9()
     _assert_same_answers(alone, frontend, "every peer killed")
