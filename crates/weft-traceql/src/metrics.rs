@@ -70,6 +70,7 @@ use crate::ast::{BinaryOp, MetricsExpr, Query};
 use crate::eval::{CSecond, EvalError, Evaluator, TraceEnv};
 use crate::trace::{Trace, Value};
 
+pub use accumulator::{AccState, CompareState, Data as StepData, GroupState};
 use accumulator::{Accumulator, ExemplarPicker, cmp_labels};
 use second_stage::{binary, second_stages};
 
@@ -247,6 +248,31 @@ impl MetricsRun {
                 .map(|c| c.top_n);
             into.acc.merge(p.acc, top_n);
         }
+    }
+
+    /// What the run counted, one state per operand, as plain data: a job's part of a query
+    /// split across queriers, added to the frontend's run with [`MetricsRun::merge_state`].
+    pub fn into_state(self) -> Vec<AccState> {
+        self.operands.into_iter().map(|o| o.acc.into_state()).collect()
+    }
+
+    /// Adds what another run of the same query counted ([`MetricsRun::into_state`]), as
+    /// [`MetricsRun::merge`] adds a fork. Fails when the state is not of this query's shape
+    /// (operands, steps, series kinds).
+    pub fn merge_state(&mut self, state: Vec<AccState>) -> Result<(), String> {
+        if state.len() != self.operands.len() {
+            return Err(format!(
+                "{} operands in a part of a query of {}",
+                state.len(),
+                self.operands.len()
+            ));
+        }
+        let mut part = self.fork();
+        for (o, s) in part.operands.iter_mut().zip(state) {
+            o.acc = o.acc.from_state(s)?;
+        }
+        self.merge(part);
+        Ok(())
     }
 
     /// Whether the run hit a limit (see [`MetricsRun::limit`]).

@@ -134,9 +134,46 @@ struct Group {
     used: bool,
 }
 
-/// Per-step state.
-#[derive(Debug, Clone)]
-enum Data {
+/// What one metrics query (one operand) of a run counted: the part of a split query a job
+/// returns ([`MetricsRun::into_state`](super::MetricsRun::into_state)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccState {
+    /// Every series started, in the order their first span came.
+    pub groups: Vec<GroupState>,
+    /// A limit was passed.
+    pub over_limit: bool,
+    /// `compare()`'s counts: baseline, then selection; by attribute label, in label order.
+    pub compare: [Vec<(String, CompareState)>; 2],
+    /// Exemplars taken, in the order taken, each with its index in `groups`.
+    pub exemplars: Vec<(usize, Exemplar)>,
+}
+
+/// One series of an [`AccState`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupState {
+    /// The value of each `by()` field, nil included.
+    pub by: Vec<Value>,
+    /// The histogram bucket (`histogram_over_time`).
+    pub bucket: Option<f64>,
+    pub data: Data,
+    /// Whether a span was counted in it.
+    pub used: bool,
+}
+
+/// `compare()`'s counts of one attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareState {
+    /// Spans with the attribute, per step.
+    pub total: Vec<u64>,
+    /// Per value, per step, in no particular order; empty when `too_many`.
+    pub values: Vec<(Value, Vec<u64>)>,
+    /// More than [`MAX_COMPARE_VALUES`] values.
+    pub too_many: bool,
+}
+
+/// Per-step state of one series.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
     Count(Vec<u64>),
     Min(Vec<Option<f64>>),
     Max(Vec<Option<f64>>),
@@ -218,6 +255,110 @@ impl Accumulator {
             compare: Default::default(),
             exemplars: ExemplarPicker::default(),
         }
+    }
+
+    /// What this accumulator counted, as plain data ([`AccState`]).
+    pub(super) fn into_state(self) -> AccState {
+        let mut keys: Vec<Option<Vec<GroupKey>>> = vec![None; self.groups.len()];
+        for (key, n) in self.index {
+            keys[n] = Some(key);
+        }
+        let compare = self.compare.map(|attrs| {
+            let mut v: Vec<(String, CompareState)> = attrs
+                .into_iter()
+                .map(|(label, a)| {
+                    let values: Vec<(Value, Vec<u64>)> = a.values.into_values().collect();
+                    (
+                        label,
+                        CompareState {
+                            total: a.total,
+                            values,
+                            too_many: a.too_many,
+                        },
+                    )
+                })
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        });
+        AccState {
+            groups: self
+                .groups
+                .into_iter()
+                .map(|g| GroupState {
+                    by: g.by,
+                    bucket: g.bucket,
+                    data: g.data,
+                    used: g.used,
+                })
+                .collect(),
+            over_limit: self.over_limit,
+            compare,
+            exemplars: self.exemplars.taken,
+        }
+    }
+
+    /// An accumulator of this one's range, limits and exemplar room holding `state` (what
+    /// another run's part counted), to be merged with [`Accumulator::merge`].
+    pub(super) fn from_state(&self, state: AccState) -> Result<Accumulator, String> {
+        let mut part = self.fork();
+        part.over_limit = state.over_limit;
+        for g in state.groups {
+            if !matches!(
+                (&g.data, part.groups.first().map(|f| &f.data)),
+                (Data::Count(_), None | Some(Data::Count(_)))
+                    | (Data::Min(_), None | Some(Data::Min(_)))
+                    | (Data::Max(_), None | Some(Data::Max(_)))
+                    | (Data::Sum(_), None | Some(Data::Sum(_)))
+                    | (Data::Avg(_), None | Some(Data::Avg(_)))
+                    | (Data::Values(_), None | Some(Data::Values(_)))
+            ) {
+                return Err("series of different kinds in one part".to_owned());
+            }
+            let len = match &g.data {
+                Data::Count(v) => v.len(),
+                Data::Min(v) | Data::Max(v) | Data::Sum(v) => v.len(),
+                Data::Avg(v) => v.len(),
+                Data::Values(v) => v.len(),
+            };
+            if len != self.steps {
+                return Err(format!("a series of {len} steps in a query of {}", self.steps));
+            }
+            let mut key: Vec<GroupKey> = g.by.iter().map(GroupKey::of).collect();
+            if let Some(b) = g.bucket {
+                key.push(GroupKey::of(&Value::Float(b)));
+            }
+            part.index.insert(key, part.groups.len());
+            part.groups.push(Group {
+                by: g.by,
+                bucket: g.bucket,
+                data: g.data,
+                used: g.used,
+            });
+        }
+        for (selected, attrs) in state.compare.into_iter().enumerate() {
+            for (label, c) in attrs {
+                let values = c
+                    .values
+                    .into_iter()
+                    .map(|(v, counts)| (GroupKey::of(&v), (v, counts)))
+                    .collect();
+                part.compare[selected].insert(
+                    label,
+                    AttrCounts {
+                        total: c.total,
+                        values,
+                        too_many: c.too_many,
+                    },
+                );
+            }
+        }
+        part.exemplars.taken = state
+            .exemplars
+            .into_iter()
+            .filter(|(g, _)| *g < part.groups.len())
+            .collect();
+        Ok(part)
     }
 
     /// An empty accumulator with this one's range, limits and exemplar room, for a part of the

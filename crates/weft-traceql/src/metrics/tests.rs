@@ -735,18 +735,38 @@ proptest::proptest! {
                 whole.add(t);
             }
             let mut merged = new_run();
+            // The same parts, each run as another querier's job would (a run of its own,
+            // exported as plain state) and added to the frontend's run.
+            let mut from_jobs = new_run();
             for part in cuts.windows(2) {
                 let mut fork = merged.fork();
+                let mut job = new_run();
                 for t in &traces[part[0]..part[1]] {
                     fork.add(t);
+                    job.add(t);
                 }
                 merged.merge(fork);
+                from_jobs.merge_state(job.into_state()).unwrap();
             }
+            proptest::prop_assert_eq!(whole.is_over_limit(), from_jobs.is_over_limit(), "`{}`", q);
             proptest::prop_assert_eq!(whole.is_over_limit(), merged.is_over_limit(), "`{}`", q);
             if whole.is_over_limit() {
                 continue;
             }
+            let got_jobs = from_jobs.finish();
             let (want, got) = (whole.finish(), merged.finish());
+            // A job picks exemplars without knowing what the frontend's run holds, so they may
+            // differ from the forks' (still one per trace, within the limit); the series may not.
+            proptest::prop_assert_eq!(got_jobs.len(), got.len(), "`{}`", q);
+            let mut job_taken = std::collections::HashSet::new();
+            for (j, g) in got_jobs.iter().zip(&got) {
+                proptest::prop_assert_eq!(&j.labels, &g.labels, "`{}`: jobs' states merge as forks do", q);
+                proptest::prop_assert_eq!(&j.values, &g.values, "`{}`: jobs' states merge as forks do", q);
+                for e in &j.exemplars {
+                    proptest::prop_assert!(job_taken.insert(e.trace_id), "`{}`: one exemplar per trace", q);
+                }
+            }
+            proptest::prop_assert!(job_taken.len() <= exemplars, "`{}`: {} exemplars", q, job_taken.len());
             proptest::prop_assert_eq!(want.len(), got.len(), "`{}`", q);
             let mut taken = std::collections::HashSet::new();
             for (w, g) in want.iter().zip(&got) {
