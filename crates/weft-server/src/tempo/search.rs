@@ -110,7 +110,9 @@ pub(crate) fn search_request(p: &HashMap<String, String>) -> Result<(Search, Opt
     if let (Some(min), Some(max)) = (params.min_duration_ns, params.max_duration_ns)
         && min > max
     {
-        return Err(Box::new(bad("invalid duration range: minDuration is greater than maxDuration")));
+        return Err(Box::new(bad(
+            "invalid duration range: minDuration is greater than maxDuration",
+        )));
     }
     let window = match search_window(p) {
         Ok(w) => w,
