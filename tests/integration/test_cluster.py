@@ -464,7 +464,8 @@ def test_the_single_binary_search_tags_metrics_and_graph_checks_pass_on_the_clus
 def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(weft_factory, kafka, tmp_path):
     """A frontend (a querier with --query-peers) and two queriers, each tailing Kafka, beside a
     querier alone: while a block builder cuts blocks out of what the live stores hold, every
-    search answers the same traces in the same order on both. Traces are split across Kafka
+    search answers the same traces in the same order on both, and span-local metrics count
+    every span once on both. Traces are split across Kafka
     rounds, so across blocks and between blocks and the live store."""
     topic = f"fe-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
@@ -514,6 +515,15 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         assert r.status_code == 200, f"{srv.name}: {r.status_code} {r.text[:300]}"
         return r.json()["traces"]
 
+    metrics = ["{ } | count_over_time() by (resource.service.name)", "{ span.k = 3 } | rate()"]
+
+    def series(srv, q):
+        r = srv.get("/api/metrics/query_range", params={"q": q, "start": base // 10**9 - 60,
+                                                        "end": base // 10**9 + 60, "step": "10s"})
+        assert r.status_code == 200, f"{srv.name}: {r.status_code} {r.text[:300]}"
+        return sorted((repr(x.get("labels")), [(v.get("timestampMs"), v.get("value")) for v in x.get("samples", [])])
+                      for x in r.json()["series"])
+
     wait_for(lambda: len(answer(alone, searches[0])) == n, 30, "every trace in the lone querier's answer", 0.3)
     # Blocks are cut while this runs (every 2 s): spans move from the live stores to blocks.
     deadline = time.monotonic() + 8
@@ -526,8 +536,16 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
                 # The two queriers read at different moments; ask both again once.
                 want, got = answer(alone, params), answer(frontend, params)
             assert got == want, f"{params}: frontend {len(got)} traces, alone {len(want)}\n{got[:2]}\n{want[:2]}"
+        for q in metrics:
+            want, got = series(alone, q), series(frontend, q)
+            if got != want:
+                want, got = series(alone, q), series(frontend, q)
+            # Every span counted once: as many as were sent, on both.
+            assert got == want, f"{q}: frontend {got}\nalone {want}"
         rounds += 1
     assert rounds >= 2
     assert len(answer(frontend, searches[0])) == n
+    total = sum(v for _, samples in series(frontend, metrics[0]) for _, v in samples)
+    assert total == 4 * n, f"every span counted once: {total} of {4 * n}"
     assert (frontend.metric("weft_query_jobs_total", outcome="sent") or 0) > 0
     assert list(data.glob("blocks/*/*/meta.json")), "blocks were written while the searches ran"

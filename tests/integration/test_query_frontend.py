@@ -69,6 +69,42 @@ SEARCHES = [
 ]
 
 
+METRICS = [
+    "{ } | rate() by (resource.service.name)",
+    "{ status = error } | count_over_time() by (name)",
+    "{ } | quantile_over_time(duration, .5, .9) by (resource.service.name)",
+    "{ } | histogram_over_time(duration)",
+    "{ } | avg_over_time(duration) by (span.k)",
+    "{ } | sum_over_time(span.n) by (resource.service.name)",
+    "{ } | max_over_time(span.n)",
+    "({ } | count_over_time()) / ({ status = error } | count_over_time())",
+    # Whole traces: answered by the frontend alone, but answered.
+    "{ span.k = 0 } >> { status = error } | count_over_time()",
+]
+
+
+def _series(querier, q: str) -> list:
+    """The series of a range query over the test's spans, without exemplars (each querier picks
+    its own within the limit), values to 12 significant digits (sums of floats may differ in
+    their last bits with the order they are added in)."""
+    start = BASE // 10**9 - 60
+    r = querier.get("/api/metrics/query_range", params={"q": q, "start": start, "end": start + 600, "step": "30s"})
+    assert r.status_code == 200, f"{querier.name} {q}: {r.status_code} {r.text[:300]}"
+    out = []
+    for s in r.json()["series"]:
+        samples = [(x.get("timestampMs"), float(f"{float(x.get('value', 0)):.12g}")) for x in s.get("samples", [])]
+        out.append((repr(s.get("labels")), samples))
+    return sorted(out)
+
+
+def _assert_same_series(alone, frontend, what: str):
+    for q in METRICS:
+        want = _series(alone, q)
+        assert want, f"{q} has series"
+        got = _series(frontend, q)
+        assert got == want, f"{what}: {q}\nfrontend: {got[:2]}\nalone: {want[:2]}"
+
+
 def _traces(querier, params: dict) -> list:
     r = querier.get("/api/search", params=params)
     assert r.status_code == 200, f"{querier.name} {params}: {r.status_code} {r.text[:300]}"
@@ -104,6 +140,9 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
                        "--query-job-timeout", "2")
 
     _assert_same_answers(alone, frontend, "every peer up")
+    sent = _jobs(frontend, "sent")
+    _assert_same_series(alone, frontend, "every peer up")
+    assert _jobs(frontend, "sent") > sent, "metrics jobs went to the peers"
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
     assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
@@ -127,10 +166,12 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     failed_before = _jobs(frontend, "failed")
     peers[0].kill9()
     _assert_same_answers(alone, frontend, "one peer killed")
+    _assert_same_series(alone, frontend, "one peer killed")
     assert _jobs(frontend, "failed") > failed_before, "jobs to the killed peer failed and were retried"
     # Both killed: the frontend reads the jobs itself.
     peers[1].kill9()
     _assert_same_answers(alone, frontend, "every peer killed")
+    _assert_same_series(alone, frontend, "every peer killed")
     assert _jobs(frontend, "ran_here") > 0
     # Back: jobs go out again.
     before = _jobs(frontend, "sent")

@@ -522,6 +522,16 @@ impl Metrics {
     pub fn finish(self) -> Result<Vec<Series>, EvalError> {
         self.run.finish_within_limits()
     }
+
+    /// What the query counted, for the frontend of a query split across queriers.
+    pub fn into_state(self) -> Vec<weft_traceql::metrics::AccState> {
+        self.run.into_state()
+    }
+
+    /// Adds what another querier's run of the same query counted.
+    pub fn merge_state(&mut self, state: Vec<weft_traceql::metrics::AccState>) -> Result<(), String> {
+        self.run.merge_state(state)
+    }
 }
 
 impl TraceSink for Metrics {

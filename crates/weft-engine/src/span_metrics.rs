@@ -363,4 +363,15 @@ impl SpanMetrics {
     pub fn finish(self) -> Result<Vec<Series>, EvalError> {
         self.run.finish_within_limits()
     }
+
+    /// What the query counted, for the frontend of a query split across queriers
+    /// ([`MetricsRun::into_state`](weft_traceql::MetricsRun::into_state)).
+    pub fn into_state(self) -> Vec<weft_traceql::metrics::AccState> {
+        self.run.into_state()
+    }
+
+    /// Adds what another querier's run of the same query counted.
+    pub fn merge_state(&mut self, state: Vec<weft_traceql::metrics::AccState>) -> Result<(), String> {
+        self.run.merge_state(state)
+    }
 }

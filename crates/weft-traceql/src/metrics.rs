@@ -269,7 +269,7 @@ impl MetricsRun {
         }
         let mut part = self.fork();
         for (o, s) in part.operands.iter_mut().zip(state) {
-            o.acc = o.acc.from_state(s)?;
+            o.acc = o.acc.fork_holding(s)?;
         }
         self.merge(part);
         Ok(())

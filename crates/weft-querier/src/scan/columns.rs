@@ -56,6 +56,25 @@ impl Querier {
         self.scan_columns_part(tenant, window, &ScanPart::all(), m).await
     }
 
+    /// The head part of a column scan split across queriers: offers `m` the recent spans the
+    /// blocks listed at that moment do not cover, and returns that listing, which the other
+    /// parts read (so no stored span counts twice or not at all).
+    pub async fn scan_columns_head<M: ColumnSink + Send + 'static>(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        m: &mut M,
+    ) -> Result<(ScanStats, Vec<Arc<Block>>), QueryError> {
+        self.recent.catch_up().await;
+        let mut stats = ScanStats {
+            damaged_blocks: self.db.quarantined_overlapping(tenant, window),
+            ..ScanStats::default()
+        };
+        let blocks = self.head_columns(tenant, true, m, &mut stats);
+        stats.total_blocks = blocks.len() as u64;
+        Ok((stats, blocks))
+    }
+
     /// [`Querier::scan_columns`] over one part of the stored spans ([`ScanPart`]): the parts
     /// of one query, each into its own sink ([`ColumnSink::fork`]) merged in any fixed order,
     /// give what one scan gives, quarantined blocks counted in each.

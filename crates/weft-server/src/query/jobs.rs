@@ -37,6 +37,8 @@ use weft_traceql::ast::{Kind, Status};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 
+pub mod metrics;
+
 /// The version of the job protocol this build speaks.
 pub const JOB_VERSION: u32 = 1;
 /// Where a querier answers search jobs.
@@ -119,7 +121,7 @@ pub enum WireValue {
 }
 
 impl WireValue {
-    fn of(v: &Value) -> WireValue {
+    pub(crate) fn of(v: &Value) -> WireValue {
         match v {
             Value::Str(s) => WireValue::Str(s.clone()),
             Value::Int(i) => WireValue::Int(*i),
@@ -133,7 +135,7 @@ impl WireValue {
         }
     }
 
-    fn value(self) -> Result<Value, String> {
+    pub(crate) fn value(self) -> Result<Value, String> {
         Ok(match self {
             WireValue::Str(s) => Value::Str(s),
             WireValue::Int(i) => Value::Int(i),
@@ -165,7 +167,7 @@ impl WireValue {
     }
 }
 
-fn unhex<const N: usize>(s: &str) -> Result<[u8; N], String> {
+pub(crate) fn unhex<const N: usize>(s: &str) -> Result<[u8; N], String> {
     let mut out = [0u8; N];
     hex::decode_to_slice(s, &mut out).map_err(|_| format!("invalid ID {s:?}: expected {} hex digits", 2 * N))?;
     Ok(out)
@@ -303,10 +305,29 @@ impl Peers {
     }
 
     async fn send(&self, peer: SocketAddr, tenant: &str, job: &SearchJob) -> Result<SearchJobReply, String> {
-        let body = serde_json::to_vec(job).map_err(|e| e.to_string())?;
+        let reply: SearchJobReply = self.post(peer, SEARCH_JOB_PATH, tenant, job).await?;
+        if reply.version != JOB_VERSION {
+            return Err(format!(
+                "job protocol version {} (this build speaks {JOB_VERSION})",
+                reply.version
+            ));
+        }
+        Ok(reply)
+    }
+
+    /// Posts `body` as JSON to `path` on `peer` for `tenant`, within the job timeout, and
+    /// decodes a 200's JSON reply.
+    pub(crate) async fn post<R: serde::de::DeserializeOwned>(
+        &self,
+        peer: SocketAddr,
+        path: &str,
+        tenant: &str,
+        body: &impl Serialize,
+    ) -> Result<R, String> {
+        let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let reply = self
             .client
-            .post(format!("http://{peer}{SEARCH_JOB_PATH}"))
+            .post(format!("http://{peer}{path}"))
             .header(crate::tenant::ORG_HEADER, tenant)
             .header("content-type", "application/json")
             .timeout(self.timeout)
@@ -319,14 +340,12 @@ impl Peers {
         if !status.is_success() {
             return Err(format!("{status}: {}", String::from_utf8_lossy(&bytes)));
         }
-        let reply: SearchJobReply = serde_json::from_slice(&bytes).map_err(|e| format!("decoding the reply: {e}"))?;
-        if reply.version != JOB_VERSION {
-            return Err(format!(
-                "job protocol version {} (this build speaks {JOB_VERSION})",
-                reply.version
-            ));
-        }
-        Ok(reply)
+        serde_json::from_slice(&bytes).map_err(|e| format!("decoding the reply: {e}"))
+    }
+
+    /// The peers' addresses now.
+    pub(crate) async fn peers(&self) -> Vec<SocketAddr> {
+        self.addrs().await
     }
 }
 

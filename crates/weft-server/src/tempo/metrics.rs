@@ -41,6 +41,95 @@ pub(crate) async fn metrics_query(
     }
 }
 
+/// A metrics request, its parameters resolved (a frontend sends these to its queriers, so
+/// every part of a query counts the same range whatever each one's clock says).
+pub(crate) struct MetricsRequest {
+    pub q: String,
+    pub query: TraceQl,
+    pub start: u64,
+    pub end: u64,
+    pub step: u64,
+    pub exemplars: usize,
+}
+
+impl MetricsRequest {
+    /// The span-local form of the query, limited and asking for exemplars as configured;
+    /// `Ok(None)` when it needs whole traces.
+    pub(crate) fn span_metrics(
+        &self,
+        max_series: usize,
+        max_points: u64,
+    ) -> Result<Option<SpanMetrics>, weft_traceql::EvalError> {
+        match SpanMetrics::new(&self.query, self.start, self.end, self.step)? {
+            None => Ok(None),
+            Some(mut m) => {
+                m.limit(max_series, max_points)?;
+                m.exemplars(self.exemplars);
+                Ok(Some(m))
+            }
+        }
+    }
+}
+
+/// Parses Tempo's metrics parameters (`q`, `start`, `end`, `since`, `step`, `exemplars`). An
+/// instant query is one step over the whole range.
+pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Result<MetricsRequest, Box<Response>> {
+    let Some(q) = param(p, "q").or_else(|| param(p, "query")) else {
+        return Err(Box::new(bad("missing q: a TraceQL metrics query such as { } | rate()")));
+    };
+    let query = match parse_query(q) {
+        Ok(q) => q,
+        Err(e) => return Err(Box::new(bad(e))),
+    };
+    let now = now_ns();
+    let since = match param(p, "since").map(parse_duration).transpose() {
+        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
+        Err(e) => return Err(Box::new(bad(e))),
+    };
+    let end = match param(p, "end").map(|s| parse_time("end", s)).transpose() {
+        Ok(e) => e.unwrap_or(now),
+        Err(e) => return Err(Box::new(bad(e))),
+    };
+    let start = match param(p, "start").map(|s| parse_time("start", s)).transpose() {
+        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
+        Err(e) => return Err(Box::new(bad(e))),
+    };
+    if start >= end {
+        return Err(Box::new(bad(format!(
+            "invalid range: start {start} is not before end {end} (nanoseconds)"
+        ))));
+    }
+    let step = if instant {
+        end - start
+    } else {
+        match param(p, "step").map(parse_duration).transpose() {
+            Ok(Some(0)) => return Err(Box::new(bad("invalid step: must be positive"))),
+            Ok(Some(s)) => s,
+            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
+            Ok(None) => {
+                let s = (end - start) / 240;
+                let five = 5_000_000_000;
+                if s >= five { s - s % five } else { s.max(1_000_000_000) }
+            }
+            Err(e) => return Err(Box::new(bad(e))),
+        }
+    };
+    let exemplars = if instant {
+        // Tempo's instant replies carry no exemplars.
+        0
+    } else {
+        exemplar_limit(p, &query).map_err(|e| Box::new(bad(e)))?
+    };
+    Ok(MetricsRequest {
+        q: q.to_owned(),
+        query,
+        start,
+        end,
+        step,
+        exemplars,
+    })
+}
+
 /// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
 /// start and step (nanoseconds) and what it inspected, or the error reply. An instant query is
 /// one step over the whole range.
@@ -50,76 +139,34 @@ pub(crate) async fn run_metrics(
     p: &HashMap<String, String>,
     instant: bool,
 ) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
-    let Some(q) = param(p, "q").or_else(|| param(p, "query")) else {
-        return Err(bad("missing q: a TraceQL metrics query such as { } | rate()"));
-    };
-    let query = match parse_query(q) {
-        Ok(q) => q,
-        Err(e) => return Err(bad(e)),
-    };
-    let now = now_ns();
-    let since = match param(p, "since").map(parse_duration).transpose() {
-        Ok(s) => s.unwrap_or(3600 * 1_000_000_000),
-        Err(e) => return Err(bad(e)),
-    };
-    let end = match param(p, "end").map(|s| parse_time("end", s)).transpose() {
-        Ok(e) => e.unwrap_or(now),
-        Err(e) => return Err(bad(e)),
-    };
-    let start = match param(p, "start").map(|s| parse_time("start", s)).transpose() {
-        Ok(s) => s.unwrap_or(end.saturating_sub(since)),
-        Err(e) => return Err(bad(e)),
-    };
-    if start >= end {
-        return Err(bad(format!(
-            "invalid range: start {start} is not before end {end} (nanoseconds)"
-        )));
-    }
-    let step = if instant {
-        end - start
-    } else {
-        match param(p, "step").map(parse_duration).transpose() {
-            Ok(Some(0)) => return Err(bad("invalid step: must be positive")),
-            Ok(Some(s)) => s,
-            // Tempo's default: a 240th of the range, rounded down to 5s when above it, at least 1s.
-            Ok(None) => {
-                let s = (end - start) / 240;
-                let five = 5_000_000_000;
-                if s >= five { s - s % five } else { s.max(1_000_000_000) }
-            }
-            Err(e) => return Err(bad(e)),
-        }
-    };
-    let exemplars = if instant {
-        // Tempo's instant replies carry no exemplars.
-        0
-    } else {
-        exemplar_limit(p, &query).map_err(bad)?
-    };
+    let r = metrics_request(p, instant).map_err(|r| *r)?;
+    let (query, start, end, step) = (&r.query, r.start, r.end, r.step);
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
     let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
-    let (series, stats) = match SpanMetrics::new(&query, start, end, step) {
-        Err(e) => return Err(eval_error(e)),
-        Ok(Some(mut m)) => {
-            if let Err(e) = m.limit(max_series, max_points) {
-                return Err(eval_error(e));
-            }
-            m.exemplars(exemplars);
-            match st.querier().scan_columns(tenant, window, &mut m).await {
-                Ok(stats) => (m.finish(), stats),
-                Err(e) => return Err(scan_failed(e)),
+    let (series, stats) = match r.span_metrics(max_series, max_points).map_err(eval_error)? {
+        Some(mut m) => {
+            let split = match &st.peers {
+                Some(peers) => crate::query::jobs::metrics::span_metrics(st, peers, tenant, &r, window).await?,
+                None => None,
+            };
+            match split {
+                Some((m, stats)) => (m.finish(), stats),
+                None => match st.querier().scan_columns(tenant, window, &mut m).await {
+                    Ok(stats) => (m.finish(), stats),
+                    Err(e) => return Err(scan_failed(e)),
+                },
             }
         }
-        Ok(None) => {
-            let mut sink = match Metrics::new(&query, start, end, step) {
+        None => {
+            let mut sink = match Metrics::new(query, start, end, step) {
                 Ok(s) => s,
                 Err(e) => return Err(eval_error(e)),
             };
             if let Err(e) = sink.limit(max_series, max_points) {
                 return Err(eval_error(e));
             }
-            sink.exemplars(exemplars);
+            sink.exemplars(r.exemplars);
             match run_scan(st, tenant, window, &mut sink).await {
                 Ok(stats) => (sink.finish(), stats),
                 Err(r) => return Err(r),

@@ -44,6 +44,10 @@ impl Api for TempoOptions {
                 crate::query::jobs::SEARCH_JOB_PATH,
                 axum::routing::post(crate::query::jobs::search_job),
             )
+            .route(
+                crate::query::jobs::metrics::METRICS_JOB_PATH,
+                axum::routing::post(crate::query::jobs::metrics::metrics_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

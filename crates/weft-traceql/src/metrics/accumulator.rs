@@ -300,7 +300,7 @@ impl Accumulator {
 
     /// An accumulator of this one's range, limits and exemplar room holding `state` (what
     /// another run's part counted), to be merged with [`Accumulator::merge`].
-    pub(super) fn from_state(&self, state: AccState) -> Result<Accumulator, String> {
+    pub(super) fn fork_holding(&self, state: AccState) -> Result<Accumulator, String> {
         let mut part = self.fork();
         part.over_limit = state.over_limit;
         for g in state.groups {

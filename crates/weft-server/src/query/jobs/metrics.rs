@@ -1,0 +1,437 @@
+//! Span-local TraceQL metrics over many queriers (job protocol v1, `spec/jobs.md`): the
+//! frontend counts the recent spans itself, then sends runs of its block listing to the
+//! queriers (all at once, one per querier at a time: a metrics query reads every block in its
+//! range) and adds their counts in job order (`MetricsRun::merge_state`). Queriers answer at
+//! `POST /internal/v1/jobs/metrics`. Metrics over whole traces (structural queries) are not
+//! split yet: the frontend runs them alone.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use weft_engine::span_metrics::SpanMetrics;
+use weft_querier::scan::{ScanPart, ScanStats, Window};
+use weft_traceql::metrics::{AccState, CompareState, GroupState, StepData};
+use weft_traceql::{Exemplar, parse};
+
+use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, plan, unhex};
+use crate::app::AppState;
+use crate::query::{bad, scan_failed, text};
+use crate::tempo::metrics::MetricsRequest;
+
+/// Where a querier answers metrics jobs.
+pub const METRICS_JOB_PATH: &str = "/internal/v1/jobs/metrics";
+
+/// A part of a span-local metrics query for one querier. The range is resolved by the
+/// frontend, so every part counts the same steps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricsJob {
+    pub version: u32,
+    pub q: String,
+    /// Unix ns, inclusive.
+    pub start: u64,
+    /// Unix ns, exclusive.
+    pub end: u64,
+    pub step: u64,
+    pub exemplars: usize,
+    /// The frontend's `--max-metrics-series` and `--max-metrics-points`.
+    pub max_series: usize,
+    pub max_points: u64,
+    pub blocks: Vec<String>,
+    pub listing: Vec<String>,
+}
+
+/// A querier's answer to a [`MetricsJob`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricsJobReply {
+    pub version: u32,
+    /// What each metrics query of it (one, or each operand of arithmetic) counted.
+    pub state: Vec<WireAcc>,
+    pub stats: ScanStats,
+    /// Blocks of the listing the querier does not know.
+    pub missing_blocks: Vec<String>,
+}
+
+/// An [`AccState`] on the wire: floats as their IEEE 754 bits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireAcc {
+    pub groups: Vec<WireGroup>,
+    pub over_limit: bool,
+    pub compare: [Vec<(String, WireCompare)>; 2],
+    pub exemplars: Vec<(usize, WireExemplar)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireGroup {
+    pub by: Vec<WireValue>,
+    pub bucket: Option<u64>,
+    pub data: WireData,
+    pub used: bool,
+}
+
+/// Per-step state; floats as bits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireData {
+    Count(Vec<u64>),
+    Min(Vec<Option<u64>>),
+    Max(Vec<Option<u64>>),
+    Sum(Vec<Option<u64>>),
+    /// `[sum bits, count]`.
+    Avg(Vec<(u64, u64)>),
+    /// Every value counted (quantiles).
+    Values(Vec<Vec<u64>>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireCompare {
+    pub total: Vec<u64>,
+    pub values: Vec<(WireValue, Vec<u64>)>,
+    pub too_many: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireExemplar {
+    pub trace_id: String,
+    pub span_id: Option<String>,
+    pub value: Option<u64>,
+    pub timestamp_ns: u64,
+}
+
+fn bits(v: &[Option<f64>]) -> Vec<Option<u64>> {
+    v.iter().map(|x| x.map(f64::to_bits)).collect()
+}
+
+fn floats(v: Vec<Option<u64>>) -> Vec<Option<f64>> {
+    v.into_iter().map(|x| x.map(f64::from_bits)).collect()
+}
+
+impl WireAcc {
+    pub fn of(a: &AccState) -> WireAcc {
+        let values = |v: &[weft_traceql::Value]| v.iter().map(WireValue::of).collect();
+        WireAcc {
+            groups: a
+                .groups
+                .iter()
+                .map(|g| WireGroup {
+                    by: values(&g.by),
+                    bucket: g.bucket.map(f64::to_bits),
+                    data: match &g.data {
+                        StepData::Count(c) => WireData::Count(c.clone()),
+                        StepData::Min(v) => WireData::Min(bits(v)),
+                        StepData::Max(v) => WireData::Max(bits(v)),
+                        StepData::Sum(v) => WireData::Sum(bits(v)),
+                        StepData::Avg(v) => WireData::Avg(v.iter().map(|(s, n)| (s.to_bits(), *n)).collect()),
+                        StepData::Values(v) => {
+                            WireData::Values(v.iter().map(|x| x.iter().map(|f| f.to_bits()).collect()).collect())
+                        }
+                    },
+                    used: g.used,
+                })
+                .collect(),
+            over_limit: a.over_limit,
+            compare: a.compare.clone().map(|attrs| {
+                attrs
+                    .into_iter()
+                    .map(|(label, c)| {
+                        (
+                            label,
+                            WireCompare {
+                                total: c.total,
+                                values: c.values.iter().map(|(v, n)| (WireValue::of(v), n.clone())).collect(),
+                                too_many: c.too_many,
+                            },
+                        )
+                    })
+                    .collect()
+            }),
+            exemplars: a
+                .exemplars
+                .iter()
+                .map(|(g, e)| {
+                    (
+                        *g,
+                        WireExemplar {
+                            trace_id: weft_core::hex(&e.trace_id),
+                            span_id: e.span_id.map(|s| weft_core::hex(&s)),
+                            value: e.value.map(f64::to_bits),
+                            timestamp_ns: e.timestamp_ns,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    pub fn state(self) -> Result<AccState, String> {
+        let values = |v: Vec<WireValue>| v.into_iter().map(WireValue::value).collect::<Result<Vec<_>, _>>();
+        let mut compare: [Vec<(String, CompareState)>; 2] = Default::default();
+        for (into, attrs) in compare.iter_mut().zip(self.compare) {
+            for (label, c) in attrs {
+                into.push((
+                    label,
+                    CompareState {
+                        total: c.total,
+                        values: c
+                            .values
+                            .into_iter()
+                            .map(|(v, n)| Ok((v.value()?, n)))
+                            .collect::<Result<_, String>>()?,
+                        too_many: c.too_many,
+                    },
+                ));
+            }
+        }
+        Ok(AccState {
+            groups: self
+                .groups
+                .into_iter()
+                .map(|g| {
+                    Ok(GroupState {
+                        by: values(g.by)?,
+                        bucket: g.bucket.map(f64::from_bits),
+                        data: match g.data {
+                            WireData::Count(c) => StepData::Count(c),
+                            WireData::Min(v) => StepData::Min(floats(v)),
+                            WireData::Max(v) => StepData::Max(floats(v)),
+                            WireData::Sum(v) => StepData::Sum(floats(v)),
+                            WireData::Avg(v) => {
+                                StepData::Avg(v.into_iter().map(|(s, n)| (f64::from_bits(s), n)).collect())
+                            }
+                            WireData::Values(v) => StepData::Values(
+                                v.into_iter()
+                                    .map(|x| x.into_iter().map(f64::from_bits).collect())
+                                    .collect(),
+                            ),
+                        },
+                        used: g.used,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            over_limit: self.over_limit,
+            compare,
+            exemplars: self
+                .exemplars
+                .into_iter()
+                .map(|(g, e)| {
+                    Ok((
+                        g,
+                        Exemplar {
+                            trace_id: unhex(&e.trace_id)?,
+                            span_id: e.span_id.as_deref().map(unhex).transpose()?,
+                            value: e.value.map(f64::from_bits),
+                            timestamp_ns: e.timestamp_ns,
+                        },
+                    ))
+                })
+                .collect::<Result<_, String>>()?,
+        })
+    }
+}
+
+/// Runs span-local metrics query `r` over the queriers of `--query-peers`. `Ok(None)`: the
+/// queriers' block lists did not agree with this one's (or none is known); the caller counts
+/// here alone.
+pub(crate) async fn span_metrics(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    r: &MetricsRequest,
+    window: Option<Window>,
+) -> Result<Option<(SpanMetrics, ScanStats)>, Response> {
+    let addrs = peers.peers().await;
+    if addrs.is_empty() {
+        return Ok(None);
+    }
+    let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
+    let fresh = || -> Result<SpanMetrics, Box<Response>> {
+        match r.span_metrics(max_series, max_points) {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(Box::new(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the query is not span-local",
+            ))),
+            Err(e) => Err(Box::new(crate::query::eval_error(e))),
+        }
+    };
+    let mut m = fresh().map_err(|r| *r)?;
+    let q = st.querier();
+    // The recent spans here, with the listing taken in the same view: the cuts it covers are
+    // left to the jobs, the others counted here.
+    let (mut stats, blocks) = q.scan_columns_head(tenant, window, &mut m).await.map_err(scan_failed)?;
+    let mut blocks = blocks;
+    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
+    let run = |(k, job): (usize, Vec<usize>)| {
+        let (addrs, listing, blocks, fresh) = (&addrs, &listing, &blocks, &fresh);
+        async move {
+            let job = MetricsJob {
+                version: JOB_VERSION,
+                q: r.q.clone(),
+                start: r.start,
+                end: r.end,
+                step: r.step,
+                exemplars: r.exemplars,
+                max_series,
+                max_points,
+                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                listing: listing.clone(),
+            };
+            if let Some(reply) = dispatch(st, peers, addrs, k, tenant, &job).await {
+                return Ok(reply);
+            }
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let mut local = fresh().map_err(|r| *r)?;
+            let part = ScanPart {
+                head: false,
+                blocks: Some(job.blocks.iter().cloned().collect()),
+            };
+            let stats = q
+                .scan_columns_part(tenant, window, &part, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            Ok::<_, Response>((local.into_state(), stats, Vec::new()))
+        }
+    };
+    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+        .map(run)
+        .buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        let (state, part_stats, missing) = d?;
+        if !missing.is_empty() {
+            tracing::info!(
+                tenant,
+                ?missing,
+                "a querier's block list differs from the frontend's; counting here alone"
+            );
+            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        if let Err(e) = m.merge_state(state) {
+            // Both ends run this build's query: a mismatch is a bug, not the user's.
+            return Err(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("merging a querier's metrics: {e}"),
+            ));
+        }
+        stats.add(&part_stats);
+    }
+    Ok(Some((m, stats)))
+}
+
+/// Sends `job` to the peer its number `k` picks, then to each other in turn; `None` when none
+/// answered.
+async fn dispatch(
+    st: &AppState,
+    peers: &Peers,
+    addrs: &[SocketAddr],
+    k: usize,
+    tenant: &str,
+    job: &MetricsJob,
+) -> Option<(Vec<AccState>, ScanStats, Vec<String>)> {
+    for attempt in 0..addrs.len() {
+        let peer = addrs[(k + attempt) % addrs.len()];
+        let reply: Result<MetricsJobReply, String> = peers.post(peer, METRICS_JOB_PATH, tenant, job).await;
+        let decoded = reply.and_then(|r| {
+            if r.version != JOB_VERSION {
+                return Err(format!(
+                    "job protocol version {} (this build speaks {JOB_VERSION})",
+                    r.version
+                ));
+            }
+            let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+            Ok((state, r.stats, r.missing_blocks))
+        });
+        match decoded {
+            Ok(d) => {
+                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
+                return Some(d);
+            }
+            Err(e) => tracing::warn!(%peer, error = %e, "a metrics job failed; trying another querier"),
+        }
+        st.jobs.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    None
+}
+
+/// `POST /internal/v1/jobs/metrics`: one job of a span-local metrics query another querier is
+/// the frontend of.
+pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let job: MetricsJob = match serde_json::from_slice(&body) {
+        Ok(j) => j,
+        Err(e) => return bad(format!("invalid metrics job: {e}")),
+    };
+    if job.version != JOB_VERSION {
+        return bad(format!(
+            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
+            job.version
+        ));
+    }
+    let query = match parse(&job.q) {
+        Ok(q) => q,
+        Err(e) => return bad(format!("invalid metrics job: {e}")),
+    };
+    if job.end <= job.start || job.step == 0 {
+        return bad("invalid metrics job: an empty range or a zero step");
+    }
+    let r = MetricsRequest {
+        q: job.q.clone(),
+        query,
+        start: job.start,
+        end: job.end,
+        step: job.step,
+        exemplars: job.exemplars,
+    };
+    let mut m = match r.span_metrics(job.max_series, job.max_points) {
+        Ok(Some(m)) => m,
+        Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
+        Err(e) => return crate::query::eval_error(e),
+    };
+    let q = st.querier();
+    let known = |q: &weft_querier::Querier| -> HashSet<String> {
+        q.blocks(&tenant).iter().map(|b| b.meta.block_id.clone()).collect()
+    };
+    let mut have = known(q);
+    if job.listing.iter().any(|id| !have.contains(id)) {
+        if let Err(e) = q.db().poll().await {
+            tracing::warn!(error = %e, "polling the block list for a metrics job failed");
+        }
+        have = known(q);
+    }
+    let missing: Vec<String> = job.listing.iter().filter(|id| !have.contains(*id)).cloned().collect();
+    let window = Some((job.start, job.end - 1));
+    let part = ScanPart {
+        head: false,
+        blocks: Some(job.blocks.iter().cloned().collect()),
+    };
+    let stats = match q.scan_columns_part(&tenant, window, &part, &mut m).await {
+        Ok(s) => s,
+        Err(e) => return scan_failed(e),
+    };
+    st.jobs.served.fetch_add(1, Ordering::Relaxed);
+    let reply = MetricsJobReply {
+        version: JOB_VERSION,
+        state: m.into_state().iter().map(WireAcc::of).collect(),
+        stats,
+        missing_blocks: missing,
+    };
+    match serde_json::to_vec(&reply) {
+        Ok(b) => Response::builder()
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(b))
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the reply: {e}")),
+    }
+}
