@@ -83,6 +83,8 @@ pub struct BlockBuilder {
     pub metrics: Arc<IngestMetrics>,
     pub partitions: Vec<(i32, Arc<PartitionStats>)>,
     stop: Arc<AtomicBool>,
+    /// The partitions' threads, waited for by [`BlockBuilder::stop`].
+    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl BlockBuilder {
@@ -110,6 +112,7 @@ impl BlockBuilder {
         let metrics = Arc::new(IngestMetrics::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut stats = Vec::new();
+        let mut threads = Vec::new();
         for (&p, start) in partitions.iter().zip(committed) {
             let start = match start {
                 Some(o) => o,
@@ -131,23 +134,30 @@ impl BlockBuilder {
             };
             let rt = rt.clone();
             tracing::info!(topic = %cfg.topic, partition = p, offset = start, "block builder resumes");
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name(format!("weft-bb-{p}"))
                 .spawn(move || rt.block_on(worker.run(start)))
                 .map_err(|e| weft_kafka::Error::Io(format!("starting a block builder thread: {e}")))?;
+            threads.push(thread);
         }
         Ok(Arc::new(BlockBuilder {
             metrics,
             partitions: stats,
             stop,
+            threads: parking_lot::Mutex::new(threads),
         }))
     }
 
-    /// Asks every partition thread to stop after its current fetch or cut, without waiting.
-    /// What the heads hold is not written: it is still in Kafka, uncommitted, and the next
-    /// start reads it again.
-    pub fn stop(&self) {
+    /// Asks every partition thread to stop after its current fetch or cut, and waits up to
+    /// 2 s for them (so that none is still on the runtime's timers when it shuts down). What
+    /// the heads hold is not written: it is still in Kafka, uncommitted, and the next start
+    /// reads it again.
+    pub async fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < until && !self.threads.lock().iter().all(|t| t.is_finished()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Appends the block builder's counters to a Prometheus page.

@@ -149,6 +149,8 @@ pub struct LiveStore {
     db: Arc<Db>,
     budget: usize,
     stop: Arc<AtomicBool>,
+    /// The partitions' threads, waited for by [`LiveStore::stop`].
+    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
     pub metrics: Arc<IngestMetrics>,
 }
 
@@ -172,6 +174,7 @@ impl LiveStore {
         let metrics = Arc::new(IngestMetrics::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut parts = Vec::new();
+        let mut threads = Vec::new();
         for (&p, start) in partitions.iter().zip(committed) {
             let start = match start {
                 Some(o) => o,
@@ -187,10 +190,11 @@ impl LiveStore {
             let (topic, client, db, stop, rt) =
                 (topic.to_string(), client.clone(), db.clone(), stop.clone(), rt.clone());
             let budget = MAX_LIVE_BYTES / partitions.len().max(1);
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name(format!("weft-live-{p}"))
                 .spawn(move || rt.block_on(tail(part, topic, client, db, stop, budget)))
                 .map_err(|e| weft_kafka::Error::Io(format!("starting a live-store thread: {e}")))?;
+            threads.push(thread);
         }
         let budget = MAX_LIVE_BYTES / parts.len().max(1);
         Ok(Arc::new(LiveStore {
@@ -200,12 +204,20 @@ impl LiveStore {
             db,
             budget,
             stop,
+            threads: parking_lot::Mutex::new(threads),
             metrics,
         }))
     }
 
-    pub fn stop(&self) {
+    /// Stops tailing: each partition's thread ends after its current fetch (at most 250 ms
+    /// of waiting for records). Waits up to 2 s for them, so that none is still waiting on the
+    /// runtime's timers when the runtime shuts down.
+    pub async fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until && !self.threads.lock().iter().all(|t| t.is_finished()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// The next offset each partition reads.

@@ -221,10 +221,10 @@ impl Modules {
             c.stop();
         }
         if let Some(b) = &self.block_builder {
-            b.stop();
+            b.stop().await;
         }
         if let Some(l) = &self.live_store {
-            l.stop();
+            l.stop().await;
         }
         if let Some(i) = &self.ingest {
             i.shutdown().await;
