@@ -52,6 +52,9 @@ pub struct AppState {
     pub peers: Option<Arc<crate::query::jobs::Peers>>,
     /// Search jobs sent and answered.
     pub jobs: crate::query::jobs::JobStats,
+    /// Jobs (parts of other queriers' queries) running here at once: twice the query slots.
+    /// Apart from the query slots, which the frontends' own queries hold while they wait.
+    pub job_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -63,6 +66,7 @@ impl AppState {
         AppState {
             peers,
             jobs: Default::default(),
+            job_slots: Arc::new(tokio::sync::Semaphore::new(2 * cfg.query.max_concurrent_queries.max(1))),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
             queries: crate::query::fair::FairSlots::new(cfg.query.max_concurrent_queries),
             cfg,

@@ -634,11 +634,27 @@ impl SearchSink for Search {
     }
 }
 
+/// A job slot (`AppState::job_slots`), or the 429 a frontend answers by sending the job to
+/// another querier.
+pub(crate) async fn job_slot(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    match tokio::time::timeout(crate::query::QUERY_QUEUE_WAIT, st.job_slots.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many jobs: this querier's job slots (twice --max-concurrent-queries) stayed taken; send the job elsewhere",
+        )),
+    }
+}
+
 /// `POST /internal/v1/jobs/search`: one job of a search another querier is the frontend of.
 pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     let tenant = match st.tenants.resolve(&headers) {
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let _slot = match job_slot(&st).await {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     let job: SearchJob = match serde_json::from_slice(&body) {
         Ok(j) => j,

@@ -369,6 +369,10 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
+    let _slot = match super::job_slot(&st).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     let job: MetricsJob = match serde_json::from_slice(&body) {
         Ok(j) => j,
         Err(e) => return bad(format!("invalid metrics job: {e}")),
