@@ -543,15 +543,21 @@ pub(crate) async fn retire_replaced(storage: &dyn Storage, tenant: &str, ids: &[
             Box::pin(retire_replaced(storage, tenant, &m.compacted_from)).await?;
         }
         tracing::info!(block = %prefix, "retiring a replaced block whose retirement was cut short");
-        storage
-            .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
-            .await?;
-        match storage.delete(&format!("{prefix}/meta.json")).await {
-            Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        mark_retired(storage, &prefix).await?;
     }
     Ok(())
+}
+
+/// Takes the block at `prefix` out of every listing: the retirement marker, then `meta.json`
+/// deleted. Its other files stay for queries already reading them.
+pub(crate) async fn mark_retired(storage: &dyn Storage, prefix: &str) -> Result<(), BlockError> {
+    storage
+        .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
+        .await?;
+    match storage.delete(&format!("{prefix}/meta.json")).await {
+        Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Retires the block at `prefix` at once: the retirement marker, then every file

@@ -111,13 +111,7 @@ pub struct Compacted {
 pub(crate) async fn retire(storage: &Arc<dyn Storage>, block: &Block, grace: Duration) -> Result<(), BlockError> {
     crate::blocks::retire_replaced(&**storage, &block.meta.tenant, &block.meta.compacted_from).await?;
     let prefix = block.prefix();
-    storage
-        .put(&format!("{prefix}/{}", weft_block::RETIRED_MARKER), bytes::Bytes::new())
-        .await?;
-    match storage.delete(&format!("{prefix}/meta.json")).await {
-        Ok(()) | Err(weft_storage::StorageError::NotFound(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::blocks::mark_retired(&**storage, prefix).await?;
     let storage = storage.clone();
     let prefix = prefix.to_owned();
     let purge = async move {

@@ -634,6 +634,31 @@ impl SearchSink for Search {
     }
 }
 
+/// The blocks of `listing` this querier does not know, after reading its block list once
+/// more if there are any (blocks written since it last polled).
+pub(crate) async fn unknown_blocks(q: &weft_querier::Querier, tenant: &str, listing: &[String]) -> Vec<String> {
+    let known = || -> HashSet<String> { q.blocks(tenant).iter().map(|b| b.meta.block_id.clone()).collect() };
+    let mut have = known();
+    if listing.iter().any(|id| !have.contains(id)) {
+        if let Err(e) = q.db().poll().await {
+            tracing::warn!(error = %e, "polling the block list for a job failed");
+        }
+        have = known();
+    }
+    listing.iter().filter(|id| !have.contains(*id)).cloned().collect()
+}
+
+/// A job's reply as JSON.
+pub(crate) fn json_reply(reply: &impl Serialize) -> Response {
+    match serde_json::to_vec(reply) {
+        Ok(b) => Response::builder()
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(b))
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the reply: {e}")),
+    }
+}
+
 /// A job slot (`AppState::job_slots`), or the 429 a frontend answers by sending the job to
 /// another querier.
 pub(crate) async fn job_slot(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
@@ -674,18 +699,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         sink.raise_floor(f);
     }
     let q = st.querier();
-    let known = |q: &weft_querier::Querier| -> HashSet<String> {
-        q.blocks(&tenant).iter().map(|b| b.meta.block_id.clone()).collect()
-    };
-    let mut have = known(q);
-    if job.listing.iter().any(|id| !have.contains(id)) {
-        // Blocks written since this querier last polled: look once more.
-        if let Err(e) = q.db().poll().await {
-            tracing::warn!(error = %e, "polling the block list for a search job failed");
-        }
-        have = known(q);
-    }
-    let unknown: Vec<String> = job.listing.iter().filter(|id| !have.contains(*id)).cloned().collect();
+    let unknown = unknown_blocks(q, &tenant, &job.listing).await;
     let mut outcome = if job.traces.is_empty() {
         let part = ScanPart {
             head: false,
@@ -720,11 +734,5 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         hits: sink.finish().iter().map(WireHit::of).collect(),
         outcome,
     };
-    match serde_json::to_vec(&reply) {
-        Ok(b) => Response::builder()
-            .header("content-type", "application/json")
-            .body(axum::body::Body::from(b))
-            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed")),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the reply: {e}")),
-    }
+    json_reply(&reply)
 }

@@ -5,7 +5,6 @@
 //! `POST /internal/v1/jobs/metrics`. Metrics over whole traces (structural queries) are not
 //! split yet: the frontend runs them alone.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -404,17 +403,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         Err(e) => return crate::query::eval_error(e),
     };
     let q = st.querier();
-    let known = |q: &weft_querier::Querier| -> HashSet<String> {
-        q.blocks(&tenant).iter().map(|b| b.meta.block_id.clone()).collect()
-    };
-    let mut have = known(q);
-    if job.listing.iter().any(|id| !have.contains(id)) {
-        if let Err(e) = q.db().poll().await {
-            tracing::warn!(error = %e, "polling the block list for a metrics job failed");
-        }
-        have = known(q);
-    }
-    let missing: Vec<String> = job.listing.iter().filter(|id| !have.contains(*id)).cloned().collect();
+    let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
     let window = Some((job.start, job.end - 1));
     let part = ScanPart {
         head: false,
@@ -431,11 +420,5 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         stats,
         missing_blocks: missing,
     };
-    match serde_json::to_vec(&reply) {
-        Ok(b) => Response::builder()
-            .header("content-type", "application/json")
-            .body(axum::body::Body::from(b))
-            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed")),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the reply: {e}")),
-    }
+    super::json_reply(&reply)
 }
