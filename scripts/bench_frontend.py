@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""One search over many queriers (--query-peers): what each querier spends per search with 1, 2
-and 4 queriers behind a frontend, against one querier alone, on one data set (stdlib only).
+"""One query over many queriers (--query-peers): what each querier spends per search and per
+metrics query with 1, 2 and 4 queriers behind a frontend, against one querier alone, on one
+data set (stdlib only).
 
 Method:
   1. Load --spans realistic spans once (as scripts/bench_parallelism.py does: the search
@@ -8,8 +9,8 @@ Method:
   2. For each count of queriers: start them (`--target querier` on the data directory,
      compaction and the scrubber off) and a frontend (`--target querier --query-peers ...`),
      all on this machine. For a querier alone: one querier, no peers.
-  3. For each search of the search benchmark: one warm-up run, then --runs timed runs one at a
-     time. Record the median wall time and, over the timed runs, every process's CPU-seconds
+  3. For each search and metrics query of the search benchmark named below: one warm-up
+     run, then --runs timed runs one at a time. Record the median wall time and, over the timed runs, every process's CPU-seconds
      per search (from /proc), and the jobs the frontend sent.
   4. Print per search and count: the frontend's CPU per search and per job, the queriers'
      mean and largest CPU per search, and their mean against the lone querier's divided by
@@ -32,6 +33,8 @@ import bench_search  # noqa: E402  (the server wrapper, the queries and their ch
 
 ROOT = bench_search.ROOT
 SEARCHES = ["needle", "duration_gt_1s", "service_error", "sibling_error", "root_errors", "root_under_root"]
+# Span-local metrics queries (split into jobs too), and one over whole traces (not split).
+METRICS = ["rate_by_service", "errors_rate", "duration_hist", "rate_per_count", "user_count", "root_rate"]
 FIXED = ["--target", "querier", "--compaction-interval", "0", "--scrub-interval", "0"]
 
 
@@ -57,18 +60,24 @@ def jobs_sent(frontend):
     return 0.0
 
 
-def measure(frontend, peers, args, window, needle):
-    """Per search: wall p50, CPU-seconds per search of the frontend and of each querier."""
+def measure(frontend, peers, args, window, needle, start, end):
+    """Per query: wall p50, CPU-seconds per query of the frontend and of each querier."""
     ns = argparse.Namespace(runs=args.runs, timeout=args.timeout, service=args.service, measure_timeouts=0)
     warm = argparse.Namespace(**{**vars(ns), "runs": 1})
     procs = [frontend] + peers
     rows = []
-    for name in SEARCHES:
+    for name in SEARCHES + METRICS:
         bench_search.ONLY = {name}
-        bench_search.search_queries(frontend, warm, window, needle)
+        if name in SEARCHES:
+            def group(a):
+                return bench_search.search_queries(frontend, a, window, needle)
+        else:
+            def group(a):
+                return bench_search.metrics_queries(frontend, a, window, start, end)
+        group(warm)
         cpu0 = [bench_search.cpu_seconds(p.proc.pid) for p in procs]
         jobs0 = jobs_sent(frontend) if peers else 0
-        (q,) = [r for r in bench_search.search_queries(frontend, ns, window, needle) if not r.get("skipped")]
+        (q,) = [r for r in group(ns) if not r.get("skipped")]
         cpu = [(bench_search.cpu_seconds(p.proc.pid) - c) / args.runs for p, c in zip(procs, cpu0)]
         jobs = ((jobs_sent(frontend) - jobs0) / args.runs) if peers else 0
         rows.append({"name": name, "ok": q.get("ok"), "p50_ms": q.get("p50_ms"), "frontend_cpu_s": round(cpu[0], 4),
@@ -107,14 +116,14 @@ def main():
             servers.append(frontend)
             label = "alone" if count == 0 else f"{count} queriers"
             print(f"{label}:", flush=True)
-            rows = measure(frontend, peers, args, window, needle)
+            rows = measure(frontend, peers, args, window, needle, start, end)
             results[count] = rows
             failures += [f"{r['name']} with {label}" for r in rows if not r["ok"]]
         finally:
             for s in servers:
                 s.stop(keep=False)
     table = []
-    for name in SEARCHES:
+    for name in SEARCHES + METRICS:
         alone = next(r for r in results[0] if r["name"] == name)
         row = {"name": name, "alone_ms": alone["p50_ms"], "alone_cpu_s": alone["frontend_cpu_s"]}
         for count in counts:
@@ -135,7 +144,7 @@ def main():
            "queries": table, "failures": failures}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
-    print(f"\n{'search':<18}{'alone ms':>10}{'alone cpu':>10}" +
+    print(f"\n{'query':<18}{'alone ms':>10}{'alone cpu':>10}" +
           "".join(f"{'n=' + str(c) + ' ms':>10}{'fe cpu':>8}{'q cpu':>8}{'max':>7}{'div':>6}" for c in counts))
     for row in table:
         line = f"{row['name']:<18}{row['alone_ms']:>10.1f}{row['alone_cpu_s']:>10.3f}"
