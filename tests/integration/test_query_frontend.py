@@ -7,6 +7,7 @@ jobs go to the next peer, then run on the frontend)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -105,6 +106,31 @@ def _assert_same_series(alone, frontend, what: str):
         assert got == want, f"{what}: {q}\nfrontend: {got[:2]}\nalone: {want[:2]}"
 
 
+TAG_VALUES = [
+    ("/api/v2/search/tag/resource.service.name/values", {}),
+    ("/api/v2/search/tag/span.n/values", {}),
+    ("/api/v2/search/tag/name/values", {"q": "{ status = error }"}),
+    ("/api/search/tag/k/values", {}),
+]
+
+
+def _values(querier, path: str, params: dict) -> list:
+    """A tag-value reply's values in name order (the order found depends on how the blocks
+    were read, as in Tempo)."""
+    r = querier.get(path, params=params)
+    assert r.status_code == 200, f"{querier.name} {path}: {r.status_code} {r.text[:300]}"
+    body = r.json()
+    values = body.get("tagValues", [])
+    return sorted(json.dumps(v, sort_keys=True) for v in values)
+
+
+def _assert_same_values(alone, frontend, what: str):
+    for path, params in TAG_VALUES:
+        want = _values(alone, path, params)
+        assert want, f"{path} {params} has values"
+        assert _values(frontend, path, params) == want, f"{what}: {path} {params}"
+
+
 def _traces(querier, params: dict) -> list:
     r = querier.get("/api/search", params=params)
     assert r.status_code == 200, f"{querier.name} {params}: {r.status_code} {r.text[:300]}"
@@ -143,6 +169,9 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     sent = _jobs(frontend, "sent")
     _assert_same_series(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "metrics jobs went to the peers"
+    sent = _jobs(frontend, "sent")
+    _assert_same_values(alone, frontend, "every peer up")
+    assert _jobs(frontend, "sent") > sent, "tag-value jobs went to the peers"
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
     assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
@@ -167,11 +196,13 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     peers[0].kill9()
     _assert_same_answers(alone, frontend, "one peer killed")
     _assert_same_series(alone, frontend, "one peer killed")
+    _assert_same_values(alone, frontend, "one peer killed")
     assert _jobs(frontend, "failed") > failed_before, "jobs to the killed peer failed and were retried"
     # Both killed: the frontend reads the jobs itself.
     peers[1].kill9()
     _assert_same_answers(alone, frontend, "every peer killed")
     _assert_same_series(alone, frontend, "every peer killed")
+    _assert_same_values(alone, frontend, "every peer killed")
     assert _jobs(frontend, "ran_here") > 0
     # Back: jobs go out again.
     before = _jobs(frontend, "sent")

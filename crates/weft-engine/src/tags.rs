@@ -523,6 +523,13 @@ impl ColumnTagValues {
         self.list.truncated
     }
 
+    /// Adds the values another querier's part of the same lookup listed (in the order it
+    /// listed them), as a fork's are merged.
+    pub fn merge_values(&mut self, values: Vec<Value>, truncated: bool) {
+        self.list.extend(values);
+        self.list.truncated |= truncated;
+    }
+
     /// An empty list of the same field, filter and window ([`ColumnSink::fork`]).
     fn fork_part(&self) -> ColumnTagValues {
         ColumnTagValues {

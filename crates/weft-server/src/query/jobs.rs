@@ -38,6 +38,7 @@ use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 
 pub mod metrics;
+pub mod tags;
 
 /// The version of the job protocol this build speaks.
 pub const JOB_VERSION: u32 = 1;

@@ -454,6 +454,11 @@ pub(crate) async fn distinct_values(
     window: Option<Window>,
     cap: usize,
 ) -> Result<(Vec<weft_traceql::Value>, bool, ScanStats), Response> {
+    if let Some(peers) = &st.peers
+        && let Some(found) = jobs::tags::tag_values(st, peers, tenant, query, &field, window, cap).await?
+    {
+        return Ok(found);
+    }
     if let Some(mut sink) = ColumnTagValues::new(query, &field, window, cap) {
         let stats = run_column_scan(st, tenant, window, &mut sink).await?;
         let truncated = sink.truncated();

@@ -48,6 +48,10 @@ impl Api for TempoOptions {
                 crate::query::jobs::metrics::METRICS_JOB_PATH,
                 axum::routing::post(crate::query::jobs::metrics::metrics_job),
             )
+            .route(
+                crate::query::jobs::tags::TAG_VALUES_JOB_PATH,
+                axum::routing::post(crate::query::jobs::tags::tag_values_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,
