@@ -108,6 +108,11 @@ impl Querier {
         self.db.blocks(tenant)
     }
 
+    /// Whether this querier's recent spans (not yet in a block) hold some of trace `id`.
+    pub fn recent_holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
+        self.recent.holds(tenant, id)
+    }
+
     /// Returns the spans of a trace from the recent spans and the blocks, de-duplicated and
     /// ordered by start time. `range` (Unix seconds, inclusive) restricts which blocks are
     /// read.

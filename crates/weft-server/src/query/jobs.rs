@@ -494,6 +494,10 @@ pub(crate) async fn search(
     // enough of them to be worth a round trip (a structural query over root spans can leave
     // thousands), else here.
     let (split, mut stats) = q.split_traces(tenant, window, parts, sink);
+    // Those with spans in the recent spans here are read here: a querier without them (one
+    // that reads blocks only, beside an all-in-one frontend) would read them in part.
+    let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
+    stats.add(&q.read_whole(tenant, window, &here, sink).await.map_err(scan_failed)?);
     if split.len() < TRACE_JOB_MIN {
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
         return Ok(Some(stats));
