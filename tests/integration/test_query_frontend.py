@@ -224,3 +224,42 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": 1, "params": {"q": "{ nope"}, "floor": None, "blocks": [], "listing": []},
                     timeout=10)
     assert r.status_code == 400, r.text
+
+
+def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_whole(weft_factory, tmp_path):
+    """The frontend's recent spans are its own (an all-in-one process beside queriers that read
+    blocks only): a trace with spans in a block and in the frontend's head looks whole to a
+    querier reading the block. Such hits are read whole on the frontend before they count, as
+    one scan reads them: `count() = 2` matches the two-span traces, never a four-span trace
+    cut in two."""
+    data = tmp_path / "shared-data"
+    first = start_sharing(weft_factory, "first", "--block-max-age", "0.3", "--compaction-interval", "0",
+                          data_dir=data)
+    split_ids, pair_ids, held = [], [], []
+    spans = []
+    for n in range(12):
+        tid, root = new_trace_id(), new_span_id()
+        size = 2 if n % 3 == 0 else 4
+        trace = [make_span(tid, root if k == 0 else None, parent=b"" if k == 0 else root, name=f"op-{k}",
+                           start=BASE + n * 1_000_000 + k, attributes={"k": k}) for k in range(size)]
+        if size == 2:
+            pair_ids.append(tid.hex())
+            spans += trace
+        else:
+            split_ids.append(tid.hex())
+            spans += trace[:2]
+            held += trace[2:]
+    first.send(make_request(spans, service="svc"))
+    wait_for_block_spans(first, len(spans))
+    first.stop()
+    peers = [start_sharing(weft_factory, f"blocks-only{i}", "--target", "querier", "--blocklist-poll", "0.2",
+                           data_dir=data) for i in range(2)]
+    frontend = start_sharing(weft_factory, "all-in-one", "--block-max-age", "600", "--compaction-interval", "0",
+                             "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
+                             data_dir=data)
+    frontend.send(make_request(held, service="svc"))
+    got = {t["traceID"].rjust(32, "0") for t in _traces(frontend, {"q": "{ } | count() = 2", "limit": "100"})}
+    assert got == set(pair_ids), f"two-span traces only: {sorted(got)}"
+    assert _jobs(frontend, "sent") > 0, "the blocks were read by the queriers"
+    every = {t["traceID"].rjust(32, "0") for t in _traces(frontend, {"q": "{ } | count() = 4", "limit": "100"})}
+    assert every == set(split_ids), "the traces cut in two count their four spans"

@@ -471,20 +471,25 @@ pub(crate) async fn search(
             })
         }
     };
-    let mut parts = vec![head];
+    let mut merged = Merged {
+        taken: &taken,
+        floor: &floor,
+        parts: vec![head],
+        recheck: Vec::new(),
+    };
     let mut jobs = jobs.into_iter().enumerate();
     // The newest job first, alone: a search that fills its limit there gives the others the
     // floor it reached, and the jobs whose blocks all end before it are not sent at all
     // (searching them side by side from the start cost up to 9x the CPU of one querier).
     if let Some(first) = jobs.next() {
         let d = run(first).await?;
-        if !absorb(st, tenant, d, sink, &taken, &floor, &mut parts) {
+        if !merged.absorb(st, tenant, d, sink) {
             return Ok(None);
         }
     }
     let mut done = futures::stream::iter(jobs).map(run).buffered(addrs.len());
     while let Some(d) = done.next().await {
-        if !absorb(st, tenant, d?, sink, &taken, &floor, &mut parts) {
+        if !merged.absorb(st, tenant, d?, sink) {
             return Ok(None);
         }
     }
@@ -493,10 +498,17 @@ pub(crate) async fn search(
     // The traces stored in several places, read whole: shared out as trace jobs when there are
     // enough of them to be worth a round trip (a structural query over root spans can leave
     // thousands), else here.
+    let Merged { parts, recheck, .. } = merged;
     let (split, mut stats) = q.split_traces(tenant, window, parts, sink);
     // Those with spans in the recent spans here are read here: a querier without them (one
     // that reads blocks only, beside an all-in-one frontend) would read them in part.
-    let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
+    let (mut here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) =
+        split.into_iter().partition(|id| q.recent_holds(tenant, id));
+    for id in recheck {
+        if !here.contains(&id) {
+            here.push(id);
+        }
+    }
     stats.add(&q.read_whole(tenant, window, &here, sink).await.map_err(scan_failed)?);
     if split.len() < TRACE_JOB_MIN {
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
@@ -584,29 +596,45 @@ async fn dispatch(
     None
 }
 
-/// Merges a job's result into `sink` and `parts`, leaving out the traces the head part took.
-/// False when the job's querier did not know the listing (the search is then answered here).
-fn absorb(
-    st: &AppState,
-    tenant: &str,
-    Done { hits, mut outcome }: Done,
-    sink: &mut impl SearchSink,
-    taken: &HashSet<[u8; 16]>,
-    floor: &AtomicU64,
-    parts: &mut Vec<PartOutcome>,
-) -> bool {
-    if !outcome.missing_blocks.is_empty() {
-        tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
-        st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
-        return false;
+/// What the frontend has merged so far: the parts' outcomes, and the traces to read whole
+/// here at the end.
+struct Merged<'a> {
+    /// The traces the head part took (a block cut from the head since holds them again).
+    taken: &'a HashSet<[u8; 16]>,
+    /// The merged result's floor, for the jobs not yet sent.
+    floor: &'a AtomicU64,
+    parts: Vec<PartOutcome>,
+    /// Hits of traces the recent spans here also hold, though the head part did not take
+    /// them (no piece there passed the prefilter): a querier without those recent spans took
+    /// its block piece for the whole trace. Read whole here at the end, as one scan would
+    /// have deferred them.
+    recheck: Vec<[u8; 16]>,
+}
+
+impl Merged<'_> {
+    /// Merges a job's result into `sink`, leaving out the traces the head part took. False
+    /// when the job's querier did not know the listing (the search is then answered here).
+    fn absorb(&mut self, st: &AppState, tenant: &str, d: Done, sink: &mut impl SearchSink) -> bool {
+        let Done { hits, mut outcome } = d;
+        if !outcome.missing_blocks.is_empty() {
+            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
+            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        outcome.forget(self.taken);
+        let q = st.querier();
+        let (partial, hits): (Vec<Hit>, Vec<Hit>) = hits
+            .into_iter()
+            .filter(|h| !self.taken.contains(&h.trace_id))
+            .partition(|h| q.recent_holds(tenant, &h.trace_id));
+        self.recheck.extend(partial.into_iter().map(|h| h.trace_id));
+        sink.merge_hits(hits);
+        if let Some(f) = sink.start_floor() {
+            self.floor.store(f, Ordering::Release);
+        }
+        self.parts.push(outcome);
+        true
     }
-    outcome.forget(taken);
-    sink.merge_hits(hits.into_iter().filter(|h| !taken.contains(&h.trace_id)).collect());
-    if let Some(f) = sink.start_floor() {
-        floor.store(f, Ordering::Release);
-    }
-    parts.push(outcome);
-    true
 }
 
 /// Splits `blocks` (newest first) into at most `n` runs of about equal bytes, in order: the
