@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
@@ -191,9 +192,28 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     finally:
         peers[0].proc.send_signal(signal.SIGCONT)
 
-    # A peer killed: its jobs go to the other one.
+    # A peer killed while searches run: the jobs it held go to the other one; every search
+    # completes with the same answer.
     failed_before = _jobs(frontend, "failed")
+    want = {i: _traces(alone, SEARCHES[i]) for i in range(4)}
+    answers: list = []
+    errors: list = []
+
+    def keep_searching():
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            for i in range(4):
+                try:
+                    answers.append((i, _traces(frontend, SEARCHES[i])))
+                except Exception as e:  # noqa: BLE001 (reported below, in the test's thread)
+                    errors.append(repr(e))
+    searching = threading.Thread(target=keep_searching)
+    searching.start()
+    time.sleep(1.5)
     peers[0].kill9()
+    searching.join()
+    assert not errors, f"searches failed while a peer was killed: {errors[:3]}"
+    assert len(answers) > 8 and all(got == want[i] for i, got in answers), "searches during the kill"
     _assert_same_answers(alone, frontend, "one peer killed")
     _assert_same_series(alone, frontend, "one peer killed")
     _assert_same_values(alone, frontend, "one peer killed")
