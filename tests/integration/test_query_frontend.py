@@ -132,6 +132,43 @@ def _assert_same_values(alone, frontend, what: str):
         assert _values(frontend, path, params) == want, f"{what}: {path} {params}"
 
 
+TAG_NAMES = [
+    ("/api/search/tags", {}),
+    ("/api/v2/search/tags", {}),
+    ("/api/v2/search/tags", {"q": "{ status = error }", "scope": "span"}),
+]
+
+
+def _names(querier, path: str, params: dict):
+    r = querier.get(path, params=params)
+    assert r.status_code == 200, f"{querier.name} {path}: {r.status_code} {r.text[:300]}"
+    body = r.json()
+    if "scopes" in body:
+        return sorted((s["name"], sorted(s["tags"])) for s in body["scopes"])
+    return sorted(body["tagNames"])
+
+
+def _graph(querier) -> tuple:
+    start = BASE // 10**9 - 60
+    r = querier.get("/api/service-graph", params={"start": start, "end": start + 600})
+    assert r.status_code == 200, f"{querier.name} service graph: {r.status_code} {r.text[:300]}"
+    body = r.json()
+    return (sorted(json.dumps(s, sort_keys=True) for s in body["services"]),
+            sorted(json.dumps(e, sort_keys=True) for e in body["edges"]), body.get("complete"))
+
+
+def _assert_same_lookups(alone, frontend, what: str):
+    """Tag values, tag names and the service graph."""
+    _assert_same_values(alone, frontend, what)
+    for path, params in TAG_NAMES:
+        want = _names(alone, path, params)
+        assert want, f"{path} {params} has names"
+        assert _names(frontend, path, params) == want, f"{what}: {path} {params}"
+    want = _graph(alone)
+    assert want[1], "the graph has edges"
+    assert _graph(frontend) == want, f"{what}: service graph"
+
+
 def _traces(querier, params: dict) -> list:
     r = querier.get("/api/search", params=params)
     assert r.status_code == 200, f"{querier.name} {params}: {r.status_code} {r.text[:300]}"
@@ -173,6 +210,15 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     sent = _jobs(frontend, "sent")
     _assert_same_values(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "tag-value jobs went to the peers"
+    sent = _jobs(frontend, "sent")
+    for path, params in TAG_NAMES:
+        assert _names(frontend, path, params) == _names(alone, path, params), f"every peer up: {path} {params}"
+    assert _jobs(frontend, "sent") > sent, "tag-name jobs went to the peers"
+    sent = _jobs(frontend, "sent")
+    graph = _graph(alone)
+    assert graph[1] and graph[2] is not False, f"a complete graph with edges: {graph}"
+    assert _graph(frontend) == graph, "every peer up: service graph"
+    assert _jobs(frontend, "sent") > sent, "service-graph jobs went to the peers"
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
     assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
@@ -216,13 +262,13 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     assert len(answers) > 8 and all(got == want[i] for i, got in answers), "searches during the kill"
     _assert_same_answers(alone, frontend, "one peer killed")
     _assert_same_series(alone, frontend, "one peer killed")
-    _assert_same_values(alone, frontend, "one peer killed")
+    _assert_same_lookups(alone, frontend, "one peer killed")
     assert _jobs(frontend, "failed") > failed_before, "jobs to the killed peer failed and were retried"
     # Both killed: the frontend reads the jobs itself.
     peers[1].kill9()
     _assert_same_answers(alone, frontend, "every peer killed")
     _assert_same_series(alone, frontend, "every peer killed")
-    _assert_same_values(alone, frontend, "every peer killed")
+    _assert_same_lookups(alone, frontend, "every peer killed")
     assert _jobs(frontend, "ran_here") > 0
     # Back: jobs go out again.
     before = _jobs(frontend, "sent")
@@ -244,6 +290,13 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": 1, "params": {"q": "{ nope"}, "floor": None, "blocks": [], "listing": []},
                     timeout=10)
     assert r.status_code == 400, r.text
+    for path, what in [("tag-names", "tag-names"), ("tag-values", "tag-values"), ("service-graph", "service-graph"),
+                       ("metrics", "metrics")]:
+        r = q.http.post(f"{q.api}/internal/v1/jobs/{path}", data=b"[]", timeout=10)
+        assert r.status_code == 400 and f"invalid {what} job" in r.text, (path, r.text)
+    r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
+                    json={"version": 1, "window": [5, 1], "max_spans": 10, "blocks": [], "listing": []}, timeout=10)
+    assert r.status_code == 400 and "empty window" in r.text, r.text
 
 
 def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_whole(weft_factory, tmp_path):

@@ -538,11 +538,169 @@ impl ServiceGraph {
         }
     }
 
+    /// What this graph counted, for another process to add with
+    /// [`ServiceGraph::merge_state`] (a part of a service graph split over queriers).
+    pub fn into_state(self) -> GraphState {
+        GraphState {
+            names: self.names.iter().map(|n| n.to_string()).collect(),
+            services: self.services.iter().map(|s| [s.spans, s.errors, s.roots]).collect(),
+            edges: self
+                .edges
+                .into_iter()
+                .map(|((a, b), e)| GraphEdge {
+                    caller: a,
+                    callee: b,
+                    calls: e.calls,
+                    errors: e.errors,
+                    latency: e.latency.counts,
+                })
+                .collect(),
+            pending: self
+                .pending
+                .into_iter()
+                .map(|(trace, calls)| PendingCalls {
+                    trace_id: hex::encode(trace),
+                    calls: calls
+                        .iter()
+                        .map(|c| PendingCall {
+                            span_id: format!("{:016x}", c.id),
+                            parent_span_id: format!("{:016x}", c.parent),
+                            service: c.service,
+                            kind: c.kind,
+                            status: c.status,
+                            start: c.start,
+                            duration: c.duration,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            inspected_spans: self.inspected_spans,
+            inspected_traces: self.inspected_traces,
+            oldest_start: self.oldest_start,
+            unresolved_calls: self.unresolved_calls,
+            truncated: self.truncated,
+        }
+    }
+
+    /// Adds what another graph of the same query counted ([`ServiceGraph::into_state`]), as
+    /// [`ServiceGraph::merge`] adds a fork. Fails, adding nothing, on a state that refers to a
+    /// service it does not name or holds an invalid ID.
+    pub fn merge_state(&mut self, s: GraphState) -> Result<(), String> {
+        let n = s.names.len();
+        if s.services.len() != n {
+            return Err(format!("{} services for {n} names", s.services.len()));
+        }
+        let known = |i: u32, what: &str| {
+            if (i as usize) < n {
+                Ok(i)
+            } else {
+                Err(format!("{what} refers to service {i} of {n}"))
+            }
+        };
+        let span_id = |h: &str| u64::from_str_radix(h, 16).map_err(|_| format!("invalid span ID {h:?}"));
+        let mut part = self.fork();
+        let ids: Vec<u32> = s.names.iter().map(|name| part.name_id(name)).collect();
+        for (i, [spans, errors, roots]) in s.services.into_iter().enumerate() {
+            let into = &mut part.services[ids[i] as usize];
+            into.spans += spans;
+            into.errors += errors;
+            into.roots += roots;
+        }
+        for e in s.edges {
+            let key = (
+                ids[known(e.caller, "an edge")? as usize],
+                ids[known(e.callee, "an edge")? as usize],
+            );
+            let latency = LogHistogram {
+                total: e.latency.iter().sum(),
+                counts: e.latency,
+            };
+            let into = part.edges.entry(key).or_insert_with(|| EdgeStats {
+                calls: 0,
+                errors: 0,
+                latency: LogHistogram::default(),
+            });
+            into.calls += e.calls;
+            into.errors += e.errors;
+            into.latency.merge(&latency);
+        }
+        for p in s.pending {
+            let mut trace = [0u8; 16];
+            hex::decode_to_slice(&p.trace_id, &mut trace).map_err(|_| format!("invalid trace ID {:?}", p.trace_id))?;
+            let kept = part.pending.entry(trace).or_default();
+            for c in p.calls {
+                kept.push(GraphSpan {
+                    id: span_id(&c.span_id)?,
+                    parent: span_id(&c.parent_span_id)?,
+                    service: ids[known(c.service, "a pending call")? as usize],
+                    kind: c.kind,
+                    status: c.status,
+                    start: c.start,
+                    duration: c.duration,
+                });
+            }
+        }
+        part.inspected_spans = s.inspected_spans;
+        part.inspected_traces = s.inspected_traces;
+        part.oldest_start = s.oldest_start;
+        part.unresolved_calls = s.unresolved_calls;
+        part.truncated = s.truncated;
+        self.merge(part);
+        Ok(())
+    }
+
     /// Drops the calls still kept aside, counting them in
     /// [`unresolved_calls`](ServiceGraph::unresolved_calls).
     pub fn give_up(&mut self) {
         self.unresolved_calls += self.pending.drain().map(|(_, v)| v.len() as u64).sum::<u64>();
     }
+}
+
+/// What a [`ServiceGraph`] counted, as another process adds it (`spec/jobs.md`: the
+/// service-graph job's reply). Services are referred to by their position in `names`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GraphState {
+    pub names: Vec<String>,
+    /// `[spans, errors, roots]` of each name.
+    pub services: Vec<[u64; 3]>,
+    pub edges: Vec<GraphEdge>,
+    /// Calls whose parent is in another piece of their trace, by trace.
+    pub pending: Vec<PendingCalls>,
+    pub inspected_spans: u64,
+    pub inspected_traces: u64,
+    pub oldest_start: Option<u64>,
+    pub unresolved_calls: u64,
+    pub truncated: bool,
+}
+
+/// Calls from one service to another in a [`GraphState`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GraphEdge {
+    pub caller: u32,
+    pub callee: u32,
+    pub calls: u64,
+    pub errors: u64,
+    /// Callee durations: counts of the log buckets (8 per power of two of nanoseconds).
+    pub latency: Vec<u64>,
+}
+
+/// The calls of one trace (ID in hex) kept aside until the trace is read whole.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingCalls {
+    pub trace_id: String,
+    pub calls: Vec<PendingCall>,
+}
+
+/// A child span whose parent is stored elsewhere (span IDs in hex).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingCall {
+    pub span_id: String,
+    pub parent_span_id: String,
+    pub service: u32,
+    pub kind: u8,
+    pub status: u8,
+    pub start: u64,
+    pub duration: i64,
 }
 
 /// True for a query that matches every trace with a span: `{ }` or `{ true }`.
@@ -957,6 +1115,48 @@ mod tests {
         g.add_block_rows(&columns(b), |_, _| true);
         g.give_up();
         assert_eq!(g.unresolved_calls, 2, "spans 4 and 6");
+    }
+
+    #[test]
+    fn parts_counted_elsewhere_add_up_to_the_whole_graph() {
+        let trace = checkout_trace(7);
+        let (a, b) = trace.split_at(3);
+        // One process counts the first piece, another the second (whose span 4 waits for its
+        // parent); the frontend adds both states, then reads trace 7 whole.
+        let mut first = graph("{ }", None);
+        first.add_block_rows(&columns(&[checkout_trace(1), a.to_vec()].concat()), |_, _| true);
+        let mut second = graph("{ }", None);
+        second.add_block_rows(&columns(&[b.to_vec(), checkout_trace(2)].concat()), |_, edge| edge);
+        let mut merged = graph("{ }", None);
+        let state = first.into_state();
+        let wire = serde_json::to_string(&second.into_state()).unwrap();
+        merged.merge_state(state).unwrap();
+        merged.merge_state(serde_json::from_str(&wire).unwrap()).unwrap();
+        assert_eq!(merged.pending_traces(), vec![[7; 16]]);
+        merged.resolve(&[7; 16], &trace);
+        let mut whole = graph("{ }", None);
+        for t in [1, 7, 2] {
+            whole.offer(&checkout_trace(t));
+        }
+        assert_eq!(summary(&merged), summary(&whole));
+        assert_eq!(merged.inspected_spans, whole.inspected_spans);
+        let p99 = |g: &ServiceGraph| edge(g, "checkout", "payments").unwrap().latency_quantile(0.99);
+        assert_eq!(p99(&merged), p99(&whole));
+
+        // A state naming a service it does not have is refused, and adds nothing.
+        let mut bad = graph("{ }", None).into_state();
+        bad.names.push("a".into());
+        bad.services.push([1, 0, 0]);
+        bad.edges.push(GraphEdge {
+            caller: 0,
+            callee: 5,
+            calls: 1,
+            errors: 0,
+            latency: vec![1],
+        });
+        let mut g = graph("{ }", None);
+        assert!(g.merge_state(bad).unwrap_err().contains("service 5"));
+        assert!(g.services().is_empty());
     }
 
     #[test]

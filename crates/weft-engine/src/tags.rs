@@ -286,6 +286,16 @@ impl ColumnTagNames {
         })
     }
 
+    /// Adds the keys another querier's part of the same lookup listed, as a fork's are
+    /// merged: the union within the cap, in name order past it.
+    pub fn merge_keys(&mut self, keys: BTreeMap<TagScope, BTreeSet<String>>) {
+        for (scope, keys) in keys {
+            for key in keys {
+                add_key(&mut self.keys, self.cap, scope, &key);
+            }
+        }
+    }
+
     /// Names never fill up: every span may add one.
     fn is_done(&self) -> bool {
         false

@@ -681,6 +681,83 @@ impl Querier {
         window: Option<Window>,
         g: &mut ServiceGraph,
     ) -> Result<ScanStats, QueryError> {
+        let (mut stats, blocks, cuts) = self.graph_head(tenant, window, g).await;
+        self.graph_blocks(tenant, window, (blocks, Vec::new()), cuts, g, &mut stats)
+            .await?;
+        self.resolve_service_graph(tenant, g, &mut stats).await?;
+        Ok(stats)
+    }
+
+    /// The head part of a service graph split across queriers: counts the recent spans into
+    /// `g` and returns the tenant's blocks (newest first) listed in the same view, for the
+    /// jobs ([`Querier::scan_service_graph_part`]). The frontend then resolves the calls kept
+    /// aside ([`Querier::resolve_service_graph`]).
+    pub async fn scan_service_graph_head(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        g: &mut ServiceGraph,
+    ) -> (ScanStats, Vec<Arc<Block>>) {
+        let (stats, mut blocks, _) = self.graph_head(tenant, window, g).await;
+        blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+        (stats, blocks)
+    }
+
+    /// A job's part of a service graph: counts the blocks named in `ids` (newest first) into
+    /// `g`. A call whose parent may be in another block of the tenant or in the recent spans
+    /// here is kept aside in `g`, for the frontend to resolve.
+    pub async fn scan_service_graph_part(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        ids: &std::collections::HashSet<String>,
+        g: &mut ServiceGraph,
+    ) -> Result<ScanStats, QueryError> {
+        debug_assert!(g.counts_every_trace());
+        let mut stats = ScanStats::default();
+        let (mut blocks, others): (Vec<_>, Vec<_>) = self
+            .db
+            .blocks(tenant)
+            .into_iter()
+            .partition(|b| ids.contains(&b.meta.block_id));
+        blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+        let cuts = self.recent.frozen();
+        self.graph_blocks(tenant, window, (blocks, others), cuts, g, &mut stats)
+            .await?;
+        stats.inspected_traces = g.inspected_traces;
+        Ok(stats)
+    }
+
+    /// Reads whole the traces with calls `g` kept aside (at most `GRAPH_MAX_RESOLVED_TRACES`)
+    /// and counts those calls; the rest are reported as unresolved.
+    pub async fn resolve_service_graph(
+        &self,
+        tenant: &str,
+        g: &mut ServiceGraph,
+        stats: &mut ScanStats,
+    ) -> Result<(), QueryError> {
+        for id in g.pending_traces().into_iter().take(GRAPH_MAX_RESOLVED_TRACES) {
+            let found = self
+                .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
+                .await?;
+            stats.damaged_blocks += found.damaged_blocks;
+            stats.split_traces += 1;
+            stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
+            g.resolve(&id, &found.rows);
+        }
+        g.give_up();
+        stats.inspected_traces = g.inspected_traces;
+        Ok(())
+    }
+
+    /// Counts the recent spans into `g`; returns what it read, the blocks listed in the same
+    /// view (so each stored copy of a span counts once) and the recent parts it counted.
+    async fn graph_head(
+        &self,
+        tenant: &str,
+        window: Option<Window>,
+        g: &mut ServiceGraph,
+    ) -> (ScanStats, Vec<Arc<Block>>, Vec<Arc<FrozenSpans>>) {
         debug_assert!(g.counts_every_trace());
         self.recent.catch_up().await;
         let mut stats = ScanStats {
@@ -695,7 +772,6 @@ impl Querier {
         };
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
-        // The head and the block list in one view, so each stored copy of a span counts once.
         self.recent.view(tenant, &mut |v| {
             blocks = self.db.blocks(tenant);
             cuts = v.frozen.iter().filter(|c| !c.covered_by(&blocks)).cloned().collect();
@@ -719,25 +795,16 @@ impl Querier {
         });
         stats.total_blocks = blocks.len() as u64;
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-        self.graph_blocks(tenant, window, blocks, cuts, g, &mut stats).await?;
-        for id in g.pending_traces().into_iter().take(GRAPH_MAX_RESOLVED_TRACES) {
-            let found = self
-                .find_trace_capped(tenant, &id, None, self.cfg.max_trace_read_bytes)
-                .await?;
-            stats.damaged_blocks += found.damaged_blocks;
-            stats.split_traces += 1;
-            stats.inspected_bytes += found.rows.iter().map(row_bytes).sum::<u64>();
-            g.resolve(&id, &found.rows);
-        }
-        g.give_up();
-        stats.inspected_traces = g.inspected_traces;
-        Ok(stats)
+        (stats, blocks, cuts)
     }
 }
 
 /// What the workers counting a service graph's row groups share, read only.
 struct GraphShared {
     blocks: Vec<Arc<Block>>,
+    /// The tenant's other blocks (a job's part reads some of them): a trace in one of
+    /// them is split too.
+    others: Vec<Arc<Block>>,
     /// The head's cuts the graph counted.
     cuts: Vec<Arc<FrozenSpans>>,
     recent: Arc<dyn weft_db::recent::RecentSpans>,
@@ -756,6 +823,7 @@ impl GraphShared {
             .iter()
             .enumerate()
             .any(|(i, b)| i != bi && !b.index.candidates(id).is_empty())
+            || self.others.iter().any(|b| !b.index.candidates(id).is_empty())
         {
             return true;
         }
@@ -772,7 +840,8 @@ impl GraphShared {
 }
 
 impl Querier {
-    /// The blocks part of [`Querier::scan_service_graph`]: every row group in the window,
+    /// The blocks part of [`Querier::scan_service_graph`]: every row group in the window of
+    /// `blocks` (the tenant's `others` only tell whether a trace is split),
     /// newest blocks first, counted into a fork of `g` on the query workers (up to
     /// `--query-parallelism` at once) and merged back in that order, until the span budget
     /// is spent, so the graph is the same whatever the timing.
@@ -780,7 +849,7 @@ impl Querier {
         &self,
         tenant: &str,
         window: Option<Window>,
-        blocks: Vec<Arc<Block>>,
+        (blocks, others): (Vec<Arc<Block>>, Vec<Arc<Block>>),
         cuts: Vec<Arc<FrozenSpans>>,
         g: &mut ServiceGraph,
         stats: &mut ScanStats,
@@ -810,6 +879,7 @@ impl Querier {
         }
         let shared = Arc::new(GraphShared {
             blocks,
+            others,
             cuts,
             recent: self.recent.clone(),
             tenant: tenant.to_owned(),

@@ -37,6 +37,7 @@ use weft_traceql::ast::{Kind, Status};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 
+pub mod graph;
 pub mod metrics;
 pub mod tags;
 
@@ -305,17 +306,6 @@ impl Peers {
         found
     }
 
-    async fn send(&self, peer: SocketAddr, tenant: &str, job: &SearchJob) -> Result<SearchJobReply, String> {
-        let reply: SearchJobReply = self.post(peer, SEARCH_JOB_PATH, tenant, job).await?;
-        if reply.version != JOB_VERSION {
-            return Err(format!(
-                "job protocol version {} (this build speaks {JOB_VERSION})",
-                reply.version
-            ));
-        }
-        Ok(reply)
-    }
-
     /// Posts `body` as JSON to `path` on `peer` for `tenant`, within the job timeout, and
     /// decodes a 200's JSON reply.
     pub(crate) async fn post<R: serde::de::DeserializeOwned>(
@@ -564,8 +554,7 @@ fn local_search(params: &HashMap<String, String>, floor: u64) -> Result<Search, 
     Ok(s)
 }
 
-/// Sends `job` to the peer its number `k` picks, then to each other peer in turn until one
-/// answers. `None` when none did.
+/// Sends a search `job` as [`dispatch_to`] does.
 async fn dispatch(
     st: &AppState,
     peers: &Peers,
@@ -574,26 +563,101 @@ async fn dispatch(
     tenant: &str,
     job: &SearchJob,
 ) -> Option<Done> {
+    dispatch_to(
+        st,
+        peers,
+        addrs,
+        k,
+        tenant,
+        SEARCH_JOB_PATH,
+        job,
+        |r: SearchJobReply| {
+            let hits = r.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>()?;
+            let outcome = PartOutcome::from_wire(r.outcome)?;
+            Ok(Done { hits, outcome })
+        },
+    )
+    .await
+}
+
+/// A job or a reply of the job protocol: each says the version it is written in.
+pub(crate) trait Versioned {
+    fn version(&self) -> u32;
+}
+
+macro_rules! versioned {
+    ($($t:ty),*) => {
+        $(impl $crate::query::jobs::Versioned for $t {
+            fn version(&self) -> u32 {
+                self.version
+            }
+        })*
+    };
+}
+pub(crate) use versioned;
+
+versioned!(SearchJob, SearchJobReply);
+
+/// Sends `job` to `path` on the peer its number `k` picks, then on each other peer in turn,
+/// until one answers in this build's protocol version with a reply `decode` takes. `None`
+/// when none did (each failure is logged and counted).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn dispatch_to<R: serde::de::DeserializeOwned + Versioned, T>(
+    st: &AppState,
+    peers: &Peers,
+    addrs: &[SocketAddr],
+    k: usize,
+    tenant: &str,
+    path: &str,
+    job: &impl Serialize,
+    decode: impl Fn(R) -> Result<T, String>,
+) -> Option<T> {
     for attempt in 0..addrs.len() {
         let peer = addrs[(k + attempt) % addrs.len()];
-        match peers.send(peer, tenant, job).await {
-            Ok(reply) => {
-                let hits = reply.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>();
-                match (hits, PartOutcome::from_wire(reply.outcome)) {
-                    (Ok(hits), Ok(outcome)) => {
-                        st.jobs.sent.fetch_add(1, Ordering::Relaxed);
-                        return Some(Done { hits, outcome });
-                    }
-                    (Err(e), _) | (_, Err(e)) => {
-                        tracing::warn!(%peer, error = %e, "a query peer's reply does not decode; trying another")
-                    }
-                }
+        let reply: Result<R, String> = peers.post(peer, path, tenant, job).await;
+        let decoded = reply.and_then(|r| {
+            if r.version() != JOB_VERSION {
+                return Err(format!(
+                    "job protocol version {} (this build speaks {JOB_VERSION})",
+                    r.version()
+                ));
             }
-            Err(e) => tracing::warn!(%peer, error = %e, "a search job failed; trying another querier"),
+            decode(r)
+        });
+        match decoded {
+            Ok(d) => {
+                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
+                return Some(d);
+            }
+            Err(e) => tracing::warn!(%peer, path, error = %e, "a query job failed; trying another querier"),
         }
         st.jobs.failed.fetch_add(1, Ordering::Relaxed);
     }
     None
+}
+
+/// What a querier needs to serve a job request: its tenant, a job slot ([`job_slot`]) and the
+/// job, decoded and in this build's version; or the reply refusing it (`what` names the job
+/// in the message).
+pub(crate) async fn accept<J: serde::de::DeserializeOwned + Versioned>(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    what: &str,
+) -> Result<(Arc<str>, tokio::sync::OwnedSemaphorePermit, J), Response> {
+    let tenant = st
+        .tenants
+        .resolve(headers)
+        .map_err(|e| text(StatusCode::UNAUTHORIZED, e.0))?;
+    let slot = job_slot(st).await?;
+    let job: J = serde_json::from_slice(body).map_err(|e| bad(format!("invalid {what} job: {e}")))?;
+    if job.version() != JOB_VERSION {
+        return Err(bad(format!(
+            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
+            job.version()
+        )));
+    }
+    Ok((tenant, slot, job))
 }
 
 /// What the frontend has merged so far: the parts' outcomes, and the traces to read whole
@@ -706,24 +770,10 @@ pub(crate) async fn job_slot(st: &AppState) -> Result<tokio::sync::OwnedSemaphor
 
 /// `POST /internal/v1/jobs/search`: one job of a search another querier is the frontend of.
 pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let tenant = match st.tenants.resolve(&headers) {
-        Ok(t) => t,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
-    };
-    let _slot = match job_slot(&st).await {
-        Ok(s) => s,
+    let (tenant, _slot, job) = match accept::<SearchJob>(&st, &headers, &body, "search").await {
+        Ok(x) => x,
         Err(r) => return r,
     };
-    let job: SearchJob = match serde_json::from_slice(&body) {
-        Ok(j) => j,
-        Err(e) => return bad(format!("invalid search job: {e}")),
-    };
-    if job.version != JOB_VERSION {
-        return bad(format!(
-            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
-            job.version
-        ));
-    }
     let (mut sink, window) = match crate::tempo::search::search_request(&job.params) {
         Ok(x) => x,
         Err(r) => return *r,

@@ -265,7 +265,18 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         Err(e) => return eval_error(e),
     };
     // Every trace: straight from columns. A filter needs whole traces.
-    let stats = if sink.counts_every_trace() {
+    let split = match &st.peers {
+        Some(peers) if sink.counts_every_trace() => {
+            match crate::query::jobs::graph::service_graph(&st, peers, &tenant, window, max_spans, &mut sink).await {
+                Ok(s) => s,
+                Err(r) => return r,
+            }
+        }
+        _ => None,
+    };
+    let stats = if let Some(s) = split {
+        s
+    } else if sink.counts_every_trace() {
         match st.querier().scan_service_graph(&tenant, Some(window), &mut sink).await {
             Ok(s) => s,
             Err(e) => return scan_failed(e),

@@ -52,6 +52,14 @@ impl Api for TempoOptions {
                 crate::query::jobs::tags::TAG_VALUES_JOB_PATH,
                 axum::routing::post(crate::query::jobs::tags::tag_values_job),
             )
+            .route(
+                crate::query::jobs::graph::GRAPH_JOB_PATH,
+                axum::routing::post(crate::query::jobs::graph::graph_job),
+            )
+            .route(
+                crate::query::jobs::tags::TAG_NAMES_JOB_PATH,
+                axum::routing::post(crate::query::jobs::tags::tag_names_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

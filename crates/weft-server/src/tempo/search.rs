@@ -218,7 +218,13 @@ pub(crate) async fn collect_tags(
 ) -> Result<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats), Response> {
     let window = search_window(p).map_err(bad)?;
     let query = filter_query(p);
-    let (mut keys, stats) = if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
+    let split = match &st.peers {
+        Some(peers) => crate::query::jobs::tags::tag_names(st, peers, tenant, &query, window, MAX_TAGS).await?,
+        None => None,
+    };
+    let (mut keys, stats) = if let Some(found) = split {
+        found
+    } else if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
         let stats = run_column_scan(st, tenant, window, &mut sink).await?;
         (sink.keys, stats)
     } else {

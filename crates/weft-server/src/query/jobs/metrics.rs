@@ -5,7 +5,6 @@
 //! `POST /internal/v1/jobs/metrics`. Metrics over whole traces (structural queries) are not
 //! split yet: the frontend runs them alone.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -46,6 +45,8 @@ pub struct MetricsJob {
     pub blocks: Vec<String>,
     pub listing: Vec<String>,
 }
+
+super::versioned!(MetricsJob, MetricsJobReply);
 
 /// A querier's answer to a [`MetricsJob`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -284,7 +285,11 @@ pub(crate) async fn span_metrics(
                 blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
                 listing: listing.clone(),
             };
-            if let Some(reply) = dispatch(st, peers, addrs, k, tenant, &job).await {
+            let decode = |r: MetricsJobReply| {
+                let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+                Ok((state, r.stats, r.missing_blocks))
+            };
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
                 return Ok(reply);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
@@ -326,62 +331,13 @@ pub(crate) async fn span_metrics(
     Ok(Some((m, stats)))
 }
 
-/// Sends `job` to the peer its number `k` picks, then to each other in turn; `None` when none
-/// answered.
-async fn dispatch(
-    st: &AppState,
-    peers: &Peers,
-    addrs: &[SocketAddr],
-    k: usize,
-    tenant: &str,
-    job: &MetricsJob,
-) -> Option<(Vec<AccState>, ScanStats, Vec<String>)> {
-    for attempt in 0..addrs.len() {
-        let peer = addrs[(k + attempt) % addrs.len()];
-        let reply: Result<MetricsJobReply, String> = peers.post(peer, METRICS_JOB_PATH, tenant, job).await;
-        let decoded = reply.and_then(|r| {
-            if r.version != JOB_VERSION {
-                return Err(format!(
-                    "job protocol version {} (this build speaks {JOB_VERSION})",
-                    r.version
-                ));
-            }
-            let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
-            Ok((state, r.stats, r.missing_blocks))
-        });
-        match decoded {
-            Ok(d) => {
-                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
-                return Some(d);
-            }
-            Err(e) => tracing::warn!(%peer, error = %e, "a metrics job failed; trying another querier"),
-        }
-        st.jobs.failed.fetch_add(1, Ordering::Relaxed);
-    }
-    None
-}
-
 /// `POST /internal/v1/jobs/metrics`: one job of a span-local metrics query another querier is
 /// the frontend of.
 pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let tenant = match st.tenants.resolve(&headers) {
-        Ok(t) => t,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
-    };
-    let _slot = match super::job_slot(&st).await {
-        Ok(s) => s,
+    let (tenant, _slot, job) = match super::accept::<MetricsJob>(&st, &headers, &body, "metrics").await {
+        Ok(x) => x,
         Err(r) => return r,
     };
-    let job: MetricsJob = match serde_json::from_slice(&body) {
-        Ok(j) => j,
-        Err(e) => return bad(format!("invalid metrics job: {e}")),
-    };
-    if job.version != JOB_VERSION {
-        return bad(format!(
-            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
-            job.version
-        ));
-    }
     let query = match parse(&job.q) {
         Ok(q) => q,
         Err(e) => return bad(format!("invalid metrics job: {e}")),

@@ -1,11 +1,15 @@
-//! Tag values over many queriers (job protocol v1, `spec/jobs.md`): the lookups weft answers
-//! from columns (`/api/v2/search/tag/{tag}/values` and the like, Jaeger's services and
-//! operations) split as span-local metrics do. The frontend lists the recent spans' values
-//! with its block listing taken in the same view, sends runs of the listing to the queriers,
-//! and adds their lists in job order, up to the cap. Queriers answer at
-//! `POST /internal/v1/jobs/tag-values`. Lookups that need whole traces run on the frontend.
+//! Tag lookups over many queriers (job protocol v1, `spec/jobs.md`): the lookups weft answers
+//! from columns split as span-local metrics do. The frontend lists the recent spans' values
+//! or keys with its block listing taken in the same view, sends runs of the listing to the
+//! queriers, and adds their lists in job order, up to the cap.
+//!
+//! - tag values (`/api/v2/search/tag/{tag}/values` and the like, Jaeger's services and
+//!   operations): `POST /internal/v1/jobs/tag-values`;
+//! - tag names (`/api/search/tags`, `/api/v2/search/tags`): `POST /internal/v1/jobs/tag-names`.
+//!
+//! Lookups whose filter needs whole traces run on the frontend.
 
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -15,7 +19,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use weft_engine::tags::ColumnTagValues;
+use weft_engine::search::TagScope;
+use weft_engine::span_metrics::ColumnSink;
+use weft_engine::tags::{ColumnTagNames, ColumnTagValues};
 use weft_querier::scan::{ScanPart, ScanStats, Window};
 use weft_traceql::Value;
 use weft_traceql::ast::FieldExpr;
@@ -26,36 +32,106 @@ use crate::query::{bad, scan_failed, tag_field, text};
 
 /// Where a querier answers tag-value jobs.
 pub const TAG_VALUES_JOB_PATH: &str = "/internal/v1/jobs/tag-values";
+/// Where a querier answers tag-name jobs.
+pub const TAG_NAMES_JOB_PATH: &str = "/internal/v1/jobs/tag-names";
 
-/// A part of a tag-value lookup for one querier.
+/// A part of a tag lookup for one querier.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TagValuesJob {
+pub struct TagsJob {
     pub version: u32,
     /// The filter, as TraceQL (`{ }` for none).
     pub query: String,
-    /// The field whose values are listed, as TraceQL spells it (`resource.service.name`).
-    pub field: String,
+    /// Tag values: the field whose values are listed, as TraceQL spells it
+    /// (`resource.service.name`). Absent for tag names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     /// Inclusive, Unix ns.
     pub window: Option<(u64, u64)>,
-    /// Most distinct values.
+    /// Most distinct values, or most keys per scope.
     pub cap: usize,
     pub blocks: Vec<String>,
     pub listing: Vec<String>,
 }
 
-/// A querier's answer to a [`TagValuesJob`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TagValuesJobReply {
+/// A querier's answer to a [`TagsJob`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TagsJobReply {
     pub version: u32,
-    /// The values in the order the querier found them, at most `cap`.
+    /// Tag values: in the order the querier found them, at most `cap`.
+    #[serde(default)]
     pub values: Vec<WireValue>,
-    /// More than `cap` were found.
+    /// Tag names: the keys of each scope (`resource`, `span`, …), at most `cap` per scope.
+    #[serde(default)]
+    pub keys: BTreeMap<String, Vec<String>>,
+    /// More values than `cap` were found.
+    #[serde(default)]
     pub truncated: bool,
     pub stats: ScanStats,
     pub missing_blocks: Vec<String>,
 }
 
-type Part = (Vec<Value>, bool, ScanStats, Vec<String>);
+super::versioned!(TagsJob, TagsJobReply);
+
+/// A lookup from columns that a frontend splits into [`TagsJob`]s.
+trait Lookup: ColumnSink + Send + Sized + 'static {
+    /// Where queriers answer its jobs.
+    const PATH: &'static str;
+    /// Adds what a querier listed for the next part, in job order.
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String>;
+    /// What this sink (a job's) listed.
+    fn listed(self, reply: &mut TagsJobReply);
+    /// Full: later parts cannot change the answer.
+    fn full(&self) -> bool;
+}
+
+impl Lookup for ColumnTagValues {
+    const PATH: &'static str = TAG_VALUES_JOB_PATH;
+
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
+        let values = part
+            .values
+            .into_iter()
+            .map(WireValue::value)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.merge_values(values, part.truncated);
+        Ok(())
+    }
+
+    fn listed(self, reply: &mut TagsJobReply) {
+        reply.truncated = self.truncated();
+        reply.values = self.finish().iter().map(WireValue::of).collect();
+    }
+
+    fn full(&self) -> bool {
+        self.truncated()
+    }
+}
+
+impl Lookup for ColumnTagNames {
+    const PATH: &'static str = TAG_NAMES_JOB_PATH;
+
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
+        let mut keys = BTreeMap::new();
+        for (scope, names) in part.keys {
+            let s = TagScope::parse(&scope).ok_or_else(|| format!("unknown tag scope {scope:?}"))?;
+            keys.insert(s, names.into_iter().collect::<BTreeSet<String>>());
+        }
+        self.merge_keys(keys);
+        Ok(())
+    }
+
+    fn listed(self, reply: &mut TagsJobReply) {
+        reply.keys = self
+            .keys
+            .into_iter()
+            .map(|(scope, keys)| (scope.name().to_owned(), keys.into_iter().collect()))
+            .collect();
+    }
+
+    fn full(&self) -> bool {
+        false
+    }
+}
 
 /// Lists the values of `field` over the queriers of `--query-peers`. `Ok(None)`: the lookup
 /// needs whole traces, or a querier's block list did not agree with this one's (or no querier
@@ -69,9 +145,58 @@ pub(crate) async fn tag_values(
     window: Option<Window>,
     cap: usize,
 ) -> Result<Option<(Vec<Value>, bool, ScanStats)>, Response> {
-    let Some(mut sink) = ColumnTagValues::new(query, field, window, cap) else {
+    let Some(sink) = ColumnTagValues::new(query, field, window, cap) else {
         return Ok(None);
     };
+    let job = template(query, Some(field.to_string()), window, cap);
+    Ok(lookup(st, peers, tenant, window, sink, job)
+        .await?
+        .map(|(sink, stats)| {
+            let truncated = sink.truncated();
+            (sink.finish(), truncated, stats)
+        }))
+}
+
+/// The attribute keys per scope over the queriers of `--query-peers`, as [`tag_values`].
+pub(crate) async fn tag_names(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    query: &weft_traceql::Query,
+    window: Option<Window>,
+    cap: usize,
+) -> Result<Option<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats)>, Response> {
+    let Some(sink) = ColumnTagNames::new(query, window, cap) else {
+        return Ok(None);
+    };
+    let job = template(query, None, window, cap);
+    Ok(lookup(st, peers, tenant, window, sink, job)
+        .await?
+        .map(|(sink, stats)| (sink.keys, stats)))
+}
+
+fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<Window>, cap: usize) -> TagsJob {
+    TagsJob {
+        version: JOB_VERSION,
+        query: query.to_string(),
+        field,
+        window,
+        cap,
+        blocks: Vec::new(),
+        listing: Vec::new(),
+    }
+}
+
+/// Runs a lookup over the queriers: the recent spans here into `sink`, then runs of the
+/// block listing as jobs like `template`, added in job order until `sink` is full.
+async fn lookup<S: Lookup>(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    window: Option<Window>,
+    mut sink: S,
+    template: TagsJob,
+) -> Result<Option<(S, ScanStats)>, Response> {
     let addrs = peers.peers().await;
     if addrs.is_empty() {
         return Ok(None);
@@ -83,25 +208,23 @@ pub(crate) async fn tag_values(
         .map_err(scan_failed)?;
     blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
     let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
-    let (query_text, field_text) = (query.to_string(), field.to_string());
+    let fresh = sink.fork();
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, query_text, field_text) = (&addrs, &listing, &blocks, &query_text, &field_text);
+        let (addrs, listing, blocks, template, fresh) = (&addrs, &listing, &blocks, &template, &fresh);
         async move {
-            let job = TagValuesJob {
-                version: JOB_VERSION,
-                query: query_text.clone(),
-                field: field_text.clone(),
-                window,
-                cap,
+            let job = TagsJob {
                 blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
                 listing: listing.clone(),
+                ..template.clone()
             };
-            if let Some(part) = dispatch(st, peers, addrs, k, tenant, &job).await {
+            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, Ok).await {
                 return Ok(part);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = ColumnTagValues::new(query, field, window, cap)
-                .ok_or_else(|| text(StatusCode::INTERNAL_SERVER_ERROR, "the lookup needs whole traces"))?;
+            let mut local = fresh
+                .as_ref()
+                .and_then(S::fork)
+                .ok_or_else(|| text(StatusCode::INTERNAL_SERVER_ERROR, "the lookup cannot be split"))?;
             let part = ScanPart {
                 head: false,
                 blocks: Some(job.blocks.iter().cloned().collect()),
@@ -110,105 +233,80 @@ pub(crate) async fn tag_values(
                 .scan_columns_part(tenant, window, &part, &mut local)
                 .await
                 .map_err(scan_failed)?;
-            let truncated = local.truncated();
-            Ok::<Part, Response>((local.finish(), truncated, stats, Vec::new()))
+            let mut reply = TagsJobReply {
+                version: JOB_VERSION,
+                stats,
+                ..TagsJobReply::default()
+            };
+            local.listed(&mut reply);
+            Ok::<TagsJobReply, Response>(reply)
         }
     };
     let mut done = futures::stream::iter(plan(&blocks, addrs.len() * JOBS_PER_PEER).into_iter().enumerate())
         .map(run)
         .buffered(addrs.len());
-    while let Some(d) = done.next().await {
-        let (values, truncated, part_stats, missing) = d?;
-        if !missing.is_empty() {
+    while let Some(part) = done.next().await {
+        let part = part?;
+        if !part.missing_blocks.is_empty() {
             tracing::info!(
                 tenant,
-                ?missing,
-                "a querier's block list differs from the frontend's; listing values here alone"
+                missing = ?part.missing_blocks,
+                "a querier's block list differs from the frontend's; looking tags up here alone"
             );
             st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
-        sink.merge_values(values, truncated);
-        stats.add(&part_stats);
-        if sink.truncated() {
-            // Full: later parts cannot change the list.
+        stats.add(&part.stats);
+        if let Err(e) = sink.absorb(part) {
+            tracing::warn!(tenant, error = %e, "a querier's tag list does not decode; looking tags up here alone");
+            return Ok(None);
+        }
+        if sink.full() {
+            // Later parts cannot change the list.
             break;
         }
     }
-    let truncated = sink.truncated();
-    Ok(Some((sink.finish(), truncated, stats)))
-}
-
-/// Sends `job` to the peer its number `k` picks, then to each other in turn; `None` when none
-/// answered.
-async fn dispatch(
-    st: &AppState,
-    peers: &Peers,
-    addrs: &[SocketAddr],
-    k: usize,
-    tenant: &str,
-    job: &TagValuesJob,
-) -> Option<Part> {
-    for attempt in 0..addrs.len() {
-        let peer = addrs[(k + attempt) % addrs.len()];
-        let reply: Result<TagValuesJobReply, String> = peers.post(peer, TAG_VALUES_JOB_PATH, tenant, job).await;
-        let decoded = reply.and_then(|r| {
-            if r.version != JOB_VERSION {
-                return Err(format!(
-                    "job protocol version {} (this build speaks {JOB_VERSION})",
-                    r.version
-                ));
-            }
-            let values = r
-                .values
-                .into_iter()
-                .map(WireValue::value)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((values, r.truncated, r.stats, r.missing_blocks))
-        });
-        match decoded {
-            Ok(d) => {
-                st.jobs.sent.fetch_add(1, Ordering::Relaxed);
-                return Some(d);
-            }
-            Err(e) => tracing::warn!(%peer, error = %e, "a tag-values job failed; trying another querier"),
-        }
-        st.jobs.failed.fetch_add(1, Ordering::Relaxed);
-    }
-    None
+    Ok(Some((sink, stats)))
 }
 
 /// `POST /internal/v1/jobs/tag-values`: one job of a tag-value lookup another querier is the
 /// frontend of.
 pub async fn tag_values_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let tenant = match st.tenants.resolve(&headers) {
-        Ok(t) => t,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
-    };
-    let _slot = match super::job_slot(&st).await {
-        Ok(s) => s,
+    serve(&st, &headers, &body, "tag-values", |job, query| {
+        let field = job.field.as_deref().ok_or("no field")?;
+        let field = tag_field(field, true)?;
+        ColumnTagValues::new(query, &field, job.window, job.cap).ok_or_else(|| "the lookup needs whole traces".into())
+    })
+    .await
+}
+
+/// `POST /internal/v1/jobs/tag-names`: one job of a tag-name lookup another querier is the
+/// frontend of.
+pub async fn tag_names_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    serve(&st, &headers, &body, "tag-names", |job, query| {
+        ColumnTagNames::new(query, job.window, job.cap).ok_or_else(|| "the lookup needs whole traces".into())
+    })
+    .await
+}
+
+/// Answers a tag job with the sink `make` builds for it.
+async fn serve<S: Lookup>(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    what: &str,
+    make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
+) -> Response {
+    let (tenant, _slot, job) = match super::accept::<TagsJob>(st, headers, body, what).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
-    let job: TagValuesJob = match serde_json::from_slice(&body) {
-        Ok(j) => j,
-        Err(e) => return bad(format!("invalid tag-values job: {e}")),
-    };
-    if job.version != JOB_VERSION {
-        return bad(format!(
-            "unsupported job protocol version {} (this querier speaks {JOB_VERSION})",
-            job.version
-        ));
-    }
-    let query = match weft_traceql::parse(&job.query) {
-        Ok(q) => q,
-        Err(e) => return bad(format!("invalid tag-values job: {e}")),
-    };
-    let field = match tag_field(&job.field, true) {
-        Ok(f) => f,
-        Err(e) => return bad(format!("invalid tag-values job: {e}")),
-    };
-    let Some(mut sink) = ColumnTagValues::new(&query, &field, job.window, job.cap) else {
-        return bad("invalid tag-values job: the lookup needs whole traces");
+    let made = weft_traceql::parse(&job.query)
+        .map_err(|e| e.to_string())
+        .and_then(|query| make(&job, &query));
+    let mut sink = match made {
+        Ok(s) => s,
+        Err(e) => return bad(format!("invalid {what} job: {e}")),
     };
     let q = st.querier();
     let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
@@ -221,12 +319,12 @@ pub async fn tag_values_job(State(st): State<Arc<AppState>>, headers: HeaderMap,
         Err(e) => return scan_failed(e),
     };
     st.jobs.served.fetch_add(1, Ordering::Relaxed);
-    let truncated = sink.truncated();
-    json_reply(&TagValuesJobReply {
+    let mut reply = TagsJobReply {
         version: JOB_VERSION,
-        values: sink.finish().iter().map(WireValue::of).collect(),
-        truncated,
         stats,
         missing_blocks: missing,
-    })
+        ..TagsJobReply::default()
+    };
+    sink.listed(&mut reply);
+    json_reply(&reply)
 }
