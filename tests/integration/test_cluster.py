@@ -461,12 +461,16 @@ def test_the_single_binary_search_tags_metrics_and_graph_checks_pass_on_the_clus
     check_service_graph(cluster, "cluster, from blocks")
 
 
-def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(weft_factory, kafka, tmp_path):
-    """A frontend (a querier with --query-peers) and two queriers, each tailing Kafka, beside a
-    querier alone: while a block builder cuts blocks out of what the live stores hold, every
-    search answers the same traces in the same order on both, and span-local metrics count
-    every span once on both. Traces are split across Kafka
-    rounds, so across blocks and between blocks and the live store."""
+@pytest.mark.parametrize("peers_tail", [True, False], ids=["peers-tail-kafka", "block-only-peers"])
+def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(weft_factory, kafka, tmp_path,
+                                                                             peers_tail):
+    """A frontend and two queriers beside a querier alone: while a block builder cuts blocks out
+    of what the live stores hold, every search answers the same traces in the same order on
+    both, and span-local metrics, tag names and the service graph count every span once on
+    both. Traces are split across Kafka rounds, so across blocks and between blocks and the
+    live store. Either the frontend is a querier with --query-peers and every querier tails
+    Kafka, or it is a query-frontend, the only one tailing Kafka, and its queriers read
+    blocks only (--querier-live-store false)."""
     topic = f"fe-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
     kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
@@ -479,8 +483,13 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *kafka_args,
                              *args, data_dir=data)
     alone = querier("fe-alone")
-    peers = [querier(f"fe-peer{i}") for i in range(2)]
-    frontend = querier("fe-frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers))
+    peers = [querier(f"fe-peer{i}", "--querier-live-store", str(peers_tail).lower()) for i in range(2)]
+    peer_list = ",".join(f"127.0.0.1:{p.http_port}" for p in peers)
+    if peers_tail:
+        frontend = querier("fe-frontend", "--query-peers", peer_list)
+    else:
+        frontend = start_sharing(weft_factory, "fe-frontend", "--target", "query-frontend", "--blocklist-poll", "0.2",
+                                 *kafka_args, "--query-peers", peer_list, data_dir=data)
 
     base = time.time_ns() - 600 * 10**9
     held: list = []
@@ -517,6 +526,14 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
 
     metrics = ["{ } | count_over_time() by (resource.service.name)", "{ span.k = 3 } | rate()"]
 
+    def lookups(srv):
+        window = {"start": now - 3600, "end": now + 60}
+        r = srv.get("/api/v2/search/tags", params=window)
+        g = srv.get("/api/service-graph", params=window)
+        assert r.status_code == 200 and g.status_code == 200, f"{srv.name}: {r.text[:200]} {g.text[:200]}"
+        services = sorted((s["name"], s["spanCount"]) for s in g.json()["services"])
+        return sorted((s["name"], sorted(s["tags"])) for s in r.json()["scopes"]), services
+
     def series(srv, q):
         r = srv.get("/api/metrics/query_range", params={"q": q, "start": base // 10**9 - 60,
                                                         "end": base // 10**9 + 60, "step": "10s"})
@@ -542,10 +559,17 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
                 want, got = series(alone, q), series(frontend, q)
             # Every span counted once: as many as were sent, on both.
             assert got == want, f"{q}: frontend {got}\nalone {want}"
+        want, got = lookups(alone), lookups(frontend)
+        if got != want:
+            want, got = lookups(alone), lookups(frontend)
+        assert got == want, f"tag names and graph services: frontend {got}\nalone {want}"
         rounds += 1
     assert rounds >= 2
     assert len(answer(frontend, searches[0])) == n
     total = sum(v for _, samples in series(frontend, metrics[0]) for _, v in samples)
     assert total == 4 * n, f"every span counted once: {total} of {4 * n}"
+    assert sum(c for _, c in lookups(frontend)[1]) == 4 * n, "the graph counts every span once"
     assert (frontend.metric("weft_query_jobs_total", outcome="sent") or 0) > 0
     assert list(data.glob("blocks/*/*/meta.json")), "blocks were written while the searches ran"
+    if not peers_tail:
+        assert all(p.metric("weft_query_jobs_total", outcome="served") for p in peers), "the peers answered jobs"

@@ -205,6 +205,10 @@ impl Config {
         self.ingester.validate()?;
         self.head.validate()?;
         self.kafka.validate(self.server.target)?;
+        anyhow::ensure!(
+            self.server.target != Target::QueryFrontend || !self.query.query_peers.is_empty(),
+            "--target query-frontend needs --query-peers: the queriers it splits queries across"
+        );
         self.poller.validate()?;
         self.compactor.validate()?;
         anyhow::ensure!(
@@ -284,6 +288,11 @@ mod tests {
         );
         let zero = load(&["--block-max-bytes", "0"]);
         assert!(zero.unwrap_err().to_string().contains("block_max_bytes"));
+        let frontend = load(&["--target", "query-frontend"]);
+        assert!(frontend.unwrap_err().to_string().contains("--query-peers"));
+        let c = load(&["--target", "query-frontend", "--query-peers", "q1:3200,q2:3200"]).unwrap();
+        assert_eq!(c.server.target, Target::QueryFrontend);
+        assert!(load(&["--querier-live-store", "false"]).is_ok_and(|c| !c.query.querier_live_store));
     }
 
     /// docs/cluster.yaml describes a whole cluster: every role loads it, with its target

@@ -47,7 +47,7 @@ pub async fn init(target: Target, storage: Arc<dyn Storage>) -> anyhow::Result<A
             maintains: true,
             incomplete_grace: INCOMPLETE_GRACE,
         },
-        Target::Ingester | Target::Querier | Target::Distributor | Target::BlockBuilder => DbOptions {
+        _ => DbOptions {
             maintains: false,
             incomplete_grace: INCOMPLETE_GRACE,
         },

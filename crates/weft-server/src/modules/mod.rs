@@ -15,7 +15,7 @@
 //! | `BlockBuilder` | Db | Kafka partitions into heads, then blocks; offsets committed after the blocks (`weft-blockbuilder`, [`kafka`]) |
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
 //! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_querier::live`; [`querier`]) |
-//! | `QueryApi` | Querier | the query APIs (Tempo's, Jaeger's, Zipkin's) and the UI |
+//! | `QueryApi` | Querier | the query APIs (Tempo's, Jaeger's, Zipkin's) and the UI; with `--query-peers` (required by `--target query-frontend`) each query is split over the peers (`crate::query::jobs`) |
 //! | `Compactor` | Db | compaction, retention, clean-up of crashed writes, the block scrubber ([`compactor`]) |
 //! | `BlocklistPoller` | Db | re-reads the block list written by other processes ([`db`]) |
 //!
@@ -57,6 +57,12 @@ pub enum Target {
     /// Answers the query API and the UI from the blocks of the data directory, re-reading the
     /// block list every --blocklist-poll seconds. Writes nothing.
     Querier,
+    /// A querier that splits every query it can across the queriers of --query-peers
+    /// (required) and merges their answers (spec/jobs.md). It reads the recent spans itself
+    /// (tailed from Kafka with --kafka-brokers), so the queriers behind it can read blocks
+    /// only (--querier-live-store false): the topic is tailed once per frontend, not once
+    /// per querier.
+    QueryFrontend,
     /// Compacts blocks, applies retention and deletes what crashed writers left behind.
     /// Serves /metrics and /ready on the HTTP port.
     Compactor,
@@ -104,7 +110,7 @@ pub fn target_modules(t: Target) -> &'static [Module] {
     match t {
         Target::All => &[Ingester, Receivers, QueryApi, Compactor],
         Target::Ingester => &[Ingester, Receivers, BlocklistPoller],
-        Target::Querier => &[QueryApi, BlocklistPoller],
+        Target::Querier | Target::QueryFrontend => &[QueryApi, BlocklistPoller],
         Target::Compactor => &[Compactor],
         Target::Distributor => &[Distributor, Receivers],
         Target::BlockBuilder => &[BlockBuilder],
@@ -260,6 +266,7 @@ mod tests {
             Target::All,
             Target::Ingester,
             Target::Querier,
+            Target::QueryFrontend,
             Target::Compactor,
             Target::Distributor,
         ] {

@@ -20,11 +20,14 @@ pub async fn init(
     let k = &cfg.kafka;
     let mut live_store = None;
     // In one process with the ingester, queries see its head at once; a querier on its own
-    // sees spans once their block is written.
+    // sees spans once their block is written, unless it tails Kafka (a query-frontend always
+    // does; a querier unless --querier-live-store false).
     let recent: Arc<dyn RecentSpans> = match ingest {
         Some(i) => i,
         // Cluster mode: recent spans come from Kafka, tailed here.
-        None if !k.kafka_brokers.is_empty() => {
+        None if !k.kafka_brokers.is_empty()
+            && (cfg.query.querier_live_store || cfg.server.target == crate::modules::Target::QueryFrontend) =>
+        {
             let client = k.client("weft-querier").await?;
             let live = weft_querier::live::LiveStore::start(
                 &k.kafka_topic,

@@ -44,6 +44,11 @@ pub struct QueryOptions {
     /// is several queriers (re-resolved every 5 s). Empty: searches run here alone.
     #[arg(long, env = "WEFT_QUERY_PEERS", value_delimiter = ',')]
     pub query_peers: Vec<String>,
+    /// With --kafka-brokers, a querier tails the topic for the spans not yet in a block.
+    /// `false`: it reads blocks only, as the queriers behind a query-frontend (which reads
+    /// the recent spans itself) may.
+    #[arg(long, env = "WEFT_QUERIER_LIVE_STORE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub querier_live_store: bool,
     /// Seconds a querier has to answer one job before the job goes to another querier.
     #[arg(long, env = "WEFT_QUERY_JOB_TIMEOUT", default_value_t = 30.0)]
     pub query_job_timeout: f64,
