@@ -294,6 +294,10 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                        ("metrics", "metrics")]:
         r = q.http.post(f"{q.api}/internal/v1/jobs/{path}", data=b"[]", timeout=10)
         assert r.status_code == 400 and f"invalid {what} job" in r.text, (path, r.text)
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                    json={"version": 1, "params": {"q": "{ }"}, "floor": None, "blocks": [], "listing": [],
+                          "recent": "not a filter!"}, timeout=10)
+    assert r.status_code == 400 and "recent" in r.text, r.text
     r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
                     json={"version": 1, "window": [5, 1], "max_spans": 10, "blocks": [], "listing": []}, timeout=10)
     assert r.status_code == 400 and "empty window" in r.text, r.text
@@ -322,8 +326,17 @@ def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_
             split_ids.append(tid.hex())
             spans += trace[:2]
             held += trace[2:]
+    # Calls whose caller is in the frontend's head and whose callee is in a block: a querier
+    # reading the block must keep them aside for the frontend (the service graph).
+    roots, callees = [], []
+    for n in range(5):
+        tid, root = new_trace_id(), new_span_id()
+        roots.append(make_span(tid, root, name="call", start=BASE + n * 1_000_000, kind=3))
+        callees += [make_span(tid, parent=root, name="serve", start=BASE + n * 1_000_000 + 10 + k, kind=2)
+                    for k in range(2)]
     first.send(make_request(spans, service="svc"))
-    wait_for_block_spans(first, len(spans))
+    first.send(make_request(callees, service="callee"))
+    wait_for_block_spans(first, len(spans) + len(callees))
     first.stop()
     peers = [start_sharing(weft_factory, f"blocks-only{i}", "--target", "querier", "--blocklist-poll", "0.2",
                            data_dir=data) for i in range(2)]
@@ -331,8 +344,15 @@ def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_
                              "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
                              data_dir=data)
     frontend.send(make_request(held, service="svc"))
+    frontend.send(make_request(roots, service="caller"))
     got = {t["traceID"].rjust(32, "0") for t in _traces(frontend, {"q": "{ } | count() = 2", "limit": "100"})}
     assert got == set(pair_ids), f"two-span traces only: {sorted(got)}"
     assert _jobs(frontend, "sent") > 0, "the blocks were read by the queriers"
     every = {t["traceID"].rjust(32, "0") for t in _traces(frontend, {"q": "{ } | count() = 4", "limit": "100"})}
     assert every == set(split_ids), "the traces cut in two count their four spans"
+    sent = _jobs(frontend, "sent")
+    r = frontend.get("/api/service-graph", params={"start": BASE // 10**9 - 60, "end": BASE // 10**9 + 600})
+    assert r.status_code == 200, r.text
+    edges = {(e["parent"], e["child"]): e["callCount"] for e in r.json()["edges"]}
+    assert edges == {("caller", "callee"): 10}, f"every call from the head into a block: {r.json()}"
+    assert _jobs(frontend, "sent") > sent, "the graph's blocks were read by the queriers"

@@ -132,6 +132,31 @@ impl Bloom {
     pub fn size_bytes(&self) -> usize {
         self.words.len() * 8
     }
+
+    /// The filter as bytes: `k` (u32 LE), then the words (u64 LE each).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(4 + self.size_bytes());
+        out.extend_from_slice(&self.k.to_le_bytes());
+        for w in &self.words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// A filter from [`Bloom::to_bytes`]; `None` unless `k` is 1 to 32 and the words are a
+    /// power of two in number.
+    pub fn from_bytes(b: &[u8]) -> Option<Bloom> {
+        let (k, rest) = b.split_first_chunk::<4>()?;
+        let k = u32::from_le_bytes(*k);
+        if !(1..=32).contains(&k) || rest.len() % 8 != 0 || !(rest.len() / 8).is_power_of_two() {
+            return None;
+        }
+        let words = rest
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        Some(Bloom { k, words })
+    }
 }
 
 /// Which attributes a listed key belongs to: the scopes of Tempo's tag names.
@@ -416,6 +441,11 @@ mod tests {
             })
             .count();
         assert!(fp < 3_000, "false positive rate too high: {fp} / 100000");
+        let back = Bloom::from_bytes(&b.to_bytes()).unwrap();
+        assert_eq!(back, b);
+        assert!(Bloom::from_bytes(&[7, 0, 0, 0, 1, 2, 3]).is_none(), "a partial word");
+        assert!(Bloom::from_bytes(&[0; 12]).is_none(), "no probes");
+        assert!(Bloom::from_bytes(&[7, 0, 0, 0]).is_none(), "no words");
     }
 
     #[test]

@@ -103,6 +103,12 @@ pub trait RecentSpans: Send + Sync {
 
     /// Copies out the recent spans of trace `id` of `tenant` (not de-duplicated).
     fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow>;
+
+    /// Whether trace `id` may have recent spans in another process, which reads it whole
+    /// (a query frontend's, for a querier reading blocks for it). By default, none does.
+    fn held_elsewhere(&self, _id: &[u8; 16]) -> bool {
+        false
+    }
 }
 
 /// No recent spans: a querier that reads blocks only.

@@ -77,6 +77,39 @@ pub struct FoundTrace {
     pub large_read: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
+/// Recent spans, plus traces held elsewhere that count as held here ([`Querier::also_held`]).
+struct AlsoHeld {
+    inner: Arc<dyn RecentSpans>,
+    elsewhere: weft_block::index::Bloom,
+}
+
+#[async_trait::async_trait]
+impl RecentSpans for AlsoHeld {
+    async fn catch_up(&self) {
+        self.inner.catch_up().await
+    }
+
+    fn view(&self, tenant: &str, f: &mut dyn FnMut(weft_db::recent::RecentView<'_>)) {
+        self.inner.view(tenant, f)
+    }
+
+    fn frozen(&self) -> Vec<Arc<weft_db::recent::FrozenSpans>> {
+        self.inner.frozen()
+    }
+
+    fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
+        self.held_elsewhere(id) || self.inner.holds(tenant, id)
+    }
+
+    fn held_elsewhere(&self, id: &[u8; 16]) -> bool {
+        self.elsewhere.may_contain(id)
+    }
+
+    fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        self.inner.trace(tenant, id)
+    }
+}
+
 /// The read path over one block database and one source of recent spans.
 pub struct Querier {
     db: Arc<Db>,
@@ -111,6 +144,34 @@ impl Querier {
     /// Whether this querier's recent spans (not yet in a block) hold some of trace `id`.
     pub fn recent_holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
         self.recent.holds(tenant, id)
+    }
+
+    /// A filter of the trace IDs this querier's recent spans of `tenant` hold (`None`: it
+    /// holds none), for another querier reading blocks for it ([`Querier::also_held`]).
+    pub fn recent_trace_filter(&self, tenant: &str) -> Option<weft_block::index::Bloom> {
+        let mut ids: Vec<[u8; 16]> = Vec::new();
+        self.recent.view(tenant, &mut |v| {
+            for c in v.active.into_iter().chain(v.frozen.iter().filter_map(|p| p.of(tenant))) {
+                ids.extend(c.traces.keys());
+            }
+        });
+        (!ids.is_empty()).then(|| weft_block::index::Bloom::of_keys(&ids))
+    }
+
+    /// This querier, reading as if the traces `elsewhere` may hold (another querier's
+    /// recent spans, [`Querier::recent_trace_filter`]) were held in its recent spans too: a
+    /// piece of such a trace in a block is split, so it is read whole where those recent
+    /// spans are, never taken for the whole trace here. Shares the blocks and the workers.
+    pub fn also_held(&self, elsewhere: weft_block::index::Bloom) -> Querier {
+        Querier {
+            db: self.db.clone(),
+            recent: Arc::new(AlsoHeld {
+                inner: self.recent.clone(),
+                elsewhere,
+            }),
+            cfg: self.cfg.clone(),
+            workers: self.workers.clone(),
+        }
     }
 
     /// Returns the spans of a trace from the recent spans and the blocks, de-duplicated and

@@ -832,6 +832,7 @@ impl GraphShared {
             active = v.active.is_some_and(|c| c.traces.contains_key(id));
         });
         active
+            || self.recent.held_elsewhere(id)
             || self
                 .cuts
                 .iter()

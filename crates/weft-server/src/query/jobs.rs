@@ -66,6 +66,9 @@ pub struct SearchJob {
     /// A trace job: these traces (hex IDs), read whole and searched, instead of `blocks`.
     #[serde(default)]
     pub traces: Vec<String>,
+    /// The trace IDs the frontend's recent spans hold, as a filter ([`recent_filter`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<String>,
 }
 
 /// A querier's answer to a [`SearchJob`].
@@ -419,6 +422,7 @@ pub(crate) async fn search(
     let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
     let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
+    let recent = recent_filter(q, tenant);
     let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
         version: JOB_VERSION,
         params: params.clone(),
@@ -426,6 +430,7 @@ pub(crate) async fn search(
         blocks,
         listing: listing.clone(),
         traces,
+        recent: recent.clone(),
     };
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, floor, blocks, job_of) = (&addrs, &floor, &blocks, &job_of);
@@ -745,6 +750,31 @@ pub(crate) async fn unknown_blocks(q: &weft_querier::Querier, tenant: &str, list
     listing.iter().filter(|id| !have.contains(*id)).cloned().collect()
 }
 
+/// The trace IDs the recent spans here hold for `tenant`, as a job carries them (`recent`:
+/// a bloom filter, `Bloom::to_bytes` in base64). A querier that reads blocks only treats a
+/// block's piece of such a trace as split, so the frontend reads it whole with its recent
+/// spans. `None` when there are none.
+pub(crate) fn recent_filter(q: &weft_querier::Querier, tenant: &str) -> Option<String> {
+    use base64::Engine;
+    q.recent_trace_filter(tenant)
+        .map(|b| base64::engine::general_purpose::STANDARD.encode(b.to_bytes()))
+}
+
+/// The querier a job reads with: this one, or, when the job carries its frontend's recent
+/// trace IDs, this one treating those traces as split ([`weft_querier::Querier::also_held`]).
+pub(crate) fn job_querier(
+    q: &weft_querier::Querier,
+    recent: Option<&str>,
+) -> Result<Option<weft_querier::Querier>, String> {
+    use base64::Engine;
+    let Some(r) = recent else { return Ok(None) };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(r)
+        .map_err(|e| format!("recent: not base64: {e}"))?;
+    let filter = weft_block::index::Bloom::from_bytes(&bytes).ok_or("recent: not a trace filter")?;
+    Ok(Some(q.also_held(filter)))
+}
+
 /// A job's reply as JSON.
 pub(crate) fn json_reply(reply: &impl Serialize) -> Response {
     match serde_json::to_vec(reply) {
@@ -781,7 +811,11 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     if let Some(f) = job.floor {
         sink.raise_floor(f);
     }
-    let q = st.querier();
+    let held = match job_querier(st.querier(), job.recent.as_deref()) {
+        Ok(h) => h,
+        Err(e) => return bad(format!("invalid search job: {e}")),
+    };
+    let q = held.as_ref().unwrap_or(st.querier());
     let unknown = unknown_blocks(q, &tenant, &job.listing).await;
     let mut outcome = if job.traces.is_empty() {
         let part = ScanPart {

@@ -35,6 +35,10 @@ pub struct GraphJob {
     pub max_spans: u64,
     pub blocks: Vec<String>,
     pub listing: Vec<String>,
+    /// The trace IDs the frontend's recent spans hold, as a filter (`super::recent_filter`):
+    /// a call whose parent may be there is kept aside for the frontend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<String>,
 }
 
 /// A querier's answer to a [`GraphJob`].
@@ -68,9 +72,10 @@ pub(crate) async fn service_graph(
     let mut merged = g.fork();
     let (mut stats, blocks) = q.scan_service_graph_head(tenant, Some(window), &mut merged).await;
     let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    let recent = super::recent_filter(q, tenant);
     let fresh = g.fork();
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, fresh) = (&addrs, &listing, &blocks, &fresh);
+        let (addrs, listing, blocks, fresh, recent) = (&addrs, &listing, &blocks, &fresh, &recent);
         async move {
             let job = GraphJob {
                 version: JOB_VERSION,
@@ -78,6 +83,7 @@ pub(crate) async fn service_graph(
                 max_spans,
                 blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
                 listing: listing.clone(),
+                recent: recent.clone(),
             };
             let decode = |r: GraphJobReply| Ok((r.state, r.stats, r.missing_blocks));
             if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, GRAPH_JOB_PATH, &job, decode).await {
@@ -143,7 +149,11 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         Ok(g) => g,
         Err(e) => return crate::query::eval_error(e),
     };
-    let q = st.querier();
+    let held = match super::job_querier(st.querier(), job.recent.as_deref()) {
+        Ok(h) => h,
+        Err(e) => return bad(format!("invalid service-graph job: {e}")),
+    };
+    let q = held.as_ref().unwrap_or(st.querier());
     let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
     let ids = job.blocks.iter().cloned().collect();
     let stats = match q.scan_service_graph_part(&tenant, Some(job.window), &ids, &mut g).await {
