@@ -524,7 +524,8 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         assert r.status_code == 200, f"{srv.name}: {r.status_code} {r.text[:300]}"
         return r.json()["traces"]
 
-    metrics = ["{ } | count_over_time() by (resource.service.name)", "{ span.k = 3 } | rate()"]
+    metrics = ["{ } | count_over_time() by (resource.service.name)", "{ span.k = 3 } | rate()",
+               "{ span.k = 0 } && { span.k = 3 } | count_over_time()"]
 
     def lookups(srv):
         window = {"start": now - 3600, "end": now + 60}

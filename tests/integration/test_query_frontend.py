@@ -80,8 +80,10 @@ METRICS = [
     "{ } | sum_over_time(span.n) by (resource.service.name)",
     "{ } | max_over_time(span.n)",
     "({ } | count_over_time()) / ({ status = error } | count_over_time())",
-    # Whole traces: answered by the frontend alone, but answered.
+    # Whole traces (split traces read whole on the frontend).
     "{ span.k = 0 } >> { status = error } | count_over_time()",
+    "{ span.k = 0 } && { span.k = 3 } | rate() by (resource.service.name)",
+    "{ } | count() > 3 | quantile_over_time(duration, .9) by (name)",
 ]
 
 
@@ -207,6 +209,9 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     sent = _jobs(frontend, "sent")
     _assert_same_series(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "metrics jobs went to the peers"
+    sent = _jobs(frontend, "sent")
+    _series(frontend, METRICS[-1])
+    assert _jobs(frontend, "sent") > sent, "whole-trace metrics jobs went to the peers"
     sent = _jobs(frontend, "sent")
     _assert_same_values(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "tag-value jobs went to the peers"
@@ -350,6 +355,10 @@ def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_
     assert _jobs(frontend, "sent") > 0, "the blocks were read by the queriers"
     every = {t["traceID"].rjust(32, "0") for t in _traces(frontend, {"q": "{ } | count() = 4", "limit": "100"})}
     assert every == set(split_ids), "the traces cut in two count their four spans"
+    # One leaf passed in the block's piece, the other in the head's: the trace is read whole.
+    both = {t["traceID"].rjust(32, "0")
+            for t in _traces(frontend, {"q": "{ span.k = 0 } && { span.k = 3 }", "limit": "100"})}
+    assert both == set(split_ids), "leaves passed by pieces in a block and in the head"
     sent = _jobs(frontend, "sent")
     r = frontend.get("/api/service-graph", params={"start": BASE // 10**9 - 60, "end": BASE // 10**9 + 600})
     assert r.status_code == 200, r.text

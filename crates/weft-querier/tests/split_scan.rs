@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -117,23 +116,12 @@ const SPAN_METRICS: &str = "{ status = error } | count_over_time() by (resource.
 /// The parts: the head alone or with the first group, and the blocks grouped by `groups`.
 fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPart> {
     let n = groups.iter().copied().max().unwrap_or(0) + 1;
-    let mut parts: Vec<ScanPart> = (0..n)
-        .map(|_| ScanPart {
-            head: false,
-            blocks: Some(HashSet::new()),
-        })
-        .collect();
+    let mut parts: Vec<ScanPart> = (0..n).map(|_| ScanPart::of_blocks([])).collect();
     for (id, &g) in block_ids.iter().zip(groups.iter().cycle()) {
         parts[g].blocks.as_mut().unwrap().insert(id.clone());
     }
     if head_alone {
-        parts.insert(
-            0,
-            ScanPart {
-                head: true,
-                blocks: Some(HashSet::new()),
-            },
-        );
+        parts.insert(0, ScanPart::head_only());
     } else {
         parts[0].head = true;
     }
@@ -253,4 +241,75 @@ proptest! {
             .unwrap()
             .block_on(check(traces, groups, head_alone, limit));
     }
+}
+
+/// A frontend's head part runs first; a block is cut from the head before the block parts
+/// run, so the listing they read holds the head's traces again. Excluding the traces the head
+/// part took that a listed block may hold (`ScanPart::exclude`) counts each trace once, as
+/// one scan does; without it they count twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_cut_from_the_head_after_the_head_part_count_once_when_excluded() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::in_memory(dir.path(), 8).await;
+    let tenant: Arc<str> = Arc::from("t");
+    // Even traces in the first block, odd ones in the head.
+    let traces: Vec<Vec<SpanSpec>> = (0..12)
+        .map(|t| {
+            (0..4)
+                .map(|k| ((t + k) % 3, k == 3, if t % 2 == 0 { 0 } else { 3 }))
+                .collect()
+        })
+        .collect();
+    node.push(&tenant, request(&traces, 0)).await.unwrap();
+    node.flush().await;
+    node.push(&tenant, request(&traces, 3)).await.unwrap();
+    let window = Some((BASE, BASE + 100_000_000));
+    let query = weft_traceql::parse(TRACE_METRICS).unwrap();
+    let metrics = || Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+
+    let mut head_sink = metrics();
+    let head = node
+        .scan_part("t", window, &ScanPart::head_only(), &mut head_sink)
+        .await
+        .unwrap();
+    let head_state = head_sink.into_state();
+    node.flush().await; // the head's traces are in a block now
+    let blocks = node.blocks("t");
+    assert_eq!(blocks.len(), 2);
+    let ids = blocks.iter().map(|b| b.meta.block_id.clone());
+    let exclude: std::collections::HashSet<[u8; 16]> = head
+        .handled()
+        .iter()
+        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
+        .copied()
+        .collect();
+    assert_eq!(exclude.len(), 6, "the odd traces moved into the new block");
+
+    let mut whole = metrics();
+    node.scan("t", window, &mut whole).await.unwrap();
+    let whole = whole.finish().unwrap();
+
+    // Without the exclusion, the moved traces count twice.
+    let mut twice = metrics();
+    twice.merge_state(head_state.clone()).unwrap();
+    let mut sink = metrics();
+    node.scan_part("t", window, &ScanPart::of_blocks(ids.clone()), &mut sink)
+        .await
+        .unwrap();
+    twice.merge_state(sink.into_state()).unwrap();
+    assert_ne!(twice.finish().unwrap(), whole, "the moved traces counted twice");
+
+    let mut merged = metrics();
+    merged.merge_state(head_state).unwrap();
+    let mut part = ScanPart::of_blocks(ids);
+    part.exclude = exclude;
+    let mut sink = metrics();
+    let mut outcome = node.scan_part("t", window, &part, &mut sink).await.unwrap();
+    merged.merge_state(sink.into_state()).unwrap();
+    outcome.forget(head.handled());
+    node.finish_scan("t", window, vec![head, outcome], &mut merged)
+        .await
+        .unwrap();
+    assert_eq!(merged.finish().unwrap(), whole);
+    node.shutdown().await;
 }

@@ -181,6 +181,10 @@ pub struct ScanPart {
     pub head: bool,
     /// Read these blocks of the listing, by ID; `None`: all of them.
     pub blocks: Option<HashSet<String>>,
+    /// Traces another part took already (the frontend's head part, when a block cut from its
+    /// head since may hold them again): pieces of them are skipped, as one scan skips the
+    /// traces its head part handled, though the leaves they pass still count.
+    pub exclude: HashSet<[u8; 16]>,
 }
 
 impl ScanPart {
@@ -189,6 +193,25 @@ impl ScanPart {
         ScanPart {
             head: true,
             blocks: None,
+            exclude: HashSet::new(),
+        }
+    }
+
+    /// The head alone.
+    pub fn head_only() -> ScanPart {
+        ScanPart {
+            head: true,
+            blocks: Some(HashSet::new()),
+            exclude: HashSet::new(),
+        }
+    }
+
+    /// These blocks of the listing, without the head.
+    pub fn of_blocks(ids: impl IntoIterator<Item = String>) -> ScanPart {
+        ScanPart {
+            head: false,
+            blocks: Some(ids.into_iter().collect()),
+            exclude: HashSet::new(),
         }
     }
 
@@ -263,10 +286,10 @@ impl PartOutcome {
     }
 
     /// Leaves out traces another part took already: they are neither finished again nor
-    /// counted as deferred here.
+    /// counted as deferred here. The leaves their pieces here passed still count, as one
+    /// scan notes the leaves of a piece of a trace its head part took.
     pub fn forget(&mut self, ids: &HashSet<[u8; 16]>) {
         self.deferred.retain(|id| !ids.contains(id));
-        self.passed.retain(|id, _| !ids.contains(id));
         self.starts.retain(|id, _| !ids.contains(id));
     }
 
@@ -343,6 +366,9 @@ impl Querier {
         if part.head {
             scan.head(sink);
         }
+        // What the head part took, for the outcome: the blocks step moves `handled` aside.
+        let head_handled = scan.handled.clone();
+        scan.handled.extend(part.exclude.iter().copied());
         // Blocks written while the head was scanned hold traces seen there; `handled` skips
         // them, and anything else they hold was in the head and is offered or deferred.
         scan.blocks = self.db.blocks(tenant);
@@ -357,6 +383,7 @@ impl Querier {
             .cloned()
             .collect();
         scan.blocks(sink).await?;
+        scan.handled.extend(head_handled);
         let window_skipped = scan
             .window_skipped
             .iter()

@@ -408,10 +408,7 @@ pub(crate) async fn search(
     let q = st.querier();
     // The head first, here (this querier tails it), then the listing the jobs share: a block
     // cut from the head since holds traces the head part took, which the jobs' results drop.
-    let head_part = ScanPart {
-        head: true,
-        blocks: Some(HashSet::new()),
-    };
+    let head_part = ScanPart::head_only();
     let head = q
         .scan_part(tenant, window, &head_part, sink)
         .await
@@ -452,10 +449,7 @@ pub(crate) async fn search(
             }
             // Every peer failed: this querier reads the job itself.
             let mut local = local_search(params, f).map_err(|r| *r)?;
-            let part = ScanPart {
-                head: false,
-                blocks: Some(job.blocks.iter().cloned().collect()),
-            };
+            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let outcome = q
                 .scan_part(tenant, window, &part, &mut local)
                 .await
@@ -818,10 +812,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     let q = held.as_ref().unwrap_or(st.querier());
     let unknown = unknown_blocks(q, &tenant, &job.listing).await;
     let mut outcome = if job.traces.is_empty() {
-        let part = ScanPart {
-            head: false,
-            blocks: Some(job.blocks.iter().cloned().collect()),
-        };
+        let part = ScanPart::of_blocks(job.blocks.iter().cloned());
         match q.scan_part(&tenant, window, &part, &mut sink).await {
             Ok(o) => o.to_wire(),
             Err(e) => return scan_failed(e),

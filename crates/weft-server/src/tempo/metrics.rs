@@ -69,6 +69,14 @@ impl MetricsRequest {
             }
         }
     }
+
+    /// The query over whole traces, limited and asking for exemplars as configured.
+    pub(crate) fn trace_metrics(&self, max_series: usize, max_points: u64) -> Result<Metrics, weft_traceql::EvalError> {
+        let mut m = Metrics::new(&self.query, self.start, self.end, self.step)?;
+        m.limit(max_series, max_points)?;
+        m.exemplars(self.exemplars);
+        Ok(m)
+    }
 }
 
 /// Parses Tempo's metrics parameters (`q`, `start`, `end`, `since`, `step`, `exemplars`). An
@@ -140,7 +148,7 @@ pub(crate) async fn run_metrics(
     instant: bool,
 ) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
     let r = metrics_request(p, instant).map_err(|r| *r)?;
-    let (query, start, end, step) = (&r.query, r.start, r.end, r.step);
+    let (start, end, step) = (r.start, r.end, r.step);
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
     let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
@@ -159,17 +167,17 @@ pub(crate) async fn run_metrics(
             }
         }
         None => {
-            let mut sink = match Metrics::new(query, start, end, step) {
-                Ok(s) => s,
-                Err(e) => return Err(eval_error(e)),
+            let split = match &st.peers {
+                Some(peers) => crate::query::jobs::metrics::trace_metrics(st, peers, tenant, &r, window).await?,
+                None => None,
             };
-            if let Err(e) = sink.limit(max_series, max_points) {
-                return Err(eval_error(e));
-            }
-            sink.exemplars(r.exemplars);
-            match run_scan(st, tenant, window, &mut sink).await {
-                Ok(stats) => (sink.finish(), stats),
-                Err(r) => return Err(r),
+            match split {
+                Some((m, stats)) => (m.finish(), stats),
+                None => {
+                    let mut sink = r.trace_metrics(max_series, max_points).map_err(eval_error)?;
+                    let stats = run_scan(st, tenant, window, &mut sink).await?;
+                    (sink.finish(), stats)
+                }
             }
         }
     };

@@ -14,8 +14,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+use weft_engine::search::Metrics;
 use weft_engine::span_metrics::SpanMetrics;
-use weft_querier::scan::{ScanPart, ScanStats, Window};
+use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::metrics::{AccState, CompareState, GroupState, StepData};
 use weft_traceql::{Exemplar, parse};
 
@@ -44,6 +45,17 @@ pub struct MetricsJob {
     pub max_points: u64,
     pub blocks: Vec<String>,
     pub listing: Vec<String>,
+    /// A query over whole traces (not span-local): the job scans whole traces and replies
+    /// with what it leaves to the frontend too (`outcome`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+    /// Whole traces: the traces the frontend's head part took (hex) that a block of the
+    /// listing may hold again; the job skips their pieces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Whole traces: the frontend's recent-trace filter, as in search jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<String>,
 }
 
 super::versioned!(MetricsJob, MetricsJobReply);
@@ -57,6 +69,9 @@ pub struct MetricsJobReply {
     pub stats: ScanStats,
     /// Blocks of the listing the querier does not know.
     pub missing_blocks: Vec<String>,
+    /// Whole traces: the traces stored elsewhere too, as a search job's reply has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<WireOutcome>,
 }
 
 /// An [`AccState`] on the wire: floats as their IEEE 754 bits.
@@ -284,6 +299,9 @@ pub(crate) async fn span_metrics(
                 max_points,
                 blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
                 listing: listing.clone(),
+                whole: false,
+                exclude: Vec::new(),
+                recent: None,
             };
             let decode = |r: MetricsJobReply| {
                 let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
@@ -294,10 +312,7 @@ pub(crate) async fn span_metrics(
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
             let mut local = fresh().map_err(|r| *r)?;
-            let part = ScanPart {
-                head: false,
-                blocks: Some(job.blocks.iter().cloned().collect()),
-            };
+            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let stats = q
                 .scan_columns_part(tenant, window, &part, &mut local)
                 .await
@@ -331,8 +346,115 @@ pub(crate) async fn span_metrics(
     Ok(Some((m, stats)))
 }
 
-/// `POST /internal/v1/jobs/metrics`: one job of a span-local metrics query another querier is
-/// the frontend of.
+/// Runs metrics query `r` over whole traces (structural queries and the like) over the
+/// queriers of `--query-peers`, as a search is split: the head part here, then runs of the
+/// block listing as jobs (`whole`), their counts added in job order, then the traces stored
+/// in several places read whole here. `Ok(None)` as [`span_metrics`].
+pub(crate) async fn trace_metrics(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    r: &MetricsRequest,
+    window: Option<Window>,
+) -> Result<Option<(Metrics, ScanStats)>, Response> {
+    let addrs = peers.peers().await;
+    if addrs.is_empty() {
+        return Ok(None);
+    }
+    let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
+    let mut m = r
+        .trace_metrics(max_series, max_points)
+        .map_err(crate::query::eval_error)?;
+    let q = st.querier();
+    let head = q
+        .scan_part(tenant, window, &ScanPart::head_only(), &mut m)
+        .await
+        .map_err(scan_failed)?;
+    let taken = head.handled().clone();
+    let mut blocks = q.blocks(tenant);
+    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    // Of the traces the head part took, those a listed block may hold again (cut from the head
+    // since): a job must not count them a second time.
+    let exclude: Vec<[u8; 16]> = taken
+        .iter()
+        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
+        .copied()
+        .collect();
+    let template = MetricsJob {
+        version: JOB_VERSION,
+        q: r.q.clone(),
+        start: r.start,
+        end: r.end,
+        step: r.step,
+        exemplars: r.exemplars,
+        max_series,
+        max_points,
+        blocks: Vec::new(),
+        listing,
+        whole: true,
+        exclude: exclude.iter().map(|id| weft_core::hex(id)).collect(),
+        recent: super::recent_filter(q, tenant),
+    };
+    let run = |(k, job): (usize, Vec<usize>)| {
+        let (addrs, blocks, template, exclude) = (&addrs, &blocks, &template, &exclude);
+        async move {
+            let job = MetricsJob {
+                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                ..template.clone()
+            };
+            let decode = |r: MetricsJobReply| {
+                let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+                let outcome = PartOutcome::from_wire(r.outcome.ok_or("no outcome for whole traces")?)?;
+                Ok((state, outcome))
+            };
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
+                return Ok(reply);
+            }
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let mut local = r
+                .trace_metrics(max_series, max_points)
+                .map_err(crate::query::eval_error)?;
+            let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
+            part.exclude = exclude.iter().copied().collect();
+            let outcome = q
+                .scan_part(tenant, window, &part, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            Ok::<_, Response>((local.into_state(), outcome))
+        }
+    };
+    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
+    let mut parts = vec![head];
+    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+        .map(run)
+        .buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        let (state, mut outcome) = d?;
+        if !outcome.missing_blocks.is_empty() {
+            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; counting here alone");
+            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        m.merge_state(state).map_err(|e| {
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("merging a querier's metrics: {e}"),
+            )
+        })?;
+        outcome.forget(&taken);
+        parts.push(outcome);
+    }
+    drop(done);
+    let stats = q
+        .finish_scan(tenant, window, parts, &mut m)
+        .await
+        .map_err(scan_failed)?;
+    Ok(Some((m, stats)))
+}
+
+/// `POST /internal/v1/jobs/metrics`: one job of a metrics query another querier is the
+/// frontend of.
 pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     let (tenant, _slot, job) = match super::accept::<MetricsJob>(&st, &headers, &body, "metrics").await {
         Ok(x) => x,
@@ -353,6 +475,37 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         step: job.step,
         exemplars: job.exemplars,
     };
+    let window = Some((job.start, job.end - 1));
+    let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
+    if job.whole {
+        let mut m = match r.trace_metrics(job.max_series, job.max_points) {
+            Ok(m) => m,
+            Err(e) => return crate::query::eval_error(e),
+        };
+        let ids = job.exclude.iter().map(|s| unhex::<16>(s)).collect::<Result<_, _>>();
+        let held = ids.and_then(|ids| {
+            part.exclude = ids;
+            super::job_querier(st.querier(), job.recent.as_deref())
+        });
+        let held = match held {
+            Ok(h) => h,
+            Err(e) => return bad(format!("invalid metrics job: {e}")),
+        };
+        let q = held.as_ref().unwrap_or(st.querier());
+        let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
+        let outcome = match q.scan_part(&tenant, window, &part, &mut m).await {
+            Ok(o) => o,
+            Err(e) => return scan_failed(e),
+        };
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        return super::json_reply(&MetricsJobReply {
+            version: JOB_VERSION,
+            state: m.into_state().iter().map(WireAcc::of).collect(),
+            stats: outcome.stats,
+            missing_blocks: missing,
+            outcome: Some(outcome.to_wire()),
+        });
+    }
     let mut m = match r.span_metrics(job.max_series, job.max_points) {
         Ok(Some(m)) => m,
         Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
@@ -360,11 +513,6 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
     };
     let q = st.querier();
     let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
-    let window = Some((job.start, job.end - 1));
-    let part = ScanPart {
-        head: false,
-        blocks: Some(job.blocks.iter().cloned().collect()),
-    };
     let stats = match q.scan_columns_part(&tenant, window, &part, &mut m).await {
         Ok(s) => s,
         Err(e) => return scan_failed(e),
@@ -375,6 +523,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         state: m.into_state().iter().map(WireAcc::of).collect(),
         stats,
         missing_blocks: missing,
+        outcome: None,
     };
     super::json_reply(&reply)
 }

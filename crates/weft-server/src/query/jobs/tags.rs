@@ -225,10 +225,7 @@ async fn lookup<S: Lookup>(
                 .as_ref()
                 .and_then(S::fork)
                 .ok_or_else(|| text(StatusCode::INTERNAL_SERVER_ERROR, "the lookup cannot be split"))?;
-            let part = ScanPart {
-                head: false,
-                blocks: Some(job.blocks.iter().cloned().collect()),
-            };
+            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let stats = q
                 .scan_columns_part(tenant, window, &part, &mut local)
                 .await
@@ -310,10 +307,7 @@ async fn serve<S: Lookup>(
     };
     let q = st.querier();
     let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
-    let part = ScanPart {
-        head: false,
-        blocks: Some(job.blocks.iter().cloned().collect()),
-    };
+    let part = ScanPart::of_blocks(job.blocks.iter().cloned());
     let stats = match q.scan_columns_part(&tenant, job.window, &part, &mut sink).await {
         Ok(s) => s,
         Err(e) => return scan_failed(e),
