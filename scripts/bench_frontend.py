@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""One query over many queriers (--query-peers): what each querier spends per search and per
-metrics query with 1, 2 and 4 queriers behind a frontend, against one querier alone, on one
-data set (stdlib only).
+"""One query over many queriers (--query-peers): what each querier spends per search, metrics
+query, tag lookup and service graph with 1, 2 and 4 queriers behind a frontend, against one
+querier alone, on one data set (stdlib only).
 
 Method:
   1. Load --spans realistic spans once (as scripts/bench_parallelism.py does: the search
@@ -33,8 +33,11 @@ import bench_search  # noqa: E402  (the server wrapper, the queries and their ch
 
 ROOT = bench_search.ROOT
 SEARCHES = ["needle", "duration_gt_1s", "service_error", "sibling_error", "root_errors", "root_under_root"]
-# Span-local metrics queries (split into jobs too), and one over whole traces (not split).
-METRICS = ["rate_by_service", "errors_rate", "duration_hist", "rate_per_count", "user_count", "root_rate"]
+# Span-local metrics queries and one over whole traces, then tag lookups and the service graph
+# of every span (all split into jobs too).
+METRICS = ["rate_by_service", "errors_rate", "duration_hist", "rate_per_count", "user_count", "root_rate",
+           "service_error_rate"]
+LOOKUPS = ["tag_values", "tag_names", "service_graph_all"]
 FIXED = ["--target", "querier", "--compaction-interval", "0", "--scrub-interval", "0"]
 
 
@@ -66,11 +69,14 @@ def measure(frontend, peers, args, window, needle, start, end):
     warm = argparse.Namespace(**{**vars(ns), "runs": 1})
     procs = [frontend] + peers
     rows = []
-    for name in SEARCHES + METRICS:
+    for name in SEARCHES + METRICS + LOOKUPS:
         bench_search.ONLY = {name}
-        if name in SEARCHES:
+        if name in SEARCHES or name.startswith("tag_"):
             def group(a):
                 return bench_search.search_queries(frontend, a, window, needle)
+        elif name.startswith("service_graph"):
+            def group(a):
+                return bench_search.graph_queries(frontend, a, window)
         else:
             def group(a):
                 return bench_search.metrics_queries(frontend, a, window, start, end)
@@ -123,7 +129,7 @@ def main():
             for s in servers:
                 s.stop(keep=False)
     table = []
-    for name in SEARCHES + METRICS:
+    for name in SEARCHES + METRICS + LOOKUPS:
         alone = next(r for r in results[0] if r["name"] == name)
         row = {"name": name, "alone_ms": alone["p50_ms"], "alone_cpu_s": alone["frontend_cpu_s"]}
         for count in counts:

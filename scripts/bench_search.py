@@ -39,6 +39,8 @@ Method:
        errors_rate_gt_1 { status = error } | rate() > 1
        root_rate        {nestedSetParent<0 && true} | rate() by(resource.service.name)  (Grafana
                         Traces Drilldown's default view: root spans)
+       service_error_rate  { resource.service.name = "<service>" } >> { status = error } | rate()
+                        (over whole traces)
        compare_errors   {nestedSetParent<0 && true} | compare({status = error}, 10), one step over
                         the range (Traces Drilldown's comparison tab)
        service_graph    /api/service-graph over the range with the default span budget (the UI's
@@ -586,7 +588,10 @@ def metrics_queries(server, args, window, start, end):
                     ("user_count", '{ span.user.id = "user-42" } | count_over_time()'),
                     ("errors_rate_gt_1", "{ status = error } | rate() > 1"),
                     # Grafana Traces Drilldown's default view selects root spans this way.
-                    ("root_rate", "{nestedSetParent<0 && true} | rate() by(resource.service.name)")]:
+                    ("root_rate", "{nestedSetParent<0 && true} | rate() by(resource.service.name)"),
+                    # Over whole traces: the errors below the service's spans.
+                    ("service_error_rate", f'{{ resource.service.name = "{args.service}" }} >> '
+                                           '{ status = error } | rate()')]:
         queries.append(run_query(server, name, "/api/metrics/query_range",
                                  {"q": q, **window, "step": f"{step}s"},
                                  args.runs, args.timeout, series_check, args.measure_timeouts))
