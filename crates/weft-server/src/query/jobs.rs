@@ -1,6 +1,8 @@
-//! One search over many queriers (issue 47, ADR 10): the process that receives a search acts
-//! as its frontend when `--query-peers` names queriers, and every querier answers parts of a
-//! search (*jobs*) at `POST /internal/v1/jobs/search`. The job protocol (v1) is written down in
+//! One query over many queriers (issue 47, ADR 10): the process that receives a query acts
+//! as its frontend when `--query-peers` names queriers (`--target query-frontend` always
+//! does), and every querier answers parts of a query (*jobs*): searches here, at
+//! `POST /internal/v1/jobs/search`; metrics ([`metrics`]), tag lookups ([`tags`]) and the
+//! service graph ([`graph`]) in their modules. The job protocol (v1) is written down in
 //! `spec/jobs.md`.
 //!
 //! ```text
@@ -358,7 +360,7 @@ pub struct JobStats {
     pub ran_here: AtomicU64,
     /// Jobs not sent: their blocks end before the oldest trace the result keeps.
     pub skipped: AtomicU64,
-    /// Searches read here alone because a querier's block list differed from this one's.
+    /// Queries answered here alone because a querier's block list differed from this one's.
     pub replanned: AtomicU64,
 }
 
@@ -368,7 +370,7 @@ impl JobStats {
         out.family(
             name,
             weft_core::prom::Kind::Counter,
-            "Search jobs (parts of one search on one querier, --query-peers) by what became of them.",
+            "Query jobs (parts of one query on one querier, --query-peers) by what became of them.",
         );
         for (outcome, n) in [
             ("served", &self.served),
