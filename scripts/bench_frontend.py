@@ -51,6 +51,7 @@ def parse_args():
     ap.add_argument("--runs", type=int, default=5, help="timed runs per search")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--service", default="checkout")
+    ap.add_argument("--only", default=None, help="comma-separated query names to run (default: all)")
     ap.add_argument("--out", default="bench-frontend.json")
     return ap.parse_args()
 
@@ -63,13 +64,18 @@ def jobs_sent(frontend):
     return 0.0
 
 
+def names(args):
+    every = SEARCHES + METRICS + LOOKUPS
+    return [n for n in every if not args.only or n in args.only.split(",")]
+
+
 def measure(frontend, peers, args, window, needle, start, end):
     """Per query: wall p50, CPU-seconds per query of the frontend and of each querier."""
     ns = argparse.Namespace(runs=args.runs, timeout=args.timeout, service=args.service, measure_timeouts=0)
     warm = argparse.Namespace(**{**vars(ns), "runs": 1})
     procs = [frontend] + peers
     rows = []
-    for name in SEARCHES + METRICS + LOOKUPS:
+    for name in names(args):
         bench_search.ONLY = {name}
         if name in SEARCHES or name.startswith("tag_"):
             def group(a):
@@ -129,7 +135,7 @@ def main():
             for s in servers:
                 s.stop(keep=False)
     table = []
-    for name in SEARCHES + METRICS + LOOKUPS:
+    for name in names(args):
         alone = next(r for r in results[0] if r["name"] == name)
         row = {"name": name, "alone_ms": alone["p50_ms"], "alone_cpu_s": alone["frontend_cpu_s"]}
         for count in counts:

@@ -209,9 +209,10 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     sent = _jobs(frontend, "sent")
     _assert_same_series(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "metrics jobs went to the peers"
-    sent = _jobs(frontend, "sent")
+    sent, traces = _jobs(frontend, "sent"), _jobs(frontend, "sent_traces")
     _series(frontend, METRICS[-1])
     assert _jobs(frontend, "sent") > sent, "whole-trace metrics jobs went to the peers"
+    assert _jobs(frontend, "sent_traces") > traces, "the split traces were counted on the peers"
     sent = _jobs(frontend, "sent")
     _assert_same_values(alone, frontend, "every peer up")
     assert _jobs(frontend, "sent") > sent, "tag-value jobs went to the peers"

@@ -543,7 +543,7 @@ pub(crate) async fn search(
 }
 
 /// Split traces below this many are read by the frontend itself.
-const TRACE_JOB_MIN: usize = 64;
+pub(crate) const TRACE_JOB_MIN: usize = 64;
 
 /// An empty search of `params` keeping traces from `floor` on (0: all), for a job this
 /// frontend reads itself.

@@ -56,6 +56,10 @@ pub struct MetricsJob {
     /// Whole traces: the frontend's recent-trace filter, as in search jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<String>,
+    /// Whole traces: a trace job, these traces (hex IDs) read whole and counted, instead of
+    /// `blocks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<String>,
 }
 
 super::versioned!(MetricsJob, MetricsJobReply);
@@ -302,6 +306,7 @@ pub(crate) async fn span_metrics(
                 whole: false,
                 exclude: Vec::new(),
                 recent: None,
+                traces: Vec::new(),
             };
             let decode = |r: MetricsJobReply| {
                 let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
@@ -395,6 +400,7 @@ pub(crate) async fn trace_metrics(
         whole: true,
         exclude: exclude.iter().map(|id| weft_core::hex(id)).collect(),
         recent: super::recent_filter(q, tenant),
+        traces: Vec::new(),
     };
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, blocks, template, exclude) = (&addrs, &blocks, &template, &exclude);
@@ -446,10 +452,63 @@ pub(crate) async fn trace_metrics(
         parts.push(outcome);
     }
     drop(done);
-    let stats = q
-        .finish_scan(tenant, window, parts, &mut m)
-        .await
-        .map_err(scan_failed)?;
+
+    // The traces stored in several places, read whole once: shared out as trace jobs when
+    // there are enough of them (a structural query can leave most traces split), except
+    // those the recent spans here hold, which a querier without them would read in part.
+    let (split, mut stats) = q.split_traces(tenant, window, parts, &m);
+    let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
+    stats.add(&q.read_whole(tenant, window, &here, &mut m).await.map_err(scan_failed)?);
+    if split.len() < super::TRACE_JOB_MIN {
+        stats.add(
+            &q.read_whole(tenant, window, &split, &mut m)
+                .await
+                .map_err(scan_failed)?,
+        );
+        return Ok(Some((m, stats)));
+    }
+    let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
+        let (addrs, template) = (&addrs, &template);
+        async move {
+            let job = MetricsJob {
+                listing: Vec::new(),
+                exclude: Vec::new(),
+                traces: ids.iter().map(|id| weft_core::hex(id)).collect(),
+                ..template.clone()
+            };
+            let decode = |r: MetricsJobReply| {
+                let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+                Ok((state, r.stats))
+            };
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
+                st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
+                return Ok(reply);
+            }
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let mut local = r
+                .trace_metrics(max_series, max_points)
+                .map_err(crate::query::eval_error)?;
+            let stats = q
+                .read_whole(tenant, window, &ids, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            Ok::<_, Response>((local.into_state(), stats))
+        }
+    };
+    let per = split.len().div_ceil(addrs.len());
+    let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
+        .map(read)
+        .buffered(addrs.len());
+    while let Some(d) = done.next().await {
+        let (state, part_stats) = d?;
+        m.merge_state(state).map_err(|e| {
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("merging a querier's metrics: {e}"),
+            )
+        })?;
+        stats.add(&part_stats);
+    }
     Ok(Some((m, stats)))
 }
 
@@ -492,6 +551,28 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
             Err(e) => return bad(format!("invalid metrics job: {e}")),
         };
         let q = held.as_ref().unwrap_or(st.querier());
+        if !job.traces.is_empty() {
+            let ids = match job.traces.iter().map(|s| unhex::<16>(s)).collect::<Result<Vec<_>, _>>() {
+                Ok(ids) => ids,
+                Err(e) => return bad(format!("invalid metrics job: {e}")),
+            };
+            let stats = match q.read_whole(&tenant, window, &ids, &mut m).await {
+                Ok(s) => s,
+                Err(e) => return scan_failed(e),
+            };
+            st.jobs.served.fetch_add(1, Ordering::Relaxed);
+            return super::json_reply(&MetricsJobReply {
+                version: JOB_VERSION,
+                state: m.into_state().iter().map(WireAcc::of).collect(),
+                stats,
+                missing_blocks: Vec::new(),
+                outcome: Some(WireOutcome {
+                    stats,
+                    saw_all: true,
+                    ..WireOutcome::default()
+                }),
+            });
+        }
         let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
         let outcome = match q.scan_part(&tenant, window, &part, &mut m).await {
             Ok(o) => o,
