@@ -408,17 +408,8 @@ pub(crate) async fn search(
         return Ok(None);
     }
     let q = st.querier();
-    // The head first, here (this querier tails it), then the listing the jobs share: a block
-    // cut from the head since holds traces the head part took, which the jobs' results drop.
-    let head_part = ScanPart::head_only();
-    let head = q
-        .scan_part(tenant, window, &head_part, sink)
-        .await
-        .map_err(scan_failed)?;
+    let (head, blocks, listing) = head_part(q, tenant, window, sink).await?;
     let taken = head.handled().clone();
-    let mut blocks = q.blocks(tenant);
-    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
     let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
     let recent = recent_filter(q, tenant);
@@ -540,6 +531,25 @@ pub(crate) async fn search(
         stats.add(&d.outcome.stats);
     }
     Ok(Some(stats))
+}
+
+/// The head part of a query over whole traces, read here, then the listing the jobs share
+/// (newest first, and its IDs). A block cut from the head since holds traces the head part
+/// took ([`PartOutcome::handled`]): the jobs' results leave those out.
+pub(crate) async fn head_part(
+    q: &weft_querier::Querier,
+    tenant: &str,
+    window: Option<Window>,
+    sink: &mut (dyn weft_engine::search::TraceSink + Send),
+) -> Result<(PartOutcome, Vec<Arc<weft_block::Block>>, Vec<String>), Response> {
+    let head = q
+        .scan_part(tenant, window, &ScanPart::head_only(), sink)
+        .await
+        .map_err(scan_failed)?;
+    let mut blocks = q.blocks(tenant);
+    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+    let listing = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    Ok((head, blocks, listing))
 }
 
 /// Split traces below this many are read by the frontend itself.

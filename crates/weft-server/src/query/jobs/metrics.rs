@@ -371,14 +371,8 @@ pub(crate) async fn trace_metrics(
         .trace_metrics(max_series, max_points)
         .map_err(crate::query::eval_error)?;
     let q = st.querier();
-    let head = q
-        .scan_part(tenant, window, &ScanPart::head_only(), &mut m)
-        .await
-        .map_err(scan_failed)?;
+    let (head, blocks, listing) = super::head_part(q, tenant, window, &mut m).await?;
     let taken = head.handled().clone();
-    let mut blocks = q.blocks(tenant);
-    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
     // Of the traces the head part took, those a listed block may hold again (cut from the head
     // since): a job must not count them a second time.
     let exclude: Vec<[u8; 16]> = taken
