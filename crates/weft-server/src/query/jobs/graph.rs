@@ -73,9 +73,9 @@ pub(crate) async fn service_graph(
     let (mut stats, blocks) = q.scan_service_graph_head(tenant, Some(window), &mut merged).await;
     let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
     let recent = super::recent_filter(q, tenant);
-    let fresh = g.fork();
+    let empty: &ServiceGraph = g;
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, fresh, recent) = (&addrs, &listing, &blocks, &fresh, &recent);
+        let (addrs, listing, blocks, recent) = (&addrs, &listing, &blocks, &recent);
         async move {
             let job = GraphJob {
                 version: JOB_VERSION,
@@ -90,7 +90,7 @@ pub(crate) async fn service_graph(
                 return Ok(part);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = fresh.fork();
+            let mut local = empty.fork();
             let ids = job.blocks.iter().cloned().collect();
             let stats = q
                 .scan_service_graph_part(tenant, Some(window), &ids, &mut local)
