@@ -13,7 +13,7 @@ out="$PWD/fuzz-out"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export CARGO_TARGET_DIR="$out/target"
 failed=0
-for dir in crates/weft-translate/fuzz crates/weft-otlp/fuzz crates/weft-kafka/fuzz sdk/rust/fuzz; do
+for dir in crates/weft-translate/fuzz crates/weft-otlp/fuzz crates/weft-kafka/fuzz crates/weft-engine/fuzz sdk/rust/fuzz; do
     case "$dir" in
         sdk/*) group=sdk ;;
         *) group="$(basename "$(dirname "$dir")")" ;;

@@ -27,6 +27,7 @@ stage "backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly 
 (cd crates/weft-otlp/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 (cd crates/weft-translate/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 (cd crates/weft-kafka/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
+(cd crates/weft-engine/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
 
 stage "rust tests"
 # The WAL's disk-full and direct-I/O tests mount a tmpfs and a loop-mounted ext4 (as root).

@@ -79,6 +79,8 @@ struct LogHistogram {
 
 impl LogHistogram {
     const SUB: u32 = 3; // log2 of the buckets per power of two
+    /// Buckets of the largest `u64` value, plus one: every bucket there can be.
+    const BUCKETS: usize = (((64 - Self::SUB) << Self::SUB) + (1 << Self::SUB)) as usize;
 
     fn bucket(v: u64) -> usize {
         if v < (1 << Self::SUB) {
@@ -590,6 +592,23 @@ impl ServiceGraph {
         if s.services.len() != n {
             return Err(format!("{} services for {n} names", s.services.len()));
         }
+        // Counts from another process: bounded, so adding them up cannot overflow.
+        let counts = s.services.iter().flatten().copied().chain(
+            s.edges
+                .iter()
+                .flat_map(|e| [e.calls, e.errors].into_iter().chain(e.latency.iter().copied())),
+        );
+        let totals = [s.inspected_spans, s.inspected_traces, s.unresolved_calls];
+        if counts.chain(totals).any(|c| c > MAX_STATE_COUNT) {
+            return Err(format!("a count over {MAX_STATE_COUNT}"));
+        }
+        if let Some(e) = s.edges.iter().find(|e| e.latency.len() > LogHistogram::BUCKETS) {
+            return Err(format!(
+                "{} latency buckets (at most {})",
+                e.latency.len(),
+                LogHistogram::BUCKETS
+            ));
+        }
         let known = |i: u32, what: &str| {
             if (i as usize) < n {
                 Ok(i)
@@ -655,6 +674,10 @@ impl ServiceGraph {
         self.unresolved_calls += self.pending.drain().map(|(_, v)| v.len() as u64).sum::<u64>();
     }
 }
+
+/// The largest count a [`GraphState`] may hold (2^48): far above any real graph, and low
+/// enough that adding the states of many processes cannot overflow.
+const MAX_STATE_COUNT: u64 = 1 << 48;
 
 /// What a [`ServiceGraph`] counted, as another process adds it (`spec/jobs.md`: the
 /// service-graph job's reply). Services are referred to by their position in `names`.
@@ -1157,6 +1180,69 @@ mod tests {
         let mut g = graph("{ }", None);
         assert!(g.merge_state(bad).unwrap_err().contains("service 5"));
         assert!(g.services().is_empty());
+    }
+
+    #[test]
+    fn the_bucket_count_covers_every_value() {
+        assert_eq!(LogHistogram::bucket(u64::MAX) + 1, LogHistogram::BUCKETS);
+        let _ = LogHistogram::value(LogHistogram::BUCKETS - 1);
+    }
+
+    proptest::proptest! {
+        /// Any state a peer sends is merged or refused, never a panic (with the quantiles
+        /// and pending calls read out after).
+        #[test]
+        fn any_graph_state_merges_or_is_refused(
+            names in proptest::collection::vec("[a-c]{0,2}", 0..4),
+            services in proptest::collection::vec(proptest::array::uniform3(proptest::prelude::any::<u64>()), 0..4),
+            edges in proptest::collection::vec(
+                (0u32..6, 0u32..6, proptest::prelude::any::<u64>(), 0u64..10,
+                 proptest::collection::vec(proptest::prelude::any::<u64>(), 0..600)), 0..4),
+            pending in proptest::collection::vec(("[0-9a-f]{0,33}", "[0-9a-g]{0,17}", 0u32..6), 0..4),
+            totals in proptest::array::uniform3(proptest::prelude::any::<u64>()),
+        ) {
+            let state = GraphState {
+                names,
+                services,
+                edges: edges
+                    .into_iter()
+                    .map(|(caller, callee, calls, errors, latency)| GraphEdge { caller, callee, calls, errors, latency })
+                    .collect(),
+                pending: pending
+                    .into_iter()
+                    .map(|(trace_id, span_id, service)| PendingCalls {
+                        trace_id,
+                        calls: vec![PendingCall {
+                            span_id: span_id.clone(),
+                            parent_span_id: span_id,
+                            service,
+                            kind: 2,
+                            status: 0,
+                            start: 1,
+                            duration: -1,
+                        }],
+                    })
+                    .collect(),
+                inspected_spans: totals[0],
+                inspected_traces: totals[1],
+                oldest_start: Some(totals[2]),
+                unresolved_calls: totals[2],
+                truncated: false,
+            };
+            let mut g = graph("{ }", None);
+            for _ in 0..2 {
+                if g.merge_state(state.clone()).is_ok() {
+                    for e in g.edges() {
+                        let _ = e.2.latency_quantile(0.5);
+                    }
+                    let _ = g.services();
+                }
+            }
+            for id in g.pending_traces() {
+                g.resolve(&id, &[]);
+            }
+            g.give_up();
+        }
     }
 
     #[test]
