@@ -101,8 +101,9 @@ pub trait RecentSpans: Send + Sync {
     /// Whether any recent part holds spans of trace `id` of `tenant`.
     fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool;
 
-    /// Copies out the recent spans of trace `id` of `tenant` (not de-duplicated).
-    fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow>;
+    /// Copies out the recent spans of trace `id` of `tenant` (not de-duplicated). Async:
+    /// recent spans held by other processes (live stores) are fetched.
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow>;
 
     /// Whether trace `id` may have recent spans in another process, which reads it whole
     /// (a query frontend's, for a querier reading blocks for it). By default, none does.
@@ -134,7 +135,46 @@ impl RecentSpans for NoRecentSpans {
         false
     }
 
-    fn trace(&self, _tenant: &str, _id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, _tenant: &str, _id: &[u8; 16]) -> Vec<SpanRow> {
         Vec::new()
+    }
+}
+
+/// Frozen parts taken at one moment (a live store's answer to one query, planned over the
+/// frontend's listing): no active part; never caught up, since nothing is added.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub parts: Vec<Arc<FrozenSpans>>,
+}
+
+#[async_trait]
+impl RecentSpans for Snapshot {
+    async fn catch_up(&self) {}
+
+    fn view(&self, _tenant: &str, f: &mut dyn FnMut(RecentView<'_>)) {
+        f(RecentView {
+            active: None,
+            frozen: &self.parts,
+        })
+    }
+
+    fn frozen(&self) -> Vec<Arc<FrozenSpans>> {
+        self.parts.clone()
+    }
+
+    fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
+        self.parts
+            .iter()
+            .any(|p| p.of(tenant).is_some_and(|c| c.traces.contains_key(id)))
+    }
+
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        let mut out = Vec::new();
+        for c in self.parts.iter().filter_map(|p| p.of(tenant)) {
+            if let Some(&last) = c.traces.get(id) {
+                c.copy_rows(c.trace_rows(last), &mut out);
+            }
+        }
+        out
     }
 }

@@ -430,7 +430,7 @@ impl RecentSpans for Ingest {
         self.head.holds(tenant, id)
     }
 
-    fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
         self.head.find_trace(tenant, id)
     }
 }

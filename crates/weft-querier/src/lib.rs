@@ -80,7 +80,7 @@ pub struct FoundTrace {
 /// Recent spans, plus traces held elsewhere that count as held here ([`Querier::also_held`]).
 struct AlsoHeld {
     inner: Arc<dyn RecentSpans>,
-    elsewhere: weft_block::index::Bloom,
+    elsewhere: Vec<weft_block::index::Bloom>,
 }
 
 #[async_trait::async_trait]
@@ -102,20 +102,24 @@ impl RecentSpans for AlsoHeld {
     }
 
     fn held_elsewhere(&self, id: &[u8; 16]) -> bool {
-        self.elsewhere.may_contain(id)
+        self.elsewhere.iter().any(|f| f.may_contain(id))
     }
 
-    fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
-        self.inner.trace(tenant, id)
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        self.inner.trace(tenant, id).await
     }
 }
 
-/// The read path over one block database and one source of recent spans.
+/// The read path over one block database and one source of recent spans. A clone shares
+/// the blocks, the recent spans and the workers.
+#[derive(Clone)]
 pub struct Querier {
     db: Arc<Db>,
     recent: Arc<dyn RecentSpans>,
     cfg: QuerierConfig,
     workers: workers::Workers,
+    /// The blocks this querier reads, by ID, when pinned to a listing ([`Querier::pinned`]).
+    listing: Option<Arc<std::collections::HashSet<String>>>,
 }
 
 impl Querier {
@@ -125,6 +129,7 @@ impl Querier {
             recent,
             workers: workers::Workers::new(cfg.parallelism),
             cfg,
+            listing: None,
         }
     }
 
@@ -136,9 +141,31 @@ impl Querier {
         &self.cfg
     }
 
-    /// The blocks of `tenant` now.
+    /// The blocks of `tenant` now (of the listing, when pinned to one).
     pub fn blocks(&self, tenant: &str) -> Vec<Arc<Block>> {
-        self.db.blocks(tenant)
+        let mut blocks = self.db.blocks(tenant);
+        if let Some(l) = &self.listing {
+            blocks.retain(|b| l.contains(&b.meta.block_id));
+        }
+        blocks
+    }
+
+    /// This querier, with `recent` as its recent spans. Shares the blocks and the workers.
+    pub fn with_recent(&self, recent: Arc<dyn RecentSpans>) -> Querier {
+        Querier {
+            recent,
+            ..self.clone()
+        }
+    }
+
+    /// This querier, seeing only the blocks of `listing` (IDs; another process's listing,
+    /// which a live store answers the recent part of a query against): a recent part such a
+    /// block covers is left to it, and any other block is not read or consulted.
+    pub fn pinned(&self, listing: impl IntoIterator<Item = String>) -> Querier {
+        Querier {
+            listing: Some(Arc::new(listing.into_iter().collect())),
+            ..self.clone()
+        }
     }
 
     /// Whether this querier's recent spans (not yet in a block) hold some of trace `id`.
@@ -149,29 +176,37 @@ impl Querier {
     /// A filter of the trace IDs this querier's recent spans of `tenant` hold (`None`: it
     /// holds none), for another querier reading blocks for it ([`Querier::also_held`]).
     pub fn recent_trace_filter(&self, tenant: &str) -> Option<weft_block::index::Bloom> {
+        let ids = self.recent_trace_ids(tenant);
+        (!ids.is_empty()).then(|| weft_block::index::Bloom::of_keys(&ids))
+    }
+
+    /// The trace IDs this querier's recent spans of `tenant` hold, each once.
+    pub fn recent_trace_ids(&self, tenant: &str) -> Vec<[u8; 16]> {
         let mut ids: Vec<[u8; 16]> = Vec::new();
         self.recent.view(tenant, &mut |v| {
             for c in v.active.into_iter().chain(v.frozen.iter().filter_map(|p| p.of(tenant))) {
                 ids.extend(c.traces.keys());
             }
         });
-        (!ids.is_empty()).then(|| weft_block::index::Bloom::of_keys(&ids))
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The recent spans of trace `id` of `tenant` (not de-duplicated).
+    pub async fn recent_trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        self.recent.trace(tenant, id).await
     }
 
     /// This querier, reading as if the traces `elsewhere` may hold (another querier's
     /// recent spans, [`Querier::recent_trace_filter`]) were held in its recent spans too: a
     /// piece of such a trace in a block is split, so it is read whole where those recent
     /// spans are, never taken for the whole trace here. Shares the blocks and the workers.
-    pub fn also_held(&self, elsewhere: weft_block::index::Bloom) -> Querier {
-        Querier {
-            db: self.db.clone(),
-            recent: Arc::new(AlsoHeld {
-                inner: self.recent.clone(),
-                elsewhere,
-            }),
-            cfg: self.cfg.clone(),
-            workers: self.workers.clone(),
-        }
+    pub fn also_held(&self, elsewhere: Vec<weft_block::index::Bloom>) -> Querier {
+        self.with_recent(Arc::new(AlsoHeld {
+            inner: self.recent.clone(),
+            elsewhere,
+        }))
     }
 
     /// Returns the spans of a trace from the recent spans and the blocks, de-duplicated and
@@ -205,7 +240,7 @@ impl Querier {
         // under load missed hundreds of acknowledged spans. The copy is bounded by the head's
         // own size limit, and queries by `--max-concurrent-queries`.
         let recent_bytes = self.recent_trace_bytes(tenant, id);
-        let head = self.recent.trace(tenant, id);
+        let head = self.recent.trace(tenant, id).await;
         let found = self.db.find_trace(tenant, id, range, max_bytes).await?;
         let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
         let mut large_read = found.large_read;

@@ -1,7 +1,9 @@
-//! The live store: recent spans from Kafka, for queriers in cluster mode (ADR 0008).
+//! The live store: recent spans from Kafka, for queriers and live stores in cluster mode
+//! (ADR 0008).
 //!
-//! A querier with `--kafka-brokers` tails every partition itself, from the block builders'
-//! committed offsets, into one head per partition (the ingester's head type). Every second, and
+//! A querier with `--kafka-brokers` tails every partition itself, and a live store
+//! (`--target live-store`) the partitions it owns, from the block builders' committed offsets,
+//! into one head per partition (the ingester's head type). Every second, and
 //! when a query asks ([`RecentSpans::catch_up`]), the active head is frozen into a part that
 //! records its offset range. A part is dropped once this querier's own block list holds blocks
 //! covering it for every tenant in it ([`FrozenSpans::covered_by`]), so a span is always in a
@@ -13,6 +15,12 @@
 //! the covered records' rows, before every query ([`trim`]), so each span is counted once:
 //! in a part or in a block. The live store keeps, per part and tenant, the first row of each
 //! record for this.
+//!
+//! What a trim takes out (a covered part, or a part's covered records) is kept aside for
+//! [`RETAIN_COVERED`] more, so a query frontend whose block list is a little older than this
+//! store's still finds those spans in [`LiveStore::snapshot`], taken against its own listing.
+//! A listing older than that is refused as stale ([`Stale`]): the frontend reads its block
+//! list again.
 
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -36,11 +44,80 @@ const FREEZE_EVERY: Duration = Duration::from_secs(1);
 /// written. Memory stays bounded; queries may miss the dropped spans until then.
 pub const MAX_LIVE_BYTES: usize = 512 << 20;
 
+/// How long spans that this store's listed blocks cover are kept after a trim takes them
+/// out: a frontend's listing (re-read every `--blocklist-poll`, 5 s by default) may not have
+/// the covering blocks yet. A listing older than this gets [`Stale`].
+pub const RETAIN_COVERED: Duration = Duration::from_secs(30);
+
 /// Per tenant, where each record's rows start: (offset, first row).
 type Bounds = HashMap<Arc<str>, Vec<(i64, usize)>>;
 
-/// The active head's record bounds, and each frozen part with its own.
-type PartBounds = (Bounds, Vec<(Arc<FrozenSpans>, Bounds)>);
+/// Spans a trim took out (covered by this store's blocks), kept for [`RETAIN_COVERED`].
+struct Retired {
+    at: Instant,
+    part: Arc<FrozenSpans>,
+    bounds: Bounds,
+}
+
+/// The active head's record bounds, each frozen part with its own, the retired parts, and
+/// per tenant the offset below which spans are gone from this store (discarded, or skipped on
+/// arrival as covered).
+#[derive(Default)]
+struct PartBounds {
+    active: Bounds,
+    frozen: Vec<(Arc<FrozenSpans>, Bounds)>,
+    retired: Vec<Retired>,
+    gone_below: HashMap<Arc<str>, i64>,
+}
+
+impl PartBounds {
+    /// Forgets a part for good: a listing must cover its records from now on.
+    fn discard(&mut self, bounds: &Bounds) {
+        for (t, tb) in bounds {
+            if let Some(&(last, _)) = tb.last() {
+                let g = self.gone_below.entry(t.clone()).or_insert(i64::MIN);
+                *g = (*g).max(last + 1);
+            }
+        }
+    }
+}
+
+/// A query's listing does not cover spans this store no longer holds (`--blocklist-poll`
+/// behind by more than [`RETAIN_COVERED`]): read the block list again and retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stale {
+    pub partition: i32,
+    /// This store holds the tenant's spans of the partition from this offset on.
+    pub held_from: i64,
+    /// The listing covers the partition up to here.
+    pub listed_to: i64,
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the block listing is stale: it covers partition {} up to offset {}, and this live store holds it from offset {} (read the block list again)",
+            self.partition, self.listed_to, self.held_from
+        )
+    }
+}
+
+/// `cols`' rows `range`, as frozen columns of their own.
+fn copy_rows(cols: &weft_block::columns::SpanColumns, range: std::ops::Range<usize>) -> weft_block::columns::SpanColumns {
+    let mut fresh = weft_block::columns::SpanColumns::default();
+    for r in range {
+        fresh.push_row(&cols.row(r as u32));
+    }
+    fresh.end_run();
+    fresh.freeze();
+    fresh
+}
+
+/// The first row of the first record at or after offset `from` (the rows' count if none).
+fn first_row_from(tb: &[(i64, usize)], from: i64, rows: usize) -> usize {
+    tb.iter().find(|&&(o, _)| o >= from).map_or(rows, |&(_, r)| r)
+}
 
 struct LivePartition {
     partition: i32,
@@ -55,34 +132,70 @@ impl LivePartition {
     fn apply(&self, rec: Record, offset: i64) {
         let mut b = self.bounds.lock();
         let rows = self.head.tenant_rows(&rec.tenant);
-        b.0.entry(rec.tenant.clone()).or_default().push((offset, rows));
+        b.active.entry(rec.tenant.clone()).or_default().push((offset, rows));
         self.head.apply(&rec);
+    }
+
+    /// A record skipped on arrival because listed blocks cover it: a listing must too.
+    fn skipped(&self, tenant: &str, offset: i64) {
+        let mut b = self.bounds.lock();
+        match b.gone_below.get_mut(tenant) {
+            Some(g) => *g = (*g).max(offset + 1),
+            None => {
+                b.gone_below.insert(Arc::from(tenant), offset + 1);
+            }
+        }
     }
 
     fn freeze(&self) {
         let mut b = self.bounds.lock();
         if let Some(cut) = self.head.cut() {
-            let active = std::mem::take(&mut b.0);
-            b.1.push((cut, active));
+            let active = std::mem::take(&mut b.active);
+            b.frozen.push((cut, active));
         }
     }
 
-    /// Drops or rebuilds frozen parts that listed blocks cover, wholly or in part, and drops
-    /// the oldest parts past `budget` bytes.
+    /// Retires or rebuilds frozen parts that listed blocks cover, wholly or in part (what is
+    /// taken out is kept for [`RETAIN_COVERED`]), and drops the oldest spans past `budget`
+    /// bytes, retired ones first.
     fn trim(&self, db: &Db, budget: usize) {
-        let mut b = self.bounds.lock();
         let covered = db.kafka_coverage(self.partition);
-        let mut held: usize = b.1.iter().map(|(c, _)| c.bytes).sum();
-        let mut kept = Vec::with_capacity(b.1.len());
-        for (cut, bounds) in std::mem::take(&mut b.1) {
+        let now = Instant::now();
+        let mut guard = self.bounds.lock();
+        let b = &mut *guard;
+        for r in std::mem::take(&mut b.retired) {
+            if now.duration_since(r.at) >= RETAIN_COVERED {
+                b.discard(&r.bounds);
+            } else {
+                b.retired.push(r);
+            }
+        }
+        let mut held: usize = b.frozen.iter().map(|(c, _)| c.bytes).sum::<usize>()
+            + b.retired.iter().map(|r| r.part.bytes).sum::<usize>();
+        while held > budget && !b.retired.is_empty() {
+            let r = b.retired.remove(0);
+            held -= r.part.bytes;
+            b.discard(&r.bounds);
+        }
+        let mut kept = Vec::with_capacity(b.frozen.len());
+        for (cut, bounds) in std::mem::take(&mut b.frozen) {
             let end = cut.kafka.map_or(i64::MAX, |r| r.end);
             let cover = |t: &str| covered.get(t).copied().unwrap_or(i64::MIN);
-            if cut.tenants.iter().all(|(t, _)| cover(t) >= end) || held > budget {
-                if held > budget && !cut.tenants.iter().all(|(t, _)| cover(t) >= end) {
+            let whole = cut.tenants.iter().all(|(t, _)| cover(t) >= end);
+            if whole || held > budget {
+                if !whole {
                     tracing::warn!(partition = self.partition, bytes = cut.bytes, kafka = ?cut.kafka, "live store over its memory budget: dropping its oldest recent spans until their blocks are written");
+                    held -= cut.bytes;
+                    b.discard(&bounds);
                 }
-                held -= cut.bytes;
                 self.head.replace_frozen(&cut, None);
+                if whole {
+                    b.retired.push(Retired {
+                        at: now,
+                        part: cut,
+                        bounds,
+                    });
+                }
                 continue;
             }
             let partial = cut.tenants.iter().any(|(t, _)| {
@@ -95,23 +208,23 @@ impl LivePartition {
                 kept.push((cut, bounds));
                 continue;
             }
-            // Rebuild without the rows of covered records.
-            let mut tenants = Vec::new();
-            let mut new_bounds = Bounds::new();
-            let mut bytes = 0;
+            // Rebuild without the rows of covered records; those are retired.
+            let (mut tenants, mut new_bounds, mut bytes) = (Vec::new(), Bounds::new(), 0);
+            let (mut gone, mut gone_bounds, mut gone_bytes) = (Vec::new(), Bounds::new(), 0);
             for (t, cols) in &cut.tenants {
                 let tb = bounds.get(t).cloned().unwrap_or_default();
                 let c = cover(t);
-                let skip = tb.iter().find(|&&(o, _)| o >= c).map_or(cols.len(), |&(_, r)| r);
+                let skip = first_row_from(&tb, c, cols.len());
+                if skip > 0 {
+                    let out = copy_rows(cols, 0..skip);
+                    gone_bytes += out.memory_bytes();
+                    gone_bounds.insert(t.clone(), tb.iter().filter(|&&(o, _)| o < c).copied().collect());
+                    gone.push((t.clone(), out));
+                }
                 if skip >= cols.len() {
                     continue;
                 }
-                let mut fresh = weft_block::columns::SpanColumns::default();
-                for r in skip..cols.len() {
-                    fresh.push_row(&cols.row(r as u32));
-                }
-                fresh.end_run();
-                fresh.freeze();
+                let fresh = copy_rows(cols, skip..cols.len());
                 bytes += fresh.memory_bytes();
                 new_bounds.insert(
                     t.clone(),
@@ -123,6 +236,19 @@ impl LivePartition {
                 tenants.push((t.clone(), fresh));
             }
             held -= cut.bytes;
+            if !gone.is_empty() {
+                held += gone_bytes;
+                b.retired.push(Retired {
+                    at: now,
+                    part: Arc::new(FrozenSpans {
+                        tenants: gone,
+                        wal_end: cut.wal_end,
+                        kafka: cut.kafka,
+                        bytes: gone_bytes,
+                    }),
+                    bounds: gone_bounds,
+                });
+            }
             if tenants.is_empty() {
                 self.head.replace_frozen(&cut, None);
                 continue;
@@ -137,11 +263,52 @@ impl LivePartition {
             self.head.replace_frozen(&cut, Some(fresh.clone()));
             kept.push((fresh, new_bounds));
         }
-        b.1 = kept;
+        b.frozen = kept;
+    }
+
+    /// This partition's spans of `tenant` that a listing covering the partition up to offset
+    /// `listed` (exclusive) leaves out, oldest first: retired and frozen parts, those the
+    /// listing covers in part rebuilt without the covered records.
+    fn snapshot(&self, tenant: &str, listed: i64, out: &mut Vec<Arc<FrozenSpans>>) -> Result<(), Stale> {
+        let b = self.bounds.lock();
+        if let Some(&gone) = b.gone_below.get(tenant)
+            && gone > listed
+        {
+            return Err(Stale {
+                partition: self.partition,
+                held_from: gone,
+                listed_to: listed,
+            });
+        }
+        let parts = b
+            .retired
+            .iter()
+            .map(|r| (&r.part, &r.bounds))
+            .chain(b.frozen.iter().map(|(p, bounds)| (p, bounds)));
+        for (part, bounds) in parts {
+            let (Some(cols), Some(tb)) = (part.of(tenant), bounds.get(tenant)) else {
+                continue;
+            };
+            let skip = first_row_from(tb, listed, cols.len());
+            if skip == 0 {
+                out.push(part.clone());
+            } else if skip < cols.len() {
+                let fresh = copy_rows(cols, skip..cols.len());
+                let bytes = fresh.memory_bytes();
+                out.push(Arc::new(FrozenSpans {
+                    tenants: vec![(Arc::from(tenant), fresh)],
+                    wal_end: part.wal_end,
+                    kafka: part.kafka.map(|k| weft_block::meta::KafkaRange { start: listed, ..k }),
+                    bytes,
+                }));
+            }
+        }
+        Ok(())
     }
 }
 
-/// Recent spans of every partition of the topic. Implements [`RecentSpans`].
+/// Recent spans of the partitions of the topic this store tails (every one, for a querier).
+/// Implements [`RecentSpans`].
 pub struct LiveStore {
     parts: Vec<Arc<LivePartition>>,
     topic: String,
@@ -155,16 +322,27 @@ pub struct LiveStore {
 }
 
 impl LiveStore {
-    /// Starts tailing every partition of `topic` from `group`'s committed offsets.
+    /// Starts tailing `partitions` of `topic` (empty: every partition) from `group`'s
+    /// committed offsets.
     pub async fn start(
         topic: &str,
         group: &str,
+        partitions: &[i32],
         client: Arc<Client>,
         db: Arc<Db>,
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<LiveStore>, weft_kafka::Error> {
         let count = client.partition_count(topic).await? as i32;
-        let partitions: Vec<i32> = (0..count).collect();
+        let partitions: Vec<i32> = if partitions.is_empty() {
+            (0..count).collect()
+        } else {
+            if let Some(p) = partitions.iter().find(|&&p| p < 0 || p >= count) {
+                return Err(weft_kafka::Error::Io(format!(
+                    "partition {p} is not a partition of topic {topic} (it has {count})"
+                )));
+            }
+            partitions.to_vec()
+        };
         let committed = client.committed_offsets(group, topic, &partitions).await?;
         // Blocks below the committed offsets were written before they were committed: list
         // them now, so nothing falls between the blocks and the live store.
@@ -184,7 +362,7 @@ impl LiveStore {
                 partition: p,
                 head: Head::for_partition(metrics.clone(), p),
                 position: AtomicI64::new(start),
-                bounds: parking_lot::Mutex::new((Bounds::new(), Vec::new())),
+                bounds: parking_lot::Mutex::new(PartBounds::default()),
             });
             parts.push(part.clone());
             let (topic, client, db, stop, rt) =
@@ -228,6 +406,50 @@ impl LiveStore {
             .collect()
     }
 
+    /// The partitions this store tails.
+    pub fn partitions(&self) -> Vec<i32> {
+        self.parts.iter().map(|p| p.partition).collect()
+    }
+
+    /// `tenant`'s recent spans as a query planned over `listing` (the tenant's blocks it
+    /// reads) must see them: every span this store holds that no block of the listing
+    /// covers, including spans this store's own (newer) block list has it drop since
+    /// ([`RETAIN_COVERED`]). Call [`RecentSpans::catch_up`] first. [`Stale`] when the
+    /// listing is older than what this store still holds.
+    pub fn snapshot(&self, tenant: &str, listing: &[Arc<weft_block::Block>]) -> Result<Vec<Arc<FrozenSpans>>, Stale> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            let listed = listing
+                .iter()
+                .flat_map(|b| b.meta.kafka.iter())
+                .filter(|k| k.partition == p.partition)
+                .map(|k| k.end)
+                .max()
+                .unwrap_or(i64::MIN);
+            p.trim(&self.db, self.budget);
+            p.snapshot(tenant, listed, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// The spans of trace `id` of `tenant` this store holds, including those retired for
+    /// [`RETAIN_COVERED`] (a frontend's block list may not hold their blocks yet).
+    pub fn trace_retained(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            out.extend(p.head.find_trace(tenant, id));
+            let b = p.bounds.lock();
+            for r in &b.retired {
+                if let Some(c) = r.part.of(tenant)
+                    && let Some(&last) = c.traces.get(id)
+                {
+                    c.copy_rows(c.trace_rows(last), &mut out);
+                }
+            }
+        }
+        out
+    }
+
     fn all_frozen(&self) -> Vec<Arc<FrozenSpans>> {
         self.parts.iter().flat_map(|p| p.head.frozen()).collect()
     }
@@ -263,6 +485,7 @@ async fn tail(
                             continue;
                         };
                         if covered.get(tenant).is_some_and(|&end| rec.offset < end) {
+                            part.skipped(tenant, rec.offset);
                             continue;
                         }
                         let key = rec.key.clone().unwrap_or_default();
@@ -358,7 +581,7 @@ impl RecentSpans for LiveStore {
         self.parts.iter().any(|p| p.head.holds(tenant, id))
     }
 
-    fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
         self.parts.iter().flat_map(|p| p.head.find_trace(tenant, id)).collect()
     }
 }

@@ -48,8 +48,10 @@ pub struct AppState {
     /// that also receives spans (Zipkin's).
     pub background: tokio::runtime::Handle,
     /// The queriers this process sends search jobs to, when it is a frontend
-    /// (`--query-peers`).
+    /// (`--query-peers`); none, but present, with `--live-stores` alone.
     pub peers: Option<Arc<crate::query::jobs::Peers>>,
+    /// The live stores this process asks for every query's recent spans (`--live-stores`).
+    pub live: Option<Arc<crate::query::jobs::Peers>>,
     /// Search jobs sent and answered.
     pub jobs: crate::query::jobs::JobStats,
     /// Jobs (parts of other queriers' queries) running here at once: twice the query slots.
@@ -59,12 +61,16 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(cfg: Arc<Config>, tenants: Arc<Tenants>, modules: Modules, background: tokio::runtime::Handle) -> Self {
-        let peers = crate::query::jobs::Peers::new(
-            cfg.query.query_peers.clone(),
-            Duration::from_secs_f64(cfg.query.query_job_timeout),
-        );
+        let timeout = Duration::from_secs_f64(cfg.query.query_job_timeout);
+        let live = (!cfg.query.live_stores.is_empty())
+            .then(|| crate::query::jobs::Peers::of(cfg.query.live_stores.clone(), timeout));
+        // With live stores every query is split (their head parts, then the blocks), even
+        // over no other querier: the blocks' jobs then run here.
+        let peers = crate::query::jobs::Peers::new(cfg.query.query_peers.clone(), timeout)
+            .or_else(|| live.as_ref().map(|_| crate::query::jobs::Peers::of(Vec::new(), timeout)));
         AppState {
             peers,
+            live,
             jobs: Default::default(),
             job_slots: Arc::new(tokio::sync::Semaphore::new(2 * cfg.query.max_concurrent_queries.max(1))),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),

@@ -209,6 +209,14 @@ impl Config {
             self.server.target != Target::QueryFrontend || !self.query.query_peers.is_empty(),
             "--target query-frontend needs --query-peers: the queriers it splits queries across"
         );
+        anyhow::ensure!(
+            self.server.target != Target::LiveStore || self.query.live_stores.is_empty(),
+            "--target live-store holds recent spans itself: --live-stores is for frontends and queriers"
+        );
+        anyhow::ensure!(
+            self.query.live_stores.is_empty() || matches!(self.server.target, Target::Querier | Target::QueryFrontend),
+            "--live-stores is for --target querier and query-frontend"
+        );
         self.poller.validate()?;
         self.compactor.validate()?;
         anyhow::ensure!(
@@ -293,6 +301,21 @@ mod tests {
         let c = load(&["--target", "query-frontend", "--query-peers", "q1:3200,q2:3200"]).unwrap();
         assert_eq!(c.server.target, Target::QueryFrontend);
         assert!(load(&["--querier-live-store", "false"]).is_ok_and(|c| !c.query.querier_live_store));
+        let live = load(&["--target", "live-store"]);
+        assert!(live.unwrap_err().to_string().contains("--kafka-brokers"));
+        let c = load(&[
+            "--target",
+            "live-store",
+            "--kafka-brokers",
+            "k:9092",
+            "--live-store-partitions",
+            "0,2",
+        ])
+        .unwrap();
+        assert_eq!(c.kafka.live_store_partitions, vec![0, 2]);
+        let c = load(&["--target", "querier", "--live-stores", "l1:3200,l2:3200"]).unwrap();
+        assert_eq!(c.query.live_stores.len(), 2);
+        assert!(load(&["--live-stores", "l1:3200"]).is_err());
     }
 
     /// docs/cluster.yaml describes a whole cluster: every role loads it, with its target

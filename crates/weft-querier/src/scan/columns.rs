@@ -198,7 +198,7 @@ impl Querier {
         let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         self.recent.view(tenant, &mut |v| {
-            blocks = self.db.blocks(tenant);
+            blocks = self.blocks(tenant);
             if !head {
                 return;
             }

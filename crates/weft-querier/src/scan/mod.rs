@@ -83,6 +83,10 @@ pub struct ScanStats {
     pub truncated_traces: u64,
     /// Blocks left out because they are damaged ([`weft_db::quarantine`]): the result is partial.
     pub damaged_blocks: u64,
+    /// Live stores that did not answer the recent part of the query (down, or their listing
+    /// stayed stale): the spans of their partitions not yet in a block are missing, so the
+    /// result is partial.
+    pub unanswered_live_stores: u64,
 }
 
 impl ScanStats {
@@ -100,6 +104,7 @@ impl ScanStats {
         self.split_traces_ruled_out += o.split_traces_ruled_out;
         self.truncated_traces += o.truncated_traces;
         self.damaged_blocks += o.damaged_blocks;
+        self.unanswered_live_stores += o.unanswered_live_stores;
     }
 }
 
@@ -371,7 +376,7 @@ impl Querier {
         scan.handled.extend(part.exclude.iter().copied());
         // Blocks written while the head was scanned hold traces seen there; `handled` skips
         // them, and anything else they hold was in the head and is offered or deferred.
-        scan.blocks = self.db.blocks(tenant);
+        scan.blocks = self.blocks(tenant);
         scan.stats.total_blocks = scan.blocks.len() as u64;
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         scan.read = scan.blocks.iter().map(|b| part.reads(b)).collect();
@@ -510,7 +515,7 @@ impl<'a> Scan<'a> {
             q,
             tenant,
             window,
-            blocks: q.db.blocks(tenant),
+            blocks: q.blocks(tenant),
             read: Vec::new(),
             handled: HashSet::new(),
             deferred: Vec::new(),
@@ -800,7 +805,7 @@ impl Querier {
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
         self.recent.view(tenant, &mut |v| {
-            blocks = self.db.blocks(tenant);
+            blocks = self.blocks(tenant);
             cuts = v.frozen.iter().filter(|c| !c.covered_by(&blocks)).cloned().collect();
             let parts: Vec<&SpanColumns> = v
                 .active

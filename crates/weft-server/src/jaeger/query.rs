@@ -381,7 +381,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
         };
         let data: Vec<Json> = sink.hits.into_vec().iter().map(UiTrace::to_json).collect();
         let n = data.len();
-        mark_partial(envelope(Json::Array(data), n), stats.damaged_blocks)
+        crate::query::reply::mark_scanned(envelope(Json::Array(data), n), &stats)
     })
     .await
 }
@@ -463,7 +463,7 @@ pub async fn dependencies(
         };
         let data = sink.deps.to_json();
         let n = data.as_array().map_or(0, Vec::len);
-        mark_partial(envelope(data, n), stats.damaged_blocks)
+        crate::query::reply::mark_scanned(envelope(data, n), &stats)
     })
     .await
 }

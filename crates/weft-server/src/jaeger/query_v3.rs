@@ -255,7 +255,7 @@ pub async fn v3_find(
             Ok(stats) => stats,
             Err(r) => return r,
         };
-        mark_partial(v3_traces(sink.hits.into_vec(), raw), stats.damaged_blocks)
+        crate::query::reply::mark_scanned(v3_traces(sink.hits.into_vec(), raw), &stats)
     })
     .await
 }

@@ -51,18 +51,23 @@ pub struct KafkaOptions {
     /// partition needs exactly one block builder [default: every partition].
     #[arg(long, env = "WEFT_BLOCK_BUILDER_PARTITIONS", value_delimiter = ',')]
     pub block_builder_partitions: Vec<i32>,
+    /// Live store: the partitions whose recent spans this process holds, comma-separated;
+    /// together the live stores of --live-stores must hold every partition [default: every
+    /// partition].
+    #[arg(long, env = "WEFT_LIVE_STORE_PARTITIONS", value_delimiter = ',')]
+    pub live_store_partitions: Vec<i32>,
 }
 
 impl KafkaOptions {
     pub(crate) fn validate(&self, target: Target) -> anyhow::Result<()> {
-        if matches!(target, Target::Distributor | Target::BlockBuilder) {
+        if matches!(target, Target::Distributor | Target::BlockBuilder | Target::LiveStore) {
             anyhow::ensure!(
                 !self.kafka_brokers.is_empty(),
                 "--target {} needs --kafka-brokers (or kafka_brokers in the config file)",
-                if target == Target::Distributor {
-                    "distributor"
-                } else {
-                    "block-builder"
+                match target {
+                    Target::Distributor => "distributor",
+                    Target::BlockBuilder => "block-builder",
+                    _ => "live-store",
                 }
             );
         }

@@ -14,7 +14,7 @@
 //! | `Distributor` | | admission, then spans routed by trace ID to Kafka (`weft-distributor`, [`kafka`]) |
 //! | `BlockBuilder` | Db | Kafka partitions into heads, then blocks; offsets committed after the blocks (`weft-blockbuilder`, [`kafka`]) |
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
-//! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_querier::live`; [`querier`]) |
+//! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_querier::live` (a live store's own partitions only), or asked of `--live-stores`; [`querier`]) |
 //! | `QueryApi` | Querier | the query APIs (Tempo's, Jaeger's, Zipkin's) and the UI; with `--query-peers` (required by `--target query-frontend`) each query is split over the peers (`crate::query::jobs`) |
 //! | `Compactor` | Db | compaction, retention, clean-up of crashed writes, the block scrubber ([`compactor`]) |
 //! | `BlocklistPoller` | Db | re-reads the block list written by other processes ([`db`]) |
@@ -58,11 +58,16 @@ pub enum Target {
     /// block list every --blocklist-poll seconds. Writes nothing.
     Querier,
     /// A querier that splits every query it can across the queriers of --query-peers
-    /// (required) and merges their answers (spec/jobs.md). It reads the recent spans itself
-    /// (tailed from Kafka with --kafka-brokers), so the queriers behind it can read blocks
-    /// only (--querier-live-store false): the topic is tailed once per frontend, not once
-    /// per querier.
+    /// (required) and merges their answers (spec/jobs.md). It asks the live stores of
+    /// --live-stores for the recent spans, or, without them, reads those itself (tailed from
+    /// Kafka with --kafka-brokers); either way the queriers behind it can read blocks only
+    /// (--querier-live-store false).
     QueryFrontend,
+    /// Tails the Kafka partitions of --live-store-partitions (default all) and answers the
+    /// recent part (spans not yet in a block) of the queries that frontends and queriers
+    /// with --live-stores send it. Reads the block list, writes nothing; a replacement
+    /// replays from the block builders' committed offsets.
+    LiveStore,
     /// Compacts blocks, applies retention and deletes what crashed writers left behind.
     /// Serves /metrics and /ready on the HTTP port.
     Compactor,
@@ -110,7 +115,7 @@ pub fn target_modules(t: Target) -> &'static [Module] {
     match t {
         Target::All => &[Ingester, Receivers, QueryApi, Compactor],
         Target::Ingester => &[Ingester, Receivers, BlocklistPoller],
-        Target::Querier | Target::QueryFrontend => &[QueryApi, BlocklistPoller],
+        Target::Querier | Target::QueryFrontend | Target::LiveStore => &[QueryApi, BlocklistPoller],
         Target::Compactor => &[Compactor],
         Target::Distributor => &[Distributor, Receivers],
         Target::BlockBuilder => &[BlockBuilder],
@@ -146,7 +151,7 @@ pub struct Modules {
     pub ingest: Option<Arc<Ingest>>,
     pub distributor: Option<Arc<weft_distributor::Distributor>>,
     pub block_builder: Option<Arc<weft_blockbuilder::BlockBuilder>>,
-    /// A querier's recent spans from Kafka (cluster mode).
+    /// A querier's or a live store's recent spans from Kafka (cluster mode).
     pub live_store: Option<Arc<weft_querier::live::LiveStore>>,
     pub receiver: Option<Receiver>,
     pub querier: Option<Arc<Querier>>,

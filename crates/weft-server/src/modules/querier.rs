@@ -10,6 +10,7 @@ use weft_ingest::Ingest;
 use weft_querier::{Querier, QuerierConfig};
 
 use crate::config::Config;
+use crate::modules::Target;
 
 /// The querier, and the live store it tails Kafka with in cluster mode.
 pub async fn init(
@@ -22,16 +23,27 @@ pub async fn init(
     // In one process with the ingester, queries see its head at once; a querier on its own
     // sees spans once their block is written, unless it tails Kafka (a query-frontend always
     // does; a querier unless --querier-live-store false).
+    let live_role = cfg.server.target == Target::LiveStore;
     let recent: Arc<dyn RecentSpans> = match ingest {
         Some(i) => i,
-        // Cluster mode: recent spans come from Kafka, tailed here.
+        // Cluster mode, with live stores: each query asks them (crate::query::jobs::live).
+        None if !cfg.query.live_stores.is_empty() => Arc::new(crate::query::jobs::live::RemoteRecent::new(
+            crate::query::jobs::Peers::of(
+                cfg.query.live_stores.clone(),
+                std::time::Duration::from_secs_f64(cfg.query.query_job_timeout),
+            ),
+        )),
+        // Cluster mode: recent spans come from Kafka, tailed here (a live store's own
+        // partitions only).
         None if !k.kafka_brokers.is_empty()
-            && (cfg.query.querier_live_store || cfg.server.target == crate::modules::Target::QueryFrontend) =>
+            && (cfg.query.querier_live_store || live_role || cfg.server.target == Target::QueryFrontend) =>
         {
-            let client = k.client("weft-querier").await?;
+            let client = k.client(if live_role { "weft-live-store" } else { "weft-querier" }).await?;
+            let partitions: &[i32] = if live_role { &k.live_store_partitions } else { &[] };
             let live = weft_querier::live::LiveStore::start(
                 &k.kafka_topic,
                 &k.kafka_group,
+                partitions,
                 client,
                 db.clone(),
                 tokio::runtime::Handle::current(),

@@ -40,6 +40,7 @@ use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 
 pub mod graph;
+pub mod live;
 pub mod metrics;
 pub mod tags;
 
@@ -68,9 +69,14 @@ pub struct SearchJob {
     /// A trace job: these traces (hex IDs), read whole and searched, instead of `blocks`.
     #[serde(default)]
     pub traces: Vec<String>,
-    /// The trace IDs the frontend's recent spans hold, as a filter ([`recent_filter`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recent: Option<String>,
+    /// The trace IDs the frontend's recent spans hold, as filters ([`recent_filter`]; one
+    /// per live store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "filters")]
+    pub recent: Vec<String>,
+    /// A head job, for a live store: its recent spans not covered by `listing`, instead of
+    /// `blocks` ([`live`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head: bool,
 }
 
 /// A querier's answer to a [`SearchJob`].
@@ -80,6 +86,34 @@ pub struct SearchJobReply {
     /// The job's best hits (at most the search's limit), in no particular order.
     pub hits: Vec<WireHit>,
     pub outcome: WireOutcome,
+    /// A head job's: what the frontend needs besides ([`live::HeadExtras`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<live::HeadExtras>,
+}
+
+/// The `recent` field of jobs: recent-trace filters, as one string (one filter) or a list.
+pub(crate) mod filters {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            [one] => one.serialize(s),
+            many => many.serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        })
+    }
 }
 
 /// A [`Hit`] on the wire: IDs in hex.
@@ -277,12 +311,18 @@ impl Peers {
         if names.is_empty() {
             return None;
         }
-        Some(Arc::new(Peers {
+        Some(Peers::of(names, timeout))
+    }
+
+    /// Peers of `names`, even none (a querier that asks live stores but splits no query over
+    /// other queriers).
+    pub fn of(names: Vec<String>, timeout: Duration) -> Arc<Peers> {
+        Arc::new(Peers {
             names,
             client: reqwest::Client::new(),
             timeout,
             resolved: parking_lot::Mutex::new(None),
-        }))
+        })
     }
 
     /// The peers' addresses now (those of the last resolution that found any, if none does).
@@ -320,6 +360,19 @@ impl Peers {
         tenant: &str,
         body: &impl Serialize,
     ) -> Result<R, String> {
+        let bytes = self.post_raw(peer, path, tenant, body).await?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("decoding the reply: {e}"))
+    }
+
+    /// [`Peers::post`], returning a 200's body as it is. An error names the status first
+    /// (`409 Conflict: …`).
+    pub(crate) async fn post_raw(
+        &self,
+        peer: SocketAddr,
+        path: &str,
+        tenant: &str,
+        body: &impl Serialize,
+    ) -> Result<Bytes, String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let reply = self
             .client
@@ -336,7 +389,7 @@ impl Peers {
         if !status.is_success() {
             return Err(format!("{status}: {}", String::from_utf8_lossy(&bytes)));
         }
-        serde_json::from_slice(&bytes).map_err(|e| format!("decoding the reply: {e}"))
+        Ok(bytes)
     }
 
     /// The peers' addresses now.
@@ -362,6 +415,10 @@ pub struct JobStats {
     pub skipped: AtomicU64,
     /// Queries answered here alone because a querier's block list differed from this one's.
     pub replanned: AtomicU64,
+    /// Head jobs asked again because a live store found the listing stale.
+    pub live_stale: AtomicU64,
+    /// Head jobs a live store did not answer (the answer was partial).
+    pub live_unanswered: AtomicU64,
 }
 
 impl JobStats {
@@ -380,6 +437,8 @@ impl JobStats {
             ("ran_here", &self.ran_here),
             ("skipped", &self.skipped),
             ("replanned", &self.replanned),
+            ("live_stale", &self.live_stale),
+            ("live_unanswered", &self.live_unanswered),
         ] {
             out.sample(name, &[("outcome", outcome)], n.load(Ordering::Relaxed) as f64);
         }
@@ -404,15 +463,52 @@ pub(crate) async fn search(
     sink: &mut impl SearchSink,
 ) -> Result<Option<ScanStats>, Response> {
     let addrs = peers.addrs().await;
-    if addrs.is_empty() {
+    if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
-    let q = st.querier();
-    let (head, blocks, listing) = head_part(q, tenant, window, sink).await?;
-    let taken = head.handled().clone();
-    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
+    let width = addrs.len().max(1);
+    // The head part: here, or asked of the live stores.
+    let (parts, taken, blocks, listing, recent, remote) = match &st.live {
+        None => {
+            let q = st.querier();
+            let (head, blocks, listing) = head_part(q, tenant, window, sink).await?;
+            let taken = head.handled().clone();
+            let recent = recent_filter(q, tenant).into_iter().collect();
+            (vec![head], taken, blocks, listing, recent, None)
+        }
+        Some(live) => {
+            let make = |listing: Vec<String>| SearchJob {
+                version: JOB_VERSION,
+                params: params.clone(),
+                floor: None,
+                blocks: Vec::new(),
+                listing,
+                traces: Vec::new(),
+                recent: Vec::new(),
+                head: true,
+            };
+            let h = live::whole_head(st, live, tenant, SEARCH_JOB_PATH, make, |r: SearchJobReply| {
+                let hits = r.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>()?;
+                sink.merge_hits(hits);
+                Ok((r.outcome, r.head))
+            })
+            .await;
+            let live::WholeHead {
+                blocks,
+                listing,
+                parts,
+                taken,
+                recent,
+                querier,
+                remote,
+                unanswered,
+            } = h;
+            (parts, taken, blocks, listing, recent, Some((querier, remote, unanswered)))
+        }
+    };
+    let q = remote.as_ref().map_or(st.querier(), |r| &r.0);
+    let jobs = plan(&blocks, width * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
-    let recent = recent_filter(q, tenant);
     let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
         version: JOB_VERSION,
         params: params.clone(),
@@ -421,6 +517,7 @@ pub(crate) async fn search(
         listing: listing.clone(),
         traces,
         recent: recent.clone(),
+        head: false,
     };
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, floor, blocks, job_of) = (&addrs, &floor, &blocks, &job_of);
@@ -437,10 +534,13 @@ pub(crate) async fn search(
             }
             let ids: Vec<String> = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
             let job = job_of(f, ids, Vec::new());
-            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await {
+            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await
+                && (d.outcome.missing_blocks.is_empty() || st.live.is_none())
+            {
                 return Ok(d);
             }
-            // Every peer failed: this querier reads the job itself.
+            // Every peer failed (or, with live stores, did not know the listing): this
+            // querier reads the job itself.
             let mut local = local_search(params, f).map_err(|r| *r)?;
             let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let outcome = q
@@ -454,9 +554,10 @@ pub(crate) async fn search(
         }
     };
     let mut merged = Merged {
+        q,
         taken: &taken,
         floor: &floor,
-        parts: vec![head],
+        parts,
         recheck: Vec::new(),
     };
     let mut jobs = jobs.into_iter().enumerate();
@@ -469,7 +570,7 @@ pub(crate) async fn search(
             return Ok(None);
         }
     }
-    let mut done = futures::stream::iter(jobs).map(run).buffered(addrs.len());
+    let mut done = futures::stream::iter(jobs).map(run).buffered(width);
     while let Some(d) = done.next().await {
         if !merged.absorb(st, tenant, d?, sink) {
             return Ok(None);
@@ -492,7 +593,10 @@ pub(crate) async fn search(
         }
     }
     stats.add(&q.read_whole(tenant, window, &here, sink).await.map_err(scan_failed)?);
-    if split.len() < TRACE_JOB_MIN {
+    if let Some((_, remote, unanswered)) = &remote {
+        stats.unanswered_live_stores += unanswered + remote.failed();
+    }
+    if split.len() < TRACE_JOB_MIN || addrs.is_empty() {
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
         return Ok(Some(stats));
     }
@@ -674,6 +778,8 @@ pub(crate) async fn accept<J: serde::de::DeserializeOwned + Versioned>(
 /// What the frontend has merged so far: the parts' outcomes, and the traces to read whole
 /// here at the end.
 struct Merged<'a> {
+    /// The querier the frontend reads with (its recent spans, or the live stores').
+    q: &'a weft_querier::Querier,
     /// The traces the head part took (a block cut from the head since holds them again).
     taken: &'a HashSet<[u8; 16]>,
     /// The merged result's floor, for the jobs not yet sent.
@@ -697,7 +803,7 @@ impl Merged<'_> {
             return false;
         }
         outcome.forget(self.taken);
-        let q = st.querier();
+        let q = self.q;
         let (partial, hits): (Vec<Hit>, Vec<Hit>) = hits
             .into_iter()
             .filter(|h| !self.taken.contains(&h.trace_id))
@@ -770,15 +876,22 @@ pub(crate) fn recent_filter(q: &weft_querier::Querier, tenant: &str) -> Option<S
 /// trace IDs, this one treating those traces as split ([`weft_querier::Querier::also_held`]).
 pub(crate) fn job_querier(
     q: &weft_querier::Querier,
-    recent: Option<&str>,
+    recent: &[String],
 ) -> Result<Option<weft_querier::Querier>, String> {
+    if recent.is_empty() {
+        return Ok(None);
+    }
+    let filters = recent.iter().map(|r| decode_filter(r)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(q.also_held(filters)))
+}
+
+/// A recent-trace filter from its wire form ([`recent_filter`]).
+pub(crate) fn decode_filter(r: &str) -> Result<weft_block::index::Bloom, String> {
     use base64::Engine;
-    let Some(r) = recent else { return Ok(None) };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(r)
         .map_err(|e| format!("recent: not base64: {e}"))?;
-    let filter = weft_block::index::Bloom::from_bytes(&bytes).ok_or("recent: not a trace filter")?;
-    Ok(Some(q.also_held(filter)))
+    weft_block::index::Bloom::from_bytes(&bytes).ok_or_else(|| "recent: not a trace filter".to_string())
 }
 
 /// A job's reply as JSON.
@@ -817,7 +930,28 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     if let Some(f) = job.floor {
         sink.raise_floor(f);
     }
-    let held = match job_querier(st.querier(), job.recent.as_deref()) {
+    if job.head {
+        // A live store: its recent spans, against the frontend's listing.
+        let (q, recent) = match live::head_querier(&st, &tenant, &job.listing).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let outcome = match q.scan_part(&tenant, window, &ScanPart::head_only(), &mut sink).await {
+            Ok(o) => o,
+            Err(e) => return scan_failed(e),
+        };
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        return json_reply(&SearchJobReply {
+            version: JOB_VERSION,
+            hits: sink.finish().iter().map(WireHit::of).collect(),
+            outcome: outcome.to_wire(),
+            head: Some(live::HeadExtras {
+                taken: outcome.handled().iter().map(|id| weft_core::hex(id)).collect(),
+                recent,
+            }),
+        });
+    }
+    let held = match job_querier(st.querier(), &job.recent) {
         Ok(h) => h,
         Err(e) => return bad(format!("invalid search job: {e}")),
     };
@@ -853,6 +987,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         version: JOB_VERSION,
         hits: sink.finish().iter().map(WireHit::of).collect(),
         outcome,
+        head: None,
     };
     json_reply(&reply)
 }

@@ -49,6 +49,12 @@ pub struct QueryOptions {
     /// the recent spans itself) may.
     #[arg(long, env = "WEFT_QUERIER_LIVE_STORE", default_value_t = true, action = clap::ArgAction::Set)]
     pub querier_live_store: bool,
+    /// Live stores (`host:port` of their HTTP port, comma-separated; a name may resolve to
+    /// several) that hold the spans not yet in a block: each query's recent part is asked of
+    /// them all, and this process tails no Kafka partition. A live store that does not answer
+    /// makes the answer partial (`x-weft-partial-live-stores`).
+    #[arg(long, env = "WEFT_LIVE_STORES", value_delimiter = ',')]
+    pub live_stores: Vec<String>,
     /// Seconds a querier has to answer one job before the job goes to another querier.
     #[arg(long, env = "WEFT_QUERY_JOB_TIMEOUT", default_value_t = 30.0)]
     pub query_job_timeout: f64,
@@ -181,6 +187,11 @@ pub(crate) fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
         r.headers_mut()
             .insert(reply::PARTIAL_HEADER, stats.damaged_blocks.into());
     }
+    if stats.unanswered_live_stores > 0 {
+        // Live stores did not answer: their partitions' spans not yet in a block are missing.
+        r.headers_mut()
+            .insert(LIVE_STORES_PARTIAL_HEADER, stats.unanswered_live_stores.into());
+    }
     if stats.truncated_traces > 0 {
         // Traces larger than --max-trace-response-bytes were evaluated on their earliest
         // spans only: a match in their later spans may be missing.
@@ -190,6 +201,9 @@ pub(crate) fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
     r
 }
 
+/// A response header naming how many live stores did not answer a query's recent part: the
+/// answer lacks the spans of their partitions not yet in a block.
+pub const LIVE_STORES_PARTIAL_HEADER: &str = "x-weft-partial-live-stores";
 /// A response header naming how many traces larger than the read cap a scan evaluated on
 /// their earliest spans only.
 pub const TRUNCATED_TRACES_HEADER: &str = "x-weft-partial-truncated-traces";
@@ -404,7 +418,30 @@ pub(crate) async fn run_scan(
     window: Option<Window>,
     sink: &mut (dyn TraceSink + Send),
 ) -> Result<ScanStats, Response> {
-    st.querier().scan(tenant, window, sink).await.map_err(scan_failed)
+    let (q, partial) = local_querier(st, tenant).await;
+    let mut stats = q.scan(tenant, window, sink).await.map_err(scan_failed)?;
+    stats.add(&partial);
+    Ok(stats)
+}
+
+/// The querier a query this process runs alone reads with: its own, or, with live stores
+/// (`--live-stores`), one holding a copy of their recent spans of `tenant`
+/// ([`jobs::live::materialized`]). With what the copy adds to the query's statistics.
+pub(crate) async fn local_querier<'a>(
+    st: &'a AppState,
+    tenant: &str,
+) -> (std::borrow::Cow<'a, weft_querier::Querier>, ScanStats) {
+    match &st.live {
+        None => (std::borrow::Cow::Borrowed(st.querier()), ScanStats::default()),
+        Some(live) => {
+            let (q, unanswered) = jobs::live::materialized(st, live, tenant).await;
+            let stats = ScanStats {
+                unanswered_live_stores: unanswered,
+                ..ScanStats::default()
+            };
+            (std::borrow::Cow::Owned(q), stats)
+        }
+    }
 }
 
 /// Runs a column scan ([`Querier::scan_columns`](weft_querier::Querier::scan_columns)) as
@@ -415,10 +452,10 @@ pub(crate) async fn run_column_scan(
     window: Option<Window>,
     sink: &mut (impl ColumnSink + Send + 'static),
 ) -> Result<ScanStats, Response> {
-    st.querier()
-        .scan_columns(tenant, window, sink)
-        .await
-        .map_err(scan_failed)
+    let (q, partial) = local_querier(st, tenant).await;
+    let mut stats = q.scan_columns(tenant, window, sink).await.map_err(scan_failed)?;
+    stats.add(&partial);
+    Ok(stats)
 }
 
 pub(crate) fn scan_failed(e: weft_querier::QueryError) -> Response {

@@ -30,6 +30,18 @@ pub(crate) fn mark_partial(mut r: Response, damaged_blocks: u64) -> Response {
     r
 }
 
+/// Marks a reply partial for what `stats` says a scan left out: damaged blocks
+/// ([`PARTIAL_HEADER`]) and live stores that did not answer
+/// ([`super::LIVE_STORES_PARTIAL_HEADER`]).
+pub(crate) fn mark_scanned(r: Response, stats: &weft_querier::scan::ScanStats) -> Response {
+    let mut r = mark_partial(r, stats.damaged_blocks);
+    if stats.unanswered_live_stores > 0 {
+        r.headers_mut()
+            .insert(super::LIVE_STORES_PARTIAL_HEADER, stats.unanswered_live_stores.into());
+    }
+    r
+}
+
 /// Seconds a client is asked to wait before retrying a read that storage could not serve.
 pub const RETRY_AFTER_SECS: u64 = 5;
 

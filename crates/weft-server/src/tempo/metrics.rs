@@ -160,10 +160,10 @@ pub(crate) async fn run_metrics(
             };
             match split {
                 Some((m, stats)) => (m.finish(), stats),
-                None => match st.querier().scan_columns(tenant, window, &mut m).await {
-                    Ok(stats) => (m.finish(), stats),
-                    Err(e) => return Err(scan_failed(e)),
-                },
+                None => {
+                    let stats = crate::query::run_column_scan(st, tenant, window, &mut m).await?;
+                    (m.finish(), stats)
+                }
             }
         }
         None => {
@@ -285,7 +285,11 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     let stats = if let Some(s) = split {
         s
     } else if sink.counts_every_trace() {
-        match st.querier().scan_service_graph(&tenant, Some(window), &mut sink).await {
+        let (q, partial) = crate::query::local_querier(&st, &tenant).await;
+        match q.scan_service_graph(&tenant, Some(window), &mut sink).await.map(|mut s| {
+            s.add(&partial);
+            s
+        }) {
             Ok(s) => s,
             Err(e) => return scan_failed(e),
         }

@@ -60,6 +60,10 @@ impl Api for TempoOptions {
                 crate::query::jobs::tags::TAG_NAMES_JOB_PATH,
                 axum::routing::post(crate::query::jobs::tags::tag_names_job),
             )
+            .route(
+                crate::query::jobs::live::RECENT_TRACES_PATH,
+                axum::routing::post(crate::query::jobs::live::recent_traces_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

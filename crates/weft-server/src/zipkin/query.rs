@@ -258,7 +258,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         };
         sink.trim();
         let body = json(Json::Array(sink.hits.iter().map(|(_, t)| trace_json(t)).collect()));
-        mark_partial(body, stats.damaged_blocks)
+        crate::query::reply::mark_scanned(body, &stats)
     })
     .await
 }
@@ -387,7 +387,7 @@ pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Q
             Err(r) => return r,
         };
         let body = json(Json::Array(sink.linker.links().iter().map(|l| l.to_json()).collect()));
-        mark_partial(body, stats.damaged_blocks)
+        crate::query::reply::mark_scanned(body, &stats)
     })
     .await
 }

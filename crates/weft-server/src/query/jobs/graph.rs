@@ -37,8 +37,12 @@ pub struct GraphJob {
     pub listing: Vec<String>,
     /// The trace IDs the frontend's recent spans hold, as a filter (`super::recent_filter`):
     /// a call whose parent may be there is kept aside for the frontend.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::filters")]
+    pub recent: Vec<String>,
+    /// A head job, for a live store: its recent spans not covered by `listing`, instead of
+    /// `blocks` (`super::live`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head: bool,
 }
 
 /// A querier's answer to a [`GraphJob`].
@@ -48,6 +52,9 @@ pub struct GraphJobReply {
     pub state: GraphState,
     pub stats: ScanStats,
     pub missing_blocks: Vec<String>,
+    /// A head job's extras: the live store's recent-trace filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<super::live::HeadExtras>,
 }
 
 super::versioned!(GraphJob, GraphJobReply);
@@ -65,28 +72,76 @@ pub(crate) async fn service_graph(
 ) -> Result<Option<ScanStats>, Response> {
     debug_assert!(g.counts_every_trace());
     let addrs = peers.peers().await;
-    if addrs.is_empty() {
+    if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
-    let q = st.querier();
+    let width = addrs.len().max(1);
     let mut merged = g.fork();
-    let (mut stats, blocks) = q.scan_service_graph_head(tenant, Some(window), &mut merged).await;
-    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
-    let recent = super::recent_filter(q, tenant);
+    let job_of = |blocks: Vec<String>, listing: Vec<String>, recent: Vec<String>, head: bool| GraphJob {
+        version: JOB_VERSION,
+        window,
+        max_spans,
+        blocks,
+        listing,
+        recent,
+        head,
+    };
+    // The head part: here, or asked of the live stores (whose filters then tell the block
+    // jobs which calls to keep aside, and whose spans resolve them).
+    let (mut stats, blocks, listing, recent, remote) = match &st.live {
+        None => {
+            let q = st.querier();
+            let (stats, blocks) = q.scan_service_graph_head(tenant, Some(window), &mut merged).await;
+            let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+            let recent = super::recent_filter(q, tenant).into_iter().collect();
+            (stats, blocks, listing, recent, None)
+        }
+        Some(live) => {
+            let h: super::live::Heads<GraphJobReply> = super::live::heads(st, live, tenant, GRAPH_JOB_PATH, |l| {
+                job_of(Vec::new(), l, Vec::new(), true)
+            })
+            .await;
+            let mut stats = ScanStats {
+                unanswered_live_stores: h.unanswered,
+                ..ScanStats::default()
+            };
+            let mut extras = Vec::new();
+            for (a, reply) in h.replies {
+                match merged.merge_state(reply.state) {
+                    Ok(()) => {
+                        stats.add(&reply.stats);
+                        extras.push((a, reply.head));
+                    }
+                    Err(e) => {
+                        tracing::warn!(live_store = %a, error = %e, "a live store's graph does not decode; its recent spans are left out");
+                        stats.unanswered_live_stores += 1;
+                    }
+                }
+            }
+            let (held, recent) = super::live::filters_of(extras.iter().map(|(a, x)| (*a, x.as_ref())))
+                .map_err(|e| crate::query::text(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e))?;
+            let remote = Arc::new(super::live::RemoteRecent::for_query(live.clone(), held));
+            (stats, h.blocks, h.listing, recent, Some(remote))
+        }
+    };
+    let local;
+    let q = match &remote {
+        Some(r) => {
+            local = st.querier().with_recent(r.clone());
+            &local
+        }
+        None => st.querier(),
+    };
     let empty: &ServiceGraph = g;
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, recent) = (&addrs, &listing, &blocks, &recent);
+        let (addrs, listing, blocks, recent, job_of) = (&addrs, &listing, &blocks, &recent, &job_of);
         async move {
-            let job = GraphJob {
-                version: JOB_VERSION,
-                window,
-                max_spans,
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
-                listing: listing.clone(),
-                recent: recent.clone(),
-            };
+            let ids = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
+            let job = job_of(ids, listing.clone(), recent.clone(), false);
             let decode = |r: GraphJobReply| Ok((r.state, r.stats, r.missing_blocks));
-            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, GRAPH_JOB_PATH, &job, decode).await {
+            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, GRAPH_JOB_PATH, &job, decode).await
+                && (part.2.is_empty() || st.live.is_none())
+            {
                 return Ok(part);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
@@ -99,10 +154,10 @@ pub(crate) async fn service_graph(
             Ok::<_, Response>((local.into_state(), stats, Vec::new()))
         }
     };
-    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
+    let jobs = plan(&blocks, width * JOBS_PER_PEER);
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
         .map(run)
-        .buffered(addrs.len());
+        .buffered(width);
     while let Some(part) = done.next().await {
         let (state, part_stats, missing) = part?;
         if !missing.is_empty() {
@@ -129,6 +184,9 @@ pub(crate) async fn service_graph(
     q.resolve_service_graph(tenant, &mut merged, &mut stats)
         .await
         .map_err(scan_failed)?;
+    if let Some(r) = &remote {
+        stats.unanswered_live_stores += r.failed();
+    }
     g.merge(merged);
     stats.inspected_traces = g.inspected_traces;
     Ok(Some(stats))
@@ -149,7 +207,26 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         Ok(g) => g,
         Err(e) => return crate::query::eval_error(e),
     };
-    let held = match super::job_querier(st.querier(), job.recent.as_deref()) {
+    if job.head {
+        // A live store: its recent spans, against the frontend's listing.
+        let (q, recent) = match super::live::head_querier(&st, &tenant, &job.listing).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let (stats, _) = q.scan_service_graph_head(&tenant, Some(job.window), &mut g).await;
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        return json_reply(&GraphJobReply {
+            version: JOB_VERSION,
+            state: g.into_state(),
+            stats,
+            missing_blocks: Vec::new(),
+            head: Some(super::live::HeadExtras {
+                taken: Vec::new(),
+                recent,
+            }),
+        });
+    }
+    let held = match super::job_querier(st.querier(), &job.recent) {
         Ok(h) => h,
         Err(e) => return bad(format!("invalid service-graph job: {e}")),
     };
@@ -166,5 +243,6 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         state: g.into_state(),
         stats,
         missing_blocks: missing,
+        head: None,
     })
 }

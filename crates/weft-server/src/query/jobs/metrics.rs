@@ -54,12 +54,16 @@ pub struct MetricsJob {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
     /// Whole traces: the frontend's recent-trace filter, as in search jobs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::filters")]
+    pub recent: Vec<String>,
     /// Whole traces: a trace job, these traces (hex IDs) read whole and counted, instead of
     /// `blocks`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<String>,
+    /// A head job, for a live store: its recent spans not covered by `listing`, instead of
+    /// `blocks` (`super::live`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head: bool,
 }
 
 super::versioned!(MetricsJob, MetricsJobReply);
@@ -76,6 +80,9 @@ pub struct MetricsJobReply {
     /// Whole traces: the traces stored elsewhere too, as a search job's reply has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<WireOutcome>,
+    /// A head job's extras (whole traces: the traces taken, and the live store's filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<super::live::HeadExtras>,
 }
 
 /// An [`AccState`] on the wire: floats as their IEEE 754 bits.
@@ -266,9 +273,10 @@ pub(crate) async fn span_metrics(
     window: Option<Window>,
 ) -> Result<Option<(SpanMetrics, ScanStats)>, Response> {
     let addrs = peers.peers().await;
-    if addrs.is_empty() {
+    if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
+    let width = addrs.len().max(1);
     let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
     let fresh = || -> Result<SpanMetrics, Box<Response>> {
         match r.span_metrics(max_series, max_points) {
@@ -280,41 +288,71 @@ pub(crate) async fn span_metrics(
             Err(e) => Err(Box::new(crate::query::eval_error(e))),
         }
     };
+    let template = |blocks: Vec<String>, listing: Vec<String>, head: bool| MetricsJob {
+        version: JOB_VERSION,
+        q: r.q.clone(),
+        start: r.start,
+        end: r.end,
+        step: r.step,
+        exemplars: r.exemplars,
+        max_series,
+        max_points,
+        blocks,
+        listing,
+        whole: false,
+        exclude: Vec::new(),
+        recent: Vec::new(),
+        traces: Vec::new(),
+        head,
+    };
     let mut m = fresh().map_err(|r| *r)?;
     let q = st.querier();
-    // The recent spans here, with the listing taken in the same view: the cuts it covers are
-    // left to the jobs, the others counted here.
-    let (mut stats, blocks) = q.scan_columns_head(tenant, window, &mut m).await.map_err(scan_failed)?;
-    let mut blocks = blocks;
-    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
-    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
-    let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, fresh) = (&addrs, &listing, &blocks, &fresh);
-        async move {
-            let job = MetricsJob {
-                version: JOB_VERSION,
-                q: r.q.clone(),
-                start: r.start,
-                end: r.end,
-                step: r.step,
-                exemplars: r.exemplars,
-                max_series,
-                max_points,
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
-                listing: listing.clone(),
-                whole: false,
-                exclude: Vec::new(),
-                recent: None,
-                traces: Vec::new(),
+    let (mut stats, blocks, listing) = match &st.live {
+        // The recent spans here, with the listing taken in the same view: the cuts it covers
+        // are left to the jobs, the others counted here.
+        None => {
+            let (stats, mut blocks) = q.scan_columns_head(tenant, window, &mut m).await.map_err(scan_failed)?;
+            blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+            let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+            (stats, blocks, listing)
+        }
+        // The live stores count theirs against the listing, in live-store order.
+        Some(live) => {
+            let h: super::live::Heads<MetricsJobReply> =
+                super::live::heads(st, live, tenant, METRICS_JOB_PATH, |l| template(Vec::new(), l, true)).await;
+            let mut stats = ScanStats {
+                unanswered_live_stores: h.unanswered,
+                ..ScanStats::default()
             };
+            for (a, reply) in h.replies {
+                let state = reply.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>();
+                match state.and_then(|s| m.merge_state(s)) {
+                    Ok(()) => stats.add(&reply.stats),
+                    Err(e) => {
+                        tracing::warn!(live_store = %a, error = %e, "a live store's metrics do not merge; its recent spans are left out");
+                        stats.unanswered_live_stores += 1;
+                    }
+                }
+            }
+            (stats, h.blocks, h.listing)
+        }
+    };
+    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    let run = |(k, job): (usize, Vec<usize>)| {
+        let (addrs, listing, blocks, fresh, template) = (&addrs, &listing, &blocks, &fresh, &template);
+        async move {
+            let ids = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
+            let job = template(ids, listing.clone(), false);
             let decode = |r: MetricsJobReply| {
                 let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
                 Ok((state, r.stats, r.missing_blocks))
             };
-            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await
+                && (reply.2.is_empty() || st.live.is_none())
+            {
                 return Ok(reply);
             }
+            // Every peer failed (or, with live stores, did not know the listing).
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
             let mut local = fresh().map_err(|r| *r)?;
             let part = ScanPart::of_blocks(job.blocks.iter().cloned());
@@ -327,7 +365,7 @@ pub(crate) async fn span_metrics(
     };
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
         .map(run)
-        .buffered(addrs.len());
+        .buffered(width);
     while let Some(d) = done.next().await {
         let (state, part_stats, missing) = d?;
         if !missing.is_empty() {
@@ -363,24 +401,15 @@ pub(crate) async fn trace_metrics(
     window: Option<Window>,
 ) -> Result<Option<(Metrics, ScanStats)>, Response> {
     let addrs = peers.peers().await;
-    if addrs.is_empty() {
+    if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
+    let width = addrs.len().max(1);
     let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
     let mut m = r
         .trace_metrics(max_series, max_points)
         .map_err(crate::query::eval_error)?;
-    let q = st.querier();
-    let (head, blocks, listing) = super::head_part(q, tenant, window, &mut m).await?;
-    let taken = head.handled().clone();
-    // Of the traces the head part took, those a listed block may hold again (cut from the head
-    // since): a job must not count them a second time.
-    let exclude: Vec<[u8; 16]> = taken
-        .iter()
-        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
-        .copied()
-        .collect();
-    let template = MetricsJob {
+    let mut template = MetricsJob {
         version: JOB_VERSION,
         q: r.q.clone(),
         start: r.start,
@@ -390,12 +419,60 @@ pub(crate) async fn trace_metrics(
         max_series,
         max_points,
         blocks: Vec::new(),
-        listing,
+        listing: Vec::new(),
         whole: true,
-        exclude: exclude.iter().map(|id| weft_core::hex(id)).collect(),
-        recent: super::recent_filter(q, tenant),
+        exclude: Vec::new(),
+        recent: Vec::new(),
         traces: Vec::new(),
+        head: false,
     };
+    // The head part: here, or asked of the live stores.
+    let (parts, taken, blocks, remote) = match &st.live {
+        None => {
+            let q = st.querier();
+            let (head, blocks, listing) = super::head_part(q, tenant, window, &mut m).await?;
+            template.listing = listing;
+            template.recent = super::recent_filter(q, tenant).into_iter().collect();
+            let taken = head.handled().clone();
+            (vec![head], taken, blocks, None)
+        }
+        Some(live) => {
+            let make = |listing: Vec<String>| MetricsJob {
+                listing,
+                head: true,
+                ..template.clone()
+            };
+            let mut merge_failed = None;
+            let mut h = super::live::whole_head(st, live, tenant, METRICS_JOB_PATH, make, |reply: MetricsJobReply| {
+                let state = reply.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+                let outcome = reply.outcome.ok_or("no outcome for whole traces")?;
+                if let Err(e) = m.merge_state(state) {
+                    merge_failed = Some(e.to_string());
+                }
+                Ok((outcome, reply.head))
+            })
+            .await;
+            if let Some(e) = merge_failed {
+                return Err(text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("merging a live store's metrics: {e}"),
+                ));
+            }
+            template.listing = h.listing.clone();
+            template.recent = h.recent.clone();
+            let (parts, taken) = (std::mem::take(&mut h.parts), std::mem::take(&mut h.taken));
+            (parts, taken, std::mem::take(&mut h.blocks), Some(h))
+        }
+    };
+    let q = remote.as_ref().map_or(st.querier(), |h| &h.querier);
+    // Of the traces the head part took, those a listed block may hold again (cut from the head
+    // since): a job must not count them a second time.
+    let exclude: Vec<[u8; 16]> = taken
+        .iter()
+        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
+        .copied()
+        .collect();
+    template.exclude = exclude.iter().map(|id| weft_core::hex(id)).collect();
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, blocks, template, exclude) = (&addrs, &blocks, &template, &exclude);
         async move {
@@ -408,7 +485,9 @@ pub(crate) async fn trace_metrics(
                 let outcome = PartOutcome::from_wire(r.outcome.ok_or("no outcome for whole traces")?)?;
                 Ok((state, outcome))
             };
-            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await
+                && (reply.1.missing_blocks.is_empty() || st.live.is_none())
+            {
                 return Ok(reply);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
@@ -424,11 +503,11 @@ pub(crate) async fn trace_metrics(
             Ok::<_, Response>((local.into_state(), outcome))
         }
     };
-    let jobs = plan(&blocks, addrs.len() * JOBS_PER_PEER);
-    let mut parts = vec![head];
+    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    let mut parts = parts;
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
         .map(run)
-        .buffered(addrs.len());
+        .buffered(width);
     while let Some(d) = done.next().await {
         let (state, mut outcome) = d?;
         if !outcome.missing_blocks.is_empty() {
@@ -453,7 +532,10 @@ pub(crate) async fn trace_metrics(
     let (split, mut stats) = q.split_traces(tenant, window, parts, &m);
     let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
     stats.add(&q.read_whole(tenant, window, &here, &mut m).await.map_err(scan_failed)?);
-    if split.len() < super::TRACE_JOB_MIN {
+    if let Some(h) = &remote {
+        stats.add(&h.partial());
+    }
+    if split.len() < super::TRACE_JOB_MIN || addrs.is_empty() {
         stats.add(
             &q.read_whole(tenant, window, &split, &mut m)
                 .await
@@ -529,6 +611,9 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         exemplars: job.exemplars,
     };
     let window = Some((job.start, job.end - 1));
+    if job.head {
+        return metrics_head_job(&st, &tenant, &job, &r, window).await;
+    }
     let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
     if job.whole {
         let mut m = match r.trace_metrics(job.max_series, job.max_points) {
@@ -538,7 +623,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         let ids = job.exclude.iter().map(|s| unhex::<16>(s)).collect::<Result<_, _>>();
         let held = ids.and_then(|ids| {
             part.exclude = ids;
-            super::job_querier(st.querier(), job.recent.as_deref())
+            super::job_querier(st.querier(), &job.recent)
         });
         let held = match held {
             Ok(h) => h,
@@ -565,6 +650,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
                     saw_all: true,
                     ..WireOutcome::default()
                 }),
+                head: None,
             });
         }
         let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
@@ -579,6 +665,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
             stats: outcome.stats,
             missing_blocks: missing,
             outcome: Some(outcome.to_wire()),
+            head: None,
         });
     }
     let mut m = match r.span_metrics(job.max_series, job.max_points) {
@@ -599,6 +686,66 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         stats,
         missing_blocks: missing,
         outcome: None,
+        head: None,
     };
+    super::json_reply(&reply)
+}
+
+/// A metrics head job, on a live store: its recent spans against the frontend's listing,
+/// span by span, or as whole traces (with the traces taken and the live store's filter).
+async fn metrics_head_job(
+    st: &AppState,
+    tenant: &str,
+    job: &MetricsJob,
+    r: &MetricsRequest,
+    window: Option<Window>,
+) -> Response {
+    let (q, recent) = match super::live::head_querier(st, tenant, &job.listing).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let reply = if job.whole {
+        let mut m = match r.trace_metrics(job.max_series, job.max_points) {
+            Ok(m) => m,
+            Err(e) => return crate::query::eval_error(e),
+        };
+        let outcome = match q.scan_part(tenant, window, &ScanPart::head_only(), &mut m).await {
+            Ok(o) => o,
+            Err(e) => return scan_failed(e),
+        };
+        MetricsJobReply {
+            version: JOB_VERSION,
+            state: m.into_state().iter().map(WireAcc::of).collect(),
+            stats: outcome.stats,
+            missing_blocks: Vec::new(),
+            outcome: Some(outcome.to_wire()),
+            head: Some(super::live::HeadExtras {
+                taken: outcome.handled().iter().map(|id| weft_core::hex(id)).collect(),
+                recent,
+            }),
+        }
+    } else {
+        let mut m = match r.span_metrics(job.max_series, job.max_points) {
+            Ok(Some(m)) => m,
+            Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
+            Err(e) => return crate::query::eval_error(e),
+        };
+        let stats = match q.scan_columns_head(tenant, window, &mut m).await {
+            Ok((s, _)) => s,
+            Err(e) => return scan_failed(e),
+        };
+        MetricsJobReply {
+            version: JOB_VERSION,
+            state: m.into_state().iter().map(WireAcc::of).collect(),
+            stats,
+            missing_blocks: Vec::new(),
+            outcome: None,
+            head: Some(super::live::HeadExtras {
+                taken: Vec::new(),
+                recent,
+            }),
+        }
+    };
+    st.jobs.served.fetch_add(1, Ordering::Relaxed);
     super::json_reply(&reply)
 }

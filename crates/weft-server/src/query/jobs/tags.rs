@@ -51,6 +51,10 @@ pub struct TagsJob {
     pub cap: usize,
     pub blocks: Vec<String>,
     pub listing: Vec<String>,
+    /// A head job, for a live store: its recent spans not covered by `listing`, instead of
+    /// `blocks` (`super::live`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head: bool,
 }
 
 /// A querier's answer to a [`TagsJob`].
@@ -184,6 +188,7 @@ fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<W
         cap,
         blocks: Vec::new(),
         listing: Vec::new(),
+        head: false,
     }
 }
 
@@ -198,16 +203,47 @@ async fn lookup<S: Lookup>(
     template: TagsJob,
 ) -> Result<Option<(S, ScanStats)>, Response> {
     let addrs = peers.peers().await;
-    if addrs.is_empty() {
+    if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
+    let width = addrs.len().max(1);
     let q = st.querier();
-    let (mut stats, mut blocks) = q
-        .scan_columns_head(tenant, window, &mut sink)
-        .await
-        .map_err(scan_failed)?;
-    blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
-    let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+    let (mut stats, blocks, listing) = match &st.live {
+        // The recent spans here, with the listing taken in the same view.
+        None => {
+            let (stats, mut blocks) = q
+                .scan_columns_head(tenant, window, &mut sink)
+                .await
+                .map_err(scan_failed)?;
+            blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+            let listing: Vec<String> = blocks.iter().map(|b| b.meta.block_id.clone()).collect();
+            (stats, blocks, listing)
+        }
+        // The live stores' lists against the listing, in live-store order.
+        Some(live) => {
+            let h: super::live::Heads<TagsJobReply> = super::live::heads(st, live, tenant, S::PATH, |listing| TagsJob {
+                listing,
+                head: true,
+                ..template.clone()
+            })
+            .await;
+            let mut stats = ScanStats {
+                unanswered_live_stores: h.unanswered,
+                ..ScanStats::default()
+            };
+            for (a, reply) in h.replies {
+                let part_stats = reply.stats;
+                match sink.absorb(reply) {
+                    Ok(()) => stats.add(&part_stats),
+                    Err(e) => {
+                        tracing::warn!(live_store = %a, error = %e, "a live store's tag list does not decode; its recent spans are left out");
+                        stats.unanswered_live_stores += 1;
+                    }
+                }
+            }
+            (stats, h.blocks, h.listing)
+        }
+    };
     let fresh = sink.fork();
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, listing, blocks, template, fresh) = (&addrs, &listing, &blocks, &template, &fresh);
@@ -217,7 +253,9 @@ async fn lookup<S: Lookup>(
                 listing: listing.clone(),
                 ..template.clone()
             };
-            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, Ok).await {
+            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, Ok::<TagsJobReply, String>).await
+                && (part.missing_blocks.is_empty() || st.live.is_none())
+            {
                 return Ok(part);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
@@ -239,9 +277,9 @@ async fn lookup<S: Lookup>(
             Ok::<TagsJobReply, Response>(reply)
         }
     };
-    let mut done = futures::stream::iter(plan(&blocks, addrs.len() * JOBS_PER_PEER).into_iter().enumerate())
+    let mut done = futures::stream::iter(plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate())
         .map(run)
-        .buffered(addrs.len());
+        .buffered(width);
     while let Some(part) = done.next().await {
         let part = part?;
         if !part.missing_blocks.is_empty() {
@@ -305,6 +343,25 @@ async fn serve<S: Lookup>(
         Ok(s) => s,
         Err(e) => return bad(format!("invalid {what} job: {e}")),
     };
+    if job.head {
+        // A live store: its recent spans, against the frontend's listing.
+        let (q, _) = match super::live::head_querier(st, &tenant, &job.listing).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let stats = match q.scan_columns_head(&tenant, job.window, &mut sink).await {
+            Ok((s, _)) => s,
+            Err(e) => return scan_failed(e),
+        };
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        let mut reply = TagsJobReply {
+            version: JOB_VERSION,
+            stats,
+            ..TagsJobReply::default()
+        };
+        sink.listed(&mut reply);
+        return json_reply(&reply);
+    }
     let q = st.querier();
     let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
     let part = ScanPart::of_blocks(job.blocks.iter().cloned());
