@@ -10,6 +10,12 @@ Each of --rounds rounds:
    (scripts/kafka-server.sh, a topic of --partitions partitions per run). The distributor's CPU
    is read after the load; the block builder's once every span is in a block.
 
+With --live-stores, each cluster run also has a querier tailing the whole topic (the old
+read path) and two live stores (`--target live-store`) holding half of the partitions each,
+all started before the load: reported as CPU microseconds per span received, the querier's
+and the two live stores' together (issue 47: the live stores' total should match one
+querier's, where every tailing querier paid it before).
+
 Reported: spans per CPU-second of the single binary, of the distributor, of the block builder
 and of the cluster's weft processes together (and its ratio to the single binary); bytes
 received and bytes written to Kafka per span; S3 requests per million spans; the broker's own
@@ -107,13 +113,32 @@ def run_cluster(args, root, tag, codec, brokers, sport, broker_pid):
         procs.append(dist)
         builder = Proc(args.weft, f"builder-{tag}", root, "--target", "block-builder", *kafka, *s3)
         procs.append(builder)
+        tails = []
+        if args.live_stores:
+            half = args.partitions // 2
+            tails.append(Proc(args.weft, f"querier-{tag}", root, "--target", "querier", *kafka, *s3))
+            for i, parts in enumerate([range(half), range(half, args.partitions)]):
+                tails.append(Proc(args.weft, f"live-{i}-{tag}", root, "--target", "live-store", *kafka, *s3,
+                                  "--live-store-partitions", ",".join(map(str, parts))))
+            procs.extend(tails)
+        t0 = [t.cpu() for t in tails]
         d0, b0, k0 = dist.cpu(), builder.cpu(), cpu_seconds(broker_pid)
         spans = loadgen(args, dist.grpc)
         d_cpu = dist.cpu() - d0
         wait_until("the block builder's blocks", lambda: builder.m("weft_block_spans_written_total") >= spans)
         b_cpu = builder.cpu() - b0
         k_cpu = cpu_seconds(broker_pid) - k0
-        return {
+        live = {}
+        if tails:
+            # The tails read as fast as the builder; give them a moment past it.
+            time.sleep(3)
+            t_cpu = [t.cpu() - c for t, c in zip(tails, t0)]
+            live = {
+                "querier_tail_cpu_us_per_span": round(t_cpu[0] / spans * 1e6, 3),
+                "live_stores_cpu_us_per_span": round((t_cpu[1] + t_cpu[2]) / spans * 1e6, 3),
+                "live_store_each_cpu_us_per_span": [round(c / spans * 1e6, 3) for c in t_cpu[1:]],
+            }
+        return {**live,
             "spans": spans,
             "distributor_spans_per_cpu_second": round(spans / d_cpu),
             "block_builder_spans_per_cpu_second": round(spans / b_cpu),
@@ -140,6 +165,8 @@ def main():
                     help="--kafka-compression values of the distributor to run, comma-separated")
     ap.add_argument("--rounds", type=int, default=2,
                     help="rounds of the single binary followed by a cluster per compression")
+    ap.add_argument("--live-stores", action="store_true",
+                    help="also run a querier tailing the topic and two live stores, and report their CPU per span")
     ap.add_argument("--out")
     args = ap.parse_args()
     codecs = args.compression.split(",")

@@ -461,16 +461,19 @@ def test_the_single_binary_search_tags_metrics_and_graph_checks_pass_on_the_clus
     check_service_graph(cluster, "cluster, from blocks")
 
 
-@pytest.mark.parametrize("peers_tail", [True, False], ids=["peers-tail-kafka", "block-only-peers"])
+@pytest.mark.parametrize("mode", ["peers-tail-kafka", "block-only-peers", "live-stores"])
 def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(weft_factory, kafka, tmp_path,
-                                                                             peers_tail):
-    """A frontend and two queriers beside a querier alone: while a block builder cuts blocks out
+                                                                             mode):
+    """A frontend and its queriers beside a querier alone: while a block builder cuts blocks out
     of what the live stores hold, every search answers the same traces in the same order on
     both, and span-local metrics, tag names and the service graph count every span once on
     both. Traces are split across Kafka rounds, so across blocks and between blocks and the
     live store. Either the frontend is a querier with --query-peers and every querier tails
-    Kafka, or it is a query-frontend, the only one tailing Kafka, and its queriers read
-    blocks only (--querier-live-store false)."""
+    Kafka; or it is a query-frontend, the only one tailing Kafka, and its two queriers read
+    blocks only (--querier-live-store false); or (`live-stores`) no querier tails Kafka: two
+    live stores hold two partitions each, and a query-frontend asks them for the recent part
+    of every query and three block-only queriers for the blocks."""
+    peers_tail = mode == "peers-tail-kafka"
     topic = f"fe-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
     kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
@@ -483,13 +486,23 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *kafka_args,
                              *args, data_dir=data)
     alone = querier("fe-alone")
-    peers = [querier(f"fe-peer{i}", "--querier-live-store", str(peers_tail).lower()) for i in range(2)]
+    peers = [querier(f"fe-peer{i}", "--querier-live-store", str(peers_tail).lower())
+             for i in range(3 if mode == "live-stores" else 2)]
     peer_list = ",".join(f"127.0.0.1:{p.http_port}" for p in peers)
+    live_stores = []
     if peers_tail:
         frontend = querier("fe-frontend", "--query-peers", peer_list)
-    else:
+    elif mode == "block-only-peers":
         frontend = start_sharing(weft_factory, "fe-frontend", "--target", "query-frontend", "--blocklist-poll", "0.2",
                                  *kafka_args, "--query-peers", peer_list, data_dir=data)
+    else:
+        live_stores = [start_sharing(weft_factory, f"fe-live{i}", "--target", "live-store", "--blocklist-poll", "0.2",
+                                     *kafka_args, "--live-store-partitions", parts, data_dir=data)
+                       for i, parts in enumerate(["0,1", "2,3"])]
+        frontend = start_sharing(weft_factory, "fe-frontend", "--target", "query-frontend", "--blocklist-poll", "0.2",
+                                 "--query-peers", peer_list,
+                                 "--live-stores", ",".join(f"127.0.0.1:{s.http_port}" for s in live_stores),
+                                 data_dir=data)
 
     base = time.time_ns() - 600 * 10**9
     held: list = []
@@ -574,3 +587,99 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
     assert list(data.glob("blocks/*/*/meta.json")), "blocks were written while the searches ran"
     if not peers_tail:
         assert all(p.metric("weft_query_jobs_total", outcome="served") for p in peers), "the peers answered jobs"
+    if live_stores:
+        assert all(s.metric("weft_query_jobs_total", outcome="served") for s in live_stores), \
+            "the live stores answered the recent parts"
+        # Trace by ID through the frontend: its recent spans come from the live stores.
+        r = frontend.get(f"/api/v2/traces/{answer(alone, searches[1])[0]['traceID']}")
+        assert r.status_code == 200, r.text[:300]
+
+
+def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_factory, kafka, tmp_path):
+    """A query-frontend, two block-only queriers and two live stores (two partitions each),
+    with blocks cut rarely so the recent spans stay in the live stores. One live store killed
+    with SIGKILL while queries run: every search, metrics query and tag lookup still answers
+    200 within the job timeout, marked partial (x-weft-partial-live-stores) and holding only
+    true traces, and the other live store's traces are all there. One hung (SIGSTOP): each
+    query answers within a few job timeouts, partial. Restarted, the live store replays from
+    the committed offsets and the answers are whole again."""
+    import signal
+
+    topic = f"ls-{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "shared"
+    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
+                     name="ls-distributor")
+    # No block is cut during the test: every span stays in the live stores.
+    start_sharing(weft_factory, "ls-builder", "--target", "block-builder", *kafka_args, "--block-max-age", "600",
+                  data_dir=data)
+    live = [start_sharing(weft_factory, f"ls-live{i}", "--target", "live-store", "--blocklist-poll", "0.2",
+                          *kafka_args, "--live-store-partitions", parts, data_dir=data)
+            for i, parts in enumerate(["0,1", "2,3"])]
+    peers = [start_sharing(weft_factory, f"ls-peer{i}", "--target", "querier", "--blocklist-poll", "0.2",
+                           "--querier-live-store", "false", *kafka_args, data_dir=data) for i in range(2)]
+    frontend = start_sharing(weft_factory, "ls-frontend", "--target", "query-frontend", "--blocklist-poll", "0.2",
+                             "--query-job-timeout", "2",
+                             "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
+                             "--live-stores", ",".join(f"127.0.0.1:{s.http_port}" for s in live), data_dir=data)
+    base = time.time_ns() - 300 * 10**9
+    traces: dict[str, int] = {}
+    for i in range(60):
+        tid = new_trace_id()
+        d.send(make_request([make_span(tid, name=f"op-{i % 3}", start=base + i * 10**6 + k, attributes={"k": k})
+                             for k in range(3)], service=f"svc-{i % 2}"))
+        traces[tid.hex()] = _partition(tid)
+    now = int(time.time())
+    window = {"start": now - 3600, "end": now + 60}
+
+    def search(q="{ }"):
+        t0 = time.monotonic()
+        r = frontend.get("/api/search", params={"q": q, "limit": "1000", **window})
+        took = time.monotonic() - t0
+        assert r.status_code == 200, f"{r.status_code} {r.text[:300]}"
+        return {t["traceID"].rjust(32, "0") for t in r.json()["traces"]}, r.headers.get("x-weft-partial-live-stores"), took
+
+    def count():
+        r = frontend.get("/api/metrics/query_range", params={"q": "{ } | count_over_time()", "step": "60s",
+                                                              "start": base // 10**9 - 60, "end": base // 10**9 + 120})
+        assert r.status_code == 200, f"{r.status_code} {r.text[:300]}"
+        total = sum(float(v["value"]) for s in r.json()["series"] for v in s.get("samples", []))
+        return total, r.headers.get("x-weft-partial-live-stores")
+
+    def services():
+        r = frontend.get("/api/v2/search/tag/resource.service.name/values", params=window)
+        assert r.status_code == 200, f"{r.status_code} {r.text[:300]}"
+        return {v["value"] for v in r.json()["tagValues"]}, r.headers.get("x-weft-partial-live-stores")
+
+    every = set(traces)
+    wait_for(lambda: search()[0] == every, 30, "every trace through the live stores", 0.3)
+    assert search()[1] is None and count() == (180.0, None) and services() == ({"svc-0", "svc-1"}, None)
+    kept = {t for t, p in traces.items() if p in (2, 3)}
+    assert 0 < len(kept) < len(every)
+
+    live[0].kill9()
+    for _ in range(3):
+        got, partial, took = search()
+        assert partial == "1", "the answer says a live store did not answer"
+        assert got == kept, "the live store still up answers its partitions' traces, and nothing else appears"
+        assert took < 5
+        total, partial = count()
+        assert partial == "1" and total == 3 * len(kept)
+        names, partial = services()
+        assert partial == "1" and names <= {"svc-0", "svc-1"}
+    r = frontend.get(f"/api/v2/traces/{next(iter(kept))}")
+    assert r.status_code == 200, "trace by ID from the live store still up"
+
+    live[1].proc.send_signal(signal.SIGSTOP)
+    try:
+        got, partial, took = search()
+        assert partial == "2" and got == set(), f"both live stores out: {partial} {len(got)}"
+        assert took < 12, f"a hung live store held the search {took:.1f}s (job timeout 2 s)"
+    finally:
+        live[1].proc.send_signal(signal.SIGCONT)
+
+    live[0].start()
+    wait_for(lambda: live[0].get("/ready").status_code == 200, 30, "the live store restarted")
+    wait_for(lambda: search()[:2] == (every, None), 30, "the restarted live store replays its partitions", 0.3)
+    assert count() == (180.0, None)
+    assert (frontend.metric("weft_query_jobs_total", outcome="live_unanswered") or 0) >= 3

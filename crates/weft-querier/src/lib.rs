@@ -152,10 +152,7 @@ impl Querier {
 
     /// This querier, with `recent` as its recent spans. Shares the blocks and the workers.
     pub fn with_recent(&self, recent: Arc<dyn RecentSpans>) -> Querier {
-        Querier {
-            recent,
-            ..self.clone()
-        }
+        Querier { recent, ..self.clone() }
     }
 
     /// This querier, seeing only the blocks of `listing` (IDs; another process's listing,

@@ -104,7 +104,10 @@ impl std::fmt::Display for Stale {
 }
 
 /// `cols`' rows `range`, as frozen columns of their own.
-fn copy_rows(cols: &weft_block::columns::SpanColumns, range: std::ops::Range<usize>) -> weft_block::columns::SpanColumns {
+fn copy_rows(
+    cols: &weft_block::columns::SpanColumns,
+    range: std::ops::Range<usize>,
+) -> weft_block::columns::SpanColumns {
     let mut fresh = weft_block::columns::SpanColumns::default();
     for r in range {
         fresh.push_row(&cols.row(r as u32));

@@ -66,8 +66,10 @@ impl AppState {
             .then(|| crate::query::jobs::Peers::of(cfg.query.live_stores.clone(), timeout));
         // With live stores every query is split (their head parts, then the blocks), even
         // over no other querier: the blocks' jobs then run here.
-        let peers = crate::query::jobs::Peers::new(cfg.query.query_peers.clone(), timeout)
-            .or_else(|| live.as_ref().map(|_| crate::query::jobs::Peers::of(Vec::new(), timeout)));
+        let peers = crate::query::jobs::Peers::new(cfg.query.query_peers.clone(), timeout).or_else(|| {
+            live.as_ref()
+                .map(|_| crate::query::jobs::Peers::of(Vec::new(), timeout))
+        });
         AppState {
             peers,
             live,

@@ -38,7 +38,9 @@ pub async fn init(
         None if !k.kafka_brokers.is_empty()
             && (cfg.query.querier_live_store || live_role || cfg.server.target == Target::QueryFrontend) =>
         {
-            let client = k.client(if live_role { "weft-live-store" } else { "weft-querier" }).await?;
+            let client = k
+                .client(if live_role { "weft-live-store" } else { "weft-querier" })
+                .await?;
             let partitions: &[i32] = if live_role { &k.live_store_partitions } else { &[] };
             let live = weft_querier::live::LiveStore::start(
                 &k.kafka_topic,

@@ -468,14 +468,8 @@ pub(crate) async fn search(
     }
     let width = addrs.len().max(1);
     // The head part: here, or asked of the live stores.
-    let (parts, taken, blocks, listing, recent, remote) = match &st.live {
-        None => {
-            let q = st.querier();
-            let (head, blocks, listing) = head_part(q, tenant, window, sink).await?;
-            let taken = head.handled().clone();
-            let recent = recent_filter(q, tenant).into_iter().collect();
-            (vec![head], taken, blocks, listing, recent, None)
-        }
+    let mut head = match &st.live {
+        None => live::WholeHead::here(st.querier(), tenant, window, sink).await?,
         Some(live) => {
             let make = |listing: Vec<String>| SearchJob {
                 version: JOB_VERSION,
@@ -487,27 +481,17 @@ pub(crate) async fn search(
                 recent: Vec::new(),
                 head: true,
             };
-            let h = live::whole_head(st, live, tenant, SEARCH_JOB_PATH, make, |r: SearchJobReply| {
+            live::whole_head(st, live, tenant, SEARCH_JOB_PATH, make, |r: SearchJobReply| {
                 let hits = r.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>()?;
                 sink.merge_hits(hits);
                 Ok((r.outcome, r.head))
             })
-            .await;
-            let live::WholeHead {
-                blocks,
-                listing,
-                parts,
-                taken,
-                recent,
-                querier,
-                remote,
-                unanswered,
-            } = h;
-            (parts, taken, blocks, listing, recent, Some((querier, remote, unanswered)))
+            .await
         }
     };
-    let q = remote.as_ref().map_or(st.querier(), |r| &r.0);
-    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    let parts = std::mem::take(&mut head.parts);
+    let (q, blocks, listing, recent, taken) = (&head.querier, &head.blocks, &head.listing, &head.recent, &head.taken);
+    let jobs = plan(blocks, width * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
     let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
         version: JOB_VERSION,
@@ -555,7 +539,7 @@ pub(crate) async fn search(
     };
     let mut merged = Merged {
         q,
-        taken: &taken,
+        taken,
         floor: &floor,
         parts,
         recheck: Vec::new(),
@@ -593,9 +577,7 @@ pub(crate) async fn search(
         }
     }
     stats.add(&q.read_whole(tenant, window, &here, sink).await.map_err(scan_failed)?);
-    if let Some((_, remote, unanswered)) = &remote {
-        stats.unanswered_live_stores += unanswered + remote.failed();
-    }
+    stats.add(&head.partial());
     if split.len() < TRACE_JOB_MIN || addrs.is_empty() {
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
         return Ok(Some(stats));

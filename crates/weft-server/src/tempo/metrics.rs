@@ -286,10 +286,13 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         s
     } else if sink.counts_every_trace() {
         let (q, partial) = crate::query::local_querier(&st, &tenant).await;
-        match q.scan_service_graph(&tenant, Some(window), &mut sink).await.map(|mut s| {
-            s.add(&partial);
-            s
-        }) {
+        match q
+            .scan_service_graph(&tenant, Some(window), &mut sink)
+            .await
+            .map(|mut s| {
+                s.add(&partial);
+                s
+            }) {
             Ok(s) => s,
             Err(e) => return scan_failed(e),
         }

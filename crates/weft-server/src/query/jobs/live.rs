@@ -105,7 +105,9 @@ where
             async move { (a, live.post::<R>(a, path, tenant, job).await) }
         });
         let answers = futures::future::join_all(asked).await;
-        let stale = answers.iter().any(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("409")));
+        let stale = answers
+            .iter()
+            .any(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("409")));
         if stale && attempt < STALE_RETRIES {
             attempt += 1;
             st.jobs.live_stale.fetch_add(1, Ordering::Relaxed);
@@ -139,11 +141,14 @@ where
     }
 }
 
+/// Each live store's recent-trace filter, by address.
+pub(crate) type HeldBy = Vec<(SocketAddr, Bloom)>;
+
 /// The live stores' filters from their head replies, for [`RemoteRecent::for_query`] and the
 /// block jobs' `recent`. A filter that does not decode is a bug on the other end: an error.
 pub(crate) fn filters_of<'a>(
     extras: impl Iterator<Item = (SocketAddr, Option<&'a HeadExtras>)>,
-) -> Result<(Vec<(SocketAddr, Bloom)>, Vec<String>), String> {
+) -> Result<(HeldBy, Vec<String>), String> {
     let mut held = Vec::new();
     let mut wire = Vec::new();
     for (a, x) in extras {
@@ -196,7 +201,10 @@ impl RemoteRecent {
             listing: None,
         };
         let body = self.live.post_raw(peer, RECENT_TRACES_PATH, tenant, &job).await?;
-        Ok(decode_rows(tenant, body).into_iter().filter(|r| r.trace_id == *id).collect())
+        Ok(decode_rows(tenant, body)
+            .into_iter()
+            .filter(|r| r.trace_id == *id)
+            .collect())
     }
 }
 
@@ -245,7 +253,9 @@ impl RecentSpans for RemoteRecent {
             Some(h) => h.iter().filter(|(_, f)| f.may_contain(id)).map(|&(a, _)| a).collect(),
             None => self.live.peers().await,
         };
-        let reads = peers.iter().map(|&p| async move { (p, self.fetch(p, tenant, id).await) });
+        let reads = peers
+            .iter()
+            .map(|&p| async move { (p, self.fetch(p, tenant, id).await) });
         let mut rows = Vec::new();
         for (p, r) in futures::future::join_all(reads).await {
             match r {
@@ -354,31 +364,51 @@ pub(crate) async fn head_querier(
     Ok((hq, filter))
 }
 
-/// The head part of a query over whole traces (a search, metrics over whole traces) as the
-/// live stores answered it.
+/// The head part of a query over whole traces (a search, metrics over whole traces), read
+/// here or answered by the live stores, and the listing the block jobs share.
 pub(crate) struct WholeHead {
     /// The tenant's blocks the query is planned over, newest first, and their IDs.
     pub blocks: Vec<Arc<Block>>,
     pub listing: Vec<String>,
-    /// Each answering live store's part, in live-store order.
+    /// The head part, or each answering live store's, in live-store order.
     pub parts: Vec<weft_querier::scan::PartOutcome>,
     /// The traces the head parts took.
     pub taken: std::collections::HashSet<[u8; 16]>,
-    /// The live stores' recent-trace filters, for the block jobs.
+    /// The recent-trace filters for the block jobs (this process's, or the live stores').
     pub recent: Vec<String>,
-    /// The querier the frontend reads split traces with: their recent spans come from the
-    /// live stores whose filter names them.
+    /// The querier the frontend reads split traces with: with live stores, their recent
+    /// spans come from the live stores whose filter names them.
     pub querier: Querier,
-    pub remote: Arc<RemoteRecent>,
+    pub remote: Option<Arc<RemoteRecent>>,
     pub unanswered: u64,
 }
 
 impl WholeHead {
+    /// The head part read here, as [`whole_head`] gives the live stores'.
+    pub async fn here(
+        q: &Querier,
+        tenant: &str,
+        window: Option<weft_querier::scan::Window>,
+        sink: &mut (dyn weft_engine::search::TraceSink + Send),
+    ) -> Result<WholeHead, Response> {
+        let (head, blocks, listing) = super::head_part(q, tenant, window, sink).await?;
+        Ok(WholeHead {
+            blocks,
+            listing,
+            taken: head.handled().clone(),
+            parts: vec![head],
+            recent: super::recent_filter(q, tenant).into_iter().collect(),
+            querier: q.clone(),
+            remote: None,
+            unanswered: 0,
+        })
+    }
+
     /// What the head parts add to the query's statistics besides their outcomes: the live
     /// stores and the trace reads that did not answer.
     pub fn partial(&self) -> weft_querier::scan::ScanStats {
         weft_querier::scan::ScanStats {
-            unanswered_live_stores: self.unanswered + self.remote.failed(),
+            unanswered_live_stores: self.unanswered + self.remote.as_ref().map_or(0, |r| r.failed()),
             ..Default::default()
         }
     }
@@ -435,7 +465,7 @@ where
         taken,
         recent,
         querier: st.querier().with_recent(remote.clone()),
-        remote,
+        remote: Some(remote),
         unanswered,
     }
 }
@@ -461,7 +491,9 @@ pub(crate) async fn materialized(st: &AppState, live: &Peers, tenant: &str) -> (
             async move { (a, live.post_raw(a, RECENT_TRACES_PATH, tenant, job).await) }
         });
         let answers = futures::future::join_all(asked).await;
-        let stale = answers.iter().any(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("409")));
+        let stale = answers
+            .iter()
+            .any(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("409")));
         if stale && attempt < STALE_RETRIES {
             attempt += 1;
             st.jobs.live_stale.fetch_add(1, Ordering::Relaxed);

@@ -325,7 +325,11 @@ pub(crate) async fn span_metrics(
                 ..ScanStats::default()
             };
             for (a, reply) in h.replies {
-                let state = reply.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>();
+                let state = reply
+                    .state
+                    .into_iter()
+                    .map(WireAcc::state)
+                    .collect::<Result<Vec<_>, _>>();
                 match state.and_then(|s| m.merge_state(s)) {
                     Ok(()) => stats.add(&reply.stats),
                     Err(e) => {
@@ -427,44 +431,14 @@ pub(crate) async fn trace_metrics(
         head: false,
     };
     // The head part: here, or asked of the live stores.
-    let (parts, taken, blocks, remote) = match &st.live {
-        None => {
-            let q = st.querier();
-            let (head, blocks, listing) = super::head_part(q, tenant, window, &mut m).await?;
-            template.listing = listing;
-            template.recent = super::recent_filter(q, tenant).into_iter().collect();
-            let taken = head.handled().clone();
-            (vec![head], taken, blocks, None)
-        }
-        Some(live) => {
-            let make = |listing: Vec<String>| MetricsJob {
-                listing,
-                head: true,
-                ..template.clone()
-            };
-            let mut merge_failed = None;
-            let mut h = super::live::whole_head(st, live, tenant, METRICS_JOB_PATH, make, |reply: MetricsJobReply| {
-                let state = reply.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
-                let outcome = reply.outcome.ok_or("no outcome for whole traces")?;
-                if let Err(e) = m.merge_state(state) {
-                    merge_failed = Some(e.to_string());
-                }
-                Ok((outcome, reply.head))
-            })
-            .await;
-            if let Some(e) = merge_failed {
-                return Err(text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("merging a live store's metrics: {e}"),
-                ));
-            }
-            template.listing = h.listing.clone();
-            template.recent = h.recent.clone();
-            let (parts, taken) = (std::mem::take(&mut h.parts), std::mem::take(&mut h.taken));
-            (parts, taken, std::mem::take(&mut h.blocks), Some(h))
-        }
+    let mut head = match &st.live {
+        None => super::live::WholeHead::here(st.querier(), tenant, window, &mut m).await?,
+        Some(live) => metrics_live_head(st, live, tenant, &template, &mut m).await?,
     };
-    let q = remote.as_ref().map_or(st.querier(), |h| &h.querier);
+    template.listing = head.listing.clone();
+    template.recent = head.recent.clone();
+    let parts = std::mem::take(&mut head.parts);
+    let (q, blocks, taken) = (&head.querier, &head.blocks, &head.taken);
     // Of the traces the head part took, those a listed block may hold again (cut from the head
     // since): a job must not count them a second time.
     let exclude: Vec<[u8; 16]> = taken
@@ -503,7 +477,7 @@ pub(crate) async fn trace_metrics(
             Ok::<_, Response>((local.into_state(), outcome))
         }
     };
-    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    let jobs = plan(blocks, width * JOBS_PER_PEER);
     let mut parts = parts;
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
         .map(run)
@@ -521,7 +495,7 @@ pub(crate) async fn trace_metrics(
                 format!("merging a querier's metrics: {e}"),
             )
         })?;
-        outcome.forget(&taken);
+        outcome.forget(taken);
         parts.push(outcome);
     }
     drop(done);
@@ -532,9 +506,7 @@ pub(crate) async fn trace_metrics(
     let (split, mut stats) = q.split_traces(tenant, window, parts, &m);
     let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
     stats.add(&q.read_whole(tenant, window, &here, &mut m).await.map_err(scan_failed)?);
-    if let Some(h) = &remote {
-        stats.add(&h.partial());
-    }
+    stats.add(&head.partial());
     if split.len() < super::TRACE_JOB_MIN || addrs.is_empty() {
         stats.add(
             &q.read_whole(tenant, window, &split, &mut m)
@@ -586,6 +558,44 @@ pub(crate) async fn trace_metrics(
         stats.add(&part_stats);
     }
     Ok(Some((m, stats)))
+}
+
+/// The head part of metrics over whole traces, asked of the live stores: their counts merged
+/// into `m` in live-store order.
+async fn metrics_live_head(
+    st: &AppState,
+    live: &Arc<Peers>,
+    tenant: &str,
+    template: &MetricsJob,
+    m: &mut Metrics,
+) -> Result<super::live::WholeHead, Response> {
+    let make = |listing: Vec<String>| MetricsJob {
+        listing,
+        head: true,
+        ..template.clone()
+    };
+    let mut merge_failed = None;
+    let h = super::live::whole_head(st, live, tenant, METRICS_JOB_PATH, make, |reply: MetricsJobReply| {
+        let state = reply
+            .state
+            .into_iter()
+            .map(WireAcc::state)
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcome = reply.outcome.ok_or("no outcome for whole traces")?;
+        if let Err(e) = m.merge_state(state) {
+            merge_failed = Some(e.to_string());
+        }
+        Ok((outcome, reply.head))
+    })
+    .await;
+    match merge_failed {
+        // Both ends run this build's query: a mismatch is a bug, not the user's.
+        Some(e) => Err(text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("merging a live store's metrics: {e}"),
+        )),
+        None => Ok(h),
+    }
 }
 
 /// `POST /internal/v1/jobs/metrics`: one job of a metrics query another querier is the

@@ -221,12 +221,13 @@ async fn lookup<S: Lookup>(
         }
         // The live stores' lists against the listing, in live-store order.
         Some(live) => {
-            let h: super::live::Heads<TagsJobReply> = super::live::heads(st, live, tenant, S::PATH, |listing| TagsJob {
-                listing,
-                head: true,
-                ..template.clone()
-            })
-            .await;
+            let h: super::live::Heads<TagsJobReply> =
+                super::live::heads(st, live, tenant, S::PATH, |listing| TagsJob {
+                    listing,
+                    head: true,
+                    ..template.clone()
+                })
+                .await;
             let mut stats = ScanStats {
                 unanswered_live_stores: h.unanswered,
                 ..ScanStats::default()
@@ -253,7 +254,8 @@ async fn lookup<S: Lookup>(
                 listing: listing.clone(),
                 ..template.clone()
             };
-            if let Some(part) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, Ok::<TagsJobReply, String>).await
+            if let Some(part) =
+                super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, Ok::<TagsJobReply, String>).await
                 && (part.missing_blocks.is_empty() || st.live.is_none())
             {
                 return Ok(part);
