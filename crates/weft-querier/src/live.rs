@@ -162,8 +162,12 @@ impl LivePartition {
     /// taken out is kept for [`RETAIN_COVERED`]), and drops the oldest spans past `budget`
     /// bytes, retired ones first.
     fn trim(&self, db: &Db, budget: usize) {
-        let covered = db.kafka_coverage(self.partition);
-        let now = Instant::now();
+        self.trim_at(&db.kafka_coverage(self.partition), budget, Instant::now());
+    }
+
+    /// [`LivePartition::trim`] with this partition's coverage per tenant (`covered`: listed
+    /// blocks hold its records below these offsets), at `now`.
+    fn trim_at(&self, covered: &HashMap<String, i64>, budget: usize, now: Instant) {
         let mut guard = self.bounds.lock();
         let b = &mut *guard;
         for r in std::mem::take(&mut b.retired) {
@@ -586,5 +590,142 @@ impl RecentSpans for LiveStore {
 
     async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
         self.parts.iter().flat_map(|p| p.head.find_trace(tenant, id)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use weft_otlp::pb::collector::ExportTraceServiceRequest;
+    use weft_otlp::pb::trace::{ResourceSpans, ScopeSpans, Span};
+
+    /// A partition whose records `offsets` each hold one span of its own trace (ID: offset).
+    fn partition_with(parts: &[std::ops::Range<i64>]) -> LivePartition {
+        let p = LivePartition {
+            partition: 0,
+            head: Head::for_partition(Arc::new(IngestMetrics::default()), 0),
+            position: AtomicI64::new(0),
+            bounds: parking_lot::Mutex::new(PartBounds::default()),
+        };
+        for range in parts {
+            for o in range.clone() {
+                let mut trace_id = vec![0u8; 16];
+                trace_id[8..].copy_from_slice(&(o as u64 + 1).to_be_bytes());
+                let span = Span {
+                    trace_id: trace_id.into(),
+                    span_id: (o as u64 + 1).to_be_bytes().to_vec().into(),
+                    name: format!("op-{o}"),
+                    start_time_unix_nano: 1_700_000_000_000_000_000 + o as u64,
+                    end_time_unix_nano: 1_700_000_000_000_000_100 + o as u64,
+                    ..Default::default()
+                };
+                let req = ExportTraceServiceRequest {
+                    resource_spans: vec![ResourceSpans {
+                        scope_spans: vec![ScopeSpans {
+                            spans: vec![span],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                };
+                let rec = Record {
+                    pos: WalPos {
+                        segment: 0,
+                        offset: o as u64,
+                    },
+                    kind: KIND_OTLP,
+                    tenant: Arc::from("t"),
+                    payload: req.encode_to_vec().into(),
+                };
+                p.apply(rec, o);
+            }
+            p.freeze();
+        }
+        p
+    }
+
+    /// The offsets (span names) a snapshot against a listing covering up to `listed` holds.
+    fn seen(p: &LivePartition, listed: i64) -> Result<Vec<i64>, Stale> {
+        let mut parts = Vec::new();
+        p.snapshot("t", listed, &mut parts)?;
+        let mut out: Vec<i64> = parts
+            .iter()
+            .filter_map(|part| part.of("t"))
+            .flat_map(|c| {
+                (0..c.len() as u32)
+                    .map(|r| c.row(r).name[3..].parse::<i64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn covered(end: i64) -> HashMap<String, i64> {
+        HashMap::from([("t".to_string(), end)])
+    }
+
+    #[test]
+    fn a_snapshot_holds_what_an_older_listing_leaves_out_until_the_grace_ends() {
+        let p = partition_with(&[0..10, 10..20]);
+        let now = Instant::now();
+        let all: Vec<i64> = (0..20).collect();
+        assert_eq!(seen(&p, i64::MIN).unwrap(), all);
+
+        // A block cut inside the first part: the part is rebuilt, the covered records retired.
+        p.trim_at(&covered(5), usize::MAX, now);
+        assert_eq!(
+            p.head
+                .frozen()
+                .iter()
+                .map(|c| c.of("t").map_or(0, |c| c.len()))
+                .sum::<usize>(),
+            15
+        );
+        assert_eq!(
+            seen(&p, i64::MIN).unwrap(),
+            all,
+            "a listing without the block still sees every span"
+        );
+        assert_eq!(
+            seen(&p, 5).unwrap(),
+            (5..20).collect::<Vec<_>>(),
+            "a listing with it: each span once"
+        );
+        assert_eq!(
+            seen(&p, 12).unwrap(),
+            (12..20).collect::<Vec<_>>(),
+            "a newer listing than the store's"
+        );
+
+        // The whole first part covered: retired, still seen by older listings.
+        p.trim_at(&covered(10), usize::MAX, now);
+        assert_eq!(seen(&p, i64::MIN).unwrap(), all);
+        assert_eq!(seen(&p, 10).unwrap(), (10..20).collect::<Vec<_>>());
+
+        // Past the grace: gone, and a listing that does not cover them is stale.
+        p.trim_at(&covered(10), usize::MAX, now + RETAIN_COVERED + Duration::from_secs(1));
+        assert_eq!(
+            seen(&p, 5),
+            Err(Stale {
+                partition: 0,
+                held_from: 10,
+                listed_to: 5
+            })
+        );
+        assert_eq!(seen(&p, 10).unwrap(), (10..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn spans_dropped_over_budget_or_skipped_on_arrival_make_older_listings_stale() {
+        let p = partition_with(&[0..10, 10..20]);
+        // Over budget: the oldest part is dropped at once, not retired.
+        p.trim_at(&HashMap::new(), 1, Instant::now());
+        assert!(seen(&p, i64::MIN).is_err());
+        let p = partition_with(&[0..10]);
+        p.skipped("t", 25);
+        assert_eq!(seen(&p, 20).unwrap_err().held_from, 26);
+        assert_eq!(seen(&p, 26).unwrap(), Vec::<i64>::new());
     }
 }
