@@ -23,7 +23,7 @@ CPU (not a weft process) for context; per round, and the median of the rounds (r
 taken within a round). Targets (issue 17): distributor >= 1,500,000 spans per
 CPU-second, cluster >= 80% of the single binary, Kafka bytes per span <= bytes received.
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_ingest import metric  # noqa: E402
@@ -122,8 +122,24 @@ def run_cluster(args, root, tag, codec, brokers, sport, broker_pid):
                                   "--live-store-partitions", ",".join(map(str, parts))))
             procs.extend(tails)
         t0 = [t.cpu() for t in tails]
+        # Memory per recent span held, sampled on the live stores while the load runs.
+        per_span, sampling = [], [bool(tails)]
+
+        def sample():
+            while sampling[0]:
+                for t in tails[1:]:
+                    held = t.m("weft_live_store_spans")
+                    if held > 100_000:
+                        per_span.append((t.m("weft_live_store_bytes") - t.m("weft_live_store_retired_bytes")) / held)
+                time.sleep(0.5)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
         d0, b0, k0 = dist.cpu(), builder.cpu(), cpu_seconds(broker_pid)
-        spans = loadgen(args, dist.grpc)
+        try:
+            spans = loadgen(args, dist.grpc)
+        finally:
+            sampling[0] = False
+            sampler.join()
         d_cpu = dist.cpu() - d0
         wait_until("the block builder's blocks", lambda: builder.m("weft_block_spans_written_total") >= spans)
         b_cpu = builder.cpu() - b0
@@ -137,6 +153,7 @@ def run_cluster(args, root, tag, codec, brokers, sport, broker_pid):
                 "querier_tail_cpu_us_per_span": round(t_cpu[0] / spans * 1e6, 3),
                 "live_stores_cpu_us_per_span": round((t_cpu[1] + t_cpu[2]) / spans * 1e6, 3),
                 "live_store_each_cpu_us_per_span": [round(c / spans * 1e6, 3) for c in t_cpu[1:]],
+                "live_store_memory_bytes_per_span": round(median(per_span), 1) if per_span else None,
             }
         return {**live,
             "spans": spans,

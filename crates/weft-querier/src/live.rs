@@ -39,9 +39,11 @@ use weft_wal::{KIND_OTLP, Record, WalPos};
 /// How often an active head is frozen into a readable part without a query asking.
 const FREEZE_EVERY: Duration = Duration::from_secs(1);
 
-/// Most bytes of recent spans held over all partitions. Past it (block builders far behind or
-/// down), the oldest parts are dropped: their spans become visible again once their blocks are
-/// written. Memory stays bounded; queries may miss the dropped spans until then.
+/// Most bytes of recent spans held over all partitions, by default (`--live-store-max-bytes`).
+/// Past it (block builders far behind or down), the oldest parts are dropped: their spans
+/// become visible again once their blocks are written. Memory stays bounded; queries miss the
+/// dropped spans until then (a frontend's head job is refused as stale, so its answer says
+/// it is partial).
 pub const MAX_LIVE_BYTES: usize = 512 << 20;
 
 /// How long spans that this store's listed blocks cover are kept after a trim takes them
@@ -330,11 +332,13 @@ pub struct LiveStore {
 
 impl LiveStore {
     /// Starts tailing `partitions` of `topic` (empty: every partition) from `group`'s
-    /// committed offsets.
+    /// committed offsets, holding at most `max_bytes` of recent spans.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         topic: &str,
         group: &str,
         partitions: &[i32],
+        max_bytes: usize,
         client: Arc<Client>,
         db: Arc<Db>,
         rt: tokio::runtime::Handle,
@@ -374,14 +378,14 @@ impl LiveStore {
             parts.push(part.clone());
             let (topic, client, db, stop, rt) =
                 (topic.to_string(), client.clone(), db.clone(), stop.clone(), rt.clone());
-            let budget = MAX_LIVE_BYTES / partitions.len().max(1);
+            let budget = max_bytes / partitions.len().max(1);
             let thread = std::thread::Builder::new()
                 .name(format!("weft-live-{p}"))
                 .spawn(move || rt.block_on(tail(part, topic, client, db, stop, budget)))
                 .map_err(|e| weft_kafka::Error::Io(format!("starting a live-store thread: {e}")))?;
             threads.push(thread);
         }
-        let budget = MAX_LIVE_BYTES / parts.len().max(1);
+        let budget = max_bytes / parts.len().max(1);
         Ok(Arc::new(LiveStore {
             parts,
             topic: topic.to_string(),
@@ -411,6 +415,51 @@ impl LiveStore {
             .iter()
             .map(|p| (p.partition, p.position.load(Ordering::Relaxed)))
             .collect()
+    }
+
+    /// `weft_live_store_*`: what this store holds and where it reads.
+    pub fn render_metrics(&self, out: &mut weft_core::prom::Exposition) {
+        use weft_core::prom::Kind;
+        let (mut spans, mut bytes, mut retired) = (0usize, 0usize, 0usize);
+        for p in &self.parts {
+            let b = p.bounds.lock();
+            for (c, _) in &b.frozen {
+                bytes += c.bytes;
+                spans += c.tenants.iter().map(|(_, t)| t.len()).sum::<usize>();
+            }
+            for r in &b.retired {
+                retired += r.part.bytes;
+            }
+            spans += p.head.active_spans();
+        }
+        out.single(
+            "weft_live_store_spans",
+            Kind::Gauge,
+            "Recent spans held (not yet in a listed block).",
+            spans as f64,
+        );
+        out.single(
+            "weft_live_store_bytes",
+            Kind::Gauge,
+            "Approximate memory of the recent spans held, retired ones included (--live-store-max-bytes).",
+            (bytes + retired) as f64,
+        );
+        out.single(
+            "weft_live_store_retired_bytes",
+            Kind::Gauge,
+            "Of those, spans listed blocks cover, kept for frontends whose listing lags.",
+            retired as f64,
+        );
+        let name = "weft_live_store_position";
+        out.family(name, Kind::Gauge, "The next Kafka offset read, by partition.");
+        for p in &self.parts {
+            let partition = p.partition.to_string();
+            out.sample(
+                name,
+                &[("partition", partition.as_str())],
+                p.position.load(Ordering::Relaxed) as f64,
+            );
+        }
     }
 
     /// The partitions this store tails.
@@ -723,7 +772,7 @@ mod tests {
         // Over budget: the oldest part is dropped at once, not retired.
         p.trim_at(&HashMap::new(), 1, Instant::now());
         assert!(seen(&p, i64::MIN).is_err());
-        let p = partition_with(&[0..10]);
+        let p = partition_with(std::slice::from_ref(&(0..10)));
         p.skipped("t", 25);
         assert_eq!(seen(&p, 20).unwrap_err().held_from, 26);
         assert_eq!(seen(&p, 26).unwrap(), Vec::<i64>::new());

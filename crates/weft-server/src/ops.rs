@@ -339,6 +339,9 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
     if let Some(b) = &m.block_builder {
         b.render_metrics(&mut out);
     }
+    if let Some(l) = &m.live_store {
+        l.render_metrics(&mut out);
+    }
     if let Some(db) = &m.db {
         db.metrics.render(&mut out);
     }

@@ -56,6 +56,11 @@ pub struct KafkaOptions {
     /// partition].
     #[arg(long, env = "WEFT_LIVE_STORE_PARTITIONS", value_delimiter = ',')]
     pub live_store_partitions: Vec<i32>,
+    /// Live store (or a querier tailing Kafka): most bytes of recent spans held in memory;
+    /// past it the oldest are dropped until their blocks are written, and answers that need
+    /// them say they are partial. Size it for your rate times --block-max-age plus 30 s.
+    #[arg(long, env = "WEFT_LIVE_STORE_MAX_BYTES", default_value_t = weft_querier::live::MAX_LIVE_BYTES)]
+    pub live_store_max_bytes: usize,
 }
 
 impl KafkaOptions {
@@ -72,6 +77,7 @@ impl KafkaOptions {
             );
         }
         anyhow::ensure!(!self.kafka_group.is_empty(), "kafka_group must not be empty");
+        anyhow::ensure!(self.live_store_max_bytes > 0, "live_store_max_bytes must be positive");
         anyhow::ensure!(!self.kafka_topic.is_empty(), "kafka_topic must not be empty");
         anyhow::ensure!(self.kafka_partitions > 0, "kafka_partitions must be positive");
         anyhow::ensure!(self.kafka_replication > 0, "kafka_replication must be positive");

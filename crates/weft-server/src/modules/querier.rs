@@ -46,6 +46,7 @@ pub async fn init(
                 &k.kafka_topic,
                 &k.kafka_group,
                 partitions,
+                k.live_store_max_bytes,
                 client,
                 db.clone(),
                 tokio::runtime::Handle::current(),
