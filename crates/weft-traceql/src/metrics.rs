@@ -65,6 +65,7 @@
 
 mod accumulator;
 mod second_stage;
+pub mod sketch;
 
 use crate::ast::{BinaryOp, MetricsExpr, Query};
 use crate::eval::{CSecond, EvalError, Evaluator, TraceEnv};

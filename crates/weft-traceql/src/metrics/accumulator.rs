@@ -179,7 +179,8 @@ pub enum Data {
     Max(Vec<Option<f64>>),
     Sum(Vec<Option<f64>>),
     Avg(Vec<(f64, u64)>),
-    Values(Vec<Vec<f64>>),
+    /// `quantile_over_time`: exact values up to a bound, then a sketch ([`super::sketch`]).
+    Values(Vec<super::sketch::Quantiles>),
 }
 
 impl Data {
@@ -205,7 +206,7 @@ impl Data {
                 x.0 += y.0;
                 x.1 += y.1;
             }),
-            (Data::Values(a), Data::Values(b)) => each(a, b, |x, y| x.extend(y)),
+            (Data::Values(a), Data::Values(b)) => each(a, b, |x, y| x.merge(y)),
             (a, b) => debug_assert!(false, "merged {a:?} with {b:?}"),
         }
     }
@@ -662,7 +663,7 @@ impl Accumulator {
                 MetricsFn::MaxOverTime => Data::Max(vec![None; steps]),
                 MetricsFn::SumOverTime => Data::Sum(vec![None; steps]),
                 MetricsFn::AvgOverTime => Data::Avg(vec![(0.0, 0); steps]),
-                MetricsFn::QuantileOverTime => Data::Values(vec![Vec::new(); steps]),
+                MetricsFn::QuantileOverTime => Data::Values(vec![Default::default(); steps]),
             };
             groups.push(Group {
                 by,
@@ -780,14 +781,11 @@ impl Accumulator {
                     });
                 }
                 Data::Values(mut steps) => {
-                    for values in &mut steps {
-                        values.sort_by(f64::total_cmp);
-                    }
                     let first = out.len();
                     for &q in &metrics.quantiles {
                         let mut labels = labels.clone();
                         labels.push(("p".to_owned(), Value::Float(q)));
-                        let values = steps.iter().map(|values| quantile(values, q)).collect();
+                        let values = steps.iter_mut().map(|values| values.quantile(q)).collect();
                         out.push(Series::new(labels, values));
                     }
                     // Each exemplar goes to the quantile whose value at its step is nearest.
@@ -807,17 +805,6 @@ impl Accumulator {
         out.sort_by(|a, b| cmp_labels(&a.labels, &b.labels));
         out
     }
-}
-
-/// The `q` quantile of ascending `values`, interpolated linearly between the closest ranks:
-/// rank `h = q * (n - 1)`, value `x[⌊h⌋] + (h - ⌊h⌋) * (x[⌊h⌋ + 1] - x[⌊h⌋])`.
-fn quantile(values: &[f64], q: f64) -> Option<f64> {
-    let last = values.len().checked_sub(1)?;
-    let h = q.clamp(0.0, 1.0) * last as f64;
-    let lo = (h.floor() as usize).min(last);
-    let hi = (lo + 1).min(last);
-    let (a, b) = (values[lo], values[hi]);
-    Some(if a == b { a } else { a + (h - lo as f64) * (b - a) })
 }
 
 pub(super) fn cmp_labels(a: &[(String, Value)], b: &[(String, Value)]) -> Ordering {

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use weft_engine::search::Metrics;
 use weft_engine::span_metrics::SpanMetrics;
 use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
+use weft_traceql::metrics::sketch::{Quantiles, Sketch};
 use weft_traceql::metrics::{AccState, CompareState, GroupState, StepData};
 use weft_traceql::{Exemplar, parse};
 
@@ -112,8 +113,51 @@ pub enum WireData {
     Sum(Vec<Option<u64>>),
     /// `[sum bits, count]`.
     Avg(Vec<(u64, u64)>),
-    /// Every value counted (quantiles).
-    Values(Vec<Vec<u64>>),
+    /// Quantiles: per step, every value counted (bits), or past 1,024 of them a sketch.
+    Values(Vec<WireQuantiles>),
+}
+
+/// One step of `quantile_over_time` on the wire (`weft_traceql::metrics::sketch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WireQuantiles {
+    /// The values, as IEEE 754 bits.
+    Exact(Vec<u64>),
+    /// Bucket counts: `[bucket, count]` of negative and positive values, and zeros.
+    Sketch { sketch: WireSketch },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSketch {
+    pub neg: Vec<(i32, u64)>,
+    pub zero: u64,
+    pub pos: Vec<(i32, u64)>,
+}
+
+impl WireQuantiles {
+    fn of(q: &Quantiles) -> WireQuantiles {
+        match q {
+            Quantiles::Exact(v) => WireQuantiles::Exact(v.iter().map(|f| f.to_bits()).collect()),
+            Quantiles::Sketch(s) => WireQuantiles::Sketch {
+                sketch: WireSketch {
+                    neg: s.neg.iter().map(|(&i, &n)| (i, n)).collect(),
+                    zero: s.zero,
+                    pos: s.pos.iter().map(|(&i, &n)| (i, n)).collect(),
+                },
+            },
+        }
+    }
+
+    fn quantiles(self) -> Quantiles {
+        match self {
+            WireQuantiles::Exact(v) => Quantiles::Exact(v.into_iter().map(f64::from_bits).collect()),
+            WireQuantiles::Sketch { sketch } => Quantiles::Sketch(Sketch {
+                neg: sketch.neg.into_iter().collect(),
+                zero: sketch.zero,
+                pos: sketch.pos.into_iter().collect(),
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,9 +199,7 @@ impl WireAcc {
                         StepData::Max(v) => WireData::Max(bits(v)),
                         StepData::Sum(v) => WireData::Sum(bits(v)),
                         StepData::Avg(v) => WireData::Avg(v.iter().map(|(s, n)| (s.to_bits(), *n)).collect()),
-                        StepData::Values(v) => {
-                            WireData::Values(v.iter().map(|x| x.iter().map(|f| f.to_bits()).collect()).collect())
-                        }
+                        StepData::Values(v) => WireData::Values(v.iter().map(WireQuantiles::of).collect()),
                     },
                     used: g.used,
                 })
@@ -231,11 +273,9 @@ impl WireAcc {
                             WireData::Avg(v) => {
                                 StepData::Avg(v.into_iter().map(|(s, n)| (f64::from_bits(s), n)).collect())
                             }
-                            WireData::Values(v) => StepData::Values(
-                                v.into_iter()
-                                    .map(|x| x.into_iter().map(f64::from_bits).collect())
-                                    .collect(),
-                            ),
+                            WireData::Values(v) => {
+                                StepData::Values(v.into_iter().map(WireQuantiles::quantiles).collect())
+                            }
                         },
                         used: g.used,
                     })
@@ -758,4 +798,32 @@ async fn metrics_head_job(
     };
     st.jobs.served.fetch_add(1, Ordering::Relaxed);
     super::json_reply(&reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quantile step crosses the wire as it is: exact values bit for bit, a sketch bucket for
+    /// bucket, and a step past the exact bound as a sketch.
+    #[test]
+    fn quantile_steps_cross_the_wire_unchanged() {
+        let mut small = Quantiles::default();
+        for v in [0.5, -0.0, f64::INFINITY, 3.25] {
+            small.push(v);
+        }
+        let mut large = Quantiles::default();
+        for i in 0..5000 {
+            large.push(f64::from(i) * 0.001 - 1.0);
+        }
+        assert!(matches!(large, Quantiles::Sketch(_)));
+        for q in [small, large] {
+            let json = serde_json::to_string(&WireQuantiles::of(&q)).unwrap();
+            let back: WireQuantiles = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.quantiles(), q, "{json:.200}");
+        }
+        let sketch: WireQuantiles =
+            serde_json::from_str(r#"{"sketch": {"neg": [[3, 1]], "zero": 2, "pos": [[-5, 4]]}}"#).unwrap();
+        assert_eq!(sketch.quantiles().len(), 7);
+    }
 }
