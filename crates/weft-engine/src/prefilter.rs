@@ -116,6 +116,8 @@ pub enum Cond {
 pub struct Prefilter {
     leaves: Vec<Leaf>,
     cond: Cond,
+    /// The query, as TraceQL: another process derives the same conditions from it.
+    source: String,
 }
 
 impl Prefilter {
@@ -126,7 +128,16 @@ impl Prefilter {
             leaves.push(Leaf::default());
             Cond::Leaf(leaves.len() - 1)
         });
-        Prefilter { leaves, cond }
+        Prefilter {
+            leaves,
+            cond,
+            source: query.to_string(),
+        }
+    }
+
+    /// The query these conditions were derived from, as TraceQL.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// True when every span passes every leaf, so testing is pointless (`{ }`).

@@ -128,6 +128,8 @@ struct LivePartition {
     partition: i32,
     head: Head,
     position: AtomicI64,
+    /// The partition's end (high watermark) at the last fetch.
+    end: AtomicI64,
     /// Record bounds of the active head, and of each frozen part. Held while applying a
     /// record, freezing, or trimming, so bounds and rows agree.
     bounds: parking_lot::Mutex<PartBounds>,
@@ -373,6 +375,7 @@ impl LiveStore {
                 partition: p,
                 head: Head::for_partition(metrics.clone(), p),
                 position: AtomicI64::new(start),
+                end: AtomicI64::new(start),
                 bounds: parking_lot::Mutex::new(PartBounds::default()),
             });
             parts.push(part.clone());
@@ -460,6 +463,17 @@ impl LiveStore {
                 p.position.load(Ordering::Relaxed) as f64,
             );
         }
+        let name = "weft_live_store_lag_records";
+        out.family(
+            name,
+            Kind::Gauge,
+            "Records of the partition not yet read (its end at the last fetch, less the position).",
+        );
+        for p in &self.parts {
+            let partition = p.partition.to_string();
+            let lag = p.end.load(Ordering::Relaxed) - p.position.load(Ordering::Relaxed);
+            out.sample(name, &[("partition", partition.as_str())], lag.max(0) as f64);
+        }
     }
 
     /// The partitions this store tails.
@@ -530,6 +544,7 @@ async fn tail(
             .await
         {
             Ok(f) => {
+                part.end.store(f.high_watermark, Ordering::Relaxed);
                 let covered = if f.batches.is_empty() {
                     HashMap::new()
                 } else {
@@ -655,6 +670,7 @@ mod tests {
             partition: 0,
             head: Head::for_partition(Arc::new(IngestMetrics::default()), 0),
             position: AtomicI64::new(0),
+            end: AtomicI64::new(0),
             bounds: parking_lot::Mutex::new(PartBounds::default()),
         };
         for range in parts {

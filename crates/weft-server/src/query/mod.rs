@@ -418,23 +418,26 @@ pub(crate) async fn run_scan(
     window: Option<Window>,
     sink: &mut (dyn TraceSink + Send),
 ) -> Result<ScanStats, Response> {
-    let (q, partial) = local_querier(st, tenant).await;
+    let query = sink.prefilter().source().to_owned();
+    let (q, partial) = local_querier(st, tenant, Some(&query)).await;
     let mut stats = q.scan(tenant, window, sink).await.map_err(scan_failed)?;
     stats.add(&partial);
     Ok(stats)
 }
 
 /// The querier a query this process runs alone reads with: its own, or, with live stores
-/// (`--live-stores`), one holding a copy of their recent spans of `tenant`
-/// ([`jobs::live::materialized`]). With what the copy adds to the query's statistics.
+/// (`--live-stores`), one holding a copy of their recent spans of `tenant` (of the traces that
+/// may match `query`, TraceQL, when given; [`jobs::live::materialized`]). With what the copy
+/// adds to the query's statistics.
 pub(crate) async fn local_querier<'a>(
     st: &'a AppState,
     tenant: &str,
+    query: Option<&str>,
 ) -> (std::borrow::Cow<'a, weft_querier::Querier>, ScanStats) {
     match &st.live {
         None => (std::borrow::Cow::Borrowed(st.querier()), ScanStats::default()),
         Some(live) => {
-            let (q, unanswered) = jobs::live::materialized(st, live, tenant).await;
+            let (q, unanswered) = jobs::live::materialized(st, live, tenant, query).await;
             let stats = ScanStats {
                 unanswered_live_stores: unanswered,
                 ..ScanStats::default()
@@ -452,7 +455,7 @@ pub(crate) async fn run_column_scan(
     window: Option<Window>,
     sink: &mut (impl ColumnSink + Send + 'static),
 ) -> Result<ScanStats, Response> {
-    let (q, partial) = local_querier(st, tenant).await;
+    let (q, partial) = local_querier(st, tenant, None).await;
     let mut stats = q.scan_columns(tenant, window, sink).await.map_err(scan_failed)?;
     stats.add(&partial);
     Ok(stats)

@@ -285,7 +285,7 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     let stats = if let Some(s) = split {
         s
     } else if sink.counts_every_trace() {
-        let (q, partial) = crate::query::local_querier(&st, &tenant).await;
+        let (q, partial) = crate::query::local_querier(&st, &tenant, None).await;
         match q
             .scan_service_graph(&tenant, Some(window), &mut sink)
             .await

@@ -117,7 +117,8 @@ where
             continue;
         }
         let mut replies = Vec::with_capacity(answers.len());
-        let mut unanswered = 0;
+        // No live store resolving: every recent span is missing.
+        let mut unanswered = u64::from(addrs.is_empty());
         for (a, r) in answers {
             match r {
                 Ok(r) if r.version() == JOB_VERSION => replies.push((a, r)),
@@ -199,6 +200,7 @@ impl RemoteRecent {
             version: JOB_VERSION,
             traces: vec![weft_core::hex(id)],
             listing: None,
+            q: None,
         };
         let body = self.live.post_raw(peer, RECENT_TRACES_PATH, tenant, &job).await?;
         Ok(decode_rows(tenant, body)
@@ -276,13 +278,29 @@ pub struct RecentTracesJob {
     pub version: u32,
     /// Trace IDs, hex.
     pub traces: Vec<String>,
-    /// Instead of `traces`: every recent span of the tenant that this listing (block IDs)
-    /// does not cover, for a query the frontend runs alone ([`materialized`]).
+    /// Instead of `traces`: the recent spans of the tenant that this listing (block IDs) does
+    /// not cover, for a query the frontend runs alone ([`materialized`]). The reply is then a
+    /// [`RecentSpansReply`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing: Option<Vec<String>>,
+    /// With `listing`: only the traces a recent piece of which may match this TraceQL query
+    /// (passes a prefilter leaf), each with all its recent spans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
 }
 
-super::versioned!(RecentTracesJob);
+/// A live store's recent spans for a query the frontend runs alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecentSpansReply {
+    pub version: u32,
+    /// An OTLP `TracesData` message of the spans, base64.
+    pub otlp: String,
+    /// The filter of every trace ID the live store holds for the tenant (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<String>,
+}
+
+super::versioned!(RecentTracesJob, RecentSpansReply);
 
 /// `POST /internal/v1/jobs/recent-traces`: the spans this live store holds of the traces
 /// asked for, as an OTLP `TracesData` message (protobuf).
@@ -300,13 +318,30 @@ pub async fn recent_traces_job(State(st): State<Arc<AppState>>, headers: HeaderM
     };
     let mut rows = Vec::new();
     if let Some(listing) = &job.listing {
-        let (q, _) = match head_querier(&st, &tenant, listing).await {
+        let prefilter = match job.q.as_deref().map(weft_traceql::parse).transpose() {
+            Ok(q) => q.map(|q| weft_engine::prefilter::Prefilter::new(&q)),
+            Err(e) => return bad(format!("invalid recent-traces job: {e}")),
+        };
+        let (q, recent) = match head_querier(&st, &tenant, listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
         for id in q.recent_trace_ids(&tenant) {
-            rows.extend(q.recent_trace(&tenant, &id).await);
+            let spans = q.recent_trace(&tenant, &id).await;
+            if prefilter
+                .as_ref()
+                .is_none_or(|pf| pf.is_trivial() || pf.leaves_passed(spans.iter()) != 0)
+            {
+                rows.extend(spans);
+            }
         }
+        use base64::Engine;
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        return super::json_reply(&RecentSpansReply {
+            version: JOB_VERSION,
+            otlp: base64::engine::general_purpose::STANDARD.encode(weft_block::row::encode_traces_data(&rows)),
+            recent,
+        });
     } else {
         live.catch_up().await;
         for id in &ids {
@@ -471,11 +506,18 @@ where
 }
 
 /// A querier for a query this process runs alone (one not split into jobs: a tag lookup or a
-/// service graph filtered by whole traces): the live stores' recent spans of `tenant` that
-/// its listing does not cover, copied here, with the blocks of that listing. With the live
-/// stores that did not answer. A copy costs what the recent spans weigh, so only the queries
-/// that cannot be split take it.
-pub(crate) async fn materialized(st: &AppState, live: &Peers, tenant: &str) -> (Querier, u64) {
+/// service graph filtered by whole traces, Jaeger's and Zipkin's trace searches): the live
+/// stores' recent spans of `tenant` that its listing does not cover, copied here, with the
+/// blocks of that listing. With `query` (TraceQL), only the traces a recent piece of which
+/// may match are copied; a trace the live stores hold and did not send is then read whole
+/// through them if a block piece makes it a candidate ([`RemoteRecent`] with their filters).
+/// With the live stores that did not answer.
+pub(crate) async fn materialized(
+    st: &AppState,
+    live: &Arc<Peers>,
+    tenant: &str,
+    query: Option<&str>,
+) -> (Querier, u64) {
     let q = st.querier();
     let addrs = live.peers().await;
     let mut attempt = 0;
@@ -485,10 +527,16 @@ pub(crate) async fn materialized(st: &AppState, live: &Peers, tenant: &str) -> (
             version: JOB_VERSION,
             traces: Vec::new(),
             listing: Some(listing.clone()),
+            q: query.map(str::to_owned),
         };
         let asked = addrs.iter().map(|&a| {
             let job = &job;
-            async move { (a, live.post_raw(a, RECENT_TRACES_PATH, tenant, job).await) }
+            async move {
+                (
+                    a,
+                    live.post::<RecentSpansReply>(a, RECENT_TRACES_PATH, tenant, job).await,
+                )
+            }
         });
         let answers = futures::future::join_all(asked).await;
         let stale = answers
@@ -502,11 +550,26 @@ pub(crate) async fn materialized(st: &AppState, live: &Peers, tenant: &str) -> (
             }
             continue;
         }
-        let mut unanswered = 0;
+        let mut unanswered = u64::from(addrs.is_empty());
         let mut rows = Vec::new();
+        let mut held = Vec::new();
         for (a, r) in answers {
-            match r {
-                Ok(body) => rows.extend(decode_rows(tenant, body)),
+            let got = r.and_then(|r| {
+                use base64::Engine;
+                if r.version != JOB_VERSION {
+                    return Err(format!("job protocol version {}", r.version));
+                }
+                let otlp = base64::engine::general_purpose::STANDARD
+                    .decode(&r.otlp)
+                    .map_err(|e| format!("otlp: not base64: {e}"))?;
+                let filter = r.recent.as_deref().map(super::decode_filter).transpose()?;
+                Ok((decode_rows(tenant, Bytes::from(otlp)), filter))
+            });
+            match got {
+                Ok((r, filter)) => {
+                    rows.extend(r);
+                    held.extend(filter.map(|f| (a, f)));
+                }
                 Err(e) => {
                     tracing::warn!(live_store = %a, error = %e, "a live store did not answer; its recent spans are left out and the answer is partial");
                     unanswered += 1;
@@ -531,7 +594,45 @@ pub(crate) async fn materialized(st: &AppState, live: &Peers, tenant: &str) -> (
             kafka: None,
             bytes,
         });
-        let parts = if rows.is_empty() { Vec::new() } else { vec![part] };
-        return (q.pinned(listing).with_recent(Arc::new(Snapshot { parts })), unanswered);
+        let copied = Snapshot {
+            parts: if rows.is_empty() { Vec::new() } else { vec![part] },
+        };
+        let recent = Candidates {
+            copied,
+            others: RemoteRecent::for_query(live.clone(), held),
+        };
+        return (q.pinned(listing).with_recent(Arc::new(recent)), unanswered);
+    }
+}
+
+/// The recent spans a query the frontend runs alone reads: the traces the live stores copied
+/// here, and any other trace they hold, read through them when a block piece of it is met.
+struct Candidates {
+    copied: Snapshot,
+    others: RemoteRecent,
+}
+
+#[async_trait::async_trait]
+impl RecentSpans for Candidates {
+    async fn catch_up(&self) {}
+
+    fn view(&self, tenant: &str, f: &mut dyn FnMut(RecentView<'_>)) {
+        self.copied.view(tenant, f)
+    }
+
+    fn frozen(&self) -> Vec<Arc<FrozenSpans>> {
+        self.copied.frozen()
+    }
+
+    fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool {
+        self.copied.holds(tenant, id) || self.others.holds(tenant, id)
+    }
+
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+        if self.copied.holds(tenant, id) {
+            // A copied trace came with all its recent spans.
+            return self.copied.trace(tenant, id).await;
+        }
+        self.others.trace(tenant, id).await
     }
 }
