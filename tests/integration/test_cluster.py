@@ -638,11 +638,12 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
 
 
 def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_factory, kafka, tmp_path):
-    """A query-frontend, two block-only queriers and two live stores (two partitions each),
-    with blocks cut rarely so the recent spans stay in the live stores. One live store killed
-    with SIGKILL while queries run: every search, metrics query and tag lookup still answers
-    200 within the job timeout, marked partial (x-weft-partial-live-stores) and holding only
-    true traces, and the other live store's traces are all there. One hung (SIGSTOP): each
+    """A query-frontend, two block-only queriers and two live stores (two partitions each); a
+    third of the traces in blocks, the rest held by the live stores (the block builder stopped). A querier killed with
+    SIGKILL while searches run: every answer whole. One live store killed with SIGKILL while
+    searches run: every search, metrics query and tag lookup still answers 200 within the job
+    timeout, whole or marked partial (x-weft-partial-live-stores) with exactly the other live
+    store's traces. One hung (SIGSTOP): each
     query answers within a few job timeouts, partial. Restarted, the live store replays from
     the committed offsets and the answers are whole again."""
     import signal
@@ -652,9 +653,9 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
     kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="ls-distributor")
-    # No block is cut during the test: every span stays in the live stores.
-    start_sharing(weft_factory, "ls-builder", "--target", "block-builder", *kafka_args, "--block-max-age", "600",
-                  data_dir=data)
+    # The first traces go to blocks; then the builder stops, and the rest stay in the live stores.
+    builder = start_sharing(weft_factory, "ls-builder", "--target", "block-builder", *kafka_args,
+                            "--block-max-age", "1", data_dir=data)
     live = [start_sharing(weft_factory, f"ls-live{i}", "--target", "live-store", "--blocklist-poll", "0.2",
                           *kafka_args, "--live-store-partitions", parts, data_dir=data)
             for i, parts in enumerate(["0,1", "2,3"])]
@@ -666,11 +667,18 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
                              "--live-stores", ",".join(f"127.0.0.1:{s.http_port}" for s in live), data_dir=data)
     base = time.time_ns() - 300 * 10**9
     traces: dict[str, int] = {}
-    for i in range(60):
+    in_blocks: set[str] = set()
+    for i in range(90):
+        if i == 30:
+            wait_for(lambda: (builder.metric("weft_block_spans_written_total") or 0) >= 90, 60, "the first blocks")
+            wait_for(lambda: (frontend.metric("weft_blocks") or 0) >= 1, 30, "the frontend to list them")
+            builder.stop()
         tid = new_trace_id()
         d.send(make_request([make_span(tid, name=f"op-{i % 3}", start=base + i * 10**6 + k, attributes={"k": k})
                              for k in range(3)], service=f"svc-{i % 2}"))
         traces[tid.hex()] = _partition(tid)
+        if i < 30:
+            in_blocks.add(tid.hex())
     now = int(time.time())
     window = {"start": now - 3600, "end": now + 60}
 
@@ -695,11 +703,47 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
 
     every = set(traces)
     wait_for(lambda: search()[0] == every, 30, "every trace through the live stores", 0.3)
-    assert search()[1] is None and count() == (180.0, None) and services() == ({"svc-0", "svc-1"}, None)
-    kept = {t for t, p in traces.items() if p in (2, 3)}
-    assert 0 < len(kept) < len(every)
+    assert search()[1] is None and count() == (270.0, None) and services() == ({"svc-0", "svc-1"}, None)
+    # With live store 0 out: the blocks' traces and live store 1's.
+    kept = in_blocks | {t for t, p in traces.items() if p in (2, 3)}
+    assert len(in_blocks) < len(kept) < len(every)
 
-    live[0].kill9()
+    def searching_while(kill, check):
+        """Searches over and over for 4 s, running `kill` after 1.5 s; every answer is checked."""
+        import threading
+        answers, errors = [], []
+
+        def keep():
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                try:
+                    answers.append(search())
+                except Exception as e:  # noqa: BLE001 (reported below, in the test's thread)
+                    errors.append(repr(e))
+        t = threading.Thread(target=keep)
+        t.start()
+        time.sleep(1.5)
+        kill()
+        t.join()
+        assert not errors, f"searches failed: {errors[:3]}"
+        assert len(answers) >= 4
+        for got, partial, took in answers:
+            check(got, partial)
+            assert took < 5, f"a search took {took:.1f}s"
+        return answers
+
+    # A block-only querier killed while searches run: its jobs go to the other; nothing partial.
+    def whole(got, partial):
+        assert (got, partial) == (every, None)
+    searching_while(peers[0].kill9, whole)
+    assert (frontend.metric("weft_query_jobs_total", outcome="sent") or 0) > 0, "the queriers read the blocks"
+
+    # A live store killed while searches run: each answer is whole, or partial with exactly
+    # the other live store's traces.
+    def whole_or_partial(got, partial):
+        assert (got, partial) in ((every, None), (kept, "1")), f"{partial}: {len(got)} traces"
+    answers = searching_while(live[0].kill9, whole_or_partial)
+    assert any(p == "1" for _, p, _ in answers), "searches after the kill say they are partial"
     for _ in range(3):
         got, partial, took = search()
         assert partial == "1", "the answer says a live store did not answer"
@@ -715,7 +759,7 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
     live[1].proc.send_signal(signal.SIGSTOP)
     try:
         got, partial, took = search()
-        assert partial == "2" and got == set(), f"both live stores out: {partial} {len(got)}"
+        assert partial == "2" and got == in_blocks, f"both live stores out: {partial} {len(got)}"
         assert took < 12, f"a hung live store held the search {took:.1f}s (job timeout 2 s)"
     finally:
         live[1].proc.send_signal(signal.SIGCONT)
@@ -723,5 +767,5 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
     live[0].start()
     wait_for(lambda: live[0].get("/ready").status_code == 200, 30, "the live store restarted")
     wait_for(lambda: search()[:2] == (every, None), 30, "the restarted live store replays its partitions", 0.3)
-    assert count() == (180.0, None)
+    assert count() == (270.0, None)
     assert (frontend.metric("weft_query_jobs_total", outcome="live_unanswered") or 0) >= 3
