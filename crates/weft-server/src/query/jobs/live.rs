@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use weft_block::Block;
 use weft_block::index::Bloom;
 use weft_block::row::SpanRow;
-use weft_db::recent::{FrozenSpans, RecentSpans, RecentView, Snapshot};
+use weft_db::recent::{FrozenSpans, NoRecentSpans, RecentSpans, RecentView, Snapshot};
 use weft_querier::Querier;
 
 use super::{JOB_VERSION, Peers, Versioned, unhex};
@@ -233,11 +233,8 @@ fn decode_rows(tenant: &str, payload: Bytes) -> Vec<SpanRow> {
 impl RecentSpans for RemoteRecent {
     async fn catch_up(&self) {}
 
-    fn view(&self, _tenant: &str, f: &mut dyn FnMut(RecentView<'_>)) {
-        f(RecentView {
-            active: None,
-            frozen: &[],
-        })
+    fn view(&self, tenant: &str, f: &mut dyn FnMut(RecentView<'_>)) {
+        NoRecentSpans.view(tenant, f)
     }
 
     fn frozen(&self) -> Vec<Arc<FrozenSpans>> {
@@ -518,91 +515,60 @@ pub(crate) async fn materialized(
     tenant: &str,
     query: Option<&str>,
 ) -> (Querier, u64) {
-    let q = st.querier();
-    let addrs = live.peers().await;
-    let mut attempt = 0;
-    loop {
-        let listing: Vec<String> = q.blocks(tenant).iter().map(|b| b.meta.block_id.clone()).collect();
-        let job = RecentTracesJob {
-            version: JOB_VERSION,
-            traces: Vec::new(),
-            listing: Some(listing.clone()),
-            q: query.map(str::to_owned),
-        };
-        let asked = addrs.iter().map(|&a| {
-            let job = &job;
-            async move {
-                (
-                    a,
-                    live.post::<RecentSpansReply>(a, RECENT_TRACES_PATH, tenant, job).await,
-                )
+    let make = |listing: Vec<String>| RecentTracesJob {
+        version: JOB_VERSION,
+        traces: Vec::new(),
+        listing: Some(listing),
+        q: query.map(str::to_owned),
+    };
+    let h: Heads<RecentSpansReply> = heads(st, live, tenant, RECENT_TRACES_PATH, make).await;
+    let mut unanswered = h.unanswered;
+    let mut rows = Vec::new();
+    let mut held = Vec::new();
+    for (a, r) in h.replies {
+        let got = (|| {
+            use base64::Engine;
+            let otlp = base64::engine::general_purpose::STANDARD
+                .decode(&r.otlp)
+                .map_err(|e| format!("otlp: not base64: {e}"))?;
+            let filter = r.recent.as_deref().map(super::decode_filter).transpose()?;
+            Ok::<_, String>((decode_rows(tenant, Bytes::from(otlp)), filter))
+        })();
+        match got {
+            Ok((r, filter)) => {
+                rows.extend(r);
+                held.extend(filter.map(|f| (a, f)));
             }
-        });
-        let answers = futures::future::join_all(asked).await;
-        let stale = answers
-            .iter()
-            .any(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("409")));
-        if stale && attempt < STALE_RETRIES {
-            attempt += 1;
-            st.jobs.live_stale.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = q.db().poll().await {
-                tracing::warn!(error = %e, "re-reading the block list for a live store failed");
-            }
-            continue;
-        }
-        let mut unanswered = u64::from(addrs.is_empty());
-        let mut rows = Vec::new();
-        let mut held = Vec::new();
-        for (a, r) in answers {
-            let got = r.and_then(|r| {
-                use base64::Engine;
-                if r.version != JOB_VERSION {
-                    return Err(format!("job protocol version {}", r.version));
-                }
-                let otlp = base64::engine::general_purpose::STANDARD
-                    .decode(&r.otlp)
-                    .map_err(|e| format!("otlp: not base64: {e}"))?;
-                let filter = r.recent.as_deref().map(super::decode_filter).transpose()?;
-                Ok((decode_rows(tenant, Bytes::from(otlp)), filter))
-            });
-            match got {
-                Ok((r, filter)) => {
-                    rows.extend(r);
-                    held.extend(filter.map(|f| (a, f)));
-                }
-                Err(e) => {
-                    tracing::warn!(live_store = %a, error = %e, "a live store did not answer; its recent spans are left out and the answer is partial");
-                    unanswered += 1;
-                }
+            Err(e) => {
+                tracing::warn!(live_store = %a, error = %e, "a live store's recent spans do not decode; they are left out and the answer is partial");
+                unanswered += 1;
             }
         }
-        st.jobs.live_unanswered.fetch_add(unanswered, Ordering::Relaxed);
-        let mut cols = weft_block::columns::SpanColumns::default();
-        for r in &rows {
-            cols.push_row(r);
-        }
-        cols.end_run();
-        cols.freeze();
-        let bytes = cols.memory_bytes();
-        let part = Arc::new(FrozenSpans {
-            tenants: vec![(Arc::from(tenant), cols)],
-            // Trimmed against the listing by the live stores already: no block covers it.
-            wal_end: weft_core::WalPos {
-                segment: u64::MAX,
-                offset: u64::MAX,
-            },
-            kafka: None,
-            bytes,
-        });
-        let copied = Snapshot {
-            parts: if rows.is_empty() { Vec::new() } else { vec![part] },
-        };
-        let recent = Candidates {
-            copied,
-            others: RemoteRecent::for_query(live.clone(), held),
-        };
-        return (q.pinned(listing).with_recent(Arc::new(recent)), unanswered);
     }
+    let mut cols = weft_block::columns::SpanColumns::default();
+    for r in &rows {
+        cols.push_row(r);
+    }
+    cols.end_run();
+    cols.freeze();
+    let bytes = cols.memory_bytes();
+    let part = Arc::new(FrozenSpans {
+        tenants: vec![(Arc::from(tenant), cols)],
+        // Trimmed against the listing by the live stores already: no block covers it.
+        wal_end: weft_core::WalPos {
+            segment: u64::MAX,
+            offset: u64::MAX,
+        },
+        kafka: None,
+        bytes,
+    });
+    let recent = Candidates {
+        copied: Snapshot {
+            parts: if rows.is_empty() { Vec::new() } else { vec![part] },
+        },
+        others: RemoteRecent::for_query(live.clone(), held),
+    };
+    (st.querier().pinned(h.listing).with_recent(Arc::new(recent)), unanswered)
 }
 
 /// The recent spans a query the frontend runs alone reads: the traces the live stores copied

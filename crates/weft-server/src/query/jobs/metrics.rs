@@ -69,6 +69,30 @@ pub struct MetricsJob {
 
 super::versioned!(MetricsJob, MetricsJobReply);
 
+impl MetricsJob {
+    /// A job of query `r` with the frontend's limits, reading nothing yet (`whole`: over whole
+    /// traces).
+    fn of(r: &MetricsRequest, max_series: usize, max_points: u64, whole: bool) -> MetricsJob {
+        MetricsJob {
+            version: JOB_VERSION,
+            q: r.q.clone(),
+            start: r.start,
+            end: r.end,
+            step: r.step,
+            exemplars: r.exemplars,
+            max_series,
+            max_points,
+            blocks: Vec::new(),
+            listing: Vec::new(),
+            whole,
+            exclude: Vec::new(),
+            recent: Vec::new(),
+            traces: Vec::new(),
+            head: false,
+        }
+    }
+}
+
 /// A querier's answer to a [`MetricsJob`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MetricsJobReply {
@@ -329,21 +353,10 @@ pub(crate) async fn span_metrics(
         }
     };
     let template = |blocks: Vec<String>, listing: Vec<String>, head: bool| MetricsJob {
-        version: JOB_VERSION,
-        q: r.q.clone(),
-        start: r.start,
-        end: r.end,
-        step: r.step,
-        exemplars: r.exemplars,
-        max_series,
-        max_points,
         blocks,
         listing,
-        whole: false,
-        exclude: Vec::new(),
-        recent: Vec::new(),
-        traces: Vec::new(),
         head,
+        ..MetricsJob::of(r, max_series, max_points, false)
     };
     let mut m = fresh().map_err(|r| *r)?;
     let q = st.querier();
@@ -453,23 +466,7 @@ pub(crate) async fn trace_metrics(
     let mut m = r
         .trace_metrics(max_series, max_points)
         .map_err(crate::query::eval_error)?;
-    let mut template = MetricsJob {
-        version: JOB_VERSION,
-        q: r.q.clone(),
-        start: r.start,
-        end: r.end,
-        step: r.step,
-        exemplars: r.exemplars,
-        max_series,
-        max_points,
-        blocks: Vec::new(),
-        listing: Vec::new(),
-        whole: true,
-        exclude: Vec::new(),
-        recent: Vec::new(),
-        traces: Vec::new(),
-        head: false,
-    };
+    let mut template = MetricsJob::of(r, max_series, max_points, true);
     // The head part: here, or asked of the live stores.
     let mut head = match &st.live {
         None => super::live::WholeHead::here(st.querier(), tenant, window, &mut m).await?,
