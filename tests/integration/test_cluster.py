@@ -703,6 +703,11 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
         return {v["value"] for v in r.json()["tagValues"]}, r.headers.get("x-weft-partial-live-stores")
 
     every = set(traces)
+    # A live store serves its jobs on the HTTP port and opens no query port of Jaeger's or
+    # Zipkin's (roles share hosts).
+    for url in (live[0].jaeger + "/api/services", live[0].zipkin + "/api/v2/services"):
+        with pytest.raises(requests.ConnectionError):
+            requests.get(url, timeout=5)
     wait_for(lambda: search()[0] == every, 30, "every trace through the live stores", 0.3)
     assert search()[1] is None and count() == (270.0, None) and services() == ({"svc-0", "svc-1"}, None)
     # With live store 0 out: the blocks' traces and live store 1's.

@@ -16,6 +16,7 @@
 //! | `Receivers` | | every receiver port, pushing into the ingester or the distributor (a target names one before it) |
 //! | `Querier` | Db | trace by ID, search, metrics over blocks (plus the ingester's head when in the same process, or, with `--kafka-brokers`, recent spans tailed from Kafka: `weft_querier::live` (a live store's own partitions only), or asked of `--live-stores`; [`querier`]) |
 //! | `QueryApi` | Querier | the query APIs (Tempo's, Jaeger's, Zipkin's) and the UI; with `--query-peers` (required by `--target query-frontend`) each query is split over the peers (`crate::query::jobs`) |
+//! | `LiveStore` | Querier | a live store's jobs (and Tempo's routes) on the HTTP port only; its querier tails `--live-store-partitions` |
 //! | `Compactor` | Db | compaction, retention, clean-up of crashed writes, the block scrubber ([`compactor`]) |
 //! | `BlocklistPoller` | Db | re-reads the block list written by other processes ([`db`]) |
 //!
@@ -92,6 +93,9 @@ pub enum Module {
     Receivers,
     Querier,
     QueryApi,
+    /// The live-store role: its querier tails its partitions and answers jobs on the HTTP
+    /// port (Tempo's routes); no other query port is opened.
+    LiveStore,
     Compactor,
     BlocklistPoller,
 }
@@ -104,7 +108,7 @@ impl Module {
             Storage | Distributor | Receivers => &[],
             Db => &[Storage],
             Ingester | Querier | Compactor | BlocklistPoller | BlockBuilder => &[Db],
-            QueryApi => &[Querier],
+            QueryApi | LiveStore => &[Querier],
         }
     }
 }
@@ -115,7 +119,8 @@ pub fn target_modules(t: Target) -> &'static [Module] {
     match t {
         Target::All => &[Ingester, Receivers, QueryApi, Compactor],
         Target::Ingester => &[Ingester, Receivers, BlocklistPoller],
-        Target::Querier | Target::QueryFrontend | Target::LiveStore => &[QueryApi, BlocklistPoller],
+        Target::Querier | Target::QueryFrontend => &[QueryApi, BlocklistPoller],
+        Target::LiveStore => &[LiveStore, BlocklistPoller],
         Target::Compactor => &[Compactor],
         Target::Distributor => &[Distributor, Receivers],
         Target::BlockBuilder => &[BlockBuilder],
@@ -218,8 +223,8 @@ impl Modules {
                 self.querier = Some(querier);
                 self.live_store = live;
             }
-            // Its ports are built by the API folders.
-            Module::QueryApi => {}
+            // Their ports are built by the API folders.
+            Module::QueryApi | Module::LiveStore => {}
             Module::Compactor => self.compactor = Some(compactor::init(cfg, self.db(), lower)?),
             Module::BlocklistPoller => db::spawn_poller(&self.db(), &cfg.poller),
         }
@@ -263,6 +268,10 @@ mod tests {
             vec![Storage, Db, Ingester, Receivers, BlocklistPoller]
         );
         assert_eq!(resolve(target_modules(Target::Compactor)), vec![Storage, Db, Compactor]);
+        assert_eq!(
+            resolve(target_modules(Target::LiveStore)),
+            vec![Storage, Db, Querier, LiveStore, BlocklistPoller]
+        );
         assert_eq!(
             resolve(target_modules(Target::Distributor)),
             vec![Distributor, Receivers]

@@ -25,7 +25,8 @@ pub struct TempoOptions {}
 
 impl Api for TempoOptions {
     async fn build(&self, s: &mut Server) -> anyhow::Result<()> {
-        if !s.runs(Module::QueryApi) {
+        // A live store serves Tempo's routes too: its jobs, and what it holds for a look.
+        if !s.runs(Module::QueryApi) && !s.runs(Module::LiveStore) {
             return Ok(());
         }
         let st = s.state.clone();
