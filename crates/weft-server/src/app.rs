@@ -303,12 +303,27 @@ impl Server {
             h2_max_frame_size: None,
         };
         tokio::spawn(shutdown_signal(self.shutdown.clone()));
+        // What this process keeps where: only roles with a WAL fsync, and only local storage
+        // or a WAL uses the data directory.
+        let m = &self.state.modules;
+        let wal = m.runs(Module::Ingester);
+        let local = m.runs(Module::Storage) && cfg.storage.storage == crate::modules::storage::StorageKind::Local;
+        let data_dir = if wal || local {
+            cfg.server.data_dir.display().to_string()
+        } else {
+            "none".to_owned()
+        };
+        let fsync = if wal {
+            format!("{:?}", cfg.ingester.fsync)
+        } else {
+            "none".to_owned()
+        };
         tracing::info!(
             target_roles = ?cfg.server.target,
-            modules = ?self.state.modules.running,
-            data_dir = %cfg.server.data_dir.display(),
+            modules = ?m.running,
+            data_dir = %data_dir,
             ports = %self.bound.join(" "),
-            fsync = ?cfg.ingester.fsync,
+            fsync = %fsync,
             multitenancy = cfg.tenants.multitenancy,
             "weft is ready"
         );
