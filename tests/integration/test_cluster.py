@@ -775,3 +775,37 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
     wait_for(lambda: search()[:2] == (every, None), 30, "the restarted live store replays its partitions", 0.3)
     assert count() == (270.0, None)
     assert (frontend.metric("weft_query_jobs_total", outcome="live_unanswered") or 0) >= 3
+
+
+def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path):
+    """Live stores whose --live-store-partitions overlap would count the shared partitions'
+    spans twice: the frontend refuses the query with an error naming the partition. Live
+    stores that leave a partition out: answers are partial."""
+    topic = f"lp-{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "shared"
+    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
+                     name="lp-distributor")
+    tid = new_trace_id()
+    d.send(make_request([make_span(tid, start=time.time_ns())]))
+
+    def frontend_over(name: str, *partition_sets: str):
+        live = [start_sharing(weft_factory, f"{name}-live{i}", "--target", "live-store", *kafka_args,
+                              "--live-store-partitions", parts, data_dir=data)
+                for i, parts in enumerate(partition_sets)]
+        return start_sharing(weft_factory, f"{name}-frontend", "--target", "querier",
+                             "--live-stores", ",".join(f"127.0.0.1:{s.http_port}" for s in live), data_dir=data)
+
+    overlapping = frontend_over("lp-overlap", "0,1,2", "2,3")
+    r = overlapping.get("/api/search", params={"q": "{ }"})
+    assert r.status_code == 500 and "partition 2" in r.text and "exactly one" in r.text, r.text
+    r = overlapping.get("/api/metrics/query", params={"q": "{ } | count_over_time()"})
+    assert r.status_code == 500 and "partition 2" in r.text, r.text
+
+    gap = frontend_over("lp-gap", "0", "1")
+    r = gap.get("/api/search", params={"q": "{ }"})
+    assert r.status_code == 200 and r.headers.get("x-weft-partial-live-stores") == "1", (r.status_code, r.text)
+    whole = frontend_over("lp-whole", "0,1", "2,3")
+    wait_for(lambda: len(whole.get("/api/search", params={"q": "{ }"}).json()["traces"]) == 1, 30, "the trace")
+    r = whole.get("/api/search", params={"q": "{ }"})
+    assert r.headers.get("x-weft-partial-live-stores") is None

@@ -322,6 +322,8 @@ impl LivePartition {
 /// Implements [`RecentSpans`].
 pub struct LiveStore {
     parts: Vec<Arc<LivePartition>>,
+    /// The topic's partitions, all of them (this store tails `parts`).
+    partition_count: i32,
     topic: String,
     client: Arc<Client>,
     db: Arc<Db>,
@@ -391,6 +393,7 @@ impl LiveStore {
         let budget = max_bytes / parts.len().max(1);
         Ok(Arc::new(LiveStore {
             parts,
+            partition_count: count,
             topic: topic.to_string(),
             client,
             db,
@@ -474,6 +477,11 @@ impl LiveStore {
             let lag = p.end.load(Ordering::Relaxed) - p.position.load(Ordering::Relaxed);
             out.sample(name, &[("partition", partition.as_str())], lag.max(0) as f64);
         }
+    }
+
+    /// How many partitions the topic has.
+    pub fn partition_count(&self) -> i32 {
+        self.partition_count
     }
 
     /// The partitions this store tails.

@@ -486,7 +486,7 @@ pub(crate) async fn search(
                 sink.merge_hits(hits);
                 Ok((r.outcome, r.head))
             })
-            .await
+            .await?
         }
     };
     let parts = std::mem::take(&mut head.parts);
@@ -914,7 +914,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     }
     if job.head {
         // A live store: its recent spans, against the frontend's listing.
-        let (q, recent) = match live::head_querier(&st, &tenant, &job.listing).await {
+        let (q, mut extras) = match live::head_querier(&st, &tenant, &job.listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -927,9 +927,9 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
             version: JOB_VERSION,
             hits: sink.finish().iter().map(WireHit::of).collect(),
             outcome: outcome.to_wire(),
-            head: Some(live::HeadExtras {
-                taken: outcome.handled().iter().map(|id| weft_core::hex(id)).collect(),
-                recent,
+            head: Some({
+                extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
+                extras
             }),
         });
     }

@@ -419,7 +419,7 @@ pub(crate) async fn run_scan(
     sink: &mut (dyn TraceSink + Send),
 ) -> Result<ScanStats, Response> {
     let query = sink.prefilter().source().to_owned();
-    let (q, partial) = local_querier(st, tenant, Some(&query)).await;
+    let (q, partial) = local_querier(st, tenant, Some(&query)).await?;
     let mut stats = q.scan(tenant, window, sink).await.map_err(scan_failed)?;
     stats.add(&partial);
     Ok(stats)
@@ -433,18 +433,18 @@ pub(crate) async fn local_querier<'a>(
     st: &'a AppState,
     tenant: &str,
     query: Option<&str>,
-) -> (std::borrow::Cow<'a, weft_querier::Querier>, ScanStats) {
-    match &st.live {
+) -> Result<(std::borrow::Cow<'a, weft_querier::Querier>, ScanStats), Response> {
+    Ok(match &st.live {
         None => (std::borrow::Cow::Borrowed(st.querier()), ScanStats::default()),
         Some(live) => {
-            let (q, unanswered) = jobs::live::materialized(st, live, tenant, query).await;
+            let (q, unanswered) = jobs::live::materialized(st, live, tenant, query).await?;
             let stats = ScanStats {
                 unanswered_live_stores: unanswered,
                 ..ScanStats::default()
             };
             (std::borrow::Cow::Owned(q), stats)
         }
-    }
+    })
 }
 
 /// Runs a column scan ([`Querier::scan_columns`](weft_querier::Querier::scan_columns)) as
@@ -455,7 +455,7 @@ pub(crate) async fn run_column_scan(
     window: Option<Window>,
     sink: &mut (impl ColumnSink + Send + 'static),
 ) -> Result<ScanStats, Response> {
-    let (q, partial) = local_querier(st, tenant, None).await;
+    let (q, partial) = local_querier(st, tenant, None).await?;
     let mut stats = q.scan_columns(tenant, window, sink).await.map_err(scan_failed)?;
     stats.add(&partial);
     Ok(stats)

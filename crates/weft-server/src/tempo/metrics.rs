@@ -285,7 +285,10 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
     let stats = if let Some(s) = split {
         s
     } else if sink.counts_every_trace() {
-        let (q, partial) = crate::query::local_querier(&st, &tenant, None).await;
+        let (q, partial) = match crate::query::local_querier(&st, &tenant, None).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
         match q
             .scan_service_graph(&tenant, Some(window), &mut sink)
             .await

@@ -100,7 +100,7 @@ pub(crate) async fn service_graph(
             let h: super::live::Heads<GraphJobReply> = super::live::heads(st, live, tenant, GRAPH_JOB_PATH, |l| {
                 job_of(Vec::new(), l, Vec::new(), true)
             })
-            .await;
+            .await?;
             let mut stats = ScanStats {
                 unanswered_live_stores: h.unanswered,
                 ..ScanStats::default()
@@ -209,7 +209,7 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
     };
     if job.head {
         // A live store: its recent spans, against the frontend's listing.
-        let (q, recent) = match super::live::head_querier(&st, &tenant, &job.listing).await {
+        let (q, extras) = match super::live::head_querier(&st, &tenant, &job.listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -220,10 +220,7 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             state: g.into_state(),
             stats,
             missing_blocks: Vec::new(),
-            head: Some(super::live::HeadExtras {
-                taken: Vec::new(),
-                recent,
-            }),
+            head: Some(extras),
         });
     }
     let held = match super::job_querier(st.querier(), &job.recent) {

@@ -57,6 +57,54 @@ pub struct HeadExtras {
     /// (`super::recent_filter`); absent when it holds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<String>,
+    /// The partitions whose recent spans the live store answered for, and how many the topic
+    /// has: the frontend checks that every partition is held by exactly one live store.
+    #[serde(default)]
+    pub partitions: Vec<i32>,
+    #[serde(default)]
+    pub of: i32,
+}
+
+/// A reply to a head job: what the live store adds to it.
+pub(crate) trait HeadReply {
+    fn head_extras(&self) -> Option<&HeadExtras>;
+}
+
+macro_rules! head_reply {
+    ($($t:ty),*) => {
+        $(impl HeadReply for $t {
+            fn head_extras(&self) -> Option<&HeadExtras> {
+                self.head.as_ref()
+            }
+        })*
+    };
+}
+head_reply!(
+    super::SearchJobReply,
+    super::metrics::MetricsJobReply,
+    super::graph::GraphJobReply,
+    super::tags::TagsJobReply,
+    RecentSpansReply
+);
+
+/// The partitions the replies held, checked: a partition two live stores answered for would
+/// be counted twice (an error naming it), and one no live store answered for is missing
+/// (the number of such partitions).
+fn check_partitions<R: HeadReply>(replies: &[(SocketAddr, R)]) -> Result<u64, String> {
+    let mut owner: std::collections::HashMap<i32, SocketAddr> = std::collections::HashMap::new();
+    let mut of = 0;
+    for (a, r) in replies {
+        let Some(x) = r.head_extras() else { continue };
+        of = of.max(x.of);
+        for &p in &x.partitions {
+            if let Some(other) = owner.insert(p, *a) {
+                return Err(format!(
+                    "live stores {other} and {a} both hold partition {p}: each partition must be held by exactly one (--live-store-partitions)"
+                ));
+            }
+        }
+    }
+    Ok((0..of).filter(|p| !owner.contains_key(p)).count() as u64)
 }
 
 impl HeadExtras {
@@ -87,9 +135,9 @@ pub(crate) async fn heads<R, J>(
     tenant: &str,
     path: &str,
     make: impl Fn(Vec<String>) -> J,
-) -> Heads<R>
+) -> Result<Heads<R>, Response>
 where
-    R: serde::de::DeserializeOwned + Versioned,
+    R: serde::de::DeserializeOwned + Versioned + HeadReply,
     J: Serialize,
 {
     let q = st.querier();
@@ -132,13 +180,28 @@ where
                 }
             }
         }
+        match check_partitions(&replies) {
+            Err(e) => {
+                tracing::error!(error = %e, "live stores overlap; refusing the query");
+                return Err(text(StatusCode::INTERNAL_SERVER_ERROR, e));
+            }
+            // Partitions nobody holds: their recent spans are missing, as a live store's.
+            Ok(missing) if unanswered == 0 && missing > 0 => {
+                tracing::warn!(
+                    missing,
+                    "partitions held by no live store (--live-store-partitions); answers are partial"
+                );
+                unanswered = 1;
+            }
+            Ok(_) => {}
+        }
         st.jobs.live_unanswered.fetch_add(unanswered, Ordering::Relaxed);
-        return Heads {
+        return Ok(Heads {
             blocks,
             listing,
             replies,
             unanswered,
-        };
+        });
     }
 }
 
@@ -295,6 +358,9 @@ pub struct RecentSpansReply {
     /// The filter of every trace ID the live store holds for the tenant (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<String>,
+    /// The partitions answered for ([`HeadExtras::partitions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<HeadExtras>,
 }
 
 super::versioned!(RecentTracesJob, RecentSpansReply);
@@ -319,7 +385,7 @@ pub async fn recent_traces_job(State(st): State<Arc<AppState>>, headers: HeaderM
             Ok(q) => q.map(|q| weft_engine::prefilter::Prefilter::new(&q)),
             Err(e) => return bad(format!("invalid recent-traces job: {e}")),
         };
-        let (q, recent) = match head_querier(&st, &tenant, listing).await {
+        let (q, extras) = match head_querier(&st, &tenant, listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -337,7 +403,8 @@ pub async fn recent_traces_job(State(st): State<Arc<AppState>>, headers: HeaderM
         return super::json_reply(&RecentSpansReply {
             version: JOB_VERSION,
             otlp: base64::engine::general_purpose::STANDARD.encode(weft_block::row::encode_traces_data(&rows)),
-            recent,
+            recent: extras.recent.clone(),
+            head: Some(extras),
         });
     } else {
         live.catch_up().await;
@@ -362,7 +429,7 @@ pub(crate) async fn head_querier(
     st: &AppState,
     tenant: &str,
     listing: &[String],
-) -> Result<(Querier, Option<String>), Response> {
+) -> Result<(Querier, HeadExtras), Response> {
     let Some(live) = &st.modules.live_store else {
         return Err(bad(
             "invalid head job: this process holds no live store (--target live-store, or a querier with --kafka-brokers)",
@@ -392,8 +459,13 @@ pub(crate) async fn head_querier(
     let hq = q
         .pinned(listing.iter().cloned())
         .with_recent(Arc::new(Snapshot { parts }));
-    let filter = super::recent_filter(&hq, tenant);
-    Ok((hq, filter))
+    let extras = HeadExtras {
+        taken: Vec::new(),
+        recent: super::recent_filter(&hq, tenant),
+        partitions: live.partitions(),
+        of: live.partition_count(),
+    };
+    Ok((hq, extras))
 }
 
 /// The head part of a query over whole traces (a search, metrics over whole traces), read
@@ -456,12 +528,12 @@ pub(crate) async fn whole_head<R, J>(
     path: &str,
     make: impl Fn(Vec<String>) -> J,
     mut absorb: impl FnMut(R) -> Result<(weft_querier::scan::WireOutcome, Option<HeadExtras>), String>,
-) -> WholeHead
+) -> Result<WholeHead, Response>
 where
-    R: serde::de::DeserializeOwned + Versioned,
+    R: serde::de::DeserializeOwned + Versioned + HeadReply,
     J: Serialize,
 {
-    let h: Heads<R> = heads(st, live, tenant, path, make).await;
+    let h: Heads<R> = heads(st, live, tenant, path, make).await?;
     let mut unanswered = h.unanswered;
     let (mut parts, mut taken, mut extras) = (Vec::new(), std::collections::HashSet::new(), Vec::new());
     for (a, r) in h.replies {
@@ -490,7 +562,7 @@ where
         }
     };
     let remote = Arc::new(RemoteRecent::for_query(live.clone(), held));
-    WholeHead {
+    Ok(WholeHead {
         blocks: h.blocks,
         listing: h.listing,
         parts,
@@ -499,7 +571,7 @@ where
         querier: st.querier().with_recent(remote.clone()),
         remote: Some(remote),
         unanswered,
-    }
+    })
 }
 
 /// A querier for a query this process runs alone (one not split into jobs: a tag lookup or a
@@ -514,14 +586,14 @@ pub(crate) async fn materialized(
     live: &Arc<Peers>,
     tenant: &str,
     query: Option<&str>,
-) -> (Querier, u64) {
+) -> Result<(Querier, u64), Response> {
     let make = |listing: Vec<String>| RecentTracesJob {
         version: JOB_VERSION,
         traces: Vec::new(),
         listing: Some(listing),
         q: query.map(str::to_owned),
     };
-    let h: Heads<RecentSpansReply> = heads(st, live, tenant, RECENT_TRACES_PATH, make).await;
+    let h: Heads<RecentSpansReply> = heads(st, live, tenant, RECENT_TRACES_PATH, make).await?;
     let mut unanswered = h.unanswered;
     let mut rows = Vec::new();
     let mut held = Vec::new();
@@ -568,7 +640,7 @@ pub(crate) async fn materialized(
         },
         others: RemoteRecent::for_query(live.clone(), held),
     };
-    (st.querier().pinned(h.listing).with_recent(Arc::new(recent)), unanswered)
+    Ok((st.querier().pinned(h.listing).with_recent(Arc::new(recent)), unanswered))
 }
 
 /// The recent spans a query the frontend runs alone reads: the traces the live stores copied

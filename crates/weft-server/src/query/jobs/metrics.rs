@@ -372,7 +372,7 @@ pub(crate) async fn span_metrics(
         // The live stores count theirs against the listing, in live-store order.
         Some(live) => {
             let h: super::live::Heads<MetricsJobReply> =
-                super::live::heads(st, live, tenant, METRICS_JOB_PATH, |l| template(Vec::new(), l, true)).await;
+                super::live::heads(st, live, tenant, METRICS_JOB_PATH, |l| template(Vec::new(), l, true)).await?;
             let mut stats = ScanStats {
                 unanswered_live_stores: h.unanswered,
                 ..ScanStats::default()
@@ -624,7 +624,7 @@ async fn metrics_live_head(
         }
         Ok((outcome, reply.head))
     })
-    .await;
+    .await?;
     match merge_failed {
         // Both ends run this build's query: a mismatch is a bug, not the user's.
         Some(e) => Err(text(
@@ -747,7 +747,7 @@ async fn metrics_head_job(
     r: &MetricsRequest,
     window: Option<Window>,
 ) -> Response {
-    let (q, recent) = match super::live::head_querier(st, tenant, &job.listing).await {
+    let (q, mut extras) = match super::live::head_querier(st, tenant, &job.listing).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -766,9 +766,9 @@ async fn metrics_head_job(
             stats: outcome.stats,
             missing_blocks: Vec::new(),
             outcome: Some(outcome.to_wire()),
-            head: Some(super::live::HeadExtras {
-                taken: outcome.handled().iter().map(|id| weft_core::hex(id)).collect(),
-                recent,
+            head: Some({
+                extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
+                extras
             }),
         }
     } else {
@@ -787,10 +787,7 @@ async fn metrics_head_job(
             stats,
             missing_blocks: Vec::new(),
             outcome: None,
-            head: Some(super::live::HeadExtras {
-                taken: Vec::new(),
-                recent,
-            }),
+            head: Some(extras),
         }
     };
     st.jobs.served.fetch_add(1, Ordering::Relaxed);

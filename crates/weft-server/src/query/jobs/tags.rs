@@ -72,6 +72,9 @@ pub struct TagsJobReply {
     pub truncated: bool,
     pub stats: ScanStats,
     pub missing_blocks: Vec<String>,
+    /// A head job's extras: the partitions the live store answered for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<super::live::HeadExtras>,
 }
 
 super::versioned!(TagsJob, TagsJobReply);
@@ -227,7 +230,7 @@ async fn lookup<S: Lookup>(
                     head: true,
                     ..template.clone()
                 })
-                .await;
+                .await?;
             let mut stats = ScanStats {
                 unanswered_live_stores: h.unanswered,
                 ..ScanStats::default()
@@ -347,7 +350,7 @@ async fn serve<S: Lookup>(
     };
     if job.head {
         // A live store: its recent spans, against the frontend's listing.
-        let (q, _) = match super::live::head_querier(st, &tenant, &job.listing).await {
+        let (q, extras) = match super::live::head_querier(st, &tenant, &job.listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -359,6 +362,7 @@ async fn serve<S: Lookup>(
         let mut reply = TagsJobReply {
             version: JOB_VERSION,
             stats,
+            head: Some(extras),
             ..TagsJobReply::default()
         };
         sink.listed(&mut reply);
