@@ -172,15 +172,27 @@ impl WireQuantiles {
         }
     }
 
-    fn quantiles(self) -> Quantiles {
-        match self {
+    /// The step's state; a sketch counting more than 2^48 values (more than any part of a
+    /// query holds, and room for a frontend to add thousands of parts without overflow) is
+    /// refused.
+    fn quantiles(self) -> Result<Quantiles, String> {
+        Ok(match self {
             WireQuantiles::Exact(v) => Quantiles::Exact(v.into_iter().map(f64::from_bits).collect()),
-            WireQuantiles::Sketch { sketch } => Quantiles::Sketch(Sketch {
-                neg: sketch.neg.into_iter().collect(),
-                zero: sketch.zero,
-                pos: sketch.pos.into_iter().collect(),
-            }),
-        }
+            WireQuantiles::Sketch { sketch } => {
+                let counts = sketch.neg.iter().chain(&sketch.pos).map(|&(_, n)| n);
+                let total = counts
+                    .chain([sketch.zero])
+                    .try_fold(0u64, |a, n| a.checked_add(n).filter(|&t| t <= 1 << 48));
+                if total.is_none() {
+                    return Err("a quantile sketch counts more than 2^48 values".to_owned());
+                }
+                Quantiles::Sketch(Sketch {
+                    neg: sketch.neg.into_iter().collect(),
+                    zero: sketch.zero,
+                    pos: sketch.pos.into_iter().collect(),
+                })
+            }
+        })
     }
 }
 
@@ -298,7 +310,7 @@ impl WireAcc {
                                 StepData::Avg(v.into_iter().map(|(s, n)| (f64::from_bits(s), n)).collect())
                             }
                             WireData::Values(v) => {
-                                StepData::Values(v.into_iter().map(WireQuantiles::quantiles).collect())
+                                StepData::Values(v.into_iter().map(WireQuantiles::quantiles).collect::<Result<_, _>>()?)
                             }
                         },
                         used: g.used,
@@ -814,10 +826,18 @@ mod tests {
         for q in [small, large] {
             let json = serde_json::to_string(&WireQuantiles::of(&q)).unwrap();
             let back: WireQuantiles = serde_json::from_str(&json).unwrap();
-            assert_eq!(back.quantiles(), q, "{json:.200}");
+            assert_eq!(back.quantiles().unwrap(), q, "{json:.200}");
         }
         let sketch: WireQuantiles =
             serde_json::from_str(r#"{"sketch": {"neg": [[3, 1]], "zero": 2, "pos": [[-5, 4]]}}"#).unwrap();
-        assert_eq!(sketch.quantiles().len(), 7);
+        assert_eq!(sketch.quantiles().unwrap().len(), 7);
+        // Counts a peer could not have: refused, not overflowed.
+        let huge = format!(
+            r#"{{"sketch": {{"neg": [[1, {}]], "zero": 0, "pos": [[2, {}]]}}}}"#,
+            u64::MAX,
+            1
+        );
+        let huge: WireQuantiles = serde_json::from_str(&huge).unwrap();
+        assert!(huge.quantiles().is_err());
     }
 }
