@@ -114,6 +114,9 @@ TAG_VALUES = [
     ("/api/v2/search/tag/span.n/values", {}),
     ("/api/v2/search/tag/name/values", {"q": "{ status = error }"}),
     ("/api/search/tag/k/values", {}),
+    # Filters that need whole traces: split as a search is.
+    ("/api/v2/search/tag/resource.service.name/values", {"q": "{ } >> { status = error }"}),
+    ("/api/v2/search/tag/span.n/values", {"q": "{ } | count() > 2"}),
 ]
 
 
@@ -138,6 +141,7 @@ TAG_NAMES = [
     ("/api/search/tags", {}),
     ("/api/v2/search/tags", {}),
     ("/api/v2/search/tags", {"q": "{ status = error }", "scope": "span"}),
+    ("/api/v2/search/tags", {"q": "{ } >> { status = error }", "scope": "resource"}),
 ]
 
 

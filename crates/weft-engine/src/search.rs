@@ -638,6 +638,25 @@ impl TagNames {
             keys: BTreeMap::new(),
         })
     }
+
+    /// An empty collector of the same query and cap, for another part of a split scan.
+    pub fn empty_like(&self) -> TagNames {
+        TagNames {
+            evaluator: self.evaluator.clone(),
+            prefilter: self.prefilter.clone(),
+            cap: self.cap,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// Adds another part's keys, as if its traces came next (each scope up to the cap).
+    pub fn merge_keys(&mut self, keys: BTreeMap<TagScope, BTreeSet<String>>) {
+        for (scope, keys) in keys {
+            for key in keys {
+                add_key(&mut self.keys, self.cap, scope, &key);
+            }
+        }
+    }
 }
 
 impl TraceSink for TagNames {
@@ -767,6 +786,23 @@ impl TagValues {
     /// The values, in the order first seen.
     pub fn finish(self) -> Vec<Value> {
         self.list.values
+    }
+
+    /// An empty collector of the same query, field and cap, for another part of a split scan.
+    pub fn empty_like(&self) -> TagValues {
+        TagValues {
+            evaluator: self.evaluator.clone(),
+            prefilter: self.prefilter.clone(),
+            field: self.field.clone(),
+            list: ValueList::new(self.list.cap),
+        }
+    }
+
+    /// Adds another part's values after these, as if its traces came next: the values in the
+    /// order first seen, truncated when one pass would be.
+    pub fn merge_values(&mut self, values: Vec<Value>, truncated: bool) {
+        self.list.extend(values);
+        self.list.truncated |= truncated;
     }
 }
 

@@ -7,7 +7,9 @@
 //!   operations): `POST /internal/v1/jobs/tag-values`;
 //! - tag names (`/api/search/tags`, `/api/v2/search/tags`): `POST /internal/v1/jobs/tag-names`.
 //!
-//! Lookups whose filter needs whole traces run on the frontend.
+//! Lookups whose filter needs whole traces split as a search does: the head part, runs of the
+//! listing as `whole` jobs (each replying with its list and the traces it leaves to the
+//! frontend), lists added in job order, split traces read whole on the frontend.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,14 +21,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use weft_engine::search::TagScope;
+use weft_engine::search::{TagNames, TagScope, TagValues, TraceSink};
 use weft_engine::span_metrics::ColumnSink;
 use weft_engine::tags::{ColumnTagNames, ColumnTagValues};
-use weft_querier::scan::{ScanPart, ScanStats, Window};
+use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::Value;
 use weft_traceql::ast::FieldExpr;
 
-use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan};
+use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan, unhex};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, tag_field, text};
 
@@ -55,6 +57,16 @@ pub struct TagsJob {
     /// `blocks` (`super::live`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub head: bool,
+    /// A lookup whose filter needs whole traces: the job scans whole traces and replies with
+    /// what it leaves to the frontend (`outcome`), as a search job does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+    /// Whole traces: the traces the head part took that a listed block may hold again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Whole traces: the recent-trace filters, as in search jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::filters")]
+    pub recent: Vec<String>,
 }
 
 /// A querier's answer to a [`TagsJob`].
@@ -75,6 +87,9 @@ pub struct TagsJobReply {
     /// A head job's extras: the partitions the live store answered for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<super::live::HeadExtras>,
+    /// Whole traces: the traces stored elsewhere too, as a search job's reply has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<WireOutcome>,
 }
 
 super::versioned!(TagsJob, TagsJobReply);
@@ -91,16 +106,39 @@ trait Lookup: ColumnSink + Send + Sized + 'static {
     fn full(&self) -> bool;
 }
 
+/// A reply's values, decoded.
+fn values_in(part: TagsJobReply) -> Result<(Vec<Value>, bool), String> {
+    let values = part
+        .values
+        .into_iter()
+        .map(WireValue::value)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((values, part.truncated))
+}
+
+/// A reply's keys per scope, decoded.
+fn keys_in(part: TagsJobReply) -> Result<BTreeMap<TagScope, BTreeSet<String>>, String> {
+    let mut keys = BTreeMap::new();
+    for (scope, names) in part.keys {
+        let s = TagScope::parse(&scope).ok_or_else(|| format!("unknown tag scope {scope:?}"))?;
+        keys.insert(s, names.into_iter().collect::<BTreeSet<String>>());
+    }
+    Ok(keys)
+}
+
+/// Keys per scope for a reply.
+fn keys_out(keys: BTreeMap<TagScope, BTreeSet<String>>) -> BTreeMap<String, Vec<String>> {
+    keys.into_iter()
+        .map(|(scope, keys)| (scope.name().to_owned(), keys.into_iter().collect()))
+        .collect()
+}
+
 impl Lookup for ColumnTagValues {
     const PATH: &'static str = TAG_VALUES_JOB_PATH;
 
     fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
-        let values = part
-            .values
-            .into_iter()
-            .map(WireValue::value)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.merge_values(values, part.truncated);
+        let (values, truncated) = values_in(part)?;
+        self.merge_values(values, truncated);
         Ok(())
     }
 
@@ -118,21 +156,12 @@ impl Lookup for ColumnTagNames {
     const PATH: &'static str = TAG_NAMES_JOB_PATH;
 
     fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
-        let mut keys = BTreeMap::new();
-        for (scope, names) in part.keys {
-            let s = TagScope::parse(&scope).ok_or_else(|| format!("unknown tag scope {scope:?}"))?;
-            keys.insert(s, names.into_iter().collect::<BTreeSet<String>>());
-        }
-        self.merge_keys(keys);
+        self.merge_keys(keys_in(part)?);
         Ok(())
     }
 
     fn listed(self, reply: &mut TagsJobReply) {
-        reply.keys = self
-            .keys
-            .into_iter()
-            .map(|(scope, keys)| (scope.name().to_owned(), keys.into_iter().collect()))
-            .collect();
+        reply.keys = keys_out(self.keys);
     }
 
     fn full(&self) -> bool {
@@ -140,9 +169,58 @@ impl Lookup for ColumnTagNames {
     }
 }
 
-/// Lists the values of `field` over the queriers of `--query-peers`. `Ok(None)`: the lookup
-/// needs whole traces, or a querier's block list did not agree with this one's (or no querier
-/// is known); the caller looks it up here alone.
+/// A lookup whose filter needs whole traces, split as a search is: the head part, jobs over
+/// runs of the listing (`whole`), lists added in job order, split traces read whole here.
+trait WholeLookup: TraceSink + Send + Sized + 'static {
+    const PATH: &'static str;
+    /// An empty lookup of the same query, for a part read here.
+    fn empty_like(&self) -> Self;
+    /// Adds what a part listed, in job order.
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String>;
+    /// What this lookup (a part's) listed.
+    fn listed(self, reply: &mut TagsJobReply);
+}
+
+impl WholeLookup for TagValues {
+    const PATH: &'static str = TAG_VALUES_JOB_PATH;
+
+    fn empty_like(&self) -> Self {
+        TagValues::empty_like(self)
+    }
+
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
+        let (values, truncated) = values_in(part)?;
+        self.merge_values(values, truncated);
+        Ok(())
+    }
+
+    fn listed(self, reply: &mut TagsJobReply) {
+        reply.truncated = self.truncated();
+        reply.values = self.finish().iter().map(WireValue::of).collect();
+    }
+}
+
+impl WholeLookup for TagNames {
+    const PATH: &'static str = TAG_NAMES_JOB_PATH;
+
+    fn empty_like(&self) -> Self {
+        TagNames::empty_like(self)
+    }
+
+    fn absorb(&mut self, part: TagsJobReply) -> Result<(), String> {
+        self.merge_keys(keys_in(part)?);
+        Ok(())
+    }
+
+    fn listed(self, reply: &mut TagsJobReply) {
+        reply.keys = keys_out(self.keys);
+    }
+}
+
+/// Lists the values of `field` over the queriers of `--query-peers`: from columns when the
+/// filter is span-local, else over whole traces as a search is split. `Ok(None)`: a querier's
+/// block list did not agree with this one's (or no querier is known); the caller looks it up
+/// here alone.
 pub(crate) async fn tag_values(
     st: &AppState,
     peers: &Peers,
@@ -152,16 +230,21 @@ pub(crate) async fn tag_values(
     window: Option<Window>,
     cap: usize,
 ) -> Result<Option<(Vec<Value>, bool, ScanStats)>, Response> {
-    let Some(sink) = ColumnTagValues::new(query, field, window, cap) else {
+    let job = template(query, Some(field.to_string()), window, cap);
+    if let Some(sink) = ColumnTagValues::new(query, field, window, cap) {
+        return Ok(lookup(st, peers, tenant, window, sink, job)
+            .await?
+            .map(|(sink, stats)| {
+                let truncated = sink.truncated();
+                (sink.finish(), truncated, stats)
+            }));
+    }
+    let mut sink = TagValues::new(query, field.clone(), cap).map_err(crate::query::eval_error)?;
+    let Some(stats) = whole_lookup(st, peers, tenant, window, &mut sink, job).await? else {
         return Ok(None);
     };
-    let job = template(query, Some(field.to_string()), window, cap);
-    Ok(lookup(st, peers, tenant, window, sink, job)
-        .await?
-        .map(|(sink, stats)| {
-            let truncated = sink.truncated();
-            (sink.finish(), truncated, stats)
-        }))
+    let truncated = sink.truncated();
+    Ok(Some((sink.finish(), truncated, stats)))
 }
 
 /// The attribute keys per scope over the queriers of `--query-peers`, as [`tag_values`].
@@ -173,13 +256,123 @@ pub(crate) async fn tag_names(
     window: Option<Window>,
     cap: usize,
 ) -> Result<Option<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats)>, Response> {
-    let Some(sink) = ColumnTagNames::new(query, window, cap) else {
-        return Ok(None);
-    };
     let job = template(query, None, window, cap);
-    Ok(lookup(st, peers, tenant, window, sink, job)
-        .await?
-        .map(|(sink, stats)| (sink.keys, stats)))
+    if let Some(sink) = ColumnTagNames::new(query, window, cap) {
+        return Ok(lookup(st, peers, tenant, window, sink, job)
+            .await?
+            .map(|(sink, stats)| (sink.keys, stats)));
+    }
+    let mut sink = TagNames::new(query, cap).map_err(crate::query::eval_error)?;
+    let found = whole_lookup(st, peers, tenant, window, &mut sink, job).await?;
+    Ok(found.map(|stats| (sink.keys, stats)))
+}
+
+/// Runs a whole-trace lookup over the queriers as a search is split: the head part (here, or
+/// the live stores'), runs of the listing as `whole` jobs excluding the traces the head part
+/// took, lists added in job order, then the traces stored in several places read whole here.
+async fn whole_lookup<S: WholeLookup>(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    window: Option<Window>,
+    sink: &mut S,
+    template: TagsJob,
+) -> Result<Option<ScanStats>, Response> {
+    let addrs = peers.peers().await;
+    if addrs.is_empty() && st.live.is_none() {
+        return Ok(None);
+    }
+    let width = addrs.len().max(1);
+    let mut template = TagsJob {
+        whole: true,
+        ..template
+    };
+    let mut head = match &st.live {
+        None => super::live::WholeHead::here(st.querier(), tenant, window, sink).await?,
+        Some(live) => {
+            let make = |listing: Vec<String>| TagsJob {
+                listing,
+                head: true,
+                ..template.clone()
+            };
+            super::live::whole_head(st, live, tenant, S::PATH, make, |mut reply: TagsJobReply| {
+                let outcome = reply.outcome.take().ok_or("no outcome for whole traces")?;
+                let extras = reply.head.take();
+                sink.absorb(reply)?;
+                Ok((outcome, extras))
+            })
+            .await?
+        }
+    };
+    template.listing = head.listing.clone();
+    template.recent = head.recent.clone();
+    let mut parts = std::mem::take(&mut head.parts);
+    let (q, blocks, taken) = (&head.querier, &head.blocks, &head.taken);
+    // Of the traces the head part took, those a listed block may hold again.
+    let exclude: Vec<[u8; 16]> = taken
+        .iter()
+        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
+        .copied()
+        .collect();
+    template.exclude = exclude.iter().map(|id| weft_core::hex(id)).collect();
+    let empty = sink.empty_like();
+    let run = |(k, job): (usize, Vec<usize>)| {
+        let (addrs, template, exclude, empty) = (&addrs, &template, &exclude, &empty);
+        async move {
+            let job = TagsJob {
+                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                ..template.clone()
+            };
+            let decode = |mut r: TagsJobReply| {
+                let outcome = PartOutcome::from_wire(r.outcome.take().ok_or("no outcome for whole traces")?)?;
+                Ok((r, outcome))
+            };
+            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, decode).await
+                && (reply.1.missing_blocks.is_empty() || st.live.is_none())
+            {
+                return Ok(reply);
+            }
+            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+            let mut local = empty.empty_like();
+            let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
+            part.exclude = exclude.iter().copied().collect();
+            let outcome = q
+                .scan_part(tenant, window, &part, &mut local)
+                .await
+                .map_err(scan_failed)?;
+            let mut reply = TagsJobReply {
+                version: JOB_VERSION,
+                ..TagsJobReply::default()
+            };
+            local.listed(&mut reply);
+            Ok::<_, Response>((reply, outcome))
+        }
+    };
+    let mut done = futures::stream::iter(plan(blocks, width * JOBS_PER_PEER).into_iter().enumerate())
+        .map(run)
+        .buffered(width);
+    while let Some(d) = done.next().await {
+        let (reply, mut outcome) = d?;
+        if !outcome.missing_blocks.is_empty() {
+            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; looking tags up here alone");
+            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        if let Err(e) = sink.absorb(reply) {
+            return Err(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("merging a querier's tag list: {e}"),
+            ));
+        }
+        outcome.forget(taken);
+        parts.push(outcome);
+    }
+    drop(done);
+    // The traces stored in several places, read whole here once.
+    let (split, mut stats) = q.split_traces(tenant, window, parts, sink);
+    stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
+    stats.add(&head.partial());
+    Ok(Some(stats))
 }
 
 fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<Window>, cap: usize) -> TagsJob {
@@ -192,6 +385,9 @@ fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<W
         blocks: Vec::new(),
         listing: Vec::new(),
         head: false,
+        whole: false,
+        exclude: Vec::new(),
+        recent: Vec::new(),
     }
 }
 
@@ -312,10 +508,20 @@ async fn lookup<S: Lookup>(
 /// `POST /internal/v1/jobs/tag-values`: one job of a tag-value lookup another querier is the
 /// frontend of.
 pub async fn tag_values_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    serve(&st, &headers, &body, "tag-values", |job, query| {
-        let field = job.field.as_deref().ok_or("no field")?;
-        let field = tag_field(field, true)?;
-        ColumnTagValues::new(query, &field, job.window, job.cap).ok_or_else(|| "the lookup needs whole traces".into())
+    let (tenant, _slot, job) = match super::accept::<TagsJob>(&st, &headers, &body, "tag-values").await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let field = |job: &TagsJob| tag_field(job.field.as_deref().ok_or("no field")?, true);
+    if job.whole {
+        return serve_whole(&st, &tenant, job, "tag-values", |job, query| {
+            TagValues::new(query, field(job)?, job.cap).map_err(|e| e.to_string())
+        })
+        .await;
+    }
+    serve(&st, &tenant, job, "tag-values", |job, query| {
+        ColumnTagValues::new(query, &field(job)?, job.window, job.cap)
+            .ok_or_else(|| "the lookup needs whole traces".into())
     })
     .await
 }
@@ -323,24 +529,86 @@ pub async fn tag_values_job(State(st): State<Arc<AppState>>, headers: HeaderMap,
 /// `POST /internal/v1/jobs/tag-names`: one job of a tag-name lookup another querier is the
 /// frontend of.
 pub async fn tag_names_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    serve(&st, &headers, &body, "tag-names", |job, query| {
+    let (tenant, _slot, job) = match super::accept::<TagsJob>(&st, &headers, &body, "tag-names").await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    if job.whole {
+        return serve_whole(&st, &tenant, job, "tag-names", |job, query| {
+            TagNames::new(query, job.cap).map_err(|e| e.to_string())
+        })
+        .await;
+    }
+    serve(&st, &tenant, job, "tag-names", |job, query| {
         ColumnTagNames::new(query, job.window, job.cap).ok_or_else(|| "the lookup needs whole traces".into())
     })
     .await
 }
 
-/// Answers a tag job with the sink `make` builds for it.
-async fn serve<S: Lookup>(
+/// Answers a whole-trace tag job (`whole`) with the lookup `make` builds for it: its head part
+/// on a live store, or the job's blocks, with the outcome a search job replies with.
+async fn serve_whole<S: WholeLookup>(
     st: &AppState,
-    headers: &HeaderMap,
-    body: &[u8],
+    tenant: &str,
+    job: TagsJob,
     what: &str,
     make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
 ) -> Response {
-    let (tenant, _slot, job) = match super::accept::<TagsJob>(st, headers, body, what).await {
-        Ok(x) => x,
-        Err(r) => return r,
+    let made = weft_traceql::parse(&job.query)
+        .map_err(|e| e.to_string())
+        .and_then(|query| make(&job, &query));
+    let mut sink = match made {
+        Ok(s) => s,
+        Err(e) => return bad(format!("invalid {what} job: {e}")),
     };
+    let (outcome, missing, head) = if job.head {
+        let (q, mut extras) = match super::live::head_querier(st, tenant, &job.listing).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let outcome = match q.scan_part(tenant, job.window, &ScanPart::head_only(), &mut sink).await {
+            Ok(o) => o,
+            Err(e) => return scan_failed(e),
+        };
+        extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
+        (outcome, Vec::new(), Some(extras))
+    } else {
+        let exclude = job.exclude.iter().map(|s| unhex::<16>(s)).collect::<Result<_, _>>();
+        let held = exclude.and_then(|ids| Ok((ids, super::job_querier(st.querier(), &job.recent)?)));
+        let (exclude, held) = match held {
+            Ok(x) => x,
+            Err(e) => return bad(format!("invalid {what} job: {e}")),
+        };
+        let q = held.as_ref().unwrap_or(st.querier());
+        let missing = super::unknown_blocks(q, tenant, &job.listing).await;
+        let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
+        part.exclude = exclude;
+        match q.scan_part(tenant, job.window, &part, &mut sink).await {
+            Ok(o) => (o, missing, None),
+            Err(e) => return scan_failed(e),
+        }
+    };
+    st.jobs.served.fetch_add(1, Ordering::Relaxed);
+    let mut reply = TagsJobReply {
+        version: JOB_VERSION,
+        stats: outcome.stats,
+        missing_blocks: missing,
+        head,
+        outcome: Some(outcome.to_wire()),
+        ..TagsJobReply::default()
+    };
+    sink.listed(&mut reply);
+    json_reply(&reply)
+}
+
+/// Answers a tag job from columns with the sink `make` builds for it.
+async fn serve<S: Lookup>(
+    st: &AppState,
+    tenant: &str,
+    job: TagsJob,
+    what: &str,
+    make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
+) -> Response {
     let made = weft_traceql::parse(&job.query)
         .map_err(|e| e.to_string())
         .and_then(|query| make(&job, &query));
@@ -350,11 +618,11 @@ async fn serve<S: Lookup>(
     };
     if job.head {
         // A live store: its recent spans, against the frontend's listing.
-        let (q, extras) = match super::live::head_querier(st, &tenant, &job.listing).await {
+        let (q, extras) = match super::live::head_querier(st, tenant, &job.listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
-        let stats = match q.scan_columns_head(&tenant, job.window, &mut sink).await {
+        let stats = match q.scan_columns_head(tenant, job.window, &mut sink).await {
             Ok((s, _)) => s,
             Err(e) => return scan_failed(e),
         };
@@ -369,9 +637,9 @@ async fn serve<S: Lookup>(
         return json_reply(&reply);
     }
     let q = st.querier();
-    let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
+    let missing = super::unknown_blocks(q, tenant, &job.listing).await;
     let part = ScanPart::of_blocks(job.blocks.iter().cloned());
-    let stats = match q.scan_columns_part(&tenant, job.window, &part, &mut sink).await {
+    let stats = match q.scan_columns_part(tenant, job.window, &part, &mut sink).await {
         Ok(s) => s,
         Err(e) => return scan_failed(e),
     };
