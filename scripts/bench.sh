@@ -37,8 +37,9 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 .venv/bin/python scripts/bench_jaeger_xray.py --weft target/release/weft --out bench-out/jaeger_xray.json
 # Cluster mode: distributor, block builder (blocks in s3proxy) and a real Kafka broker beside the
 # single binary on the same loadgen load (docs/benchmarks/cluster.md).
-# Each round runs the single binary, then a cluster per record-batch compression (none, lz4, zstd).
-.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --out bench-out/cluster.json
+# Each round runs the single binary, then a cluster per record-batch compression (none, lz4, zstd);
+# in each, a querier tailing the topic and two live stores read the same load (their CPU per span).
+.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --live-stores --out bench-out/cluster.json
 # Compaction's write amplification over an hour of steady load, beside the previous policy
 # (docs/benchmarks/all-in-cost-and-compaction.md, "Compaction write amplification";
 # docs/adr/0007-size-tiered-compaction.md).
