@@ -634,6 +634,8 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
     assert got == want and want, f"Zipkin search: frontend {len(got)}, single binary {len(want)}"
     if not peers_tail:
         assert all(p.metric("weft_query_jobs_total", outcome="served") for p in peers), "the peers answered jobs"
+    if storage:
+        assert not data.exists(), "roles that keep blocks in S3 and no WAL create no data directory"
     if live_stores:
         assert all(s.metric("weft_query_jobs_total", outcome="served") for s in live_stores), \
             "the live stores answered the recent parts"

@@ -69,9 +69,12 @@ impl StorageOptions {
 
 /// The block storage, counted, and its counters.
 pub async fn init(opts: &StorageOptions, data_dir: &Path) -> anyhow::Result<(Arc<dyn Storage>, Arc<StorageMetrics>)> {
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating data dir {}", data_dir.display()))?;
     let inner: Arc<dyn Storage> = match opts.storage {
-        StorageKind::Local => Arc::new(weft_storage::LocalStorage::new(data_dir)?),
+        // Only local blocks live in the data directory (a WAL creates its own folder there).
+        StorageKind::Local => {
+            std::fs::create_dir_all(data_dir).with_context(|| format!("creating data dir {}", data_dir.display()))?;
+            Arc::new(weft_storage::LocalStorage::new(data_dir)?)
+        }
         StorageKind::S3 => {
             let s3 = weft_storage::S3Storage::new(opts.s3_config().map_err(anyhow::Error::msg)?)?;
             // Fail at start, not at the first block, on a wrong endpoint, bucket or
