@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 pub const EXACT_MAX: usize = 1024;
 /// The sketch's relative error.
 pub const ALPHA: f64 = 0.01;
+/// Most values a sketch from elsewhere may count ([`Sketch::from_counts`]): more than any part
+/// of a query holds, with room to add thousands of parts without overflow.
+pub const MAX_COUNT: u64 = 1 << 48;
 
 fn gamma() -> f64 {
     (1.0 + ALPHA) / (1.0 - ALPHA)
@@ -45,6 +48,31 @@ pub struct Sketch {
 }
 
 impl Sketch {
+    /// A sketch of bucket counts from another process (a query job's reply); more than
+    /// [`MAX_COUNT`] values in all is refused.
+    pub fn from_counts(neg: Vec<(i32, u64)>, zero: u64, pos: Vec<(i32, u64)>) -> Result<Sketch, String> {
+        let total = neg
+            .iter()
+            .chain(&pos)
+            .map(|&(_, n)| n)
+            .chain([zero])
+            .try_fold(0u64, |a, n| a.checked_add(n).filter(|&t| t <= MAX_COUNT));
+        if total.is_none() {
+            return Err(format!("a quantile sketch counts more than {MAX_COUNT} values"));
+        }
+        let mut s = Sketch {
+            zero,
+            ..Sketch::default()
+        };
+        for (i, n) in neg {
+            *s.neg.entry(i).or_default() += n;
+        }
+        for (i, n) in pos {
+            *s.pos.entry(i).or_default() += n;
+        }
+        Ok(s)
+    }
+
     fn add(&mut self, v: f64) {
         self.add_n(v, 1);
     }
@@ -259,6 +287,25 @@ mod tests {
         a.merge(b);
         assert_eq!(a.quantile(0.0), Some(0.5));
         assert_eq!(a.quantile(1.0), Some(3.0));
+    }
+
+    proptest::proptest! {
+        /// Any counts another process sends are refused or read without a panic, merged
+        /// with themselves and with exact values.
+        #[test]
+        fn sketches_from_elsewhere_never_panic(
+            neg in proptest::collection::vec((proptest::prelude::any::<i32>(), 0u64..=MAX_COUNT), 0..20),
+            zero in 0u64..=MAX_COUNT,
+            pos in proptest::collection::vec((proptest::prelude::any::<i32>(), proptest::prelude::any::<u64>()), 0..20),
+            q in 0.0f64..=1.0,
+        ) {
+            if let Ok(s) = Sketch::from_counts(neg, zero, pos) {
+                let mut merged = Quantiles::Sketch(s.clone());
+                merged.merge(Quantiles::Sketch(s));
+                merged.merge(Quantiles::Exact(vec![1.0, -2.5, 0.0]));
+                let _ = merged.quantile(q);
+            }
+        }
     }
 
     #[test]

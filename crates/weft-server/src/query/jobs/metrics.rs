@@ -172,25 +172,13 @@ impl WireQuantiles {
         }
     }
 
-    /// The step's state; a sketch counting more than 2^48 values (more than any part of a
-    /// query holds, and room for a frontend to add thousands of parts without overflow) is
-    /// refused.
+    /// The step's state; a sketch counting more than 2^48 values is refused
+    /// ([`Sketch::from_counts`]).
     fn quantiles(self) -> Result<Quantiles, String> {
         Ok(match self {
             WireQuantiles::Exact(v) => Quantiles::Exact(v.into_iter().map(f64::from_bits).collect()),
             WireQuantiles::Sketch { sketch } => {
-                let counts = sketch.neg.iter().chain(&sketch.pos).map(|&(_, n)| n);
-                let total = counts
-                    .chain([sketch.zero])
-                    .try_fold(0u64, |a, n| a.checked_add(n).filter(|&t| t <= 1 << 48));
-                if total.is_none() {
-                    return Err("a quantile sketch counts more than 2^48 values".to_owned());
-                }
-                Quantiles::Sketch(Sketch {
-                    neg: sketch.neg.into_iter().collect(),
-                    zero: sketch.zero,
-                    pos: sketch.pos.into_iter().collect(),
-                })
+                Quantiles::Sketch(Sketch::from_counts(sketch.neg, sketch.zero, sketch.pos)?)
             }
         })
     }
