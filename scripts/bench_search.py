@@ -18,6 +18,9 @@ Method:
      timeout (and not repeated); the script then waits for the server to go idle.
        needle           { span.user.id = "needle-1" }  (must find the needle's trace)
        needle_narrow    the same with a 10-minute window around the needle (block pruning)
+       first_page_all   { }, limit 20: the newest 20 traces (checked: 20, newest first)
+       first_page_service  { resource.service.name = "frontend" }, the same
+       first_page_status   { span.http.status_code = 500 }, the same
        duration_gt_1s   { duration > 1s }
        service_error    { resource.service.name = "<service>" } >> { status = error }
        sibling_error    { resource.service.name = "<service>" } ~ { status = error }
@@ -477,6 +480,14 @@ def count_traces(j):
     return True, "", {"traces_returned": len(j.get("traces", []))}
 
 
+def newest_first(j):
+    """A first page: `limit` traces, latest start first."""
+    traces = j.get("traces", [])
+    starts = [int(t.get("startTimeUnixNano", 0)) for t in traces]
+    ok = len(traces) == 20 and starts == sorted(starts, reverse=True)
+    return ok, f"want 20 traces newest first, got {len(traces)}: {starts[:5]}", {"traces_returned": len(traces)}
+
+
 def tag_check(j):
     return True, "", {"values_returned": len(j.get("tagValues", []))}
 
@@ -513,6 +524,11 @@ def search_queries(server, args, window, needle):
     queries.append(run_query(server, "needle_narrow", "/api/search",
                              {"q": q_needle, "start": str(ns - 300), "end": str(ns + 300), "limit": "20"},
                              args.runs, args.timeout, needle_check, args.measure_timeouts))
+    # First pages: what a search with a common match costs before it can show 20 traces.
+    for name, q in [("first_page_all", "{ }"), ("first_page_service", '{ resource.service.name = "frontend" }'),
+                    ("first_page_status", "{ span.http.status_code = 500 }")]:
+        queries.append(run_query(server, name, "/api/search", {"q": q, **window, "limit": "20"},
+                                 args.runs, args.timeout, newest_first, args.measure_timeouts))
     queries.append(run_query(server, "duration_gt_1s", "/api/search",
                              {"q": "{ duration > 1s }", **window, "limit": "20"}, args.runs, args.timeout,
                              count_traces, args.measure_timeouts))

@@ -715,8 +715,9 @@ impl SpanColumns {
         }
     }
 
-    /// Row order for a block: by trace ID, then start time, then span ID; of spans with the
-    /// same trace ID, span ID and start time (client retries) only the first is listed.
+    /// Row order by trace ID, then start time, then span ID; of spans with the same trace ID,
+    /// span ID and start time (client retries) only the first is listed. Queries over the
+    /// head read it in this order.
     pub fn sorted_order(&self) -> Vec<u32> {
         // Each trace's ID with its last row, sorted by value: sorting references would read
         // the map at random for every comparison, and each trace would need a lookup after.
@@ -724,25 +725,95 @@ impl SpanColumns {
         ids.sort_unstable_by_key(|a| a.0);
         let mut order = Vec::with_capacity(self.len());
         for (_, last) in ids {
-            let from = order.len();
-            let mut r = last;
-            while r != NONE {
-                order.push(r);
-                r = self.prev[r as usize];
-            }
-            order[from..].sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
-            // A client retry stores a span twice: same ID and start, now adjacent. Keep one.
-            let mut keep = from + 1;
-            for i in from + 1..order.len() {
-                let (a, b) = (order[keep - 1] as usize, order[i] as usize);
-                if (self.start[a], self.span_id[a]) != (self.start[b], self.span_id[b]) {
-                    order[keep] = order[i];
-                    keep += 1;
-                }
-            }
-            order.truncate(keep.min(order.len()));
+            self.push_trace(last, &mut order);
         }
         order
+    }
+
+    /// Row order and row groups of a block whose row groups are *time slices* (format 3): the
+    /// traces ordered by their start (their earliest span here), then ID, are cut into slices
+    /// of at least `row_group_rows` rows (under twice that); a slice is one row group, its
+    /// traces sorted by ID. A trace of more than `row_group_rows` rows is a slice of its own,
+    /// cut into row groups of `row_group_rows`. Each trace's rows are as in
+    /// [`Self::sorted_order`], which lists the same rows.
+    ///
+    /// So every row group holds whole traces (bar the largest) sorted by ID, and the newest
+    /// traces are in one row group, not spread over all of them: a search for the newest
+    /// matches reads that row group first and can stop there.
+    pub fn time_sliced_order(&self, row_group_rows: usize) -> (Vec<u32>, Vec<std::ops::Range<usize>>) {
+        struct Trace {
+            start: u64,
+            id: [u8; 16],
+            from: u32,
+            len: u32,
+        }
+        let per_group = row_group_rows.max(1);
+        // Every trace's rows, in one buffer: the traces are then ordered by reference to it.
+        let mut rows = Vec::with_capacity(self.len());
+        let mut traces = Vec::with_capacity(self.traces.len());
+        for (id, &last) in &self.traces {
+            let from = rows.len();
+            self.push_trace(last, &mut rows);
+            traces.push(Trace {
+                start: self.start[rows[from] as usize],
+                id: *id,
+                from: from as u32,
+                len: (rows.len() - from) as u32,
+            });
+        }
+        traces.sort_unstable_by_key(|t| (t.start, t.id));
+        let mut order = Vec::with_capacity(rows.len());
+        let mut groups = Vec::with_capacity(rows.len() / per_group + 1);
+        let mut i = 0;
+        while i < traces.len() {
+            let len = traces[i].len as usize;
+            if len > per_group {
+                let from = traces[i].from as usize;
+                for chunk in rows[from..from + len].chunks(per_group) {
+                    let s = order.len();
+                    order.extend_from_slice(chunk);
+                    groups.push(s..order.len());
+                }
+                i += 1;
+                continue;
+            }
+            let (mut j, mut n) = (i, 0);
+            while j < traces.len() && n < per_group && traces[j].len as usize <= per_group {
+                n += traces[j].len as usize;
+                j += 1;
+            }
+            let slice = &mut traces[i..j];
+            slice.sort_unstable_by_key(|t| t.id);
+            let s = order.len();
+            for t in slice.iter() {
+                order.extend_from_slice(&rows[t.from as usize..(t.from + t.len) as usize]);
+            }
+            groups.push(s..order.len());
+            i = j;
+        }
+        (order, groups)
+    }
+
+    /// Appends the rows of the trace whose last row is `last` to `order`, by start time, then
+    /// span ID, each client retry (same start and span ID) left out.
+    fn push_trace(&self, last: u32, order: &mut Vec<u32>) {
+        let from = order.len();
+        let mut r = last;
+        while r != NONE {
+            order.push(r);
+            r = self.prev[r as usize];
+        }
+        order[from..].sort_unstable_by_key(|&r| (self.start[r as usize], self.span_id[r as usize]));
+        // A client retry stores a span twice: same ID and start, now adjacent. Keep one.
+        let mut keep = from + 1;
+        for i in from + 1..order.len() {
+            let (a, b) = (order[keep - 1] as usize, order[i] as usize);
+            if (self.start[a], self.span_id[a]) != (self.start[b], self.span_id[b]) {
+                order[keep] = order[i];
+                keep += 1;
+            }
+        }
+        order.truncate(keep.min(order.len()));
     }
 }
 
@@ -871,6 +942,56 @@ mod tests {
                 })
                 .collect();
             prop_assert_eq!(got, keys);
+        }
+
+        /// Time slices list the rows `sorted_order` lists; each row group holds whole traces
+        /// sorted by ID (a trace longer than a row group: only its own rows), under twice
+        /// `per_group` rows; and no trace of a later row group starts before one of an
+        /// earlier row group.
+        #[test]
+        fn time_slices_hold_whole_traces_newest_last(
+            rows in proptest::collection::vec((0usize..12, 0u64..40, 0u8..4), 0..300),
+            traces in proptest::collection::vec(any::<[u8; 16]>(), 12),
+            per_group in 1usize..40,
+        ) {
+            let mut cols = SpanColumns::default();
+            for (t, start, span) in rows {
+                let start = start + t as u64 * 3;
+                cols.push_row(&SpanRow {
+                    trace_id: traces[t],
+                    span_id: [span; 8],
+                    start_unix_nano: start,
+                    ..SpanRow::default()
+                });
+            }
+            cols.end_run();
+            let (order, groups) = cols.time_sliced_order(per_group);
+            let mut sorted = order.clone();
+            let mut want = cols.sorted_order();
+            sorted.sort_unstable();
+            want.sort_unstable();
+            prop_assert_eq!(sorted, want);
+            prop_assert_eq!(groups.iter().map(|g| g.len()).sum::<usize>(), order.len());
+            let trace_start = |id: &[u8; 16]| {
+                order.iter().filter(|&&r| cols.trace_id[r as usize] == *id).map(|&r| cols.start[r as usize]).min()
+            };
+            let mut latest = 0;
+            for (k, g) in groups.iter().enumerate() {
+                prop_assert!(k == 0 || groups[k - 1].end == g.start);
+                let ids: Vec<[u8; 16]> = order[g.clone()].iter().map(|&r| cols.trace_id[r as usize]).collect();
+                prop_assert!(ids.windows(2).all(|w| w[0] <= w[1]), "sorted by ID within a row group");
+                let whole = ids.iter().all(|id| order[g.clone()].iter().filter(|&&r| cols.trace_id[r as usize] == *id).count()
+                    == order.iter().filter(|&&r| cols.trace_id[r as usize] == *id).count());
+                if whole {
+                    prop_assert!(g.len() < 2 * per_group);
+                } else {
+                    prop_assert!(ids.iter().all(|id| *id == ids[0]) && g.len() <= per_group, "only a long trace is cut");
+                }
+                let starts: Vec<u64> = ids.iter().filter_map(trace_start).collect();
+                let (lo, hi) = (*starts.iter().min().unwrap(), *starts.iter().max().unwrap());
+                prop_assert!(lo >= latest, "row group {} starts at {} before {}", k, lo, latest);
+                latest = hi;
+            }
         }
     }
 }

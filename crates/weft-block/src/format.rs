@@ -12,6 +12,7 @@
 //! |---|---|
 //! | 1 | [`Encoding::V1`]: the `weft_span_v1` schema |
 //! | 2 | [`Encoding::V1`]: `weft_span_v1` plus the dedicated columns listed in `meta.json` |
+//! | 3 | [`Encoding::V1`]: as 2, its row groups time slices (the rows' order and the index say so; the columns are the same) |
 //!
 //! Every encoding so far stores a Parquet data file: the footer, the checksums and the
 //! fetching of column chunks in the crate root are shared by all of them.
@@ -61,7 +62,7 @@ pub(crate) trait BlockFormat {
 /// A block encoding: which module writes and reads a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Encoding {
-    /// Format versions 1 and 2 (`parquet_spans`).
+    /// Format versions 1, 2 and 3 (`parquet_spans`).
     V1,
 }
 
@@ -71,7 +72,7 @@ pub(crate) const WRITES: Encoding = Encoding::V1;
 /// The encoding that reads blocks of format `version`.
 pub(crate) fn from_version(version: u32) -> Result<Encoding, BlockError> {
     match version {
-        1 | 2 => Ok(Encoding::V1),
+        1..=3 => Ok(Encoding::V1),
         v => Err(BlockError::UnsupportedVersion(v)),
     }
 }

@@ -75,14 +75,18 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, FastBuild>;
 pub fn trace_id_hashes(id: &[u8; 16]) -> (u64, u64) {
     let a = u64::from_le_bytes(id[..8].try_into().expect("8 bytes"));
     let b = u64::from_le_bytes(id[8..].try_into().expect("8 bytes"));
-    let mix = |mut x: u64| {
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
-    };
-    let h1 = mix(a ^ mix(b));
-    let h2 = mix(b.wrapping_add(0x9e37_79b9_7f4a_7c15) ^ a.rotate_left(17));
+    let h1 = mix64(a ^ mix64(b));
+    let h2 = mix64(b.wrapping_add(0x9e37_79b9_7f4a_7c15) ^ a.rotate_left(17));
     (h1, h2 | 1)
+}
+
+/// MurmurHash3's 64-bit finalizer: every output bit depends on every input bit. Stable: the
+/// bloom filters on disk depend on it.
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }

@@ -2,9 +2,11 @@
 //!
 //! A block is the unit of stored data: one tenant's spans over a span of time, in a folder (or
 //! object prefix) `blocks/<tenant>/<block_id>/` holding
-//! - `data.parquet`: one row per span, sorted by trace ID (the schema is the format version's:
-//!   see the `parquet_spans` module for versions 1 and 2);
-//! - `index.bin`: each row group's trace-ID range plus a bloom filter ([`index`]);
+//! - `data.parquet`: one row per span, in row groups that are time slices, each sorted by trace
+//!   ID (format 3; formats 1 and 2 sort the whole file by trace ID); the schema is the format
+//!   version's: see the `parquet_spans` module;
+//! - `index.bin`: each row group's trace-ID range, trace bloom and trace start times, plus the
+//!   block's bloom filter ([`index`]);
 //! - `meta.json`: version, tenant, time range, counts, sizes and checksums (of the data file's
 //!   column chunks and footer, of `index.bin`, and of itself) ([`meta`]), written last;
 //! - while it is written, the empty marker [`WRITING_MARKER`]; while it is deleted,
@@ -24,7 +26,7 @@
 //! there. Callers see only this crate root and format-neutral types ([`WriteOptions`],
 //! [`Needs`], [`MetricNeeds`], [`FilterColumns`], [`MetricColumns`], [`GraphColumns`],
 //! [`DictColumn`], …), never an encoding module. The `parquet_spans` module reads versions 1
-//! and 2.
+//! to 3.
 //!
 //! To add a format 3:
 //! 1. write it as a new module beside `parquet_spans` (say `v3`), with a type implementing

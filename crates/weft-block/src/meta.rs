@@ -7,11 +7,16 @@ use serde::{Deserialize, Serialize};
 /// - 1: the `weft_span_v1` schema.
 /// - 2: `weft_span_v1` followed by the block's dedicated attribute columns, listed in
 ///   [`BlockMeta::dedicated_columns`] (none is the same as version 1).
-pub const FORMAT_VERSION: u32 = 2;
+/// - 3: as 2, with *time-sliced* row groups: each holds the traces that start in one stretch of
+///   the block's time, sorted by trace ID, and `index.bin` (version 4) gives each a bloom filter
+///   of its trace IDs and its traces' earliest and latest start
+///   ([`crate::columns::SpanColumns::time_sliced_order`], [`crate::index`]). A search for the
+///   newest matches reads the newest row group first and stops there once it holds `limit`.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Every version this build reads (the `format` module maps each to the encoding that reads it;
 /// a test checks they agree).
-pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
+pub const READABLE_VERSIONS: [u32; 3] = [1, 2, 3];
 
 /// A block's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -1,4 +1,6 @@
-//! Block format version 1: `data.parquet` with one row per span, sorted by trace ID.
+//! Block format versions 1 to 3: `data.parquet` with one row per span; in versions 1 and 2 sorted
+//! by trace ID, in version 3 by time slice, then trace ID (each row group a slice: see
+//! [`crate::columns::SpanColumns::time_sliced_order`]).
 //!
 //! Schema (`weft_span_v1`):
 //!
@@ -22,11 +24,12 @@
 //! Pages of trace_id, span_id, the timestamps and attributes are zstd-compressed; the
 //! dictionary-encoded low-cardinality columns and the sparse ones are stored uncompressed (the
 //! codec is per column chunk, so readers need no change). Row groups hold up to
-//! `row_group_rows` rows; `index.bin` records each row group's trace-ID range.
+//! `row_group_rows` rows (under twice that, to keep traces whole); `index.bin` records each row
+//! group's trace-ID range and, from version 3, its trace bloom and trace start times.
 //!
 //! Version 2 is the same schema followed by one optional column per dedicated attribute key
-//! listed in `meta.json` ([`crate::meta::BlockMeta::dedicated_columns`]); this module writes
-//! it and reads both. The rest of the crate reaches it only through [`crate::format`], as
+//! listed in `meta.json` ([`crate::meta::BlockMeta::dedicated_columns`]). Version 3 is version
+//! 2's schema with time-sliced row groups; this module writes it and reads all three. The rest of the crate reaches it only through [`crate::format`], as
 //! [`V1`].
 
 pub mod chunk;

@@ -161,7 +161,7 @@ pub fn read_trace(
     read_span_rows(&rgr, dedicated, lo, hi - lo, |_| *trace_id, |_| true)
 }
 
-/// Returns every span of row group `rg`, in block order (by trace ID). `chunk` must hold the
+/// Returns every span of row group `rg`, in block order (by trace ID within the row group). `chunk` must hold the
 /// row group's bytes.
 /// With `keep`, only the rows in those ranges (ascending, disjoint) are returned, in order.
 pub fn read_row_group(

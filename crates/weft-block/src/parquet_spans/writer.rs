@@ -19,7 +19,6 @@ use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{ColumnDescPtr, ColumnPath};
-use std::ops::Range;
 use std::sync::Arc;
 
 /// Writer properties. Only the two timestamp columns go through the Parquet column writer
@@ -424,7 +423,7 @@ fn dict_small_ints(buf: &mut ChunkBuf, rows: &[Row], value_of: impl Fn(&Row) -> 
 /// dictionaries; the timestamps go through the Parquet column writer for its
 /// `DELTA_BINARY_PACKED` encoder and statistics.
 pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockError> {
-    let order = cols.sorted_order();
+    let (order, groups) = cols.time_sliced_order(opts.row_group_rows);
     let blobs = [&cols.attributes, &cols.events, &cols.links, &cols.extra].map(|c| (c, c.shared()));
     let dedicated = if opts.dedicated_columns {
         choose_dedicated(cols, &order, &blobs[0].1)
@@ -444,13 +443,18 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
     let bloom = trace_bloom(cols);
     let mut ranges = Vec::new();
     let mut value_blooms = Vec::new();
+    let mut trace_blooms = Vec::with_capacity(groups.len());
+    let mut trace_starts = Vec::with_capacity(groups.len());
     let mut keys = KeyCollector::new();
     let mut first_row = 0u64;
     let mut fix: Vec<Row> = Vec::with_capacity(opts.row_group_rows * 2);
-    for range in row_group_bounds(cols, &order, opts.row_group_rows) {
+    for range in groups {
         gather_rows(cols, &order[range], &mut fix);
         let rows = &fix[..];
         let n = rows.len();
+        let (bloom, starts) = slice_index(rows);
+        trace_blooms.push(bloom);
+        trace_starts.push(starts);
         if opts.value_blooms {
             value_blooms.push(value_bloom(cols, &blobs, rows, &mut keys));
         }
@@ -484,6 +488,8 @@ pub fn encode(cols: &SpanColumns, opts: &WriteOptions) -> Result<Encoded, BlockE
             bloom,
             keys: if opts.value_blooms { keys.finish() } else { None },
             value_blooms,
+            trace_blooms,
+            trace_starts,
         },
         row_groups,
         dedicated,
@@ -508,22 +514,23 @@ fn trace_bloom(cols: &SpanColumns) -> Bloom {
     bloom
 }
 
-/// The row groups of the rows `order`, as ranges of it of about `row_group_rows` rows. A trace
-/// is kept within one row group where possible: a group is extended to the end of the trace
-/// it stops in, unless that trace is itself huge.
-fn row_group_bounds(cols: &SpanColumns, order: &[u32], row_group_rows: usize) -> Vec<Range<usize>> {
-    let mut bounds = Vec::new();
-    let mut s = 0;
-    while s < order.len() {
-        let mut e = (s + row_group_rows).min(order.len());
-        let limit = (e + row_group_rows).min(order.len());
-        while e < limit && cols.trace_id[order[e] as usize] == cols.trace_id[order[e - 1] as usize] {
-            e += 1;
-        }
-        bounds.push(s..e);
-        s = e;
+/// A row group's trace bloom and the earliest and latest start of its traces (`rows` by trace,
+/// each trace's rows by start: a trace's first row is its start here).
+fn slice_index(rows: &[Row]) -> (Bloom, (u64, u64)) {
+    let firsts = || {
+        rows.iter()
+            .enumerate()
+            .filter(|&(i, r)| i == 0 || rows[i - 1].trace_id != r.trace_id)
+            .map(|(_, r)| r)
+    };
+    let mut bloom = Bloom::for_row_group(firsts().count());
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for r in firsts() {
+        bloom.insert(&r.trace_id);
+        lo = lo.min(r.start);
+        hi = hi.max(r.start);
     }
-    bounds
+    (bloom, (lo.min(hi), hi))
 }
 
 /// Gathers every fixed-size field of the rows `rows` of `cols`, in that (block) order, into

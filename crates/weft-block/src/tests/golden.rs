@@ -113,3 +113,44 @@ async fn golden_index_v3_block_with_key_lists_stays_readable() {
     }
     assert_metric_columns_match_rows(&store, &block).await;
 }
+
+/// A block of format 3 (time-sliced row groups, index version 4) stays readable (regenerate as
+/// for `golden_v1_block_stays_readable`): written as compaction writes.
+#[tokio::test]
+async fn golden_format_3_time_sliced_block_stays_readable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    let req = with_dedicatable_attributes(sample_request(40, 5, 9));
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        write_block(
+            &store,
+            &columns_of(&req),
+            "golden-format3",
+            Origin::default(),
+            &WriteOptions::lasting(64),
+        )
+        .await
+        .unwrap();
+    }
+    let listed = store.list("blocks/golden-format3/").await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert_eq!(
+        metas.len(),
+        1,
+        "one format 3 golden block is committed under {}",
+        dir.display()
+    );
+    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let index = store.get(&format!("{prefix}/index.bin")).await.unwrap();
+    assert_eq!(index[8..12], 4u32.to_le_bytes(), "index version");
+    let block = Block::open(&store, prefix).await.unwrap();
+    assert_eq!(block.meta.version, 3);
+    assert!(block.row_group_count() > 1);
+    assert_eq!(block.index.trace_blooms.len(), block.row_group_count());
+    for id in trace_ids(&req) {
+        let rows = block.find_trace(&store, &id).await.unwrap();
+        assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
+        assert_eq!(block.index.candidates(&id).len(), 1);
+    }
+    assert_metric_columns_match_rows(&store, &block).await;
+}

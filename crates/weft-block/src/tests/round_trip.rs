@@ -63,9 +63,36 @@ async fn traces_never_straddle_row_groups_needlessly() {
     };
     let meta = write_block(&store, &cols, "t", Origin::default(), &opts).await.unwrap();
     let block = Block::open(&store, &block_prefix("t", &meta.block_id)).await.unwrap();
-    for w in block.index.row_groups.windows(2) {
-        assert!(w[0].max < w[1].min, "row groups are disjoint and sorted");
+    // Time slices: each row group holds whole traces sorted by ID, and the traces of a later
+    // row group start no earlier than those of the one before.
+    let idx = &block.index;
+    assert!(idx.row_groups.len() > 3 && idx.trace_starts.len() == idx.row_groups.len());
+    for w in idx.trace_starts.windows(2) {
+        assert!(w[0].0 <= w[0].1 && w[0].1 <= w[1].0, "slices in start order: {w:?}");
     }
+    let mut seen = std::collections::HashSet::new();
+    let mut false_hits = 0;
+    for rg in 0..block.row_group_count() {
+        let (rows, _) = block.read_row_group(&store, rg).await.unwrap();
+        assert!(
+            rows.windows(2).all(|w| w[0].trace_id <= w[1].trace_id),
+            "row group {rg} by trace ID"
+        );
+        let ids: std::collections::HashSet<_> = rows.iter().map(|r| r.trace_id).collect();
+        assert!(ids.iter().all(|id| seen.insert(*id)), "a trace in two row groups");
+        for id in &ids {
+            let found = idx.candidates(id);
+            assert!(found.contains(&rg), "the index finds the trace's row group");
+            false_hits += found.len() - 1;
+        }
+        assert!(rows.len() < 200);
+    }
+    assert_eq!(seen.len(), 500);
+    // 500 traces, each tested against the other row groups' trace blooms.
+    assert!(
+        false_hits <= 1,
+        "{false_hits} row groups named that do not hold the trace"
+    );
 }
 
 /// [`encode`] gives the bytes [`write_block`] stores.

@@ -2,8 +2,8 @@
 //! workers ([`crate::workers`]).
 //!
 //! The scan first plans: every row group of every block in the window that the footer
-//! statistics and the prefilter do not rule out, ordered by the latest span start it holds,
-//! newest first. Up to `--query-parallelism` of them are then fetched and read at once: a
+//! statistics and the prefilter do not rule out, ordered by the latest trace start it holds
+//! (the index's, in time-sliced blocks, else its latest span start), newest first. Up to `--query-parallelism` of them are then fetched and read at once: a
 //! worker decodes the columns the prefilter needs, tests each trace's piece, and assembles the
 //! spans of the pieces that are whole traces ([`read_pieces`]). What depends on the rest of
 //! the scan (traces already handled, the sink's result so far) is decided here, as each row
@@ -11,8 +11,10 @@
 //!
 //! **Newest first, and early.** A trace starts no later than any of its spans, so once the
 //! sink keeps only traces starting at or after some time ([`TraceSink::start_floor`], a
-//! search with a full `limit`), a row group whose latest span starts before it holds nothing
-//! the search wants, and neither does any row group after it in the plan: the scan stops.
+//! search with a full `limit`), a row group whose latest trace starts before it holds nothing
+//! the search wants, and neither does any row group after it in the plan: the scan stops. In
+//! a time-sliced block (format 3) the newest traces are in one row group, so a search whose
+//! matches are common reads a row group or two per block that holds new traces.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,7 +34,8 @@ use crate::QueryError;
 pub(super) struct Unit {
     block: usize,
     rg: usize,
-    /// The latest span start in it (its statistics), `u64::MAX` when they are absent.
+    /// The latest start of a trace in it: its latest span start (statistics), or in a
+    /// time-sliced block the index's bound; `u64::MAX` when neither is known.
     newest: u64,
 }
 
@@ -218,11 +221,11 @@ impl Scan<'_> {
                     }
                     continue;
                 }
-                units.push(Unit {
-                    block: i,
-                    rg,
-                    newest: stats.start.map_or(u64::MAX, |(_, hi)| hi),
-                });
+                // A trace starts no later than its spans; in a time-sliced block the index
+                // bounds its traces' starts more tightly than the span statistics.
+                let newest = stats.start.map_or(u64::MAX, |(_, hi)| hi);
+                let newest = b.index.trace_starts.get(rg).map_or(newest, |&(_, hi)| hi.min(newest));
+                units.push(Unit { block: i, rg, newest });
             }
         }
         plan_order(&mut units);
