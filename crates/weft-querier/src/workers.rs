@@ -135,6 +135,10 @@ impl Workers {
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let early = if local_reads { Some(permit()?) } else { None };
                         let fetched = weft_storage::with_io_inline(|| fetch(job))?;
+                        if tx.is_closed() {
+                            // The scan stopped while this was fetched: nobody takes the work.
+                            return Err(BlockError::Corrupt("the scan stopped".into()).into());
+                        }
                         let _permit = match early {
                             Some(p) => p,
                             None => permit()?,

@@ -109,22 +109,24 @@ impl Scan<'_> {
         // A row group's read on one of the query's runners, with a fork of the sink to offer
         // its whole traces to when the sink forks (taken when the read is queued, so it starts
         // from the sink's floor then).
-        let seen = floor.clone();
+        let (seen, late) = (floor.clone(), floor.clone());
         let (fetch_shared, head) = (shared.clone(), shared.clone());
         let mut results = self.q.workers.pipeline(
             storage.reads_are_local(),
             move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
-                let seen_floor = seen.load(Ordering::Relaxed);
-                if u.newest < seen_floor {
+                if u.newest < seen.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
                 let b = fetch_shared.blocks[u.block].clone();
                 let data = tokio::runtime::Handle::current().block_on(b.fetch_row_group(&*storage, u.rg))?;
-                Ok(Some((u, data, seen_floor, part)))
+                Ok(Some((u, data, part)))
             },
             move |fetched| match fetched {
                 None => Ok(None),
-                Some((u, data, seen_floor, part)) => read_pieces(&shared, u, &data, seen_floor, part).map(Some),
+                // The floor may have risen while the row group was queued or fetched: one the
+                // scan will stop before is not decoded (a first page's other reads in flight).
+                Some((u, _, _)) if u.newest < late.load(Ordering::Relaxed) => Ok(None),
+                Some((u, data, part)) => read_pieces(&shared, u, &data, &late, part),
             },
         );
         // Reads queued, in plan order; one more as each is taken.
@@ -291,14 +293,16 @@ pub(super) fn block_outside(b: &Block, window: Option<Window>) -> bool {
 /// A worker's part: decodes the columns the prefilter needs, tests each trace's piece, and
 /// assembles the spans of the pieces that are whole traces the scan will offer; with the
 /// sink's fork `part`, offers them to it here. Pieces in the window starting before `floor`
-/// (when not 0) are left out: the sink no longer wants them.
+/// (when not 0) are left out: the sink no longer wants them. `None` when the floor passes the
+/// row group's newest trace before its spans are assembled: the scan stops before it.
 fn read_pieces(
     sh: &Shared,
     u: Unit,
     data: &RowGroupData,
-    floor: u64,
+    live_floor: &AtomicU64,
     mut part: Option<Box<dyn TracePart>>,
-) -> Result<RowGroupOut, QueryError> {
+) -> Result<Option<RowGroupOut>, QueryError> {
+    let floor = live_floor.load(Ordering::Relaxed);
     let cols = data.filter_columns(sh.needs)?;
     let b = &sh.blocks[u.block];
     let ranges = &b.index.row_groups;
@@ -356,6 +360,9 @@ fn read_pieces(
             piece,
         });
     }
+    if u.newest < live_floor.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
     if !wanted.is_empty() {
         let mut rows = data.rows_in(&wanted)?.into_iter();
         let mut lens = wanted.iter().map(|r| r.len());
@@ -375,7 +382,7 @@ fn read_pieces(
         }
     }
     out.part = part;
-    Ok(out)
+    Ok(Some(out))
 }
 
 #[cfg(test)]
