@@ -79,29 +79,9 @@ async fn golden_v2_block_with_dedicated_columns_stays_readable() {
 /// lists and dedicated columns.
 #[tokio::test]
 async fn golden_index_v3_block_with_key_lists_stays_readable() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
-    let store = weft_storage::LocalStorage::new(&dir).unwrap();
     let req = with_dedicatable_attributes(sample_request(40, 5, 9));
-    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
-        write_block(
-            &store,
-            &columns_of(&req),
-            "golden-v3",
-            Origin::default(),
-            &WriteOptions::lasting(64),
-        )
-        .await
-        .unwrap();
-    }
-    let listed = store.list("blocks/golden-v3/").await.unwrap();
-    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
-    assert_eq!(
-        metas.len(),
-        1,
-        "one golden block with an index v3 is committed under {}",
-        dir.display()
-    );
-    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let (store, prefix) = the_golden_block("golden-v3", &req).await;
+    let prefix = prefix.as_str();
     let index = store.get(&format!("{prefix}/index.bin")).await.unwrap();
     assert_eq!(index[8..12], 3u32.to_le_bytes(), "index version");
     let block = Block::open(&store, prefix).await.unwrap();
@@ -118,29 +98,9 @@ async fn golden_index_v3_block_with_key_lists_stays_readable() {
 /// for `golden_v1_block_stays_readable`): written as compaction writes.
 #[tokio::test]
 async fn golden_format_3_time_sliced_block_stays_readable() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
-    let store = weft_storage::LocalStorage::new(&dir).unwrap();
     let req = with_dedicatable_attributes(sample_request(40, 5, 9));
-    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
-        write_block(
-            &store,
-            &columns_of(&req),
-            "golden-format3",
-            Origin::default(),
-            &WriteOptions::lasting(64),
-        )
-        .await
-        .unwrap();
-    }
-    let listed = store.list("blocks/golden-format3/").await.unwrap();
-    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
-    assert_eq!(
-        metas.len(),
-        1,
-        "one format 3 golden block is committed under {}",
-        dir.display()
-    );
-    let prefix = metas[0].path.trim_end_matches("/meta.json");
+    let (store, prefix) = the_golden_block("golden-format3", &req).await;
+    let prefix = prefix.as_str();
     let index = store.get(&format!("{prefix}/index.bin")).await.unwrap();
     assert_eq!(index[8..12], 4u32.to_le_bytes(), "index version");
     let block = Block::open(&store, prefix).await.unwrap();
@@ -153,4 +113,31 @@ async fn golden_format_3_time_sliced_block_stays_readable() {
         assert_eq!(block.index.candidates(&id).len(), 1);
     }
     assert_metric_columns_match_rows(&store, &block).await;
+}
+
+/// The one golden block committed under `testdata/golden/blocks/<tenant>/`, and its prefix;
+/// with `WEFT_WRITE_GOLDEN` set, first written from `req` as compaction writes.
+async fn the_golden_block(tenant: &str, req: &ExportTraceServiceRequest) -> (weft_storage::LocalStorage, String) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden");
+    let store = weft_storage::LocalStorage::new(&dir).unwrap();
+    if std::env::var_os("WEFT_WRITE_GOLDEN").is_some() {
+        write_block(
+            &store,
+            &columns_of(req),
+            tenant,
+            Origin::default(),
+            &WriteOptions::lasting(64),
+        )
+        .await
+        .unwrap();
+    }
+    let listed = store.list(&format!("blocks/{tenant}/")).await.unwrap();
+    let metas: Vec<_> = listed.iter().filter(|o| o.path.ends_with("/meta.json")).collect();
+    assert_eq!(
+        metas.len(),
+        1,
+        "one golden block of {tenant} is committed under {}",
+        dir.display()
+    );
+    (store, metas[0].path.trim_end_matches("/meta.json").to_string())
 }
