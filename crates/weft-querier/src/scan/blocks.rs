@@ -3,9 +3,10 @@
 //!
 //! The scan first plans: every row group of every block in the window that the footer
 //! statistics and the prefilter do not rule out, ordered by the latest trace start it holds
-//! (the index's, in time-sliced blocks, else its latest span start), newest first. Up to `--query-parallelism` of them are then fetched and read at once: a
-//! worker decodes the columns the prefilter needs, tests each trace's piece, and assembles the
-//! spans of the pieces that are whole traces ([`read_pieces`]). What depends on the rest of
+//! (the index's, in time-sliced blocks, else its latest span start), newest first. Up to
+//! `--query-parallelism` of them are then fetched and read at once: a worker decodes the
+//! columns the prefilter needs, tests each trace's piece, and assembles the spans of the
+//! pieces that are whole traces ([`read_pieces`]). What depends on the rest of
 //! the scan (traces already handled, the sink's result so far) is decided here, as each row
 //! group's pieces are taken in plan order, so the answer is the same whatever the timing.
 //!
