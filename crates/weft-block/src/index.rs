@@ -730,4 +730,38 @@ mod tests {
         }
         assert!(fp <= 10, "{fp} false positives in 1,000,000");
     }
+
+    proptest::proptest! {
+        /// Any bytes, and a valid version 4 index with bytes changed and its checksum redone
+        /// (so the parser, not the checksum, meets them), decode to an index or an error: never
+        /// a panic or an allocation sized by a damaged count.
+        #[test]
+        fn decoding_any_index_bytes_never_panics(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            edits in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..8),
+            keep in proptest::prelude::any::<usize>(),
+        ) {
+            let _ = TraceIndex::decode(&bytes);
+            let mut b = Bloom::for_row_group(2);
+            b.insert(&[1; 16]);
+            let idx = TraceIndex {
+                row_groups: vec![RowGroupRange { min: [1; 16], max: [1; 16], first_row: 0, rows: 1 }],
+                bloom: Bloom::with_capacity(2),
+                value_blooms: Vec::new(),
+                keys: Some(KeyLists { keys: vec![(KeyScope::Span, b"k".to_vec().into())], row_groups: vec![vec![1]] }),
+                trace_blooms: vec![b],
+                trace_starts: vec![(5, 9)],
+            };
+            let enc = idx.encode();
+            let mut body = enc[..enc.len() - 4].to_vec();
+            for (at, v) in edits {
+                let at = 8 + at % (body.len() - 8);
+                body[at] = v;
+            }
+            body.truncate(8 + keep % (body.len() - 7));
+            let crc = crc32c::crc32c(&body);
+            body.extend_from_slice(&crc.to_le_bytes());
+            let _ = TraceIndex::decode(&body);
+        }
+    }
 }
