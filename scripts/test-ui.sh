@@ -17,4 +17,4 @@ if [[ ! -f "$stamp" ]] || ! cmp -s package-lock.json "$stamp"; then
     npm ci --no-audit --no-fund --loglevel=error
     cp package-lock.json "$stamp"
 fi
-node --test --test-concurrency=1 e2e.test.mjs
+node --test --test-concurrency=1 "$@" e2e.test.mjs
