@@ -563,6 +563,18 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         values = sorted(x["value"] for x in v.json()["tagValues"])
         return sorted((s["name"], sorted(s["tags"])) for s in r.json()["scopes"]), services, values
 
+    def foreign(srv):
+        """Jaeger's and Zipkin's searches: their own rules and order, split as Tempo's is."""
+        us = {"start": (now - 3600) * 10**6, "end": (now + 60) * 10**6}
+        j = requests.get(f"{srv.jaeger}/api/traces", params={"service": "svc-1", "limit": "12", **us}, timeout=30)
+        z = requests.get(f"{srv.zipkin}/api/v2/traces", params={"serviceName": "svc-2", "limit": "9",
+                                                                 "endTs": (now + 60) * 1000, "lookback": 3660_000},
+                         timeout=30)
+        assert j.status_code == 200 and z.status_code == 200, f"{srv.name}: {j.text[:200]} {z.text[:200]}"
+        assert j.json()["data"] and z.json(), f"{srv.name}: Jaeger and Zipkin searches match traces"
+        return (json.dumps(j.json()["data"], sort_keys=True),
+                sorted(sorted(json.dumps(s, sort_keys=True) for s in t) for t in z.json()))
+
     def series(srv, q):
         r = srv.get("/api/metrics/query_range", params={"q": q, "start": base // 10**9 - 60,
                                                         "end": base // 10**9 + 60, "step": "10s"})
@@ -593,6 +605,10 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         if got != want:
             want, got = lookups(alone), lookups(frontend)
         assert got == want, f"tag names and graph services: frontend {got}\nalone {want}"
+        want, got = foreign(alone), foreign(frontend)
+        if got != want:
+            want, got = foreign(alone), foreign(frontend)
+        assert got == want, f"Jaeger and Zipkin searches: frontend {str(got)[:600]}\nalone {str(want)[:600]}"
         rounds += 1
     assert rounds >= 2
     assert len(answer(frontend, searches[0])) == n

@@ -12,6 +12,8 @@ import signal
 import threading
 import time
 
+import requests
+
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from otlpdata import make_request, make_span, new_span_id, new_trace_id
@@ -181,12 +183,46 @@ def _traces(querier, params: dict) -> list:
     return r.json()["traces"]
 
 
+def _foreign_searches() -> list:
+    """Searches of Jaeger's and Zipkin's query APIs (their own matching rules and order),
+    split over the queriers as Tempo's search is."""
+    lo_us, hi_us = BASE // 1000 - 60_000_000, BASE // 1000 + 600_000_000
+    rfc = lambda us: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 10**6)) + "Z"  # noqa: E731
+    window = {"start": lo_us, "end": hi_us}
+    zipkin = {"endTs": hi_us // 1000, "lookback": (hi_us - lo_us) // 1000}
+    v3 = {"query.start_time_min": rfc(lo_us), "query.start_time_max": rfc(hi_us + 10**6)}
+    return [
+        ("jaeger", "/api/traces", {"service": "svc-1", "limit": "5", **window}),
+        ("jaeger", "/api/traces", {"service": "svc-0", "limit": "500", **window}),
+        ("jaeger", "/api/traces", {"service": "svc-0", "operation": "op-3-1", "limit": "4", **window}),
+        ("jaeger", "/api/traces", {"service": "svc-2", "tags": '{"k":"2"}', "limit": "7", **window}),
+        ("jaeger", "/api/v3/traces", {"query.service_name": "svc-2", "query.num_traces": "9", **v3}),
+        ("zipkin", "/api/v2/traces", {"serviceName": "svc-0", "limit": "6", **zipkin}),
+        ("zipkin", "/api/v2/traces", {"annotationQuery": "k=3", "limit": "300", **zipkin}),
+    ]
+
+
+def _foreign(querier, api: str, path: str, params: dict):
+    r = requests.get(getattr(querier, api) + path, params=params, timeout=60)
+    assert r.status_code == 200, f"{querier.name} {api} {path} {params}: {r.status_code} {r.text[:300]}"
+    body = r.json()
+    if api == "zipkin":
+        return [sorted(json.dumps(s, sort_keys=True) for s in t) for t in body]
+    traces = body["data"] if path == "/api/traces" else body["result"]["resourceSpans"]
+    return json.dumps(traces, sort_keys=True)
+
+
 def _assert_same_answers(alone, frontend, what: str):
     for params in SEARCHES:
         want = _traces(alone, params)
         assert want, f"{params} matches something"
         got = _traces(frontend, params)
         assert got == want, f"{what}: {params}\nfrontend: {got[:3]}\nalone: {want[:3]}"
+    for api, path, params in _foreign_searches():
+        want = _foreign(alone, api, path, params)
+        assert want and want != "[]", f"{api} {path} {params} matches something"
+        got = _foreign(frontend, api, path, params)
+        assert got == want, f"{what}: {api} {path} {params}\nfrontend: {str(got)[:600]}\nalone: {str(want)[:600]}"
 
 
 def _jobs(srv, outcome: str) -> float:
@@ -209,6 +245,10 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
                        "--query-job-timeout", "2")
 
+    sent = _jobs(frontend, "sent")
+    for api, path, params in _foreign_searches():
+        _foreign(frontend, api, path, params)
+    assert _jobs(frontend, "sent") >= sent + len(_foreign_searches()), "Jaeger and Zipkin searches went to the peers"
     _assert_same_answers(alone, frontend, "every peer up")
     sent = _jobs(frontend, "sent")
     _assert_same_series(alone, frontend, "every peer up")

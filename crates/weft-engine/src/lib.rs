@@ -9,6 +9,7 @@
 //!   the tag APIs, each fed whole traces by the scans of `weft-querier`.
 //! - [`span_metrics`] evaluates span-local metrics queries one span at a time, from columns.
 //! - [`tags`] answers the tag APIs without a filter one span at a time, from columns.
+//! - [`newest`] is the search of the foreign query APIs: the newest traces a matcher accepts.
 //! - [`graph`] aggregates calls between services from parent/child spans (the service graph).
 //!
 //! This crate does no I/O and knows nothing of where spans are stored; response shapes belong
@@ -16,6 +17,7 @@
 
 pub mod decode;
 pub mod graph;
+pub mod newest;
 pub mod prefilter;
 pub mod search;
 pub mod span_metrics;

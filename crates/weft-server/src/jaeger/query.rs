@@ -13,13 +13,14 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 use serde_json::{Value as Json, json};
 use weft_block::row::SpanRow;
+use weft_engine::newest::Matcher;
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::TraceSink;
 use weft_otlp::pb::trace::TracesData;
 use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert};
 
 use crate::app::AppState;
-use crate::query::foreign::{query_with_tenant, quote, values};
+use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
 use crate::query::{mark_partial, read_failed};
 use crate::query::{parse_query, run_scan};
 
@@ -183,58 +184,13 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
     .await
 }
 
-/// The `limit` most recent of the traces offered, by start time; memory stays within twice
-/// the limit.
-pub(super) struct Newest<T> {
-    limit: usize,
-    hits: Vec<(u64, T)>,
-}
+/// Jaeger's search rules ([`JQuery::matches`]), newest first by trace start.
+pub(crate) struct JaegerMatch(pub JQuery);
 
-impl<T> Newest<T> {
-    pub(super) fn new(limit: usize) -> Self {
-        Newest {
-            limit,
-            hits: Vec::new(),
-        }
-    }
-
-    pub(super) fn push(&mut self, start: u64, t: T) {
-        self.hits.push((start, t));
-        if self.hits.len() >= 2 * self.limit {
-            self.trim();
-        }
-    }
-
-    pub(super) fn trim(&mut self) {
-        self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-        self.hits.truncate(self.limit);
-    }
-
-    /// The kept traces, the most recent first.
-    pub(super) fn into_vec(mut self) -> Vec<T> {
-        self.trim();
-        self.hits.into_iter().map(|(_, t)| t).collect()
-    }
-}
-
-/// Collects the traces a Jaeger search matches, the most recent first.
-pub(super) struct JaegerTraces {
-    prefilter: Prefilter,
-    q: JQuery,
-    hits: Newest<UiTrace>,
-}
-
-impl TraceSink for JaegerTraces {
-    fn prefilter(&self) -> &Prefilter {
-        &self.prefilter
-    }
-
-    fn offer(&mut self, rows: &[SpanRow]) {
-        let t = rows_to_trace(rows);
-        if self.q.matches(&t) {
-            let start = t.spans.iter().map(|s| s.start_us).min().unwrap_or(0);
-            self.hits.push(start, t);
-        }
+impl Matcher for JaegerMatch {
+    fn key(&self, rows: &[SpanRow]) -> Option<u64> {
+        let start = rows.iter().map(|r| r.start_unix_nano).min()?;
+        self.0.matches(&rows_to_trace(rows)).then_some(start)
     }
 }
 
@@ -364,22 +320,16 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
             duration_min_us: dmin,
             duration_max_us: dmax,
         };
-        let filter = format!("{{ resource.service.name = {} }}", quote(service));
-        let query = match parse_query(&filter) {
-            Ok(q) => q,
-            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        let search = ForeignSearch {
+            filter: format!("{{ resource.service.name = {} }}", quote(service)),
+            limit,
+            query: ForeignQuery::Jaeger(q),
         };
-        let mut sink = JaegerTraces {
-            prefilter: Prefilter::new(&query),
-            q,
-            hits: Newest::new(limit),
-        };
-        let window = (start.saturating_mul(1000), end.saturating_mul(1000).saturating_add(999));
-        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
-            Ok(stats) => stats,
+        let (traces, stats) = match crate::query::foreign::search(&s, &tenant, &search).await {
+            Ok(x) => x,
             Err(r) => return r,
         };
-        let data: Vec<Json> = sink.hits.into_vec().iter().map(UiTrace::to_json).collect();
+        let data: Vec<Json> = traces.iter().map(|rows| rows_to_trace(rows).to_json()).collect();
         let n = data.len();
         crate::query::reply::mark_scanned(envelope(Json::Array(data), n), &stats)
     })

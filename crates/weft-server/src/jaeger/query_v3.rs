@@ -11,15 +11,14 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 use serde_json::{Value as Json, json};
 use weft_block::row::SpanRow;
-use weft_engine::prefilter::Prefilter;
-use weft_engine::search::TraceSink;
+use weft_engine::newest::Matcher;
 use weft_otlp::pb::trace::TracesData;
 
 use super::query::*;
 use crate::app::AppState;
-use crate::query::foreign::{query_with_tenant, quote, values};
+use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
 use crate::query::{mark_partial, read_failed};
-use crate::query::{parse_query, run_scan};
+use weft_translate::jaeger::v3::FindQuery;
 
 /// `query.num_traces` when absent (Jaeger v2 refuses a search without it; weft answers with
 /// Jaeger UI's default page).
@@ -159,24 +158,13 @@ pub async fn v3_trace(
     .await
 }
 
-/// Collects the traces a v3 search matches, the most recent first.
-struct V3Traces {
-    prefilter: Prefilter,
-    q: weft_translate::jaeger::v3::FindQuery,
-    hits: Newest<TracesData>,
-}
+/// Jaeger v2's `FindTraces` rules ([`FindQuery::matches`]), newest first by trace start.
+pub(crate) struct V3Match(pub FindQuery);
 
-impl TraceSink for V3Traces {
-    fn prefilter(&self) -> &Prefilter {
-        &self.prefilter
-    }
-
-    fn offer(&mut self, rows: &[SpanRow]) {
-        let td = rows_to_data(rows);
-        if self.q.matches(&td) {
-            let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-            self.hits.push(start, td);
-        }
+impl Matcher for V3Match {
+    fn key(&self, rows: &[SpanRow]) -> Option<u64> {
+        let start = rows.iter().map(|r| r.start_unix_nano).min()?;
+        self.0.matches(&rows_to_data(rows)).then_some(start)
     }
 }
 
@@ -230,32 +218,28 @@ pub async fn v3_find(
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let service = get("query.service_name").unwrap_or("");
-        let filter = if service.is_empty() {
-            "{ }".to_owned()
-        } else {
-            format!("{{ resource.service.name = {} }}", quote(service))
-        };
-        let query = match parse_query(&filter) {
-            Ok(q) => q,
-            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
-        };
-        let mut sink = V3Traces {
-            prefilter: Prefilter::new(&query),
-            q: weft_translate::jaeger::v3::FindQuery {
+        let search = ForeignSearch {
+            filter: if service.is_empty() {
+                "{ }".to_owned()
+            } else {
+                format!("{{ resource.service.name = {} }}", quote(service))
+            },
+            limit,
+            query: ForeignQuery::JaegerV3(FindQuery {
                 service: service.to_owned(),
                 operation: get("query.operation_name").map(str::to_owned),
                 start_min_ns: min,
                 start_max_ns: max,
                 duration_min_ns: dmin,
                 duration_max_ns: dmax,
-            },
-            hits: Newest::new(limit),
+            }),
         };
-        let stats = match run_scan(&s, &tenant, Some((min, max)), &mut sink).await {
-            Ok(stats) => stats,
+        let (traces, stats) = match crate::query::foreign::search(&s, &tenant, &search).await {
+            Ok(x) => x,
             Err(r) => return r,
         };
-        crate::query::reply::mark_scanned(v3_traces(sink.hits.into_vec(), raw), &stats)
+        let traces = traces.iter().map(|rows| rows_to_data(rows)).collect();
+        crate::query::reply::mark_scanned(v3_traces(traces, raw), &stats)
     })
     .await
 }

@@ -1,13 +1,25 @@
 //! What the query APIs of foreign formats (Zipkin's, Jaeger's) share: running on the query
-//! runtime with the request's tenant, TraceQL literals, and distinct values of a field.
+//! runtime with the request's tenant, TraceQL literals, distinct values of a field, and their
+//! searches ([`ForeignSearch`]: the newest traces each API's rules match, on every core and
+//! split over queriers as Tempo's search is).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use weft_block::row::SpanRow;
+use weft_engine::newest::{Matcher, Newest, Order};
+use weft_engine::prefilter::Prefilter;
+use weft_querier::scan::{ScanStats, Window};
+use weft_translate::jaeger::ui::Query as JaegerQuery;
+use weft_translate::jaeger::v3::FindQuery;
+use weft_translate::zipkin::query::QueryRequest;
 
 use crate::app::AppState;
-use crate::query::{distinct_values, parse_query, tag_field};
+use crate::query::jobs::{self, SearchJob};
+use crate::query::{distinct_values, parse_query, run_scan, tag_field};
 use crate::tempo::json as tempo;
 
 /// How far back value lists look (Zipkin's QUERY_NAMES_MAX_AGE default, 24 h; Jaeger's
@@ -70,4 +82,74 @@ pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &st
     let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
     let (values, _, _) = distinct_values(st, tenant, &query, field, Some(window), MAX_NAMES).await?;
     Ok(values.iter().map(tempo::value_text).collect())
+}
+
+/// A search of Jaeger's or Zipkin's query API, as the frontend parsed it: what a search job
+/// carries to the queriers instead of Tempo's parameters (`spec/jobs.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignSearch {
+    /// The TraceQL query a trace must be able to match to be read (the prefilter).
+    pub filter: String,
+    /// How many of the newest matches the search keeps.
+    pub limit: usize,
+    #[serde(flatten)]
+    pub query: ForeignQuery,
+}
+
+/// The query of one foreign API, with its times resolved (no "now" left to evaluate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "api", content = "query", rename_all = "snake_case")]
+pub enum ForeignQuery {
+    /// Jaeger's `GET /api/traces` search.
+    Jaeger(JaegerQuery),
+    /// Jaeger's `GET /api/v3/traces` (`FindTraces`).
+    JaegerV3(FindQuery),
+    /// Zipkin's `GET /api/v2/traces`.
+    Zipkin(QueryRequest),
+}
+
+impl ForeignSearch {
+    /// The time window the search reads (inclusive, Unix ns).
+    pub(crate) fn window(&self) -> Window {
+        match &self.query {
+            ForeignQuery::Jaeger(q) => (
+                q.start_min_us.saturating_mul(1000),
+                q.start_max_us.saturating_mul(1000).saturating_add(999),
+            ),
+            ForeignQuery::JaegerV3(q) => (q.start_min_ns, q.start_max_ns),
+            ForeignQuery::Zipkin(q) => q.window_ns(),
+        }
+    }
+
+    /// The search, nothing offered yet.
+    pub(crate) fn newest(&self) -> Result<Newest, String> {
+        let filter = parse_query(&self.filter)?;
+        let (matcher, order): (Arc<dyn Matcher>, Order) = match &self.query {
+            ForeignQuery::Jaeger(q) => (Arc::new(crate::jaeger::query::JaegerMatch(q.clone())), Order::Start),
+            ForeignQuery::JaegerV3(q) => (Arc::new(crate::jaeger::query_v3::V3Match(q.clone())), Order::Start),
+            ForeignQuery::Zipkin(q) => (Arc::new(crate::zipkin::query::ZipkinMatch(q.clone())), Order::Other),
+        };
+        Ok(Newest::new(Prefilter::new(&filter), matcher, order, self.limit))
+    }
+}
+
+/// Runs a foreign API's search: split over the queriers of `--query-peers` when there are
+/// any, else here. The matching traces' spans, newest first, and what the search read.
+pub(crate) async fn search(
+    st: &AppState,
+    tenant: &str,
+    f: &ForeignSearch,
+) -> Result<(Vec<Vec<SpanRow>>, ScanStats), Response> {
+    let window = Some(f.window());
+    let mut sink = f.newest().map_err(bad)?;
+    if let Some(peers) = &st.peers {
+        let request = SearchJob::of(HashMap::new(), Some(f.clone()));
+        match jobs::search(st, peers, tenant, &request, window, &mut sink).await? {
+            Some(stats) => return Ok((sink.into_traces(), stats)),
+            // The queriers' block lists and this one's differ: read it all here.
+            None => sink = f.newest().map_err(bad)?,
+        }
+    }
+    let stats = run_scan(st, tenant, window, &mut sink).await?;
+    Ok((sink.into_traces(), stats))
 }

@@ -31,12 +31,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+use weft_engine::newest::{Found, Newest};
 use weft_engine::search::{Hit, HitSpan, HitSpanset, Search, ServiceCount, TraceSink};
 use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::Value;
 use weft_traceql::ast::{Kind, Status};
 
 use crate::app::AppState;
+use crate::query::foreign::ForeignSearch;
 use crate::query::{bad, scan_failed, text};
 
 pub mod graph;
@@ -77,6 +79,27 @@ pub struct SearchJob {
     /// `blocks` ([`live`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub head: bool,
+    /// A search of Jaeger's or Zipkin's query API instead of Tempo's `params`: its query as
+    /// the frontend parsed it. The reply's `found` holds its newest matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<ForeignSearch>,
+}
+
+impl SearchJob {
+    /// A job of the search `params` (Tempo's) or `foreign` asks for, reading nothing yet.
+    pub(crate) fn of(params: HashMap<String, String>, foreign: Option<ForeignSearch>) -> SearchJob {
+        SearchJob {
+            version: JOB_VERSION,
+            params,
+            floor: None,
+            blocks: Vec::new(),
+            listing: Vec::new(),
+            traces: Vec::new(),
+            recent: Vec::new(),
+            head: false,
+            foreign,
+        }
+    }
 }
 
 /// A querier's answer to a [`SearchJob`].
@@ -85,6 +108,10 @@ pub struct SearchJobReply {
     pub version: u32,
     /// The job's best hits (at most the search's limit), in no particular order.
     pub hits: Vec<WireHit>,
+    /// A foreign search's: its newest matches (at most its limit), each as the trace ID in
+    /// hex and its order key, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub found: Vec<(String, u64)>,
     pub outcome: WireOutcome,
     /// A head job's: what the frontend needs besides ([`live::HeadExtras`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -446,44 +473,41 @@ impl JobStats {
 }
 
 /// What one job gave the frontend.
-struct Done {
-    hits: Vec<Hit>,
+struct Done<H> {
+    hits: Vec<H>,
     outcome: PartOutcome,
 }
 
-/// Runs a search over the queriers of `--query-peers` into `sink` (built from `params`, not
-/// yet offered anything). `Ok(None)`: the queriers' block lists did not agree with this one's,
-/// so nothing was decided; the caller searches here alone, into a new sink.
-pub(crate) async fn search(
+/// Runs a search over the queriers of `--query-peers` into `sink` (not yet offered
+/// anything); `request` is a job of the same search ([`SearchJob::of`]), reading nothing.
+/// `Ok(None)`: the queriers' block lists did not agree with this one's, so nothing was
+/// decided; the caller searches here alone, into a new sink.
+pub(crate) async fn search<S: SearchSink>(
     st: &AppState,
     peers: &Peers,
     tenant: &str,
-    params: &HashMap<String, String>,
+    request: &SearchJob,
     window: Option<Window>,
-    sink: &mut impl SearchSink,
+    sink: &mut S,
 ) -> Result<Option<ScanStats>, Response> {
     let addrs = peers.addrs().await;
     if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
     let width = addrs.len().max(1);
+    // An empty search of the same request, for the jobs this frontend reads itself.
+    let template = sink.template();
     // The head part: here, or asked of the live stores.
     let mut head = match &st.live {
         None => live::WholeHead::here(st.querier(), tenant, window, sink).await?,
         Some(live) => {
             let make = |listing: Vec<String>| SearchJob {
-                version: JOB_VERSION,
-                params: params.clone(),
-                floor: None,
-                blocks: Vec::new(),
                 listing,
-                traces: Vec::new(),
-                recent: Vec::new(),
                 head: true,
+                ..request.clone()
             };
-            live::whole_head(st, live, tenant, SEARCH_JOB_PATH, make, |r: SearchJobReply| {
-                let hits = r.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>()?;
-                sink.merge_hits(hits);
+            live::whole_head(st, live, tenant, SEARCH_JOB_PATH, make, |mut r: SearchJobReply| {
+                sink.merge_hits(S::reply_hits(&mut r)?);
                 Ok((r.outcome, r.head))
             })
             .await?
@@ -494,17 +518,15 @@ pub(crate) async fn search(
     let jobs = plan(blocks, width * JOBS_PER_PEER);
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
     let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
-        version: JOB_VERSION,
-        params: params.clone(),
         floor: (floor > 0).then_some(floor),
         blocks,
         listing: listing.clone(),
         traces,
         recent: recent.clone(),
-        head: false,
+        ..request.clone()
     };
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, floor, blocks, job_of) = (&addrs, &floor, &blocks, &job_of);
+        let (addrs, floor, blocks, job_of, template) = (&addrs, &floor, &blocks, &job_of, &template);
         async move {
             let newest = job.iter().map(|&i| blocks[i].meta.max_end_unix_nano).max().unwrap_or(0);
             let f = floor.load(Ordering::Acquire);
@@ -518,21 +540,21 @@ pub(crate) async fn search(
             }
             let ids: Vec<String> = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
             let job = job_of(f, ids, Vec::new());
-            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await
+            if let Some(d) = dispatch::<S>(st, peers, addrs, k, tenant, &job).await
                 && (d.outcome.missing_blocks.is_empty() || st.live.is_none())
             {
                 return Ok(d);
             }
             // Every peer failed (or, with live stores, did not know the listing): this
             // querier reads the job itself.
-            let mut local = local_search(params, f).map_err(|r| *r)?;
+            let mut local = S::local(template, f);
             let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let outcome = q
                 .scan_part(tenant, window, &part, &mut local)
                 .await
                 .map_err(scan_failed)?;
-            Ok::<Done, Response>(Done {
-                hits: local.finish(),
+            Ok::<_, Response>(Done {
+                hits: S::local_hits(local),
                 outcome,
             })
         }
@@ -580,42 +602,45 @@ pub(crate) async fn search(
     stats.add(&head.partial());
     if split.len() < TRACE_JOB_MIN || addrs.is_empty() {
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
-        return Ok(Some(stats));
-    }
-    let f = sink.start_floor().unwrap_or(0);
-    let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
-        let (addrs, job_of) = (&addrs, &job_of);
-        async move {
-            let job = job_of(f, Vec::new(), ids.iter().map(|id| weft_core::hex(id)).collect());
-            if let Some(d) = dispatch(st, peers, addrs, k, tenant, &job).await
-                && d.outcome.missing_blocks.is_empty()
-            {
-                st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
-                return Ok(d);
+    } else {
+        let f = sink.start_floor().unwrap_or(0);
+        let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
+            let (addrs, job_of, template) = (&addrs, &job_of, &template);
+            async move {
+                let job = job_of(f, Vec::new(), ids.iter().map(|id| weft_core::hex(id)).collect());
+                if let Some(d) = dispatch::<S>(st, peers, addrs, k, tenant, &job).await
+                    && d.outcome.missing_blocks.is_empty()
+                {
+                    st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
+                    return Ok(d);
+                }
+                st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+                let mut local = S::local(template, f);
+                let stats = q
+                    .read_whole(tenant, window, &ids, &mut local)
+                    .await
+                    .map_err(scan_failed)?;
+                let mut outcome = PartOutcome::before_floor(0);
+                outcome.stats = stats;
+                Ok::<_, Response>(Done {
+                    hits: S::local_hits(local),
+                    outcome,
+                })
             }
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = local_search(params, f).map_err(|r| *r)?;
-            let stats = q
-                .read_whole(tenant, window, &ids, &mut local)
-                .await
-                .map_err(scan_failed)?;
-            let mut outcome = PartOutcome::before_floor(0);
-            outcome.stats = stats;
-            Ok::<Done, Response>(Done {
-                hits: local.finish(),
-                outcome,
-            })
+        };
+        let per = split.len().div_ceil(addrs.len());
+        let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
+            .map(read)
+            .buffered(addrs.len());
+        while let Some(d) = done.next().await {
+            let d = d?;
+            sink.merge_hits(d.hits);
+            stats.add(&d.outcome.stats);
         }
-    };
-    let per = split.len().div_ceil(addrs.len());
-    let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
-        .map(read)
-        .buffered(addrs.len());
-    while let Some(d) = done.next().await {
-        let d = d?;
-        sink.merge_hits(d.hits);
-        stats.add(&d.outcome.stats);
     }
+    // A foreign search's result holds traces other queriers found: read whole here.
+    let found = sink.to_read();
+    stats.add(&q.read_whole(tenant, window, &found, sink).await.map_err(scan_failed)?);
     Ok(Some(stats))
 }
 
@@ -641,25 +666,15 @@ pub(crate) async fn head_part(
 /// Split traces below this many are read by the frontend itself.
 pub(crate) const TRACE_JOB_MIN: usize = 64;
 
-/// An empty search of `params` keeping traces from `floor` on (0: all), for a job this
-/// frontend reads itself.
-fn local_search(params: &HashMap<String, String>, floor: u64) -> Result<Search, Box<Response>> {
-    let (mut s, _) = crate::tempo::search::search_request(params)?;
-    if floor > 0 {
-        s.raise_floor(floor);
-    }
-    Ok(s)
-}
-
 /// Sends a search `job` as [`dispatch_to`] does.
-async fn dispatch(
+async fn dispatch<S: SearchSink>(
     st: &AppState,
     peers: &Peers,
     addrs: &[SocketAddr],
     k: usize,
     tenant: &str,
     job: &SearchJob,
-) -> Option<Done> {
+) -> Option<Done<S::Hit>> {
     dispatch_to(
         st,
         peers,
@@ -668,8 +683,8 @@ async fn dispatch(
         tenant,
         SEARCH_JOB_PATH,
         job,
-        |r: SearchJobReply| {
-            let hits = r.hits.into_iter().map(WireHit::hit).collect::<Result<Vec<_>, _>>()?;
+        |mut r: SearchJobReply| {
+            let hits = S::reply_hits(&mut r)?;
             let outcome = PartOutcome::from_wire(r.outcome)?;
             Ok(Done { hits, outcome })
         },
@@ -777,7 +792,7 @@ struct Merged<'a> {
 impl Merged<'_> {
     /// Merges a job's result into `sink`, leaving out the traces the head part took. False
     /// when the job's querier did not know the listing (the search is then answered here).
-    fn absorb(&mut self, st: &AppState, tenant: &str, d: Done, sink: &mut impl SearchSink) -> bool {
+    fn absorb<S: SearchSink>(&mut self, st: &AppState, tenant: &str, d: Done<S::Hit>, sink: &mut S) -> bool {
         let Done { hits, mut outcome } = d;
         if !outcome.missing_blocks.is_empty() {
             tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; searching here alone");
@@ -786,11 +801,11 @@ impl Merged<'_> {
         }
         outcome.forget(self.taken);
         let q = self.q;
-        let (partial, hits): (Vec<Hit>, Vec<Hit>) = hits
+        let (partial, hits): (Vec<S::Hit>, Vec<S::Hit>) = hits
             .into_iter()
-            .filter(|h| !self.taken.contains(&h.trace_id))
-            .partition(|h| q.recent_holds(tenant, &h.trace_id));
-        self.recheck.extend(partial.into_iter().map(|h| h.trace_id));
+            .filter(|h| !self.taken.contains(&S::hit_id(h)))
+            .partition(|h| q.recent_holds(tenant, &S::hit_id(h)));
+        self.recheck.extend(partial.iter().map(S::hit_id));
         sink.merge_hits(hits);
         if let Some(f) = sink.start_floor() {
             self.floor.store(f, Ordering::Release);
@@ -818,15 +833,122 @@ fn plan(blocks: &[Arc<weft_block::Block>], n: usize) -> Vec<Vec<usize>> {
     jobs
 }
 
-/// A search sink a frontend merges job results into.
+/// A search sink a frontend merges job results into: Tempo's search ([`Search`], hits with
+/// their spansets) or a foreign API's ([`Newest`], the IDs of the newest matches, read whole
+/// here at the end).
 pub(crate) trait SearchSink: TraceSink + Send {
+    /// A hit as a job returns it.
+    type Hit: Send;
+    /// The sink of a job this frontend reads itself.
+    type Local: JobSink + Sync;
+    fn hit_id(h: &Self::Hit) -> [u8; 16];
     /// Adds hits another querier found, as a fork's are merged.
-    fn merge_hits(&mut self, hits: Vec<Hit>);
+    fn merge_hits(&mut self, hits: Vec<Self::Hit>);
+    /// An empty search of the same request, before anything was offered.
+    fn template(&self) -> Self::Local;
+    /// An empty search like `template`, keeping traces from `floor` on (0: all).
+    fn local(template: &Self::Local, floor: u64) -> Self::Local;
+    fn local_hits(local: Self::Local) -> Vec<Self::Hit>;
+    /// The hits of a job's reply.
+    fn reply_hits(r: &mut SearchJobReply) -> Result<Vec<Self::Hit>, String>;
+    /// Traces in the result that other queriers found, to read whole here at the end.
+    fn to_read(&mut self) -> Vec<[u8; 16]> {
+        Vec::new()
+    }
+}
+
+/// The sink a querier fills for a search job, and how its result goes into the reply.
+pub(crate) trait JobSink: TraceSink + Send {
+    fn reply(self, r: &mut SearchJobReply);
 }
 
 impl SearchSink for Search {
+    type Hit = Hit;
+    type Local = Search;
+
+    fn hit_id(h: &Hit) -> [u8; 16] {
+        h.trace_id
+    }
+
     fn merge_hits(&mut self, hits: Vec<Hit>) {
         Search::merge_hits(self, hits)
+    }
+
+    fn template(&self) -> Search {
+        self.fork()
+    }
+
+    fn local(template: &Search, floor: u64) -> Search {
+        let mut s = template.fork();
+        if floor > 0 {
+            s.raise_floor(floor);
+        }
+        s
+    }
+
+    fn local_hits(local: Search) -> Vec<Hit> {
+        local.finish()
+    }
+
+    fn reply_hits(r: &mut SearchJobReply) -> Result<Vec<Hit>, String> {
+        std::mem::take(&mut r.hits).into_iter().map(WireHit::hit).collect()
+    }
+}
+
+impl JobSink for Search {
+    fn reply(self, r: &mut SearchJobReply) {
+        r.hits = self.finish().iter().map(WireHit::of).collect();
+    }
+}
+
+impl SearchSink for Newest {
+    type Hit = Found;
+    type Local = Newest;
+
+    fn hit_id(h: &Found) -> [u8; 16] {
+        h.trace_id
+    }
+
+    fn merge_hits(&mut self, hits: Vec<Found>) {
+        self.merge_found(hits)
+    }
+
+    fn template(&self) -> Newest {
+        self.fresh(0)
+    }
+
+    fn local(template: &Newest, floor: u64) -> Newest {
+        template.fresh(floor)
+    }
+
+    fn local_hits(local: Newest) -> Vec<Found> {
+        local.found()
+    }
+
+    fn reply_hits(r: &mut SearchJobReply) -> Result<Vec<Found>, String> {
+        std::mem::take(&mut r.found)
+            .into_iter()
+            .map(|(id, key)| {
+                Ok(Found {
+                    trace_id: unhex(&id)?,
+                    key,
+                })
+            })
+            .collect()
+    }
+
+    fn to_read(&mut self) -> Vec<[u8; 16]> {
+        Newest::to_read(self)
+    }
+}
+
+impl JobSink for Newest {
+    fn reply(self, r: &mut SearchJobReply) {
+        r.found = self
+            .found()
+            .into_iter()
+            .map(|f| (weft_core::hex(&f.trace_id), f.key))
+            .collect();
     }
 }
 
@@ -905,6 +1027,14 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(f) = &job.foreign {
+        let sink = match f.newest() {
+            Ok(s) => s.fresh(job.floor.unwrap_or(0)),
+            Err(e) => return bad(format!("invalid search job: {e}")),
+        };
+        let window = Some(f.window());
+        return serve_search(&st, &tenant, &job, window, sink).await;
+    }
     let (mut sink, window) = match crate::tempo::search::search_request(&job.params) {
         Ok(x) => x,
         Err(r) => return *r,
@@ -912,36 +1042,50 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     if let Some(f) = job.floor {
         sink.raise_floor(f);
     }
+    serve_search(&st, &tenant, &job, window, sink).await
+}
+
+/// Answers search `job` with `sink`, an empty search of it.
+async fn serve_search(
+    st: &AppState,
+    tenant: &str,
+    job: &SearchJob,
+    window: Option<Window>,
+    mut sink: impl JobSink,
+) -> Response {
+    let mut reply = SearchJobReply {
+        version: JOB_VERSION,
+        hits: Vec::new(),
+        found: Vec::new(),
+        outcome: WireOutcome::default(),
+        head: None,
+    };
     if job.head {
         // A live store: its recent spans, against the frontend's listing.
-        let (q, mut extras) = match live::head_querier(&st, &tenant, &job.listing).await {
+        let (q, mut extras) = match live::head_querier(st, tenant, &job.listing).await {
             Ok(x) => x,
             Err(r) => return r,
         };
-        let outcome = match q.scan_part(&tenant, window, &ScanPart::head_only(), &mut sink).await {
+        let outcome = match q.scan_part(tenant, window, &ScanPart::head_only(), &mut sink).await {
             Ok(o) => o,
             Err(e) => return scan_failed(e),
         };
         st.jobs.served.fetch_add(1, Ordering::Relaxed);
-        return json_reply(&SearchJobReply {
-            version: JOB_VERSION,
-            hits: sink.finish().iter().map(WireHit::of).collect(),
-            outcome: outcome.to_wire(),
-            head: Some({
-                extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
-                extras
-            }),
-        });
+        extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
+        reply.outcome = outcome.to_wire();
+        reply.head = Some(extras);
+        sink.reply(&mut reply);
+        return json_reply(&reply);
     }
     let held = match job_querier(st.querier(), &job.recent) {
         Ok(h) => h,
         Err(e) => return bad(format!("invalid search job: {e}")),
     };
     let q = held.as_ref().unwrap_or(st.querier());
-    let unknown = unknown_blocks(q, &tenant, &job.listing).await;
+    let unknown = unknown_blocks(q, tenant, &job.listing).await;
     let mut outcome = if job.traces.is_empty() {
         let part = ScanPart::of_blocks(job.blocks.iter().cloned());
-        match q.scan_part(&tenant, window, &part, &mut sink).await {
+        match q.scan_part(tenant, window, &part, &mut sink).await {
             Ok(o) => o.to_wire(),
             Err(e) => return scan_failed(e),
         }
@@ -950,7 +1094,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
             Ok(ids) => ids,
             Err(e) => return bad(format!("invalid search job: {e}")),
         };
-        match q.read_whole(&tenant, window, &ids, &mut sink).await {
+        match q.read_whole(tenant, window, &ids, &mut sink).await {
             Ok(stats) => WireOutcome {
                 stats,
                 saw_all: true,
@@ -965,11 +1109,7 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         }
     }
     st.jobs.served.fetch_add(1, Ordering::Relaxed);
-    let reply = SearchJobReply {
-        version: JOB_VERSION,
-        hits: sink.finish().iter().map(WireHit::of).collect(),
-        outcome,
-        head: None,
-    };
+    reply.outcome = outcome;
+    sink.reply(&mut reply);
     json_reply(&reply)
 }

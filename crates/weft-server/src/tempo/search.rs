@@ -2,6 +2,7 @@
 //! `/api/v2/search/tags`, `/api/search/tag/{tag}/values`, `/api/v2/search/tag/{tag}/values`.
 
 use crate::app::AppState;
+use crate::query::jobs::{SearchJob, SearchJobReply, SearchSink};
 use crate::query::*;
 use crate::tempo::json::{self as tempo};
 use axum::extract::{Path, Query, State};
@@ -10,7 +11,7 @@ use axum::response::Response;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_engine::search::{Search, SearchParams, TagNames, TagScope, TraceSink};
+use weft_engine::search::{Hit, Search, SearchParams, TagNames, TagScope, TraceSink};
 use weft_engine::tags::ColumnTagNames;
 use weft_querier::scan::{ScanStats, Window};
 use weft_traceql::Query as TraceQl;
@@ -56,7 +57,8 @@ pub(crate) async fn run_search_progress(
         last: Instant::now(),
     };
     if let Some(peers) = &st.peers {
-        match crate::query::jobs::search(st, peers, tenant, p, window, &mut sink).await? {
+        let request = SearchJob::of(p.clone(), None);
+        match crate::query::jobs::search(st, peers, tenant, &request, window, &mut sink).await? {
             Some(stats) => return Ok((sink.inner.finish(), stats)),
             // The queriers' block lists and this one's differ: read it all here.
             None => sink.inner = search_request(p).map_err(|r| *r)?.0,
@@ -159,10 +161,34 @@ impl TraceSink for Progress {
     }
 }
 
-impl crate::query::jobs::SearchSink for Progress {
-    fn merge_hits(&mut self, hits: Vec<weft_engine::search::Hit>) {
+/// As [`Search`]'s, publishing the merged hits.
+impl SearchSink for Progress {
+    type Hit = Hit;
+    type Local = Search;
+
+    fn hit_id(h: &Hit) -> [u8; 16] {
+        h.trace_id
+    }
+
+    fn merge_hits(&mut self, hits: Vec<Hit>) {
         self.inner.merge_hits(hits);
         self.publish();
+    }
+
+    fn template(&self) -> Search {
+        SearchSink::template(&self.inner)
+    }
+
+    fn local(template: &Search, floor: u64) -> Search {
+        <Search as SearchSink>::local(template, floor)
+    }
+
+    fn local_hits(local: Search) -> Vec<Hit> {
+        <Search as SearchSink>::local_hits(local)
+    }
+
+    fn reply_hits(r: &mut SearchJobReply) -> Result<Vec<Hit>, String> {
+        <Search as SearchSink>::reply_hits(r)
     }
 }
 

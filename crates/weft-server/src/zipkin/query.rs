@@ -13,13 +13,14 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 use serde_json::Value as Json;
 use weft_block::row::SpanRow;
+use weft_engine::newest::Matcher;
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::TraceSink;
 use weft_otlp::pb::trace::TracesData;
 use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, convert, parse_annotation_query};
 
 use crate::app::AppState;
-use crate::query::foreign::{query_with_tenant, quote, values};
+use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
 use crate::query::{mark_partial, read_failed};
 use crate::query::{parse_query, run_scan};
 
@@ -176,37 +177,15 @@ fn trace_json(spans: &[TraceSpan]) -> Json {
     Json::Array(spans.iter().map(|s| s.span.to_json()).collect())
 }
 
-/// Collects the traces a Zipkin query matches, the most recent first.
-struct ZipkinTraces {
-    prefilter: Prefilter,
-    req: QueryRequest,
-    hits: Vec<(u64, Vec<TraceSpan>)>,
-}
+/// Zipkin's search rules ([`QueryRequest::test`]), newest first by the trace's timestamp
+/// (its root span's, else its earliest span's).
+pub(crate) struct ZipkinMatch(pub QueryRequest);
 
-impl ZipkinTraces {
-    fn trim(&mut self) {
-        self.hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-        self.hits.truncate(self.req.limit);
-    }
-}
-
-impl TraceSink for ZipkinTraces {
-    fn prefilter(&self) -> &Prefilter {
-        &self.prefilter
-    }
-
-    fn offer(&mut self, rows: &[SpanRow]) {
+impl Matcher for ZipkinMatch {
+    fn key(&self, rows: &[SpanRow]) -> Option<u64> {
         let spans = rows_to_spans(rows);
         let refs: Vec<_> = spans.iter().map(|s| &s.span).collect();
-        if let Some(ts) = self.req.test(&refs) {
-            if self.hits.len() >= self.req.limit && self.hits.iter().all(|h| h.0 >= ts) {
-                return;
-            }
-            self.hits.push((ts, spans));
-            if self.hits.len() >= 2 * self.req.limit {
-                self.trim();
-            }
-        }
+        self.0.test(&refs)
     }
 }
 
@@ -242,22 +221,18 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
                 Err(r) => return r,
             },
         };
-        let query = match parse_query(&filter) {
-            Ok(q) => q,
-            Err(e) => return bad(e),
+        let search = ForeignSearch {
+            filter,
+            limit: req.limit,
+            query: ForeignQuery::Zipkin(req),
         };
-        let window = req.window_ns();
-        let mut sink = ZipkinTraces {
-            prefilter: Prefilter::new(&query),
-            req,
-            hits: Vec::new(),
-        };
-        let stats = match run_scan(&s, &tenant, Some(window), &mut sink).await {
-            Ok(stats) => stats,
+        let (traces, stats) = match crate::query::foreign::search(&s, &tenant, &search).await {
+            Ok(x) => x,
             Err(r) => return r,
         };
-        sink.trim();
-        let body = json(Json::Array(sink.hits.iter().map(|(_, t)| trace_json(t)).collect()));
+        let body = json(Json::Array(
+            traces.iter().map(|rows| trace_json(&rows_to_spans(rows))).collect(),
+        ));
         crate::query::reply::mark_scanned(body, &stats)
     })
     .await

@@ -292,7 +292,7 @@ impl UiTrace {
 }
 
 /// The query of Jaeger's `GET /api/traces` (times in microseconds).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Query {
     pub service: String,
     pub operation: Option<String>,

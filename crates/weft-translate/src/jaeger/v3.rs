@@ -28,7 +28,7 @@ use weft_otlp::pb::common::{AnyValue, ArrayValue, KeyValue};
 use weft_otlp::pb::trace::TracesData;
 
 /// A `FindTraces` query (`query.*` parameters), times in Unix nanoseconds.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FindQuery {
     /// Empty matches every service.
     pub service: String,

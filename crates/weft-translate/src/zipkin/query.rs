@@ -32,7 +32,7 @@ pub fn convert(data: &TracesData) -> Vec<TraceSpan> {
 }
 
 /// The parameters of `GET /api/v2/traces`, normalised as Zipkin normalises them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueryRequest {
     pub service_name: Option<String>,
     pub remote_service_name: Option<String>,
