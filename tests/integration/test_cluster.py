@@ -557,11 +557,16 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         g = srv.get("/api/service-graph", params=window)
         assert r.status_code == 200 and g.status_code == 200, f"{srv.name}: {r.text[:200]} {g.text[:200]}"
         services = sorted((s["name"], s["spanCount"]) for s in g.json()["services"])
+        # A graph of the traces a whole-trace filter matches (split as a search is).
+        fg = srv.get("/api/service-graph", params={**window, "q": "{ span.k = 3 } && { span.k = 0 }"})
+        assert fg.status_code == 200, f"{srv.name}: {fg.text[:200]}"
+        filtered = sorted((s["name"], s["spanCount"]) for s in fg.json()["services"])
+        assert filtered, f"{srv.name}: the filtered graph has services"
         # A filter that needs whole traces (traces split across rounds have 4 spans).
         v = srv.get("/api/v2/search/tag/resource.service.name/values", params={**window, "q": "{ } | count() > 3"})
         assert v.status_code == 200, f"{srv.name}: {v.text[:200]}"
         values = sorted(x["value"] for x in v.json()["tagValues"])
-        return sorted((s["name"], sorted(s["tags"])) for s in r.json()["scopes"]), services, values
+        return sorted((s["name"], sorted(s["tags"])) for s in r.json()["scopes"]), services, values, filtered
 
     def foreign(srv):
         """Jaeger's and Zipkin's searches: their own rules and order, split as Tempo's is."""

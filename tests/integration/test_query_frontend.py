@@ -156,9 +156,14 @@ def _names(querier, path: str, params: dict):
     return sorted(body["tagNames"])
 
 
-def _graph(querier) -> tuple:
+# Graphs of the traces a filter matches: read as whole traces, split as a search is.
+GRAPH_FILTERS = ["{ status = error }", "{ span.k = 0 } >> { span.k = 3 }", "{ } | count() > 3"]
+
+
+def _graph(querier, q: str | None = None) -> tuple:
     start = BASE // 10**9 - 60
-    r = querier.get("/api/service-graph", params={"start": start, "end": start + 600})
+    params = {"start": start, "end": start + 600, **({"q": q} if q else {})}
+    r = querier.get("/api/service-graph", params=params)
     assert r.status_code == 200, f"{querier.name} service graph: {r.status_code} {r.text[:300]}"
     body = r.json()
     return (sorted(json.dumps(s, sort_keys=True) for s in body["services"]),
@@ -175,6 +180,10 @@ def _assert_same_lookups(alone, frontend, what: str):
     want = _graph(alone)
     assert want[1], "the graph has edges"
     assert _graph(frontend) == want, f"{what}: service graph"
+    for q in GRAPH_FILTERS:
+        want = _graph(alone, q)
+        assert want[0], f"the graph of {q} has services"
+        assert _graph(frontend, q) == want, f"{what}: service graph of {q}"
 
 
 def _traces(querier, params: dict) -> list:
@@ -269,6 +278,12 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     assert graph[1] and graph[2] is not False, f"a complete graph with edges: {graph}"
     assert _graph(frontend) == graph, "every peer up: service graph"
     assert _jobs(frontend, "sent") > sent, "service-graph jobs went to the peers"
+    for q in GRAPH_FILTERS:
+        sent = _jobs(frontend, "sent")
+        want = _graph(alone, q)
+        assert want[0] and want[2] is not False, f"a complete graph of {q}: {want}"
+        assert _graph(frontend, q) == want, f"every peer up: service graph of {q}"
+        assert _jobs(frontend, "sent") > sent, f"the graph of {q} went to the peers as jobs"
     assert _jobs(frontend, "sent") >= len(SEARCHES), "the frontend sent the jobs to its peers"
     assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"

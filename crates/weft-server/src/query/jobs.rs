@@ -45,6 +45,7 @@ pub mod graph;
 pub mod live;
 pub mod metrics;
 pub mod tags;
+pub mod whole;
 
 /// The version of the job protocol this build speaks.
 pub const JOB_VERSION: u32 = 1;

@@ -280,7 +280,15 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
                 Err(r) => return r,
             }
         }
-        _ => None,
+        Some(peers) => {
+            let q = query.to_string();
+            match crate::query::jobs::graph::filtered_graph(&st, peers, &tenant, &q, window, max_spans, &mut sink).await
+            {
+                Ok(s) => s,
+                Err(r) => return r,
+            }
+        }
+        None => None,
     };
     let stats = if let Some(s) = split {
         s

@@ -3,8 +3,8 @@
 //! the same view, sends runs of the listing to the queriers, adds their counts in job order
 //! (`ServiceGraph::merge_state`: service and call totals, latency buckets, calls kept aside)
 //! until the span budget is spent, then reads whole the traces whose calls cross a split.
-//! Queriers answer at `POST /internal/v1/jobs/service-graph`. A graph of the traces matching
-//! a filter reads whole traces and runs on the frontend.
+//! A graph of the traces matching a filter (`q`) reads whole traces: it splits as a search
+//! does ([`super::whole`]). Queriers answer at `POST /internal/v1/jobs/service-graph`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,8 +16,9 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use weft_engine::graph::{GraphState, ServiceGraph};
-use weft_querier::scan::{ScanStats, Window};
+use weft_querier::scan::{ScanStats, Window, WireOutcome};
 
+use super::whole::{WholePart, WholeQuery};
 use super::{JOB_VERSION, JOBS_PER_PEER, Peers, json_reply, plan};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed};
@@ -43,6 +44,16 @@ pub struct GraphJob {
     /// `blocks` (`super::live`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub head: bool,
+    /// A graph of the traces matching this spanset query (TraceQL), read as whole traces;
+    /// absent: every trace, from columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    /// With `q`: traces (hex) the head part took that a listed block may hold again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// With `q`: a trace job, these traces (hex) read whole, instead of `blocks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<String>,
 }
 
 /// A querier's answer to a [`GraphJob`].
@@ -55,6 +66,9 @@ pub struct GraphJobReply {
     /// A head job's extras: the live store's recent-trace filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<super::live::HeadExtras>,
+    /// With `q`: what the part left to the frontend, as a search job's reply has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<WireOutcome>,
 }
 
 super::versioned!(GraphJob, GraphJobReply);
@@ -85,6 +99,9 @@ pub(crate) async fn service_graph(
         listing,
         recent,
         head,
+        q: None,
+        exclude: Vec::new(),
+        traces: Vec::new(),
     };
     // The head part: here, or asked of the live stores (whose filters then tell the block
     // jobs which calls to keep aside, and whose spans resolve them).
@@ -192,6 +209,89 @@ pub(crate) async fn service_graph(
     Ok(Some(stats))
 }
 
+/// Counts the graph of the traces matching `q` in `window` into `g` over the queriers of
+/// `--query-peers`, as a search is split. `Ok(None)` as [`service_graph`]: nothing was
+/// counted into `g`.
+pub(crate) async fn filtered_graph(
+    st: &AppState,
+    peers: &Peers,
+    tenant: &str,
+    q: &str,
+    window: Window,
+    max_spans: u64,
+    g: &mut ServiceGraph,
+) -> Result<Option<ScanStats>, Response> {
+    let query = WholeGraph {
+        q: q.to_owned(),
+        window,
+        max_spans,
+    };
+    let mut part = g.fork();
+    let stats = super::whole::run(st, peers, tenant, Some(window), &query, &mut part).await?;
+    if stats.is_some() {
+        g.merge(part);
+    }
+    Ok(stats)
+}
+
+/// A graph of the traces matching a filter, as [`super::whole`] splits it.
+struct WholeGraph {
+    q: String,
+    window: Window,
+    max_spans: u64,
+}
+
+impl WholeQuery for WholeGraph {
+    type Sink = ServiceGraph;
+    type State = GraphState;
+    type Job = GraphJob;
+    type Reply = GraphJobReply;
+    const PATH: &'static str = GRAPH_JOB_PATH;
+
+    fn sink(&self) -> Result<ServiceGraph, Box<Response>> {
+        let query =
+            weft_traceql::parse(&self.q).map_err(|e| Box::new(bad(format!("invalid service-graph job: {e}"))))?;
+        ServiceGraph::new(&query, Some(self.window), self.max_spans).map_err(|e| Box::new(crate::query::eval_error(e)))
+    }
+
+    fn job(&self, p: WholePart) -> GraphJob {
+        GraphJob {
+            version: JOB_VERSION,
+            window: self.window,
+            max_spans: self.max_spans,
+            blocks: p.blocks,
+            listing: p.listing,
+            recent: p.recent,
+            head: p.head,
+            q: Some(self.q.clone()),
+            exclude: p.exclude,
+            traces: p.traces,
+        }
+    }
+
+    fn decode(&self, r: GraphJobReply) -> Result<(GraphState, WireOutcome), String> {
+        let mut outcome = r.outcome.ok_or("no outcome for a filtered graph")?;
+        outcome.missing_blocks.extend(r.missing_blocks);
+        Ok((r.state, outcome))
+    }
+
+    fn state(&self, sink: ServiceGraph) -> GraphState {
+        sink.into_state()
+    }
+
+    fn merge(&self, into: &mut ServiceGraph, s: GraphState) -> Result<(), String> {
+        into.merge_state(s)
+    }
+
+    fn full(&self, sink: &mut ServiceGraph) -> bool {
+        if sink.budget_spent() {
+            sink.mark_truncated();
+            return true;
+        }
+        false
+    }
+}
+
 /// `POST /internal/v1/jobs/service-graph`: one job of a service graph another querier is the
 /// frontend of.
 pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -201,6 +301,38 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
     };
     if job.window.0 > job.window.1 || job.max_spans == 0 {
         return bad("invalid service-graph job: an empty window or no span budget");
+    }
+    if let Some(q) = &job.q {
+        let query = WholeGraph {
+            q: q.clone(),
+            window: job.window,
+            max_spans: job.max_spans,
+        };
+        let mut g = match query.sink() {
+            Ok(g) => g,
+            Err(r) => return *r,
+        };
+        let part = WholePart {
+            blocks: job.blocks.clone(),
+            listing: job.listing.clone(),
+            recent: job.recent.clone(),
+            exclude: job.exclude.clone(),
+            traces: job.traces.clone(),
+            head: job.head,
+        };
+        let served = match super::whole::serve(&st, &tenant, Some(job.window), &part, "service-graph", &mut g).await {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        st.jobs.served.fetch_add(1, Ordering::Relaxed);
+        return json_reply(&GraphJobReply {
+            version: JOB_VERSION,
+            state: g.into_state(),
+            stats: served.outcome.stats,
+            missing_blocks: served.missing_blocks,
+            head: served.head,
+            outcome: Some(served.outcome),
+        });
     }
     let everything = weft_traceql::parse("{ }").expect("valid");
     let mut g = match ServiceGraph::new(&everything, Some(job.window), job.max_spans) {
@@ -221,6 +353,7 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             stats,
             missing_blocks: Vec::new(),
             head: Some(extras),
+            outcome: None,
         });
     }
     let held = match super::job_querier(st.querier(), &job.recent) {
@@ -241,5 +374,6 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         stats,
         missing_blocks: missing,
         head: None,
+        outcome: None,
     })
 }

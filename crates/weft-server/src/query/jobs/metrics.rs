@@ -16,11 +16,12 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use weft_engine::search::Metrics;
 use weft_engine::span_metrics::SpanMetrics;
-use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
+use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::metrics::sketch::{Quantiles, Sketch};
 use weft_traceql::metrics::{AccState, CompareState, GroupState, StepData};
 use weft_traceql::{Exemplar, parse};
 
+use super::whole::{WholePart, WholeQuery};
 use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, plan, unhex};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
@@ -447,9 +448,8 @@ pub(crate) async fn span_metrics(
 }
 
 /// Runs metrics query `r` over whole traces (structural queries and the like) over the
-/// queriers of `--query-peers`, as a search is split: the head part here, then runs of the
-/// block listing as jobs (`whole`), their counts added in job order, then the traces stored
-/// in several places read whole here. `Ok(None)` as [`span_metrics`].
+/// queriers of `--query-peers`, as a search is split ([`super::whole`]). `Ok(None)` as
+/// [`span_metrics`].
 pub(crate) async fn trace_metrics(
     st: &AppState,
     peers: &Peers,
@@ -457,181 +457,62 @@ pub(crate) async fn trace_metrics(
     r: &MetricsRequest,
     window: Option<Window>,
 ) -> Result<Option<(Metrics, ScanStats)>, Response> {
-    let addrs = peers.peers().await;
-    if addrs.is_empty() && st.live.is_none() {
-        return Ok(None);
-    }
-    let width = addrs.len().max(1);
-    let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
-    let mut m = r
-        .trace_metrics(max_series, max_points)
-        .map_err(crate::query::eval_error)?;
-    let mut template = MetricsJob::of(r, max_series, max_points, true);
-    // The head part: here, or asked of the live stores.
-    let mut head = match &st.live {
-        None => super::live::WholeHead::here(st.querier(), tenant, window, &mut m).await?,
-        Some(live) => metrics_live_head(st, live, tenant, &template, &mut m).await?,
+    let query = WholeMetrics {
+        r,
+        max_series: st.cfg.query.max_metrics_series,
+        max_points: st.cfg.query.max_metrics_points,
     };
-    template.listing = head.listing.clone();
-    template.recent = head.recent.clone();
-    let parts = std::mem::take(&mut head.parts);
-    let (q, blocks, taken) = (&head.querier, &head.blocks, &head.taken);
-    // Of the traces the head part took, those a listed block may hold again (cut from the head
-    // since): a job must not count them a second time.
-    let exclude: Vec<[u8; 16]> = taken
-        .iter()
-        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
-        .copied()
-        .collect();
-    template.exclude = exclude.iter().map(|id| weft_core::hex(id)).collect();
-    let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, blocks, template, exclude) = (&addrs, &blocks, &template, &exclude);
-        async move {
-            let job = MetricsJob {
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
-                ..template.clone()
-            };
-            let decode = |r: MetricsJobReply| {
-                let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
-                let outcome = PartOutcome::from_wire(r.outcome.ok_or("no outcome for whole traces")?)?;
-                Ok((state, outcome))
-            };
-            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await
-                && (reply.1.missing_blocks.is_empty() || st.live.is_none())
-            {
-                return Ok(reply);
-            }
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = r
-                .trace_metrics(max_series, max_points)
-                .map_err(crate::query::eval_error)?;
-            let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
-            part.exclude = exclude.iter().copied().collect();
-            let outcome = q
-                .scan_part(tenant, window, &part, &mut local)
-                .await
-                .map_err(scan_failed)?;
-            Ok::<_, Response>((local.into_state(), outcome))
-        }
-    };
-    let jobs = plan(blocks, width * JOBS_PER_PEER);
-    let mut parts = parts;
-    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
-        .map(run)
-        .buffered(width);
-    while let Some(d) = done.next().await {
-        let (state, mut outcome) = d?;
-        if !outcome.missing_blocks.is_empty() {
-            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; counting here alone");
-            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
-        }
-        m.merge_state(state).map_err(|e| {
-            text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("merging a querier's metrics: {e}"),
-            )
-        })?;
-        outcome.forget(taken);
-        parts.push(outcome);
-    }
-    drop(done);
-
-    // The traces stored in several places, read whole once: shared out as trace jobs when
-    // there are enough of them (a structural query can leave most traces split), except
-    // those the recent spans here hold, which a querier without them would read in part.
-    let (split, mut stats) = q.split_traces(tenant, window, parts, &m);
-    let (here, split): (Vec<[u8; 16]>, Vec<[u8; 16]>) = split.into_iter().partition(|id| q.recent_holds(tenant, id));
-    stats.add(&q.read_whole(tenant, window, &here, &mut m).await.map_err(scan_failed)?);
-    stats.add(&head.partial());
-    if split.len() < super::TRACE_JOB_MIN || addrs.is_empty() {
-        stats.add(
-            &q.read_whole(tenant, window, &split, &mut m)
-                .await
-                .map_err(scan_failed)?,
-        );
-        return Ok(Some((m, stats)));
-    }
-    let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
-        let (addrs, template) = (&addrs, &template);
-        async move {
-            let job = MetricsJob {
-                listing: Vec::new(),
-                exclude: Vec::new(),
-                traces: ids.iter().map(|id| weft_core::hex(id)).collect(),
-                ..template.clone()
-            };
-            let decode = |r: MetricsJobReply| {
-                let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
-                Ok((state, r.stats))
-            };
-            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, METRICS_JOB_PATH, &job, decode).await {
-                st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
-                return Ok(reply);
-            }
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = r
-                .trace_metrics(max_series, max_points)
-                .map_err(crate::query::eval_error)?;
-            let stats = q
-                .read_whole(tenant, window, &ids, &mut local)
-                .await
-                .map_err(scan_failed)?;
-            Ok::<_, Response>((local.into_state(), stats))
-        }
-    };
-    let per = split.len().div_ceil(addrs.len());
-    let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
-        .map(read)
-        .buffered(addrs.len());
-    while let Some(d) = done.next().await {
-        let (state, part_stats) = d?;
-        m.merge_state(state).map_err(|e| {
-            text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("merging a querier's metrics: {e}"),
-            )
-        })?;
-        stats.add(&part_stats);
-    }
-    Ok(Some((m, stats)))
+    let mut m = query.sink().map_err(|r| *r)?;
+    Ok(super::whole::run(st, peers, tenant, window, &query, &mut m)
+        .await?
+        .map(|stats| (m, stats)))
 }
 
-/// The head part of metrics over whole traces, asked of the live stores: their counts merged
-/// into `m` in live-store order.
-async fn metrics_live_head(
-    st: &AppState,
-    live: &Arc<Peers>,
-    tenant: &str,
-    template: &MetricsJob,
-    m: &mut Metrics,
-) -> Result<super::live::WholeHead, Response> {
-    let make = |listing: Vec<String>| MetricsJob {
-        listing,
-        head: true,
-        ..template.clone()
-    };
-    let mut merge_failed = None;
-    let h = super::live::whole_head(st, live, tenant, METRICS_JOB_PATH, make, |reply: MetricsJobReply| {
-        let state = reply
-            .state
-            .into_iter()
-            .map(WireAcc::state)
-            .collect::<Result<Vec<_>, _>>()?;
-        let outcome = reply.outcome.ok_or("no outcome for whole traces")?;
-        if let Err(e) = m.merge_state(state) {
-            merge_failed = Some(e.to_string());
+/// Metrics over whole traces, as [`super::whole`] splits them.
+struct WholeMetrics<'a> {
+    r: &'a MetricsRequest,
+    max_series: usize,
+    max_points: u64,
+}
+
+impl WholeQuery for WholeMetrics<'_> {
+    type Sink = Metrics;
+    type State = Vec<AccState>;
+    type Job = MetricsJob;
+    type Reply = MetricsJobReply;
+    const PATH: &'static str = METRICS_JOB_PATH;
+
+    fn sink(&self) -> Result<Metrics, Box<Response>> {
+        self.r
+            .trace_metrics(self.max_series, self.max_points)
+            .map_err(|e| Box::new(crate::query::eval_error(e)))
+    }
+
+    fn job(&self, p: WholePart) -> MetricsJob {
+        MetricsJob {
+            blocks: p.blocks,
+            listing: p.listing,
+            recent: p.recent,
+            exclude: p.exclude,
+            traces: p.traces,
+            head: p.head,
+            ..MetricsJob::of(self.r, self.max_series, self.max_points, true)
         }
-        Ok((outcome, reply.head))
-    })
-    .await?;
-    match merge_failed {
-        // Both ends run this build's query: a mismatch is a bug, not the user's.
-        Some(e) => Err(text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("merging a live store's metrics: {e}"),
-        )),
-        None => Ok(h),
+    }
+
+    fn decode(&self, r: MetricsJobReply) -> Result<(Vec<AccState>, WireOutcome), String> {
+        let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
+        let mut outcome = r.outcome.ok_or("no outcome for whole traces")?;
+        outcome.missing_blocks.extend(r.missing_blocks);
+        Ok((state, outcome))
+    }
+
+    fn state(&self, sink: Metrics) -> Vec<AccState> {
+        sink.into_state()
+    }
+
+    fn merge(&self, into: &mut Metrics, s: Vec<AccState>) -> Result<(), String> {
+        into.merge_state(s).map_err(|e| e.to_string())
     }
 }
 
@@ -658,63 +539,37 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         exemplars: job.exemplars,
     };
     let window = Some((job.start, job.end - 1));
-    if job.head {
-        return metrics_head_job(&st, &tenant, &job, &r, window).await;
-    }
-    let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
     if job.whole {
         let mut m = match r.trace_metrics(job.max_series, job.max_points) {
             Ok(m) => m,
             Err(e) => return crate::query::eval_error(e),
         };
-        let ids = job.exclude.iter().map(|s| unhex::<16>(s)).collect::<Result<_, _>>();
-        let held = ids.and_then(|ids| {
-            part.exclude = ids;
-            super::job_querier(st.querier(), &job.recent)
-        });
-        let held = match held {
-            Ok(h) => h,
-            Err(e) => return bad(format!("invalid metrics job: {e}")),
+        let part = WholePart {
+            blocks: job.blocks.clone(),
+            listing: job.listing.clone(),
+            recent: job.recent.clone(),
+            exclude: job.exclude.clone(),
+            traces: job.traces.clone(),
+            head: job.head,
         };
-        let q = held.as_ref().unwrap_or(st.querier());
-        if !job.traces.is_empty() {
-            let ids = match job.traces.iter().map(|s| unhex::<16>(s)).collect::<Result<Vec<_>, _>>() {
-                Ok(ids) => ids,
-                Err(e) => return bad(format!("invalid metrics job: {e}")),
-            };
-            let stats = match q.read_whole(&tenant, window, &ids, &mut m).await {
-                Ok(s) => s,
-                Err(e) => return scan_failed(e),
-            };
-            st.jobs.served.fetch_add(1, Ordering::Relaxed);
-            return super::json_reply(&MetricsJobReply {
-                version: JOB_VERSION,
-                state: m.into_state().iter().map(WireAcc::of).collect(),
-                stats,
-                missing_blocks: Vec::new(),
-                outcome: Some(WireOutcome {
-                    stats,
-                    saw_all: true,
-                    ..WireOutcome::default()
-                }),
-                head: None,
-            });
-        }
-        let missing = super::unknown_blocks(q, &tenant, &job.listing).await;
-        let outcome = match q.scan_part(&tenant, window, &part, &mut m).await {
-            Ok(o) => o,
-            Err(e) => return scan_failed(e),
+        let served = match super::whole::serve(&st, &tenant, window, &part, "metrics", &mut m).await {
+            Ok(s) => s,
+            Err(r) => return r,
         };
         st.jobs.served.fetch_add(1, Ordering::Relaxed);
         return super::json_reply(&MetricsJobReply {
             version: JOB_VERSION,
             state: m.into_state().iter().map(WireAcc::of).collect(),
-            stats: outcome.stats,
-            missing_blocks: missing,
-            outcome: Some(outcome.to_wire()),
-            head: None,
+            stats: served.outcome.stats,
+            missing_blocks: served.missing_blocks,
+            outcome: Some(served.outcome),
+            head: served.head,
         });
     }
+    if job.head {
+        return metrics_head_job(&st, &tenant, &job, &r, window).await;
+    }
+    let part = ScanPart::of_blocks(job.blocks.iter().cloned());
     let mut m = match r.span_metrics(job.max_series, job.max_points) {
         Ok(Some(m)) => m,
         Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
@@ -739,7 +594,7 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
 }
 
 /// A metrics head job, on a live store: its recent spans against the frontend's listing,
-/// span by span, or as whole traces (with the traces taken and the live store's filter).
+/// span by span (whole-trace head jobs are served by [`super::whole::serve`]).
 async fn metrics_head_job(
     st: &AppState,
     tenant: &str,
@@ -747,31 +602,11 @@ async fn metrics_head_job(
     r: &MetricsRequest,
     window: Option<Window>,
 ) -> Response {
-    let (q, mut extras) = match super::live::head_querier(st, tenant, &job.listing).await {
+    let (q, extras) = match super::live::head_querier(st, tenant, &job.listing).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let reply = if job.whole {
-        let mut m = match r.trace_metrics(job.max_series, job.max_points) {
-            Ok(m) => m,
-            Err(e) => return crate::query::eval_error(e),
-        };
-        let outcome = match q.scan_part(tenant, window, &ScanPart::head_only(), &mut m).await {
-            Ok(o) => o,
-            Err(e) => return scan_failed(e),
-        };
-        MetricsJobReply {
-            version: JOB_VERSION,
-            state: m.into_state().iter().map(WireAcc::of).collect(),
-            stats: outcome.stats,
-            missing_blocks: Vec::new(),
-            outcome: Some(outcome.to_wire()),
-            head: Some({
-                extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
-                extras
-            }),
-        }
-    } else {
+    let reply = {
         let mut m = match r.span_metrics(job.max_series, job.max_points) {
             Ok(Some(m)) => m,
             Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
