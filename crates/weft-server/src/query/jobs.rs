@@ -2,7 +2,7 @@
 //! as its frontend when `--query-peers` names queriers (`--target query-frontend` always
 //! does), and every querier answers parts of a query (*jobs*): searches here, at
 //! `POST /internal/v1/jobs/search`; metrics ([`metrics`]), tag lookups ([`tags`]) and the
-//! service graph ([`graph`]) in their modules. The job protocol (v1) is written down in
+//! service graph ([`graph`]) in their modules. The job protocol (v2) is written down in
 //! `spec/jobs.md`.
 //!
 //! ```text
@@ -48,7 +48,7 @@ pub mod tags;
 pub mod whole;
 
 /// The version of the job protocol this build speaks.
-pub const JOB_VERSION: u32 = 1;
+pub const JOB_VERSION: u32 = 2;
 /// Where a querier answers search jobs.
 pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
 /// How long resolved peer addresses are used before the names are resolved again.

@@ -1,4 +1,4 @@
-//! The service graph over many queriers (job protocol v1, `spec/jobs.md`): for every trace
+//! The service graph over many queriers (job protocol v2, `spec/jobs.md`): for every trace
 //! (`q` absent or `{ }`), the frontend counts the recent spans with its block listing taken in
 //! the same view, sends runs of the listing to the queriers, adds their counts in job order
 //! (`ServiceGraph::merge_state`: service and call totals, latency buckets, calls kept aside)

@@ -1,10 +1,9 @@
-//! Span-local TraceQL metrics over many queriers (job protocol v1, `spec/jobs.md`): the
+//! TraceQL metrics over many queriers (job protocol v2, `spec/jobs.md`). Span-local ones: the
 //! frontend counts the recent spans itself, then sends runs of its block listing to the
 //! queriers (all at once, one per querier at a time: a metrics query reads every block in its
-//! range) and adds their counts in job order (`MetricsRun::merge_state`). Queriers answer at
-//! `POST /internal/v1/jobs/metrics`. Metrics over whole traces (structural queries) are not
-//! split yet: the frontend runs them alone.
-
+//! range) and adds their counts in job order (`MetricsRun::merge_state`). Metrics over whole
+//! traces (structural queries) split as a search does ([`super::whole`]). Queriers answer at
+//! `POST /internal/v1/jobs/metrics`.
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

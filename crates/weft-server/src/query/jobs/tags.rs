@@ -1,4 +1,4 @@
-//! Tag lookups over many queriers (job protocol v1, `spec/jobs.md`): the lookups weft answers
+//! Tag lookups over many queriers (job protocol v2, `spec/jobs.md`): the lookups weft answers
 //! from columns split as span-local metrics do. The frontend lists the recent spans' values
 //! or keys with its block listing taken in the same view, sends runs of the listing to the
 //! queriers, and adds their lists in job order, up to the cap.
@@ -7,9 +7,9 @@
 //!   operations): `POST /internal/v1/jobs/tag-values`;
 //! - tag names (`/api/search/tags`, `/api/v2/search/tags`): `POST /internal/v1/jobs/tag-names`.
 //!
-//! Lookups whose filter needs whole traces split as a search does: the head part, runs of the
-//! listing as `whole` jobs (each replying with its list and the traces it leaves to the
-//! frontend), lists added in job order, split traces read whole on the frontend.
+//! Lookups whose filter needs whole traces split as a search does ([`super::whole`]): the head
+//! part, runs of the listing as `whole` jobs (each replying with its list and the traces it
+//! leaves to the frontend), lists added in job order, split traces read whole once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,11 +24,12 @@ use serde::{Deserialize, Serialize};
 use weft_engine::search::{TagNames, TagScope, TagValues, TraceSink};
 use weft_engine::span_metrics::ColumnSink;
 use weft_engine::tags::{ColumnTagNames, ColumnTagValues};
-use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
+use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::Value;
 use weft_traceql::ast::FieldExpr;
 
-use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan, unhex};
+use super::whole::{WholePart, WholeQuery};
+use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, tag_field, text};
 
@@ -67,6 +68,9 @@ pub struct TagsJob {
     /// Whole traces: the recent-trace filters, as in search jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::filters")]
     pub recent: Vec<String>,
+    /// Whole traces: a trace job, these traces (hex) read whole, instead of `blocks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<String>,
 }
 
 /// A querier's answer to a [`TagsJob`].
@@ -267,10 +271,8 @@ pub(crate) async fn tag_names(
     Ok(found.map(|stats| (sink.keys, stats)))
 }
 
-/// Runs a whole-trace lookup over the queriers as a search is split: the head part (here, or
-/// the live stores'), runs of the listing as `whole` jobs excluding the traces the head part
-/// took, lists added in job order, then the traces stored in several places read whole here.
-async fn whole_lookup<S: WholeLookup>(
+/// Runs a whole-trace lookup over the queriers as a search is split ([`super::whole`]).
+async fn whole_lookup<S: WholeLookup + Sync>(
     st: &AppState,
     peers: &Peers,
     tenant: &str,
@@ -278,101 +280,63 @@ async fn whole_lookup<S: WholeLookup>(
     sink: &mut S,
     template: TagsJob,
 ) -> Result<Option<ScanStats>, Response> {
-    let addrs = peers.peers().await;
-    if addrs.is_empty() && st.live.is_none() {
-        return Ok(None);
+    let query = WholeTags {
+        template: TagsJob {
+            whole: true,
+            ..template
+        },
+        empty: sink.empty_like(),
+    };
+    super::whole::run(st, peers, tenant, window, &query, sink).await
+}
+
+/// A whole-trace lookup, as [`super::whole`] splits it: a reply is the state it merges.
+struct WholeTags<S> {
+    template: TagsJob,
+    empty: S,
+}
+
+impl<S: WholeLookup + Sync> WholeQuery for WholeTags<S> {
+    type Sink = S;
+    type State = TagsJobReply;
+    type Job = TagsJob;
+    type Reply = TagsJobReply;
+    const PATH: &'static str = S::PATH;
+
+    fn sink(&self) -> Result<S, Box<Response>> {
+        Ok(self.empty.empty_like())
     }
-    let width = addrs.len().max(1);
-    let mut template = TagsJob {
-        whole: true,
-        ..template
-    };
-    let mut head = match &st.live {
-        None => super::live::WholeHead::here(st.querier(), tenant, window, sink).await?,
-        Some(live) => {
-            let make = |listing: Vec<String>| TagsJob {
-                listing,
-                head: true,
-                ..template.clone()
-            };
-            super::live::whole_head(st, live, tenant, S::PATH, make, |mut reply: TagsJobReply| {
-                let outcome = reply.outcome.take().ok_or("no outcome for whole traces")?;
-                let extras = reply.head.take();
-                sink.absorb(reply)?;
-                Ok((outcome, extras))
-            })
-            .await?
+
+    fn job(&self, p: WholePart) -> TagsJob {
+        TagsJob {
+            blocks: p.blocks,
+            listing: p.listing,
+            recent: p.recent,
+            exclude: p.exclude,
+            traces: p.traces,
+            head: p.head,
+            ..self.template.clone()
         }
-    };
-    template.listing = head.listing.clone();
-    template.recent = head.recent.clone();
-    let mut parts = std::mem::take(&mut head.parts);
-    let (q, blocks, taken) = (&head.querier, &head.blocks, &head.taken);
-    // Of the traces the head part took, those a listed block may hold again.
-    let exclude: Vec<[u8; 16]> = taken
-        .iter()
-        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
-        .copied()
-        .collect();
-    template.exclude = exclude.iter().map(|id| weft_core::hex(id)).collect();
-    let empty = sink.empty_like();
-    let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, template, exclude, empty) = (&addrs, &template, &exclude, &empty);
-        async move {
-            let job = TagsJob {
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
-                ..template.clone()
-            };
-            let decode = |mut r: TagsJobReply| {
-                let outcome = PartOutcome::from_wire(r.outcome.take().ok_or("no outcome for whole traces")?)?;
-                Ok((r, outcome))
-            };
-            if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, S::PATH, &job, decode).await
-                && (reply.1.missing_blocks.is_empty() || st.live.is_none())
-            {
-                return Ok(reply);
-            }
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = empty.empty_like();
-            let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
-            part.exclude = exclude.iter().copied().collect();
-            let outcome = q
-                .scan_part(tenant, window, &part, &mut local)
-                .await
-                .map_err(scan_failed)?;
-            let mut reply = TagsJobReply {
-                version: JOB_VERSION,
-                ..TagsJobReply::default()
-            };
-            local.listed(&mut reply);
-            Ok::<_, Response>((reply, outcome))
-        }
-    };
-    let mut done = futures::stream::iter(plan(blocks, width * JOBS_PER_PEER).into_iter().enumerate())
-        .map(run)
-        .buffered(width);
-    while let Some(d) = done.next().await {
-        let (reply, mut outcome) = d?;
-        if !outcome.missing_blocks.is_empty() {
-            tracing::info!(tenant, missing = ?outcome.missing_blocks, "a querier's block list differs from the frontend's; looking tags up here alone");
-            st.jobs.replanned.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
-        }
-        if let Err(e) = sink.absorb(reply) {
-            return Err(text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("merging a querier's tag list: {e}"),
-            ));
-        }
-        outcome.forget(taken);
-        parts.push(outcome);
     }
-    drop(done);
-    // The traces stored in several places, read whole here once.
-    let (split, mut stats) = q.split_traces(tenant, window, parts, sink);
-    stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
-    stats.add(&head.partial());
-    Ok(Some(stats))
+
+    fn decode(&self, mut r: TagsJobReply) -> Result<(TagsJobReply, WireOutcome), String> {
+        let mut outcome = r.outcome.take().ok_or("no outcome for whole traces")?;
+        outcome.missing_blocks.append(&mut r.missing_blocks);
+        Ok((r, outcome))
+    }
+
+    fn state(&self, sink: S) -> TagsJobReply {
+        let mut reply = TagsJobReply {
+            version: JOB_VERSION,
+            ..TagsJobReply::default()
+        };
+        sink.listed(&mut reply);
+        reply
+    }
+
+    fn merge(&self, into: &mut S, s: TagsJobReply) -> Result<(), String> {
+        into.absorb(s)
+    }
 }
 
 fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<Window>, cap: usize) -> TagsJob {
@@ -388,6 +352,7 @@ fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<W
         whole: false,
         exclude: Vec::new(),
         recent: Vec::new(),
+        traces: Vec::new(),
     }
 }
 
@@ -546,7 +511,8 @@ pub async fn tag_names_job(State(st): State<Arc<AppState>>, headers: HeaderMap, 
 }
 
 /// Answers a whole-trace tag job (`whole`) with the lookup `make` builds for it: its head part
-/// on a live store, or the job's blocks, with the outcome a search job replies with.
+/// on a live store, a trace job, or the job's blocks, with the outcome a search job replies
+/// with.
 async fn serve_whole<S: WholeLookup>(
     st: &AppState,
     tenant: &str,
@@ -561,40 +527,25 @@ async fn serve_whole<S: WholeLookup>(
         Ok(s) => s,
         Err(e) => return bad(format!("invalid {what} job: {e}")),
     };
-    let (outcome, missing, head) = if job.head {
-        let (q, mut extras) = match super::live::head_querier(st, tenant, &job.listing).await {
-            Ok(x) => x,
-            Err(r) => return r,
-        };
-        let outcome = match q.scan_part(tenant, job.window, &ScanPart::head_only(), &mut sink).await {
-            Ok(o) => o,
-            Err(e) => return scan_failed(e),
-        };
-        extras.taken = outcome.handled().iter().map(|id| weft_core::hex(id)).collect();
-        (outcome, Vec::new(), Some(extras))
-    } else {
-        let exclude = job.exclude.iter().map(|s| unhex::<16>(s)).collect::<Result<_, _>>();
-        let held = exclude.and_then(|ids| Ok((ids, super::job_querier(st.querier(), &job.recent)?)));
-        let (exclude, held) = match held {
-            Ok(x) => x,
-            Err(e) => return bad(format!("invalid {what} job: {e}")),
-        };
-        let q = held.as_ref().unwrap_or(st.querier());
-        let missing = super::unknown_blocks(q, tenant, &job.listing).await;
-        let mut part = ScanPart::of_blocks(job.blocks.iter().cloned());
-        part.exclude = exclude;
-        match q.scan_part(tenant, job.window, &part, &mut sink).await {
-            Ok(o) => (o, missing, None),
-            Err(e) => return scan_failed(e),
-        }
+    let part = WholePart {
+        blocks: job.blocks.clone(),
+        listing: job.listing.clone(),
+        recent: job.recent.clone(),
+        exclude: job.exclude.clone(),
+        traces: job.traces.clone(),
+        head: job.head,
+    };
+    let served = match super::whole::serve(st, tenant, job.window, &part, what, &mut sink).await {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     st.jobs.served.fetch_add(1, Ordering::Relaxed);
     let mut reply = TagsJobReply {
         version: JOB_VERSION,
-        stats: outcome.stats,
-        missing_blocks: missing,
-        head,
-        outcome: Some(outcome.to_wire()),
+        stats: served.outcome.stats,
+        missing_blocks: served.missing_blocks,
+        head: served.head,
+        outcome: Some(served.outcome),
         ..TagsJobReply::default()
     };
     sink.listed(&mut reply);
