@@ -310,7 +310,7 @@ func runPropagation(t *testing.T, v vector) {
 	case "extract":
 		var ex struct {
 			vecContext
-			Baggage []vecMember       `json:"baggage"`
+			Baggage  []vecMember       `json:"baggage"`
 			Reinject map[string]string `json:"reinject"`
 		}
 		mustUnmarshal(t, v.Expected, &ex)
