@@ -88,7 +88,7 @@ func runSampling(t *testing.T, v vector) {
 		var ex struct{ Decision, Tracestate string }
 		mustUnmarshal(t, v.Input, &in)
 		mustUnmarshal(t, v.Expected, &ex)
-		p := &sampling.Params{Name: in.Name}
+		p := sampling.Params{Name: in.Name}
 		if !id.ParseHex(p.TraceID[:], in.TraceID) {
 			t.Fatalf("trace id %q", in.TraceID)
 		}
@@ -119,7 +119,7 @@ func runSampling(t *testing.T, v vector) {
 		rl := sampling.NewRateLimiter(in.SpansPerSecond, func() int64 { return now })
 		for i, c := range in.CallsNs {
 			now, _ = strconv.ParseInt(c, 10, 64)
-			got := rl.ShouldSample(&sampling.Params{}).Decision == sampling.RecordAndSample
+			got := rl.ShouldSample(sampling.Params{}).Decision == sampling.RecordAndSample
 			if got != ex.Sampled[i] {
 				t.Fatalf("call %d at %s: sampled %v, want %v", i, c, got, ex.Sampled[i])
 			}

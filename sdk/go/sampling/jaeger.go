@@ -173,7 +173,7 @@ type guaranteed struct {
 	rl    *RateLimiter
 }
 
-func (g *guaranteed) ShouldSample(p *Params) Result {
+func (g *guaranteed) ShouldSample(p Params) Result {
 	if r := g.ratio.ShouldSample(p); r.Decision == RecordAndSample {
 		g.rl.Take()
 		return r
@@ -276,7 +276,7 @@ func (j *JaegerRemote) Apply(st *Strategy) {
 }
 
 // ShouldSample asks the sampler the current strategy selects for the span's name.
-func (j *JaegerRemote) ShouldSample(p *Params) Result {
+func (j *JaegerRemote) ShouldSample(p Params) Result {
 	s := j.state.Load()
 	if s == nil {
 		return j.cfg.InitialSampler.ShouldSample(p)

@@ -59,7 +59,7 @@ type Result struct {
 
 // Sampler decides whether a new span is sampled. Implementations are safe for concurrent use.
 type Sampler interface {
-	ShouldSample(p *Params) Result
+	ShouldSample(p Params) Result
 	Description() string
 }
 
@@ -68,7 +68,7 @@ type alwaysOn struct{}
 // AlwaysOn samples every span.
 func AlwaysOn() Sampler { return alwaysOn{} }
 
-func (alwaysOn) ShouldSample(p *Params) Result {
+func (alwaysOn) ShouldSample(p Params) Result {
 	return Result{RecordAndSample, p.ParentTracestate}
 }
 func (alwaysOn) Description() string { return "AlwaysOnSampler" }
@@ -78,8 +78,8 @@ type alwaysOff struct{}
 // AlwaysOff samples nothing.
 func AlwaysOff() Sampler { return alwaysOff{} }
 
-func (alwaysOff) ShouldSample(p *Params) Result { return Result{Drop, p.ParentTracestate} }
-func (alwaysOff) Description() string           { return "AlwaysOffSampler" }
+func (alwaysOff) ShouldSample(p Params) Result { return Result{Drop, p.ParentTracestate} }
+func (alwaysOff) Description() string          { return "AlwaysOffSampler" }
 
 // RatioBound returns B = trunc(r × 2^63) and whether r samples everything.
 func RatioBound(r float64) (bound uint64, all bool) {
@@ -104,7 +104,7 @@ func TraceIDRatio(r float64) Sampler {
 	return &traceIDRatio{ratio: r, bound: b, all: all}
 }
 
-func (s *traceIDRatio) ShouldSample(p *Params) Result {
+func (s *traceIDRatio) ShouldSample(p Params) Result {
 	x := binary.BigEndian.Uint64(p.TraceID[8:]) >> 1
 	if s.all || x < s.bound {
 		return Result{RecordAndSample, eraseTh(p.ParentTracestate)}
@@ -232,7 +232,7 @@ func ConsistentProbability(p float64) Sampler {
 	return &consistent{p: p, th: th, threshold: t}
 }
 
-func (s *consistent) ShouldSample(p *Params) Result {
+func (s *consistent) ShouldSample(p Params) Result {
 	if s.off {
 		return Result{Drop, p.ParentTracestate}
 	}
@@ -271,7 +271,7 @@ func ParentBased(root Sampler, cfg ParentBasedConfig) Sampler {
 		or(cfg.LocalParentSampled, AlwaysOn()), or(cfg.LocalParentNotSampled, AlwaysOff())}
 }
 
-func (s *parentBased) ShouldSample(p *Params) Result {
+func (s *parentBased) ShouldSample(p Params) Result {
 	var d Sampler
 	switch {
 	case !p.Parent.IsValid():
@@ -352,7 +352,7 @@ func (r *RateLimiter) Take() bool {
 }
 
 // ShouldSample samples when a token is available.
-func (r *RateLimiter) ShouldSample(p *Params) Result {
+func (r *RateLimiter) ShouldSample(p Params) Result {
 	if r.Take() {
 		return Result{RecordAndSample, eraseTh(p.ParentTracestate)}
 	}

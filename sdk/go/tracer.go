@@ -1,0 +1,110 @@
+package weft
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+
+	"weft.dev/sdk/go/export"
+	"weft.dev/sdk/go/id"
+	"weft.dev/sdk/go/propagation"
+	"weft.dev/sdk/go/sampling"
+)
+
+type tracer struct {
+	embedded.Tracer
+	provider *TracerProvider
+	scope    *export.Scope
+}
+
+var _ trace.Tracer = (*tracer)(nil)
+
+// Start starts a span. The returned context is the span itself (see Span).
+func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s := t.start(ctx, name, opts)
+	return s, s
+}
+
+func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartOption) *Span {
+	p := t.provider
+	cfg := trace.NewSpanStartConfig(opts...)
+
+	var psc trace.SpanContext
+	var pextras propagation.Extras
+	if !cfg.NewRoot() {
+		ps := trace.SpanFromContext(ctx)
+		psc = ps.SpanContext()
+		if h, ok := ps.(propagation.ExtrasHolder); ok {
+			pextras = h.WeftExtras()
+		} else if psc.TraceState().Len() > 0 {
+			pextras.Tracestate = psc.TraceState().String()
+		}
+	}
+	hasParent := psc.IsValid()
+	var tid trace.TraceID
+	if hasParent {
+		tid = psc.TraceID()
+	} else {
+		tid = p.ids.NewTraceID()
+		pextras = propagation.Extras{}
+	}
+	res := p.sampler.ShouldSample(sampling.Params{
+		Parent: psc, ParentTracestate: pextras.Tracestate, TraceID: tid, Name: name,
+		Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
+	})
+	sid := p.ids.NewSpanID()
+	sampled := res.Decision == sampling.RecordAndSample
+	scc := trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid,
+		TraceFlags: id.NewTraceFlags(psc.TraceFlags(), hasParent, sampled),
+	}
+	if res.Tracestate != "" {
+		if hasParent && res.Tracestate == pextras.Tracestate && psc.TraceState().Len() > 0 {
+			scc.TraceState = psc.TraceState()
+		} else if ts, err := trace.ParseTraceState(res.Tracestate); err == nil {
+			scc.TraceState = ts
+		}
+	}
+	s := &Span{
+		parent: ctx, tracer: t, sc: trace.NewSpanContext(scc), sampled: sampled,
+		extras: propagation.Extras{Tracestate: res.Tracestate, B3Debug: pextras.B3Debug,
+			JaegerDebug: pextras.JaegerDebug, XrayLineage: pextras.XrayLineage},
+	}
+	if !sampled {
+		return s
+	}
+	var start int64
+	s.startMono = monoNow()
+	if ts := cfg.Timestamp(); !ts.IsZero() {
+		start = ts.UnixNano()
+	} else {
+		start = wallAt(s.startMono)
+	}
+	r := p.pipe.getRecord()
+	r.Scope = t.scope
+	r.TraceID, r.SpanID, r.TraceFlags = tid, sid, scc.TraceFlags
+	if hasParent {
+		r.ParentSpanID, r.ParentIsRemote = psc.SpanID(), psc.IsRemote()
+	}
+	r.Tracestate = res.Tracestate
+	r.Name = name
+	r.Kind = cfg.SpanKind()
+	if r.Kind == trace.SpanKindUnspecified {
+		r.Kind = trace.SpanKindInternal
+	}
+	r.StartUnixNano = uint64(start)
+	if attrs := cfg.Attributes(); len(attrs) > 0 {
+		r.Attributes, r.DroppedAttributes = setAttrs(r.Attributes, 0, attrs, p.limits.AttributeCount, p.limits.AttributeValueLength)
+	}
+	for _, l := range cfg.Links() {
+		if l.SpanContext.IsValid() {
+			addLink(r, l, &p.limits)
+		}
+	}
+	s.rec = r
+	return s
+}
