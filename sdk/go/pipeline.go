@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +34,10 @@ type pipeline struct {
 	base       context.Context // cancelled when a shutdown's own deadline passes
 	cancelBase context.CancelFunc
 
-	pool    sync.Pool
+	// free holds cleared records for reuse: the export goroutine pushes a record after its
+	// batch is encoded, Start pops one (one CAS each way). Unlike a sync.Pool it is not emptied
+	// by the GC and does not move records between Ps, and its capacity bounds what is kept.
+	free    *queue
 	dropped atomic.Int64
 	queued  atomic.Int64
 	failed  atomic.Int64
@@ -49,7 +51,7 @@ func newPipeline(exp export.Exporter, res *export.Resource, o *options) *pipelin
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	p.base, p.cancelBase = context.WithCancel(context.Background())
-	p.pool.New = func() any { return &export.SpanData{} }
+	p.free = newQueue(o.queueSize + o.batchSize)
 	if exp == nil {
 		close(p.done)
 		return p
@@ -58,7 +60,12 @@ func newPipeline(exp export.Exporter, res *export.Resource, o *options) *pipelin
 	return p
 }
 
-func (p *pipeline) getRecord() *export.SpanData { return p.pool.Get().(*export.SpanData) }
+func (p *pipeline) getRecord() *export.SpanData {
+	if r := p.free.popShared(); r != nil {
+		return r
+	}
+	return &export.SpanData{}
+}
 
 // putRecord clears a record (keeping its slices' capacity) and returns it to the pool.
 func (p *pipeline) putRecord(r *export.SpanData) {
@@ -77,7 +84,7 @@ func (p *pipeline) putRecord(r *export.SpanData) {
 	}
 	links := r.Links[:0]
 	*r = export.SpanData{Attributes: attrs, Events: events, Links: links, StatusCode: codes.Unset}
-	p.pool.Put(r)
+	p.free.push(r) // when the free list is full the record is left to the GC
 }
 
 func (p *pipeline) enqueue(r *export.SpanData) {

@@ -75,3 +75,26 @@ func (q *queue) pop() *export.SpanData {
 func (q *queue) len() int {
 	return int(q.tail.Load() - q.head.Load())
 }
+
+// popShared is pop for several consumers: it claims the slot with a CAS on head.
+func (q *queue) popShared() *export.SpanData {
+	pos := q.head.Load()
+	for {
+		s := &q.slots[pos&q.mask]
+		seq := s.seq.Load()
+		switch diff := int64(seq) - int64(pos+1); {
+		case diff == 0:
+			if q.head.CompareAndSwap(pos, pos+1) {
+				r := s.rec
+				s.rec = nil
+				s.seq.Store(pos + q.mask + 1)
+				return r
+			}
+			pos = q.head.Load()
+		case diff < 0:
+			return nil
+		default:
+			pos = q.head.Load()
+		}
+	}
+}

@@ -14,23 +14,9 @@ import (
 
 	"weft.dev/sdk/go/export"
 	"weft.dev/sdk/go/id"
+	"weft.dev/sdk/go/internal/ctxkey"
 	"weft.dev/sdk/go/propagation"
 )
-
-// spanKey is the otel API's (unexported) context key for the current span, learned once by
-// asking trace.SpanFromContext to look it up in a probe context.
-var spanKey = func() any {
-	p := &keyProbe{}
-	trace.SpanFromContext(p)
-	return p.key
-}()
-
-type keyProbe struct {
-	context.Context
-	key any
-}
-
-func (p *keyProbe) Value(k any) any { p.key = k; return nil }
 
 // Span is weft's trace.Span. It is also the context.Context that Start returns (the parent
 // context with this span as the current span), so starting a span allocates one object.
@@ -78,7 +64,7 @@ func (s *Span) Err() error { return s.parent.Err() }
 
 // Value returns the span for the otel current-span key and defers to the parent otherwise.
 func (s *Span) Value(key any) any {
-	if key == spanKey {
+	if key == ctxkey.Span {
 		return s
 	}
 	return s.parent.Value(key)

@@ -10,6 +10,14 @@ package propagation
 import (
 	"context"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace/embedded"
+
+	"weft.dev/sdk/go/internal/ctxkey"
 
 	otelprop "go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -30,18 +38,66 @@ type ExtrasHolder interface {
 	WeftExtras() Extras
 }
 
-// RemoteSpan is the non-recording span an extract puts into the context.
+// RemoteSpan is the non-recording span an extract puts into the context. It is also the
+// context that holds it, so an extract allocates one object.
 type RemoteSpan struct {
-	trace.Span // a non-recording span with the same context; supplies the rest of the API
-	sc         trace.SpanContext
-	extras     Extras
+	embedded.Span
+	parent context.Context
+	sc     trace.SpanContext
+	extras Extras
 }
+
+var _ trace.Span = (*RemoteSpan)(nil)
 
 // SpanContext returns the extracted span context.
 func (r *RemoteSpan) SpanContext() trace.SpanContext { return r.sc }
 
 // WeftExtras returns the format-specific state extracted with the span context.
 func (r *RemoteSpan) WeftExtras() Extras { return r.extras }
+
+// End does nothing: a remote span is not recorded here.
+func (r *RemoteSpan) End(...trace.SpanEndOption) {}
+
+// AddEvent does nothing.
+func (r *RemoteSpan) AddEvent(string, ...trace.EventOption) {}
+
+// AddLink does nothing.
+func (r *RemoteSpan) AddLink(trace.Link) {}
+
+// IsRecording returns false.
+func (r *RemoteSpan) IsRecording() bool { return false }
+
+// RecordError does nothing.
+func (r *RemoteSpan) RecordError(error, ...trace.EventOption) {}
+
+// SetStatus does nothing.
+func (r *RemoteSpan) SetStatus(codes.Code, string) {}
+
+// SetName does nothing.
+func (r *RemoteSpan) SetName(string) {}
+
+// SetAttributes does nothing.
+func (r *RemoteSpan) SetAttributes(...attribute.KeyValue) {}
+
+// TracerProvider returns the global provider, as the otel API's non-recording span does.
+func (r *RemoteSpan) TracerProvider() trace.TracerProvider { return otel.GetTracerProvider() }
+
+// Deadline is the parent context's.
+func (r *RemoteSpan) Deadline() (time.Time, bool) { return r.parent.Deadline() }
+
+// Done is the parent context's.
+func (r *RemoteSpan) Done() <-chan struct{} { return r.parent.Done() }
+
+// Err is the parent context's.
+func (r *RemoteSpan) Err() error { return r.parent.Err() }
+
+// Value returns the span for the otel current-span key and defers to the parent otherwise.
+func (r *RemoteSpan) Value(key any) any {
+	if key == ctxkey.Span {
+		return r
+	}
+	return r.parent.Value(key)
+}
 
 // ContextWithRemote returns ctx holding a remote span context and its extras.
 func ContextWithRemote(ctx context.Context, sc trace.SpanContext, e Extras) context.Context {
@@ -51,8 +107,7 @@ func ContextWithRemote(ctx context.Context, sc trace.SpanContext, e Extras) cont
 			sc = sc.WithTraceState(ts)
 		}
 	}
-	base := trace.SpanFromContext(trace.ContextWithRemoteSpanContext(context.Background(), sc))
-	return trace.ContextWithSpan(ctx, &RemoteSpan{Span: base, sc: sc, extras: e})
+	return &RemoteSpan{parent: ctx, sc: sc, extras: e}
 }
 
 // FromContext returns the span context in ctx and its extras. For a span that does not hold

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Benchmarks of the Go SDK beside the OpenTelemetry Go SDK, in one `go test -bench` run
+# (bench_test.go): every benchmark has a /weft and an /otel variant doing the same work through
+# the go.opentelemetry.io/otel/trace API. Each runs COUNT times (default 5); the table printed at
+# the end has the median ns/op, B/op and allocs/op of each, and weft's time as a ratio of
+# OpenTelemetry's. Raw output goes to ../../bench-out/sdk-go.txt. Record results in BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")"
+out=../../bench-out/sdk-go.txt
+mkdir -p ../../bench-out
+go test -run '^$' -bench . -benchmem -count "${COUNT:-5}" -timeout 60m . | tee "$out"
+python3 - "$out" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'^Benchmark(\S+?)(-\d+)?\s+\d+\s+(.*)$', line)
+    if not m:
+        continue
+    fields = m.group(3).split()
+    vals = {fields[i + 1]: float(fields[i]) for i in range(0, len(fields) - 1, 2)}
+    rows.setdefault(m.group(1), []).append(vals)
+def med(name, unit):
+    xs = [r[unit] for r in rows.get(name, []) if unit in r]
+    return statistics.median(xs) if xs else None
+print(f"\n{'benchmark':60} {'ns/op':>10} {'B/op':>7} {'allocs':>7} {'weft/otel':>9}")
+for name in rows:
+    ns, b, a = med(name, 'ns/op'), med(name, 'B/op'), med(name, 'allocs/op')
+    ratio = ''
+    if '/weft' in name:
+        peer = re.sub(r'/weft(?=$|-)', '/otel', name)
+        if med(peer, 'ns/op'):
+            ratio = f"{ns / med(peer, 'ns/op'):.2f}"
+    extra = ' '.join(f"{u}={med(name, u):.0f}" for u in ('req/s', 'p99-µs', 'GC/10k-req') if med(name, u) is not None)
+    print(f"{name:60} {ns:10.1f} {b:7.0f} {a:7.0f} {ratio:>9} {extra}")
+PY
