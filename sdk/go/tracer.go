@@ -46,17 +46,26 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 	}
 	hasParent := psc.IsValid()
 	var tid trace.TraceID
+	var sid trace.SpanID
 	if hasParent {
 		tid = psc.TraceID()
+		sid = p.ids.NewSpanID()
 	} else {
-		tid = p.ids.NewTraceID()
+		// Both IDs in one draw from the generator: the sampler does not use the PRNG, so
+		// drawing the span ID before ShouldSample gives the same IDs as after it.
+		if g, ok := p.ids.(interface {
+			NewIDs() (trace.TraceID, trace.SpanID)
+		}); ok {
+			tid, sid = g.NewIDs()
+		} else {
+			tid, sid = p.ids.NewTraceID(), p.ids.NewSpanID()
+		}
 		pextras = propagation.Extras{}
 	}
 	res := p.sampler.ShouldSample(sampling.Params{
 		Parent: psc, ParentTracestate: pextras.Tracestate, TraceID: tid, Name: name,
 		Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
 	})
-	sid := p.ids.NewSpanID()
 	sampled := res.Decision == sampling.RecordAndSample
 	scc := trace.SpanContextConfig{
 		TraceID: tid, SpanID: sid,

@@ -104,6 +104,14 @@ func (Random) NewSpanID() trace.SpanID {
 	return s
 }
 
+// NewIDs returns a new trace ID and span ID with one visit to the state pool.
+func (Random) NewIDs() (trace.TraceID, trace.SpanID) {
+	w := pool.Get().(*Wyrand)
+	t, sp := TraceIDFrom(w), SpanIDFrom(w)
+	pool.Put(w)
+	return t, sp
+}
+
 // Xray puts the current Unix time in seconds in the first 4 bytes of each trace ID, as AWS X-Ray
 // requires; span IDs are those of Random.
 type Xray struct{}
@@ -148,23 +156,25 @@ func ParseHex(dst []byte, hex string) bool {
 	if len(hex) != 2*len(dst) {
 		return false
 	}
+	bad := byte(0)
 	for i := range dst {
-		hi, ok1 := nibble(hex[2*i])
-		lo, ok2 := nibble(hex[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
+		hi, lo := unhex[hex[2*i]], unhex[hex[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo&0x0f
 	}
-	return true
+	return bad&0xf0 == 0
 }
 
-func nibble(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
+// unhex maps a lowercase hex digit to its value and every other byte to 0xff.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c-'a') + 10
+	}
+	return t
+}()
