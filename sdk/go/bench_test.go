@@ -266,7 +266,8 @@ func BenchmarkSpanToExporter(b *testing.B) {
 		}
 		b.Run(name+"/weft", func(b *testing.B) {
 			d := &discard{}
-			tp, _ := weft.NewTracerProvider(weft.WithSampler(sampling.AlwaysOn()), weft.WithExporter(d))
+			tp, _ := weft.NewTracerProvider(weft.WithSampler(sampling.AlwaysOn()), weft.WithExporter(d),
+				weft.WithBatching(benchQueue, 512, 0, 0))
 			tr := tp.Tracer("bench")
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -289,7 +290,8 @@ func BenchmarkSpanToExporter(b *testing.B) {
 		})
 		b.Run(name+"/otel", func(b *testing.B) {
 			exp := &countingOtelExporter{}
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(exp))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+				sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(benchQueue), sdktrace.WithMaxExportBatchSize(512)))
 			tr := tp.Tracer("bench")
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -311,6 +313,9 @@ func BenchmarkSpanToExporter(b *testing.B) {
 		})
 	}
 }
+
+// benchQueue is both SDKs' export queue capacity in the span-to-exporter benchmark.
+const benchQueue = 1 << 16
 
 type countingOtelExporter struct{ spans atomic.Int64 }
 

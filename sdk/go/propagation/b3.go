@@ -143,8 +143,7 @@ func (b B3) Inject(ctx context.Context, c otelprop.TextMapCarrier) {
 	if !sc.IsValid() {
 		return
 	}
-	t, s := sc.TraceID(), sc.SpanID()
-	th, sh := string(id.AppendHex(nil, t[:])), string(id.AppendHex(nil, s[:]))
+	th, sh := hexIDs(ctx, sc)
 	if b.Encoding == B3Multi {
 		c.Set("x-b3-traceid", th)
 		c.Set("x-b3-spanid", sh)

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace/embedded"
 
+	"weft.dev/sdk/go/id"
 	"weft.dev/sdk/go/internal/ctxkey"
 
 	otelprop "go.opentelemetry.io/otel/propagation"
@@ -123,6 +124,22 @@ func FromContext(ctx context.Context) (trace.SpanContext, Extras) {
 		e.Tracestate = sc.TraceState().String()
 	}
 	return sc, e
+}
+
+// HexHolder is implemented by spans that cache the hex form of their IDs.
+type HexHolder interface {
+	HexIDs() (traceID, spanID string)
+}
+
+// hexIDs returns the hex IDs of the span in ctx, from its cache when it has one.
+func hexIDs(ctx context.Context, sc trace.SpanContext) (string, string) {
+	if h, ok := trace.SpanFromContext(ctx).(HexHolder); ok {
+		return h.HexIDs()
+	}
+	t, s := sc.TraceID(), sc.SpanID()
+	b := id.AppendHex(id.AppendHex(make([]byte, 0, 48), t[:]), s[:])
+	str := string(b)
+	return str[:32], str[32:]
 }
 
 // values returns every value of header name in the carrier, in order.

@@ -111,11 +111,11 @@ func ParseUberTraceID(v string) (trace.SpanContext, Extras, bool) {
 func (Jaeger) Inject(ctx context.Context, c otelprop.TextMapCarrier) {
 	sc, e := FromContext(ctx)
 	if sc.IsValid() {
-		t, s := sc.TraceID(), sc.SpanID()
+		th, sh := hexIDs(ctx, sc)
 		b := make([]byte, 0, 56)
-		b = id.AppendHex(b, t[:])
+		b = append(b, th...)
 		b = append(b, ':')
-		b = id.AppendHex(b, s[:])
+		b = append(b, sh...)
 		switch {
 		case sc.IsSampled() && e.JaegerDebug:
 			b = append(b, ":0:3"...)

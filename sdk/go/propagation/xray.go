@@ -87,14 +87,14 @@ func (Xray) Inject(ctx context.Context, c otelprop.TextMapCarrier) {
 	if !sc.IsValid() {
 		return
 	}
-	t, s := sc.TraceID(), sc.SpanID()
+	th, sh := hexIDs(ctx, sc)
 	b := make([]byte, 0, 96)
 	b = append(b, "Root=1-"...)
-	b = id.AppendHex(b, t[:4])
+	b = append(b, th[:8]...)
 	b = append(b, '-')
-	b = id.AppendHex(b, t[4:])
+	b = append(b, th[8:]...)
 	b = append(b, ";Parent="...)
-	b = id.AppendHex(b, s[:])
+	b = append(b, sh...)
 	if sc.IsSampled() {
 		b = append(b, ";Sampled=1"...)
 	} else {
