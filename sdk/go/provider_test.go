@@ -237,3 +237,33 @@ func TestEndedSpansStayTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+func TestChildrenCarryFormatStateAndSamplerTracestate(t *testing.T) {
+	tp, _ := newMemoryProvider(t)
+	tr := tp.Tracer("x")
+	h := propagation.HeaderCarrier{}
+	h.Set("b3", "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-d")
+	ctx := propagation.B3{}.Extract(context.Background(), h)
+	ctx, child := tr.Start(ctx, "child")
+	_, grandchild := tr.Start(ctx, "grandchild")
+	out := propagation.HeaderCarrier{}
+	propagation.B3{}.Inject(trace.ContextWithSpan(context.Background(), grandchild), out)
+	want := "4bf92f3577b34da6a3ce929d0e0e4736-" + grandchild.SpanContext().SpanID().String() + "-d"
+	if out.Get("b3") != want {
+		t.Fatalf("b3 %q, want %q: debug travels to every descendant", out.Get("b3"), want)
+	}
+	child.End()
+	grandchild.End()
+
+	cp, _ := newMemoryProvider(t, weft.WithSampler(sampling.ConsistentProbability(1)))
+	_, root := cp.Tracer("x").Start(context.Background(), "root")
+	if ts := root.SpanContext().TraceState().String(); ts != "ot=th:0" {
+		t.Fatalf("tracestate %q, want ot=th:0", ts)
+	}
+	out = propagation.HeaderCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), root), out)
+	if out.Get("tracestate") != "ot=th:0" {
+		t.Fatalf("injected tracestate %q", out.Get("tracestate"))
+	}
+	root.End()
+}

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 
 	"weft.dev/sdk/go/export"
-	"weft.dev/sdk/go/id"
 	"weft.dev/sdk/go/internal/ctxkey"
 	"weft.dev/sdk/go/propagation"
 )
@@ -37,17 +36,27 @@ import (
 type Span struct {
 	embedded.Span
 
-	parent context.Context
-	sc     trace.SpanContext
-	tracer *tracer
-	extras propagation.Extras
-	hex    id.HexCache
-	tp     atomic.Pointer[string]
+	parent  context.Context
+	tid     trace.TraceID
+	sid     trace.SpanID
+	flags   trace.TraceFlags
+	sampled bool
+	tracer  *tracer
+	// ext is the tracestate and format state; nil when empty. It is immutable and shared with
+	// children whose sampler left the tracestate unchanged, so they allocate nothing for it.
+	ext  *spanExtras
+	strs atomic.Pointer[string] // the traceparent, built at most once; hex IDs are its slices
 
 	startMono int64
-	sampled   bool
 	mu        sync.Mutex
 	rec       *export.SpanData // nil once ended, and for unsampled spans
+}
+
+// spanExtras is a span's propagation.Extras with the otel form of its tracestate (empty when
+// the otel TraceState grammar rejects it, e.g. Level 2 keys such as foo@@bar).
+type spanExtras struct {
+	propagation.Extras
+	ts trace.TraceState
 }
 
 var _ trace.Span = (*Span)(nil)
@@ -71,23 +80,38 @@ func (s *Span) Value(key any) any {
 }
 
 // SpanContext returns the span's context.
-func (s *Span) SpanContext() trace.SpanContext { return s.sc }
+func (s *Span) SpanContext() trace.SpanContext {
+	cfg := trace.SpanContextConfig{TraceID: s.tid, SpanID: s.sid, TraceFlags: s.flags}
+	if s.ext != nil {
+		cfg.TraceState = s.ext.ts
+	}
+	return trace.NewSpanContext(cfg)
+}
 
 // WeftExtras returns the span's tracestate and format-specific state.
-func (s *Span) WeftExtras() propagation.Extras { return s.extras }
+func (s *Span) WeftExtras() propagation.Extras {
+	if s.ext == nil {
+		return propagation.Extras{}
+	}
+	return s.ext.Extras
+}
 
-// HexIDs returns the hex trace and span IDs, computed on the first call only.
-func (s *Span) HexIDs() (traceID, spanID string) { return s.hex.Get(s.sc) }
+// HexIDs returns the hex trace and span IDs, computed on the first call only (they are slices
+// of the traceparent string).
+func (s *Span) HexIDs() (traceID, spanID string) {
+	tp := s.Traceparent()
+	return tp[3:35], tp[36:52]
+}
 
 // Traceparent returns the span's traceparent header value, computed on the first call only.
 func (s *Span) Traceparent() string {
-	if p := s.tp.Load(); p != nil {
+	if p := s.strs.Load(); p != nil {
 		return *p
 	}
 	var buf [propagation.TraceparentLen]byte
-	v := string(propagation.AppendTraceparent(buf[:0], s.sc))
-	s.tp.CompareAndSwap(nil, &v)
-	return *s.tp.Load()
+	v := string(propagation.AppendTraceparent(buf[:0], s.SpanContext()))
+	s.strs.CompareAndSwap(nil, &v)
+	return *s.strs.Load()
 }
 
 // TracerProvider returns the provider that created the span.

@@ -34,14 +34,21 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 	cfg := trace.NewSpanStartConfig(opts...)
 
 	var psc trace.SpanContext
-	var pextras propagation.Extras
+	var pext *spanExtras
 	if !cfg.NewRoot() {
 		ps := trace.SpanFromContext(ctx)
 		psc = ps.SpanContext()
-		if h, ok := ps.(propagation.ExtrasHolder); ok {
-			pextras = h.WeftExtras()
-		} else if psc.TraceState().Len() > 0 {
-			pextras.Tracestate = psc.TraceState().String()
+		switch h := ps.(type) {
+		case *Span:
+			pext = h.ext
+		case propagation.ExtrasHolder:
+			if e := h.WeftExtras(); e != (propagation.Extras{}) {
+				pext = &spanExtras{Extras: e, ts: psc.TraceState()}
+			}
+		default:
+			if psc.TraceState().Len() > 0 {
+				pext = &spanExtras{Extras: propagation.Extras{Tracestate: psc.TraceState().String()}, ts: psc.TraceState()}
+			}
 		}
 	}
 	hasParent := psc.IsValid()
@@ -60,29 +67,33 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		} else {
 			tid, sid = p.ids.NewTraceID(), p.ids.NewSpanID()
 		}
-		pextras = propagation.Extras{}
+		pext = nil
+	}
+	var parentTS string
+	if pext != nil {
+		parentTS = pext.Tracestate
 	}
 	res := p.sampler.ShouldSample(sampling.Params{
-		Parent: psc, ParentTracestate: pextras.Tracestate, TraceID: tid, Name: name,
+		Parent: psc, ParentTracestate: parentTS, TraceID: tid, Name: name,
 		Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
 	})
 	sampled := res.Decision == sampling.RecordAndSample
-	scc := trace.SpanContextConfig{
-		TraceID: tid, SpanID: sid,
-		TraceFlags: id.NewTraceFlags(psc.TraceFlags(), hasParent, sampled),
-	}
-	if res.Tracestate != "" {
-		if hasParent && res.Tracestate == pextras.Tracestate && psc.TraceState().Len() > 0 {
-			scc.TraceState = psc.TraceState()
-		} else if ts, err := trace.ParseTraceState(res.Tracestate); err == nil {
-			scc.TraceState = ts
+	flags := id.NewTraceFlags(psc.TraceFlags(), hasParent, sampled)
+	ext := pext
+	if res.Tracestate != parentTS {
+		// The sampler changed the tracestate (e.g. the consistent-probability th).
+		e := &spanExtras{Extras: propagation.Extras{Tracestate: res.Tracestate}}
+		if pext != nil {
+			e.B3Debug, e.JaegerDebug, e.XrayLineage = pext.B3Debug, pext.JaegerDebug, pext.XrayLineage
 		}
+		if res.Tracestate != "" {
+			if ts, err := trace.ParseTraceState(res.Tracestate); err == nil {
+				e.ts = ts
+			}
+		}
+		ext = e
 	}
-	s := &Span{
-		parent: ctx, tracer: t, sc: trace.NewSpanContext(scc), sampled: sampled,
-		extras: propagation.Extras{Tracestate: res.Tracestate, B3Debug: pextras.B3Debug,
-			JaegerDebug: pextras.JaegerDebug, XrayLineage: pextras.XrayLineage},
-	}
+	s := &Span{parent: ctx, tracer: t, tid: tid, sid: sid, flags: flags, sampled: sampled, ext: ext}
 	if !sampled {
 		return s
 	}
@@ -95,7 +106,7 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 	}
 	r := p.pipe.getRecord()
 	r.Scope = t.scope
-	r.TraceID, r.SpanID, r.TraceFlags = tid, sid, scc.TraceFlags
+	r.TraceID, r.SpanID, r.TraceFlags = tid, sid, flags
 	if hasParent {
 		r.ParentSpanID, r.ParentIsRemote = psc.SpanID(), psc.IsRemote()
 	}
