@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Benchmarks of the Go SDK beside the OpenTelemetry Go SDK, in one `go test -bench` run
 # (bench_test.go): every benchmark has a /weft and an /otel variant doing the same work through
-# the go.opentelemetry.io/otel/trace API. Each runs COUNT times (default 5); the table printed at
-# the end has the median ns/op, B/op and allocs/op of each, and weft's time as a ratio of
-# OpenTelemetry's. Raw output goes to ../../bench-out/sdk-go.txt. Record results in BENCHMARKS.md.
+# the go.opentelemetry.io/otel/trace API. The test binary is built once and run COUNT times
+# (default 5), each run going through every benchmark once, so that weft and OpenTelemetry
+# alternate within minutes of each other on a shared machine; the table printed at the end has
+# the median ns/op, B/op and allocs/op of each, and weft's time as a ratio of OpenTelemetry's.
+# Raw output goes to ../../bench-out/sdk-go.txt. Record results in BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=../../bench-out/sdk-go.txt
 mkdir -p ../../bench-out
-go test -run '^$' -bench . -benchmem -count "${COUNT:-5}" -timeout 60m . | tee "$out"
+bin=$(mktemp -d)/sdk-go.test
+go test -c -o "$bin" .
+: > "$out"
+for i in $(seq "${COUNT:-5}"); do
+    echo "== round $i" | tee -a "$out"
+    "$bin" -test.run '^$' -test.bench . -test.benchmem -test.timeout 60m | tee -a "$out"
+done
+rm -rf "$(dirname "$bin")"
 python3 - "$out" <<'PY'
 import re, statistics, sys
 rows = {}

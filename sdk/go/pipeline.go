@@ -38,6 +38,7 @@ type pipeline struct {
 	// batch is encoded, Start pops one (one CAS each way). Unlike a sync.Pool it is not emptied
 	// by the GC and does not move records between Ps, and its capacity bounds what is kept.
 	free    *queue
+	closed  atomic.Bool
 	dropped atomic.Int64
 	queued  atomic.Int64
 	failed  atomic.Int64
@@ -88,6 +89,11 @@ func (p *pipeline) putRecord(r *export.SpanData) {
 }
 
 func (p *pipeline) enqueue(r *export.SpanData) {
+	if p.closed.Load() {
+		p.drop(1, "the tracer provider is shut down")
+		p.putRecord(r)
+		return
+	}
 	if p.exp == nil || !p.q.push(r) {
 		if p.exp != nil {
 			p.drop(1, "the export queue is full")
@@ -207,6 +213,7 @@ func (p *pipeline) flush(ctx context.Context) error {
 }
 
 func (p *pipeline) shutdown(ctx context.Context) error {
+	p.closed.Store(true)
 	select {
 	case <-p.stop:
 		return nil

@@ -43,6 +43,7 @@ type TracerProvider struct {
 
 	mu      sync.Mutex
 	tracers map[string]*tracer
+	byName  sync.Map // name -> *tracer, for Tracer(name) without options
 }
 
 var _ trace.TracerProvider = (*TracerProvider)(nil)
@@ -167,6 +168,19 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 
 // Tracer returns the tracer of an instrumentation scope; equal scopes share one tracer.
 func (tp *TracerProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	if len(opts) == 0 {
+		// Instrumentation often asks for its tracer on every request: no allocation then.
+		if t, ok := tp.byName.Load(name); ok {
+			return t.(*tracer)
+		}
+		t := tp.tracer(name, nil)
+		tp.byName.Store(name, t)
+		return t
+	}
+	return tp.tracer(name, opts)
+}
+
+func (tp *TracerProvider) tracer(name string, opts []trace.TracerOption) *tracer {
 	cfg := trace.NewTracerConfig(opts...)
 	attrs := cfg.InstrumentationAttributes()
 	key := name + "\x00" + cfg.InstrumentationVersion() + "\x00" + cfg.SchemaURL() + "\x00" + attrs.Encoded(attribute.DefaultEncoder())

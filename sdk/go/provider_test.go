@@ -267,3 +267,24 @@ func TestChildrenCarryFormatStateAndSamplerTracestate(t *testing.T) {
 	}
 	root.End()
 }
+
+func TestSpansEndedAfterShutdownAreDroppedAndCounted(t *testing.T) {
+	tp, m := newMemoryProvider(t)
+	tr := tp.Tracer("x")
+	_, before := tr.Start(context.Background(), "before")
+	_, after := tr.Start(context.Background(), "after")
+	before.End()
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after.End()
+	if n := len(m.all()); n != 1 {
+		t.Fatalf("%d spans exported, want the one ended before Shutdown", n)
+	}
+	if st := tp.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: the span ended after Shutdown must count as dropped", st)
+	}
+	if tr2 := tp.Tracer("x"); tr2 != tr {
+		t.Fatal("Tracer(name) must return the same tracer")
+	}
+}
