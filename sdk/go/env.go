@@ -165,7 +165,9 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 				}
 			}
 		}
-		return sampling.NewJaegerRemote(cfg)
+		j := sampling.NewJaegerRemote(cfg)
+		o.closers = append(o.closers, j.Close)
+		return j
 	}
 	clock := func() int64 { return monoNow() }
 	switch name {

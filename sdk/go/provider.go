@@ -40,6 +40,7 @@ type TracerProvider struct {
 	limits   Limits
 	resource *export.Resource
 	pipe     *pipeline
+	closers  []func()
 
 	mu      sync.Mutex
 	tracers map[string]*tracer
@@ -62,6 +63,7 @@ type options struct {
 	exportTimeout time.Duration
 	env           bool
 	envErr        error
+	closers       []func() // run by Shutdown (the Jaeger remote sampler's polling)
 }
 
 // Option configures a TracerProvider.
@@ -161,7 +163,7 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 		attribute.String("telemetry.sdk.language", "go"),
 		attribute.String("telemetry.sdk.version", otlp.Version))
 	tp := &TracerProvider{sampler: o.sampler, ids: o.ids, limits: o.limits, resource: res,
-		tracers: map[string]*tracer{}}
+		tracers: map[string]*tracer{}, closers: o.closers}
 	tp.pipe = newPipeline(exp, res, o)
 	return tp, nil
 }
@@ -200,7 +202,17 @@ func (tp *TracerProvider) ForceFlush(ctx context.Context) error { return tp.pipe
 
 // Shutdown exports what is queued and stops the exporter. If ctx ends first, the batch in
 // flight is dropped and ctx's error returned. Spans ended after Shutdown are dropped.
-func (tp *TracerProvider) Shutdown(ctx context.Context) error { return tp.pipe.shutdown(ctx) }
+func (tp *TracerProvider) Shutdown(ctx context.Context) error {
+	err := tp.pipe.shutdown(ctx)
+	tp.mu.Lock()
+	closers := tp.closers
+	tp.closers = nil
+	tp.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+	return err
+}
 
 // Stats counts spans through the pipeline.
 type Stats struct {
