@@ -288,3 +288,41 @@ func TestSpansEndedAfterShutdownAreDroppedAndCounted(t *testing.T) {
 		t.Fatal("Tracer(name) must return the same tracer")
 	}
 }
+
+// TestKeptSpansKeepTheirIdentity keeps ended spans while many more are started in other
+// goroutines: span handles are allocated in slabs but never reused, so every kept span and the
+// context it is keep their own IDs.
+func TestKeptSpansKeepTheirIdentity(t *testing.T) {
+	tp, _ := newMemoryProvider(t, weft.WithSampler(sampling.AlwaysOn()))
+	tr := tp.Tracer("kept")
+	type kept struct {
+		ctx context.Context
+		s   trace.Span
+		sc  trace.SpanContext
+	}
+	var all []kept
+	for i := 0; i < 1000; i++ {
+		ctx, s := tr.Start(context.Background(), "kept")
+		s.End()
+		all = append(all, kept{ctx, s, s.SpanContext()})
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5000; i++ {
+				_, s := tr.Start(context.Background(), "churn")
+				s.End()
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[trace.SpanID]bool{}
+	for _, k := range all {
+		if !k.s.SpanContext().Equal(k.sc) || !trace.SpanFromContext(k.ctx).SpanContext().Equal(k.sc) || seen[k.sc.SpanID()] {
+			t.Fatalf("a kept span changed or repeats: %v", k.sc)
+		}
+		seen[k.sc.SpanID()] = true
+	}
+}

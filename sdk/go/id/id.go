@@ -35,6 +35,9 @@ func (w *Wyrand) Uint64() uint64 {
 	return hi ^ lo
 }
 
+// NewSeededWyrand returns a wyrand stream seeded from crypto/rand.
+func NewSeededWyrand() *Wyrand { return seeded() }
+
 func seeded() *Wyrand {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
