@@ -18,13 +18,14 @@ import (
 )
 
 // Span is weft's trace.Span. It is also the context.Context that Start returns (the parent
-// context with this span as the current span), so starting a span allocates one object.
+// context with this span as the current span), so a span is one 112-byte object, carved out of
+// a slab of 36 (see slabSpans).
 //
 // # The reuse rule
 //
-// A span's record (name, attributes, events, links, status) is pooled: Start takes a record
-// from a pool and End hands it to the export pipeline, which returns it to the pool after the
-// batch is encoded. End detaches the record from the span under the span's lock, so after End:
+// A span's record (name, attributes, events, links, status) is reused: Start takes a record
+// from the pipeline's free list and End hands it to the export pipeline, which returns it to
+// the free list after the batch is encoded. End detaches the record from the span under the span's lock, so after End:
 //
 //   - SpanContext, TracerProvider, the context methods and Traceparent keep working and keep
 //     returning this span's values (the span handle itself is never reused);
@@ -32,7 +33,8 @@ import (
 //     RecordError and a second End do nothing; they never reach the record, which by then may
 //     belong to another span.
 //
-// Any goroutine may call any method at any time; the race test in span_test.go checks this.
+// Any goroutine may call any method at any time; TestEndedSpansStayTheirOwn and
+// TestKeptSpansKeepTheirIdentity (provider_test.go) check this under the race detector.
 type Span struct {
 	embedded.Span
 
