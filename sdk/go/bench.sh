@@ -15,7 +15,7 @@ go test -c -o "$bin" .
 : > "$out"
 for i in $(seq "${COUNT:-5}"); do
     echo "== round $i" | tee -a "$out"
-    "$bin" -test.run '^$' -test.bench 'IDGeneration|Traceparent|SpanStartEnd|SpanToExporter' \
+    "$bin" -test.run '^$' -test.bench 'IDGeneration|Traceparent|SpanStartEnd|SpanToExporter|OTLPEncode' \
         -test.benchmem -test.timeout 60m | tee -a "$out"
     # Loopback HTTP is noisy on a shared machine: 3 s per SDK instead of 1 s.
     "$bin" -test.run '^$' -test.bench 'OtelhttpHandler' -test.benchtime 3s -test.benchmem \
@@ -40,9 +40,10 @@ for name in rows:
     ns, b, a = med(name, 'ns/op'), med(name, 'B/op'), med(name, 'allocs/op')
     ratio = ''
     if '/weft' in name:
-        peer = re.sub(r'/weft(?=$|-)', '/otel', name)
-        if med(peer, 'ns/op'):
-            ratio = f"{ns / med(peer, 'ns/op'):.2f}"
-    extra = ' '.join(f"{u}={med(name, u):.0f}" for u in ('req/s', 'p99-µs', 'GC/10k-req') if med(name, u) is not None)
+        for other in ('/otel', '/official-proto'):
+            peer = re.sub(r'/weft(?=$|-)', other, name)
+            if med(peer, 'ns/op'):
+                ratio = f"{ns / med(peer, 'ns/op'):.2f}"
+    extra = ' '.join(f"{u}={med(name, u):.0f}" for u in ('req/s', 'p99-µs', 'GC/10k-req', 'ns/span') if med(name, u) is not None)
     print(f"{name:60} {ns:10.1f} {b:7.0f} {a:7.0f} {ratio:>9} {extra}")
 PY

@@ -63,6 +63,14 @@ func newMemoryProvider(t testing.TB, opts ...weft.Option) (*weft.TracerProvider,
 	return tp, m
 }
 
+func newMemoryProviderB(t testing.TB, m *memory) (*weft.TracerProvider, error) {
+	tp, err := weft.NewTracerProvider(weft.WithExporter(m), weft.WithSampler(sampling.AlwaysOn()))
+	if err == nil {
+		t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	}
+	return tp, err
+}
+
 func flush(t testing.TB, tp *weft.TracerProvider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
