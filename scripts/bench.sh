@@ -50,6 +50,8 @@ target/release/weft loadgen --stages | tee bench-out/stages.json
 # Rust SDK beside opentelemetry_sdk (results in sdk/rust/BENCHMARKS.md).
 bash scripts/sdk-rust.sh bench
 bash scripts/sdk-java.sh bench
+# Go SDK beside the OpenTelemetry Go SDK (results in sdk/go/BENCHMARKS.md).
+bash scripts/sdk-go.sh bench
 # Search over 10 million realistic spans (docs/benchmarks/search.md, "Search over 10 million
 # spans"): each query's latency over the whole range; a query over 120 s is recorded as a timeout.
 python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \

@@ -56,4 +56,6 @@ stage "sdk/rust: lint, unit, vector, property and interop tests (exports to the 
 bash scripts/sdk-rust.sh test
 stage "sdk/java: unit, vector, property, OTLP interop and W3C service tests (exports to the weft binary too)"
 bash scripts/sdk-java.sh test
+stage "sdk/go: gofmt, vet, unit, vector, fuzz-seed, OTLP interop and W3C service tests under -race (exports to the weft binary too)"
+bash scripts/sdk-go.sh test
 stage "done"
