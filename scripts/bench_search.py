@@ -21,6 +21,8 @@ Method:
        first_page_all   { }, limit 20: the newest 20 traces (checked: 20, newest first)
        first_page_service  { resource.service.name = "frontend" }, the same
        first_page_status   { span.http.status_code = 500 }, the same
+       jaeger_first_page   Jaeger's /api/traces?service=frontend&limit=20 (checked: 20 traces)
+       zipkin_first_page   Zipkin's /api/v2/traces?serviceName=frontend&limit=10 (checked: 10)
        duration_gt_1s   { duration > 1s }
        service_error    { resource.service.name = "<service>" } >> { status = error }
        sibling_error    { resource.service.name = "<service>" } ~ { status = error }
@@ -115,10 +117,13 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="weft-search-bench-", dir=work_dir)
         self.data = data or os.path.join(self.dir, "data")
         self.http, self.grpc, self.otlp_http = free_port(), free_port(), free_port()
+        # Jaeger's and Zipkin's query APIs, for their searches.
+        self.jaeger_query, self.zipkin = free_port(), free_port()
         self.log_path = os.path.join(self.dir, "weft.log")
         self.log = open(self.log_path, "w")
         cmd = [weft, "--data-dir", self.data, "--listen-host", "127.0.0.1", "--http-port", str(self.http),
-               "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http), *extra]
+               "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http),
+               "--jaeger-query-port", str(self.jaeger_query), "--zipkin-port", str(self.zipkin), *extra]
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, "WEFT_ZIPKIN_PORT": "0", "WEFT_JAEGER_HTTP_PORT": "0", "WEFT_JAEGER_GRPC_PORT": "0", "WEFT_JAEGER_QUERY_PORT": "0", "WEFT_XRAY_PORT": "0",
@@ -203,12 +208,14 @@ WEFT_HEADERS = {"x-weft-inspected-blocks": "inspectedBlocks", "x-weft-skipped-bl
 
 def scan_facts(body, headers):
     """inspectedBytes, inspectedSpans, ... from a reply's `metrics` plus weft's x-weft-* headers."""
-    m = json.loads(body).get("metrics", {}) or {}
+    j = json.loads(body)
+    j = j if isinstance(j, dict) else {}  # Zipkin's replies are lists
+    m = j.get("metrics", {}) or {}
     facts = {k: int(m[k]) for k in ("inspectedBytes", "inspectedSpans", "inspectedTraces", "totalBlocks") if k in m}
     for h, k in WEFT_HEADERS.items():
         if headers.get(h) is not None:
             facts[k] = int(headers[h])
-    if "tagValues" in json.loads(body):
+    if "tagValues" in j:
         facts["truncated"] = headers.get("x-weft-tag-values-truncated") == "true"
     return facts
 
@@ -242,12 +249,13 @@ def summarize(ms):
 ONLY = set()
 
 
-def run_query(server, name, path, params, runs, timeout, check=None, measure_timeout=0):
-    """Runs one API query `runs` times; `check(json)` returns (ok, note, facts). After a timeout,
-    with `measure_timeout` > `timeout`, runs it once more with that limit to learn how long it takes."""
+def run_query(server, name, path, params, runs, timeout, check=None, measure_timeout=0, port=None):
+    """Runs one API query `runs` times (on the HTTP port, or `port`); `check(json)` returns (ok,
+    note, facts). After a timeout, with `measure_timeout` > `timeout`, runs it once more with
+    that limit to learn how long it takes."""
     if ONLY and name not in ONLY:
         return {"name": name, "path": path, "params": params, "ok": True, "skipped": True}
-    url = f"http://127.0.0.1:{server.http}{path}?{urllib.parse.urlencode(params)}"
+    url = f"http://127.0.0.1:{port or server.http}{path}?{urllib.parse.urlencode(params)}"
     res = {"name": name, "path": path, "params": params, "runs": [], "status": None, "ok": True}
     ms = []
     for _ in range(runs):
@@ -488,6 +496,19 @@ def newest_first(j):
     return ok, f"want 20 traces newest first, got {len(traces)}: {starts[:5]}", {"traces_returned": len(traces)}
 
 
+def jaeger_first_page(j):
+    """Jaeger's search: 20 traces of the service (the UI sorts them itself)."""
+    traces = j.get("data") or []
+    return len(traces) == 20, f"want 20 traces, got {len(traces)}", {"traces_returned": len(traces)}
+
+
+def zipkin_first_page(j):
+    """Zipkin's search: 10 traces, by trace timestamp, newest first."""
+    stamps = [min(s.get("timestamp", 0) for s in t) for t in j]
+    ok = len(j) == 10
+    return ok, f"want 10 traces, got {len(j)}", {"traces_returned": len(j), "newest_ts": max(stamps, default=0)}
+
+
 def tag_check(j):
     return True, "", {"values_returned": len(j.get("tagValues", []))}
 
@@ -529,6 +550,17 @@ def search_queries(server, args, window, needle):
                     ("first_page_status", "{ span.http.status_code = 500 }")]:
         queries.append(run_query(server, name, "/api/search", {"q": q, **window, "limit": "20"},
                                  args.runs, args.timeout, newest_first, args.measure_timeouts))
+    # Jaeger's and Zipkin's searches of one service: their own rules and order (Jaeger's newest
+    # first by start, so it stops early; Zipkin's by the root span's timestamp, read in full).
+    s_us, e_us = int(window["start"]) * 10**6, int(window["end"]) * 10**6
+    queries.append(run_query(server, "jaeger_first_page", "/api/traces",
+                             {"service": "frontend", "limit": "20", "start": str(s_us), "end": str(e_us)},
+                             args.runs, args.timeout, jaeger_first_page, args.measure_timeouts,
+                             port=server.jaeger_query))
+    queries.append(run_query(server, "zipkin_first_page", "/api/v2/traces",
+                             {"serviceName": "frontend", "limit": "10", "endTs": str(e_us // 1000),
+                              "lookback": str((e_us - s_us) // 1000)},
+                             args.runs, args.timeout, zipkin_first_page, args.measure_timeouts, port=server.zipkin))
     queries.append(run_query(server, "duration_gt_1s", "/api/search",
                              {"q": "{ duration > 1s }", **window, "limit": "20"}, args.runs, args.timeout,
                              count_traces, args.measure_timeouts))

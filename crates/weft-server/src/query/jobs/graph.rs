@@ -312,14 +312,14 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             Ok(g) => g,
             Err(r) => return *r,
         };
-        let part = WholePart {
-            blocks: job.blocks.clone(),
-            listing: job.listing.clone(),
-            recent: job.recent.clone(),
-            exclude: job.exclude.clone(),
-            traces: job.traces.clone(),
-            head: job.head,
-        };
+        let part = WholePart::of(
+            &job.blocks,
+            &job.listing,
+            &job.recent,
+            &job.exclude,
+            &job.traces,
+            job.head,
+        );
         let served = match super::whole::serve(&st, &tenant, Some(job.window), &part, "service-graph", &mut g).await {
             Ok(s) => s,
             Err(r) => return r,

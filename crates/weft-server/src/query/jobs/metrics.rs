@@ -543,14 +543,14 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
             Ok(m) => m,
             Err(e) => return crate::query::eval_error(e),
         };
-        let part = WholePart {
-            blocks: job.blocks.clone(),
-            listing: job.listing.clone(),
-            recent: job.recent.clone(),
-            exclude: job.exclude.clone(),
-            traces: job.traces.clone(),
-            head: job.head,
-        };
+        let part = WholePart::of(
+            &job.blocks,
+            &job.listing,
+            &job.recent,
+            &job.exclude,
+            &job.traces,
+            job.head,
+        );
         let served = match super::whole::serve(&st, &tenant, window, &part, "metrics", &mut m).await {
             Ok(s) => s,
             Err(r) => return r,

@@ -527,14 +527,14 @@ async fn serve_whole<S: WholeLookup>(
         Ok(s) => s,
         Err(e) => return bad(format!("invalid {what} job: {e}")),
     };
-    let part = WholePart {
-        blocks: job.blocks.clone(),
-        listing: job.listing.clone(),
-        recent: job.recent.clone(),
-        exclude: job.exclude.clone(),
-        traces: job.traces.clone(),
-        head: job.head,
-    };
+    let part = WholePart::of(
+        &job.blocks,
+        &job.listing,
+        &job.recent,
+        &job.exclude,
+        &job.traces,
+        job.head,
+    );
     let served = match super::whole::serve(st, tenant, job.window, &part, what, &mut sink).await {
         Ok(s) => s,
         Err(r) => return r,

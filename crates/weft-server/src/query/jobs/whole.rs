@@ -36,6 +36,27 @@ pub(crate) struct WholePart {
     pub head: bool,
 }
 
+impl WholePart {
+    /// The part a job's fields name.
+    pub fn of(
+        blocks: &[String],
+        listing: &[String],
+        recent: &[String],
+        exclude: &[String],
+        traces: &[String],
+        head: bool,
+    ) -> WholePart {
+        WholePart {
+            blocks: blocks.to_vec(),
+            listing: listing.to_vec(),
+            recent: recent.to_vec(),
+            exclude: exclude.to_vec(),
+            traces: traces.to_vec(),
+            head,
+        }
+    }
+}
+
 /// A query over whole traces whose parts' counts add up.
 pub(crate) trait WholeQuery: Sync {
     type Sink: TraceSink + Send;
