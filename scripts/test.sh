@@ -36,10 +36,10 @@ if ! command -v mkfs.ext4 >/dev/null; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends e2fsprogs >/dev/null
 fi
+# This also builds the weft binary the end-to-end tests run (crates/weft-server/tests/binary.rs
+# needs it), with the features of this build: a separate `cargo build -p weft-server` would
+# compile the dependency graph again (about 2 minutes on CI's 2 cores).
 cargo test --workspace
-
-stage "build the weft binary for end-to-end tests"
-cargo build -p weft-server
 export WEFT_BIN="$PWD/target/debug/weft"
 
 stage "end-to-end tests"
