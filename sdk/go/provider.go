@@ -201,7 +201,9 @@ func (tp *TracerProvider) tracer(name string, opts []trace.TracerOption) *tracer
 func (tp *TracerProvider) ForceFlush(ctx context.Context) error { return tp.pipe.flush(ctx) }
 
 // Shutdown exports what is queued and stops the exporter. If ctx ends first, the batch in
-// flight is dropped and ctx's error returned. Spans ended after Shutdown are dropped.
+// flight is dropped and ctx's error returned. Spans ended after Shutdown are dropped (and
+// counted). Only the first call shuts down; concurrent and later calls wait for it and return
+// its result.
 func (tp *TracerProvider) Shutdown(ctx context.Context) error {
 	err := tp.pipe.shutdown(ctx)
 	tp.mu.Lock()
