@@ -80,10 +80,34 @@ func applyEnv(o *options) {
 	intVar("OTEL_SPAN_LINK_COUNT_LIMIT", &o.limits.LinkCount)
 	intVar("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", &o.limits.EventAttributeCount)
 	intVar("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", &o.limits.LinkAttributeCount)
-	intVar("OTEL_BSP_MAX_QUEUE_SIZE", &o.queueSize)
-	intVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.batchSize)
-	msVar("OTEL_BSP_SCHEDULE_DELAY", &o.scheduleDelay)
-	msVar("OTEL_BSP_EXPORT_TIMEOUT", &o.exportTimeout)
+	// Sizes and the schedule delay must be positive: an invalid value keeps the default (a
+	// negative size used to panic the export goroutine, a zero delay made it spin). An export
+	// timeout of 0 means no timeout.
+	posVar := func(k string, dst *int) {
+		n := *dst
+		intVar(k, &n)
+		if n > 0 {
+			*dst = n
+		} else if n != *dst {
+			log.Printf("weft: %s=%d is not positive; using %d", k, n, *dst)
+		}
+	}
+	posVar("OTEL_BSP_MAX_QUEUE_SIZE", &o.queueSize)
+	posVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.batchSize)
+	delay := o.scheduleDelay
+	msVar("OTEL_BSP_SCHEDULE_DELAY", &delay)
+	if delay > 0 {
+		o.scheduleDelay = delay
+	} else {
+		log.Printf("weft: OTEL_BSP_SCHEDULE_DELAY=0 is not positive; using %v", o.scheduleDelay)
+	}
+	if v := env("OTEL_BSP_EXPORT_TIMEOUT"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			o.exportTimeout = time.Duration(n) * time.Millisecond // 0: no timeout
+		} else {
+			log.Printf("weft: OTEL_BSP_EXPORT_TIMEOUT=%q is not a number of milliseconds; ignored", v)
+		}
+	}
 
 	switch exp := env("OTEL_TRACES_EXPORTER"); exp {
 	case "none":

@@ -200,7 +200,10 @@ func (p *pipeline) exportBatch(batch []*export.SpanData) []*export.SpanData {
 }
 
 func (p *pipeline) export(batch []*export.SpanData) {
-	ctx, cancel := context.WithTimeout(p.base, p.timeout)
+	ctx, cancel := p.base, context.CancelFunc(func() {})
+	if p.timeout > 0 {
+		ctx, cancel = context.WithTimeout(p.base, p.timeout)
+	}
 	err := p.exp.Export(ctx, p.res, batch)
 	cancel()
 	if err != nil {

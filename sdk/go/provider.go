@@ -132,7 +132,8 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 		o.ids = id.Random{}
 	}
 	if o.batchSize > o.queueSize {
-		o.batchSize = o.queueSize
+		// As the OpenTelemetry Go SDK does: the default batch size, or the queue size if smaller.
+		o.batchSize = min(512, o.queueSize)
 	}
 	exp := o.exporter
 	if exp == nil && o.otlp != nil {
