@@ -49,7 +49,7 @@ type Span struct {
 	ext  *spanExtras
 	strs atomic.Pointer[string] // the traceparent, built at most once; hex IDs are its slices
 
-	startMono int64
+	startMono int64 // explicitStart when Start was given a timestamp
 	mu        sync.Mutex
 	rec       *export.SpanData // nil once ended, and for unsampled spans
 }
@@ -60,6 +60,10 @@ type spanExtras struct {
 	propagation.Extras
 	ts trace.TraceState
 }
+
+// explicitStart marks a span whose start time was given (trace.WithTimestamp); monoNow is never
+// negative.
+const explicitStart = -1
 
 var _ trace.Span = (*Span)(nil)
 var _ context.Context = (*Span)(nil)
@@ -147,7 +151,12 @@ func (s *Span) End(options ...trace.SpanEndOption) {
 		}
 	}
 	if r.EndUnixNano == 0 {
-		r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
+		if s.startMono == explicitStart {
+			// The start time was given: the end is the current wall time (as the OTel Go SDK).
+			r.EndUnixNano = uint64(wallAt(endMono))
+		} else {
+			r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
+		}
 	}
 	s.tracer.provider.pipe.enqueue(r)
 }

@@ -132,10 +132,10 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		return s
 	}
 	var start int64
-	s.startMono = monoNow()
 	if ts := cfg.Timestamp(); !ts.IsZero() {
-		start = ts.UnixNano()
+		start, s.startMono = ts.UnixNano(), explicitStart
 	} else {
+		s.startMono = monoNow()
 		start = wallAt(s.startMono)
 	}
 	r := p.pipe.getRecord()
