@@ -17,7 +17,10 @@ import (
 	"weft.dev/sdk/go/sampling"
 )
 
-// Limits bound what one span records. Negative AttributeValueLength means unlimited.
+// Limits bound what one span records. As in the OpenTelemetry Go SDK's SpanLimits (with
+// WithRawSpanLimits): a negative limit means unlimited and 0 means none is kept (0 attributes,
+// events or links), so a hand-built Limits{} records nothing: start from DefaultLimits and
+// change the fields you need.
 type Limits struct {
 	AttributeCount, AttributeValueLength int
 	EventCount, LinkCount                int
@@ -75,7 +78,7 @@ func WithSampler(s sampling.Sampler) Option { return func(o *options) { o.sample
 // WithIDGenerator sets the ID generator (default id.Random; id.Xray for AWS X-Ray).
 func WithIDGenerator(g id.Generator) Option { return func(o *options) { o.ids = g } }
 
-// WithLimits sets the span limits.
+// WithLimits sets the span limits, used as they are (see Limits: build them from DefaultLimits).
 func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
 
 // WithServiceName sets the service.name resource attribute.

@@ -174,7 +174,8 @@ func (s *Span) SetAttributes(kv ...attribute.KeyValue) {
 	s.mu.Unlock()
 }
 
-// setAttrs merges kv into attrs under a count limit and a value length limit (< 0: none).
+// setAttrs merges kv into attrs under a count limit and a value length limit (< 0: none for
+// either).
 func setAttrs(attrs []attribute.KeyValue, dropped uint32, kv []attribute.KeyValue, count, length int) ([]attribute.KeyValue, uint32) {
 next:
 	for _, a := range kv {
@@ -191,7 +192,7 @@ next:
 				continue next
 			}
 		}
-		if len(attrs) >= count {
+		if count >= 0 && len(attrs) >= count {
 			dropped++
 			continue
 		}
@@ -259,7 +260,7 @@ func (s *Span) addEvent(name string, ts time.Time, attrs []attribute.KeyValue) {
 	if r == nil {
 		return
 	}
-	if len(r.Events) >= lim.EventCount {
+	if lim.EventCount >= 0 && len(r.Events) >= lim.EventCount {
 		r.DroppedEvents++
 		return
 	}
@@ -290,7 +291,7 @@ func (s *Span) AddLink(l trace.Link) {
 }
 
 func addLink(r *export.SpanData, l trace.Link, lim *Limits) {
-	if len(r.Links) >= lim.LinkCount {
+	if lim.LinkCount >= 0 && len(r.Links) >= lim.LinkCount {
 		r.DroppedLinks++
 		return
 	}

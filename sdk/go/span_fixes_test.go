@@ -2,10 +2,14 @@ package weft_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	weft "weft.dev/sdk/go"
 )
 
 // A span started with an explicit timestamp and ended without one ends at the current time.
@@ -24,5 +28,39 @@ func TestExplicitStartEndsNow(t *testing.T) {
 	end := time.Unix(0, int64(r.EndUnixNano))
 	if end.Before(before.Add(-5*time.Millisecond)) || end.After(after.Add(5*time.Millisecond)) {
 		t.Fatalf("end %v, want between %v and %v (duration %v)", end, before, after, end.Sub(start))
+	}
+}
+
+// Negative limits are unlimited (OTel spec and Go SDK); 0 keeps none.
+func TestNegativeLimitsAreUnlimited(t *testing.T) {
+	l := weft.DefaultLimits()
+	l.AttributeCount, l.EventCount, l.LinkCount, l.EventAttributeCount, l.LinkAttributeCount = -1, -1, -1, -1, -1
+	tp, m := newMemoryProvider(t, weft.WithLimits(l))
+	link := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})
+	_, s := tp.Tracer("t").Start(context.Background(), "s")
+	for i := range 200 {
+		k := attribute.Int(fmt.Sprint("k", i), i)
+		s.SetAttributes(k)
+		s.AddEvent("e", trace.WithAttributes(k, attribute.Int("x", i)))
+		s.AddLink(trace.Link{SpanContext: link, Attributes: []attribute.KeyValue{k, attribute.Int("x", i)}})
+	}
+	s.End()
+	flush(t, tp)
+	r := m.all()[0]
+	if len(r.Attributes) != 200 || len(r.Events) != 200 || len(r.Links) != 200 ||
+		len(r.Events[0].Attributes) != 2 || len(r.Links[0].Attributes) != 2 ||
+		r.DroppedAttributes+r.DroppedEvents+r.DroppedLinks != 0 {
+		t.Fatalf("%d attributes, %d events, %d links; dropped %d, %d, %d",
+			len(r.Attributes), len(r.Events), len(r.Links), r.DroppedAttributes, r.DroppedEvents, r.DroppedLinks)
+	}
+
+	tp0, m0 := newMemoryProvider(t, weft.WithLimits(weft.Limits{AttributeValueLength: -1}))
+	_, s = tp0.Tracer("t").Start(context.Background(), "s")
+	s.SetAttributes(attribute.Int("a", 1))
+	s.AddEvent("e")
+	s.End()
+	flush(t, tp0)
+	if r := m0.all()[0]; len(r.Attributes) != 0 || len(r.Events) != 0 || r.DroppedAttributes != 1 || r.DroppedEvents != 1 {
+		t.Fatalf("zero limits: %d attributes, %d events", len(r.Attributes), len(r.Events))
 	}
 }
