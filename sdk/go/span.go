@@ -38,12 +38,12 @@ import (
 type Span struct {
 	embedded.Span
 
-	parent  context.Context
-	tid     trace.TraceID
-	sid     trace.SpanID
-	flags   trace.TraceFlags
-	sampled bool
-	tracer  *tracer
+	parent    context.Context
+	tid       trace.TraceID
+	sid       trace.SpanID
+	flags     trace.TraceFlags
+	recording bool // RecordAndSample or RecordOnly: the span has a record until End
+	tracer    *tracer
 	// ext is the tracestate and format state; nil when empty. It is immutable and shared with
 	// children whose sampler left the tracestate unchanged, so they allocate nothing for it.
 	ext  *spanExtras
@@ -51,7 +51,7 @@ type Span struct {
 
 	startMono int64 // explicitStart when Start was given a timestamp
 	mu        sync.Mutex
-	rec       *export.SpanData // nil once ended, and for unsampled spans
+	rec       *export.SpanData // nil once ended, and for dropped (non-recording) spans
 }
 
 // spanExtras is a span's propagation.Extras with the otel form of its tracestate (empty when
@@ -123,7 +123,7 @@ func (s *Span) Traceparent() string {
 // TracerProvider returns the provider that created the span.
 func (s *Span) TracerProvider() trace.TracerProvider { return s.tracer.provider }
 
-// IsRecording reports whether the span is recording (sampled and not ended).
+// IsRecording reports whether the span is recording (RecordAndSample or RecordOnly, not ended).
 func (s *Span) IsRecording() bool {
 	s.mu.Lock()
 	r := s.rec != nil
@@ -133,7 +133,7 @@ func (s *Span) IsRecording() bool {
 
 // End ends the span and queues it for export; later calls do nothing.
 func (s *Span) End(options ...trace.SpanEndOption) {
-	if !s.sampled { // an unsampled span has no record: nothing to lock
+	if !s.recording { // a dropped span has no record: nothing to lock
 		return
 	}
 	endMono := monoNow()
@@ -157,6 +157,10 @@ func (s *Span) End(options ...trace.SpanEndOption) {
 		} else {
 			r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
 		}
+	}
+	if !s.flags.IsSampled() { // RecordOnly: recorded, not exported
+		s.tracer.provider.pipe.putRecord(r)
+		return
 	}
 	s.tracer.provider.pipe.enqueue(r)
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	weft "weft.dev/sdk/go"
+	"weft.dev/sdk/go/sampling"
 )
 
 // A span started with an explicit timestamp and ended without one ends at the current time.
@@ -62,5 +63,48 @@ func TestNegativeLimitsAreUnlimited(t *testing.T) {
 	flush(t, tp0)
 	if r := m0.all()[0]; len(r.Attributes) != 0 || len(r.Events) != 0 || r.DroppedAttributes != 1 || r.DroppedEvents != 1 {
 		t.Fatalf("zero limits: %d attributes, %d events", len(r.Attributes), len(r.Events))
+	}
+}
+
+type recordOnly struct{}
+
+func (recordOnly) ShouldSample(p sampling.Params) sampling.Result {
+	return sampling.Result{Decision: sampling.RecordOnly, Tracestate: p.ParentTracestate}
+}
+func (recordOnly) Description() string { return "RecordOnly" }
+
+// A RecordOnly decision gives a recording span that is not sampled and not exported.
+func TestRecordOnlyRecordsWithoutExporting(t *testing.T) {
+	tp, m := newMemoryProvider(t, weft.WithSampler(recordOnly{}))
+	_, s := tp.Tracer("t").Start(context.Background(), "s")
+	if !s.IsRecording() || s.SpanContext().IsSampled() || !s.SpanContext().IsValid() {
+		t.Fatalf("recording %v, sampled %v", s.IsRecording(), s.SpanContext().IsSampled())
+	}
+	s.SetAttributes(attribute.Int("a", 1))
+	s.AddEvent("e")
+	s.End()
+	if s.IsRecording() {
+		t.Fatal("still recording after End")
+	}
+	flush(t, tp)
+	if n := len(m.all()); n != 0 {
+		t.Fatalf("%d spans exported", n)
+	}
+	if st := tp.Stats(); st.Queued != 0 || st.Dropped != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A span kind that is not one of the five becomes Internal.
+func TestInvalidSpanKindIsInternal(t *testing.T) {
+	tp, m := newMemoryProvider(t)
+	for _, k := range []trace.SpanKind{trace.SpanKindUnspecified, 9, trace.SpanKindConsumer} {
+		_, s := tp.Tracer("t").Start(context.Background(), "s", trace.WithSpanKind(k))
+		s.End()
+	}
+	flush(t, tp)
+	got := m.all()
+	if len(got) != 3 || got[0].Kind != trace.SpanKindInternal || got[1].Kind != trace.SpanKindInternal || got[2].Kind != trace.SpanKindConsumer {
+		t.Fatalf("kinds %v", got)
 	}
 }

@@ -112,6 +112,9 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
 	})
 	sampled := res.Decision == sampling.RecordAndSample
+	// RecordOnly: the span records (IsRecording, a record) but is not sampled (flag unset) and
+	// End does not export it.
+	recording := sampled || res.Decision == sampling.RecordOnly
 	flags := id.NewTraceFlags(psc.TraceFlags(), hasParent, sampled)
 	ext := pext
 	if res.Tracestate != parentTS {
@@ -127,8 +130,8 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		}
 		ext = e
 	}
-	s.parent, s.tracer, s.tid, s.sid, s.flags, s.sampled, s.ext = ctx, t, tid, sid, flags, sampled, ext
-	if !sampled {
+	s.parent, s.tracer, s.tid, s.sid, s.flags, s.recording, s.ext = ctx, t, tid, sid, flags, recording, ext
+	if !recording {
 		return s
 	}
 	var start int64
@@ -147,8 +150,8 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 	r.Tracestate = res.Tracestate
 	r.Name = name
 	r.Kind = cfg.SpanKind()
-	if r.Kind == trace.SpanKindUnspecified {
-		r.Kind = trace.SpanKindInternal
+	if r.Kind < trace.SpanKindInternal || r.Kind > trace.SpanKindConsumer {
+		r.Kind = trace.SpanKindInternal // unspecified or not a kind (as the OTel API's ValidateSpanKind)
 	}
 	r.StartUnixNano = uint64(start)
 	if attrs := cfg.Attributes(); len(attrs) > 0 {
