@@ -1,6 +1,7 @@
 package weft
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/url"
@@ -173,7 +174,7 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 		return sampling.ParentBased(root, sampling.ParentBasedConfig{})
 	}
 	jaeger := func() sampling.Sampler {
-		cfg := sampling.JaegerRemoteConfig{ServiceName: o.serviceName}
+		cfg := sampling.JaegerRemoteConfig{}
 		for _, kv := range strings.Split(arg, ",") {
 			k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
 			switch k {
@@ -189,11 +190,19 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 				}
 			}
 		}
-		j := sampling.NewJaegerRemote(cfg)
-		o.closers = append(o.closers, j.Close)
-		return j
+		// The service name is known once every option has run: NewTracerProvider starts it.
+		l := &lazySampler{start: func(service string) (sampling.Sampler, func(context.Context) error) {
+			cfg.ServiceName = service
+			j := sampling.NewJaegerRemote(cfg)
+			return j, j.Shutdown
+		}}
+		o.lazy = append(o.lazy, l)
+		return l
 	}
 	clock := func() int64 { return monoNow() }
+	if name != "" {
+		o.lazy = nil // a sampler set earlier is replaced
+	}
 	switch name {
 	case "":
 		return nil, nil
@@ -223,4 +232,20 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 		return pb(jaeger()), nil
 	}
 	return nil, fmt.Errorf("weft: OTEL_TRACES_SAMPLER=%q is not a known sampler", name)
+}
+
+// lazySampler is a sampler built by NewTracerProvider once every option has run (the Jaeger
+// remote sampler needs the final service name).
+type lazySampler struct {
+	start func(service string) (sampling.Sampler, func(context.Context) error)
+	s     sampling.Sampler
+}
+
+func (l *lazySampler) ShouldSample(p sampling.Params) sampling.Result { return l.s.ShouldSample(p) }
+
+func (l *lazySampler) Description() string {
+	if l.s == nil {
+		return "JaegerRemoteSampler"
+	}
+	return l.s.Description()
 }

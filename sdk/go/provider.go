@@ -43,7 +43,7 @@ type TracerProvider struct {
 	limits   Limits
 	resource *export.Resource
 	pipe     *pipeline
-	closers  []func()
+	closers  []func(context.Context) error
 
 	mu      sync.Mutex
 	tracers map[string]*tracer
@@ -66,14 +66,17 @@ type options struct {
 	exportTimeout time.Duration
 	env           bool
 	envErr        error
-	closers       []func() // run by Shutdown (the Jaeger remote sampler's polling)
+	closers       []func(context.Context) error // run by Shutdown (the Jaeger remote sampler's polling)
+	lazy          []*lazySampler                // samplers to build once the service name is known
 }
 
 // Option configures a TracerProvider.
 type Option func(*options)
 
 // WithSampler sets the sampler (default ParentBased(AlwaysOn)).
-func WithSampler(s sampling.Sampler) Option { return func(o *options) { o.sampler = s } }
+func WithSampler(s sampling.Sampler) Option {
+	return func(o *options) { o.sampler, o.lazy = s, nil }
+}
 
 // WithIDGenerator sets the ID generator (default id.Random; id.Xray for AWS X-Ray).
 func WithIDGenerator(g id.Generator) Option { return func(o *options) { o.ids = g } }
@@ -156,6 +159,11 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 	if name == "" {
 		name = "unknown_service:go"
 	}
+	for _, l := range o.lazy {
+		var closer func(context.Context) error
+		l.s, closer = l.start(name)
+		o.closers = append(o.closers, closer)
+	}
 	res.Attributes = append(res.Attributes, attribute.String("service.name", name))
 	for _, kv := range o.resource {
 		if kv.Key != "service.name" {
@@ -215,7 +223,9 @@ func (tp *TracerProvider) Shutdown(ctx context.Context) error {
 	tp.closers = nil
 	tp.mu.Unlock()
 	for _, c := range closers {
-		c()
+		if cerr := c(ctx); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }
