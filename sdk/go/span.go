@@ -205,37 +205,80 @@ next:
 	return attrs, dropped
 }
 
+// truncateString keeps the first n characters (runes) of s, as the OTel Go SDK's attribute
+// value length limit; a byte that is not UTF-8 counts as one character.
 func truncateString(s string, n int) string {
-	if len(s) <= n {
+	if len(s) <= n { // never more characters than bytes
 		return s
 	}
-	// Cut at a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xc0 == 0x80 {
-		n--
+	count := 0
+	for i := range s {
+		if count == n {
+			return s[:i]
+		}
+		count++
 	}
-	return s[:n]
+	return s
 }
 
+// truncate applies the value length limit n (>= 0) as the OTel Go SDK does: strings and the
+// strings of string slices to n characters, byte slices to n bytes, and the same inside slices
+// and maps, recursively. It allocates only when something is cut.
 func truncate(a attribute.KeyValue, n int) attribute.KeyValue {
-	switch a.Value.Type() {
+	if v, changed := truncateValue(a.Value, n); changed {
+		a.Value = v
+	}
+	return a
+}
+
+func truncateValue(v attribute.Value, n int) (attribute.Value, bool) {
+	switch v.Type() {
 	case attribute.STRING:
-		if s := a.Value.AsString(); len(s) > n {
-			return a.Key.String(truncateString(s, n))
+		if s := v.AsString(); len(s) > n {
+			if t := truncateString(s, n); len(t) != len(s) {
+				return attribute.StringValue(t), true
+			}
 		}
 	case attribute.STRINGSLICE:
-		ss := a.Value.AsStringSlice()
+		ss := v.AsStringSlice()
 		changed := false
 		for i, s := range ss {
-			if len(s) > n {
-				ss[i] = truncateString(s, n)
+			if t := truncateString(s, n); len(t) != len(s) {
+				ss[i] = t
 				changed = true
 			}
 		}
 		if changed {
-			return a.Key.StringSlice(ss)
+			return attribute.StringSliceValue(ss), true
+		}
+	case attribute.BYTESLICE:
+		if b := v.AsByteSlice(); len(b) > n {
+			return attribute.ByteSliceValue(b[:n]), true
+		}
+	case attribute.SLICE:
+		vs := v.AsSlice()
+		changed := false
+		for i := range vs {
+			if nv, ok := truncateValue(vs[i], n); ok {
+				vs[i], changed = nv, true
+			}
+		}
+		if changed {
+			return attribute.SliceValue(vs...), true
+		}
+	case attribute.MAP:
+		kvs := v.AsMap()
+		changed := false
+		for i := range kvs {
+			if nv, ok := truncateValue(kvs[i].Value, n); ok {
+				kvs[i].Value, changed = nv, true
+			}
+		}
+		if changed {
+			return attribute.MapValue(kvs...), true
 		}
 	}
-	return a
+	return v, false
 }
 
 // AddEvent records an event.

@@ -108,3 +108,36 @@ func TestInvalidSpanKindIsInternal(t *testing.T) {
 		t.Fatalf("kinds %v", got)
 	}
 }
+
+// The value length limit counts characters, and reaches into byte slices, slices and maps.
+func TestValueLengthLimitCountsCharactersEverywhere(t *testing.T) {
+	l := weft.DefaultLimits()
+	l.AttributeValueLength = 3
+	tp, m := newMemoryProvider(t, weft.WithLimits(l))
+	_, s := tp.Tracer("t").Start(context.Background(), "s")
+	s.SetAttributes(
+		attribute.String("s", "héllo"),
+		attribute.StringSlice("ss", []string{"日本語です", "ab"}),
+		attribute.ByteSlice("b", []byte("abcdef")),
+		attribute.Slice("sl", attribute.StringValue("wörld"), attribute.IntValue(7)),
+		attribute.Map("m", attribute.String("k", "ñandú"), attribute.Slice("in", attribute.StringValue("xyzw"))),
+	)
+	s.End()
+	flush(t, tp)
+	got := map[attribute.Key]attribute.Value{}
+	for _, a := range m.all()[0].Attributes {
+		got[a.Key] = a.Value
+	}
+	want := map[attribute.Key]attribute.Value{
+		"s":  attribute.StringValue("hél"),
+		"ss": attribute.StringSliceValue([]string{"日本語", "ab"}),
+		"b":  attribute.ByteSliceValue([]byte("abc")),
+		"sl": attribute.SliceValue(attribute.StringValue("wör"), attribute.IntValue(7)),
+		"m":  attribute.MapValue(attribute.String("k", "ñan"), attribute.Slice("in", attribute.StringValue("xyz"))),
+	}
+	for k, w := range want {
+		if g := got[k]; g.Emit() != w.Emit() || g.Type() != w.Type() {
+			t.Errorf("%s = %s, want %s", k, g.Emit(), w.Emit())
+		}
+	}
+}
