@@ -324,7 +324,7 @@ func (s *Span) addEvent(name string, ts time.Time, attrs []attribute.KeyValue) {
 
 // AddLink records a link.
 func (s *Span) AddLink(l trace.Link) {
-	if !l.SpanContext.IsValid() {
+	if !keepLink(l) {
 		return
 	}
 	lim := &s.tracer.provider.limits
@@ -335,6 +335,12 @@ func (s *Span) AddLink(l trace.Link) {
 		return
 	}
 	addLink(r, l, lim)
+}
+
+// keepLink reports whether a link is recorded: its span context is valid, or it carries
+// attributes or a tracestate (as the OTel spec and Go SDK).
+func keepLink(l trace.Link) bool {
+	return l.SpanContext.IsValid() || len(l.Attributes) > 0 || l.SpanContext.TraceState().Len() > 0
 }
 
 func addLink(r *export.SpanData, l trace.Link, lim *Limits) {

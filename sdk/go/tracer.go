@@ -158,7 +158,7 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		r.Attributes, r.DroppedAttributes = setAttrs(r.Attributes, 0, attrs, p.limits.AttributeCount, p.limits.AttributeValueLength)
 	}
 	for _, l := range cfg.Links() {
-		if l.SpanContext.IsValid() {
+		if keepLink(l) {
 			addLink(r, l, &p.limits)
 		}
 	}
