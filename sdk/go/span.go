@@ -2,7 +2,9 @@ package weft
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,10 +133,23 @@ func (s *Span) IsRecording() bool {
 	return r
 }
 
-// End ends the span and queues it for export; later calls do nothing.
+// End ends the span and queues it for export; later calls do nothing. Deferred during a panic
+// (defer span.End()), it records the panic as an "exception" event (with the stack when
+// trace.WithStackTrace(true) is given) and lets the panic go on, as the OTel Go SDK does.
 func (s *Span) End(options ...trace.SpanEndOption) {
 	if !s.recording { // a dropped span has no record: nothing to lock
 		return
+	}
+	if p := recover(); p != nil { // only a deferred End sees a panic; cheap otherwise
+		defer panic(p)
+		attrs := []attribute.KeyValue{
+			attribute.String("exception.type", typeName(p)),
+			attribute.String("exception.message", fmt.Sprint(p)),
+		}
+		if cfg := trace.NewSpanEndConfig(options...); cfg.StackTrace() {
+			attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+		}
+		s.addEvent("exception", time.Time{}, attrs)
 	}
 	endMono := monoNow()
 	s.mu.Lock()
@@ -373,12 +388,15 @@ func (s *Span) RecordError(err error, options ...trace.EventOption) {
 		attribute.String("exception.type", typeName(err)),
 		attribute.String("exception.message", err.Error()),
 	}, cfg.Attributes()...)
+	if cfg.StackTrace() {
+		attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+	}
 	s.addEvent("exception", cfg.Timestamp(), attrs)
 }
 
 func typeName(v any) string {
 	t := reflect.TypeOf(v)
-	if t.PkgPath() == "" && t.Name() == "" {
+	if t.PkgPath() == "" { // unnamed or predeclared (a panic's string)
 		return t.String()
 	}
 	return t.PkgPath() + "." + t.Name()

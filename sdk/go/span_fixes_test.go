@@ -3,6 +3,7 @@ package weft_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	weft "weft.dev/sdk/go"
+	"weft.dev/sdk/go/export"
 	"weft.dev/sdk/go/sampling"
 )
 
@@ -139,5 +141,53 @@ func TestValueLengthLimitCountsCharactersEverywhere(t *testing.T) {
 		if g := got[k]; g.Emit() != w.Emit() || g.Type() != w.Type() {
 			t.Errorf("%s = %s, want %s", k, g.Emit(), w.Emit())
 		}
+	}
+}
+
+// A deferred End records the panic under way as an exception event and lets it go on;
+// WithStackTrace adds the stack, in End and in RecordError.
+func TestEndRecordsPanicAndStackTraces(t *testing.T) {
+	tp, m := newMemoryProvider(t)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the panic to go on", r)
+			}
+		}()
+		_, s := tp.Tracer("t").Start(context.Background(), "panics")
+		defer s.End(trace.WithStackTrace(true))
+		panic("boom")
+	}()
+	_, s := tp.Tracer("t").Start(context.Background(), "errs")
+	s.RecordError(fmt.Errorf("bad"), trace.WithStackTrace(true))
+	s.RecordError(fmt.Errorf("no stack"))
+	s.End()
+	flush(t, tp)
+	spans := m.all()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	attrs := func(e export.Event) map[attribute.Key]string {
+		out := map[attribute.Key]string{}
+		for _, a := range e.Attributes {
+			out[a.Key] = a.Value.Emit()
+		}
+		return out
+	}
+	if len(spans[0].Events) != 1 || spans[0].Events[0].Name != "exception" {
+		t.Fatalf("panic events %v", spans[0].Events)
+	}
+	a := attrs(spans[0].Events[0])
+	if a["exception.type"] != "string" || a["exception.message"] != "boom" || !strings.Contains(a["exception.stacktrace"], "TestEndRecordsPanicAndStackTraces") {
+		t.Fatalf("panic event %v", a)
+	}
+	if len(spans[1].Events) != 2 {
+		t.Fatalf("error events %v", spans[1].Events)
+	}
+	if a := attrs(spans[1].Events[0]); !strings.Contains(a["exception.stacktrace"], "TestEndRecordsPanicAndStackTraces") {
+		t.Fatalf("RecordError with WithStackTrace: %v", a)
+	}
+	if _, ok := attrs(spans[1].Events[1])["exception.stacktrace"]; ok {
+		t.Fatal("a stack trace without WithStackTrace")
 	}
 }
