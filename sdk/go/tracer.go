@@ -18,7 +18,9 @@ import (
 // per span (BenchmarkSpanStartEnd reports the 1/36 as 0 allocs/op; B/op still counts the
 // 112 bytes of each handle). 36 × 112 = 4,032 bytes fills the 4 KiB size class. A slab stays
 // in memory while any of its spans is referenced, so a span the application keeps for long
-// keeps 4 KiB alive.
+// keeps 4 KiB alive, and, because a span holds its parent context (it is a context and answers
+// Value/Deadline/Done through it, after End too), its ancestors' slabs as well (README, slab
+// retention).
 const slabSpans = 36
 
 // perP is what a goroutine takes from perPCache for one Start: a wyrand state (seeded from
