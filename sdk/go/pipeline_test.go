@@ -145,3 +145,52 @@ func TestConcurrentShutdown(t *testing.T) {
 		}
 	}
 }
+
+// slow takes 1 ms per batch.
+type slow struct{ counter }
+
+func (s *slow) Export(ctx context.Context, r *export.Resource, b []*export.SpanData) error {
+	time.Sleep(time.Millisecond)
+	return s.counter.Export(ctx, r, b)
+}
+
+// ForceFlush returns once what was ended before it is exported, even while spans keep coming
+// faster than the exporter takes them (it used to export "until empty" and never returned).
+func TestForceFlushReturnsUnderSustainedLoad(t *testing.T) {
+	c := &slow{}
+	tp, err := weft.NewTracerProvider(weft.WithExporter(c), weft.WithSampler(sampling.AlwaysOn()),
+		weft.WithBatching(1<<16, 1, time.Hour, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	tr := tp.Tracer("t")
+	go func() { // about 5 spans a millisecond, 5 times what the exporter takes
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+			_, s := tr.Start(context.Background(), "load")
+			s.End()
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	time.Sleep(20 * time.Millisecond)
+	for range 5 {
+		_, s := tr.Start(context.Background(), "marked")
+		s.End()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := tp.ForceFlush(ctx); err != nil {
+		t.Fatalf("ForceFlush: %v (%d exported)", err, c.all.Load())
+	}
+	if got := c.marked.Load(); got != 5 {
+		t.Fatalf("%d of 5 marked spans exported when ForceFlush returned", got)
+	}
+}
