@@ -1,6 +1,7 @@
 package weft
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/url"
@@ -80,10 +81,34 @@ func applyEnv(o *options) {
 	intVar("OTEL_SPAN_LINK_COUNT_LIMIT", &o.limits.LinkCount)
 	intVar("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", &o.limits.EventAttributeCount)
 	intVar("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", &o.limits.LinkAttributeCount)
-	intVar("OTEL_BSP_MAX_QUEUE_SIZE", &o.queueSize)
-	intVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.batchSize)
-	msVar("OTEL_BSP_SCHEDULE_DELAY", &o.scheduleDelay)
-	msVar("OTEL_BSP_EXPORT_TIMEOUT", &o.exportTimeout)
+	// Sizes and the schedule delay must be positive: an invalid value keeps the default (a
+	// negative size used to panic the export goroutine, a zero delay made it spin). An export
+	// timeout of 0 means no timeout.
+	posVar := func(k string, dst *int) {
+		n := *dst
+		intVar(k, &n)
+		if n > 0 {
+			*dst = n
+		} else if n != *dst {
+			log.Printf("weft: %s=%d is not positive; using %d", k, n, *dst)
+		}
+	}
+	posVar("OTEL_BSP_MAX_QUEUE_SIZE", &o.queueSize)
+	posVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.batchSize)
+	delay := o.scheduleDelay
+	msVar("OTEL_BSP_SCHEDULE_DELAY", &delay)
+	if delay > 0 {
+		o.scheduleDelay = delay
+	} else {
+		log.Printf("weft: OTEL_BSP_SCHEDULE_DELAY=0 is not positive; using %v", o.scheduleDelay)
+	}
+	if v := env("OTEL_BSP_EXPORT_TIMEOUT"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			o.exportTimeout = time.Duration(n) * time.Millisecond // 0: no timeout
+		} else {
+			log.Printf("weft: OTEL_BSP_EXPORT_TIMEOUT=%q is not a number of milliseconds; ignored", v)
+		}
+	}
 
 	switch exp := env("OTEL_TRACES_EXPORTER"); exp {
 	case "none":
@@ -149,7 +174,7 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 		return sampling.ParentBased(root, sampling.ParentBasedConfig{})
 	}
 	jaeger := func() sampling.Sampler {
-		cfg := sampling.JaegerRemoteConfig{ServiceName: o.serviceName}
+		cfg := sampling.JaegerRemoteConfig{}
 		for _, kv := range strings.Split(arg, ",") {
 			k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
 			switch k {
@@ -165,11 +190,19 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 				}
 			}
 		}
-		j := sampling.NewJaegerRemote(cfg)
-		o.closers = append(o.closers, j.Close)
-		return j
+		// The service name is known once every option has run: NewTracerProvider starts it.
+		l := &lazySampler{start: func(service string) (sampling.Sampler, func(context.Context) error) {
+			cfg.ServiceName = service
+			j := sampling.NewJaegerRemote(cfg)
+			return j, j.Shutdown
+		}}
+		o.lazy = append(o.lazy, l)
+		return l
 	}
 	clock := func() int64 { return monoNow() }
+	if name != "" {
+		o.lazy = nil // a sampler set earlier is replaced
+	}
 	switch name {
 	case "":
 		return nil, nil
@@ -199,4 +232,20 @@ func samplerFromEnv(name, arg string, o *options) (sampling.Sampler, error) {
 		return pb(jaeger()), nil
 	}
 	return nil, fmt.Errorf("weft: OTEL_TRACES_SAMPLER=%q is not a known sampler", name)
+}
+
+// lazySampler is a sampler built by NewTracerProvider once every option has run (the Jaeger
+// remote sampler needs the final service name).
+type lazySampler struct {
+	start func(service string) (sampling.Sampler, func(context.Context) error)
+	s     sampling.Sampler
+}
+
+func (l *lazySampler) ShouldSample(p sampling.Params) sampling.Result { return l.s.ShouldSample(p) }
+
+func (l *lazySampler) Description() string {
+	if l.s == nil {
+		return "JaegerRemoteSampler"
+	}
+	return l.s.Description()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -27,9 +28,17 @@ type pipeline struct {
 	timeout   time.Duration
 
 	wake    chan struct{}
-	flushes chan chan struct{}
+	flushes chan flushReq
 	stop    chan struct{}
 	done    chan struct{}
+
+	// inflight counts enqueue calls under way; it is raised before closed is read, so once
+	// shutdown has set closed and seen inflight at zero, no push can land in the queue.
+	inflight atomic.Int64
+	// Shutdown runs once; later calls wait for it and return its result.
+	shutting     atomic.Bool
+	shutdownDone chan struct{}
+	shutdownErr  error
 
 	base       context.Context // cancelled when a shutdown's own deadline passes
 	cancelBase context.CancelFunc
@@ -48,8 +57,8 @@ type pipeline struct {
 func newPipeline(exp export.Exporter, res *export.Resource, o *options) *pipeline {
 	p := &pipeline{
 		q: newQueue(o.queueSize), exp: exp, res: res, batchSize: o.batchSize, delay: o.scheduleDelay,
-		timeout: o.exportTimeout, wake: make(chan struct{}, 1), flushes: make(chan chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		timeout: o.exportTimeout, wake: make(chan struct{}, 1), flushes: make(chan flushReq),
+		stop: make(chan struct{}), done: make(chan struct{}), shutdownDone: make(chan struct{}),
 	}
 	p.base, p.cancelBase = context.WithCancel(context.Background())
 	p.free = newQueue(o.queueSize + o.batchSize)
@@ -89,6 +98,8 @@ func (p *pipeline) putRecord(r *export.SpanData) {
 }
 
 func (p *pipeline) enqueue(r *export.SpanData) {
+	p.inflight.Add(1)
+	defer p.inflight.Add(-1)
 	if p.closed.Load() {
 		p.drop(1, "the tracer provider is shut down")
 		p.putRecord(r)
@@ -120,13 +131,19 @@ func (p *pipeline) drop(n int64, why string) {
 	}
 }
 
+// flushReq asks the export goroutine to export every record pushed before position target.
+type flushReq struct {
+	target uint64
+	done   chan struct{}
+}
+
 func (p *pipeline) run() {
 	defer close(p.done)
 	batch := make([]*export.SpanData, 0, p.batchSize)
 	t := time.NewTimer(p.delay)
 	defer t.Stop()
 	for {
-		var flush chan struct{}
+		var flush flushReq
 		select {
 		case <-p.wake:
 		case <-t.C:
@@ -135,9 +152,15 @@ func (p *pipeline) run() {
 			p.drain(batch)
 			return
 		}
-		batch = p.exportAvailable(batch, flush != nil)
-		if flush != nil {
-			close(flush)
+		target := flush.target
+		if flush.done == nil {
+			// Export what is queued now; records pushed meanwhile wait for the next turn, so a
+			// sustained load cannot keep this goroutine from flushes and shutdown.
+			target = p.q.tail.Load()
+		}
+		batch = p.exportUpTo(batch, target)
+		if flush.done != nil {
+			close(flush.done)
 		}
 		if !t.Stop() {
 			select {
@@ -149,32 +172,38 @@ func (p *pipeline) run() {
 	}
 }
 
-// exportAvailable exports full batches, and the last partial one when all is set or it is
-// the timer's turn.
-func (p *pipeline) exportAvailable(batch []*export.SpanData, all bool) []*export.SpanData {
-	for {
-		for len(batch) < p.batchSize {
-			r := p.q.pop()
-			if r == nil {
-				break
-			}
-			batch = append(batch, r)
+// exportUpTo exports, in batches, every record pushed at a position before target. A slot that
+// a producer has claimed but not yet filled is waited for (the producer is between its CAS and
+// its store), never mistaken for the end of the queue.
+func (p *pipeline) exportUpTo(batch []*export.SpanData, target uint64) []*export.SpanData {
+	for int64(target-p.q.head.Load()) > 0 {
+		r := p.q.pop()
+		if r == nil {
+			runtime.Gosched()
+			continue
 		}
-		if len(batch) == 0 {
-			return batch
-		}
-		full := len(batch) == p.batchSize
-		p.export(batch)
-		clear(batch)
-		batch = batch[:0]
-		if !full {
-			return batch
+		batch = append(batch, r)
+		if len(batch) == p.batchSize {
+			batch = p.exportBatch(batch)
 		}
 	}
+	if len(batch) > 0 {
+		batch = p.exportBatch(batch)
+	}
+	return batch
+}
+
+func (p *pipeline) exportBatch(batch []*export.SpanData) []*export.SpanData {
+	p.export(batch)
+	clear(batch)
+	return batch[:0]
 }
 
 func (p *pipeline) export(batch []*export.SpanData) {
-	ctx, cancel := context.WithTimeout(p.base, p.timeout)
+	ctx, cancel := p.base, context.CancelFunc(func() {})
+	if p.timeout > 0 {
+		ctx, cancel = context.WithTimeout(p.base, p.timeout)
+	}
 	err := p.exp.Export(ctx, p.res, batch)
 	cancel()
 	if err != nil {
@@ -185,41 +214,58 @@ func (p *pipeline) export(batch []*export.SpanData) {
 	}
 }
 
+// drain exports everything left once shutdown has closed the pipeline: it waits for the End
+// calls under way (they saw closed unset and may still push), then exports up to the tail.
 func (p *pipeline) drain(batch []*export.SpanData) {
-	p.exportAvailable(batch, true)
+	for p.inflight.Load() != 0 {
+		runtime.Gosched()
+	}
+	p.exportUpTo(batch, p.q.tail.Load())
 }
 
 var errShutdown = errors.New("weft: tracer provider is shut down")
 
-// flush exports everything queued before it was called.
+// flush exports everything queued before it was called (not "until empty", which a sustained
+// load may never reach).
 func (p *pipeline) flush(ctx context.Context) error {
 	if p.exp == nil {
 		return nil
 	}
-	ch := make(chan struct{})
+	req := flushReq{target: p.q.tail.Load(), done: make(chan struct{})}
 	select {
-	case p.flushes <- ch:
+	case p.flushes <- req:
 	case <-p.done:
 		return errShutdown
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case <-ch:
+	case <-req.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// shutdown closes the pipeline, exports what is queued and shuts the exporter down. It runs
+// once: concurrent and later calls wait for the first (or their own ctx) and return its result.
 func (p *pipeline) shutdown(ctx context.Context) error {
-	p.closed.Store(true)
-	select {
-	case <-p.stop:
-		return nil
-	default:
-		close(p.stop)
+	if !p.shutting.CompareAndSwap(false, true) {
+		select {
+		case <-p.shutdownDone:
+			return p.shutdownErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	p.shutdownErr = p.doShutdown(ctx)
+	close(p.shutdownDone)
+	return p.shutdownErr
+}
+
+func (p *pipeline) doShutdown(ctx context.Context) error {
+	p.closed.Store(true)
+	close(p.stop)
 	select {
 	case <-p.done:
 	case <-ctx.Done():

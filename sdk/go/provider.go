@@ -17,7 +17,10 @@ import (
 	"weft.dev/sdk/go/sampling"
 )
 
-// Limits bound what one span records. Negative AttributeValueLength means unlimited.
+// Limits bound what one span records. As in the OpenTelemetry Go SDK's SpanLimits (with
+// WithRawSpanLimits): a negative limit means unlimited and 0 means none is kept (0 attributes,
+// events or links), so a hand-built Limits{} records nothing: start from DefaultLimits and
+// change the fields you need.
 type Limits struct {
 	AttributeCount, AttributeValueLength int
 	EventCount, LinkCount                int
@@ -40,7 +43,7 @@ type TracerProvider struct {
 	limits   Limits
 	resource *export.Resource
 	pipe     *pipeline
-	closers  []func()
+	closers  []func(context.Context) error
 
 	mu      sync.Mutex
 	tracers map[string]*tracer
@@ -63,19 +66,22 @@ type options struct {
 	exportTimeout time.Duration
 	env           bool
 	envErr        error
-	closers       []func() // run by Shutdown (the Jaeger remote sampler's polling)
+	closers       []func(context.Context) error // run by Shutdown (the Jaeger remote sampler's polling)
+	lazy          []*lazySampler                // samplers to build once the service name is known
 }
 
 // Option configures a TracerProvider.
 type Option func(*options)
 
 // WithSampler sets the sampler (default ParentBased(AlwaysOn)).
-func WithSampler(s sampling.Sampler) Option { return func(o *options) { o.sampler = s } }
+func WithSampler(s sampling.Sampler) Option {
+	return func(o *options) { o.sampler, o.lazy = s, nil }
+}
 
 // WithIDGenerator sets the ID generator (default id.Random; id.Xray for AWS X-Ray).
 func WithIDGenerator(g id.Generator) Option { return func(o *options) { o.ids = g } }
 
-// WithLimits sets the span limits.
+// WithLimits sets the span limits, used as they are (see Limits: build them from DefaultLimits).
 func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
 
 // WithServiceName sets the service.name resource attribute.
@@ -132,7 +138,8 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 		o.ids = id.Random{}
 	}
 	if o.batchSize > o.queueSize {
-		o.batchSize = o.queueSize
+		// As the OpenTelemetry Go SDK does: the default batch size, or the queue size if smaller.
+		o.batchSize = min(512, o.queueSize)
 	}
 	exp := o.exporter
 	if exp == nil && o.otlp != nil {
@@ -151,6 +158,11 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 	}
 	if name == "" {
 		name = "unknown_service:go"
+	}
+	for _, l := range o.lazy {
+		var closer func(context.Context) error
+		l.s, closer = l.start(name)
+		o.closers = append(o.closers, closer)
 	}
 	res.Attributes = append(res.Attributes, attribute.String("service.name", name))
 	for _, kv := range o.resource {
@@ -201,7 +213,9 @@ func (tp *TracerProvider) tracer(name string, opts []trace.TracerOption) *tracer
 func (tp *TracerProvider) ForceFlush(ctx context.Context) error { return tp.pipe.flush(ctx) }
 
 // Shutdown exports what is queued and stops the exporter. If ctx ends first, the batch in
-// flight is dropped and ctx's error returned. Spans ended after Shutdown are dropped.
+// flight is dropped and ctx's error returned. Spans ended after Shutdown are dropped (and
+// counted). Only the first call shuts down; concurrent and later calls wait for it and return
+// its result.
 func (tp *TracerProvider) Shutdown(ctx context.Context) error {
 	err := tp.pipe.shutdown(ctx)
 	tp.mu.Lock()
@@ -209,7 +223,9 @@ func (tp *TracerProvider) Shutdown(ctx context.Context) error {
 	tp.closers = nil
 	tp.mu.Unlock()
 	for _, c := range closers {
-		c()
+		if cerr := c(ctx); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

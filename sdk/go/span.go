@@ -2,7 +2,9 @@ package weft
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,20 +40,20 @@ import (
 type Span struct {
 	embedded.Span
 
-	parent  context.Context
-	tid     trace.TraceID
-	sid     trace.SpanID
-	flags   trace.TraceFlags
-	sampled bool
-	tracer  *tracer
+	parent    context.Context
+	tid       trace.TraceID
+	sid       trace.SpanID
+	flags     trace.TraceFlags
+	recording bool // RecordAndSample or RecordOnly: the span has a record until End
+	tracer    *tracer
 	// ext is the tracestate and format state; nil when empty. It is immutable and shared with
 	// children whose sampler left the tracestate unchanged, so they allocate nothing for it.
 	ext  *spanExtras
 	strs atomic.Pointer[string] // the traceparent, built at most once; hex IDs are its slices
 
-	startMono int64
+	startMono int64 // explicitStart when Start was given a timestamp
 	mu        sync.Mutex
-	rec       *export.SpanData // nil once ended, and for unsampled spans
+	rec       *export.SpanData // nil once ended, and for dropped (non-recording) spans
 }
 
 // spanExtras is a span's propagation.Extras with the otel form of its tracestate (empty when
@@ -60,6 +62,10 @@ type spanExtras struct {
 	propagation.Extras
 	ts trace.TraceState
 }
+
+// explicitStart marks a span whose start time was given (trace.WithTimestamp); monoNow is never
+// negative.
+const explicitStart = -1
 
 var _ trace.Span = (*Span)(nil)
 var _ context.Context = (*Span)(nil)
@@ -119,7 +125,7 @@ func (s *Span) Traceparent() string {
 // TracerProvider returns the provider that created the span.
 func (s *Span) TracerProvider() trace.TracerProvider { return s.tracer.provider }
 
-// IsRecording reports whether the span is recording (sampled and not ended).
+// IsRecording reports whether the span is recording (RecordAndSample or RecordOnly, not ended).
 func (s *Span) IsRecording() bool {
 	s.mu.Lock()
 	r := s.rec != nil
@@ -127,10 +133,23 @@ func (s *Span) IsRecording() bool {
 	return r
 }
 
-// End ends the span and queues it for export; later calls do nothing.
+// End ends the span and queues it for export; later calls do nothing. Deferred during a panic
+// (defer span.End()), it records the panic as an "exception" event (with the stack when
+// trace.WithStackTrace(true) is given) and lets the panic go on, as the OTel Go SDK does.
 func (s *Span) End(options ...trace.SpanEndOption) {
-	if !s.sampled { // an unsampled span has no record: nothing to lock
+	if !s.recording { // a dropped span has no record: nothing to lock
 		return
+	}
+	if p := recover(); p != nil { // only a deferred End sees a panic; cheap otherwise
+		defer panic(p)
+		attrs := []attribute.KeyValue{
+			attribute.String("exception.type", typeName(p)),
+			attribute.String("exception.message", fmt.Sprint(p)),
+		}
+		if cfg := trace.NewSpanEndConfig(options...); cfg.StackTrace() {
+			attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+		}
+		s.addEvent("exception", time.Time{}, attrs)
 	}
 	endMono := monoNow()
 	s.mu.Lock()
@@ -147,7 +166,16 @@ func (s *Span) End(options ...trace.SpanEndOption) {
 		}
 	}
 	if r.EndUnixNano == 0 {
-		r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
+		if s.startMono == explicitStart {
+			// The start time was given: the end is the current wall time (as the OTel Go SDK).
+			r.EndUnixNano = uint64(wallAt(endMono))
+		} else {
+			r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
+		}
+	}
+	if !s.flags.IsSampled() { // RecordOnly: recorded, not exported
+		s.tracer.provider.pipe.putRecord(r)
+		return
 	}
 	s.tracer.provider.pipe.enqueue(r)
 }
@@ -165,7 +193,8 @@ func (s *Span) SetAttributes(kv ...attribute.KeyValue) {
 	s.mu.Unlock()
 }
 
-// setAttrs merges kv into attrs under a count limit and a value length limit (< 0: none).
+// setAttrs merges kv into attrs under a count limit and a value length limit (< 0: none for
+// either).
 func setAttrs(attrs []attribute.KeyValue, dropped uint32, kv []attribute.KeyValue, count, length int) ([]attribute.KeyValue, uint32) {
 next:
 	for _, a := range kv {
@@ -182,7 +211,7 @@ next:
 				continue next
 			}
 		}
-		if len(attrs) >= count {
+		if count >= 0 && len(attrs) >= count {
 			dropped++
 			continue
 		}
@@ -191,37 +220,80 @@ next:
 	return attrs, dropped
 }
 
+// truncateString keeps the first n characters (runes) of s, as the OTel Go SDK's attribute
+// value length limit; a byte that is not UTF-8 counts as one character.
 func truncateString(s string, n int) string {
-	if len(s) <= n {
+	if len(s) <= n { // never more characters than bytes
 		return s
 	}
-	// Cut at a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xc0 == 0x80 {
-		n--
+	count := 0
+	for i := range s {
+		if count == n {
+			return s[:i]
+		}
+		count++
 	}
-	return s[:n]
+	return s
 }
 
+// truncate applies the value length limit n (>= 0) as the OTel Go SDK does: strings and the
+// strings of string slices to n characters, byte slices to n bytes, and the same inside slices
+// and maps, recursively. It allocates only when something is cut.
 func truncate(a attribute.KeyValue, n int) attribute.KeyValue {
-	switch a.Value.Type() {
+	if v, changed := truncateValue(a.Value, n); changed {
+		a.Value = v
+	}
+	return a
+}
+
+func truncateValue(v attribute.Value, n int) (attribute.Value, bool) {
+	switch v.Type() {
 	case attribute.STRING:
-		if s := a.Value.AsString(); len(s) > n {
-			return a.Key.String(truncateString(s, n))
+		if s := v.AsString(); len(s) > n {
+			if t := truncateString(s, n); len(t) != len(s) {
+				return attribute.StringValue(t), true
+			}
 		}
 	case attribute.STRINGSLICE:
-		ss := a.Value.AsStringSlice()
+		ss := v.AsStringSlice()
 		changed := false
 		for i, s := range ss {
-			if len(s) > n {
-				ss[i] = truncateString(s, n)
+			if t := truncateString(s, n); len(t) != len(s) {
+				ss[i] = t
 				changed = true
 			}
 		}
 		if changed {
-			return a.Key.StringSlice(ss)
+			return attribute.StringSliceValue(ss), true
+		}
+	case attribute.BYTESLICE:
+		if b := v.AsByteSlice(); len(b) > n {
+			return attribute.ByteSliceValue(b[:n]), true
+		}
+	case attribute.SLICE:
+		vs := v.AsSlice()
+		changed := false
+		for i := range vs {
+			if nv, ok := truncateValue(vs[i], n); ok {
+				vs[i], changed = nv, true
+			}
+		}
+		if changed {
+			return attribute.SliceValue(vs...), true
+		}
+	case attribute.MAP:
+		kvs := v.AsMap()
+		changed := false
+		for i := range kvs {
+			if nv, ok := truncateValue(kvs[i].Value, n); ok {
+				kvs[i].Value, changed = nv, true
+			}
+		}
+		if changed {
+			return attribute.MapValue(kvs...), true
 		}
 	}
-	return a
+	return v, false
 }
 
 // AddEvent records an event.
@@ -250,7 +322,7 @@ func (s *Span) addEvent(name string, ts time.Time, attrs []attribute.KeyValue) {
 	if r == nil {
 		return
 	}
-	if len(r.Events) >= lim.EventCount {
+	if lim.EventCount >= 0 && len(r.Events) >= lim.EventCount {
 		r.DroppedEvents++
 		return
 	}
@@ -267,7 +339,7 @@ func (s *Span) addEvent(name string, ts time.Time, attrs []attribute.KeyValue) {
 
 // AddLink records a link.
 func (s *Span) AddLink(l trace.Link) {
-	if !l.SpanContext.IsValid() {
+	if !keepLink(l) {
 		return
 	}
 	lim := &s.tracer.provider.limits
@@ -280,8 +352,14 @@ func (s *Span) AddLink(l trace.Link) {
 	addLink(r, l, lim)
 }
 
+// keepLink reports whether a link is recorded: its span context is valid, or it carries
+// attributes or a tracestate (as the OTel spec and Go SDK).
+func keepLink(l trace.Link) bool {
+	return l.SpanContext.IsValid() || len(l.Attributes) > 0 || l.SpanContext.TraceState().Len() > 0
+}
+
 func addLink(r *export.SpanData, l trace.Link, lim *Limits) {
-	if len(r.Links) >= lim.LinkCount {
+	if lim.LinkCount >= 0 && len(r.Links) >= lim.LinkCount {
 		r.DroppedLinks++
 		return
 	}
@@ -310,12 +388,15 @@ func (s *Span) RecordError(err error, options ...trace.EventOption) {
 		attribute.String("exception.type", typeName(err)),
 		attribute.String("exception.message", err.Error()),
 	}, cfg.Attributes()...)
+	if cfg.StackTrace() {
+		attrs = append(attrs, attribute.String("exception.stacktrace", string(debug.Stack())))
+	}
 	s.addEvent("exception", cfg.Timestamp(), attrs)
 }
 
 func typeName(v any) string {
 	t := reflect.TypeOf(v)
-	if t.PkgPath() == "" && t.Name() == "" {
+	if t.PkgPath() == "" { // unnamed or predeclared (a panic's string)
 		return t.String()
 	}
 	return t.PkgPath() + "." + t.Name()

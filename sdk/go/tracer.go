@@ -18,7 +18,9 @@ import (
 // per span (BenchmarkSpanStartEnd reports the 1/36 as 0 allocs/op; B/op still counts the
 // 112 bytes of each handle). 36 × 112 = 4,032 bytes fills the 4 KiB size class. A slab stays
 // in memory while any of its spans is referenced, so a span the application keeps for long
-// keeps 4 KiB alive.
+// keeps 4 KiB alive, and, because a span holds its parent context (it is a context and answers
+// Value/Deadline/Done through it, after End too), its ancestors' slabs as well (README, slab
+// retention).
 const slabSpans = 36
 
 // perP is what a goroutine takes from perPCache for one Start: a wyrand state (seeded from
@@ -112,6 +114,9 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		Kind: cfg.SpanKind(), Attributes: cfg.Attributes(), Links: cfg.Links(),
 	})
 	sampled := res.Decision == sampling.RecordAndSample
+	// RecordOnly: the span records (IsRecording, a record) but is not sampled (flag unset) and
+	// End does not export it.
+	recording := sampled || res.Decision == sampling.RecordOnly
 	flags := id.NewTraceFlags(psc.TraceFlags(), hasParent, sampled)
 	ext := pext
 	if res.Tracestate != parentTS {
@@ -127,15 +132,15 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 		}
 		ext = e
 	}
-	s.parent, s.tracer, s.tid, s.sid, s.flags, s.sampled, s.ext = ctx, t, tid, sid, flags, sampled, ext
-	if !sampled {
+	s.parent, s.tracer, s.tid, s.sid, s.flags, s.recording, s.ext = ctx, t, tid, sid, flags, recording, ext
+	if !recording {
 		return s
 	}
 	var start int64
-	s.startMono = monoNow()
 	if ts := cfg.Timestamp(); !ts.IsZero() {
-		start = ts.UnixNano()
+		start, s.startMono = ts.UnixNano(), explicitStart
 	} else {
+		s.startMono = monoNow()
 		start = wallAt(s.startMono)
 	}
 	r := p.pipe.getRecord()
@@ -147,15 +152,15 @@ func (t *tracer) start(ctx context.Context, name string, opts []trace.SpanStartO
 	r.Tracestate = res.Tracestate
 	r.Name = name
 	r.Kind = cfg.SpanKind()
-	if r.Kind == trace.SpanKindUnspecified {
-		r.Kind = trace.SpanKindInternal
+	if r.Kind < trace.SpanKindInternal || r.Kind > trace.SpanKindConsumer {
+		r.Kind = trace.SpanKindInternal // unspecified or not a kind (as the OTel API's ValidateSpanKind)
 	}
 	r.StartUnixNano = uint64(start)
 	if attrs := cfg.Attributes(); len(attrs) > 0 {
 		r.Attributes, r.DroppedAttributes = setAttrs(r.Attributes, 0, attrs, p.limits.AttributeCount, p.limits.AttributeValueLength)
 	}
 	for _, l := range cfg.Links() {
-		if l.SpanContext.IsValid() {
+		if keepLink(l) {
 			addLink(r, l, &p.limits)
 		}
 	}

@@ -2,9 +2,11 @@ package propagation
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/baggage"
 	otelprop "go.opentelemetry.io/otel/propagation"
 )
 
@@ -71,15 +73,116 @@ func applyBaggageLimits(ms []Member) []Member {
 
 type baggageKey struct{}
 
-// ContextWithBaggage returns ctx holding b.
+// ContextWithBaggage returns ctx holding b, where the OpenTelemetry baggage API
+// (go.opentelemetry.io/otel/baggage.FromContext) finds it too. Members the otel baggage
+// rejects (a key or value that is not valid UTF-8) are left out of it. weft keeps b itself
+// beside the otel baggage for its member order.
 func ContextWithBaggage(ctx context.Context, b Baggage) context.Context {
+	ctx = baggage.ContextWithBaggage(ctx, toOtel(b))
 	return context.WithValue(ctx, baggageKey{}, b)
 }
 
-// BaggageFromContext returns the baggage in ctx.
+// BaggageFromContext returns the baggage in ctx: the OpenTelemetry baggage
+// (go.opentelemetry.io/otel/baggage.FromContext), in the order weft last stored it with
+// members the otel API added since appended in key order.
 func BaggageFromContext(ctx context.Context) Baggage {
-	b, _ := ctx.Value(baggageKey{}).(Baggage)
-	return b
+	ob := baggage.FromContext(ctx)
+	cached, _ := ctx.Value(baggageKey{}).(Baggage)
+	if ob.Len() == 0 {
+		return Baggage{}
+	}
+	if sameBaggage(cached, ob) {
+		return cached
+	}
+	out := make([]Member, 0, ob.Len())
+	seen := make(map[string]bool, len(cached.members))
+	for _, m := range cached.members {
+		if om := ob.Member(m.Key); om.Key() != "" {
+			out = append(out, fromOtelMember(om))
+			seen[m.Key] = true
+		}
+	}
+	start := len(out)
+	for _, om := range ob.Members() {
+		if !seen[om.Key()] {
+			out = append(out, fromOtelMember(om))
+		}
+	}
+	added := out[start:]
+	sort.Slice(added, func(i, j int) bool { return added[i].Key < added[j].Key })
+	return Baggage{members: out}
+}
+
+// sameBaggage reports whether b and ob hold the same members (b's order aside).
+func sameBaggage(b Baggage, ob baggage.Baggage) bool {
+	if len(b.members) != ob.Len() {
+		return false
+	}
+	for _, m := range b.members {
+		om := ob.Member(m.Key)
+		if om.Key() != m.Key || om.Value() != m.Value || otelMetadata(om) != m.Metadata {
+			return false
+		}
+	}
+	return true
+}
+
+func otelMetadata(om baggage.Member) string {
+	props := om.Properties()
+	if len(props) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	for i, p := range props {
+		if i > 0 {
+			sb.WriteByte(';')
+		}
+		sb.WriteString(p.Key())
+		if v, ok := p.Value(); ok {
+			sb.WriteByte('=')
+			sb.WriteString(v)
+		}
+	}
+	return sb.String()
+}
+
+func fromOtelMember(om baggage.Member) Member {
+	return Member{Key: om.Key(), Value: om.Value(), Metadata: otelMetadata(om)}
+}
+
+// otelMaxMembers is the otel baggage.New member limit; weft's is MaxBaggageMembers, so the
+// members past it are added with SetMember, which does not truncate.
+const otelMaxMembers = 64
+
+func toOtel(b Baggage) baggage.Baggage {
+	ms := make([]baggage.Member, 0, len(b.members))
+	for _, m := range b.members {
+		var props []baggage.Property
+		if m.Metadata != "" {
+			for _, p := range strings.Split(m.Metadata, ";") {
+				k, v, hasV := strings.Cut(p, "=")
+				var prop baggage.Property
+				var err error
+				if hasV {
+					prop, err = baggage.NewKeyValuePropertyRaw(k, v)
+				} else {
+					prop, err = baggage.NewKeyProperty(k)
+				}
+				if err == nil {
+					props = append(props, prop)
+				}
+			}
+		}
+		if om, err := baggage.NewMemberRaw(m.Key, m.Value, props...); err == nil {
+			ms = append(ms, om)
+		}
+	}
+	n := min(len(ms), otelMaxMembers)
+	ob, _ := baggage.New(ms[:n]...)
+	for _, om := range ms[n:] {
+		ob, _ = ob.SetMember(om)
+	}
+	return ob
 }
 
 // W3CBaggage is the W3C baggage propagator.

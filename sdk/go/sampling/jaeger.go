@@ -216,10 +216,13 @@ type remoteState struct {
 
 // JaegerRemote is a sampler whose strategy is polled from a Jaeger sampling endpoint.
 type JaegerRemote struct {
-	cfg   JaegerRemoteConfig
-	state atomic.Pointer[remoteState]
-	stop  chan struct{}
-	done  chan struct{}
+	cfg    JaegerRemoteConfig
+	state  atomic.Pointer[remoteState]
+	stop   chan struct{}
+	done   chan struct{}
+	ctx    context.Context // cancelled by Close/Shutdown: interrupts a fetch under way
+	cancel context.CancelFunc
+	once   sync.Once
 }
 
 // NewJaegerRemote starts polling (a background goroutine) and returns the sampler. Close
@@ -245,6 +248,7 @@ func NewJaegerRemote(cfg JaegerRemoteConfig) *JaegerRemote {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
 	j := &JaegerRemote{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	j.ctx, j.cancel = context.WithCancel(context.Background())
 	go j.poll()
 	return j
 }
@@ -301,14 +305,22 @@ func (j *JaegerRemote) ShouldSample(p Params) Result {
 // Description names the sampler.
 func (j *JaegerRemote) Description() string { return "JaegerRemoteSampler{" + j.cfg.Endpoint + "}" }
 
-// Close stops polling.
-func (j *JaegerRemote) Close() {
-	select {
-	case <-j.stop:
-	default:
+// Close stops polling; a fetch under way is cancelled, so Close returns promptly.
+func (j *JaegerRemote) Close() { _ = j.Shutdown(context.Background()) }
+
+// Shutdown stops polling, cancelling a fetch under way, and waits for the polling goroutine
+// until ctx ends.
+func (j *JaegerRemote) Shutdown(ctx context.Context) error {
+	j.once.Do(func() {
+		j.cancel()
 		close(j.stop)
+	})
+	select {
+	case <-j.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	<-j.done
 }
 
 func (j *JaegerRemote) poll() {
@@ -331,7 +343,7 @@ func (j *JaegerRemote) poll() {
 
 func (j *JaegerRemote) fetch() error {
 	u := j.cfg.Endpoint + "?service=" + url.QueryEscape(j.cfg.ServiceName)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

@@ -57,3 +57,25 @@ func TestJaegerRemotePollsAndAppliesStrategies(t *testing.T) {
 		t.Fatalf("default operation: %v", got)
 	}
 }
+
+// Close cancels a strategy fetch under way instead of waiting for its 10 s timeout.
+func TestJaegerRemoteCloseCancelsFetch(t *testing.T) {
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	j := NewJaegerRemote(JaegerRemoteConfig{Endpoint: srv.URL, ServiceName: "s"})
+	<-started
+	begin := time.Now()
+	j.Close()
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("Close took %v with a stalled fetch", d)
+	}
+}

@@ -163,9 +163,10 @@ func appendAttributes(b []byte, field int, kvs []attribute.KeyValue) []byte {
 	return b
 }
 
-// flags returns the OTLP span/link flags: W3C flags, has-is-remote, is-remote.
+// flags returns the OTLP span/link flags: the W3C flags in bits 0-7 (all eight, spec/otlp.md),
+// has-is-remote, is-remote.
 func flags(f trace.TraceFlags, remote bool) uint32 {
-	v := uint32(f&0x03) | 0x100
+	v := uint32(f) | 0x100
 	if remote {
 		v |= 0x200
 	}
