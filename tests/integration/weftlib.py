@@ -42,14 +42,27 @@ class WeftError(AssertionError):
 
 
 def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (all bound at once, so they differ)."""
+    """n distinct ports on 127.0.0.1 free for both TCP and UDP (all bound at once, so they differ).
+
+    A port the kernel hands out for TCP may still be some client's ephemeral UDP port, and weft
+    listens for the Jaeger agent on UDP, so each candidate is bound for both."""
     socks = []
+    ports: list[int] = []
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        while len(ports) < n:
+            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            t.bind(("127.0.0.1", 0))
+            socks.append(t)
+            port = t.getsockname()[1]
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                u.bind(("127.0.0.1", port))
+            except OSError:
+                u.close()
+                continue
+            socks.append(u)
+            ports.append(port)
+        return ports
     finally:
         for s in socks:
             s.close()
@@ -91,9 +104,7 @@ class WeftServer:
         self.args = list(args)
         self.env = dict(env or {})
         self.use_flags = use_flags
-        (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
-         self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port, self.xray_port,
-         self.jaeger_grpc_port) = free_ports(10)
+        self._pick_ports()
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.stderr_path: Path | None = None
@@ -102,6 +113,11 @@ class WeftServer:
         self.stopped_by_us = False
         self.http = http_session()
         self._channel: grpc.Channel | None = None
+
+    def _pick_ports(self) -> None:
+        (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
+         self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port, self.xray_port,
+         self.jaeger_grpc_port) = free_ports(10)
 
     # ---- addresses --------------------------------------------------------------------------
     @property
@@ -160,6 +176,23 @@ class WeftServer:
                 f"--- stdout ({self.stdout_path}) ---\n{tail(self.stdout_path, 2000)}")
 
     def start(self, timeout: float = START_TIMEOUT) -> "WeftServer":
+        # A free port can be taken by another process between the pick and weft's bind. On the
+        # first start nothing knows the ports yet, so pick new ones and try again; a restart keeps
+        # its ports, as the test's clients hold them.
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except WeftError:
+                taken = "Address already in use" in tail(self.stderr_path)
+                if self.starts > 1 or not taken or attempt == 2:
+                    raise
+                if self.exit_codes:
+                    self.exit_codes.pop()
+                self.starts = 0
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> "WeftServer":
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         self.stopped_by_us = False
