@@ -6,8 +6,10 @@
 pub mod limits;
 pub mod metrics;
 pub mod push;
+pub mod roots;
 
 pub use push::{PushError, PushOutcome, TraceConsumer};
+pub use roots::{RootSink, RootWatch};
 
 use std::sync::Arc;
 
@@ -19,12 +21,14 @@ use weft_otlp::request::{RequestSummary, summarize_converted, validate_request};
 /// `summary` with its spans and trace runs) and takes its bytes from `tenant`'s ingestion rate,
 /// counting refusals in `metrics`. Returns `false` for a valid request without spans, to be
 /// answered as accepted with nothing stored. A request weft `converted` itself from a foreign
-/// format is summarized without being validated again ([`summarize_converted`]).
+/// format is summarized without being validated again ([`summarize_converted`]). An admitted
+/// request's root spans are told to `roots`.
 pub fn admit_request(
     body: &[u8],
     tenant: &Arc<str>,
     rate: &RateLimiter,
     metrics: &IngestMetrics,
+    roots: &RootWatch,
     summary: &mut RequestSummary,
     converted: bool,
 ) -> Result<bool, PushError> {
@@ -44,5 +48,6 @@ pub fn admit_request(
         metrics.refused(tenant, RefuseReason::RateLimited, u64::from(summary.spans));
         return Err(e);
     }
+    roots.tell(tenant, body, &summary.roots);
     Ok(true)
 }

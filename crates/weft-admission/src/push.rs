@@ -110,4 +110,8 @@ pub trait TraceConsumer: Send + Sync {
     /// Counts spans a receiver refused before pushing (unauthenticated, too large, unreadable),
     /// in `weft_spans_refused_total`. A request whose spans could not be counted counts as 1.
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64);
+
+    /// From now on, tells `sink` of the root spans of every request admitted. Refused when
+    /// a sink was set already.
+    fn watch_roots(&self, sink: Arc<dyn crate::RootSink>) -> Result<(), &'static str>;
 }

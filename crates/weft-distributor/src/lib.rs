@@ -59,6 +59,7 @@ pub struct Distributor {
     producer: Arc<Producer>,
     partitions: usize,
     rate: RateLimiter,
+    roots: weft_admission::RootWatch,
     pub metrics: Arc<IngestMetrics>,
     inflight_bytes: AtomicU64,
     split_requests: AtomicU64,
@@ -70,6 +71,7 @@ impl Distributor {
         let partitions = producer.client().partition_count(producer.topic()).await?;
         Ok(Arc::new(Distributor {
             rate: RateLimiter::new(cfg.rate_bytes, cfg.burst_bytes),
+            roots: Default::default(),
             cfg,
             producer,
             partitions,
@@ -196,7 +198,15 @@ impl Distributor {
     ) -> Result<PushOutcome, PushError> {
         let refuse = |reason: RefuseReason, spans: u32| self.metrics.refused(tenant, reason, u64::from(spans.max(1)));
         let mut summary = RequestSummary::default();
-        if !weft_admission::admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
+        if !weft_admission::admit_request(
+            &body,
+            tenant,
+            &self.rate,
+            &self.metrics,
+            &self.roots,
+            &mut summary,
+            converted,
+        )? {
             return Ok(PushOutcome::empty());
         }
         let len = body.len() as u64;
@@ -297,6 +307,10 @@ impl TraceConsumer for Distributor {
 
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {
         self.metrics.refused(tenant, reason, spans);
+    }
+
+    fn watch_roots(&self, sink: Arc<dyn weft_admission::RootSink>) -> Result<(), &'static str> {
+        self.roots.set(sink)
     }
 }
 

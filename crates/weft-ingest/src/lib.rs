@@ -96,6 +96,7 @@ pub struct Ingest {
     db: Arc<Db>,
     pub metrics: Arc<IngestMetrics>,
     rate: RateLimiter,
+    roots: weft_admission::RootWatch,
     trace_sizes: TraceSizes,
     pub wal_stats: Arc<weft_wal::WalStats>,
     /// Signalled whenever a cut's blocks are written.
@@ -186,6 +187,7 @@ impl Ingest {
             db,
             metrics,
             rate,
+            roots: Default::default(),
             trace_sizes,
             wal_stats,
             flushed,
@@ -228,7 +230,15 @@ impl Ingest {
         // (up to the group wait), so that requests close together share one fsync.
         let coming = self.wal.announce();
         let mut summary = RequestSummary::default();
-        if !admit_request(&body, tenant, &self.rate, &self.metrics, &mut summary, converted)? {
+        if !admit_request(
+            &body,
+            tenant,
+            &self.rate,
+            &self.metrics,
+            &self.roots,
+            &mut summary,
+            converted,
+        )? {
             return Ok(PushOutcome::empty());
         }
         let inflight = self.metrics.inflight_bytes.load(Ordering::Relaxed);
@@ -490,6 +500,10 @@ impl TraceConsumer for Ingest {
     fn refused(&self, tenant: &str, reason: RefuseReason, spans: u64) {
         self.metrics.refused(tenant, reason, spans);
     }
+
+    fn watch_roots(&self, sink: Arc<dyn weft_admission::RootSink>) -> Result<(), &'static str> {
+        self.roots.set(sink)
+    }
 }
 
 #[cfg(test)]
@@ -513,6 +527,7 @@ mod tests {
                 run(5, 1, 1),
                 run(3, 2, 20),
             ],
+            roots: Vec::new(),
         };
         let (traces, of_run) = distinct_traces(&summary);
         assert_eq!(traces, vec![([7; 16], 150), ([3; 16], 30), ([5; 16], 1)]);

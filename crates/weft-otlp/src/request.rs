@@ -76,18 +76,30 @@ pub struct TraceRun {
     pub bytes: u32,
 }
 
+/// A root span of a request (one without a parent): byte ranges into the request of the span
+/// and of the `ResourceSpans` holding it, for what counts root spans (adaptive sampling) to
+/// read without walking the request again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootRef {
+    pub resource_spans: std::ops::Range<u32>,
+    pub span: std::ops::Range<u32>,
+}
+
 /// What the receiver learns from one request.
 #[derive(Debug, Default, Clone)]
 pub struct RequestSummary {
     pub spans: u32,
     /// Runs of consecutive spans sharing a trace ID, in request order.
     pub runs: Vec<TraceRun>,
+    /// The root spans, in request order.
+    pub roots: Vec<RootRef>,
 }
 
 impl RequestSummary {
     pub fn clear(&mut self) {
         self.spans = 0;
         self.runs.clear();
+        self.roots.clear();
     }
 
     /// Counts the next span of the request: its trace ID and its encoded size (tag included).

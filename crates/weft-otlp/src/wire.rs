@@ -104,8 +104,9 @@ pub struct Reader<'a> {
     pos: usize,
 }
 
+/// Reads one varint at `pos`, advancing it.
 #[inline(always)]
-pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
     // Fast path: tags and most lengths fit in one byte (measured: the varint loop was ~4% of
     // ingest CPU in `make bench` before this).
     if let Some(&b) = buf.get(*pos)

@@ -2,7 +2,7 @@
 //! summing up what routing and limits need.
 
 use super::fields::*;
-use super::{MAX_DEPTH, RequestSummary, ScanError};
+use super::{MAX_DEPTH, RequestSummary, RootRef, ScanError};
 use crate::wire::{Field, Reader, WireError};
 
 #[derive(Clone, Copy)]
@@ -45,7 +45,8 @@ pub fn validate_request(buf: &[u8], out: &mut RequestSummary) -> Result<(), Scan
             continue;
         }
         let rs = f.value.bytes(f.number).map_err(wire(path, 0))?;
-        scan_resource_spans(rs, &mut path, out)?;
+        let at = Base(buf.as_ptr() as usize);
+        scan_resource_spans(rs, at, &mut path, out)?;
         path.rs += 1;
     }
     Ok(())
@@ -91,8 +92,15 @@ pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), S
                 if n != SS_SPANS || wt != 2 {
                     continue;
                 }
-                let trace_id = converted_trace_id(&buf[span]).ok_or_else(|| bad("a span without a trace ID"))?;
+                let trace_id =
+                    converted_trace_id(&buf[span.clone()]).ok_or_else(|| bad("a span without a trace ID"))?;
                 out.add_span(trace_id, (r - start) as u32);
+                if converted_is_root(&buf[span.clone()]) {
+                    out.roots.push(RootRef {
+                        resource_spans: rs.start as u32..rs.end as u32,
+                        span: span.start as u32..span.end as u32,
+                    });
+                }
             }
         }
     }
@@ -101,8 +109,8 @@ pub fn summarize_converted(buf: &[u8], out: &mut RequestSummary) -> Result<(), S
         let mut check = RequestSummary::default();
         validate_request(buf, &mut check)?;
         assert_eq!(
-            (check.spans, &check.runs),
-            (out.spans, &out.runs),
+            (check.spans, &check.runs, &check.roots),
+            (out.spans, &out.runs, &out.roots),
             "a converted request summarized unlike validate_request"
         );
     }
@@ -126,7 +134,36 @@ fn converted_trace_id(span: &[u8]) -> Option<[u8; 16]> {
     None
 }
 
-fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+/// The request's first byte, to find a sub-slice's offset in it.
+#[derive(Clone, Copy)]
+struct Base(usize);
+
+impl Base {
+    fn range(self, part: &[u8]) -> std::ops::Range<u32> {
+        let start = (part.as_ptr() as usize - self.0) as u32;
+        start..start + part.len() as u32
+    }
+}
+
+/// Whether a converted span has no parent: its fields up to `parent_span_id` (the converters
+/// write the IDs first, so this reads two or three fields).
+#[inline]
+fn converted_is_root(span: &[u8]) -> bool {
+    let mut p = 0;
+    while p < span.len() {
+        let Ok((n, _, v)) = crate::wire::next_field(span, &mut p) else {
+            return true;
+        };
+        match n {
+            SPAN_PARENT_SPAN_ID => return v.is_empty(),
+            SPAN_TRACE_ID | SPAN_SPAN_ID | SPAN_TRACE_STATE => {}
+            _ => return true,
+        }
+    }
+    true
+}
+
+fn scan_resource_spans(buf: &[u8], at: Base, path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
     path.ss = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 0))? {
@@ -137,7 +174,7 @@ fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) ->
             }
             RS_SCOPE_SPANS => {
                 let ss = f.value.bytes(f.number).map_err(wire(*path, 0))?;
-                scan_scope_spans(ss, path, out)?;
+                scan_scope_spans(ss, buf, at, path, out)?;
                 path.ss += 1;
             }
             RS_SCHEMA_URL => {
@@ -150,7 +187,13 @@ fn scan_resource_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) ->
     Ok(())
 }
 
-fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Result<(), ScanError> {
+fn scan_scope_spans(
+    buf: &[u8],
+    resource_spans: &[u8],
+    at: Base,
+    path: &mut Path,
+    out: &mut RequestSummary,
+) -> Result<(), ScanError> {
     path.span = 0;
     let mut r = Reader::new(buf);
     while let Some(f) = r.next().map_err(wire(*path, 1))? {
@@ -161,8 +204,14 @@ fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Re
             }
             SS_SPANS => {
                 let span = f.value.bytes(f.number).map_err(wire(*path, 1))?;
-                let trace_id = scan_span(span, *path)?;
+                let (trace_id, root) = scan_span(span, *path)?;
                 out.add_span(trace_id, (f.end - f.start) as u32);
+                if root {
+                    out.roots.push(RootRef {
+                        resource_spans: at.range(resource_spans),
+                        span: at.range(span),
+                    });
+                }
                 path.span += 1;
             }
             SS_SCHEMA_URL => {
@@ -175,12 +224,12 @@ fn scan_scope_spans(buf: &[u8], path: &mut Path, out: &mut RequestSummary) -> Re
     Ok(())
 }
 
-/// Validates one span and returns its trace ID.
+/// Validates one span and returns its trace ID and whether it is a root (no parent).
 ///
 /// Written out by hand like [`SpanView::parse`](super::SpanView::parse): the receiver walks
 /// every span once, and the generic [`Reader`] was most of that walk's cost (`weft loadgen
 /// --stages`). Every read is bounds-checked and every known field's wire type is checked.
-fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
+fn scan_span(buf: &[u8], path: Path) -> Result<([u8; 16], bool), ScanError> {
     use crate::wire::{Value, read_varint};
     let invalid = |problem: String| ScanError::Invalid {
         path: path.render(2),
@@ -189,6 +238,7 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
     let w = wire(path, 2);
     let mut trace_id: Option<[u8; 16]> = None;
     let mut has_span_id = false;
+    let mut root = true;
     let n = buf.len();
     let mut p = 0;
     while p < n {
@@ -265,6 +315,7 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
                         b.len()
                     )));
                 }
+                root = b.is_empty();
             }
             SPAN_TRACE_STATE | SPAN_NAME => {
                 let b = v.bytes(number).map_err(&w)?;
@@ -293,7 +344,7 @@ fn scan_span(buf: &[u8], path: Path) -> Result<[u8; 16], ScanError> {
     if !has_span_id {
         return Err(invalid("span_id is missing".into()));
     }
-    Ok(trace_id)
+    Ok((trace_id, root))
 }
 
 /// A validation failure below span level; the caller adds the path.

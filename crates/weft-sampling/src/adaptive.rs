@@ -1,0 +1,472 @@
+//! Adaptive sampling: per tenant, service and operation, the root spans ingest admits are
+//! counted ([`RootSink`]), and every interval [`Adaptive::calculate`] sets each operation's
+//! probability so that it is sampled about `target_tps` traces a second. The algorithm and
+//! its guarantees are in `spec/sampling.md` ("The server side").
+//!
+//! The estimate of an operation's root spans a second: each sampled root counts `1 / p` when
+//! it was sampled by a ratio at probability `p` (its `sampler.param` or `th` says so, or,
+//! saying nothing, its trace ID is under the ratio at the probability served), so roots a
+//! lower bound or rate limiter let through do not inflate it; and at least the roots that
+//! arrived. An increase of probability is bounded so that, at the upper 95 % bound of the
+//! rate the samples allow, the next interval samples at most twice the target.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use weft_admission::RootSink;
+use weft_otlp::request::RootRef;
+
+use crate::roots::{Root, Sampled, service_name};
+use crate::strategy::{Base, PerOperation, Strategy};
+
+/// The knobs of adaptive sampling.
+#[derive(Debug, Clone)]
+pub struct AdaptiveConfig {
+    /// Traces a second each operation should be sampled at.
+    pub target_tps: f64,
+    /// An operation's probability until it has been seen, and the default of unknown ones.
+    pub initial_probability: f64,
+    /// No operation's probability goes below this.
+    pub min_probability: f64,
+    /// Every operation is sampled at least this often (traces a second), by the SDKs' lower
+    /// bound.
+    pub lower_bound_tps: f64,
+    /// Operations tracked per service; roots of others are counted as the service's overflow.
+    pub max_operations: usize,
+    /// Services tracked per tenant.
+    pub max_services: usize,
+    /// Intervals without a root after which an operation is forgotten.
+    pub forget_after: u32,
+}
+
+impl Default for AdaptiveConfig {
+    fn default() -> Self {
+        AdaptiveConfig {
+            target_tps: 1.0,
+            initial_probability: 0.001,
+            min_probability: 1e-5,
+            lower_bound_tps: 1.0 / 60.0,
+            max_operations: 2000,
+            max_services: 10_000,
+            forget_after: 60,
+        }
+    }
+}
+
+/// A change of probability smaller than this share of it is not made (churn for noise).
+const TOLERANCE: f64 = 0.1;
+/// How much more than the target an increase may risk sampling (see the module doc).
+const GROWTH_RISK: f64 = 2.0;
+/// The weight of a new interval's estimate in the smoothed rate.
+const SMOOTHING: f64 = 0.5;
+
+/// One interval's count of an operation's roots.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Tally {
+    /// Sampled roots that arrived.
+    pub roots: u64,
+    /// Of those, the ones sampled by a ratio.
+    pub by_ratio: u64,
+    /// The sum of `1 / p` over those: the estimate of roots the ratio saw.
+    pub weight: f64,
+}
+
+impl Tally {
+    pub fn add(&mut self, other: &Tally) {
+        self.roots += other.roots;
+        self.by_ratio += other.by_ratio;
+        self.weight += other.weight;
+    }
+}
+
+#[derive(Debug)]
+struct Op {
+    /// The probability served.
+    p: f64,
+    tally: Tally,
+    /// Root spans a second, smoothed; `None` until the first calculation.
+    rate: Option<f64>,
+    /// Sampled roots a second in the last interval.
+    sampled_tps: f64,
+    /// The probability changed at the last calculation: SDKs switch over the next interval,
+    /// so its roots are a mix and do not move the probability.
+    settling: bool,
+    idle: u32,
+}
+
+impl Op {
+    fn new(p: f64) -> Op {
+        Op {
+            p,
+            tally: Tally::default(),
+            rate: None,
+            sampled_tps: 0.0,
+            settling: false,
+            idle: 0,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Service {
+    ops: HashMap<Box<str>, Op>,
+    /// Roots of operations over `max_operations`.
+    overflow: u64,
+}
+
+#[derive(Debug, Default)]
+struct Tenant {
+    services: HashMap<Box<str>, Service>,
+}
+
+/// An operation as the sampling API shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationState {
+    pub service: String,
+    pub operation: String,
+    /// Estimated root spans a second (sampled or not).
+    pub root_spans_per_second: f64,
+    pub probability: f64,
+    /// Sampled traces a second that arrived in the last interval.
+    pub sampled_traces_per_second: f64,
+}
+
+/// The counts and the probabilities of every tenant.
+pub struct Adaptive {
+    cfg: AdaptiveConfig,
+    tenants: Mutex<HashMap<Arc<str>, Tenant>>,
+}
+
+impl Adaptive {
+    pub fn new(cfg: AdaptiveConfig) -> Adaptive {
+        Adaptive {
+            cfg,
+            tenants: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &AdaptiveConfig {
+        &self.cfg
+    }
+
+    /// Counts one sampled root of `service` and `operation`.
+    fn count(&self, tenant: &mut Tenant, service: &str, root: &Root<'_>) {
+        let cfg = &self.cfg;
+        let Ok(name) = std::str::from_utf8(root.name) else {
+            return;
+        };
+        // Looked up by `&str` first: a key is allocated only for a new service or operation.
+        if !tenant.services.contains_key(service) {
+            if tenant.services.len() >= cfg.max_services {
+                return;
+            }
+            tenant.services.insert(service.into(), Service::default());
+        }
+        let svc = tenant.services.get_mut(service).expect("inserted above");
+        if !svc.ops.contains_key(name) {
+            if svc.ops.len() >= cfg.max_operations {
+                svc.overflow += 1;
+                return;
+            }
+            svc.ops.insert(name.into(), Op::new(cfg.initial_probability));
+        }
+        let op = svc.ops.get_mut(name).expect("inserted above");
+        op.tally.roots += 1;
+        let by_ratio = match root.sampled() {
+            Sampled::At(p) => Some(p),
+            Sampled::Otherwise => None,
+            Sampled::Unknown => root.ratio_samples(op.p).then_some(op.p),
+        };
+        if let Some(p) = by_ratio.filter(|p| *p > 0.0) {
+            op.tally.by_ratio += 1;
+            op.tally.weight += 1.0 / p;
+        }
+    }
+
+    /// Ends an interval of `seconds`: takes every operation's tally and sets its probability.
+    pub fn calculate(&self, seconds: f64) {
+        let cfg = &self.cfg;
+        let mut tenants = self.tenants.lock();
+        for tenant in tenants.values_mut() {
+            for svc in tenant.services.values_mut() {
+                svc.overflow = 0;
+                svc.ops.retain(|_, op| {
+                    let t = std::mem::take(&mut op.tally);
+                    step(cfg, op, t, seconds);
+                    op.idle = if t.roots == 0 { op.idle + 1 } else { 0 };
+                    op.idle <= cfg.forget_after
+                });
+            }
+            tenant.services.retain(|_, s| !s.ops.is_empty());
+        }
+        tenants.retain(|_, t| !t.services.is_empty());
+    }
+
+    /// The strategy `service` of `tenant` is told: every operation's probability, the initial
+    /// one for operations not seen yet, and the lower bound.
+    pub fn strategy(&self, tenant: &str, service: &str) -> Strategy {
+        let cfg = &self.cfg;
+        let tenants = self.tenants.lock();
+        let mut operations: Vec<(String, f64)> = tenants
+            .get(tenant)
+            .and_then(|t| t.services.get(service))
+            .map(|s| s.ops.iter().map(|(n, op)| (n.to_string(), op.p)).collect())
+            .unwrap_or_default();
+        drop(tenants);
+        operations.sort_by(|a, b| a.0.cmp(&b.0));
+        Strategy {
+            base: Base::Probabilistic(cfg.initial_probability),
+            per_operation: Some(PerOperation {
+                default_probability: cfg.initial_probability,
+                lower_bound_tps: cfg.lower_bound_tps,
+                upper_bound_tps: 0.0,
+                operations,
+            }),
+        }
+    }
+
+    /// Every operation of `tenant`, by service and operation.
+    pub fn operations(&self, tenant: &str) -> Vec<OperationState> {
+        let tenants = self.tenants.lock();
+        let mut out = Vec::new();
+        if let Some(t) = tenants.get(tenant) {
+            for (service, s) in &t.services {
+                for (operation, op) in &s.ops {
+                    out.push(OperationState {
+                        service: service.to_string(),
+                        operation: operation.to_string(),
+                        root_spans_per_second: op.rate.unwrap_or(0.0),
+                        probability: op.p,
+                        sampled_traces_per_second: op.sampled_tps,
+                    });
+                }
+            }
+        }
+        drop(tenants);
+        out.sort_by(|a, b| (&a.service, &a.operation).cmp(&(&b.service, &b.operation)));
+        out
+    }
+
+    /// Every tenant with operations.
+    pub fn tenants(&self) -> Vec<Arc<str>> {
+        let mut t: Vec<_> = self.tenants.lock().keys().cloned().collect();
+        t.sort();
+        t
+    }
+}
+
+/// One operation's calculation at the end of an interval with tally `t`.
+fn step(cfg: &AdaptiveConfig, op: &mut Op, t: Tally, seconds: f64) {
+    let seconds = seconds.max(1e-3);
+    op.sampled_tps = t.roots as f64 / seconds;
+    let estimate = (t.weight / seconds).max(op.sampled_tps);
+    if op.settling {
+        op.settling = false;
+        if op.rate.is_some() {
+            return;
+        }
+    }
+    // A rise is taken at once (over-sampling costs); anything else is smoothed.
+    let rate = match op.rate {
+        Some(prev) if estimate <= 2.0 * prev => prev + SMOOTHING * (estimate - prev),
+        _ => estimate,
+    };
+    op.rate = Some(rate);
+    let mut p = if rate > 0.0 { cfg.target_tps / rate } else { 1.0 };
+    if p > op.p {
+        // The highest rate the interval's ratio samples leave likely (the 95 % Poisson
+        // upper bound of their count, 3 when it is 0), scaled by the probability they had.
+        let upper = (t.by_ratio as f64 + 3.0 * (t.by_ratio as f64).sqrt().max(1.0)) / (op.p * seconds);
+        p = p.min((GROWTH_RISK * cfg.target_tps / upper).max(op.p));
+    }
+    let p = p.clamp(cfg.min_probability, 1.0);
+    if (p - op.p).abs() > TOLERANCE * op.p {
+        op.p = p;
+        op.settling = true;
+    }
+}
+
+impl RootSink for Adaptive {
+    fn roots(&self, tenant: &Arc<str>, request: &[u8], roots: &[RootRef]) {
+        let mut tenants = self.tenants.lock();
+        let t = match tenants.get_mut(tenant) {
+            Some(t) => t,
+            None => tenants.entry(tenant.clone()).or_default(),
+        };
+        let mut last: Option<(std::ops::Range<u32>, &str)> = None;
+        for r in roots {
+            let service = match &last {
+                Some((range, name)) if *range == r.resource_spans => name,
+                _ => {
+                    let rs = &request[r.resource_spans.start as usize..r.resource_spans.end as usize];
+                    let name = std::str::from_utf8(service_name(rs)).unwrap_or("");
+                    &last.insert((r.resource_spans.clone(), name)).1
+                }
+            };
+            let root = Root::read(&request[r.span.start as usize..r.span.end as usize]);
+            self.count(t, service, &root);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Roots of one operation at `rate` a second for `seconds`, each sampled as an SDK with
+    /// the served probability and a lower bound would (ratio first, then the bucket), with
+    /// trace IDs from a fixed sequence. Returns the sampled count.
+    fn drive(a: &Adaptive, rate: f64, seconds: f64, seed: &mut u64) -> u64 {
+        let p = a
+            .strategy("t", "svc")
+            .per_operation
+            .unwrap()
+            .operations
+            .first()
+            .map(|o| o.1);
+        let p = p.unwrap_or(a.cfg.initial_probability);
+        let n = (rate * seconds) as u64;
+        let mut tokens = 1.0f64;
+        let mut sampled = 0;
+        let mut tenants = a.tenants.lock();
+        let t = tenants.entry(Arc::from("t")).or_default();
+        for i in 0..n {
+            *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let mut root = Root::default();
+            root.name = b"op";
+            root.trace_id[8..].copy_from_slice(&seed.to_be_bytes());
+            tokens = (tokens + a.cfg.lower_bound_tps / rate).min(1.0);
+            let _ = i;
+            // The Go SDK's rule (spec/sampling.md, TraceIdRatioBased).
+            let take = if (*seed >> 1) < (p * 9_223_372_036_854_775_808.0) as u64 {
+                tokens = (tokens - 1.0).max(0.0);
+                true
+            } else if tokens >= 1.0 {
+                tokens -= 1.0;
+                true
+            } else {
+                false
+            };
+            if take {
+                sampled += 1;
+                a.count(t, "svc", &root);
+            }
+        }
+        sampled
+    }
+
+    fn probability(a: &Adaptive) -> f64 {
+        a.operations("t").first().map(|o| o.probability).unwrap()
+    }
+
+    /// Sampled traces a second over `intervals` minutes at `rate`.
+    fn sampled_tps(a: &Adaptive, rate: f64, intervals: usize, seed: &mut u64) -> f64 {
+        let mut n = 0;
+        for _ in 0..intervals {
+            n += drive(a, rate, 60.0, seed);
+            a.calculate(60.0);
+        }
+        n as f64 / (60.0 * intervals as f64)
+    }
+
+    #[test]
+    fn a_busy_operation_stays_at_the_target() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 7;
+        sampled_tps(&a, 1000.0, 2, &mut seed);
+        let tps = sampled_tps(&a, 1000.0, 6, &mut seed);
+        assert!((0.8..=1.2).contains(&tps), "{tps} traces/s at p {}", probability(&a));
+        let p = probability(&a);
+        assert!((0.0008..=0.0012).contains(&p), "{p}");
+    }
+
+    #[test]
+    fn a_quiet_operation_rises_to_the_target_without_overshooting() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 11;
+        for _ in 0..8 {
+            let n = drive(&a, 1.0, 60.0, &mut seed);
+            // Never more than the risk allows (twice the target).
+            assert!(n as f64 / 60.0 <= 2.0, "{n} sampled in a minute");
+            a.calculate(60.0);
+        }
+        let tps = sampled_tps(&a, 1.0, 4, &mut seed);
+        assert!((0.8..=1.2).contains(&tps), "{tps} traces/s at p {}", probability(&a));
+    }
+
+    fn probability_or_initial(a: &Adaptive) -> f64 {
+        a.operations("t")
+            .first()
+            .map(|o| o.probability)
+            .unwrap_or(a.cfg.initial_probability)
+    }
+
+    #[test]
+    fn the_first_increase_is_bounded_by_what_the_samples_allow() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 13;
+        assert_eq!(probability_or_initial(&a), 0.001);
+        drive(&a, 1.0, 60.0, &mut seed);
+        a.calculate(60.0);
+        // No ratio sample in a minute at 0.001: the rate may be up to 3 / 0.06 = 50/s, so the
+        // probability rises to 2 / 50, not to 1.
+        assert!((probability(&a) - 0.04).abs() < 1e-9, "{}", probability(&a));
+    }
+
+    #[test]
+    fn a_tenfold_step_is_absorbed_within_three_intervals() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 3;
+        for _ in 0..8 {
+            drive(&a, 100.0, 60.0, &mut seed);
+            a.calculate(60.0);
+        }
+        let before = probability(&a);
+        for _ in 0..3 {
+            drive(&a, 1000.0, 60.0, &mut seed);
+            a.calculate(60.0);
+        }
+        let after = probability(&a);
+        assert!((after / before - 0.1).abs() < 0.03, "{before} -> {after}");
+    }
+
+    #[test]
+    fn lower_bound_samples_do_not_inflate_the_rate() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 5;
+        drive(&a, 5.0, 60.0, &mut seed);
+        a.calculate(60.0);
+        let op = &a.operations("t")[0];
+        // At p 0.001 almost every sampled root came from the lower bound, so the estimate is
+        // about what arrived, not 1,000 times it.
+        assert!(op.root_spans_per_second < 1.0, "{op:?}");
+    }
+
+    #[test]
+    fn strategies_list_operations_by_name_with_the_initial_default() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let s = a.strategy("t", "nobody");
+        let ops = s.per_operation.unwrap();
+        assert_eq!(ops.default_probability, 0.001);
+        assert!(ops.operations.is_empty());
+        assert_eq!(ops.lower_bound_tps, 1.0 / 60.0);
+    }
+
+    #[test]
+    fn idle_operations_are_forgotten() {
+        let cfg = AdaptiveConfig {
+            forget_after: 2,
+            ..Default::default()
+        };
+        let a = Adaptive::new(cfg);
+        let mut seed = 1;
+        drive(&a, 100.0, 10.0, &mut seed);
+        // The interval with roots, then two idle ones kept, then forgotten.
+        for _ in 0..4 {
+            a.calculate(10.0);
+        }
+        assert!(a.operations("t").is_empty());
+        assert!(a.tenants().is_empty());
+    }
+}
