@@ -9,6 +9,7 @@
 #     and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
+#   - the OpenTelemetry Go contrib Jaeger remote sampler (tests/jaeger-remote) in .tools/bin
 #   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
 #     .tools/kafka, which scripts/kafka-server.sh runs for the Kafka tests
 # Idempotent: work already done is skipped, so a second run takes about a second.
@@ -153,5 +154,10 @@ fi
 log "building tests/jaeger-grpc into .tools/bin/jaeger-grpc"
 mkdir -p "$ROOT/.tools/bin"
 (cd "$ROOT/tests/jaeger-grpc" && go build -mod=readonly -o "$ROOT/.tools/bin/jaeger-grpc" .)
+
+# The OpenTelemetry Go contrib Jaeger remote sampler (tests/jaeger-remote), for the sampling
+# tests: a remote sampler nobody here wrote, polling weft's /sampling.
+log "building tests/jaeger-remote into .tools/bin/jaeger-remote"
+(cd "$ROOT/tests/jaeger-remote" && go build -mod=readonly -o "$ROOT/.tools/bin/jaeger-remote" .)
 
 log "done"

@@ -117,7 +117,7 @@ class WeftServer:
     def _pick_ports(self) -> None:
         (self.grpc_port, self.otlp_http_port, self.http_port, self.zipkin_port, self.jaeger_http_port,
          self.jaeger_compact_port, self.jaeger_binary_port, self.jaeger_query_port, self.xray_port,
-         self.jaeger_grpc_port) = free_ports(10)
+         self.jaeger_grpc_port, self.sampling_http_port, self.sampling_grpc_port) = free_ports(12)
 
     # ---- addresses --------------------------------------------------------------------------
     @property
@@ -167,6 +167,8 @@ class WeftServer:
         env["WEFT_XRAY_PORT"] = str(self.xray_port)
         env["WEFT_JAEGER_COMPACT_PORT"] = str(self.jaeger_compact_port)
         env["WEFT_JAEGER_BINARY_PORT"] = str(self.jaeger_binary_port)
+        env["WEFT_SAMPLING_HTTP_PORT"] = str(self.sampling_http_port)
+        env["WEFT_SAMPLING_GRPC_PORT"] = str(self.sampling_grpc_port)
         env.update(self.env)
         return env
 

@@ -40,6 +40,7 @@ apis! {
     zipkin: crate::zipkin::ZipkinOptions,
     jaeger: crate::jaeger::JaegerOptions,
     xray: crate::xray::XrayOptions,
+    sampling: crate::sampling::SamplingOptions,
     tempo: crate::tempo::TempoOptions,
     ui: crate::ui::UiOptions,
 }

@@ -57,6 +57,8 @@ pub struct AppState {
     /// Jobs (parts of other queriers' queries) running here at once: twice the query slots.
     /// Apart from the query slots, which the frontends' own queries hold while they wait.
     pub job_slots: Arc<tokio::sync::Semaphore>,
+    /// Jaeger remote sampling's strategies, once its API is built (where receivers run).
+    pub sampling: std::sync::OnceLock<Arc<crate::sampling::Sampling>>,
 }
 
 impl AppState {
@@ -75,6 +77,7 @@ impl AppState {
             live,
             jobs: Default::default(),
             job_slots: Arc::new(tokio::sync::Semaphore::new(2 * cfg.query.max_concurrent_queries.max(1))),
+            sampling: Default::default(),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
             queries: crate::query::fair::FairSlots::new(cfg.query.max_concurrent_queries),
             cfg,

@@ -219,6 +219,7 @@ impl Config {
         );
         self.poller.validate()?;
         self.compactor.validate()?;
+        self.apis.sampling.validate()?;
         anyhow::ensure!(
             self.receivers.max_inflight_request_bytes >= self.receivers.max_decompressed_bytes as u64,
             "max_inflight_request_bytes ({}) must be at least max_decompressed_bytes ({})",

@@ -17,6 +17,7 @@ mod ops;
 mod otlp;
 mod query;
 mod receivers;
+mod sampling;
 mod tempo;
 mod tenant;
 mod ui;

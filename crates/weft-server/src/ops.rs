@@ -349,6 +349,9 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
         sm.render(&mut out);
     }
     render_ports(&mut out, &st.ports);
+    if let Some(s) = st.sampling.get() {
+        s.render_metrics(&mut out, only_tenant.as_deref());
+    }
     if m.querier.is_some() {
         st.jobs.render(&mut out);
     }

@@ -1,0 +1,229 @@
+"""Jaeger remote sampling served by weft (issue 52): the HTTP and gRPC forms of the API, a
+strategies file and its reloads, adaptive sampling over the root spans weft receives, and the
+OpenTelemetry Go contrib `jaegerremote` sampler (a client nobody here wrote) sampling by weft's
+answers."""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from weftlib import REPO_ROOT, http_session
+
+GET_STRATEGY = "/jaeger.api_v2.SamplingManager/GetSamplingStrategy"
+
+FILE = {
+    "service_strategies": [
+        {"service": "checkout", "type": "probabilistic", "param": 1.0,
+         "operation_strategies": [{"operation": "GET /health", "type": "probabilistic", "param": 0.0}]},
+        {"service": "search", "type": "ratelimiting", "param": 7},
+    ],
+    "default_strategy": {"type": "probabilistic", "param": 0.0},
+}
+
+
+def remote_bin() -> Path:
+    p = Path(os.environ.get("JAEGER_REMOTE", REPO_ROOT / ".tools" / "bin" / "jaeger-remote"))
+    if not p.is_file():
+        pytest.fail(f"{p} not found: run scripts/test-deps.sh", pytrace=False)
+    return p
+
+
+def fields(buf: bytes) -> list[tuple[int, int, object]]:
+    """A protobuf message's fields as (number, wire type, value): ints, 8-byte floats or bytes."""
+    out, i = [], 0
+
+    def varint():
+        nonlocal i
+        shift = v = 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+
+    while i < len(buf):
+        tag = varint()
+        n, wt = tag >> 3, tag & 7
+        if wt == 0:
+            out.append((n, wt, varint()))
+        elif wt == 1:
+            import struct
+            out.append((n, wt, struct.unpack("<d", buf[i:i + 8])[0]))
+            i += 8
+        elif wt == 2:
+            ln = varint()
+            out.append((n, wt, buf[i:i + ln]))
+            i += ln
+        else:
+            raise AssertionError(f"unexpected wire type {wt}")
+    return out
+
+
+def grpc_strategy(srv, service: str, metadata=()) -> dict:
+    """GetSamplingStrategy over gRPC, decoded by field numbers into the JSON form's shape."""
+    name = service.encode()
+    with grpc.insecure_channel(f"127.0.0.1:{srv.sampling_grpc_port}") as ch:
+        call = ch.unary_unary(GET_STRATEGY)
+        raw = call(b"\x0a" + bytes([len(name)]) + name, timeout=10, metadata=metadata)
+    out: dict = {"strategyType": ["PROBABILISTIC", "RATE_LIMITING"][0]}
+    for n, _, v in fields(raw):
+        if n == 1:
+            out["strategyType"] = ["PROBABILISTIC", "RATE_LIMITING"][v]
+        elif n == 2:
+            out["probabilisticSampling"] = {"samplingRate": dict((f, x) for f, _, x in fields(v)).get(1, 0.0)}
+        elif n == 3:
+            out["rateLimitingSampling"] = {"maxTracesPerSecond": dict((f, x) for f, _, x in fields(v)).get(1, 0)}
+        elif n == 4:
+            ops = {"perOperationStrategies": []}
+            for f, _, x in fields(v):
+                if f == 1:
+                    ops["defaultSamplingProbability"] = x
+                elif f == 2:
+                    ops["defaultLowerBoundTracesPerSecond"] = x
+                elif f == 4:
+                    ops["defaultUpperBoundTracesPerSecond"] = x
+                elif f == 3:
+                    o = dict((g, y) for g, _, y in fields(x))
+                    rate = dict((g, y) for g, _, y in fields(o.get(2, b""))).get(1, 0.0)
+                    ops["perOperationStrategies"].append(
+                        {"operation": o[1].decode(), "probabilisticSampling": {"samplingRate": rate}})
+            ops.setdefault("defaultSamplingProbability", 0.0)
+            ops.setdefault("defaultLowerBoundTracesPerSecond", 0.0)
+            ops.setdefault("defaultUpperBoundTracesPerSecond", 0.0)
+            out["operationSampling"] = ops
+    return out
+
+
+def http_strategy(srv, service: str, path: str = "/sampling") -> dict:
+    r = http_session().get(f"http://127.0.0.1:{srv.sampling_http_port}{path}", params={"service": service},
+                           timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    return r.json()
+
+
+def test_a_strategies_file_is_served_over_http_and_grpc_and_reloaded(weft_factory, tmp_path):
+    path = tmp_path / "strategies.json"
+    path.write_text(json.dumps(FILE))
+    srv = weft_factory("--sampling-strategies-file", str(path), "--sampling-strategies-reload", "0.2")
+    checkout = http_strategy(srv, "checkout")
+    assert checkout == {
+        "strategyType": "PROBABILISTIC",
+        "probabilisticSampling": {"samplingRate": 1.0},
+        "operationSampling": {
+            "defaultSamplingProbability": 1.0,
+            "defaultLowerBoundTracesPerSecond": 0.0,
+            "defaultUpperBoundTracesPerSecond": 0.0,
+            "perOperationStrategies": [
+                {"operation": "GET /health", "probabilisticSampling": {"samplingRate": 0.0}}],
+        },
+    }
+    # The older paths answer the same; gRPC carries the same strategy.
+    assert http_strategy(srv, "checkout", "/api/sampling") == checkout
+    assert http_strategy(srv, "checkout", "/") == checkout
+    assert grpc_strategy(srv, "checkout") == checkout
+    search = {"strategyType": "RATE_LIMITING", "rateLimitingSampling": {"maxTracesPerSecond": 7}}
+    assert http_strategy(srv, "search") == search
+    assert grpc_strategy(srv, "search") == search
+    assert http_strategy(srv, "anyone")["probabilisticSampling"] == {"samplingRate": 0.0}
+
+    # Bad requests are named.
+    r = http_session().get(f"http://127.0.0.1:{srv.sampling_http_port}/sampling", timeout=10)
+    assert r.status_code == 400 and "'service' parameter must be provided" in r.text
+    with pytest.raises(grpc.RpcError) as e:
+        grpc_strategy(srv, "")
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    # A change is served within the reload interval; a broken file leaves the last good one.
+    changed = dict(FILE, default_strategy={"type": "probabilistic", "param": 0.25})
+    path.write_text(json.dumps(changed))
+    deadline = time.monotonic() + 10
+    while http_strategy(srv, "anyone")["probabilisticSampling"]["samplingRate"] != 0.25:
+        assert time.monotonic() < deadline, "the changed file was not served within 10 s"
+        time.sleep(0.1)
+    path.write_text("{ not json")
+    time.sleep(1.0)
+    assert http_strategy(srv, "anyone")["probabilisticSampling"]["samplingRate"] == 0.25
+    assert "sampling strategies not reloaded" in srv.stderr_path.read_text()
+
+
+def test_a_broken_strategies_file_stops_the_start_with_its_mistake(weft_factory, tmp_path):
+    path = tmp_path / "strategies.json"
+    path.write_text('{"default_strategy": {"type": "probabilistic", "param": 2}}')
+    srv = weft_factory("--sampling-strategies-file", str(path), start=False)
+    with pytest.raises(AssertionError):
+        srv.start()
+    srv.stopped_by_us = True  # its exit is the point of the test
+    assert srv.proc.returncode == 1
+    err = srv.stderr_path.read_text()
+    assert "default_strategy" in err and "from 0 to 1" in err, err
+
+
+def run_remote(*args: str, timeout: float = 120) -> dict:
+    out = subprocess.run([str(remote_bin()), *args], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_otel_go_remote_sampler_samples_by_the_file(weft_factory, tmp_path):
+    path = tmp_path / "strategies.json"
+    path.write_text(json.dumps(FILE))
+    srv = weft_factory("--sampling-strategies-file", str(path))
+    url = f"http://127.0.0.1:{srv.sampling_http_port}/sampling"
+    got = run_remote("-url", url, "-service", "checkout", "-n", "500", "-op", "GET /health", "-op", "POST /pay")
+    assert got["started"] == {"GET /health": 500, "POST /pay": 500}
+    assert got["sampled"].get("GET /health", 0) == 0 and got["sampled"]["POST /pay"] == 500, got
+    got = run_remote("-url", url, "-service", "other", "-n", "500", "-op", "x")
+    assert got["sampled"].get("x", 0) == 0, got
+
+
+def operations(srv) -> dict:
+    r = srv.http.get(f"{srv.api}/api/sampling/operations", timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_adaptive_sampling_steers_a_real_sampler_to_the_target(weft_factory):
+    """A busy operation (400 roots/s) and a quiet one (2/s) through the Go remote sampler, sending
+    what it samples to weft: weft's probabilities bring the busy one to the target (10 traces/s)
+    and sample every trace of the quiet one."""
+    srv = weft_factory("--sampling-interval", "2", "--sampling-target-tps", "10")
+    url = f"http://127.0.0.1:{srv.sampling_http_port}/sampling"
+    proc = subprocess.Popen(
+        [str(remote_bin()), "-url", url, "-service", "shop", "-export", srv.otlp_url, "-rate", "400",
+         "-seconds", "40", "-op", "busy"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    quiet = subprocess.Popen(
+        [str(remote_bin()), "-url", url, "-service", "shop", "-export", srv.otlp_url, "-rate", "2",
+         "-seconds", "40", "-op", "quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(24)
+        seen = []
+        for _ in range(7):
+            ops = {o["operation"]: o for o in operations(srv)["operations"] if o["service"] == "shop"}
+            seen.append(ops)
+            time.sleep(2)
+    finally:
+        out, err = proc.communicate(timeout=60)
+        q_out, q_err = quiet.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert quiet.returncode == 0, q_err
+    busy_tps = sum(s["busy"]["sampledTracesPerSecond"] for s in seen) / len(seen)
+    assert 7.5 <= busy_tps <= 12.5, (busy_tps, seen[-1])
+    p = seen[-1]["busy"]["probability"]
+    assert 0.5 * 10 / 400 <= p <= 2 * 10 / 400, seen[-1]
+    assert 250 <= seen[-1]["busy"]["rootSpansPerSecond"] <= 600, seen[-1]
+    assert seen[-1]["quiet"]["probability"] >= 0.9, seen[-1]
+    # The strategy weft serves lists both operations with those probabilities.
+    served = http_strategy(srv, "shop")["operationSampling"]["perOperationStrategies"]
+    assert {o["operation"] for o in served} == {"busy", "quiet"}
+    metrics = srv.http.get(f"{srv.api}/metrics", timeout=10).text
+    assert 'weft_sampling_probability{tenant="single-tenant",service="shop",operation="busy"}' in metrics
