@@ -25,7 +25,7 @@ from benchlib import cpu_seconds, emit, free_port, wait_http  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUIET_PORTS = {k: "0" for k in ("WEFT_ZIPKIN_PORT", "WEFT_JAEGER_HTTP_PORT", "WEFT_JAEGER_GRPC_PORT",
                                 "WEFT_JAEGER_QUERY_PORT", "WEFT_XRAY_PORT", "WEFT_JAEGER_COMPACT_PORT",
-                                "WEFT_JAEGER_BINARY_PORT")}
+                                "WEFT_JAEGER_BINARY_PORT", "WEFT_SAMPLING_HTTP_PORT", "WEFT_SAMPLING_GRPC_PORT")}
 
 
 def make_fixture(weft, telemetrygen, source, out):

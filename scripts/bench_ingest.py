@@ -72,7 +72,8 @@ class Server:
         self.proc = subprocess.Popen([weft, "--data-dir", os.path.join(self.dir, "data"), "--http-port", str(self.http),
             "--otlp-grpc-port", str(self.grpc), "--otlp-http-port", str(self.otlp_http), *extra], stdout=self.log, stderr=self.log,
             env={**os.environ, "WEFT_ZIPKIN_PORT": "0", "WEFT_JAEGER_HTTP_PORT": "0", "WEFT_JAEGER_GRPC_PORT": "0", "WEFT_JAEGER_QUERY_PORT": "0", "WEFT_XRAY_PORT": "0",
-                 "WEFT_JAEGER_COMPACT_PORT": "0", "WEFT_JAEGER_BINARY_PORT": "0"})
+                 "WEFT_JAEGER_COMPACT_PORT": "0", "WEFT_JAEGER_BINARY_PORT": "0",
+                 "WEFT_SAMPLING_HTTP_PORT": "0", "WEFT_SAMPLING_GRPC_PORT": "0"})
         for _ in range(300):
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{self.http}/ready", timeout=1).status == 200:

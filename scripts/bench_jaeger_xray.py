@@ -563,6 +563,7 @@ def start_weft(args, tmp, name, procs, jaeger_http=False, xray=False):
                              "--zipkin-port", "0", "--otlp-grpc-port", str(grpc), "--otlp-http-port", str(otlp),
                              "--jaeger-query-port", "0", "--jaeger-http-port", str(jp), "--jaeger-compact-port", "0",
                              "--jaeger-binary-port", "0", "--xray-port", str(xp),
+                             "--sampling-http-port", "0", "--sampling-grpc-port", "0",
                              # Compaction off: its 30 s cycle lands inside some measuring
                              # windows and not others (bench_allin.py counts it, all-in).
                              "--compaction-interval", "0"],

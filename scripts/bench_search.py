@@ -127,7 +127,8 @@ class Server:
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, "WEFT_ZIPKIN_PORT": "0", "WEFT_JAEGER_HTTP_PORT": "0", "WEFT_JAEGER_GRPC_PORT": "0", "WEFT_JAEGER_QUERY_PORT": "0", "WEFT_XRAY_PORT": "0",
-                                          "WEFT_JAEGER_COMPACT_PORT": "0", "WEFT_JAEGER_BINARY_PORT": "0"})
+                                          "WEFT_JAEGER_COMPACT_PORT": "0", "WEFT_JAEGER_BINARY_PORT": "0",
+                                          "WEFT_SAMPLING_HTTP_PORT": "0", "WEFT_SAMPLING_GRPC_PORT": "0"})
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -282,6 +282,7 @@ def main():
                                      "--zipkin-port", str(zp), "--otlp-grpc-port", str(grpc),
                                      "--otlp-http-port", str(otlp), "--jaeger-query-port", "0", "--jaeger-http-port", "0", "--jaeger-grpc-port", "0",
                                      "--jaeger-compact-port", "0", "--jaeger-binary-port", "0", "--xray-port", "0",
+                                     "--sampling-http-port", "0", "--sampling-grpc-port", "0",
                                      # Compaction off: its 30 s cycle lands inside some measuring
                                      # windows and not others (bench_allin.py counts it, all-in).
                                      "--compaction-interval", "0"],

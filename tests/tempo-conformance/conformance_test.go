@@ -56,7 +56,7 @@ func start(t *testing.T) *weft {
 	w.cmd = exec.Command(bin, "--data-dir", filepath.Join(dir, "data"), "--http-port", w.http,
 		"--otlp-http-port", w.otlpHTTP, "--otlp-grpc-port", freePort(t), "--block-max-age", "1")
 	w.cmd.Env = append(os.Environ(), "WEFT_ZIPKIN_PORT=0", "WEFT_JAEGER_HTTP_PORT=0", "WEFT_JAEGER_GRPC_PORT=0", "WEFT_JAEGER_QUERY_PORT=0", "WEFT_XRAY_PORT=0", "WEFT_JAEGER_COMPACT_PORT=0",
-		"WEFT_JAEGER_BINARY_PORT=0")
+		"WEFT_JAEGER_BINARY_PORT=0", "WEFT_SAMPLING_HTTP_PORT=0", "WEFT_SAMPLING_GRPC_PORT=0")
 	log, _ := os.Create(filepath.Join(dir, "weft.log"))
 	w.cmd.Stdout, w.cmd.Stderr = log, log
 	if err := w.cmd.Start(); err != nil {
