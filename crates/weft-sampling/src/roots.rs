@@ -131,40 +131,30 @@ pub fn service_name(resource_spans: &[u8]) -> &[u8] {
     b""
 }
 
-/// A `KeyValue`'s key.
-fn key_of(kv: &[u8]) -> Option<&[u8]> {
+/// The first length-delimited field `number` of a message.
+fn bytes_field(msg: &[u8], number: u32) -> Option<&[u8]> {
     let mut p = 0;
-    while p < kv.len() {
-        let (n, wt, v) = next_field(kv, &mut p).ok()?;
-        if n == KV_KEY && wt == 2 {
-            return Some(&kv[v]);
+    while p < msg.len() {
+        let (n, wt, v) = next_field(msg, &mut p).ok()?;
+        if n == number && wt == 2 {
+            return Some(&msg[v]);
         }
     }
     None
+}
+
+/// A `KeyValue`'s key.
+fn key_of(kv: &[u8]) -> Option<&[u8]> {
+    bytes_field(kv, KV_KEY)
 }
 
 /// A `KeyValue`'s value: its `AnyValue` message.
 fn value_of(kv: &[u8]) -> Option<&[u8]> {
-    let mut p = 0;
-    while p < kv.len() {
-        let (n, wt, v) = next_field(kv, &mut p).ok()?;
-        if n == KV_VALUE && wt == 2 {
-            return Some(&kv[v]);
-        }
-    }
-    None
+    bytes_field(kv, KV_VALUE)
 }
 
 fn string_value(kv: &[u8]) -> Option<&[u8]> {
-    let any = value_of(kv)?;
-    let mut p = 0;
-    while p < any.len() {
-        let (n, wt, v) = next_field(any, &mut p).ok()?;
-        if n == ANY_STRING && wt == 2 {
-            return Some(&any[v]);
-        }
-    }
-    None
+    bytes_field(value_of(kv)?, ANY_STRING)
 }
 
 /// A number attribute: a double (Jaeger's `sampler.param` for a probability), an integer, or
