@@ -836,3 +836,39 @@ def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path
     wait_for(lambda: len(whole.get("/api/search", params={"q": "{ }"}).json()["traces"]) == 1, 30, "the trace")
     r = whole.get("/api/search", params={"q": "{ }"})
     assert r.headers.get("x-weft-partial-live-stores") is None
+
+
+def test_distributors_combine_their_sampling_counts(weft_factory, kafka):
+    """Adaptive sampling in cluster mode: two distributors each receive half of an operation's
+    roots (sampled at 1, as their Jaeger tags say); through the `<topic>-sampling` topic each
+    calculates over both halves, so both serve the same probability for the whole rate."""
+    topic = f"sampling-{uuid.uuid4().hex[:8]}"
+    ds = [_distributor(weft_factory, kafka, topic, "--sampling-interval", "2", "--sampling-target-tps", "10")
+          for _ in range(2)]
+    tags = {"sampler.type": "probabilistic", "sampler.param": 1.0}
+
+    def operations(d) -> dict:
+        r = d.http.get(f"{d.api}/api/sampling/operations", timeout=10)
+        assert r.status_code == 200, r.text
+        return {o["operation"]: o for o in r.json()["operations"] if o["service"] == "shop"}
+
+    # 100 roots a second into each distributor for 14 s, in batches of 10.
+    begin = time.monotonic()
+    sent = 0
+    while time.monotonic() - begin < 14:
+        now = time.time_ns()
+        for d in ds:
+            spans = [make_span(new_trace_id(), name="checkout", start=now, end=now + 1000, attributes=tags)
+                     for _ in range(10)]
+            r = d.post_otlp(make_request(spans, service="shop"))
+            assert r.status_code == 200, r.text
+        sent += 10
+        time.sleep(max(0.0, begin + sent / 100 - time.monotonic()))
+    seen = [operations(d) for d in ds]
+    for ops in seen:
+        rate = ops["checkout"]["rootSpansPerSecond"]
+        # Each distributor saw 100/s; together 200/s.
+        assert 150 <= rate <= 260, seen
+    p = [ops["checkout"]["probability"] for ops in seen]
+    assert abs(p[0] - p[1]) <= 0.1 * max(p), seen
+    assert 0.5 * 10 / 200 <= p[0] <= 2 * 10 / 200, seen

@@ -80,6 +80,49 @@ impl Tally {
     }
 }
 
+/// One operation's tally of an interval in one process, as processes exchange them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Count {
+    pub tenant: String,
+    pub service: String,
+    pub operation: String,
+    pub tally: Tally,
+    /// The probability the process served the operation while counting.
+    pub probability: f64,
+}
+
+impl Count {
+    /// `[tenant, service, operation, roots, by_ratio, weight, probability]`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let t = &self.tally;
+        serde_json::json!([
+            self.tenant,
+            self.service,
+            self.operation,
+            t.roots,
+            t.by_ratio,
+            t.weight,
+            self.probability
+        ])
+    }
+
+    pub fn from_json(v: &serde_json::Value) -> Option<Count> {
+        let a = v.as_array().filter(|a| a.len() == 7)?;
+        let text = |i: usize| a[i].as_str().map(str::to_owned);
+        Some(Count {
+            tenant: text(0)?,
+            service: text(1)?,
+            operation: text(2)?,
+            tally: Tally {
+                roots: a[3].as_u64()?,
+                by_ratio: a[4].as_u64()?,
+                weight: a[5].as_f64().filter(|w| w.is_finite() && *w >= 0.0)?,
+            },
+            probability: a[6].as_f64().filter(|p| *p > 0.0 && *p <= 1.0)?,
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Op {
     /// The probability served.
@@ -184,10 +227,68 @@ impl Adaptive {
         }
     }
 
-    /// Ends an interval of `seconds`: takes every operation's tally and sets its probability.
+    /// Ends an interval of `seconds` counted here alone: sets every operation's probability
+    /// from its tally.
     pub fn calculate(&self, seconds: f64) {
+        let mine = self.take_counts();
+        self.calculate_with(&[mine], seconds);
+    }
+
+    /// Takes the tallies counted since the last call, each with the probability served, to be
+    /// combined with other processes' ([`Adaptive::calculate_with`]).
+    pub fn take_counts(&self) -> Vec<Count> {
+        let mut out = Vec::new();
+        let mut tenants = self.tenants.lock();
+        for (tenant, t) in tenants.iter_mut() {
+            for (service, svc) in t.services.iter_mut() {
+                for (operation, op) in svc.ops.iter_mut() {
+                    let tally = std::mem::take(&mut op.tally);
+                    if tally.roots > 0 {
+                        out.push(Count {
+                            tenant: tenant.to_string(),
+                            service: service.to_string(),
+                            operation: operation.to_string(),
+                            tally,
+                            probability: op.p,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Ends an interval of `seconds` over the counts of every process that counted it (this
+    /// one's among them): sums them per operation and sets each probability. An operation
+    /// only another process saw starts at the probability that process served.
+    pub fn calculate_with(&self, counts: &[Vec<Count>], seconds: f64) {
         let cfg = &self.cfg;
         let mut tenants = self.tenants.lock();
+        for c in counts.iter().flatten() {
+            let tenant = match tenants.get_mut(c.tenant.as_str()) {
+                Some(t) => t,
+                None => tenants.entry(Arc::from(c.tenant.as_str())).or_default(),
+            };
+            if !tenant.services.contains_key(c.service.as_str()) {
+                if tenant.services.len() >= cfg.max_services {
+                    continue;
+                }
+                tenant.services.insert(c.service.as_str().into(), Service::default());
+            }
+            let svc = tenant.services.get_mut(c.service.as_str()).expect("inserted above");
+            if !svc.ops.contains_key(c.operation.as_str()) {
+                if svc.ops.len() >= cfg.max_operations {
+                    continue;
+                }
+                let p = c.probability.clamp(cfg.min_probability, 1.0);
+                svc.ops.insert(c.operation.as_str().into(), Op::new(p));
+            }
+            svc.ops
+                .get_mut(c.operation.as_str())
+                .expect("inserted above")
+                .tally
+                .add(&c.tally);
+        }
         for tenant in tenants.values_mut() {
             for svc in tenant.services.values_mut() {
                 svc.overflow = 0;
@@ -275,9 +376,15 @@ fn step(cfg: &AdaptiveConfig, op: &mut Op, t: Tally, seconds: f64) {
     op.rate = Some(rate);
     let mut p = if rate > 0.0 { cfg.target_tps / rate } else { 1.0 };
     if p > op.p {
-        // The highest rate the interval's ratio samples leave likely (the 95 % Poisson
-        // upper bound of their count, 3 when it is 0), scaled by the probability they had.
-        let upper = (t.by_ratio as f64 + 3.0 * (t.by_ratio as f64).sqrt().max(1.0)) / (op.p * seconds);
+        // The highest rate the interval's ratio samples leave likely: their estimate scaled
+        // by the 95 % Poisson upper bound of their count (3 when it is 0, at the probability
+        // served).
+        let k = t.by_ratio as f64;
+        let upper = if k > 0.0 {
+            (k + 3.0 * k.sqrt()) / k * t.weight / seconds
+        } else {
+            3.0 / (op.p * seconds)
+        };
         p = p.min((GROWTH_RISK * cfg.target_tps / upper).max(op.p));
     }
     let p = p.clamp(cfg.min_probability, 1.0);
@@ -451,6 +558,37 @@ mod tests {
         assert_eq!(ops.default_probability, 0.001);
         assert!(ops.operations.is_empty());
         assert_eq!(ops.lower_bound_tps, 1.0 / 60.0);
+    }
+
+    #[test]
+    fn processes_that_combine_their_counts_agree_with_one_that_saw_everything() {
+        let (a, b, whole) = (
+            Adaptive::new(AdaptiveConfig::default()),
+            Adaptive::new(AdaptiveConfig::default()),
+            Adaptive::new(AdaptiveConfig::default()),
+        );
+        let (mut sa, mut sb) = (21, 22);
+        for _ in 0..6 {
+            // Each process sees half the traffic; the whole sees both halves.
+            drive(&a, 500.0, 60.0, &mut sa);
+            drive(&b, 500.0, 60.0, &mut sb);
+            let (ca, cb) = (a.take_counts(), b.take_counts());
+            let wire: Vec<Count> = ca.iter().map(|c| Count::from_json(&c.to_json()).unwrap()).collect();
+            assert_eq!(wire, ca);
+            a.calculate_with(&[ca.clone(), cb.clone()], 60.0);
+            b.calculate_with(&[cb.clone(), ca.clone()], 60.0);
+            whole.calculate_with(&[ca, cb], 60.0);
+        }
+        assert_eq!(probability(&a), probability(&b));
+        assert_eq!(probability(&a), whole.operations("t")[0].probability);
+        let rate = a.operations("t")[0].root_spans_per_second;
+        assert!((800.0..=1200.0).contains(&rate), "{rate}");
+        // A process that saw none of it learns the operation from the others' counts.
+        let c = Adaptive::new(AdaptiveConfig::default());
+        drive(&a, 500.0, 60.0, &mut sa);
+        c.calculate_with(&[a.take_counts()], 60.0);
+        assert_eq!(c.operations("t").len(), 1);
+        assert!(Count::from_json(&serde_json::json!(["t", "s", "o", 1, 1, -1.0, 0.5])).is_none());
     }
 
     #[test]

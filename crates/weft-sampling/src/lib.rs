@@ -11,6 +11,6 @@ pub mod file;
 pub mod roots;
 pub mod strategy;
 
-pub use adaptive::{Adaptive, AdaptiveConfig, OperationState, Tally};
+pub use adaptive::{Adaptive, AdaptiveConfig, Count, OperationState, Tally};
 pub use file::Strategies;
 pub use strategy::{Base, PerOperation, Strategy};

@@ -7,6 +7,7 @@
 //! and sampled traces a second, as `/metrics` does.
 
 mod grpc;
+mod share;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -197,6 +198,16 @@ impl Api for SamplingOptions {
         match &*sampling {
             Sampling::File { .. } => {
                 tokio::spawn(reload(sampling.clone(), self.sampling_strategies_reload, stop));
+            }
+            Sampling::Adaptive { adaptive, interval } if s.runs(Module::Distributor) => {
+                let (adaptive, interval, kafka) = (adaptive.clone(), *interval, s.cfg().kafka.clone());
+                let sampling = sampling.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = share::run(adaptive, interval, kafka, stop.clone()).await {
+                        tracing::error!(error = %e, "adaptive sampling cannot share counts: this distributor calculates alone");
+                        calculate(sampling, stop).await;
+                    }
+                });
             }
             Sampling::Adaptive { .. } => {
                 tokio::spawn(calculate(sampling.clone(), stop));

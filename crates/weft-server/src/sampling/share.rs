@@ -1,0 +1,152 @@
+//! Adaptive sampling across distributors: each distributor counts the roots it admits, and at
+//! every interval boundary (wall-clock multiples of the interval, so all distributors end an
+//! interval together) writes its counts to the Kafka topic `<kafka_topic>-sampling` and
+//! calculates over every distributor's counts of that interval, read from the same topic. All
+//! distributors so compute from the same counts, without a leader or a database.
+//!
+//! A record: key = the distributor's random node ID; value = JSON `{"node", "interval",
+//! "seconds", "counts": [Count, …]}` (`weft_sampling::Count::to_json`). Counts arriving after
+//! the grace period (a quarter of the interval, at most 5 s) are left out of that interval.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use weft_kafka::{Client, OffsetAt, PartitionRecords, Producer, Record};
+use weft_sampling::{Adaptive, Count};
+
+use crate::modules::kafka::KafkaOptions;
+
+/// Every interval's counts read so far, by interval and node.
+type Seen = Arc<Mutex<BTreeMap<u64, HashMap<String, Vec<Count>>>>>;
+
+/// Creates the topic if needed and runs the exchange until `stop`.
+pub async fn run(
+    adaptive: Arc<Adaptive>,
+    interval: f64,
+    kafka: KafkaOptions,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let topic = format!("{}-sampling", kafka.kafka_topic);
+    let client = kafka.client("weft-sampling").await?;
+    client
+        .create_topic(
+            &topic,
+            1,
+            kafka.kafka_replication as i16,
+            &[("retention.ms", "3600000")],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("creating Kafka topic {topic}: {e}"))?;
+    let from = client
+        .list_offset(&topic, 0, OffsetAt::Latest)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading Kafka topic {topic}: {e}"))?;
+    // Unique among the distributors: when it started, and its process.
+    let node = format!("{:x}-{:x}", weft_core::now_ns(), std::process::id());
+    tracing::info!(%topic, %node, "adaptive sampling combines the distributors' counts through Kafka");
+    let seen: Seen = Default::default();
+    tokio::spawn(read(client.clone(), topic.clone(), from, seen.clone(), stop.clone()));
+    let producer = Producer::new(client, &topic, weft_kafka::Compression::None);
+    exchange(adaptive, interval, producer, node, seen, stop).await;
+    Ok(())
+}
+
+fn unix_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+async fn exchange(
+    adaptive: Arc<Adaptive>,
+    interval: f64,
+    producer: Producer,
+    node: String,
+    seen: Seen,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let grace = Duration::from_secs_f64((interval / 4.0).min(5.0));
+    loop {
+        let now = unix_secs();
+        let end = ((now / interval).floor() + 1.0) * interval;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(end - now)) => {}
+            _ = stop.changed() => return,
+        }
+        let index = (end / interval).round() as u64 - 1;
+        let mine = adaptive.take_counts();
+        let value = json!({
+            "node": node,
+            "interval": index,
+            "seconds": interval,
+            "counts": mine.iter().map(Count::to_json).collect::<Vec<_>>(),
+        })
+        .to_string();
+        let parts = [value.as_bytes()];
+        let records = [PartitionRecords {
+            partition: 0,
+            records: vec![Record {
+                key: Some(node.as_bytes()),
+                value_parts: &parts,
+                headers: &[],
+                timestamp_ms: (end * 1000.0) as i64,
+            }],
+        }];
+        let deadline = tokio::time::Instant::now() + grace;
+        if let Err(e) = producer.send(&records, deadline).await {
+            tracing::warn!(error = %e, "sampling counts not shared this interval");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stop.changed() => return,
+        }
+        let mut all = {
+            let mut seen = seen.lock();
+            let all = seen.remove(&index).unwrap_or_default();
+            seen.retain(|i, _| *i > index);
+            all
+        };
+        all.insert(node.clone(), mine);
+        let counts: Vec<Vec<Count>> = all.into_values().collect();
+        adaptive.calculate_with(&counts, interval);
+    }
+}
+
+/// Reads every distributor's records from `from` on into `seen`.
+async fn read(client: Arc<Client>, topic: String, from: i64, seen: Seen, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut offset = from;
+    loop {
+        let fetched = tokio::select! {
+            f = client.fetch(&topic, 0, offset, 4 << 20, 1, Duration::from_millis(500)) => f,
+            _ = stop.changed() => return,
+        };
+        let got = fetched.and_then(|f| f.into_records());
+        let (records, next) = match got {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, %topic, "reading sampling counts failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        offset = next;
+        for r in records {
+            let Ok(v) = serde_json::from_slice::<Value>(&r.value) else {
+                continue;
+            };
+            let (Some(node), Some(index), Some(list)) = (
+                v.get("node").and_then(Value::as_str),
+                v.get("interval").and_then(Value::as_u64),
+                v.get("counts").and_then(Value::as_array),
+            ) else {
+                continue;
+            };
+            let counts: Vec<Count> = list.iter().filter_map(Count::from_json).collect();
+            seen.lock().entry(index).or_default().insert(node.to_owned(), counts);
+        }
+    }
+}
