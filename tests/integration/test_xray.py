@@ -222,3 +222,41 @@ def test_local_sampling_rules_file_reaches_the_sdk(weft_factory, tmp_path):
     import subprocess
     r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=30, env=srv.process_env())
     assert r.returncode != 0 and "rate" in r.stderr and "bad.json" in r.stderr, r.stderr
+
+
+def test_sampling_targets_share_a_rules_reservoir_between_clients(weft_factory, tmp_path):
+    """X-Ray's model: each SDK instance gets a share of a rule's reservoir by its request rate,
+    so together they sample at most the reservoir a second from it, also while one joins."""
+    import json
+
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"version": 2, "rules": [], "default": {"fixed_target": 10, "rate": 0.05}}))
+    weft = weft_factory("--xray-sampling-rules", str(rules))
+    base = f"http://127.0.0.1:{weft.xray_port}"
+
+    def report(client: str, at: float, requests_: int) -> dict:
+        r = requests.post(f"{base}/SamplingTargets", json={"SamplingStatisticsDocuments": [
+            {"RuleName": "Default", "ClientID": client, "Timestamp": at, "RequestCount": requests_,
+             "SampledCount": 1, "BorrowCount": 0}]}, timeout=10)
+        assert r.status_code == 200, r.text
+        docs = r.json()["SamplingTargetDocuments"]
+        assert len(docs) == 1 and docs[0]["FixedRate"] == 0.05 and docs[0]["Interval"] == 10
+        assert docs[0]["ReservoirQuotaTTL"] > time.time()
+        return docs[0]
+
+    t = time.time()
+    held = {"a": report("a", t, 100)["ReservoirQuota"]}
+    assert held["a"] == 10, "alone, a client gets the whole reservoir"
+    for client in "bc":
+        held[client] = report(client, t, 100)["ReservoirQuota"]
+        assert sum(held.values()) <= 10, held
+    # After a round of reports at equal rates, the reservoir is split about evenly.
+    for _ in range(2):
+        for client in "abc":
+            held[client] = report(client, t + 10, 100)["ReservoirQuota"]
+            assert sum(held.values()) <= 10, held
+    assert sorted(held.values()) == [3, 3, 4], held
+    # A client without its ID is named as unprocessed.
+    r = requests.post(f"{base}/SamplingTargets", json={"SamplingStatisticsDocuments": [
+        {"RuleName": "Default", "Timestamp": t, "RequestCount": 1}]}, timeout=10).json()
+    assert r["UnprocessedStatistics"][0]["Message"] == "ClientID is missing"

@@ -1,8 +1,8 @@
 //! The AWS X-Ray daemon's protocol on its port (default 2000): segment documents over UDP
 //! ([`receiver`]), and on TCP the two calls X-Ray SDKs make to the daemon for centralized
-//! sampling ([`sampling`]), answered from local rules so that SDKs run without errors: X-Ray's
-//! default rule (the first request each second and 5% of the others), or the rules of
-//! `--xray-sampling-rules`.
+//! sampling ([`sampling`]): the rules are X-Ray's default rule (the first request each second
+//! and 5% of the others) or those of `--xray-sampling-rules`, and each rule's reservoir is
+//! split between the SDK instances that report using it, as the X-Ray service splits it.
 
 pub mod receiver;
 pub mod sampling;
@@ -46,6 +46,7 @@ impl Api for XrayOptions {
             .route("/GetSamplingRules", post(sampling::sampling_rules))
             .route("/SamplingTargets", post(sampling::sampling_targets))
             .layer(axum::Extension(rules))
+            .layer(axum::Extension(Arc::new(sampling::Quotas::default())))
             .fallback(crate::ops::not_found)
             .with_state(s.state.clone());
         s.serve("xray", tcp, r, Runtime::Ingest, None);

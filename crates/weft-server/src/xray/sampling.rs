@@ -1,6 +1,7 @@
 //! X-Ray centralized sampling as the daemon answers it: `POST /GetSamplingRules` and
 //! `POST /SamplingTargets` on the daemon's TCP port, from local rules.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Extension;
@@ -164,11 +165,110 @@ pub async fn sampling_rules(Extension(rules): Extension<Arc<SamplingRules>>) -> 
     json_reply(json!({ "SamplingRuleRecords": records }))
 }
 
-/// `POST /SamplingTargets`: each statistics document of a known rule gets that rule's rate and
-/// its whole reservoir back as this client's quota (one daemon answers for one host, where the
-/// X-Ray service would split a reservoir between the hosts that use it); an unknown rule is
-/// returned as unprocessed.
-pub async fn sampling_targets(Extension(rules): Extension<Arc<SamplingRules>>, body: Bytes) -> Response {
+/// Each rule's reservoir shared between the SDK instances (`ClientID`s) that report using it,
+/// as the X-Ray service shares it: a client's `ReservoirQuota` is its share of the rule's
+/// reservoir by its request rate among the clients that reported in the last three intervals,
+/// in whole traces a second (largest remainders first). A quota is granted until its TTL (two
+/// intervals, so that it does not lapse between the SDK's reports), and never more than the
+/// reservoir minus what other clients hold: the clients of a rule together never sample more
+/// than its reservoir a second from it, also while a newcomer joins.
+#[derive(Default)]
+pub struct Quotas {
+    rules: parking_lot::Mutex<HashMap<String, HashMap<String, Client>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Client {
+    /// Requests a second, from its last report.
+    rate: f64,
+    /// The SDK's timestamp of its last report.
+    reported: f64,
+    /// When it last reported, by this server's clock.
+    seen: f64,
+    /// The quota granted, and until when.
+    quota: u64,
+    until: f64,
+}
+
+impl Quotas {
+    /// Records `client`'s report for `rule` (of `reservoir` a second) at `now`, and returns its
+    /// quota.
+    fn report(&self, rule: &str, reservoir: u64, client: &str, at: f64, requests: f64, now: f64) -> u64 {
+        let mut rules = self.rules.lock();
+        let clients = rules.entry(rule.to_owned()).or_default();
+        clients.retain(|_, c| now - c.seen <= 3.0 * INTERVAL as f64);
+        let prev = clients.get(client).copied();
+        let elapsed = prev
+            .map(|p| at - p.reported)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .unwrap_or(INTERVAL as f64)
+            .clamp(1.0, 6.0 * INTERVAL as f64);
+        let rate = (requests.max(0.0) / elapsed).min(1e12);
+        let me = clients.entry(client.to_owned()).or_insert(Client {
+            rate,
+            reported: at,
+            seen: now,
+            quota: 0,
+            until: 0.0,
+        });
+        me.rate = rate;
+        me.reported = at;
+        me.seen = now;
+        let fair = shares(clients, reservoir);
+        let held: u64 = clients
+            .iter()
+            .filter(|(id, c)| id.as_str() != client && c.until > now)
+            .map(|(_, c)| c.quota)
+            .sum();
+        let quota = fair
+            .get(client)
+            .copied()
+            .unwrap_or(0)
+            .min(reservoir.saturating_sub(held));
+        let me = clients.get_mut(client).expect("inserted above");
+        me.quota = quota;
+        me.until = now + 2.0 * INTERVAL as f64;
+        quota
+    }
+}
+
+/// `reservoir` split between `clients` by their rates (equally when none has requests), in
+/// whole units, the remainders to the largest fractions (ties by client ID).
+fn shares(clients: &HashMap<String, Client>, reservoir: u64) -> HashMap<String, u64> {
+    let total: f64 = clients.values().map(|c| c.rate).sum();
+    let n = clients.len() as f64;
+    let mut parts: Vec<(&String, f64)> = clients
+        .iter()
+        .map(|(id, c)| {
+            let share = if total > 0.0 { c.rate / total } else { 1.0 / n };
+            (id, share * reservoir as f64)
+        })
+        .collect();
+    let mut out: HashMap<String, u64> = parts.iter().map(|(id, x)| ((*id).clone(), x.floor() as u64)).collect();
+    let mut left = reservoir.saturating_sub(out.values().sum());
+    parts.sort_by(|a, b| {
+        let fa = a.1 - a.1.floor();
+        let fb = b.1 - b.1.floor();
+        fb.total_cmp(&fa).then_with(|| a.0.cmp(b.0))
+    });
+    for (id, _) in parts {
+        if left == 0 {
+            break;
+        }
+        *out.get_mut(id).expect("every client has a share") += 1;
+        left -= 1;
+    }
+    out
+}
+
+/// `POST /SamplingTargets`: each statistics document of a known rule gets the rule's fixed
+/// rate and this client's share of its reservoir ([`Quotas`]); an unknown rule, or a document
+/// without a `ClientID`, is returned as unprocessed.
+pub async fn sampling_targets(
+    Extension(rules): Extension<Arc<SamplingRules>>,
+    Extension(quotas): Extension<Arc<Quotas>>,
+    body: Bytes,
+) -> Response {
     let body: Option<Value> = serde_json::from_slice(&body).ok();
     let now = weft_core::now_ns() as f64 / 1e9;
     let mut docs = Vec::new();
@@ -181,16 +281,25 @@ pub async fn sampling_targets(Extension(rules): Extension<Arc<SamplingRules>>, b
         .unwrap_or_default();
     for s in stats {
         let name = s.get("RuleName").and_then(Value::as_str).unwrap_or("");
-        match rules.rules.iter().find(|r| r.name == name) {
-            Some(r) => docs.push(json!({
-                "RuleName": r.name,
-                "FixedRate": r.fixed_rate,
-                "ReservoirQuota": r.reservoir,
-                "ReservoirQuotaTTL": now + INTERVAL as f64,
-                "Interval": INTERVAL
-            })),
-            None => unprocessed.push(json!({"RuleName": name, "ErrorCode": "400", "Message": "unknown sampling rule"})),
+        let client = s.get("ClientID").and_then(Value::as_str).unwrap_or("");
+        let Some(r) = rules.rules.iter().find(|r| r.name == name) else {
+            unprocessed.push(json!({"RuleName": name, "ErrorCode": "400", "Message": "unknown sampling rule"}));
+            continue;
+        };
+        if client.is_empty() {
+            unprocessed.push(json!({"RuleName": name, "ErrorCode": "400", "Message": "ClientID is missing"}));
+            continue;
         }
+        let at = s.get("Timestamp").and_then(Value::as_f64).unwrap_or(now);
+        let requests = s.get("RequestCount").and_then(Value::as_f64).unwrap_or(0.0);
+        let quota = quotas.report(&r.name, r.reservoir, client, at, requests, now);
+        docs.push(json!({
+            "RuleName": r.name,
+            "FixedRate": r.fixed_rate,
+            "ReservoirQuota": quota,
+            "ReservoirQuotaTTL": now + 2.0 * INTERVAL as f64,
+            "Interval": INTERVAL
+        }));
     }
     json_reply(json!({
         "SamplingTargetDocuments": docs,
@@ -230,6 +339,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v1.rules[0].service_name, "api");
+    }
+
+    #[test]
+    fn a_reservoir_is_shared_by_request_rate_and_never_oversubscribed() {
+        let q = Quotas::default();
+        // The first client alone gets the whole reservoir of 10.
+        assert_eq!(q.report("r", 10, "a", 100.0, 300.0, 100.0), 10);
+        // A newcomer at the same rate gets only what is not held until a holds less.
+        assert_eq!(q.report("r", 10, "b", 100.0, 300.0, 101.0), 0);
+        assert_eq!(q.report("r", 10, "a", 110.0, 300.0, 110.0), 5);
+        assert_eq!(q.report("r", 10, "b", 110.0, 300.0, 111.0), 5);
+        // By rate: c sends three times b's requests; a and b hold 5 each until they report.
+        assert_eq!(q.report("r", 10, "c", 120.0, 900.0, 120.0), 0);
+        let (a, b) = (
+            q.report("r", 10, "a", 120.0, 100.0, 121.0),
+            q.report("r", 10, "b", 120.0, 100.0, 121.5),
+        );
+        let c = q.report("r", 10, "c", 130.0, 900.0, 130.0);
+        assert_eq!((a, b, c), (1, 1, 8));
+        assert!(a + b + c <= 10);
+        // Clients that stop reporting are forgotten after three intervals.
+        assert_eq!(q.report("r", 10, "c", 200.0, 900.0, 200.0), 10);
+        // A reservoir smaller than the clients: whole units, the largest shares first.
+        let q = Quotas::default();
+        q.report("s", 1, "x", 0.0, 10.0, 0.0);
+        q.report("s", 1, "y", 0.0, 30.0, 0.0);
+        let x = q.report("s", 1, "x", 10.0, 10.0, 10.0);
+        let y = q.report("s", 1, "y", 10.0, 30.0, 10.0);
+        assert_eq!(x + y, 1);
     }
 
     #[test]
