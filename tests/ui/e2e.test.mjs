@@ -46,7 +46,7 @@ before(async () => {
   base = `http://127.0.0.1:${http}`;
   otlpHttp = `http://127.0.0.1:${otlp}/v1/traces`;
   weft = spawn(bin, ["--data-dir", join(dataDir, "data"), "--http-port", `${http}`,
-    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, WEFT_ZIPKIN_PORT: "0", WEFT_JAEGER_HTTP_PORT: "0", WEFT_JAEGER_GRPC_PORT: "0", WEFT_JAEGER_QUERY_PORT: "0", WEFT_XRAY_PORT: "0", WEFT_JAEGER_COMPACT_PORT: "0", WEFT_JAEGER_BINARY_PORT: "0" } });
+    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, WEFT_ZIPKIN_PORT: "0", WEFT_JAEGER_HTTP_PORT: "0", WEFT_JAEGER_GRPC_PORT: "0", WEFT_JAEGER_QUERY_PORT: "0", WEFT_XRAY_PORT: "0", WEFT_JAEGER_COMPACT_PORT: "0", WEFT_JAEGER_BINARY_PORT: "0", WEFT_SAMPLING_HTTP_PORT: "0", WEFT_SAMPLING_GRPC_PORT: "0", WEFT_SAMPLING_INTERVAL: "1" } });
   for (let i = 0; ; i++) {
     try {
       if ((await fetch(`${base}/ready`)).ok) break;
@@ -261,6 +261,32 @@ test("the service graph counts every call between services, and an edge opens it
   await page.locator(`[data-testid="result-row"][data-trace-id="${checkout.traceId}"]`).waitFor({ timeout: 15_000 });
   assert.equal(await page.getByTestId("result-row").count(), 1);
   await page.close();
+});
+
+test("the sampling page shows each operation's root spans, probability and sampled traces", async () => {
+  const p = provider("sampler-e2e");
+  const t = p.getTracer("e2e");
+  for (let i = 0; i < 40; i++) {
+    const s = t.startSpan("GET /busy", { kind: SpanKind.SERVER, startTime: ms(T0 + i) });
+    s.end(ms(T0 + i + 1));
+  }
+  t.startSpan("GET /quiet", { kind: SpanKind.SERVER, startTime: ms(T0) }).end(ms(T0 + 1));
+  await p.forceFlush();
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/sampling`);
+  const row = (op) => page.locator(`[data-testid="sampling-row"][data-service="sampler-e2e"][data-operation="${op}"]`);
+  // Counted at once; the probabilities are set at the next interval (1 s here), and the page
+  // refreshes every 5 s.
+  await row("GET /busy").waitFor({ timeout: 15_000 });
+  await row("GET /quiet").waitFor();
+  assert.match(await page.getByTestId("sampling-mode").innerText(), /Adaptive: every 1 s/);
+  const p0 = Number(await row("GET /busy").getAttribute("data-probability"));
+  assert.ok(p0 > 0 && p0 <= 1, `probability ${p0}`);
+  assert.match(await row("GET /busy").getByTestId("sampling-probability").innerText(), /%$/);
+  assert.equal(await page.locator('.nav-link[href="/sampling"]').getAttribute("aria-current"), "page");
+  await page.screenshot({ path: join(artifacts, "sampling.png") });
+  await page.close();
+  await p.shutdown();
 });
 
 test("TraceQL autocomplete and the tags picker suggest attribute names and values", async () => {

@@ -258,3 +258,26 @@ export async function hasAnyData(signal?: AbortSignal): Promise<boolean> {
     return true; // unknown: assume data, show the ordinary "no match" state
   }
 }
+
+export interface SamplingOperation {
+  service: string;
+  operation: string;
+  rootSpansPerSecond: number;
+  probability: number;
+  sampledTracesPerSecond: number;
+}
+
+export interface SamplingResponse {
+  mode: 'adaptive' | 'file';
+  file?: string;
+  intervalSeconds?: number;
+  targetTracesPerSecond?: number;
+  initialProbability?: number;
+  lowerBoundTracesPerSecond?: number;
+  operations: SamplingOperation[];
+}
+
+/** What adaptive sampling serves Jaeger remote samplers, per service and operation. */
+export async function samplingOperations(signal?: AbortSignal): Promise<SamplingResponse> {
+  return getJSON<SamplingResponse>('/api/sampling/operations', signal);
+}

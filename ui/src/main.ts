@@ -3,6 +3,7 @@
 import { h } from './dom';
 import { emptyState } from './components';
 import { graphPage } from './pages/graph';
+import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
 import { Page, navigate, startRouter } from './router';
@@ -26,6 +27,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
   const links: Record<string, HTMLAnchorElement> = {
     search: h('a', { href: '/search', class: 'nav-link' }, 'Search'),
     graph: h('a', { href: '/graph', class: 'nav-link' }, 'Service graph'),
+    sampling: h('a', { href: '/sampling', class: 'nav-link' }, 'Sampling'),
   };
   const idInput = h('input', { class: 'input jump', placeholder: 'Go to trace ID…', 'aria-label': 'Go to trace ID', spellcheck: 'false' });
   const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
@@ -42,7 +44,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     'header',
     { class: 'topbar' },
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
-    h('nav', { class: 'nav' }, links.search, links.graph),
+    h('nav', { class: 'nav' }, links.search, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
     jump,
   );
@@ -73,6 +75,7 @@ function start() {
       { kind: 'search', pattern: /^\/(?:search\/?)?$/, create: (url) => searchPage(url) },
       { kind: 'trace', pattern: /^\/trace\/([^/]+)\/?$/, create: (url, m) => tracePage(url, m) },
       { kind: 'graph', pattern: /^\/graph\/?$/, create: (url) => graphPage(url) },
+      { kind: 'sampling', pattern: /^\/sampling\/?$/, create: (url) => samplingPage(url) },
     ],
     notFoundPage,
     (kind) => setActive(kind === 'trace' ? '' : kind),

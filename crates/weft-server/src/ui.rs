@@ -77,7 +77,7 @@ pub async fn fallback(method: Method, uri: Uri, headers: HeaderMap) -> Response 
 
 /// The paths of the UI's pages (its router's routes, `ui/src/main.ts`), each answered with
 /// the page; any other page a browser asks for gets it with status 404.
-const PAGES: &[&str] = &["/", "/search", "/graph", "/trace/{id}"];
+const PAGES: &[&str] = &["/", "/search", "/graph", "/sampling", "/trace/{id}"];
 
 /// The UI has no options of its own: it is served on `--http-port` with the query API.
 #[derive(Debug, Clone, clap::Args)]
