@@ -10,6 +10,9 @@ Usage: python jaeger_clients.py MODE ARGS... -> prints the trace ID (32 hex) on 
                             over UDP (the agent's port 6832)
   otel-zipkin-proto URL...  OpenTelemetry Zipkin exporter, protobuf over HTTP, the same spans
                             to every URL
+  jaeger-remote HOST SAMPLING_PORT SERVICE N OP...
+                            jaeger-client's remote sampler polling /sampling: prints the sampled
+                            count of N root spans of each OP, as JSON
 Each trace: a server root with tags of every type and a log, and a failing client child.
 """
 import socket
@@ -95,6 +98,32 @@ def jaeger_binary(host, port):
     return format(tid_low, "032x")
 
 
+def jaeger_remote(host, sampling_port, service, n, *ops):
+    """jaeger-client's remote-controlled sampler polling weft's /sampling: after a few polls,
+    starts n root spans of each operation and prints {op: sampled} as JSON."""
+    import json
+
+    from jaeger_client import Config
+
+    cfg = Config(config={"local_agent": {"sampling_host": host, "sampling_port": int(sampling_port),
+                                         "reporting_host": host, "reporting_port": 9},
+                         "sampling_refresh_interval": 0.2, "logging": False},
+                 service_name=service, validate=True)
+    tracer = cfg.new_tracer()
+    deadline = time.time() + 15
+    # The initial sampler is probabilistic 0.001; wait until a fetched strategy replaced it.
+    initial = str(tracer.sampler.sampler)
+    while str(tracer.sampler.sampler) == initial:
+        if time.time() > deadline:
+            sys.exit(f"no strategy fetched within 15 s: still {initial}")
+        time.sleep(0.05)
+    sampled = {}
+    for op in ops:
+        sampled[op] = sum(tracer.start_span(op).is_sampled() for _ in range(int(n)))
+    tracer.close()
+    return json.dumps({"sampled": sampled, "sampler": type(tracer.sampler.sampler).__name__})
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode.startswith("otel-"):
@@ -103,5 +132,7 @@ if __name__ == "__main__":
         print(jaeger_client(*args))
     elif mode == "jaeger-binary":
         print(jaeger_binary(*args))
+    elif mode == "jaeger-remote":
+        print(jaeger_remote(*args))
     else:
         sys.exit(f"unknown mode {mode}")

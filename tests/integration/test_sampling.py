@@ -227,3 +227,27 @@ def test_adaptive_sampling_steers_a_real_sampler_to_the_target(weft_factory):
     assert {o["operation"] for o in served} == {"busy", "quiet"}
     metrics = srv.http.get(f"{srv.api}/metrics", timeout=10).text
     assert 'weft_sampling_probability{tenant="single-tenant",service="shop",operation="busy"}' in metrics
+
+
+def test_jaeger_client_python_samples_by_the_file(weft_factory, tmp_path):
+    """jaeger-client (Python, 4.8), the Jaeger clients' remote-controlled sampler, polling
+    /sampling: per-operation, probabilistic and rate-limiting strategies."""
+    py = REPO_ROOT / ".venv-jaeger" / "bin" / "python"
+    if not py.is_file():
+        pytest.fail(f"{py} not found: run scripts/test-deps.sh", pytrace=False)
+    path = tmp_path / "strategies.json"
+    path.write_text(json.dumps(FILE))
+    srv = weft_factory("--sampling-strategies-file", str(path))
+
+    def run(service: str, *ops: str) -> dict:
+        out = subprocess.run([str(py), str(REPO_ROOT / "tests" / "integration" / "jaeger_clients.py"),
+                              "jaeger-remote", "127.0.0.1", str(srv.sampling_http_port), service, "300", *ops],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    got = run("checkout", "GET /health", "POST /pay")
+    assert got["sampled"] == {"GET /health": 0, "POST /pay": 300}, got
+    got = run("search", "q")
+    assert got["sampler"] == "RateLimitingSampler" and 1 <= got["sampled"]["q"] <= 8, got
+    assert run("other", "x")["sampled"] == {"x": 0}
