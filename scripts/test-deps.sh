@@ -9,7 +9,8 @@
 #     and query API
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
-#   - the OpenTelemetry Go contrib Jaeger remote sampler (tests/jaeger-remote) in .tools/bin
+#   - the OpenTelemetry Go contrib Jaeger remote sampler (tests/jaeger-remote) in .tools/bin, and
+#     the OpenTelemetry Java one (tests/jaeger-remote-java, Maven)
 #   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
 #     .tools/kafka, which scripts/kafka-server.sh runs for the Kafka tests
 # Idempotent: work already done is skipped, so a second run takes about a second.
@@ -93,7 +94,8 @@ fi
 bash "$ROOT/scripts/kafka-server.sh" fetch
 log "Kafka broker jars in .tools/kafka"
 
-# --- Java clients: Brave and the OpenTelemetry Zipkin exporter, the AWS X-Ray SDK for Java ---
+# --- Java clients: Brave and the OpenTelemetry Zipkin exporter, the AWS X-Ray SDK for Java, the
+# OpenTelemetry Java Jaeger remote sampler ---
 # Each is a small Maven project, compiled again when a source or its pom changes; the tests run
 # its main classes with the classpath Maven resolved.
 build_java_client() { # DIR CLASS-PATH WHAT
@@ -112,6 +114,7 @@ build_java_client() { # DIR CLASS-PATH WHAT
 }
 build_java_client tests/zipkin-brave weft/brave/Report "the Zipkin Java clients"
 build_java_client tests/xray-java weft/xray/Report "the X-Ray Java client"
+build_java_client tests/jaeger-remote-java weft/sampling/Remote "the OpenTelemetry Java Jaeger remote sampler"
 
 # --- The OpenTelemetry JS SDK's Zipkin exporter (tests/zipkin-js, pinned npm packages) ---
 jsstamp="tests/zipkin-js/node_modules/.weft-package-lock.json"

@@ -251,3 +251,26 @@ def test_jaeger_client_python_samples_by_the_file(weft_factory, tmp_path):
     got = run("search", "q")
     assert got["sampler"] == "RateLimitingSampler" and 1 <= got["sampled"]["q"] <= 8, got
     assert run("other", "x")["sampled"] == {"x": 0}
+
+
+def test_the_otel_java_remote_sampler_samples_by_the_file_over_grpc(weft_factory, tmp_path):
+    """The OpenTelemetry Java SDK's JaegerRemoteSampler (1.63.0) asks
+    SamplingManager/GetSamplingStrategy over gRPC."""
+    d = REPO_ROOT / "tests" / "jaeger-remote-java"
+    cp_file = d / "target" / "classpath.txt"
+    if not cp_file.is_file():
+        pytest.fail(f"{cp_file} is missing: run scripts/test-deps.sh", pytrace=False)
+    path = tmp_path / "strategies.json"
+    path.write_text(json.dumps(FILE))
+    srv = weft_factory("--sampling-strategies-file", str(path))
+
+    def run(service: str, *ops: str) -> dict:
+        out = subprocess.run(["java", "-cp", f"{d / 'target' / 'classes'}:{cp_file.read_text().strip()}",
+                              "weft.sampling.Remote", f"http://127.0.0.1:{srv.sampling_grpc_port}", service,
+                              "300", *ops], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run("checkout", "GET /health", "POST /pay")["sampled"] == {"GET /health": 0, "POST /pay": 300}
+    got = run("search", "q")["sampled"]["q"]
+    assert 1 <= got <= 8, got

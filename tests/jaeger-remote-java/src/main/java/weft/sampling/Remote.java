@@ -1,0 +1,67 @@
+package weft.sampling;
+
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.sdk.extension.trace.jaeger.sampler.JaegerRemoteSampler;
+import io.opentelemetry.sdk.trace.IdGenerator;
+import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Samples root spans with the OpenTelemetry Java Jaeger remote sampler polling a gRPC endpoint,
+ * and prints how many of each operation it sampled, as JSON.
+ *
+ * <p>Usage: {@code Remote http://127.0.0.1:5779 SERVICE N OP...}
+ */
+public final class Remote {
+  public static void main(String[] args) throws Exception {
+    String endpoint = args[0];
+    String service = args[1];
+    int n = Integer.parseInt(args[2]);
+    JaegerRemoteSampler sampler =
+        JaegerRemoteSampler.builder()
+            .setEndpoint(endpoint)
+            .setServiceName(service)
+            .setPollingInterval(Duration.ofMillis(100))
+            .build();
+    String initial = sampler.toString();
+    long deadline = System.nanoTime() + 15_000_000_000L;
+    while (sampler.toString().equals(initial)) {
+      if (System.nanoTime() > deadline) {
+        System.err.println("no strategy fetched within 15 s from " + endpoint + ": " + initial);
+        System.exit(2);
+      }
+      Thread.sleep(20);
+    }
+    IdGenerator ids = IdGenerator.random();
+    Map<String, Integer> sampled = new LinkedHashMap<>();
+    for (int i = 3; i < args.length; i++) {
+      String op = args[i];
+      int count = 0;
+      for (int k = 0; k < n; k++) {
+        SamplingDecision d =
+            sampler
+                .shouldSample(
+                    Context.root(), ids.generateTraceId(), op, SpanKind.SERVER, Attributes.empty(), Collections.emptyList())
+                .getDecision();
+        if (d == SamplingDecision.RECORD_AND_SAMPLE) {
+          count++;
+        }
+      }
+      sampled.put(op, count);
+    }
+    sampler.close();
+    StringBuilder out = new StringBuilder("{\"sampled\": {");
+    String sep = "";
+    for (Map.Entry<String, Integer> e : sampled.entrySet()) {
+      out.append(sep).append('"').append(e.getKey().replace("\"", "\\\"")).append("\": ").append(e.getValue());
+      sep = ", ";
+    }
+    out.append("}}");
+    System.out.println(out);
+  }
+}
