@@ -10,7 +10,7 @@
 #   - the real Jaeger v2 (built from the Go module proxy) in .tools/jaeger-bin, for the Jaeger
 #     differential tests, and Jaeger's own gRPC client (tests/jaeger-grpc) in .tools/bin
 #   - the OpenTelemetry Go contrib Jaeger remote sampler (tests/jaeger-remote) in .tools/bin, and
-#     the OpenTelemetry Java one (tests/jaeger-remote-java, Maven)
+#     the OpenTelemetry Java and JS ones (tests/jaeger-remote-java, Maven; tests/jaeger-remote-js, npm)
 #   - the jars of a real Apache Kafka broker (Maven Central, scripts/kafka/pom.xml) in
 #     .tools/kafka, which scripts/kafka-server.sh runs for the Kafka tests
 # Idempotent: work already done is skipped, so a second run takes about a second.
@@ -115,6 +115,16 @@ build_java_client() { # DIR CLASS-PATH WHAT
 build_java_client tests/zipkin-brave weft/brave/Report "the Zipkin Java clients"
 build_java_client tests/xray-java weft/xray/Report "the X-Ray Java client"
 build_java_client tests/jaeger-remote-java weft/sampling/Remote "the OpenTelemetry Java Jaeger remote sampler"
+
+# --- The OpenTelemetry JS Jaeger remote sampler (tests/jaeger-remote-js, pinned npm packages) ---
+jrstamp="tests/jaeger-remote-js/node_modules/.weft-package-lock.json"
+if [[ -f "$jrstamp" ]] && cmp -s tests/jaeger-remote-js/package-lock.json "$jrstamp"; then
+    log "the JS Jaeger remote sampler already installed"
+else
+    log "installing the JS Jaeger remote sampler's npm packages (tests/jaeger-remote-js)"
+    (cd tests/jaeger-remote-js && npm ci --no-audit --no-fund --loglevel=error >&2)
+    cp tests/jaeger-remote-js/package-lock.json "$jrstamp"
+fi
 
 # --- The OpenTelemetry JS SDK's Zipkin exporter (tests/zipkin-js, pinned npm packages) ---
 jsstamp="tests/zipkin-js/node_modules/.weft-package-lock.json"

@@ -274,3 +274,22 @@ def test_the_otel_java_remote_sampler_samples_by_the_file_over_grpc(weft_factory
     assert run("checkout", "GET /health", "POST /pay")["sampled"] == {"GET /health": 0, "POST /pay": 300}
     got = run("search", "q")["sampled"]["q"]
     assert 1 <= got <= 8, got
+
+
+def test_the_otel_js_remote_sampler_samples_by_the_file(weft_factory, tmp_path):
+    """@opentelemetry/sampler-jaeger-remote (Node) polling /sampling."""
+    d = REPO_ROOT / "tests" / "jaeger-remote-js"
+    if not (d / "node_modules" / "@opentelemetry" / "sampler-jaeger-remote").is_dir():
+        pytest.fail(f"{d}/node_modules is missing: run scripts/test-deps.sh", pytrace=False)
+    path = tmp_path / "strategies.json"
+    path.write_text(json.dumps(FILE))
+    srv = weft_factory("--sampling-strategies-file", str(path))
+
+    def run(service: str, *ops: str) -> dict:
+        out = subprocess.run(["node", str(d / "remote.mjs"), f"http://127.0.0.1:{srv.sampling_http_port}", service,
+                              "300", *ops], capture_output=True, text=True, timeout=60, cwd=d)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run("checkout", "GET /health", "POST /pay")["sampled"] == {"GET /health": 0, "POST /pay": 300}
+    assert run("other", "x")["sampled"] == {"x": 0}
