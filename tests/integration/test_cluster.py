@@ -76,9 +76,9 @@ def _records(brokers: str, topic: str) -> list:
     return out
 
 
-def _distributor(weft_factory, brokers: str, topic: str, *extra: str):
+def _distributor(weft_factory, brokers: str, topic: str, *extra: str, name: str | None = None):
     return weft_factory("--target", "distributor", "--kafka-brokers", brokers, "--kafka-topic", topic,
-                        "--kafka-partitions", str(PARTITIONS), *extra, name=f"distributor-{topic}")
+                        "--kafka-partitions", str(PARTITIONS), *extra, name=name or f"distributor-{topic}")
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
@@ -839,36 +839,29 @@ def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path
 
 
 def test_distributors_combine_their_sampling_counts(weft_factory, kafka):
-    """Adaptive sampling in cluster mode: two distributors each receive half of an operation's
-    roots (sampled at 1, as their Jaeger tags say); through the `<topic>-sampling` topic each
-    calculates over both halves, so both serve the same probability for the whole rate."""
+    """Adaptive sampling in cluster mode: two processes of the Go remote sampler on each of two
+    distributors share a busy operation (1,000 roots/s) and a quiet one (1/s). Through the
+    `<topic>-sampling` topic each distributor calculates over both halves, so both see the whole
+    rate, serve the same probability, and the fleet samples the busy one at 5 traces/s ± 20 %."""
+    from samplingfleet import average, finish, start_fleet
+
     topic = f"sampling-{uuid.uuid4().hex[:8]}"
-    ds = [_distributor(weft_factory, kafka, topic, "--sampling-interval", "2", "--sampling-target-tps", "10")
-          for _ in range(2)]
-    tags = {"sampler.type": "probabilistic", "sampler.param": 1.0}
-
-    def operations(d) -> dict:
-        r = d.http.get(f"{d.api}/api/sampling/operations", timeout=10)
-        assert r.status_code == 200, r.text
-        return {o["operation"]: o for o in r.json()["operations"] if o["service"] == "shop"}
-
-    # 100 roots a second into each distributor for 14 s, in batches of 10.
-    begin = time.monotonic()
-    sent = 0
-    while time.monotonic() - begin < 14:
-        now = time.time_ns()
-        for d in ds:
-            spans = [make_span(new_trace_id(), name="checkout", start=now, end=now + 1000, attributes=tags)
-                     for _ in range(10)]
-            r = d.post_otlp(make_request(spans, service="shop"))
-            assert r.status_code == 200, r.text
-        sent += 10
-        time.sleep(max(0.0, begin + sent / 100 - time.monotonic()))
-    seen = [operations(d) for d in ds]
+    ds = [_distributor(weft_factory, kafka, topic, "--sampling-interval", "2", "--sampling-target-tps", "5",
+                       name=f"distributor-{i}") for i in range(2)]
+    binary = Path(os.environ.get("JAEGER_REMOTE", Path(__file__).resolve().parents[2] / ".tools" / "bin" / "jaeger-remote"))
+    fleet = start_fleet(binary, ds, 2, "shop", {"busy": 1000, "quiet": 1}, 55)
+    try:
+        time.sleep(20)
+        seen = average(ds, "shop", 30)
+    finally:
+        finish(fleet)
+    print("distributors' views", seen)
     for ops in seen:
-        rate = ops["checkout"]["rootSpansPerSecond"]
-        # Each distributor saw 100/s; together 200/s.
-        assert 150 <= rate <= 260, seen
-    p = [ops["checkout"]["probability"] for ops in seen]
+        # Each distributor received half; together 1,000/s.
+        assert 700 <= ops["busy"]["rootSpansPerSecond"] <= 1300, seen
+        # Sampled traces a second of the whole fleet, as both distributors count them.
+        assert 4.0 <= ops["busy"]["sampledTracesPerSecond"] <= 6.0, seen
+        assert ops["quiet"]["probability"] >= 0.9, seen
+    p = [ops["busy"]["probability"] for ops in seen]
     assert abs(p[0] - p[1]) <= 0.1 * max(p), seen
-    assert 0.5 * 10 / 200 <= p[0] <= 2 * 10 / 200, seen
+    assert 0.5 * 5 / 1000 <= p[0] <= 2 * 5 / 1000, seen

@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from samplingfleet import average, finish, start_fleet
 from weftlib import REPO_ROOT, http_session
 
 GET_STRATEGY = "/jaeger.api_v2.SamplingManager/GetSamplingStrategy"
@@ -184,45 +185,29 @@ def test_the_otel_go_remote_sampler_samples_by_the_file(weft_factory, tmp_path):
     assert got["sampled"].get("x", 0) == 0, got
 
 
-def operations(srv) -> dict:
-    r = srv.http.get(f"{srv.api}/api/sampling/operations", timeout=10)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def test_adaptive_sampling_steers_a_real_sampler_to_the_target(weft_factory):
-    """A busy operation (400 roots/s) and a quiet one (2/s) through the Go remote sampler, sending
-    what it samples to weft: weft's probabilities bring the busy one to the target (10 traces/s)
-    and sample every trace of the quiet one."""
-    srv = weft_factory("--sampling-interval", "2", "--sampling-target-tps", "10")
-    url = f"http://127.0.0.1:{srv.sampling_http_port}/sampling"
-    proc = subprocess.Popen(
-        [str(remote_bin()), "-url", url, "-service", "shop", "-export", srv.otlp_url, "-rate", "400",
-         "-seconds", "40", "-op", "busy"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    quiet = subprocess.Popen(
-        [str(remote_bin()), "-url", url, "-service", "shop", "-export", srv.otlp_url, "-rate", "2",
-         "-seconds", "40", "-op", "quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_adaptive_sampling_steers_a_fleet_of_real_samplers(weft_factory):
+    """Three processes of the Go remote sampler share a busy operation (1,000 roots/s) and a
+    quiet one (1/s), exporting what they sample to weft. With a target of 5 traces/s and 2-second
+    intervals, the busy one is sampled at 5/s ± 20 % and the quiet one at all of its 1/s; after
+    its traffic steps ×10, the busy one is back at 5/s ± 20 % within 10 s (5 intervals)."""
+    srv = weft_factory("--sampling-interval", "2", "--sampling-target-tps", "5")
+    fleet = start_fleet(remote_bin(), [srv], 3, "shop", {"busy": 1000, "quiet": 1}, 95, ("busy", 55, 10))
     try:
-        time.sleep(24)
-        seen = []
-        for _ in range(7):
-            ops = {o["operation"]: o for o in operations(srv)["operations"] if o["service"] == "shop"}
-            seen.append(ops)
-            time.sleep(2)
+        time.sleep(20)
+        before = average([srv], "shop", 30)[0]
+        time.sleep(15)  # the step at 55 s, then 10 s
+        after = average([srv], "shop", 30)[0]
     finally:
-        out, err = proc.communicate(timeout=60)
-        q_out, q_err = quiet.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert quiet.returncode == 0, q_err
-    busy_tps = sum(s["busy"]["sampledTracesPerSecond"] for s in seen) / len(seen)
-    assert 7.5 <= busy_tps <= 12.5, (busy_tps, seen[-1])
-    p = seen[-1]["busy"]["probability"]
-    assert 0.5 * 10 / 400 <= p <= 2 * 10 / 400, seen[-1]
-    assert 250 <= seen[-1]["busy"]["rootSpansPerSecond"] <= 600, seen[-1]
-    assert seen[-1]["quiet"]["probability"] >= 0.9, seen[-1]
-    # The strategy weft serves lists both operations with those probabilities.
+        finish(fleet)
+    print("before the step", before, "after", after)
+    assert 4.0 <= before["busy"]["sampledTracesPerSecond"] <= 6.0, before
+    assert 0.6 <= before["quiet"]["sampledTracesPerSecond"] <= 1.4, before
+    assert before["quiet"]["probability"] >= 0.9, before
+    assert 0.5 * 5 / 1000 <= before["busy"]["probability"] <= 2 * 5 / 1000, before
+    assert 4.0 <= after["busy"]["sampledTracesPerSecond"] <= 6.0, after
+    assert 0.5 * 5 / 10_000 <= after["busy"]["probability"] <= 2 * 5 / 10_000, after
+    assert 7_000 <= after["busy"]["rootSpansPerSecond"] <= 13_000, after
+    # The strategy weft serves lists both operations.
     served = http_strategy(srv, "shop")["operationSampling"]["perOperationStrategies"]
     assert {o["operation"] for o in served} == {"busy", "quiet"}
     metrics = srv.http.get(f"{srv.api}/metrics", timeout=10).text

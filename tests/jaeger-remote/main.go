@@ -7,8 +7,9 @@
 //
 // It waits for ten polls of the sampler (100 ms apart; the initial sampler samples half), then
 // starts -n root spans of each -op. With -export it also sends the sampled
-// spans over OTLP/HTTP to that endpoint (a full /v1/traces URL) at -rate spans a second per
-// operation, for -seconds, re-reading the strategy as it goes.
+// spans over OTLP/HTTP to that endpoint (a full /v1/traces URL) at -rate root spans a second per
+// operation (or -op name=rate), for -seconds, re-reading the strategy as it goes; -step-after
+// multiplies one operation's rate by -step-factor from then on.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,11 +39,27 @@ func main() {
 	service := flag.String("service", "jaeger-remote-check", "service.name")
 	n := flag.Int("n", 1000, "root spans of each operation (without -export)")
 	export := flag.String("export", "", "an OTLP/HTTP traces URL: send sampled spans there")
-	rate := flag.Float64("rate", 100, "with -export: root spans a second of each operation")
+	rate := flag.Float64("rate", 100, "with -export: root spans a second of each operation without its own")
 	seconds := flag.Float64("seconds", 10, "with -export: how long")
+	stepAfter := flag.Float64("step-after", 0, "with -export: after this many seconds, multiply -step-op's rate")
+	stepOp := flag.String("step-op", "", "the operation whose rate steps")
+	stepFactor := flag.Float64("step-factor", 10, "the step's factor")
 	var names ops
-	flag.Var(&names, "op", "an operation name (repeatable)")
+	flag.Var(&names, "op", "an operation name, or name=rate with -export (repeatable)")
 	flag.Parse()
+	rates := map[string]float64{}
+	for i, op := range names {
+		if name, r, ok := strings.Cut(op, "="); ok && *export != "" {
+			v, err := strconv.ParseFloat(r, 64)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bad rate in -op", op)
+				os.Exit(2)
+			}
+			names[i], rates[name] = name, v
+		} else {
+			rates[op] = *rate
+		}
+	}
 
 	initial := sdktrace.TraceIDRatioBased(0.5)
 	sampler := jaegerremote.New(*service,
@@ -85,10 +103,18 @@ func main() {
 	} else {
 		begin := time.Now()
 		end := begin.Add(time.Duration(*seconds * float64(time.Second)))
+		// Roots due by `at` seconds: the rate, times the step's factor after the step.
+		due := func(op string, at float64) int {
+			r := rates[op]
+			if op == *stepOp && *stepAfter > 0 && at > *stepAfter {
+				return int(*stepAfter*r + (at-*stepAfter)*r**stepFactor)
+			}
+			return int(at * r)
+		}
 		for now := begin; now.Before(end); now = time.Now() {
-			due := int(now.Sub(begin).Seconds() * *rate)
+			at := now.Sub(begin).Seconds()
 			for _, op := range names {
-				for started[op] < due {
+				for n := due(op, at); started[op] < n; {
 					one(op)
 				}
 			}

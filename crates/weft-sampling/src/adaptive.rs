@@ -134,6 +134,9 @@ struct Op {
     /// interval after a change, the lower of the old and the new, since SDKs switch during it
     /// and every SDK, switched or not, samples every trace under the lower ratio.
     judged_at: f64,
+    /// The interval's counts of every process, summed by [`Adaptive::calculate_with`] apart
+    /// from `tally`, which goes on counting the next interval meanwhile.
+    combined: Tally,
     /// The last intervals' tallies and lengths the estimate is over.
     window: VecDeque<(Tally, f64)>,
     /// Root spans a second, over the window; `None` until the first calculation.
@@ -148,6 +151,7 @@ impl Op {
         Op {
             p,
             judged_at: p,
+            combined: Tally::default(),
             tally: Tally::default(),
             window: VecDeque::new(),
             rate: None,
@@ -292,14 +296,14 @@ impl Adaptive {
             svc.ops
                 .get_mut(c.operation.as_str())
                 .expect("inserted above")
-                .tally
+                .combined
                 .add(&c.tally);
         }
         for tenant in tenants.values_mut() {
             for svc in tenant.services.values_mut() {
                 svc.overflow = 0;
                 svc.ops.retain(|_, op| {
-                    let t = std::mem::take(&mut op.tally);
+                    let t = std::mem::take(&mut op.combined);
                     step(cfg, op, t, seconds);
                     op.idle = if t.roots == 0 { op.idle + 1 } else { 0 };
                     op.idle <= cfg.forget_after
@@ -700,6 +704,21 @@ mod tests {
         c.calculate_with(&[a.take_counts()], 60.0);
         assert_eq!(c.operations("t").len(), 1);
         assert!(Count::from_json(&serde_json::json!(["t", "s", "o", 1, 1, -1.0, 0.5])).is_none());
+    }
+
+    #[test]
+    fn roots_counted_while_counts_are_exchanged_belong_to_the_next_interval() {
+        let a = Adaptive::new(AdaptiveConfig::default());
+        let mut seed = 41;
+        drive(&a, 10_000.0, 10.0, &mut seed);
+        let mine = a.take_counts();
+        let n = mine[0].tally.roots;
+        // Roots arrive between taking the counts and calculating over everyone's.
+        let late = drive(&a, 10_000.0, 10.0, &mut seed);
+        assert!(n > 0 && late > 0);
+        a.calculate_with(&[mine], 10.0);
+        assert_eq!(a.operations("t")[0].sampled_traces_per_second, n as f64 / 10.0);
+        assert_eq!(a.take_counts()[0].tally.roots, late);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!
 //! A record: key = the distributor's random node ID; value = JSON `{"node", "interval",
 //! "seconds", "counts": [Count, …]}` (`weft_sampling::Count::to_json`). Counts arriving after
-//! the grace period (a quarter of the interval, at most 5 s) are left out of that interval.
+//! the grace period (half the interval, at most 5 s) go into the next interval's calculation.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -48,7 +48,14 @@ pub async fn run(
     let node = format!("{:x}-{:x}", weft_core::now_ns(), std::process::id());
     tracing::info!(%topic, %node, "adaptive sampling combines the distributors' counts through Kafka");
     let seen: Seen = Default::default();
-    tokio::spawn(read(client.clone(), topic.clone(), from, seen.clone(), stop.clone()));
+    tokio::spawn(read(
+        client.clone(),
+        topic.clone(),
+        from,
+        node.clone(),
+        seen.clone(),
+        stop.clone(),
+    ));
     let producer = Producer::new(client, &topic, weft_kafka::Compression::None);
     exchange(adaptive, interval, producer, node, seen, stop).await;
     Ok(())
@@ -69,7 +76,7 @@ async fn exchange(
     seen: Seen,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let grace = Duration::from_secs_f64((interval / 4.0).min(5.0));
+    let grace = Duration::from_secs_f64((interval / 2.0).min(5.0));
     loop {
         let now = unix_secs();
         let end = ((now / interval).floor() + 1.0) * interval;
@@ -104,24 +111,34 @@ async fn exchange(
             _ = tokio::time::sleep_until(deadline) => {}
             _ = stop.changed() => return,
         }
-        let mut all = {
+        // Every other distributor's counts of this interval, and of earlier ones that came
+        // after their own calculation: late counts move to the next interval, not lost.
+        let mut counts: Vec<Vec<Count>> = {
             let mut seen = seen.lock();
-            let all = seen.remove(&index).unwrap_or_default();
-            seen.retain(|i, _| *i > index);
-            all
+            let later = seen.split_off(&(index + 1));
+            std::mem::replace(&mut *seen, later)
+                .into_values()
+                .flat_map(HashMap::into_values)
+                .collect()
         };
-        all.insert(node.clone(), mine);
-        let counts: Vec<Vec<Count>> = all.into_values().collect();
+        counts.push(mine);
         adaptive.calculate_with(&counts, interval);
     }
 }
 
 /// Reads every distributor's records from `from` on into `seen`.
-async fn read(client: Arc<Client>, topic: String, from: i64, seen: Seen, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn read(
+    client: Arc<Client>,
+    topic: String,
+    from: i64,
+    me: String,
+    seen: Seen,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut offset = from;
     loop {
         let fetched = tokio::select! {
-            f = client.fetch(&topic, 0, offset, 4 << 20, 1, Duration::from_millis(500)) => f,
+            f = client.fetch(&topic, 0, offset, 4 << 20, 1, Duration::from_millis(250)) => f,
             _ = stop.changed() => return,
         };
         let got = fetched.and_then(|f| f.into_records());
@@ -145,6 +162,10 @@ async fn read(client: Arc<Client>, topic: String, from: i64, seen: Seen, mut sto
             ) else {
                 continue;
             };
+            if node == me {
+                // Its own counts go into its calculation directly.
+                continue;
+            }
             let counts: Vec<Count> = list.iter().filter_map(Count::from_json).collect();
             seen.lock().entry(index).or_default().insert(node.to_owned(), counts);
         }
