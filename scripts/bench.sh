@@ -16,6 +16,9 @@ bash scripts/otelcol.sh
 mkdir -p bench-out
 python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools/bin/telemetrygen \
     --otelcol .tools/bin/otelcol-bench --rounds 3 --out bench-out/ingest.json "$@"
+# What adaptive sampling's counting of root spans costs ingest: the same load with counting on
+# and off, in turn (spec/sampling.md, "The server side").
+python3 scripts/bench_sampling.py --weft target/release/weft --out bench-out/sampling.json
 # All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen,
 # telemetrygen and realistic-span loads, beside the Collector into nop
 # (docs/benchmarks/all-in-cost-and-compaction.md, "All-in cost per span" and "All-in with
