@@ -19,6 +19,8 @@ python3 scripts/bench_ingest.py --weft target/release/weft --telemetrygen .tools
 # What adaptive sampling's counting of root spans costs ingest: the same load with counting on
 # and off, in turn (spec/sampling.md, "The server side").
 python3 scripts/bench_sampling.py --weft target/release/weft --out bench-out/sampling.json
+# The same cost isolated: validating a 512-span request, with and without counting its roots.
+cargo run --release -q -p weft-sampling --example count_cost | tee bench-out/sampling_count_cost.json
 # All-in cost per span (until quiescent: blocks cut, compactions done) under loadgen,
 # telemetrygen and realistic-span loads, beside the Collector into nop
 # (docs/benchmarks/all-in-cost-and-compaction.md, "All-in cost per span" and "All-in with

@@ -11,6 +11,8 @@
 //! rate the samples allow, the next interval samples at most twice the target.
 
 use std::collections::{HashMap, VecDeque};
+
+use hashbrown::hash_map::EntryRef;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -161,16 +163,21 @@ impl Op {
     }
 }
 
+/// Services and operations by name: looked up by `&str` once a root (a key is allocated only
+/// for a new one), with the hot path's hasher (`count_cost` example: SipHash and a second
+/// lookup to insert were most of a root's count).
+type FastMap<V> = hashbrown::HashMap<String, V, weft_block::hash::FastBuild>;
+
 #[derive(Debug, Default)]
 struct Service {
-    ops: HashMap<Box<str>, Op>,
+    ops: FastMap<Op>,
     /// Roots of operations over `max_operations`.
     overflow: u64,
 }
 
 #[derive(Debug, Default)]
 struct Tenant {
-    services: HashMap<Box<str>, Service>,
+    services: FastMap<Service>,
 }
 
 /// An operation as the sampling API shows it.
@@ -209,22 +216,21 @@ impl Adaptive {
         let Ok(name) = std::str::from_utf8(root.name) else {
             return;
         };
-        // Looked up by `&str` first: a key is allocated only for a new service or operation.
-        if !tenant.services.contains_key(service) {
-            if tenant.services.len() >= cfg.max_services {
-                return;
-            }
-            tenant.services.insert(service.into(), Service::default());
-        }
-        let svc = tenant.services.get_mut(service).expect("inserted above");
-        if !svc.ops.contains_key(name) {
-            if svc.ops.len() >= cfg.max_operations {
+        let services = tenant.services.len();
+        let svc = match tenant.services.entry_ref(service) {
+            EntryRef::Occupied(e) => e.into_mut(),
+            EntryRef::Vacant(_) if services >= cfg.max_services => return,
+            EntryRef::Vacant(e) => e.insert(Service::default()),
+        };
+        let ops = svc.ops.len();
+        let op = match svc.ops.entry_ref(name) {
+            EntryRef::Occupied(e) => e.into_mut(),
+            EntryRef::Vacant(_) if ops >= cfg.max_operations => {
                 svc.overflow += 1;
                 return;
             }
-            svc.ops.insert(name.into(), Op::new(cfg.initial_probability));
-        }
-        let op = svc.ops.get_mut(name).expect("inserted above");
+            EntryRef::Vacant(e) => e.insert(Op::new(cfg.initial_probability)),
+        };
         op.tally.roots += 1;
         let by_ratio = match root.sampled() {
             Sampled::At(p) => Some(p),
