@@ -1,8 +1,9 @@
 package io.weft.sdk.export;
 
 import io.weft.sdk.internal.RateLimitedLogger;
-import io.weft.sdk.trace.RecordingSpan;
 import io.weft.sdk.trace.Resource;
+import io.weft.sdk.trace.SpanLimits;
+import io.weft.sdk.trace.SpanRecord;
 import io.weft.sdk.trace.SpanSink;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,11 +23,20 @@ import java.util.logging.Logger;
  * rarely share a tail. A full ring drops the span, counts it and logs at most once a minute.
  * Memory stays bounded while the backend is down: the rings plus one batch (the exporter retries
  * one batch at a time while the rings fill and then drop).
+ *
+ * <p><b>Record recycling.</b> Beside each ring is a pool of cleared {@link SpanRecord}s that new
+ * spans take their record from. When the exporter does not keep the spans of a batch
+ * ({@link SpanExporter#retainsSpans()} is false), the export thread clears each record after the
+ * batch is exported and returns it to the pool of the ring it came from; a span dropped because
+ * its ring is full returns its record at once. The span object itself is never recycled: it gives
+ * up its record when it ends (see {@link SpanRecord}).
  */
 public final class ExportPipeline implements SpanSink {
   private static final Logger LOG = Logger.getLogger(ExportPipeline.class.getName());
 
   private final Ring[] rings;
+  private final RecordPool[] pools;
+  private final boolean recycle;
   private final int ringMask;
   private final int wakeMask;
   private final int batchSize;
@@ -75,9 +85,12 @@ public final class ExportPipeline implements SpanSink {
         << 1;
     int per = Math.max(16, Integer.highestOneBit(Math.max(1, config.maxQueueSize / n - 1)) << 1);
     this.rings = new Ring[n];
+    this.pools = new RecordPool[n];
     for (int i = 0; i < n; i++) {
       rings[i] = new Ring(per);
+      pools[i] = new RecordPool(per);
     }
+    this.recycle = !exporter.retainsSpans();
     this.ringMask = n - 1;
     this.batchSize = Math.min(config.maxExportBatchSize, config.maxQueueSize);
     // Wake the exporter when a ring crosses a multiple of a quarter of its capacity (a power of two
@@ -97,12 +110,27 @@ public final class ExportPipeline implements SpanSink {
   }
 
   @Override
-  public void onEnd(RecordingSpan span) {
-    Ring r = rings[(int) Thread.currentThread().getId() & ringMask];
+  public SpanRecord acquire(SpanLimits limits) {
+    SpanRecord r = pools[(int) Thread.currentThread().getId() & ringMask].poll();
+    return r != null ? r : new SpanRecord(limits);
+  }
+
+  @Override
+  public void release(SpanRecord span) {
+    span.clear();
+    pools[(int) Thread.currentThread().getId() & ringMask].offer(span);
+  }
+
+  @Override
+  public void onEnd(SpanRecord span) {
+    int ring = (int) Thread.currentThread().getId() & ringMask;
+    Ring r = rings[ring];
     long t = r.offer(span);
     if (t < 0) {
       stats.droppedQueueFull.increment();
       queueFullLog.log("export queue full, span dropped");
+      span.clear();
+      pools[ring].offer(span);
       return;
     }
     if ((t & wakeMask) == wakeMask && parked) {
@@ -110,14 +138,15 @@ public final class ExportPipeline implements SpanSink {
     }
   }
 
-  private int drain(List<RecordingSpan> batch) {
+  private int drain(List<SpanRecord> batch, int[] from) {
     int got = 0;
     boolean progress = true;
     while (batch.size() < batchSize && progress) {
       progress = false;
-      for (Ring r : rings) {
-        RecordingSpan s = r.poll();
+      for (int i = 0; i < rings.length; i++) {
+        SpanRecord s = rings[i].poll();
         if (s != null) {
+          from[batch.size()] = i;
           batch.add(s);
           got++;
           progress = true;
@@ -139,7 +168,7 @@ public final class ExportPipeline implements SpanSink {
     return false;
   }
 
-  private void export(List<RecordingSpan> batch) {
+  private void export(List<SpanRecord> batch, int[] from) {
     try {
       exporter.export(resource, batch, stats);
     } catch (InterruptedException e) {
@@ -149,20 +178,28 @@ public final class ExportPipeline implements SpanSink {
       stats.droppedPermanent.add(batch.size());
       LOG.log(Level.WARNING, "span exporter failed", e);
     }
+    if (recycle) {
+      for (int i = 0; i < batch.size(); i++) {
+        SpanRecord s = batch.get(i);
+        s.clear();
+        pools[from[i]].offer(s);
+      }
+    }
     batch.clear();
   }
 
   private void run() {
-    List<RecordingSpan> batch = new ArrayList<>(batchSize);
+    List<SpanRecord> batch = new ArrayList<>(batchSize);
+    int[] from = new int[batchSize];
     long next = System.nanoTime() + delayNanos;
     while (true) {
       long flushTicket = flushRequested.get();
       boolean stop = stopping;
-      drain(batch);
+      drain(batch, from);
       long now = System.nanoTime();
       boolean urgent = flushTicket > flushDone || stop;
       if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
-        export(batch);
+        export(batch, from);
         next = System.nanoTime() + delayNanos;
         continue;
       }
@@ -238,7 +275,7 @@ public final class ExportPipeline implements SpanSink {
    * is read on the next pass.
    */
   static final class Ring {
-    private final AtomicReferenceArray<RecordingSpan> slots;
+    private final AtomicReferenceArray<SpanRecord> slots;
     private final int mask;
     private final int capacity;
     // tail and head sit in different objects so that producers' CAS on tail does not invalidate
@@ -257,7 +294,7 @@ public final class ExportPipeline implements SpanSink {
     // full (export_queue_* benchmarks).
     private long headCache;
 
-    long offer(RecordingSpan s) {
+    long offer(SpanRecord s) {
       while (true) {
         long t = tail.get();
         if (t - headCache >= capacity) {
@@ -274,10 +311,10 @@ public final class ExportPipeline implements SpanSink {
       }
     }
 
-    RecordingSpan poll() {
+    SpanRecord poll() {
       long h = head.get();
       int i = (int) h & mask;
-      RecordingSpan s = slots.get(i);
+      SpanRecord s = slots.get(i);
       if (s == null) {
         return null;
       }

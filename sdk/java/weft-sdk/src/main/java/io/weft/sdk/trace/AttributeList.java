@@ -61,6 +61,33 @@ public final class AttributeList {
     return size;
   }
 
+  /**
+   * Empties the list for reuse, keeping its arrays unless they hold more than {@code keep}
+   * entries; drops every reference to the old keys and values.
+   */
+  public void clear(int keep) {
+    if (keys != null) {
+      if (keys.length > keep) {
+        keys = null;
+        types = null;
+        nums = null;
+        objs = null;
+      } else {
+        java.util.Arrays.fill(keys, 0, size, null);
+        java.util.Arrays.fill(objs, 0, size, null);
+      }
+    }
+    size = 0;
+    dropped = 0;
+  }
+
+  /** Puts every entry of {@code attributes} (which may be null). */
+  public void putAll(Attributes attributes) {
+    if (attributes != null && !attributes.isEmpty()) {
+      attributes.forEach(this::putAny);
+    }
+  }
+
   /** How many attributes the count limit dropped. */
   public int dropped() {
     return dropped;
