@@ -20,15 +20,17 @@ import java.util.logging.Logger;
  *
  * <p><b>Design constraints.</b> Ending a span never blocks and takes no lock: it is one CAS on
  * the tail of one of {@code nextPow2(2 * CPUs)} ring buffers, chosen by thread ID so that threads
- * rarely share a tail. A full ring drops the span, counts it and logs at most once a minute.
+ * rarely share a tail. When that ring is full the span goes to another; when all are full it is
+ * dropped, counted and logged at most once a minute.
  * Memory stays bounded while the backend is down: the rings plus one batch (the exporter retries
  * one batch at a time while the rings fill and then drop).
  *
- * <p><b>Record recycling.</b> Beside each ring is a pool of cleared {@link SpanRecord}s that new
- * spans take their record from. When the exporter does not keep the spans of a batch
- * ({@link SpanExporter#retainsSpans()} is false), the export thread clears each record after the
- * batch is exported and returns it to the pool of the ring it came from; a span dropped because
- * its ring is full returns its record at once. The span object itself is never recycled: it gives
+ * <p><b>Record recycling.</b> Beside each ring is a pool of {@link SpanRecord}s that new spans
+ * take their record from (clearing it). When the exporter does not keep the spans of a batch
+ * ({@link SpanExporter#retainsSpans()} is false), the export thread returns each record to the
+ * pool of the ring it came from once the batch is exported; a span dropped because the queue is
+ * full returns its record at once. A pooled record still references its last span's values until
+ * it is reused; the pools are small (a few thousand records at most). The span object itself is never recycled: it gives
  * up its record when it ends (see {@link SpanRecord}).
  */
 public final class ExportPipeline implements SpanSink {
@@ -85,10 +87,8 @@ public final class ExportPipeline implements SpanSink {
         << 1;
     int per = Math.max(16, Integer.highestOneBit(Math.max(1, config.maxQueueSize / n - 1)) << 1);
     this.rings = new Ring[n];
-    this.pools = new RecordPool[n];
     for (int i = 0; i < n; i++) {
       rings[i] = new Ring(per);
-      pools[i] = new RecordPool(per);
     }
     this.recycle = !exporter.retainsSpans();
     this.ringMask = n - 1;
@@ -96,9 +96,21 @@ public final class ExportPipeline implements SpanSink {
     // Wake the exporter when a ring crosses a multiple of a quarter of its capacity (a power of two
     // so that the check on span end is one AND), which leaves three quarters as slack while it
     // wakes up. Not more often: LockSupport.unpark is a futex wake of several microseconds, and
-    // waking every 128 spans cost 16 % of the span_sampled_0_attrs benchmark's CPU time.
-    int wake = Integer.highestOneBit(Math.max(1, per / 4));
+    // waking every 128 spans cost 16 % of the span_sampled_0_attrs benchmark's CPU time. At least
+    // every 1,024 spans, though, so that a large queue does not hold many ended spans (and their
+    // records) before the exporter runs.
+    int wake = Integer.highestOneBit(Math.max(1, Math.min(per / 4, 1024)));
     this.wakeMask = wake - 1;
+    // A pool holds the records of the spans exported since a producer last took one: about a wake
+    // interval, plus slack for an exporter that runs late. A pool much larger than that only keeps
+    // more records alive, for the garbage collector to copy and promote (a 2^18-record pool made
+    // span_sampled_4_attrs several times slower; docs/benchmarks/java-sdk-floor.md). When it is
+    // empty, a span allocates a new record.
+    int poolSize = Math.min(per, 4 * wake);
+    this.pools = new RecordPool[n];
+    for (int i = 0; i < n; i++) {
+      pools[i] = new RecordPool(poolSize);
+    }
     this.delayNanos = config.scheduleDelayMillis * 1_000_000L;
     this.worker = new Thread(this::run, "weft-span-exporter");
     worker.setDaemon(true);
@@ -109,33 +121,51 @@ public final class ExportPipeline implements SpanSink {
     return stats;
   }
 
+  // Records are cleared by the thread that takes them, not by the export thread that returns them:
+  // the export thread then only reads a record (to encode it), and the application thread does not
+  // have to fetch cache lines the export thread has just written (span_sampled_* benchmarks).
   @Override
   public SpanRecord acquire(SpanLimits limits) {
     SpanRecord r = pools[(int) Thread.currentThread().getId() & ringMask].poll();
-    return r != null ? r : new SpanRecord(limits);
+    if (r == null) {
+      return new SpanRecord(limits);
+    }
+    r.clear();
+    return r;
   }
 
   @Override
   public void release(SpanRecord span) {
-    span.clear();
     pools[(int) Thread.currentThread().getId() & ringMask].offer(span);
   }
 
   @Override
   public void onEnd(SpanRecord span) {
     int ring = (int) Thread.currentThread().getId() & ringMask;
-    Ring r = rings[ring];
-    long t = r.offer(span);
+    long t = rings[ring].offer(span);
     if (t < 0) {
-      stats.droppedQueueFull.increment();
-      queueFullLog.log("export queue full, span dropped");
-      span.clear();
-      pools[ring].offer(span);
+      offerElsewhere(span, ring);
       return;
     }
     if ((t & wakeMask) == wakeMask && parked) {
       LockSupport.unpark(worker);
     }
+  }
+
+  // The thread's own ring is full: the other rings take the span, so that one busy thread can use
+  // the whole queue size (OTEL_BSP_MAX_QUEUE_SIZE), and the span is dropped only when all are full.
+  private void offerElsewhere(SpanRecord span, int full) {
+    for (int i = 1; i < rings.length; i++) {
+      if (rings[(full + i) & ringMask].offer(span) >= 0) {
+        if (parked) {
+          LockSupport.unpark(worker);
+        }
+        return;
+      }
+    }
+    stats.droppedQueueFull.increment();
+    queueFullLog.log("export queue full, span dropped");
+    pools[full].offer(span);
   }
 
   private int drain(List<SpanRecord> batch, int[] from) {
@@ -180,9 +210,7 @@ public final class ExportPipeline implements SpanSink {
     }
     if (recycle) {
       for (int i = 0; i < batch.size(); i++) {
-        SpanRecord s = batch.get(i);
-        s.clear();
-        pools[from[i]].offer(s);
+        pools[from[i]].offer(batch.get(i));
       }
     }
     batch.clear();
@@ -278,10 +306,10 @@ public final class ExportPipeline implements SpanSink {
     private final AtomicReferenceArray<SpanRecord> slots;
     private final int mask;
     private final int capacity;
-    // tail and head sit in different objects so that producers' CAS on tail does not invalidate
-    // the consumer's cache line for head on every span.
-    private final AtomicLong tail = new AtomicLong();
-    private final AtomicLong head = new AtomicLong();
+    // tail and head sit on different cache lines so that producers' CAS on tail does not
+    // invalidate the consumer's line holding head on every span.
+    private final AtomicLong tail = new PaddedCounter();
+    private final AtomicLong head = new PaddedCounter();
 
     Ring(int capacity) {
       this.capacity = capacity;

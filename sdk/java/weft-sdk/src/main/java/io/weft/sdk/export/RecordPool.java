@@ -6,7 +6,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
- * A bounded multi-producer multi-consumer queue of cleared span records (Vyukov's bounded queue:
+ * A bounded multi-producer multi-consumer queue of span records for reuse (Vyukov's bounded queue:
  * each slot carries a sequence number, so producers and consumers each claim a slot with one CAS
  * and never see a half-written slot). The export thread and threads dropping spans put records
  * back; threads starting spans take them. When the pool is empty a new record is allocated, and
@@ -17,8 +17,8 @@ final class RecordPool {
   private final AtomicReferenceArray<SpanRecord> slots;
   private final AtomicLongArray seq;
   private final int mask;
-  private final AtomicLong enqueue = new AtomicLong();
-  private final AtomicLong dequeue = new AtomicLong();
+  private final AtomicLong enqueue = new PaddedCounter();
+  private final AtomicLong dequeue = new PaddedCounter();
 
   /** A pool of at most {@code capacity} (a power of two) records. */
   RecordPool(int capacity) {
@@ -30,7 +30,7 @@ final class RecordPool {
     }
   }
 
-  /** Puts a cleared record back; returns false (dropping it) when the pool is full. */
+  /** Puts a record back; returns false (dropping it) when the pool is full. */
   boolean offer(SpanRecord r) {
     long pos = enqueue.get();
     while (true) {
@@ -51,7 +51,7 @@ final class RecordPool {
     }
   }
 
-  /** Takes a cleared record, or returns null when the pool is empty. */
+  /** Takes a record (not yet cleared), or returns null when the pool is empty. */
   SpanRecord poll() {
     long pos = dequeue.get();
     while (true) {

@@ -5,7 +5,7 @@ package io.weft.sdk.trace;
  * application threads.
  */
 public interface SpanSink {
-  /** A cleared record for a new span (recycled or new), limited by {@code limits}. */
+  /** An empty record for a new span (cleared if recycled), limited by {@code limits}. */
   SpanRecord acquire(SpanLimits limits);
 
   /** Takes the record of an ended, sampled span. */
