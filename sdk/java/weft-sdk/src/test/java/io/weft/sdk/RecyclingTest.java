@@ -114,6 +114,60 @@ class RecyclingTest {
         "a recycled record starts empty, limits and drop counts included");
   }
 
+  /** Every exported span carries exactly what its own thread set, while records cycle. */
+  @Test
+  void recycledRecordsStayConsistentUnderConcurrentSpans() throws Exception {
+    List<String> bad = Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicLong exported = new java.util.concurrent.atomic.AtomicLong();
+    SpanExporter checking = new SpanExporter() {
+      @Override
+      public void export(Resource resource, List<? extends ReadableSpan> batch,
+          ExportStats stats) {
+        for (ReadableSpan s : batch) {
+          Object id = s.attributes() == null ? null : s.attributes().get("id");
+          if (!s.name().equals(id) || s.attributes().size() != 3 || s.eventCount() != 1
+              || !s.eventName(0).equals(s.name())) {
+            bad.add(s.name() + " " + s.attributes());
+          }
+        }
+        exported.addAndGet(batch.size());
+        stats.exported.add(batch.size());
+      }
+
+      @Override
+      public boolean retainsSpans() {
+        return false;
+      }
+    };
+    provider = WeftTracerProvider.builder().setSampler(Sampler.alwaysOn()).setExporter(checking)
+        .setBatchConfig(new io.weft.sdk.export.ExportPipeline.Config().setMaxQueueSize(256)
+            .setMaxExportBatchSize(32).setScheduleDelay(Duration.ofMillis(1)))
+        .build();
+    Tracer t = provider.get("t");
+    int threads = 4;
+    int perThread = 3000;
+    Thread[] ts = new Thread[threads];
+    for (int k = 0; k < threads; k++) {
+      int base = k * perThread;
+      ts[k] = new Thread(() -> {
+        for (int i = 0; i < perThread; i++) {
+          String name = "s" + (base + i);
+          Span s = t.spanBuilder(name).setAttribute("id", name).startSpan();
+          s.setAttribute("n", (long) i).setAttribute("t", "x");
+          s.addEvent(name);
+          s.end();
+        }
+      });
+      ts[k].start();
+    }
+    for (Thread th : ts) {
+      th.join();
+    }
+    assertTrue(provider.forceFlush(Duration.ofSeconds(10)));
+    assertEquals(List.of(), bad);
+    assertEquals(threads * perThread, exported.get() + provider.stats().droppedQueueFull.sum());
+  }
+
   @Test
   void spansAreNotReusedWhileTheExporterKeepsThem() {
     TracerTest.Collecting exporter = new TracerTest.Collecting();
