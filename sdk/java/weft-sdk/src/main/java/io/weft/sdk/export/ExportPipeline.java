@@ -223,7 +223,7 @@ public final class ExportPipeline implements SpanSink {
     while (true) {
       long flushTicket = flushRequested.get();
       boolean stop = stopping;
-      drain(batch, from);
+      int got = drain(batch, from);
       long now = System.nanoTime();
       boolean urgent = flushTicket > flushDone || stop;
       if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
@@ -244,11 +244,17 @@ public final class ExportPipeline implements SpanSink {
       if (now >= next) {
         next = now + delayNanos;
       }
-      parked = true;
-      if (!queued() && flushRequested.get() == flushDone && !stopping) {
-        LockSupport.parkNanos(this, Math.max(1, next - now));
+      if (got == 0 && queued()) {
+        // A producer has claimed a slot but not yet published its span (it may have been
+        // descheduled between the two): give it the CPU instead of spinning on the slot.
+        Thread.yield();
+      } else {
+        parked = true;
+        if (!queued() && flushRequested.get() == flushDone && !stopping) {
+          LockSupport.parkNanos(this, Math.max(1, next - now));
+        }
+        parked = false;
       }
-      parked = false;
       if (Thread.interrupted()) {
         return;
       }
