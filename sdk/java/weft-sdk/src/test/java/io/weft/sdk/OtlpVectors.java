@@ -21,8 +21,6 @@ import io.weft.sdk.trace.AttributeList;
 import io.weft.sdk.trace.InstrumentationScope;
 import io.weft.sdk.trace.ReadableSpan;
 import io.weft.sdk.trace.Resource;
-import io.weft.sdk.trace.SpanEvent;
-import io.weft.sdk.trace.SpanLink;
 import io.weft.sdk.trace.WeftSpanContext;
 import io.weft.sdk.trace.WeftTraceState;
 import java.util.ArrayList;

@@ -140,11 +140,11 @@ class TracerTest {
     assertEquals("xy", r.attributes().get("a"), "repeated key: first position, last value");
     assertEquals(1L, r.attributes().get("b"));
     assertEquals(1, r.attributes().dropped());
-    assertEquals(1, r.events().size());
+    assertEquals(1, r.eventCount());
     assertEquals(1, r.droppedEvents());
-    assertEquals(1, r.events().get(0).attributes().size());
-    assertEquals(1, r.events().get(0).attributes().dropped());
-    assertEquals(1, r.links().size());
+    assertEquals(1, r.eventAttributes(0).size());
+    assertEquals(1, r.eventAttributes(0).dropped());
+    assertEquals(1, r.linkCount());
     assertEquals(1, r.droppedLinks());
     assertEquals(StatusCode.ERROR, r.statusCode());
     assertEquals("bad", r.statusMessage());

@@ -5,8 +5,6 @@ import io.opentelemetry.api.trace.StatusCode;
 import io.weft.sdk.trace.AttributeList;
 import io.weft.sdk.trace.InstrumentationScope;
 import io.weft.sdk.trace.ReadableSpan;
-import io.weft.sdk.trace.SpanEvent;
-import io.weft.sdk.trace.SpanLink;
 import io.weft.sdk.trace.WeftSpanContext;
 import java.util.List;
 
@@ -31,6 +29,31 @@ final class VectorSpan implements ReadableSpan {
   @Override
   public WeftSpanContext spanContext() {
     return context;
+  }
+
+  @Override
+  public long traceIdHigh() {
+    return context.traceIdHigh();
+  }
+
+  @Override
+  public long traceIdLow() {
+    return context.traceIdLow();
+  }
+
+  @Override
+  public long spanId() {
+    return context.spanIdLong();
+  }
+
+  @Override
+  public byte traceFlags() {
+    return context.flags();
+  }
+
+  @Override
+  public io.weft.sdk.trace.WeftTraceState traceState() {
+    return context.weftTraceState();
   }
 
   @Override
@@ -69,8 +92,23 @@ final class VectorSpan implements ReadableSpan {
   }
 
   @Override
-  public List<SpanEvent> events() {
-    return events;
+  public int eventCount() {
+    return events.size();
+  }
+
+  @Override
+  public String eventName(int i) {
+    return events.get(i).name();
+  }
+
+  @Override
+  public long eventEpochNanos(int i) {
+    return events.get(i).epochNanos();
+  }
+
+  @Override
+  public AttributeList eventAttributes(int i) {
+    return events.get(i).attributes();
   }
 
   @Override
@@ -79,8 +117,18 @@ final class VectorSpan implements ReadableSpan {
   }
 
   @Override
-  public List<SpanLink> links() {
-    return links;
+  public int linkCount() {
+    return links.size();
+  }
+
+  @Override
+  public WeftSpanContext linkContext(int i) {
+    return links.get(i).context();
+  }
+
+  @Override
+  public AttributeList linkAttributes(int i) {
+    return links.get(i).attributes();
   }
 
   @Override

@@ -79,6 +79,8 @@ public class WeftBackendTest {
       env.put("WEFT_XRAY_PORT", "0");
       env.put("WEFT_JAEGER_COMPACT_PORT", "0");
       env.put("WEFT_JAEGER_BINARY_PORT", "0");
+      env.put("WEFT_SAMPLING_HTTP_PORT", "0"); // newer binaries serve Jaeger remote sampling
+      env.put("WEFT_SAMPLING_GRPC_PORT", "0");
       pb.redirectErrorStream(true).redirectOutput(log.toFile());
       Weft w = new Weft(pb.start(), dir, ports[0], ports[1], ports[2], log);
       HttpClient c = HttpClient.newHttpClient();

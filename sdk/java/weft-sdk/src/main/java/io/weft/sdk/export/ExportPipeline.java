@@ -1,8 +1,9 @@
 package io.weft.sdk.export;
 
 import io.weft.sdk.internal.RateLimitedLogger;
-import io.weft.sdk.trace.RecordingSpan;
 import io.weft.sdk.trace.Resource;
+import io.weft.sdk.trace.SpanLimits;
+import io.weft.sdk.trace.SpanRecord;
 import io.weft.sdk.trace.SpanSink;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,14 +20,25 @@ import java.util.logging.Logger;
  *
  * <p><b>Design constraints.</b> Ending a span never blocks and takes no lock: it is one CAS on
  * the tail of one of {@code nextPow2(2 * CPUs)} ring buffers, chosen by thread ID so that threads
- * rarely share a tail. A full ring drops the span, counts it and logs at most once a minute.
+ * rarely share a tail. When that ring is full the span goes to another; when all are full it is
+ * dropped, counted and logged at most once a minute.
  * Memory stays bounded while the backend is down: the rings plus one batch (the exporter retries
  * one batch at a time while the rings fill and then drop).
+ *
+ * <p><b>Record recycling.</b> Beside each ring is a pool of {@link SpanRecord}s that new spans
+ * take their record from (clearing it). When the exporter does not keep the spans of a batch
+ * ({@link SpanExporter#retainsSpans()} is false), the export thread returns each record to the
+ * pool of the ring it came from once the batch is exported; a span dropped because the queue is
+ * full returns its record at once. A pooled record still references its last span's values until
+ * it is reused; the pools are small (a few thousand records at most). The span object itself is never recycled: it gives
+ * up its record when it ends (see {@link SpanRecord}).
  */
 public final class ExportPipeline implements SpanSink {
   private static final Logger LOG = Logger.getLogger(ExportPipeline.class.getName());
 
   private final Ring[] rings;
+  private final RecordPool[] pools;
+  private final boolean recycle;
   private final int ringMask;
   private final int wakeMask;
   private final int batchSize;
@@ -78,14 +90,27 @@ public final class ExportPipeline implements SpanSink {
     for (int i = 0; i < n; i++) {
       rings[i] = new Ring(per);
     }
+    this.recycle = !exporter.retainsSpans();
     this.ringMask = n - 1;
     this.batchSize = Math.min(config.maxExportBatchSize, config.maxQueueSize);
     // Wake the exporter when a ring crosses a multiple of a quarter of its capacity (a power of two
     // so that the check on span end is one AND), which leaves three quarters as slack while it
     // wakes up. Not more often: LockSupport.unpark is a futex wake of several microseconds, and
-    // waking every 128 spans cost 16 % of the span_sampled_0_attrs benchmark's CPU time.
-    int wake = Integer.highestOneBit(Math.max(1, per / 4));
+    // waking every 128 spans cost 16 % of the span_sampled_0_attrs benchmark's CPU time. At least
+    // every 1,024 spans, though, so that a large queue does not hold many ended spans (and their
+    // records) before the exporter runs.
+    int wake = Integer.highestOneBit(Math.max(1, Math.min(per / 4, 1024)));
     this.wakeMask = wake - 1;
+    // A pool holds the records of the spans exported since a producer last took one: about a wake
+    // interval, plus slack for an exporter that runs late. A pool much larger than that only keeps
+    // more records alive, for the garbage collector to copy and promote (a 2^18-record pool made
+    // span_sampled_4_attrs several times slower; docs/benchmarks/java-sdk-floor.md). When it is
+    // empty, a span allocates a new record.
+    int poolSize = Math.min(per, 4 * wake);
+    this.pools = new RecordPool[n];
+    for (int i = 0; i < n; i++) {
+      pools[i] = new RecordPool(poolSize);
+    }
     this.delayNanos = config.scheduleDelayMillis * 1_000_000L;
     this.worker = new Thread(this::run, "weft-span-exporter");
     worker.setDaemon(true);
@@ -96,13 +121,30 @@ public final class ExportPipeline implements SpanSink {
     return stats;
   }
 
+  // Records are cleared by the thread that takes them, not by the export thread that returns them:
+  // the export thread then only reads a record (to encode it), and the application thread does not
+  // have to fetch cache lines the export thread has just written (span_sampled_* benchmarks).
   @Override
-  public void onEnd(RecordingSpan span) {
-    Ring r = rings[(int) Thread.currentThread().getId() & ringMask];
-    long t = r.offer(span);
+  public SpanRecord acquire(SpanLimits limits) {
+    SpanRecord r = pools[(int) Thread.currentThread().getId() & ringMask].poll();
+    if (r == null) {
+      return new SpanRecord(limits);
+    }
+    r.clear();
+    return r;
+  }
+
+  @Override
+  public void release(SpanRecord span) {
+    pools[(int) Thread.currentThread().getId() & ringMask].offer(span);
+  }
+
+  @Override
+  public void onEnd(SpanRecord span) {
+    int ring = (int) Thread.currentThread().getId() & ringMask;
+    long t = rings[ring].offer(span);
     if (t < 0) {
-      stats.droppedQueueFull.increment();
-      queueFullLog.log("export queue full, span dropped");
+      offerElsewhere(span, ring);
       return;
     }
     if ((t & wakeMask) == wakeMask && parked) {
@@ -110,14 +152,31 @@ public final class ExportPipeline implements SpanSink {
     }
   }
 
-  private int drain(List<RecordingSpan> batch) {
+  // The thread's own ring is full: the other rings take the span, so that one busy thread can use
+  // the whole queue size (OTEL_BSP_MAX_QUEUE_SIZE), and the span is dropped only when all are full.
+  private void offerElsewhere(SpanRecord span, int full) {
+    for (int i = 1; i < rings.length; i++) {
+      if (rings[(full + i) & ringMask].offer(span) >= 0) {
+        if (parked) {
+          LockSupport.unpark(worker);
+        }
+        return;
+      }
+    }
+    stats.droppedQueueFull.increment();
+    queueFullLog.log("export queue full, span dropped");
+    pools[full].offer(span);
+  }
+
+  private int drain(List<SpanRecord> batch, int[] from) {
     int got = 0;
     boolean progress = true;
     while (batch.size() < batchSize && progress) {
       progress = false;
-      for (Ring r : rings) {
-        RecordingSpan s = r.poll();
+      for (int i = 0; i < rings.length; i++) {
+        SpanRecord s = rings[i].poll();
         if (s != null) {
+          from[batch.size()] = i;
           batch.add(s);
           got++;
           progress = true;
@@ -139,7 +198,7 @@ public final class ExportPipeline implements SpanSink {
     return false;
   }
 
-  private void export(List<RecordingSpan> batch) {
+  private void export(List<SpanRecord> batch, int[] from) {
     try {
       exporter.export(resource, batch, stats);
     } catch (InterruptedException e) {
@@ -149,20 +208,26 @@ public final class ExportPipeline implements SpanSink {
       stats.droppedPermanent.add(batch.size());
       LOG.log(Level.WARNING, "span exporter failed", e);
     }
+    if (recycle) {
+      for (int i = 0; i < batch.size(); i++) {
+        pools[from[i]].offer(batch.get(i));
+      }
+    }
     batch.clear();
   }
 
   private void run() {
-    List<RecordingSpan> batch = new ArrayList<>(batchSize);
+    List<SpanRecord> batch = new ArrayList<>(batchSize);
+    int[] from = new int[batchSize];
     long next = System.nanoTime() + delayNanos;
     while (true) {
       long flushTicket = flushRequested.get();
       boolean stop = stopping;
-      drain(batch);
+      int got = drain(batch, from);
       long now = System.nanoTime();
       boolean urgent = flushTicket > flushDone || stop;
       if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
-        export(batch);
+        export(batch, from);
         next = System.nanoTime() + delayNanos;
         continue;
       }
@@ -179,11 +244,17 @@ public final class ExportPipeline implements SpanSink {
       if (now >= next) {
         next = now + delayNanos;
       }
-      parked = true;
-      if (!queued() && flushRequested.get() == flushDone && !stopping) {
-        LockSupport.parkNanos(this, Math.max(1, next - now));
+      if (got == 0 && queued()) {
+        // A producer has claimed a slot but not yet published its span (it may have been
+        // descheduled between the two): give it the CPU instead of spinning on the slot.
+        Thread.yield();
+      } else {
+        parked = true;
+        if (!queued() && flushRequested.get() == flushDone && !stopping) {
+          LockSupport.parkNanos(this, Math.max(1, next - now));
+        }
+        parked = false;
       }
-      parked = false;
       if (Thread.interrupted()) {
         return;
       }
@@ -238,13 +309,13 @@ public final class ExportPipeline implements SpanSink {
    * is read on the next pass.
    */
   static final class Ring {
-    private final AtomicReferenceArray<RecordingSpan> slots;
+    private final AtomicReferenceArray<SpanRecord> slots;
     private final int mask;
     private final int capacity;
-    // tail and head sit in different objects so that producers' CAS on tail does not invalidate
-    // the consumer's cache line for head on every span.
-    private final AtomicLong tail = new AtomicLong();
-    private final AtomicLong head = new AtomicLong();
+    // tail and head sit on different cache lines so that producers' CAS on tail does not
+    // invalidate the consumer's line holding head on every span.
+    private final AtomicLong tail = new PaddedCounter();
+    private final AtomicLong head = new PaddedCounter();
 
     Ring(int capacity) {
       this.capacity = capacity;
@@ -257,7 +328,7 @@ public final class ExportPipeline implements SpanSink {
     // full (export_queue_* benchmarks).
     private long headCache;
 
-    long offer(RecordingSpan s) {
+    long offer(SpanRecord s) {
       while (true) {
         long t = tail.get();
         if (t - headCache >= capacity) {
@@ -274,10 +345,10 @@ public final class ExportPipeline implements SpanSink {
       }
     }
 
-    RecordingSpan poll() {
+    SpanRecord poll() {
       long h = head.get();
       int i = (int) h & mask;
-      RecordingSpan s = slots.get(i);
+      SpanRecord s = slots.get(i);
       if (s == null) {
         return null;
       }

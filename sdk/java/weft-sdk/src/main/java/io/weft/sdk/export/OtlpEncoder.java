@@ -8,9 +8,8 @@ import io.weft.sdk.trace.AttributeList;
 import io.weft.sdk.trace.InstrumentationScope;
 import io.weft.sdk.trace.ReadableSpan;
 import io.weft.sdk.trace.Resource;
-import io.weft.sdk.trace.SpanEvent;
-import io.weft.sdk.trace.SpanLink;
 import io.weft.sdk.trace.WeftSpanContext;
+import io.weft.sdk.trace.WeftTraceState;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -115,17 +114,17 @@ public final class OtlpEncoder {
   }
 
   private void span(ReadableSpan s) {
-    WeftSpanContext c = s.spanContext();
+    WeftTraceState ts = s.traceState();
     int m = w.begin(2);
     w.tag(1, ProtoWriter.LEN);
     w.varint(16);
-    w.idBytes(c.traceIdHigh());
-    w.idBytes(c.traceIdLow());
+    w.idBytes(s.traceIdHigh());
+    w.idBytes(s.traceIdLow());
     w.tag(2, ProtoWriter.LEN);
     w.varint(8);
-    w.idBytes(c.spanIdLong());
-    if (!c.weftTraceState().isEmpty()) {
-      w.stringField(3, c.weftTraceState().toString());
+    w.idBytes(s.spanId());
+    if (ts != null && !ts.isEmpty()) {
+      w.stringField(3, ts.toString());
     }
     if (s.parentSpanId() != 0) {
       w.tag(4, ProtoWriter.LEN);
@@ -147,17 +146,19 @@ public final class OtlpEncoder {
       w.tag(10, ProtoWriter.VARINT);
       w.varint(a.dropped());
     }
-    for (SpanEvent e : s.events()) {
+    for (int i = 0; i < s.eventCount(); i++) {
       int em = w.begin(11);
       w.tag(1, ProtoWriter.FIXED64);
-      w.fixed64(e.epochNanos());
-      if (!e.name().isEmpty()) {
-        w.stringField(2, e.name());
+      w.fixed64(s.eventEpochNanos(i));
+      String name = s.eventName(i);
+      if (!name.isEmpty()) {
+        w.stringField(2, name);
       }
-      attributes(3, e.attributes());
-      if (e.attributes() != null && e.attributes().dropped() > 0) {
+      AttributeList ea = s.eventAttributes(i);
+      attributes(3, ea);
+      if (ea != null && ea.dropped() > 0) {
         w.tag(4, ProtoWriter.VARINT);
-        w.varint(e.attributes().dropped());
+        w.varint(ea.dropped());
       }
       w.end(em);
     }
@@ -165,8 +166,8 @@ public final class OtlpEncoder {
       w.tag(12, ProtoWriter.VARINT);
       w.varint(s.droppedEvents());
     }
-    for (SpanLink l : s.links()) {
-      WeftSpanContext lc = l.context();
+    for (int i = 0; i < s.linkCount(); i++) {
+      WeftSpanContext lc = s.linkContext(i);
       int lm = w.begin(13);
       w.tag(1, ProtoWriter.LEN);
       w.varint(16);
@@ -178,10 +179,11 @@ public final class OtlpEncoder {
       if (!lc.weftTraceState().isEmpty()) {
         w.stringField(3, lc.weftTraceState().toString());
       }
-      attributes(4, l.attributes());
-      if (l.attributes() != null && l.attributes().dropped() > 0) {
+      AttributeList la = s.linkAttributes(i);
+      attributes(4, la);
+      if (la != null && la.dropped() > 0) {
         w.tag(5, ProtoWriter.VARINT);
-        w.varint(l.attributes().dropped());
+        w.varint(la.dropped());
       }
       w.tag(6, ProtoWriter.FIXED32);
       w.fixed32(flags(lc.flags(), lc.isRemote()));
@@ -205,7 +207,7 @@ public final class OtlpEncoder {
       w.end(sm);
     }
     w.tag(16, ProtoWriter.FIXED32);
-    w.fixed32(flags(c.flags(), s.parentRemote()));
+    w.fixed32(flags(s.traceFlags(), s.parentRemote()));
     w.end(m);
   }
 

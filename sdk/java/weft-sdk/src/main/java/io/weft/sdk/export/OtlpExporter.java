@@ -45,6 +45,12 @@ public final class OtlpExporter implements SpanExporter {
         Duration.ofSeconds(10));
   }
 
+  /** Batches are encoded before the call returns; the spans are not kept. */
+  @Override
+  public boolean retainsSpans() {
+    return false;
+  }
+
   public OtlpTransport transport() {
     return transport;
   }

@@ -107,8 +107,9 @@ final class Carriers {
     return sc.isValid() ? sc : null;
   }
 
+  /** {@code ctx} with {@code sc} as its span (the context is its own non-recording span). */
   static Context withSpanContext(Context ctx, WeftSpanContext sc) {
-    return ctx.with(Span.wrap(sc));
+    return ctx.with(sc);
   }
 
   static WeftBaggage baggage(Context ctx) {

@@ -66,13 +66,12 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
     if (v == null || v == Carriers.DUPLICATE) {
       return null; // absent, or present more than once
     }
-    v = Carriers.trim(v);
-    Traceparent tp = new Traceparent();
-    if (!tp.parse(v)) {
+    WeftSpanContext sc = Traceparent.parseSpanContext(Carriers.trim(v));
+    if (sc == null) {
       return null;
     }
     List<String> ts = Carriers.all(getter, carrier, "tracestate");
-    return tp.toSpanContext(ts.isEmpty() ? WeftTraceState.EMPTY : WeftTraceState.parse(ts));
+    return ts.isEmpty() ? sc : sc.withTraceState(WeftTraceState.parse(ts));
   }
 
   @Override

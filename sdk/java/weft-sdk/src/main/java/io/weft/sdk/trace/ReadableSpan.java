@@ -2,13 +2,27 @@ package io.weft.sdk.trace;
 
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
-import java.util.List;
 
 /**
  * The read-only view of an ended span that exporters encode. Timestamps are Unix nanoseconds.
  */
 public interface ReadableSpan {
-  WeftSpanContext spanContext();
+  long traceIdHigh();
+
+  long traceIdLow();
+
+  long spanId();
+
+  /** The W3C trace flags byte. */
+  byte traceFlags();
+
+  WeftTraceState traceState();
+
+  /** The span context these IDs make (a new object on each call). */
+  default WeftSpanContext spanContext() {
+    return WeftSpanContext.create(traceIdHigh(), traceIdLow(), spanId(), traceFlags(),
+        traceState());
+  }
 
   /** The parent's span ID, or 0 for a root span. */
   long parentSpanId();
@@ -27,13 +41,23 @@ public interface ReadableSpan {
   /** The attributes, or null when none were set. */
   AttributeList attributes();
 
-  /** The events (possibly empty). */
-  List<SpanEvent> events();
+  int eventCount();
+
+  String eventName(int i);
+
+  long eventEpochNanos(int i);
+
+  /** The attributes of event {@code i}, or null (possibly empty) when it has none. */
+  AttributeList eventAttributes(int i);
 
   int droppedEvents();
 
-  /** The links (possibly empty). */
-  List<SpanLink> links();
+  int linkCount();
+
+  WeftSpanContext linkContext(int i);
+
+  /** The attributes of link {@code i}, or null (possibly empty) when it has none. */
+  AttributeList linkAttributes(int i);
 
   int droppedLinks();
 

@@ -10,130 +10,163 @@ import io.opentelemetry.api.trace.StatusCode;
 import io.weft.sdk.id.WallClock;
 import java.io.PrintWriter;
 import java.io.StringWriter;
-import java.util.ArrayList;
-import java.util.Collections;
-import java.util.List;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A recording span. It is also the record the exporter encodes: ending it hands this object to
- * the export queue without copying.
+ * A recording span: the span's IDs, and the {@link SpanRecord} holding what it records until it
+ * ends. This object is the one allocation of a sampled span in steady state (the record comes
+ * from the export pipeline's pool).
  *
- * <p>Mutators synchronise on the span (the API requires thread safety); an uncontended monitor is
- * one CAS, cheaper than the copy-on-write or lock objects the alternatives need. Once ended, the
- * span ignores mutations, so the exporter reads it without a lock (the queue hand-off orders the
- * writes before the reads).
+ * <p>Mutators take the span's lock (the API requires thread safety) and write into the record.
+ * {@link #end()} detaches the record under the lock and hands it to the export queue; from then on
+ * the span never touches the record again, so an ended span the application still holds keeps
+ * answering {@link #getSpanContext()} and ignores mutations, whatever the pipeline does with the
+ * record (see {@link SpanRecord} "Recycling").
  */
-public final class RecordingSpan implements Span, ReadableSpan {
+public final class RecordingSpan implements Span {
   private static final long NO_MONO = Long.MIN_VALUE;
+  private static final VarHandle LOCK;
 
-  private final TracerSharedState shared;
-  private final InstrumentationScope scope;
-  private final WeftSpanContext context;
-  private final long parentSpanId;
-  private final boolean parentRemote;
-  private final SpanKind kind;
-  private final long startEpochNanos;
-  private final long startMono;
-  private final boolean sampled;
-  private String name;
-  private AttributeList attributes;
-  private List<SpanEvent> events;
-  private int droppedEvents;
-  private List<SpanLink> links;
-  private int droppedLinks;
-  private StatusCode statusCode = StatusCode.UNSET;
-  private String statusMessage = "";
-  private long endEpochNanos;
-  private boolean ended;
+  static {
+    try {
+      LOCK = MethodHandles.lookup().findVarHandle(RecordingSpan.class, "lock", int.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
 
-  RecordingSpan(TracerSharedState shared, InstrumentationScope scope, WeftSpanContext context,
-      long parentSpanId, boolean parentRemote, String name, SpanKind kind, long startEpochNanos,
-      long startMono, AttributeList attributes, List<SpanLink> links, int droppedLinks) {
-    this.shared = shared;
-    this.scope = scope;
-    this.context = context;
-    this.parentSpanId = parentSpanId;
-    this.parentRemote = parentRemote;
-    this.name = name;
-    this.kind = kind;
-    this.startEpochNanos = startEpochNanos;
-    this.startMono = startMono;
-    this.attributes = attributes;
-    this.links = links;
-    this.droppedLinks = droppedLinks;
-    this.sampled = context.isSampled();
+  private final SpanSink sink;
+  private final long traceIdHigh;
+  private final long traceIdLow;
+  private final long spanId;
+  private final byte flags;
+  private final WeftTraceState traceState;
+  // Built on first getSpanContext() (children, propagation), not per span: a racy single-check
+  // cache of an object with final fields, so any thread sees a complete one.
+  private WeftSpanContext context;
+  private SpanRecord rec; // null once ended; guarded by lock
+  private int lock; // 0 free, 1 held
+
+  RecordingSpan(SpanSink sink, long traceIdHigh, long traceIdLow, long spanId, byte flags,
+      WeftTraceState traceState, SpanRecord rec) {
+    this.sink = sink;
+    this.traceIdHigh = traceIdHigh;
+    this.traceIdLow = traceIdLow;
+    this.spanId = spanId;
+    this.flags = flags;
+    this.traceState = traceState;
+    this.rec = rec;
   }
 
   static long noMono() {
     return NO_MONO;
   }
 
-  private AttributeList attrs() {
-    AttributeList a = attributes;
-    if (a == null) {
-      a = new AttributeList(shared.limits.maxAttributes, shared.limits.maxAttributeValueLength);
-      attributes = a;
+  // A one-CAS lock released with a plain release store, rather than a monitor (a CAS to enter and
+  // another to exit): every setAttribute and end() takes it, and spans are almost never shared
+  // between threads (span_sampled_10_attrs_1_event benchmark).
+  private void lock() {
+    if (!LOCK.compareAndSet(this, 0, 1)) {
+      lockSlow();
     }
-    return a;
+  }
+
+  private void lockSlow() {
+    for (int spins = 0; !LOCK.compareAndSet(this, 0, 1); spins++) {
+      if (spins < 64) {
+        Thread.onSpinWait();
+      } else {
+        Thread.yield();
+      }
+    }
+  }
+
+  private void unlock() {
+    LOCK.setRelease(this, 0);
   }
 
   @Override
   public Span setAttribute(String key, String value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putString(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putString(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public Span setAttribute(String key, long value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putLong(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putLong(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public Span setAttribute(String key, double value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putDouble(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putDouble(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public Span setAttribute(String key, boolean value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putBoolean(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putBoolean(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public Span setAttribute(String key, Value<?> value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putValue(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putValue(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public <T> Span setAttribute(AttributeKey<T> key, T value) {
-    synchronized (this) {
-      if (!ended) {
-        attrs().putKey(key, value);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putKey(key, value);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
@@ -143,23 +176,26 @@ public final class RecordingSpan implements Span, ReadableSpan {
     if (attributes == null || attributes.isEmpty()) {
       return this;
     }
-    synchronized (this) {
-      if (!ended) {
-        AttributeList a = attrs();
-        attributes.forEach(a::putAny);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.attrs().putAll(attributes);
       }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public Span addEvent(String name) {
-    return addEventAt(name, null, now());
+    return addEventAt(name, null, Long.MIN_VALUE);
   }
 
   @Override
   public Span addEvent(String name, Attributes attributes) {
-    return addEventAt(name, attributes, now());
+    return addEventAt(name, attributes, Long.MIN_VALUE);
   }
 
   @Override
@@ -172,29 +208,24 @@ public final class RecordingSpan implements Span, ReadableSpan {
     return addEventAt(name, null, unit.toNanos(timestamp));
   }
 
-  private long now() {
-    return startMono == NO_MONO ? WallClock.nowNanos()
-        : startEpochNanos + (System.nanoTime() - startMono);
+  /** Now, on the span's clock: the monotonic clock read at start, unless the start was given. */
+  private static long now(SpanRecord r) {
+    return r.startMono == NO_MONO ? WallClock.nowNanos()
+        : r.startEpochNanos + (System.nanoTime() - r.startMono);
   }
 
   private Span addEventAt(String name, Attributes attributes, long epochNanos) {
     if (name == null) {
       return this;
     }
-    AttributeList a = AttributeList.of(attributes, shared.limits.maxAttributesPerEvent,
-        shared.limits.maxAttributeValueLength);
-    synchronized (this) {
-      if (ended) {
-        return this;
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.addEvent(name, attributes, epochNanos == Long.MIN_VALUE ? now(r) : epochNanos);
       }
-      if (events == null) {
-        events = new ArrayList<>(4);
-      }
-      if (events.size() >= shared.limits.maxEvents) {
-        droppedEvents++;
-      } else {
-        events.add(new SpanEvent(name, epochNanos, a));
-      }
+    } finally {
+      unlock();
     }
     return this;
   }
@@ -204,11 +235,15 @@ public final class RecordingSpan implements Span, ReadableSpan {
     if (code == null) {
       return this;
     }
-    synchronized (this) {
-      if (!ended && statusCode != StatusCode.OK) {
-        statusCode = code;
-        statusMessage = code == StatusCode.ERROR && description != null ? description : "";
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null && r.statusCode != StatusCode.OK) {
+        r.statusCode = code;
+        r.statusMessage = code == StatusCode.ERROR && description != null ? description : "";
       }
+    } finally {
+      unlock();
     }
     return this;
   }
@@ -237,10 +272,14 @@ public final class RecordingSpan implements Span, ReadableSpan {
     if (name == null) {
       return this;
     }
-    synchronized (this) {
-      if (!ended) {
-        this.name = name;
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.name = name;
       }
+    } finally {
+      unlock();
     }
     return this;
   }
@@ -250,27 +289,22 @@ public final class RecordingSpan implements Span, ReadableSpan {
     if (spanContext == null || !spanContext.isValid()) {
       return this;
     }
-    AttributeList a = AttributeList.of(attributes, shared.limits.maxAttributesPerLink,
-        shared.limits.maxAttributeValueLength);
-    synchronized (this) {
-      if (ended) {
-        return this;
+    WeftSpanContext c = WeftSpanContext.of(spanContext);
+    lock();
+    try {
+      SpanRecord r = rec;
+      if (r != null) {
+        r.addLink(c, attributes);
       }
-      if (links == null || links == Collections.<SpanLink>emptyList()) {
-        links = new ArrayList<>(2);
-      }
-      if (links.size() >= shared.limits.maxLinks) {
-        droppedLinks++;
-      } else {
-        links.add(new SpanLink(WeftSpanContext.of(spanContext), a));
-      }
+    } finally {
+      unlock();
     }
     return this;
   }
 
   @Override
   public void end() {
-    endAt(startMono == NO_MONO ? WallClock.nowNanos() : Long.MIN_VALUE);
+    endAt(Long.MIN_VALUE);
   }
 
   @Override
@@ -279,115 +313,54 @@ public final class RecordingSpan implements Span, ReadableSpan {
   }
 
   private void endAt(long epochNanos) {
-    synchronized (this) {
-      if (ended) {
-        return;
-      }
-      // Durations come from the monotonic clock read at start, so that a wall-clock step
-      // during the span never makes it end before it starts.
-      endEpochNanos = epochNanos != Long.MIN_VALUE ? epochNanos
-          : startEpochNanos + (System.nanoTime() - startMono);
-      ended = true;
+    SpanRecord r;
+    lock();
+    r = rec;
+    rec = null;
+    unlock();
+    if (r == null) {
+      return; // ended before
     }
-    if (sampled) {
-      shared.sink.onEnd(this);
+    // Only this thread holds r now. Durations come from the monotonic clock read at start, so
+    // that a wall-clock step during the span never makes it end before it starts.
+    r.endEpochNanos = epochNanos != Long.MIN_VALUE ? epochNanos : now(r);
+    if ((flags & WeftSpanContext.SAMPLED) != 0) {
+      sink.onEnd(r);
+    } else {
+      sink.release(r);
     }
   }
 
   @Override
   public SpanContext getSpanContext() {
-    return context;
+    return spanContext();
+  }
+
+  /** This span's context, built on first use. */
+  public WeftSpanContext spanContext() {
+    WeftSpanContext c = context;
+    if (c == null) {
+      c = WeftSpanContext.create(traceIdHigh, traceIdLow, spanId, flags, traceState);
+      context = c;
+    }
+    return c;
   }
 
   @Override
   public boolean isRecording() {
-    synchronized (this) {
-      return !ended;
-    }
-  }
-
-  @Override
-  public WeftSpanContext spanContext() {
-    return context;
-  }
-
-  @Override
-  public long parentSpanId() {
-    return parentSpanId;
-  }
-
-  @Override
-  public boolean parentRemote() {
-    return parentRemote;
-  }
-
-  @Override
-  public synchronized String name() {
-    return name;
-  }
-
-  @Override
-  public SpanKind kind() {
-    return kind;
-  }
-
-  @Override
-  public long startEpochNanos() {
-    return startEpochNanos;
-  }
-
-  @Override
-  public synchronized long endEpochNanos() {
-    return endEpochNanos;
+    lock();
+    boolean recording = rec != null;
+    unlock();
+    return recording;
   }
 
   /** Whether {@link #end()} was called. */
-  public synchronized boolean hasEnded() {
-    return ended;
-  }
-
-  @Override
-  public AttributeList attributes() {
-    return attributes;
-  }
-
-  @Override
-  public List<SpanEvent> events() {
-    return events == null ? Collections.emptyList() : events;
-  }
-
-  @Override
-  public int droppedEvents() {
-    return droppedEvents;
-  }
-
-  @Override
-  public List<SpanLink> links() {
-    return links == null ? Collections.emptyList() : links;
-  }
-
-  @Override
-  public int droppedLinks() {
-    return droppedLinks;
-  }
-
-  @Override
-  public StatusCode statusCode() {
-    return statusCode;
-  }
-
-  @Override
-  public String statusMessage() {
-    return statusMessage;
-  }
-
-  @Override
-  public InstrumentationScope scope() {
-    return scope;
+  public boolean hasEnded() {
+    return !isRecording();
   }
 
   @Override
   public String toString() {
-    return "RecordingSpan{name=" + name + ", context=" + context + "}";
+    return "RecordingSpan{context=" + spanContext() + "}";
   }
 }

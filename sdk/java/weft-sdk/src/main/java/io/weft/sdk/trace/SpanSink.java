@@ -1,7 +1,16 @@
 package io.weft.sdk.trace;
 
-/** Receives sampled spans as they end. Must not block. */
+/**
+ * Where span records come from and where ended sampled spans go. Must not block. Called on
+ * application threads.
+ */
 public interface SpanSink {
-  /** Takes an ended, sampled span. Called on the application thread that ended it. */
-  void onEnd(RecordingSpan span);
+  /** An empty record for a new span (cleared if recycled), limited by {@code limits}. */
+  SpanRecord acquire(SpanLimits limits);
+
+  /** Takes the record of an ended, sampled span. */
+  void onEnd(SpanRecord span);
+
+  /** Takes back a record no exporter will see (a recording span that was not sampled). */
+  void release(SpanRecord span);
 }

@@ -12,9 +12,6 @@ import io.weft.sdk.id.WallClock;
 import io.weft.sdk.id.WyRand;
 import io.weft.sdk.sampling.SamplingDecision;
 import io.weft.sdk.sampling.SamplingResult;
-import java.util.ArrayList;
-import java.util.Collections;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -28,9 +25,9 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
   private Context parent;
   private boolean noParent;
   private SpanKind kind = SpanKind.INTERNAL;
-  private AttributeList attributes;
-  private List<SpanLink> links;
-  private int droppedLinks;
+  // Attributes and links set before startSpan() go straight into the record the span will own.
+  // They go to the first span this builder starts; a second startSpan() starts without them.
+  private SpanRecord rec;
   private long startEpochNanos = Long.MIN_VALUE;
 
   WeftSpanBuilder(TracerSharedState shared, InstrumentationScope scope, String name) {
@@ -65,54 +62,44 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
     if (spanContext == null || !spanContext.isValid()) {
       return this;
     }
-    if (links == null) {
-      links = new ArrayList<>(2);
-    }
-    if (links.size() >= shared.limits.maxLinks) {
-      droppedLinks++;
-    } else {
-      links.add(new SpanLink(WeftSpanContext.of(spanContext),
-          AttributeList.of(attributes, shared.limits.maxAttributesPerLink,
-              shared.limits.maxAttributeValueLength)));
-    }
+    rec().addLink(WeftSpanContext.of(spanContext), attributes);
     return this;
   }
 
-  private AttributeList attrs() {
-    if (attributes == null) {
-      attributes =
-          new AttributeList(shared.limits.maxAttributes, shared.limits.maxAttributeValueLength);
+  private SpanRecord rec() {
+    if (rec == null) {
+      rec = shared.sink.acquire(shared.limits);
     }
-    return attributes;
+    return rec;
   }
 
   @Override
   public SpanBuilder setAttribute(String key, String value) {
-    attrs().putString(key, value);
+    rec().attrs().putString(key, value);
     return this;
   }
 
   @Override
   public SpanBuilder setAttribute(String key, long value) {
-    attrs().putLong(key, value);
+    rec().attrs().putLong(key, value);
     return this;
   }
 
   @Override
   public SpanBuilder setAttribute(String key, double value) {
-    attrs().putDouble(key, value);
+    rec().attrs().putDouble(key, value);
     return this;
   }
 
   @Override
   public SpanBuilder setAttribute(String key, boolean value) {
-    attrs().putBoolean(key, value);
+    rec().attrs().putBoolean(key, value);
     return this;
   }
 
   @Override
   public <T> SpanBuilder setAttribute(AttributeKey<T> key, T value) {
-    attrs().putKey(key, value);
+    rec().attrs().putKey(key, value);
     return this;
   }
 
@@ -145,6 +132,11 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
   // into the caller; then escape analysis removes the builder, the span context and the
   // non-recording span of an unsampled span that does not leave the caller (span_unsampled
   // benchmark: 0 B/op). The builder is also the trace-ID holder, for the same reason.
+  //
+  // The span context is built before the branch although the recording path only reads its
+  // fields: built inside the unsampled branch, it was no longer removed (span_unsampled: 72 B/op),
+  // while on the recording path escape analysis removes it either way (span_sampled_*: 128 B/op,
+  // the builder and the span; docs/benchmarks/java-sdk-floor.md).
   @Override
   public Span startSpan() {
     WeftSpanContext p = parentSpanContext();
@@ -163,23 +155,37 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
         Flags.child(p.isValid() ? p.flags() : -1, d == SamplingDecision.RECORD_AND_SAMPLE),
         r.traceState(p.weftTraceState()));
     if (d == SamplingDecision.DROP || shared.shutdown) {
-      return new NonRecordingSpan(sc);
+      return new NonRecordingSpan(sc); // a record the builder took is left to the GC
     }
-    return recording(sc, p);
+    SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits);
+    rec = null;
+    return recording(shared.sink, scope, name, kind, startEpochNanos, sr, sc.traceIdHigh(),
+        sc.traceIdLow(), sc.spanIdLong(), sc.flags(), sc.weftTraceState(), p);
   }
 
-  private Span recording(WeftSpanContext sc, WeftSpanContext p) {
-    long mono;
-    long start;
+  // Static and given scalars, so that the builder does not escape into it when it is not inlined.
+  private static Span recording(SpanSink sink, InstrumentationScope scope, String name,
+      SpanKind kind, long startEpochNanos, SpanRecord r, long high, long low, long spanId,
+      byte flags, WeftTraceState ts, WeftSpanContext p) {
     if (startEpochNanos == Long.MIN_VALUE) {
-      mono = System.nanoTime();
-      start = WallClock.epochNanosAt(mono);
+      r.startMono = System.nanoTime();
+      r.startEpochNanos = WallClock.epochNanosAt(r.startMono);
     } else {
-      mono = RecordingSpan.noMono();
-      start = startEpochNanos;
+      r.startMono = RecordingSpan.noMono();
+      r.startEpochNanos = startEpochNanos;
     }
-    return new RecordingSpan(shared, scope, sc, p.isValid() ? p.spanIdLong() : 0,
-        p.isValid() && p.isRemote(), name, kind, start, mono, attributes,
-        links == null ? Collections.emptyList() : links, droppedLinks);
+    r.scope = scope;
+    r.name = name;
+    r.kind = kind;
+    r.traceIdHigh = high;
+    r.traceIdLow = low;
+    r.spanId = spanId;
+    r.flags = flags;
+    r.traceState = ts;
+    if (p.isValid()) {
+      r.parentSpanId = p.spanIdLong();
+      r.parentRemote = p.isRemote();
+    }
+    return new RecordingSpan(sink, high, low, spanId, flags, ts, r);
   }
 }

@@ -1,9 +1,14 @@
 package io.weft.sdk.trace;
 
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanContext;
+import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.api.trace.TraceFlags;
 import io.opentelemetry.api.trace.TraceState;
 import io.weft.sdk.id.Hex;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A span context holding its IDs as longs (spec/ids.md "Lazy hex"): the hex strings the
@@ -12,12 +17,21 @@ import io.weft.sdk.id.Hex;
  *
  * <p>It also carries the format-specific members that travel with a propagated context
  * (spec/propagation.md): the B3 and Jaeger debug states and the X-Ray {@code Lineage}.
+ *
+ * <p>It is also the non-recording {@link Span} that carries it in a {@link
+ * io.opentelemetry.context.Context} (what {@code Span.wrap} would otherwise allocate), so that a
+ * propagator's extract allocates only this object and the new {@code Context}
+ * (traceparent_extract (weft_api) benchmark). As a span it records nothing.
  */
-public final class WeftSpanContext implements SpanContext {
+public final class WeftSpanContext implements SpanContext, Span {
   /** The W3C sampled flag. */
   public static final byte SAMPLED = 0x01;
   /** The W3C Level 2 random trace-id flag. */
   public static final byte RANDOM = 0x02;
+
+  private static final byte REMOTE = 1;
+  private static final byte B3_DEBUG = 2;
+  private static final byte JAEGER_DEBUG = 4;
 
   /** The invalid context (all-zero IDs). */
   public static final WeftSpanContext INVALID =
@@ -27,20 +41,26 @@ public final class WeftSpanContext implements SpanContext {
   private final long traceIdLow;
   private final long spanId;
   private final byte flags;
-  private final boolean remote;
-  private final boolean b3Debug;
-  private final boolean jaegerDebug;
+  private final byte bits; // REMOTE | B3_DEBUG | JAEGER_DEBUG
   private final WeftTraceState traceState;
   private final String xrayLineage;
-  // Racy single-check caches: String is immutable (final fields), so a thread that sees a
-  // non-null value sees a complete string; two threads may both compute it, which is harmless.
-  private String traceIdHex;
-  private String spanIdHex;
-  // Header values built on first inject and reused: a context injected into several requests
-  // (retries, fan-out of one client span) formats its header once.
-  private String traceparent;
-  private String xrayHeader;
-  private String xrayTraceId;
+  // The strings built from this context, in one object made on first use, so that a context
+  // nobody formats is 56 bytes rather than 72.
+  private Strings strings;
+
+  /**
+   * Racy single-check caches: String is immutable (final fields), so a thread that sees a
+   * non-null value sees a complete string; two threads may both compute it, which is harmless.
+   */
+  private static final class Strings {
+    String traceIdHex;
+    String spanIdHex;
+    // Header values built on first inject and reused: a context injected into several requests
+    // (retries, fan-out of one client span) formats its header once.
+    String traceparent;
+    String xrayHeader;
+    String xrayTraceId;
+  }
 
   WeftSpanContext(long traceIdHigh, long traceIdLow, long spanId, byte flags,
       WeftTraceState traceState, boolean remote, boolean b3Debug, boolean jaegerDebug,
@@ -50,10 +70,18 @@ public final class WeftSpanContext implements SpanContext {
     this.spanId = spanId;
     this.flags = flags;
     this.traceState = traceState;
-    this.remote = remote;
-    this.b3Debug = b3Debug;
-    this.jaegerDebug = jaegerDebug;
+    this.bits = (byte) ((remote ? REMOTE : 0) | (b3Debug ? B3_DEBUG : 0)
+        | (jaegerDebug ? JAEGER_DEBUG : 0));
     this.xrayLineage = xrayLineage;
+  }
+
+  private Strings strings() {
+    Strings s = strings;
+    if (s == null) {
+      s = new Strings();
+      strings = s;
+    }
+    return s;
   }
 
   /** A local (not remote) context. */
@@ -91,8 +119,8 @@ public final class WeftSpanContext implements SpanContext {
 
   /** A copy carrying {@code ts}. */
   public WeftSpanContext withTraceState(WeftTraceState ts) {
-    return new WeftSpanContext(traceIdHigh, traceIdLow, spanId, flags, ts, remote, b3Debug,
-        jaegerDebug, xrayLineage);
+    return new WeftSpanContext(traceIdHigh, traceIdLow, spanId, flags, ts, isRemote(), b3Debug(),
+        jaegerDebug(), xrayLineage);
   }
 
   public long traceIdHigh() {
@@ -113,11 +141,11 @@ public final class WeftSpanContext implements SpanContext {
   }
 
   public boolean b3Debug() {
-    return b3Debug;
+    return (bits & B3_DEBUG) != 0;
   }
 
   public boolean jaegerDebug() {
-    return jaegerDebug;
+    return (bits & JAEGER_DEBUG) != 0;
   }
 
   /** The X-Ray {@code Lineage} carried with this context, or null. */
@@ -131,27 +159,30 @@ public final class WeftSpanContext implements SpanContext {
 
   @Override
   public String getTraceId() {
-    String h = traceIdHex;
+    Strings s = strings();
+    String h = s.traceIdHex;
     if (h == null) {
       h = Hex.ofTraceId(traceIdHigh, traceIdLow);
-      traceIdHex = h;
+      s.traceIdHex = h;
     }
     return h;
   }
 
   @Override
   public String getSpanId() {
-    String h = spanIdHex;
+    Strings s = strings();
+    String h = s.spanIdHex;
     if (h == null) {
       h = Hex.ofLong(spanId);
-      spanIdHex = h;
+      s.spanIdHex = h;
     }
     return h;
   }
 
   /** The {@code traceparent} header value for this context, built at most once. */
   public String traceparentHeader() {
-    String h = traceparent;
+    Strings s = strings();
+    String h = s.traceparent;
     if (h == null) {
       char[] c = new char[55];
       c[0] = '0';
@@ -164,17 +195,18 @@ public final class WeftSpanContext implements SpanContext {
       c[52] = '-';
       Hex.writeByte(flags & 0x03, c, 53);
       h = new String(c);
-      traceparent = h;
+      s.traceparent = h;
     }
     return h;
   }
 
   /** The X-Ray form of the trace ID ({@code 1-xxxxxxxx-xxxxxxxxxxxxxxxxxxxxxxxx}), built once. */
   public String xrayTraceId() {
-    String h = xrayTraceId;
+    Strings s = strings();
+    String h = s.xrayTraceId;
     if (h == null) {
       h = io.weft.sdk.id.XrayTraceId.toString(traceIdHigh, traceIdLow);
-      xrayTraceId = h;
+      s.xrayTraceId = h;
     }
     return h;
   }
@@ -184,10 +216,11 @@ public final class WeftSpanContext implements SpanContext {
    * propagator) and cached.
    */
   public String xrayHeader(java.util.function.Function<WeftSpanContext, String> builder) {
-    String h = xrayHeader;
+    Strings s = strings();
+    String h = s.xrayHeader;
     if (h == null) {
       h = builder.apply(this);
-      xrayHeader = h;
+      s.xrayHeader = h;
     }
     return h;
   }
@@ -229,7 +262,7 @@ public final class WeftSpanContext implements SpanContext {
 
   @Override
   public boolean isRemote() {
-    return remote;
+    return (bits & REMOTE) != 0;
   }
 
   @Override
@@ -239,7 +272,7 @@ public final class WeftSpanContext implements SpanContext {
     }
     WeftSpanContext c = (WeftSpanContext) o;
     return traceIdHigh == c.traceIdHigh && traceIdLow == c.traceIdLow && spanId == c.spanId
-        && flags == c.flags && remote == c.remote && traceState.equals(c.traceState);
+        && flags == c.flags && isRemote() == c.isRemote() && traceState.equals(c.traceState);
   }
 
   @Override
@@ -250,6 +283,54 @@ public final class WeftSpanContext implements SpanContext {
   @Override
   public String toString() {
     return "WeftSpanContext{traceId=" + getTraceId() + ", spanId=" + getSpanId() + ", flags="
-        + (flags & 0xff) + ", remote=" + remote + ", traceState=" + traceState + "}";
+        + (flags & 0xff) + ", remote=" + isRemote() + ", traceState=" + traceState + "}";
   }
+
+  // As a Span: the non-recording span that carries this context.
+
+  @Override
+  public SpanContext getSpanContext() {
+    return this;
+  }
+
+  @Override
+  public boolean isRecording() {
+    return false;
+  }
+
+  @Override
+  public <T> Span setAttribute(AttributeKey<T> key, T value) {
+    return this;
+  }
+
+  @Override
+  public Span addEvent(String name, Attributes attributes) {
+    return this;
+  }
+
+  @Override
+  public Span addEvent(String name, Attributes attributes, long timestamp, TimeUnit unit) {
+    return this;
+  }
+
+  @Override
+  public Span setStatus(StatusCode statusCode, String description) {
+    return this;
+  }
+
+  @Override
+  public Span recordException(Throwable exception, Attributes additionalAttributes) {
+    return this;
+  }
+
+  @Override
+  public Span updateName(String name) {
+    return this;
+  }
+
+  @Override
+  public void end() {}
+
+  @Override
+  public void end(long timestamp, TimeUnit unit) {}
 }

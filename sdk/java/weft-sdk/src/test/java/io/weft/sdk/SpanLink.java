@@ -1,4 +1,7 @@
-package io.weft.sdk.trace;
+package io.weft.sdk;
+
+import io.weft.sdk.trace.AttributeList;
+import io.weft.sdk.trace.WeftSpanContext;
 
 /** A link to another span context, with attributes (null when none). */
 public final class SpanLink {

@@ -1,4 +1,7 @@
-package io.weft.sdk.trace;
+package io.weft.sdk;
+
+import io.weft.sdk.trace.AttributeList;
+import io.weft.sdk.trace.WeftSpanContext;
 
 /** A span event: name, Unix nanoseconds, attributes (null when none). */
 public final class SpanEvent {

@@ -1,0 +1,75 @@
+package io.weft.sdk.export;
+
+import io.weft.sdk.trace.SpanRecord;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * A bounded multi-producer multi-consumer queue of span records for reuse (Vyukov's bounded queue:
+ * each slot carries a sequence number, so producers and consumers each claim a slot with one CAS
+ * and never see a half-written slot). The export thread and threads dropping spans put records
+ * back; threads starting spans take them. When the pool is empty a new record is allocated, and
+ * when it is full a returned record is left to the garbage collector, so its memory stays bounded
+ * by its capacity.
+ */
+final class RecordPool {
+  private final AtomicReferenceArray<SpanRecord> slots;
+  private final AtomicLongArray seq;
+  private final int mask;
+  private final AtomicLong enqueue = new PaddedCounter();
+  private final AtomicLong dequeue = new PaddedCounter();
+
+  /** A pool of at most {@code capacity} (a power of two) records. */
+  RecordPool(int capacity) {
+    slots = new AtomicReferenceArray<>(capacity);
+    seq = new AtomicLongArray(capacity);
+    mask = capacity - 1;
+    for (int i = 0; i < capacity; i++) {
+      seq.set(i, i);
+    }
+  }
+
+  /** Puts a record back; returns false (dropping it) when the pool is full. */
+  boolean offer(SpanRecord r) {
+    long pos = enqueue.get();
+    while (true) {
+      int i = (int) pos & mask;
+      long d = seq.get(i) - pos;
+      if (d == 0) {
+        if (enqueue.compareAndSet(pos, pos + 1)) {
+          slots.lazySet(i, r);
+          seq.lazySet(i, pos + 1); // publishes the slot to consumers
+          return true;
+        }
+        pos = enqueue.get();
+      } else if (d < 0) {
+        return false;
+      } else {
+        pos = enqueue.get();
+      }
+    }
+  }
+
+  /** Takes a record (not yet cleared), or returns null when the pool is empty. */
+  SpanRecord poll() {
+    long pos = dequeue.get();
+    while (true) {
+      int i = (int) pos & mask;
+      long d = seq.get(i) - (pos + 1);
+      if (d == 0) {
+        if (dequeue.compareAndSet(pos, pos + 1)) {
+          SpanRecord r = slots.get(i);
+          slots.lazySet(i, null);
+          seq.lazySet(i, pos + mask + 1); // frees the slot for producers
+          return r;
+        }
+        pos = dequeue.get();
+      } else if (d < 0) {
+        return null;
+      } else {
+        pos = dequeue.get();
+      }
+    }
+  }
+}
