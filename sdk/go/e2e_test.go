@@ -129,7 +129,7 @@ func TestExportToWeftAndReadBack(t *testing.T) {
 		cfg   otlp.Config
 	}{
 		{"http", otlp.Config{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/v1/traces", w.otlpHTTP)}},
-		{"grpc", otlp.Config{Protocol: otlp.GRPC, Endpoint: fmt.Sprintf("127.0.0.1:%d", w.grpc)}},
+		{"grpc", otlp.Config{Protocol: otlp.GRPC, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", w.grpc)}},
 	} {
 		t.Run(c.label, func(t *testing.T) {
 			o, err := otlp.New(c.cfg)

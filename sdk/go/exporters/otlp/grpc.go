@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor
 	"google.golang.org/grpc/metadata"
@@ -33,9 +34,16 @@ type grpcTransport struct {
 }
 
 func newGRPC(cfg Config) (*grpcTransport, error) {
-	target := strings.TrimPrefix(cfg.Endpoint, "http://")
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if secure(&cfg) {
+		tc, err := tlsConfig(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	target := strings.TrimPrefix(strings.TrimPrefix(cfg.Endpoint, "http://"), "https://")
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("weft-sdk-go/"+Version))
 	if err != nil {
 		return nil, err
