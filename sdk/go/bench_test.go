@@ -66,6 +66,19 @@ func otelIDGenerator() sdktrace.IDGenerator {
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(sdktrace.IDGenerator)
 }
 
+// mallocs reports heap allocations per operation with decimals, from runtime.MemStats: go test
+// prints allocs/op truncated to an integer, which shows one allocation per 42 operations as 0.
+// Call it before the loop and the function it returns after.
+func mallocs(b *testing.B) func() {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	start := m.Mallocs
+	return func() {
+		runtime.ReadMemStats(&m)
+		b.ReportMetric(float64(m.Mallocs-start)/float64(b.N), "mallocs/op")
+	}
+}
+
 var sinkTrace trace.TraceID
 var sinkSpan trace.SpanID
 
@@ -120,22 +133,28 @@ func BenchmarkTraceparentExtract(b *testing.B) {
 	b.Run("weft", func(b *testing.B) {
 		p := propagation.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkCtx = p.Extract(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("weft-parse-only", func(b *testing.B) {
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkSC, _ = propagation.ExtractTraceparent(carrier)
 		}
+		done()
 	})
 	b.Run("otel", func(b *testing.B) {
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkCtx = p.Extract(ctx, carrier)
 		}
+		done()
 	})
 }
 
@@ -149,9 +168,11 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := propagation.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("weft-remote-context", func(b *testing.B) {
 		// The context weft's extract produced (its remote span caches the header string).
@@ -159,9 +180,11 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		extracted := p.Extract(context.Background(), otelprop.MapCarrier{"traceparent": benchTraceparent})
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(extracted, carrier)
 		}
+		done()
 	})
 	b.Run("otel-own-span", func(b *testing.B) {
 		tr, _ := otelTracer(b, sdktrace.AlwaysSample())
@@ -170,17 +193,21 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("otel-remote-context", func(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(remote, carrier)
 		}
+		done()
 	})
 }
 
@@ -219,35 +246,43 @@ func BenchmarkSpanStartEnd(b *testing.B) {
 	b.Run("unsampled/weft", func(b *testing.B) {
 		tr, _ := weftTracer(b, sampling.AlwaysOff())
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			_, s := tr.Start(ctx, "op")
 			s.End()
 		}
+		done()
 	})
 	b.Run("unsampled/otel", func(b *testing.B) {
 		tr, _ := otelTracer(b, sdktrace.NeverSample())
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			_, s := tr.Start(ctx, "op")
 			s.End()
 		}
+		done()
 	})
 	for _, c := range spanCases {
 		b.Run(c.name+"/weft", func(b *testing.B) {
 			// A queue big enough that the discard exporter keeps up: nothing is dropped.
 			tr, tp := weftTracer(b, sampling.AlwaysOn(), weft.WithBatching(1<<16, 512, 0, 0))
 			b.ReportAllocs()
+			done := mallocs(b)
 			for b.Loop() {
 				c.run(ctx, tr)
 			}
+			done()
 			b.ReportMetric(float64(tp.Stats().Dropped), "dropped")
 		})
 		b.Run(c.name+"/otel", func(b *testing.B) {
 			tr, _ := otelTracer(b, sdktrace.AlwaysSample())
 			b.ReportAllocs()
+			done := mallocs(b)
 			for b.Loop() {
 				c.run(ctx, tr)
 			}
+			done()
 		})
 	}
 }
