@@ -17,7 +17,7 @@ go test -tags weftbench -c -o "$bin" .
 : > "$out"
 for i in $(seq "${COUNT:-5}"); do
     echo "== round $i" | tee -a "$out"
-    "$bin" -test.run '^$' -test.bench 'IDGeneration|Traceparent|SpanStartEnd|SpanToExporter|SpanToNetwork|OTLPEncode' \
+    "$bin" -test.run '^$' -test.bench 'IDGeneration|Traceparent|SpanStartEnd|SpanToExporter|SpanToNetwork|OTLPEncode|HandleShape' \
         -test.benchtime "${BENCHTIME:-2s}" -test.benchmem -test.timeout 60m | tee -a "$out"
     # Loopback HTTP is noisy on a shared machine: 3 s per SDK instead of 1 s.
     "$bin" -test.run '^$' -test.bench 'OtelhttpHandler' -test.benchtime 3s -test.benchmem \
@@ -47,6 +47,6 @@ for name in rows:
             if med(peer, 'ns/op'):
                 ratio = f"{ns / med(peer, 'ns/op'):.2f}"
     fmt = lambda v: f"{v:.0f}" if v >= 100 else f"{v:.3g}"
-    extra = ' '.join(f"{u}={fmt(med(name, u))}" for u in ('mallocs/op', 'dropped/op', 'req/s', 'p99-µs', 'GC/10k-req', 'ns/span', 'gzip-B/span', 'proto-B/span') if med(name, u) is not None)
+    extra = ' '.join(f"{u}={fmt(med(name, u))}" for u in ('mallocs/op', 'dropped', 'dropped/op', 'req/s', 'p99-µs', 'GC/10k-req', 'ns/span', 'gzip-B/span', 'proto-B/span') if med(name, u) is not None)
     print(f"{name:60} {ns:10.1f} {b:7.0f} {a:7.0f} {ratio:>9} {extra}")
 PY
