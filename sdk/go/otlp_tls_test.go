@@ -161,6 +161,7 @@ func TestOTLPOverTLS(t *testing.T) {
 		{"https-without-client-certificate", otlp.Config{Endpoint: hs.URL + "/v1/traces", CertificateFile: pki.caFile}, "certificate"},
 		{"grpc-no-scheme-is-tls", files(grpcCfg(tlsAddr, false)), ""},
 		{"grpc-https", files(grpcCfg("https://"+tlsAddr, false)), ""},
+		{"grpc-https-root-path", files(grpcCfg("https://"+tlsAddr+"/", false)), ""},
 		{"grpc-tls-config", otlp.Config{Protocol: otlp.GRPC, Endpoint: tlsAddr, TLS: conf}, ""},
 		{"grpc-without-ca", grpcCfg(tlsAddr, false), "certificate"},
 		{"grpc-insecure-no-scheme", grpcCfg(plainAddr, true), ""},

@@ -42,7 +42,10 @@ func newGRPC(cfg Config) (*grpcTransport, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
+	// The gRPC target is host:port: the scheme only chose TLS, and a URL's root path
+	// ("https://collector:4317/", as OTEL_EXPORTER_OTLP_ENDPOINT often reads) is dropped.
 	target := strings.TrimPrefix(strings.TrimPrefix(cfg.Endpoint, "http://"), "https://")
+	target = strings.TrimSuffix(target, "/")
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("weft-sdk-go/"+Version))
 	if err != nil {
