@@ -40,13 +40,15 @@ def med(name, unit):
 print(f"\n{'benchmark':60} {'ns/op':>10} {'B/op':>7} {'allocs':>7} {'weft/otel':>9}")
 for name in rows:
     ns, b, a = med(name, 'ns/op'), med(name, 'B/op'), med(name, 'allocs/op')
-    ratio = ''
+    ratio, cpu_ratio = '', ''
     if '/weft' in name:
         for other in ('/otel', '/official-proto'):
             peer = re.sub(r'/weft(?=$|-)', other, name)
             if med(peer, 'ns/op'):
                 ratio = f"{ns / med(peer, 'ns/op'):.2f}"
+            if med(peer, 'cpu-ns/op') and med(name, 'cpu-ns/op'):
+                cpu_ratio = f" cpu-weft/otel={med(name, 'cpu-ns/op') / med(peer, 'cpu-ns/op'):.2f}"
     fmt = lambda v: f"{v:.0f}" if v >= 100 else f"{v:.3g}"
-    extra = ' '.join(f"{u}={fmt(med(name, u))}" for u in ('mallocs/op', 'dropped', 'dropped/op', 'req/s', 'p99-µs', 'GC/10k-req', 'ns/span', 'gzip-B/span', 'proto-B/span') if med(name, u) is not None)
-    print(f"{name:60} {ns:10.1f} {b:7.0f} {a:7.0f} {ratio:>9} {extra}")
+    extra = ' '.join(f"{u}={fmt(med(name, u))}" for u in ('mallocs/op', 'cpu-ns/op', 'dropped', 'dropped/op', 'req/s', 'p99-µs', 'GC/10k-req', 'ns/span', 'gzip-B/span', 'proto-B/span') if med(name, u) is not None)
+    print(f"{name:60} {ns:10.1f} {b:7.0f} {a:7.0f} {ratio:>9} {extra}{cpu_ratio}")
 PY

@@ -76,13 +76,21 @@ func otelIDGenerator() sdktrace.IDGenerator {
 // mallocs reports heap allocations per operation with decimals, from runtime.MemStats: go test
 // prints allocs/op truncated to an integer, which shows one allocation per 42 operations as 0.
 // Call it before the loop and the function it returns after.
+//
+// It also reports cpu-ns/op: the CPU time of the whole process per operation (the benchmark's
+// goroutine, the export goroutine and the GC), which another process on the same cores changes
+// less than ns/op, the wall-clock time.
 func mallocs(b *testing.B) func() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	start := m.Mallocs
+	start, cpu := m.Mallocs, processCPU()
 	return func() {
+		used := processCPU() - cpu
 		runtime.ReadMemStats(&m)
 		b.ReportMetric(float64(m.Mallocs-start)/float64(b.N), "mallocs/op")
+		if used > 0 {
+			b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
 	}
 }
 
