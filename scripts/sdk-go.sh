@@ -19,6 +19,7 @@ case "${1:-test}" in
             exit 1
         fi
         go vet ./...
+        go vet -tags weftbench .   # the network benchmarks, which only bench.sh builds
         if [[ -z "${WEFT_BIN:-}" ]]; then
             echo "sdk/go: WEFT_BIN is not set: the end-to-end tests against the weft binary are skipped" >&2
         fi

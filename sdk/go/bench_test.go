@@ -35,10 +35,17 @@ import (
 	"weft.dev/sdk/go/sampling"
 )
 
-// discard is an exporter that drops every batch (the pipeline's own cost only).
-type discard struct{ spans atomic.Int64 }
+// discard is an exporter that drops every batch (the pipeline's own cost only). While hold is
+// open (not nil and not closed), Export waits for it.
+type discard struct {
+	spans atomic.Int64
+	hold  chan struct{}
+}
 
 func (d *discard) Export(_ context.Context, _ *export.Resource, b []*export.SpanData) error {
+	if d.hold != nil {
+		<-d.hold
+	}
 	d.spans.Add(int64(len(b)))
 	return nil
 }
@@ -64,6 +71,27 @@ func otelIDGenerator() sdktrace.IDGenerator {
 	tp := sdktrace.NewTracerProvider()
 	f := reflect.ValueOf(tp).Elem().FieldByName("idGenerator")
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(sdktrace.IDGenerator)
+}
+
+// mallocs reports heap allocations per operation with decimals, from runtime.MemStats: go test
+// prints allocs/op truncated to an integer, which shows one allocation per 42 operations as 0.
+// Call it before the loop and the function it returns after.
+//
+// It also reports cpu-ns/op: the CPU time of the whole process per operation (the benchmark's
+// goroutine, the export goroutine and the GC), which another process on the same cores changes
+// less than ns/op, the wall-clock time.
+func mallocs(b *testing.B) func() {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	start, cpu := m.Mallocs, processCPU()
+	return func() {
+		used := processCPU() - cpu
+		runtime.ReadMemStats(&m)
+		b.ReportMetric(float64(m.Mallocs-start)/float64(b.N), "mallocs/op")
+		if used > 0 {
+			b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
+	}
 }
 
 var sinkTrace trace.TraceID
@@ -120,22 +148,28 @@ func BenchmarkTraceparentExtract(b *testing.B) {
 	b.Run("weft", func(b *testing.B) {
 		p := propagation.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkCtx = p.Extract(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("weft-parse-only", func(b *testing.B) {
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkSC, _ = propagation.ExtractTraceparent(carrier)
 		}
+		done()
 	})
 	b.Run("otel", func(b *testing.B) {
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			sinkCtx = p.Extract(ctx, carrier)
 		}
+		done()
 	})
 }
 
@@ -149,9 +183,11 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := propagation.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("weft-remote-context", func(b *testing.B) {
 		// The context weft's extract produced (its remote span caches the header string).
@@ -159,9 +195,11 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		extracted := p.Extract(context.Background(), otelprop.MapCarrier{"traceparent": benchTraceparent})
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(extracted, carrier)
 		}
+		done()
 	})
 	b.Run("otel-own-span", func(b *testing.B) {
 		tr, _ := otelTracer(b, sdktrace.AlwaysSample())
@@ -170,17 +208,21 @@ func BenchmarkTraceparentInject(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(ctx, carrier)
 		}
+		done()
 	})
 	b.Run("otel-remote-context", func(b *testing.B) {
 		carrier := otelprop.MapCarrier{"traceparent": ""}
 		p := otelprop.TraceContext{}
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			p.Inject(remote, carrier)
 		}
+		done()
 	})
 }
 
@@ -214,40 +256,75 @@ var spanCases = []spanCase{
 	}},
 }
 
+// warmUpWeft brings a weft provider to its steady state before a sampled benchmark counts
+// allocations. Span records come from a free list, and a record is allocated (with its
+// attribute slice) only when the free list is empty, that is when more spans wait in the export
+// queue than ever before; so the number of records grows to the deepest the queue has been,
+// at most its capacity, and stays there. On a shared 2-core machine the export goroutine is
+// sometimes descheduled for long enough that the queue reaches new depths for minutes. This
+// holds the exporter until the queue is full (a span is dropped), then lets it go: every record
+// returns to the free list, which then holds as many records as the queue can.
+func warmUpWeft(ctx context.Context, tr trace.Tracer, tp *weft.TracerProvider, d *discard, c spanCase) {
+	log.SetOutput(io.Discard) // the drop that says the queue is full is logged
+	defer log.SetOutput(os.Stderr)
+	for tp.Stats().Dropped == 0 {
+		c.run(ctx, tr)
+	}
+	close(d.hold)
+	tp.ForceFlush(ctx)
+}
+
 func BenchmarkSpanStartEnd(b *testing.B) {
 	ctx := context.Background()
 	b.Run("unsampled/weft", func(b *testing.B) {
 		tr, _ := weftTracer(b, sampling.AlwaysOff())
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			_, s := tr.Start(ctx, "op")
 			s.End()
 		}
+		done()
 	})
 	b.Run("unsampled/otel", func(b *testing.B) {
 		tr, _ := otelTracer(b, sdktrace.NeverSample())
 		b.ReportAllocs()
+		done := mallocs(b)
 		for b.Loop() {
 			_, s := tr.Start(ctx, "op")
 			s.End()
 		}
+		done()
 	})
 	for _, c := range spanCases {
 		b.Run(c.name+"/weft", func(b *testing.B) {
 			// A queue big enough that the discard exporter keeps up: nothing is dropped.
-			tr, tp := weftTracer(b, sampling.AlwaysOn(), weft.WithBatching(1<<16, 512, 0, 0))
+			d := &discard{hold: make(chan struct{})}
+			tp, err := weft.NewTracerProvider(weft.WithSampler(sampling.AlwaysOn()), weft.WithExporter(d),
+				weft.WithBatching(1<<16, 512, 0, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { tp.Shutdown(context.Background()) })
+			tr := tp.Tracer("bench")
+			warmUpWeft(ctx, tr, tp, d, c)
+			dropped := tp.Stats().Dropped
 			b.ReportAllocs()
+			done := mallocs(b)
 			for b.Loop() {
 				c.run(ctx, tr)
 			}
-			b.ReportMetric(float64(tp.Stats().Dropped), "dropped")
+			done()
+			b.ReportMetric(float64(tp.Stats().Dropped-dropped), "dropped")
 		})
 		b.Run(c.name+"/otel", func(b *testing.B) {
 			tr, _ := otelTracer(b, sdktrace.AlwaysSample())
 			b.ReportAllocs()
+			done := mallocs(b)
 			for b.Loop() {
 				c.run(ctx, tr)
 			}
+			done()
 		})
 	}
 }
@@ -273,6 +350,7 @@ func BenchmarkSpanToExporter(b *testing.B) {
 			tr := tp.Tracer("bench")
 			b.ReportAllocs()
 			b.ResetTimer()
+			done := mallocs(b)
 			if par {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -286,6 +364,7 @@ func BenchmarkSpanToExporter(b *testing.B) {
 			}
 			tp.ForceFlush(ctx)
 			b.StopTimer()
+			done()
 			st := tp.Stats()
 			b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
 			tp.Shutdown(ctx)
@@ -297,6 +376,7 @@ func BenchmarkSpanToExporter(b *testing.B) {
 			tr := tp.Tracer("bench")
 			b.ReportAllocs()
 			b.ResetTimer()
+			done := mallocs(b)
 			if par {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -310,6 +390,7 @@ func BenchmarkSpanToExporter(b *testing.B) {
 			}
 			tp.ForceFlush(ctx)
 			b.StopTimer()
+			done()
 			b.ReportMetric(float64(int64(b.N)-exp.spans.Load())/float64(b.N), "dropped/op")
 			tp.Shutdown(ctx)
 		})

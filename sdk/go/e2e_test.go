@@ -50,14 +50,21 @@ func startWeft(t *testing.T) *weftServer {
 	w := &weftServer{http: freePort(t), grpc: freePort(t), otlpHTTP: freePort(t)}
 	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--http-port", fmt.Sprint(w.http),
 		"--otlp-grpc-port", fmt.Sprint(w.grpc), "--otlp-http-port", fmt.Sprint(w.otlpHTTP))
+	// Every listener the test does not use is off (0), so that a weft or Jaeger running on the
+	// default ports does not stop this one from starting; newer binaries also serve Jaeger
+	// remote sampling (WEFT_SAMPLING_*), which older ones ignore.
 	cmd.Env = append(os.Environ(), "WEFT_ZIPKIN_PORT=0", "WEFT_JAEGER_HTTP_PORT=0", "WEFT_JAEGER_GRPC_PORT=0",
-		"WEFT_JAEGER_QUERY_PORT=0", "WEFT_XRAY_PORT=0", "WEFT_JAEGER_COMPACT_PORT=0", "WEFT_JAEGER_BINARY_PORT=0")
+		"WEFT_JAEGER_QUERY_PORT=0", "WEFT_XRAY_PORT=0", "WEFT_JAEGER_COMPACT_PORT=0", "WEFT_JAEGER_BINARY_PORT=0",
+		"WEFT_SAMPLING_HTTP_PORT=0", "WEFT_SAMPLING_GRPC_PORT=0")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("cannot start %s: %v", bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process has ended (waitErr is then set); the cleanup can wait
+	// for it even when the readiness loop below has already seen it end.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-exited
@@ -72,8 +79,8 @@ func startWeft(t *testing.T) *weftServer {
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("weft exited before it was ready: %v", err)
+		case <-exited:
+			t.Fatalf("weft exited before it was ready: %v", waitErr)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -129,7 +136,7 @@ func TestExportToWeftAndReadBack(t *testing.T) {
 		cfg   otlp.Config
 	}{
 		{"http", otlp.Config{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/v1/traces", w.otlpHTTP)}},
-		{"grpc", otlp.Config{Protocol: otlp.GRPC, Endpoint: fmt.Sprintf("127.0.0.1:%d", w.grpc)}},
+		{"grpc", otlp.Config{Protocol: otlp.GRPC, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", w.grpc)}},
 	} {
 		t.Run(c.label, func(t *testing.T) {
 			o, err := otlp.New(c.cfg)

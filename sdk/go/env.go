@@ -26,7 +26,8 @@ import (
 //	OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, OTEL_LINK_ATTRIBUTE_COUNT_LIMIT,
 //	OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY,
 //	OTEL_BSP_EXPORT_TIMEOUT, OTEL_TRACES_EXPORTER (otlp or none),
-//	OTEL_EXPORTER_OTLP_{,TRACES_}{ENDPOINT,PROTOCOL,HEADERS,COMPRESSION,TIMEOUT}.
+//	OTEL_EXPORTER_OTLP_{,TRACES_}{ENDPOINT,PROTOCOL,HEADERS,COMPRESSION,TIMEOUT,INSECURE,
+//	CERTIFICATE,CLIENT_CERTIFICATE,CLIENT_KEY}.
 //
 // OTEL_PROPAGATORS is read by propagation.FromEnv.
 func applyEnv(o *options) {
@@ -153,6 +154,15 @@ func applyEnv(o *options) {
 	if v := first("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			cfg.Timeout = time.Duration(n) * time.Millisecond
+		}
+	}
+	cfg.CertificateFile = first("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE")
+	cfg.ClientCertificateFile = first("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+	cfg.ClientKeyFile = first("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
+	if v := first("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"); v != "" {
+		cfg.Insecure = strings.EqualFold(v, "true")
+		if !cfg.Insecure && !strings.EqualFold(v, "false") {
+			log.Printf("weft: OTEL_EXPORTER_OTLP_INSECURE=%q is not true or false; using false", v)
 		}
 	}
 	o.otlp, o.exporter = &cfg, nil

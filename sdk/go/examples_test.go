@@ -26,7 +26,7 @@ func TestExamplesExportToWeft(t *testing.T) {
 		{"otelhttp", []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", w.otlpHTTP)}, 7,
 			map[tracepb.Span_SpanKind]int{tracepb.Span_SPAN_KIND_CLIENT: 2, tracepb.Span_SPAN_KIND_SERVER: 2}},
 		// parent, 2 × (client, server)
-		{"otelgrpc", []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=127.0.0.1:%d", w.grpc)}, 5,
+		{"otelgrpc", []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", w.grpc)}, 5,
 			map[tracepb.Span_SpanKind]int{tracepb.Span_SPAN_KIND_CLIENT: 2, tracepb.Span_SPAN_KIND_SERVER: 2}},
 	} {
 		t.Run(c.example, func(t *testing.T) {

@@ -67,7 +67,7 @@ func TestOTLPGRPCRetriesAsTheStatusSays(t *testing.T) {
 			collectortrace.RegisterTraceServiceServer(g, srv)
 			go g.Serve(lis)
 			defer g.Stop()
-			tp, _, o := interopProvider(t, otlp.Config{Protocol: otlp.GRPC, Endpoint: lis.Addr().String()})
+			tp, _, o := interopProvider(t, otlp.Config{Protocol: otlp.GRPC, Endpoint: "http://" + lis.Addr().String()})
 			recordVariedSpans(tp)
 			if err := tp.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)

@@ -70,8 +70,16 @@ func (r *receiver) spans() (res []*tracepb.ResourceSpans, spans []*tracepb.Span)
 }
 
 func httpReceiver(t *testing.T, rec *receiver, status func(n int) (int, http.Header, []byte)) *httptest.Server {
+	srv := httptest.NewServer(receiverHandler(t, rec, status))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// receiverHandler is an OTLP/HTTP endpoint that decodes each request into rec; status, when
+// not nil, gives the n-th request's answer.
+func receiverHandler(t *testing.T, rec *receiver, status func(n int) (int, http.Header, []byte)) http.Handler {
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := int(n.Add(1))
 		if status != nil {
 			code, h, body := status(i)
@@ -102,9 +110,7 @@ func httpReceiver(t *testing.T, rec *receiver, status func(n int) (int, http.Hea
 		}
 		rec.add(req, r.Header.Clone())
 		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 type grpcReceiver struct {
@@ -327,7 +333,7 @@ func TestOTLPHTTPDecodesWithTheOfficialProto(t *testing.T) {
 func TestOTLPGRPCDecodesWithTheOfficialProto(t *testing.T) {
 	rec := &receiver{}
 	addr := startGRPCReceiver(t, rec)
-	tp, m, o := interopProvider(t, otlp.Config{Protocol: otlp.GRPC, Endpoint: addr})
+	tp, m, o := interopProvider(t, otlp.Config{Protocol: otlp.GRPC, Endpoint: "http://" + addr})
 	recordVariedSpans(tp)
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

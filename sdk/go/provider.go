@@ -48,6 +48,9 @@ type TracerProvider struct {
 	mu      sync.Mutex
 	tracers map[string]*tracer
 	byName  sync.Map // name -> *tracer, for Tracer(name) without options
+
+	// base is what every span of this provider embeds (see spanBase).
+	base *spanBase
 }
 
 var _ trace.TracerProvider = (*TracerProvider)(nil)
@@ -177,6 +180,7 @@ func NewTracerProvider(opts ...Option) (*TracerProvider, error) {
 	tp := &TracerProvider{sampler: o.sampler, ids: o.ids, limits: o.limits, resource: res,
 		tracers: map[string]*tracer{}, closers: o.closers}
 	tp.pipe = newPipeline(exp, res, o)
+	tp.base = &spanBase{provider: tp}
 	return tp, nil
 }
 

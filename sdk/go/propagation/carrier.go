@@ -41,8 +41,9 @@ type ExtrasHolder interface {
 	WeftExtras() Extras
 }
 
-// RemoteSpan is the non-recording span an extract puts into the context. It is also the
-// context that holds it, so an extract allocates one object.
+// RemoteSpan is the non-recording span an extract puts into the context when the context
+// carries a tracestate or other Extras (without them it is a smaller plainRemote). It is also
+// the context that holds it, so an extract allocates one object.
 type RemoteSpan struct {
 	embedded.Span
 	parent context.Context
@@ -147,6 +148,11 @@ func ContextWithRemote(ctx context.Context, sc trace.SpanContext, e Extras) cont
 		if ts, err := trace.ParseTraceState(e.Tracestate); err == nil {
 			sc = sc.WithTraceState(ts)
 		}
+	}
+	if e == (Extras{}) && sc.TraceState().Len() == 0 {
+		p := newPlainRemote()
+		p.remoteBase, p.parent, p.tid, p.sid, p.flags, p.remote = theRemoteBase, ctx, sc.TraceID(), sc.SpanID(), sc.TraceFlags(), sc.IsRemote()
+		return p
 	}
 	r := newRemoteSpan()
 	r.parent, r.sc, r.extras = ctx, sc, e

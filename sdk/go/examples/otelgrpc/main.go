@@ -2,7 +2,7 @@
 // weft. It serves the standard gRPC health service, calls it twice under one parent span,
 // shuts the provider down and prints the trace ID. Export goes where the OTEL_* variables say:
 //
-//	OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=localhost:4317 go run ./examples/otelgrpc
+//	OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 go run ./examples/otelgrpc
 package main
 
 import (

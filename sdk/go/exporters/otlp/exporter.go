@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +32,24 @@ const (
 type Config struct {
 	// Protocol is HTTPProtobuf (default) or GRPC.
 	Protocol string
-	// Endpoint: for HTTP the full URL (default http://localhost:4318/v1/traces); for gRPC
-	// host:port or http://host:port (default localhost:4317). Plain text only.
+	// Endpoint: for HTTP the full http:// or https:// URL (default
+	// http://localhost:4318/v1/traces); for gRPC host:port, http://host:port (plaintext) or
+	// https://host:port (default localhost:4317). A gRPC endpoint without a scheme uses TLS
+	// unless Insecure is set, as the OpenTelemetry exporters do.
 	Endpoint string
+	// Insecure sends gRPC in plaintext to an endpoint given without a scheme
+	// (OTEL_EXPORTER_OTLP_INSECURE); the scheme decides otherwise.
+	Insecure bool
+	// TLS is the client TLS configuration for https:// and secure gRPC endpoints; nil is the
+	// host's root CAs and no client certificate. The files below are applied to a copy.
+	TLS *tls.Config
+	// CertificateFile holds the PEM CA certificates that verify the server, in place of the
+	// host's roots (OTEL_EXPORTER_OTLP_CERTIFICATE).
+	CertificateFile string
+	// ClientCertificateFile and ClientKeyFile are the PEM client certificate and its private
+	// key for mutual TLS (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY);
+	// give both or neither.
+	ClientCertificateFile, ClientKeyFile string
 	// Headers are sent with every request (gRPC: as metadata).
 	Headers map[string]string
 	// Compression is "gzip" (default) or "none".
@@ -82,10 +98,18 @@ func New(cfg Config) (*Exporter, error) {
 		if e.cfg.Endpoint == "" {
 			e.cfg.Endpoint = "http://localhost:4318/v1/traces"
 		}
-		if !strings.HasPrefix(e.cfg.Endpoint, "http://") {
-			return nil, fmt.Errorf("otlp endpoint %q: only http:// is supported", e.cfg.Endpoint)
+		if !strings.HasPrefix(e.cfg.Endpoint, "http://") && !strings.HasPrefix(e.cfg.Endpoint, "https://") {
+			return nil, fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", e.cfg.Endpoint)
 		}
-		e.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}}
+		tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}
+		if secure(&e.cfg) {
+			tc, err := tlsConfig(&e.cfg)
+			if err != nil {
+				return nil, err
+			}
+			tr.TLSClientConfig = tc
+		}
+		e.hc = &http.Client{Transport: tr}
 		e.zw, _ = gzip.NewWriterLevel(&e.zbuf, gzip.BestSpeed)
 	case GRPC:
 		if e.cfg.Endpoint == "" {

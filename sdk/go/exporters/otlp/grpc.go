@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor
 	"google.golang.org/grpc/metadata"
@@ -33,9 +34,19 @@ type grpcTransport struct {
 }
 
 func newGRPC(cfg Config) (*grpcTransport, error) {
-	target := strings.TrimPrefix(cfg.Endpoint, "http://")
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if secure(&cfg) {
+		tc, err := tlsConfig(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	// The gRPC target is host:port: the scheme only chose TLS, and a URL's root path
+	// ("https://collector:4317/", as OTEL_EXPORTER_OTLP_ENDPOINT often reads) is dropped.
+	target := strings.TrimPrefix(strings.TrimPrefix(cfg.Endpoint, "http://"), "https://")
+	target = strings.TrimSuffix(target, "/")
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("weft-sdk-go/"+Version))
 	if err != nil {
 		return nil, err
