@@ -23,6 +23,7 @@ import (
 	weft "weft.dev/sdk/go"
 	"weft.dev/sdk/go/export"
 	"weft.dev/sdk/go/exporters/otlp"
+	"weft.dev/sdk/go/id"
 	"weft.dev/sdk/go/propagation"
 	"weft.dev/sdk/go/sampling"
 )
@@ -41,8 +42,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startWeft runs $WEFT_BIN, or skips the test (saying so) when WEFT_BIN is unset.
-func startWeft(t *testing.T) *weftServer {
+// startWeft runs $WEFT_BIN, or skips the test (saying so) when WEFT_BIN is unset. env adds
+// variables (WEFT_*) after the defaults, so they win.
+func startWeft(t *testing.T, env ...string) *weftServer {
 	bin := os.Getenv("WEFT_BIN")
 	if bin == "" {
 		t.Skip("WEFT_BIN is not set; not running the end-to-end test against the weft binary")
@@ -56,6 +58,7 @@ func startWeft(t *testing.T) *weftServer {
 	cmd.Env = append(os.Environ(), "WEFT_ZIPKIN_PORT=0", "WEFT_JAEGER_HTTP_PORT=0", "WEFT_JAEGER_GRPC_PORT=0",
 		"WEFT_JAEGER_QUERY_PORT=0", "WEFT_XRAY_PORT=0", "WEFT_JAEGER_COMPACT_PORT=0", "WEFT_JAEGER_BINARY_PORT=0",
 		"WEFT_SAMPLING_HTTP_PORT=0", "WEFT_SAMPLING_GRPC_PORT=0")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("cannot start %s: %v", bin, err)
@@ -274,6 +277,48 @@ func TestOtelhttpServerAndClientTraceReadsBackWhole(t *testing.T) {
 				t.Fatal("two requests carried the same parent-id")
 			}
 			parents[s.ParentSpanID.String()] = true
+		}
+	}
+}
+
+// The Jaeger remote sampler polls the weft binary's own /sampling (Jaeger remote sampling
+// served by weft) and samples by the strategies file weft serves.
+func TestE2EJaegerRemoteSamplerFollowsWeft(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/strategies.json"
+	if err := os.WriteFile(file, []byte(`{"service_strategies": [{"service": "checkout", "type": "probabilistic",
+		"param": 1.0, "operation_strategies": [{"operation": "GET /health", "type": "probabilistic", "param": 0}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	startWeft(t, fmt.Sprintf("WEFT_SAMPLING_HTTP_PORT=%d", port), "WEFT_SAMPLING_STRATEGIES_FILE="+file)
+	remote := sampling.NewJaegerRemote(sampling.JaegerRemoteConfig{
+		Endpoint:        fmt.Sprintf("http://127.0.0.1:%d/sampling", port),
+		ServiceName:     "checkout",
+		PollingInterval: 100 * time.Millisecond,
+		InitialSampler:  sampling.TraceIDRatio(0.5),
+	})
+	defer remote.Close()
+	rng := id.NewSeededWyrand()
+	decide := func(name string) bool {
+		return remote.ShouldSample(sampling.Params{TraceID: id.TraceIDFrom(rng), Name: name}).Decision == sampling.RecordAndSample
+	}
+	// Until the first fetch the initial sampler keeps half; the strategy keeps no health check.
+	deadline := time.Now().Add(15 * time.Second)
+	for dropped := 0; dropped < 200; {
+		if decide("GET /health") {
+			dropped = 0
+			if time.Now().After(deadline) {
+				t.Fatal("the sampler did not take weft's strategy within 15 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		dropped++
+	}
+	for i := 0; i < 1000; i++ {
+		if decide("GET /health") || !decide("POST /pay") {
+			t.Fatalf("decision %d does not follow weft's strategy (health 0, everything else 1)", i)
 		}
 	}
 }
