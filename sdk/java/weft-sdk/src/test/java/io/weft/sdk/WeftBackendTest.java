@@ -63,6 +63,11 @@ public class WeftBackendTest {
 
     /** Starts {@code bin} and waits until {@code /ready} answers 200. */
     public static Weft start(String bin) throws Exception {
+      return start(bin, Map.of());
+    }
+
+    /** {@link #start(String)} with {@code extra} variables after the defaults (they win). */
+    public static Weft start(String bin, Map<String, String> extra) throws Exception {
       int[] ports = freePorts(4);
       Path dir = Files.createTempDirectory("weft-java-e2e");
       Path log = dir.resolve("weft.log");
@@ -81,6 +86,7 @@ public class WeftBackendTest {
       env.put("WEFT_JAEGER_BINARY_PORT", "0");
       env.put("WEFT_SAMPLING_HTTP_PORT", "0"); // newer binaries serve Jaeger remote sampling
       env.put("WEFT_SAMPLING_GRPC_PORT", "0");
+      env.putAll(extra);
       pb.redirectErrorStream(true).redirectOutput(log.toFile());
       Weft w = new Weft(pb.start(), dir, ports[0], ports[1], ports[2], log);
       HttpClient c = HttpClient.newHttpClient();
@@ -254,6 +260,51 @@ public class WeftBackendTest {
         assertTrue(s.getParentSpanId().isEmpty());
       }
       assertTrue(s.getEndTimeUnixNano() >= s.getStartTimeUnixNano());
+    }
+  }
+
+  /**
+   * The Jaeger remote sampler polls the weft binary's own {@code /sampling} (Jaeger remote
+   * sampling served by weft) and samples by the strategies file weft serves.
+   */
+  @Test
+  void jaegerRemoteSamplerFollowsTheStrategiesWeftServes() throws Exception {
+    String bin = weftBin();
+    Path file = Files.createTempFile("weft-strategies", ".json");
+    Files.writeString(file, "{\"service_strategies\": [{\"service\": \"checkout\", \"type\": \"probabilistic\","
+        + " \"param\": 1.0, \"operation_strategies\": [{\"operation\": \"GET /health\","
+        + " \"type\": \"probabilistic\", \"param\": 0}]}]}");
+    int port = Weft.freePorts(1)[0];
+    try (Weft weft = Weft.start(bin, Map.of("WEFT_SAMPLING_HTTP_PORT", String.valueOf(port),
+            "WEFT_SAMPLING_STRATEGIES_FILE", file.toString()));
+        io.weft.sdk.sampling.JaegerRemoteSampler sampler =
+            io.weft.sdk.sampling.JaegerRemoteSampler.builder("checkout")
+                .setEndpoint("http://127.0.0.1:" + port + "/sampling")
+                .setPollingInterval(Duration.ofMillis(100))
+                .setInitialSampler(Sampler.traceIdRatioBased(0.5))
+                .build()) {
+      java.util.SplittableRandom rnd = new java.util.SplittableRandom(42);
+      java.util.function.Predicate<String> sampled = name -> sampler.shouldSample(
+              WeftSpanContext.INVALID, rnd.nextLong(), rnd.nextLong(), name,
+              SpanKind.SERVER)
+          .decision() == io.weft.sdk.sampling.SamplingDecision.RECORD_AND_SAMPLE;
+      // Until the first fetch the initial sampler keeps half; the strategy keeps no health check.
+      long deadline = System.nanoTime() + 15_000_000_000L;
+      for (int dropped = 0; dropped < 200; ) {
+        if (sampled.test("GET /health")) {
+          dropped = 0;
+          assertTrue(System.nanoTime() < deadline, "the sampler did not take weft's strategy within 15 s");
+          Thread.sleep(20);
+        } else {
+          dropped++;
+        }
+      }
+      for (int i = 0; i < 1000; i++) {
+        assertTrue(!sampled.test("GET /health") && sampled.test("POST /pay"),
+            "decision " + i + " does not follow weft's strategy (health 0, everything else 1)");
+      }
+    } finally {
+      Files.deleteIfExists(file);
     }
   }
 
