@@ -69,6 +69,11 @@ fn get(rt: &tokio::runtime::Runtime, port: u16, path: &str, accept: &str) -> Res
 }
 
 fn start_weft(bin: &str) -> (Weft, u16, u16, u16) {
+    start_weft_with(bin, &[])
+}
+
+/// Starts `bin` with every port the tests do not use off, then `env` (which may turn some on).
+fn start_weft_with(bin: &str, env: &[(&str, String)]) -> (Weft, u16, u16, u16) {
     let (http, grpc, otlp_http) = (free_port(), free_port(), free_port());
     let dir = std::env::temp_dir().join(format!("weft-sdk-e2e-{}-{}", std::process::id(), http));
     std::fs::create_dir_all(&dir).unwrap();
@@ -85,6 +90,9 @@ fn start_weft(bin: &str) -> (Weft, u16, u16, u16) {
         .env("WEFT_XRAY_PORT", "0")
         .env("WEFT_JAEGER_COMPACT_PORT", "0")
         .env("WEFT_JAEGER_BINARY_PORT", "0")
+        .env("WEFT_SAMPLING_HTTP_PORT", "0")
+        .env("WEFT_SAMPLING_GRPC_PORT", "0")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -221,4 +229,64 @@ fn spans_exported_by_the_sdk_are_read_back_from_weft() {
         }
         eprintln!("weft_backend: {label}: trace {id} read back with {} spans", sent.len());
     }
+}
+
+/// The Jaeger remote sampler polls the weft binary's own `/sampling` (Jaeger remote sampling
+/// served by weft) and samples by the strategies file weft serves.
+#[test]
+fn the_jaeger_remote_sampler_follows_the_strategies_weft_serves() {
+    use weft_sdk::sampling::{
+        Decision, JaegerRemoteConfig, JaegerRemoteSampler, Sampler, SamplingParams, TraceIdRatioSampler,
+    };
+    let Ok(bin) = std::env::var("WEFT_BIN") else {
+        eprintln!("weft_backend: WEFT_BIN is not set; not running the end-to-end test against the weft binary");
+        return;
+    };
+    let file = std::env::temp_dir().join(format!("weft-sdk-strategies-{}.json", std::process::id()));
+    std::fs::write(
+        &file,
+        r#"{"service_strategies": [{"service": "checkout", "type": "probabilistic", "param": 1.0,
+            "operation_strategies": [{"operation": "GET /health", "type": "probabilistic", "param": 0}]}]}"#,
+    )
+    .unwrap();
+    let port = free_port();
+    let _weft = start_weft_with(
+        &bin,
+        &[
+            ("WEFT_SAMPLING_HTTP_PORT", port.to_string()),
+            ("WEFT_SAMPLING_STRATEGIES_FILE", file.display().to_string()),
+        ],
+    );
+    let sampler = JaegerRemoteSampler::start(JaegerRemoteConfig {
+        endpoint: format!("http://127.0.0.1:{port}/sampling"),
+        polling_interval: Duration::from_millis(100),
+        initial_sampler: Box::new(TraceIdRatioSampler::new(0.5)),
+        service_name: "checkout".into(),
+        ..Default::default()
+    });
+    let mut x: u128 = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834;
+    let mut decide = |name: &str| {
+        x = x.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645).wrapping_add(1);
+        let id = weft_sdk::id::TraceId::from(x);
+        sampler.should_sample(&SamplingParams::root(id, name)).decision == Decision::RecordAndSample
+    };
+    // Until the first fetch the initial sampler keeps half; the strategy keeps no health check.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut dropped = 0;
+    while dropped < 200 {
+        if decide("GET /health") {
+            dropped = 0;
+            assert!(Instant::now() < deadline, "the sampler did not take weft's strategy within 15 s");
+            std::thread::sleep(Duration::from_millis(20));
+        } else {
+            dropped += 1;
+        }
+    }
+    for i in 0..1000 {
+        assert!(
+            !decide("GET /health") && decide("POST /pay"),
+            "decision {i} does not follow weft's strategy (health 0, everything else 1)"
+        );
+    }
+    let _ = std::fs::remove_file(&file);
 }
