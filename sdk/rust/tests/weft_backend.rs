@@ -266,7 +266,9 @@ fn the_jaeger_remote_sampler_follows_the_strategies_weft_serves() {
     });
     let mut x: u128 = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834;
     let mut decide = |name: &str| {
-        x = x.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645).wrapping_add(1);
+        x = x
+            .wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645)
+            .wrapping_add(1);
         let id = weft_sdk::id::TraceId::from(x);
         sampler.should_sample(&SamplingParams::root(id, name)).decision == Decision::RecordAndSample
     };
@@ -276,7 +278,10 @@ fn the_jaeger_remote_sampler_follows_the_strategies_weft_serves() {
     while dropped < 200 {
         if decide("GET /health") {
             dropped = 0;
-            assert!(Instant::now() < deadline, "the sampler did not take weft's strategy within 15 s");
+            assert!(
+                Instant::now() < deadline,
+                "the sampler did not take weft's strategy within 15 s"
+            );
             std::thread::sleep(Duration::from_millis(20));
         } else {
             dropped += 1;
