@@ -44,7 +44,18 @@ export WEFT_BIN="$PWD/target/debug/weft"
 
 stage "end-to-end tests"
 # The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
-.venv/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=15
+# test_sampling.py runs beside the rest: its fleet of remote samplers waits on sampling
+# intervals for most of its 100 s, and it uses ports and servers of its own.
+mkdir -p target
+.venv/bin/python -m pytest tests/integration/test_sampling.py -q -p no:cacheprovider \
+    --basetemp=target/pytest-sampling > target/e2e-sampling.log 2>&1 &
+sampling=$!
+rest=0
+.venv/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=15 \
+    --ignore=tests/integration/test_sampling.py || rest=$?
+wait "$sampling" && echo "test_sampling.py: passed" || { cat target/e2e-sampling.log; echo "test_sampling.py: FAILED"; exit 1; }
+tail -1 target/e2e-sampling.log
+[[ "$rest" == 0 ]] || exit "$rest"
 
 stage "Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
 (cd tests/tempo-conformance && go test -count=1 ./...)

@@ -187,25 +187,24 @@ def test_the_otel_go_remote_sampler_samples_by_the_file(weft_factory, tmp_path):
 
 def test_adaptive_sampling_steers_a_fleet_of_real_samplers(weft_factory):
     """Three processes of the Go remote sampler share a busy operation (1,000 roots/s) and a
-    quiet one (1/s), exporting what they sample to weft. With a target of 5 traces/s and 2-second
-    intervals, the busy one is sampled at 5/s ± 20 % and the quiet one at all of its 1/s; after
-    its traffic steps ×10, the busy one is back at 5/s ± 20 % within 10 s (5 intervals)."""
-    srv = weft_factory("--sampling-interval", "2", "--sampling-target-tps", "5")
-    fleet = start_fleet(remote_bin(), [srv], 3, "shop", {"busy": 1000, "quiet": 1}, 95, ("busy", 55, 10))
+    quiet one (1/s), exporting what they sample to weft. With a target of 10 traces/s and
+    2-second intervals, the busy one is sampled at 10/s ± 20 % and the quiet one whole; after
+    its traffic steps ×10, the busy one is back at 10/s ± 20 % within 10 s (5 intervals)."""
+    srv = weft_factory("--sampling-interval", "2", "--sampling-target-tps", "10")
+    fleet = start_fleet(remote_bin(), [srv], 3, "shop", {"busy": 1000, "quiet": 1}, 66, ("busy", 36, 10))
     try:
-        time.sleep(20)
-        before = average([srv], "shop", 30)[0]
-        time.sleep(15)  # the step at 55 s, then 10 s
-        after = average([srv], "shop", 30)[0]
+        time.sleep(14)
+        before = average([srv], "shop", 20)[0]
+        time.sleep(12)  # the step at 36 s, then 10 s
+        after = average([srv], "shop", 20)[0]
     finally:
         finish(fleet)
     print("before the step", before, "after", after)
-    assert 4.0 <= before["busy"]["sampledTracesPerSecond"] <= 6.0, before
-    assert 0.6 <= before["quiet"]["sampledTracesPerSecond"] <= 1.4, before
+    assert 8.0 <= before["busy"]["sampledTracesPerSecond"] <= 12.0, before
     assert before["quiet"]["probability"] >= 0.9, before
-    assert 0.5 * 5 / 1000 <= before["busy"]["probability"] <= 2 * 5 / 1000, before
-    assert 4.0 <= after["busy"]["sampledTracesPerSecond"] <= 6.0, after
-    assert 0.5 * 5 / 10_000 <= after["busy"]["probability"] <= 2 * 5 / 10_000, after
+    assert 0.5 * 10 / 1000 <= before["busy"]["probability"] <= 2 * 10 / 1000, before
+    assert 8.0 <= after["busy"]["sampledTracesPerSecond"] <= 12.0, after
+    assert 0.5 * 10 / 10_000 <= after["busy"]["probability"] <= 2 * 10 / 10_000, after
     assert 7_000 <= after["busy"]["rootSpansPerSecond"] <= 13_000, after
     # The strategy weft serves lists both operations.
     served = http_strategy(srv, "shop")["operationSampling"]["perOperationStrategies"]
