@@ -44,8 +44,8 @@ export WEFT_BIN="$PWD/target/debug/weft"
 
 stage "end-to-end tests"
 # The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
-# test_sampling.py runs beside the rest: its fleet of remote samplers waits on sampling
-# intervals for most of its 100 s, and it uses ports and servers of its own.
+# test_sampling.py runs beside the rest: its fleets of remote samplers wait on sampling
+# intervals for most of its two minutes, and it uses ports, servers and a Kafka broker of its own.
 mkdir -p target
 .venv/bin/python -m pytest tests/integration/test_sampling.py -q -p no:cacheprovider \
     --basetemp=target/pytest-sampling > target/e2e-sampling.log 2>&1 &

@@ -836,32 +836,3 @@ def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path
     wait_for(lambda: len(whole.get("/api/search", params={"q": "{ }"}).json()["traces"]) == 1, 30, "the trace")
     r = whole.get("/api/search", params={"q": "{ }"})
     assert r.headers.get("x-weft-partial-live-stores") is None
-
-
-def test_distributors_combine_their_sampling_counts(weft_factory, kafka):
-    """Adaptive sampling in cluster mode: two processes of the Go remote sampler on each of two
-    distributors share a busy operation (1,000 roots/s) and a quiet one (1/s). Through the
-    `<topic>-sampling` topic each distributor calculates over both halves, so both see the whole
-    rate, serve the same probability, and the fleet samples the busy one at 10 traces/s ± 20 %."""
-    from samplingfleet import average, finish, start_fleet
-
-    topic = f"sampling-{uuid.uuid4().hex[:8]}"
-    ds = [_distributor(weft_factory, kafka, topic, "--sampling-interval", "2", "--sampling-target-tps", "10",
-                       name=f"distributor-{i}") for i in range(2)]
-    binary = Path(os.environ.get("JAEGER_REMOTE", Path(__file__).resolve().parents[2] / ".tools" / "bin" / "jaeger-remote"))
-    fleet = start_fleet(binary, ds, 2, "shop", {"busy": 1000, "quiet": 1}, 38)
-    try:
-        time.sleep(14)
-        seen = average(ds, "shop", 20)
-    finally:
-        finish(fleet)
-    print("distributors' views", seen)
-    for ops in seen:
-        # Each distributor received half; together 1,000/s.
-        assert 700 <= ops["busy"]["rootSpansPerSecond"] <= 1300, seen
-        # Sampled traces a second of the whole fleet, as both distributors count them.
-        assert 8.0 <= ops["busy"]["sampledTracesPerSecond"] <= 12.0, seen
-        assert ops["quiet"]["probability"] >= 0.9, seen
-    p = [ops["busy"]["probability"] for ops in seen]
-    assert abs(p[0] - p[1]) <= 0.1 * max(p), seen
-    assert 0.5 * 10 / 1000 <= p[0] <= 2 * 10 / 1000, seen

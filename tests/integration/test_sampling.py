@@ -1,18 +1,21 @@
 """Jaeger remote sampling served by weft (issue 52): the HTTP and gRPC forms of the API, a
-strategies file and its reloads, adaptive sampling over the root spans weft receives, and the
-OpenTelemetry Go contrib `jaegerremote` sampler (a client nobody here wrote) sampling by weft's
-answers."""
+strategies file and its reloads, and adaptive sampling over the root spans weft receives, on one
+weft and on two distributors sharing a real Kafka broker. The remote samplers are clients nobody
+here wrote: the OpenTelemetry Go, Java and JS ones and jaeger-client (Python). `make test` runs
+this file beside the rest of the end-to-end suite (scripts/test.sh)."""
 
 import json
 import os
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import grpc
 import pytest
 
 from samplingfleet import average, finish, start_fleet
+from test_cluster import _distributor, kafka  # noqa: F401 (a fixture: a real Kafka broker)
 from weftlib import REPO_ROOT, http_session
 
 GET_STRATEGY = "/jaeger.api_v2.SamplingManager/GetSamplingStrategy"
@@ -277,3 +280,29 @@ def test_the_otel_js_remote_sampler_samples_by_the_file(weft_factory, tmp_path):
 
     assert run("checkout", "GET /health", "POST /pay")["sampled"] == {"GET /health": 0, "POST /pay": 300}
     assert run("other", "x")["sampled"] == {"x": 0}
+
+
+def test_distributors_combine_their_sampling_counts(weft_factory, kafka):
+    """Adaptive sampling in cluster mode: two processes of the Go remote sampler on each of two
+    distributors share a busy operation (1,000 roots/s) and a quiet one (1/s). Through the
+    `<topic>-sampling` topic each distributor calculates over both halves, so both see the whole
+    rate, serve the same probability, and the fleet samples the busy one at 10 traces/s ± 20 %."""
+    topic = f"sampling-{uuid.uuid4().hex[:8]}"
+    ds = [_distributor(weft_factory, kafka, topic, "--sampling-interval", "2", "--sampling-target-tps", "10",
+                       name=f"distributor-{i}") for i in range(2)]
+    fleet = start_fleet(remote_bin(), ds, 2, "shop", {"busy": 1000, "quiet": 1}, 38)
+    try:
+        time.sleep(14)
+        seen = average(ds, "shop", 20)
+    finally:
+        finish(fleet)
+    print("distributors' views", seen)
+    for ops in seen:
+        # Each distributor received half; together 1,000/s.
+        assert 700 <= ops["busy"]["rootSpansPerSecond"] <= 1300, seen
+        # Sampled traces a second of the whole fleet, as both distributors count them.
+        assert 8.0 <= ops["busy"]["sampledTracesPerSecond"] <= 12.0, seen
+        assert ops["quiet"]["probability"] >= 0.9, seen
+    p = [ops["busy"]["probability"] for ops in seen]
+    assert abs(p[0] - p[1]) <= 0.1 * max(p), seen
+    assert 0.5 * 10 / 1000 <= p[0] <= 2 * 10 / 1000, seen
