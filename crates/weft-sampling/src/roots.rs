@@ -264,3 +264,30 @@ mod tests {
         assert_eq!(service_name(&ResourceSpans::default().encode_to_vec()), b"");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the bytes, reading a root, its sampling and its service never panics.
+        #[test]
+        fn any_bytes_read_without_panicking(span in proptest::collection::vec(any::<u8>(), 0..256), p in any::<f64>()) {
+            let r = Root::read(&span);
+            let _ = r.sampled();
+            let _ = r.ratio_samples(p);
+            let _ = service_name(&span);
+        }
+
+        /// Strategies files and gRPC parameters from anywhere are refused with an error, never a panic.
+        #[test]
+        fn any_input_parses_or_is_refused(text in ".{0,200}", bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = crate::Strategies::parse(&text);
+            let _ = crate::strategy::decode_parameters(&bytes);
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                let _ = crate::Count::from_json(&v);
+            }
+        }
+    }
+}
