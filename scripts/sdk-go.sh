@@ -25,11 +25,15 @@ case "${1:-test}" in
         fi
         go test -race -count=1 ./...
         ;;
+    build) # compiles what `test` runs (with -race), without running a test
+        go vet ./...
+        go test -race -count=1 -run '^$' ./... >/dev/null
+        ;;
     bench)
         bash bench.sh
         ;;
     *)
-        echo "usage: scripts/sdk-go.sh test|bench" >&2
+        echo "usage: scripts/sdk-go.sh build|test|bench" >&2
         exit 2
         ;;
 esac

@@ -13,11 +13,14 @@ case "${1:-test}" in
     test)
         mvn -B -ntp test
         ;;
+    build) # compiles what `test` runs, without running it
+        mvn -B -ntp -q test-compile
+        ;;
     bench)
         bash bench.sh
         ;;
     *)
-        echo "usage: scripts/sdk-java.sh test|bench" >&2
+        echo "usage: scripts/sdk-java.sh build|test|bench" >&2
         exit 2
         ;;
 esac

@@ -2,9 +2,12 @@
 # End-to-end tests of the web UI: installs Debian's Chromium (never a downloaded browser) and the
 # pinned npm packages of tests/ui, then runs tests/ui/e2e.test.mjs against $WEFT_BIN, which
 # must have been built after scripts/build_ui.sh. Screenshots land in tests/ui/artifacts/.
+# `scripts/test-ui.sh --prepare` only installs Chromium and the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${WEFT_BIN:?WEFT_BIN must name a weft binary built with the UI}"
+prepare=0
+[[ "${1:-}" == "--prepare" ]] && { prepare=1; shift; }
+[[ "$prepare" == 1 ]] || : "${WEFT_BIN:?WEFT_BIN must name a weft binary built with the UI}"
 if [[ ! -x /usr/bin/chromium ]]; then
     echo "[test-ui] installing Debian's chromium" >&2
     SUDO=""; [[ "$(id -u)" != 0 ]] && SUDO="sudo"
@@ -17,4 +20,5 @@ if [[ ! -f "$stamp" ]] || ! cmp -s package-lock.json "$stamp"; then
     npm ci --no-audit --no-fund --loglevel=error
     cp package-lock.json "$stamp"
 fi
+[[ "$prepare" == 1 ]] && exit 0
 node --test --test-concurrency=1 "$@" e2e.test.mjs

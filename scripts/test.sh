@@ -12,22 +12,41 @@ export CARGO_TERM_COLOR=never
 stage "spec vectors are well-formed and self-consistent"
 python3 scripts/check_vectors.py
 
-stage "install test dependencies"
-# First, while nothing else is built: building Jaeger takes about 3.7 GB of caches for a few
-# minutes (removed after), and CI machines can be short of disk.
+# Work that needs no test server runs beside the stages that mostly wait (downloads, then the
+# end-to-end suite), at the lowest CPU priority, so it fills idle cores without slowing the
+# tests. Each background job logs to target/bg-NAME.log, which is printed if it fails.
+mkdir -p target
+declare -A bg=()
+background() { # NAME COMMAND...
+    local name=$1; shift
+    setsid -w nice -n 19 "$@" > "target/bg-$name.log" 2>&1 &
+    bg[$name]=$!
+}
+# A failing stage stops the background jobs too (each leads its own process group).
+trap 'for p in "${bg[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
+await() { # NAME
+    if wait "${bg[$1]}"; then
+        echo "($1: done)"
+    else
+        cat "target/bg-$1.log"
+        echo "$1: FAILED (target/bg-$1.log)"
+        exit 1
+    fi
+}
+
+stage "formatting (rustfmt)"
+cargo fmt --all -- --check
+(cd sdk/rust && cargo fmt --all -- --check)
+
+stage "install test dependencies; beside it, build the web UI and compile the Rust tests"
+# test-deps goes first for disk: building Jaeger takes about 3.7 GB of caches for a few minutes
+# (removed after), and CI machines can be short of disk. The compile fills the downloads' waits.
+# This also builds the weft binary the end-to-end tests run (crates/weft-server/tests/binary.rs
+# needs it), with the features of this build: a separate `cargo build -p weft-server` would
+# compile the dependency graph again (about 2 minutes on CI's 2 cores).
+background build bash -c 'bash scripts/build_ui.sh && cargo test --workspace --no-run'
 bash scripts/test-deps.sh
-
-stage "build the web UI (embedded into the weft binary)"
-bash scripts/build_ui.sh
-
-stage "lint"
-bash scripts/lint.sh
-
-stage "backend fuzz targets build (fuzzing itself needs nightly: cargo +nightly fuzz run <target>)"
-(cd crates/weft-otlp/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
-(cd crates/weft-translate/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
-(cd crates/weft-kafka/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
-(cd crates/weft-engine/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins)
+await build
 
 stage "rust tests"
 # The WAL's disk-full and direct-I/O tests mount a tmpfs and a loop-mounted ext4 (as root).
@@ -36,17 +55,21 @@ if ! command -v mkfs.ext4 >/dev/null; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends e2fsprogs >/dev/null
 fi
-# This also builds the weft binary the end-to-end tests run (crates/weft-server/tests/binary.rs
-# needs it), with the features of this build: a separate `cargo build -p weft-server` would
-# compile the dependency graph again (about 2 minutes on CI's 2 cores).
 cargo test --workspace
 export WEFT_BIN="$PWD/target/debug/weft"
+
+# Beside the end-to-end suite: clippy, the fuzz targets' build (fuzzing itself needs nightly:
+# cargo +nightly fuzz run <target>), and the compiles of the SDK suites and the UI tests' setup.
+background lint bash -c 'cargo clippy --workspace --all-targets -- -D warnings \
+    && for c in weft-otlp weft-translate weft-kafka weft-engine; do \
+         (cd crates/$c/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins) || exit 1; done'
+background sdks bash -c 'bash scripts/sdk-rust.sh lint && bash scripts/sdk-rust.sh build \
+    && bash scripts/sdk-java.sh build && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare'
 
 stage "end-to-end tests"
 # The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
 # test_sampling.py runs beside the rest: its fleets of remote samplers wait on sampling
 # intervals for most of its two minutes, and it uses ports, servers and a Kafka broker of its own.
-mkdir -p target
 .venv/bin/python -m pytest tests/integration/test_sampling.py -q -p no:cacheprovider \
     --basetemp=target/pytest-sampling > target/e2e-sampling.log 2>&1 &
 sampling=$!
@@ -56,6 +79,10 @@ rest=0
 wait "$sampling" && echo "test_sampling.py: passed" || { cat target/e2e-sampling.log; echo "test_sampling.py: FAILED"; exit 1; }
 tail -1 target/e2e-sampling.log
 [[ "$rest" == 0 ]] || exit "$rest"
+
+stage "lint (clippy, warnings are errors) and the fuzz targets' build, run beside the end-to-end tests"
+await lint
+await sdks
 
 stage "Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
 (cd tests/tempo-conformance && go test -count=1 ./...)
