@@ -19,6 +19,18 @@
 # With KAFKA_SERVER_OWNER_PID=PID, `start` also leaves a watcher that stops the broker and removes
 # DIR/data once process PID has exited (tests use this so that no broker outlives them).
 # `start` exits non-zero, with the end of the broker's log, if the broker is not ready in 90 s.
+#
+# With KAFKA_SERVER_SECURE=1, `start` also opens two secured listeners, on free ports:
+#   SASL_SSL: TLS, then SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (unsecured JWTs,
+#             alg "none", checked for sub and exp: a stand-in for an identity provider);
+#             user `weft`, password `weft-secret` for PLAIN and both SCRAMs;
+#   SSL:      TLS with a client certificate required (mTLS).
+# It generates their certificates with openssl into DIR/tls: ca.pem (the CA that signs the
+# broker's certificate, for 127.0.0.1 and localhost), client.pem and client-key.pem (a client
+# certificate from that CA), other-ca.pem (a CA that signed nothing here: an untrusted one).
+# KAFKA_SERVER_REAUTH_MS, if set, is the broker's connections.max.reauth.ms. Besides
+# WEFT_KAFKA_BROKERS, it then prints WEFT_KAFKA_SASL_SSL_BROKERS, WEFT_KAFKA_SSL_BROKERS and
+# WEFT_KAFKA_TLS_DIR, one per line.
 # Files in DIR: server.properties, log4j2.properties, kafka.log (the broker's log), kafka.out
 # (the JVM's own output), kafka.pid, kafka.port, kafka.controller-port, data/ (log.dirs).
 set -euo pipefail
@@ -93,8 +105,38 @@ free_port() {
     die "cannot find a free port for the controller"
 }
 
-print_env() { # PORT
+print_env() { # PORT [DIR]
     echo "WEFT_KAFKA_BROKERS=127.0.0.1:$1"
+    if [[ -n "${2:-}" && -s "$2/kafka.sasl-ssl-port" ]]; then
+        echo "WEFT_KAFKA_SASL_SSL_BROKERS=127.0.0.1:$(cat "$2/kafka.sasl-ssl-port")"
+        echo "WEFT_KAFKA_SSL_BROKERS=127.0.0.1:$(cat "$2/kafka.ssl-port")"
+        echo "WEFT_KAFKA_TLS_DIR=$2/tls"
+    fi
+}
+
+# Test certificates (RSA 2048, two days): a CA, the broker's for 127.0.0.1 and localhost, a
+# client's, and another CA that signed none of them.
+make_certs() { # DIR
+    local t="$1/tls"
+    [[ -s "$t/broker-store.pem" && -s "$t/client.pem" && -s "$t/other-ca.pem" ]] && return 0
+    command -v openssl >/dev/null || die "openssl is not on PATH; KAFKA_SERVER_SECURE=1 needs it"
+    mkdir -p "$t"
+    local ca=(-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign")
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=weft test CA" "${ca[@]}" \
+        -keyout "$t/ca-key.pem" -out "$t/ca.pem" 2>/dev/null
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=weft untrusted CA" "${ca[@]}" \
+        -keyout "$t/other-ca-key.pem" -out "$t/other-ca.pem" 2>/dev/null
+    local who
+    for who in broker client; do
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=weft test $who" \
+            -keyout "$t/$who-key.pem" -out "$t/$who.csr" 2>/dev/null
+        printf 'basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/$who.ext"
+        openssl x509 -req -in "$t/$who.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial \
+            -days 2 -extfile "$t/$who.ext" -out "$t/$who.pem" 2>/dev/null
+    done
+    # Kafka's PEM key store: the private key (PKCS#8, unencrypted), then its chain.
+    cat "$t/broker-key.pem" "$t/broker.pem" "$t/ca.pem" >"$t/broker-store.pem"
+    [[ -s "$t/broker.pem" && -s "$t/client.pem" ]] || die "openssl did not write the certificates in $t"
 }
 
 show_logs() { # DIR
@@ -102,16 +144,21 @@ show_logs() { # DIR
     tail -n 20 "$1/kafka.out" >&2 2>/dev/null || true
 }
 
-write_config() { # DIR PORT CONTROLLER-PORT
-    local dir="$1" port="$2" cport="$3"
+write_config() { # DIR PORT CONTROLLER-PORT [SASL-SSL-PORT SSL-PORT]
+    local dir="$1" port="$2" cport="$3" sport="${4:-}" tport="${5:-}"
+    local listeners="PLAINTEXT://127.0.0.1:$port" map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    if [[ -n "$sport" ]]; then
+        listeners="$listeners,SASL_SSL://127.0.0.1:$sport,SSL://127.0.0.1:$tport"
+        map="$map,SASL_SSL:SASL_SSL,SSL:SSL"
+    fi
     cat >"$dir/server.properties" <<EOF
 # Written by scripts/kafka-server.sh at each start.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=$listeners,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$listeners
+listener.security.protocol.map=$map
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 log.dirs=$dir/data
@@ -130,6 +177,24 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=2
 num.io.threads=4
 EOF
+    if [[ -n "$sport" ]]; then
+        local t="$dir/tls"
+        cat >>"$dir/server.properties" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$t/broker-store.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$t/ca.pem
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_weft="weft-secret";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="weft";
+EOF
+        if [[ -n "${KAFKA_SERVER_REAUTH_MS:-}" ]]; then
+            echo "connections.max.reauth.ms=$KAFKA_SERVER_REAUTH_MS" >>"$dir/server.properties"
+        fi
+    fi
     cat >"$dir/log4j2.properties" <<EOF
 # Written by scripts/kafka-server.sh at each start.
 status = warn
@@ -181,7 +246,7 @@ start() { # DIR PORT
         for _ in $(seq 1 180); do
             if ready "$dir" "$port"; then
                 log "already running on 127.0.0.1:$port"
-                print_env "$port"
+                print_env "$port" "$dir"
                 return 0
             fi
             alive "$dir" || break
@@ -195,11 +260,22 @@ start() { # DIR PORT
     fi
     need_java
     fetch_jars
-    local cport
+    local cport sport="" tport="" scram=()
     cport="$(free_port)"
     [[ "$cport" != "$port" ]] || cport="$(free_port)"
+    rm -f "$dir/kafka.sasl-ssl-port" "$dir/kafka.ssl-port"
+    if [[ "${KAFKA_SERVER_SECURE:-}" == 1 ]]; then
+        make_certs "$dir"
+        sport="$(free_port)"
+        tport="$(free_port)"
+        while [[ "$sport" == "$port" || "$sport" == "$cport" ]]; do sport="$(free_port)"; done
+        while [[ "$tport" == "$port" || "$tport" == "$cport" || "$tport" == "$sport" ]]; do tport="$(free_port)"; done
+        # SCRAM credentials live in the cluster metadata: written when the storage is formatted.
+        scram=(--add-scram "SCRAM-SHA-256=[name=weft,password=weft-secret]"
+               --add-scram "SCRAM-SHA-512=[name=weft,password=weft-secret]")
+    fi
     mkdir -p "$dir/data"
-    write_config "$dir" "$port" "$cport"
+    write_config "$dir" "$port" "$cport" "$sport" "$tport"
     rm -f "$dir/kafka.log" "$dir/kafka.out"
     if [[ ! -s "$dir/data/meta.properties" ]]; then
         # A random cluster id: 16 bytes, base64url without padding (as kafka-storage random-uuid).
@@ -211,7 +287,7 @@ start() { # DIR PORT
         done
         log "formatting $dir/data for cluster $cluster"
         java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-            -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" \
+            -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" ${scram[@]+"${scram[@]}"} \
             >"$dir/kafka.out" 2>&1 </dev/null \
             || { cat "$dir/kafka.out" >&2; die "formatting the storage in $dir/data failed; output above"; }
     fi
@@ -228,6 +304,10 @@ start() { # DIR PORT
     echo $! >"$dir/kafka.pid"
     echo "$port" >"$dir/kafka.port"
     echo "$cport" >"$dir/kafka.controller-port"
+    if [[ -n "$sport" ]]; then
+        echo "$sport" >"$dir/kafka.sasl-ssl-port"
+        echo "$tport" >"$dir/kafka.ssl-port"
+    fi
     for _ in $(seq 1 180); do
         if ! alive "$dir"; then
             show_logs "$dir"
@@ -237,7 +317,7 @@ start() { # DIR PORT
         if ready "$dir" "$port"; then
             log "ready"
             watch_owner "$dir"
-            print_env "$port"
+            print_env "$port" "$dir"
             return 0
         fi
         sleep 0.5

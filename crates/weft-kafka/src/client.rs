@@ -3,6 +3,7 @@
 use crate::Error;
 use crate::batch::{FetchedRecord, ReadBatch, RecordBatches};
 use crate::conn::Conn;
+use crate::security::Security;
 use crate::wire::{Get, Put};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -42,6 +43,8 @@ pub struct ClientConfig {
     pub client_id: String,
     /// Longest wait for one broker answer (a fetch adds its own wait to this).
     pub request_timeout: Duration,
+    /// TLS and SASL (none by default).
+    pub security: Security,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +53,7 @@ impl Default for ClientConfig {
             brokers: vec!["127.0.0.1:9092".into()],
             client_id: "weft".into(),
             request_timeout: Duration::from_secs(10),
+            security: Security::default(),
         }
     }
 }
@@ -112,6 +116,8 @@ pub struct Client {
     /// Held while a connection is opened, so each broker has exactly one: a producer's
     /// sequence numbers are ordered by the one connection they are written to.
     opening: tokio::sync::Mutex<()>,
+    /// Connections opened so far (reconnects and session renewals included).
+    opened: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -126,6 +132,7 @@ impl Client {
             meta: Mutex::new(Metadata::default()),
             conns: Mutex::new(HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
+            opened: std::sync::atomic::AtomicU64::new(0),
         });
         let conn = client.any_conn().await?;
         let body = conn
@@ -170,6 +177,12 @@ impl Client {
         &self.cfg
     }
 
+    /// How many connections this client has opened: one per broker and fetch lane, plus one
+    /// for each reconnect or renewed session.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     async fn conn(&self, addr: &str) -> Result<Arc<Conn>, Error> {
         self.conn_lane(addr, None).await
     }
@@ -183,17 +196,18 @@ impl Client {
             Some(l) => format!("{addr}#fetch-{l}"),
         };
         if let Some(c) = self.conns.lock().get(&key)
-            && !c.is_dead()
+            && c.usable()
         {
             return Ok(c.clone());
         }
         let _one = self.opening.lock().await;
         if let Some(c) = self.conns.lock().get(&key)
-            && !c.is_dead()
+            && c.usable()
         {
             return Ok(c.clone());
         }
-        let c = Conn::open(addr, &self.cfg.client_id, self.cfg.request_timeout).await?;
+        let c = Conn::open(addr, &self.cfg.client_id, self.cfg.request_timeout, &self.cfg.security).await?;
+        self.opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.conns.lock().insert(key, c.clone());
         Ok(c)
     }
@@ -206,6 +220,8 @@ impl Client {
         for a in addrs {
             match self.conn(&a).await {
                 Ok(c) => return Ok(c),
+                // Every broker has the same TLS and SASL settings: the next would fail alike.
+                Err(e @ Error::Security(_)) => return Err(e),
                 Err(e) => last = Some(e),
             }
         }

@@ -1,9 +1,11 @@
 //! One TCP connection to one broker, pipelined: requests are written in order and their
 //! responses, which Kafka returns in the same order, are matched to waiting callers by a FIFO
 //! of correlation ids. A failed read or write closes the connection and fails every caller
-//! waiting on it; the client opens a new one on the next request.
+//! waiting on it; the client opens a new one on the next request. A connection may be TLS and
+//! is authenticated before its first request when SASL is configured (security.rs).
 
 use crate::Error;
+use crate::security::{self, Security};
 use crate::wire::{Get, Put};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -11,33 +13,73 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// The largest response this client accepts (a fetch is asked for far less).
 const MAX_RESPONSE: usize = 256 << 20;
 
 type Waiter = (i32, oneshot::Sender<Result<Bytes, Error>>);
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 pub(crate) struct Conn {
     pub addr: String,
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Writer>,
     waiting: Arc<Mutex<VecDeque<Waiter>>>,
     dead: Arc<AtomicBool>,
     next_id: AtomicI32,
     client_id: String,
+    /// When the authenticated session ends soon enough that new requests go to a new
+    /// connection (the broker's session lifetime, or the token's expiry).
+    renew_at: Option<Instant>,
+    /// The task reading responses: stopped when the connection is dropped (nobody can be
+    /// waiting then), so a retired connection does not linger until the broker closes it.
+    reader: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(r) = self.reader.lock().take() {
+            r.abort();
+        }
+    }
 }
 
 impl Conn {
-    pub async fn open(addr: &str, client_id: &str, timeout: Duration) -> Result<Arc<Conn>, Error> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    pub async fn open(addr: &str, client_id: &str, timeout: Duration, security: &Security) -> Result<Arc<Conn>, Error> {
+        tokio::time::timeout(timeout, Conn::connect(addr, client_id, security))
             .await
             .map_err(|_| Error::Io(format!("connecting to Kafka broker {addr} timed out")))?
+    }
+
+    async fn connect(addr: &str, client_id: &str, security: &Security) -> Result<Arc<Conn>, Error> {
+        let stream = TcpStream::connect(addr)
+            .await
             .map_err(|e| Error::Io(format!("connecting to Kafka broker {addr}: {e}")))?;
         stream.set_nodelay(true).ok();
-        let (read, write) = stream.into_split();
+        let (read, write, session): (Reader, Writer, _) = match &security.tls {
+            None => {
+                let mut stream = stream;
+                let session = match &security.sasl {
+                    Some(sasl) => Some(security::authenticate(&mut stream, sasl, addr, client_id).await?),
+                    None => None,
+                };
+                let (r, w) = stream.into_split();
+                (Box::new(r), Box::new(w), session)
+            }
+            Some(tls) => {
+                let mut stream = tls.connect(addr, stream).await?;
+                let session = match &security.sasl {
+                    Some(sasl) => Some(security::authenticate(&mut stream, sasl, addr, client_id).await?),
+                    None => None,
+                };
+                let (r, w) = tokio::io::split(stream);
+                (Box::new(r), Box::new(w), session)
+            }
+        };
         let conn = Arc::new(Conn {
             addr: addr.to_string(),
             writer: tokio::sync::Mutex::new(write),
@@ -45,18 +87,26 @@ impl Conn {
             dead: Arc::new(AtomicBool::new(false)),
             next_id: AtomicI32::new(1),
             client_id: client_id.to_string(),
+            renew_at: session.and_then(|s| s.renew_after).map(|d| Instant::now() + d),
+            reader: parking_lot::Mutex::new(None),
         });
-        tokio::spawn(read_loop(
+        let task = tokio::spawn(read_loop(
             read,
             conn.waiting.clone(),
             conn.dead.clone(),
             addr.to_string(),
         ));
+        *conn.reader.lock() = Some(task.abort_handle());
         Ok(conn)
     }
 
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
+    }
+
+    /// Whether new requests should go here: alive, and its session not about to end.
+    pub fn usable(&self) -> bool {
+        !self.is_dead() && self.renew_at.is_none_or(|at| Instant::now() < at)
     }
 
     /// Sends one request and waits for its response body (after the correlation id).
@@ -147,16 +197,12 @@ fn fail_all(waiting: &Mutex<VecDeque<Waiter>>, msg: &str) {
     }
 }
 
-async fn read_loop(
-    mut read: OwnedReadHalf,
-    waiting: Arc<Mutex<VecDeque<Waiter>>>,
-    dead: Arc<AtomicBool>,
-    addr: String,
-) {
+async fn read_loop(mut read: Reader, waiting: Arc<Mutex<VecDeque<Waiter>>>, dead: Arc<AtomicBool>, addr: String) {
     let msg = loop {
         let mut len = [0u8; 4];
         if let Err(e) = read.read_exact(&mut len).await {
-            break format!("reading from Kafka broker {addr}: {e}");
+            let hint = security::alert_hint(&e).unwrap_or("");
+            break format!("reading from Kafka broker {addr}: {e}{hint}");
         }
         let len = i32::from_be_bytes(len);
         if len < 4 || len as usize > MAX_RESPONSE {
