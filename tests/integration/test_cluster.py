@@ -13,6 +13,7 @@ queriers and a compactor as separate processes (ADR 0008).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -42,15 +43,41 @@ REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 
 
+class Broker(str):
+    """The address weft's roles use: the broker's SASL_SSL listener. They connect over TLS (the
+    test CA) and authenticate with SCRAM-SHA-512 (`weft_args`), as on a managed Kafka. The test's
+    own Kafka tools (kafka-python) use the plaintext listener, `plain`."""
+    plain: str
+    tls_dir: Path
+    ssl: str
+    weft_args: list[str]
+
+
+def _kafka_flags(brokers: str) -> list[str]:
+    return ["--kafka-brokers", str(brokers), *getattr(brokers, "weft_args", [])]
+
+
+def _plain(brokers: str) -> str:
+    return getattr(brokers, "plain", brokers)
+
+
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory) -> str:
+def kafka(tmp_path_factory) -> Broker:
     d = tmp_path_factory.mktemp("kafka")
     port = free_ports(1)[0]
     r = subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "start", str(d), str(port)],
                        capture_output=True, text=True, timeout=180,
-                       env={**os.environ, "KAFKA_SERVER_OWNER_PID": str(os.getpid())})
+                       env={**os.environ, "KAFKA_SERVER_OWNER_PID": str(os.getpid()), "KAFKA_SERVER_SECURE": "1"})
     assert r.returncode == 0, f"could not start Kafka (scripts/kafka-server.sh):\n{r.stderr[-3000:]}"
-    brokers = r.stdout.strip().removeprefix("WEFT_KAFKA_BROKERS=")
+    env = dict(line.split("=", 1) for line in r.stdout.split())
+    brokers = Broker(env["WEFT_KAFKA_SASL_SSL_BROKERS"])
+    brokers.plain = env["WEFT_KAFKA_BROKERS"]
+    brokers.ssl = env["WEFT_KAFKA_SSL_BROKERS"]
+    brokers.tls_dir = Path(env["WEFT_KAFKA_TLS_DIR"])
+    (brokers.tls_dir / "password").write_text("weft-secret\n")
+    brokers.weft_args = ["--kafka-tls", "--kafka-tls-ca", str(brokers.tls_dir / "ca.pem"),
+                         "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "weft",
+                         "--kafka-sasl-password-file", str(brokers.tls_dir / "password")]
     yield brokers
     subprocess.run(["bash", str(REPO / "scripts" / "kafka-server.sh"), "stop", str(d)],
                    capture_output=True, timeout=60)
@@ -61,7 +88,7 @@ def _partition(trace_id: bytes, n: int = PARTITIONS) -> int:
 
 
 def _records(brokers: str, topic: str) -> list:
-    consumer = KafkaConsumer(bootstrap_servers=brokers, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=_plain(brokers), enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=3000)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
     assert len(parts) == PARTITIONS, f"topic {topic} has partitions {parts}"
@@ -77,7 +104,7 @@ def _records(brokers: str, topic: str) -> list:
 
 
 def _distributor(weft_factory, brokers: str, topic: str, *extra: str, name: str | None = None):
-    return weft_factory("--target", "distributor", "--kafka-brokers", brokers, "--kafka-topic", topic,
+    return weft_factory("--target", "distributor", *_kafka_flags(brokers), "--kafka-topic", topic,
                         "--kafka-partitions", str(PARTITIONS), *extra, name=name or f"distributor-{topic}")
 
 
@@ -172,6 +199,52 @@ def test_a_distributor_without_a_reachable_broker_does_not_start(weft_factory):
         assert r.returncode != 0 and names in r.stderr, r.stderr[-2000:]
 
 
+def test_kafka_security_mistakes_stop_the_start_naming_the_cause(weft_factory, kafka, tmp_path):
+    """A wrong password, an untrusted CA, a missing client certificate, an expired token or a
+    plaintext port each stop a distributor at start with an error that names the cause, and
+    the password appears in no output."""
+    tls = kafka.tls_dir
+    expired = tmp_path / "expired.jwt"
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()  # noqa: E731
+    expired.write_text(b64(b'{"alg":"none"}') + "." + b64(json.dumps(
+        {"sub": "weft", "iat": int(time.time()) - 600, "exp": int(time.time()) - 300}).encode()) + ".")
+    scram = ["--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "weft"]
+    cases = [
+        ("wrong-password", [kafka, "--kafka-tls", "--kafka-tls-ca", tls / "ca.pem", *scram,
+                            "--kafka-sasl-password", "not-the-secret"],
+         ["SASL SCRAM-SHA-512 authentication with Kafka broker", "invalid credentials"]),
+        ("untrusted-ca", [kafka, "--kafka-tls", "--kafka-tls-ca", tls / "other-ca.pem", *scram,
+                          "--kafka-sasl-password", "weft-secret"],
+         ["TLS handshake with Kafka broker", "not signed by the CAs of", "other-ca.pem"]),
+        ("no-client-cert", [kafka.ssl, "--kafka-tls", "--kafka-tls-ca", tls / "ca.pem"],
+         ["refused this client's certificate or wants one"]),
+        ("expired-token", [kafka, "--kafka-tls", "--kafka-tls-ca", tls / "ca.pem",
+                           "--kafka-sasl-mechanism", "oauthbearer", "--kafka-sasl-token-file", expired],
+         ["OAUTHBEARER", "expired", str(expired)]),
+        ("tls-to-plaintext", [kafka.plain, "--kafka-tls", "--kafka-tls-ca", tls / "ca.pem"],
+         ["is this port a TLS listener?"]),
+        ("cert-without-key", [kafka.ssl, "--kafka-tls", "--kafka-tls-cert", tls / "client.pem"],
+         ["kafka_tls_cert and kafka_tls_key go together"]),
+    ]
+    for name, (brokers, *rest), wants in cases:
+        srv = weft_factory("--target", "distributor", "--kafka-brokers", str(brokers), *map(str, rest),
+                           start=False, name=f"insecure-{name}")
+        r = subprocess.run(srv.command(), capture_output=True, text=True, timeout=60, env=srv.process_env())
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, f"{name}: started\n{out[-2000:]}"
+        for want in wants:
+            assert want in out, f"{name}: {want!r} not in\n{out[-2000:]}"
+        assert "weft-secret" not in out and "not-the-secret" not in out, f"{name}: a password was printed"
+    # With the right client certificate the mTLS listener takes spans (the other tests use SCRAM).
+    d = weft_factory("--target", "distributor", "--kafka-brokers", kafka.ssl, "--kafka-tls",
+                     "--kafka-tls-ca", str(tls / "ca.pem"), "--kafka-tls-cert", str(tls / "client.pem"),
+                     "--kafka-tls-key", str(tls / "client-key.pem"), "--kafka-topic", "mtls-topic",
+                     "--kafka-partitions", str(PARTITIONS), name="mtls-distributor")
+    tid = new_trace_id()
+    assert d.post_otlp(make_request([make_span(tid, start=time.time_ns())])).status_code == 200
+    assert any(bytes(tid) in rec.value for rec in _records(kafka, "mtls-topic"))
+
+
 
 def _span_ids(querier, tid: bytes, tenant: str) -> list[bytes]:
     t = querier.fetch_trace(tid, tenant=tenant)
@@ -207,7 +280,7 @@ def test_acknowledged_spans_survive_crashes_exactly_once(weft_factory, kafka, tm
                         "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret",
                         "--s3-prefix", "cluster")
         data = s3_dir
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     distributors = [
         weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      "--multitenancy", name=f"distributor-{i}")
@@ -334,7 +407,7 @@ def test_a_querier_sees_spans_within_a_second_of_their_ack(weft_factory, kafka, 
     the block is listed, it is counted once, not twice."""
     topic = f"live-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="live-distributor")
     querier = start_sharing(weft_factory, "live-querier", "--target", "querier", "--blocklist-poll", "0.2",
@@ -385,12 +458,12 @@ def test_block_builders_read_records_that_kafka_python_wrote_in_every_codec(weft
         from kafka import KafkaProducer
         from kafka.admin import KafkaAdminClient, NewTopic
     topic = f"foreign-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin = KafkaAdminClient(bootstrap_servers=_plain(kafka))
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
     admin.close()
     sent: dict[bytes, tuple[str, list[bytes]]] = {}  # trace id -> (tenant, span ids)
     for codec in ("gzip", "snappy", "lz4", "zstd"):
-        producer = KafkaProducer(bootstrap_servers=kafka, compression_type=codec, linger_ms=200,
+        producer = KafkaProducer(bootstrap_servers=_plain(kafka), compression_type=codec, linger_ms=200,
                                  acks="all")
         for i in range(6):
             tid = new_trace_id()
@@ -403,7 +476,7 @@ def test_block_builders_read_records_that_kafka_python_wrote_in_every_codec(weft
         producer.close()
 
     data = tmp_path / "shared"
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}",
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}",
                   "--multitenancy")
     live = weft_factory("--target", "querier", *kafka_args, name="foreign-live")
     for tid, (tenant, span_ids) in sent.items():
@@ -441,7 +514,7 @@ def test_the_single_binary_search_tags_metrics_and_graph_checks_pass_on_the_clus
 
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="e2e-distributor")
     querier = start_sharing(weft_factory, "e2e-querier", "--target", "querier", "--blocklist-poll", "0.2",
@@ -483,7 +556,7 @@ def test_a_search_split_over_queriers_with_live_stores_answers_as_one_querier(we
         _s3("start", s3_dir, s3_port)
         storage = ("--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{s3_port}", "--s3-bucket", "weft",
                    "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret", "--s3-prefix", "fe")
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}", *storage)
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}", *storage)
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="fe-distributor")
     builder = start_sharing(weft_factory, "fe-builder", "--target", "block-builder", *kafka_args,
@@ -678,7 +751,7 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
 
     topic = f"ls-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="ls-distributor")
     # The first traces go to blocks; then the builder stops, and the rest stay in the live stores.
@@ -810,7 +883,7 @@ def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path
     stores that leave a partition out: answers are partial."""
     topic = f"lp-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "shared"
-    kafka_args = ("--kafka-brokers", kafka, "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
     d = weft_factory("--target", "distributor", *kafka_args, "--kafka-partitions", str(PARTITIONS),
                      name="lp-distributor")
     tid = new_trace_id()

@@ -30,6 +30,8 @@ pub(crate) struct Conn {
     writer: tokio::sync::Mutex<Writer>,
     waiting: Arc<Mutex<VecDeque<Waiter>>>,
     dead: Arc<AtomicBool>,
+    /// Why the reader stopped, for requests that find the connection closed.
+    why: Arc<Mutex<Option<String>>>,
     next_id: AtomicI32,
     client_id: String,
     /// When the authenticated session ends soon enough that new requests go to a new
@@ -85,6 +87,7 @@ impl Conn {
             writer: tokio::sync::Mutex::new(write),
             waiting: Arc::new(Mutex::new(VecDeque::new())),
             dead: Arc::new(AtomicBool::new(false)),
+            why: Arc::new(Mutex::new(None)),
             next_id: AtomicI32::new(1),
             client_id: client_id.to_string(),
             renew_at: session.and_then(|s| s.renew_after).map(|d| Instant::now() + d),
@@ -94,6 +97,7 @@ impl Conn {
             read,
             conn.waiting.clone(),
             conn.dead.clone(),
+            conn.why.clone(),
             addr.to_string(),
         ));
         *conn.reader.lock() = Some(task.abort_handle());
@@ -151,7 +155,8 @@ impl Conn {
         before_write: impl FnOnce(&mut [u8]),
     ) -> Result<Bytes, Error> {
         if self.is_dead() {
-            return Err(Error::Io(format!("connection to {} is closed", self.addr)));
+            let why = self.why.lock().clone();
+            return Err(Error::Io(why.unwrap_or_else(|| format!("connection to {} is closed", self.addr))));
         }
         let body_at = 14 + self.client_id.len();
         let (tx, rx) = oneshot::channel();
@@ -197,7 +202,13 @@ fn fail_all(waiting: &Mutex<VecDeque<Waiter>>, msg: &str) {
     }
 }
 
-async fn read_loop(mut read: Reader, waiting: Arc<Mutex<VecDeque<Waiter>>>, dead: Arc<AtomicBool>, addr: String) {
+async fn read_loop(
+    mut read: Reader,
+    waiting: Arc<Mutex<VecDeque<Waiter>>>,
+    dead: Arc<AtomicBool>,
+    why: Arc<Mutex<Option<String>>>,
+    addr: String,
+) {
     let msg = loop {
         let mut len = [0u8; 4];
         if let Err(e) = read.read_exact(&mut len).await {
@@ -242,6 +253,7 @@ async fn read_loop(mut read: Reader, waiting: Arc<Mutex<VecDeque<Waiter>>>, dead
             return;
         }
     };
+    *why.lock() = Some(msg.clone());
     dead.store(true, Ordering::Release);
     fail_all(&waiting, &msg);
 }

@@ -2,6 +2,7 @@
 //! by trace ID) and the BlockBuilder (partitions of the topic into blocks), and the options of
 //! the cluster and topic they share with a querier tailing recent spans.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -61,6 +62,72 @@ pub struct KafkaOptions {
     /// them say they are partial. Size it for your rate times --block-max-age plus 30 s.
     #[arg(long, env = "WEFT_LIVE_STORE_MAX_BYTES", default_value_t = weft_querier::live::MAX_LIVE_BYTES)]
     pub live_store_max_bytes: usize,
+    /// Kafka: connect to brokers over TLS, trusting the system's CAs unless --kafka-tls-ca.
+    #[arg(long, env = "WEFT_KAFKA_TLS", action = clap::ArgAction::Set, num_args = 0..=1,
+          default_missing_value = "true", default_value_t = false)]
+    pub kafka_tls: bool,
+    /// Kafka TLS: PEM bundle of the CAs that sign the brokers' certificates [default: the
+    /// system's].
+    #[arg(long, env = "WEFT_KAFKA_TLS_CA")]
+    pub kafka_tls_ca: Option<PathBuf>,
+    /// Kafka TLS: PEM certificate chain presented to brokers that require one (mTLS).
+    #[arg(long, env = "WEFT_KAFKA_TLS_CERT")]
+    pub kafka_tls_cert: Option<PathBuf>,
+    /// Kafka TLS: PEM private key of --kafka-tls-cert.
+    #[arg(long, env = "WEFT_KAFKA_TLS_KEY")]
+    pub kafka_tls_key: Option<PathBuf>,
+    /// Kafka TLS: the name the brokers' certificates carry, when it is not the host each
+    /// broker is dialled at.
+    #[arg(long, env = "WEFT_KAFKA_TLS_SERVER_NAME")]
+    pub kafka_tls_server_name: Option<String>,
+    /// Kafka TLS: accept any broker certificate. It still encrypts, but no longer knows whom
+    /// it talks to: for tests only.
+    #[arg(long, env = "WEFT_KAFKA_TLS_INSECURE_SKIP_VERIFY", action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub kafka_tls_insecure_skip_verify: bool,
+    /// Kafka: the SASL mechanism brokers authenticate this process with [default: none].
+    #[arg(long, env = "WEFT_KAFKA_SASL_MECHANISM", value_enum)]
+    pub kafka_sasl_mechanism: Option<SaslMechanism>,
+    /// Kafka SASL (PLAIN, SCRAM): the user name.
+    #[arg(long, env = "WEFT_KAFKA_SASL_USERNAME")]
+    pub kafka_sasl_username: Option<String>,
+    /// Kafka SASL (PLAIN, SCRAM): the password. Prefer --kafka-sasl-password-file or the
+    /// WEFT_KAFKA_SASL_PASSWORD variable to a flag, which other users can read in `ps`.
+    #[arg(long, env = "WEFT_KAFKA_SASL_PASSWORD", hide_env_values = true, value_parser = secret)]
+    pub kafka_sasl_password: Option<weft_kafka::Secret>,
+    /// Kafka SASL (PLAIN, SCRAM): a file holding the password (a trailing newline is ignored).
+    #[arg(long, env = "WEFT_KAFKA_SASL_PASSWORD_FILE")]
+    pub kafka_sasl_password_file: Option<PathBuf>,
+    /// Kafka SASL OAUTHBEARER: a file holding the token, read again at each new connection
+    /// (something else keeps it fresh: a projected service-account token, a sidecar).
+    #[arg(long, env = "WEFT_KAFKA_SASL_TOKEN_FILE")]
+    pub kafka_sasl_token_file: Option<PathBuf>,
+    /// Kafka SASL OAUTHBEARER: a shell command printing the token, run at each new
+    /// connection (an MSK IAM signer, a cloud CLI).
+    #[arg(long, env = "WEFT_KAFKA_SASL_TOKEN_COMMAND")]
+    pub kafka_sasl_token_command: Option<String>,
+}
+
+/// A SASL mechanism Kafka brokers take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SaslMechanism {
+    /// User name and password in the clear: use with --kafka-tls.
+    #[value(name = "plain", alias = "PLAIN")]
+    Plain,
+    /// Salted challenge and response (RFC 7677): the password never crosses the wire.
+    #[value(name = "scram-sha-256", alias = "SCRAM-SHA-256")]
+    ScramSha256,
+    /// As scram-sha-256, with SHA-512 (Amazon MSK's SCRAM).
+    #[value(name = "scram-sha-512", alias = "SCRAM-SHA-512")]
+    ScramSha512,
+    /// A bearer token from --kafka-sasl-token-file or --kafka-sasl-token-command (OIDC
+    /// providers, MSK IAM through a signer).
+    #[value(name = "oauthbearer", alias = "OAUTHBEARER")]
+    OAuthBearer,
+}
+
+fn secret(s: &str) -> Result<weft_kafka::Secret, String> {
+    Ok(weft_kafka::Secret::new(s))
 }
 
 impl KafkaOptions {
@@ -81,7 +148,102 @@ impl KafkaOptions {
         anyhow::ensure!(!self.kafka_topic.is_empty(), "kafka_topic must not be empty");
         anyhow::ensure!(self.kafka_partitions > 0, "kafka_partitions must be positive");
         anyhow::ensure!(self.kafka_replication > 0, "kafka_replication must be positive");
+        self.security()?;
         Ok(())
+    }
+
+    /// TLS and SASL as configured: files are read and options checked here, so a mistake
+    /// stops the start with its name.
+    pub fn security(&self) -> anyhow::Result<weft_kafka::Security> {
+        let tls_named = self.kafka_tls_ca.is_some()
+            || self.kafka_tls_cert.is_some()
+            || self.kafka_tls_key.is_some()
+            || self.kafka_tls_server_name.is_some()
+            || self.kafka_tls_insecure_skip_verify;
+        anyhow::ensure!(
+            self.kafka_tls || !tls_named,
+            "kafka_tls_* options are set but kafka_tls is not: set kafka_tls: true to connect over TLS"
+        );
+        anyhow::ensure!(
+            self.kafka_tls_cert.is_some() == self.kafka_tls_key.is_some(),
+            "kafka_tls_cert and kafka_tls_key go together (the client certificate and its key)"
+        );
+        let tls = if self.kafka_tls {
+            let opts = weft_kafka::TlsOptions {
+                ca_file: self.kafka_tls_ca.clone(),
+                cert_file: self.kafka_tls_cert.clone(),
+                key_file: self.kafka_tls_key.clone(),
+                server_name: self.kafka_tls_server_name.clone(),
+                insecure_skip_verify: self.kafka_tls_insecure_skip_verify,
+            };
+            Some(weft_kafka::Tls::new(&opts).map_err(|e| anyhow::anyhow!("kafka_tls: {e}"))?)
+        } else {
+            None
+        };
+        let with_password = matches!(
+            self.kafka_sasl_mechanism,
+            Some(SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512)
+        );
+        anyhow::ensure!(
+            with_password
+                || (self.kafka_sasl_username.is_none()
+                    && self.kafka_sasl_password.is_none()
+                    && self.kafka_sasl_password_file.is_none()),
+            "kafka_sasl_username and kafka_sasl_password are for kafka_sasl_mechanism plain, \
+             scram-sha-256 or scram-sha-512"
+        );
+        let with_token = self.kafka_sasl_mechanism == Some(SaslMechanism::OAuthBearer);
+        anyhow::ensure!(
+            with_token || (self.kafka_sasl_token_file.is_none() && self.kafka_sasl_token_command.is_none()),
+            "kafka_sasl_token_file and kafka_sasl_token_command are for kafka_sasl_mechanism oauthbearer"
+        );
+        let sasl = match self.kafka_sasl_mechanism {
+            None => None,
+            Some(SaslMechanism::OAuthBearer) => {
+                let token = match (&self.kafka_sasl_token_file, &self.kafka_sasl_token_command) {
+                    (Some(f), None) => weft_kafka::TokenSource::File(f.clone()),
+                    (None, Some(c)) => weft_kafka::TokenSource::Command(c.clone()),
+                    _ => anyhow::bail!(
+                        "kafka_sasl_mechanism oauthbearer needs exactly one of kafka_sasl_token_file \
+                         and kafka_sasl_token_command"
+                    ),
+                };
+                Some(weft_kafka::Sasl::OAuthBearer { token })
+            }
+            Some(m) => {
+                let username = self
+                    .kafka_sasl_username
+                    .clone()
+                    .filter(|u| !u.is_empty())
+                    .ok_or_else(|| anyhow::anyhow!("kafka_sasl_mechanism {m:?} needs kafka_sasl_username"))?;
+                let password = match (&self.kafka_sasl_password, &self.kafka_sasl_password_file) {
+                    (Some(p), None) => p.clone(),
+                    (None, Some(f)) => {
+                        let text = std::fs::read_to_string(f)
+                            .with_context(|| format!("reading kafka_sasl_password_file {}", f.display()))?;
+                        weft_kafka::Secret::new(text.trim_end_matches(['\n', '\r']))
+                    }
+                    (None, None) => anyhow::bail!(
+                        "kafka_sasl_mechanism {m:?} needs kafka_sasl_password or kafka_sasl_password_file"
+                    ),
+                    (Some(_), Some(_)) => {
+                        anyhow::bail!("set kafka_sasl_password or kafka_sasl_password_file, not both")
+                    }
+                };
+                if m == SaslMechanism::Plain && !self.kafka_tls {
+                    tracing::warn!("kafka_sasl_mechanism plain without kafka_tls sends the password in the clear");
+                }
+                Some(match m {
+                    SaslMechanism::Plain => weft_kafka::Sasl::Plain { username, password },
+                    _ => weft_kafka::Sasl::Scram {
+                        sha512: m == SaslMechanism::ScramSha512,
+                        username,
+                        password,
+                    },
+                })
+            }
+        };
+        Ok(weft_kafka::Security { tls, sasl })
     }
 
     /// A client of the configured Kafka cluster.
@@ -89,6 +251,7 @@ impl KafkaOptions {
         let kafka = weft_kafka::ClientConfig {
             brokers: self.kafka_brokers.clone(),
             client_id: client_id.into(),
+            security: self.security()?,
             ..Default::default()
         };
         weft_kafka::Client::connect(kafka)
