@@ -44,8 +44,9 @@ cargo run --release -q -p weft-sampling --example count_cost | tee bench-out/sam
 # Cluster mode: distributor, block builder (blocks in s3proxy) and a real Kafka broker beside the
 # single binary on the same loadgen load (docs/benchmarks/cluster.md).
 # Each round runs the single binary, then a cluster per record-batch compression (none, lz4, zstd);
-# in each, a querier tailing the topic and two live stores read the same load (their CPU per span).
-.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --live-stores --out bench-out/cluster.json
+# in each, a querier tailing the topic and two live stores read the same load (their CPU per span);
+# each compression runs again over TLS with SASL SCRAM-SHA-512 (<compression>+tls: TLS's cost).
+.venv/bin/python scripts/bench_cluster.py --weft target/release/weft --live-stores --tls --out bench-out/cluster.json
 # Compaction's write amplification over an hour of steady load, beside the previous policy
 # (docs/benchmarks/all-in-cost-and-compaction.md, "Compaction write amplification";
 # docs/adr/0007-size-tiered-compaction.md).

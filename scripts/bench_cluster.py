@@ -10,6 +10,10 @@ Each of --rounds rounds:
    (scripts/kafka-server.sh, a topic of --partitions partitions per run). The distributor's CPU
    is read after the load; the block builder's once every span is in a block.
 
+With --tls, each compression also runs over the broker's SASL_SSL listener (TLS with the
+script's test CA, SASL SCRAM-SHA-512), reported as "<compression>+tls": the cost of TLS on the
+same load, in the same round.
+
 With --live-stores, each cluster run also has a querier tailing the whole topic (the old
 read path) and two live stores (`--target live-store`) holding half of the partitions each,
 all started before the load: reported as CPU microseconds per span received, the querier's
@@ -101,10 +105,11 @@ def run_single(args, root, tag):
         one.stop()
 
 
-def run_cluster(args, root, tag, codec, brokers, sport, broker_pid):
-    """A distributor and a block builder on a topic of their own, with `codec`."""
+def run_cluster(args, root, tag, codec, brokers, sport, broker_pid, security=()):
+    """A distributor and a block builder on a topic of their own, with `codec` (and `security`:
+    the --kafka-tls and --kafka-sasl flags)."""
     kafka = ["--kafka-brokers", brokers, "--kafka-topic", f"bench-{tag}", "--kafka-partitions", str(args.partitions),
-             "--kafka-compression", codec, "--kafka-group", f"bench-{tag}"]
+             "--kafka-compression", codec, "--kafka-group", f"bench-{tag}", *security]
     s3 = ["--storage", "s3", "--s3-endpoint", f"http://127.0.0.1:{sport}", "--s3-bucket", "weft",
           "--s3-prefix", tag, "--s3-access-key-id", "weft", "--s3-secret-access-key", "weft-secret"]
     procs = []
@@ -184,13 +189,28 @@ def main():
                     help="rounds of the single binary followed by a cluster per compression")
     ap.add_argument("--live-stores", action="store_true",
                     help="also run a querier tailing the topic and two live stores, and report their CPU per span")
+    ap.add_argument("--tls", action="store_true",
+                    help="also run each compression over TLS with SASL SCRAM-SHA-512, as <compression>+tls")
     ap.add_argument("--out")
     args = ap.parse_args()
     codecs = args.compression.split(",")
     root = tempfile.mkdtemp(prefix="weft-bench-cluster-")
     owner = {"KAFKA_SERVER_OWNER_PID": str(os.getpid()), "S3_SERVER_OWNER_PID": str(os.getpid())}
     kport, sport = free_port(), free_port()
-    brokers = script("kafka-server.sh", "start", os.path.join(root, "kafka"), kport, env=owner).split("=", 1)[1]
+    started = script("kafka-server.sh", "start", os.path.join(root, "kafka"), kport,
+                     env={**owner, **({"KAFKA_SERVER_SECURE": "1"} if args.tls else {})})
+    kv = dict(line.split("=", 1) for line in started.split())
+    brokers = kv["WEFT_KAFKA_BROKERS"]
+    variants = [(codec, brokers, []) for codec in codecs]
+    if args.tls:
+        tls = kv["WEFT_KAFKA_TLS_DIR"]
+        with open(os.path.join(tls, "password"), "w") as f:
+            f.write("weft-secret\n")
+        secure = ["--kafka-tls", "--kafka-tls-ca", os.path.join(tls, "ca.pem"), "--kafka-sasl-mechanism",
+                  "scram-sha-512", "--kafka-sasl-username", "weft", "--kafka-sasl-password-file",
+                  os.path.join(tls, "password")]
+        variants = [v for codec in codecs for v in [(codec, brokers, []),
+                                                    (codec + "+tls", kv["WEFT_KAFKA_SASL_SSL_BROKERS"], secure)]]
     script("s3-server.sh", "start", os.path.join(root, "s3"), sport, env=owner)
     broker_pid = int(open(os.path.join(root, "kafka", "kafka.pid")).read())
     results = {"seconds": args.seconds, "partitions": args.partitions, "rounds": []}
@@ -198,17 +218,19 @@ def main():
         for r in range(args.rounds):
             rnd = {"single": run_single(args, root, f"r{r}")}
             single = rnd["single"]["spans_per_cpu_second"]
-            for codec in codecs:
-                c = run_cluster(args, root, f"r{r}-{codec}", codec, brokers, sport, broker_pid)
+            for name, addr, security in variants:
+                codec = name.removesuffix("+tls")
+                tag = f"r{r}-{name.replace('+', '-')}"
+                c = run_cluster(args, root, tag, codec, addr, sport, broker_pid, security)
                 c["ratio_to_single"] = round(c["weft_processes_spans_per_cpu_second"] / single, 3)
-                rnd[codec] = c
+                rnd[name] = c
             results["rounds"].append(rnd)
             print(json.dumps(rnd), file=sys.stderr, flush=True)
         rounds = results["rounds"]
         summary = {"single_spans_per_cpu_second": round(median([x["single"]["spans_per_cpu_second"] for x in rounds]))}
-        for codec in codecs:
-            summary[codec] = {k: median([x[codec][k] for x in rounds])
-                              for k in rounds[0][codec] if isinstance(rounds[0][codec][k], (int, float))}
+        for name, _, _ in variants:
+            summary[name] = {k: median([x[name][k] for x in rounds])
+                             for k in rounds[0][name] if isinstance(rounds[0][name][k], (int, float))}
         results["median"] = summary
     finally:
         script("kafka-server.sh", "stop", os.path.join(root, "kafka"))
