@@ -909,3 +909,52 @@ def test_live_stores_must_hold_each_partition_once(weft_factory, kafka, tmp_path
     wait_for(lambda: len(whole.get("/api/search", params={"q": "{ }"}).json()["traces"]) == 1, 30, "the trace")
     r = whole.get("/api/search", params={"q": "{ }"})
     assert r.headers.get("x-weft-partial-live-stores") is None
+
+
+def test_a_second_block_builder_on_taken_partitions_refuses_and_stops_print_no_panic(weft_factory, kafka,
+                                                                                      tmp_path):
+    """Partitions are leased in the block storage: a builder given a partition a live builder
+    holds refuses to start, naming the partition and the holder, and takes none of its others;
+    every span is in the blocks exactly once; a clean stop frees the partitions at once; and
+    stopping a builder, a distributor or a querier prints no panic."""
+    topic = f"fence-{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "bucket"
+    kafka_args = (*_kafka_flags(kafka), "--kafka-topic", topic, "--kafka-group", f"g-{topic}")
+    builder = ("--target", "block-builder", *kafka_args, "--block-max-age", "0.5", "--block-builder-lease", "3")
+    d = _distributor(weft_factory, kafka, topic)
+    a = start_sharing(weft_factory, "builder-a", *builder, "--block-builder-partitions", "0,1", data_dir=data)
+    second = weft_factory(*builder, "--block-builder-partitions", "2,1", name="builder-b", start=False)
+    second.data_dir = data
+    r = subprocess.run(second.command(), capture_output=True, text=True, timeout=60, env=second.process_env())
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, f"a second builder of partition 1 started:\n{out[-2000:]}"
+    assert f"partition 1 of topic {topic} is being built by another block builder" in out, out[-2000:]
+    assert f":{a.http_port})" in out, f"the holder (host:port of builder-a) is named:\n{out[-2000:]}"
+    # It released partition 2, which it had leased first: a builder of 2 and 3 starts.
+    c = start_sharing(weft_factory, "builder-c", *builder, "--block-builder-partitions", "2,3", data_dir=data)
+    assert a.metric("weft_block_builder_lease_held", partition="1") == 1
+
+    sent = set()
+    for i in range(30):
+        spans = [make_span(new_trace_id(), name=f"fence-{i}-{k}", start=time.time_ns() - 10**9) for k in range(3)]
+        d.send(make_request(spans))
+        sent.update(bytes(s.span_id) for s in spans)
+
+    def blocks_hold_all():
+        n = sum(int(m.get("span_count", 0)) for m in _metas(data, ()))
+        return n if n >= len(sent) else None
+    assert wait_for(blocks_hold_all, 60, "every span in a block") == len(sent), "a span was written twice"
+
+    # A clean stop releases the leases: a replacement starts at once, not a lease period later.
+    procs = {"builder-a": a, "builder-c": c, "distributor": d}
+    for name, p in procs.items():
+        assert p.stop() == 0, f"{name} did not stop cleanly:\n{p.describe()}"
+    replacement = start_sharing(weft_factory, "builder-a2", *builder, "--block-builder-partitions", "0,1,2,3",
+                                data_dir=data)
+    querier = start_sharing(weft_factory, "querier", "--target", "querier", *kafka_args, data_dir=data)
+    for name, p in {**procs, "builder-a2": replacement, "querier": querier}.items():
+        if name in ("builder-a2", "querier"):
+            assert p.stop() == 0, f"{name} did not stop cleanly:\n{p.describe()}"
+        logs = p.stdout_path.read_text() + p.stderr_path.read_text()
+        assert "panicked" not in logs, f"{name} panicked:\n{logs[-3000:]}"
+        assert "weft stopped cleanly" in logs, f"{name}:\n{logs[-3000:]}"

@@ -20,6 +20,13 @@
 //! **Assignment** is static (`--block-builder-partitions`): each partition must have exactly
 //! one block builder. Kafka keeps the records until they are committed and past retention, so a
 //! block builder that is down only delays blocks.
+//!
+//! **Fencing.** Each partition is leased in the block storage (`weft_db::lease`,
+//! `block-builder-leases/<topic>/<partition>`, created with `If-None-Match: *`). A builder
+//! starts only if it takes every lease of its partitions, naming the holder of any it cannot;
+//! it keeps them while it runs, checks its lease before each cut is written, and stops
+//! building a partition whose lease it lost. A clean stop releases them; after a crash they
+//! lapse within two periods, or at once for a restart with the same identity.
 
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -31,6 +38,7 @@ use weft_block::Origin;
 use weft_block::meta::KafkaRange;
 use weft_core::prom::{Exposition, Kind};
 use weft_db::Db;
+use weft_db::lease::{BLOCK_BUILDER_LEASE_PREFIX, Leases};
 use weft_head::{CutPolicy, Head};
 use weft_kafka::record::read_record;
 use weft_kafka::{Client, OffsetAt};
@@ -55,6 +63,12 @@ pub struct BlockBuilderConfig {
     /// reader waiting on it, so it lets the broker gather a few batches per answer rather
     /// than waking for each one.
     pub fetch_min_bytes: i32,
+    /// Who this builder is, in its partitions' leases: a restart with the same identity takes
+    /// its leases back at once (the server uses `<host>:<http port>`).
+    pub owner: String,
+    /// Length of a lease period: a builder that dies without releasing its partitions frees
+    /// them within two periods.
+    pub lease_period: Duration,
 }
 
 /// The longest a fetch waits for `fetch_min_bytes`.
@@ -76,6 +90,57 @@ pub struct PartitionStats {
     pub refused: AtomicU64,
     pub fetch_errors: AtomicU64,
     pub fetches: AtomicU64,
+    /// Until when (ms since the epoch) a cut may start being written: the partition's lease,
+    /// less a margin for the write. 0 once the lease is lost.
+    pub lease_until_ms: AtomicU64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// This builder's leases of its partitions.
+struct Fence {
+    leases: Leases,
+    db: Arc<Db>,
+    topic: String,
+}
+
+impl Fence {
+    fn key(&self, partition: i32) -> String {
+        format!("{}/{partition}", self.topic)
+    }
+
+    /// Takes or keeps the lease of `partition`, recording until when cuts may be written.
+    /// `Ok(false)` when another builder holds it.
+    async fn renew(&self, partition: i32, stats: &PartitionStats) -> Result<bool, weft_kafka::Error> {
+        let lease = self
+            .leases
+            .acquire(&**self.db.storage(), &self.key(partition))
+            .await
+            .map_err(|e| weft_kafka::Error::Io(format!("leasing partition {partition} in block storage: {e}")))?;
+        let until = match lease {
+            // A cut starts only with a third of a period to spare before the lease's commit
+            // deadline: writing a cut's blocks takes well under that.
+            Some(l) => (l.commit_before() - self.leases.period / 3)
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64,
+            None => 0,
+        };
+        stats.lease_until_ms.store(until, Ordering::Release);
+        Ok(lease.is_some())
+    }
+
+    async fn holder(&self, partition: i32) -> String {
+        self.leases
+            .holder(&**self.db.storage(), &self.key(partition))
+            .await
+            .unwrap_or_else(|| "unknown".into())
+    }
 }
 
 /// A running block builder.
@@ -85,6 +150,7 @@ pub struct BlockBuilder {
     stop: Arc<AtomicBool>,
     /// The partitions' threads, waited for by [`BlockBuilder::stop`].
     threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    fence: Arc<Fence>,
 }
 
 impl BlockBuilder {
@@ -108,21 +174,58 @@ impl BlockBuilder {
                 cfg.topic
             )));
         }
-        let committed = client.committed_offsets(&cfg.group, &cfg.topic, &partitions).await?;
+        let fence = Arc::new(Fence {
+            leases: Leases::with_prefix(BLOCK_BUILDER_LEASE_PREFIX, cfg.owner.clone(), cfg.lease_period),
+            db: db.clone(),
+            topic: cfg.topic.clone(),
+        });
+        // Every lease first, before any offset is read: a builder that cannot have all of its
+        // partitions starts none of them.
+        let stats: Vec<(i32, Arc<PartitionStats>)> = partitions
+            .iter()
+            .map(|&p| (p, Arc::new(PartitionStats::default())))
+            .collect();
+        for (i, (p, st)) in stats.iter().enumerate() {
+            let taken = match fence.renew(*p, st).await {
+                Ok(t) => t,
+                Err(e) => {
+                    release(&fence, &partitions[..i]).await;
+                    return Err(e);
+                }
+            };
+            if !taken {
+                let holder = fence.holder(*p).await;
+                release(&fence, &partitions[..i]).await;
+                return Err(weft_kafka::Error::Config(format!(
+                    "partition {p} of topic {} is being built by another block builder ({holder}); each \
+                     partition needs exactly one. Give this one other partitions \
+                     (--block-builder-partitions), or, if that builder is gone, start this one again \
+                     within {} s, when its lease has lapsed",
+                    cfg.topic,
+                    (2 * cfg.lease_period).as_secs()
+                )));
+            }
+        }
+        let committed = match client.committed_offsets(&cfg.group, &cfg.topic, &partitions).await {
+            Ok(c) => c,
+            Err(e) => {
+                release(&fence, &partitions).await;
+                return Err(e);
+            }
+        };
         let metrics = Arc::new(IngestMetrics::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let mut stats = Vec::new();
         let mut threads = Vec::new();
-        for (&p, start) in partitions.iter().zip(committed) {
+        for ((p, st), start) in stats.iter().zip(committed) {
+            let (p, st) = (*p, st.clone());
             let start = match start {
                 Some(o) => o,
                 None => client.list_offset(&cfg.topic, p, OffsetAt::Earliest).await?,
             };
-            let st = Arc::new(PartitionStats::default());
             st.position.store(start, Ordering::Relaxed);
             st.committed.store(start, Ordering::Relaxed);
-            stats.push((p, st.clone()));
             let worker = Partition {
+                fence: fence.clone(),
                 cfg: cfg.clone(),
                 partition: p,
                 client: client.clone(),
@@ -140,11 +243,38 @@ impl BlockBuilder {
                 .map_err(|e| weft_kafka::Error::Io(format!("starting a block builder thread: {e}")))?;
             threads.push(thread);
         }
+        // Keeps the leases: renewed five times a period.
+        let keeper = (fence.clone(), stats.clone(), stop.clone());
+        rt.spawn(async move {
+            let (fence, stats, stop) = keeper;
+            let mut lost = vec![false; stats.len()];
+            while !stop.load(Ordering::Acquire) {
+                tokio::time::sleep(fence.leases.period / 5).await;
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                for (i, (p, st)) in stats.iter().enumerate() {
+                    if lost[i] {
+                        continue;
+                    }
+                    match fence.renew(*p, st).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            lost[i] = true;
+                            let holder = fence.holder(*p).await;
+                            tracing::error!(partition = *p, holder = %holder, "another block builder took this partition's lease; this one stops building it");
+                        }
+                        Err(e) => tracing::warn!(partition = *p, error = %e, "renewing the partition's lease failed; retrying"),
+                    }
+                }
+            }
+        });
         Ok(Arc::new(BlockBuilder {
             metrics,
             partitions: stats,
             stop,
             threads: parking_lot::Mutex::new(threads),
+            fence,
         }))
     }
 
@@ -158,13 +288,22 @@ impl BlockBuilder {
         while std::time::Instant::now() < until && !self.threads.lock().iter().all(|t| t.is_finished()) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // A replacement may take the partitions at once.
+        let partitions: Vec<i32> = self.partitions.iter().map(|(p, _)| *p).collect();
+        release(&self.fence, &partitions).await;
     }
 
     /// Appends the block builder's counters to a Prometheus page.
     pub fn render_metrics(&self, out: &mut Exposition) {
         self.metrics.render(out);
         type Get = fn(&PartitionStats) -> f64;
-        let families: [(&str, Kind, &str, Get); 8] = [
+        let families: [(&str, Kind, &str, Get); 9] = [
+            (
+                "weft_block_builder_lease_held",
+                Kind::Gauge,
+                "1 while this builder holds the partition's lease (it writes the partition's blocks), else 0.",
+                |s| f64::from(u8::from(s.lease_until_ms.load(Ordering::Relaxed) > 0)),
+            ),
             (
                 "weft_block_builder_position",
                 Kind::Gauge,
@@ -223,7 +362,14 @@ impl BlockBuilder {
     }
 }
 
+async fn release(fence: &Fence, partitions: &[i32]) {
+    for &p in partitions {
+        fence.leases.release(&**fence.db.storage(), &fence.key(p)).await;
+    }
+}
+
 struct Partition {
+    fence: Arc<Fence>,
     cfg: BlockBuilderConfig,
     partition: i32,
     client: Arc<Client>,
@@ -333,6 +479,11 @@ impl Partition {
                     }
                 }
             }
+            if self.head.should_cut(&self.cfg.cut) && !self.may_write().await {
+                // Another builder has the partition now; what the head holds is uncommitted,
+                // so it reads those records itself.
+                return;
+            }
             if self.head.should_cut(&self.cfg.cut)
                 && let Some(cut) = self.head.cut()
             {
@@ -357,6 +508,29 @@ impl Partition {
                 self.head.finish(&cut);
                 self.commit(end).await;
                 cut_start = end;
+            }
+        }
+    }
+
+    /// Whether this builder still holds the partition's lease with time to write a cut,
+    /// renewing it if it is close to its end (the keeper renews it five times a period).
+    async fn may_write(&self) -> bool {
+        if now_ms() < self.stats.lease_until_ms.load(Ordering::Acquire) {
+            return true;
+        }
+        loop {
+            match self.fence.renew(self.partition, &self.stats).await {
+                Ok(true) => return true,
+                Ok(false) => {
+                    let holder = self.fence.holder(self.partition).await;
+                    tracing::error!(partition = self.partition, holder = %holder, "this block builder no longer holds the partition's lease; it stops building it");
+                    return false;
+                }
+                Err(e) if !self.stop.load(Ordering::Acquire) => {
+                    tracing::warn!(partition = self.partition, error = %e, "renewing the partition's lease failed; retrying before the cut is written");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(_) => return false,
             }
         }
     }

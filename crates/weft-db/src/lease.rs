@@ -1,4 +1,7 @@
-//! Compaction leases: at most one compactor works on a tenant at a time.
+//! Leases: at most one process works on a thing at a time. Compactors lease tenants
+//! (`compactor-leases/<tenant>`); block builders lease Kafka partitions
+//! (`block-builder-leases/<topic>/<partition>`), so a second builder given a partition that a
+//! live one builds refuses it, and a builder that lost its lease stops writing.
 //!
 //! Time is cut into periods of [`Leases::period`]. The lease of tenant `t` for period `n` is
 //! the object `compactor-leases/<t>/<n>`, created with [`Storage::put_if_absent`] (S3's
@@ -13,15 +16,20 @@ use bytes::Bytes;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft_storage::{Storage, StorageError};
 
-/// Where leases live in storage.
+/// Where compactors' leases live in storage.
 pub const LEASE_PREFIX: &str = "compactor-leases";
 
-/// Leases of one compactor process.
+/// Where block builders' leases of Kafka partitions live in storage.
+pub const BLOCK_BUILDER_LEASE_PREFIX: &str = "block-builder-leases";
+
+/// Leases of one process.
 #[derive(Debug, Clone)]
 pub struct Leases {
-    /// Who this compactor is (written into the lease objects it creates).
+    /// Who this process is (written into the lease objects it creates).
     pub owner: String,
     pub period: Duration,
+    /// The folder of the lease objects ([`LEASE_PREFIX`] for compactors).
+    pub prefix: &'static str,
 }
 
 /// A lease held for one period.
@@ -45,10 +53,35 @@ impl Lease {
 }
 
 impl Leases {
+    /// A compactor's leases of tenants.
     pub fn new(owner: impl Into<String>, period: Duration) -> Leases {
+        Leases::with_prefix(LEASE_PREFIX, owner, period)
+    }
+
+    pub fn with_prefix(prefix: &'static str, owner: impl Into<String>, period: Duration) -> Leases {
         Leases {
             owner: owner.into(),
             period,
+            prefix,
+        }
+    }
+
+    /// Who holds the current period's lease of `key`, if anyone.
+    pub async fn holder(&self, storage: &dyn Storage, key: &str) -> Option<String> {
+        let n = self.period_of(SystemTime::now());
+        let b = storage.get(&format!("{}/{key}/{n:020}", self.prefix)).await.ok()?;
+        Some(String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// Gives up `key`: deletes this process's lease objects of the current and next periods,
+    /// so another process can take it at once (on a clean stop).
+    pub async fn release(&self, storage: &dyn Storage, key: &str) {
+        let n = self.period_of(SystemTime::now());
+        for p in [n, n + 1] {
+            let path = format!("{}/{key}/{p:020}", self.prefix);
+            if storage.get(&path).await.is_ok_and(|b| b == self.owner.as_bytes()) {
+                let _ = storage.delete(&path).await;
+            }
         }
     }
 
@@ -80,7 +113,7 @@ impl Leases {
 
     /// Whether this compactor holds period `n`'s lease of `tenant`, taking it if it is free.
     async fn hold(&self, storage: &dyn Storage, tenant: &str, n: u64) -> Result<bool, StorageError> {
-        let path = format!("{LEASE_PREFIX}/{tenant}/{n:020}");
+        let path = format!("{}/{tenant}/{n:020}", self.prefix);
         if storage.put_if_absent(&path, Bytes::from(self.owner.clone())).await? {
             // New holder: clean up what earlier periods left.
             self.delete_before(storage, tenant, n.saturating_sub(1)).await;
@@ -90,7 +123,7 @@ impl Leases {
     }
 
     async fn delete_before(&self, storage: &dyn Storage, tenant: &str, keep_from: u64) {
-        let prefix = format!("{LEASE_PREFIX}/{tenant}/");
+        let prefix = format!("{}/{tenant}/", self.prefix);
         let Ok(objects) = storage.list(&prefix).await else {
             return;
         };
@@ -144,6 +177,28 @@ mod tests {
             assert!(b.acquire(&s, "t").await.unwrap().is_none());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn holders_are_named_and_a_release_frees_the_key_at_once() {
+        let s = MemoryStorage::new();
+        let a = Leases::with_prefix(BLOCK_BUILDER_LEASE_PREFIX, "builder-a", Duration::from_secs(600));
+        let b = Leases::with_prefix(BLOCK_BUILDER_LEASE_PREFIX, "builder-b", Duration::from_secs(600));
+        assert!(a.acquire(&s, "weft-traces/3").await.unwrap().is_some());
+        assert!(b.acquire(&s, "weft-traces/3").await.unwrap().is_none());
+        assert_eq!(b.holder(&s, "weft-traces/3").await.as_deref(), Some("builder-a"));
+        assert!(!s.list("block-builder-leases/weft-traces/3/").await.unwrap().is_empty());
+        b.release(&s, "weft-traces/3").await;
+        assert!(
+            b.acquire(&s, "weft-traces/3").await.unwrap().is_none(),
+            "only the holder releases"
+        );
+        a.release(&s, "weft-traces/3").await;
+        assert!(
+            b.acquire(&s, "weft-traces/3").await.unwrap().is_some(),
+            "released: the next taker holds it"
+        );
+        assert!(a.acquire(&s, "weft-traces/3").await.unwrap().is_none());
     }
 
     #[tokio::test]

@@ -156,7 +156,9 @@ impl Conn {
     ) -> Result<Bytes, Error> {
         if self.is_dead() {
             let why = self.why.lock().clone();
-            return Err(Error::Io(why.unwrap_or_else(|| format!("connection to {} is closed", self.addr))));
+            return Err(Error::Io(
+                why.unwrap_or_else(|| format!("connection to {} is closed", self.addr)),
+            ));
         }
         let body_at = 14 + self.client_id.len();
         let (tx, rx) = oneshot::channel();

@@ -125,14 +125,10 @@ impl CompactorOptions {
             leases: (target == Target::Compactor).then(|| {
                 // Host and HTTP port name the compactor, not the process: a compactor that
                 // restarts takes its own leases back at once instead of waiting them out.
-                let host = std::fs::read_to_string("/etc/hostname")
-                    .ok()
-                    .map(|h| h.trim().to_string())
-                    .filter(|h| !h.is_empty())
-                    .or_else(|| std::env::var("HOSTNAME").ok())
-                    .unwrap_or_else(|| "weft".into());
-                let owner = format!("{host}:{http_port}");
-                weft_db::lease::Leases::new(owner, Duration::from_secs_f64(self.compaction_lease))
+                weft_db::lease::Leases::new(
+                    super::instance_name(http_port),
+                    Duration::from_secs_f64(self.compaction_lease),
+                )
             }),
             ..Default::default()
         }

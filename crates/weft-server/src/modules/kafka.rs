@@ -52,6 +52,15 @@ pub struct KafkaOptions {
     /// partition needs exactly one block builder [default: every partition].
     #[arg(long, env = "WEFT_BLOCK_BUILDER_PARTITIONS", value_delimiter = ',')]
     pub block_builder_partitions: Vec<i32>,
+    /// Block builder: what names this builder in its partitions' leases in the block storage;
+    /// a restart with the same name takes them back at once (use a stable pod name on
+    /// Kubernetes) [default: <host>:<http port>].
+    #[arg(long, env = "WEFT_BLOCK_BUILDER_ID")]
+    pub block_builder_id: Option<String>,
+    /// Block builder: seconds of a partition lease's period. Another builder given a leased
+    /// partition refuses to start; a builder that dies frees its partitions within two periods.
+    #[arg(long, env = "WEFT_BLOCK_BUILDER_LEASE", default_value_t = 30.0)]
+    pub block_builder_lease: f64,
     /// Live store: the partitions whose recent spans this process holds, comma-separated;
     /// together the live stores of --live-stores must hold every partition [default: every
     /// partition].
@@ -148,6 +157,10 @@ impl KafkaOptions {
         anyhow::ensure!(!self.kafka_topic.is_empty(), "kafka_topic must not be empty");
         anyhow::ensure!(self.kafka_partitions > 0, "kafka_partitions must be positive");
         anyhow::ensure!(self.kafka_replication > 0, "kafka_replication must be positive");
+        anyhow::ensure!(
+            self.block_builder_lease.is_finite() && self.block_builder_lease >= 1.0,
+            "block_builder_lease must be at least 1 second"
+        );
         self.security()?;
         Ok(())
     }
@@ -312,6 +325,11 @@ pub async fn init_block_builder(cfg: &Config, db: Arc<Db>) -> anyhow::Result<Arc
         final_block_spans: cfg.compactor.final_block_spans(),
         fetch_bytes: 8 << 20,
         fetch_min_bytes: 1 << 20,
+        owner: k
+            .block_builder_id
+            .clone()
+            .unwrap_or_else(|| super::instance_name(cfg.server.http_port)),
+        lease_period: std::time::Duration::from_secs_f64(k.block_builder_lease),
     };
     weft_blockbuilder::BlockBuilder::start(bcfg, client, db, tokio::runtime::Handle::current())
         .await

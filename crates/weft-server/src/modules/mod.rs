@@ -47,6 +47,19 @@ use crate::config::Config;
 use crate::receivers::Receiver;
 use crate::tenant::Tenants;
 
+/// What names this process in the leases it holds: its host and HTTP port. A process that
+/// restarts takes its own leases back at once instead of waiting them out, and two processes
+/// on one host cannot share a name (nor an HTTP port).
+pub fn instance_name(http_port: u16) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "weft".into());
+    format!("{host}:{http_port}")
+}
+
 /// Which roles this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Target {
