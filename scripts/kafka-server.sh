@@ -25,7 +25,7 @@
 #             alg "none", checked for sub and exp: a stand-in for an identity provider);
 #             user `weft`, password `weft-secret` for PLAIN and both SCRAMs;
 #   SSL:      TLS with a client certificate required (mTLS).
-# It generates their certificates with openssl into DIR/tls: ca.pem (the CA that signs the
+# Their certificates are scripts/test-certs.sh's, in DIR/tls: ca.pem (the CA that signs the
 # broker's certificate, for 127.0.0.1 and localhost), client.pem and client-key.pem (a client
 # certificate from that CA), other-ca.pem (a CA that signed nothing here: an untrusted one).
 # KAFKA_SERVER_REAUTH_MS, if set, is the broker's connections.max.reauth.ms. Besides
@@ -114,34 +114,10 @@ print_env() { # PORT [DIR]
     fi
 }
 
-# Test certificates (RSA 2048, two days): a CA, the broker's for 127.0.0.1 and localhost, a
-# client's, and another CA that signed none of them.
 make_certs() { # DIR
-    local t="$1/tls"
-    [[ -s "$t/broker-store.pem" && -s "$t/client.pem" && -s "$t/other-ca.pem" ]] && return 0
-    command -v openssl >/dev/null || die "openssl is not on PATH; KAFKA_SERVER_SECURE=1 needs it"
-    mkdir -p "$t"
-    local ca=(-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign")
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=weft test CA" "${ca[@]}" \
-        -keyout "$t/ca-key.pem" -out "$t/ca.pem" 2>/dev/null
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=weft untrusted CA" "${ca[@]}" \
-        -keyout "$t/other-ca-key.pem" -out "$t/other-ca.pem" 2>/dev/null
-    local who
-    for who in broker client; do
-        openssl req -newkey rsa:2048 -nodes -subj "/CN=weft test $who" \
-            -keyout "$t/$who-key.pem" -out "$t/$who.csr" 2>/dev/null
-        printf 'basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/$who.ext"
-        openssl x509 -req -in "$t/$who.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial \
-            -days 2 -extfile "$t/$who.ext" -out "$t/$who.pem" 2>/dev/null
-    done
+    bash "$ROOT/scripts/test-certs.sh" "$1/tls" || die "could not make test certificates in $1/tls"
     # Kafka's PEM key store: the private key (PKCS#8, unencrypted), then its chain.
-    cat "$t/broker-key.pem" "$t/broker.pem" "$t/ca.pem" >"$t/broker-store.pem"
-    [[ -s "$t/broker.pem" && -s "$t/client.pem" ]] || die "openssl did not write the certificates in $t"
-}
-
-show_logs() { # DIR
-    tail -n 40 "$1/kafka.log" >&2 2>/dev/null || true
-    tail -n 20 "$1/kafka.out" >&2 2>/dev/null || true
+    cat "$1/tls/server-key.pem" "$1/tls/server.pem" "$1/tls/ca.pem" >"$1/tls/broker-store.pem"
 }
 
 write_config() { # DIR PORT CONTROLLER-PORT [SASL-SSL-PORT SSL-PORT]

@@ -14,6 +14,9 @@
 # With S3_SERVER_OWNER_PID=PID, `start` also leaves a watcher that stops the server and removes
 # DIR/data once process PID has exited (tests use this so that no server outlives them).
 # `start` exits non-zero, with the end of the server's log, if the server is not ready in 60 s.
+# With S3_SERVER_TLS=1, `start` serves HTTPS instead, with a certificate from a private test CA
+# (scripts/test-certs.sh, in DIR/tls; ca.pem is the CA): the endpoint printed is https:// and
+# WEFT_S3_CA_FILE=DIR/tls/ca.pem is printed too.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,16 +53,28 @@ alive() { # DIR
     [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
 }
 
+# http or https, as the server in DIR was started.
+scheme() { # DIR
+    if [[ -s "$1/tls/server.p12" && "$(cat "$1/s3proxy.scheme" 2>/dev/null)" == https ]]; then
+        echo https
+    else
+        echo http
+    fi
+}
+
 # Any HTTP answer on / means the server listens (unsigned requests get 403).
-answers() { # PORT
+answers() { # PORT [SCHEME]
     local code
-    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/" || true)"
+    code="$(curl -s -k -o /dev/null -w '%{http_code}' --max-time 2 "${2:-http}://127.0.0.1:$1/" || true)"
     [[ -n "$code" && "$code" != "000" ]]
 }
 
-print_env() { # PORT
-    echo "WEFT_S3_ENDPOINT=http://127.0.0.1:$1 WEFT_S3_BUCKET=$BUCKET WEFT_S3_REGION=$REGION" \
-        "WEFT_S3_ACCESS_KEY_ID=$ACCESS_KEY WEFT_S3_SECRET_ACCESS_KEY=$SECRET_KEY"
+print_env() { # PORT DIR
+    local sch
+    sch="$(scheme "$2")"
+    echo "WEFT_S3_ENDPOINT=$sch://127.0.0.1:$1 WEFT_S3_BUCKET=$BUCKET WEFT_S3_REGION=$REGION" \
+        "WEFT_S3_ACCESS_KEY_ID=$ACCESS_KEY WEFT_S3_SECRET_ACCESS_KEY=$SECRET_KEY" \
+        "$([[ "$sch" == https ]] && echo "WEFT_S3_CA_FILE=$2/tls/ca.pem")"
 }
 
 start() { # DIR PORT
@@ -71,19 +86,32 @@ start() { # DIR PORT
         local have
         have="$(cat "$dir/s3proxy.port" 2>/dev/null || true)"
         [[ "$have" == "$port" ]] || die "a server for $dir already runs on port $have, not $port"
-        answers "$port" || die "server for $dir runs (pid $(cat "$dir/s3proxy.pid")) but does not answer on $port"
+        answers "$port" "$(scheme "$dir")" || die "server for $dir runs (pid $(cat "$dir/s3proxy.pid")) but does not answer on $port"
         log "already running on 127.0.0.1:$port"
-        print_env "$port"
+        print_env "$port" "$dir"
         return 0
     fi
-    if answers "$port"; then
+    if answers "$port" || answers "$port" https; then
         die "port $port on 127.0.0.1 is taken by another process"
     fi
     fetch_jar
     # The filesystem provider maps buckets to directories under basedir.
     mkdir -p "$dir/data/$BUCKET"
+    local listen="s3proxy.endpoint=http://127.0.0.1:$port" sch=http
+    if [[ "${S3_SERVER_TLS:-}" == 1 ]]; then
+        bash "$ROOT/scripts/test-certs.sh" "$dir/tls" || die "could not make test certificates in $dir/tls"
+        # Jetty's key store: the server's key and chain as PKCS#12.
+        openssl pkcs12 -export -in "$dir/tls/server.pem" -inkey "$dir/tls/server-key.pem" \
+            -certfile "$dir/tls/ca.pem" -name s3proxy -passout pass:weft-secret \
+            -out "$dir/tls/server.p12" 2>/dev/null || die "openssl could not write $dir/tls/server.p12"
+        listen="s3proxy.secure-endpoint=https://127.0.0.1:$port
+s3proxy.keystore-path=$dir/tls/server.p12
+s3proxy.keystore-password=weft-secret"
+        sch=https
+    fi
+    echo "$sch" >"$dir/s3proxy.scheme"
     cat >"$dir/s3proxy.conf" <<EOF
-s3proxy.endpoint=http://127.0.0.1:$port
+$listen
 s3proxy.authorization=aws-v2-or-v4
 s3proxy.identity=$ACCESS_KEY
 s3proxy.credential=$SECRET_KEY
@@ -102,10 +130,10 @@ EOF
             rm -f "$dir/s3proxy.pid"
             die "s3proxy exited during start; log above ($dir/s3proxy.log)"
         fi
-        if answers "$port"; then
+        if answers "$port" "$sch"; then
             log "ready"
             watch_owner "$dir"
-            print_env "$port"
+            print_env "$port" "$dir"
             return 0
         fi
         sleep 0.5

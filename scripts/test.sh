@@ -12,9 +12,8 @@ export CARGO_TERM_COLOR=never
 stage "spec vectors are well-formed and self-consistent"
 python3 scripts/check_vectors.py
 
-# Work that needs no test server runs beside the stages that mostly wait (downloads, then the
-# end-to-end suite), at the lowest CPU priority, so it fills idle cores without slowing the
-# tests. Each background job logs to target/bg-NAME.log, which is printed if it fails.
+# Compiling runs beside test-deps, which mostly waits on downloads, at the lowest CPU priority.
+# A background job logs to target/bg-NAME.log, printed if it fails.
 mkdir -p target
 declare -A bg=()
 background() { # NAME COMMAND...
@@ -34,17 +33,26 @@ await() { # NAME
     fi
 }
 
+# Clippy lints the workspace while it is compiled for the tests, instead of checking it a second
+# time: it is the rustc wrapper of the workspace's own crates, as `cargo clippy` makes it, with
+# warnings denied. Every cargo command below keeps it, so nothing is compiled twice.
+export RUSTC_WORKSPACE_WRAPPER="$(dirname "$(rustup which rustc)")/clippy-driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+
 stage "formatting (rustfmt)"
 cargo fmt --all -- --check
 (cd sdk/rust && cargo fmt --all -- --check)
 
-stage "install test dependencies; beside it, build the web UI and compile the Rust tests"
+stage "install test dependencies; beside it, build the web UI, compile and lint the Rust tests, build the fuzz targets"
 # test-deps goes first for disk: building Jaeger takes about 3.7 GB of caches for a few minutes
 # (removed after), and CI machines can be short of disk. The compile fills the downloads' waits.
-# This also builds the weft binary the end-to-end tests run (crates/weft-server/tests/binary.rs
-# needs it), with the features of this build: a separate `cargo build -p weft-server` would
-# compile the dependency graph again (about 2 minutes on CI's 2 cores).
-background build bash -c 'bash scripts/build_ui.sh && cargo test --workspace --no-run'
+# `--all-targets` compiles (and so lints) the benches and examples too. This also builds the
+# weft binary the end-to-end tests run, with the features of this build: a separate
+# `cargo build -p weft-server` would compile the dependency graph again (about 2 minutes on
+# CI's 2 cores). Fuzzing itself needs nightly: cargo +nightly fuzz run <target>.
+background build bash -c 'bash scripts/build_ui.sh && cargo test --workspace --all-targets --no-run \
+    && for c in weft-otlp weft-translate weft-kafka weft-engine; do \
+         (cd crates/$c/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins) || exit 1; done'
 bash scripts/test-deps.sh
 await build
 
@@ -55,16 +63,13 @@ if ! command -v mkfs.ext4 >/dev/null; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends e2fsprogs >/dev/null
 fi
+# The SDKs' compiles and the UI tests' setup run beside the Rust tests, which mostly wait on
+# brokers and disks; the end-to-end suite then runs with nothing beside it.
+background sdks bash -c 'bash scripts/sdk-rust.sh build && bash scripts/sdk-java.sh build \
+    && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare'
 cargo test --workspace
+await sdks
 export WEFT_BIN="$PWD/target/debug/weft"
-
-# Beside the end-to-end suite: clippy, the fuzz targets' build (fuzzing itself needs nightly:
-# cargo +nightly fuzz run <target>), and the compiles of the SDK suites and the UI tests' setup.
-background lint bash -c 'cargo clippy --workspace --all-targets -- -D warnings \
-    && for c in weft-otlp weft-translate weft-kafka weft-engine; do \
-         (cd crates/$c/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins) || exit 1; done'
-background sdks bash -c 'bash scripts/sdk-rust.sh lint && bash scripts/sdk-rust.sh build \
-    && bash scripts/sdk-java.sh build && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare'
 
 stage "end-to-end tests"
 # The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
@@ -80,9 +85,6 @@ wait "$sampling" && echo "test_sampling.py: passed" || { cat target/e2e-sampling
 tail -1 target/e2e-sampling.log
 [[ "$rest" == 0 ]] || exit "$rest"
 
-stage "lint (clippy, warnings are errors) and the fuzz targets' build, run beside the end-to-end tests"
-await lint
-await sdks
 
 stage "Tempo conformance: Go clients decode every reply strictly and drive the gRPC streaming API"
 (cd tests/tempo-conformance && go test -count=1 ./...)

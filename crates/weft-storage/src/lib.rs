@@ -41,12 +41,28 @@ pub enum StorageError {
     Io { path: String, source: std::io::Error },
     /// A remote store failed: a server error that outlasted the retries, a refused request, a
     /// network failure. The object is as the [`Storage`] contract says for an `Err`.
-    #[error("storage backend error in {op} of {path:?}: {source}")]
+    #[error("storage backend error in {op} of {path:?}: {}", with_causes(&**.source))]
     Backend {
         op: &'static str,
         path: String,
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+}
+
+/// An error and its chain of causes, each once: "error sending request" alone does not say
+/// that the server's certificate was untrusted, its cause does.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 impl StorageError {

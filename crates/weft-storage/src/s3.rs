@@ -71,8 +71,10 @@ pub struct S3Config {
     /// Allows `http://` endpoints (local servers). Off by default.
     pub allow_http: bool,
     /// Path-style addressing (`endpoint/bucket/key`), which S3-compatible servers expect. When
-    /// off, requests go to `bucket.endpoint/key`.
+    /// off, requests go to `bucket.endpoint/key` (virtual-host style, which AWS prefers).
     pub path_style: bool,
+    /// PEM bundle of CAs to trust besides the system's: for a server with a private CA.
+    pub ca_file: Option<std::path::PathBuf>,
     /// Objects larger than this are written with a multipart upload.
     pub multipart_threshold: usize,
     /// Part size of multipart uploads (at least 5 MiB).
@@ -98,6 +100,7 @@ impl std::fmt::Debug for S3Config {
             .field("prefix", &self.prefix)
             .field("allow_http", &self.allow_http)
             .field("path_style", &self.path_style)
+            .field("ca_file", &self.ca_file)
             .field("multipart_threshold", &self.multipart_threshold)
             .field("part_size", &self.part_size)
             .field("part_concurrency", &self.part_concurrency)
@@ -139,6 +142,7 @@ impl S3Config {
             prefix: String::new(),
             allow_http: endpoint.is_some_and(|e| e.starts_with("http://")),
             path_style: true,
+            ca_file: None,
             multipart_threshold: 16 * MIB,
             part_size: 8 * MIB,
             part_concurrency: 4,
@@ -290,24 +294,60 @@ impl S3Storage {
     /// show in the first call.
     pub fn new(config: S3Config) -> Result<Self, S3ConfigError> {
         config.validate()?;
-        let mut b = if config.access_key_id.is_empty() {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let profile = (config.access_key_id.is_empty()
+            && env("AWS_ACCESS_KEY_ID").is_none()
+            && env("AWS_WEB_IDENTITY_TOKEN_FILE").is_none())
+        .then(|| {
+            let file = env("AWS_SHARED_CREDENTIALS_FILE")
+                .map(std::path::PathBuf::from)
+                .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".aws/credentials")))?;
+            let text = std::fs::read_to_string(file).ok()?;
+            profile_keys(&text, env("AWS_PROFILE").as_deref().unwrap_or("default"))
+        })
+        .flatten();
+        let mut b = if let Some((id, secret, token)) = profile {
+            let b = AmazonS3Builder::from_env()
+                .with_access_key_id(id)
+                .with_secret_access_key(secret);
+            match token {
+                Some(t) => b.with_token(t),
+                None => b,
+            }
+        } else if config.access_key_id.is_empty() {
+            // The environment (AWS_ACCESS_KEY_ID and friends), web identity (IRSA on EKS),
+            // the ECS container endpoint, then EC2 instance metadata.
             AmazonS3Builder::from_env()
         } else {
             AmazonS3Builder::new()
                 .with_access_key_id(&config.access_key_id)
                 .with_secret_access_key(&config.secret_access_key)
         };
+        let mut client = ClientOptions::new()
+            .with_allow_http(config.allow_http)
+            .with_timeout(config.request_timeout)
+            .with_connect_timeout(config.connect_timeout);
+        if let Some(path) = &config.ca_file {
+            let bad = |reason: String| S3ConfigError {
+                field: "ca_file",
+                value: path.display().to_string(),
+                reason,
+            };
+            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("holds no PEM certificate".into()));
+            }
+            for c in certs {
+                client = client.with_root_certificate(c);
+            }
+        }
         b = b
             .with_bucket_name(&config.bucket)
             .with_region(&config.region)
             .with_allow_http(config.allow_http)
             .with_virtual_hosted_style_request(!config.path_style)
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(config.allow_http)
-                    .with_timeout(config.request_timeout)
-                    .with_connect_timeout(config.connect_timeout),
-            )
+            .with_client_options(client)
             .with_retry(RetryConfig {
                 backoff: BackoffConfig {
                     init_backoff: config.retry.init_backoff,
@@ -397,6 +437,35 @@ impl S3Storage {
             Err(e) => backend("get_range", path, original.unwrap_or(e)),
         }
     }
+}
+
+/// The static keys of `profile` in an AWS shared credentials file (`~/.aws/credentials`):
+/// access key, secret and session token, when the profile has the first two.
+fn profile_keys(ini: &str, profile: &str) -> Option<(String, String, Option<String>)> {
+    let mut section = "";
+    let (mut id, mut secret, mut token) = (None, None, None);
+    for line in ini.lines().map(str::trim) {
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.trim();
+            continue;
+        }
+        if section != profile {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            let v = v.trim().to_string();
+            match k.trim() {
+                "aws_access_key_id" => id = Some(v),
+                "aws_secret_access_key" => secret = Some(v),
+                "aws_session_token" => token = Some(v),
+                _ => {}
+            }
+        }
+    }
+    Some((id?, secret?, token))
 }
 
 fn backend(op: &'static str, path: &str, e: object_store::Error) -> StorageError {
@@ -535,6 +604,24 @@ impl Storage for S3Storage {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn profiles_of_a_shared_credentials_file() {
+        let ini = "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = s1\n\n\
+                   # a comment\n[prod]\naws_access_key_id=AKIAPROD\naws_secret_access_key=s2\n\
+                   aws_session_token = tok\n[broken]\naws_access_key_id = only-an-id\n";
+        assert_eq!(
+            profile_keys(ini, "default"),
+            Some(("AKIADEFAULT".into(), "s1".into(), None))
+        );
+        assert_eq!(
+            profile_keys(ini, "prod"),
+            Some(("AKIAPROD".into(), "s2".into(), Some("tok".into())))
+        );
+        assert_eq!(profile_keys(ini, "broken"), None);
+        assert_eq!(profile_keys(ini, "missing"), None);
+    }
+
     use super::*;
 
     fn ok() -> S3Config {

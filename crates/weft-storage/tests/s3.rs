@@ -31,6 +31,36 @@ async fn s3_storage_conforms() {
     clear(&store).await;
 }
 
+/// S3 behind HTTPS with a private CA, as many companies run MinIO or a gateway: with the CA
+/// named, the whole suite passes; without it, the first request fails naming the certificate.
+#[tokio::test]
+async fn s3_over_tls_with_a_private_ca_conforms() {
+    let s = tls_server();
+    assert!(s.endpoint.starts_with("https://"), "{}", s.endpoint);
+    let mut c = config_at(&s.endpoint, s, "tls");
+    c.ca_file = s.ca_file.clone();
+    conformance::run(&S3Storage::new(c.clone()).unwrap()).await;
+
+    let mut untrusted = c.clone();
+    untrusted.ca_file = None;
+    untrusted.retry = fast_retry(0);
+    let e = S3Storage::new(untrusted)
+        .unwrap()
+        .list("")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+
+    let mut missing = c;
+    missing.ca_file = Some("/nonexistent/ca.pem".into());
+    let e = S3Storage::new(missing)
+        .err()
+        .expect("a CA file that is not there")
+        .to_string();
+    assert!(e.contains("ca_file") && e.contains("/nonexistent/ca.pem"), "{e}");
+}
+
 #[tokio::test]
 async fn counting_s3_storage_conforms_with_paged_listing() {
     let mut c = config("counting");
@@ -318,6 +348,7 @@ fn store_via(l: &FaultListener, forwarding: bool, max_retries: usize, test: &str
         region: "us-east-1".into(),
         access_key_id: "weft".into(),
         secret_access_key: "weft-secret".into(),
+        ca_file: None,
     };
     let s = if forwarding { server() } else { &offline };
     let mut c = config_at(&l.endpoint(), s, test);

@@ -40,6 +40,26 @@ pub struct StorageOptions {
     /// S3: key prefix inside the bucket for everything weft stores [default: none].
     #[arg(long, env = "WEFT_S3_PREFIX", default_value = "")]
     pub s3_prefix: String,
+    /// S3: PEM bundle of CAs to trust besides the system's, for an endpoint whose certificate
+    /// a private CA signed.
+    #[arg(long, env = "WEFT_S3_CA_FILE")]
+    pub s3_ca_file: Option<std::path::PathBuf>,
+    /// S3: `path` (`endpoint/bucket/key`, what S3-compatible servers expect), `virtual-host`
+    /// (`bucket.endpoint/key`, what AWS prefers), or `auto`: path with --s3-endpoint,
+    /// virtual-host for AWS.
+    #[arg(long, env = "WEFT_S3_ADDRESSING", value_enum, default_value_t = S3Addressing::Auto)]
+    pub s3_addressing: S3Addressing,
+}
+
+/// How bucket names go into S3 request URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum S3Addressing {
+    /// Path style with --s3-endpoint, virtual-host style for AWS.
+    Auto,
+    /// `https://endpoint/bucket/key`.
+    Path,
+    /// `https://bucket.endpoint/key`.
+    VirtualHost,
 }
 
 impl StorageOptions {
@@ -63,6 +83,15 @@ impl StorageOptions {
             &self.s3_secret_access_key,
         )
         .and_then(|c| c.with_prefix(&self.s3_prefix))
+        .map(|mut c| {
+            c.path_style = match self.s3_addressing {
+                S3Addressing::Path => true,
+                S3Addressing::VirtualHost => false,
+                S3Addressing::Auto => self.s3_endpoint.is_some(),
+            };
+            c.ca_file = self.s3_ca_file.clone();
+            c
+        })
         .map_err(|e| e.to_string())
     }
 }

@@ -18,12 +18,23 @@ pub struct Server {
     pub region: String,
     pub access_key_id: String,
     pub secret_access_key: String,
+    /// The private CA of an HTTPS server.
+    pub ca_file: Option<PathBuf>,
 }
 
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+static TLS_SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 
 pub fn server() -> &'static Server {
-    match SERVER.get_or_init(start_server) {
+    match SERVER.get_or_init(|| start_server(false)) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A second server, on HTTPS with a certificate from a private CA (`ca_file`).
+pub fn tls_server() -> &'static Server {
+    match TLS_SERVER.get_or_init(|| start_server(true)) {
         Ok(s) => s,
         Err(e) => panic!("{e}"),
     }
@@ -33,18 +44,20 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
-fn start_server() -> Result<Server, String> {
-    if let Ok(endpoint) = std::env::var("WEFT_S3_ENDPOINT") {
+fn start_server(tls: bool) -> Result<Server, String> {
+    if let (false, Ok(endpoint)) = (tls, std::env::var("WEFT_S3_ENDPOINT")) {
         return Ok(Server {
             endpoint,
             bucket: env_or("WEFT_S3_BUCKET", "weft"),
             region: env_or("WEFT_S3_REGION", "us-east-1"),
             access_key_id: env_or("WEFT_S3_ACCESS_KEY_ID", "weft"),
             secret_access_key: env_or("WEFT_S3_SECRET_ACCESS_KEY", "weft-secret"),
+            ca_file: None,
         });
     }
     let script: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-server.sh");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("s3-server-{}", std::process::id()));
+    let name = if tls { "s3-tls-server" } else { "s3-server" };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("cannot find a free port for the S3 test server: {e}"))?
@@ -58,6 +71,7 @@ fn start_server() -> Result<Server, String> {
         .arg(&dir)
         .arg(port.to_string())
         .env("S3_SERVER_OWNER_PID", std::process::id().to_string())
+        .env("S3_SERVER_TLS", if tls { "1" } else { "" })
         .output()
         .map_err(|e| format!("cannot run {}: {e}. {how}", script.display()))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -85,6 +99,11 @@ fn start_server() -> Result<Server, String> {
         region: var("WEFT_S3_REGION")?,
         access_key_id: var("WEFT_S3_ACCESS_KEY_ID")?,
         secret_access_key: var("WEFT_S3_SECRET_ACCESS_KEY")?,
+        ca_file: if tls {
+            Some(var("WEFT_S3_CA_FILE")?.into())
+        } else {
+            None
+        },
     })
 }
 
