@@ -55,8 +55,7 @@ async fn s3_over_tls_with_a_private_ca_conforms() {
     let mut missing = c;
     missing.ca_file = Some("/nonexistent/ca.pem".into());
     let e = S3Storage::new(missing)
-        .err()
-        .expect("a CA file that is not there")
+        .expect_err("a CA file that is not there")
         .to_string();
     assert!(e.contains("ca_file") && e.contains("/nonexistent/ca.pem"), "{e}");
 }
