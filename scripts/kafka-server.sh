@@ -7,6 +7,11 @@
 #   scripts/kafka-server.sh status DIR                  # exit 0 if it runs
 #   scripts/kafka-server.sh topic DIR NAME PARTITIONS   # creates topic NAME (replication 1) if missing
 #   scripts/kafka-server.sh fetch                       # only fetches the jars
+#   scripts/kafka-server.sh cluster DIR N               # N brokers (KRaft, each also a controller) in
+#                                                       # DIR/node-1..N: replication N, min.insync.replicas 2
+# A node of a cluster stops with `stop DIR/node-I` and starts again, with its configuration
+# and data, with `start DIR/node-I PORT` (its port is in DIR/node-I/kafka.port); `stop DIR`
+# stops them all.
 #
 # On success `start` prints the environment the tests read: WEFT_KAFKA_BROKERS=127.0.0.1:PORT.
 # The broker is ready when it has logged "Kafka Server started" (after it is unfenced, so it
@@ -47,7 +52,7 @@ HEAP="-Xmx512m -Xms512m"
 log() { echo "[kafka-server] $*" >&2; }
 die() { log "$*"; exit 1; }
 
-usage() { die "usage: $0 start DIR PORT | stop DIR | status DIR | topic DIR NAME PARTITIONS | fetch"; }
+usage() { die "usage: $0 start DIR PORT | cluster DIR N | stop DIR | status DIR | topic DIR NAME PARTITIONS | fetch"; }
 
 need_java() {
     command -v java >/dev/null || die "java is not on PATH; Kafka $VERSION needs java 17 or newer"
@@ -121,7 +126,10 @@ make_certs() { # DIR
 }
 
 write_config() { # DIR PORT CONTROLLER-PORT [SASL-SSL-PORT SSL-PORT]
+    # NODE_ID, VOTERS and REPLICAS: set by `cluster` for its nodes; one node by default.
     local dir="$1" port="$2" cport="$3" sport="${4:-}" tport="${5:-}"
+    local node="${NODE_ID:-1}" voters="${VOTERS:-1@127.0.0.1:$3}" replicas="${REPLICAS:-1}"
+    local isr=$(( replicas > 1 ? 2 : 1 ))
     local listeners="PLAINTEXT://127.0.0.1:$port" map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
     if [[ -n "$sport" ]]; then
         listeners="$listeners,SASL_SSL://127.0.0.1:$sport,SSL://127.0.0.1:$tport"
@@ -130,8 +138,8 @@ write_config() { # DIR PORT CONTROLLER-PORT [SASL-SSL-PORT SSL-PORT]
     cat >"$dir/server.properties" <<EOF
 # Written by scripts/kafka-server.sh at each start.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
+node.id=$node
+controller.quorum.voters=$voters
 listeners=$listeners,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=$listeners
 listener.security.protocol.map=$map
@@ -139,15 +147,15 @@ inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 log.dirs=$dir/data
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$replicas
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$replicas
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$replicas
+transaction.state.log.min.isr=$isr
 transaction.state.log.num.partitions=4
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor=$replicas
+share.coordinator.state.topic.min.isr=$isr
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 num.network.threads=2
@@ -236,6 +244,13 @@ start() { # DIR PORT
     fi
     need_java
     fetch_jars
+    if [[ -f "$dir/cluster-node" ]]; then
+        # A node of `cluster`, started again: same configuration, same storage.
+        [[ "$(cat "$dir/kafka.port")" == "$port" ]] || die "node $dir listens on $(cat "$dir/kafka.port"), not $port"
+        launch "$dir" "$port" "$(cat "$dir/kafka.controller-port")"
+        wait_ready "$dir" "$port"
+        return
+    fi
     local cport sport="" tport="" scram=()
     cport="$(free_port)"
     [[ "$cport" != "$port" ]] || cport="$(free_port)"
@@ -252,21 +267,42 @@ start() { # DIR PORT
     fi
     mkdir -p "$dir/data"
     write_config "$dir" "$port" "$cport" "$sport" "$tport"
-    rm -f "$dir/kafka.log" "$dir/kafka.out"
+    rm -f "$dir/kafka.out"
     if [[ ! -s "$dir/data/meta.properties" ]]; then
-        # A random cluster id: 16 bytes, base64url without padding (as kafka-storage random-uuid).
-        # Like Kafka's Uuid.randomUuid, draw again while it starts with '-': the storage tool's
-        # argument parser would read such an id as an option (one CI run in 64 failed that way).
-        local cluster="-"
-        while [[ "$cluster" == -* ]]; do
-            cluster="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
-        done
-        log "formatting $dir/data for cluster $cluster"
-        java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-            -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" ${scram[@]+"${scram[@]}"} \
-            >"$dir/kafka.out" 2>&1 </dev/null \
-            || { cat "$dir/kafka.out" >&2; die "formatting the storage in $dir/data failed; output above"; }
+        format "$dir" "$(cluster_id)" ${scram[@]+"${scram[@]}"}
     fi
+    launch "$dir" "$port" "$cport"
+    if [[ -n "$sport" ]]; then
+        echo "$sport" >"$dir/kafka.sasl-ssl-port"
+        echo "$tport" >"$dir/kafka.ssl-port"
+    fi
+    wait_ready "$dir" "$port"
+}
+
+# A random cluster id: 16 bytes, base64url without padding (as kafka-storage random-uuid).
+# Like Kafka's Uuid.randomUuid, draw again while it starts with '-': the storage tool's
+# argument parser would read such an id as an option (one CI run in 64 failed that way).
+cluster_id() {
+    local cluster="-"
+    while [[ "$cluster" == -* ]]; do
+        cluster="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
+    echo "$cluster"
+}
+
+format() { # DIR CLUSTER-ID [STORAGE-TOOL OPTIONS]
+    local dir="$1" cluster="$2"
+    shift 2
+    log "formatting $dir/data for cluster $cluster"
+    java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+        -cp "$LIBS/*" kafka.tools.StorageTool format -t "$cluster" -c "$dir/server.properties" "$@" \
+        >"$dir/kafka.out" 2>&1 </dev/null \
+        || { cat "$dir/kafka.out" >&2; die "formatting the storage in $dir/data failed; output above"; }
+}
+
+launch() { # DIR PORT CONTROLLER-PORT: starts the JVM, without waiting for it
+    local dir="$1" port="$2" cport="$3"
+    rm -f "$dir/kafka.log"
     log "starting Kafka $VERSION on 127.0.0.1:$port (controller on $cport), data in $dir/data"
     # setsid: the broker outlives the shell that started it (a test harness, say).
     # shellcheck disable=SC2086 # HEAP is two options
@@ -280,10 +316,10 @@ start() { # DIR PORT
     echo $! >"$dir/kafka.pid"
     echo "$port" >"$dir/kafka.port"
     echo "$cport" >"$dir/kafka.controller-port"
-    if [[ -n "$sport" ]]; then
-        echo "$sport" >"$dir/kafka.sasl-ssl-port"
-        echo "$tport" >"$dir/kafka.ssl-port"
-    fi
+}
+
+wait_ready() { # DIR PORT
+    local dir="$1" port="$2"
     for _ in $(seq 1 180); do
         if ! alive "$dir"; then
             show_logs "$dir"
@@ -357,9 +393,53 @@ EOF
     log "topic $name ($partitions partitions) exists on 127.0.0.1:$port"
 }
 
+cluster() { # DIR N: N brokers, each also a controller, on free ports
+    local dir="$1" n="$2" i voters="" ports=() cports=() brokers=""
+    [[ "$n" =~ ^[1-9]$ ]] || die "N must be 1 to 9, got '$n'"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    need_java
+    fetch_jars
+    local taken=" "
+    for i in $(seq 1 "$n"); do
+        local p c
+        p="$(free_port)"; while [[ "$taken" == *" $p "* ]]; do p="$(free_port)"; done; taken="$taken$p "
+        c="$(free_port)"; while [[ "$taken" == *" $c "* ]]; do c="$(free_port)"; done; taken="$taken$c "
+        ports+=("$p"); cports+=("$c")
+        voters="$voters${voters:+,}$i@127.0.0.1:$c"
+        brokers="$brokers${brokers:+,}127.0.0.1:$p"
+    done
+    local id
+    id="$(cluster_id)"
+    for i in $(seq 1 "$n"); do
+        local d="$dir/node-$i"
+        mkdir -p "$d/data"
+        NODE_ID="$i" VOTERS="$voters" REPLICAS="$n" write_config "$d" "${ports[i-1]}" "${cports[i-1]}"
+        touch "$d/cluster-node"
+        rm -f "$d/kafka.out"
+        [[ -s "$d/data/meta.properties" ]] || format "$d" "$id"
+    done
+    # A controller quorum needs a majority: start every node, then wait for each.
+    for i in $(seq 1 "$n"); do
+        launch "$dir/node-$i" "${ports[i-1]}" "${cports[i-1]}"
+    done
+    for i in $(seq 1 "$n"); do
+        wait_ready "$dir/node-$i" "${ports[i-1]}" >/dev/null
+    done
+    echo "WEFT_KAFKA_BROKERS=$brokers"
+}
+
 case "${1:-}" in
 start) [[ $# -eq 3 ]] || usage; start "$2" "$3" ;;
-stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
+cluster) [[ $# -eq 3 ]] || usage; cluster "$2" "$3" ;;
+stop)
+    [[ $# -eq 2 ]] || usage
+    if [[ -d "$2/node-1" && ! -f "$2/kafka.pid" ]]; then
+        for d in "$2"/node-*; do stop "$d"; done
+    else
+        stop "$2"
+    fi
+    ;;
 status) [[ $# -eq 2 ]] || usage; alive "$2" ;;
 topic) [[ $# -eq 4 ]] || usage; topic "$2" "$3" "$4" ;;
 fetch) [[ $# -eq 1 ]] || usage; fetch_jars ;;
