@@ -435,7 +435,9 @@ cluster) [[ $# -eq 3 ]] || usage; cluster "$2" "$3" ;;
 stop)
     [[ $# -eq 2 ]] || usage
     if [[ -d "$2/node-1" && ! -f "$2/kafka.pid" ]]; then
-        for d in "$2"/node-*; do stop "$d"; done
+        # All at once: stopped one by one, the last nodes wait out their lost quorum.
+        for d in "$2"/node-*; do stop "$d" & done
+        wait
     else
         stop "$2"
     fi

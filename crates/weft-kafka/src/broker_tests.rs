@@ -376,13 +376,9 @@ async fn secure_client(addr: &str, security: Security) -> Result<Arc<Client>, Er
     .await
 }
 
-/// A record produced through `c` reads back through the plaintext listener.
-async fn round_trip_through(c: Arc<Client>, name: &str) {
-    let t = topic(name);
-    c.create_topic(&t, 1, 1, &[]).await.unwrap();
-    let p = Producer::new(c.clone(), &t, Compression::Lz4);
-    let value = format!("through {name}");
-    let parts: [&[u8]; 1] = [value.as_bytes()];
+/// Sends one record with `value` to partition 0.
+async fn send_one(p: &Producer, value: &[u8]) {
+    let parts: [&[u8]; 1] = [value];
     let rec = Record {
         key: Some(b"tenant"),
         value_parts: &parts,
@@ -398,6 +394,15 @@ async fn round_trip_through(c: Arc<Client>, name: &str) {
     )
     .await
     .unwrap();
+}
+
+/// A record produced through `c` reads back through the plaintext listener.
+async fn round_trip_through(c: Arc<Client>, name: &str) {
+    let t = topic(name);
+    c.create_topic(&t, 1, 1, &[]).await.unwrap();
+    let p = Producer::new(c.clone(), &t, Compression::Lz4);
+    let value = format!("through {name}");
+    send_one(&p, value.as_bytes()).await;
     let back = read_all(&*client().await, &t, 0).await;
     assert_eq!(back.len(), 1);
     assert_eq!(&back[0].value[..], value.as_bytes());
@@ -629,23 +634,7 @@ async fn sessions_are_renewed_before_the_broker_ends_them() {
     let until = Instant::now() + Duration::from_millis(REAUTH_MS * 2 + 1_000);
     let mut sent = 0u32;
     while Instant::now() < until {
-        let value = sent.to_be_bytes();
-        let parts: [&[u8]; 1] = [&value];
-        let rec = Record {
-            key: None,
-            value_parts: &parts,
-            headers: &[],
-            timestamp_ms: 1_700_000_000_000,
-        };
-        p.send(
-            &[PartitionRecords {
-                partition: 0,
-                records: vec![rec],
-            }],
-            deadline(),
-        )
-        .await
-        .unwrap();
+        send_one(&p, &sent.to_be_bytes()).await;
         sent += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
