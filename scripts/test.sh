@@ -64,7 +64,8 @@ background lint bash -c 'cargo clippy --workspace --all-targets -- -D warnings \
     && for c in weft-otlp weft-translate weft-kafka weft-engine; do \
          (cd crates/$c/fuzz && CARGO_TARGET_DIR="$PWD/../../../target/fuzz" cargo check --bins) || exit 1; done'
 background sdks bash -c 'bash scripts/sdk-rust.sh lint && bash scripts/sdk-rust.sh build \
-    && bash scripts/sdk-java.sh build && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare'
+    && bash scripts/sdk-java.sh build && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare \
+    && bash scripts/sdk-python.sh build'
 
 stage "end-to-end tests"
 # The slowest tests are listed at the end, to keep `make test` within its 40-minute budget.
@@ -96,4 +97,6 @@ stage "sdk/java: unit, vector, property, OTLP interop and W3C service tests (exp
 bash scripts/sdk-java.sh test
 stage "sdk/go: gofmt, vet, unit, vector, fuzz-seed, OTLP interop and W3C service tests under -race (exports to the weft binary too)"
 bash scripts/sdk-go.sh test
+stage "sdk/python: API, vector, property, OTLP HTTP/gRPC interop, fork/thread/asyncio, Flask and W3C service tests (exports to the weft binary too)"
+bash scripts/sdk-python.sh test
 stage "done"
