@@ -156,6 +156,8 @@ def benchmarks() -> Dict[str, Callable[[int], float]]:
         out[f"{sdk}/export_queue_4_threads"] = threaded(lambda on=on: on.start_span("op").end(), 4)
         out[f"{sdk}/flask_request"] = loop(flask_app(sampled_p))
     out["none/flask_request"] = loop(flask_app(None))
+    # The official instrumentation with the API's no-op provider: the floor any SDK starts from.
+    out["noop/flask_request"] = loop(flask_app(trace.NoOpTracerProvider()))
     return out
 
 

@@ -6,7 +6,7 @@
 //! `SpanContext` cannot hold (Level 2 tracestate keys, B3/Jaeger debug, the X-Ray lineage).
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use weft_sdk::baggage::Baggage;
 use weft_sdk::id::{SpanId, TraceId};
 use weft_sdk::propagation::{CompositePropagator, HeaderVec, PropagatedContext, Propagator as WeftPropagator};
@@ -18,6 +18,31 @@ use crate::span::Span;
 #[pyclass(module = "weft_sdk._native", name = "Propagator", frozen)]
 pub struct Propagator {
     inner: CompositePropagator,
+    /// Header names `extract_dict` reads (lowercase), and name prefixes (Jaeger `uberctx-`).
+    extract_fields: Vec<Py<PyString>>,
+    prefixes: Vec<String>,
+}
+
+/// Adds the value(s) of one carrier entry: a str, or a list/tuple of str (as the OTel
+/// `DefaultGetter` returns them); anything else is ignored.
+fn push_values(name: &str, v: &Bound<'_, PyAny>, out: &mut Vec<(String, String)>) {
+    if let Ok(s) = v.downcast::<PyString>() {
+        if let Ok(s) = s.to_str() {
+            out.push((name.to_owned(), s.to_owned()));
+        }
+        return;
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        if let Ok(items) = v.try_iter() {
+            for item in items.flatten() {
+                if let Ok(s) = item.downcast::<PyString>()
+                    && let Ok(s) = s.to_str()
+                {
+                    out.push((name.to_owned(), s.to_owned()));
+                }
+            }
+        }
+    }
 }
 
 /// `(key, value, metadata)` baggage members.
@@ -27,8 +52,11 @@ type BaggageList = Vec<(String, String, String)>;
 impl Propagator {
     /// `names`: `tracecontext`, `baggage`, `b3` (single-header inject), `b3multi`, `xray`,
     /// `jaeger`, `none`, in order; a later valid context wins on extract.
+    /// `extract_fields`/`prefixes`: the header names and name prefixes the formats read, for
+    /// `extract_dict`.
     #[new]
-    fn new(names: Vec<String>) -> PyResult<Self> {
+    #[pyo3(signature = (names, extract_fields=Vec::new(), prefixes=Vec::new()))]
+    fn new(py: Python<'_>, names: Vec<String>, extract_fields: Vec<String>, prefixes: Vec<String>) -> PyResult<Self> {
         let (inner, unknown) = CompositePropagator::from_names(names.iter().map(String::as_str));
         if let Some(u) = unknown.first() {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -36,7 +64,69 @@ impl Propagator {
                 u.0
             )));
         }
-        Ok(Propagator { inner })
+        Ok(Propagator {
+            inner,
+            extract_fields: extract_fields
+                .iter()
+                .map(|f| PyString::intern(py, &f.to_ascii_lowercase()).unbind())
+                .collect(),
+            prefixes: prefixes.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        })
+    }
+
+    /// `extract` for a `dict` carrier read as the OTel `DefaultGetter` reads it (exact names),
+    /// plus a case-insensitive match for a name not found exactly (HTTP names are
+    /// case-insensitive), without a Python call per header (bench `traceparent_extract`).
+    fn extract_dict(&self, carrier: &Bound<'_, PyDict>) -> PyResult<(Option<Span>, BaggageList)> {
+        let py = carrier.py();
+        let mut headers = Vec::new();
+        let mut missing = false;
+        for f in &self.extract_fields {
+            let f = f.bind(py);
+            match carrier.get_item(f)? {
+                Some(v) => push_values(f.to_str()?, &v, &mut headers),
+                None => missing = true,
+            }
+        }
+        if missing || !self.prefixes.is_empty() {
+            for (k, v) in carrier.iter() {
+                let Some(k) = k.downcast::<PyString>().ok().and_then(|k| k.to_str().ok()) else {
+                    continue;
+                };
+                let wanted_case_insensitively = missing
+                    && k.bytes().any(|b| b.is_ascii_uppercase())
+                    && self
+                        .extract_fields
+                        .iter()
+                        .any(|f| f.bind(py).to_str().is_ok_and(|f| f.eq_ignore_ascii_case(k)));
+                let prefixed = self
+                    .prefixes
+                    .iter()
+                    .any(|p| k.len() > p.len() && k.is_char_boundary(p.len()) && k[..p.len()].eq_ignore_ascii_case(p));
+                if wanted_case_insensitively || prefixed {
+                    push_values(&k.to_ascii_lowercase(), &v, &mut headers);
+                }
+            }
+        }
+        if headers.is_empty() {
+            return Ok((None, Vec::new()));
+        }
+        Ok(self.extract(headers))
+    }
+
+    /// `inject` into a `dict` carrier (what the OTel `DefaultSetter` does), without building a
+    /// list of pairs first (bench `traceparent_inject`).
+    #[pyo3(signature = (carrier, span, baggage))]
+    fn inject_dict(
+        &self,
+        carrier: &Bound<'_, PyDict>,
+        span: Option<&Bound<'_, PyAny>>,
+        baggage: BaggageList,
+    ) -> PyResult<()> {
+        for (k, v) in self.inject(span, baggage)? {
+            carrier.set_item(k, v)?;
+        }
+        Ok(())
     }
 
     /// The header names inject sets.

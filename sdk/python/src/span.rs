@@ -353,8 +353,7 @@ impl Span {
         };
         if current {
             let g = globals::get(py)?;
-            let cx = g.set_span_in_context.bind(py).call1((slf,))?;
-            let token = g.attach.bind(py).call1((cx,))?;
+            let token = globals::attach_span(py, g, slf.as_any())?;
             slf.try_borrow_mut()?.token = Some(token.unbind());
         }
         Ok(slf.clone())
@@ -370,9 +369,7 @@ impl Span {
         let py = slf.py();
         let token = slf.try_borrow_mut()?.token.take();
         if let Some(t) = token {
-            let g = globals::get(py)?;
-            // As `opentelemetry.context.detach`: a failed detach is logged there, never raised.
-            let _ = g.detach.bind(py).call1((t,));
+            globals::detach(py, globals::get(py)?, t.bind(py));
         }
         let mut s = slf.try_borrow_mut()?;
         // As `opentelemetry.trace.use_span`: only `Exception`s are errors, not `GeneratorExit`,

@@ -3,7 +3,7 @@ propagator raise."""
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,3 +124,34 @@ def _provider() -> weft_sdk.TracerProvider:
     if not _P:
         _P.append(weft_sdk.TracerProvider(sampler=weft_sdk.sampling.ALWAYS_ON, exporter=weft_sdk.InMemoryExporter(), shutdown_on_exit=False))
     return _P[0]
+
+
+class DictGetter:
+    """The default getter's behaviour, but not the DefaultGetter type: takes the Python path."""
+
+    def get(self, carrier: Dict[str, str], key: str) -> Optional[List[str]]:
+        v = carrier.get(key)
+        return [v] if isinstance(v, str) else v
+
+    def keys(self, carrier: Dict[str, str]) -> List[str]:
+        return list(carrier.keys())
+
+
+@settings(max_examples=300, deadline=None)
+@given(headers=st.dictionaries(header_names.map(str.lower), header_values, max_size=6), names=st.lists(st.sampled_from(ALL), min_size=1, max_size=4))
+def test_dict_fast_path_agrees_with_the_getter_path(headers: Dict[str, str], names: List[str]) -> None:
+    p = WeftPropagator(names)
+    fast = p.extract(dict(headers), Context())
+    slow = p.extract(dict(headers), Context(), getter=DictGetter())
+    assert trace.get_current_span(fast).get_span_context() == trace.get_current_span(slow).get_span_context()
+    assert dict(otel_baggage.get_all(fast)) == dict(otel_baggage.get_all(slow))
+    out_fast: Dict[str, str] = {}
+    out_slow: Dict[str, str] = {}
+    p.inject(out_fast, fast)
+
+    class Setter:
+        def set(self, carrier: Dict[str, str], key: str, value: str) -> None:
+            carrier[key] = value
+
+    p.inject(out_slow, slow, setter=Setter())
+    assert out_fast == out_slow

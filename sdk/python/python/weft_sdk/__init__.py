@@ -34,6 +34,7 @@ _native.init(
     decorate=_api.decorate,
     warn=_api.warn,
     span_kind=_trace.SpanKind,
+    context_cls=_context.Context,
 )
 # The native types implement the API's abstract classes; registering them makes isinstance
 # checks in the API and in instrumentation libraries (e.g. `use_span`) see them as such.

@@ -21,6 +21,7 @@ from opentelemetry.context import Context, create_key, get_current, get_value, s
 from opentelemetry.propagators.textmap import (
     CarrierT,
     DefaultGetter,
+    DefaultSetter,
     Getter,
     Setter,
     TextMapPropagator,
@@ -120,7 +121,6 @@ class WeftPropagator(TextMapPropagator):
 
     def __init__(self, names: Sequence[str]) -> None:
         names = [n.strip().lower() for n in names if n.strip()]
-        self._native = _native.Propagator(list(names))
         seen: List[str] = []
         prefixes: List[str] = []
         for n in names:
@@ -128,6 +128,7 @@ class WeftPropagator(TextMapPropagator):
                 if f not in seen:
                     seen.append(f)
             prefixes.extend(_PREFIXES.get(n, ()))
+        self._native = _native.Propagator(list(names), seen, prefixes)
         self._names = tuple(names)
         self._extract_fields = tuple(seen)
         self._prefixes = tuple(prefixes)
@@ -143,10 +144,14 @@ class WeftPropagator(TextMapPropagator):
         if context is None:
             context = get_current()
         try:
-            headers = _read_headers(carrier, getter, self._extract_fields, self._prefixes)
-            if not headers:
-                return context
-            span, bag = self._native.extract(headers)
+            if type(carrier) is dict and type(getter) is DefaultGetter:
+                # The common case, read in one native call (same result as the loop below).
+                span, bag = self._native.extract_dict(carrier)
+            else:
+                headers = _read_headers(carrier, getter, self._extract_fields, self._prefixes)
+                if not headers:
+                    return context
+                span, bag = self._native.extract(headers)
         except Exception as e:  # a broken carrier or getter: keep the context, never raise
             _api.warn(f"weft propagator {self._names}: could not read the carrier: {e!r}")
             return context
@@ -175,6 +180,9 @@ class WeftPropagator(TextMapPropagator):
             arg = (sc.trace_id, sc.span_id, int(sc.trace_flags), sc.is_remote, sc.trace_state.to_header()) if sc.is_valid else None
         bag = _api_baggage(context) if self._baggage else []
         if arg is None and not bag:
+            return
+        if type(carrier) is dict and type(setter) is DefaultSetter:
+            self._native.inject_dict(carrier, arg, bag)
             return
         for k, v in self._native.inject(arg, bag):
             setter.set(carrier, k, v)
