@@ -32,14 +32,14 @@ fn push_values(name: &str, v: &Bound<'_, PyAny>, out: &mut Vec<(String, String)>
         }
         return;
     }
-    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
-        if let Ok(items) = v.try_iter() {
-            for item in items.flatten() {
-                if let Ok(s) = item.downcast::<PyString>()
-                    && let Ok(s) = s.to_str()
-                {
-                    out.push((name.to_owned(), s.to_owned()));
-                }
+    if (v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>())
+        && let Ok(items) = v.try_iter()
+    {
+        for item in items.flatten() {
+            if let Ok(s) = item.downcast::<PyString>()
+                && let Ok(s) = s.to_str()
+            {
+                out.push((name.to_owned(), s.to_owned()));
             }
         }
     }

@@ -144,7 +144,7 @@ class WeftPropagator(TextMapPropagator):
         if context is None:
             context = get_current()
         try:
-            if type(carrier) is dict and type(getter) is DefaultGetter:
+            if type(carrier) is dict and isinstance(carrier, dict) and type(getter) is DefaultGetter:
                 # The common case, read in one native call (same result as the loop below).
                 span, bag = self._native.extract_dict(carrier)
             else:
@@ -181,7 +181,7 @@ class WeftPropagator(TextMapPropagator):
         bag = _api_baggage(context) if self._baggage else []
         if arg is None and not bag:
             return
-        if type(carrier) is dict and type(setter) is DefaultSetter:
+        if type(carrier) is dict and isinstance(carrier, dict) and type(setter) is DefaultSetter:
             self._native.inject_dict(carrier, arg, bag)
             return
         for k, v in self._native.inject(arg, bag):
