@@ -332,3 +332,44 @@ def test_context_detach_restores_previous(provider: weft_sdk.TracerProvider) -> 
         assert otel_context.get_value("k") == "v"
     assert otel_context.get_value("k") == "v"
     otel_context.detach(token)
+
+
+def test_unsampled_span_allocates_only_the_handle() -> None:
+    """An unsampled span costs the Python heap one handle and nothing else (issue 51). Each span
+    is kept, so that its handle is a new allocation; the peak of traced memory during the
+    operation, above what it was before and above the same measurement around a call that
+    allocates nothing, is at most the handle's size."""
+    import collections
+    import sys
+    import tracemalloc
+    from typing import Any, Callable, List
+
+    p = weft_sdk.TracerProvider(sampler=weft_sdk.sampling.ALWAYS_OFF, exporter=weft_sdk.InMemoryExporter(), shutdown_on_exit=False)
+    tracer = p.get_tracer("t")
+
+    def typical_peak(op: Callable[[], Any]) -> int:
+        kept: List[Any] = [None] * 400
+        counts: "collections.Counter[int]" = collections.Counter()
+        for _ in range(100):
+            op()
+        tracemalloc.start()
+        for i in range(400):
+            before, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            kept[i] = op()
+            _, peak = tracemalloc.get_traced_memory()
+            counts[peak - before] += 1
+        tracemalloc.stop()
+        return counts.most_common(1)[0][0]
+
+    def unsampled() -> Any:
+        s = tracer.start_span("op")
+        s.end()
+        return s
+
+    with tracer.start_as_current_span("parent"):
+        handle = sys.getsizeof(tracer.start_span("probe"))
+        baseline = typical_peak(lambda: None)
+        span = typical_peak(unsampled)
+    assert span - baseline <= handle, f"an unsampled span took {span - baseline} bytes of Python heap; the handle is {handle}"
+    p.shutdown()
