@@ -37,14 +37,19 @@ def main() -> None:
         if w is None or o is None:
             continue
         wa, oa = allocs.get(f"weft/{name}"), allocs.get(f"otel/{name}")
-        fa = lambda a: "" if a is None else f"{a:,.0f}"  # noqa: E731
+        # Negative peaks (the op freed more than it allocated: a handle back to its free list) are 0.
+        fa = lambda a: "" if a is None else f"{max(a, 0):,.0f}"  # noqa: E731
         print(f"| {name} | {w:,.0f} | {o:,.0f} | {w / o:.3f} (1/{o / w:.1f}) | {fa(wa)} | {fa(oa)} |")
     none, weft, otel = ns.get("none/flask_request"), ns.get("weft/flask_request"), ns.get("otel/flask_request")
+    noop = ns.get("noop/flask_request")
     if none and weft and otel:
         print()
         print("| Flask app (test client, one instrumented request) | µs/request | requests/s | throughput vs uninstrumented |")
         print("|---|---:|---:|---:|")
-        for label, v in (("no tracing", none), ("weft_sdk", weft), ("OpenTelemetry SDK", otel)):
+        rows = [("no tracing", none), ("instrumented, API no-op provider", noop), ("instrumented, weft_sdk", weft), ("instrumented, OpenTelemetry SDK", otel)]
+        for label, v in rows:
+            if v is None:
+                continue
             print(f"| {label} | {v / 1e3:,.1f} | {1e9 / v:,.0f} | {none / v * 100:.1f} % |")
 
 
