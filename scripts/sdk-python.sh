@@ -3,9 +3,10 @@
 # weft_sdk package). This builds it, runs its tests, or its benchmarks, from the repository root.
 # Everything lives in sdk/python/.venv (created here from python3, packages pinned in
 # sdk/python/requirements.txt from PyPI) and sdk/python/target (Cargo).
-#   scripts/sdk-python.sh build   venv + pinned requirements, rustfmt and clippy (warnings are
-#                                 errors) on the extension crate, mypy --strict, then the wheel built from source
-#                                 with maturin (debug profile) and installed into the venv
+#   scripts/sdk-python.sh build   venv + pinned requirements; rustfmt and clippy (warnings are
+#                                 errors) on the extension crate; mypy --strict; then the wheel,
+#                                 built from source with maturin (debug profile) and installed
+#                                 into the venv
 #   scripts/sdk-python.sh test    pytest: API, spec/vectors, Hypothesis properties, OTLP HTTP/gRPC
 #                                 interop (decoded with opentelemetry-proto), fork/threads/asyncio,
 #                                 Flask + requests under the official instrumentation, the W3C
