@@ -167,6 +167,10 @@ def _with(tracer: Any) -> None:
 
 
 def main() -> None:
+    if os.environ.get("WEFT_BENCH_ONLY") and "--worker" not in sys.argv:
+        # pyperf's workers run with a clean environment and pick their benchmark by index: they
+        # must see the same filter, or they would run (and report under its name) another one.
+        sys.argv += ["--inherit-environ", "WEFT_BENCH_ONLY,WEFT_SDK_QUIET"]
     runner = pyperf.Runner(processes=3, values=3, warmups=1, min_time=0.1)
     runner.metadata["description"] = "weft_sdk vs opentelemetry-sdk (same run)"
     only = os.environ.get("WEFT_BENCH_ONLY")
