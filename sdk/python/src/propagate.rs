@@ -114,6 +114,27 @@ impl Propagator {
         Ok(self.extract(headers))
     }
 
+    /// `inject` of the span in `context` (or the current context) into a `dict` carrier, for
+    /// formats that carry no baggage: the span is read from the context here, without Python
+    /// frames or an API `SpanContext` (bench `traceparent_inject`).
+    #[pyo3(signature = (carrier, context=None))]
+    fn inject_span_dict(&self, carrier: &Bound<'_, PyDict>, context: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let py = carrier.py();
+        let Some(span) = crate::tracer::parent_of(py, crate::globals::get(py)?, context)? else {
+            return Ok(());
+        };
+        let cx = PropagatedContext {
+            span: Some(span),
+            baggage: Baggage::new(),
+        };
+        let mut out = HeaderVec::new();
+        self.inner.inject(&cx, &mut out);
+        for (k, v) in out.0 {
+            carrier.set_item(k, v)?;
+        }
+        Ok(())
+    }
+
     /// `inject` into a `dict` carrier (what the OTel `DefaultSetter` does), without building a
     /// list of pairs first (bench `traceparent_inject`).
     #[pyo3(signature = (carrier, span, baggage))]

@@ -463,9 +463,10 @@ pub(crate) fn span_context_to_full(sc: &Bound<'_, PyAny>) -> PyResult<Option<Ful
     )))
 }
 
-/// The parent of a new span: the span in `context`, or in the current context.
+/// The parent of a new span (or the span to inject): the span in `context`, or in the current
+/// context; `None` when there is none or it is invalid.
 #[inline]
-fn parent_of(
+pub(crate) fn parent_of(
     py: Python<'_>,
     g: &globals::Globals,
     context: Option<&Bound<'_, PyAny>>,
