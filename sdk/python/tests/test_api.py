@@ -373,3 +373,28 @@ def test_unsampled_span_allocates_only_the_handle() -> None:
         span = typical_peak(unsampled)
     assert span - baseline <= handle, f"an unsampled span took {span - baseline} bytes of Python heap; the handle is {handle}"
     p.shutdown()
+
+
+def test_otel_propagators_loads_weft_propagators_by_entry_point() -> None:
+    """`OTEL_PROPAGATORS=weft_tracecontext,weft_b3`: the API itself loads weft's propagators."""
+    import subprocess
+    import sys
+
+    from conftest import env_without_otel
+
+    code = """
+from opentelemetry import propagate, trace
+import weft_sdk
+assert [type(p).__name__ for p in propagate.get_global_textmap()._propagators] == ["TraceContextPropagator", "B3Propagator"]
+p = weft_sdk.TracerProvider(exporter=weft_sdk.InMemoryExporter())
+trace.set_tracer_provider(p)
+with trace.get_tracer("x").start_as_current_span("a") as s:
+    c = {}
+    propagate.inject(c)
+assert c["traceparent"] == f"00-{s.trace_id:032x}-{s.span_id:016x}-03", c
+assert c["b3"] == f"{s.trace_id:032x}-{s.span_id:016x}-1", c
+print("ok")
+"""
+    env = env_without_otel({"OTEL_PROPAGATORS": "weft_tracecontext,weft_b3"})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
