@@ -204,3 +204,31 @@ def test_grpc_interop() -> None:
         assert p.shutdown()
     finally:
         r.server.stop(0)
+
+
+def test_drops_are_logged_at_most_once_a_minute() -> None:
+    """A full queue drops and counts every span, and says so on stderr once (rate-limited)."""
+    import subprocess
+    import sys
+
+    from conftest import env_without_otel
+
+    code = f"""
+import weft_sdk
+p = weft_sdk.TracerProvider(
+    sampler=weft_sdk.sampling.ALWAYS_ON,
+    exporter=weft_sdk.OTLPExporter(endpoint="http://127.0.0.1:{free_port()}/v1/traces", timeout=0.5),
+    max_queue_size=8, max_export_batch_size=4, shutdown_on_exit=False,
+)
+t = p.get_tracer("t")
+for _ in range(5000):
+    t.start_span("s").end()
+print(p.stats()["dropped_queue_full"])
+"""
+    env = env_without_otel()
+    env.pop("WEFT_SDK_QUIET", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) > 4000
+    drop_lines = [line for line in out.stderr.splitlines() if "weft-sdk: warn" in line and "queue" in line.lower()]
+    assert len(drop_lines) == 1, out.stderr
