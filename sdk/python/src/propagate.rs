@@ -48,36 +48,8 @@ fn push_values(name: &str, v: &Bound<'_, PyAny>, out: &mut Vec<(String, String)>
 /// `(key, value, metadata)` baggage members.
 type BaggageList = Vec<(String, String, String)>;
 
-#[pymethods]
 impl Propagator {
-    /// `names`: `tracecontext`, `baggage`, `b3` (single-header inject), `b3multi`, `xray`,
-    /// `jaeger`, `none`, in order; a later valid context wins on extract.
-    /// `extract_fields`/`prefixes`: the header names and name prefixes the formats read, for
-    /// `extract_dict`.
-    #[new]
-    #[pyo3(signature = (names, extract_fields=Vec::new(), prefixes=Vec::new()))]
-    fn new(py: Python<'_>, names: Vec<String>, extract_fields: Vec<String>, prefixes: Vec<String>) -> PyResult<Self> {
-        let (inner, unknown) = CompositePropagator::from_names(names.iter().map(String::as_str));
-        if let Some(u) = unknown.first() {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown propagator {:?}: use tracecontext, baggage, b3, b3multi, xray, jaeger or none",
-                u.0
-            )));
-        }
-        Ok(Propagator {
-            inner,
-            extract_fields: extract_fields
-                .iter()
-                .map(|f| PyString::intern(py, &f.to_ascii_lowercase()).unbind())
-                .collect(),
-            prefixes: prefixes.iter().map(|p| p.to_ascii_lowercase()).collect(),
-        })
-    }
-
-    /// `extract` for a `dict` carrier read as the OTel `DefaultGetter` reads it (exact names),
-    /// plus a case-insensitive match for a name not found exactly (HTTP names are
-    /// case-insensitive), without a Python call per header (bench `traceparent_extract`).
-    fn extract_dict(&self, carrier: &Bound<'_, PyDict>) -> PyResult<(Option<Span>, BaggageList)> {
+    fn dict_headers(&self, carrier: &Bound<'_, PyDict>) -> PyResult<Vec<(String, String)>> {
         let py = carrier.py();
         let mut headers = Vec::new();
         let mut missing = false;
@@ -108,10 +80,76 @@ impl Propagator {
                 }
             }
         }
+        Ok(headers)
+    }
+}
+
+#[pymethods]
+impl Propagator {
+    /// `names`: `tracecontext`, `baggage`, `b3` (single-header inject), `b3multi`, `xray`,
+    /// `jaeger`, `none`, in order; a later valid context wins on extract.
+    /// `extract_fields`/`prefixes`: the header names and name prefixes the formats read, for
+    /// `extract_dict`.
+    #[new]
+    #[pyo3(signature = (names, extract_fields=Vec::new(), prefixes=Vec::new()))]
+    fn new(py: Python<'_>, names: Vec<String>, extract_fields: Vec<String>, prefixes: Vec<String>) -> PyResult<Self> {
+        let (inner, unknown) = CompositePropagator::from_names(names.iter().map(String::as_str));
+        if let Some(u) = unknown.first() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown propagator {:?}: use tracecontext, baggage, b3, b3multi, xray, jaeger or none",
+                u.0
+            )));
+        }
+        Ok(Propagator {
+            inner,
+            extract_fields: extract_fields
+                .iter()
+                .map(|f| PyString::intern(py, &f.to_ascii_lowercase()).unbind())
+                .collect(),
+            prefixes: prefixes.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        })
+    }
+
+    /// `extract` for a `dict` carrier read as the OTel `DefaultGetter` reads it (exact names),
+    /// plus a case-insensitive match for a name not found exactly (HTTP names are
+    /// case-insensitive), without a Python call per header (bench `traceparent_extract`).
+    fn extract_dict(&self, carrier: &Bound<'_, PyDict>) -> PyResult<(Option<Span>, BaggageList)> {
+        let headers = self.dict_headers(carrier)?;
         if headers.is_empty() {
             return Ok((None, Vec::new()));
         }
         Ok(self.extract(headers))
+    }
+
+    /// `extract_dict` all the way to the new OTel `Context` (`context`, or the current one, with
+    /// the remote span set), for formats that carry no baggage: no Python frame per step (bench
+    /// `traceparent_extract`). `None` when baggage was found: the caller takes the general path.
+    #[pyo3(signature = (carrier, context=None))]
+    fn extract_dict_context<'py>(
+        &self,
+        carrier: &Bound<'py, PyDict>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = carrier.py();
+        let g = crate::globals::get(py)?;
+        let cx = match context.filter(|c| !c.is_none()) {
+            Some(c) => c.clone(),
+            None => crate::globals::current_context(py, g)?,
+        };
+        let headers = self.dict_headers(carrier)?;
+        if headers.is_empty() {
+            return Ok(Some(cx));
+        }
+        let (span, bag) = self.extract(headers);
+        if !bag.is_empty() {
+            return Ok(None);
+        }
+        let Some(span) = span else {
+            return Ok(Some(cx));
+        };
+        let values = cx.downcast::<PyDict>()?.copy()?;
+        values.set_item(g.span_key.bind(py), Bound::new(py, span)?)?;
+        Ok(Some(g.context_cls.bind(py).call1((values,))?))
     }
 
     /// `inject` of the span in `context` (or the current context) into a `dict` carrier, for

@@ -143,6 +143,14 @@ class WeftPropagator(TextMapPropagator):
     ) -> Context:
         if context is None:
             context = get_current()
+        if not self._baggage and type(carrier) is dict and isinstance(carrier, dict) and type(getter) is DefaultGetter:
+            try:
+                cx = self._native.extract_dict_context(carrier, context)
+                if cx is not None:
+                    return cx
+            except Exception as e:  # never raise out of extract
+                _api.warn(f"weft propagator {self._names}: could not read the carrier: {e!r}")
+                return context
         try:
             if type(carrier) is dict and isinstance(carrier, dict) and type(getter) is DefaultGetter:
                 # The common case, read in one native call (same result as the loop below).
