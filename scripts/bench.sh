@@ -58,6 +58,8 @@ bash scripts/sdk-rust.sh bench
 bash scripts/sdk-java.sh bench
 # Go SDK beside the OpenTelemetry Go SDK (results in sdk/go/BENCHMARKS.md).
 bash scripts/sdk-go.sh bench
+# Python SDK beside the OpenTelemetry Python SDK (results in sdk/python/BENCHMARKS.md).
+bash scripts/sdk-python.sh bench
 # Search over 10 million realistic spans (docs/benchmarks/search.md, "Search over 10 million
 # spans"): each query's latency over the whole range; a query over 120 s is recorded as a timeout.
 python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \

@@ -66,7 +66,7 @@ fi
 # The SDKs' compiles and the UI tests' setup run beside the Rust tests, which mostly wait on
 # brokers and disks; the end-to-end suite then runs with nothing beside it.
 background sdks bash -c 'bash scripts/sdk-rust.sh build && bash scripts/sdk-java.sh build \
-    && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare'
+    && bash scripts/sdk-go.sh build && bash scripts/test-ui.sh --prepare && bash scripts/sdk-python.sh build'
 cargo test --workspace
 await sdks
 export WEFT_BIN="$PWD/target/debug/weft"
@@ -98,4 +98,6 @@ stage "sdk/java: unit, vector, property, OTLP interop and W3C service tests (exp
 bash scripts/sdk-java.sh test
 stage "sdk/go: gofmt, vet, unit, vector, fuzz-seed, OTLP interop and W3C service tests under -race (exports to the weft binary too)"
 bash scripts/sdk-go.sh test
+stage "sdk/python: API, vector, property, OTLP HTTP/gRPC interop, fork/thread/asyncio, Flask and W3C service tests (exports to the weft binary too)"
+bash scripts/sdk-python.sh test
 stage "done"

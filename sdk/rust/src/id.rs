@@ -77,6 +77,14 @@ fn seed_thread() -> u64 {
     })
 }
 
+/// Forgets this thread's PRNG state, so that its next draw reseeds from OS entropy.
+///
+/// A process that forks without exec calls this in the child (the Python SDK does, from
+/// `os.register_at_fork`); otherwise parent and child draw the same IDs.
+pub fn reseed_thread() {
+    RNG_STATE.set(0);
+}
+
 /// Draws the next 64-bit value from this thread's PRNG, seeding it from OS entropy on first use.
 #[inline]
 pub fn next_u64() -> u64 {

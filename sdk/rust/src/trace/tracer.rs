@@ -77,6 +77,33 @@ impl Tracer {
         self.build(name.into(), kind, parent, attributes, Vec::new(), Vec::new(), None)
     }
 
+    /// Starts a span with every option the language APIs have: parent (or a new trace), kind,
+    /// attributes, links and an explicit start time in Unix nanoseconds. Attributes and links are
+    /// subject to the span limits.
+    pub fn start_with_options(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        parent: Option<&FullSpanContext>,
+        attributes: Vec<KeyValue>,
+        links: Vec<opentelemetry::trace::Link>,
+        start_time_unix_nano: Option<u64>,
+    ) -> Span {
+        let parent = parent.filter(|p| p.context.is_valid()).map(|p| Parent {
+            context: p.context,
+            trace_state: p.trace_state.clone(),
+        });
+        self.build(
+            name.into(),
+            kind,
+            parent,
+            attributes,
+            Vec::new(),
+            links,
+            start_time_unix_nano,
+        )
+    }
+
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn build(
