@@ -971,7 +971,8 @@ def _kafka_script(*args: str, timeout: float = 240) -> str:
 
 def test_brokers_restarted_one_at_a_time_under_load_lose_and_duplicate_nothing(weft_factory, tmp_path):
     """Three brokers (KRaft, replication 3, min.insync.replicas 2), each restarted in turn while
-    two distributors take spans: leaders move to the others and back. Every span that got a
+    two distributors take spans (leaders move to the others and back), then one stopped for
+    good while the load goes on. Every span that got a
     success response is in the blocks exactly once, and the distributors answered no request
     with success that Kafka did not take (what failed during a move was refused, not lost)."""
     brokers_dir = tmp_path / "kafka3"
@@ -1015,6 +1016,9 @@ def test_brokers_restarted_one_at_a_time_under_load_lose_and_duplicate_nothing(w
                 time.sleep(3)
                 _kafka_script("start", node, port)
                 time.sleep(2)
+            # Then a broker leaves for good: two replicas remain, min.insync.replicas is met.
+            _kafka_script("stop", brokers_dir / "node-2")
+            time.sleep(5)
         finally:
             stop.set()
             for t in threads:
