@@ -414,7 +414,7 @@ fn jwt_expiry(token: &str) -> Option<SystemTime> {
     let json = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
     let exp = claims.get("exp")?.as_f64()?;
-    (exp.is_finite() && exp >= 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(exp))
+    UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(exp).ok()?)
 }
 
 const SASL_HANDSHAKE: (i16, i16) = (17, 1);
@@ -749,6 +749,11 @@ mod tests {
         assert_eq!(jwt_expiry(&t), Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
         assert_eq!(jwt_expiry("opaque-token"), None);
         assert_eq!(jwt_expiry("a.b.c"), None);
+        // Claims past any clock, negative or not numbers are ignored, never a panic.
+        for exp in ["1e300", "-5", "\"soon\""] {
+            let t = format!("x.{}.", URL_SAFE_NO_PAD.encode(format!(r#"{{"exp":{exp}}}"#)));
+            assert_eq!(jwt_expiry(&t), None, "{exp}");
+        }
     }
 
     #[tokio::test]
@@ -770,6 +775,20 @@ mod tests {
         let ok = TokenSource::Command("echo abc.def".into()).read().await.unwrap();
         assert_eq!(ok.value.expose(), "abc.def");
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    proptest::proptest! {
+        /// The broker's SCRAM messages and a token's claims are outside input: any bytes are
+        /// read or refused, never a panic.
+        #[test]
+        fn any_broker_message_or_token_is_read_or_refused(server in proptest::collection::vec(proptest::num::u8::ANY, 0..200), text in ".{0,200}") {
+            let mut c = Scram::with_nonce(false, "weft", Secret::new("p"), "abc".into());
+            let _ = c.client_final(&server);
+            let _ = c.client_final(format!("r=abc{text},s=AAAA,i={}", text.len()).as_bytes());
+            let _ = c.verify_server_final(&server);
+            let _ = jwt_expiry(&text);
+            let _ = jwt_expiry(&format!("a.{}.c", URL_SAFE_NO_PAD.encode(text.as_bytes())));
+        }
     }
 
     #[test]

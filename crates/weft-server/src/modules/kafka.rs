@@ -162,6 +162,9 @@ impl KafkaOptions {
             "block_builder_lease must be at least 1 second"
         );
         self.security()?;
+        if self.kafka_sasl_mechanism == Some(SaslMechanism::Plain) && !self.kafka_tls {
+            tracing::warn!("kafka_sasl_mechanism plain without kafka_tls sends the password in the clear");
+        }
         Ok(())
     }
 
@@ -243,9 +246,6 @@ impl KafkaOptions {
                         anyhow::bail!("set kafka_sasl_password or kafka_sasl_password_file, not both")
                     }
                 };
-                if m == SaslMechanism::Plain && !self.kafka_tls {
-                    tracing::warn!("kafka_sasl_mechanism plain without kafka_tls sends the password in the clear");
-                }
                 Some(match m {
                     SaslMechanism::Plain => weft_kafka::Sasl::Plain { username, password },
                     _ => weft_kafka::Sasl::Scram {
