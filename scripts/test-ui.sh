@@ -21,4 +21,5 @@ if [[ ! -f "$stamp" ]] || ! cmp -s package-lock.json "$stamp"; then
     cp package-lock.json "$stamp"
 fi
 [[ "$prepare" == 1 ]] && exit 0
-node --test --test-concurrency=1 "$@" e2e.test.mjs
+if [[ $# == 0 ]]; then set -- *.test.mjs; fi
+node --test --test-concurrency=1 "$@"

@@ -6,78 +6,26 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 
-import { chromium } from "playwright-core";
 import { context, trace, SpanKind, SpanStatusCode } from "@opentelemetry/api";
-import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { artifacts, launchBrowser, provider as providerFor, startWeft } from "./harness.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const artifacts = join(here, "artifacts");
-mkdirSync(artifacts, { recursive: true });
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.unref();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-let weft, dataDir, base, otlpHttp, browser;
+let weft, base, otlpHttp, browser;
 
 before(async () => {
-  const bin = process.env.WEFT_BIN;
-  assert.ok(bin, "WEFT_BIN names the weft binary");
-  dataDir = mkdtempSync(join(tmpdir(), "weft-ui-"));
-  const [http, grpc, otlp] = [await freePort(), await freePort(), await freePort()];
-  base = `http://127.0.0.1:${http}`;
-  otlpHttp = `http://127.0.0.1:${otlp}/v1/traces`;
-  weft = spawn(bin, ["--data-dir", join(dataDir, "data"), "--http-port", `${http}`,
-    "--otlp-grpc-port", `${grpc}`, "--otlp-http-port", `${otlp}`], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, WEFT_ZIPKIN_PORT: "0", WEFT_JAEGER_HTTP_PORT: "0", WEFT_JAEGER_GRPC_PORT: "0", WEFT_JAEGER_QUERY_PORT: "0", WEFT_XRAY_PORT: "0", WEFT_JAEGER_COMPACT_PORT: "0", WEFT_JAEGER_BINARY_PORT: "0", WEFT_SAMPLING_HTTP_PORT: "0", WEFT_SAMPLING_GRPC_PORT: "0", WEFT_SAMPLING_INTERVAL: "1" } });
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`${base}/ready`)).ok) break;
-    } catch { /* not up yet */ }
-    assert.ok(i < 200, "weft became ready");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  weft = await startWeft();
+  ({ base, otlpHttp } = weft);
+  browser = await launchBrowser();
 });
 
 after(async () => {
   await browser?.close();
-  weft?.kill("SIGTERM");
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  weft?.stop();
 });
 
 /** A tracer provider per service, exporting to weft with the real OTLP/HTTP protobuf exporter. */
-function provider(service, idGenerator = undefined) {
-  return new TracerProvider({
-    idGenerator,
-    resource: resourceFromAttributes({ "service.name": service, "deployment.environment": "e2e" }),
-    spanProcessors: [new BatchSpanProcessor({
-      exporter: new OTLPTraceExporter({ url: otlpHttp }),
-      maxQueueSize: 250_000, maxExportBatchSize: 4096, scheduledDelayMillis: 50,
-    })],
-  });
-}
+const provider = (service, idGenerator = undefined) => providerFor(otlpHttp, service, { idGenerator });
 
 const T0 = Date.now() - 60_000; // ms; spans a minute ago, inside "last 15 minutes"
 const ms = (x) => [Math.floor(x / 1000), Math.round((x % 1000) * 1e6)]; // HrTime

@@ -53,7 +53,52 @@ pub async fn page() -> Response {
 pub async fn asset(Path(name): Path<String>) -> Response {
     match file(&name).filter(|_| name != "index.html") {
         Some(b) => respond(&name, b),
-        None => (StatusCode::NOT_FOUND, format!("no UI asset {name:?}\n")).into_response(),
+        None => no_asset(&name),
+    }
+}
+
+fn no_asset(name: &str) -> Response {
+    (StatusCode::NOT_FOUND, format!("no UI asset {name:?}\n")).into_response()
+}
+
+/// The UI read from a directory at each request (`--ui-static-files`), for working on the UI
+/// without rebuilding the server, as Jaeger's `--query.static-files` does.
+#[derive(Clone)]
+struct StaticDir(std::sync::Arc<std::path::PathBuf>);
+
+impl StaticDir {
+    async fn read(&self, name: &str) -> Option<Vec<u8>> {
+        // One path component, no dot files: nothing outside the directory can be named.
+        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
+            return None;
+        }
+        tokio::fs::read(self.0.join(name)).await.ok()
+    }
+
+    fn respond(name: &str, body: Vec<u8>) -> Response {
+        let mut r = body.into_response();
+        let h = r.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(name)));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+
+    async fn page(self) -> Response {
+        match self.read("index.html").await {
+            Some(b) => Self::respond("index.html", b),
+            None => (
+                StatusCode::NOT_FOUND,
+                format!("no index.html in --ui-static-files {}\n", self.0.display()),
+            )
+                .into_response(),
+        }
+    }
+
+    async fn asset(self, name: String) -> Response {
+        match self.read(&name).await.filter(|_| name != "index.html") {
+            Some(b) => Self::respond(&name, b),
+            None => no_asset(&name),
+        }
     }
 }
 
@@ -77,11 +122,25 @@ pub async fn fallback(method: Method, uri: Uri, headers: HeaderMap) -> Response 
 
 /// The paths of the UI's pages (its router's routes, `ui/src/main.ts`), each answered with
 /// the page; any other page a browser asks for gets it with status 404.
-const PAGES: &[&str] = &["/", "/search", "/graph", "/sampling", "/trace/{id}"];
+const PAGES: &[&str] = &[
+    "/",
+    "/search",
+    "/graph",
+    "/sampling",
+    "/monitor",
+    "/compare",
+    "/open",
+    "/trace/{id}",
+];
 
-/// The UI has no options of its own: it is served on `--http-port` with the query API.
+/// The UI is served on `--http-port` with the query API.
 #[derive(Debug, Clone, clap::Args)]
-pub struct UiOptions {}
+pub struct UiOptions {
+    /// Serve the UI from this directory (a `ui/dist` built by `npm run build`), read at each
+    /// request, instead of the copy built into the binary. For working on the UI.
+    #[arg(long, env = "WEFT_UI_STATIC_FILES", value_name = "DIR")]
+    pub ui_static_files: Option<std::path::PathBuf>,
+}
 
 impl crate::apis::Api for UiOptions {
     async fn build(&self, s: &mut crate::app::Server) -> anyhow::Result<()> {
@@ -89,11 +148,30 @@ impl crate::apis::Api for UiOptions {
             return Ok(());
         }
         use axum::routing::get;
-        let mut routes = axum::Router::new().route("/assets/{file}", get(asset));
-        for path in PAGES {
-            routes = routes.route(path, get(page));
+        if let Some(dir) = &self.ui_static_files {
+            anyhow::ensure!(
+                dir.join("index.html").is_file(),
+                "--ui-static-files {}: no index.html there (build the UI with `npm run build` in ui/)",
+                dir.display()
+            );
+            let dir = StaticDir(std::sync::Arc::new(dir.clone()));
+            let d = dir.clone();
+            let mut routes = axum::Router::new().route(
+                "/assets/{file}",
+                get(move |Path(name): Path<String>| d.clone().asset(name)),
+            );
+            for path in PAGES {
+                let d = dir.clone();
+                routes = routes.route(path, get(move || d.clone().page()));
+            }
+            s.http_routes(routes);
+        } else {
+            let mut routes = axum::Router::new().route("/assets/{file}", get(asset));
+            for path in PAGES {
+                routes = routes.route(path, get(page));
+            }
+            s.http_routes(routes);
         }
-        s.http_routes(routes);
         s.http_fallback(axum::Router::new().fallback(fallback));
         Ok(())
     }
