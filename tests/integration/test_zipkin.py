@@ -381,6 +381,12 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
     deps = compare(zipkin, weft.zipkin, "/api/v2/dependencies",
                    lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
     assert {(l["parent"], l["child"]) for l in deps} == {("web", "api"), ("shop", "orders"), ("orders", "kafka")}, deps
+    # Lens asks with an empty serviceName when its service filter is removed: no names, not an
+    # error. Without the parameter, both refuse.
+    for path in ("/api/v2/spans", "/api/v2/remoteServices"):
+        assert compare(zipkin, weft.zipkin, path, serviceName="") == [], path
+        codes = [requests.get(base + path, timeout=10).status_code for base in (zipkin, weft.zipkin)]
+        assert codes == [400, 400], (path, codes)
 
 
 def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, weft):
