@@ -23,6 +23,21 @@ function notFoundPage(url: URL): Page {
   };
 }
 
+/** Where "Go to trace ID" goes for a bare trace ID, a weft trace URL (its `?span=` and the rest
+ * kept) or a Jaeger UI trace URL (`/trace/<id>?uiFind=<spanID>` opens that span). */
+export function traceJumpPath(input: string): string | null {
+  const v = input.trim();
+  const m = /(?:^|\/trace\/)([^/?#\s]+)\/?([?#][^\s]*)?$/.exec(v);
+  if (!m || (!v.includes('/trace/') && /[/?#]/.test(v))) return null;
+  const params = new URLSearchParams((m[2] || '').split('#')[0].replace(/^\?/, ''));
+  const find = params.get('uiFind');
+  params.delete('uiFind');
+  if (find && /^[0-9a-f]{16}$/i.test(find) && !params.has('span')) params.set('span', find.toLowerCase());
+  const qs = params.toString();
+  const hash = (m[2] || '').includes('#') ? (m[2] || '').slice((m[2] || '').indexOf('#')) : '';
+  return `/trace/${encodeURIComponent(m[1])}${qs ? `?${qs}` : ''}${hash}`;
+}
+
 function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
   const links: Record<string, HTMLAnchorElement> = {
     search: h('a', { href: '/search', class: 'nav-link' }, 'Search'),
@@ -33,11 +48,11 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
   const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
   jump.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const id = idInput.value.trim().replace(/^.*\/trace\//, '').replace(/[?#].*$/, '');
-    if (id) {
+    const to = traceJumpPath(idInput.value);
+    if (to) {
       idInput.value = '';
       idInput.blur();
-      navigate(`/trace/${encodeURIComponent(id)}`);
+      navigate(to);
     }
   });
   const bar = h(
