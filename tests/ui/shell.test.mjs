@@ -1,0 +1,196 @@
+// End-to-end tests of the UI's shell and the pages around the trace view: the search pickers'
+// round trip through a shared link, the trace-ID jump, service colours, tenants, the theme, the
+// service graph's zoom, and the RED view (/monitor). The real `weft` binary (WEFT_BIN), traces
+// sent by the OpenTelemetry JS SDK, Debian's headless Chromium. Regression tests name the bug
+// of issue 48 they pin.
+//
+// Run: scripts/test-ui.sh shell.test.mjs
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+
+import { context, trace, SpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { artifacts, launchBrowser, provider as providerFor, startWeft } from "./harness.mjs";
+
+let weft, base, otlpHttp, browser;
+
+before(async () => {
+  weft = await startWeft();
+  ({ base, otlpHttp } = weft);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  weft?.stop();
+});
+
+const ms = (x) => [Math.floor(x / 1000), Math.round((x % 1000) * 1e6)]; // HrTime
+const VIEW = { viewport: { width: 1400, height: 900 } };
+
+/**
+ * Sends, for each `[service, operation, child service, child operation]`, a trace of a server
+ * span and one child, `startMs` apart by one second each; returns their trace and span IDs.
+ */
+async function sendTraces(url, calls, { startMs = Date.now() - 120_000, headers, error = () => false } = {}) {
+  const providers = new Map();
+  const tracer = (s) => {
+    if (!providers.has(s)) providers.set(s, providerFor(url, s, { headers }));
+    return providers.get(s).getTracer("shell");
+  };
+  const out = [];
+  calls.forEach(([svc, op, childSvc, childOp], i) => {
+    const t0 = startMs + i * 1000;
+    const root = tracer(svc).startSpan(op, { kind: SpanKind.SERVER, startTime: ms(t0) });
+    let child = null;
+    if (childSvc) {
+      child = tracer(childSvc).startSpan(childOp, { kind: SpanKind.SERVER, startTime: ms(t0 + 5) }, trace.setSpan(context.active(), root));
+      if (error(i)) child.setStatus({ code: SpanStatusCode.ERROR, message: "failed" });
+      child.end(ms(t0 + 25 + (i % 7)));
+    }
+    if (error(i)) root.setStatus({ code: SpanStatusCode.ERROR, message: "failed" });
+    root.end(ms(t0 + 40 + (i % 11)));
+    out.push({ traceId: root.spanContext().traceId, spanId: root.spanContext().spanId, childSpanId: child?.spanContext().spanId });
+  });
+  for (const p of providers.values()) {
+    await p.forceFlush();
+    await p.shutdown();
+  }
+  return out;
+}
+
+/** The option values of a <select>. */
+const options = (page, sel) => page.locator(`${sel} option`).evaluateAll((os) => os.map((o) => o.value));
+
+let shop;
+
+test("bug 1: a service and an operation picked, searched and shared keep their pickers after a reload", async () => {
+  shop = await sendTraces(otlpHttp, [
+    ["shop", "GET /cart", "stock", "Reserve"],
+    ["shop", "POST /pay", "stock", "Release"],
+    ["shop", "POST /pay", "stock", "Reserve"],
+  ]);
+  const page = await browser.newPage(VIEW);
+  await page.goto(`${base}/search?range=15m`);
+  await page.waitForFunction(() => [...document.querySelectorAll("#f-service option")].some((o) => o.value === "shop"));
+  await page.selectOption("#f-service", "shop");
+  await page.waitForFunction(() => [...document.querySelectorAll("#f-op option")].some((o) => o.value === "POST /pay"));
+  await page.selectOption("#f-op", "POST /pay");
+  const q = '{ resource.service.name = "shop" && name = "POST /pay" }';
+  assert.equal(await page.getByTestId("traceql").inputValue(), q);
+  await page.getByTestId("search-run").click();
+  await page.waitForURL(/\/search\?q=/);
+  assert.equal(new URL(page.url()).searchParams.get("q"), q);
+  await page.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+  assert.equal(await page.getByTestId("result-row").count(), 2);
+  const note = page.locator(".builder-note");
+  const check = async (p, when) => {
+    assert.equal(await p.locator(".builder-note").innerText(), "", `${when}: no "more than the pickers can show" note`);
+    assert.equal(await p.locator("form.custom-query").count(), 0, `${when}: the pickers are not greyed out`);
+    assert.equal(await p.locator("#f-service").inputValue(), "shop", `${when}: service picker`);
+    await p.waitForFunction(() => !document.querySelector("#f-op[aria-busy]"));
+    assert.equal(await p.locator("#f-op").inputValue(), "POST /pay", `${when}: operation picker`);
+  };
+  await check(page, "after searching");
+  assert.equal(await note.count(), 1);
+
+  // The shared link, opened afresh, and a reload, show the same pickers and results.
+  const shared = page.url();
+  const other = await browser.newPage(VIEW);
+  await other.goto(shared);
+  await other.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+  await check(other, "shared link");
+  assert.equal(await other.getByTestId("result-row").count(), 2);
+  await other.reload();
+  await other.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+  await check(other, "reload");
+  // The operation list holds the service's operations only.
+  assert.deepEqual((await options(other, "#f-op")).sort(), ["", "GET /cart", "POST /pay"]);
+  await other.screenshot({ path: join(artifacts, "shell-pickers.png") });
+  await other.close();
+  await page.close();
+});
+
+test("bug 2: right after a service is picked, the operation list offers none of the other services' operations", async () => {
+  assert.ok(shop, "the first test sent the traces");
+  const page = await browser.newPage(VIEW);
+  // Hold back the service's operations, as a slow server would.
+  let release;
+  const held = new Promise((r) => { release = r; });
+  await page.route(/\/api\/v2\/search\/tag\/name\/values\?.*q=/, async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.goto(`${base}/search?range=15m`);
+  // With no service picked, the list offers every operation.
+  await page.waitForFunction(() => [...document.querySelectorAll("#f-op option")].some((o) => o.value === "Reserve"));
+  await page.waitForFunction(() => [...document.querySelectorAll("#f-service option")].some((o) => o.value === "shop"));
+  await page.selectOption("#f-service", "shop");
+  const pending = await options(page, "#f-op");
+  assert.ok(!pending.includes("Reserve") && !pending.includes("Release"), `while loading, no operation of stock: ${pending}`);
+  release();
+  await page.waitForFunction(() => [...document.querySelectorAll("#f-op option")].some((o) => o.value === "POST /pay"));
+  assert.deepEqual((await options(page, "#f-op")).sort(), ["", "GET /cart", "POST /pay"]);
+  await page.close();
+});
+
+test("bug 6: Go to trace ID takes a bare ID, a weft trace URL with ?span= and a Jaeger UI URL with ?uiFind=", async () => {
+  assert.ok(shop, "the first test sent the traces");
+  const { traceId, spanId, childSpanId } = shop[1];
+  const page = await browser.newPage(VIEW);
+  await page.goto(`${base}/search?range=15m`);
+  const jump = page.getByLabel("Go to trace ID");
+  const go = async (text) => {
+    await jump.fill(text);
+    await jump.press("Enter");
+  };
+  await go(`http://weft.example:3200/trace/${traceId}?span=${childSpanId}`);
+  await page.waitForURL(`**/trace/${traceId}?span=${childSpanId}`);
+  await page.getByTestId("span-panel").getByText("Release").waitFor();
+
+  await go(`https://jaeger.example/trace/${traceId}?uiFind=${spanId}`);
+  await page.waitForURL(`**/trace/${traceId}?span=${spanId}`);
+  await page.getByTestId("span-panel").getByText("POST /pay").waitFor();
+
+  await page.goto(`${base}/search`);
+  await go(`  ${traceId} `);
+  await page.waitForURL(`**/trace/${traceId}`);
+  await page.getByTestId("trace-loaded").waitFor({ state: "attached" });
+  await page.close();
+});
+
+test("bug 5: a service has the same colour on every page and after a reload, whatever the order it is seen in", async () => {
+  // More services than the palette has colours, seen newest first on the search page (reverse
+  // order of names) and by name on the graph.
+  const names = Array.from({ length: 22 }, (_, i) => `colour-${String.fromCharCode(97 + i)}`);
+  await sendTraces(otlpHttp, names.map((n) => [n, "work", "colour-sink", "sink"]));
+  const page = await browser.newPage(VIEW);
+  const swatches = (p) => p.locator('[data-testid="result-row"]').evaluateAll((rows) =>
+    Object.fromEntries(rows.map((r) => [r.querySelector(".trace-link b").textContent, r.querySelector(".swatch").style.background])));
+  const q = encodeURIComponent('{ resource.service.name =~ "colour-.*" && name = "work" }');
+  await page.goto(`${base}/search?q=${q}&range=15m&limit=50`);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="result-row"]').length === 22, null, { timeout: 15_000 });
+  const onSearch = await swatches(page);
+  assert.equal(Object.keys(onSearch).length, 22);
+
+  await page.goto(`${base}/graph?range=15m`);
+  await page.locator('[data-testid="graph-node"][data-service="colour-a"]').waitFor({ state: "attached", timeout: 15_000 });
+  const onGraph = await page.locator('[data-testid="graph-node"]').evaluateAll((ns) =>
+    Object.fromEntries(ns.map((n) => [n.getAttribute("data-service"), n.querySelector(".node-stripe").getAttribute("fill")])));
+  // Seen first on a fresh page, one service alone.
+  const single = await browser.newPage(VIEW);
+  await single.goto(`${base}/search?q=${encodeURIComponent('{ resource.service.name = "colour-v" && name = "work" }')}&range=15m`);
+  await single.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+  const alone = await swatches(single);
+  await single.close();
+
+  const rgb = (c) => {
+    if (c.startsWith("rgb")) return c.replace(/\s/g, "");
+    const n = parseInt(c.slice(1), 16);
+    return `rgb(${n >> 16},${(n >> 8) & 255},${n & 255})`;
+  };
+  for (const n of names) assert.equal(rgb(onGraph[n]), rgb(onSearch[n]), `${n}: graph and search`);
+  assert.equal(rgb(alone["colour-v"]), rgb(onSearch["colour-v"]), "colour-v alone and among the others");
+  await page.close();
+});
