@@ -194,3 +194,42 @@ test("bug 5: a service has the same colour on every page and after a reload, wha
   assert.equal(rgb(alone["colour-v"]), rgb(onSearch["colour-v"]), "colour-v alone and among the others");
   await page.close();
 });
+
+test("the theme picker switches light and dark, is remembered, and a reload paints the chosen theme first", async () => {
+  const ctx = await browser.newContext({ ...VIEW, colorScheme: "light" });
+  const page = await ctx.newPage();
+  const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.goto(`${base}/search`);
+  const picker = page.getByLabel("Theme");
+  assert.equal(await picker.inputValue(), "system");
+  const light = await bg();
+  await picker.selectOption("dark");
+  const dark = await bg();
+  assert.notEqual(dark, light, "dark differs from light");
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).colorScheme), "dark");
+  await page.screenshot({ path: join(artifacts, "shell-dark.png") });
+
+  // Reloaded with the app's script held back: the page is dark before any of it runs.
+  let release;
+  const held = new Promise((r) => { release = r; });
+  await page.route("**/assets/app.js", async (route) => { await held; await route.continue(); });
+  await page.reload({ waitUntil: "commit" });
+  await page.waitForFunction(() => document.body !== null);
+  await page.waitForFunction(() => getComputedStyle(document.body).backgroundColor !== "rgba(0, 0, 0, 0)");
+  assert.equal(await bg(), dark, "the first paint is dark");
+  release();
+  await page.getByLabel("Theme").waitFor();
+  assert.equal(await page.getByLabel("Theme").inputValue(), "dark");
+
+  // System: follows the OS; light overrides a dark OS.
+  await page.getByLabel("Theme").selectOption("system");
+  assert.equal(await bg(), light);
+  await page.emulateMedia({ colorScheme: "dark" });
+  assert.equal(await bg(), dark, "system follows the OS into dark");
+  await page.getByLabel("Theme").selectOption("light");
+  assert.equal(await bg(), light, "light overrides a dark OS");
+  await page.reload();
+  assert.equal(await page.getByLabel("Theme").inputValue(), "light");
+  assert.equal(await bg(), light);
+  await ctx.close();
+});

@@ -7,6 +7,7 @@ import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
 import { Page, navigate, startRouter } from './router';
+import { themePicker } from './theme';
 
 function notFoundPage(url: URL): Page {
   document.title = 'Not found · weft';
@@ -62,6 +63,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     h('nav', { class: 'nav' }, links.search, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
     jump,
+    themePicker(),
   );
   const outlet = h('main', { class: 'outlet', id: 'main' });
   document.body.append(bar, outlet);
