@@ -233,3 +233,94 @@ test("the theme picker switches light and dark, is remembered, and a reload pain
   assert.equal(await bg(), light);
   await ctx.close();
 });
+
+test("bug 3: with --multitenancy the UI asks for a tenant, sends it on every request, and the picker switches tenants", async () => {
+  const mt = await startWeft({ env: { WEFT_MULTITENANCY: "true" } });
+  try {
+    const a = await sendTraces(mt.otlpHttp, [["alpha", "GET /a", "alpha-db", "query"]], { headers: { "X-Scope-OrgID": "tenant-a" } });
+    // beta's second trace links to its first: the span panel checks the link with a HEAD request.
+    const b = await sendTraces(mt.otlpHttp, [["beta", "GET /b", "beta-db", "query"]], { headers: { "X-Scope-OrgID": "tenant-b" } });
+    const pb = providerFor(mt.otlpHttp, "beta", { headers: { "X-Scope-OrgID": "tenant-b" } });
+    const linked = pb.getTracer("shell").startSpan("retry", {
+      kind: SpanKind.SERVER, startTime: ms(Date.now() - 60_000),
+      links: [{ context: { traceId: b[0].traceId, spanId: b[0].spanId, traceFlags: 1 } }],
+    });
+    linked.end(ms(Date.now() - 59_000));
+    await pb.forceFlush();
+    await pb.shutdown();
+
+    const ctx = await browser.newContext(VIEW);
+    const page = await ctx.newPage();
+    const apiRequests = [];
+    page.on("request", (r) => {
+      if (new URL(r.url()).pathname.startsWith("/api/")) apiRequests.push({ url: r.url(), method: r.method(), tenant: r.headers()["x-scope-orgid"] });
+    });
+    await page.goto(`${mt.base}/search?range=15m`);
+    // Without a tenant: a prompt that asks for one, not a broken page.
+    const prompt = page.getByTestId("auth-prompt");
+    await prompt.waitFor();
+    assert.equal(await prompt.getAttribute("data-need"), "tenant");
+    assert.match(await prompt.innerText(), /X-Scope-OrgID/);
+    await page.screenshot({ path: join(artifacts, "shell-tenant-prompt.png") });
+    apiRequests.length = 0;
+    await page.getByTestId("auth-prompt-input").fill("tenant-a");
+    await page.getByTestId("auth-prompt-input").press("Enter");
+    const rowsOf = async () => {
+      await page.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+      return page.getByTestId("result-row").evaluateAll((rs) => rs.map((r) => r.querySelector(".trace-link b").textContent));
+    };
+    assert.deepEqual(await rowsOf(), ["alpha"]);
+    assert.equal(await page.getByTestId("tenant").inputValue(), "tenant-a", "the top bar shows the tenant");
+    await page.waitForFunction(() => [...document.querySelectorAll("#f-service option")].some((o) => o.value === "alpha"));
+    assert.ok(!(await options(page, "#f-service")).includes("beta"), "the service picker lists tenant-a's services");
+
+    // The top bar's picker switches what the user sees.
+    await page.getByTestId("tenant").fill("tenant-b");
+    await page.getByTestId("tenant").press("Enter");
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="result-row"] .trace-link b')].every((b) => b.textContent === "beta")
+      && document.querySelectorAll('[data-testid="result-row"]').length === 2, null, { timeout: 15_000 });
+    // Remembered by the browser: a reload stays on tenant-b; the trace (protobuf) and the
+    // linked trace (HEAD) are fetched as tenant-b too.
+    await page.reload();
+    assert.deepEqual(await rowsOf(), ["beta", "beta"]);
+    await page.goto(`${mt.base}/trace/${linked.spanContext().traceId}?span=${linked.spanContext().spanId}`);
+    await page.getByTestId("span-panel").getByTestId("span-link").waitFor();
+    assert.ok(apiRequests.some((r) => r.method === "HEAD"), "the link was checked with a HEAD request");
+    assert.ok(apiRequests.some((r) => /\/api\/v2\/traces\//.test(r.url) && r.method === "GET"));
+    const without = apiRequests.filter((r) => !r.tenant);
+    assert.deepEqual(without, [], "every API request after the tenant was picked names it");
+    await page.goto(`${mt.base}/trace/${a[0].traceId}`);
+    await page.getByTestId("not-found").waitFor(); // tenant-a's trace is not tenant-b's
+    await ctx.close();
+  } finally {
+    mt.stop();
+  }
+});
+
+test("bug 3: with auth_tokens the UI asks for a bearer token and sends it", async () => {
+  const { writeFileSync, mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const cfg = join(mkdtempSync(join(tmpdir(), "weft-ui-cfg-")), "weft.yaml");
+  writeFileSync(cfg, "auth_tokens: {t0k3n-a: tenant-a}\n");
+  const tw = await startWeft({ args: ["--config", cfg] });
+  try {
+    await sendTraces(tw.otlpHttp, [["gamma", "GET /g"]], { headers: { Authorization: "Bearer t0k3n-a" } });
+    const ctx = await browser.newContext(VIEW);
+    const page = await ctx.newPage();
+    await page.goto(`${tw.base}/search?range=15m`);
+    const prompt = page.getByTestId("auth-prompt");
+    await prompt.waitFor();
+    assert.equal(await prompt.getAttribute("data-need"), "token");
+    assert.equal(await page.getByTestId("token").isVisible(), true, "the top bar shows the token field");
+    assert.equal(await page.getByTestId("tenant").isVisible(), false, "no tenant field: the token decides the tenant");
+    await page.getByTestId("auth-prompt-input").fill("wrong");
+    await page.getByTestId("auth-prompt-input").press("Enter");
+    await page.getByText("This weft did not accept the token").waitFor();
+    await page.getByTestId("auth-prompt-input").fill("t0k3n-a");
+    await page.getByTestId("auth-prompt-input").press("Enter");
+    await page.locator('[data-testid="result-row"]', { hasText: "gamma" }).waitFor({ timeout: 15_000 });
+    await ctx.close();
+  } finally {
+    tw.stop();
+  }
+});

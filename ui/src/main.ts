@@ -6,8 +6,9 @@ import { graphPage } from './pages/graph';
 import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
-import { Page, navigate, startRouter } from './router';
+import { Page, navigate, reload, startRouter } from './router';
 import { themePicker } from './theme';
+import { setTenant, tenantControl } from './tenant';
 
 function notFoundPage(url: URL): Page {
   document.title = 'Not found · weft';
@@ -62,6 +63,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
     h('nav', { class: 'nav' }, links.search, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
+    tenantControl(reload),
     jump,
     themePicker(),
   );
@@ -85,6 +87,14 @@ function logo(): HTMLElement {
 }
 
 function start() {
+  // a link may name the tenant (?tenant=): it becomes this browser's tenant
+  const u = new URL(location.href);
+  const t = u.searchParams.get('tenant');
+  if (t !== null) {
+    setTenant(t);
+    u.searchParams.delete('tenant');
+    history.replaceState(null, '', u.pathname + u.search + u.hash);
+  }
   const { outlet, setActive } = shell();
   startRouter(
     outlet,
