@@ -283,3 +283,35 @@ export interface SamplingResponse {
 export async function samplingOperations(signal?: AbortSignal): Promise<SamplingResponse> {
   return getJSON<SamplingResponse>('/api/sampling/operations', signal);
 }
+
+export interface MetricsSample {
+  timestampMs: string;
+  value: number;
+}
+export interface MetricsExemplar {
+  labels?: KeyValue[];
+  value: number;
+  timestampMs: string;
+}
+export interface MetricsSeries {
+  labels?: KeyValue[];
+  samples?: MetricsSample[];
+  exemplars?: MetricsExemplar[];
+}
+export interface MetricsRangeResponse {
+  series?: MetricsSeries[];
+}
+export interface MetricsInstantResponse {
+  series?: { labels?: KeyValue[]; value: number }[];
+}
+
+/** A TraceQL metrics query over a range (`/api/metrics/query_range`): one sample per step that
+ * has a value, and exemplars (`trace:id`, `span:id`). Times in Unix seconds, step in seconds. */
+export async function metricsRange(p: { q: string; start: number; end: number; step: number; exemplars?: number }, signal?: AbortSignal): Promise<MetricsRangeResponse> {
+  return getJSON<MetricsRangeResponse>(`/api/metrics/query_range${qs({ q: p.q, start: p.start, end: p.end, step: `${p.step}s`, exemplars: p.exemplars })}`, signal);
+}
+
+/** A TraceQL metrics query as one value over the whole range (`/api/metrics/query`). */
+export async function metricsInstant(p: { q: string; start: number; end: number }, signal?: AbortSignal): Promise<MetricsInstantResponse> {
+  return getJSON<MetricsInstantResponse>(`/api/metrics/query${qs({ q: p.q, start: p.start, end: p.end })}`, signal);
+}

@@ -3,6 +3,7 @@
 import { h } from './dom';
 import { emptyState } from './components';
 import { graphPage } from './pages/graph';
+import { monitorPage } from './pages/monitor';
 import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
@@ -45,6 +46,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     search: h('a', { href: '/search', class: 'nav-link' }, 'Search'),
     graph: h('a', { href: '/graph', class: 'nav-link' }, 'Service graph'),
     sampling: h('a', { href: '/sampling', class: 'nav-link' }, 'Sampling'),
+    monitor: h('a', { href: '/monitor', class: 'nav-link' }, 'Monitor'),
   };
   const idInput = h('input', { class: 'input jump', placeholder: 'Go to trace ID…', 'aria-label': 'Go to trace ID', spellcheck: 'false' });
   const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
@@ -61,7 +63,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     'header',
     { class: 'topbar' },
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
-    h('nav', { class: 'nav' }, links.search, links.graph, links.sampling),
+    h('nav', { class: 'nav' }, links.search, links.monitor, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
     tenantControl(reload),
     jump,
@@ -103,6 +105,7 @@ function start() {
       { kind: 'trace', pattern: /^\/trace\/([^/]+)\/?$/, create: (url, m) => tracePage(url, m) },
       { kind: 'graph', pattern: /^\/graph\/?$/, create: (url) => graphPage(url) },
       { kind: 'sampling', pattern: /^\/sampling\/?$/, create: (url) => samplingPage(url) },
+      { kind: 'monitor', pattern: /^\/monitor\/?$/, create: (url) => monitorPage(url) },
     ],
     notFoundPage,
     (kind) => setActive(kind === 'trace' ? '' : kind),
