@@ -31,9 +31,9 @@ const VIEW = { viewport: { width: 1400, height: 900 } };
 
 /**
  * Sends, for each `[service, operation, child service, child operation]`, a trace of a server
- * span and one child, `startMs` apart by one second each; returns their trace and span IDs.
+ * span and one child, from `startMs` on, `everyMs` apart; returns their trace and span IDs.
  */
-async function sendTraces(url, calls, { startMs = Date.now() - 120_000, headers, error = () => false } = {}) {
+async function sendTraces(url, calls, { startMs = Date.now() - 120_000, everyMs = 1000, headers, error = () => false } = {}) {
   const providers = new Map();
   const tracer = (s) => {
     if (!providers.has(s)) providers.set(s, providerFor(url, s, { headers }));
@@ -41,7 +41,7 @@ async function sendTraces(url, calls, { startMs = Date.now() - 120_000, headers,
   };
   const out = [];
   calls.forEach(([svc, op, childSvc, childOp], i) => {
-    const t0 = startMs + i * 1000;
+    const t0 = startMs + i * everyMs;
     const root = tracer(svc).startSpan(op, { kind: SpanKind.SERVER, startTime: ms(t0) });
     let child = null;
     if (childSvc) {
@@ -323,4 +323,94 @@ test("bug 3: with auth_tokens the UI asks for a bearer token and sends it", asyn
   } finally {
     tw.stop();
   }
+});
+
+/** The metrics API's answer to a chart's query, over the chart's range and step. */
+async function chartQuery(page, testid) {
+  const card = page.getByTestId(testid);
+  const [q, startMs, endMs, stepMs] = await Promise.all(["data-query", "data-start-ms", "data-end-ms", "data-step-ms"].map((a) => card.getAttribute(a)));
+  const u = new URL(`${base}/api/metrics/query_range`);
+  u.search = new URLSearchParams({ q, start: `${Number(startMs) / 1000}`, end: `${Number(endMs) / 1000}`, step: `${Number(stepMs) / 1000}s` }).toString();
+  const r = await fetch(u);
+  assert.equal(r.status, 200, `${q}: ${await r.clone().text()}`);
+  return { q, body: await r.json() };
+}
+
+/** The points a chart drew, by series name: [[timestampMs, value], …]. */
+const drawn = (page, testid) => page.getByTestId(testid).locator('[data-testid="chart-series"]').evaluateAll((ps) =>
+  Object.fromEntries(ps.map((p) => [p.getAttribute("data-series"),
+    (p.getAttribute("data-points") || "").split(";").filter(Boolean).map((x) => x.split(":").map(Number))])));
+const samples = (s) => (s?.samples || []).map((p) => [Number(p.timestampMs), p.value]);
+
+test("monitor: the RED view draws what the metrics API computes, exemplars open a trace, rows and charts drill into search", async () => {
+  // 40 traces over the last 12 minutes, every 5th failing: mon-api serves GET /orders and
+  // GET /items and calls mon-db.
+  const sent = await sendTraces(otlpHttp, Array.from({ length: 40 }, (_, i) =>
+    ["mon-api", i % 2 ? "GET /items" : "GET /orders", "mon-db", "SELECT"]), { startMs: Date.now() - 12 * 60_000, everyMs: 17_000, error: (i) => i % 5 === 0 });
+  const ids = new Set(sent.map((s) => s.traceId));
+  const page = await browser.newPage(VIEW);
+  await page.goto(`${base}/monitor?range=15m`);
+  const row = (name) => page.locator(`[data-testid="monitor-row"][data-name="${name}"]`);
+  await row("mon-api").waitFor({ timeout: 20_000 });
+  assert.ok(Math.abs(Number(await row("mon-api").getAttribute("data-error-ratio")) - 8 / 40) < 1e-9, "8 of mon-api's 40 server spans failed");
+  await page.screenshot({ path: join(artifacts, "monitor.png") });
+
+  // A service's row opens its charts and operations; the URL holds the state.
+  await row("mon-api").click();
+  await page.waitForURL(/\/monitor\?service=mon-api/);
+  assert.equal(new URL(page.url()).searchParams.get("range"), "15m");
+  await row("GET /orders").waitFor({ timeout: 20_000 });
+  await page.getByTestId("chart-duration").locator('[data-testid="chart-series"]').first().waitFor({ state: "attached" });
+
+  // The charts' points are the API's for the same query.
+  const rate = await chartQuery(page, "chart-rate");
+  assert.equal(rate.q, '{ resource.service.name = "mon-api" && kind = server } | rate()');
+  const rateDrawn = (await drawn(page, "chart-rate")).rate;
+  assert.ok(rateDrawn.length > 5, `the rate chart has points: ${rateDrawn.length}`);
+  assert.deepEqual(rateDrawn, samples(rate.body.series[0]));
+  const dur = await chartQuery(page, "chart-duration");
+  assert.equal(dur.q, '{ resource.service.name = "mon-api" && kind = server } | quantile_over_time(duration, .5, .95, .99)');
+  const durDrawn = await drawn(page, "chart-duration");
+  for (const [name, p] of [["p50", 0.5], ["p95", 0.95], ["p99", 0.99]]) {
+    const s = dur.body.series.find((x) => x.labels.some((l) => l.key === "p" && l.value.doubleValue === p));
+    assert.ok(durDrawn[name].length > 5, `${name} has points`);
+    assert.deepEqual(durDrawn[name], samples(s), name);
+  }
+  const errs = await chartQuery(page, "chart-errors");
+  assert.equal(errs.q, '{ resource.service.name = "mon-api" && kind = server && status = error } | rate()');
+  const errAt = new Map(samples(errs.body.series[0]));
+  const ratio = samples(rate.body.series[0]).filter(([, r]) => r > 0).map(([t, r]) => [t, (errAt.get(t) ?? 0) / r]);
+  assert.deepEqual((await drawn(page, "chart-errors"))["error rate"], ratio, "error rate = errors/s over requests/s, step by step");
+  await page.screenshot({ path: join(artifacts, "monitor-service.png") });
+
+  // An exemplar opens its trace at its span.
+  const ex = page.getByTestId("chart-duration").getByTestId("exemplar").first();
+  const exId = await ex.getAttribute("data-trace-id");
+  const exSpan = await ex.getAttribute("data-span-id");
+  assert.ok(ids.has(exId), `the exemplar is one of the traces sent: ${exId}`);
+  await ex.click();
+  await page.waitForURL(`**/trace/${exId}?span=${exSpan}`);
+  await page.getByTestId("span-panel").waitFor();
+  await page.goBack();
+
+  // An operation's row searches its traces over the same range; the pickers show it.
+  await row("GET /orders").click();
+  await page.waitForURL(/\/search\?/);
+  const sp = new URL(page.url()).searchParams;
+  assert.equal(sp.get("q"), '{ resource.service.name = "mon-api" && name = "GET /orders" }');
+  assert.equal(sp.get("range"), "15m");
+  await page.getByTestId("result-row").first().waitFor({ timeout: 15_000 });
+  assert.equal(await page.getByTestId("result-row").count(), 20);
+  assert.equal(await page.locator("#f-service").inputValue(), "mon-api");
+  await page.goBack();
+
+  // A click on the error chart searches the failed spans of that step.
+  await page.getByTestId("chart-errors").locator("svg").waitFor();
+  const box = await page.getByTestId("chart-errors").locator("svg").boundingBox();
+  await page.mouse.click(box.x + box.width * 0.6, box.y + box.height / 2);
+  await page.waitForURL(/\/search\?/);
+  const cp = new URL(page.url()).searchParams;
+  assert.equal(cp.get("q"), '{ resource.service.name = "mon-api" && status = error }');
+  assert.ok(Number(cp.get("end")) > Number(cp.get("start")) && !cp.get("range"), "the step's own time range");
+  await page.close();
 });
