@@ -414,3 +414,114 @@ test("monitor: the RED view draws what the metrics API computes, exemplars open 
   assert.ok(Number(cp.get("end")) > Number(cp.get("start")) && !cp.get("range"), "the step's own time range");
   await page.close();
 });
+
+/** Sends one trace that is a chain of calls through `services`, each span the child of the one
+ * before, with attribute suite=graph. */
+async function sendChain(url, services, startMs) {
+  const providers = new Map();
+  const tracer = (s) => {
+    if (!providers.has(s)) providers.set(s, providerFor(url, s));
+    return providers.get(s).getTracer("shell");
+  };
+  const spans = [];
+  let ctx = context.active();
+  services.forEach((s, i) => {
+    const span = tracer(s).startSpan(`call ${s}`, { kind: SpanKind.SERVER, startTime: ms(startMs + i), attributes: { suite: "graph" } }, ctx);
+    ctx = trace.setSpan(ctx, span);
+    spans.push(span);
+  });
+  spans.reverse().forEach((s, i) => s.end(ms(startMs + 100 + i)));
+  for (const p of providers.values()) {
+    await p.forceFlush();
+    await p.shutdown();
+  }
+}
+
+test("bug 4: a 27-service graph fits its card, zooms and pans (buttons, keys, drag), labels clear the boxes, 1 span is singular", async () => {
+  // Ten columns: g0, then three chains of nine; calls that skip a column cross the boxes of
+  // the column between.
+  const g = (i) => `g${String(i).padStart(2, "0")}`;
+  const col = (c) => [1, 2, 3].map((k) => 3 * (c - 1) + k).filter((i) => i <= 26);
+  const t0 = Date.now() - 5 * 60_000;
+  for (let k = 0; k < 3; k++) {
+    const chain = [g(0)];
+    for (let c = 1; c <= 9; c++) if (col(c)[k] !== undefined) chain.push(g(col(c)[k]));
+    await sendChain(otlpHttp, chain, t0 + k * 1000);
+    for (let c = 1; c + 2 <= 8; c += 2) await sendChain(otlpHttp, [g(col(c)[k]), g(col(c + 2)[k])], t0 + 10_000 + k * 1000 + c);
+  }
+  const page = await browser.newPage(VIEW);
+  await page.goto(`${base}/graph?range=15m&q=${encodeURIComponent('{ .suite = "graph" }')}`);
+  const node = (s) => page.locator(`[data-testid="graph-node"][data-service="${s}"]`);
+  await node(g(26)).waitFor({ state: "attached", timeout: 15_000 });
+  assert.equal(await page.getByTestId("graph-node").count(), 27);
+
+  // Fit: every service inside the card.
+  const card = await page.locator(".graph-card").boundingBox();
+  const inside = async () => {
+    const out = [];
+    for (const n of await page.getByTestId("graph-node").all()) {
+      const b = await n.boundingBox();
+      if (b.x < card.x - 1 || b.x + b.width > card.x + card.width + 1 || b.y < card.y - 1 || b.y + b.height > card.y + card.height + 1) out.push(await n.getAttribute("data-service"));
+    }
+    return out;
+  };
+  assert.deepEqual(await inside(), [], "no service off-screen");
+  assert.equal(await node(g(26)).locator(".node-sub").textContent(), "1 span");
+  await page.screenshot({ path: join(artifacts, "graph-27-fit.png") });
+
+  // Labels: none covers a service's box (labels of a dense graph show on hover; all are laid out).
+  const boxes = await page.locator("svg.service-graph").evaluate((svg) => {
+    const tr = (el) => el.getAttribute("transform").match(/translate\(([-\d.]+),\s*([-\d.]+)\)/).slice(1).map(Number);
+    const nodes = [...svg.querySelectorAll('[data-testid="graph-node"]')].map((n) => {
+      const [x, y] = tr(n);
+      const r = n.querySelector("rect");
+      return { name: n.getAttribute("data-service"), x, y, w: +r.getAttribute("width"), h: +r.getAttribute("height") };
+    });
+    const labels = [...svg.querySelectorAll(".edge-label")].map((l) => {
+      const [x, y] = tr(l);
+      const r = l.querySelector("rect");
+      return { name: `${l.getAttribute("data-from")}→${l.getAttribute("data-to")}`, x: x + +r.getAttribute("x"), y: y + +r.getAttribute("y"), w: +r.getAttribute("width"), h: +r.getAttribute("height") };
+    });
+    return { nodes, labels };
+  });
+  assert.ok(boxes.labels.length >= 26);
+  const hit = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  const covering = boxes.labels.flatMap((l) => boxes.nodes.filter((n) => hit(l, n)).map((n) => `${l.name} over ${n.name}`));
+  assert.deepEqual(covering, [], "edge labels clear the service boxes");
+
+  // Zoom in with the button: boxes grow 1.4 times; the view is in the URL and survives a reload.
+  const w0 = (await node(g(0)).boundingBox()).width;
+  await page.getByTestId("zoom-in").click();
+  const w1 = (await node(g(0)).boundingBox()).width;
+  assert.ok(Math.abs(w1 / w0 - 1.4) < 0.05, `zoomed ${w1 / w0}x`);
+  const view = new URL(page.url()).searchParams.get("view");
+  assert.match(view || "", /^-?\d+,-?\d+,\d+,\d+$/);
+  await page.reload();
+  await node(g(0)).waitFor({ state: "attached", timeout: 15_000 });
+  assert.ok(Math.abs((await node(g(0)).boundingBox()).width / w1 - 1) < 0.02, "the reloaded link shows the same zoom");
+
+  // Drag pans (and is not a click on the service it started on); keys zoom; 0 fits.
+  const viewport = page.getByTestId("graph-viewport");
+  const b0 = await node(g(13)).boundingBox();
+  const start = { x: b0.x + b0.width / 2, y: b0.y + b0.height / 2 };
+  await page.mouse.move(start.x, start.y);
+  await page.mouse.down();
+  await page.mouse.move(start.x - 60, start.y + 20, { steps: 5 });
+  await page.mouse.move(start.x - 120, start.y + 40, { steps: 5 });
+  await page.mouse.up();
+  const b1 = await node(g(13)).boundingBox();
+  assert.ok(Math.abs(b1.x - (b0.x - 120)) < 3 && Math.abs(b1.y - (b0.y + 40)) < 3, `dragged by (-120, 40): ${b1.x - b0.x}, ${b1.y - b0.y}`);
+  assert.match(page.url(), /\/graph\?/, "a drag does not open the service's search");
+  await viewport.focus();
+  await page.keyboard.press("+");
+  assert.ok((await node(g(13)).boundingBox()).width > b1.width * 1.3, "+ zooms in");
+  await page.keyboard.press("0");
+  assert.equal(await viewport.getAttribute("data-zoom"), "fit");
+  assert.equal(new URL(page.url()).searchParams.get("view"), null);
+  assert.deepEqual(await inside(), [], "fit again");
+  // A click (no drag) on a service still searches its traces.
+  await node(g(5)).click();
+  await page.waitForURL(/\/search\?/);
+  assert.equal(new URL(page.url()).searchParams.get("q"), `{ resource.service.name = "${g(5)}" }`);
+  await page.close();
+});

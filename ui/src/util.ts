@@ -183,3 +183,8 @@ export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number)
     t = window.setTimeout(() => fn(...a), ms);
   };
 }
+
+/** "1 span", "2 spans", "1,234 calls". */
+export function plural(n: number, word: string): string {
+  return `${fmtCount(n)} ${word}${n === 1 ? '' : 's'}`;
+}
