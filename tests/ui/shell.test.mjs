@@ -354,9 +354,14 @@ test("monitor: the RED view draws what the metrics API computes, exemplars open 
   await row("mon-api").waitFor({ timeout: 20_000 });
   assert.ok(Math.abs(Number(await row("mon-api").getAttribute("data-error-ratio")) - 8 / 40) < 1e-9, "8 of mon-api's 40 server spans failed");
   await page.screenshot({ path: join(artifacts, "monitor.png") });
+  const traces = new URL(await row("mon-api").getByTestId("monitor-row-search").getAttribute("href"), base);
+  assert.equal(traces.pathname, "/search");
+  assert.equal(traces.searchParams.get("q"), '{ resource.service.name = "mon-api" }', "a service's Traces button searches it");
+  assert.equal(traces.searchParams.get("range"), "15m");
 
-  // A service's row opens its charts and operations; the URL holds the state.
-  await row("mon-api").click();
+  // A service's row (Enter on it, or a click) opens its charts and operations; the URL holds the state.
+  await row("mon-api").focus();
+  await page.keyboard.press("Enter");
   await page.waitForURL(/\/monitor\?service=mon-api/);
   assert.equal(new URL(page.url()).searchParams.get("range"), "15m");
   await row("GET /orders").waitFor({ timeout: 20_000 });
