@@ -111,6 +111,7 @@ export function tenantControl(reload: () => void): HTMLElement {
     if (document.activeElement !== tokenIn) tokenIn.value = token;
     tenantField.hidden = !tenant && !needs.has('tenant');
     tokenField.hidden = !token && !needs.has('token');
+    el.hidden = tenantField.hidden && tokenField.hidden;
     list.replaceWith(tenantList('weft-tenants'));
   };
   const apply = () => {
