@@ -180,14 +180,17 @@ export function lineChart(o: LineChartOptions, width: number): HTMLElement {
   return card;
 }
 
-/** A small line of `points` over [startMs, endMs] for a table cell. */
-export function sparkline(points: [number, number][], startMs: number, endMs: number, color: string): SVGSVGElement {
+/** Small lines of `series` over [startMs, endMs], on one scale, for a table cell. */
+export function sparkline(series: { points: [number, number][]; color: string }[], startMs: number, endMs: number): SVGSVGElement {
   const W = 96;
   const SH = 22;
   let top = 0;
-  for (const [, v] of points) top = Math.max(top, v);
-  const d = points
-    .map(([t, v], i) => `${i ? 'L' : 'M'}${(((t - startMs) / Math.max(1, endMs - startMs)) * W).toFixed(1)},${(SH - 2 - (top > 0 ? v / top : 0) * (SH - 4)).toFixed(1)}`)
-    .join('');
-  return svg('svg', { class: 'sparkline', width: W, height: SH, viewBox: `0 0 ${W} ${SH}`, 'aria-hidden': 'true' }, svg('path', { d: d || 'M0,0', style: `stroke:${color}` }));
+  for (const s of series) for (const [, v] of s.points) top = Math.max(top, v);
+  const line = (points: [number, number][]) =>
+    points.map(([t, v], i) => `${i ? 'L' : 'M'}${(((t - startMs) / Math.max(1, endMs - startMs)) * W).toFixed(1)},${(SH - 2 - (top > 0 ? v / top : 0) * (SH - 4)).toFixed(1)}`).join('');
+  return svg(
+    'svg',
+    { class: 'sparkline', width: W, height: SH, viewBox: `0 0 ${W} ${SH}`, 'aria-hidden': 'true' },
+    series.map((s) => svg('path', { d: line(s.points) || 'M0,0', style: `stroke:${s.color}` })),
+  );
 }
