@@ -28,7 +28,7 @@ function notFoundPage(url: URL): Page {
 
 /** Where "Go to trace ID" goes for a bare trace ID, a weft trace URL (its `?span=` and the rest
  * kept) or a Jaeger UI trace URL (`/trace/<id>?uiFind=<spanID>` opens that span). */
-export function traceJumpPath(input: string): string | null {
+function traceJumpPath(input: string): string | null {
   const v = input.trim();
   const m = /(?:^|\/trace\/)([^/?#\s]+)\/?([?#][^\s]*)?$/.exec(v);
   if (!m || (!v.includes('/trace/') && /[/?#]/.test(v))) return null;
