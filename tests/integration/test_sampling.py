@@ -308,3 +308,42 @@ def test_distributors_combine_their_sampling_counts(weft_factory, kafka):
     p = [ops["busy"]["probability"] for ops in seen]
     assert abs(p[0] - p[1]) <= 0.1 * max(p), seen
     assert 0.5 * 10 / 1000 <= p[0] <= 2 * 10 / 1000, seen
+
+
+def test_distributors_split_an_xray_reservoir_among_all_their_clients(weft_factory, kafka, tmp_path):
+    """X-Ray quotas in cluster mode: SDK instances report to two distributors (as behind a load
+    balancer); through the `<topic>-xray` topic each distributor counts the other's clients, so
+    together they are never granted more than the rule's reservoir a second, and at equal rates
+    the reservoir is split evenly among all of them."""
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"version": 2, "rules": [], "default": {"fixed_target": 10, "rate": 0.05}}))
+    topic = f"xray-{uuid.uuid4().hex[:8]}"
+    ds = [_distributor(weft_factory, kafka, topic, "--xray-sampling-rules", str(rules), name=f"xray-distributor-{i}")
+          for i in range(2)]
+    session = http_session()
+
+    def report(d, client: str, at: float) -> int:
+        r = session.post(f"http://127.0.0.1:{d.xray_port}/SamplingTargets", json={"SamplingStatisticsDocuments": [
+            {"RuleName": "Default", "ClientID": client, "Timestamp": at, "RequestCount": 100,
+             "SampledCount": 1, "BorrowCount": 0}]}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()["SamplingTargetDocuments"][0]["ReservoirQuota"]
+
+    t = time.time()
+    held = {"a": report(ds[0], "a", t)}
+    assert held["a"] == 10, "alone, a client gets the whole reservoir"
+    time.sleep(3)  # the distributors share their clients every 2 s
+    # Newcomers on the other distributor get only what a does not hold.
+    for client in "bc":
+        held[client] = report(ds[1], client, t)
+        assert sum(held.values()) <= 10, held
+    assert held["b"] == held["c"] == 0, held
+    for r in range(3):
+        time.sleep(3)
+        held["a"] = report(ds[0], "a", t + 10 * (r + 1))
+        assert sum(held.values()) <= 10, held
+        time.sleep(3)
+        for client in "bc":
+            held[client] = report(ds[1], client, t + 10 * (r + 1))
+            assert sum(held.values()) <= 10, held
+    assert sorted(held.values()) == [3, 3, 4], held

@@ -7,7 +7,7 @@
 //! and sampled traces a second, as `/metrics` does.
 
 mod grpc;
-mod share;
+pub(crate) mod share;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -29,8 +29,45 @@ pub async fn run(
     kafka: KafkaOptions,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let topic = format!("{}-sampling", kafka.kafka_topic);
-    let client = kafka.client("weft-sampling").await?;
+    let (client, topic, from) = open_topic(&kafka, "sampling", "weft-sampling").await?;
+    let node = node_id();
+    tracing::info!(%topic, %node, "adaptive sampling combines the distributors' counts through Kafka");
+    let seen: Seen = Default::default();
+    let (me, into) = (node.clone(), seen.clone());
+    tokio::spawn(read_json(client.clone(), topic.clone(), from, stop.clone(), move |v| {
+        let (Some(node), Some(index), Some(list)) = (
+            v.get("node").and_then(Value::as_str),
+            v.get("interval").and_then(Value::as_u64),
+            v.get("counts").and_then(Value::as_array),
+        ) else {
+            return;
+        };
+        if node == me {
+            // Its own counts go into its calculation directly.
+            return;
+        }
+        let counts: Vec<Count> = list.iter().filter_map(Count::from_json).collect();
+        into.lock().entry(index).or_default().insert(node.to_owned(), counts);
+    }));
+    let producer = Producer::new(client, &topic, weft_kafka::Compression::None);
+    exchange(adaptive, interval, producer, node, seen, stop).await;
+    Ok(())
+}
+
+/// A distributor's ID among the others on an exchange topic: when it started, and its process.
+pub(crate) fn node_id() -> String {
+    format!("{:x}-{:x}", weft_core::now_ns(), std::process::id())
+}
+
+/// The one-partition topic `<kafka_topic>-<suffix>` that distributors exchange JSON records on,
+/// created if needed, and its end offset now (where a newcomer starts reading).
+pub(crate) async fn open_topic(
+    kafka: &KafkaOptions,
+    suffix: &str,
+    client_id: &str,
+) -> anyhow::Result<(Arc<Client>, String, i64)> {
+    let topic = format!("{}-{suffix}", kafka.kafka_topic);
+    let client = kafka.client(client_id).await?;
     client
         .create_topic(
             &topic,
@@ -44,21 +81,61 @@ pub async fn run(
         .list_offset(&topic, 0, OffsetAt::Latest)
         .await
         .map_err(|e| anyhow::anyhow!("reading Kafka topic {topic}: {e}"))?;
-    // Unique among the distributors: when it started, and its process.
-    let node = format!("{:x}-{:x}", weft_core::now_ns(), std::process::id());
-    tracing::info!(%topic, %node, "adaptive sampling combines the distributors' counts through Kafka");
-    let seen: Seen = Default::default();
-    tokio::spawn(read(
-        client.clone(),
-        topic.clone(),
-        from,
-        node.clone(),
-        seen.clone(),
-        stop.clone(),
-    ));
-    let producer = Producer::new(client, &topic, weft_kafka::Compression::None);
-    exchange(adaptive, interval, producer, node, seen, stop).await;
-    Ok(())
+    Ok((client, topic, from))
+}
+
+/// Writes `value` to the exchange topic as one record keyed by `node`, by `deadline`.
+pub(crate) async fn publish(
+    producer: &Producer,
+    node: &str,
+    value: &Value,
+    timestamp_ms: i64,
+    deadline: tokio::time::Instant,
+) -> Result<(), weft_kafka::Error> {
+    let value = value.to_string();
+    let parts = [value.as_bytes()];
+    let records = [PartitionRecords {
+        partition: 0,
+        records: vec![Record {
+            key: Some(node.as_bytes()),
+            value_parts: &parts,
+            headers: &[],
+            timestamp_ms,
+        }],
+    }];
+    producer.send(&records, deadline).await.map(|_| ())
+}
+
+/// Reads the exchange topic's records from `from` on, each JSON value handed to `f` (others
+/// skipped), until `stop`.
+pub(crate) async fn read_json(
+    client: Arc<Client>,
+    topic: String,
+    from: i64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut f: impl FnMut(Value) + Send,
+) {
+    let mut offset = from;
+    loop {
+        let fetched = tokio::select! {
+            f = client.fetch(&topic, 0, offset, 4 << 20, 1, Duration::from_millis(250)) => f,
+            _ = stop.changed() => return,
+        };
+        let (records, next) = match fetched.and_then(|f| f.into_records()) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, %topic, "reading the distributors' exchange topic failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        offset = next;
+        for r in records {
+            if let Ok(v) = serde_json::from_slice::<Value>(&r.value) {
+                f(v);
+            }
+        }
+    }
 }
 
 fn unix_secs() -> f64 {
@@ -91,20 +168,9 @@ async fn exchange(
             "interval": index,
             "seconds": interval,
             "counts": mine.iter().map(Count::to_json).collect::<Vec<_>>(),
-        })
-        .to_string();
-        let parts = [value.as_bytes()];
-        let records = [PartitionRecords {
-            partition: 0,
-            records: vec![Record {
-                key: Some(node.as_bytes()),
-                value_parts: &parts,
-                headers: &[],
-                timestamp_ms: (end * 1000.0) as i64,
-            }],
-        }];
+        });
         let deadline = tokio::time::Instant::now() + grace;
-        if let Err(e) = producer.send(&records, deadline).await {
+        if let Err(e) = publish(&producer, &node, &value, (end * 1000.0) as i64, deadline).await {
             tracing::warn!(error = %e, "sampling counts not shared this interval");
         }
         tokio::select! {
@@ -123,51 +189,5 @@ async fn exchange(
         };
         counts.push(mine);
         adaptive.calculate_with(&counts, interval);
-    }
-}
-
-/// Reads every distributor's records from `from` on into `seen`.
-async fn read(
-    client: Arc<Client>,
-    topic: String,
-    from: i64,
-    me: String,
-    seen: Seen,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut offset = from;
-    loop {
-        let fetched = tokio::select! {
-            f = client.fetch(&topic, 0, offset, 4 << 20, 1, Duration::from_millis(250)) => f,
-            _ = stop.changed() => return,
-        };
-        let got = fetched.and_then(|f| f.into_records());
-        let (records, next) = match got {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, %topic, "reading sampling counts failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        offset = next;
-        for r in records {
-            let Ok(v) = serde_json::from_slice::<Value>(&r.value) else {
-                continue;
-            };
-            let (Some(node), Some(index), Some(list)) = (
-                v.get("node").and_then(Value::as_str),
-                v.get("interval").and_then(Value::as_u64),
-                v.get("counts").and_then(Value::as_array),
-            ) else {
-                continue;
-            };
-            if node == me {
-                // Its own counts go into its calculation directly.
-                continue;
-            }
-            let counts: Vec<Count> = list.iter().filter_map(Count::from_json).collect();
-            seen.lock().entry(index).or_default().insert(node.to_owned(), counts);
-        }
     }
 }

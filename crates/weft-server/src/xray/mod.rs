@@ -2,10 +2,12 @@
 //! ([`receiver`]), and on TCP the two calls X-Ray SDKs make to the daemon for centralized
 //! sampling ([`sampling`]): the rules are X-Ray's default rule (the first request each second
 //! and 5% of the others) or those of `--xray-sampling-rules`, and each rule's reservoir is
-//! split between the SDK instances that report using it, as the X-Ray service splits it.
+//! split between the SDK instances that report using it, as the X-Ray service splits it;
+//! behind several distributors, between those of every distributor ([`share`]).
 
 pub mod receiver;
 pub mod sampling;
+pub mod share;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,11 +44,21 @@ impl Api for XrayOptions {
         if let Some((sock, stats)) = udp {
             tokio::spawn(receiver::serve_udp(s.state.clone(), sock, stats, s.stop_signal()));
         }
+        let quotas = Arc::new(sampling::Quotas::default());
+        if s.runs(Module::Distributor) {
+            // Behind several distributors, a rule's reservoir is split among all their clients.
+            let (quotas, kafka, stop) = (quotas.clone(), s.cfg().kafka.clone(), s.stop_signal());
+            tokio::spawn(async move {
+                if let Err(e) = share::run(quotas, kafka, stop).await {
+                    tracing::error!(error = %e, "X-Ray quotas cannot be shared: this distributor splits reservoirs among its own clients");
+                }
+            });
+        }
         let r = Router::new()
             .route("/GetSamplingRules", post(sampling::sampling_rules))
             .route("/SamplingTargets", post(sampling::sampling_targets))
             .layer(axum::Extension(rules))
-            .layer(axum::Extension(Arc::new(sampling::Quotas::default())))
+            .layer(axum::Extension(quotas))
             .fallback(crate::ops::not_found)
             .with_state(s.state.clone());
         s.serve("xray", tcp, r, Runtime::Ingest, None);

@@ -172,9 +172,16 @@ pub async fn sampling_rules(Extension(rules): Extension<Arc<SamplingRules>>) -> 
 /// intervals, so that it does not lapse between the SDK's reports), and never more than the
 /// reservoir minus what other clients hold: the clients of a rule together never sample more
 /// than its reservoir a second from it, also while a newcomer joins.
+///
+/// Behind several distributors, the clients are those of every distributor: each writes its
+/// own ([`Quotas::snapshot`]) to the others through Kafka (`xray::share`), and counts theirs
+/// ([`Quotas::peer`]) among the rule's clients and what they hold.
 #[derive(Default)]
 pub struct Quotas {
     rules: parking_lot::Mutex<HashMap<String, HashMap<String, Client>>>,
+    /// Other distributors' clients, by distributor: when their last snapshot came (this
+    /// server's clock) and its clients by rule.
+    peers: parking_lot::Mutex<HashMap<String, (f64, HashMap<String, HashMap<String, Client>>)>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -185,7 +192,7 @@ struct Client {
     reported: f64,
     /// When it last reported, by this server's clock.
     seen: f64,
-    /// The quota granted, and until when.
+    /// The quota granted, and until when (Unix seconds).
     quota: u64,
     until: f64,
 }
@@ -194,6 +201,18 @@ impl Quotas {
     /// Records `client`'s report for `rule` (of `reservoir` a second) at `now`, and returns its
     /// quota.
     fn report(&self, rule: &str, reservoir: u64, client: &str, at: f64, requests: f64, now: f64) -> u64 {
+        // Other distributors' clients of the rule (a client that moved here counts here).
+        let remote: HashMap<String, Client> = {
+            let mut peers = self.peers.lock();
+            peers.retain(|_, (seen, _)| now - *seen <= 3.0 * INTERVAL as f64);
+            peers
+                .values()
+                .filter_map(|(_, rules)| rules.get(rule))
+                .flatten()
+                .filter(|(id, _)| id.as_str() != client)
+                .map(|(id, c)| (id.clone(), *c))
+                .collect()
+        };
         let mut rules = self.rules.lock();
         let clients = rules.entry(rule.to_owned()).or_default();
         clients.retain(|_, c| now - c.seen <= 3.0 * INTERVAL as f64);
@@ -214,8 +233,12 @@ impl Quotas {
         me.rate = rate;
         me.reported = at;
         me.seen = now;
-        let fair = shares(clients, reservoir);
-        let held: u64 = clients
+        let mut all = remote;
+        for (id, c) in clients.iter() {
+            all.insert(id.clone(), *c);
+        }
+        let fair = shares(&all, reservoir);
+        let held: u64 = all
             .iter()
             .filter(|(id, c)| id.as_str() != client && c.until > now)
             .map(|(_, c)| c.quota)
@@ -229,6 +252,51 @@ impl Quotas {
         me.quota = quota;
         me.until = now + 2.0 * INTERVAL as f64;
         quota
+    }
+
+    /// This server's clients of every rule, for the other distributors: `{rule: {client:
+    /// {"rate", "quota", "until"}}}`.
+    pub fn snapshot(&self, now: f64) -> Value {
+        let rules = self.rules.lock();
+        let mut out = serde_json::Map::new();
+        for (rule, clients) in rules.iter() {
+            let live: serde_json::Map<String, Value> = clients
+                .iter()
+                .filter(|(_, c)| now - c.seen <= 3.0 * INTERVAL as f64)
+                .map(|(id, c)| (id.clone(), json!({"rate": c.rate, "quota": c.quota, "until": c.until})))
+                .collect();
+            if !live.is_empty() {
+                out.insert(rule.clone(), Value::Object(live));
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// Another distributor's [`Quotas::snapshot`], received at `now`; it replaces that
+    /// distributor's last. Entries that do not parse are left out.
+    pub fn peer(&self, node: &str, snapshot: &Value, now: f64) {
+        let Some(rules) = snapshot.as_object() else { return };
+        let mut parsed: HashMap<String, HashMap<String, Client>> = HashMap::new();
+        for (rule, clients) in rules {
+            let Some(clients) = clients.as_object() else { continue };
+            for (id, c) in clients {
+                let num = |k: &str| c.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && *x >= 0.0);
+                let (Some(rate), Some(quota), Some(until)) = (num("rate"), num("quota"), num("until")) else {
+                    continue;
+                };
+                parsed.entry(rule.clone()).or_default().insert(
+                    id.clone(),
+                    Client {
+                        rate: rate.min(1e12),
+                        reported: now,
+                        seen: now,
+                        quota: quota.min(u32::MAX as f64) as u64,
+                        until,
+                    },
+                );
+            }
+        }
+        self.peers.lock().insert(node.to_owned(), (now, parsed));
     }
 }
 
@@ -385,5 +453,47 @@ mod tests {
             let e = SamplingRules::parse(text).unwrap_err();
             assert!(e.contains(words), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn distributors_split_a_reservoir_among_all_their_clients() {
+        let (d1, d2) = (Quotas::default(), Quotas::default());
+        let share = |from: &Quotas, to: &Quotas, node: &str, now: f64| {
+            // Through JSON, as the Kafka records carry it.
+            let text = from.snapshot(now).to_string();
+            to.peer(node, &serde_json::from_str(&text).unwrap(), now);
+        };
+        // a alone, on d1: the whole reservoir.
+        assert_eq!(d1.report("r", 10, "a", 100.0, 300.0, 100.0), 10);
+        share(&d1, &d2, "d1", 101.0);
+        // b on d2 at the same rate: nothing until a holds less.
+        assert_eq!(d2.report("r", 10, "b", 101.0, 300.0, 101.0), 0);
+        share(&d2, &d1, "d2", 102.0);
+        assert_eq!(d1.report("r", 10, "a", 110.0, 300.0, 110.0), 5);
+        share(&d1, &d2, "d1", 110.5);
+        assert_eq!(d2.report("r", 10, "b", 111.0, 300.0, 111.0), 5);
+        // c joins d2; after a round of reports and shares, 3/3/4 and never more than 10.
+        let mut held = std::collections::BTreeMap::new();
+        held.insert("c", d2.report("r", 10, "c", 112.0, 300.0, 112.0));
+        for round in 0..3 {
+            let t = 120.0 + 10.0 * round as f64;
+            share(&d2, &d1, "d2", t);
+            held.insert("a", d1.report("r", 10, "a", t, 300.0, t + 0.1));
+            assert!(held.values().sum::<u64>() <= 10, "{held:?}");
+            share(&d1, &d2, "d1", t + 0.2);
+            held.insert("b", d2.report("r", 10, "b", t, 300.0, t + 0.3));
+            assert!(held.values().sum::<u64>() <= 10, "{held:?}");
+            held.insert("c", d2.report("r", 10, "c", t, 300.0, t + 0.4));
+            assert!(held.values().sum::<u64>() <= 10, "{held:?}");
+        }
+        let mut q: Vec<u64> = held.values().copied().collect();
+        q.sort();
+        assert_eq!(q, vec![3, 3, 4], "{held:?}");
+        // A distributor not heard from for three intervals is forgotten: its clients' share
+        // comes back.
+        assert_eq!(d1.report("r", 10, "a", 300.0, 300.0, 300.0), 10);
+        // A snapshot that does not parse changes nothing.
+        d1.peer("d3", &serde_json::json!({"r": {"z": {"rate": "x"}}, "s": 1}), 300.0);
+        assert_eq!(d1.report("r", 10, "a", 310.0, 300.0, 310.0), 10);
     }
 }
