@@ -181,8 +181,11 @@ pub struct Quotas {
     rules: parking_lot::Mutex<HashMap<String, HashMap<String, Client>>>,
     /// Other distributors' clients, by distributor: when their last snapshot came (this
     /// server's clock) and its clients by rule.
-    peers: parking_lot::Mutex<HashMap<String, (f64, HashMap<String, HashMap<String, Client>>)>>,
+    peers: parking_lot::Mutex<HashMap<String, (f64, ClientsByRule)>>,
 }
+
+/// Clients by rule, then by `ClientID`.
+type ClientsByRule = HashMap<String, HashMap<String, Client>>;
 
 #[derive(Debug, Clone, Copy)]
 struct Client {
@@ -276,7 +279,7 @@ impl Quotas {
     /// distributor's last. Entries that do not parse are left out.
     pub fn peer(&self, node: &str, snapshot: &Value, now: f64) {
         let Some(rules) = snapshot.as_object() else { return };
-        let mut parsed: HashMap<String, HashMap<String, Client>> = HashMap::new();
+        let mut parsed = ClientsByRule::new();
         for (rule, clients) in rules {
             let Some(clients) = clients.as_object() else { continue };
             for (id, c) in clients {
