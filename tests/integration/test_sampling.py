@@ -347,3 +347,41 @@ def test_distributors_split_an_xray_reservoir_among_all_their_clients(weft_facto
             held[client] = report(ds[1], client, t + 10 * (r + 1))
             assert sum(held.values()) <= 10, held
     assert sorted(held.values()) == [3, 3, 4], held
+
+
+def test_xray_sdk_instances_together_sample_at_most_the_reservoir(weft_factory, tmp_path):
+    """The X-Ray SDK for Python's centralized sampler, three instances (each its own ClientID),
+    under a rule with a reservoir of 10 a second and no fixed rate: after their reports, weft
+    splits the reservoir among them, so together they sample about 10 a second, where each
+    alone would take the whole reservoir (30)."""
+    import json
+
+    from aws_xray_sdk.core import xray_recorder
+    from aws_xray_sdk.core.daemon_config import DaemonConfig
+    from aws_xray_sdk.core.sampling.sampler import DefaultSampler
+
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"version": 2, "rules": [], "default": {"fixed_target": 10, "rate": 0.0}}))
+    weft = weft_factory("--xray-sampling-rules", str(rules))
+    samplers = []
+    for _ in range(3):
+        s = DefaultSampler()
+        s.load_settings(DaemonConfig(f"127.0.0.1:{weft.xray_port}"), xray_recorder.context)
+        samplers.append(s)
+    # 60 decisions a second for each instance; sampled ones counted by second. The SDKs report
+    # every 10 s. At the first reports, the first to report gets the whole reservoir until its
+    # TTL; the others get their shares once it holds less: by the third reports at the latest.
+    per_second: dict[int, int] = {}
+    start = time.time()
+    while (now := time.time()) - start < 44:
+        for s in samplers:
+            if s.should_trace({"host": "shop", "method": "GET", "path": "/", "service": "shop"}):
+                per_second[int(now)] = per_second.get(int(now), 0) + 1
+        time.sleep(max(0.0, 1 / 60 - (time.time() - now)))
+    quotas = [r.reservoir.quota for s in samplers for r in s._cache.rules if r.name == "Default"]
+    assert len(quotas) == 3 and all(q is not None for q in quotas), quotas
+    assert sum(quotas) <= 10, quotas
+    window = [per_second.get(int(start) + i, 0) for i in range(34, 43)]
+    mean = sum(window) / len(window)
+    print("quotas", quotas, "sampled a second in the last 9 s", window)
+    assert 7 <= mean <= 11, (quotas, window)

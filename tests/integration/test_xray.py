@@ -260,3 +260,4 @@ def test_sampling_targets_share_a_rules_reservoir_between_clients(weft_factory, 
     r = requests.post(f"{base}/SamplingTargets", json={"SamplingStatisticsDocuments": [
         {"RuleName": "Default", "Timestamp": t, "RequestCount": 1}]}, timeout=10).json()
     assert r["UnprocessedStatistics"][0]["Message"] == "ClientID is missing"
+
