@@ -2,11 +2,18 @@
 // returns and Jaeger UI downloads: {"data":[{traceID, spans, processes}]}), and read either back.
 // Opened files stay in this tab's memory (`localTraces`): nothing is sent to the server.
 
-import { AnyValue, KeyValue, OtlpSpan, ResourceSpans, TraceResponse } from './api';
+import { AnyValue, KeyValue, OtlpSpan, ResourceSpans, TraceResponse, TraceResult, getTrace } from './api';
 import { KIND_NAMES, Trace, relNs } from './model';
 
 /** Traces opened from a file in this tab, by trace ID, with the file's name. */
 export const localTraces = new Map<string, { data: TraceResponse; file: string }>();
+
+/** A trace opened from a file in this tab, else the one weft stores. */
+export function loadTrace(id: string, signal?: AbortSignal): Promise<TraceResult & { file: string | null }> {
+  const local = localTraces.get(id);
+  if (local) return Promise.resolve({ data: local.data, truncated: false, message: '', file: local.file });
+  return getTrace(id, signal).then((r) => ({ ...r, file: null }));
+}
 
 // --- OTLP JSON ---------------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 import { h } from './dom';
 import { emptyState } from './components';
+import { comparePage } from './pages/compare';
 import { graphPage } from './pages/graph';
+import { openPage } from './pages/open';
 import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
@@ -46,6 +48,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
     h('nav', { class: 'nav' }, links.search, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
+    h('a', { href: '/open', class: 'nav-link', title: 'Open a trace from an OTLP or Jaeger JSON file' }, 'Open file'),
     jump,
   );
   const outlet = h('main', { class: 'outlet', id: 'main' });
@@ -76,6 +79,8 @@ function start() {
       { kind: 'trace', pattern: /^\/trace\/([^/]+)\/?$/, create: (url, m) => tracePage(url, m) },
       { kind: 'graph', pattern: /^\/graph\/?$/, create: (url) => graphPage(url) },
       { kind: 'sampling', pattern: /^\/sampling\/?$/, create: (url) => samplingPage(url) },
+      { kind: 'compare', pattern: /^\/compare\/?$/, create: (url) => comparePage(url) },
+      { kind: 'open', pattern: /^\/open\/?$/, create: () => openPage() },
     ],
     notFoundPage,
     (kind) => setActive(kind === 'trace' ? '' : kind),

@@ -1,7 +1,7 @@
 // Trace page: header, virtualised waterfall, minimap, find, critical path, span detail panel.
 
-import { ApiError, KeyValue, TraceResult, getTrace, traceExists, valueString } from '../api';
-import { download, localTraces, toJaegerJson, toOtlpJson } from '../formats';
+import { ApiError, KeyValue, TraceResult, traceExists, valueString } from '../api';
+import { download, loadTrace, localTraces, toJaegerJson, toOtlpJson } from '../formats';
 import { emptyState, errorBox } from '../components';
 import { copyText, h, mount, toast } from '../dom';
 import { CriticalPath, KIND_NAMES, STATUS_NAMES, Trace, buildTrace, criticalPath, relNs, searchText, selfTimes, visibleRows } from '../model';
@@ -25,11 +25,7 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
   const t0 = performance.now();
   const local = localTraces.get(traceId);
   const fromFile = new URL(location.href).searchParams.get('source') === 'file';
-  const loading: Promise<TraceResult> = local
-    ? Promise.resolve({ data: local.data, truncated: false, message: '' })
-    : fromFile
-      ? Promise.reject(new ApiError(0, 'file'))
-      : getTrace(traceId, abort.signal);
+  const loading = fromFile && !local ? Promise.reject(new ApiError(0, 'file')) : loadTrace(traceId, abort.signal);
   loading
     .then((res) => {
       if (abort.signal.aborted) return;
@@ -39,7 +35,7 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
         mount(el, notFound(traceId, 'The trace exists but holds no spans.'));
         return;
       }
-      view = new TraceView(el, trace, res, local ? local.file : null);
+      view = new TraceView(el, trace, res, res.file);
       view.mount(new URL(location.href));
       const tDone = performance.now();
       view.loadedMarker.setAttribute('data-fetch-ms', String(Math.round(tFetched - t0)));
