@@ -1023,8 +1023,9 @@ class TraceView {
   /** Shows the time window [a, b] (ns since the trace start) in the waterfall. */
   setZoom(a: number, b: number, writeUrl = true) {
     const T = this.t.durationNs;
-    a = Math.max(0, Math.min(a, T));
-    b = Math.max(a, Math.min(b, T));
+    // whole nanoseconds, as the URL keeps them
+    a = Math.round(Math.max(0, Math.min(a, T)));
+    b = Math.round(Math.max(a, Math.min(b, T)));
     // never narrower than a microsecond (or the whole trace, if shorter)
     const minW = Math.min(T, 1e3);
     if (b - a < minW) {
@@ -1041,9 +1042,11 @@ class TraceView {
     this.scroller.setAttribute('data-view-start-ns', String(this.v0));
     this.scroller.setAttribute('data-view-end-ns', String(this.v1));
     if (!this.ruler.isConnected) return;
+    const t0 = performance.now();
     this.renderRuler();
     this.renderRows(true);
     this.updateMinimapZoom();
+    this.scroller.setAttribute('data-zoom-ms', String(Math.round((performance.now() - t0) * 10) / 10));
   }
 
   /** Dragging across the ruler zooms into that range; a double-click shows the whole trace. */
