@@ -14,8 +14,6 @@ export interface ViewHost {
   selfNs(): Float64Array;
   /** changes the URL's query (replaced, or a new history entry with `push`) */
   setParams(change: (p: URLSearchParams) => void, push?: boolean): void;
-  /** shows a span in the timeline */
-  openSpan(spanId: string): void;
 }
 
 export interface SubView {

@@ -302,14 +302,6 @@ class TraceView {
       t: this.t,
       selfNs: () => (this.selfNs ||= selfTimes(this.t)),
       setParams: (change, push = false) => this.writeUrl(change, push),
-      openSpan: (spanId) => {
-        this.writeUrl((p) => {
-          p.delete('view');
-          p.set('span', spanId);
-        }, true);
-        this.showView('timeline', new URLSearchParams(location.search));
-        this.selectFromUrl(spanId);
-      },
     };
   }
 
@@ -1043,10 +1035,29 @@ class TraceView {
     this.scroller.setAttribute('data-view-end-ns', String(this.v1));
     if (!this.ruler.isConnected) return;
     const t0 = performance.now();
+    if (writeUrl) this.scrollIntoWindow();
     this.renderRuler();
     this.renderRows(true);
     this.updateMinimapZoom();
     this.scroller.setAttribute('data-zoom-ms', String(Math.round((performance.now() - t0) * 10) / 10));
+  }
+
+  /** When no row on screen has a span in the time window, scrolls to the first row that has. */
+  scrollIntoWindow() {
+    const spans = this.t.spans;
+    const inWindow = (r: number) => {
+      const sp = spans[this.rows[r]];
+      return sp.start <= this.v1 && sp.start + sp.dur >= this.v0;
+    };
+    const first = Math.floor(this.scroller.scrollTop / ROW);
+    const last = Math.min(this.rows.length - 1, first + Math.ceil((this.scroller.clientHeight || 600) / ROW));
+    for (let r = first; r <= last; r++) if (inWindow(r)) return;
+    for (let r = 0; r < this.rows.length; r++) {
+      if (inWindow(r)) {
+        this.scroller.scrollTop = Math.max(0, r * ROW - ROW);
+        return;
+      }
+    }
   }
 
   /** Dragging across the ruler zooms into that range; a double-click shows the whole trace. */
