@@ -115,8 +115,8 @@ export function attributeKeys(t: Trace): { key: string; spans: number }[] {
 export interface PathNode {
   service: string;
   name: string;
-  /** the names from the root down to this node, joined by " › " */
-  path: string;
+  parent: PathNode | null;
+  /** -1 for the virtual root, 0 for the trace's roots */
   depth: number;
   count: number;
   /** summed duration and self time of the merged spans, ns */
@@ -124,43 +124,52 @@ export interface PathNode {
   self: number;
   errors: number;
   children: PathNode[];
-  /** child by `service\u0000name` */
-  byKey: Map<string, PathNode>;
+  /** children by `service\u0000name`, built once a node has many children */
+  byKey: Map<string, PathNode> | null;
 }
 
-function pathNode(service: string, name: string, parent: PathNode | null): PathNode {
-  const label = `${service}: ${name}`;
-  return {
-    service,
-    name,
-    path: parent && parent.depth >= 0 ? `${parent.path} › ${label}` : label,
-    depth: parent ? parent.depth + 1 : -1,
-    count: 0,
-    total: 0,
-    self: 0,
-    errors: 0,
-    children: [],
-    byKey: new Map(),
-  };
+/** The names from the root down to `n`, joined by " › " ("service: operation" each). */
+export function pathOf(n: PathNode): string {
+  const parts: string[] = [];
+  for (let x: PathNode | null = n; x && x.depth >= 0; x = x.parent) parts.push(`${x.service}: ${x.name}`);
+  return parts.reverse().join(' › ');
 }
 
-/** The tree of merged service+operation paths under a virtual root (depth -1) that holds every
- * span as its total. Children are in the order their first span starts. */
+const LINEAR_CHILDREN = 8;
+
+/** The child of `n` for a service and operation, if any. A scan while there are few children (most
+ * nodes are leaves, and a map each would cost more than the whole tree walk for 100,000 spans). */
+export function childOf(n: PathNode, service: string, name: string): PathNode | undefined {
+  const c = n.children;
+  if (c.length <= LINEAR_CHILDREN) {
+    for (const x of c) if (x.name === name && x.service === service) return x;
+    return undefined;
+  }
+  if (!n.byKey) {
+    n.byKey = new Map();
+    for (const x of c) n.byKey.set(`${x.service}\u0000${x.name}`, x);
+  }
+  return n.byKey.get(`${service}\u0000${name}`);
+}
+
+function addChild(parent: PathNode, service: string, name: string): PathNode {
+  const node: PathNode = { service, name, parent, depth: parent.depth + 1, count: 0, total: 0, self: 0, errors: 0, children: [], byKey: null };
+  parent.children.push(node);
+  if (parent.byKey) parent.byKey.set(`${service}\u0000${name}`, node);
+  return node;
+}
+
+/** The tree of merged service+operation paths under a virtual root (depth -1) whose count and
+ * total are those of the trace's roots. Children are in the order their first span starts. */
 export function pathTree(t: Trace, self: Float64Array): PathNode {
-  const root = pathNode('', '', null);
+  const root: PathNode = { service: '', name: '', parent: null, depth: -1, count: 0, total: 0, self: 0, errors: 0, children: [], byKey: null };
   const spans = t.spans;
   const nodeOf: PathNode[] = new Array(spans.length);
   for (let k = 0; k < t.order.length; k++) {
     const i = t.order[k];
     const sp = spans[i];
     const parent = sp.parent >= 0 ? nodeOf[sp.parent] : root;
-    const key = `${sp.service}\u0000${sp.name}`;
-    let node = parent.byKey.get(key);
-    if (!node) {
-      node = pathNode(sp.service, sp.name, parent);
-      parent.byKey.set(key, node);
-      parent.children.push(node);
-    }
+    const node = childOf(parent, sp.service, sp.name) || addChild(parent, sp.service, sp.name);
     node.count++;
     node.total += sp.dur;
     node.self += self[i];

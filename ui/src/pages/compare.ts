@@ -3,7 +3,7 @@
 // span counts and durations side by side. `diff=1` shows only the nodes that differ.
 
 import { ApiError } from '../api';
-import { PathNode, pathTree } from '../analysis';
+import { PathNode, childOf, pathOf, pathTree } from '../analysis';
 import { emptyState, errorBox } from '../components';
 import { h, mount, spinner } from '../dom';
 import { loadTrace } from '../formats';
@@ -15,7 +15,6 @@ import { fmtCount, fmtDuration, serviceColor } from '../util';
 export interface DiffNode {
   service: string;
   name: string;
-  path: string;
   depth: number;
   a: PathNode | null;
   b: PathNode | null;
@@ -27,24 +26,10 @@ export interface DiffNode {
 /** Merges two path trees; children keep A's order, then B's new ones. */
 export function diffTrees(a: PathNode | null, b: PathNode | null): DiffNode {
   const ref = (a || b)!;
-  const node: DiffNode = { service: ref.service, name: ref.name, path: ref.path, depth: ref.depth, a, b, differs: false, children: [] };
-  const keys: string[] = [];
-  const seen = new Set<string>();
-  for (const n of [a, b]) {
-    if (!n) continue;
-    for (const k of n.byKey.keys()) {
-      if (!seen.has(k)) {
-        seen.add(k);
-        keys.push(k);
-      }
-    }
-  }
-  node.differs = !a || !b || a.count !== b.count;
-  for (const k of keys) {
-    const c = diffTrees(a?.byKey.get(k) || null, b?.byKey.get(k) || null);
-    node.children.push(c);
-    if (c.differs) node.differs = true;
-  }
+  const node: DiffNode = { service: ref.service, name: ref.name, depth: ref.depth, a, b, differs: !a || !b || a.count !== b.count, children: [] };
+  for (const ca of a?.children || []) node.children.push(diffTrees(ca, b ? childOf(b, ca.service, ca.name) || null : null));
+  for (const cb of b?.children || []) if (!a || !childOf(a, cb.service, cb.name)) node.children.push(diffTrees(null, cb));
+  for (const c of node.children) if (c.differs) node.differs = true;
   return node;
 }
 
@@ -177,15 +162,16 @@ export function comparePage(url: URL): Page {
     const body = h('tbody');
     for (const n of rows.slice(0, MAX_ROWS)) {
       const state = !n.a ? 'b' : !n.b ? 'a' : 'both';
+      const path = pathOf((n.a || n.b)!);
       const ca = n.a?.count ?? 0;
       const cb = n.b?.count ?? 0;
       body.appendChild(
         h(
           'tr',
-          { class: `cmp-row s-${state}${state === 'both' && ca !== cb ? ' changed' : ''}`, 'data-testid': 'cmp-node', 'data-path': n.path, 'data-state': state, 'data-count-a': ca, 'data-count-b': cb },
+          { class: `cmp-row s-${state}${state === 'both' && ca !== cb ? ' changed' : ''}`, 'data-testid': 'cmp-node', 'data-path': path, 'data-state': state, 'data-count-a': ca, 'data-count-b': cb },
           h(
             'td',
-            { class: 'cmp-name', style: `padding-left:${12 + n.depth * 16}px`, title: n.path },
+            { class: 'cmp-name', style: `padding-left:${12 + n.depth * 16}px`, title: path },
             h('span', { class: `cmp-mark ${state}` }, state === 'a' ? '−' : state === 'b' ? '+' : ''),
             h('span', { class: 'swatch', style: `background:${serviceColor(n.service)}` }),
             h('b', null, n.service),

@@ -3,7 +3,7 @@
 // Each view reads its state from the URL (`?view=stats&group=service&sub=operation&sort=total:desc`,
 // `?view=flame&focus=<path>`, `?view=graph`) and is built once, on first show.
 
-import { GroupBy, PathNode, StatRow, attributeKeys, groupLabel, pathTree, traceGraph, traceStats } from '../analysis';
+import { GroupBy, PathNode, StatRow, attributeKeys, groupLabel, pathOf, pathTree, traceGraph, traceStats } from '../analysis';
 import { h, mount, svg } from '../dom';
 import { Trace } from '../model';
 import { fmtCount, fmtDuration, serviceColor } from '../util';
@@ -197,8 +197,6 @@ const MAX_FLAME_NODES = 6000;
 export function flameView(host: ViewHost): SubView {
   const t = host.t;
   let tree: PathNode | null = null;
-  const byPath = new Map<string, PathNode>();
-  const parentOf = new Map<PathNode, PathNode>();
   const crumbs = h('div', { class: 'flame-crumbs', 'data-testid': 'flame-crumbs' });
   const box = h('div', { class: 'flame', 'data-testid': 'flame' });
   const el = h(
@@ -216,19 +214,15 @@ export function flameView(host: ViewHost): SubView {
   let focus = '';
   let lastKey = '';
 
-  const build = () => {
-    if (tree) return tree;
-    tree = pathTree(t, host.selfNs());
-    const stack: PathNode[] = [tree];
-    while (stack.length) {
-      const n = stack.pop()!;
-      for (const c of n.children) {
-        byPath.set(c.path, c);
-        parentOf.set(c, n);
-        stack.push(c);
-      }
+  const build = () => (tree ||= pathTree(t, host.selfNs()));
+  /** The node at a path ("service: operation › …"), found by walking down from the root. */
+  const find = (root: PathNode, path: string): PathNode | undefined => {
+    let n: PathNode | undefined = root;
+    for (const part of path.split(' › ')) {
+      const k: number = part.indexOf(': ');
+      n = n && n.children.find((c) => c.service === part.slice(0, k) && c.name === part.slice(k + 2));
     }
-    return tree;
+    return n;
   };
 
   const render = () => {
@@ -238,18 +232,18 @@ export function flameView(host: ViewHost): SubView {
     lastKey = key;
     const t0 = performance.now();
     const root = build();
-    let top = (focus && byPath.get(focus)) || root;
+    let top = (focus && find(root, focus)) || root;
     // a single root is drawn as the top bar itself
     if (top === root && root.children.length === 1) top = root.children[0];
     // breadcrumbs: the focused node's ancestors
     const chain: PathNode[] = [];
-    for (let n: PathNode | undefined = top; n && n !== root; n = parentOf.get(n)) chain.unshift(n);
+    for (let n: PathNode | null = top; n && n !== root; n = n.parent) chain.unshift(n);
     mount(
       crumbs,
       top !== root && (focus || root.children.length > 1)
         ? h('button', { class: 'btn small', type: 'button', 'data-path': '', 'data-testid': 'flame-reset' }, 'Whole trace')
         : null,
-      chain.length > 1 || focus ? chain.map((n, k) => [k ? h('span', { class: 'muted' }, ' › ') : null, h('button', { class: 'crumb', type: 'button', 'data-path': n.path }, `${n.service}: ${n.name}`)]) : null,
+      chain.length > 1 || focus ? chain.map((n, k) => [k ? h('span', { class: 'muted' }, ' › ') : null, h('button', { class: 'crumb', type: 'button', 'data-path': pathOf(n) }, `${n.service}: ${n.name}`)]) : null,
     );
 
     const frag = document.createDocumentFragment();
@@ -270,7 +264,7 @@ export function flameView(host: ViewHost): SubView {
           {
             class: `fl-node${n.errors ? ' err' : ''}${w < 28 ? ' narrow' : ''}`,
             'data-testid': 'flame-node',
-            'data-path': isRoot ? '' : n.path,
+            'data-path': isRoot ? '' : pathOf(n),
             'data-service': n.service,
             'data-name': n.name,
             'data-count': n.count,
