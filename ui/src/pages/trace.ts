@@ -1098,7 +1098,7 @@ class TraceView {
     if (!W) return;
     const v0 = this.v0;
     const vd = this.v1 - v0 || 1;
-    const ticks = niceTicks(v0, this.v1, Math.max(2, Math.floor(W / 90))).filter((v) => v >= v0 - vd * 1e-9 && v <= this.v1 + vd * 1e-9);
+    const ticks = niceTicks(v0, this.v1, Math.max(2, Math.floor(W / 70))).filter((v) => v >= v0 - vd * 1e-9 && v <= this.v1 + vd * 1e-9);
     const els = ticks.map((v) =>
       h('span', { class: 'tick', style: `left:${((v - v0) / vd) * 100}%`, 'data-ns': Math.round(v) }, h('span', { class: 'tick-label', 'data-testid': 'ruler-label' }, v === 0 ? '0' : fmtDuration(v))),
     );
