@@ -482,6 +482,39 @@ test("a file that is not a trace says why", async () => {
   await page.close();
 });
 
+/** Drops a file holding `text` on the page, as a user dragging it from their desktop. */
+async function dropFile(page, name, text) {
+  await page.evaluate(([n, t]) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([t], n, { type: "application/json" }));
+    document.querySelector('[data-testid="drop-zone"]').dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, [name, text]);
+}
+
+test("a dropped file of two traces lists both, and they compare without the server", async () => {
+  assert.ok(shop && shopB, "the earlier tests sent both traces");
+  // Tempo's JSON response of each trace, merged into one OTLP JSON file
+  const resourceSpans = [];
+  for (const id of [shop.traceId, shopB.traceId]) {
+    const res = await fetch(`${base}/api/v2/traces/${id}`, { headers: { Accept: "application/json" } });
+    resourceSpans.push(...(await res.json()).trace.resourceSpans);
+  }
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(`${base}/open`);
+  const apiCalls = [];
+  page.on("request", (r) => { if (new URL(r.url()).pathname.startsWith("/api/")) apiCalls.push(r.url()); });
+  await dropFile(page, "two.json", JSON.stringify({ resourceSpans }));
+  const links = page.getByTestId("open-trace");
+  await links.first().waitFor();
+  assert.deepEqual((await links.evaluateAll((as) => as.map((a) => a.textContent))).sort(), [shop.traceId, shopB.traceId].sort());
+  await page.getByRole("link", { name: "Compare the first two" }).click();
+  await page.locator('[data-testid="compare-summary"][data-same="false"]').waitFor();
+  const rows = await page.getByTestId("cmp-node").evaluateAll((ns) => ns.map((n) => n.dataset.state));
+  assert.equal(rows.filter((s) => s !== "both").length, 2, "render on one side, cache on the other");
+  assert.deepEqual(apiCalls, [], "nothing was sent to the server");
+  await page.close();
+});
+
 // Budgets are reported, and asserted only when WEFT_UI_VIEW_BUDGET_MS is set (timed assertions on
 // a shared machine belong to the benchmarks, as in e2e.test.mjs).
 const viewBudgetMs = Number(process.env.WEFT_UI_VIEW_BUDGET_MS || 0);
