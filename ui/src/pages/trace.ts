@@ -174,6 +174,7 @@ class TraceView {
   tabs = new Map<string, HTMLElement>();
   subviews = new Map<string, SubView>();
   selfNs: Float64Array | null = null;
+  closeMenu: ((ev: MouseEvent) => void) | null = null;
 
   constructor(root: HTMLElement, t: Trace, res: TraceResult, file: string | null) {
     this.root = root;
@@ -283,9 +284,10 @@ class TraceView {
         item('Jaeger JSON', 'download-jaeger', () => download(`trace-${id}.jaeger.json`, toJaegerJson(this.t))),
       ),
     );
-    document.addEventListener('click', (ev) => {
+    this.closeMenu = (ev: MouseEvent) => {
       if (menu.open && !menu.contains(ev.target as Node)) menu.open = false;
-    });
+    };
+    document.addEventListener('click', this.closeMenu);
     return h(
       'div',
       { class: 'view-bar' },
@@ -340,10 +342,10 @@ class TraceView {
   private buildHeader(): HTMLElement {
     const t = this.t;
     const rootSpan = t.spans[t.root];
-    const copyBtn = h('button', { class: 'btn', type: 'button', title: 'Copy a link to this trace' }, 'Copy link');
+    const copyBtn = h('button', { class: 'btn', type: 'button', title: 'Copy a link to this trace as shown: view, zoom, selected span' }, 'Copy link');
     copyBtn.addEventListener('click', async () => {
-      const ok = await copyText(`${location.origin}/trace/${t.id}`);
-      toast(ok ? 'Link to this trace copied' : 'Could not copy: use the address bar');
+      const ok = await copyText(location.href);
+      toast(ok ? 'Link to this view of the trace copied' : 'Could not copy: use the address bar');
     });
     const services = Array.from(t.services.entries()).sort((a, b) => b[1] - a[1]);
     const stat = (label: string, value: string | HTMLElement, cls = '') => h('div', { class: `stat ${cls}` }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value));
@@ -537,6 +539,7 @@ class TraceView {
   }
 
   destroy() {
+    if (this.closeMenu) document.removeEventListener('click', this.closeMenu);
     cancelAnimationFrame(this.raf);
     this.resizeObs?.disconnect();
   }
