@@ -41,6 +41,8 @@ interface JaegerSpan {
   tags?: JaegerTag[];
   logs?: { timestamp: number; fields?: JaegerTag[] }[];
   processID: string;
+  /** Jaeger UI's own trace objects carry the process in the span */
+  process?: { serviceName: string; tags?: JaegerTag[] };
   warnings?: string[] | null;
 }
 interface JaegerTrace {
@@ -134,7 +136,12 @@ const usToNs = (us: number): string => (BigInt(Math.round(us)) * 1000n).toString
 /** A Jaeger trace as OTLP JSON (the reverse of toJaegerJson). */
 function fromJaeger(jt: JaegerTrace): TraceResponse {
   const byProcess = new Map<string, OtlpSpan[]>();
+  const processes = { ...(jt.processes || {}) };
   for (const s of jt.spans || []) {
+    if (s.process && !processes[s.processID]) {
+      s.processID ||= `inline:${s.process.serviceName}`;
+      processes[s.processID] = s.process;
+    }
     const refs = s.references || [];
     const parentRef = refs.find((r) => r.refType === 'CHILD_OF') || refs.find((r) => r.traceID === (s.traceID || jt.traceID));
     let kind = 0;
@@ -178,7 +185,7 @@ function fromJaeger(jt: JaegerTrace): TraceResponse {
   }
   const resourceSpans: ResourceSpans[] = [];
   for (const [pid, spans] of byProcess) {
-    const p = jt.processes?.[pid];
+    const p = processes[pid];
     const attributes: KeyValue[] = [{ key: 'service.name', value: { stringValue: p?.serviceName || 'unknown_service' } }];
     for (const tag of p?.tags || []) attributes.push({ key: tag.key, value: anyValue(tag) });
     resourceSpans.push({ resource: { attributes }, scopeSpans: [{ spans }] });
