@@ -346,6 +346,17 @@ test("the flame graph and the trace's service graph show its merged paths and it
   for (const s of shop.spans) want.set(pathOf(s), (want.get(pathOf(s)) || 0) + 1);
   const got = new Map(await page.getByTestId("flame-node").evaluateAll((ns) => ns.map((n) => [n.dataset.path, Number(n.dataset.count)])));
   assert.deepEqual([...got].sort(), [...want].sort());
+  // a node's width stands for the self time at and under it (folded stacks)
+  const weight = new Map();
+  for (const s of shop.spans) {
+    for (let x = s; x; x = shop.byKey.get(x.parent)) weight.set(pathOf(x), (weight.get(pathOf(x)) || 0) + selfNs(shop.spans, s));
+  }
+  const boxes = await page.getByTestId("flame-node").evaluateAll((ns) => ns.map((n) => [n.dataset.path, Number(n.dataset.weightNs), n.getBoundingClientRect().width]));
+  const rootW = boxes.find(([p]) => p === "frontend: GET /checkout");
+  for (const [path, w, px] of boxes) {
+    assert.equal(w, weight.get(path), `weight of ${path}`);
+    assert.ok(Math.abs(px - (rootW[2] + 1) * w / rootW[1]) <= 1.5, `width of ${path}: ${px} px`);
+  }
   await page.screenshot({ path: join(artifacts, "trace-flame.png") });
   // a click zooms into a node, and the URL keeps it
   const chargePath = pathOf(shop.byKey.get("charge"));

@@ -207,14 +207,33 @@ export function flameView(host: ViewHost): SubView {
       { class: 'view-controls' },
       crumbs,
       h('span', { class: 'spacer' }),
-      h('span', { class: 'muted small' }, 'Spans with the same service and operation under the same path are merged; width is their summed duration. Click to zoom in.'),
+      h('span', { class: 'muted small' }, 'Spans with the same service and operation under the same path are merged. Width is the self time of the spans at and under a node, as flamegraph.pl folds stacks. Click to zoom in.'),
     ),
     h('div', { class: 'card flame-card' }, box),
   );
   let focus = '';
   let lastKey = '';
 
-  const build = () => (tree ||= pathTree(t, host.selfNs()));
+  /** a node's self time plus its descendants': what its width stands for */
+  const weight = new Map<PathNode, number>();
+  const build = () => {
+    if (tree) return tree;
+    tree = pathTree(t, host.selfNs());
+    const post: PathNode[] = [];
+    const stack = [tree];
+    while (stack.length) {
+      const n = stack.pop()!;
+      post.push(n);
+      for (const c of n.children) stack.push(c);
+    }
+    for (let k = post.length - 1; k >= 0; k--) {
+      const n = post[k];
+      let w = n.depth < 0 ? 0 : n.self;
+      for (const c of n.children) w += weight.get(c)!;
+      weight.set(n, w);
+    }
+    return tree;
+  };
   /** The node at a path ("service: operation › …"), found by walking down from the root. */
   const find = (root: PathNode, path: string): PathNode | undefined => {
     let n: PathNode | undefined = root;
@@ -269,21 +288,19 @@ export function flameView(host: ViewHost): SubView {
             'data-name': n.name,
             'data-count': n.count,
             'data-total-ns': n.total,
+            'data-weight-ns': weight.get(n)!,
             'data-depth': depth,
             style: `left:${x}px;top:${depth * FLAME_ROW}px;width:${Math.max(1, w - 1)}px;--c:${isRoot ? '#9aa5b1' : serviceColor(n.service)}`,
-            title: `${label}\n${fmtCount(n.count)} span${n.count === 1 ? '' : 's'} · total ${fmtDuration(n.total)} · self ${fmtDuration(n.self)}${n.errors ? ` · ${fmtCount(n.errors)} error${n.errors === 1 ? '' : 's'}` : ''}`,
+            title: `${label}\n${fmtCount(n.count)} span${n.count === 1 ? '' : 's'} · duration ${fmtDuration(n.total)} · self ${fmtDuration(n.self)} · self here and below ${fmtDuration(weight.get(n)!)}${n.errors ? ` · ${fmtCount(n.errors)} error${n.errors === 1 ? '' : 's'}` : ''}`,
           },
           w >= 28 ? label : null,
         ),
       );
-      // children share the parent's width by summed duration; parallel children that sum to
-      // more than the parent are scaled to fit
-      let sum = 0;
-      for (const c of n.children) sum += c.total;
-      const denom = Math.max(n.total, sum) || 1;
+      // children split the parent's width by their weight; the rest is the parent's own time
+      const denom = weight.get(n)! || 1;
       let cx = x;
       for (const c of n.children) {
-        const cw = (w * c.total) / denom;
+        const cw = (w * weight.get(c)!) / denom;
         if (cw >= 0.5) stack.push([c, cx, cw]);
         cx += cw;
       }
