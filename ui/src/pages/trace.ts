@@ -175,6 +175,7 @@ class TraceView {
   subviews = new Map<string, SubView>();
   selfNs: Float64Array | null = null;
   closeMenu: ((ev: MouseEvent) => void) | null = null;
+  minimapDrawnWidth = 0;
 
   constructor(root: HTMLElement, t: Trace, res: TraceResult, file: string | null) {
     this.root = root;
@@ -319,12 +320,11 @@ class TraceView {
     this.pane.hidden = key === 'timeline';
     this.root.classList.toggle('in-view', key !== 'timeline');
     if (key === 'timeline') {
+      // the rows and the minimap were kept while hidden; the resize observer redraws what a
+      // new width changes
       if (was !== 'timeline') {
         this.syncScrollbarPad();
-        this.measureIndent();
         this.renderRuler();
-        this.renderRows(true);
-        this.drawMinimap();
       }
       return;
     }
@@ -528,10 +528,12 @@ class TraceView {
     this.panel.addEventListener('click', (ev) => this.onPanelClick(ev));
     if (typeof ResizeObserver !== 'undefined') {
       this.resizeObs = new ResizeObserver(() => {
+        if (!this.scroller.clientWidth) return; // hidden behind another view
         this.syncScrollbarPad();
         this.measureIndent();
         this.renderRuler();
-        this.drawMinimap();
+        // the minimap keeps its drawing while the timeline is hidden: redraw on a new width only
+        if ((this.minimapBox.clientWidth || 1000) !== this.minimapDrawnWidth) this.drawMinimap();
         this.schedule(true);
       });
       this.resizeObs.observe(this.scroller);
@@ -567,9 +569,13 @@ class TraceView {
     if (this.raf) return;
     this.raf = requestAnimationFrame(() => {
       this.raf = 0;
+      const t0 = performance.now();
       this.renderRows(this.dirty);
       this.dirty = false;
       this.updateMinimapView();
+      // the script time of this frame's update, read by the tests (no selector names the
+      // attribute, so writing it invalidates no style)
+      this.scroller.setAttribute('data-frame-ms', String(Math.round((performance.now() - t0) * 100) / 100));
     });
   }
   dirty = false;
@@ -917,6 +923,7 @@ class TraceView {
     if (!show) return;
     const cv = this.minimap;
     const w = this.minimapBox.clientWidth || 1000;
+    this.minimapDrawnWidth = w;
     const dpr = window.devicePixelRatio || 1;
     const H = 56;
     cv.width = Math.round(w * dpr);
