@@ -579,7 +579,7 @@ def start_weft(args, tmp, name, procs, jaeger_http=False, xray=False):
 
 def start_jaeger(args, tmp, procs):
     ports = {k: free_port() for k in ("health", "query", "query_grpc", "thrift_http", "jaeger_grpc", "otlp_grpc",
-                                      "otlp_http")}
+                                      "otlp_http", "zipkin")}
     cfg = os.path.join(tmp, "jaeger.yaml")
     with open(cfg, "w") as f:
         f.write(JAEGER_CONFIG.format(max_traces=args.jaeger_max_traces, **ports))

@@ -5,9 +5,12 @@
 # Corpora, logs and crash inputs go under fuzz-out/ (ignored by git), so the tree is unchanged
 # and a later run starts from the corpora an earlier one grew.
 # Exits non-zero if a target crashed or did not build, naming where its inputs and log are.
-# Usage: make fuzz [FUZZ_SECONDS=<n>]
+# First, the querier's model test at more cases than `make test` runs (WEFT_MODEL_CASES,
+# default 256; `make test` runs 16).
+# Usage: make fuzz [FUZZ_SECONDS=<n>] [WEFT_MODEL_CASES=<n>]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WEFT_MODEL_CASES="${WEFT_MODEL_CASES:-256}" cargo test --release -q -p weft-querier --test search_model
 secs="${FUZZ_SECONDS:-60}"
 out="$PWD/fuzz-out"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked

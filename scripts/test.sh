@@ -18,14 +18,20 @@ mkdir -p target
 declare -A bg=()
 background() { # NAME COMMAND...
     local name=$1; shift
-    setsid -w nice -n 19 "$@" > "target/bg-$name.log" 2>&1 &
+    rm -f "target/bg-$name.end"
+    # The job notes when it ended (seconds into this script), for the stage times.
+    END_FILE="target/bg-$name.end" setsid -w nice -n 19 \
+        bash -c '"$@"; rc=$?; echo "$(( $(date +%s) - START ))" > "$END_FILE"; exit $rc' _ "$@" \
+        > "target/bg-$name.log" 2>&1 &
     bg[$name]=$!
 }
+export START=$(date +%s)
 # A failing stage stops the background jobs too (each leads its own process group).
 trap 'for p in "${bg[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 await() { # NAME
     if wait "${bg[$1]}"; then
-        echo "($1: done)"
+        local end; end=$(cat "target/bg-$1.end" 2>/dev/null || echo 0)
+        printf '(%s: done; it ended at %dm%02ds)\n' "$1" $((end / 60)) $((end % 60))
     else
         cat "target/bg-$1.log"
         echo "$1: FAILED (target/bg-$1.log)"

@@ -259,8 +259,8 @@ def real_jaeger(tmp_path):
 
     if not JAEGER_BIN.is_file():
         pytest.fail(f"{JAEGER_BIN} is missing: run scripts/test-deps.sh", pytrace=False)
-    ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http", "jaeger_grpc"],
-                     free_ports(7)))
+    ports = dict(zip(["health", "query", "query_grpc", "otlp_grpc", "otlp_http", "thrift_http", "jaeger_grpc",
+                      "zipkin"], free_ports(8)))
     cfg = tmp_path / "jaeger.yaml"
     cfg.write_text(JAEGER_CONFIG.format(max_traces=100000, **ports))
     query = f"http://127.0.0.1:{ports['query']}"
@@ -270,7 +270,8 @@ def real_jaeger(tmp_path):
         yield {"query": query,
                "otlp": f"http://127.0.0.1:{ports['otlp_http']}/v1/traces",
                "thrift": f"http://127.0.0.1:{ports['thrift_http']}/api/traces",
-               "grpc": f"127.0.0.1:{ports['jaeger_grpc']}"}
+               "grpc": f"127.0.0.1:{ports['jaeger_grpc']}",
+               "zipkin": f"http://127.0.0.1:{ports['zipkin']}/api/v2/spans"}
 
 
 def norm_trace(t: dict) -> dict:
@@ -517,3 +518,217 @@ def test_tenancy_on_every_jaeger_port(weft_factory):
                                   timeout=10).status_code == 200, 15, "the UDP spans in tenant udp-fleet")
     r = requests.get(f"{srv.jaeger}/api/services", headers={"X-Scope-OrgID": "udp-fleet"}, timeout=10).json()
     assert r["data"] == ["legacy-api"], r
+
+
+def summaries_message():
+    """jaeger-idl's `FindTraceSummariesResponse` (proto/api_v3/query_service.proto), built from
+    its field numbers, so that a JSON answer parses only if every name and type is the message's."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FileDescriptorProto(name="weft_test/jaeger_api_v3_summaries.proto",
+                                            package="jaeger.api_v3", syntax="proto3")
+
+    def message(name, fields):
+        m = fd.message_type.add(name=name)
+        for fname, number, typ, *rest in fields:
+            f = m.field.add(name=fname, number=number, type=typ, label=F.LABEL_OPTIONAL)
+            if rest:
+                f.label, f.type_name = F.LABEL_REPEATED, rest[0]
+
+    message("ServiceSummary", [("name", 1, F.TYPE_STRING), ("span_count", 2, F.TYPE_INT32),
+                               ("error_span_count", 3, F.TYPE_INT32)])
+    message("TraceSummary", [
+        ("trace_id", 1, F.TYPE_STRING), ("root_service_name", 2, F.TYPE_STRING),
+        ("root_operation_name", 3, F.TYPE_STRING), ("min_start_time_unix_nano", 4, F.TYPE_FIXED64),
+        ("max_end_time_unix_nano", 5, F.TYPE_FIXED64), ("span_count", 6, F.TYPE_INT32),
+        ("error_span_count", 7, F.TYPE_INT32), ("orphan_span_count", 8, F.TYPE_INT32),
+        ("services", 9, F.TYPE_MESSAGE, ".jaeger.api_v3.ServiceSummary")])
+    message("FindTraceSummariesResponse", [("summaries", 1, F.TYPE_MESSAGE, ".jaeger.api_v3.TraceSummary")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("jaeger.api_v3.FindTraceSummariesResponse"))
+
+
+def summarize_like_jaeger(body) -> dict[str, dict]:
+    """Jaeger's summaries (querysvc/summary.go) of a `FindTraces` answer, by trace ID, as jsonpb
+    writes them (defaults left out)."""
+    by_trace: dict[str, list] = {}
+    for rs in body["result"]["resourceSpans"]:
+        svc = next((a["value"].get("stringValue", "") for a in rs.get("resource", {}).get("attributes", [])
+                    if a["key"] == "service.name"), "")
+        for ss in rs.get("scopeSpans", []):
+            for s in ss.get("spans", []):
+                by_trace.setdefault(s["traceId"], []).append((svc, s))
+    out = {}
+    for tid, spans in by_trace.items():
+        ids = {s["spanId"] for _, s in spans}
+        services: dict[str, list[int]] = {}
+        root, orphans, errors = None, 0, 0
+        for svc, s in spans:
+            st = services.setdefault(svc, [0, 0])
+            st[0] += 1
+            if s.get("status", {}).get("code") in (2, "STATUS_CODE_ERROR"):
+                st[1] += 1
+                errors += 1
+            start = int(s["startTimeUnixNano"])
+            if not s.get("parentSpanId"):
+                if root is None or start < root[0]:
+                    root = (start, svc, s["name"])
+            elif s["parentSpanId"] not in ids:
+                orphans += 1
+        summary = {"traceId": tid, "rootServiceName": root[1] if root else "",
+                   "rootOperationName": root[2] if root else "",
+                   "minStartTimeUnixNano": str(min(int(s["startTimeUnixNano"]) for _, s in spans)),
+                   "maxEndTimeUnixNano": str(max(int(s["endTimeUnixNano"]) for _, s in spans)),
+                   "spanCount": len(spans), "errorSpanCount": errors, "orphanSpanCount": orphans,
+                   "services": [{k: v for k, v in (("name", n), ("spanCount", c), ("errorSpanCount", e)) if v}
+                                for n, (c, e) in sorted(services.items())]}
+        out[tid] = {k: v for k, v in summary.items() if v not in ("", 0, [])}
+    return out
+
+
+def test_trace_summaries_as_jaeger_ui_searches(real_jaeger, weft):
+    """`GET /api/v3/trace-summaries`, which Jaeger UI searches with since v2.19 (the Jaeger built
+    here, v1.76, predates it): each summary equals Jaeger's own summary of the traces Jaeger's
+    `FindTraces` returns for the same query, and the answer parses as jaeger-idl's message. The
+    UI's lowerCamelCase parameters, `query.attributes` and `query.searchDepth` are read."""
+    import json as _json
+    from datetime import datetime, timezone
+
+    from google.protobuf import json_format
+    from otlpdata import make_request, make_span, new_span_id, new_trace_id
+    from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+    now = time.time_ns()
+    t1, t2, t3 = new_trace_id(), new_trace_id(), new_trace_id()
+    a, b, c, d = (new_span_id() for _ in range(4))
+    err = Status(code=2, message="boom")
+    reqs = [
+        make_request([make_span(t1, a, name="GET /cart", kind=2, start=now, end=now + 9_000_000,
+                                attributes={"http.method": "GET"}),
+                      make_span(t1, b, parent=a, name="render", start=now + 1_000_000, status=err)],
+                     service="web"),
+        make_request([make_span(t1, c, parent=a, name="SELECT", kind=3, start=now + 2_000_000, status=err),
+                      # Its parent never arrives: an orphan.
+                      make_span(t1, new_span_id(), parent=new_span_id(), name="late", start=now + 3_000_000)],
+                     service="db"),
+        make_request([make_span(t2, d, name="POST /pay", kind=2, start=now + 5_000_000, end=now + 6_000_000,
+                                attributes={"http.method": "POST"}),
+                      # A second span without a parent, starting later: not the root.
+                      make_span(t2, new_span_id(), name="cron", start=now + 5_500_000)], service="web"),
+        make_request([make_span(t3, new_span_id(), name="tick", start=now + 7_000_000)], service="batch"),
+    ]
+    for req in reqs:
+        weft.send(req)
+        r = requests.post(real_jaeger["otlp"], data=req.SerializeToString(),
+                          headers={"Content-Type": "application/x-protobuf"}, timeout=10)
+        assert r.status_code == 200, r.text
+    for t, n in ((t1, 4), (t2, 2), (t3, 1)):
+        fetch(weft, t.hex(), n)
+        wait_for(lambda: len(flat_v3(requests.get(f"{real_jaeger['query']}/api/v3/traces/{t.hex()}",
+                                                  timeout=5).json())) == n, 15, "the trace in Jaeger")
+    iso = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat().replace("+00:00", "Z")
+    lo, hi = iso(now - 60e9), iso(now + 60e9)
+    cls = summaries_message()
+    for q in ({}, {"service_name": "web"}, {"service_name": "db"}, {"service_name": "web", "operation_name": "render"},
+              {"service_name": "web", "duration_min": "5ms"}):
+        snake = {"query.start_time_min": lo, "query.start_time_max": hi, "query.num_traces": 20,
+                 **{f"query.{k}": v for k, v in q.items()}}
+        camel = {"query.startTimeMin": lo, "query.startTimeMax": hi, "query.searchDepth": 20,
+                 **{"query." + k.split("_")[0] + "".join(w.title() for w in k.split("_")[1:]): v for k, v in q.items()}}
+        r = requests.get(real_jaeger["query"] + "/api/v3/traces", params=snake, timeout=15)
+        assert r.status_code == 200, r.text
+        want = summarize_like_jaeger(r.json())
+        got = requests.get(weft.jaeger + "/api/v3/trace-summaries", params=camel, timeout=15)
+        assert got.status_code == 200 and got.headers["content-type"] == "application/json", got.text
+        json_format.Parse(got.text, cls())  # every field is the message's, with its type
+        got = {s["traceId"]: s for s in got.json()["summaries"]}
+        assert got == want, f"{q}\njaeger: {want}\nweft:   {got}"
+        # The same search over FindTraces, under either spelling of the parameters.
+        assert flat_v3(requests.get(weft.jaeger + "/api/v3/traces", params=camel, timeout=15).json()) == \
+            flat_v3(requests.get(weft.jaeger + "/api/v3/traces", params=snake, timeout=15).json())
+    s1 = got[t1.hex()] if t1.hex() in got else None
+    first = summarize_like_jaeger(requests.get(real_jaeger["query"] + "/api/v3/traces", params={
+        "query.start_time_min": lo, "query.start_time_max": hi, "query.num_traces": 20}, timeout=15).json())
+    assert first[t1.hex()]["orphanSpanCount"] == 1 and first[t1.hex()]["errorSpanCount"] == 2, first
+    assert first[t2.hex()]["rootOperationName"] == "POST /pay", first
+    del s1
+
+    def summaries(**params):
+        r = requests.get(weft.jaeger + "/api/v3/trace-summaries",
+                         params={"query.startTimeMin": lo, "query.startTimeMax": hi, **params}, timeout=15)
+        return r.status_code, r.json()
+
+    ids = lambda body: sorted(s["traceId"] for s in body.get("summaries", []))
+    # Attributes: on the span, its resource, or as Jaeger's special keys.
+    assert ids(summaries(**{"query.attributes": _json.dumps({"http.method": "GET"})})[1]) == [t1.hex()]
+    assert ids(summaries(**{"query.attributes": _json.dumps({"service.name": "batch"})})[1]) == [t3.hex()]
+    assert ids(summaries(**{"query.attributes": _json.dumps({"error": "true"})})[1]) == [t1.hex()]
+    assert ids(summaries(**{"query.attributes": _json.dumps({"http.method": "GET", "span.kind": "client"})})[1]) == []
+    # Newest first, cut at the depth asked.
+    status, body = summaries(**{"query.searchDepth": "2"})
+    assert status == 200 and [s["traceId"] for s in body["summaries"]] == [t3.hex(), t2.hex()], body
+    # Nothing found is an empty message, as jsonpb writes it.
+    assert summaries(**{"query.serviceName": "nope"}) == (200, {})
+    for params, words in (({"query.attributes": "{nope"}, "query.attributes"),
+                          ({"query.searchDepth": "x"}, "query.searchDepth"),
+                          ({"query.startTimeMin": hi, "query.startTimeMax": lo}, "must be before"),
+                          ({"query.filter": "{}"}, "query.filter")):
+        status, body = summaries(**params)
+        assert status == 400 and words in body["error"]["message"], (params, body)
+
+
+def test_children_of_a_zipkin_shared_span_hang_under_the_server_as_in_jaeger(real_jaeger, weft):
+    """A Zipkin server span that joined its client's span ID (`"shared": true`), with a child
+    that names the shared ID as its parent: Jaeger de-duplicates the ID and puts the child under
+    the server side; weft's Jaeger and Tempo APIs show the same tree."""
+    import gzip
+    import json as _json
+
+    now = int(time.time() * 1_000_000)
+    ep = lambda svc: {"serviceName": svc, "ipv4": "10.0.0.1"}
+    tid = "463ac35c9f6413ad48485a3953bb6125"
+    spans = [
+        {"traceId": tid, "id": "1000000000000001", "kind": "SERVER", "name": "get /", "timestamp": now,
+         "duration": 1000, "localEndpoint": ep("web")},
+        {"traceId": tid, "parentId": "1000000000000001", "id": "a2fb4a1d1a96d312", "kind": "CLIENT",
+         "name": "post /orders", "timestamp": now + 10, "duration": 900, "localEndpoint": ep("web")},
+        {"traceId": tid, "parentId": "1000000000000001", "id": "a2fb4a1d1a96d312", "kind": "SERVER",
+         "name": "post /orders", "timestamp": now + 100, "duration": 700, "shared": True,
+         "localEndpoint": ep("orders")},
+        {"traceId": tid, "parentId": "a2fb4a1d1a96d312", "id": "b7ad6b7169203331", "kind": "CLIENT",
+         "name": "insert", "timestamp": now + 300, "duration": 20, "localEndpoint": ep("orders")},
+        {"traceId": tid, "parentId": "b7ad6b7169203331", "id": "c7ad6b7169203332",
+         "name": "encode", "timestamp": now + 305, "duration": 5, "localEndpoint": ep("orders")},
+    ]
+    body = _json.dumps(spans).encode()
+    for url in (real_jaeger["zipkin"], weft.zipkin + "/api/v2/spans"):
+        r = requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=10)
+        assert r.status_code in (200, 202), (url, r.status_code, r.text)
+
+    def tree(base):
+        r = requests.get(f"{base}/api/traces/{tid}", timeout=10)
+        if r.status_code != 200 or len(r.json()["data"][0]["spans"]) != len(spans):
+            return None
+        t = r.json()["data"][0]
+        by_id = {s["spanID"]: s for s in t["spans"]}
+        name = lambda s: (t["processes"][s["processID"]]["serviceName"], s["operationName"],
+                          "server" if any(g["key"] == "span.kind" and g["value"] == "server" for g in s["tags"])
+                          else "other")
+
+        def depth(s):
+            parents = [r["spanID"] for r in s["references"] if r["refType"] == "CHILD_OF"]
+            return 0 if not parents or parents[0] not in by_id else 1 + depth(by_id[parents[0]])
+        return sorted((name(s), depth(s)) for s in t["spans"])
+
+    jaeger = wait_for(lambda: tree(real_jaeger["query"]), 15, "the trace in Jaeger")
+    ours = wait_for(lambda: tree(weft.jaeger), 15, "the trace in weft")
+    assert ours == jaeger, f"\njaeger: {jaeger}\nweft:   {ours}"
+    assert (("orders", "insert", "other"), 3) in jaeger, jaeger
+    # Tempo's API shows the same parent.
+    td = weft.fetch_trace(tid, protobuf=True)
+    all_spans = [s for rs in td.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    server = next(s for s in all_spans if s.name == "post /orders" and s.kind == 2)
+    insert = next(s for s in all_spans if s.name == "insert")
+    assert insert.parent_span_id == server.span_id != bytes.fromhex("a2fb4a1d1a96d312")

@@ -358,7 +358,11 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
              {"timestamp": now - 100, "value": "sr", "endpoint": ep("web", "10.1.0.1")},
              {"timestamp": now + 400, "value": "ss", "endpoint": ep("web", "10.1.0.1")}]}]
     v2 = [
-        {"traceId": "463ac35c9f6413ad48485a3953bb6124", "id": "a2fb4a1d1a96d312", "kind": "CLIENT",
+        # The client's own parent makes the shared span one call, not two (found by Lens).
+        {"traceId": "463ac35c9f6413ad48485a3953bb6124", "id": "c0c0c0c0c0c0c0c0", "kind": "SERVER",
+         "name": "get /checkout", "timestamp": now - 50, "duration": 1000, "localEndpoint": ep("shop", "10.2.0.1")},
+        {"traceId": "463ac35c9f6413ad48485a3953bb6124", "parentId": "c0c0c0c0c0c0c0c0", "id": "a2fb4a1d1a96d312",
+         "kind": "CLIENT",
          "name": "post /orders", "timestamp": now, "duration": 900, "localEndpoint": ep("shop", "10.2.0.1"),
          "remoteEndpoint": ep("orders", "10.2.0.2", 8080), "tags": {"http.method": "POST"}},
         {"traceId": "463ac35c9f6413ad48485a3953bb6124", "id": "a2fb4a1d1a96d312", "kind": "SERVER",
@@ -367,10 +371,18 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
          "tags": {"error": "out of stock"}, "annotations": [{"timestamp": now + 200, "value": "reserved"}]},
         {"traceId": "463ac35c9f6413ad48485a3953bb6124", "parentId": "a2fb4a1d1a96d312",
          "id": "b7ad6b7169203331", "kind": "PRODUCER", "name": "send", "timestamp": now + 300,
-         "duration": 20, "localEndpoint": ep("orders", "10.2.0.2"), "remoteEndpoint": ep("kafka", "10.2.0.9", 9092)}]
+         "duration": 20, "localEndpoint": ep("orders", "10.2.0.2"), "remoteEndpoint": ep("kafka", "10.2.0.9", 9092)},
+        {"traceId": "463ac35c9f6413ad48485a3953bb6124", "parentId": "a2fb4a1d1a96d312",
+         "id": "d1d1d1d1d1d1d1d1", "kind": "CLIENT", "name": "get /stock", "timestamp": now + 400,
+         "duration": 30, "localEndpoint": ep("orders", "10.2.0.2"), "remoteEndpoint": ep("stock", "10.2.0.7", 80)},
+        # The same, from the server side's own endpoint: Zipkin hangs it under the server side.
+        {"traceId": "463ac35c9f6413ad48485a3953bb6124", "parentId": "a2fb4a1d1a96d312",
+         "id": "e1e1e1e1e1e1e1e1", "kind": "CLIENT", "name": "get /price", "timestamp": now + 450,
+         "duration": 30, "localEndpoint": ep("orders", "10.2.0.2", 8080),
+         "remoteEndpoint": ep("pricing", "10.2.0.8", 80)}]
     post_both([zipkin, weft.zipkin], "V1_JSON", json.dumps(v1).encode())
     post_both([zipkin, weft.zipkin], "V2_JSON", json.dumps(v2).encode(), compress=True)
-    for tid, n in (("5af7183fb1d4cf5f", 3), ("463ac35c9f6413ad48485a3953bb6124", 3)):
+    for tid, n in (("5af7183fb1d4cf5f", 3), ("463ac35c9f6413ad48485a3953bb6124", 6)):
         wait_for(lambda: span_count(zipkin, tid) == span_count(weft.zipkin, tid) == n, 15, f"trace {tid}")
         compare(zipkin, weft.zipkin, f"/api/v2/trace/{tid}", norm_trace)
     end = now // 1000 + 1000
@@ -380,7 +392,14 @@ def test_shared_rpc_spans_match_the_real_zipkin(zipkin, weft):
         assert len(found) == 1, (q, found)
     deps = compare(zipkin, weft.zipkin, "/api/v2/dependencies",
                    lambda links: sorted(links, key=lambda l: (l["parent"], l["child"])), endTs=end, lookback=60000)
-    assert {(l["parent"], l["child"]) for l in deps} == {("web", "api"), ("shop", "orders"), ("orders", "kafka")}, deps
+    assert {(l["parent"], l["child"]) for l in deps} == {("web", "api"), ("shop", "orders"), ("orders", "kafka"),
+                                                         ("orders", "stock"), ("orders", "pricing")}, deps
+    # Lens asks with an empty serviceName when its service filter is removed: no names, not an
+    # error. Without the parameter, both refuse.
+    for path in ("/api/v2/spans", "/api/v2/remoteServices"):
+        assert compare(zipkin, weft.zipkin, path, serviceName="") == [], path
+        codes = [requests.get(base + path, timeout=10).status_code for base in (zipkin, weft.zipkin)]
+        assert codes == [400, 400], (path, codes)
 
 
 def test_otlp_spans_read_through_zipkin_as_the_real_zipkin_shows_them(zipkin, weft):

@@ -1,6 +1,7 @@
 // Client for weft's Tempo-compatible query API (same origin).
 
 import { decodeTraceResponse } from './otlpproto';
+import { authHeaders, authNeed, authRequired } from './tenant';
 
 export class ApiError extends Error {
   constructor(
@@ -98,7 +99,7 @@ export interface TagValue {
 async function request(path: string, signal?: AbortSignal, accept = 'application/json'): Promise<Response> {
   let res: Response;
   try {
-    res = await fetch(path, { signal, headers: { Accept: accept } });
+    res = await fetch(path, { signal, headers: { Accept: accept, ...authHeaders() } });
   } catch (e) {
     if ((e as Error).name === 'AbortError') throw e;
     throw new ApiError(0, `Could not reach the weft server (${(e as Error).message}).`);
@@ -110,6 +111,7 @@ async function request(path: string, signal?: AbortSignal, accept = 'application
     } catch {
       text = '';
     }
+    if (res.status === 401) authRequired(authNeed(text));
     throw new ApiError(res.status, text || `${res.status} ${res.statusText}`);
   }
   return res;
@@ -195,7 +197,7 @@ export async function getTrace(id: string, signal?: AbortSignal): Promise<TraceR
  * its index, and no span crosses the wire. */
 export async function traceExists(id: string, signal?: AbortSignal): Promise<boolean | null> {
   try {
-    const res = await fetch(`/api/v2/traces/${encodeURIComponent(id)}`, { method: 'HEAD', signal });
+    const res = await fetch(`/api/v2/traces/${encodeURIComponent(id)}`, { method: 'HEAD', signal, headers: authHeaders() });
     if (res.ok) return true;
     return res.status === 404 || res.status === 400 ? false : null;
   } catch {
@@ -280,4 +282,36 @@ export interface SamplingResponse {
 /** What adaptive sampling serves Jaeger remote samplers, per service and operation. */
 export async function samplingOperations(signal?: AbortSignal): Promise<SamplingResponse> {
   return getJSON<SamplingResponse>('/api/sampling/operations', signal);
+}
+
+export interface MetricsSample {
+  timestampMs: string;
+  value: number;
+}
+export interface MetricsExemplar {
+  labels?: KeyValue[];
+  value: number;
+  timestampMs: string;
+}
+export interface MetricsSeries {
+  labels?: KeyValue[];
+  samples?: MetricsSample[];
+  exemplars?: MetricsExemplar[];
+}
+export interface MetricsRangeResponse {
+  series?: MetricsSeries[];
+}
+export interface MetricsInstantResponse {
+  series?: { labels?: KeyValue[]; value: number }[];
+}
+
+/** A TraceQL metrics query over a range (`/api/metrics/query_range`): one sample per step that
+ * has a value, and exemplars (`trace:id`, `span:id`). Times in Unix seconds, step in seconds. */
+export async function metricsRange(p: { q: string; start: number; end: number; step: number; exemplars?: number }, signal?: AbortSignal): Promise<MetricsRangeResponse> {
+  return getJSON<MetricsRangeResponse>(`/api/metrics/query_range${qs({ q: p.q, start: p.start, end: p.end, step: `${p.step}s`, exemplars: p.exemplars })}`, signal);
+}
+
+/** A TraceQL metrics query as one value over the whole range (`/api/metrics/query`). */
+export async function metricsInstant(p: { q: string; start: number; end: number }, signal?: AbortSignal): Promise<MetricsInstantResponse> {
+  return getJSON<MetricsInstantResponse>(`/api/metrics/query${qs({ q: p.q, start: p.start, end: p.end })}`, signal);
 }

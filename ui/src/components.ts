@@ -2,10 +2,14 @@
 
 import { ApiError } from './api';
 import { h } from './dom';
+import { reload } from './router';
+import { authPrompt } from './tenant';
 import { QUICK_RANGES, TimeRange, fmtDateTime } from './util';
 
 export function errorBox(err: unknown, title = 'Query failed'): HTMLElement {
   const e = err as ApiError;
+  // refused for want of a tenant or token: ask for it, not a broken page
+  if (e?.status === 401) return authPrompt(e.message, reload);
   const status = typeof e.status === 'number' && e.status > 0 ? ` (HTTP ${e.status})` : '';
   return h(
     'div',

@@ -49,6 +49,13 @@ export function navigate(path: string, replace = false): void {
   render();
 }
 
+/** Rebuilds the current page from the URL (after the tenant changed: every query runs again). */
+export function reload(): void {
+  current?.page.destroy?.();
+  current = null;
+  render();
+}
+
 /** Change the URL without re-rendering (the page already shows the new state). */
 export function replaceUrl(path: string): void {
   history.replaceState(null, '', path);

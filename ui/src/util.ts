@@ -83,27 +83,10 @@ export function hashString(s: string): number {
   return h >>> 0;
 }
 
-const colorCache = new Map<string, string>();
-const colorsUsed = new Set<string>();
-/** A colour per service: its hash picks a palette slot; a slot another service already holds is
- *  skipped (while free ones remain), so the services on one screen stay distinguishable. */
+/** A colour per service: a hash of its name picks a palette slot, so a service has the same
+ * colour on every page and after every reload, whatever else the page shows. */
 export function serviceColor(service: string): string {
-  let c = colorCache.get(service);
-  if (!c) {
-    const n = SERVICE_PALETTE.length;
-    const h = hashString(service) % n;
-    c = SERVICE_PALETTE[h];
-    for (let k = 0; k < n && colorsUsed.size < n; k++) {
-      const slot = SERVICE_PALETTE[(h + k) % n];
-      if (!colorsUsed.has(slot)) {
-        c = slot;
-        break;
-      }
-    }
-    colorsUsed.add(c);
-    colorCache.set(service, c);
-  }
-  return c;
+  return SERVICE_PALETTE[hashString(service) % SERVICE_PALETTE.length];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,4 +182,9 @@ export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number)
     if (t !== undefined) clearTimeout(t);
     t = window.setTimeout(() => fn(...a), ms);
   };
+}
+
+/** "1 span", "2 spans", "1,234 calls". */
+export function plural(n: number, word: string): string {
+  return `${fmtCount(n)} ${word}${n === 1 ? '' : 's'}`;
 }

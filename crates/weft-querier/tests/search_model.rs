@@ -814,8 +814,17 @@ async fn run(c: Case) {
     ing.shutdown().await;
 }
 
+/// Cases of the model test: 16 in `make test` (each builds and scans blocks, about 2.7 s in a
+/// debug build on 2 cores), more with `WEFT_MODEL_CASES` (`make fuzz` runs 256).
+fn model_cases() -> u32 {
+    std::env::var("WEFT_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: model_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn search_and_metrics_match_the_model(c in case()) {

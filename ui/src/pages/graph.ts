@@ -6,8 +6,9 @@ import { ApiError, GraphEdge, ServiceGraphResponse, hasAnyData, serviceGraph } f
 import { attachAutocomplete } from '../autocomplete';
 import { emptyState, errorBox, sendDataHelp, timeRangePicker } from '../components';
 import { h, mount, svg } from '../dom';
-import { Page, navigate } from '../router';
-import { TimeRange, fmtCount, fmtDateTime, fmtDuration, readTimeRange, serviceColor, timeRangeLabel, writeTimeRange } from '../util';
+import { Page, navigate, replaceUrl } from '../router';
+import { View, panZoom, parseView, viewParam } from '../panzoom';
+import { TimeRange, fmtCount, fmtDateTime, fmtDuration, plural, readTimeRange, serviceColor, timeRangeLabel, writeTimeRange } from '../util';
 
 interface Edge {
   from: string;
@@ -29,8 +30,8 @@ interface NodeInfo {
 }
 type Stats = Map<string, { spans: number; errors: number }>;
 
-function readParams(url: URL): { time: TimeRange; q: string } {
-  return { time: readTimeRange(url.searchParams, '1h'), q: (url.searchParams.get('q') || '').trim() };
+function readParams(url: URL): { time: TimeRange; q: string; view: View | null } {
+  return { time: readTimeRange(url.searchParams, '1h'), q: (url.searchParams.get('q') || '').trim(), view: parseView(url.searchParams.get('view')) };
 }
 
 function paramsUrl(time: TimeRange, q: string): string {
@@ -120,9 +121,22 @@ export function graphPage(url: URL): Page {
     const layout = layoutGraph(edges, nodeStats);
     const minutes = Math.max(1, (t.end - t.start) / 60);
     const table = edgeTable(edges, minutes, searchUrl);
+    // the whole graph fits the card at first (zoom and pan from there); the zoomed view is in
+    // the URL (view=x,y,w,h)
+    const lw = layout.viewBox.baseVal.width;
+    const lh = layout.viewBox.baseVal.height;
+    const cardW = Math.max(320, body.clientWidth - 18);
+    const fitH = lh * Math.min(1, cardW / lw);
+    const height = Math.round(Math.min(lh, Math.max(fitH, 420)));
+    const zoom = panZoom(layout, lw, lh, height, params.view, (v) => {
+      const u = new URL(location.href);
+      if (v) u.searchParams.set('view', viewParam(v));
+      else u.searchParams.delete('view');
+      replaceUrl(u.pathname + u.search);
+    });
     mount(
       body,
-      h('div', { class: 'card graph-card' }, layout),
+      h('div', { class: 'card graph-card' }, zoom.el),
       edges.length ? h('div', { class: 'card table-card' }, table) : h('p', { class: 'muted' }, 'No calls between different services in this time range: every trace stays within one service.'),
     );
   }
@@ -185,7 +199,7 @@ function graphSummary(res: ServiceGraphResponse, edges: Edge[], t: TimeRange, q:
       'span',
       null,
       h('b', { 'data-testid': 'graph-calls', 'data-calls': calls }, `${fmtCount(calls)} call${calls === 1 ? '' : 's'}`),
-      ` between ${fmtCount(services.length)} service${services.length === 1 ? '' : 's'}, from ${fmtCount(spans)} spans${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
+      ` between ${plural(services.length, 'service')}, from ${plural(spans, 'span')}${scope} in ${timeRangeLabel(t).toLowerCase()}. Red: ${ERROR_RATE_MARK * 100}% or more failed.`,
       edges.length > DENSE_EDGES ? ' Point at a service to see the counts on its calls.' : '',
     ),
     res.complete
@@ -377,9 +391,6 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
     class: edges.length > DENSE_EDGES ? 'service-graph dense' : 'service-graph',
     width,
     height,
-    // shrink a wide graph to fit, but not below 80%, where labels stay readable; the card
-    // scrolls sideways beyond that
-    style: `min-width:${Math.round(width * 0.8)}px`,
     viewBox: `0 0 ${width} ${height}`,
     role: 'img',
     'aria-label': `Service graph: ${nodes.size} services, ${edges.length} edges`,
@@ -394,8 +405,11 @@ function layoutGraph(edges: Edge[], stats: Stats): SVGSVGElement {
   );
   const edgeG = svg('g', { class: 'edges' });
   const labelG = svg('g', { class: 'edge-labels' });
-  for (const e of edges) {
-    const { path, label } = drawEdge(e, nodes.get(e.from)!, nodes.get(e.to)!, maxCalls);
+  const boxes: Box[] = Array.from(nodes.values(), (n) => ({ x: n.x, y: n.y, w: NODE_W, h: NODE_H }));
+  const taken: Box[] = [];
+  // the busiest calls' labels are placed first
+  for (const e of edges.slice().sort((x, y) => y.calls - x.calls)) {
+    const { path, label } = drawEdge(e, nodes.get(e.from)!, nodes.get(e.to)!, maxCalls, boxes, taken);
     edgeG.appendChild(path);
     labelG.appendChild(label);
   }
@@ -470,49 +484,88 @@ function placeNodes(layers: string[][], stats: Stats): { nodes: Map<string, Node
   return { nodes, width, height };
 }
 
+/** A cubic Bézier: start, two control points, end. */
+type Curve = [number, number, number, number, number, number, number, number];
+
 /** The curve of a call from box `a` to box `b` (forward, within a column, or back) and where
- * its label goes. */
-function edgeCurve(a: NodeInfo, b: NodeInfo): { d: string; lx: number; ly: number } {
-  let d: string;
-  let lx: number;
-  let ly: number;
+ * along it (0–1) its label goes best. */
+function edgeCurve(a: NodeInfo, b: NodeInfo): { c: Curve; t: number } {
   if (b.layer > a.layer) {
     const x1 = a.x + NODE_W;
     const y1 = a.y + NODE_H / 2 - 4;
     const x2 = b.x - 1;
     const y2 = b.y + NODE_H / 2 - 4;
+    if (b.layer - a.layer > 1) {
+      // across columns between: arc over the boxes, its middle in the gap above the higher one
+      const gap = Math.min(a.y, b.y) - ROW_GAP / 2;
+      const yc = (gap - 0.125 * (y1 + y2)) / 0.75;
+      const k = (x2 - x1) * 0.2;
+      return { c: [x1, y1, x1 + k, yc, x2 - k, yc, x2, y2], t: 0.5 };
+    }
     const cx = (x1 + x2) / 2;
-    d = `M${x1},${y1} C${cx},${y1} ${cx},${y2} ${x2},${y2}`;
     // label near the callee end, where edges fan out less
-    lx = x1 + (x2 - x1) * 0.62;
-    ly = y1 + (y2 - y1) * 0.62;
-  } else if (b.layer === a.layer) {
+    return { c: [x1, y1, cx, y1, cx, y2, x2, y2], t: 0.62 };
+  }
+  if (b.layer === a.layer) {
     // same column: an arc bulging right
     const x1 = a.x + NODE_W;
     const y1 = a.y + NODE_H / 2 + 6;
     const x2 = b.x + NODE_W + 1;
     const y2 = b.y + NODE_H / 2 + 6;
     const bulge = Math.min(MAX_BULGE, 34 + Math.abs(a.order - b.order) * 6);
-    d = `M${x1},${y1} C${x1 + bulge},${y1} ${x2 + bulge},${y2} ${x2},${y2}`;
-    lx = x1 + bulge * 0.75;
-    ly = (y1 + y2) / 2;
-  } else {
-    // back to an earlier column: leave from the left, enter from the right, lower half
-    const x1 = a.x;
-    const y1 = a.y + NODE_H - 10;
-    const x2 = b.x + NODE_W + 1;
-    const y2 = b.y + NODE_H - 10;
-    d = `M${x1},${y1} C${x1 - 50},${y1 + 24} ${x2 + 50},${y2 + 24} ${x2},${y2}`;
-    lx = (x1 + x2) / 2;
-    ly = (y1 + y2) / 2 + 18;
+    return { c: [x1, y1, x1 + bulge, y1, x2 + bulge, y2, x2, y2], t: 0.5 };
   }
-  return { d, lx, ly };
+  // back to an earlier column: leave from the left, enter from the right, lower half
+  const x1 = a.x;
+  const y1 = a.y + NODE_H - 10;
+  const x2 = b.x + NODE_W + 1;
+  const y2 = b.y + NODE_H - 10;
+  return { c: [x1, y1, x1 - 50, y1 + 24, x2 + 50, y2 + 24, x2, y2], t: 0.5 };
+}
+
+function curvePoint(c: Curve, t: number): [number, number] {
+  const u = 1 - t;
+  const a = u * u * u;
+  const b = 3 * u * u * t;
+  const d = 3 * u * t * t;
+  const e = t * t * t;
+  return [a * c[0] + b * c[2] + d * c[4] + e * c[6], a * c[1] + b * c[3] + d * c[5] + e * c[7]];
+}
+
+interface Box {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+const overlaps = (p: Box, q: Box) => p.x < q.x + q.w && q.x < p.x + p.w && p.y < q.y + q.h && q.y < p.y + p.h;
+
+/** Where a label `w` wide goes on curve `c`: the first point, from `t` outwards, where it covers
+ * no service box and no label placed before it (else at `t`). Adds its box to `taken`. */
+function placeLabel(c: Curve, t: number, w: number, nodes: Box[], taken: Box[]): [number, number] {
+  let fallback: [number, number] | null = null;
+  for (const dt of [0, 0.08, -0.08, 0.16, -0.16, 0.24, -0.24, 0.3, -0.32, 0.36, -0.4]) {
+    const tt = t + dt;
+    if (tt < 0.08 || tt > 0.92) continue;
+    const [x, y] = curvePoint(c, tt);
+    const box = { x: x - w / 2 - 2, y: y - 11, w: w + 4, h: 22 };
+    if (nodes.some((n) => overlaps(n, box))) continue;
+    if (!taken.some((l) => overlaps(l, box))) {
+      taken.push(box);
+      return [x, y];
+    }
+    fallback ||= [x, y];
+  }
+  const at = fallback || curvePoint(c, t);
+  taken.push({ x: at[0] - w / 2, y: at[1] - 9, w, h: 18 });
+  return at;
 }
 
 /** A call's arrow from `a` to `b`, as thick as its share of `maxCalls` (log scale), and its
  * label of calls and error rate; both red when failing. */
-function drawEdge(e: Edge, a: NodeInfo, b: NodeInfo, maxCalls: number): { path: SVGPathElement; label: SVGGElement } {
-  const { d, lx, ly } = edgeCurve(a, b);
+function drawEdge(e: Edge, a: NodeInfo, b: NodeInfo, maxCalls: number, nodes: Box[], taken: Box[]): { path: SVGPathElement; label: SVGGElement } {
+  const { c, t } = edgeCurve(a, b);
+  const d = `M${c[0]},${c[1]} C${c[2]},${c[3]} ${c[4]},${c[5]} ${c[6]},${c[7]}`;
   const w = 1.2 + (Math.log(1 + e.calls) / Math.log(1 + maxCalls)) * 3.5;
   const failing = e.errors / e.calls >= ERROR_RATE_MARK;
   const cls = failing ? 'edge err' : 'edge';
@@ -529,10 +582,11 @@ function drawEdge(e: Edge, a: NodeInfo, b: NodeInfo, maxCalls: number): { path: 
       'data-calls': e.calls,
       'data-errors': e.errors,
     },
-    svg('title', null, `${e.from} → ${e.to}\n${e.calls} calls, ${e.errors} errors\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
+    svg('title', null, `${e.from} → ${e.to}\n${plural(e.calls, 'call')}, ${plural(e.errors, 'error')}\np50 ${fmtDuration(e.p50)} · p90 ${fmtDuration(e.p90)} · p99 ${fmtDuration(e.p99)}`),
   );
   const text = `${fmtCount(e.calls)}${e.errors ? ` · ${((e.errors / e.calls) * 100).toFixed(e.errors / e.calls < 0.1 ? 1 : 0)}% err` : ''}`;
   const lw = text.length * 6.4 + 10;
+  const [lx, ly] = placeLabel(c, t, lw, nodes, taken);
   const label = svg(
     'g',
     { class: `edge-label${failing ? ' err' : ''}`, 'data-from': e.from, 'data-to': e.to, transform: `translate(${lx.toFixed(1)},${ly.toFixed(1)})` },
@@ -548,10 +602,10 @@ function drawNode(n: NodeInfo): SVGGElement {
   return svg(
     'g',
     { class: `node${n.spans && n.errors / n.spans >= ERROR_RATE_MARK ? ' err' : ''}`, transform: `translate(${n.x},${n.y})`, 'data-testid': 'graph-node', 'data-service': n.name },
-    svg('title', null, `${n.name}\n${n.spans} spans, ${n.errors} errors\nClick to search its traces`),
+    svg('title', null, `${n.name}\n${plural(n.spans, 'span')}, ${plural(n.errors, 'error')}\nClick to search its traces`),
     svg('rect', { width: NODE_W, height: NODE_H, rx: 8 }),
     svg('rect', { width: 6, height: NODE_H, rx: 3, fill: serviceColor(n.name), class: 'node-stripe' }),
     svg('text', { x: 16, y: 19, class: 'node-name' }, label),
-    svg('text', { x: 16, y: 35, class: 'node-sub' }, `${fmtCount(n.spans)} spans${n.errors ? ` · ${fmtCount(n.errors)} err` : ''}`),
+    svg('text', { x: 16, y: 35, class: 'node-sub' }, `${plural(n.spans, 'span')}${n.errors ? ` · ${fmtCount(n.errors)} err` : ''}`),
   );
 }

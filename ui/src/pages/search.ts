@@ -126,15 +126,33 @@ function unquote(v: string): string {
   return v.startsWith('"') ? v.slice(1, -1).replace(/\\(.)/g, '$1') : v;
 }
 
+/** The conditions of `a && b && c`, split at the `&&` outside string literals. */
+function splitAnd(s: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i];
+    if (ch === '"') {
+      // skip the string literal, escapes included
+      for (i++; i < s.length && s[i] !== '"'; i++) if (s[i] === '\\') i++;
+    } else if (ch === '&' && s[i + 1] === '&') {
+      out.push(s.slice(start, i));
+      start = i + 2;
+      i++;
+    }
+  }
+  out.push(s.slice(start));
+  return out;
+}
+
 /** The inverse, for queries of the builder's shape; null when the query is anything else. */
 function queryToBuilder(q: string): Builder | null {
   const m = /^\s*\{\s*([\s\S]*?)\s*\}\s*$/.exec(q);
   if (!m) return null;
   const b: Builder = { service: '', op: '', tags: '' };
   if (!m[1]) return b;
-  const parts = m[1].match(/(?:[^&"]|"(?:[^"\\]|\\.)*"|&(?!&))+/g) || [];
   const tags: string[] = [];
-  for (const raw of parts) {
+  for (const raw of splitAnd(m[1])) {
     const c = /^\s*(resource\.service\.name|name|(?:span|resource)?\.[\w.\-/:]+)\s*=\s*("(?:[^"\\]|\\.)*"|[\w.\-]+)\s*$/.exec(raw);
     if (!c) return null;
     if (c[1] === 'resource.service.name' && !b.service && c[2].startsWith('"')) b.service = unquote(c[2]);
@@ -393,6 +411,12 @@ function builderSync(c: FormControls, form: HTMLFormElement, range: () => TimeRa
   }
 
   async function loadOperations(service: string, select: string) {
+    // Until the service's operations arrive the list holds none of another service's.
+    if (opSel.dataset.service !== service) {
+      mount(opSel, h('option', { value: '' }, 'Loading operations…'), select ? h('option', { value: select }, select) : null);
+      opSel.value = select;
+      opSel.setAttribute('aria-busy', 'true');
+    }
     opSel.dataset.service = service;
     const t = range();
     try {
@@ -407,6 +431,7 @@ function builderSync(c: FormControls, form: HTMLFormElement, range: () => TimeRa
     } catch {
       // leave the list as it is
     }
+    opSel.removeAttribute('aria-busy');
     setSelect(opSel, select, 'All operations');
   }
 

@@ -66,6 +66,7 @@ impl JaegerOptions {
             .route("/api/v3/operations", get(query_v3::v3_operations))
             .route("/api/v3/traces", get(query_v3::v3_find))
             .route("/api/v3/traces/{id}", get(query_v3::v3_trace))
+            .route("/api/v3/trace-summaries", get(query_v3::v3_summaries))
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

@@ -20,9 +20,8 @@ use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quot
 use crate::query::{mark_partial, read_failed};
 use weft_translate::jaeger::v3::FindQuery;
 
-/// `query.num_traces` when absent (Jaeger v2 refuses a search without it; weft answers with
-/// Jaeger UI's default page).
-const DEFAULT_V3_LIMIT: usize = 20;
+/// `query.searchDepth` when absent: Jaeger's default.
+const DEFAULT_V3_LIMIT: usize = 100;
 
 /// An error as Jaeger v2's HTTP gateway writes it: `{"error": {"httpCode", "message"}}`.
 fn v3_error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -44,15 +43,10 @@ fn v3_unauthorized(msg: String) -> Response {
     v3_error(StatusCode::UNAUTHORIZED, msg)
 }
 
-/// Go's `strconv.ParseBool`, which the gateway reads `raw_traces` with.
+/// Go's `strconv.ParseBool`, which the gateway reads `rawTraces` with.
 fn go_bool(name: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(format!(
-            "malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"
-        )),
-    }
+    weft_translate::jaeger::v3::go_parse_bool(v)
+        .ok_or_else(|| format!("malformed parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"))
 }
 
 /// An RFC 3339 time parameter, in Unix nanoseconds.
@@ -90,7 +84,7 @@ pub async fn v3_services(State(st): State<Arc<AppState>>, headers: HeaderMap) ->
     .await
 }
 
-/// `GET /api/v3/operations?service=&span_kind=`.
+/// `GET /api/v3/operations?service=&spanKind=` (or `span_kind=`).
 pub async fn v3_operations(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -98,7 +92,7 @@ pub async fn v3_operations(
 ) -> Response {
     query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
         let service = p.get("service").map(String::as_str).unwrap_or("");
-        let kind = p.get("span_kind").map(String::as_str).filter(|k| !k.is_empty());
+        let kind = param(&p, "spanKind", "span_kind").map(|(k, _)| k);
         let known = kind.is_none_or(is_kind);
         // Jaeger answers an unknown service or kind with no operations.
         if service.is_empty() || !known {
@@ -112,7 +106,7 @@ pub async fn v3_operations(
     .await
 }
 
-/// `GET /api/v3/traces/{trace_id}?start_time=&end_time=&raw_traces=`.
+/// `GET /api/v3/traces/{trace_id}?startTime=&endTime=&rawTraces=` (or the snake_case names).
 pub async fn v3_trace(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -126,16 +120,21 @@ pub async fn v3_trace(
                 format!("malformed parameter trace_id: {id:?} is not 1 to 32 hex digits"),
             );
         };
-        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
-        let start = match get("start_time").map(|v| v3_time("start_time", v)).transpose() {
+        let start = match param(&p, "startTime", "start_time")
+            .map(|(v, k)| v3_time(k, v))
+            .transpose()
+        {
             Ok(v) => v,
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
-        let end = match get("end_time").map(|v| v3_time("end_time", v)).transpose() {
+        let end = match param(&p, "endTime", "end_time").map(|(v, k)| v3_time(k, v)).transpose() {
             Ok(v) => v,
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
-        let raw = match get("raw_traces").map(|v| go_bool("raw_traces", v)).transpose() {
+        let raw = match param(&p, "rawTraces", "raw_traces")
+            .map(|(v, k)| go_bool(k, v))
+            .transpose()
+        {
             Ok(v) => v.unwrap_or(false),
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
@@ -168,71 +167,98 @@ impl Matcher for V3Match {
     }
 }
 
-/// `GET /api/v3/traces?query.service_name=&query.operation_name=&query.start_time_min=&
-/// query.start_time_max=&query.duration_min=&query.duration_max=&query.num_traces=&
-/// query.raw_traces=`.
+/// A parameter by its canonical lowerCamelCase name or the snake_case one Jaeger still reads;
+/// the value (never empty) and the name it came under.
+fn param<'a>(p: &'a HashMap<String, String>, canonical: &'a str, snake: &'a str) -> Option<(&'a str, &'a str)> {
+    [canonical, snake]
+        .into_iter()
+        .find_map(|k| p.get(k).map(|v| (v.as_str(), k)).filter(|(v, _)| !v.is_empty()))
+}
+
+/// The `query.*` parameters of `FindTraces` and `FindTraceSummaries`, as Jaeger's HTTP
+/// gateway reads them: a search (its prefilter, limit and Jaeger's rules) and `rawTraces`.
+fn parse_find(p: &HashMap<String, String>) -> Result<(ForeignSearch, bool), String> {
+    let (Some((min, min_name)), Some((max, max_name))) = (
+        param(p, "query.startTimeMin", "query.start_time_min"),
+        param(p, "query.startTimeMax", "query.start_time_max"),
+    ) else {
+        return Err("query.startTimeMin and query.startTimeMax are required".into());
+    };
+    let (min, max) = (v3_time(min_name, min)?, v3_time(max_name, max)?);
+    if min >= max {
+        return Err("query.startTimeMin must be before query.startTimeMax".into());
+    }
+    let limit = match param(p, "query.searchDepth", "query.search_depth")
+        .or_else(|| param(p, "query.num_traces", "query.num_traces"))
+    {
+        None => DEFAULT_V3_LIMIT,
+        Some((n, name)) => match n.parse::<i64>() {
+            Ok(n) if n > 0 => (n as usize).min(MAX_LIMIT),
+            // Jaeger's storage reads a depth of 0 or less as no results wanted; weft refuses it.
+            Ok(_) => return Err(format!("malformed parameter {name}: expected a positive number")),
+            Err(_) => return Err(format!("malformed parameter {name}: {n:?} is not a number")),
+        },
+    };
+    let dur = |canonical, snake| {
+        param(p, canonical, snake)
+            .map(|(v, k)| crate::query::parse_duration(v).map_err(|e| format!("malformed parameter {k}: {e}")))
+            .transpose()
+    };
+    let dmin = dur("query.durationMin", "query.duration_min")?;
+    let dmax = dur("query.durationMax", "query.duration_max")?;
+    let raw = match param(p, "query.rawTraces", "query.raw_traces") {
+        Some((v, k)) => go_bool(k, v)?,
+        None => false,
+    };
+    let mut attributes: Vec<(String, String)> = match p.get("query.attributes").filter(|v| !v.is_empty()) {
+        Some(v) => serde_json::from_str::<HashMap<String, String>>(v)
+            .map_err(|e| format!("malformed parameter query.attributes: {e} (expected a JSON object of strings)"))?
+            .into_iter()
+            .collect(),
+        None => Vec::new(),
+    };
+    attributes.sort();
+    if p.get("query.filter").is_some_and(|v| !v.is_empty()) {
+        return Err(
+            "query.filter (structured filters, experimental in Jaeger) is not supported: use \
+                    query.serviceName, query.operationName, query.attributes and the durations, or TraceQL at \
+                    /api/search"
+                .into(),
+        );
+    }
+    let service = param(p, "query.serviceName", "query.service_name").map_or("", |(v, _)| v);
+    let search = ForeignSearch {
+        filter: if service.is_empty() {
+            "{ }".to_owned()
+        } else {
+            format!("{{ resource.service.name = {} }}", quote(service))
+        },
+        limit,
+        query: ForeignQuery::JaegerV3(FindQuery {
+            service: service.to_owned(),
+            operation: param(p, "query.operationName", "query.operation_name").map(|(v, _)| v.to_owned()),
+            start_min_ns: min,
+            start_max_ns: max,
+            duration_min_ns: dmin,
+            duration_max_ns: dmax,
+            attributes,
+        }),
+    };
+    Ok((search, raw))
+}
+
+/// `GET /api/v3/traces?query.serviceName=&query.operationName=&query.attributes=&
+/// query.startTimeMin=&query.startTimeMax=&query.durationMin=&query.durationMax=&
+/// query.searchDepth=&query.rawTraces=` (and the snake_case names).
 pub async fn v3_find(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(p): Query<HashMap<String, String>>,
 ) -> Response {
     query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
-        let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
-        let (Some(min), Some(max)) = (get("query.start_time_min"), get("query.start_time_max")) else {
-            return v3_error(
-                StatusCode::BAD_REQUEST,
-                "query.start_time_min and query.start_time_max are required",
-            );
-        };
-        let (min, max) = match (
-            v3_time("query.start_time_min", min),
-            v3_time("query.start_time_max", max),
-        ) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
-        };
-        let limit = match get("query.num_traces").map(str::parse::<usize>) {
-            None => DEFAULT_V3_LIMIT,
-            Some(Ok(n)) if n > 0 => n.min(MAX_LIMIT),
-            Some(_) => {
-                return v3_error(
-                    StatusCode::BAD_REQUEST,
-                    "malformed parameter query.num_traces: expected a positive number",
-                );
-            }
-        };
-        let dur = |k: &str| {
-            get(k)
-                .map(|v| crate::query::parse_duration(v).map_err(|e| format!("malformed parameter {k}: {e}")))
-                .transpose()
-        };
-        let (dmin, dmax) = match (dur("query.duration_min"), dur("query.duration_max")) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return v3_error(StatusCode::BAD_REQUEST, e),
-        };
-        let raw = match get("query.raw_traces")
-            .map(|v| go_bool("query.raw_traces", v))
-            .transpose()
-        {
-            Ok(v) => v.unwrap_or(false),
+        let (search, raw) = match parse_find(&p) {
+            Ok(x) => x,
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
-        };
-        let service = get("query.service_name").unwrap_or("");
-        let search = ForeignSearch {
-            filter: if service.is_empty() {
-                "{ }".to_owned()
-            } else {
-                format!("{{ resource.service.name = {} }}", quote(service))
-            },
-            limit,
-            query: ForeignQuery::JaegerV3(FindQuery {
-                service: service.to_owned(),
-                operation: get("query.operation_name").map(str::to_owned),
-                start_min_ns: min,
-                start_max_ns: max,
-                duration_min_ns: dmin,
-                duration_max_ns: dmax,
-            }),
         };
         let (traces, stats) = match crate::query::foreign::search(&s, &tenant, &search).await {
             Ok(x) => x,
@@ -240,6 +266,42 @@ pub async fn v3_find(
         };
         let traces = traces.iter().map(|rows| rows_to_data(rows)).collect();
         crate::query::reply::mark_scanned(v3_traces(traces, raw), &stats)
+    })
+    .await
+}
+
+/// `GET /api/v3/trace-summaries` with `FindTraces`' parameters: `{"summaries": [...]}`, one
+/// [`weft_translate::jaeger::v3::summary`] per matching trace, newest first (what Jaeger UI
+/// 2.19 and later searches with). No match is `{}`, as Jaeger writes an empty list; a
+/// summary is always of the adjusted trace (`rawTraces` has no effect).
+pub async fn v3_summaries(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<HashMap<String, String>>,
+) -> Response {
+    query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
+        let (search, _) = match parse_find(&p) {
+            Ok(x) => x,
+            Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
+        };
+        let (traces, stats) = match crate::query::foreign::search(&s, &tenant, &search).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let summaries: Vec<Json> = traces
+            .iter()
+            .map(|rows| {
+                let mut td = rows_to_data(rows);
+                weft_translate::jaeger::v3::adjust(&mut td);
+                weft_translate::jaeger::v3::summary(&td)
+            })
+            .collect();
+        let body = if summaries.is_empty() {
+            json!({})
+        } else {
+            json!({ "summaries": summaries })
+        };
+        crate::query::reply::mark_scanned(v3_json(body), &stats)
     })
     .await
 }

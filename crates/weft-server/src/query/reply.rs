@@ -75,23 +75,52 @@ pub fn damaged_message(n: u64) -> String {
     )
 }
 
-/// Takes `zipkin.original` out of spans, in place: weft's note of what an OpenTelemetry Zipkin
-/// exporter's span said that OTLP cannot hold, which only the Zipkin API reads back; every
-/// other API shows spans without it (spec/formats/zipkin.md).
+/// Spans as every API but Zipkin's shows them, in place:
+/// - `zipkin.original` taken out: weft's note of what an OpenTelemetry Zipkin exporter's span
+///   said that OTLP cannot hold, which only the Zipkin API reads back (spec/formats/zipkin.md);
+/// - the children of a Zipkin shared server span placed under it ([`reparent_shared_children`]).
 pub(crate) fn hide_zipkin_original(rows: &mut [weft_block::row::SpanRow]) {
-    for r in rows {
+    for r in rows.iter_mut() {
         if let Some(a) = weft_translate::zipkin::without_original(&r.attributes) {
             r.attributes = a.into();
+        }
+    }
+    reparent_shared_children(rows);
+}
+
+/// The (shared ID, server span's own ID) of a Zipkin shared server span: weft gave it its own ID,
+/// derived from the ID it shared with its client span, which is its parent
+/// ([`weft_translate::zipkin::shared_span_id`]).
+fn shared_server(r: &weft_block::row::SpanRow) -> Option<([u8; 8], [u8; 8])> {
+    (r.kind == 2
+        && r.parent_span_id != [0; 8]
+        && r.span_id == weft_translate::zipkin::shared_span_id(&r.parent_span_id))
+    .then_some((r.parent_span_id, r.span_id))
+}
+
+/// Spans that name a shared span ID as their parent hang under the server side of it, as
+/// Jaeger's and Tempo's span-ID de-duplication places them: the server's spans were children
+/// of the span the server joined. The client span and the server span keep their parents.
+pub(crate) fn reparent_shared_children(rows: &mut [weft_block::row::SpanRow]) {
+    let moved: std::collections::HashMap<[u8; 8], [u8; 8]> = rows.iter().filter_map(shared_server).collect();
+    if moved.is_empty() {
+        return;
+    }
+    for r in rows.iter_mut() {
+        if let Some(server) = moved.get(&r.parent_span_id)
+            && r.span_id != *server
+        {
+            r.parent_span_id = *server;
         }
     }
 }
 
 /// Borrowed spans as every API but Zipkin's shows them ([`hide_zipkin_original`]); copied
-/// only when one has the note, as nearly none do.
+/// only when one needs a change, as nearly none do.
 pub(crate) fn shown(rows: &[weft_block::row::SpanRow]) -> std::borrow::Cow<'_, [weft_block::row::SpanRow]> {
     if !rows
         .iter()
-        .any(|r| weft_translate::zipkin::may_have_original(&r.attributes))
+        .any(|r| weft_translate::zipkin::may_have_original(&r.attributes) || shared_server(r).is_some())
     {
         return std::borrow::Cow::Borrowed(rows);
     }
@@ -112,5 +141,32 @@ mod tests {
         assert!(parse_trace_id("xyz").is_err());
         assert!(parse_trace_id(&"a".repeat(33)).is_err());
         assert_eq!(parse_trace_id("0102").unwrap()[14..], [1, 2]);
+    }
+
+    #[test]
+    fn children_of_a_shared_span_hang_under_its_server_side() {
+        use weft_block::row::SpanRow;
+        let shared = [7u8; 8];
+        let server_id = weft_translate::zipkin::shared_span_id(&shared);
+        let span = |id: [u8; 8], parent: [u8; 8], kind: u8| SpanRow {
+            span_id: id,
+            parent_span_id: parent,
+            kind,
+            ..Default::default()
+        };
+        let rows = vec![
+            span(shared, [1; 8], 3),    // the client
+            span(server_id, shared, 2), // the server that joined its ID
+            span([9; 8], shared, 4),    // the server's child, naming the shared ID
+            span([5; 8], [1; 8], 1),    // unrelated
+        ];
+        let shown = shown(&rows);
+        let parents: Vec<[u8; 8]> = shown.iter().map(|r| r.parent_span_id).collect();
+        assert_eq!(parents, vec![[1; 8], shared, server_id, [1; 8]]);
+        // Nothing shared: nothing copied.
+        assert!(matches!(super::shown(&rows[3..]), std::borrow::Cow::Borrowed(_)));
+        // A SERVER span whose ID is not derived from its parent's is not a shared one.
+        let plain = vec![span([3; 8], shared, 2), span([9; 8], shared, 4)];
+        assert!(matches!(super::shown(&plain), std::borrow::Cow::Borrowed(_)));
     }
 }

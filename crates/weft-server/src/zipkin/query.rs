@@ -128,8 +128,13 @@ async fn names_of_service(
     also: Option<&'static str>,
 ) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
-        let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
+        // As Zipkin: a missing parameter is refused, an empty one names no service (Lens asks
+        // with `serviceName=` when its service filter is removed).
+        if !p.contains_key("serviceName") {
             return bad("serviceName is required");
+        }
+        let Some(service) = param(&p, "serviceName").map(str::to_lowercase) else {
+            return json(Json::Array(vec![]));
         };
         let spellings = match service_spellings(&s, &tenant, &service).await {
             Ok(v) => v,

@@ -37,32 +37,117 @@ pub struct FindQuery {
     pub start_max_ns: u64,
     pub duration_min_ns: Option<u64>,
     pub duration_max_ns: Option<u64>,
+    /// `query.attributes`: every pair must hold on the span ([`FindQuery::matches`]). Left out of
+    /// a job when empty, so jobs without it read as before (`spec/jobs.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<(String, String)>,
 }
 
 impl FindQuery {
     /// Whether one span meets every condition at once: its resource's service, its name, its
-    /// start within the range and its duration within bounds (Jaeger v2's `validTrace`).
+    /// start within the range, its duration within bounds and every attribute pair (Jaeger
+    /// v2's `validTrace`).
+    ///
+    /// Attribute pairs are compared as text (pdata's `AsString`). Keys with a meaning of their
+    /// own, as Jaeger's storage reads them: `error` (`true`: the span's status is ERROR;
+    /// `false`: it is not; anything else matches nothing), `span.status` (OK, ERROR, else
+    /// UNSET), `span.kind`, `scope.name`, `scope.version`, and `resource.<key>` (that resource
+    /// attribute). Any other key matches an attribute of the span, its scope, its resource, or
+    /// one of its events or links.
     pub fn matches(&self, td: &TracesData) -> bool {
         td.resource_spans.iter().any(|rs| {
-            let svc = rs
-                .resource
-                .as_ref()
-                .and_then(|r| r.attributes.iter().find(|a| a.key == "service.name"))
+            let res: &[KeyValue] = rs.resource.as_ref().map_or(&[], |r| &r.attributes);
+            let svc = res
+                .iter()
+                .find(|a| a.key == "service.name")
                 .and_then(|a| match a.value.as_ref().and_then(|v| v.value.as_ref()) {
                     Some(V::StringValue(s)) => Some(s.as_str()),
                     _ => None,
                 })
                 .unwrap_or("");
             (self.service.is_empty() || self.service == svc)
-                && rs.scope_spans.iter().flat_map(|ss| &ss.spans).any(|s| {
-                    let d = s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano);
-                    self.operation.as_ref().is_none_or(|o| *o == s.name)
-                        && s.start_time_unix_nano >= self.start_min_ns
-                        && s.start_time_unix_nano <= self.start_max_ns
-                        && self.duration_min_ns.is_none_or(|m| d >= m)
-                        && self.duration_max_ns.is_none_or(|m| d <= m)
+                && rs.scope_spans.iter().any(|ss| {
+                    ss.spans.iter().any(|s| {
+                        let d = s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano);
+                        self.operation.as_ref().is_none_or(|o| *o == s.name)
+                            && s.start_time_unix_nano >= self.start_min_ns
+                            && s.start_time_unix_nano <= self.start_max_ns
+                            && self.duration_min_ns.is_none_or(|m| d >= m)
+                            && self.duration_max_ns.is_none_or(|m| d <= m)
+                            && self
+                                .attributes
+                                .iter()
+                                .all(|(k, v)| attribute_holds(k, v, res, ss.scope.as_ref(), s))
+                    })
                 })
         })
+    }
+}
+
+/// One `query.attributes` pair on one span (see [`FindQuery::matches`]).
+fn attribute_holds(
+    key: &str,
+    want: &str,
+    res: &[KeyValue],
+    scope: Option<&weft_otlp::pb::common::InstrumentationScope>,
+    s: &weft_otlp::pb::trace::Span,
+) -> bool {
+    let has = |attrs: &[KeyValue]| {
+        attrs
+            .iter()
+            .find(|a| a.key == key)
+            .is_some_and(|a| crate::zipkin::out::value_text(a.value.as_ref()) == want)
+    };
+    let code = s.status.as_ref().map_or(0, |st| st.code);
+    match key {
+        "error" => match go_parse_bool(want) {
+            Some(true) => code == 2,
+            Some(false) => code != 2,
+            None => false,
+        },
+        "span.status" => {
+            let want = match want.to_ascii_uppercase().as_str() {
+                "OK" => 1,
+                "ERROR" => 2,
+                _ => 0,
+            };
+            code == want
+        }
+        "span.kind" => {
+            let want = match want.to_ascii_uppercase().as_str() {
+                "INTERNAL" => 1,
+                "SERVER" => 2,
+                "CLIENT" => 3,
+                "PRODUCER" => 4,
+                "CONSUMER" => 5,
+                _ => 0,
+            };
+            s.kind == want
+        }
+        "scope.name" => scope.map_or("", |sc| sc.name.as_str()) == want,
+        "scope.version" => scope.map_or("", |sc| sc.version.as_str()) == want,
+        _ => match key.strip_prefix("resource.") {
+            Some(k) => res
+                .iter()
+                .find(|a| a.key == k)
+                .is_some_and(|a| crate::zipkin::out::value_text(a.value.as_ref()) == want),
+            None => {
+                has(&s.attributes)
+                    || scope.is_some_and(|sc| has(&sc.attributes))
+                    || has(res)
+                    || s.events.iter().any(|e| has(&e.attributes))
+                    || s.links.iter().any(|l| has(&l.attributes))
+            }
+        },
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn go_parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -330,6 +415,95 @@ pub fn adjust(td: &mut TracesData) {
     }
 }
 
+/// Jaeger's `TraceSummary` (`GET /api/v3/trace-summaries`) of one trace, computed as Jaeger
+/// computes it from the adjusted trace: every span counted, per service too; an error is status
+/// ERROR; the root is the earliest-starting span without a parent; an orphan is a span whose
+/// parent is not in the trace. Written as gogo's `jsonpb` writes the message: lowerCamelCase
+/// names, fixed64 times as decimal strings, and fields at their default value left out.
+pub fn summary(td: &TracesData) -> serde_json::Value {
+    use serde_json::{Map, Value as Json, json};
+    let mut ids = HashSet::new();
+    for s in td
+        .resource_spans
+        .iter()
+        .flat_map(|rs| &rs.scope_spans)
+        .flat_map(|ss| &ss.spans)
+    {
+        ids.insert(&s.span_id[..]);
+    }
+    let mut trace_id: &[u8] = &[];
+    let (mut spans, mut errors, mut orphans) = (0u64, 0u64, 0u64);
+    let (mut min_start, mut max_end) = (None::<u64>, None::<u64>);
+    let mut root: Option<(u64, &str, &str)> = None;
+    let mut services: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for rs in &td.resource_spans {
+        let svc = rs
+            .resource
+            .as_ref()
+            .and_then(|r| r.attributes.iter().find(|a| a.key == "service.name"))
+            .and_then(|a| match a.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(V::StringValue(s)) => Some(s.as_str()),
+                _ => None,
+            })
+            .unwrap_or("");
+        for s in rs.scope_spans.iter().flat_map(|ss| &ss.spans) {
+            if trace_id.is_empty() {
+                trace_id = &s.trace_id;
+            }
+            let entry = services.entry(svc).or_default();
+            entry.0 += 1;
+            spans += 1;
+            if s.status.as_ref().is_some_and(|st| st.code == 2) {
+                entry.1 += 1;
+                errors += 1;
+            }
+            min_start = Some(min_start.map_or(s.start_time_unix_nano, |m| m.min(s.start_time_unix_nano)));
+            max_end = Some(max_end.map_or(s.end_time_unix_nano, |m| m.max(s.end_time_unix_nano)));
+            if s.parent_span_id.iter().all(|b| *b == 0) {
+                if root.is_none_or(|(t, _, _)| s.start_time_unix_nano < t) {
+                    root = Some((s.start_time_unix_nano, svc, s.name.as_str()));
+                }
+            } else if !ids.contains(&s.parent_span_id[..]) {
+                orphans += 1;
+            }
+        }
+    }
+    let mut out = Map::new();
+    out.insert("traceId".into(), json!(weft_core::hex(trace_id)));
+    let mut put = |k: &str, v: Json, default: bool| {
+        if !default {
+            out.insert(k.into(), v);
+        }
+    };
+    let (root_svc, root_op) = root.map_or(("", ""), |(_, s, o)| (s, o));
+    put("rootServiceName", json!(root_svc), root_svc.is_empty());
+    put("rootOperationName", json!(root_op), root_op.is_empty());
+    let (min_start, max_end) = (min_start.unwrap_or(0), max_end.unwrap_or(0));
+    put("minStartTimeUnixNano", json!(min_start.to_string()), min_start == 0);
+    put("maxEndTimeUnixNano", json!(max_end.to_string()), max_end == 0);
+    put("spanCount", json!(spans), spans == 0);
+    put("errorSpanCount", json!(errors), errors == 0);
+    put("orphanSpanCount", json!(orphans), orphans == 0);
+    let services: Vec<Json> = services
+        .into_iter()
+        .map(|(name, (n, e))| {
+            let mut m = Map::new();
+            if !name.is_empty() {
+                m.insert("name".into(), json!(name));
+            }
+            if n != 0 {
+                m.insert("spanCount".into(), json!(n));
+            }
+            if e != 0 {
+                m.insert("errorSpanCount".into(), json!(e));
+            }
+            Json::Object(m)
+        })
+        .collect();
+    put("services", Json::Array(services.clone()), services.is_empty());
+    Json::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,5 +687,119 @@ mod tests {
             .matches(&td)
         );
         assert!(!FindQuery { start_max_ns: 999, ..q }.matches(&td));
+    }
+
+    #[test]
+    fn attributes_match_as_jaegers_storage_reads_them() {
+        let mut td = data();
+        let s = &mut td.resource_spans[0].scope_spans[0].spans[0];
+        s.kind = 2;
+        s.status = Some(weft_otlp::pb::trace::Status {
+            code: 2,
+            ..Default::default()
+        });
+        s.events[0].attributes.push(kv("retry", V::IntValue(3)));
+        td.resource_spans[0].scope_spans[0].spans.truncate(1);
+        td.resource_spans[0].scope_spans[0].scope = Some(weft_otlp::pb::common::InstrumentationScope {
+            name: "lib".into(),
+            version: "1.2".into(),
+            ..Default::default()
+        });
+        let q = |pairs: &[(&str, &str)]| FindQuery {
+            start_max_ns: u64::MAX,
+            attributes: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        };
+        for (pairs, want) in [
+            (&[("z", "1")][..], true),
+            (&[("z", "2")], false),
+            (&[("a", "true")], true),
+            (&[("service.name", "web")], true),
+            (&[("resource.service.name", "web")], true),
+            (&[("resource.z", "1")], false),
+            (&[("retry", "3")], true),
+            (&[("error", "true")], true),
+            (&[("error", "t")], true),
+            (&[("error", "false")], false),
+            (&[("error", "maybe")], false),
+            (&[("span.status", "error")], true),
+            (&[("span.status", "OK")], false),
+            (&[("span.kind", "server")], true),
+            (&[("span.kind", "CLIENT")], false),
+            (&[("scope.name", "lib")], true),
+            (&[("scope.version", "1.3")], false),
+            (&[("z", "1"), ("a", "true"), ("span.kind", "SERVER")], true),
+            (&[("z", "1"), ("a", "false")], false),
+            (&[("missing", "")], false),
+        ] {
+            assert_eq!(q(pairs).matches(&td), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn a_summary_counts_as_jaeger_does_and_leaves_defaults_out() {
+        let span = |id: u8, parent: u8, start: u64, end: u64, err: bool, name: &str| Span {
+            trace_id: vec![0xab; 16].into(),
+            span_id: vec![id; 8].into(),
+            parent_span_id: if parent == 0 { Vec::new() } else { vec![parent; 8] }.into(),
+            name: name.into(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            status: err.then(|| weft_otlp::pb::trace::Status {
+                code: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let rs = |svc: &str, spans: Vec<Span>| ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", V::StringValue(svc.into()))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let td = TracesData {
+            resource_spans: vec![
+                rs(
+                    "web",
+                    vec![
+                        span(2, 1, 150, 900, false, "render"),
+                        span(1, 0, 100, 1_000, false, "GET /"),
+                    ],
+                ),
+                rs(
+                    "db",
+                    vec![
+                        span(3, 2, 200, 300, true, "SELECT"),
+                        span(4, 9, 50, 2_000, true, "lost"),
+                    ],
+                ),
+                // A second parentless span that starts later is not the root.
+                rs("cron", vec![span(5, 0, 120, 130, false, "tick")]),
+            ],
+        };
+        let got = summary(&td);
+        assert_eq!(
+            got,
+            serde_json::json!({
+                "traceId": "abababababababababababababababab",
+                "rootServiceName": "web",
+                "rootOperationName": "GET /",
+                "minStartTimeUnixNano": "50",
+                "maxEndTimeUnixNano": "2000",
+                "spanCount": 5,
+                "errorSpanCount": 2,
+                "orphanSpanCount": 1,
+                "services": [
+                    {"name": "cron", "spanCount": 1},
+                    {"name": "db", "spanCount": 2, "errorSpanCount": 2},
+                    {"name": "web", "spanCount": 2},
+                ],
+            })
+        );
     }
 }

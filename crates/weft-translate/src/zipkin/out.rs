@@ -13,7 +13,7 @@ use super::{Kind, keys};
 use crate::otlp::{kind, status};
 
 /// A Zipkin network endpoint, as text.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct OutEndpoint {
     pub service_name: Option<String>,
     pub ipv4: Option<String>,

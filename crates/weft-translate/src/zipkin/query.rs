@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use weft_otlp::pb::trace::TracesData;
 
 use super::Kind;
-use super::out::{OutSpan, from_otlp};
+use super::out::{OutEndpoint, OutSpan, from_otlp};
 
 /// A stored span as Zipkin shows it, with its stored IDs (which differ from Zipkin's for a
 /// shared server span: stored, it is a child of its client span).
@@ -235,8 +235,21 @@ impl DependencyLinker {
         let real_root = (roots.len() == 1
             && (spans[roots[0]].parent.is_empty() || spans[roots[0]].parent.iter().all(|b| *b == 0)))
         .then(|| roots[0]);
+        // A span naming a shared span ID as its parent, with the server side's local endpoint
+        // (service, address and port alike), is the server side's child, as Zipkin's span tree
+        // places it; any other is the client's. (weft stores the server side under its own ID,
+        // as the client's child.)
+        let shared: HashMap<(&[u8], Option<&OutEndpoint>), usize> = spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.span.shared && s.span.kind == Some(Kind::Server))
+            .map(|(i, s)| ((s.parent.as_slice(), s.span.local.as_ref()), i))
+            .collect();
         for i in 0..spans.len() {
-            if let Some(&p) = by_id.get(spans[i].parent.as_slice())
+            let server = shared.get(&(spans[i].parent.as_slice(), spans[i].span.local.as_ref()));
+            if let Some(&p) = server
+                .filter(|&&p| p != i)
+                .or_else(|| by_id.get(spans[i].parent.as_slice()))
                 && p != i
             {
                 nodes[i].parent = Some(p);
@@ -416,6 +429,32 @@ mod tests {
             .map(|l| (l.parent.as_str(), l.child.as_str(), l.call_count))
             .collect();
         assert_eq!(pairs, vec![("api", "db", 1), ("web", "api", 1)]);
+    }
+
+    #[test]
+    fn a_shared_server_span_links_once_and_its_children_hang_under_it() {
+        // web's server → web's client "b" → api's server that joined b's ID (stored as "s", the
+        // client's child) → api's client to db, naming the shared ID "b" as its parent.
+        let mut server = span("s", Some("b"), Some(Kind::Server), "api", None);
+        server.span.shared = true;
+        let spans = vec![
+            span("a", None, Some(Kind::Server), "web", None),
+            span("b", Some("a"), Some(Kind::Client), "web", Some("api")),
+            server,
+            span("d", Some("b"), Some(Kind::Client), "api", Some("db")),
+        ];
+        let mut l = DependencyLinker::default();
+        l.put_trace(&spans);
+        let mut pairs: Vec<(String, String, u64)> = l
+            .links()
+            .into_iter()
+            .map(|l| (l.parent, l.child, l.call_count))
+            .collect();
+        pairs.sort();
+        assert_eq!(
+            pairs,
+            vec![("api".into(), "db".into(), 1), ("web".into(), "api".into(), 1)]
+        );
     }
 
     #[test]
