@@ -309,6 +309,25 @@ test("dragging on the ruler zooms into that time range, the URL keeps it, and re
   // back returns to the zoomed window
   await page.goBack();
   assert.equal(await wf.getAttribute("data-view-start-ns"), String(a));
+
+  // keys: 0 shows the whole trace, + halves the window around its middle
+  const win = async () => [Number(await wf.getAttribute("data-view-start-ns")), Number(await wf.getAttribute("data-view-end-ns"))];
+  await wf.focus();
+  await page.keyboard.press("0");
+  assert.deepEqual(await win(), [0, 310e6]);
+  await page.keyboard.press("+");
+  assert.deepEqual(await win(), [77.5e6, 232.5e6]);
+  // Ctrl + wheel over the ruler zooms around the pointer: the time under it stays put
+  const r = await page.getByTestId("ruler").boundingBox();
+  await page.mouse.move(r.x + r.width * 0.25, r.y + r.height / 2);
+  await page.keyboard.down("Control");
+  await page.mouse.wheel(0, -100);
+  await page.keyboard.up("Control");
+  await page.waitForFunction(() => document.querySelector('[data-testid="waterfall"]').dataset.viewStartNs !== "77500000");
+  const [c, d] = await win();
+  assert.ok(Math.abs((d - c) - 155e6 * 0.8) < 2, `the window is 80 % as wide: ${c}..${d}`);
+  const pxNs = 155e6 / r.width; // the pointer sits on a whole pixel
+  assert.ok(Math.abs(c + 0.25 * (d - c) - (77.5e6 + 0.25 * 155e6)) < pxNs, `the time under the pointer stays put: ${c}..${d}`);
   await page.close();
 });
 

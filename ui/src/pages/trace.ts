@@ -782,6 +782,13 @@ class TraceView {
 
   onKey(ev: KeyboardEvent) {
     if ((ev.target as Element).closest('input, textarea, select')) return;
+    // + and - zoom around the middle of the window, 0 shows the whole trace (as on the graph page)
+    if ((ev.key === '+' || ev.key === '=' || ev.key === '-' || ev.key === '0') && !ev.ctrlKey && !ev.metaKey) {
+      ev.preventDefault();
+      if (ev.key === '0') this.setZoom(0, this.t.durationNs);
+      else this.zoomBy(ev.key === '-' ? 2 : 0.5, 0.5, true);
+      return;
+    }
     const cur = this.selected >= 0 ? this.rowOf[this.selected] : -1;
     let next = -2;
     if (ev.key === 'ArrowDown' || ev.key === 'j') next = Math.min(this.rows.length - 1, cur + 1);
@@ -1020,7 +1027,7 @@ class TraceView {
   }
 
   /** Shows the time window [a, b] (ns since the trace start) in the waterfall. */
-  setZoom(a: number, b: number, writeUrl = true) {
+  setZoom(a: number, b: number, writeUrl = true, push = true) {
     const T = this.t.durationNs;
     // whole nanoseconds, as the URL keeps them
     a = Math.round(Math.max(0, Math.min(a, T)));
@@ -1036,7 +1043,7 @@ class TraceView {
     this.v0 = full ? 0 : a;
     this.v1 = full ? T : b;
     const ms = (x: number) => String(Math.round(x) / 1e6);
-    if (writeUrl) this.writeUrl((p) => (full ? p.delete('zoom') : p.set('zoom', `${ms(this.v0)}-${ms(this.v1)}`)), true);
+    if (writeUrl) this.writeUrl((p) => (full ? p.delete('zoom') : p.set('zoom', `${ms(this.v0)}-${ms(this.v1)}`)), push);
     this.zoomBtn.hidden = full;
     this.scroller.setAttribute('data-view-start-ns', String(this.v0));
     this.scroller.setAttribute('data-view-end-ns', String(this.v1));
@@ -1068,8 +1075,37 @@ class TraceView {
   }
 
   /** Dragging across the ruler zooms into that range; a double-click shows the whole trace. */
+  /** Scales the window by `factor` around the point at fraction `at` of it. */
+  zoomBy(factor: number, at: number, push: boolean) {
+    const w = this.v1 - this.v0;
+    const c = this.v0 + at * w;
+    const nw = Math.min(this.t.durationNs, w * factor);
+    let a = c - at * nw;
+    a = Math.max(0, Math.min(a, this.t.durationNs - nw));
+    this.setZoom(a, a + nw, true, push);
+  }
+
   private wireZoom() {
     this.ruler.addEventListener('dblclick', () => this.setZoom(0, this.t.durationNs));
+    // Ctrl/⌘ + wheel over the ruler or the bars zooms around the pointer; Shift + wheel pans a
+    // zoomed window. The URL follows without a history entry per wheel step.
+    const onWheel = (ev: WheelEvent) => {
+      const bars = (ev.target as Element).closest('.r-bar, .wf-ruler');
+      if (!bars || !(ev.ctrlKey || ev.metaKey || ev.shiftKey)) return;
+      const rect = this.ruler.getBoundingClientRect();
+      const at = Math.max(0, Math.min(1, (ev.clientX - rect.left) / rect.width));
+      const delta = ev.deltaY || ev.deltaX;
+      if (!delta) return;
+      ev.preventDefault();
+      if (ev.shiftKey && !ev.ctrlKey && !ev.metaKey) {
+        const w = this.v1 - this.v0;
+        if (w >= this.t.durationNs) return;
+        const a = Math.max(0, Math.min(this.t.durationNs - w, this.v0 + (Math.sign(delta) * w) / 10));
+        this.setZoom(a, a + w, true, false);
+      } else this.zoomBy(delta > 0 ? 1.25 : 0.8, at, false);
+    };
+    this.headerEl.addEventListener('wheel', onWheel, { passive: false });
+    this.scroller.addEventListener('wheel', onWheel, { passive: false });
     this.ruler.addEventListener('mousedown', (ev) => {
       if (ev.button !== 0) return;
       ev.preventDefault();
