@@ -485,6 +485,18 @@ for (const format of ["otlp", "jaeger"]) {
     await page.getByTestId("trace-loaded").waitFor({ state: "attached" });
     await page.getByTestId("from-file").waitFor();
     assert.deepEqual(await waterfallRows(page), original, "the same spans, tree and durations");
+    // kind, status and attributes survive the round trip
+    const panelOf = async (key) => {
+      await page.locator(`[data-testid="span-row"][data-span-id="${shop.byKey.get(key).id}"]`).click();
+      const panel = page.getByTestId("span-panel");
+      await panel.locator("h2", { hasText: shop.byKey.get(key).name }).waitFor();
+      return panel;
+    };
+    const field = (panel, k) => panel.locator(`[data-testid="span-field"][data-key="${k}"] .v`).innerText();
+    assert.equal(await field(await panelOf("root"), "Kind"), "server");
+    assert.match(await field(await panelOf("charge"), "Status"), /^error/);
+    assert.equal(await (await panelOf("select")).locator('[data-testid="attr"][data-key="db.system"]').getAttribute("data-value"), "postgres");
+    await page.keyboard.press("Escape");
     await page.getByTestId("view-stats").click();
     await page.locator('[data-testid="stats-view"][data-ready]').waitFor();
     assertStats(await statRows(page), statsReference(shop.spans, (s) => s.service, 310e6), "statistics of the opened file");
