@@ -49,6 +49,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     graph: h('a', { href: '/graph', class: 'nav-link' }, 'Service graph'),
     sampling: h('a', { href: '/sampling', class: 'nav-link' }, 'Sampling'),
     monitor: h('a', { href: '/monitor', class: 'nav-link' }, 'Monitor'),
+    open: h('a', { href: '/open', class: 'nav-link', title: 'Open a trace from an OTLP or Jaeger JSON file' }, 'Open file'),
   };
   const idInput = h('input', { class: 'input jump', placeholder: 'Go to trace ID…', 'aria-label': 'Go to trace ID', spellcheck: 'false' });
   const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
@@ -67,7 +68,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
     h('nav', { class: 'nav' }, links.search, links.monitor, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
-    h('a', { href: '/open', class: 'nav-link', title: 'Open a trace from an OTLP or Jaeger JSON file' }, 'Open file'),
+    links.open,
     tenantControl(reload),
     jump,
     themePicker(),
