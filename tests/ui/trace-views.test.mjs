@@ -410,6 +410,11 @@ test("comparing a trace with itself shows no difference, and with another exactl
   assert.ok(shop, "the first test sent the trace");
   shopB = await sendTrace(SHOP_B, T0 + 1000);
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  // with only A, the traces of the same root operation are offered as B: B, not A itself
+  await page.goto(`${base}/compare?a=${shop.traceId}`);
+  const offered = page.locator(`[data-testid="compare-suggestion"][data-trace-id="${shopB.traceId}"]`);
+  await offered.waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator(`[data-testid="compare-suggestion"][data-trace-id="${shop.traceId}"]`).count(), 0);
   await page.goto(`${base}/compare?a=${shop.traceId}&b=${shop.traceId}`);
   const summary = page.getByTestId("compare-summary");
   await summary.waitFor({ timeout: 15_000 });

@@ -2,14 +2,14 @@
 // service+operation paths, merged, with the nodes only in A, only in B, and in both with their
 // span counts and durations side by side. `diff=1` shows only the nodes that differ.
 
-import { ApiError } from '../api';
+import { ApiError, search } from '../api';
 import { PathNode, childOf, pathOf, pathTree } from '../analysis';
 import { emptyState, errorBox } from '../components';
 import { h, mount, spinner } from '../dom';
 import { loadTrace } from '../formats';
 import { Trace, buildTrace, selfTimes } from '../model';
 import { Page, navigate, replaceUrl } from '../router';
-import { fmtCount, fmtDuration, serviceColor } from '../util';
+import { fmtCount, fmtDateTime, fmtDuration, nsStringToMs, serviceColor } from '../util';
 
 /** A node of the merged tree: the same path in A, in B, or in both. */
 export interface DiffNode {
@@ -81,8 +81,10 @@ export function comparePage(url: URL): Page {
           'compare-empty',
         ),
       );
-      if (a) inB.focus();
-      else inA.focus();
+      if (a) {
+        inB.focus();
+        void suggest(a);
+      } else inA.focus();
       return;
     }
     if (loaded && loaded.a === a && loaded.b === b) {
@@ -106,6 +108,45 @@ export function comparePage(url: URL): Page {
         const status = (e as ApiError).status;
         mount(out, errorBox(e, status === 404 ? 'A trace was not found' : 'Could not load the traces'));
       });
+  };
+
+  /** With only A picked: the traces of the same root service and operation from the hour around
+   * it, to pick B from (as Jaeger UI compares traces picked from search results). */
+  const suggest = async (a: string) => {
+    abort?.abort();
+    const ctl = (abort = new AbortController());
+    const box = h('div', { class: 'cmp-suggest', 'data-testid': 'compare-suggestions' }, spinner('Looking for similar traces…'));
+    out.appendChild(box);
+    try {
+      const ta = buildTrace(a, (await loadTrace(a, ctl.signal)).data);
+      const r = ta.spans[ta.root];
+      if (!r) return;
+      const sec = Math.floor(ta.startMs / 1000);
+      const q = `{ rootServiceName = ${JSON.stringify(r.service)} && rootName = ${JSON.stringify(r.name)} }`;
+      const res = await search({ q, start: sec - 3600, end: sec + 3600, limit: 21, spss: 1 }, ctl.signal);
+      if (ctl.signal.aborted) return;
+      const others = (res.traces || []).filter((x) => x.traceID !== a).slice(0, 20);
+      mount(
+        box,
+        h('h2', { class: 'open-list-title' }, `Compare with another ${r.service}: ${r.name}`),
+        others.length
+          ? h(
+              'ul',
+              { class: 'open-list' },
+              others.map((x) =>
+                h(
+                  'li',
+                  null,
+                  h('a', { href: `/compare?a=${a}&b=${x.traceID}`, 'data-testid': 'compare-suggestion', 'data-trace-id': x.traceID }, h('code', null, x.traceID)),
+                  h('span', { class: 'muted' }, ` ${fmtDateTime(nsStringToMs(x.startTimeUnixNano))} · ${fmtDuration((x.durationMs || 0) * 1e6)}`),
+                ),
+              ),
+            )
+          : h('p', { class: 'muted' }, 'weft holds no other trace of this root service and operation in the hour around this one.'),
+      );
+    } catch (e) {
+      if ((e as Error).name !== 'AbortError') box.remove();
+    }
   };
 
   onlyDiff.addEventListener('change', () => {
