@@ -94,3 +94,25 @@ export function provider(otlpHttp, service, { idGenerator = undefined, headers =
     })],
   });
 }
+
+/** OpenTelemetry's HrTime ([seconds, nanoseconds]) of epoch milliseconds; exact for whole ms. */
+export function hrTime(ms) {
+  return [Math.floor(ms / 1000), Math.round((ms % 1000) * 1e6)];
+}
+
+/**
+ * Milliseconds, measured in the page with performance.now(), from clicking `clickSelector` until
+ * `readySelector` matches and the next frame has been painted.
+ */
+export async function timeInPage(page, clickSelector, readySelector, timeoutMs = 30_000) {
+  return page.evaluate(async ([click, ready, timeout]) => {
+    const t0 = performance.now();
+    document.querySelector(click).click();
+    while (!document.querySelector(ready)) {
+      if (performance.now() - t0 > timeout) throw new Error(`${ready} did not appear`);
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+    return performance.now() - t0;
+  }, [clickSelector, readySelector, timeoutMs]);
+}

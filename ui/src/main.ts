@@ -2,8 +2,10 @@
 
 import { h } from './dom';
 import { emptyState } from './components';
+import { comparePage } from './pages/compare';
 import { graphPage } from './pages/graph';
 import { monitorPage } from './pages/monitor';
+import { openPage } from './pages/open';
 import { samplingPage } from './pages/sampling';
 import { searchPage } from './pages/search';
 import { tracePage } from './pages/trace';
@@ -47,6 +49,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     graph: h('a', { href: '/graph', class: 'nav-link' }, 'Service graph'),
     sampling: h('a', { href: '/sampling', class: 'nav-link' }, 'Sampling'),
     monitor: h('a', { href: '/monitor', class: 'nav-link' }, 'Monitor'),
+    open: h('a', { href: '/open', class: 'nav-link', title: 'Open a trace from an OTLP or Jaeger JSON file' }, 'Open file'),
   };
   const idInput = h('input', { class: 'input jump', placeholder: 'Go to trace ID…', 'aria-label': 'Go to trace ID', spellcheck: 'false' });
   const jump = h('form', { class: 'jump-form', role: 'search' }, idInput);
@@ -65,6 +68,7 @@ function shell(): { outlet: HTMLElement; setActive(kind: string): void } {
     h('a', { class: 'brand', href: '/search', 'aria-label': 'weft home' }, logo(), h('span', null, 'weft')),
     h('nav', { class: 'nav' }, links.search, links.monitor, links.graph, links.sampling),
     h('span', { class: 'spacer' }),
+    links.open,
     tenantControl(reload),
     jump,
     themePicker(),
@@ -106,6 +110,8 @@ function start() {
       { kind: 'graph', pattern: /^\/graph\/?$/, create: (url) => graphPage(url) },
       { kind: 'sampling', pattern: /^\/sampling\/?$/, create: (url) => samplingPage(url) },
       { kind: 'monitor', pattern: /^\/monitor\/?$/, create: (url) => monitorPage(url) },
+      { kind: 'compare', pattern: /^\/compare\/?$/, create: (url) => comparePage(url) },
+      { kind: 'open', pattern: /^\/open\/?$/, create: () => openPage() },
     ],
     notFoundPage,
     (kind) => setActive(kind === 'trace' ? '' : kind),

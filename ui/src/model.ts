@@ -347,36 +347,140 @@ export function visibleRows(t: Trace, collapsed: Uint8Array): Int32Array {
   return out.subarray(0, m);
 }
 
-/** Critical path: from each root, walking backwards in time, repeatedly take the child that
- * ends last before the current point, recurse into it, and continue from its start. Marks the
- * spans on the path with 1. */
-export function criticalPath(t: Trace): Uint8Array {
+/** The critical path as the segments of spans actually on it, computed as Jaeger UI does
+ * (`CriticalPath/index.tsx`): children are first clipped to their parent (a child entirely
+ * outside its parent is dropped, with its subtree); then, from the root's end and walking back in
+ * time, the path runs through the current span until the end of its last-finishing child that
+ * ends before the current point, descends into that child, and, when a span has no such child
+ * left, runs through it back to its start and returns to its parent at that start.
+ *
+ * O(n log n): each span's children are sorted by end once, and the point where a span is
+ * re-entered only moves back, so one cursor per span finds the next child. */
+export interface CriticalPath {
+  /** segments, latest first: span index, start and end in ns since the trace start */
+  segs: { span: number; start: number; end: number }[];
+  /** each span's segments (indices into `segs`), for the spans on the path */
+  bySpan: Map<number, number[]>;
+  /** 1 for the spans with a segment on the path */
+  mark: Uint8Array;
+}
+
+export function criticalPath(t: Trace): CriticalPath {
   const spans = t.spans;
-  const mark = new Uint8Array(spans.length);
-  const stack: [number, number][] = [];
-  for (const r of t.roots) {
-    if (spans[r].orphan && t.roots.length > 1 && r !== t.root) continue;
-    stack.push([r, spans[r].start + spans[r].dur]);
-  }
-  while (stack.length) {
-    const [i, bound] = stack.pop()!;
-    if (mark[i]) continue;
-    mark[i] = 1;
+  const n = spans.length;
+  // Clip children to their (clipped) parent, top-down in display order.
+  const cs = new Float64Array(n);
+  const ce = new Float64Array(n);
+  const kept = new Uint8Array(n);
+  for (let k = 0; k < n; k++) {
+    const i = t.order[k];
     const sp = spans[i];
-    if (!sp.children) continue;
-    const kids = sp.children.slice().sort((a, b) => spans[b].start + spans[b].dur - (spans[a].start + spans[a].dur));
-    let cursor = Math.min(sp.start + sp.dur, bound);
-    for (const c of kids) {
-      const cs = spans[c];
-      const ce = cs.start + cs.dur;
-      // a child that starts after the cursor ran in parallel with the path already taken
-      if (cs.start >= cursor) continue;
-      stack.push([c, Math.min(ce, cursor)]);
-      cursor = cs.start;
-      if (cursor <= sp.start) break;
+    const s = sp.start;
+    const e = sp.start + sp.dur;
+    const p = sp.parent;
+    if (p < 0) {
+      cs[i] = s;
+      ce[i] = e;
+      kept[i] = 1;
+      continue;
+    }
+    if (!kept[p]) continue;
+    const ps = cs[p];
+    const pe = ce[p];
+    if (s >= ps && e <= pe) {
+      cs[i] = s;
+      ce[i] = e;
+    } else if (s >= pe || e <= ps) {
+      continue; // entirely outside its parent
+    } else {
+      cs[i] = Math.max(s, ps);
+      ce[i] = Math.min(e, pe);
+    }
+    kept[i] = 1;
+  }
+  const kids: (number[] | null)[] = new Array(n).fill(null);
+  const cursor = new Int32Array(n);
+  const kidsOf = (i: number): number[] => {
+    let k = kids[i];
+    if (!k) {
+      k = (spans[i].children || []).filter((c) => kept[c]);
+      // latest end first; ties keep the start order
+      k.sort((a, b) => ce[b] - ce[a]);
+      kids[i] = k;
+    }
+    return k;
+  };
+  const segs: CriticalPath['segs'] = [];
+  const bySpan = new Map<number, number[]>();
+  const mark = new Uint8Array(n);
+  const add = (i: number, start: number, end: number) => {
+    if (start === end) return;
+    const list = bySpan.get(i);
+    if (list) list.push(segs.length);
+    else bySpan.set(i, [segs.length]);
+    segs.push({ span: i, start, end });
+    mark[i] = 1;
+  };
+  for (const r of t.roots) {
+    if (spans[r].orphan && r !== t.root) continue;
+    let cur = r;
+    let bound = ce[r];
+    let returning = false;
+    for (;;) {
+      const k = kidsOf(cur);
+      let c = cursor[cur];
+      if (returning) while (c < k.length && ce[k[c]] >= bound) c++;
+      cursor[cur] = c;
+      if (c < k.length) {
+        const lfc = k[c];
+        add(cur, ce[lfc], bound);
+        cur = lfc;
+        bound = ce[lfc];
+        returning = false;
+      } else {
+        add(cur, cs[cur], bound);
+        const p = spans[cur].parent;
+        if (p < 0) break;
+        bound = cs[cur];
+        cur = p;
+        returning = true;
+      }
     }
   }
-  return mark;
+  return { segs, bySpan, mark };
+}
+
+/** Each span's self time: its duration minus the time covered by its children (clipped to the
+ * span; overlapping children count once). */
+export function selfTimes(t: Trace): Float64Array {
+  const spans = t.spans;
+  const out = new Float64Array(spans.length);
+  for (let i = 0; i < spans.length; i++) {
+    const sp = spans[i];
+    const s = sp.start;
+    const e = sp.start + sp.dur;
+    let covered = 0;
+    const c = sp.children;
+    if (c) {
+      // children are sorted by start: merge their intervals
+      let runS = -1;
+      let runE = -1;
+      for (const ci of c) {
+        const k = spans[ci];
+        const ks = Math.max(s, k.start);
+        const ke = Math.min(e, k.start + k.dur);
+        if (ke <= ks) continue;
+        if (runE < 0 || ks > runE) {
+          if (runE > runS) covered += runE - runS;
+          runS = ks;
+          runE = ke;
+        } else if (ke > runE) runE = ke;
+      }
+      if (runE > runS) covered += runE - runS;
+    }
+    out[i] = sp.dur - covered;
+  }
+  return out;
 }
 
 /** Lower-cased text a span is found by: name, service, span ID, attribute keys and values. */

@@ -1,11 +1,15 @@
 // Trace page: header, virtualised waterfall, minimap, find, critical path, span detail panel.
 
-import { ApiError, KeyValue, getTrace, traceExists, valueString } from '../api';
-import { emptyState, errorBox } from '../components';
+import { ApiError, TraceResult } from '../api';
+import { download, loadTrace, localTraces, toJaegerJson, toOtlpJson } from '../formats';
+import { errorBox } from '../components';
 import { copyText, h, mount, toast } from '../dom';
-import { KIND_NAMES, STATUS_NAMES, Trace, buildTrace, criticalPath, relNs, searchText, visibleRows } from '../model';
+import { CriticalPath, Trace, buildTrace, criticalPath, relNs, searchText, selfTimes, visibleRows } from '../model';
 import { Page, replaceUrl } from '../router';
-import { fmtAgo, fmtCount, fmtDateTime, fmtDuration, serviceColor } from '../util';
+import { fmtCount, fmtDuration, niceTicks, serviceColor } from '../util';
+import { renderSpanPanel } from './span-panel';
+import { fileGone, loadingSkeleton, notFound, traceBanners, traceHeader } from './trace-chrome';
+import { SubView, ViewHost, flameView, statsView, traceGraphView } from './trace-views';
 
 const ROW = 26; // px, fixed row height
 const OVERSCAN = 12; // rows rendered above and below the viewport
@@ -21,7 +25,10 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
   mount(el, loadingSkeleton(traceId));
 
   const t0 = performance.now();
-  getTrace(traceId, abort.signal)
+  const local = localTraces.get(traceId);
+  const fromFile = new URL(location.href).searchParams.get('source') === 'file';
+  const loading = fromFile && !local ? Promise.reject(new ApiError(0, 'file')) : loadTrace(traceId, abort.signal);
+  loading
     .then((res) => {
       if (abort.signal.aborted) return;
       const tFetched = performance.now();
@@ -30,15 +37,16 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
         mount(el, notFound(traceId, 'The trace exists but holds no spans.'));
         return;
       }
-      view = new TraceView(el, trace, res.truncated, res.message);
-      view.mount(new URL(location.href).searchParams.get('span'));
+      view = new TraceView(el, trace, res, res.file);
+      view.mount(new URL(location.href));
       const tDone = performance.now();
       view.loadedMarker.setAttribute('data-fetch-ms', String(Math.round(tFetched - t0)));
       view.loadedMarker.setAttribute('data-render-ms', String(Math.round(tDone - tFetched)));
     })
     .catch((e: unknown) => {
       if ((e as Error).name === 'AbortError') return;
-      if ((e as ApiError).status === 404) mount(el, notFound(traceId, (e as ApiError).message));
+      if (fromFile && !local) mount(el, fileGone(traceId));
+      else if ((e as ApiError).status === 404) mount(el, notFound(traceId, (e as ApiError).message));
       else
         mount(
           el,
@@ -49,7 +57,7 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
   return {
     el,
     update(u: URL) {
-      if (view) view.selectFromUrl(u.searchParams.get('span'));
+      if (view) view.applyUrl(u);
       return true;
     },
     destroy() {
@@ -59,52 +67,13 @@ export function tracePage(_url: URL, match: RegExpExecArray): Page {
   };
 }
 
-function loadingSkeleton(id: string): HTMLElement {
-  return h(
-    'div',
-    { class: 'trace-loading' },
-    h('div', { class: 'card trace-header' }, h('div', { class: 'skeleton w40', style: 'height:22px' }), h('div', { class: 'skeleton w60', style: 'height:14px;margin-top:12px' })),
-    h('div', { class: 'loading' }, h('span', { class: 'spin' }), h('span', null, 'Loading trace '), h('code', null, id)),
-    h(
-      'div',
-      { class: 'card', style: 'padding:8px' },
-      Array.from({ length: 10 }, (_, i) =>
-        h('div', { class: 'skeleton-row' }, h('span', { class: 'skeleton', style: `width:${20 + (i % 4) * 5}%;margin-left:${(i % 5) * 14}px` }), h('span', { class: 'skeleton', style: `width:${15 + ((i * 7) % 30)}%;margin-left:${(i * 11) % 40}%` })),
-      ),
-    ),
-  );
-}
-
-function notFound(id: string, message: string): HTMLElement {
-  return h(
-    'div',
-    { class: 'page-pad' },
-    emptyState(
-      'Trace not found',
-      h(
-        'div',
-        { class: 'help' },
-        h('p', null, 'weft has no trace with ID ', h('code', null, id), '.'),
-        message && !/not found/i.test(message) ? h('p', { class: 'muted' }, `Server said: ${message}`) : null,
-        h('p', { class: 'muted' }, 'Check the ID (32 hex characters). A trace may also have passed the retention period, or its spans may not have arrived yet: they are searchable within a second of arriving.'),
-        h('div', { class: 'btn-row' }, h('a', { class: 'btn primary', href: '/search' }, '← Back to search'), h('button', { class: 'btn', type: 'button', onclick: () => location.reload() }, 'Retry')),
-      ),
-      'not-found',
-    ),
-  );
-}
-
-function attrValueString(kv: KeyValue): string {
-  return valueString(kv.value);
-}
-
 class TraceView {
   t: Trace;
   collapsed: Uint8Array;
   rows: Int32Array; // visible span indices
   rowOf: Int32Array; // span index -> visible row, -1 if hidden
   selected = -1;
-  cp: Uint8Array | null = null;
+  cp: CriticalPath | null = null;
   cpOn = false;
   matchSet: Uint8Array | null = null;
   matches: number[] = [];
@@ -130,14 +99,37 @@ class TraceView {
   resizeObs: ResizeObserver | null = null;
   truncated: boolean;
   truncMessage: string;
+  res: TraceResult;
+  /** the file the trace was opened from, or null when it came from weft */
+  file: string | null;
   /** Whether weft holds each linked trace looked up so far, by trace ID. */
   linkedTraces = new Map<string, boolean>();
+  /** the time window shown, ns since the trace start (the whole trace unless zoomed) */
+  v0 = 0;
+  v1 = 0;
+  ruler!: HTMLElement;
+  zoomSel!: HTMLElement;
+  mmZoom!: HTMLElement;
+  zoomBtn!: HTMLButtonElement;
+  wfWrap!: HTMLElement;
+  /** the timeline (toolbar, minimap, waterfall) and the pane the other views show in */
+  tl!: HTMLElement;
+  pane!: HTMLElement;
+  view = 'timeline';
+  tabs = new Map<string, HTMLElement>();
+  subviews = new Map<string, SubView>();
+  selfNs: Float64Array | null = null;
+  closeMenu: ((ev: MouseEvent) => void) | null = null;
+  minimapDrawnWidth = 0;
 
-  constructor(root: HTMLElement, t: Trace, truncated: boolean, message: string) {
+  constructor(root: HTMLElement, t: Trace, res: TraceResult, file: string | null) {
     this.root = root;
     this.t = t;
-    this.truncated = truncated;
-    this.truncMessage = message;
+    this.res = res;
+    this.file = file;
+    this.truncated = res.truncated;
+    this.truncMessage = res.message;
+    this.v1 = t.durationNs;
     this.collapsed = new Uint8Array(t.spans.length);
     this.rows = visibleRows(t, this.collapsed);
     this.rowOf = new Int32Array(t.spans.length);
@@ -149,87 +141,146 @@ class TraceView {
     for (let r = 0; r < this.rows.length; r++) this.rowOf[this.rows[r]] = r;
   }
 
-  mount(spanParam: string | null) {
+  mount(url: URL) {
     const rootSpan = this.t.spans[this.t.root];
     document.title = `${rootSpan.service}: ${rootSpan.name} · weft`;
-    const header = this.buildHeader();
-    const banners = this.buildBanners();
+    const header = traceHeader(this.t, this.truncated);
+    const banners = traceBanners(this.t, this.truncated, this.truncMessage, this.file);
+    const tabs = this.buildTabs();
     const toolbar = this.buildToolbar();
     this.buildMinimap();
     const { nameHead, wfWrap, body } = this.buildWaterfall();
-    mount(this.root, header, banners, toolbar, this.minimapBox, body, this.loadedMarker);
+    this.tl = h('div', { class: 'tl' }, toolbar, this.minimapBox, body);
+    this.pane = h('div', { class: 'view-pane', hidden: true });
+    mount(this.root, header, banners, tabs, this.tl, this.pane, this.loadedMarker);
     this.wireColumnResize(nameHead, wfWrap);
     this.wireEvents();
+    this.wireZoom();
 
+    const p = url.searchParams;
     this.measureIndent();
-    this.selectFromUrl(spanParam, true);
+    this.setZoom(...this.zoomFromParam(p.get('zoom')), false);
+    if (p.get('cp') === '1') this.toggleCp(false);
+    this.selectFromUrl(p.get('span'), true);
     this.syncScrollbarPad();
+    this.renderRuler();
     this.renderRows(true);
     this.drawMinimap();
+    this.showView(p.get('view') || 'timeline', p);
   }
 
-  /** The header card: title, trace ID, copy link, stats and the service legend. */
-  private buildHeader(): HTMLElement {
-    const t = this.t;
-    const rootSpan = t.spans[t.root];
-    const copyBtn = h('button', { class: 'btn', type: 'button', title: 'Copy a link to this trace' }, 'Copy link');
-    copyBtn.addEventListener('click', async () => {
-      const ok = await copyText(`${location.origin}/trace/${t.id}`);
-      toast(ok ? 'Link to this trace copied' : 'Could not copy: use the address bar');
-    });
-    const services = Array.from(t.services.entries()).sort((a, b) => b[1] - a[1]);
-    const stat = (label: string, value: string | HTMLElement, cls = '') => h('div', { class: `stat ${cls}` }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value));
+  /** Back, forward or a link changed the URL: show what it says. */
+  applyUrl(url: URL) {
+    const p = url.searchParams;
+    const [a, b] = this.zoomFromParam(p.get('zoom'));
+    if (a !== this.v0 || b !== this.v1) this.setZoom(a, b, false);
+    if ((p.get('cp') === '1') !== this.cpOn) this.toggleCp(false);
+    this.selectFromUrl(p.get('span'));
+    this.showView(p.get('view') || 'timeline', p);
+  }
+
+  /** Changes the query of the URL: replaced in place, or a new history entry with `push`. */
+  writeUrl(change: (p: URLSearchParams) => void, push = false) {
+    const p = new URLSearchParams(location.search);
+    change(p);
+    const q = p.toString();
+    const path = `/trace/${this.t.id}${q ? `?${q}` : ''}`;
+    if (push) history.pushState(null, '', path);
+    else replaceUrl(path);
+  }
+
+  // --- views ---------------------------------------------------------------------------------
+
+  /** The view tabs, and the trace's actions: compare, download. */
+  private buildTabs(): HTMLElement {
+    const defs: [string, string, string][] = [
+      ['timeline', 'Timeline', 'The spans on a time axis'],
+      ['stats', 'Statistics', 'Count, duration and self time by service, operation or attribute'],
+      ['flame', 'Flame graph', 'Spans merged by their service and operation path; width is time'],
+      ['graph', 'Service graph', 'The services of this trace and the calls between them'],
+    ];
+    const bar = h('div', { class: 'view-tabs', role: 'tablist', 'aria-label': 'Trace views' });
+    for (const [key, label, title] of defs) {
+      const tab = h('button', { class: 'view-tab', type: 'button', role: 'tab', title, 'data-testid': `view-${key}`, 'aria-selected': 'false' }, label);
+      tab.addEventListener('click', () => {
+        if (this.view === key) return;
+        this.writeUrl((p) => (key === 'timeline' ? p.delete('view') : p.set('view', key)), true);
+        this.showView(key, new URLSearchParams(location.search));
+      });
+      this.tabs.set(key, tab);
+      bar.appendChild(tab);
+    }
+    const item = (label: string, testid: string, run: () => void) => {
+      const b = h('button', { class: 'menu-item', type: 'button', 'data-testid': testid }, label);
+      b.addEventListener('click', () => {
+        menu.open = false;
+        run();
+      });
+      return b;
+    };
+    const id = this.t.id;
+    const menu = h(
+      'details',
+      { class: 'menu' },
+      h('summary', { class: 'btn', 'data-testid': 'download', title: 'Download this trace as a JSON file' }, 'Download ▾'),
+      h(
+        'div',
+        { class: 'menu-list' },
+        item('OTLP JSON', 'download-otlp', () => download(`trace-${id}.otlp.json`, toOtlpJson(this.res.data))),
+        item('Jaeger JSON', 'download-jaeger', () => download(`trace-${id}.jaeger.json`, toJaegerJson(this.t))),
+      ),
+    );
+    this.closeMenu = (ev: MouseEvent) => {
+      if (menu.open && !menu.contains(ev.target as Node)) menu.open = false;
+    };
+    document.addEventListener('click', this.closeMenu);
     return h(
-      'header',
-      { class: 'card trace-header' },
-      h(
-        'div',
-        { class: 'th-title' },
-        h('span', { class: 'swatch big', style: `background:${serviceColor(rootSpan.service)}` }),
-        h('h1', null, h('span', { class: 'svc' }, rootSpan.service), h('span', { class: 'op' }, rootSpan.name)),
-        h('code', { class: 'trace-id', title: 'Trace ID' }, t.id),
-        h('span', { class: 'spacer' }),
-        copyBtn,
-      ),
-      h(
-        'div',
-        { class: 'stats' },
-        stat('Duration', fmtDuration(t.durationNs)),
-        stat('Spans', this.truncated ? h('span', { title: 'Truncated: the trace has more spans than were returned' }, `${fmtCount(t.spans.length)}+`) : fmtCount(t.spans.length)),
-        stat('Services', String(t.services.size)),
-        stat('Depth', String(t.maxDepth + 1)),
-        stat('Errors', t.errorCount ? h('span', { class: 'badge err' }, fmtCount(t.errorCount)) : '0', t.errorCount ? 'has-err' : ''),
-        stat('Started', h('span', { title: new Date(t.startMs).toString() }, `${fmtDateTime(t.startMs)} `, h('span', { class: 'muted' }, `(${fmtAgo(t.startMs)})`))),
-      ),
-      h(
-        'div',
-        { class: 'legend' },
-        services.slice(0, 24).map(([s, n]) => h('span', { class: 'chip', title: `${n} spans` }, h('span', { class: 'swatch', style: `background:${serviceColor(s)}` }), s, h('span', { class: 'chip-n' }, fmtCount(n)))),
-        services.length > 24 ? h('span', { class: 'chip muted' }, `+${services.length - 24} more`) : null,
-      ),
+      'div',
+      { class: 'view-bar' },
+      bar,
+      h('span', { class: 'spacer' }),
+      h('a', { class: 'btn', href: `/compare?a=${id}`, 'data-testid': 'compare-link', title: 'Compare the structure of this trace with another' }, 'Compare…'),
+      menu,
     );
   }
 
-  /** Callouts above the waterfall: a truncated trace, orphan spans. */
-  private buildBanners(): HTMLElement[] {
-    const t = this.t;
-    const banners: HTMLElement[] = [];
-    if (this.truncated) {
-      banners.push(
-        h(
-          'div',
-          { class: 'callout warn', 'data-testid': 'truncated', role: 'status' },
-          h('b', null, 'This trace is truncated. '),
-          this.truncMessage || 'It is larger than the server returns in one response; only its earliest spans are shown.',
-        ),
-      );
+  /** What the views share: the trace, self times (computed once) and the URL. */
+  private host(): ViewHost {
+    return {
+      t: this.t,
+      selfNs: () => (this.selfNs ||= selfTimes(this.t)),
+      setParams: (change, push = false) => this.writeUrl(change, push),
+    };
+  }
+
+  showView(key: string, p: URLSearchParams) {
+    if (!this.tabs.has(key)) key = 'timeline';
+    const was = this.view;
+    this.view = key;
+    for (const [k, tab] of this.tabs) {
+      tab.setAttribute('aria-selected', String(k === key));
+      tab.classList.toggle('active', k === key);
     }
-    if (t.orphanCount) {
-      banners.push(
-        h('div', { class: 'callout info' }, `${fmtCount(t.orphanCount)} span${t.orphanCount === 1 ? '' : 's'} reference a parent that is not in this trace (not received yet, or dropped); they are shown at the top level.`),
-      );
+    this.tl.hidden = key !== 'timeline';
+    this.pane.hidden = key === 'timeline';
+    this.root.classList.toggle('in-view', key !== 'timeline');
+    if (key === 'timeline') {
+      // the rows and the minimap were kept while hidden; the resize observer redraws what a
+      // new width changes
+      if (was !== 'timeline') {
+        this.syncScrollbarPad();
+        this.renderRuler();
+      }
+      return;
     }
-    return banners;
+    let v = this.subviews.get(key);
+    if (!v) {
+      const make = key === 'stats' ? statsView : key === 'flame' ? flameView : traceGraphView;
+      v = make(this.host());
+      this.subviews.set(key, v);
+    }
+    if (this.pane.firstChild !== v.el) mount(this.pane, v.el);
+    v.update(p);
   }
 
   /** The toolbar: find in trace, critical path, expand and collapse. */
@@ -240,6 +291,8 @@ class TraceView {
     const prevBtn = h('button', { class: 'btn icon', type: 'button', title: 'Previous match (Shift+Enter)', 'aria-label': 'Previous match' }, '↑');
     const nextBtn = h('button', { class: 'btn icon', type: 'button', title: 'Next match (Enter)', 'aria-label': 'Next match' }, '↓');
     this.cpBtn = h('button', { class: 'btn toggle', type: 'button', 'aria-pressed': 'false', 'data-testid': 'critical-path', title: 'Highlight the critical path: the chain of spans that determined the trace duration' }, 'Critical path');
+    this.zoomBtn = h('button', { class: 'btn', type: 'button', 'data-testid': 'zoom-reset', title: 'Show the whole trace again (or double-click the ruler)', hidden: true }, 'Reset zoom');
+    this.zoomBtn.addEventListener('click', () => this.setZoom(0, this.t.durationNs));
     const expandBtn = h('button', { class: 'btn', type: 'button' }, 'Expand all');
     const collapseBtn = h('button', { class: 'btn', type: 'button', title: 'Show only the top two levels' }, 'Collapse');
     const toolbar = h(
@@ -247,6 +300,7 @@ class TraceView {
       { class: 'trace-toolbar' },
       h('div', { class: 'find-box' }, this.findInput, this.findCount, prevBtn, nextBtn),
       h('span', { class: 'spacer' }),
+      this.zoomBtn,
       this.cpBtn,
       expandBtn,
       collapseBtn,
@@ -269,7 +323,7 @@ class TraceView {
     });
     prevBtn.addEventListener('click', () => this.step(-1));
     nextBtn.addEventListener('click', () => this.step(1));
-    this.cpBtn.addEventListener('click', () => this.toggleCp());
+    this.cpBtn.addEventListener('click', () => this.toggleCp(true));
     expandBtn.addEventListener('click', () => {
       this.collapsed.fill(0);
       this.relayout();
@@ -286,31 +340,30 @@ class TraceView {
   private buildMinimap() {
     this.minimap = h('canvas', { class: 'minimap-canvas', height: 56 });
     this.minimapView = h('div', { class: 'minimap-view' });
-    this.minimapBox = h('div', { class: 'minimap', title: 'Overview: click or drag to jump', 'data-testid': 'minimap' }, this.minimap, this.minimapView);
+    this.mmZoom = h('div', { class: 'mm-zoom', hidden: true });
+    const sel = h('div', { class: 'zoom-sel', hidden: true });
+    this.minimapBox = h('div', { class: 'minimap', title: 'Overview: click or drag up and down to jump; drag sideways to zoom into a time range', 'data-testid': 'minimap' }, this.minimap, this.mmZoom, this.minimapView, sel);
     this.minimapBox.addEventListener('mousedown', (ev) => this.minimapJump(ev));
   }
 
   /** The waterfall: ruler, rows and the span panel beside them. */
   private buildWaterfall(): { nameHead: HTMLElement; wfWrap: HTMLElement; body: HTMLElement } {
     const t = this.t;
-    const ticks = [0, 0.25, 0.5, 0.75, 1];
     const nameHead = h('div', { class: 'wf-name-head' }, h('span', null, 'Service · operation'), h('span', { class: 'resize', title: 'Drag to resize' }));
     this.headerEl = h(
       'div',
       { class: 'wf-header' },
       nameHead,
-      h(
-        'div',
-        { class: 'wf-ruler' },
-        ticks.map((f) => h('span', { class: `tick ${f === 1 ? 'last' : ''}`, style: `left:${f * 100}%` }, fmtDuration(t.durationNs * f))),
-      ),
+      (this.ruler = h('div', { class: 'wf-ruler', 'data-testid': 'ruler', title: 'Drag to zoom into a time range; double-click to show the whole trace' })),
     );
+    this.zoomSel = h('div', { class: 'zoom-sel', hidden: true });
     this.canvasEl = h('div', { class: 'wf-rows', style: `height:${this.rows.length * ROW}px` });
     this.scroller = h('div', { class: 'waterfall', 'data-testid': 'waterfall', tabindex: 0, 'aria-label': 'Span waterfall' }, this.canvasEl);
     this.panel = h('aside', { class: 'span-panel', 'data-testid': 'span-panel', hidden: true });
     this.loadedMarker = h('span', { 'data-testid': 'trace-loaded', 'data-span-count': t.spans.length, hidden: true });
 
-    const wfWrap = h('div', { class: 'wf-wrap card' }, this.headerEl, this.scroller);
+    const wfWrap = h('div', { class: 'wf-wrap card' }, this.headerEl, this.scroller, this.zoomSel);
+    this.wfWrap = wfWrap;
     const body = h('div', { class: 'trace-body' }, wfWrap, this.panel);
     return { nameHead, wfWrap, body };
   }
@@ -344,9 +397,12 @@ class TraceView {
     this.panel.addEventListener('click', (ev) => this.onPanelClick(ev));
     if (typeof ResizeObserver !== 'undefined') {
       this.resizeObs = new ResizeObserver(() => {
+        if (!this.scroller.clientWidth) return; // hidden behind another view
         this.syncScrollbarPad();
         this.measureIndent();
-        this.drawMinimap();
+        this.renderRuler();
+        // the minimap keeps its drawing while the timeline is hidden: redraw on a new width only
+        if ((this.minimapBox.clientWidth || 1000) !== this.minimapDrawnWidth) this.drawMinimap();
         this.schedule(true);
       });
       this.resizeObs.observe(this.scroller);
@@ -354,6 +410,7 @@ class TraceView {
   }
 
   destroy() {
+    if (this.closeMenu) document.removeEventListener('click', this.closeMenu);
     cancelAnimationFrame(this.raf);
     this.resizeObs?.disconnect();
   }
@@ -381,9 +438,13 @@ class TraceView {
     if (this.raf) return;
     this.raf = requestAnimationFrame(() => {
       this.raf = 0;
+      const t0 = performance.now();
       this.renderRows(this.dirty);
       this.dirty = false;
       this.updateMinimapView();
+      // the script time of this frame's update, read by the tests (no selector names the
+      // attribute, so writing it invalidates no style)
+      this.scroller.setAttribute('data-frame-ms', String(Math.round((performance.now() - t0) * 100) / 100));
     });
   }
   dirty = false;
@@ -420,7 +481,8 @@ class TraceView {
     const t = this.t;
     const i = this.rows[r];
     const sp = t.spans[i];
-    const total = t.durationNs || 1;
+    const v0 = this.v0;
+    const vd = this.v1 - this.v0 || 1;
     const color = serviceColor(sp.service);
     const hasKids = !!sp.children && sp.children.length > 0;
     const collapsed = this.collapsed[i] === 1;
@@ -432,12 +494,16 @@ class TraceView {
     if (sp.error) cls += ' error';
     if (this.matchSet) cls += this.matchSet[i] ? ' match' : ' nomatch';
     if (this.matchPos >= 0 && this.matches[this.matchPos] === i) cls += ' match-current';
-    if (this.cpOn && this.cp) cls += this.cp[i] ? ' cp' : ' cp-off';
+    if (this.cpOn && this.cp) cls += this.cp.mark[i] ? ' cp' : ' cp-off';
 
-    const left = (sp.start / total) * 100;
-    const width = (sp.dur / total) * 100;
+    // the bar clipped to the time window shown
+    const end = sp.start + sp.dur;
+    const before = end < v0;
+    const after = sp.start > this.v1;
+    const left = before ? 0 : after ? 100 : (Math.max(sp.start, v0) - v0) / vd * 100;
+    const width = before || after ? 0 : (Math.min(end, this.v1) - Math.max(sp.start, v0)) / vd * 100;
     // duration label: right of the bar, else left of it, else inside it
-    const durPos = left + width <= 78 ? '' : left >= 12 ? ' left' : ' inside';
+    const durPos = after ? ' left' : left + width <= 78 ? '' : left >= 12 ? ' left' : ' inside';
 
     const name = h(
       'div',
@@ -452,14 +518,34 @@ class TraceView {
       clipped ? h('span', { class: 'depth-badge', title: `Depth ${sp.depth}: deeper than the column shows` }, `d${sp.depth}`) : null,
     );
 
-    const bar = h('div', { class: 'bar', style: `left:${left}%;width:${width}%;--c:${color}` });
-    const barCell = h('div', { class: 'r-bar' }, bar);
+    const clip = `${sp.start < v0 ? ' clip-l' : ''}${end > this.v1 ? ' clip-r' : ''}`;
+    const barCell = h('div', { class: 'r-bar' }, before || after ? null : h('div', { class: `bar${clip}`, style: `left:${left}%;width:${width}%;--c:${color}` }));
     const ev = sp.events;
-    if (ev.length) {
+    if (ev.length && !before && !after) {
       const max = Math.min(ev.length, 50);
       for (let k = 0; k < max; k++) {
         const et = relNs(t, ev[k].timeUnixNano);
-        barCell.appendChild(h('span', { class: `ev${/exception|error/i.test(ev[k].name || '') ? ' ev-err' : ''}`, style: `left:${(et / total) * 100}%`, title: `${ev[k].name || 'event'} @ ${fmtDuration(et - sp.start)}` }));
+        if (et < v0 || et > this.v1) continue;
+        barCell.appendChild(h('span', { class: `ev${/exception|error/i.test(ev[k].name || '') ? ' ev-err' : ''}`, style: `left:${((et - v0) / vd) * 100}%`, title: `${ev[k].name || 'event'} @ ${fmtDuration(et - sp.start)}` }));
+      }
+    }
+    const segs = this.cpOn && this.cp ? this.cp.bySpan.get(i) : undefined;
+    if (segs) {
+      for (const k of segs) {
+        const g = this.cp!.segs[k];
+        if (g.end < v0 || g.start > this.v1) continue;
+        const a = Math.max(g.start, v0);
+        const b = Math.min(g.end, this.v1);
+        barCell.appendChild(
+          h('span', {
+            class: 'cp-seg',
+            'data-testid': 'cp-seg',
+            'data-start-ns': g.start,
+            'data-end-ns': g.end,
+            title: `On the critical path: ${fmtDuration(g.end - g.start)} (+${fmtDuration(g.start)} to +${fmtDuration(g.end)})`,
+            style: `left:${((a - v0) / vd) * 100}%;width:${((b - a) / vd) * 100}%`,
+          }),
+        );
       }
     }
     barCell.appendChild(
@@ -471,7 +557,7 @@ class TraceView {
           'data-ns': sp.dur,
           style: durPos === '' ? `left:${left + width}%` : durPos === ' left' ? `right:${100 - left}%` : `right:${Math.max(0, 100 - left - width)}%`,
         },
-        fmtDuration(sp.dur),
+        before ? `◂ ${fmtDuration(sp.dur)}` : after ? `${fmtDuration(sp.dur)} ▸` : fmtDuration(sp.dur),
       ),
     );
 
@@ -568,6 +654,13 @@ class TraceView {
 
   onKey(ev: KeyboardEvent) {
     if ((ev.target as Element).closest('input, textarea, select')) return;
+    // + and - zoom around the middle of the window, 0 shows the whole trace (as on the graph page)
+    if ((ev.key === '+' || ev.key === '=' || ev.key === '-' || ev.key === '0') && !ev.ctrlKey && !ev.metaKey) {
+      ev.preventDefault();
+      if (ev.key === '0') this.setZoom(0, this.t.durationNs);
+      else this.zoomBy(ev.key === '-' ? 2 : 0.5, 0.5, true);
+      return;
+    }
     const cur = this.selected >= 0 ? this.rowOf[this.selected] : -1;
     let next = -2;
     if (ev.key === 'ArrowDown' || ev.key === 'j') next = Math.min(this.rows.length - 1, cur + 1);
@@ -594,8 +687,7 @@ class TraceView {
 
   select(i: number, scroll = false) {
     this.selected = i;
-    const base = `/trace/${this.t.id}`;
-    replaceUrl(i >= 0 ? `${base}?span=${this.t.spans[i].id}` : base);
+    this.writeUrl((p) => (i >= 0 ? p.set('span', this.t.spans[i].id) : p.delete('span')));
     if (i >= 0 && this.reveal(i)) scroll = true;
     if (i >= 0 && scroll) this.scrollToSpan(i);
     this.renderPanel();
@@ -612,6 +704,7 @@ class TraceView {
       return;
     }
     const i = this.t.byId.get(spanId.toLowerCase());
+    if (i !== undefined && i === this.selected && !initial) return;
     if (i === undefined) {
       toast(`Span ${spanId} is not in this trace`);
       return;
@@ -632,9 +725,10 @@ class TraceView {
 
   // --- critical path -----------------------------------------------------------------------
 
-  toggleCp() {
+  toggleCp(writeUrl: boolean) {
     this.cpOn = !this.cpOn;
     if (this.cpOn && !this.cp) this.cp = criticalPath(this.t);
+    if (writeUrl) this.writeUrl((p) => (this.cpOn ? p.set('cp', '1') : p.delete('cp')));
     this.cpBtn.setAttribute('aria-pressed', String(this.cpOn));
     this.cpBtn.classList.toggle('on', this.cpOn);
     this.root.classList.toggle('cp-mode', this.cpOn);
@@ -705,6 +799,7 @@ class TraceView {
     if (!show) return;
     const cv = this.minimap;
     const w = this.minimapBox.clientWidth || 1000;
+    this.minimapDrawnWidth = w;
     const dpr = window.devicePixelRatio || 1;
     const H = 56;
     cv.width = Math.round(w * dpr);
@@ -723,7 +818,7 @@ class TraceView {
     for (let r = 0; r < n; r++) {
       const i = this.rows[r];
       const sp = t.spans[i];
-      const hl = (this.matchSet && this.matchSet[i]) || (this.cpOn && this.cp && this.cp[i]);
+      const hl = (this.matchSet && this.matchSet[i]) || (this.cpOn && this.cp && this.cp.mark[i]);
       const c = sp.error ? '#e15759' : serviceColor(sp.service);
       const key = c + (dimOthers && !hl ? 'd' : '');
       if (key !== last) {
@@ -735,6 +830,7 @@ class TraceView {
     }
     ctx.globalAlpha = 1;
     this.updateMinimapView();
+    this.updateMinimapZoom();
   }
 
   updateMinimapView() {
@@ -747,20 +843,195 @@ class TraceView {
     this.minimapView.style.height = `${Math.min(H, hgt)}px`;
   }
 
+  /** A click or a drag up and down jumps to the rows there; a drag sideways selects a time range
+   * of the whole trace to zoom into. */
   minimapJump(ev: MouseEvent) {
+    if (ev.button !== 0) return;
     ev.preventDefault();
+    const rect = this.minimapBox.getBoundingClientRect();
+    const x0 = ev.clientX;
+    const sel = this.minimapBox.querySelector('.zoom-sel') as HTMLElement;
+    let zooming = false;
     const go = (e: MouseEvent) => {
-      const rect = this.minimapBox.getBoundingClientRect();
+      if (!zooming && Math.abs(e.clientX - x0) > 6) zooming = true;
+      if (zooming) {
+        const a = Math.max(rect.left, Math.min(x0, e.clientX));
+        const b = Math.min(rect.right, Math.max(x0, e.clientX));
+        sel.hidden = false;
+        sel.style.left = `${a - rect.left}px`;
+        sel.style.width = `${b - a}px`;
+        return;
+      }
       const f = Math.max(0, Math.min(1, (e.clientY - rect.top) / rect.height));
       this.scroller.scrollTop = f * this.rows.length * ROW - this.scroller.clientHeight / 2;
     };
     go(ev);
-    const up = () => {
+    const up = (e: MouseEvent) => {
       window.removeEventListener('mousemove', go);
       window.removeEventListener('mouseup', up);
+      sel.hidden = true;
+      if (!zooming) return;
+      const T = this.t.durationNs;
+      const f = (x: number) => Math.max(0, Math.min(1, (x - rect.left) / rect.width));
+      this.setZoom(f(Math.min(x0, e.clientX)) * T, f(Math.max(x0, e.clientX)) * T);
     };
     window.addEventListener('mousemove', go);
     window.addEventListener('mouseup', up);
+  }
+
+  /** The zoomed window on the minimap (which always shows the whole trace). */
+  updateMinimapZoom() {
+    const T = this.t.durationNs || 1;
+    const full = this.v0 <= 0 && this.v1 >= this.t.durationNs;
+    this.mmZoom.hidden = full;
+    if (full) return;
+    this.mmZoom.style.left = `${(this.v0 / T) * 100}%`;
+    this.mmZoom.style.width = `${((this.v1 - this.v0) / T) * 100}%`;
+  }
+
+  // --- time zoom ---------------------------------------------------------------------------
+
+  /** `zoom=<from>-<to>` in ms since the trace start, else the whole trace. */
+  zoomFromParam(z: string | null): [number, number] {
+    const m = z ? /^(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$/.exec(z) : null;
+    if (!m) return [0, this.t.durationNs];
+    return [Math.round(Number(m[1]) * 1e6), Math.round(Number(m[2]) * 1e6)];
+  }
+
+  /** Shows the time window [a, b] (ns since the trace start) in the waterfall. */
+  setZoom(a: number, b: number, writeUrl = true, push = true) {
+    const T = this.t.durationNs;
+    // whole nanoseconds, as the URL keeps them
+    a = Math.round(Math.max(0, Math.min(a, T)));
+    b = Math.round(Math.max(a, Math.min(b, T)));
+    // never narrower than a microsecond (or the whole trace, if shorter)
+    const minW = Math.min(T, 1e3);
+    if (b - a < minW) {
+      const mid = (a + b) / 2;
+      a = Math.max(0, Math.min(T - minW, mid - minW / 2));
+      b = a + minW;
+    }
+    const full = a <= 0 && b >= T;
+    this.v0 = full ? 0 : a;
+    this.v1 = full ? T : b;
+    const ms = (x: number) => String(Math.round(x) / 1e6);
+    if (writeUrl) this.writeUrl((p) => (full ? p.delete('zoom') : p.set('zoom', `${ms(this.v0)}-${ms(this.v1)}`)), push);
+    this.zoomBtn.hidden = full;
+    this.scroller.setAttribute('data-view-start-ns', String(this.v0));
+    this.scroller.setAttribute('data-view-end-ns', String(this.v1));
+    if (!this.ruler.isConnected) return;
+    const t0 = performance.now();
+    if (writeUrl) this.scrollIntoWindow();
+    this.renderRuler();
+    this.renderRows(true);
+    this.updateMinimapZoom();
+    this.scroller.setAttribute('data-zoom-ms', String(Math.round((performance.now() - t0) * 10) / 10));
+  }
+
+  /** When no row on screen has a span in the time window, scrolls to the first row that has. */
+  scrollIntoWindow() {
+    const spans = this.t.spans;
+    const inWindow = (r: number) => {
+      const sp = spans[this.rows[r]];
+      return sp.start <= this.v1 && sp.start + sp.dur >= this.v0;
+    };
+    const first = Math.floor(this.scroller.scrollTop / ROW);
+    const last = Math.min(this.rows.length - 1, first + Math.ceil((this.scroller.clientHeight || 600) / ROW));
+    for (let r = first; r <= last; r++) if (inWindow(r)) return;
+    for (let r = 0; r < this.rows.length; r++) {
+      if (inWindow(r)) {
+        this.scroller.scrollTop = Math.max(0, r * ROW - ROW);
+        return;
+      }
+    }
+  }
+
+  /** Dragging across the ruler zooms into that range; a double-click shows the whole trace. */
+  /** Scales the window by `factor` around the point at fraction `at` of it. */
+  zoomBy(factor: number, at: number, push: boolean) {
+    const w = this.v1 - this.v0;
+    const c = this.v0 + at * w;
+    const nw = Math.min(this.t.durationNs, w * factor);
+    let a = c - at * nw;
+    a = Math.max(0, Math.min(a, this.t.durationNs - nw));
+    this.setZoom(a, a + nw, true, push);
+  }
+
+  private wireZoom() {
+    this.ruler.addEventListener('dblclick', () => this.setZoom(0, this.t.durationNs));
+    // Ctrl/⌘ + wheel over the ruler or the bars zooms around the pointer; Shift + wheel pans a
+    // zoomed window. The URL follows without a history entry per wheel step.
+    const onWheel = (ev: WheelEvent) => {
+      const bars = (ev.target as Element).closest('.r-bar, .wf-ruler');
+      if (!bars || !(ev.ctrlKey || ev.metaKey || ev.shiftKey)) return;
+      const rect = this.ruler.getBoundingClientRect();
+      const at = Math.max(0, Math.min(1, (ev.clientX - rect.left) / rect.width));
+      const delta = ev.deltaY || ev.deltaX;
+      if (!delta) return;
+      ev.preventDefault();
+      if (ev.shiftKey && !ev.ctrlKey && !ev.metaKey) {
+        const w = this.v1 - this.v0;
+        if (w >= this.t.durationNs) return;
+        const a = Math.max(0, Math.min(this.t.durationNs - w, this.v0 + (Math.sign(delta) * w) / 10));
+        this.setZoom(a, a + w, true, false);
+      } else this.zoomBy(delta > 0 ? 1.25 : 0.8, at, false);
+    };
+    this.headerEl.addEventListener('wheel', onWheel, { passive: false });
+    this.scroller.addEventListener('wheel', onWheel, { passive: false });
+    this.ruler.addEventListener('mousedown', (ev) => {
+      if (ev.button !== 0) return;
+      ev.preventDefault();
+      const rect = this.ruler.getBoundingClientRect();
+      const wrap = this.wfWrap.getBoundingClientRect();
+      const clampX = (x: number) => Math.max(rect.left, Math.min(rect.right, x));
+      const x0 = clampX(ev.clientX);
+      const move = (e: MouseEvent) => {
+        const x = clampX(e.clientX);
+        this.zoomSel.hidden = Math.abs(x - x0) < 3;
+        this.zoomSel.style.left = `${Math.min(x, x0) - wrap.left}px`;
+        this.zoomSel.style.width = `${Math.abs(x - x0)}px`;
+      };
+      const up = (e: MouseEvent) => {
+        window.removeEventListener('mousemove', move);
+        window.removeEventListener('mouseup', up);
+        this.zoomSel.hidden = true;
+        const x = clampX(e.clientX);
+        if (Math.abs(x - x0) < 3) return;
+        const vd = this.v1 - this.v0;
+        const at = (px: number) => this.v0 + ((px - rect.left) / rect.width) * vd;
+        this.setZoom(at(Math.min(x, x0)), at(Math.max(x, x0)));
+      };
+      window.addEventListener('mousemove', move);
+      window.addEventListener('mouseup', up);
+    });
+  }
+
+  /** Ticks at round durations, as many as fit the ruler's width; a label that would run into the
+   * previous one is left out (the tick line stays). The rows' grid lines follow the ticks. */
+  renderRuler() {
+    const W = this.ruler.clientWidth;
+    if (!W) return;
+    const v0 = this.v0;
+    const vd = this.v1 - v0 || 1;
+    const ticks = niceTicks(v0, this.v1, Math.max(2, Math.floor(W / 70))).filter((v) => v >= v0 - vd * 1e-9 && v <= this.v1 + vd * 1e-9);
+    const els = ticks.map((v) =>
+      h('span', { class: 'tick', style: `left:${((v - v0) / vd) * 100}%`, 'data-ns': Math.round(v) }, h('span', { class: 'tick-label', 'data-testid': 'ruler-label' }, v === 0 ? '0' : fmtDuration(v))),
+    );
+    mount(this.ruler, els);
+    // the ruler's right margin (56 px) leaves room for the last label
+    let prevRight = -Infinity;
+    for (const e of els) {
+      const label = e.firstElementChild as HTMLElement;
+      const l = e.offsetLeft;
+      const r = l + e.offsetWidth;
+      if (l < prevRight + 8 || r > W + 54) label.remove();
+      else prevRight = r;
+    }
+    if (ticks.length > 1) {
+      const step = ticks[1] - ticks[0];
+      this.canvasEl.style.setProperty('--grid-w', `${(step / vd) * W}px`);
+      this.canvasEl.style.setProperty('--grid-x', `${((ticks[0] - v0) / vd) * W}px`);
+    }
   }
 
   // --- detail panel ------------------------------------------------------------------------
@@ -773,108 +1044,7 @@ class TraceView {
       this.panel.textContent = '';
       return;
     }
-    const t = this.t;
-    const sp = t.spans[i];
-    const color = serviceColor(sp.service);
-    const field = (k: string, v: string | HTMLElement) => h('div', { class: 'kv', 'data-testid': 'span-field', 'data-key': k }, h('div', { class: 'k' }, k), h('div', { class: 'v' }, v));
-    const attrRows = (kvs: KeyValue[], testid = 'attr') =>
-      kvs.length
-        ? h(
-            'div',
-            { class: 'kvs' },
-            kvs
-              .slice()
-              .sort((a, b) => a.key.localeCompare(b.key))
-              .map((kv) => {
-                const v = attrValueString(kv);
-                return h('div', { class: 'kv', 'data-testid': testid, 'data-key': kv.key, 'data-value': v }, h('div', { class: 'k', title: kv.key }, kv.key), h('div', { class: `v${kv.value?.stringValue === undefined ? ' typed' : ''}` }, v));
-              }),
-          )
-        : h('p', { class: 'muted small' }, 'none');
-    const section = (title: string, count: number | null, ...content: (HTMLElement | null)[]) =>
-      h('section', { class: 'panel-section' }, h('h3', null, title, count !== null ? h('span', { class: 'count' }, String(count)) : null), ...content);
-
-    const parent = sp.parent >= 0 ? t.spans[sp.parent] : null;
-    const statusEl = h(
-      'span',
-      null,
-      h('span', { class: `badge ${sp.statusCode === 2 ? 'err' : sp.statusCode === 1 ? 'ok' : ''}` }, STATUS_NAMES[sp.statusCode] ?? String(sp.statusCode)),
-      sp.statusMessage ? h('span', { class: 'status-msg' }, ` ${sp.statusMessage}`) : null,
-    );
-
-    const events = sp.events.map((e) => {
-      const off = relNs(t, e.timeUnixNano) - sp.start;
-      return h(
-        'div',
-        { class: 'event' },
-        h('div', { class: 'event-head' }, h('span', { class: `ev-dot${/exception|error/i.test(e.name || '') ? ' ev-err' : ''}` }), h('b', null, e.name || '(unnamed)'), h('span', { class: 'muted' }, ` +${fmtDuration(off)}`)),
-        e.attributes && e.attributes.length ? attrRows(e.attributes, 'event-attr') : null,
-      );
-    });
-    // A link is clickable once weft is known to hold the linked trace.
-    const links = sp.links.map((l) => {
-      const tid = (l.traceId || '').toLowerCase();
-      const sid = (l.spanId || '').toLowerCase();
-      const ids = () => [h('span', { class: 'mono' }, tid), sid ? h('span', { class: 'mono muted' }, ` · ${sid}`) : null];
-      const anchor = () =>
-        h('a', { href: `/trace/${tid}${sid ? `?span=${sid}` : ''}`, 'data-testid': 'span-link', 'data-trace-id': tid }, ...ids(), tid === t.id ? ' (this trace)' : ' →');
-      const target = h('span', { class: 'link-target' });
-      const show = (exists: boolean | null) =>
-        mount(
-          target,
-          exists === false
-            ? h('span', { 'data-testid': 'span-link-missing', 'data-trace-id': tid, title: 'weft stores no trace with this ID (not sampled, not sent here, or past retention)' }, ...ids(), h('span', { class: 'muted' }, ' not stored'))
-            : anchor(),
-        );
-      const known = tid === t.id ? true : this.linkedTraces.get(tid);
-      if (known !== undefined) show(known);
-      else {
-        mount(target, h('span', { class: 'muted', 'data-testid': 'span-link-checking' }, ...ids(), ' …'));
-        void traceExists(tid).then((exists) => {
-          if (exists !== null) this.linkedTraces.set(tid, exists);
-          show(exists);
-        });
-      }
-      return h('div', { class: 'link' }, target, l.attributes && l.attributes.length ? attrRows(l.attributes, 'link-attr') : null);
-    });
-
-    const copySpan = h('button', { class: 'btn small', type: 'button', 'data-act': 'copy-span' }, 'Copy link to span');
-    const scope = sp.scope;
-    mount(
-      this.panel,
-      h(
-        'div',
-        { class: 'panel-head', style: `--c:${color}` },
-        h('div', { class: 'panel-title' }, h('span', { class: 'swatch', style: `background:${color}` }), h('span', { class: 'svc' }, sp.service), sp.error ? h('span', { class: 'badge err' }, 'error') : null, h('span', { class: 'spacer' }), h('button', { class: 'btn icon close', type: 'button', 'data-act': 'close', title: 'Close (Esc)', 'aria-label': 'Close' }, '×')),
-        h('h2', { class: 'panel-name' }, sp.name || '(no name)'),
-        h('div', { class: 'panel-actions' }, copySpan, parent ? h('button', { class: 'btn small', type: 'button', 'data-act': 'parent' }, 'Go to parent') : null),
-      ),
-      h(
-        'div',
-        { class: 'panel-body' },
-        h(
-          'div',
-          { class: 'kvs overview' },
-          field('Duration', fmtDuration(sp.dur)),
-          field('Start', h('span', null, `+${fmtDuration(sp.start)} `, h('span', { class: 'muted' }, fmtDateTime(sp.startMs)))),
-          field('Kind', KIND_NAMES[sp.kind] ?? String(sp.kind)),
-          field('Status', statusEl),
-          field('Span ID', h('code', null, sp.id)),
-          field('Parent ID', sp.parentId ? h('code', null, sp.parentId, sp.orphan ? h('span', { class: 'muted' }, ' (missing)') : null) : h('span', { class: 'muted' }, 'root')),
-          field('Children', fmtCount(sp.children?.length ?? 0)),
-        ),
-        section('Span attributes', sp.attrs.length, attrRows(sp.attrs)),
-        sp.events.length ? section('Events', sp.events.length, ...events) : null,
-        sp.links.length ? section('Links', sp.links.length, ...links) : null,
-        section('Resource', (t.resources[sp.resource] || []).length, attrRows(t.resources[sp.resource] || [])),
-        section(
-          'Instrumentation scope',
-          null,
-          h('div', { class: 'kvs' }, field('Name', scope?.name || '–'), field('Version', scope?.version || '–')),
-          scope?.attributes && scope.attributes.length ? attrRows(scope.attributes, 'scope-attr') : null,
-        ),
-      ),
-    );
+    renderSpanPanel(this.panel, this.t, i, this.linkedTraces);
     this.panel.hidden = false;
   }
 
