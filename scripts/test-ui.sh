@@ -21,5 +21,8 @@ if [[ ! -f "$stamp" ]] || ! cmp -s package-lock.json "$stamp"; then
     cp package-lock.json "$stamp"
 fi
 [[ "$prepare" == 1 ]] && exit 0
-if [[ $# == 0 ]]; then set -- *.test.mjs; fi
+# Every test file unless some are named (options such as --test-name-pattern may be given).
+files=0
+for a in "$@"; do [[ "$a" == *.mjs ]] && files=1; done
+[[ "$files" == 1 ]] || set -- "$@" *.test.mjs
 node --test --test-concurrency=1 "$@"
