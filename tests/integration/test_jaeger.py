@@ -732,3 +732,68 @@ def test_children_of_a_zipkin_shared_span_hang_under_the_server_as_in_jaeger(rea
     server = next(s for s in all_spans if s.name == "post /orders" and s.kind == 2)
     insert = next(s for s in all_spans if s.name == "insert")
     assert insert.parent_span_id == server.span_id != bytes.fromhex("a2fb4a1d1a96d312")
+
+
+def test_jaeger_monitor_tab_metrics_from_spans(weft):
+    """Jaeger's SPM API (`/api/metrics/{calls,errors,latencies}`), which Jaeger UI's Monitor tab
+    calls: rates, error rates and latency quantiles per service and operation, computed from the
+    spans, equal to the counts sent and to weft's own TraceQL metrics for the same window."""
+    from otlpdata import make_request, make_span, new_trace_id
+    from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+    end_ms = time.time_ns() // 1_000_000
+    at = lambda i: (end_ms - 50_000 + i * 1000) * 1_000_000  # in the last minute before end_ms
+    spans = []
+    for i in range(20):
+        spans.append(make_span(new_trace_id(), name="GET /a", kind=2, start=at(i), end=at(i) + (i + 1) * 1_000_000,
+                               status=Status(code=2) if i % 4 == 0 else None))
+    for i in range(10):
+        spans.append(make_span(new_trace_id(), name="GET /b", kind=2, start=at(i), end=at(i) + 5_000_000))
+    for i in range(7):  # client spans: not counted under the default span kind (server)
+        spans.append(make_span(new_trace_id(), name="SELECT", kind=3, start=at(i), end=at(i) + 1_000_000))
+    weft.send(make_request(spans, service="web"))
+    wait_for(lambda: requests.get(weft.api + "/api/search", params={"q": '{ resource.service.name = "web" }',
+                                                                    "limit": 100, "start": end_ms // 1000 - 120,
+                                                                    "end": end_ms // 1000 + 60}, timeout=10)
+             .json().get("traces", []).__len__() == 37, 15, "the spans stored")
+
+    def spm(figure, **params):
+        r = requests.get(f"{weft.jaeger}/api/metrics/{figure}", timeout=30, params={
+            "service": "web", "endTs": end_ms, "lookback": 0, "step": 5000, "ratePer": 60000, **params})
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+        return r.json()
+
+    calls = spm("calls")
+    assert (calls["name"], calls["type"]) == ("service_call_rate", "GAUGE"), calls
+    [m] = calls["metrics"]
+    assert m["labels"] == [{"name": "service_name", "value": "web"}]
+    [point] = m["metricPoints"]
+    assert abs(point["gaugeValue"]["doubleValue"] - 30 / 60) < 1e-9, point
+    assert point["timestamp"].endswith("Z") and point["timestamp"].startswith(time.strftime("%Y-", time.gmtime()))
+    by_op = spm("calls", groupByOperation="true")
+    assert by_op["name"] == "service_operation_call_rate", by_op
+    rates = {next(l["value"] for l in m["labels"] if l["name"] == "operation"): m["metricPoints"][0]["gaugeValue"]["doubleValue"]
+             for m in by_op["metrics"]}
+    assert rates.keys() == {"GET /a", "GET /b"} and abs(rates["GET /a"] - 20 / 60) < 1e-9 and abs(rates["GET /b"] - 10 / 60) < 1e-9, rates
+    client = spm("calls", spanKind="client")
+    assert abs(client["metrics"][0]["metricPoints"][0]["gaugeValue"]["doubleValue"] - 7 / 60) < 1e-9, client
+    errors = spm("errors")
+    assert errors["name"] == "service_error_rate"
+    assert abs(errors["metrics"][0]["metricPoints"][0]["gaugeValue"]["doubleValue"] - 5 / 30) < 1e-9, errors
+    # A quantile over the last step, in ms, as weft's own TraceQL metrics compute it.
+    lat = spm("latencies", quantile="0.5", step=60000, groupByOperation="true")
+    assert lat["name"] == "service_operation_latencies"
+    got = {next(l["value"] for l in m["labels"] if l["name"] == "operation"): m["metricPoints"][0]["gaugeValue"]["doubleValue"]
+           for m in lat["metrics"]}
+    own = requests.get(weft.api + "/api/metrics/query_range", timeout=30, params={
+        "q": '{ resource.service.name = "web" && kind = server } | quantile_over_time(duration, 0.5) by (name)',
+        "start": str((end_ms - 60_000) * 1_000_000), "end": str(end_ms * 1_000_000), "step": "60s"}).json()
+    want = {s["labels"][0]["value"]["stringValue"]: s["samples"][0]["value"] * 1000 for s in own["series"]}
+    assert got.keys() == want.keys() == {"GET /a", "GET /b"}, (got, want)
+    assert all(abs(got[k] - want[k]) < 1e-6 for k in got), (got, want)
+    assert 5 <= got["GET /a"] <= 20 and 4 <= got["GET /b"] <= 6, got
+    # Jaeger's errors for what it cannot read.
+    for figure, params, words in (("calls", {"service": ""}, "service"), ("latencies", {}, "quantile"),
+                                  ("calls", {"spanKind": "sideways"}, "spanKind")):
+        r = requests.get(f"{weft.jaeger}/api/metrics/{figure}", params={"service": "web", **params}, timeout=10)
+        assert r.status_code == 400 and words in r.json()["errors"][0]["msg"], (figure, r.text)

@@ -5,6 +5,7 @@
 pub mod query;
 pub mod query_v3;
 pub mod receiver;
+pub mod spm;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -62,6 +63,9 @@ impl JaegerOptions {
             .route("/api/traces", get(query::traces))
             .route("/api/traces/{id}", get(query::trace))
             .route("/api/dependencies", get(query::dependencies))
+            .route("/api/metrics/calls", get(spm::calls))
+            .route("/api/metrics/errors", get(spm::errors))
+            .route("/api/metrics/latencies", get(spm::latencies))
             .route("/api/v3/services", get(query_v3::v3_services))
             .route("/api/v3/operations", get(query_v3::v3_operations))
             .route("/api/v3/traces", get(query_v3::v3_find))
