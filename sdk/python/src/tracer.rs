@@ -292,21 +292,28 @@ impl Provider {
     /// Exports every span queued now; returns whether that finished within `timeout` seconds.
     /// The GIL is released while waiting.
     fn force_flush(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        crate::logbridge::drain(py);
         let p = self.inner()?.provider.clone();
         let t = duration(timeout)?;
-        Ok(py.allow_threads(move || p.force_flush(t).is_ok()))
+        let ok = py.allow_threads(move || p.force_flush(t).is_ok());
+        crate::logbridge::drain(py);
+        Ok(ok)
     }
 
     /// Stops the pipeline after exporting what is queued (within `timeout` seconds); returns
     /// whether it finished in time. The GIL is released while waiting.
     fn shutdown(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        crate::logbridge::drain(py);
         let p = self.inner()?.provider.clone();
         let t = duration(timeout)?;
-        Ok(py.allow_threads(move || p.shutdown(t).is_ok()))
+        let ok = py.allow_threads(move || p.shutdown(t).is_ok());
+        crate::logbridge::drain(py);
+        Ok(ok)
     }
 
     /// The pipeline's counters (exported, dropped by reason, batches).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::logbridge::drain(py);
         let s = self.inner()?.provider.stats();
         let d = PyDict::new(py);
         d.set_item("exported", s.exported)?;
@@ -539,6 +546,22 @@ impl Tracer {
         let parent = parent_of(py, g, context)?;
         let attrs = convert::attributes(py, attributes)?;
         let links = links(py, links_arg)?;
+        self.start_with_parent(py, name, parent, kind, attrs, links, start_time)
+    }
+
+    /// Starts a span under `parent` (already resolved): sampling, IDs, record.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_with_parent(
+        &self,
+        py: Python<'_>,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        parent: Option<FullSpanContext>,
+        kind: SpanKind,
+        attrs: Vec<opentelemetry::KeyValue>,
+        links: Vec<Link>,
+        start_time: Option<u64>,
+    ) -> PyResult<(FullSpanContext, weft_sdk::Span)> {
+        crate::logbridge::drain(py);
         let provider = self.provider.bind(py).try_borrow()?;
         let tracer = &provider.inner()?.tracers[self.scope];
         let span = tracer.start_with_options(name, kind, parent.as_ref(), attrs, links, start_time);
