@@ -36,6 +36,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<wsgi::WsgiResponse>()?;
     m.add_function(wrap_pyfunction!(wsgi::record_server_exception, m)?)?;
     m.add_function(wrap_pyfunction!(logbridge::flush_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(tracer::prepare_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(tracer::after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(globals::init, m)?)?;
     m.add_function(wrap_pyfunction!(tracer::new_trace_id, m)?)?;
     m.add_function(wrap_pyfunction!(tracer::new_span_id, m)?)?;

@@ -670,3 +670,15 @@ pub(crate) fn new_span_id() -> u64 {
 pub(crate) fn reseed_after_fork() {
     weft_sdk::id::reseed_thread();
 }
+
+/// Takes `sdk/rust`'s pipeline-registry lock before `os.fork()` (`os.register_at_fork`).
+#[pyfunction]
+pub(crate) fn prepare_fork() {
+    weft_sdk::export::prepare_fork();
+}
+
+/// Releases it after `os.fork()`, in the parent and in the child.
+#[pyfunction]
+pub(crate) fn after_fork() {
+    weft_sdk::export::after_fork();
+}

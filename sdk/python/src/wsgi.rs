@@ -108,6 +108,15 @@ fn get_str<'py>(environ: &Bound<'py, PyDict>, key: &Py<PyString>) -> Option<Boun
     v.downcast_into::<PyString>().ok()
 }
 
+/// A port: a str of digits (PEP 3333) or an int (werkzeug's `REMOTE_PORT`).
+fn get_port(environ: &Bound<'_, PyDict>, key: &Py<PyString>) -> Option<i64> {
+    let v = environ.get_item(key.bind(environ.py())).ok()??;
+    match v.downcast::<PyString>() {
+        Ok(s) => s.to_str().ok()?.parse().ok(),
+        Err(_) => v.extract().ok(),
+    }
+}
+
 fn string_attr(attrs: &mut Vec<KeyValue>, key: &'static str, v: &str) {
     attrs.push(KeyValue::new(key, Value::String(v.to_owned().into())));
 }
@@ -202,10 +211,8 @@ impl WsgiMiddleware {
         {
             string_attr(attrs, "server.address", h);
         }
-        if port.is_none()
-            && let Some(p) = get_str(environ, &k.server_port)
-        {
-            port = p.to_str().ok().and_then(|p| p.parse().ok());
+        if port.is_none() {
+            port = get_port(environ, &k.server_port);
         }
         if let Some(p) = port {
             attrs.push(KeyValue::new("server.port", p));
@@ -233,9 +240,7 @@ impl WsgiMiddleware {
         {
             string_attr(attrs, "client.address", a);
         }
-        if let Some(p) = get_str(environ, &k.remote_port)
-            && let Some(p) = p.to_str().ok().and_then(|p| p.parse::<i64>().ok())
-        {
+        if let Some(p) = get_port(environ, &k.remote_port) {
             attrs.push(KeyValue::new("client.port", p));
         }
         if let Some(ua) = get_str(environ, &k.user_agent)

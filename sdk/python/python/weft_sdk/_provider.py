@@ -155,14 +155,19 @@ _PROVIDERS: "weakref.WeakSet[TracerProvider]" = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     # The child has one thread (this one). Every provider gets a fresh queue, export thread and
-    # sampler; the ID generator of this thread is reseeded even without a provider.
+    # sampler; the ID generator of this thread is reseeded even without a provider. The
+    # registry lock taken before the fork is released first: building a pipeline takes it.
+    _native.after_fork()
     _native.reseed_after_fork()
     for p in list(_PROVIDERS):
         p._after_fork_child()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # `before`: no thread of the native core may hold its pipeline registry's lock at the
+    # instant of the fork (the child would find it locked forever), so the forking thread holds
+    # it across the fork and both processes release it after.
+    os.register_at_fork(before=_native.prepare_fork, after_in_parent=_native.after_fork, after_in_child=_after_fork_in_child)
 
 
 def _shutdown_all() -> None:
