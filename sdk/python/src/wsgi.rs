@@ -377,7 +377,7 @@ pub struct WsgiResponse {
     method: &'static str,
     iterable: Option<PyObject>,
     /// `iter(iterable)`, once iteration starts.
-    iter: Option<PyObject>,
+    iter: Option<Py<pyo3::types::PyIterator>>,
 }
 
 impl WsgiResponse {
@@ -444,7 +444,7 @@ impl WsgiResponse {
                     Some(it) => it.bind(py).try_iter()?,
                     None => return Err(pyo3::exceptions::PyRuntimeError::new_err("the response is not ready")),
                 };
-                r.iter = Some(it.into_any().unbind());
+                r.iter = Some(it.unbind());
             }
         }
         Ok(slf)
@@ -454,8 +454,7 @@ impl WsgiResponse {
         let Some(it) = &self.iter else {
             return Err(pyo3::exceptions::PyTypeError::new_err("iter() the response first"));
         };
-        let it = it.bind(py).downcast::<pyo3::types::PyIterator>()?.clone();
-        match it.next() {
+        match it.bind(py).clone().next() {
             Some(r) => r.map(|v| Some(v.unbind())),
             None => Ok(None),
         }
