@@ -101,6 +101,11 @@ fn build(cfg: &Config) -> PyResult<Inner> {
     })
 }
 
+/// `(CA file, client certificate file, client key file, insecure)`.
+type TlsSpec = (Option<String>, Option<String>, Option<String>, bool);
+/// `("otlp", protocol, endpoint, headers, compression, timeout_ms, tls)`.
+type OtlpSpec = (String, String, String, Vec<(String, String)>, String, u64, TlsSpec);
+
 fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
     let Some(spec) = spec.filter(|s| !s.is_none()) else {
         return Ok(ExporterSpec::Otlp(OtlpConfig::from_env()));
@@ -113,14 +118,7 @@ fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
         "noop" => ExporterSpec::Noop,
         "otlp_env" => ExporterSpec::Otlp(OtlpConfig::from_env()),
         "otlp" => {
-            let (_, protocol, endpoint, headers, compression, timeout_ms): (
-                String,
-                String,
-                String,
-                Vec<(String, String)>,
-                String,
-                u64,
-            ) = t.extract()?;
+            let (_, protocol, endpoint, headers, compression, timeout_ms, tls): OtlpSpec = t.extract()?;
             let mut c = match protocol.as_str() {
                 "grpc" => OtlpConfig::grpc(endpoint),
                 "http/protobuf" => OtlpConfig::http(endpoint),
@@ -141,6 +139,12 @@ fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
                 }
             };
             c.timeout = Duration::from_millis(timeout_ms);
+            c.tls = weft_sdk::tls::TlsConfig {
+                ca_file: tls.0.map(Into::into),
+                client_cert_file: tls.1.map(Into::into),
+                client_key_file: tls.2.map(Into::into),
+                insecure: tls.3,
+            };
             ExporterSpec::Otlp(c)
         }
         other => {
@@ -169,7 +173,8 @@ impl Provider {
 #[pymethods]
 impl Provider {
     /// `resource`: a list of `(key, value)`; `sampler`: a spec tuple from `weft_sdk.sampling`;
-    /// `exporter`: `("otlp", protocol, endpoint, headers, compression, timeout_ms)`,
+    /// `exporter`: `("otlp", protocol, endpoint, headers, compression, timeout_ms, (ca_file,
+    /// client_cert_file, client_key_file, insecure))`,
     /// `("otlp_env",)`, `("memory",)`, `("none",)` or `None` (OTLP from the environment);
     /// `limits`/`batch`: dicts, or `None` for the `OTEL_SPAN_*`/`OTEL_BSP_*` variables.
     #[new]

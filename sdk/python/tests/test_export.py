@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent import futures
-from typing import List
+from typing import List, Optional
 
 import grpc
 import pytest
@@ -163,7 +163,9 @@ def test_flush_and_shutdown_release_the_gil(receiver: Receiver) -> None:
 
 
 class GrpcReceiver:
-    def __init__(self) -> None:
+    """An OTLP gRPC server on 127.0.0.1 (TLS with `credentials`)."""
+
+    def __init__(self, credentials: Optional[grpc.ServerCredentials] = None) -> None:
         self.requests: List[ExportTraceServiceRequest] = []
         self.metadata: List[dict] = []
         outer = self
@@ -185,7 +187,10 @@ class GrpcReceiver:
         )
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if credentials is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            self.port = self.server.add_secure_port("127.0.0.1:0", credentials)
         self.server.start()
 
     def spans(self) -> list:
