@@ -117,10 +117,16 @@ impl Propagator {
         if headers.is_empty() {
             return Ok((None, false));
         }
+        Ok(self.extract_headers(headers))
+    }
+
+    /// Extracts from header pairs (names lowercase): the remote parent, and whether there was
+    /// baggage.
+    pub(crate) fn extract_headers(&self, headers: Vec<(String, String)>) -> (Option<FullSpanContext>, bool) {
         let h = HeaderVec(headers);
         let mut cx = PropagatedContext::default();
         self.inner.extract(&h, &mut cx);
-        Ok((cx.span, !cx.baggage.entries().is_empty()))
+        (cx.span, !cx.baggage.entries().is_empty())
     }
 }
 

@@ -69,10 +69,9 @@ struct Resolved {
     native: Option<Py<Propagator>>,
 }
 
-/// The middleware around one WSGI application.
-#[pyclass(module = "weft_sdk._native", name = "WsgiMiddleware", subclass, frozen)]
-pub struct WsgiMiddleware {
-    app: PyObject,
+/// What a server instrumentation (WSGI or ASGI) resolves per request: the tracer and the
+/// propagator.
+pub(crate) struct ServerCore {
     /// The weft tracer, once `resolve_tracer` found one.
     tracer: Mutex<Option<Py<Tracer>>>,
     /// `() -> Tracer | None`: the weft tracer of the configured provider.
@@ -83,16 +82,84 @@ pub struct WsgiMiddleware {
     get_textmap: PyObject,
     /// `(textmap) -> _native.Propagator | None`: the native equivalent of a textmap, if any.
     resolve_propagator: PyObject,
-    /// `(textmap, environ) -> Context`: the general extract, through the textmap's Python code.
-    extract_context: PyObject,
+    /// `(textmap, carrier) -> Context`: the general extract, through the textmap's Python code.
+    pub(crate) extract_context: PyObject,
     resolved: Mutex<Option<Resolved>>,
+}
+
+impl ServerCore {
+    pub(crate) fn new(
+        py: Python<'_>,
+        resolve_tracer: PyObject,
+        fixed: Option<PyObject>,
+        get_textmap: PyObject,
+        resolve_propagator: PyObject,
+        extract_context: PyObject,
+    ) -> Self {
+        ServerCore {
+            tracer: Mutex::new(None),
+            resolve_tracer,
+            fixed: fixed.filter(|f| !f.is_none(py)),
+            get_textmap,
+            resolve_propagator,
+            extract_context,
+            resolved: Mutex::new(None),
+        }
+    }
+
+    /// The weft tracer, or `None` while the configured provider is not a weft provider.
+    pub(crate) fn tracer(&self, py: Python<'_>) -> PyResult<Option<Py<Tracer>>> {
+        if let Some(t) = self.tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Ok(Some(t.clone_ref(py)));
+        }
+        let t = self.resolve_tracer.bind(py).call0()?;
+        if t.is_none() {
+            return Ok(None);
+        }
+        let t = t.downcast_into::<Tracer>()?.unbind();
+        *self.tracer.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone_ref(py));
+        Ok(Some(t))
+    }
+
+    /// The propagator for this request, and its native equivalent when there is one.
+    pub(crate) fn propagator<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Option<Py<Propagator>>)> {
+        let textmap = match &self.fixed {
+            Some(p) => p.bind(py).clone(),
+            None => self.get_textmap.bind(py).call0()?,
+        };
+        let mut r = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        let native = match r.as_ref() {
+            Some(r) if r.textmap.is(&textmap) => r.native.as_ref().map(|n| n.clone_ref(py)),
+            _ => {
+                let n = self.resolve_propagator.bind(py).call1((&textmap,))?;
+                let n = if n.is_none() {
+                    None
+                } else {
+                    Some(n.downcast_into::<Propagator>()?.unbind())
+                };
+                *r = Some(Resolved {
+                    textmap: textmap.clone().unbind(),
+                    native: n.as_ref().map(|n| n.clone_ref(py)),
+                });
+                n
+            }
+        };
+        Ok((textmap, native))
+    }
+}
+
+/// The middleware around one WSGI application.
+#[pyclass(module = "weft_sdk._native", name = "WsgiMiddleware", subclass, frozen)]
+pub struct WsgiMiddleware {
+    app: PyObject,
+    core: ServerCore,
     /// Read the route from Flask's request (`environ["werkzeug.request"].url_rule.rule`).
     flask: bool,
     keys: Keys,
 }
 
 /// `GET`, … or `_OTHER`; the span name (`HTTP` for `_OTHER`); and the original when it differs.
-fn method(raw: &str) -> (&'static str, &'static str, Option<String>) {
+pub(crate) fn method(raw: &str) -> (&'static str, &'static str, Option<String>) {
     let trimmed = raw.trim();
     for m in METHODS {
         if trimmed.eq_ignore_ascii_case(m) {
@@ -117,12 +184,12 @@ fn get_port(environ: &Bound<'_, PyDict>, key: &Py<PyString>) -> Option<i64> {
     }
 }
 
-fn string_attr(attrs: &mut Vec<KeyValue>, key: &'static str, v: &str) {
+pub(crate) fn string_attr(attrs: &mut Vec<KeyValue>, key: &'static str, v: &str) {
     attrs.push(KeyValue::new(key, Value::String(v.to_owned().into())));
 }
 
 /// `host[:port]` (or `[v6]:port`) split into host and port.
-fn split_host(h: &str) -> (&str, Option<i64>) {
+pub(crate) fn split_host(h: &str) -> (&str, Option<i64>) {
     if let Some(rest) = h.strip_prefix('[') {
         if let Some(end) = rest.find(']') {
             let port = rest[end + 1..].strip_prefix(':').and_then(|p| p.parse().ok());
@@ -137,19 +204,6 @@ fn split_host(h: &str) -> (&str, Option<i64>) {
 }
 
 impl WsgiMiddleware {
-    fn tracer(&self, py: Python<'_>) -> PyResult<Option<Py<Tracer>>> {
-        if let Some(t) = self.tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            return Ok(Some(t.clone_ref(py)));
-        }
-        let t = self.resolve_tracer.bind(py).call0()?;
-        if t.is_none() {
-            return Ok(None);
-        }
-        let t = t.downcast_into::<Tracer>()?.unbind();
-        *self.tracer.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone_ref(py));
-        Ok(Some(t))
-    }
-
     /// The parent span and, when the propagator is not native or the request carries baggage,
     /// the extracted context to run the application in.
     fn extract<'py>(
@@ -157,36 +211,14 @@ impl WsgiMiddleware {
         py: Python<'py>,
         environ: &Bound<'py, PyDict>,
     ) -> PyResult<(Option<FullSpanContext>, Option<Bound<'py, PyAny>>)> {
-        let textmap = match &self.fixed {
-            Some(p) => p.bind(py).clone(),
-            None => self.get_textmap.bind(py).call0()?,
-        };
-        let native = {
-            let mut r = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
-            match r.as_ref() {
-                Some(r) if r.textmap.is(&textmap) => r.native.as_ref().map(|n| n.clone_ref(py)),
-                _ => {
-                    let n = self.resolve_propagator.bind(py).call1((&textmap,))?;
-                    let n = if n.is_none() {
-                        None
-                    } else {
-                        Some(n.downcast_into::<Propagator>()?.unbind())
-                    };
-                    *r = Some(Resolved {
-                        textmap: textmap.clone().unbind(),
-                        native: n.as_ref().map(|n| n.clone_ref(py)),
-                    });
-                    n
-                }
-            }
-        };
+        let (textmap, native) = self.core.propagator(py)?;
         if let Some(n) = native {
             let (span, baggage) = n.get().extract_environ(environ)?;
             if !baggage {
                 return Ok((span, None));
             }
         }
-        let cx = self.extract_context.bind(py).call1((&textmap, environ))?;
+        let cx = self.core.extract_context.bind(py).call1((&textmap, environ))?;
         let parent = crate::tracer::parent_of(py, globals::get(py)?, Some(&cx))?;
         Ok((parent, Some(cx)))
     }
@@ -282,13 +314,14 @@ impl WsgiMiddleware {
     ) -> Self {
         WsgiMiddleware {
             app,
-            tracer: Mutex::new(None),
-            resolve_tracer,
-            fixed: fixed.filter(|f| !f.is_none(py)),
-            get_textmap,
-            resolve_propagator,
-            extract_context,
-            resolved: Mutex::new(None),
+            core: ServerCore::new(
+                py,
+                resolve_tracer,
+                fixed,
+                get_textmap,
+                resolve_propagator,
+                extract_context,
+            ),
             flask,
             keys: Keys::new(py),
         }
@@ -308,7 +341,7 @@ impl WsgiMiddleware {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let this = slf.get();
-        let Some(tracer) = this.tracer(py)? else {
+        let Some(tracer) = this.core.tracer(py)? else {
             return this.app.bind(py).call1((environ, start_response));
         };
         let g = globals::get(py)?;

@@ -43,7 +43,7 @@ _trace.Span.register(_native.Span)
 _trace.Tracer.register(_native.Tracer)
 
 from ._provider import InMemoryExporter, NoopExporter, OTLPExporter, SpanLimits, TracerProvider  # noqa: E402
-from . import propagators, sampling, wsgi  # noqa: E402
+from . import asgi, propagators, sampling, wsgi  # noqa: E402
 
 Span = _native.Span
 Tracer = _native.Tracer
@@ -60,6 +60,7 @@ __all__ = [
     "propagators",
     "sampling",
     "wsgi",
+    "asgi",
     "new_trace_id",
     "new_span_id",
 ]
