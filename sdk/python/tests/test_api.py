@@ -302,7 +302,7 @@ def test_otlp_exporter_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%3Db,x=y")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")
     spec = weft_sdk.OTLPExporter()._spec()
-    assert spec == ("otlp", "http/protobuf", "http://collector:4318/v1/traces", [("api-key", "a=b"), ("x", "y")], "gzip", 2500)
+    assert spec == ("otlp", "http/protobuf", "http://collector:4318/v1/traces", [("api-key", "a=b"), ("x", "y")], "gzip", 2500, (None, None, None, False))
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "none")
     spec = weft_sdk.OTLPExporter()._spec()
