@@ -8,9 +8,10 @@
 #                                 built from source with maturin (debug profile) and installed
 #                                 into the venv
 #   scripts/sdk-python.sh test    pytest: API, spec/vectors, Hypothesis properties, OTLP HTTP/gRPC
-#                                 interop (decoded with opentelemetry-proto), fork/threads/asyncio,
-#                                 Flask + requests under the official instrumentation, the W3C
-#                                 service; with WEFT_BIN set (make test sets it to the debug build)
+#                                 interop (decoded with opentelemetry-proto), TLS export,
+#                                 fork/threads/asyncio, warnings through logging, Flask + requests
+#                                 under the official instrumentation and under weft_sdk.wsgi,
+#                                 Starlette under weft_sdk.asgi, the W3C service; with WEFT_BIN set (make test sets it to the debug build)
 #                                 the end-to-end tests export to that binary, otherwise they are
 #                                 reported as skipped
 #   scripts/sdk-python.sh bench   pyperf beside the OpenTelemetry Python SDK on a release build

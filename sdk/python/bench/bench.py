@@ -95,11 +95,13 @@ def threaded(op: Callable[[], Any], threads: int) -> Callable[[int], float]:
     return run
 
 
-def flask_app(provider: Any) -> Callable[[], Any]:
+def flask_app(provider: Any, middleware: bool = False) -> Callable[[], Any]:
+    """One request through the test client; instrumented by the official Flask instrumentation
+    with `provider`, or (`middleware`) by weft's own `weft_sdk.wsgi.instrument_flask`."""
     from flask import Flask
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
 
-    app = Flask(f"bench-{id(provider)}")
+    app = Flask(f"bench-{id(provider)}-{middleware}")
 
     @app.route("/orders/<int:n>")
     def orders(n: int) -> Dict[str, Any]:
@@ -107,13 +109,16 @@ def flask_app(provider: Any) -> Callable[[], Any]:
         total = sum(i * i for i in range(200))
         return {"order": n, "total": total}
 
-    if provider is not None:
+    if middleware:
+        weft_sdk.wsgi.instrument_flask(app, tracer_provider=provider)
+    elif provider is not None:
         FlaskInstrumentor().instrument_app(app, tracer_provider=provider)
     client = app.test_client()
 
     def request() -> None:
         r = client.get("/orders/7")
         assert r.status_code == 200
+        r.close()  # what a server does: closing the response ends weft's server span
 
     return request
 
@@ -155,6 +160,8 @@ def benchmarks() -> Dict[str, Callable[[int], float]]:
         out[f"{sdk}/export_queue_1_thread"] = threaded(lambda on=on: on.start_span("op").end(), 1)
         out[f"{sdk}/export_queue_4_threads"] = threaded(lambda on=on: on.start_span("op").end(), 4)
         out[f"{sdk}/flask_request"] = loop(flask_app(sampled_p))
+        if sdk == "weft":
+            out["weftmw/flask_request"] = loop(flask_app(sampled_p, middleware=True))
     out["none/flask_request"] = loop(flask_app(None))
     # The official instrumentation with the API's no-op provider: the floor any SDK starts from.
     out["noop/flask_request"] = loop(flask_app(trace.NoOpTracerProvider()))

@@ -41,12 +41,18 @@ def main() -> None:
         fa = lambda a: "" if a is None else f"{max(a, 0):,.0f}"  # noqa: E731
         print(f"| {name} | {w:,.0f} | {o:,.0f} | {w / o:.3f} (1/{o / w:.1f}) | {fa(wa)} | {fa(oa)} |")
     none, weft, otel = ns.get("none/flask_request"), ns.get("weft/flask_request"), ns.get("otel/flask_request")
-    noop = ns.get("noop/flask_request")
+    noop, mw = ns.get("noop/flask_request"), ns.get("weftmw/flask_request")
     if none and weft and otel:
         print()
         print("| Flask app (test client, one instrumented request) | µs/request | requests/s | throughput vs uninstrumented |")
         print("|---|---:|---:|---:|")
-        rows = [("no tracing", none), ("instrumented, API no-op provider", noop), ("instrumented, weft_sdk", weft), ("instrumented, OpenTelemetry SDK", otel)]
+        rows = [
+            ("no tracing", none),
+            ("weft_sdk.wsgi middleware (weft's own instrumentation)", mw),
+            ("official instrumentation, API no-op provider", noop),
+            ("official instrumentation, weft_sdk", weft),
+            ("official instrumentation, OpenTelemetry SDK", otel),
+        ]
         for label, v in rows:
             if v is None:
                 continue

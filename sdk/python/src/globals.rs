@@ -28,6 +28,8 @@ pub(crate) struct Globals {
     pub(crate) decorate: Py<PyAny>,
     /// `weft_sdk._api.warn(message)`: a rate-limited warning through `logging`.
     pub(crate) warn: Py<PyAny>,
+    /// `weft_sdk._api.log_native(message)`: a warning of `sdk/rust`, already rate-limited.
+    pub(crate) log: Py<PyAny>,
     /// `opentelemetry.trace.SpanKind`.
     pub(crate) span_kind: Py<PyAny>,
     /// `opentelemetry.context.Context`.
@@ -76,11 +78,13 @@ pub(crate) fn init(py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResu
         exception_attributes: get("exception_attributes")?,
         decorate: get("decorate")?,
         warn: get("warn")?,
+        log: get("log")?,
         span_kind: get("span_kind")?,
         context_cls: get("context_cls")?,
     };
     // A second import (e.g. importlib.reload) keeps the first set: same objects.
     let _ = GLOBALS.set(py, g);
+    crate::logbridge::install();
     Ok(())
 }
 

@@ -8,15 +8,21 @@
 //! - [`span`]: the span handle (`weft_sdk._native.Span`), the only Python object a span creates.
 //! - [`tracer`]: `Provider` (pipeline, sampler, scopes; rebuilt in a forked child) and `Tracer`.
 //! - [`propagate`]: the propagators of `spec/propagation.md` over header lists.
+//! - [`wsgi`]: weft's WSGI server instrumentation (`weft_sdk.wsgi`).
+//! - [`asgi`]: the native half of its ASGI instrumentation (`weft_sdk.asgi`).
+//! - [`logbridge`]: `sdk/rust`'s warnings through Python `logging`.
 //! - [`testing`]: thin entry points into the core for the shared vectors in `spec/vectors/`.
 
+mod asgi;
 mod convert;
 mod globals;
+mod logbridge;
 mod propagate;
 mod sampler;
 mod span;
 mod testing;
 mod tracer;
+mod wsgi;
 
 use pyo3::prelude::*;
 
@@ -28,6 +34,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tracer::Tracer>()?;
     m.add_class::<propagate::Propagator>()?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<wsgi::WsgiMiddleware>()?;
+    m.add_class::<asgi::AsgiServer>()?;
+    m.add_class::<asgi::AsgiRequest>()?;
+    m.add_class::<wsgi::WsgiResponse>()?;
+    m.add_function(wrap_pyfunction!(wsgi::record_server_exception, m)?)?;
+    m.add_function(wrap_pyfunction!(logbridge::flush_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(tracer::prepare_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(tracer::after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(globals::init, m)?)?;
     m.add_function(wrap_pyfunction!(tracer::new_trace_id, m)?)?;
     m.add_function(wrap_pyfunction!(tracer::new_span_id, m)?)?;

@@ -21,6 +21,8 @@ pub struct Propagator {
     /// Header names `extract_dict` reads (lowercase), and name prefixes (Jaeger `uberctx-`).
     extract_fields: Vec<Py<PyString>>,
     prefixes: Vec<String>,
+    /// The WSGI environ keys of `extract_fields` (`HTTP_TRACEPARENT`, …) and their header names.
+    environ_fields: Vec<(Py<PyString>, String)>,
 }
 
 /// Adds the value(s) of one carrier entry: a str, or a list/tuple of str (as the OTel
@@ -84,8 +86,58 @@ impl Propagator {
     }
 }
 
+impl Propagator {
+    /// Extracts from a WSGI environ (headers as `HTTP_*` keys) in one pass, without Python
+    /// calls: the remote parent, and whether the request carried baggage (which only the
+    /// Python path puts into the context).
+    pub(crate) fn extract_environ(&self, environ: &Bound<'_, PyDict>) -> PyResult<(Option<FullSpanContext>, bool)> {
+        let py = environ.py();
+        let mut headers = Vec::new();
+        for (key, name) in &self.environ_fields {
+            if let Some(v) = environ.get_item(key.bind(py))? {
+                push_values(name, &v, &mut headers);
+            }
+        }
+        if !self.prefixes.is_empty() {
+            for (k, v) in environ.iter() {
+                let Some(k) = k.downcast::<PyString>().ok().and_then(|k| k.to_str().ok()) else {
+                    continue;
+                };
+                let Some(h) = k.strip_prefix("HTTP_") else { continue };
+                let h = h.to_ascii_lowercase().replace('_', "-");
+                if self
+                    .prefixes
+                    .iter()
+                    .any(|p| h.len() > p.len() && h.starts_with(p.as_str()))
+                {
+                    push_values(&h, &v, &mut headers);
+                }
+            }
+        }
+        if headers.is_empty() {
+            return Ok((None, false));
+        }
+        Ok(self.extract_headers(headers))
+    }
+
+    /// Extracts from header pairs (names lowercase): the remote parent, and whether there was
+    /// baggage.
+    pub(crate) fn extract_headers(&self, headers: Vec<(String, String)>) -> (Option<FullSpanContext>, bool) {
+        let h = HeaderVec(headers);
+        let mut cx = PropagatedContext::default();
+        self.inner.extract(&h, &mut cx);
+        (cx.span, !cx.baggage.entries().is_empty())
+    }
+}
+
 #[pymethods]
 impl Propagator {
+    /// `extract_environ` for tests: the remote span (or `None`) and whether baggage was found.
+    fn extract_wsgi_environ(&self, environ: &Bound<'_, PyDict>) -> PyResult<(Option<Span>, bool)> {
+        let (span, bag) = self.extract_environ(environ)?;
+        Ok((span.map(Span::remote), bag))
+    }
+
     /// `names`: `tracecontext`, `baggage`, `b3` (single-header inject), `b3multi`, `xray`,
     /// `jaeger`, `none`, in order; a later valid context wins on extract.
     /// `extract_fields`/`prefixes`: the header names and name prefixes the formats read, for
@@ -107,6 +159,13 @@ impl Propagator {
                 .map(|f| PyString::intern(py, &f.to_ascii_lowercase()).unbind())
                 .collect(),
             prefixes: prefixes.iter().map(|p| p.to_ascii_lowercase()).collect(),
+            environ_fields: extract_fields
+                .iter()
+                .map(|f| {
+                    let key = format!("HTTP_{}", f.to_ascii_uppercase().replace('-', "_"));
+                    (PyString::intern(py, &key).unbind(), f.to_ascii_lowercase())
+                })
+                .collect(),
         })
     }
 

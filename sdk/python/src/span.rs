@@ -22,6 +22,10 @@ pub(crate) const SET_STATUS_ON_EXCEPTION: u8 = 2;
 pub(crate) const END_ON_EXIT: u8 = 4;
 /// Make the span current on enter (`start_as_current_span`).
 pub(crate) const CURRENT: u8 = 8;
+/// The server span of `weft_sdk.wsgi` (an exception from Flask's signal is recorded on it).
+pub(crate) const SERVER_MIDDLEWARE: u8 = 16;
+/// The server span's exception is recorded (recorded once, status and `error.type` kept).
+pub(crate) const EXCEPTION_RECORDED: u8 = 32;
 
 /// What `start_as_current_span` was called with: the span starts on `__enter__`, so that the
 /// same call also works as a decorator (a new span per call of the decorated function).
@@ -112,6 +116,41 @@ impl Span {
             self.inner = Some(inner);
         }
         Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn is_recording_now(&self) -> bool {
+        self.inner.as_ref().is_some_and(|s| s.is_recording())
+    }
+
+    pub(crate) fn set_attribute_now(&mut self, kv: opentelemetry::KeyValue) {
+        if let Some(s) = self.recording() {
+            s.set_attribute(kv);
+        }
+    }
+
+    pub(crate) fn set_status_now(&mut self, status: Status) {
+        if let Some(s) = self.recording() {
+            s.set_status(status);
+        }
+    }
+
+    pub(crate) fn update_name_now(&mut self, name: String) {
+        if let Some(s) = self.recording() {
+            s.update_name(name);
+        }
+    }
+
+    pub(crate) fn end_now(&mut self) {
+        self.do_end(None);
+    }
+
+    pub(crate) fn record_exception_now(&mut self, py: Python<'_>, exception: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.record_exception_inner(py, exception, None, None, true)
+    }
+
+    pub(crate) fn error_status_now(&mut self, exception: &Bound<'_, PyAny>) {
+        self.error_status(exception);
     }
 
     #[inline]

@@ -6,6 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::InstrumentationScope;
+use opentelemetry::trace::SpanKind;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_json::Value;
@@ -346,6 +347,60 @@ fn encode_request<'py>(py: Python<'py>, input_json: &str) -> PyResult<Bound<'py,
     Ok(PyBytes::new(py, &buf))
 }
 
+static HAMMER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static HAMMERS: std::sync::Mutex<Vec<std::thread::JoinHandle<u64>>> = std::sync::Mutex::new(Vec::new());
+
+/// Starts `threads` Rust threads (no GIL) that alternate spans between two pipelines, so every
+/// span start and end takes `sdk/rust`'s pipeline-registry lock (its first-use path), and one
+/// more that holds that lock for `hold_us` microseconds at a time, half the time (a slow
+/// first use), so that a fork at any instant is likely to find it held.
+#[pyfunction]
+fn start_registry_hammer(threads: usize, hold_us: u64) {
+    use opentelemetry::trace::TracerProvider as _;
+    HAMMER_STOP.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut hs = HAMMERS.lock().unwrap_or_else(|p| p.into_inner());
+    if hold_us > 0 {
+        hs.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !HAMMER_STOP.load(std::sync::atomic::Ordering::Relaxed) {
+                weft_sdk::export::prepare_fork();
+                std::thread::sleep(Duration::from_micros(hold_us));
+                weft_sdk::export::after_fork();
+                std::thread::sleep(Duration::from_micros(hold_us));
+                n += 1;
+            }
+            n
+        }));
+    }
+    for _ in 0..threads {
+        hs.push(std::thread::spawn(|| {
+            let a = weft_sdk::TracerProvider::builder()
+                .with_exporter(weft_sdk::export::NoopExporter)
+                .build();
+            let b = weft_sdk::TracerProvider::builder()
+                .with_exporter(weft_sdk::export::NoopExporter)
+                .build();
+            let (ta, tb) = (a.tracer("hammer-a"), b.tracer("hammer-b"));
+            let mut n = 0u64;
+            while !HAMMER_STOP.load(std::sync::atomic::Ordering::Relaxed) {
+                for t in [&ta, &tb] {
+                    drop(t.start_with_options("x", SpanKind::Internal, None, Vec::new(), Vec::new(), None));
+                    n += 1;
+                }
+            }
+            n
+        }));
+    }
+}
+
+/// Stops the threads of `start_registry_hammer`; returns how many spans they made.
+#[pyfunction]
+fn stop_registry_hammer(py: Python<'_>) -> u64 {
+    HAMMER_STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    let hs = std::mem::take(&mut *HAMMERS.lock().unwrap_or_else(|p| p.into_inner()));
+    py.allow_threads(|| hs.into_iter().map(|h| h.join().unwrap_or(0)).sum())
+}
+
 pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "testing")?;
     m.add_function(wrap_pyfunction!(hex_encode, &m)?)?;
@@ -367,6 +422,9 @@ pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_request, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::propagate::remote_span, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::propagate::span_extras, &m)?)?;
+    m.add_function(wrap_pyfunction!(crate::logbridge::warn_from_native_thread, &m)?)?;
+    m.add_function(wrap_pyfunction!(start_registry_hammer, &m)?)?;
+    m.add_function(wrap_pyfunction!(stop_registry_hammer, &m)?)?;
     parent.add_submodule(&m)?;
     Ok(())
 }

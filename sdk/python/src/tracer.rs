@@ -101,6 +101,11 @@ fn build(cfg: &Config) -> PyResult<Inner> {
     })
 }
 
+/// `(CA file, client certificate file, client key file, insecure)`.
+type TlsSpec = (Option<String>, Option<String>, Option<String>, bool);
+/// `("otlp", protocol, endpoint, headers, compression, timeout_ms, tls)`.
+type OtlpSpec = (String, String, String, Vec<(String, String)>, String, u64, TlsSpec);
+
 fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
     let Some(spec) = spec.filter(|s| !s.is_none()) else {
         return Ok(ExporterSpec::Otlp(OtlpConfig::from_env()));
@@ -113,14 +118,7 @@ fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
         "noop" => ExporterSpec::Noop,
         "otlp_env" => ExporterSpec::Otlp(OtlpConfig::from_env()),
         "otlp" => {
-            let (_, protocol, endpoint, headers, compression, timeout_ms): (
-                String,
-                String,
-                String,
-                Vec<(String, String)>,
-                String,
-                u64,
-            ) = t.extract()?;
+            let (_, protocol, endpoint, headers, compression, timeout_ms, tls): OtlpSpec = t.extract()?;
             let mut c = match protocol.as_str() {
                 "grpc" => OtlpConfig::grpc(endpoint),
                 "http/protobuf" => OtlpConfig::http(endpoint),
@@ -141,6 +139,12 @@ fn exporter_spec(spec: Option<&Bound<'_, PyAny>>) -> PyResult<ExporterSpec> {
                 }
             };
             c.timeout = Duration::from_millis(timeout_ms);
+            c.tls = weft_sdk::tls::TlsConfig {
+                ca_file: tls.0.map(Into::into),
+                client_cert_file: tls.1.map(Into::into),
+                client_key_file: tls.2.map(Into::into),
+                insecure: tls.3,
+            };
             ExporterSpec::Otlp(c)
         }
         other => {
@@ -169,7 +173,8 @@ impl Provider {
 #[pymethods]
 impl Provider {
     /// `resource`: a list of `(key, value)`; `sampler`: a spec tuple from `weft_sdk.sampling`;
-    /// `exporter`: `("otlp", protocol, endpoint, headers, compression, timeout_ms)`,
+    /// `exporter`: `("otlp", protocol, endpoint, headers, compression, timeout_ms, (ca_file,
+    /// client_cert_file, client_key_file, insecure))`,
     /// `("otlp_env",)`, `("memory",)`, `("none",)` or `None` (OTLP from the environment);
     /// `limits`/`batch`: dicts, or `None` for the `OTEL_SPAN_*`/`OTEL_BSP_*` variables.
     #[new]
@@ -292,21 +297,28 @@ impl Provider {
     /// Exports every span queued now; returns whether that finished within `timeout` seconds.
     /// The GIL is released while waiting.
     fn force_flush(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        crate::logbridge::drain(py);
         let p = self.inner()?.provider.clone();
         let t = duration(timeout)?;
-        Ok(py.allow_threads(move || p.force_flush(t).is_ok()))
+        let ok = py.allow_threads(move || p.force_flush(t).is_ok());
+        crate::logbridge::drain(py);
+        Ok(ok)
     }
 
     /// Stops the pipeline after exporting what is queued (within `timeout` seconds); returns
     /// whether it finished in time. The GIL is released while waiting.
     fn shutdown(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        crate::logbridge::drain(py);
         let p = self.inner()?.provider.clone();
         let t = duration(timeout)?;
-        Ok(py.allow_threads(move || p.shutdown(t).is_ok()))
+        let ok = py.allow_threads(move || p.shutdown(t).is_ok());
+        crate::logbridge::drain(py);
+        Ok(ok)
     }
 
     /// The pipeline's counters (exported, dropped by reason, batches).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::logbridge::drain(py);
         let s = self.inner()?.provider.stats();
         let d = PyDict::new(py);
         d.set_item("exported", s.exported)?;
@@ -539,6 +551,22 @@ impl Tracer {
         let parent = parent_of(py, g, context)?;
         let attrs = convert::attributes(py, attributes)?;
         let links = links(py, links_arg)?;
+        self.start_with_parent(py, name, parent, kind, attrs, links, start_time)
+    }
+
+    /// Starts a span under `parent` (already resolved): sampling, IDs, record.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_with_parent(
+        &self,
+        py: Python<'_>,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        parent: Option<FullSpanContext>,
+        kind: SpanKind,
+        attrs: Vec<opentelemetry::KeyValue>,
+        links: Vec<Link>,
+        start_time: Option<u64>,
+    ) -> PyResult<(FullSpanContext, weft_sdk::Span)> {
+        crate::logbridge::drain(py);
         let provider = self.provider.bind(py).try_borrow()?;
         let tracer = &provider.inner()?.tracers[self.scope];
         let span = tracer.start_with_options(name, kind, parent.as_ref(), attrs, links, start_time);
@@ -646,4 +674,16 @@ pub(crate) fn new_span_id() -> u64 {
 #[pyfunction]
 pub(crate) fn reseed_after_fork() {
     weft_sdk::id::reseed_thread();
+}
+
+/// Takes `sdk/rust`'s pipeline-registry lock before `os.fork()` (`os.register_at_fork`).
+#[pyfunction]
+pub(crate) fn prepare_fork() {
+    weft_sdk::export::prepare_fork();
+}
+
+/// Releases it after `os.fork()`, in the parent and in the child.
+#[pyfunction]
+pub(crate) fn after_fork() {
+    weft_sdk::export::after_fork();
 }

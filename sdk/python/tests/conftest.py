@@ -7,6 +7,7 @@ import gzip
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -177,7 +178,7 @@ class Receiver:
     """An OTLP/HTTP receiver on 127.0.0.1 that keeps every request body (gunzipped) and answers
     from a script of (status, headers) replies, then 200."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.bodies: List[bytes] = []
         self.requests: List[Tuple[float, dict]] = []
         self.script: List[Tuple[int, dict]] = []
@@ -206,12 +207,16 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.scheme = "http"
+        if ssl_context is not None:
+            self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}/v1/traces"
 
     def spans(self) -> list:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest

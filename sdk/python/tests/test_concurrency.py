@@ -155,3 +155,41 @@ def test_fork_while_other_threads_end_spans(provider: weft_sdk.TracerProvider) -
         for t in threads:
             t.join()
     _ = sys
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() only exists on POSIX")
+def test_fork_while_native_threads_take_the_registry_lock(provider: weft_sdk.TracerProvider) -> None:
+    """Regression: a fork at the instant another thread held sdk/rust's pipeline-registry lock
+    left it locked in the child, whose first pipeline then hung. Rust threads (no GIL) switch
+    pipelines on every span, so the lock is nearly always held while the parent forks 20 times;
+    each child must build its pipeline and export. One more thread holds the lock for 2 ms at
+    a time, half the time (a slow first use), so that a fork without the fix would find it held
+    (checked: without the `before` hook, a child hangs within a few forks)."""
+    import time
+
+    tracer = provider.get_tracer("t")
+    weft_sdk._native.testing.start_registry_hammer(2, 2000)
+    try:
+        time.sleep(0.05)
+        for _ in range(20):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - child
+                try:
+                    tracer.start_span("in-child").end()
+                    os._exit(0 if provider.force_flush(5_000) else 3)
+                except BaseException:
+                    os._exit(2)
+            deadline = time.monotonic() + 10
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    pytest.fail("the forked child hung on the pipeline registry lock (10 s)")
+                time.sleep(0.01)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    finally:
+        spans = weft_sdk._native.testing.stop_registry_hammer()
+    assert spans > 0

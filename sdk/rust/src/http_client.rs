@@ -1,6 +1,7 @@
 //! A minimal HTTP/1.1 and HTTP/2 (prior knowledge, `h2c`) client over hyper, used by the OTLP
-//! exporters and the Jaeger remote sampler. Plain `http://` only; one cached connection per
-//! client, re-established after any error.
+//! exporters and the Jaeger remote sampler. `http://`, and `https://` with the `tls` feature
+//! (rustls; ALPN `h2` or `http/1.1`); one cached connection per client, re-established after
+//! any error.
 
 use std::fmt;
 use std::time::Duration;
@@ -51,19 +52,31 @@ pub struct FullResponse {
     pub trailers: Option<http::HeaderMap>,
 }
 
-/// Parses and checks an `http://host[:port][/path]` endpoint.
+/// Parses and checks an `http://` or `https://host[:port][/path]` endpoint.
 pub fn parse_endpoint(url: &str) -> Result<Uri, TransportError> {
     let uri: Uri = url
         .parse()
         .map_err(|e| TransportError::BadEndpoint(format!("{url:?}: {e}")))?;
     match uri.scheme_str() {
         Some("http") => {}
+        #[cfg(feature = "tls")]
+        Some("https") => {}
+        #[cfg(not(feature = "tls"))]
+        Some("https") => {
+            return Err(TransportError::BadEndpoint(format!(
+                "{url:?}: https needs weft-sdk's tls feature"
+            )));
+        }
         Some(other) => {
             return Err(TransportError::BadEndpoint(format!(
                 "{url:?}: scheme {other} is not supported"
             )));
         }
-        None => return Err(TransportError::BadEndpoint(format!("{url:?}: missing http:// scheme"))),
+        None => {
+            return Err(TransportError::BadEndpoint(format!(
+                "{url:?}: missing http:// or https:// scheme"
+            )));
+        }
     }
     if uri.host().is_none() {
         return Err(TransportError::BadEndpoint(format!("{url:?}: missing host")));
@@ -81,6 +94,12 @@ pub struct Client {
     authority: String,
     http2: bool,
     conn: Option<Conn>,
+    /// For `https://`: the TLS configuration and the server name to verify.
+    #[cfg(feature = "tls")]
+    tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
 }
 
 impl fmt::Debug for Client {
@@ -93,15 +112,35 @@ impl fmt::Debug for Client {
 }
 
 impl Client {
-    /// Returns a client for the authority of `uri`, speaking HTTP/2 if `http2`.
+    /// Returns a client for the authority of `uri`, speaking HTTP/2 if `http2`. An `https://`
+    /// URI needs [`Client::with_tls`].
     pub fn new(uri: &Uri, http2: bool) -> Self {
         let host = uri.host().unwrap_or("localhost");
-        let port = uri.port_u16().unwrap_or(80);
+        let default_port = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+        let port = uri.port_u16().unwrap_or(default_port);
         Client {
             authority: format!("{host}:{port}"),
             http2,
             conn: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
+    }
+
+    /// Returns a client that speaks TLS with `config` to the host of `uri`.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(
+        uri: &Uri,
+        http2: bool,
+        config: std::sync::Arc<rustls::ClientConfig>,
+    ) -> Result<Self, TransportError> {
+        let host = uri.host().unwrap_or("localhost");
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| TransportError::BadEndpoint(format!("{host:?} is not a TLS server name: {e}")))?;
+        let mut c = Client::new(uri, http2);
+        c.tls = Some((config, name));
+        Ok(c)
     }
 
     async fn connect(&mut self) -> Result<(), TransportError> {
@@ -109,7 +148,21 @@ impl Client {
             .await
             .map_err(TransportError::Connect)?;
         let _ = tcp.set_nodelay(true);
-        let io = TokioIo::new(tcp);
+        #[cfg(feature = "tls")]
+        if let Some((config, name)) = &self.tls {
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name.clone(), tcp)
+                .await
+                .map_err(|e| TransportError::Protocol(format!("TLS handshake failed: {e}")))?;
+            return self.handshake(TokioIo::new(tls)).await;
+        }
+        self.handshake(TokioIo::new(tcp)).await
+    }
+
+    async fn handshake<I>(&mut self, io: I) -> Result<(), TransportError>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
         if self.http2 {
             let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
                 .await

@@ -27,6 +27,8 @@ pub mod propagation;
 pub mod resource;
 pub mod sampling;
 pub mod time;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod trace;
 pub mod tracestate;
 

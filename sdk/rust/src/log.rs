@@ -1,5 +1,6 @@
-//! Internal diagnostics: one line per message on stderr, lowercase, no trailing period, and
-//! rate-limited where a message can repeat on every batch or span.
+//! Internal diagnostics: one line per message on stderr (or to the sink an embedding SDK sets
+//! with [`set_sink`]), lowercase, no trailing period, and rate-limited where a message can repeat
+//! on every batch or span.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +13,22 @@ fn epoch() -> Instant {
     *START.get_or_init(Instant::now)
 }
 
-/// Writes a warning line (`weft-sdk: warn: …`).
+static SINK: OnceLock<fn(&str)> = OnceLock::new();
+
+/// Sends every later warning to `sink` instead of stderr (`WEFT_SDK_QUIET` then no longer
+/// applies). The first call wins; returns whether this one did. The sink runs on the thread
+/// that warns, the export thread included, so it must not block or take locks another thread
+/// may hold (the Python SDK queues the message and logs it from a later call into the SDK).
+pub fn set_sink(sink: fn(&str)) -> bool {
+    SINK.set(sink).is_ok()
+}
+
+/// Writes a warning line (`weft-sdk: warn: …`), or hands it to the sink.
 pub fn warn(args: fmt::Arguments<'_>) {
+    if let Some(sink) = SINK.get() {
+        sink(&args.to_string());
+        return;
+    }
     if std::env::var_os("WEFT_SDK_QUIET").is_none() {
         eprintln!("weft-sdk: warn: {args}");
     }

@@ -33,6 +33,7 @@ _native.init(
     exception_attributes=_api.exception_attributes,
     decorate=_api.decorate,
     warn=_api.warn,
+    log=_api.log_native,
     span_kind=_trace.SpanKind,
     context_cls=_context.Context,
 )
@@ -42,7 +43,7 @@ _trace.Span.register(_native.Span)
 _trace.Tracer.register(_native.Tracer)
 
 from ._provider import InMemoryExporter, NoopExporter, OTLPExporter, SpanLimits, TracerProvider  # noqa: E402
-from . import propagators, sampling  # noqa: E402
+from . import asgi, propagators, sampling, wsgi  # noqa: E402
 
 Span = _native.Span
 Tracer = _native.Tracer
@@ -58,6 +59,8 @@ __all__ = [
     "SpanLimits",
     "propagators",
     "sampling",
+    "wsgi",
+    "asgi",
     "new_trace_id",
     "new_span_id",
 ]

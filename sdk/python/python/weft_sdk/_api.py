@@ -102,3 +102,9 @@ _WARN = _RateLimitedLog(10.0)
 def warn(message: str) -> None:
     """Logs a warning through `logging` (logger `weft_sdk`), rate-limited."""
     _WARN.warn(message)
+
+
+def log_native(message: str) -> None:
+    """Logs a warning of the native core (`sdk/rust`: dropped spans, failed exports), already
+    rate-limited there, through `logging` (logger `weft_sdk`)."""
+    _logger.warning(message)

@@ -34,6 +34,13 @@ class OTLPExporter:
     """`"gzip"` (default) or `"none"`."""
     timeout: Optional[float] = None
     """Seconds per batch, every retry included (default 10)."""
+    certificate_file: Optional[str] = None
+    """PEM CA certificates to trust for `https://` (default: the system's roots)."""
+    client_certificate_file: Optional[str] = None
+    """PEM client certificate for mutual TLS (with `client_key_file`)."""
+    client_key_file: Optional[str] = None
+    insecure: Optional[bool] = None
+    """gRPC endpoints without a scheme (`host:4317`): plaintext instead of TLS."""
 
     def _spec(self) -> Tuple[Any, ...]:
         env = os.environ.get
@@ -54,8 +61,10 @@ class OTLPExporter:
                 endpoint = base if protocol == "grpc" else base.rstrip("/") + "/v1/traces"
             else:
                 endpoint = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318/v1/traces"
-        if not endpoint.startswith("http://"):
-            raise ValueError(f"unsupported OTLP endpoint {endpoint!r}: weft exports to plain http:// URLs")
+        if "://" not in endpoint and protocol == "grpc":
+            pass  # host:port, TLS unless insecure (as the official gRPC exporter)
+        elif not endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"unsupported OTLP endpoint {endpoint!r}: use an http:// or https:// URL")
         if self.headers is not None:
             headers = [(str(k), str(v)) for k, v in self.headers.items()]
         else:
@@ -78,7 +87,16 @@ class OTLPExporter:
                 timeout_ms = 10_000
         if timeout_ms <= 0:
             raise ValueError("the OTLP timeout must be positive")
-        return ("otlp", protocol, endpoint, headers, compression, timeout_ms)
+        insecure = self.insecure
+        if insecure is None:
+            insecure = (var("INSECURE") or "").lower() == "true"
+        tls = (
+            self.certificate_file or var("CERTIFICATE"),
+            self.client_certificate_file or var("CLIENT_CERTIFICATE"),
+            self.client_key_file or var("CLIENT_KEY"),
+            insecure,
+        )
+        return ("otlp", protocol, endpoint, headers, compression, timeout_ms, tls)
 
 
 class NoopExporter:
@@ -155,14 +173,19 @@ _PROVIDERS: "weakref.WeakSet[TracerProvider]" = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     # The child has one thread (this one). Every provider gets a fresh queue, export thread and
-    # sampler; the ID generator of this thread is reseeded even without a provider.
+    # sampler; the ID generator of this thread is reseeded even without a provider. The
+    # registry lock taken before the fork is released first: building a pipeline takes it.
+    _native.after_fork()
     _native.reseed_after_fork()
     for p in list(_PROVIDERS):
         p._after_fork_child()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # `before`: no thread of the native core may hold its pipeline registry's lock at the
+    # instant of the fork (the child would find it locked forever), so the forking thread holds
+    # it across the fork and both processes release it after.
+    os.register_at_fork(before=_native.prepare_fork, after_in_parent=_native.after_fork, after_in_child=_after_fork_in_child)
 
 
 def _shutdown_all() -> None:

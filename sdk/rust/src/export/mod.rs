@@ -34,7 +34,7 @@ use opentelemetry::InstrumentationScope;
 pub use self::memory::{InMemoryExporter, NoopExporter};
 pub use self::otlp::{Compression, OtlpConfig, OtlpExporter, Protocol};
 pub(crate) use self::pipeline::{Pipeline, recycle_local, submit, take_span_data};
-pub use self::pipeline::{PipelineError, PipelineStats};
+pub use self::pipeline::{PipelineError, PipelineStats, after_fork, prepare_fork};
 
 use crate::resource::Resource;
 use crate::trace::SpanData;

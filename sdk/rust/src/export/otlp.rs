@@ -50,6 +50,9 @@ pub struct OtlpConfig {
     pub compression: Compression,
     /// Deadline per batch, every attempt and back-off included (10 s).
     pub timeout: Duration,
+    /// TLS settings for `https://` endpoints (and scheme-less gRPC ones).
+    #[cfg(feature = "tls")]
+    pub tls: crate::tls::TlsConfig,
 }
 
 impl OtlpConfig {
@@ -61,6 +64,8 @@ impl OtlpConfig {
             headers: Vec::new(),
             compression: Compression::Gzip,
             timeout: Duration::from_secs(10),
+            #[cfg(feature = "tls")]
+            tls: crate::tls::TlsConfig::default(),
         }
     }
 
@@ -108,6 +113,20 @@ impl OtlpConfig {
             && comp.trim() == "none"
         {
             c.compression = Compression::None;
+        }
+        #[cfg(feature = "tls")]
+        {
+            let path = |n: &str| {
+                var(&format!("OTEL_EXPORTER_OTLP_TRACES_{n}"))
+                    .or_else(|| var(&format!("OTEL_EXPORTER_OTLP_{n}")))
+                    .map(|v| std::path::PathBuf::from(v.trim()))
+            };
+            c.tls.ca_file = path("CERTIFICATE");
+            c.tls.client_cert_file = path("CLIENT_CERTIFICATE");
+            c.tls.client_key_file = path("CLIENT_KEY");
+            c.tls.insecure = var("OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+                .or_else(|| var("OTEL_EXPORTER_OTLP_INSECURE"))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         }
         if let Some(ms) = var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
@@ -182,10 +201,21 @@ impl OtlpExporter {
     /// Creates an exporter. Fails if the endpoint is not an `http://` URL, a header is invalid,
     /// or the runtime cannot start.
     pub fn new(config: OtlpConfig) -> Result<Self, String> {
-        let mut uri = parse_endpoint(&config.endpoint).map_err(|e| e.to_string())?;
-        if config.protocol == Protocol::Grpc {
+        let grpc = config.protocol == Protocol::Grpc;
+        let endpoint = match &config.endpoint {
+            // gRPC endpoints may omit the scheme (`host:4317`): TLS unless `insecure`, as the
+            // official SDKs do.
+            #[cfg(feature = "tls")]
+            e if grpc && !e.contains("://") => {
+                format!("{}://{e}", if config.tls.insecure { "http" } else { "https" })
+            }
+            e => e.clone(),
+        };
+        let mut uri = parse_endpoint(&endpoint).map_err(|e| e.to_string())?;
+        if grpc {
             let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
-            uri = format!("http://{authority}{GRPC_PATH}")
+            let scheme = uri.scheme_str().unwrap_or("http").to_owned();
+            uri = format!("{scheme}://{authority}{GRPC_PATH}")
                 .parse()
                 .map_err(|e| format!("bad gRPC endpoint: {e}"))?;
         }
@@ -196,7 +226,15 @@ impl OtlpExporter {
             headers.push((name, value));
         }
         let rt = crate::http_client::runtime().map_err(|e| format!("cannot start the exporter runtime: {e}"))?;
-        let client = Client::new(&uri, config.protocol == Protocol::Grpc);
+        #[cfg(feature = "tls")]
+        let client = if uri.scheme_str() == Some("https") {
+            let tls = crate::tls::client_config(&config.tls, grpc)?;
+            Client::with_tls(&uri, grpc, tls).map_err(|e| e.to_string())?
+        } else {
+            Client::new(&uri, grpc)
+        };
+        #[cfg(not(feature = "tls"))]
+        let client = Client::new(&uri, grpc);
         Ok(OtlpExporter {
             config,
             uri,
@@ -450,7 +488,9 @@ mod tests {
     fn env_endpoint_rules() {
         let c = OtlpConfig::http("http://x:1/v1/traces");
         assert_eq!(c.compression, Compression::Gzip);
+        #[cfg(not(feature = "tls"))]
         assert!(OtlpExporter::new(OtlpConfig::http("https://x/v1/traces")).is_err());
+        assert!(OtlpExporter::new(OtlpConfig::http("ftp://x/v1/traces")).is_err());
         assert!(OtlpExporter::new(OtlpConfig::grpc("http://127.0.0.1:4317")).is_ok());
     }
 }

@@ -165,7 +165,7 @@ impl fmt::Debug for Pipeline {
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-static REGISTRY: Mutex<Vec<(u64, Weak<Pipeline>)>> = Mutex::new(Vec::new());
+static REGISTRY: Mutex<Registry> = Mutex::new(Vec::new());
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 static QUEUE_FULL_LOG: RateLimited = RateLimited::new(Duration::from_secs(60));
 static EXPORT_DROP_LOG: [RateLimited; 4] = [
@@ -190,6 +190,32 @@ thread_local! {
     // per span (bench `export_queue_2_thread`).
     static LOCAL: RefCell<Local> =
         const { RefCell::new(Local { pipeline: None, shard: usize::MAX, records: Vec::new(), since_wake_check: 0 }) };
+}
+
+type Registry = Vec<(u64, Weak<Pipeline>)>;
+
+thread_local! {
+    // The registry's lock, held across a `fork()` by the thread that forks.
+    static FORK_GUARD: RefCell<Option<std::sync::MutexGuard<'static, Registry>>> = const { RefCell::new(None) };
+}
+
+/// Takes the lock every pipeline shares (the registry a thread consults when it first uses a
+/// pipeline), for a `fork()` the calling thread is about to make: a child forked while another
+/// thread held it would find it locked forever. Call [`after_fork`] in the parent and in the
+/// child once `fork()` returns. A second call before `after_fork` does nothing.
+pub fn prepare_fork() {
+    let _ = FORK_GUARD.try_with(|f| {
+        let mut f = f.borrow_mut();
+        if f.is_none() {
+            *f = Some(REGISTRY.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    });
+}
+
+/// Releases the lock [`prepare_fork`] took (in the parent and in the child after `fork()`);
+/// does nothing without it.
+pub fn after_fork() {
+    let _ = FORK_GUARD.try_with(|f| f.borrow_mut().take());
 }
 
 fn lookup(id: u64) -> Option<Arc<Pipeline>> {
@@ -606,5 +632,20 @@ impl Pipeline {
     /// The resource.
     pub(crate) fn resource(&self) -> &Resource {
         &self.resource
+    }
+}
+
+#[cfg(test)]
+mod fork_tests {
+    use super::*;
+
+    #[test]
+    fn prepare_fork_holds_the_registry_until_after_fork() {
+        prepare_fork();
+        prepare_fork(); // a second call keeps the guard it has (no self-deadlock)
+        assert!(REGISTRY.try_lock().is_err());
+        after_fork();
+        drop(REGISTRY.lock().unwrap_or_else(|p| p.into_inner()));
+        after_fork();
     }
 }
