@@ -61,7 +61,8 @@ type tscCal struct {
 var currentCal atomic.Pointer[tscCal]
 
 // tscCalWindow is how long a calibration window lasts once the rate is known; the first window
-// is tscFirstWindow, and until it has passed monoNow reads the runtime's clock.
+// is tscFirstWindow, and until it has passed monoNow reads the runtime's clock (then windows grow
+// tenfold up to tscCalWindow, see recalibrate).
 const (
 	tscCalWindow   = time.Second
 	tscFirstWindow = 2 * time.Millisecond
@@ -79,7 +80,7 @@ func tscMono() (int64, bool) {
 	t := int64(rdtsc())
 	c := currentCal.Load()
 	if c == nil || t-c.tsc > c.refresh {
-		c = recalibrate(t, c)
+		c = recalibrate(c)
 		if c == nil {
 			return 0, false
 		}
@@ -94,14 +95,14 @@ func tscMono() (int64, bool) {
 	return m, true
 }
 
-// recalibrate starts a new calibration window at counter reading t and returns its
-// calibration, or nil once the counter is given up. Concurrent callers race to store theirs;
-// any of them is as good.
-func recalibrate(t int64, old *tscCal) *tscCal {
+// recalibrate starts a new calibration window (the caller's reading is past old's window) and
+// returns its calibration, or nil once the counter is given up. Concurrent callers race to store
+// theirs; any of them is as good.
+func recalibrate(old *tscCal) *tscCal {
 	if !useTSC.Load() {
 		return nil
 	}
-	mono := runtimeMono()
+	t, mono := tscPair()
 	c := &tscCal{tsc: t, mono: mono}
 	switch {
 	case old == nil:
@@ -125,8 +126,33 @@ func recalibrate(t int64, old *tscCal) *tscCal {
 	if c.nsPerTick == 0 {
 		c.refresh = int64(tscFirstWindow)
 	} else {
-		c.refresh = int64(float64(tscCalWindow) / c.nsPerTick)
+		// Each window is at most 10 times the one that measured its rate (2 ms, 20 ms, 200 ms,
+		// then 1 s), so the step at a recalibration (the rate's error times the window) stays
+		// under a microsecond instead of the first 2 ms rate's error over a whole second.
+		window := min(tscCalWindow, 10*time.Duration(mono-old.mono))
+		c.refresh = int64(float64(window) / c.nsPerTick)
 	}
 	currentCal.Store(c)
 	return c
+}
+
+// tscPair reads the counter and the runtime's clock together: of 3 tries, the one with the
+// fewest ticks between the counter readings around the clock read, the counter taken at their
+// middle. A goroutine preempted between the two reads would otherwise pair a counter value with
+// a clock reading taken milliseconds later, and a rate measured from such a pair over the 2 ms
+// first window is off by a factor (TestMonoClock caught it under -race).
+func tscPair() (tsc, mono int64) {
+	best := int64(-1)
+	for range 3 {
+		t1 := int64(rdtsc())
+		m := runtimeMono()
+		t2 := int64(rdtsc())
+		if d := t2 - t1; d >= 0 && (best < 0 || d < best) {
+			best, tsc, mono = d, t1+d/2, m
+		}
+	}
+	if best < 0 { // the readings went backwards on every try (another core): take the last
+		tsc, mono = int64(rdtsc()), runtimeMono()
+	}
+	return tsc, mono
 }
