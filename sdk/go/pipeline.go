@@ -181,13 +181,27 @@ func (p *pipeline) run() {
 // exportUpTo exports, in batches, every record pushed at a position before target. A slot that
 // a producer has claimed but not yet filled is waited for (the producer is between its CAS and
 // its store), never mistaken for the end of the queue.
+//
+// That wait is nanoseconds, unless the producer was descheduled right between the two (by Go's
+// preemption or, on a busy machine, by the OS); then it lasts a time slice, milliseconds. So the
+// wait yields a few times and then sleeps, with a growing back-off: spinning on Gosched burned a
+// core's worth of CPU for the whole slice, the core the descheduled producer needed (on 2 shared
+// cores, 60-130 such waits of about 10,000 Gosched calls each per 2 s of
+// BenchmarkSpanStartEnd/sampled-0-attrs, 16 % of the process's CPU time; docs/benchmarks/go-sdk.md).
 func (p *pipeline) exportUpTo(batch []*export.SpanData, target uint64) []*export.SpanData {
+	waits := 0
 	for int64(target-p.q.head.Load()) > 0 {
 		r := p.q.pop()
 		if r == nil {
-			runtime.Gosched()
+			waits++
+			if waits <= claimedSpins {
+				runtime.Gosched()
+			} else {
+				time.Sleep(claimedSleep(waits - claimedSpins))
+			}
 			continue
 		}
+		waits = 0
 		batch = append(batch, r)
 		if len(batch) == p.batchSize {
 			batch = p.exportBatch(batch)
@@ -197,6 +211,18 @@ func (p *pipeline) exportUpTo(batch []*export.SpanData, target uint64) []*export
 		batch = p.exportBatch(batch)
 	}
 	return batch
+}
+
+// claimedSpins is how many times exportUpTo yields for a claimed, unfilled slot before it sleeps.
+const claimedSpins = 4
+
+// claimedSleep is the n-th sleep (n >= 1) of exportUpTo's wait for a claimed slot: 20 µs,
+// doubling up to 1 ms.
+func claimedSleep(n int) time.Duration {
+	if n > 6 {
+		n = 6
+	}
+	return 20 * time.Microsecond << (n - 1)
 }
 
 func (p *pipeline) exportBatch(batch []*export.SpanData) []*export.SpanData {

@@ -179,7 +179,10 @@ func (s *Span) End(options ...trace.SpanEndOption) {
 			// The start time was given: the end is the current wall time (as the OTel Go SDK).
 			r.EndUnixNano = uint64(wallAt(endMono))
 		} else {
-			r.EndUnixNano = r.StartUnixNano + uint64(endMono-s.startMono)
+			r.EndUnixNano = r.StartUnixNano
+			if d := endMono - s.startMono; d > 0 { // a counter clock read on two cores may step back a few ns
+				r.EndUnixNano += uint64(d)
+			}
 		}
 	}
 	if !s.flags.IsSampled() { // RecordOnly: recorded, not exported
