@@ -2,7 +2,8 @@
 # The Python SDK is a maturin package (sdk/python: a PyO3 extension on sdk/rust plus the
 # weft_sdk package). This builds it, runs its tests, or its benchmarks, from the repository root.
 # Everything lives in sdk/python/.venv (created here from python3, packages pinned in
-# sdk/python/requirements.txt from PyPI) and sdk/python/target (Cargo).
+# sdk/python/requirements.txt from PyPI) and, for Cargo, sdk/rust/target: the extension's
+# dependencies are sdk/rust's (rustls and aws-lc among them), built once for both.
 #   scripts/sdk-python.sh build   venv + pinned requirements; rustfmt and clippy (warnings are
 #                                 errors) on the extension crate; mypy --strict; then the wheel,
 #                                 built from source with maturin (debug profile) and installed
@@ -18,6 +19,7 @@
 #                                 (sdk/python/bench.sh; results in sdk/python/BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/../sdk/python"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/../rust/target}"
 VENV=.venv
 PY=${PYTHON:-python3}
 case "${1:-test}" in
