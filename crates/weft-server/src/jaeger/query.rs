@@ -201,21 +201,24 @@ pub(super) fn duration_us(name: &str, s: &str) -> Result<u64, String> {
         .map_err(|e| format!("cannot parse {name}: {e}"))
 }
 
+/// A query string's pairs, decoded, in order, repeated keys kept.
+pub(super) fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    raw.map(|q| {
+        q.split('&')
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (decode(k), decode(v))
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
 /// `GET /api/traces`: by `traceID` (repeated), or a search.
 pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
-        let pairs: Vec<(String, String)> = raw
-            .as_deref()
-            .map(|q| {
-                q.split('&')
-                    .filter(|kv| !kv.is_empty())
-                    .map(|kv| {
-                        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                        (decode(k), decode(v))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let pairs = query_pairs(raw.as_deref());
         let get = |k: &str| {
             pairs
                 .iter()

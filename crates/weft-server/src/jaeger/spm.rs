@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value as Json, json};
 use weft_traceql::Value;
 
-use super::query::{decode, error, unauthorized};
+use super::query::{error, query_pairs as pairs, unauthorized};
 use crate::app::AppState;
 use crate::query::foreign::{query_with_tenant, quote};
 
@@ -44,19 +44,6 @@ struct Params {
     lookback_ms: u64,
     step_ms: u64,
     rate_ms: u64,
-}
-
-fn pairs(raw: Option<&str>) -> Vec<(String, String)> {
-    raw.map(|q| {
-        q.split('&')
-            .filter(|kv| !kv.is_empty())
-            .map(|kv| {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                (decode(k), decode(v))
-            })
-            .collect()
-    })
-    .unwrap_or_default()
 }
 
 /// Jaeger's span kind names (`server` or `SPAN_KIND_SERVER`) as TraceQL's.
@@ -238,32 +225,20 @@ async fn figure(st: &AppState, tenant: &str, p: &Params, f: Figure) -> Result<Js
     let secs = (window * step) as f64 / 1e9;
     let mut out: BTreeMap<Key, Vec<(u64, f64)>> = BTreeMap::new();
     let at = |j: u64| (first_ns + j * step) / 1_000_000;
+    // The services' spans of the kinds asked, through a metrics function, by series.
+    let series = |function: &str| {
+        let q = format!("{}{function} {}", filter(p, ""), by(p));
+        run(st, tenant, q, start, step, buckets)
+    };
     match f {
         Figure::Calls => {
-            let calls = run(
-                st,
-                tenant,
-                format!("{} | rate() {}", filter(p, ""), by(p)),
-                start,
-                step,
-                buckets,
-            )
-            .await?;
-            for (k, v) in calls {
+            for (k, v) in series(" | rate()").await? {
                 let pts = (0..points).map(|j| (at(j), rolled(&v, j as usize) / secs)).collect();
                 out.insert(k, pts);
             }
         }
         Figure::Errors => {
-            let calls = run(
-                st,
-                tenant,
-                format!("{} | rate() {}", filter(p, ""), by(p)),
-                start,
-                step,
-                buckets,
-            )
-            .await?;
+            let calls = series(" | rate()").await?;
             let errors = run(
                 st,
                 tenant,
@@ -286,15 +261,7 @@ async fn figure(st: &AppState, tenant: &str, p: &Params, f: Figure) -> Result<Js
             }
         }
         Figure::Latencies(q) => {
-            let lat = run(
-                st,
-                tenant,
-                format!("{} | quantile_over_time(duration, {q}) {}", filter(p, ""), by(p)),
-                start,
-                step,
-                buckets,
-            )
-            .await?;
+            let lat = series(&format!(" | quantile_over_time(duration, {q})")).await?;
             for (k, v) in lat {
                 // Seconds to milliseconds.
                 let pts = (0..points as usize)
