@@ -23,6 +23,8 @@ BASE = time.time_ns() - 120_000_000_000
 BATCHES = 6
 TRACES_PER_BATCH = 40
 SPANS = 4
+# The job protocol version this build speaks (spec/jobs.md).
+JOB_VERSION = 3
 
 
 def _send_traces(ingester) -> int:
@@ -352,7 +354,7 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": 99, "params": {}, "floor": None, "blocks": [], "listing": []}, timeout=10)
     assert r.status_code == 400 and "version 99" in r.text, r.text
     r = q.http.post(f"{q.api}/internal/v1/jobs/search",
-                    json={"version": 2, "params": {"q": "{ nope"}, "floor": None, "blocks": [], "listing": []},
+                    json={"version": JOB_VERSION, "params": {"q": "{ nope"}, "floor": None, "blocks": [], "listing": []},
                     timeout=10)
     assert r.status_code == 400, r.text
     for path, what in [("tag-names", "tag-names"), ("tag-values", "tag-values"), ("service-graph", "service-graph"),
@@ -360,11 +362,11 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
         r = q.http.post(f"{q.api}/internal/v1/jobs/{path}", data=b"[]", timeout=10)
         assert r.status_code == 400 and f"invalid {what} job" in r.text, (path, r.text)
     r = q.http.post(f"{q.api}/internal/v1/jobs/search",
-                    json={"version": 2, "params": {"q": "{ }"}, "floor": None, "blocks": [], "listing": [],
+                    json={"version": JOB_VERSION, "params": {"q": "{ }"}, "floor": None, "blocks": [], "listing": [],
                           "recent": "not a filter!"}, timeout=10)
     assert r.status_code == 400 and "recent" in r.text, r.text
     r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
-                    json={"version": 2, "window": [5, 1], "max_spans": 10, "blocks": [], "listing": []}, timeout=10)
+                    json={"version": JOB_VERSION, "window": [5, 1], "max_spans": 10, "blocks": [], "listing": []}, timeout=10)
     assert r.status_code == 400 and "empty window" in r.text, r.text
 
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use weft_block::row::SpanRow;
 
 use crate::prefilter::Prefilter;
-use crate::search::{TracePart, TraceSink};
+use crate::search::{FloorOf, TracePart, TraceSink};
 
 /// What makes a whole trace a match, and its place in the order.
 pub trait Matcher: Send + Sync {
@@ -30,7 +30,11 @@ pub trait Matcher: Send + Sync {
 pub enum Order {
     /// The trace's start (its earliest span's start, Unix ns): a scan may stop early.
     Start,
-    /// Something else (Zipkin's root-span timestamp): every matching trace is read.
+    /// The start of one of the trace's spans in whole microseconds (Zipkin's trace timestamp:
+    /// its root span's, else its earliest span's): a scan may stop early, as
+    /// [`FloorOf::SpanStart`] says.
+    SpanStartMicros,
+    /// Something else: every matching trace is read.
     Other,
 }
 
@@ -57,7 +61,8 @@ pub struct Newest {
     order: Order,
     limit: usize,
     kept: Vec<Kept>,
-    /// With [`Order::Start`] and `limit` traces kept: the oldest's start.
+    /// With `limit` traces kept in an order a scan can stop early in: the oldest's key, in
+    /// Unix ns ([`Newest::key_ns`]).
     floor: Option<u64>,
 }
 
@@ -86,12 +91,22 @@ impl Newest {
         }
     }
 
-    /// An empty search of the same request, keeping traces from `floor` on (0: all; ignored
-    /// unless the order is by start).
+    /// An empty search of the same request, keeping traces from `floor` on (Unix ns, as
+    /// [`TraceSink::start_floor`] gives it; 0: all; ignored when the order is
+    /// [`Order::Other`]).
     pub fn fresh(&self, floor: u64) -> Newest {
         Newest {
-            floor: (self.order == Order::Start && floor > 0).then_some(floor),
+            floor: (self.order != Order::Other && floor > 0).then_some(floor),
             ..self.clone_empty()
+        }
+    }
+
+    /// A key as the floor is kept: Unix ns. `None` for an order with no floor.
+    fn key_ns(&self, key: u64) -> Option<u64> {
+        match self.order {
+            Order::Start => Some(key),
+            Order::SpanStartMicros => Some(key.saturating_mul(1000)),
+            Order::Other => None,
         }
     }
 
@@ -152,7 +167,9 @@ impl Newest {
     }
 
     fn push(&mut self, k: Kept) {
-        if self.floor.is_some_and(|f| k.key < f) {
+        if let (Some(f), Some(key)) = (self.floor, self.key_ns(k.key))
+            && key < f
+        {
             return;
         }
         self.kept.push(k);
@@ -165,8 +182,8 @@ impl Newest {
         self.kept
             .sort_by(|a, b| b.key.cmp(&a.key).then(a.trace_id.cmp(&b.trace_id)));
         self.kept.truncate(self.limit);
-        if self.order == Order::Start && self.kept.len() == self.limit {
-            let oldest = self.kept.last().map(|k| k.key);
+        if self.kept.len() == self.limit {
+            let oldest = self.kept.last().and_then(|k| self.key_ns(k.key));
             self.floor = self.floor.max(oldest);
         }
     }
@@ -190,6 +207,13 @@ impl TraceSink for Newest {
         self.floor
     }
 
+    fn floor_of(&self) -> FloorOf {
+        match self.order {
+            Order::SpanStartMicros => FloorOf::SpanStart,
+            Order::Start | Order::Other => FloorOf::TraceStart,
+        }
+    }
+
     fn offer(&mut self, rows: &[SpanRow]) {
         let Some(first) = rows.first() else {
             return;
@@ -197,9 +221,9 @@ impl TraceSink for Newest {
         let trace_id = first.trace_id;
         // A trace found elsewhere, now read here: its spans replace the placeholder.
         self.kept.retain(|k| k.trace_id != trace_id || k.rows.is_some());
-        if self.order == Order::Start {
-            let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-            if !TraceSink::wants_start(self, start) {
+        if self.order != Order::Other {
+            let bound = self.floor_of().bound(rows.iter().map(|r| r.start_unix_nano));
+            if !TraceSink::wants_start(self, bound) {
                 return;
             }
         }
@@ -250,6 +274,7 @@ mod tests {
             let start = rows.iter().map(|r| r.start_unix_nano).min()?;
             (rows[0].name == "odd").then_some(match self.0 {
                 Order::Start => start,
+                Order::SpanStartMicros => start / 1000,
                 Order::Other => start.reverse_bits(),
             })
         }
@@ -297,7 +322,7 @@ mod tests {
     #[test]
     fn keeps_the_newest_matches_ties_by_trace_id_whatever_the_order_offered() {
         let all = traces(60);
-        for order in [Order::Start, Order::Other] {
+        for order in [Order::Start, Order::SpanStartMicros, Order::Other] {
             for limit in [1, 5, 20, 100] {
                 let want = expected(&all, order, limit);
                 for rotate in [0, 17, 41] {
@@ -314,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn ordered_by_start_it_raises_a_floor_and_by_anything_else_it_does_not() {
+    fn ordered_by_a_start_it_raises_a_floor_and_by_anything_else_it_does_not() {
         let all = traces(60);
         let mut s = search(Order::Start, 5);
         for t in &all {
@@ -328,12 +353,19 @@ mod tests {
             TraceSink::offer(&mut other, t);
         }
         assert_eq!(other.start_floor(), None);
+        // Zipkin's: the floor is the oldest kept key's first nanosecond.
+        let mut zipkin = search(Order::SpanStartMicros, 5);
+        for t in &all {
+            TraceSink::offer(&mut zipkin, t);
+        }
+        assert_eq!(zipkin.start_floor(), Some(1_000), "the 5 kept are all of microsecond 1");
+        assert_eq!(zipkin.floor_of(), FloorOf::SpanStart);
     }
 
     #[test]
     fn forks_merged_and_traces_found_elsewhere_give_the_unsplit_answer() {
         let all = traces(80);
-        for order in [Order::Start, Order::Other] {
+        for order in [Order::Start, Order::SpanStartMicros, Order::Other] {
             let want = expected(&all, order, 7);
             // Forks, each offered a quarter.
             let mut s = search(order, 7);

@@ -27,6 +27,11 @@ pub trait TraceSink {
     fn start_floor(&self) -> Option<u64> {
         None
     }
+    /// What [`start_floor`](Self::start_floor) is a floor of: the trace's start (the
+    /// default), or the start of one of its spans ([`FloorOf`]).
+    fn floor_of(&self) -> FloorOf {
+        FloorOf::TraceStart
+    }
     /// Whether a trace starting at `start_unix_nano` can still change the result.
     fn wants_start(&self, start_unix_nano: u64) -> bool {
         self.start_floor().is_none_or(|f| start_unix_nano >= f)
@@ -48,6 +53,47 @@ pub trait TraceSink {
     }
     /// Adds what a [`fork`](Self::fork) of this sink was offered, as if offered here next.
     fn merge(&mut self, _part: Box<dyn TracePart>) {}
+}
+
+/// What a sink's [`TraceSink::start_floor`] bounds, and so which start of a trace's piece a
+/// scan compares with it ([`FloorOf::bound`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FloorOf {
+    /// The trace's start (its earliest span's). It is at most any piece's earliest start, so
+    /// a piece, a row group or a block whose spans all start before the floor holds nothing
+    /// the sink wants.
+    #[default]
+    TraceStart,
+    /// The start of one of the trace's spans (Zipkin's order: the root span's timestamp, else
+    /// the earliest). A whole trace's key is at most its latest span start. A scan takes it
+    /// that a matching trace's key is at most the latest start of the spans that pass the
+    /// prefilter, so that a piece or a row group whose spans all start before the floor
+    /// holds nothing the sink wants: true unless a root span starts after every span of its
+    /// trace that the prefilter looks for (clock skew), and always true of a trivial
+    /// prefilter (spec/search.md).
+    SpanStart,
+}
+
+impl FloorOf {
+    /// The start of a piece (`starts`: its spans') that the floor is compared with: the
+    /// earliest for [`FloorOf::TraceStart`], the latest for [`FloorOf::SpanStart`]. 0 for
+    /// no spans.
+    pub fn bound(self, starts: impl IntoIterator<Item = u64>) -> u64 {
+        let mut it = starts.into_iter();
+        match self {
+            FloorOf::TraceStart => it.min(),
+            FloorOf::SpanStart => it.max(),
+        }
+        .unwrap_or(0)
+    }
+
+    /// The bound of two pieces of one trace together.
+    pub fn join(self, a: u64, b: u64) -> u64 {
+        match self {
+            FloorOf::TraceStart => a.min(b),
+            FloorOf::SpanStart => a.max(b),
+        }
+    }
 }
 
 /// A [`TraceSink::fork`]: offered traces as the sink is, then handed back to its

@@ -97,3 +97,96 @@ async fn the_newest_matches_latest_first_and_early() {
     }
     node.shutdown().await;
 }
+
+/// Zipkin's order: the trace's timestamp is its root span's start (µs), which clock skew can
+/// put after its other spans. Each trace here has a child starting at `start(t)` and a root;
+/// every fifth root starts 150 ms late, later than the traces of the next blocks start.
+fn root_start(t: u64) -> u64 {
+    start(t) + if t % 5 == 0 { 150_000_000 } else { 0 }
+}
+
+fn request_with_roots(traces: impl Iterator<Item = u64>) -> Bytes {
+    let spans = traces
+        .flat_map(|t| {
+            let root = Span {
+                trace_id: trace_id(t).to_vec().into(),
+                span_id: (t + 1).to_be_bytes().to_vec().into(),
+                name: if t % 2 == 0 { "even" } else { "odd" }.into(),
+                start_time_unix_nano: root_start(t),
+                end_time_unix_nano: root_start(t) + 1_000,
+                ..Default::default()
+            };
+            let child = Span {
+                span_id: (t + 1 + (1 << 40)).to_be_bytes().to_vec().into(),
+                parent_span_id: root.span_id.clone(),
+                start_time_unix_nano: start(t),
+                end_time_unix_nano: start(t) + 1_000,
+                ..root.clone()
+            };
+            [root, child]
+        })
+        .collect();
+    common::export(spans)
+}
+
+/// Matches "odd" roots (or every trace), keyed by the root span's start in µs.
+struct ByRoot(bool);
+
+impl weft_engine::newest::Matcher for ByRoot {
+    fn key(&self, rows: &[weft_block::row::SpanRow]) -> Option<u64> {
+        let root = rows.iter().find(|r| r.parent_span_id == [0; 8])?;
+        (self.0 || root.name == "odd").then_some(root.start_unix_nano / 1000)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_roots() {
+    use weft_engine::newest::{Newest, Order};
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::in_memory(dir.path(), 16).await;
+    let tenant: Arc<str> = Arc::from("t");
+    let slice = |t: u64| (start(t) - BASE) / 1_000_000 * 5 / (TRACES / 2);
+    for part in [1, 2, 3, 4, 0] {
+        node.push(&tenant, request_with_roots((0..TRACES).filter(|&t| slice(t) == part)))
+            .await
+            .unwrap();
+        if part != 0 {
+            node.flush().await;
+        }
+    }
+    let want = |all: bool, limit: usize| -> Vec<[u8; 16]> {
+        let mut keys: Vec<(u64, [u8; 16])> = (0..TRACES)
+            .filter(|&t| all || t % 2 == 1)
+            .map(|t| (root_start(t) / 1000, trace_id(t)))
+            .collect();
+        keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        keys.into_iter().take(limit).map(|(_, id)| id).collect()
+    };
+    let mut node = node;
+    for parallelism in [1, 2, 8] {
+        node = node.with_parallelism(parallelism);
+        for all in [true, false] {
+            for limit in [1, 7, 20] {
+                let q = weft_traceql::parse("{ }").unwrap();
+                let mut sink = Newest::new(
+                    weft_engine::prefilter::Prefilter::new(&q),
+                    Arc::new(ByRoot(all)),
+                    Order::SpanStartMicros,
+                    limit,
+                );
+                let stats = node.scan("t", None, &mut sink).await.unwrap();
+                let got: Vec<[u8; 16]> = sink.into_traces().iter().map(|t| t[0].trace_id).collect();
+                assert_eq!(
+                    got,
+                    want(all, limit),
+                    "all {all}, limit {limit}, parallelism {parallelism}"
+                );
+                assert!(
+                    stats.skipped_row_groups > 0 && stats.inspected_spans < 2 * TRACES,
+                    "all {all}, limit {limit}, parallelism {parallelism}: stops early ({stats:?})"
+                );
+            }
+        }
+    }
+    node.shutdown().await;
+}

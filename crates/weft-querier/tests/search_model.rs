@@ -385,6 +385,63 @@ async fn engine_newest(ing: &Node, query: &weft_traceql::Query, limit: usize) ->
     sink.finish().into_iter().map(|h| h.trace_id).collect()
 }
 
+/// Zipkin's order over the model's answer: the trace's timestamp in microseconds, its root
+/// span's start, else its earliest span's.
+fn zipkin_key(spans: impl IntoIterator<Item = (bool, u64)>) -> Option<u64> {
+    let mut earliest = None::<u64>;
+    for (root, start) in spans {
+        if root {
+            return Some(start / 1000);
+        }
+        earliest = Some(earliest.map_or(start, |e| e.min(start)));
+    }
+    earliest.map(|e| e / 1000)
+}
+
+/// The `limit` traces of `answer` newest first in Zipkin's order (ties by trace ID).
+fn zipkin_newest(answer: &Answer, traces: &[Trace], limit: usize) -> Vec<[u8; 16]> {
+    let mut keys: Vec<(u64, [u8; 16])> = traces
+        .iter()
+        .filter(|t| answer.contains_key(&t.spans[0].trace_id))
+        .filter_map(|t| {
+            let key = zipkin_key(t.spans.iter().map(|s| (s.parent_span_id.is_none(), s.start_unix_nano)))?;
+            Some((key, t.spans[0].trace_id))
+        })
+        .collect();
+    keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    keys.into_iter().take(limit).map(|(_, id)| id).collect()
+}
+
+/// The model's answer as a foreign API's matcher: a trace matches when the answer holds it,
+/// keyed by Zipkin's timestamp.
+struct ZipkinOrder(std::collections::BTreeSet<[u8; 16]>);
+
+impl weft_engine::newest::Matcher for ZipkinOrder {
+    fn key(&self, rows: &[weft_block::row::SpanRow]) -> Option<u64> {
+        if !self.0.contains(&rows.first()?.trace_id) {
+            return None;
+        }
+        zipkin_key(rows.iter().map(|r| (r.parent_span_id == [0; 8], r.start_unix_nano)))
+    }
+}
+
+/// The trace IDs a search in Zipkin's order returns (a scan that stops early by the latest
+/// span starts, `FloorOf::SpanStart`), with a trivial prefilter, for which the early stop is
+/// exact whatever the roots' times.
+async fn engine_zipkin_newest(ing: &Node, answer: &Answer, limit: usize) -> Vec<[u8; 16]> {
+    use weft_engine::newest::{Newest, Order};
+    let all = weft_traceql::parse("{ }").unwrap();
+    let matcher = Arc::new(ZipkinOrder(answer.keys().copied().collect()));
+    let mut sink = Newest::new(
+        weft_engine::prefilter::Prefilter::new(&all),
+        matcher,
+        Order::SpanStartMicros,
+        limit,
+    );
+    ing.scan("t", None, &mut sink).await.unwrap();
+    sink.into_traces().iter().map(|t| t[0].trace_id).collect()
+}
+
 const METRICS_STEP: u64 = 5_000_000_000;
 
 async fn engine_metrics(ing: &Node, query: &weft_traceql::Query, end: u64) -> Vec<weft_traceql::Series> {
@@ -700,6 +757,12 @@ async fn check(ing: &Node, c: &Case, state: &str, stored_once: bool) {
             engine_newest(ing, q, c.limit).await,
             newest,
             "{state}: `{q}` with limit {}: the newest matches, newest first",
+            c.limit
+        );
+        assert_eq!(
+            engine_zipkin_newest(ing, &want, c.limit).await,
+            zipkin_newest(&want, &c.traces, c.limit),
+            "{state}: `{q}` with limit {}: the newest matches in Zipkin's order",
             c.limit
         );
         for (ws, we) in windows {

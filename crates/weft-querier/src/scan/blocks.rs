@@ -25,7 +25,7 @@ use weft_block::row::{SpanFields, SpanRow};
 use weft_block::{Block, Needs, RowGroupData};
 use weft_db::recent::RecentSpans;
 use weft_engine::prefilter::Prefilter;
-use weft_engine::search::{TracePart, TraceSink};
+use weft_engine::search::{FloorOf, TracePart, TraceSink};
 
 use super::{Scan, Window, offerable, overlaps};
 use crate::QueryError;
@@ -35,8 +35,9 @@ use crate::QueryError;
 pub(super) struct Unit {
     block: usize,
     rg: usize,
-    /// The latest start of a trace in it: its latest span start (statistics), or in a
-    /// time-sliced block the index's bound; `u64::MAX` when neither is known.
+    /// The latest bound ([`FloorOf::bound`]) of a piece in it: its latest span start
+    /// (statistics), or, for a floor of the trace's start in a time-sliced block, the
+    /// index's bound of its traces' starts; `u64::MAX` when neither is known.
     newest: u64,
 }
 
@@ -58,6 +59,7 @@ enum Piece {
 struct PieceOut {
     id: [u8; 16],
     passed: u64,
+    /// The piece's bound ([`FloorOf::bound`] of its spans' starts).
     start: u64,
     in_window: bool,
     piece: Piece,
@@ -82,6 +84,7 @@ struct Shared {
     window: Option<Window>,
     recent: Arc<dyn RecentSpans>,
     tenant: String,
+    floor_of: FloorOf,
     /// Traces the head part of the scan handled (moved out of `Scan::handled`, which then
     /// holds only those the blocks part handles): a block written since may hold them.
     head_handled: HashSet<[u8; 16]>,
@@ -101,6 +104,7 @@ impl Scan<'_> {
             window: self.window,
             recent: self.q.recent.clone(),
             tenant: self.tenant.to_owned(),
+            floor_of: self.floor_of,
             head_handled: std::mem::take(&mut self.handled),
         });
         // The sink's floor as the workers see it (0: none yet). It only rises, so a worker that
@@ -225,9 +229,13 @@ impl Scan<'_> {
                     continue;
                 }
                 // A trace starts no later than its spans; in a time-sliced block the index
-                // bounds its traces' starts more tightly than the span statistics.
+                // bounds its traces' starts more tightly than the span statistics. A floor
+                // of a span's start is bounded by the latest span start alone.
                 let newest = stats.start.map_or(u64::MAX, |(_, hi)| hi);
-                let newest = b.index.trace_starts.get(rg).map_or(newest, |&(_, hi)| hi.min(newest));
+                let newest = match self.floor_of {
+                    FloorOf::TraceStart => b.index.trace_starts.get(rg).map_or(newest, |&(_, hi)| hi.min(newest)),
+                    FloorOf::SpanStart => newest,
+                };
                 units.push(Unit { block: i, rg, newest });
             }
         }
@@ -331,7 +339,7 @@ fn read_pieces(
             continue;
         }
         let in_window = overlaps(views(), sh.window);
-        let start = views().map(|r| r.start_unix_nano()).min().unwrap_or(0);
+        let start = sh.floor_of.bound(views().map(|r| r.start_unix_nano()));
         if in_window && floor > 0 && start < floor {
             continue;
         }
@@ -375,7 +383,7 @@ fn read_pieces(
                     // The scan notes its leaves and offers nothing.
                     p.piece = Piece::Note;
                 } else if let Piece::Offer(rows) = std::mem::replace(&mut p.piece, Piece::Offered)
-                    && let Some(rows) = offerable(rows, &sh.prefilter, sh.window, |s| part.wants_start(s))
+                    && let Some(rows) = offerable(rows, &sh.prefilter, sh.window, sh.floor_of, |s| part.wants_start(s))
                 {
                     part.offer(&rows);
                 }

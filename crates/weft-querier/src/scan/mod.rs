@@ -46,7 +46,7 @@ use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_engine::graph::ServiceGraph;
 use weft_engine::prefilter::Prefilter;
-use weft_engine::search::TraceSink;
+use weft_engine::search::{FloorOf, TraceSink};
 
 use crate::{Querier, QueryError};
 
@@ -123,13 +123,13 @@ fn offerable(
     mut rows: Vec<SpanRow>,
     prefilter: &Prefilter,
     window: Option<Window>,
+    floor_of: FloorOf,
     wants: impl Fn(u64) -> bool,
 ) -> Option<Vec<SpanRow>> {
     if rows.is_empty() || !prefilter.trace_may_match(&rows) || !overlaps(&rows, window) {
         return None;
     }
-    let start = rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0);
-    if !wants(start) {
+    if !wants(floor_of.bound(rows.iter().map(|r| r.start_unix_nano))) {
         return None;
     }
     dedup_spans(&mut rows);
@@ -158,9 +158,12 @@ struct Scan<'a> {
     deferred: Vec<[u8; 16]>,
     /// The leaves passed by the pieces of traces that were deferred or may be (or-ed).
     passed: HashMap<[u8; 16], u64>,
-    /// The earliest start of the pieces of each deferred trace: the trace starts no later, so
-    /// once the sink no longer wants that start it does not want the trace.
+    /// The bound of the pieces of each deferred trace ([`FloorOf::bound`]; for most sinks
+    /// their earliest start: the trace starts no later, so once the sink no longer wants that
+    /// start it does not want the trace).
     starts: HashMap<[u8; 16], u64>,
+    /// What the sink's floor bounds.
+    floor_of: FloorOf,
     /// Row groups (`Some`) or whole blocks (`None`) of `blocks` skipped for the window: a
     /// deferred trace they may hold is fetched whatever `passed` says.
     window_skipped: Vec<(usize, Option<usize>)>,
@@ -240,7 +243,8 @@ pub struct PartOutcome {
     deferred: Vec<[u8; 16]>,
     /// The leaves passed by the pieces of traces seen, or-ed.
     passed: HashMap<[u8; 16], u64>,
-    /// The earliest piece start of each deferred trace.
+    /// The bound of the pieces of each deferred trace seen ([`FloorOf::bound`]: their
+    /// earliest start, or their latest for a sink whose floor is of a span's start).
     starts: HashMap<[u8; 16], u64>,
     /// Blocks (and row groups) skipped for the window, by block ID.
     window_skipped: Vec<(String, Option<usize>)>,
@@ -368,6 +372,7 @@ impl Querier {
         self.recent.catch_up().await;
         let quarantined = self.db.quarantined_overlapping(tenant, window);
         let mut scan = Scan::new(self, tenant, window);
+        scan.floor_of = sink.floor_of();
         if part.head {
             scan.head(sink);
         }
@@ -435,6 +440,7 @@ impl Querier {
         sink: &(dyn TraceSink + Send),
     ) -> (Vec<[u8; 16]>, ScanStats) {
         let mut scan = Scan::new(self, tenant, window);
+        scan.floor_of = sink.floor_of();
         let quarantined = parts.iter().map(|p| p.quarantined).max().unwrap_or(0);
         scan.stats.damaged_blocks = quarantined;
         for p in parts {
@@ -462,7 +468,7 @@ impl Querier {
         let deferred = std::mem::take(&mut scan.deferred);
         let mut fetch = Vec::with_capacity(deferred.len());
         for id in deferred {
-            // Starts before what the sink keeps now (its pieces bound the trace's start).
+            // Starts before what the sink keeps now (its pieces bound the trace's key).
             if scan.starts.get(&id).is_some_and(|&t| !sink.wants_start(t)) {
                 scan.stats.split_traces_ruled_out += 1;
                 continue;
@@ -488,6 +494,7 @@ impl Querier {
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<ScanStats, QueryError> {
         let mut scan = Scan::new(self, tenant, window);
+        scan.floor_of = sink.floor_of();
         // Fetched side by side, offered in order.
         let cap = self.cfg.max_trace_read_bytes;
         let mut found_all = futures::stream::iter(ids.iter().copied())
@@ -521,16 +528,17 @@ impl<'a> Scan<'a> {
             deferred: Vec::new(),
             passed: HashMap::new(),
             starts: HashMap::new(),
+            floor_of: FloorOf::TraceStart,
             window_skipped: Vec::new(),
             saw_all: true,
             stats: ScanStats::default(),
         }
     }
 
-    /// Notes the start of a piece of deferred trace `id`.
-    fn started(&mut self, id: [u8; 16], start: u64) {
-        let s = self.starts.entry(id).or_insert(start);
-        *s = (*s).min(start);
+    /// Notes the bound of a piece of deferred trace `id` ([`FloorOf::bound`]).
+    fn started(&mut self, id: [u8; 16], bound: u64) {
+        let s = self.starts.entry(id).or_insert(bound);
+        *s = self.floor_of.join(*s, bound);
     }
 
     /// Notes the leaves a piece of trace `id` passed.
@@ -553,7 +561,9 @@ impl<'a> Scan<'a> {
 
     /// Offers a whole trace if it may match and overlaps the window.
     fn finish_trace(&mut self, rows: Vec<SpanRow>, sink: &mut (dyn TraceSink + Send)) {
-        if let Some(rows) = offerable(rows, sink.prefilter(), self.window, |s| sink.wants_start(s)) {
+        if let Some(rows) = offerable(rows, sink.prefilter(), self.window, self.floor_of, |s| {
+            sink.wants_start(s)
+        }) {
             sink.offer(&rows);
         }
     }
@@ -574,7 +584,7 @@ impl<'a> Scan<'a> {
         self.handled.insert(id);
         if split || self.in_other_block(&id, None) {
             self.note(id, passed);
-            self.started(id, rows.iter().map(|r| r.start_unix_nano).min().unwrap_or(0));
+            self.started(id, self.floor_of.bound(rows.iter().map(|r| r.start_unix_nano)));
             self.deferred.push(id);
             return;
         }
@@ -666,8 +676,8 @@ impl<'a> Scan<'a> {
             return None;
         }
         // The whole trace starts no later than this piece: if the sink no longer wants the
-        // piece's start, it does not want the trace.
-        let start = rows().map(|r| r.start_unix_nano()).min().unwrap_or(0);
+        // piece's start (its bound, [`FloorOf`]), it does not want the trace.
+        let start = self.floor_of.bound(rows().map(|r| r.start_unix_nano()));
         if !sink.wants_start(start) {
             return None;
         }

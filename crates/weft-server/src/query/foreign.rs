@@ -127,7 +127,10 @@ impl ForeignSearch {
         let (matcher, order): (Arc<dyn Matcher>, Order) = match &self.query {
             ForeignQuery::Jaeger(q) => (Arc::new(crate::jaeger::query::JaegerMatch(q.clone())), Order::Start),
             ForeignQuery::JaegerV3(q) => (Arc::new(crate::jaeger::query_v3::V3Match(q.clone())), Order::Start),
-            ForeignQuery::Zipkin(q) => (Arc::new(crate::zipkin::query::ZipkinMatch(q.clone())), Order::Other),
+            ForeignQuery::Zipkin(q) => (
+                Arc::new(crate::zipkin::query::ZipkinMatch(q.clone())),
+                Order::SpanStartMicros,
+            ),
         };
         Ok(Newest::new(Prefilter::new(&filter), matcher, order, self.limit))
     }

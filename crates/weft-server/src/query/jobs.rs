@@ -48,7 +48,7 @@ pub mod tags;
 pub mod whole;
 
 /// The version of the job protocol this build speaks.
-pub const JOB_VERSION: u32 = 2;
+pub const JOB_VERSION: u32 = 3;
 /// Where a querier answers search jobs.
 pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
 /// How long resolved peer addresses are used before the names are resolved again.
