@@ -79,7 +79,7 @@ impl FloorOf {
     /// earliest for [`FloorOf::TraceStart`], the latest for [`FloorOf::SpanStart`]. 0 for
     /// no spans.
     pub fn bound(self, starts: impl IntoIterator<Item = u64>) -> u64 {
-        let mut it = starts.into_iter();
+        let it = starts.into_iter();
         match self {
             FloorOf::TraceStart => it.min(),
             FloorOf::SpanStart => it.max(),
