@@ -102,7 +102,7 @@ async fn the_newest_matches_latest_first_and_early() {
 /// put after its other spans. Each trace here has a child starting at `start(t)` and a root;
 /// every fifth root starts 150 ms late, later than the traces of the next blocks start.
 fn root_start(t: u64) -> u64 {
-    start(t) + if t % 5 == 0 { 150_000_000 } else { 0 }
+    start(t) + if t.is_multiple_of(5) { 150_000_000 } else { 0 }
 }
 
 fn request_with_roots(traces: impl Iterator<Item = u64>) -> Bytes {
