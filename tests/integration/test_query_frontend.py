@@ -223,7 +223,30 @@ def _foreign(querier, api: str, path: str, params: dict):
     return json.dumps(traces, sort_keys=True)
 
 
+def _trace_ids(alone) -> list:
+    """Trace IDs to read by ID: every other one is split over two blocks (`_send_traces`)."""
+    ids = [t["traceID"] for t in _traces(alone, {"q": "{ }", "limit": "500"})]
+    assert len(ids) >= 200, len(ids)
+    return ids[::7]
+
+
+def _by_id(querier, tid: str) -> list:
+    """A trace by ID from Tempo's, Jaeger's and Zipkin's APIs."""
+    out = []
+    for base, path in [(querier.api, f"/api/v2/traces/{tid}"), (querier.jaeger, f"/api/traces/{tid}"),
+                       (querier.zipkin, f"/api/v2/trace/{tid}")]:
+        r = requests.get(base + path, timeout=60)
+        assert r.status_code == 200, f"{querier.name} {path}: {r.status_code} {r.text[:300]}"
+        out.append(json.dumps(r.json(), sort_keys=True))
+    return out
+
+
 def _assert_same_answers(alone, frontend, what: str):
+    sent = _jobs(frontend, "sent_traces")
+    for tid in _trace_ids(alone):
+        assert _by_id(frontend, tid) == _by_id(alone, tid), f"{what}: trace {tid}"
+    if "every peer up" in what:
+        assert _jobs(frontend, "sent_traces") > sent, "traces in two blocks were read by ID on the peers"
     for params in SEARCHES:
         want = _traces(alone, params)
         assert want, f"{params} matches something"

@@ -252,67 +252,109 @@ impl Db {
     /// which blocks are read. Stops once the spans found hold more than `max_bytes` (as
     /// [`span_bytes`] counts them), so a huge trace costs bounded memory; `truncated` then says
     /// spans were left out. A damaged block is taken out of service ([`quarantine`]) and
-    /// counted, and the read goes on without it; an unreachable storage is an error.
+    /// counted, and the read goes on without it; an unreachable storage is an error. Up to
+    /// `parallel` blocks are read at once.
     pub async fn find_trace(
         &self,
         tenant: &str,
         id: &[u8; 16],
         range: Option<(u64, u64)>,
         max_bytes: u64,
+        parallel: usize,
     ) -> Result<FoundTrace, BlockError> {
-        let mut found = FoundTrace {
-            damaged_blocks: self.quarantined_holding(tenant, id, range),
-            ..FoundTrace::default()
-        };
-        // Oldest blocks first: spans arrive roughly in time order, so when the cap stops the
-        // read, what was read is the start of the trace (with its root).
+        let blocks = self.trace_candidates(tenant, id, range);
+        let mut found = self.read_trace(id, &blocks, max_bytes, parallel).await?;
+        found.damaged_blocks += self.quarantined_holding(tenant, id, range);
+        Ok(found)
+    }
+
+    /// The blocks of `tenant` whose index may hold trace `id`, oldest first (by their earliest
+    /// span start, then latest end), within `range` (Unix seconds, inclusive) when given.
+    pub fn trace_candidates(&self, tenant: &str, id: &[u8; 16], range: Option<(u64, u64)>) -> Vec<Arc<Block>> {
         let mut blocks = self.blocks.of(tenant);
-        blocks.sort_by_key(|b| (b.meta.min_start_unix_nano, b.meta.max_end_unix_nano));
-        'blocks: for b in blocks {
-            if let Some((start, end)) = range {
+        blocks.retain(|b| {
+            let outside = range.is_some_and(|(start, end)| {
                 let (lo, hi) = (
                     b.meta.min_start_unix_nano / 1_000_000_000,
                     b.meta.max_end_unix_nano / 1_000_000_000,
                 );
-                if hi < start || lo > end {
-                    continue;
-                }
-            }
-            let rgs = b.index.candidates(id);
-            if rgs.is_empty() {
-                continue;
-            }
-            found.blocks_read += 1;
-            let mut from_block = Vec::new();
-            for rg in rgs {
-                if found.bytes > max_bytes {
-                    found.truncated = true;
-                    found.rows.append(&mut from_block);
-                    break 'blocks;
-                }
-                // What this row group may add: the block's average row group, compressed
-                // (decoded spans take more; the point is to catch large traces early).
-                let rg_bytes = b.meta.size_bytes / u64::from(b.meta.row_groups.max(1));
-                if found.large_read.is_none() && found.bytes + rg_bytes > LARGE_TRACE_READ_BYTES {
-                    found.large_read = Some(self.large_read_permit().await);
-                }
-                match b.find_trace_in(&*self.storage, id, rg).await {
-                    Ok(rows) => {
-                        found.bytes += rows.iter().map(span_bytes).sum::<u64>();
-                        from_block.extend(rows);
-                    }
-                    Err(e) => {
+                hi < start || lo > end
+            });
+            !outside && !b.index.candidates(id).is_empty()
+        });
+        // Oldest blocks first: spans arrive roughly in time order, so when the cap stops the
+        // read, what was read is the start of the trace (with its root).
+        blocks.sort_by_key(|b| (b.meta.min_start_unix_nano, b.meta.max_end_unix_nano));
+        blocks
+    }
+
+    /// A large-read permit ([`LARGE_TRACE_READ_BYTES`]) when reading trace `id` from `blocks`
+    /// may take one: each row group their indexes admit counted at its block's average row
+    /// group size, compressed (decoded spans take more; the point is to catch large traces
+    /// before they are read, so that few are in memory at once).
+    pub async fn large_read_for(
+        &self,
+        id: &[u8; 16],
+        blocks: &[Arc<Block>],
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let estimate: u64 = blocks
+            .iter()
+            .map(|b| b.index.candidates(id).len() as u64 * (b.meta.size_bytes / u64::from(b.meta.row_groups.max(1))))
+            .sum();
+        if estimate > LARGE_TRACE_READ_BYTES {
+            Some(self.large_read_permit().await)
+        } else {
+            None
+        }
+    }
+
+    /// Reads trace `id` from `blocks` (as [`Db::trace_candidates`] orders them), up to
+    /// `parallel` blocks at once, their spans kept in the blocks' order, until the spans hold
+    /// more than `max_bytes`. A damaged block is taken out of service and counted; nothing of
+    /// it is kept. Quarantined blocks that may hold the trace are not counted here.
+    pub async fn read_trace(
+        &self,
+        id: &[u8; 16],
+        blocks: &[Arc<Block>],
+        max_bytes: u64,
+        parallel: usize,
+    ) -> Result<FoundTrace, BlockError> {
+        use futures::StreamExt;
+        let mut found = FoundTrace {
+            large_read: self.large_read_for(id, blocks).await,
+            ..FoundTrace::default()
+        };
+        let storage = &*self.storage;
+        let mut reads = futures::stream::iter(blocks.iter().cloned())
+            .map(|b| async move {
+                let mut rows = Vec::new();
+                for rg in b.index.candidates(id) {
+                    match b.find_trace_in(storage, id, rg).await {
+                        Ok(r) => rows.extend(r),
                         // Nothing of a damaged block is served, not even its row groups that
                         // did verify: the block is out of service as a whole.
-                        self.block_failed(&b, e)?;
-                        found.damaged_blocks += 1;
-                        found.bytes -= from_block.iter().map(span_bytes).sum::<u64>();
-                        from_block.clear();
-                        break;
+                        Err(e) => return (b, Err(e)),
                     }
                 }
+                (b, Ok(rows))
+            })
+            .buffered(parallel.max(1));
+        while let Some((b, read)) = reads.next().await {
+            if found.bytes > max_bytes {
+                found.truncated = true;
+                break;
             }
-            found.rows.append(&mut from_block);
+            found.blocks_read += 1;
+            match read {
+                Ok(rows) => {
+                    found.bytes += rows.iter().map(span_bytes).sum::<u64>();
+                    found.rows.extend(rows);
+                }
+                Err(e) => {
+                    self.block_failed(&b, e)?;
+                    found.damaged_blocks += 1;
+                }
+            }
         }
         self.metrics.trace_lookups.fetch_add(1, Ordering::Relaxed);
         self.metrics

@@ -65,7 +65,7 @@ async fn readers_poll_what_writers_add_and_the_maintainer_replaces() {
     );
     assert_eq!(reader.poll().await.unwrap(), (3, 0));
     assert_eq!(reader.poll().await.unwrap(), (0, 0), "polling again changes nothing");
-    let found = reader.find_trace("t", &[2; 16], None, u64::MAX).await.unwrap();
+    let found = reader.find_trace("t", &[2; 16], None, u64::MAX, 2).await.unwrap();
     assert_eq!(found.rows.len(), 2);
 
     // A folder without meta.json: a block being written by another process.
@@ -113,7 +113,7 @@ async fn readers_poll_what_writers_add_and_the_maintainer_replaces() {
     assert_eq!(reader.blocks("t").len(), 1);
     assert_eq!(
         reader
-            .find_trace("t", &[3; 16], None, u64::MAX)
+            .find_trace("t", &[3; 16], None, u64::MAX, 2)
             .await
             .unwrap()
             .rows

@@ -229,6 +229,29 @@ impl Querier {
         range: Option<(u64, u64)>,
         max_bytes: u64,
     ) -> Result<FoundTrace, QueryError> {
+        let parallel = self.workers.parallelism();
+        self.find_trace_reading(tenant, id, range, max_bytes, |blocks| async move {
+            Ok(self.db.read_trace(id, &blocks, max_bytes, parallel).await?)
+        })
+        .await
+    }
+
+    /// [`Querier::find_trace_capped`], with the blocks that may hold the trace (oldest first,
+    /// [`Db::trace_candidates`]) read by `read`: here ([`Db::read_trace`]), or shared out over
+    /// other queriers by a frontend. `read` keeps the blocks' order in the rows it returns,
+    /// and reads until they hold more than `max_bytes`.
+    pub async fn find_trace_reading<F, Fut>(
+        &self,
+        tenant: &str,
+        id: &[u8; 16],
+        range: Option<(u64, u64)>,
+        max_bytes: u64,
+        read: F,
+    ) -> Result<FoundTrace, QueryError>
+    where
+        F: FnOnce(Vec<Arc<Block>>) -> Fut,
+        Fut: std::future::Future<Output = Result<weft_db::FoundTrace, QueryError>>,
+    {
         self.recent.catch_up().await;
         // The recent spans are copied before the blocks are read. A cut whose block is written
         // and whose head part is dropped while the blocks are read is then found in the copy
@@ -238,7 +261,8 @@ impl Querier {
         // own size limit, and queries by `--max-concurrent-queries`.
         let recent_bytes = self.recent_trace_bytes(tenant, id);
         let head = self.recent.trace(tenant, id).await;
-        let found = self.db.find_trace(tenant, id, range, max_bytes).await?;
+        let mut found = read(self.db.trace_candidates(tenant, id, range)).await?;
+        found.damaged_blocks += self.db.quarantined_holding(tenant, id, range);
         let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
         let mut large_read = found.large_read;
         if bytes <= max_bytes {

@@ -156,9 +156,7 @@ pub(super) fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
 
 /// A trace, with how many damaged blocks that may hold it were left out.
 pub(super) async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(UiTrace, u64), Response> {
-    let found = st
-        .querier()
-        .find_trace_capped(tenant, id, None, st.cfg.query.max_trace_response_bytes)
+    let found = crate::query::jobs::trace::find_trace(st, tenant, id, None, st.cfg.query.max_trace_response_bytes)
         .await
         .map_err(|e| read_failed(&e, "reading trace", error))?;
     Ok((rows_to_trace(&found.rows), found.damaged_blocks))

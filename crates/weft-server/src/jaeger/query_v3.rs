@@ -139,14 +139,13 @@ pub async fn v3_trace(
             Err(e) => return v3_error(StatusCode::BAD_REQUEST, e),
         };
         let range = (start.is_some() || end.is_some()).then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX)));
-        let found = match s
-            .querier()
-            .find_trace_capped(&tenant, &tid, range, s.cfg.query.max_trace_response_bytes)
-            .await
-        {
-            Ok(f) => f,
-            Err(e) => return read_failed(&e, "reading trace", v3_error),
-        };
+        let found =
+            match crate::query::jobs::trace::find_trace(&s, &tenant, &tid, range, s.cfg.query.max_trace_response_bytes)
+                .await
+            {
+                Ok(f) => f,
+                Err(e) => return read_failed(&e, "reading trace", v3_error),
+            };
         let traces = if found.rows.is_empty() {
             Vec::new()
         } else {

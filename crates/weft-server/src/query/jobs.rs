@@ -45,6 +45,7 @@ pub mod graph;
 pub mod live;
 pub mod metrics;
 pub mod tags;
+pub mod trace;
 pub mod whole;
 
 /// The version of the job protocol this build speaks.
@@ -401,6 +402,17 @@ impl Peers {
         tenant: &str,
         body: &impl Serialize,
     ) -> Result<Bytes, String> {
+        Ok(self.post_for_reply(peer, path, tenant, body).await?.1)
+    }
+
+    /// [`Peers::post_raw`], returning a 200's headers too.
+    pub(crate) async fn post_for_reply(
+        &self,
+        peer: SocketAddr,
+        path: &str,
+        tenant: &str,
+        body: &impl Serialize,
+    ) -> Result<(reqwest::header::HeaderMap, Bytes), String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let reply = self
             .client
@@ -413,11 +425,12 @@ impl Peers {
             .await
             .map_err(|e| format!("sending the job: {e}"))?;
         let status = reply.status();
+        let headers = reply.headers().clone();
         let bytes = reply.bytes().await.map_err(|e| format!("reading the reply: {e}"))?;
         if !status.is_success() {
             return Err(format!("{status}: {}", String::from_utf8_lossy(&bytes)));
         }
-        Ok(bytes)
+        Ok((headers, bytes))
     }
 
     /// The peers' addresses now.
@@ -818,7 +831,7 @@ impl Merged<'_> {
 
 /// Splits `blocks` (newest first) into at most `n` runs of about equal bytes, in order: the
 /// first jobs hold the newest blocks, so a full result can skip the last ones.
-fn plan(blocks: &[Arc<weft_block::Block>], n: usize) -> Vec<Vec<usize>> {
+pub(crate) fn plan(blocks: &[Arc<weft_block::Block>], n: usize) -> Vec<Vec<usize>> {
     let total: u64 = blocks.iter().map(|b| b.meta.size_bytes.max(1)).sum();
     let per = total.div_ceil(n.max(1) as u64).max(1);
     let mut jobs: Vec<Vec<usize>> = Vec::new();

@@ -65,6 +65,10 @@ impl Api for TempoOptions {
                 crate::query::jobs::live::RECENT_TRACES_PATH,
                 axum::routing::post(crate::query::jobs::live::recent_traces_job),
             )
+            .route(
+                crate::query::jobs::trace::TRACE_JOB_PATH,
+                axum::routing::post(crate::query::jobs::trace::trace_job),
+            )
             .layer(axum::middleware::from_fn_with_state(
                 st.clone(),
                 crate::query::admit_query,

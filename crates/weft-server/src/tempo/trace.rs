@@ -59,14 +59,13 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
         (Ok(_), Ok(_)) => None,
         (Err(m), _) | (_, Err(m)) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let mut found = match st
-        .querier()
-        .find_trace_capped(&tenant, &id, range, st.cfg.query.max_trace_response_bytes)
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => return read_failed(&e, "reading trace", error),
-    };
+    let mut found =
+        match crate::query::jobs::trace::find_trace(st, &tenant, &id, range, st.cfg.query.max_trace_response_bytes)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return read_failed(&e, "reading trace", error),
+        };
     st.trace_latency.observe(started.elapsed().as_secs_f64());
     let mut rows = std::mem::take(&mut found.rows);
     hide_zipkin_original(&mut rows);

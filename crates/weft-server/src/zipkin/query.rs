@@ -251,9 +251,7 @@ fn trace_id(s: &str) -> Result<[u8; 16], String> {
 
 /// A trace's spans, with how many damaged blocks that may hold it were left out.
 async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(Vec<TraceSpan>, u64), Response> {
-    let found = st
-        .querier()
-        .find_trace_capped(tenant, id, None, st.cfg.query.max_trace_response_bytes)
+    let found = crate::query::jobs::trace::find_trace(st, tenant, id, None, st.cfg.query.max_trace_response_bytes)
         .await
         .map_err(|e| read_failed(&e, "reading trace", text))?;
     Ok((rows_to_spans(&found.rows), found.damaged_blocks))

@@ -274,7 +274,7 @@ impl RemoteRecent {
 }
 
 /// The spans of an OTLP `TracesData` message, as stored.
-fn decode_rows(tenant: &str, payload: Bytes) -> Vec<SpanRow> {
+pub(crate) fn decode_rows(tenant: &str, payload: Bytes) -> Vec<SpanRow> {
     let head = weft_head::Head::new(Arc::new(weft_admission::metrics::IngestMetrics::default()));
     let tenant: Arc<str> = Arc::from(tenant);
     head.apply(&weft_wal::Record {
