@@ -71,13 +71,20 @@ fn in_window(src: &impl SpanSource, i: usize, window: Window) -> bool {
 /// of a trace, a resource or a batch are adjacent, so most rows repeat the previous id.
 struct Seen {
     last: Option<u64>,
+    /// Ids below [`Seen::DENSE`], one bit each: a source's ids are dictionary indexes, so
+    /// nearly all are small, and a bit test costs a fraction of a hash-set insert per span
+    /// (which was most of a service-name lookup over millions of spans).
+    dense: Vec<u64>,
     set: HashSet<u64, FastBuild>,
 }
 
 impl Seen {
+    const DENSE: u64 = 1 << 20;
+
     fn new() -> Seen {
         Seen {
             last: None,
+            dense: Vec::new(),
             set: HashSet::with_hasher(FastBuild::default()),
         }
     }
@@ -89,6 +96,15 @@ impl Seen {
             return false;
         }
         self.last = Some(id);
+        if id < Self::DENSE {
+            let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
+            if word >= self.dense.len() {
+                self.dense.resize(word + 1, 0);
+            }
+            let new = self.dense[word] & bit == 0;
+            self.dense[word] |= bit;
+            return new;
+        }
         self.set.insert(id)
     }
 }
@@ -598,3 +614,19 @@ impl ColumnTagValues {
 }
 
 tag_column_sink!(ColumnTagValues);
+
+#[cfg(test)]
+mod seen_tests {
+    use super::Seen;
+
+    #[test]
+    fn an_id_is_first_once_small_or_large() {
+        let mut seen = Seen::new();
+        let ids = [0, 1, 63, 64, 1, 0, 5000, Seen::DENSE - 1, Seen::DENSE, u64::MAX, 5000, Seen::DENSE, 63];
+        let firsts: Vec<bool> = ids.iter().map(|&id| seen.first(id)).collect();
+        assert_eq!(
+            firsts,
+            [true, true, true, true, false, false, true, true, true, true, false, false, false]
+        );
+    }
+}
