@@ -622,11 +622,27 @@ mod seen_tests {
     #[test]
     fn an_id_is_first_once_small_or_large() {
         let mut seen = Seen::new();
-        let ids = [0, 1, 63, 64, 1, 0, 5000, Seen::DENSE - 1, Seen::DENSE, u64::MAX, 5000, Seen::DENSE, 63];
+        let ids = [
+            0,
+            1,
+            63,
+            64,
+            1,
+            0,
+            5000,
+            Seen::DENSE - 1,
+            Seen::DENSE,
+            u64::MAX,
+            5000,
+            Seen::DENSE,
+            63,
+        ];
         let firsts: Vec<bool> = ids.iter().map(|&id| seen.first(id)).collect();
         assert_eq!(
             firsts,
-            [true, true, true, true, false, false, true, true, true, true, false, false, false]
+            [
+                true, true, true, true, false, false, true, true, true, true, false, false, false
+            ]
         );
     }
 }

@@ -2,6 +2,7 @@
 //! search filters on, those a metrics query reads, and those of the service graph.
 
 use super::col;
+use super::reader::RowGroup;
 use super::reader::{
     DedicatedValues, RangeChunk, SpanDedicated, dict_column, fixed_dict_column, read, read_dedicated, row_count,
     row_group_reader, spread,
@@ -13,7 +14,6 @@ use crate::read::{DictBuilder, DictColumn, FilterColumns, GraphColumns, MetricCo
 use bytes::Bytes;
 use parquet::data_type::{ByteArrayType, FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::metadata::ParquetMetaData;
-use parquet::file::serialized_reader::SerializedRowGroupReader;
 
 /// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
 /// of row group `rg`, without assembling spans. Dictionary-encoded values share their
@@ -218,11 +218,7 @@ pub fn read_metric_columns(
 }
 
 /// The values moved to each span-scope dedicated column, as [`MetricColumns::moved`].
-fn moved_columns(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    dedicated: &[DedicatedColumn],
-    n: usize,
-) -> Result<Vec<DictColumn>, BlockError> {
+fn moved_columns(rgr: &RowGroup<'_>, dedicated: &[DedicatedColumn], n: usize) -> Result<Vec<DictColumn>, BlockError> {
     let mut out = Vec::new();
     for (k, d) in dedicated.iter().enumerate() {
         if d.scope != DedicatedScope::Span {
@@ -236,12 +232,7 @@ fn moved_columns(
 /// The values of dedicated column `d` (schema column `c`) in every row, each encoded as a
 /// `Span.attributes` field of its key (empty where the row has none). A string column keeps
 /// its dictionary ids, so a value is encoded once per distinct value.
-fn dedicated_key_values(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    c: usize,
-    d: &DedicatedColumn,
-    n: usize,
-) -> Result<DictColumn, BlockError> {
+fn dedicated_key_values(rgr: &RowGroup<'_>, c: usize, d: &DedicatedColumn, n: usize) -> Result<DictColumn, BlockError> {
     let key = d.name.as_bytes();
     if d.value_type == ValueType::String {
         let mut ids = dict_column(rgr, c, n, true)?;
@@ -273,7 +264,7 @@ fn dedicated_key_values(
 /// keeps its dictionary ids, so the work is per distinct value). Any other key is picked out of
 /// each span's attribute blob, plus its dedicated column's moved values if it has one.
 fn span_attribute_columns(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     dedicated: &[DedicatedColumn],
     keys: &[String],
     n: usize,

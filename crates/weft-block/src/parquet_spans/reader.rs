@@ -1,6 +1,7 @@
 //! Reads spans from a row group: one trace's, or all of them.
 
 use super::col;
+pub(crate) use super::pages::RowGroup;
 use crate::BlockError;
 use crate::columns::SpanColumns;
 use crate::read::DictColumn;
@@ -10,8 +11,7 @@ use parquet::column::reader::get_typed_column_reader;
 use parquet::data_type::{ByteArrayType, DataType, FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::ReaderProperties;
-use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
-use parquet::file::serialized_reader::SerializedRowGroupReader;
+use parquet::file::reader::{ChunkReader, Length};
 use std::sync::Arc;
 
 /// Byte ranges of the data file held in memory, addressed by file offsets: (offset, bytes),
@@ -70,7 +70,7 @@ pub fn row_group_range(meta: &ParquetMetaData, rg: usize) -> std::ops::Range<u64
 }
 
 pub(super) fn read<T: DataType>(
-    rg: &SerializedRowGroupReader<'_, RangeChunk>,
+    rg: &RowGroup<'_>,
     i: usize,
     skip: usize,
     take: usize,
@@ -132,14 +132,13 @@ pub(super) fn row_group_reader<'a>(
     meta: &'a ParquetMetaData,
     rg: usize,
     chunk: RangeChunk,
-) -> Result<SerializedRowGroupReader<'a, RangeChunk>, BlockError> {
-    let props = Arc::new(ReaderProperties::builder().build());
-    Ok(SerializedRowGroupReader::new(
-        Arc::new(chunk),
-        meta.row_group(rg),
-        meta.page_index_for_row_group(rg),
-        props,
-    )?)
+) -> Result<RowGroup<'a>, BlockError> {
+    Ok(RowGroup {
+        meta: meta.row_group(rg),
+        page_index: meta.page_index_for_row_group(rg),
+        chunk: Arc::new(chunk),
+        props: Arc::new(ReaderProperties::builder().build()),
+    })
 }
 
 /// Returns the spans of `trace_id` in row group `rg`. `chunk` must hold the row group's bytes.
@@ -195,7 +194,7 @@ pub fn read_row_group(
 /// Only rows `lo + i` with `keep(i)` are assembled (columns are decoded whole either way; the
 /// per-row copies and the re-assembly of moved attributes are what `keep` saves).
 fn read_span_rows(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     dedicated: &[DedicatedColumn],
     lo: usize,
     n: usize,
@@ -417,11 +416,7 @@ const UNSEEN: u32 = u32::MAX;
 
 /// Reads a required FIXED_LEN_BYTE_ARRAY(`L`) column of `n` rows. The fast path takes the
 /// PLAIN data pages weft writes as they are; any other layout goes through the column reader.
-fn plain_fixed<const L: usize>(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    c: usize,
-    n: usize,
-) -> Result<Vec<[u8; L]>, BlockError> {
+fn plain_fixed<const L: usize>(rgr: &RowGroup<'_>, c: usize, n: usize) -> Result<Vec<[u8; L]>, BlockError> {
     use parquet::basic::Encoding;
     use parquet::column::page::Page;
     let mut out: Vec<[u8; L]> = Vec::with_capacity(n);
@@ -455,18 +450,13 @@ fn plain_fixed<const L: usize>(
 /// The fast path decodes the pages weft writes ([`super::chunk`]): a PLAIN dictionary page and
 /// v1 data pages of `RLE_DICTIONARY` indexes. Any other layout (another writer, a PLAIN
 /// fallback page) is read with the generic column reader and given ids by hashing.
-pub(super) fn dict_column(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
-    c: usize,
-    n: usize,
-    optional: bool,
-) -> Result<DictColumn, BlockError> {
+pub(super) fn dict_column(rgr: &RowGroup<'_>, c: usize, n: usize, optional: bool) -> Result<DictColumn, BlockError> {
     column_with_ids(rgr, c, n, optional, None)
 }
 
 /// [`dict_column`] for a FIXED_LEN_BYTE_ARRAY column of `len`-byte values.
 pub(super) fn fixed_dict_column(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     c: usize,
     n: usize,
     optional: bool,
@@ -476,7 +466,7 @@ pub(super) fn fixed_dict_column(
 }
 
 fn column_with_ids(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     c: usize,
     n: usize,
     optional: bool,
@@ -529,7 +519,7 @@ fn dict_of(rows: impl Iterator<Item = Option<Bytes>>) -> DictColumn {
 /// `fixed` is the value length of a FIXED_LEN_BYTE_ARRAY column (PLAIN values without a
 /// length prefix).
 fn dict_pages(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     c: usize,
     n: usize,
     optional: bool,
@@ -629,7 +619,7 @@ use super::chunk::decode_rle_hybrid;
 
 /// Reads rows `lo..lo + n` of dedicated column `c`, of type `t`.
 pub(super) fn read_dedicated(
-    rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+    rgr: &RowGroup<'_>,
     c: usize,
     t: ValueType,
     lo: usize,
@@ -673,7 +663,7 @@ impl SpanDedicated {
     /// Reads rows `lo..lo + n` of every span-scope column of `dedicated`. Their schema index
     /// follows the `weft_span_v1` columns, in `dedicated` order.
     pub(super) fn read(
-        rgr: &SerializedRowGroupReader<'_, RangeChunk>,
+        rgr: &RowGroup<'_>,
         dedicated: &[DedicatedColumn],
         lo: usize,
         n: usize,
