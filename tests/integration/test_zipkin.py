@@ -613,3 +613,39 @@ def test_brave_reads_back_as_from_the_real_zipkin(zipkin, weft, encoding):
     client, server = sorted(by_name["GET /users/{id}"], key=lambda s: s.kind, reverse=True)
     assert (client.kind, server.kind) == (3, 2)
     assert server.parent_span_id == client.span_id != server.span_id
+
+
+def test_a_zipkin_search_finds_every_spelling_of_a_service_in_blocks_and_recent_spans(weft_factory):
+    """Zipkin's service names are lower case; weft keeps the case spans were sent with, so a
+    search reads every stored spelling. The spellings of a block are read once and kept: a
+    spelling first seen in recent spans, or in a block written later, is still found."""
+    from otlpdata import make_request, make_span, new_span_id, new_trace_id
+    from weftlib import wait_for_block_spans
+
+    w = weft_factory("--block-max-age", "0.5")
+    now = time.time_ns()
+
+    def send(service: str, n: int) -> set:
+        ids = set()
+        for i in range(n):
+            tid = new_trace_id()
+            ids.add(tid.hex())
+            w.send(make_request([make_span(tid, new_span_id(), name="pay", start=now - (10 - i) * 10**9,
+                                           end=now - (10 - i) * 10**9 + 10**6)], service=service))
+        return ids
+
+    def found() -> set:
+        r = requests.get(f"{w.zipkin}/api/v2/traces", params={"serviceName": "checkout", "limit": "100"}, timeout=30)
+        assert r.status_code == 200, r.text
+        return {t[0]["traceId"] for t in r.json()}
+
+    first = send("Checkout", 3)
+    wait_for_block_spans(w, 3)
+    assert found() == first, "a spelling in a block"
+    second = send("CHECKOUT", 2)
+    assert found() == first | second, "a new spelling in recent spans, beside a block read before"
+    wait_for_block_spans(w, 5)
+    third = send("checkOut", 1)
+    wait_for_block_spans(w, 6)
+    assert found() == first | second | third, "a spelling in a block written after the first search"
+    assert requests.get(f"{w.zipkin}/api/v2/traces", params={"serviceName": "nobody"}, timeout=30).json() == []

@@ -59,6 +59,8 @@ pub struct AppState {
     pub job_slots: Arc<tokio::sync::Semaphore>,
     /// Jaeger remote sampling's strategies, once its API is built (where receivers run).
     pub sampling: std::sync::OnceLock<Arc<crate::sampling::Sampling>>,
+    /// The service names of each block, read once (Zipkin's service spellings).
+    pub service_names: crate::query::foreign::BlockServiceNames,
 }
 
 impl AppState {
@@ -78,6 +80,7 @@ impl AppState {
             jobs: Default::default(),
             job_slots: Arc::new(tokio::sync::Semaphore::new(2 * cfg.query.max_concurrent_queries.max(1))),
             sampling: Default::default(),
+            service_names: Default::default(),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
             queries: crate::query::fair::FairSlots::new(cfg.query.max_concurrent_queries),
             cfg,

@@ -21,6 +21,7 @@ use crate::app::AppState;
 use crate::query::jobs::{self, SearchJob};
 use crate::query::{distinct_values, parse_query, run_scan, tag_field};
 use crate::tempo::json as tempo;
+use weft_engine::tags::ColumnTagValues;
 
 /// How far back value lists look (Zipkin's QUERY_NAMES_MAX_AGE default, 24 h; Jaeger's
 /// services and operations likewise).
@@ -82,6 +83,70 @@ pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &st
     let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
     let (values, _, _) = distinct_values(st, tenant, &query, field, Some(window), MAX_NAMES).await?;
     Ok(values.iter().map(tempo::value_text).collect())
+}
+
+/// The service names each block holds, by tenant and block ID: blocks never change, so each
+/// is read once. Zipkin's searches need the stored spellings of the service they name (its
+/// names are case-insensitive), and reading every block's service column for them was most
+/// of a search (0.3 s of 0.4 at 10 M spans, 2026-12-04).
+#[derive(Default)]
+pub struct BlockServiceNames(parking_lot::Mutex<HashMap<TenantBlock, Arc<[String]>>>);
+
+/// A tenant and one of its blocks' IDs.
+type TenantBlock = (Arc<str>, String);
+
+/// The service names stored in the last 24 h, and maybe some older ones: every spelling the
+/// recent spans and the blocks overlapping that time hold, each block's read once
+/// ([`BlockServiceNames`]). A superset of [`values`] of `resource.service.name`, for callers
+/// that only narrow it down (to the spellings of one name). With live stores, [`values`].
+pub(crate) async fn service_names(st: &AppState, tenant: &str) -> Result<Vec<String>, Response> {
+    if st.live.is_some() {
+        return values(st, tenant, "{ }", "resource.service.name").await;
+    }
+    let field = tag_field("resource.service.name", true).map_err(bad)?;
+    let all = parse_query("{ }").map_err(bad)?;
+    let end = weft_core::now_ns();
+    let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
+    let q = st.querier();
+    let scan = |part: weft_querier::scan::ScanPart, window: Option<Window>| {
+        let (all, field) = (&all, &field);
+        async move {
+            let mut sink = ColumnTagValues::new(all, field, window, MAX_NAMES).expect("a field with a column");
+            q.scan_columns_part(tenant, window, &part, &mut sink)
+                .await
+                .map_err(crate::query::scan_failed)?;
+            Ok::<_, Response>(sink.finish().iter().map(tempo::value_text).collect::<Vec<_>>())
+        }
+    };
+    // The recent spans first, then the blocks listed after: a cut between the two is in the
+    // list.
+    let mut names: std::collections::BTreeSet<String> = scan(weft_querier::scan::ScanPart::head_only(), Some(window))
+        .await?
+        .into_iter()
+        .collect();
+    let blocks = q.blocks(tenant);
+    let tenant_key: Arc<str> = Arc::from(tenant);
+    for b in blocks.iter().filter(|b| b.meta.max_end_unix_nano >= window.0) {
+        let key = (tenant_key.clone(), b.meta.block_id.clone());
+        let cached = st.service_names.0.lock().get(&key).cloned();
+        let of_block = match cached {
+            Some(n) => n,
+            None => {
+                let part = weft_querier::scan::ScanPart::of_blocks([b.meta.block_id.clone()]);
+                let n: Arc<[String]> = scan(part, None).await?.into();
+                st.service_names.0.lock().insert(key, n.clone());
+                n
+            }
+        };
+        names.extend(of_block.iter().cloned());
+    }
+    // Blocks compacted or deleted since are forgotten.
+    let listed: std::collections::HashSet<&str> = blocks.iter().map(|b| b.meta.block_id.as_str()).collect();
+    st.service_names
+        .0
+        .lock()
+        .retain(|(t, id), _| &**t != tenant || listed.contains(id.as_str()));
+    Ok(names.into_iter().collect())
 }
 
 /// A search of Jaeger's or Zipkin's query API, as the frontend parsed it: what a search job

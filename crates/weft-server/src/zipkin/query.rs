@@ -89,7 +89,7 @@ fn names(v: Vec<String>) -> Json {
 /// The stored spellings of a service whose lower-cased name is `lower` (Zipkin names are
 /// case-insensitive; weft keeps the case that was sent).
 async fn service_spellings(st: &AppState, tenant: &str, lower: &str) -> Result<Vec<String>, Response> {
-    let all = values(st, tenant, "{ }", "resource.service.name").await?;
+    let all = crate::query::foreign::service_names(st, tenant).await?;
     Ok(all.into_iter().filter(|s| s.to_lowercase() == lower).collect())
 }
 
