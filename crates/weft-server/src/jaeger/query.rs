@@ -58,7 +58,7 @@ pub(super) fn sorted(v: Vec<String>) -> Vec<String> {
 /// `GET /api/services`.
 pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
-        match values(&s, &tenant, "{ }", "resource.service.name").await {
+        match crate::query::foreign::service_list(&s, &tenant).await {
             Ok(v) => {
                 let v = sorted(v);
                 let n = v.len();

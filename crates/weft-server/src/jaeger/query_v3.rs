@@ -16,7 +16,7 @@ use weft_otlp::pb::trace::TracesData;
 
 use super::query::*;
 use crate::app::AppState;
-use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
+use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote};
 use crate::query::{mark_partial, read_failed};
 use weft_translate::jaeger::v3::FindQuery;
 
@@ -76,7 +76,7 @@ fn v3_traces(traces: Vec<TracesData>, raw: bool) -> Response {
 /// `GET /api/v3/services`.
 pub async fn v3_services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     query_with_tenant(st, headers, v3_unauthorized, move |s, tenant| async move {
-        match values(&s, &tenant, "{ }", "resource.service.name").await {
+        match crate::query::foreign::service_list(&s, &tenant).await {
             Ok(v) => v3_json(json!({"services": sorted(v)})),
             Err(r) => r,
         }

@@ -149,6 +149,14 @@ pub(crate) async fn service_names(st: &AppState, tenant: &str) -> Result<Vec<Str
     Ok(names.into_iter().collect())
 }
 
+/// The services Jaeger's and Zipkin's service lists show: [`service_names`], at most
+/// 10,000 of them (as [`values`] lists).
+pub(crate) async fn service_list(st: &AppState, tenant: &str) -> Result<Vec<String>, Response> {
+    let mut names = service_names(st, tenant).await?;
+    names.truncate(MAX_NAMES);
+    Ok(names)
+}
+
 /// A search of Jaeger's or Zipkin's query API, as the frontend parsed it: what a search job
 /// carries to the queriers instead of Tempo's parameters (`spec/jobs.md`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -110,7 +110,7 @@ fn service_terms(spellings: &[String]) -> String {
 /// `GET /api/v2/services`.
 pub async fn services(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     query_with_tenant(st, headers, unauthorized, move |s, tenant| async move {
-        match values(&s, &tenant, "{ }", "resource.service.name").await {
+        match crate::query::foreign::service_list(&s, &tenant).await {
             Ok(v) => json(names(v)),
             Err(r) => r,
         }
