@@ -51,6 +51,23 @@ final class RecordPool {
     }
   }
 
+  /**
+   * {@link #poll} for a pool with one consumer (an export lane's, polled only by the thread that
+   * holds the lane): the same slot protocol without the CAS on {@code dequeue}.
+   */
+  SpanRecord pollSingle() {
+    long pos = dequeue.get();
+    int i = (int) pos & mask;
+    if (seq.get(i) != pos + 1) {
+      return null;
+    }
+    SpanRecord r = slots.get(i);
+    slots.lazySet(i, null);
+    seq.lazySet(i, pos + mask + 1); // frees the slot for producers
+    dequeue.lazySet(pos + 1);
+    return r;
+  }
+
   /** Takes a record (not yet cleared), or returns null when the pool is empty. */
   SpanRecord poll() {
     long pos = dequeue.get();

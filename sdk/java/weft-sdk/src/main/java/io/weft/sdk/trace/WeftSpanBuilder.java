@@ -10,6 +10,7 @@ import io.opentelemetry.context.Context;
 import io.weft.sdk.id.IdGenerator;
 import io.weft.sdk.id.WallClock;
 import io.weft.sdk.id.WyRand;
+import io.weft.sdk.internal.PerThread;
 import io.weft.sdk.sampling.SamplingDecision;
 import io.weft.sdk.sampling.SamplingResult;
 import java.util.concurrent.TimeUnit;
@@ -68,7 +69,7 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
 
   private SpanRecord rec() {
     if (rec == null) {
-      rec = shared.sink.acquire(shared.limits);
+      rec = shared.sink.acquire(shared.limits, PerThread.current());
     }
     return rec;
   }
@@ -140,7 +141,8 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
   @Override
   public Span startSpan() {
     WeftSpanContext p = parentSpanContext();
-    WyRand rng = WyRand.current();
+    PerThread thread = PerThread.current(); // one lookup for the PRNG and the record's lane
+    WyRand rng = thread.rng;
     IdGenerator ids = shared.idGenerator;
     if (p.isValid()) {
       high = p.traceIdHigh();
@@ -157,7 +159,7 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
     if (d == SamplingDecision.DROP || shared.shutdown) {
       return new NonRecordingSpan(sc); // a record the builder took is left to the GC
     }
-    SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits);
+    SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
     rec = null;
     return recording(shared.sink, scope, name, kind, startEpochNanos, sr, sc.traceIdHigh(),
         sc.traceIdLow(), sc.spanIdLong(), sc.flags(), sc.weftTraceState(), p);
