@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * Builds one span. Creation follows the OpenTelemetry order: trace ID (new, or the parent's),
  * then the sampler, then the span ID (spec/ids.md "Generation").
  */
-final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
+final class WeftSpanBuilder implements SpanBuilder {
   private final TracerSharedState shared;
   private final InstrumentationScope scope;
   private final String name;
@@ -121,7 +121,7 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
   }
 
   /** The parent span context: explicit, none, or the current context's. */
-  private WeftSpanContext parentSpanContext() {
+  private static WeftSpanContext parentSpanContext(Context parent, boolean noParent) {
     Context parentContext = noParent ? Context.root()
         : parent != null ? parent : Context.current();
     Span parentSpan = Span.fromContextOrNull(parentContext);
@@ -129,27 +129,42 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
         : WeftSpanContext.of(parentSpan.getSpanContext());
   }
 
-  // startSpan is kept small, with the recording path in its own method, so that the JIT inlines it
-  // into the caller; then escape analysis removes the builder, the span context and the
-  // non-recording span of an unsampled span that does not leave the caller (span_unsampled
-  // benchmark: 0 B/op). The builder is also the trace-ID holder, for the same reason.
+  // startSpan only hands the builder's fields to a static method, so that it stays a few bytecodes
+  // and a few dozen bytes of machine code: the JIT then always inlines it into the caller, and
+  // escape analysis removes the builder (the API's spanBuilder() object). When startSpan did the
+  // work itself (273 bytecodes), C2 compiled it on its own first, into more than InlineSmallCode
+  // (2,500 bytes), and then refused to inline it ("already compiled into a big method" under
+  // -XX:+PrintInlining), so every sampled span also allocated its 64-byte builder
+  // (span_sampled_* benchmarks; docs/benchmarks/java-sdk-floor.md).
+  @Override
+  public Span startSpan() {
+    SpanRecord r = rec;
+    rec = null;
+    return start(shared, scope, name, kind, parent, noParent, startEpochNanos, r);
+  }
+
+  // Whether the unsampled span's objects are removed depends on this method being inlined, which
+  // it is where the recording path is never taken (span_unsampled benchmark: 0 B/op): C2 compiles
+  // only the branches the profile has seen.
   //
   // The span context is built before the branch although the recording path only reads its
   // fields: built inside the unsampled branch, it was no longer removed (span_unsampled: 72 B/op),
-  // while on the recording path escape analysis removes it either way (span_sampled_*: 128 B/op,
-  // the builder and the span; docs/benchmarks/java-sdk-floor.md).
-  @Override
-  public Span startSpan() {
-    WeftSpanContext p = parentSpanContext();
+  // while on the recording path escape analysis removes it either way.
+  private static Span start(TracerSharedState shared, InstrumentationScope scope, String name,
+      SpanKind kind, Context parent, boolean noParent, long startEpochNanos, SpanRecord rec) {
+    WeftSpanContext p = parentSpanContext(parent, noParent);
     PerThread thread = PerThread.current(); // one lookup for the PRNG and the record's lane
     WyRand rng = thread.rng;
     IdGenerator ids = shared.idGenerator;
+    IdGenerator.TraceId id = new IdGenerator.TraceId(); // scalar-replaced
     if (p.isValid()) {
-      high = p.traceIdHigh();
-      low = p.traceIdLow();
+      id.high = p.traceIdHigh();
+      id.low = p.traceIdLow();
     } else {
-      ids.nextTraceId(rng, this);
+      ids.nextTraceId(rng, id);
     }
+    long high = id.high;
+    long low = id.low;
     SamplingResult r = shared.sampler.shouldSample(p, high, low, name, kind);
     long spanId = ids.nextSpanId(rng);
     SamplingDecision d = r.decision();
@@ -160,7 +175,6 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
       return new NonRecordingSpan(sc); // a record the builder took is left to the GC
     }
     SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
-    rec = null;
     return recording(shared.sink, scope, name, kind, startEpochNanos, sr, sc.traceIdHigh(),
         sc.traceIdLow(), sc.spanIdLong(), sc.flags(), sc.weftTraceState(), p);
   }
