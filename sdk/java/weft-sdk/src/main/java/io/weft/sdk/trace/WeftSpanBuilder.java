@@ -129,12 +129,12 @@ final class WeftSpanBuilder implements SpanBuilder {
         : WeftSpanContext.of(parentSpan.getSpanContext());
   }
 
-  // startSpan only hands the builder's fields to a static method, so that it stays a few bytecodes
-  // and a few dozen bytes of machine code: the JIT then always inlines it into the caller, and
-  // escape analysis removes the builder (the API's spanBuilder() object). When startSpan did the
-  // work itself (273 bytecodes), C2 compiled it on its own first, into more than InlineSmallCode
-  // (2,500 bytes), and then refused to inline it ("already compiled into a big method" under
-  // -XX:+PrintInlining), so every sampled span also allocated its 64-byte builder
+  // startSpan only hands the builder's fields to start(), so that it stays a few bytecodes and a
+  // few dozen bytes of machine code: the JIT always inlines it into the caller, and escape analysis
+  // removes the builder (the API's spanBuilder() object). When startSpan did the work itself, C2
+  // compiled it on its own (startSpan is called from every instrumented method), into more than
+  // InlineSmallCode (2,500 bytes), and from then on refused to inline it ("already compiled into a
+  // big method" under -XX:+PrintInlining), so every span also allocated its 64-byte builder
   // (span_sampled_* benchmarks; docs/benchmarks/java-sdk-floor.md).
   @Override
   public Span startSpan() {
@@ -143,46 +143,43 @@ final class WeftSpanBuilder implements SpanBuilder {
     return start(shared, scope, name, kind, parent, noParent, startEpochNanos, r);
   }
 
-  // Whether the unsampled span's objects are removed depends on this method being inlined, which
-  // it is where the recording path is never taken (span_unsampled benchmark: 0 B/op): C2 compiles
-  // only the branches the profile has seen.
+  // One method for the whole start, on purpose: at more than FreqInlineSize (325) bytecodes it is
+  // never inlined, so startSpan above stays small wherever it is compiled. It takes the builder's
+  // fields, not the builder, which therefore does not escape. Its compiled code is 5-10 KB (the
+  // record pool, clearing a recycled record, the sampler), far above what C2 inlines anyway.
   //
-  // The span context is built before the branch although the recording path only reads its
-  // fields: built inside the unsampled branch, it was no longer removed (span_unsampled: 72 B/op),
-  // while on the recording path escape analysis removes it either way.
+  // An unsampled span is its span context (a WeftSpanContext is a non-recording Span): one
+  // allocation, where a wrapper around the context made two.
   private static Span start(TracerSharedState shared, InstrumentationScope scope, String name,
       SpanKind kind, Context parent, boolean noParent, long startEpochNanos, SpanRecord rec) {
-    WeftSpanContext p = parentSpanContext(parent, noParent);
+    Context parentContext = noParent ? Context.root()
+        : parent != null ? parent : Context.current();
+    Span parentSpan = Span.fromContextOrNull(parentContext);
+    WeftSpanContext p = parentSpan == null ? WeftSpanContext.INVALID
+        : WeftSpanContext.of(parentSpan.getSpanContext());
     PerThread thread = PerThread.current(); // one lookup for the PRNG and the record's lane
     WyRand rng = thread.rng;
     IdGenerator ids = shared.idGenerator;
-    IdGenerator.TraceId id = new IdGenerator.TraceId(); // scalar-replaced
+    long high;
+    long low;
     if (p.isValid()) {
-      id.high = p.traceIdHigh();
-      id.low = p.traceIdLow();
+      high = p.traceIdHigh();
+      low = p.traceIdLow();
     } else {
-      ids.nextTraceId(rng, id);
+      IdGenerator.TraceId id = ids.nextTraceId(rng, new IdGenerator.TraceId()); // scalar-replaced
+      high = id.high;
+      low = id.low;
     }
-    long high = id.high;
-    long low = id.low;
-    SamplingResult r = shared.sampler.shouldSample(p, high, low, name, kind);
+    SamplingResult result = shared.sampler.shouldSample(p, high, low, name, kind);
     long spanId = ids.nextSpanId(rng);
-    SamplingDecision d = r.decision();
-    WeftSpanContext sc = WeftSpanContext.create(high, low, spanId,
-        Flags.child(p.isValid() ? p.flags() : -1, d == SamplingDecision.RECORD_AND_SAMPLE),
-        r.traceState(p.weftTraceState()));
+    SamplingDecision d = result.decision();
+    byte flags = Flags.child(p.isValid() ? p.flags() : -1,
+        d == SamplingDecision.RECORD_AND_SAMPLE);
+    WeftTraceState ts = result.traceState(p.weftTraceState());
     if (d == SamplingDecision.DROP || shared.shutdown) {
-      return new NonRecordingSpan(sc); // a record the builder took is left to the GC
+      return WeftSpanContext.create(high, low, spanId, flags, ts); // a builder's record: to the GC
     }
-    SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
-    return recording(shared.sink, scope, name, kind, startEpochNanos, sr, sc.traceIdHigh(),
-        sc.traceIdLow(), sc.spanIdLong(), sc.flags(), sc.weftTraceState(), p);
-  }
-
-  // Static and given scalars, so that the builder does not escape into it when it is not inlined.
-  private static Span recording(SpanSink sink, InstrumentationScope scope, String name,
-      SpanKind kind, long startEpochNanos, SpanRecord r, long high, long low, long spanId,
-      byte flags, WeftTraceState ts, WeftSpanContext p) {
+    SpanRecord r = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
     if (startEpochNanos == Long.MIN_VALUE) {
       r.startMono = System.nanoTime();
       r.startEpochNanos = WallClock.epochNanosAt(r.startMono);
@@ -202,6 +199,6 @@ final class WeftSpanBuilder implements SpanBuilder {
       r.parentSpanId = p.spanIdLong();
       r.parentRemote = p.isRemote();
     }
-    return new RecordingSpan(sink, high, low, spanId, flags, ts, r);
+    return new RecordingSpan(shared.sink, high, low, spanId, flags, ts, r);
   }
 }
