@@ -35,8 +35,9 @@ import java.util.logging.Logger;
  * <p><b>Record recycling.</b> Beside each ring is a pool of {@link SpanRecord}s that new spans
  * take their record from (clearing it). When the exporter does not keep the spans of a batch
  * ({@link SpanExporter#retainsSpans()} is false), the export thread returns each record to the
- * pool of the ring it came from once the batch is exported; a span dropped because the queue is
- * full returns its record at once. A pooled record still references its last span's values until
+ * pool of the ring it came from once the batch is exported. The export thread is the pools' only
+ * producer: the record of a span dropped because the queue is full, or recorded but not sampled,
+ * is left to the garbage collector. A pooled record still references its last span's values until
  * it is reused; the pools are small (a few thousand records at most). The span object itself is
  * never recycled: it gives up its record when it ends (see {@link SpanRecord}).
  */
@@ -175,7 +176,8 @@ public final class ExportPipeline implements SpanSink {
 
   @Override
   public void release(SpanRecord span) {
-    pools[span.lane() >= 0 ? span.lane() : sharedRing()].offer(span);
+    // Left to the garbage collector: only the export thread returns records to the pools, which
+    // lets it do so without a CAS (RecordPool). Spans recorded but not sampled are rare.
   }
 
   @Override
@@ -211,8 +213,7 @@ public final class ExportPipeline implements SpanSink {
       }
     }
     stats.droppedQueueFull.increment();
-    queueFullLog.log("export queue full, span dropped");
-    pools[full].offer(span);
+    queueFullLog.log("export queue full, span dropped"); // its record is left to the GC
   }
 
   private int drain(List<SpanRecord> batch, int[] from) {
