@@ -120,15 +120,6 @@ final class WeftSpanBuilder implements SpanBuilder {
     return this;
   }
 
-  /** The parent span context: explicit, none, or the current context's. */
-  private static WeftSpanContext parentSpanContext(Context parent, boolean noParent) {
-    Context parentContext = noParent ? Context.root()
-        : parent != null ? parent : Context.current();
-    Span parentSpan = Span.fromContextOrNull(parentContext);
-    return parentSpan == null ? WeftSpanContext.INVALID
-        : WeftSpanContext.of(parentSpan.getSpanContext());
-  }
-
   // startSpan only hands the builder's fields to start(), so that it stays a few bytecodes and a
   // few dozen bytes of machine code: the JIT always inlines it into the caller, and escape analysis
   // removes the builder (the API's spanBuilder() object). When startSpan did the work itself, C2
