@@ -1,5 +1,6 @@
 package io.weft.sdk.id;
 
+import io.weft.sdk.internal.PerThread;
 import java.security.SecureRandom;
 
 /**
@@ -14,11 +15,6 @@ public final class WyRand implements RandomSource {
   private static final long XOR = 0xe7037ed1a0b428dbL;
   private static final SecureRandom SEEDER = new SecureRandom();
 
-  // A ThreadLocal lookup is a few ns and takes no lock; a shared SplittableRandom or
-  // ThreadLocalRandom would also do, but wyrand gives the stream the spec's vectors pin.
-  private static final ThreadLocal<WyRand> CURRENT =
-      ThreadLocal.withInitial(() -> new WyRand(seed()));
-
   private long state;
 
   /** Creates a generator with the given seed (for tests and vectors). */
@@ -26,9 +22,19 @@ public final class WyRand implements RandomSource {
     this.state = seed;
   }
 
-  /** Returns this thread's generator. */
+  /**
+   * Returns this thread's generator. It lives in {@link PerThread}, beside the thread's export
+   * lane, so that starting a span makes one {@code ThreadLocal} lookup for both. (A shared
+   * SplittableRandom or ThreadLocalRandom would also do, but wyrand gives the stream the spec's
+   * vectors pin.)
+   */
   public static WyRand current() {
-    return CURRENT.get();
+    return PerThread.current().rng;
+  }
+
+  /** A generator seeded from {@link SecureRandom}. */
+  public static WyRand seeded() {
+    return new WyRand(seed());
   }
 
   private static long seed() {

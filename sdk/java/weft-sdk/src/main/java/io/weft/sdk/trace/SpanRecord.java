@@ -40,6 +40,10 @@ public final class SpanRecord implements ReadableSpan {
   StatusCode statusCode;
   String statusMessage;
   private AttributeList attributes;
+  // The thread that took the record and the export lane that thread holds alone (-1 for none):
+  // ending the span on that thread publishes it with a plain release store (ExportPipeline).
+  private Thread producer;
+  private int lane = -1;
 
   private int eventCount;
   private int droppedEvents;
@@ -100,6 +104,25 @@ public final class SpanRecord implements ReadableSpan {
     }
     linkCount = 0;
     droppedLinks = 0;
+  }
+
+  /**
+   * For the export pipeline: records that {@code producer} took this record and holds export lane
+   * {@code lane} alone (-1 for none).
+   */
+  public void producer(Thread producer, int lane) {
+    this.producer = producer;
+    this.lane = lane;
+  }
+
+  /** The thread given to {@link #producer(Thread, int)}. */
+  public Thread producer() {
+    return producer;
+  }
+
+  /** The lane given to {@link #producer(Thread, int)}. */
+  public int lane() {
+    return lane;
   }
 
   /** The span's attributes, created on first use. */

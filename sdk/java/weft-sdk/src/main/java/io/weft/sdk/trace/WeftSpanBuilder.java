@@ -10,6 +10,7 @@ import io.opentelemetry.context.Context;
 import io.weft.sdk.id.IdGenerator;
 import io.weft.sdk.id.WallClock;
 import io.weft.sdk.id.WyRand;
+import io.weft.sdk.internal.PerThread;
 import io.weft.sdk.sampling.SamplingDecision;
 import io.weft.sdk.sampling.SamplingResult;
 import java.util.concurrent.TimeUnit;
@@ -18,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * Builds one span. Creation follows the OpenTelemetry order: trace ID (new, or the parent's),
  * then the sampler, then the span ID (spec/ids.md "Generation").
  */
-final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
+final class WeftSpanBuilder implements SpanBuilder {
   private final TracerSharedState shared;
   private final InstrumentationScope scope;
   private final String name;
@@ -68,7 +69,7 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
 
   private SpanRecord rec() {
     if (rec == null) {
-      rec = shared.sink.acquire(shared.limits);
+      rec = shared.sink.acquire(shared.limits, PerThread.current());
     }
     return rec;
   }
@@ -119,54 +120,58 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
     return this;
   }
 
-  /** The parent span context: explicit, none, or the current context's. */
-  private WeftSpanContext parentSpanContext() {
+  // startSpan only hands the builder's fields to start(), so that it stays a few bytecodes and a
+  // few dozen bytes of machine code: the JIT always inlines it into the caller, and escape analysis
+  // removes the builder (the API's spanBuilder() object). When startSpan did the work itself, C2
+  // compiled it on its own (startSpan is called from every instrumented method), into more than
+  // InlineSmallCode (2,500 bytes), and from then on refused to inline it ("already compiled into a
+  // big method" under -XX:+PrintInlining), so every span also allocated its 64-byte builder
+  // (span_sampled_* benchmarks; docs/benchmarks/java-sdk-floor.md).
+  @Override
+  public Span startSpan() {
+    SpanRecord r = rec;
+    rec = null;
+    return start(shared, scope, name, kind, parent, noParent, startEpochNanos, r);
+  }
+
+  // One method for the whole start, on purpose: at more than FreqInlineSize (325) bytecodes it is
+  // never inlined, so startSpan above stays small wherever it is compiled. It takes the builder's
+  // fields, not the builder, which therefore does not escape. Its compiled code is 5-10 KB (the
+  // record pool, clearing a recycled record, the sampler), far above what C2 inlines anyway.
+  // StartSpanShapeTest checks both sizes.
+  //
+  // An unsampled span is its span context (a WeftSpanContext is a non-recording Span): one
+  // allocation, where a wrapper around the context made two.
+  private static Span start(TracerSharedState shared, InstrumentationScope scope, String name,
+      SpanKind kind, Context parent, boolean noParent, long startEpochNanos, SpanRecord rec) {
     Context parentContext = noParent ? Context.root()
         : parent != null ? parent : Context.current();
     Span parentSpan = Span.fromContextOrNull(parentContext);
-    return parentSpan == null ? WeftSpanContext.INVALID
+    WeftSpanContext p = parentSpan == null ? WeftSpanContext.INVALID
         : WeftSpanContext.of(parentSpan.getSpanContext());
-  }
-
-  // startSpan is kept small, with the recording path in its own method, so that the JIT inlines it
-  // into the caller; then escape analysis removes the builder, the span context and the
-  // non-recording span of an unsampled span that does not leave the caller (span_unsampled
-  // benchmark: 0 B/op). The builder is also the trace-ID holder, for the same reason.
-  //
-  // The span context is built before the branch although the recording path only reads its
-  // fields: built inside the unsampled branch, it was no longer removed (span_unsampled: 72 B/op),
-  // while on the recording path escape analysis removes it either way (span_sampled_*: 128 B/op,
-  // the builder and the span; docs/benchmarks/java-sdk-floor.md).
-  @Override
-  public Span startSpan() {
-    WeftSpanContext p = parentSpanContext();
-    WyRand rng = WyRand.current();
+    PerThread thread = PerThread.current(); // one lookup for the PRNG and the record's lane
+    WyRand rng = thread.rng;
     IdGenerator ids = shared.idGenerator;
+    long high;
+    long low;
     if (p.isValid()) {
       high = p.traceIdHigh();
       low = p.traceIdLow();
     } else {
-      ids.nextTraceId(rng, this);
+      IdGenerator.TraceId id = ids.nextTraceId(rng, new IdGenerator.TraceId()); // scalar-replaced
+      high = id.high;
+      low = id.low;
     }
-    SamplingResult r = shared.sampler.shouldSample(p, high, low, name, kind);
+    SamplingResult result = shared.sampler.shouldSample(p, high, low, name, kind);
     long spanId = ids.nextSpanId(rng);
-    SamplingDecision d = r.decision();
-    WeftSpanContext sc = WeftSpanContext.create(high, low, spanId,
-        Flags.child(p.isValid() ? p.flags() : -1, d == SamplingDecision.RECORD_AND_SAMPLE),
-        r.traceState(p.weftTraceState()));
+    SamplingDecision d = result.decision();
+    byte flags = Flags.child(p.isValid() ? p.flags() : -1,
+        d == SamplingDecision.RECORD_AND_SAMPLE);
+    WeftTraceState ts = result.traceState(p.weftTraceState());
     if (d == SamplingDecision.DROP || shared.shutdown) {
-      return new NonRecordingSpan(sc); // a record the builder took is left to the GC
+      return WeftSpanContext.create(high, low, spanId, flags, ts); // a builder's record: to the GC
     }
-    SpanRecord sr = rec != null ? rec : shared.sink.acquire(shared.limits);
-    rec = null;
-    return recording(shared.sink, scope, name, kind, startEpochNanos, sr, sc.traceIdHigh(),
-        sc.traceIdLow(), sc.spanIdLong(), sc.flags(), sc.weftTraceState(), p);
-  }
-
-  // Static and given scalars, so that the builder does not escape into it when it is not inlined.
-  private static Span recording(SpanSink sink, InstrumentationScope scope, String name,
-      SpanKind kind, long startEpochNanos, SpanRecord r, long high, long low, long spanId,
-      byte flags, WeftTraceState ts, WeftSpanContext p) {
+    SpanRecord r = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
     if (startEpochNanos == Long.MIN_VALUE) {
       r.startMono = System.nanoTime();
       r.startEpochNanos = WallClock.epochNanosAt(r.startMono);
@@ -186,6 +191,6 @@ final class WeftSpanBuilder extends IdGenerator.TraceId implements SpanBuilder {
       r.parentSpanId = p.spanIdLong();
       r.parentRemote = p.isRemote();
     }
-    return new RecordingSpan(sink, high, low, spanId, flags, ts, r);
+    return new RecordingSpan(shared.sink, high, low, spanId, flags, ts, r);
   }
 }
