@@ -27,8 +27,9 @@ fn start(t: u64) -> u64 {
     BASE + (t * 7919 % TRACES) / 2 * 1_000_000
 }
 
-fn request(traces: impl Iterator<Item = u64>) -> Bytes {
+fn request(traces: std::ops::Range<u64>, keep: &dyn Fn(u64) -> bool) -> Bytes {
     let spans = traces
+        .filter(|&t| keep(t))
         .map(|t| Span {
             trace_id: trace_id(t).to_vec().into(),
             span_id: (t + 1).to_be_bytes().to_vec().into(),
@@ -51,23 +52,28 @@ fn newest(matches: impl Fn(u64) -> bool, limit: usize) -> Vec<[u8; 16]> {
     all.into_iter().take(limit).map(|(_, id)| id).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_newest_matches_latest_first_and_early() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = Node::in_memory(dir.path(), 16).await;
+/// A node holding the traces, `request` making each request: blocks cut by time, four blocks
+/// of a fifth of the range each (their rows in trace ID order, so every row group spans its
+/// block's time), then the oldest fifth in the head.
+async fn load(dir: &std::path::Path, request: fn(std::ops::Range<u64>, &dyn Fn(u64) -> bool) -> Bytes) -> Node {
+    let node = Node::in_memory(dir, 16).await;
     let tenant: Arc<str> = Arc::from("t");
-    // Blocks are cut by time: four blocks of a fifth of the range each (their rows in trace
-    // ID order, so every row group spans its block's time), then the oldest fifth in the head.
     let slice = |t: u64| (start(t) - BASE) / 1_000_000 * 5 / (TRACES / 2);
     for part in [1, 2, 3, 4, 0] {
-        node.push(&tenant, request((0..TRACES).filter(|&t| slice(t) == part)))
+        node.push(&tenant, request(0..TRACES, &|t| slice(t) == part))
             .await
             .unwrap();
         if part != 0 {
             node.flush().await;
         }
     }
-    let mut node = node;
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_matches_latest_first_and_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = load(dir.path(), request).await;
     for parallelism in [1, 2, 3, 8] {
         node = node.with_parallelism(parallelism);
         for (query, matches) in [
@@ -105,8 +111,9 @@ fn root_start(t: u64) -> u64 {
     start(t) + if t.is_multiple_of(5) { 150_000_000 } else { 0 }
 }
 
-fn request_with_roots(traces: impl Iterator<Item = u64>) -> Bytes {
+fn request_with_roots(traces: std::ops::Range<u64>, keep: &dyn Fn(u64) -> bool) -> Bytes {
     let spans = traces
+        .filter(|&t| keep(t))
         .flat_map(|t| {
             let root = Span {
                 trace_id: trace_id(t).to_vec().into(),
@@ -143,17 +150,7 @@ impl weft_engine::newest::Matcher for ByRoot {
 async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_roots() {
     use weft_engine::newest::{Newest, Order};
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::in_memory(dir.path(), 16).await;
-    let tenant: Arc<str> = Arc::from("t");
-    let slice = |t: u64| (start(t) - BASE) / 1_000_000 * 5 / (TRACES / 2);
-    for part in [1, 2, 3, 4, 0] {
-        node.push(&tenant, request_with_roots((0..TRACES).filter(|&t| slice(t) == part)))
-            .await
-            .unwrap();
-        if part != 0 {
-            node.flush().await;
-        }
-    }
+    let mut node = load(dir.path(), request_with_roots).await;
     let want = |all: bool, limit: usize| -> Vec<[u8; 16]> {
         let mut keys: Vec<(u64, [u8; 16])> = (0..TRACES)
             .filter(|&t| all || t % 2 == 1)
@@ -162,7 +159,6 @@ async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_root
         keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         keys.into_iter().take(limit).map(|(_, id)| id).collect()
     };
-    let mut node = node;
     for parallelism in [1, 2, 8] {
         node = node.with_parallelism(parallelism);
         for all in [true, false] {
