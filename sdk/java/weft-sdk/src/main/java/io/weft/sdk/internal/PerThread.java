@@ -20,6 +20,21 @@ public final class PerThread {
   /** The ring this thread holds alone in pipeline {@link #sinkId}, or -1 for none. */
   public int lane = -1;
 
+  // The span context of the last unsampled span this thread started, handed from the span
+  // builder's out-of-line start() back to its inlined startSpan(), which builds the context
+  // itself so that escape analysis can remove it (WeftSpanBuilder). Written and read by the
+  // owning thread only, between those two calls.
+  /** The trace ID's high half. */
+  public long unsampledTraceIdHigh;
+  /** The trace ID's low half. */
+  public long unsampledTraceIdLow;
+  /** The span ID. */
+  public long unsampledSpanId;
+  /** The trace flags. */
+  public byte unsampledFlags;
+  /** The trace state (a {@code WeftTraceState}). */
+  public Object unsampledTraceState;
+
   private PerThread() {}
 
   /** Returns this thread's state. */

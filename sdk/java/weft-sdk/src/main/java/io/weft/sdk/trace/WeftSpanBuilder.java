@@ -127,11 +127,23 @@ final class WeftSpanBuilder implements SpanBuilder {
   // InlineSmallCode (2,500 bytes), and from then on refused to inline it ("already compiled into a
   // big method" under -XX:+PrintInlining), so every span also allocated its 64-byte builder
   // (span_sampled_* benchmarks; docs/benchmarks/java-sdk-floor.md).
+  //
+  // An unsampled span is its span context (a WeftSpanContext is a non-recording Span), and it is
+  // built here, not in start(): start() leaves its fields in the thread's PerThread and returns
+  // that object, so the context is created in the inlined code, where escape analysis removes it
+  // when the caller does not keep the span (span_unsampled: 0 B). Created in start(), it escaped
+  // through start()'s return and cost 56 B per unsampled span.
   @Override
   public Span startSpan() {
     SpanRecord r = rec;
     rec = null;
-    return start(shared, scope, name, kind, parent, noParent, startEpochNanos, r);
+    Object o = start(shared, scope, name, kind, parent, noParent, startEpochNanos, r);
+    if (o instanceof RecordingSpan) {
+      return (RecordingSpan) o;
+    }
+    PerThread t = (PerThread) o; // unsampled: built here, where escape analysis can remove it
+    return new WeftSpanContext(t.unsampledTraceIdHigh, t.unsampledTraceIdLow, t.unsampledSpanId,
+        t.unsampledFlags, (WeftTraceState) t.unsampledTraceState, false, false, false, null);
   }
 
   // One method for the whole start, on purpose: at more than FreqInlineSize (325) bytecodes it is
@@ -140,9 +152,10 @@ final class WeftSpanBuilder implements SpanBuilder {
   // record pool, clearing a recycled record, the sampler), far above what C2 inlines anyway.
   // StartSpanShapeTest checks both sizes.
   //
-  // An unsampled span is its span context (a WeftSpanContext is a non-recording Span): one
-  // allocation, where a wrapper around the context made two.
-  private static Span start(TracerSharedState shared, InstrumentationScope scope, String name,
+  // Returns the RecordingSpan of a sampled span; for an unsampled one it writes the new span
+  // context's fields into the thread's PerThread and returns that, for startSpan to build the
+  // context (no wrapper around it: one allocation at most, none once escape analysis has run).
+  private static Object start(TracerSharedState shared, InstrumentationScope scope, String name,
       SpanKind kind, Context parent, boolean noParent, long startEpochNanos, SpanRecord rec) {
     Context parentContext = noParent ? Context.root()
         : parent != null ? parent : Context.current();
@@ -169,7 +182,12 @@ final class WeftSpanBuilder implements SpanBuilder {
         d == SamplingDecision.RECORD_AND_SAMPLE);
     WeftTraceState ts = result.traceState(p.weftTraceState());
     if (d == SamplingDecision.DROP || shared.shutdown) {
-      return WeftSpanContext.create(high, low, spanId, flags, ts); // a builder's record: to the GC
+      thread.unsampledTraceIdHigh = high; // a builder's record: to the GC
+      thread.unsampledTraceIdLow = low;
+      thread.unsampledSpanId = spanId;
+      thread.unsampledFlags = flags;
+      thread.unsampledTraceState = ts;
+      return thread;
     }
     SpanRecord r = rec != null ? rec : shared.sink.acquire(shared.limits, thread);
     if (startEpochNanos == Long.MIN_VALUE) {

@@ -13,14 +13,17 @@ import org.junit.jupiter.api.Test;
  * that C2 always inlines it and removes the builder, and {@code start} must stay above
  * {@code FreqInlineSize} (325 bytecodes by default) so that C2 never inlines it into
  * {@code startSpan}. An edit that moves either across its line reintroduces the 64-byte builder
- * per span without failing anything else.
+ * per span (and, unsampled, the 56-byte span context that {@code startSpan} builds) without
+ * failing anything else.
  */
 class StartSpanShapeTest {
   @Test
   void startSpanIsTinyAndStartIsNeverInlined() throws IOException {
     int startSpan = codeLength(WeftSpanBuilder.class, "startSpan");
     int start = codeLength(WeftSpanBuilder.class, "start");
-    assertTrue(startSpan > 0 && startSpan <= 64, "startSpan is " + startSpan + " bytecodes");
+    // 95 bytecodes now that it builds the unsampled span context itself: above MaxInlineSize (35),
+    // as it was at 43, so C2 inlines it where it is hot, far below FreqInlineSize (325).
+    assertTrue(startSpan > 0 && startSpan <= 100, "startSpan is " + startSpan + " bytecodes");
     assertTrue(start > 325, "start is " + start + " bytecodes, so C2 may inline it");
   }
 
