@@ -111,13 +111,14 @@ impl Scan<'_> {
         // reads a stale one does work the scan then drops, never less.
         let floor = Arc::new(AtomicU64::new(sink.start_floor().unwrap_or(0)));
         let storage = self.q.db.storage().clone();
+        let local = storage.reads_are_local();
         // A row group's read on one of the query's runners, with a fork of the sink to offer
         // its whole traces to when the sink forks (taken when the read is queued, so it starts
         // from the sink's floor then).
         let (seen, late) = (floor.clone(), floor.clone());
         let (fetch_shared, head) = (shared.clone(), shared.clone());
         let mut results = self.q.workers.pipeline(
-            storage.reads_are_local(),
+            local,
             move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
                 if u.newest < seen.load(Ordering::Relaxed) {
                     return Ok(None);
@@ -134,33 +135,44 @@ impl Scan<'_> {
                 Some((u, data, part)) => read_pieces(&shared, u, &data, &late, part),
             },
         );
-        // Reads queued, in plan order; one more as each is taken.
+        // Reads queued, in plan order. The first row group is read alone: on a search with a
+        // limit it usually fills the first page, and the floor it sets then rules out the rest
+        // (read beside it, they doubled a first page's CPU at parallelism 2 and made it
+        // slower than at 1); on a scan that reads everything it costs one row group's time of
+        // many. Then up to `depth`, one more as each is taken. From local storage, one per
+        // runner: a read queued beyond them would be started by the runner that finishes the
+        // one before it, with the floor from before that one was taken.
+        let depth = if local {
+            self.q.workers.parallelism()
+        } else {
+            self.q.workers.lookahead()
+        };
         let mut started = 0;
-        while started < units.len() && results.len() < self.q.workers.lookahead() {
-            results.push((units[started], sink.fork()));
-            started += 1;
+        if let Some(&first) = units.first() {
+            results.push((first, sink.fork()));
+            started = 1;
         }
         let mut at = 0;
-        while let Some(result) = results.next().await {
+        // Every row group not queued is one the floor ruled out when it would have been: the
+        // loop stops at it.
+        while at < units.len() {
             let u = units[at];
-            at += 1;
+            // Decided before the read is awaited: at parallelism 2 the next row group is
+            // usually being read already when the one before it fills a first page, and
+            // awaiting it made the first page wait for a read it then dropped (17 -> 55 ms).
             if sink.done() {
                 self.saw_all = false;
                 break;
             }
             if !sink.wants_start(u.newest) {
                 // Planned newest first: no row group left holds a trace the sink wants.
-                self.stats.skipped_row_groups += (units.len() - at + 1) as u64;
+                self.stats.skipped_row_groups += (units.len() - at) as u64;
                 break;
             }
-            if let Some(&next) = units.get(started) {
-                results.push((next, sink.fork()));
-                started += 1;
-            }
-            if failed[u.block] {
-                continue;
-            }
+            let Some(result) = results.next().await else { break };
+            at += 1;
             match result {
+                _ if failed[u.block] => {}
                 Ok(Some(out)) => {
                     read_any[u.block] = true;
                     self.take_row_group(out, &head.head_handled, sink);
@@ -174,7 +186,15 @@ impl Scan<'_> {
                     self.saw_all = false;
                 }
             }
+            // Queued once the floor took this row group in, so a read the floor now rules out
+            // is not started.
+            while started < units.len() && results.len() < depth && sink.wants_start(units[started].newest) {
+                results.push((units[started], sink.fork()));
+                started += 1;
+            }
         }
+        // Reads still running are dropped: they stop at their next look at the floor.
+        floor.store(u64::MAX, Ordering::Relaxed);
         for (i, b) in self.blocks.iter().enumerate() {
             if failed[i] || !self.read[i] || block_outside(b, self.window) {
                 continue;
@@ -324,6 +344,10 @@ fn read_pieces(
     let n = cols.len();
     let mut i = 0;
     while i < n {
+        // A scan that stopped (or whose floor passed this row group) takes nothing from it.
+        if out.traces % 1024 == 1023 && u.newest < live_floor.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let id = cols.trace_ids[i];
         let mut j = i + 1;
         while j < n && cols.trace_ids[j] == id {
