@@ -56,12 +56,15 @@ targets = {"span_sampled_0_attrs": 1 / 3, "span_sampled_4_attrs": 1 / 3,
 pairs = []
 for name in rows:
     for suffix, other in (("_weft", "_otel"), ("_weft_api", "_otel"), ("_weft", "_aws"),
-                          ("_weft_header", "_aws"), ("_weft_buffer", "_aws")):
+                          ("_weft_header", "_aws"), ("_weft_header", "_aws_header"),
+                          ("_weft_buffer", "_aws")):
         if name.endswith(suffix):
             base = name[: -len(suffix)]
             o = base + other
             if o in rows:
                 label = base + ("" if suffix == "_weft" else " (" + suffix[1:] + ")")
+                if other == "_aws_header":
+                    label = base + " (header vs header)"
                 pairs.append((label, other[1:], name, o))
 def fmt_drops(n):
     if n not in drops:

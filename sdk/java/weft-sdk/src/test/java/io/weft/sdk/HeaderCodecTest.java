@@ -1,5 +1,6 @@
 package io.weft.sdk;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -8,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.weft.sdk.id.Hex;
 import io.weft.sdk.id.XrayTraceId;
+import io.weft.sdk.internal.Latin1;
 import io.weft.sdk.propagation.Traceparent;
 import io.weft.sdk.propagation.XrayPropagator;
 import io.weft.sdk.trace.WeftSpanContext;
@@ -44,6 +46,22 @@ class HeaderCodecTest {
     assertEquals(0x0123abcdL, Hex.hex8("x0123abcd", 1));
     assertEquals(0xffffffffL, Hex.hex8("ffffffff", 0));
     assertEquals(0, Hex.hex8("00000000", 0));
+  }
+
+  @Test
+  void latin1BytesAreTheStringsOwnOnlyWhenEveryCharacterIsLatin1() {
+    // The build's JDK is 17: the fast path must be on, or the exhaustive test above would only
+    // cover charAt.
+    assertEquals(Runtime.version().feature() <= 22, Latin1.enabled());
+    if (!Latin1.enabled()) {
+      return;
+    }
+    String latin = new StringBuilder("0123abc").append('\u00e9').toString();
+    assertArrayEquals(new byte[] {'0', '1', '2', '3', 'a', 'b', 'c', (byte) 0xe9},
+        Latin1.bytes(latin));
+    assertNull(Latin1.bytes("0123abc\u0130"));
+    // A substring has its own array from offset 0, as hex8's offsets assume.
+    assertEquals(0x0123abcdL, Hex.hex8("--0123abcd--".substring(2, 10), 0));
   }
 
   @Test
@@ -160,5 +178,31 @@ class HeaderCodecTest {
         ""}) {
       assertNull(XrayPropagator.parse(bad), bad);
     }
+  }
+
+  static String describe(WeftSpanContext sc) {
+    return sc == null ? "null" : Long.toHexString(sc.traceIdHigh()) + "/"
+        + Long.toHexString(sc.traceIdLow()) + "/" + sc.spanIdLong() + "/" + sc.isSampled() + "/"
+        + sc.xrayLineage();
+  }
+
+  @Test
+  void xrayCanonicalHeaderParsesAsTheFieldScanDoes() {
+    // A leading space makes the header 75 characters, which never takes the fixed-offset path:
+    // both must give the same context for every one-character change of the canonical form.
+    assertEquals(74, XRAY.length());
+    for (int i = 0; i < XRAY.length(); i++) {
+      for (char c : new char[] {'0', '1', 'a', 'f', 'g', 'A', ';', '=', '-', ' ', '?', '\u0130'}) {
+        String m = XRAY.substring(0, i) + c + XRAY.substring(i + 1);
+        assertEquals(describe(XrayPropagator.parse(" " + m)), describe(XrayPropagator.parse(m)), m);
+      }
+    }
+    // Canonical offsets, but the Root value ends early and an unknown field fills the gap: the
+    // fixed offsets misread it, and the scan's answer (a valid context) is the one returned.
+    String early = "Root=1-57591-bd862e3fe1be46a994272793;a=;Parent=53995c3f42cd8ad8;Sampled=1";
+    assertEquals(74, early.length());
+    WeftSpanContext sc = XrayPropagator.parse(early);
+    assertNotNull(sc);
+    assertEquals(0x57591bd862e3fL, sc.traceIdHigh());
   }
 }

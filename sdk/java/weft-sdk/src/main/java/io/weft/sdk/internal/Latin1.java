@@ -1,0 +1,90 @@
+package io.weft.sdk.internal;
+
+import java.lang.reflect.Field;
+import java.util.Arrays;
+
+/**
+ * Read-only access to the bytes a {@code String} keeps when every character is Latin-1.
+ *
+ * <p>Why: header parsing (traceparent, X-Ray) reads 32–48 hex digits per header. Through
+ * {@code String.charAt} every shape measured about 1 ns per character (bounds check and widening
+ * per call), which put the parse at 0.8–1.0 of the peer SDKs it must beat by 3×
+ * (docs/benchmarks/java-sdk-floor.md). The JDK stores such a string as one byte per character
+ * (compact strings, JDK 9+), with a coder field saying so: reading that array 8 bytes at a time
+ * validates and decodes 8 digits in a few instructions, and the coder proves that no character
+ * is above {@code U+00FF} (a proof the public API cannot give without a second pass or a copy).
+ *
+ * <p>The fields are reached through {@code sun.misc.Unsafe} (module {@code jdk.unsupported}),
+ * only on JDK 17 to 22: from JDK 23 its memory-access methods are deprecated for removal and JDK
+ * 24 warns on their first use. Anything unexpected at class initialization (a field missing, a
+ * layout that does not read back as written, a security manager refusing) turns this off, and
+ * {@link #bytes} returns null for every string, so callers fall back to {@code charAt}.
+ *
+ * <p>Internal: callers must never write into the array returned, since the string would change.
+ */
+public final class Latin1 {
+  private static final sun.misc.Unsafe UNSAFE;
+  private static final long VALUE;
+  private static final long CODER;
+
+  static {
+    sun.misc.Unsafe u = null;
+    long value = -1;
+    long coder = -1;
+    try {
+      if (Runtime.version().feature() <= 22 && !Boolean.getBoolean("weft.sdk.noUnsafe")) {
+        Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+        f.setAccessible(true);
+        sun.misc.Unsafe candidate = (sun.misc.Unsafe) f.get(null);
+        Field valueField = String.class.getDeclaredField("value");
+        Field coderField = String.class.getDeclaredField("coder");
+        if (valueField.getType() == byte[].class && coderField.getType() == byte.class) {
+          long vo = candidate.objectFieldOffset(valueField);
+          long co = candidate.objectFieldOffset(coderField);
+          if (readsBack(candidate, vo, co)) {
+            u = candidate;
+            value = vo;
+            coder = co;
+          }
+        }
+      }
+    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+      u = null;
+    }
+    UNSAFE = u;
+    VALUE = value;
+    CODER = coder;
+  }
+
+  private Latin1() {}
+
+  /** Whether {@link #bytes} can return arrays on this JVM. */
+  public static boolean enabled() {
+    return UNSAFE != null;
+  }
+
+  /**
+   * The string's characters, one byte each, when the JVM stores it as Latin-1; otherwise null
+   * (a character above {@code U+00FF}, compact strings off, or this class disabled). The array is
+   * the string's own: never write into it.
+   */
+  public static byte[] bytes(String s) {
+    sun.misc.Unsafe u = UNSAFE;
+    if (u == null || u.getByte(s, CODER) != 0) {
+      return null;
+    }
+    return (byte[]) u.getObject(s, VALUE);
+  }
+
+  /** Checks the layout on strings whose storage is known: Latin-1, and one that cannot be. */
+  private static boolean readsBack(sun.misc.Unsafe u, long value, long coder) {
+    String latin = new String(new char[] {'0', 'f', '-', '\u00e9'});
+    String wide = new String(new char[] {'0', '\u0132'});
+    if (u.getByte(latin, coder) != 0 || u.getByte(wide, coder) == 0) {
+      return false; // compact strings off (-XX:-CompactStrings), or another encoding
+    }
+    Object o = u.getObject(latin, value);
+    return o instanceof byte[]
+        && Arrays.equals((byte[]) o, new byte[] {'0', 'f', '-', (byte) 0xe9});
+  }
+}
