@@ -30,8 +30,8 @@ pub trait Matcher: Send + Sync {
 pub enum Order {
     /// The trace's start (its earliest span's start, Unix ns): a scan may stop early.
     Start,
-    /// The start of one of the trace's spans in whole microseconds (Zipkin's trace timestamp:
-    /// its root span's, else its earliest span's): a scan may stop early, as
+    /// The start of one of the trace's spans rounded to the nearest microsecond (Zipkin's trace
+    /// timestamp: its root span's, else its earliest span's): a scan may stop early, as
     /// [`FloorOf::SpanStart`] says.
     SpanStartMicros,
     /// Something else: every matching trace is read.
@@ -101,11 +101,16 @@ impl Newest {
         }
     }
 
-    /// A key as the floor is kept: Unix ns. `None` for an order with no floor.
+    /// A key as the floor is kept: the earliest start, in Unix ns, a trace with that key can
+    /// have. `None` for an order with no floor.
     fn key_ns(&self, key: u64) -> Option<u64> {
         match self.order {
             Order::Start => Some(key),
-            Order::SpanStartMicros => Some(key.saturating_mul(1000)),
+            // Zipkin's timestamp is the start rounded to the nearest microsecond (`(ns + 500) /
+            // 1000`), so a span 500 ns before the microsecond has its key: a floor of the
+            // microsecond's first nanosecond left out the oldest kept trace when it was read
+            // whole again (a frontend's search found it on another querier).
+            Order::SpanStartMicros => Some(key.saturating_mul(1000).saturating_sub(500)),
             Order::Other => None,
         }
     }
@@ -274,7 +279,7 @@ mod tests {
             let start = rows.iter().map(|r| r.start_unix_nano).min()?;
             (rows[0].name == "odd").then_some(match self.0 {
                 Order::Start => start,
-                Order::SpanStartMicros => start / 1000,
+                Order::SpanStartMicros => (start + 500) / 1000,
                 Order::Other => start.reverse_bits(),
             })
         }
@@ -302,10 +307,11 @@ mod tests {
         traces.iter().map(|t| t[0].trace_id).collect()
     }
 
-    /// Traces with starts colliding often, so ties matter.
+    /// Traces with starts colliding often, so ties matter; some of them in the second half of a
+    /// microsecond, which Zipkin's timestamp rounds up.
     fn traces(n: u8) -> Vec<Vec<SpanRow>> {
         (0..n)
-            .map(|i| trace(i, 1_000 + u64::from(i % 7) * 10, i % 3 != 0))
+            .map(|i| trace(i, 1_000 + u64::from(i % 7) * 150, i % 3 != 0))
             .collect()
     }
 
@@ -346,19 +352,19 @@ mod tests {
             TraceSink::offer(&mut s, t);
         }
         let floor = s.start_floor().expect("a full result has a floor");
-        assert_eq!(floor, 1_060, "the oldest of the 5 kept starts");
+        assert_eq!(floor, 1_900, "the oldest of the 5 kept starts");
         assert!(!TraceSink::wants_start(&s, floor - 1) && TraceSink::wants_start(&s, floor));
         let mut other = search(Order::Other, 5);
         for t in &all {
             TraceSink::offer(&mut other, t);
         }
         assert_eq!(other.start_floor(), None);
-        // Zipkin's: the floor is the oldest kept key's first nanosecond.
+        // Zipkin's: the floor is the first nanosecond that rounds to the oldest kept key.
         let mut zipkin = search(Order::SpanStartMicros, 5);
         for t in &all {
             TraceSink::offer(&mut zipkin, t);
         }
-        assert_eq!(zipkin.start_floor(), Some(1_000), "the 5 kept are all of microsecond 1");
+        assert_eq!(zipkin.start_floor(), Some(1_500), "the 5 kept are all of microsecond 2");
         assert_eq!(zipkin.floor_of(), FloorOf::SpanStart);
     }
 

@@ -142,7 +142,7 @@ struct ByRoot(bool);
 impl weft_engine::newest::Matcher for ByRoot {
     fn key(&self, rows: &[weft_block::row::SpanRow]) -> Option<u64> {
         let root = rows.iter().find(|r| r.parent_span_id == [0; 8])?;
-        (self.0 || root.name == "odd").then_some(root.start_unix_nano / 1000)
+        (self.0 || root.name == "odd").then_some((root.start_unix_nano + 500) / 1000)
     }
 }
 
@@ -154,7 +154,7 @@ async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_root
     let want = |all: bool, limit: usize| -> Vec<[u8; 16]> {
         let mut keys: Vec<(u64, [u8; 16])> = (0..TRACES)
             .filter(|&t| all || t % 2 == 1)
-            .map(|t| (root_start(t) / 1000, trace_id(t)))
+            .map(|t| ((root_start(t) + 500) / 1000, trace_id(t)))
             .collect();
         keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         keys.into_iter().take(limit).map(|(_, id)| id).collect()

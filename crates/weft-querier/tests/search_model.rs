@@ -385,17 +385,17 @@ async fn engine_newest(ing: &Node, query: &weft_traceql::Query, limit: usize) ->
     sink.finish().into_iter().map(|h| h.trace_id).collect()
 }
 
-/// Zipkin's order over the model's answer: the trace's timestamp in microseconds, its root
-/// span's start, else its earliest span's.
+/// Zipkin's order over the model's answer: the trace's timestamp, its root span's start, else
+/// its earliest span's, rounded to the nearest microsecond as weft's Zipkin JSON writes it.
 fn zipkin_key(spans: impl IntoIterator<Item = (bool, u64)>) -> Option<u64> {
     let mut earliest = None::<u64>;
     for (root, start) in spans {
         if root {
-            return Some(start / 1000);
+            return Some((start + 500) / 1000);
         }
         earliest = Some(earliest.map_or(start, |e| e.min(start)));
     }
-    earliest.map(|e| e / 1000)
+    earliest.map(|e| (e + 500) / 1000)
 }
 
 /// The `limit` traces of `answer` newest first in Zipkin's order (ties by trace ID).
