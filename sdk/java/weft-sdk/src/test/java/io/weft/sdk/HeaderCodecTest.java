@@ -89,7 +89,7 @@ class HeaderCodecTest {
       if (TP.charAt(i) == '-') {
         continue;
       }
-      for (char c : new char[] {'A', 'g', '/', ':', '\u0130', '-'}) {
+      for (char c : new char[] {'A', 'g', '/', ':', '\u0130', '\u00e9', '\u00b0', '-'}) {
         String s = TP.substring(0, i) + c + TP.substring(i + 1);
         assertFalse(new Traceparent().parse(s), s);
         assertNull(Traceparent.parseSpanContext(s), s);
@@ -129,7 +129,7 @@ class HeaderCodecTest {
       if (i == 10) {
         continue;
       }
-      for (char c : new char[] {'A', 'g', '\u0130', '-'}) {
+      for (char c : new char[] {'A', 'g', '\u0130', '\u00e9', '\u00b0', '-'}) {
         String t = s.substring(0, i) + c + s.substring(i + 1);
         assertFalse(new XrayTraceId().parse(t, 0, t.length()), t);
       }
@@ -192,7 +192,7 @@ class HeaderCodecTest {
     // both must give the same context for every one-character change of the canonical form.
     assertEquals(74, XRAY.length());
     for (int i = 0; i < XRAY.length(); i++) {
-      for (char c : new char[] {'0', '1', 'a', 'f', 'g', 'A', ';', '=', '-', ' ', '?', '\u0130'}) {
+      for (char c : new char[] {'0', '1', 'a', 'f', 'g', 'A', ';', '=', '-', ' ', '?', '\u0130', '\u00e9'}) {
         String m = XRAY.substring(0, i) + c + XRAY.substring(i + 1);
         assertEquals(describe(XrayPropagator.parse(" " + m)), describe(XrayPropagator.parse(m)), m);
       }

@@ -93,9 +93,7 @@ public final class Hex {
   public static long hex8(String s, int off) {
     byte[] latin1 = Latin1.bytes(s);
     if (latin1 != null) {
-      // The string's own bytes, 8 in one load: no per-character charAt (Latin1's comment).
-      long w = (long) BIG_ENDIAN_LONG.get(latin1, off);
-      return (w & HIGH) != 0 ? -1 : swar8(w);
+      return hex8(latin1, off);
     }
     char c0 = s.charAt(off);
     char c1 = s.charAt(off + 1);
@@ -111,6 +109,22 @@ public final class Hex {
     long w = (long) c0 << 56 | (long) c1 << 48 | (long) c2 << 40 | (long) c3 << 32
         | (long) c4 << 24 | (long) c5 << 16 | (long) c6 << 8 | c7;
     return swar8(w);
+  }
+
+  /**
+   * {@link #hex8} over a string's Latin-1 bytes ({@link Latin1#bytes}): the 8 bytes at
+   * {@code off} (in range) in one load, no per-character {@code charAt}.
+   */
+  public static long hex8(byte[] latin1, int off) {
+    long w = (long) BIG_ENDIAN_LONG.get(latin1, off);
+    return (w & HIGH) != 0 ? -1 : swar8(w);
+  }
+
+  /** {@link #hex2} over a string's Latin-1 bytes. */
+  public static int hex2(byte[] latin1, int off) {
+    int a = latin1[off];
+    int b = latin1[off + 1];
+    return (a | b) < 0 ? -1 : (LOWER[a] << 4) | LOWER[b];
   }
 
   /** {@link #hex8} for 8 ASCII bytes packed big-endian into {@code w}, each below 0x80. */

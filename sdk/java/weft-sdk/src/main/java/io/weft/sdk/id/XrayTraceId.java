@@ -1,5 +1,7 @@
 package io.weft.sdk.id;
 
+import io.weft.sdk.internal.Latin1;
+
 /**
  * The X-Ray form of a trace ID, {@code 1-{8 hex epoch}-{24 hex}} (35 characters), formatted into
  * and parsed from caller buffers without allocating (the X-Ray benchmarks beside the AWS X-Ray SDK's
@@ -46,10 +48,22 @@ public final class XrayTraceId {
     if (s.charAt(dash) != '-') {
       return false;
     }
-    long epoch = n == LEN ? Hex.hex8(s, off + 2) : shortHex(s, off + 2, dash);
-    long a = Hex.hex8(s, dash + 1);
-    long b = Hex.hex8(s, dash + 9);
-    long c = Hex.hex8(s, dash + 17);
+    long epoch;
+    long a;
+    long b;
+    long c;
+    byte[] latin1 = Latin1.bytes(s);
+    if (latin1 != null) { // the string's bytes read once (Latin1)
+      epoch = n == LEN ? Hex.hex8(latin1, off + 2) : shortHex(s, off + 2, dash);
+      a = Hex.hex8(latin1, dash + 1);
+      b = Hex.hex8(latin1, dash + 9);
+      c = Hex.hex8(latin1, dash + 17);
+    } else {
+      epoch = n == LEN ? Hex.hex8(s, off + 2) : shortHex(s, off + 2, dash);
+      a = Hex.hex8(s, dash + 1);
+      b = Hex.hex8(s, dash + 9);
+      c = Hex.hex8(s, dash + 17);
+    }
     if ((epoch | a | b | c) < 0) {
       return false;
     }

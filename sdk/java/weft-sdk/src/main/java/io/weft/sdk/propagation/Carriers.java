@@ -55,8 +55,13 @@ final class Carriers {
    * The only value of a header that must appear at most once: null when absent,
    * {@link #DUPLICATE} (compare by identity) when present more than once; untrimmed.
    */
-  static <C> String single(TextMapGetter<C> getter, C carrier, String name) {
-    if (!MULTI_VALUED.get(getter.getClass())) {
+  /** Whether {@code getter} overrides {@code getAll}: look it up once per extract. */
+  static boolean multiValued(TextMapGetter<?> getter) {
+    return MULTI_VALUED.get(getter.getClass());
+  }
+
+  static <C> String single(boolean multiValued, TextMapGetter<C> getter, C carrier, String name) {
+    if (!multiValued) {
       return getter.get(carrier, name);
     }
     Iterator<String> it = getter.getAll(carrier, name);
@@ -69,7 +74,13 @@ final class Carriers {
 
   /** Every value of a header, trimmed, in order; empty when absent. */
   static <C> List<String> all(TextMapGetter<C> getter, C carrier, String name) {
-    if (!MULTI_VALUED.get(getter.getClass())) {
+    return all(multiValued(getter), getter, carrier, name);
+  }
+
+  /** {@link #all} with {@link #multiValued} already known. */
+  static <C> List<String> all(boolean multiValued, TextMapGetter<C> getter, C carrier,
+      String name) {
+    if (!multiValued) {
       String v = getter.get(carrier, name);
       return v == null ? List.of() : List.of(trim(v));
     }

@@ -1,6 +1,7 @@
 package io.weft.sdk.propagation;
 
 import io.weft.sdk.id.Hex;
+import io.weft.sdk.internal.Latin1;
 import io.weft.sdk.trace.WeftSpanContext;
 import io.weft.sdk.trace.WeftTraceState;
 
@@ -27,20 +28,39 @@ public final class Traceparent {
    */
   public boolean parse(String v) {
     int n = v.length();
-    if (n < LEN || v.charAt(2) != '-' || v.charAt(35) != '-' || v.charAt(52) != '-') {
+    if (n < LEN) {
       return false;
     }
-    // One pass over the 50 hex digits, 8 at a time (Hex.hex8); each returns -1 for a bad digit,
-    // so one sign test of the OR of all of them validates the whole header
-    // (traceparent_extract benchmark).
-    int version = Hex.hex2(v, 0);
-    long a = Hex.hex8(v, 3);
-    long b = Hex.hex8(v, 11);
-    long c = Hex.hex8(v, 19);
-    long d = Hex.hex8(v, 27);
-    long e = Hex.hex8(v, 36);
-    long f = Hex.hex8(v, 44);
-    int fl = Hex.hex2(v, 53);
+    // Three small methods rather than one: parse stays small enough for C2 to inline, so the
+    // holder parseSpanContext makes is scalar-replaced (traceparent_extract (weft_api): 96 B).
+    byte[] latin1 = Latin1.bytes(v);
+    return latin1 != null ? parseLatin1(latin1, n) : parseChars(v, n);
+  }
+
+  /** A Latin-1 string's own bytes ({@link Latin1}), 8 digits per load. */
+  private boolean parseLatin1(byte[] s, int n) {
+    if (s[2] != '-' || s[35] != '-' || s[52] != '-') {
+      return false;
+    }
+    return set(Hex.hex2(s, 0), Hex.hex8(s, 3), Hex.hex8(s, 11), Hex.hex8(s, 19), Hex.hex8(s, 27),
+        Hex.hex8(s, 36), Hex.hex8(s, 44), Hex.hex2(s, 53), n, n > LEN && s[LEN] != '-');
+  }
+
+  /** Any other string (a character above U+00FF, or {@link Latin1} off), through charAt. */
+  private boolean parseChars(String v, int n) {
+    if (v.charAt(2) != '-' || v.charAt(35) != '-' || v.charAt(52) != '-') {
+      return false;
+    }
+    return set(Hex.hex2(v, 0), Hex.hex8(v, 3), Hex.hex8(v, 11), Hex.hex8(v, 19), Hex.hex8(v, 27),
+        Hex.hex8(v, 36), Hex.hex8(v, 44), Hex.hex2(v, 53), n, n > LEN && v.charAt(LEN) != '-');
+  }
+
+  /**
+   * Validates the decoded fields and stores them. Every hex part is -1 when it held a bad digit,
+   * so one sign test of their OR validates the whole header (one pass over the 50 digits).
+   */
+  private boolean set(int version, long a, long b, long c, long d, long e, long f, int fl, int n,
+      boolean badSuffix) {
     if ((version | fl | a | b | c | d | e | f) < 0 || version == 0xff) {
       return false;
     }
@@ -50,7 +70,7 @@ public final class Traceparent {
     if ((hi | lo) == 0 || sid == 0) {
       return false;
     }
-    if (version == 0 ? n != LEN : n > LEN && v.charAt(LEN) != '-') {
+    if (version == 0 ? n != LEN : badSuffix) {
       return false;
     }
     traceIdHigh = hi;

@@ -62,7 +62,8 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
 
   /** Extracts the span context, or null when there is no valid {@code traceparent}. */
   public <C> WeftSpanContext extractSpanContext(C carrier, TextMapGetter<C> getter) {
-    String v = Carriers.single(getter, carrier, "traceparent");
+    boolean multiValued = Carriers.multiValued(getter);
+    String v = Carriers.single(multiValued, getter, carrier, "traceparent");
     if (v == null || v == Carriers.DUPLICATE) {
       return null; // absent, or present more than once
     }
@@ -70,7 +71,7 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
     if (sc == null) {
       return null;
     }
-    List<String> ts = Carriers.all(getter, carrier, "tracestate");
+    List<String> ts = Carriers.all(multiValued, getter, carrier, "tracestate");
     return ts.isEmpty() ? sc : sc.withTraceState(WeftTraceState.parse(ts));
   }
 
