@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.weft.sdk.id.Hex;
@@ -60,6 +61,8 @@ class HeaderCodecTest {
     assertArrayEquals(new byte[] {'0', '1', '2', '3', 'a', 'b', 'c', (byte) 0xe9},
         Latin1.bytes(latin));
     assertNull(Latin1.bytes("0123abc\u0130"));
+    assertNull(Latin1.bytes(null));
+    assertThrows(NullPointerException.class, () -> Hex.hex8((String) null, 0));
     // A substring has its own array from offset 0, as hex8's offsets assume.
     assertEquals(0x0123abcdL, Hex.hex8("--0123abcd--".substring(2, 10), 0));
   }

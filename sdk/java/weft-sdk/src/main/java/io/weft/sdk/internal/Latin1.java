@@ -65,12 +65,15 @@ public final class Latin1 {
 
   /**
    * The string's characters, one byte each, when the JVM stores it as Latin-1; otherwise null
-   * (a character above {@code U+00FF}, compact strings off, or this class disabled). The array is
+   * (a character above {@code U+00FF}, compact strings off, this class disabled, or a null
+   * string). The array is
    * the string's own: never write into it.
    */
   public static byte[] bytes(String s) {
     sun.misc.Unsafe u = UNSAFE;
-    if (u == null || u.getByte(s, CODER) != 0) {
+    // A null string must not reach Unsafe (a read at an absolute address): callers then throw
+    // the NullPointerException of charAt, as before.
+    if (u == null || s == null || u.getByte(s, CODER) != 0) {
       return null;
     }
     return (byte[]) u.getObject(s, VALUE);
