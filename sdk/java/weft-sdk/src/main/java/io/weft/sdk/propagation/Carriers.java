@@ -51,15 +51,16 @@ final class Carriers {
   /** Marks a header present more than once in {@link #single}. */
   static final String DUPLICATE = new String("duplicate");
 
-  /**
-   * The only value of a header that must appear at most once: null when absent,
-   * {@link #DUPLICATE} (compare by identity) when present more than once; untrimmed.
-   */
   /** Whether {@code getter} overrides {@code getAll}: look it up once per extract. */
   static boolean multiValued(TextMapGetter<?> getter) {
     return MULTI_VALUED.get(getter.getClass());
   }
 
+  /**
+   * The only value of a header that must appear at most once: null when absent,
+   * {@link #DUPLICATE} (compare by identity) when present more than once; untrimmed.
+   * {@code multiValued}: {@link #multiValued} of the getter.
+   */
   static <C> String single(boolean multiValued, TextMapGetter<C> getter, C carrier, String name) {
     if (!multiValued) {
       return getter.get(carrier, name);
