@@ -120,6 +120,79 @@ class PropertyTest {
     assertEquals(lo, t.low);
   }
 
+  /** A valid header with up to four characters replaced, inserted or deleted. */
+  static Arbitrary<String> mutated(String valid) {
+    Arbitrary<Character> c = Arbitraries.of('0', '1', '9', 'a', 'f', 'g', 'A', 'F', '-', ';', '=',
+        ' ', '\u00e9', '\u00b0', '\u0130', '\u0000');
+    Arbitrary<int[]> edit = Combinators.combine(Arbitraries.integers().between(0, 2),
+        Arbitraries.integers().between(0, valid.length())).as((k, i) -> new int[] {k, i});
+    return Combinators.combine(edit.list().ofMaxSize(4), c.list().ofSize(4)).as((edits, chars) -> {
+      StringBuilder sb = new StringBuilder(valid);
+      for (int j = 0; j < edits.size(); j++) {
+        int at = Math.min(edits.get(j)[1], sb.length());
+        switch (edits.get(j)[0]) {
+          case 0 -> { if (at < sb.length()) { sb.setCharAt(at, chars.get(j)); } }
+          case 1 -> sb.insert(at, chars.get(j));
+          default -> { if (at < sb.length()) { sb.deleteCharAt(at); } }
+        }
+      }
+      return sb.toString();
+    });
+  }
+
+  @Provide
+  Arbitrary<String> traceparents() {
+    return mutated("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  }
+
+  @Provide
+  Arbitrary<String> xrayHeaders() {
+    return mutated("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1");
+  }
+
+  /** The traceparent rules checked character by character (Hex's charAt helpers). */
+  static boolean validTraceparent(String v) {
+    int n = v.length();
+    if (n < 55 || v.charAt(2) != '-' || v.charAt(35) != '-' || v.charAt(52) != '-'
+        || !Hex.isLowerHex(v, 0, 2) || !Hex.isLowerHex(v, 3, 32) || !Hex.isLowerHex(v, 36, 16)
+        || !Hex.isLowerHex(v, 53, 2)) {
+      return false;
+    }
+    long version = Hex.parseLong(v, 0, 2);
+    return version != 0xff && (Hex.parseLong(v, 3, 16) | Hex.parseLong(v, 19, 16)) != 0
+        && Hex.parseLong(v, 36, 16) != 0
+        && (version == 0 ? n == 55 : n == 55 || v.charAt(55) == '-');
+  }
+
+  @Property(tries = 2000)
+  void traceparentParsingAgreesWithTheRulesAndNeverThrows(@ForAll("traceparents") String v) {
+    Traceparent tp = new Traceparent();
+    boolean ok = tp.parse(v);
+    assertEquals(validTraceparent(v), ok, v);
+    if (ok) {
+      assertEquals(Hex.parseLong(v, 3, 16), tp.traceIdHigh, v);
+      assertEquals(Hex.parseLong(v, 19, 16), tp.traceIdLow, v);
+      assertEquals(Hex.parseLong(v, 36, 16), tp.spanId, v);
+    }
+  }
+
+  @Property(tries = 2000)
+  void xrayHeaderParsingNeverThrowsAndTheFixedOffsetsAgreeWithTheScan(
+      @ForAll("xrayHeaders") String v) {
+    WeftSpanContext fast = XrayPropagator.parse(v);
+    WeftSpanContext scanned = XrayPropagator.parse(" " + v); // 75+ characters: always scanned
+    assertEquals(scanned == null, fast == null, v);
+    if (fast != null) {
+      assertEquals(scanned.getTraceId(), fast.getTraceId(), v);
+      assertEquals(scanned.getSpanId(), fast.getSpanId(), v);
+      assertEquals(scanned.isSampled(), fast.isSampled(), v);
+    }
+    int root = v.indexOf("Root=");
+    if (root >= 0) {
+      new XrayTraceId().parse(v, root + 5, Math.min(v.length(), root + 40));
+    }
+  }
+
   @Provide
   Arbitrary<String> tokens() {
     return Arbitraries.strings().withChars("abcxyzABZ019!#$&'*+-.^_`|~").ofMinLength(1)

@@ -66,8 +66,7 @@ public final class Latin1 {
   /**
    * The string's characters, one byte each, when the JVM stores it as Latin-1; otherwise null
    * (a character above {@code U+00FF}, compact strings off, this class disabled, or a null
-   * string). The array is
-   * the string's own: never write into it.
+   * string). The array is the string's own: never write into it.
    */
   public static byte[] bytes(String s) {
     sun.misc.Unsafe u = UNSAFE;
