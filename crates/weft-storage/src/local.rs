@@ -209,10 +209,23 @@ impl Storage for LocalStorage {
                     size,
                 });
             }
-            let mut buf = vec![0u8; (range.end - range.start) as usize];
+            // Read into uninitialised capacity: `read_to_end` on a `File` does not zero it first.
+            // Zeroing a multi-megabyte column chunk only to overwrite it cost a second pass
+            // over freshly mapped pages on every row-group read.
+            let len = range.end - range.start;
+            let mut buf = Vec::with_capacity(len as usize);
             f.seek(SeekFrom::Start(range.start))
-                .and_then(|_| f.read_exact(&mut buf))
+                .and_then(|_| (&mut f).take(len).read_to_end(&mut buf))
                 .map_err(not_found(&p))?;
+            if buf.len() as u64 != len {
+                return Err(StorageError::Io {
+                    path: p,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("read {} of {len} bytes (the file shrank)", buf.len()),
+                    ),
+                });
+            }
             Ok(Bytes::from(buf))
         })
         .await
