@@ -100,7 +100,9 @@ def jaeger_binary(host, port):
 
 def jaeger_remote(host, sampling_port, service, n, *ops):
     """jaeger-client's remote-controlled sampler polling weft's /sampling: after a few polls,
-    starts n root spans of each operation and prints {op: sampled} as JSON."""
+    starts n root spans of each operation, spread evenly over one second, and prints
+    {op: sampled} as JSON. (Its rate limiter starts with a random balance below its rate, so
+    a burst could find it empty; over a second it earns the rate.)"""
     import json
 
     from jaeger_client import Config
@@ -119,7 +121,11 @@ def jaeger_remote(host, sampling_port, service, n, *ops):
         time.sleep(0.05)
     sampled = {}
     for op in ops:
-        sampled[op] = sum(tracer.start_span(op).is_sampled() for _ in range(int(n)))
+        start, count = time.time(), 0
+        for i in range(int(n)):
+            time.sleep(max(0.0, start + i / int(n) - time.time()))
+            count += tracer.start_span(op).is_sampled()
+        sampled[op] = count
     tracer.close()
     return json.dumps({"sampled": sampled, "sampler": type(tracer.sampler.sampler).__name__})
 

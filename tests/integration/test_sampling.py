@@ -235,8 +235,10 @@ def test_jaeger_client_python_samples_by_the_file(weft_factory, tmp_path):
 
     got = run("checkout", "GET /health", "POST /pay")
     assert got["sampled"] == {"GET /health": 0, "POST /pay": 300}, got
+    # 7 traces/s over the second the 300 spans take, plus the rate limiter's random starting
+    # balance (0-7): 7 to 14 sampled, a little more if the second runs long.
     got = run("search", "q")
-    assert got["sampler"] == "RateLimitingSampler" and 1 <= got["sampled"]["q"] <= 8, got
+    assert got["sampler"] == "RateLimitingSampler" and 6 <= got["sampled"]["q"] <= 16, got
     assert run("other", "x")["sampled"] == {"x": 0}
 
 
