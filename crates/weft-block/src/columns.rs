@@ -50,18 +50,11 @@ impl Interner {
         if v.is_empty() {
             return 0;
         }
-        let h = xxh3_64_with_seed(v, self.seed);
-        let (data, ends) = (&self.data, &self.ends);
-        let value = |id: u32| &data[ends[id as usize - 1] as usize..ends[id as usize] as usize];
-        if let Some(&(_, id)) = self.table.find(h, |&(eh, id)| eh == h && value(id) == v) {
-            return id;
+        let (id, new) = intern_into(&mut self.data, &mut self.ends, &mut self.table, self.seed, v);
+        if new {
+            // What the value adds: its bytes, its end, its table entry.
+            self.bytes += v.len() + 4 + 16;
         }
-        let id = self.ends.len() as u32;
-        self.data.extend_from_slice(v);
-        self.ends.push(self.data.len() as u32);
-        self.table.insert_unique(h, (h, id), |&(eh, _)| eh);
-        // What the value adds: its bytes, its end, its table entry.
-        self.bytes += v.len() + 4 + 16;
         id
     }
 
@@ -80,6 +73,29 @@ impl Interner {
     pub fn is_empty(&self) -> bool {
         self.ends.len() <= 1
     }
+}
+
+/// The id of the non-empty value `v` among the values end to end in `data` (value `id` is
+/// `data[ends[id - 1]..ends[id]]`), appending it if it is new; and whether it was. `table` holds
+/// (hash, id) of every value, hashed with `seed`. Shared by [`Interner`] and [`BlobColumn`].
+#[inline]
+fn intern_into(
+    data: &mut Vec<u8>,
+    ends: &mut Vec<u32>,
+    table: &mut HashTable<(u64, u32)>,
+    seed: u64,
+    v: &[u8],
+) -> (u32, bool) {
+    let h = xxh3_64_with_seed(v, seed);
+    let value = |id: u32| &data[ends[id as usize - 1] as usize..ends[id as usize] as usize];
+    if let Some(&(_, id)) = table.find(h, |&(eh, id)| eh == h && value(id) == v) {
+        return (id, false);
+    }
+    let id = ends.len() as u32;
+    data.extend_from_slice(v);
+    ends.push(data.len() as u32);
+    table.insert_unique(h, (h, id), |&(eh, _)| eh);
+    (id, true)
 }
 
 /// The rows of one trace in [`SpanColumns`], newest first.
@@ -197,17 +213,7 @@ impl BlobColumn {
         if v.is_empty() {
             return 0;
         }
-        let h = xxh3_64_with_seed(v, self.seed);
-        let (data, ends) = (&self.data, &self.ends);
-        let value = |id: u32| &data[ends[id as usize - 1] as usize..ends[id as usize] as usize];
-        if let Some(&(_, id)) = self.table.find(h, |&(eh, id)| eh == h && value(id) == v) {
-            return id;
-        }
-        let id = self.ends.len() as u32;
-        self.data.extend_from_slice(v);
-        self.ends.push(self.data.len() as u32);
-        self.table.insert_unique(h, (h, id), |&(eh, _)| eh);
-        id
+        intern_into(&mut self.data, &mut self.ends, &mut self.table, self.seed, v).0
     }
 
     /// Appends a row holding the value `id` returned by [`Self::intern`].
