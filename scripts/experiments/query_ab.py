@@ -17,13 +17,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_search as bs  # noqa: E402
+from bench_parallelism import copy_data  # noqa: E402
 
 
 def queries(data):
@@ -61,7 +61,7 @@ def main():
     copy = tempfile.mkdtemp(prefix="query-ab-", dir=a.data_dir)
     servers = {}
     try:
-        subprocess.run(["cp", "-a", "--reflink=auto", data, os.path.join(copy, "data")], check=True)
+        copy_data(data, os.path.join(copy, "data"))
         flags = ["--query-parallelism", a.parallelism, "--compaction-interval", "0", "--scrub-interval", "0"]
         servers = {"old": bs.Server(os.path.abspath(a.old), None, flags, data=data),
                    "new": bs.Server(os.path.abspath(a.new), None, flags, data=os.path.join(copy, "data"))}
