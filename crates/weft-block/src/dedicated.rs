@@ -446,19 +446,33 @@ pub fn resource_values<'a>(header: &'a [u8], keys: &[(&[u8], ValueType)]) -> Vec
         .collect()
 }
 
+/// How many bytes [`append_key_value`] appends for `key = value`.
+pub fn key_value_len(key: &[u8], value: Scalar<'_>) -> usize {
+    field_len(field_len(key.len()) + field_len(any_value_len(value)))
+}
+
+/// A length-delimited field of `len` bytes, with its tag (field numbers below 16) and length.
+fn field_len(len: usize) -> usize {
+    1 + weft_otlp::wire::varint_len(len as u64) + len
+}
+
+/// The encoded `AnyValue` holding `value`.
+fn any_value_len(value: Scalar<'_>) -> usize {
+    match value {
+        Scalar::Str(s) => field_len(s.len()),
+        Scalar::Bool(_) => 2,
+        Scalar::Int(i) => 1 + weft_otlp::wire::varint_len(i as u64),
+        Scalar::Double(_) => 9,
+    }
+}
+
 /// Appends `key = value` to a span's attributes blob as an encoded `KeyValue` field, in the
 /// canonical encoding (minimal lengths, fields in number order).
 pub fn append_key_value(out: &mut Vec<u8>, key: &[u8], value: Scalar<'_>) {
-    use weft_otlp::wire::{put_varint, varint_len};
-    let field = |len: usize| 1 + varint_len(len as u64) + len;
-    let any = match value {
-        Scalar::Str(s) => field(s.len()),
-        Scalar::Bool(_) => 2,
-        Scalar::Int(i) => 1 + varint_len(i as u64),
-        Scalar::Double(_) => 9,
-    };
+    use weft_otlp::wire::put_varint;
+    let any = any_value_len(value);
     put_tag(out, SPAN_ATTRIBUTES, 2);
-    put_varint(out, (field(key.len()) + field(any)) as u64);
+    put_varint(out, (field_len(key.len()) + field_len(any)) as u64);
     put_bytes(out, KV_KEY, key);
     put_tag(out, KV_VALUE, 2);
     put_varint(out, any as u64);

@@ -386,3 +386,26 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn key_value_len_is_what_append_key_value_appends() {
+    let long = "x".repeat(300);
+    let key200 = "k".repeat(200);
+    let keys: [&[u8]; 3] = [b"", b"http.route", key200.as_bytes()];
+    let values = [
+        Scalar::Str(b""),
+        Scalar::Str(long.as_bytes()),
+        Scalar::Int(0),
+        Scalar::Int(-1),
+        Scalar::Int(1 << 40),
+        Scalar::Double(0.5),
+        Scalar::Bool(true),
+    ];
+    for key in keys {
+        for value in values {
+            let mut out = vec![7];
+            append_key_value(&mut out, key, value);
+            assert_eq!(out.len() - 1, key_value_len(key, value), "{key:?} {value:?}");
+        }
+    }
+}

@@ -223,13 +223,21 @@ fn read_span_rows(
     let attrs = blob(col::ATTRIBUTES)?;
     let moved = SpanDedicated::read(rgr, dedicated, lo, n)?;
     let attributes = |i: usize| -> Bytes {
-        if moved.is_empty() || !moved.any(i) {
-            return owned(&attrs[i]);
+        let stored = attrs[i].as_ref().map_or(&[][..], |b| b.data());
+        let more = if moved.is_empty() { 0 } else { moved.appended_len(i) };
+        if more == 0 {
+            return Bytes::copy_from_slice(stored);
         }
-        let mut out = attrs[i].as_ref().map(|b| b.data().to_vec()).unwrap_or_default();
+        // Sized once: growing by doubling took two or three reallocations per span.
+        let mut out = Vec::with_capacity(stored.len() + more);
+        out.extend_from_slice(stored);
         moved.append(i, &mut out);
         Bytes::from(out)
     };
+    // Resource and scope headers repeat across a row group's spans (one per service and
+    // library), and their column is dictionary-encoded, so the rows of one header hold the
+    // same dictionary bytes: each distinct header is copied once and its spans share it.
+    let (mut resources, mut scopes_seen) = (Shared::default(), Shared::default());
     let events = blob(col::EVENTS)?;
     let links = blob(col::LINKS)?;
     let extra = blob(col::EXTRA)?;
@@ -247,8 +255,8 @@ fn read_span_rows(
             duration_nano: durs[i],
             status_code: codes[i].clamp(0, 255) as u8,
             status_message: msgs[i].as_ref().map(text).unwrap_or_default(),
-            resource: Bytes::copy_from_slice(res[i].data()),
-            scope: Bytes::copy_from_slice(scopes[i].data()),
+            resource: resources.get(res[i].data()),
+            scope: scopes_seen.get(scopes[i].data()),
             attributes: attributes(i),
             events: owned(&events[i]),
             links: owned(&links[i]),
@@ -256,6 +264,25 @@ fn read_span_rows(
         });
     }
     Ok(out)
+}
+
+/// Copies of the values of one dictionary-encoded column, by where the decoded value lies:
+/// values decoded from one dictionary entry are the same bytes at the same address, so they
+/// share one copy. Other values (a plain-encoded page) are copied as before.
+#[derive(Default)]
+struct Shared {
+    copies: crate::hash::FastMap<(usize, usize), Bytes>,
+}
+
+impl Shared {
+    fn get(&mut self, v: &[u8]) -> Bytes {
+        // The address identifies the bytes only while the page that holds them lives, which
+        // is the whole read: the row group's decoded values are all held until it returns.
+        self.copies
+            .entry((v.as_ptr() as usize, v.len()))
+            .or_insert_with(|| Bytes::copy_from_slice(v))
+            .clone()
+    }
 }
 
 /// Appends every span of row group `rg` to `cols` (compaction's read), column by column: each
@@ -697,6 +724,14 @@ impl SpanDedicated {
         self.cols.iter().any(|(_, v)| Self::value(v, i).is_some())
     }
 
+    /// How many bytes [`Self::append`] adds for row `i`.
+    pub(super) fn appended_len(&self, i: usize) -> usize {
+        self.cols
+            .iter()
+            .filter_map(|(key, v)| Some(key_value_len(key, Self::value(v, i)?)))
+            .sum()
+    }
+
     /// Appends row `i`'s moved values to its attributes blob `out`, in column order.
     pub(super) fn append(&self, i: usize, out: &mut Vec<u8>) {
         for (key, v) in &self.cols {
@@ -707,5 +742,5 @@ impl SpanDedicated {
     }
 }
 
-use crate::dedicated::{Scalar, append_key_value};
+use crate::dedicated::{Scalar, append_key_value, key_value_len};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
