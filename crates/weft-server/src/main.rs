@@ -103,14 +103,7 @@ fn lower_priority() {
     }
 }
 
-/// Caps glibc's malloc arenas at one per core (its default is eight per core). Every arena
-/// keeps the free memory of the threads that used it, fragmented, so after a burst of large
-/// requests (six concurrent fetches of a 200,000-span trace) 16 arenas held about 150 MB that
-/// `malloc_trim` could not return, and the burst itself peaked at 230 MB instead of 80 MB.
-/// Threads keep their own small-allocation caches (tcache), so fewer arenas costs little
-/// contention.
-///
-/// And fixes the size from which an allocation is its own mapping at 4 MiB. glibc's default
+/// Fixes the size from which an allocation is its own mapping at 4 MiB. glibc's default
 /// starts at 128 KiB and rises to the largest mapped block freed (up to 32 MiB), after which
 /// large request buffers (a gRPC message grows by doubling) come from the arenas and fragment
 /// them: 100 concurrent 15 MiB gRPC messages, whose bytes the request budget holds to 256 MiB,
@@ -122,17 +115,24 @@ fn lower_priority() {
 /// a page-table change that interrupts the other core running a worker of the same process.
 /// At parallelism 2 that cost 13 % of `{ status = error } | rate()`'s time. The threshold is
 /// set to twice the mapping size, what glibc's own rule would have given; the periodic
-/// `malloc_trim` still returns the rest. Must run before any thread starts.
+/// `malloc_trim` still returns the rest.
+///
+/// The number of arenas is left at glibc's default (eight per core). It was capped at one
+/// per core to bound fragmentation, before the mapping size was fixed; with the cap, two
+/// query workers shared an arena about half the time (threads take arenas in turn), and
+/// each allocation that missed the thread's cache waited on the other's lock: 20–40 % more
+/// CPU per whole-trace query at parallelism 2, in about half the runs. With the default, the
+/// memory-bound tests peak where they did with the cap (477–482 MiB for six fetches of a
+/// 200,000-span trace, 334–356 MiB for 100 15 MiB gRPC messages; bound 512 MiB), and
+/// `GLIBC_TUNABLES=glibc.malloc.arena_max` still sets it. Must run before any thread starts.
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         const MMAP_THRESHOLD: libc::c_int = 4 << 20;
         const TRIM_THRESHOLD: libc::c_int = 2 * MMAP_THRESHOLD;
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
         // SAFETY: mallopt only sets allocator parameters; called before other threads exist.
         #[allow(unsafe_code)]
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, cores as libc::c_int);
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
         }
