@@ -121,7 +121,11 @@ impl Bloom {
     /// The bits `id` sets in a filter of `k` probes over `words` words (mixed or not). Borrows
     /// nothing of the filter, so that inserting needs no buffer of the probes.
     fn probes(k: u32, words: usize, mixed: bool, id: &[u8; 16]) -> impl Iterator<Item = usize> {
-        let (h1, h2) = trace_id_hashes(id);
+        Self::probes_of(k, words, mixed, trace_id_hashes(id))
+    }
+
+    /// [`Self::probes`] of an ID whose [`trace_id_hashes`] are `(h1, h2)`.
+    fn probes_of(k: u32, words: usize, mixed: bool, (h1, h2): (u64, u64)) -> impl Iterator<Item = usize> {
         let mask = (words * 64 - 1) as u64;
         (0..u64::from(k)).map(move |i| {
             let h = h1.wrapping_add(i.wrapping_mul(h2));
@@ -136,7 +140,13 @@ impl Bloom {
     }
 
     pub fn may_contain(&self, id: &[u8; 16]) -> bool {
-        Self::probes(self.k, self.words.len(), self.mixed, id).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
+        self.may_contain_hashed(trace_id_hashes(id))
+    }
+
+    /// [`Self::may_contain`] of an ID whose [`trace_id_hashes`] are `hashes`: every filter
+    /// probes from the same two hashes, so an ID asked of many filters is hashed once.
+    pub fn may_contain_hashed(&self, hashes: (u64, u64)) -> bool {
+        Self::probes_of(self.k, self.words.len(), self.mixed, hashes).all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 
     /// The 16-byte key a byte string is stored under (xxh3-128, stable across versions).
@@ -305,6 +315,25 @@ impl TraceIndex {
         (start..self.row_groups.len())
             .take_while(|&i| self.row_groups[i].min <= *id)
             .collect()
+    }
+
+    /// Whether [`Self::candidates`] is not empty, without listing them.
+    pub fn may_hold(&self, id: &[u8; 16]) -> bool {
+        self.may_hold_hashed(id, trace_id_hashes(id))
+    }
+
+    /// [`Self::may_hold`] with `id`'s [`trace_id_hashes`] computed by the caller, once for
+    /// all the blocks it asks.
+    pub fn may_hold_hashed(&self, id: &[u8; 16], hashes: (u64, u64)) -> bool {
+        if !self.bloom.may_contain_hashed(hashes) {
+            return false;
+        }
+        if !self.trace_blooms.is_empty() {
+            return (self.row_groups.iter().zip(&self.trace_blooms))
+                .any(|(rg, bloom)| rg.min <= *id && *id <= rg.max && bloom.may_contain_hashed(hashes));
+        }
+        let start = self.row_groups.partition_point(|rg| rg.max < *id);
+        self.row_groups.get(start).is_some_and(|rg| rg.min <= *id)
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -561,6 +590,9 @@ mod tests {
         let enc = idx.encode();
         assert_eq!(TraceIndex::decode(&enc).unwrap(), idx);
         assert_eq!(idx.candidates(&[1; 16]), vec![0]);
+        for id in [[0; 16], [1; 16], [2; 16], [5; 16], [10; 16]] {
+            assert_eq!(idx.may_hold(&id), !idx.candidates(&id).is_empty(), "{id:?}");
+        }
         let mut bad = enc.clone();
         bad[30] ^= 1;
         assert!(matches!(TraceIndex::decode(&bad), Err(IndexError::Checksum)));
@@ -688,9 +720,14 @@ mod tests {
         for (k, g) in groups.iter().enumerate() {
             for &i in g {
                 assert_eq!(idx.candidates(&id(i)), vec![k], "trace {i}");
+                assert!(idx.may_hold(&id(i)), "trace {i}");
             }
         }
         assert!(idx.candidates(&id(10)).is_empty());
+        // `may_hold` says what `candidates` lists, for IDs in and out of the ranges.
+        for i in 0..=255u8 {
+            assert_eq!(idx.may_hold(&id(i)), !idx.candidates(&id(i)).is_empty(), "id {i}");
+        }
         let with_keys = TraceIndex {
             keys: Some(KeyLists {
                 keys: vec![(KeyScope::Span, b"k".to_vec().into())],
