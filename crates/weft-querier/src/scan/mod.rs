@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
+use weft_block::hash::trace_id_hashes;
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
 use weft_block::{Block, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
@@ -570,10 +571,11 @@ impl<'a> Scan<'a> {
 
     /// Whether any block other than `except` may hold `id`.
     fn in_other_block(&self, id: &[u8; 16], except: Option<usize>) -> bool {
+        let h = trace_id_hashes(id);
         self.blocks
             .iter()
             .enumerate()
-            .any(|(i, b)| Some(i) != except && !b.index.candidates(id).is_empty())
+            .any(|(i, b)| Some(i) != except && b.index.may_hold_hashed(id, h))
     }
 
     /// Takes a candidate piece: offers it as the whole trace, or defers it when `split` (other
@@ -807,10 +809,11 @@ impl Querier {
             ..ScanStats::default()
         };
         let in_blocks = |blocks: &[Arc<Block>], id: &[u8; 16], except: Option<usize>| {
+            let h = trace_id_hashes(id);
             blocks
                 .iter()
                 .enumerate()
-                .any(|(i, b)| Some(i) != except && !b.index.candidates(id).is_empty())
+                .any(|(i, b)| Some(i) != except && b.index.may_hold_hashed(id, h))
         };
         let mut blocks: Vec<Arc<Block>> = Vec::new();
         let mut cuts: Vec<Arc<FrozenSpans>> = Vec::new();
@@ -860,12 +863,13 @@ impl GraphShared {
         if at_edge && self.blocks[bi].row_group_count() > 1 {
             return true;
         }
+        let h = trace_id_hashes(id);
         if self
             .blocks
             .iter()
             .enumerate()
-            .any(|(i, b)| i != bi && !b.index.candidates(id).is_empty())
-            || self.others.iter().any(|b| !b.index.candidates(id).is_empty())
+            .any(|(i, b)| i != bi && b.index.may_hold_hashed(id, h))
+            || self.others.iter().any(|b| b.index.may_hold_hashed(id, h))
         {
             return true;
         }
