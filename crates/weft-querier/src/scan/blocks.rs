@@ -341,8 +341,7 @@ fn read_pieces(
         bytes: data.bytes(),
         ..RowGroupOut::default()
     };
-    // The pieces that pass, each with whether its trace is known to be split so far.
-    let mut passing: Vec<(PieceOut, std::ops::Range<usize>, bool)> = Vec::new();
+    let mut wanted: Vec<std::ops::Range<usize>> = Vec::new();
     let n = cols.len();
     let mut i = 0;
     while i < n {
@@ -369,42 +368,33 @@ fn read_pieces(
         if in_window && floor > 0 && start < floor {
             continue;
         }
-        // A trace at either edge of the row group may continue in the neighbour.
+        // A trace at either edge of the row group may continue in the neighbour. Each trace is
+        // asked of every other block's blooms (9 % of `service_error_rate`'s CPU over 22
+        // blocks), so its hashes are computed once for all of them (6 % after).
         let crosses = (u.rg > 0 && ranges[u.rg - 1].max == id) || (u.rg + 1 < groups && ranges[u.rg + 1].min == id);
-        let split = crosses || sh.recent.holds(&sh.tenant, &id);
-        let piece = PieceOut {
-            id,
-            passed,
-            start,
-            in_window,
-            piece: Piece::Quiet,
+        let split = crosses || sh.recent.holds(&sh.tenant, &id) || {
+            let h = trace_id_hashes(&id);
+            sh.blocks
+                .iter()
+                .enumerate()
+                .any(|(k, other)| k != u.block && other.index.may_hold_hashed(&id, h))
         };
-        passing.push((piece, lo..hi, split));
-    }
-    // Whether another block may hold the trace: each trace is asked of every other block's
-    // blooms (9 % of `service_error_rate`'s CPU over 22 blocks), so its hashes are computed
-    // once (6 % after).
-    let hashes: Vec<(u64, u64)> = passing.iter().map(|(p, _, _)| trace_id_hashes(&p.id)).collect();
-    for (k, other) in sh.blocks.iter().enumerate() {
-        if k == u.block {
-            continue;
-        }
-        for ((p, _, split), &h) in passing.iter_mut().zip(&hashes).filter(|((_, _, split), _)| !split) {
-            *split = other.index.may_hold_hashed(&p.id, h);
-        }
-    }
-    let mut wanted: Vec<std::ops::Range<usize>> = Vec::new();
-    for (mut p, rows, split) in passing {
-        p.piece = match (split, p.in_window) {
+        let piece = match (split, in_window) {
             (true, true) => Piece::Defer,
             (true, false) => Piece::Note,
-            (false, true) if sh.prefilter.holds(p.passed) => {
-                wanted.push(rows);
+            (false, true) if sh.prefilter.holds(passed) => {
+                wanted.push(lo..hi);
                 Piece::Offer(Vec::new())
             }
             (false, _) => Piece::Quiet,
         };
-        out.pieces.push(p);
+        out.pieces.push(PieceOut {
+            id,
+            passed,
+            start,
+            in_window,
+            piece,
+        });
     }
     if u.newest < live_floor.load(Ordering::Relaxed) {
         return Ok(None);
