@@ -280,7 +280,7 @@ impl Db {
                 );
                 hi < start || lo > end
             });
-            !outside && !b.index.candidates(id).is_empty()
+            !outside && b.index.may_hold(id)
         });
         // Oldest blocks first: spans arrive roughly in time order, so when the cap stops the
         // read, what was read is the start of the trace (with its root).

@@ -74,7 +74,7 @@ impl QuarantinedBlock {
             )
         });
         let index = self.opened.as_ref().map(|b| &b.index).or(self.index.as_deref());
-        self.overlaps(window) && index.is_none_or(|ix| !ix.candidates(id).is_empty())
+        self.overlaps(window) && index.is_none_or(|ix| ix.may_hold(id))
     }
 
     /// Describes the damaged block at `prefix` (`<root>/<tenant>/<id>`, in `blocks/` or

@@ -138,7 +138,7 @@ pub(crate) async fn run<Q: WholeQuery>(
     // since): a job must not count them a second time.
     let exclude: Vec<[u8; 16]> = taken
         .iter()
-        .filter(|id| blocks.iter().any(|b| !b.index.candidates(id).is_empty()))
+        .filter(|id| blocks.iter().any(|b| b.index.may_hold(id)))
         .copied()
         .collect();
     let template = WholePart {
