@@ -254,8 +254,8 @@ macro_rules! tag_column_sink {
                 self.is_done()
             }
 
-            fn fork(&self) -> Option<Self> {
-                Some(self.fork_part())
+            fn fork(&self) -> Self {
+                self.fork_part()
             }
 
             fn merge(&mut self, part: Self) {

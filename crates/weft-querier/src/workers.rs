@@ -202,6 +202,256 @@ impl<J, R> Drop for Pipeline<J, R> {
     }
 }
 
+/// What a [`Workers::fold`] consumer wants after taking a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on with the next unit.
+    Go,
+    /// Stop: no unit not started yet starts, and results not taken yet are dropped.
+    Stop,
+}
+
+/// What [`Workers::fold`] does with each unit: `start` it (under the fold's lock, with the
+/// state the results before it left), `fetch` and `work` its job (as in
+/// [`Workers::pipeline`]), and `take` its result into the state (under the lock, in unit
+/// order).
+pub struct FoldSteps<St, Fe, W, T> {
+    pub start: St,
+    pub fetch: Fe,
+    pub work: W,
+    pub take: T,
+}
+
+/// The shared state of one [`Workers::fold`].
+struct Fold<U, S, R> {
+    units: Vec<U>,
+    inner: std::sync::Mutex<FoldInner<S, R>>,
+    /// Signalled when a result is taken, for a runner waiting for room in the window.
+    room: std::sync::Condvar,
+    /// How many units may be started and not yet taken.
+    window: usize,
+}
+
+struct FoldInner<S, R> {
+    /// `None` once the fold finished and its caller took it back.
+    state: Option<S>,
+    /// The next unit to start, and the next whose result is taken.
+    next_start: usize,
+    next_take: usize,
+    /// Results finished before those of earlier units, by unit index minus `next_take`.
+    ready: std::collections::VecDeque<Option<Result<R, QueryError>>>,
+    /// Set once every result was taken, a consumer stopped, a consumer panicked or the caller
+    /// went away: runners leave.
+    finished: bool,
+    /// Why the fold failed, if it did (a consumer panicked).
+    failure: Option<QueryError>,
+    /// Told once when `finished` is set.
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Runners still running.
+    runners: usize,
+}
+
+impl<S, R> FoldInner<S, R> {
+    fn finish(&mut self) {
+        self.finished = true;
+        if let Some(done) = self.done.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
+impl Workers {
+    /// Runs `units` on one query's runners and folds their results into `state` in unit order,
+    /// whichever runner finished first: `start` (called when a unit starts, with the state as
+    /// the results before it left it, e.g. to ask which columns a row group needs) makes its
+    /// job, which is `fetch`ed and given to `work` as in [`Workers::pipeline`], and `take`
+    /// adds each result to the state in unit order. Returns the state once every result was
+    /// taken or `take` said [`Flow::Stop`].
+    ///
+    /// Unlike [`Workers::pipeline`], the query's own task is not woken per unit: the runner
+    /// that finishes the oldest unit not taken takes its result (and any later ones waiting)
+    /// itself, under the fold's lock, then starts the next unit. A column scan of 1,230 row
+    /// groups so costs no wake-up per row group, which at parallelism 1 had kept the second
+    /// core busy with the query runtime's scheduler (docs/benchmarks/query-parallelism.md).
+    /// At most [`Workers::lookahead`] units are started and not taken, so a slow unit holds
+    /// back the others' results, not unbounded memory. `start` and `take` run under the lock:
+    /// keep them short (merging a fork, not decoding).
+    ///
+    /// A panic in `work` is an `Err` result of that unit, as in [`Workers::pipeline`]; one in
+    /// `start` or `take` fails the fold. Dropping the returned future stops the runners after
+    /// their current unit.
+    pub async fn fold<U, S, J, F, R, St, Fe, W, T>(
+        &self,
+        local_reads: bool,
+        units: Vec<U>,
+        state: S,
+        steps: FoldSteps<St, Fe, W, T>,
+    ) -> Result<S, QueryError>
+    where
+        U: Send + Sync + 'static,
+        S: Send + 'static,
+        J: Send + 'static,
+        R: Send + 'static,
+        St: Fn(&mut S, &U) -> J + Send + Sync + 'static,
+        Fe: Fn(J) -> Result<F, QueryError> + Send + Sync + 'static,
+        W: Fn(F) -> Result<R, QueryError> + Send + Sync + 'static,
+        T: Fn(&mut S, &U, Result<R, QueryError>) -> Flow + Send + Sync + 'static,
+    {
+        if units.is_empty() {
+            return Ok(state);
+        }
+        let FoldSteps {
+            start,
+            fetch,
+            work,
+            take,
+        } = steps;
+        let runners = if local_reads {
+            self.parallelism
+        } else {
+            self.lookahead()
+        }
+        .min(units.len());
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let fold = Arc::new(Fold {
+            units,
+            inner: std::sync::Mutex::new(FoldInner {
+                state: Some(state),
+                next_start: 0,
+                next_take: 0,
+                ready: Default::default(),
+                finished: false,
+                failure: None,
+                done: Some(done_tx),
+                runners,
+            }),
+            room: std::sync::Condvar::new(),
+            window: self.lookahead(),
+        });
+        let (start, fetch, work, take) = (Arc::new(start), Arc::new(fetch), Arc::new(work), Arc::new(take));
+        let handle = tokio::runtime::Handle::current();
+        for _ in 0..runners {
+            let (fold, start, fetch, work, take) =
+                (fold.clone(), start.clone(), fetch.clone(), work.clone(), take.clone());
+            let (permits, handle) = (self.permits.clone(), handle.clone());
+            tokio::task::spawn_blocking(move || {
+                // However the runner leaves, the fold must not wait for it.
+                struct Leave<'a, U, S, R>(&'a Fold<U, S, R>);
+                impl<U, S, R> Drop for Leave<'_, U, S, R> {
+                    fn drop(&mut self) {
+                        let mut g = self.0.inner.lock().unwrap_or_else(|e| e.into_inner());
+                        g.runners -= 1;
+                        if g.runners == 0 && !g.finished {
+                            g.failure
+                                .get_or_insert_with(|| BlockError::Corrupt("a query worker stopped".into()).into());
+                            g.finish();
+                        }
+                        drop(g);
+                        self.0.room.notify_all();
+                    }
+                }
+                let _leave = Leave(&fold);
+                let lock = || fold.inner.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    // Start the next unit, when there is one and room for it.
+                    let (at, job) = {
+                        let mut g = lock();
+                        loop {
+                            if g.finished || g.next_start == fold.units.len() {
+                                return;
+                            }
+                            if g.next_start < g.next_take + fold.window {
+                                break;
+                            }
+                            g = fold.room.wait(g).unwrap_or_else(|e| e.into_inner());
+                        }
+                        let at = g.next_start;
+                        g.next_start += 1;
+                        let state = g.state.as_mut().expect("a running fold has its state");
+                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| start(state, &fold.units[at]))) {
+                            Ok(job) => (at, job),
+                            Err(_) => {
+                                g.failure = Some(BlockError::Corrupt("a query worker failed".into()).into());
+                                g.finish();
+                                return;
+                            }
+                        }
+                    };
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let permit = || {
+                            handle.block_on(permits.clone().acquire_owned()).map_err(|_| {
+                                QueryError::from(BlockError::Corrupt("the query workers were shut down".into()))
+                            })
+                        };
+                        let early = if local_reads { Some(permit()?) } else { None };
+                        let fetched = weft_storage::with_io_inline(|| fetch(job))?;
+                        let _permit = match early {
+                            Some(p) => p,
+                            None => permit()?,
+                        };
+                        work(fetched)
+                    }))
+                    .unwrap_or_else(|_| Err(BlockError::Corrupt("a query worker failed".into()).into()));
+                    // Take this result and the later ones waiting, in unit order.
+                    let mut g = lock();
+                    if g.finished {
+                        return;
+                    }
+                    let slot = at - g.next_take;
+                    if g.ready.len() <= slot {
+                        g.ready.resize_with(slot + 1, || None);
+                    }
+                    g.ready[slot] = Some(out);
+                    let mut took = false;
+                    while let Some(Some(_)) = g.ready.front() {
+                        let result = g.ready.pop_front().flatten().expect("checked above");
+                        let unit = &fold.units[g.next_take];
+                        g.next_take += 1;
+                        took = true;
+                        let state = g.state.as_mut().expect("a running fold has its state");
+                        let flow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| take(state, unit, result)));
+                        match flow {
+                            Ok(Flow::Go) if g.next_take < fold.units.len() => {}
+                            Ok(_) => {
+                                g.finish();
+                                break;
+                            }
+                            Err(_) => {
+                                g.failure = Some(BlockError::Corrupt("a query worker failed".into()).into());
+                                g.finish();
+                                break;
+                            }
+                        }
+                    }
+                    drop(g);
+                    if took {
+                        fold.room.notify_all();
+                    }
+                }
+            });
+        }
+        // Dropped before the fold finished (the query went away): the runners stop.
+        struct Abandon<U, S, R>(Arc<Fold<U, S, R>>);
+        impl<U, S, R> Drop for Abandon<U, S, R> {
+            fn drop(&mut self) {
+                let mut g = self.0.inner.lock().unwrap_or_else(|e| e.into_inner());
+                if !g.finished {
+                    g.finish();
+                }
+                drop(g);
+                self.0.room.notify_all();
+            }
+        }
+        let abandon = Abandon(fold);
+        let _ = done_rx.await;
+        let mut g = abandon.0.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = g.failure.take() {
+            return Err(e);
+        }
+        Ok(g.state.take().expect("the fold's state is taken once"))
+    }
+}
+
 /// The cores of this machine, the default parallelism.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -305,5 +555,127 @@ mod tests {
         let order = order.lock();
         let at = order.iter().position(|s| *s == "light").unwrap();
         assert!(at <= 4, "the light job ran after {at} heavy jobs: {order:?}");
+    }
+
+    /// A fold that notes, in unit order, each unit's result; unit `k` sleeps so that later
+    /// units often finish first.
+    #[allow(clippy::type_complexity)]
+    fn noting(
+        started: Arc<AtomicUsize>,
+        stop_at: Option<u64>,
+    ) -> FoldSteps<
+        impl Fn(&mut Vec<u64>, &u64) -> u64 + Send + Sync + 'static,
+        impl Fn(u64) -> Result<u64, QueryError> + Send + Sync + 'static,
+        impl Fn(u64) -> Result<u64, QueryError> + Send + Sync + 'static,
+        impl Fn(&mut Vec<u64>, &u64, Result<u64, QueryError>) -> Flow + Send + Sync + 'static,
+    > {
+        FoldSteps {
+            start: move |_: &mut Vec<u64>, k: &u64| {
+                started.fetch_add(1, Ordering::SeqCst);
+                *k
+            },
+            fetch: Ok,
+            work: |k: u64| {
+                if k == 13 {
+                    panic!("unit {k}");
+                }
+                std::thread::sleep(Duration::from_millis((5 - k % 5) * 2));
+                Ok(k * 10)
+            },
+            take: move |seen: &mut Vec<u64>, k: &u64, r: Result<u64, QueryError>| {
+                seen.push(r.unwrap_or(u64::MAX));
+                if Some(*k) == stop_at { Flow::Stop } else { Flow::Go }
+            },
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fold_takes_results_in_unit_order_whichever_finished_first() {
+        for (parallelism, local) in [(1, true), (3, true), (2, false)] {
+            let w = Workers::new(parallelism);
+            let started = Arc::new(AtomicUsize::new(0));
+            let seen = w
+                .fold(local, (0..20).collect(), Vec::new(), noting(started.clone(), None))
+                .await
+                .unwrap();
+            // Unit 13's work panicked: an error result in its place, not a hang.
+            let want: Vec<u64> = (0..20).map(|k| if k == 13 { u64::MAX } else { k * 10 }).collect();
+            assert_eq!(seen, want, "parallelism {parallelism}");
+            assert_eq!(started.load(Ordering::SeqCst), 20);
+        }
+        let w = Workers::new(2);
+        let none = w
+            .fold(true, Vec::<u64>::new(), vec![7], noting(Arc::default(), None))
+            .await
+            .unwrap();
+        assert_eq!(none, vec![7]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fold_that_stops_starts_no_more_than_its_window_past_the_stop() {
+        let w = Workers::new(2);
+        let started = Arc::new(AtomicUsize::new(0));
+        let seen = w
+            .fold(true, (0..100).collect(), Vec::new(), noting(started.clone(), Some(4)))
+            .await
+            .unwrap();
+        assert_eq!(seen, vec![0, 10, 20, 30, 40]);
+        let n = started.load(Ordering::SeqCst);
+        assert!(
+            n <= 5 + w.lookahead(),
+            "{n} units started for a fold that stopped at the fifth"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fold_holds_at_most_parallelism_permits_and_a_dropped_fold_lets_go() {
+        let w = Workers::new(2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (r, m) = (running.clone(), most.clone());
+        let steps = FoldSteps {
+            start: |_: &mut (), _: &u64| (),
+            fetch: Ok,
+            work: move |()| {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(5));
+                r.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            },
+            take: |_: &mut (), _: &u64, r: Result<(), QueryError>| {
+                r.unwrap();
+                Flow::Go
+            },
+        };
+        // Remote reads: twice the runners, still two computing at once; given up after 30 ms.
+        let long = w.fold(false, (0..1000).collect(), (), steps);
+        assert!(tokio::time::timeout(Duration::from_millis(30), long).await.is_err());
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        // The abandoned fold's runners leave after their unit: a new one runs at once.
+        let quick = w.fold(true, vec![1u64], vec![], noting(Arc::default(), None));
+        let got = tokio::time::timeout(Duration::from_secs(5), quick)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, vec![10]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_take_fails_the_fold() {
+        let w = Workers::new(2);
+        let steps = FoldSteps {
+            start: |_: &mut (), k: &u64| *k,
+            fetch: Ok,
+            work: Ok,
+            take: |_: &mut (), k: &u64, _: Result<u64, QueryError>| {
+                assert!(*k != 3, "take of unit {k}");
+                Flow::Go
+            },
+        };
+        let r = tokio::time::timeout(Duration::from_secs(5), w.fold(true, (0..10).collect(), (), steps)).await;
+        assert!(r.unwrap().is_err());
     }
 }

@@ -47,20 +47,14 @@ pub trait ColumnSink {
     /// An empty sink for one row group, fed on a query worker while other row groups are
     /// read, and added back with [`Self::merge`] in the scan's order, so the result does not
     /// depend on timing. It must want no more than this sink does now (the same
-    /// [`Self::needs_between`]). `None` (the default): every row group is added here, one
-    /// at a time.
-    fn fork(&self) -> Option<Self>
+    /// [`Self::needs_between`]).
+    fn fork(&self) -> Self
     where
-        Self: Sized,
-    {
-        None
-    }
+        Self: Sized;
     /// Adds what a [`fork`](Self::fork) was fed, as if it were added here next.
-    fn merge(&mut self, _part: Self)
+    fn merge(&mut self, part: Self)
     where
-        Self: Sized,
-    {
-    }
+        Self: Sized;
 }
 
 impl ColumnSink for SpanMetrics {
@@ -90,8 +84,8 @@ impl ColumnSink for SpanMetrics {
         self.add(cols)
     }
 
-    fn fork(&self) -> Option<Self> {
-        Some(SpanMetrics::fork(self))
+    fn fork(&self) -> Self {
+        SpanMetrics::fork(self)
     }
 
     fn merge(&mut self, part: Self) {

@@ -1,10 +1,9 @@
 //! Span-at-a-time scans from columns ([`Querier::scan_columns`]): span-local metrics and the
 //! tag APIs without a filter. The row groups' columns are fetched and decoded on the query
-//! workers, up to `--query-parallelism` at once. A sink that forks ([`ColumnSink::fork`]:
-//! span-local metrics, tag names and values) has each row group added to a fork of its own
-//! on the worker too, and the forks merged back in block order; others are fed the columns
-//! one row group at a time in block order. Either way sums come out the same whatever the
-//! timing.
+//! workers, up to `--query-parallelism` at once, and each row group is added to a fork of the
+//! sink of its own ([`ColumnSink::fork`]) on the worker too. The forks are merged back in
+//! block order by the workers ([`crate::workers::Workers::fold`]), so sums come out the same
+//! whatever the timing.
 //!
 //! What a row group needs is asked of the sink when its read starts, not when the scan is
 //! planned: a metrics sink stops asking for trace IDs once a range's exemplars are found, and
@@ -18,13 +17,17 @@ use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
 use super::{ScanPart, ScanStats, Window, block_outside, row_group_outside};
+use crate::workers::{Flow, FoldSteps};
 use crate::{Querier, QueryError};
 
-/// A row group read on a query worker: added to a fork of the sink, with its span count, or
-/// its columns for the sink itself.
-enum Read<M> {
-    Added(M, u64),
-    Columns(Box<weft_block::MetricColumns>),
+/// A column scan's state while its row groups are read ([`crate::workers::Workers::fold`]).
+struct ColumnFold<M> {
+    m: M,
+    stats: ScanStats,
+    failed: Vec<bool>,
+    read_any: Vec<bool>,
+    /// The error that stopped the scan (storage unreachable), if one did.
+    stop: Option<weft_block::BlockError>,
 }
 
 /// One row group to read, and its span start times (statistics; the whole range if absent).
@@ -98,74 +101,85 @@ impl Querier {
         let units = self
             .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
+        // Each row group is fetched, decoded and added to a fork of the sink on one of the
+        // query's runners; the forks are merged in plan order by the runners themselves
+        // (`Workers::fold`), so the query's task is not woken per row group.
+        let placeholder = m.fork();
+        let state = ColumnFold {
+            m: std::mem::replace(m, placeholder),
+            stats,
+            failed,
+            read_any,
+            stop: None,
+        };
+        let blocks = Arc::new(blocks);
         let storage = self.db.storage().clone();
-        // A row group's read on one of the query's runners: fetched, decoded and, when the
-        // sink forks, added to the fork.
-        let mut inflight = self.workers.pipeline(
-            storage.reads_are_local(),
-            move |(b, rg, needs, fork): (Arc<Block>, usize, weft_block::MetricNeeds, Option<M>)| {
-                let data = tokio::runtime::Handle::current().block_on(b.fetch_metric_columns(&*storage, rg, &needs))?;
-                Ok((data, needs, fork))
-            },
-            |(data, needs, fork)| {
-                let bytes = data.bytes();
-                let cols = data.metric_columns(&needs)?;
-                let spans = cols.start.len() as u64;
-                Ok((
-                    bytes,
-                    match fork {
-                        Some(mut part) => {
-                            part.add_columns(&cols);
-                            Read::Added(part, spans)
-                        }
-                        None => Read::Columns(Box::new(cols)),
+        let (db, at_start) = (self.db.clone(), blocks.clone());
+        let folded = self
+            .workers
+            .fold(
+                storage.reads_are_local(),
+                units,
+                state,
+                FoldSteps {
+                    start: move |st: &mut ColumnFold<M>, u: &Unit| {
+                        (
+                            at_start[u.block].clone(),
+                            u.rg,
+                            st.m.needs_between(u.lo, u.hi),
+                            st.m.fork(),
+                        )
                     },
-                ))
-            },
-        );
-        let read = |u: &Unit, m: &M| (blocks[u.block].clone(), u.rg, m.needs_between(u.lo, u.hi), m.fork());
-        // Reads queued, in plan order; one more as each is taken.
-        let mut started = 0;
-        for u in &units {
-            if inflight.len() == self.workers.lookahead() {
-                break;
-            }
-            inflight.push(read(u, m));
-            started += 1;
-        }
-        let mut at = 0;
-        while let Some(result) = inflight.next().await {
-            let u = &units[at];
-            at += 1;
-            if m.done() {
-                break;
-            }
-            match result {
-                _ if failed[u.block] => {}
-                Ok((bytes, read)) => {
-                    read_any[u.block] = true;
-                    stats.inspected_bytes += bytes;
-                    match read {
-                        Read::Added(part, spans) => {
-                            stats.inspected_spans += spans;
-                            m.merge(part);
+                    fetch: move |(b, rg, needs, fork): (Arc<Block>, usize, weft_block::MetricNeeds, M)| {
+                        let data = tokio::runtime::Handle::current()
+                            .block_on(b.fetch_metric_columns(&*storage, rg, &needs))?;
+                        Ok((data, needs, fork))
+                    },
+                    work: |(data, needs, mut fork): (weft_block::RowGroupData, weft_block::MetricNeeds, M)| {
+                        let bytes = data.bytes();
+                        let cols = data.metric_columns(&needs)?;
+                        fork.add_columns(&cols);
+                        Ok((bytes, cols.start.len() as u64, fork))
+                    },
+                    take: {
+                        let blocks = blocks.clone();
+                        move |st: &mut ColumnFold<M>, u: &Unit, result| {
+                            if st.m.done() {
+                                return Flow::Stop;
+                            }
+                            match result {
+                                _ if st.failed[u.block] => {}
+                                Ok((bytes, spans, part)) => {
+                                    st.read_any[u.block] = true;
+                                    st.stats.inspected_bytes += bytes;
+                                    st.stats.inspected_spans += spans;
+                                    st.m.merge(part);
+                                }
+                                Err(QueryError::Block(e)) => {
+                                    st.failed[u.block] = true;
+                                    if let Err(e) = db.block_failed(&blocks[u.block], e) {
+                                        st.stop = Some(e);
+                                        return Flow::Stop;
+                                    }
+                                    st.stats.damaged_blocks += 1;
+                                }
+                            }
+                            if st.m.done() { Flow::Stop } else { Flow::Go }
                         }
-                        Read::Columns(cols) => {
-                            stats.inspected_spans += cols.start.len() as u64;
-                            m.add_columns(&cols);
-                        }
-                    }
-                }
-                Err(QueryError::Block(e)) => {
-                    failed[u.block] = true;
-                    self.db.block_failed(&blocks[u.block], e)?;
-                    stats.damaged_blocks += 1;
-                }
-            }
-            if let Some(next) = units.get(started) {
-                inflight.push(read(next, m));
-                started += 1;
-            }
+                    },
+                },
+            )
+            .await;
+        let ColumnFold {
+            m: full,
+            mut stats,
+            failed,
+            read_any,
+            stop,
+        } = folded?;
+        *m = full;
+        if let Some(e) = stop {
+            return Err(e.into());
         }
         for (i, b) in blocks.iter().enumerate() {
             if failed[i] {

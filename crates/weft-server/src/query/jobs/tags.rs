@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ use weft_traceql::ast::FieldExpr;
 use super::whole::{WholePart, WholeQuery};
 use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan};
 use crate::app::AppState;
-use crate::query::{bad, scan_failed, tag_field, text};
+use crate::query::{bad, scan_failed, tag_field};
 
 /// Where a querier answers tag-value jobs.
 pub const TAG_VALUES_JOB_PATH: &str = "/internal/v1/jobs/tag-values";
@@ -425,10 +425,7 @@ async fn lookup<S: Lookup>(
                 return Ok(part);
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = fresh
-                .as_ref()
-                .and_then(S::fork)
-                .ok_or_else(|| text(StatusCode::INTERNAL_SERVER_ERROR, "the lookup cannot be split"))?;
+            let mut local = fresh.fork();
             let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let stats = q
                 .scan_columns_part(tenant, window, &part, &mut local)
