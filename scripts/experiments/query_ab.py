@@ -43,6 +43,7 @@ def queries(data):
         "rur": ("/api/search", {"q": "{nestedSetParent<0} >> {nestedSetParent<0 && status=error}", **w,
                                 "limit": "20"}),
         "tns": ("/api/v2/search/tag/name/values", {"q": '{ resource.service.name = "checkout" }', **w}),
+        "grf": ("/api/service-graph", {**w, "maxSpans": "50000000"}),
     }
 
 

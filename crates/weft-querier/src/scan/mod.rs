@@ -49,6 +49,7 @@ use weft_engine::graph::ServiceGraph;
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::{FloorOf, TraceSink};
 
+use crate::workers::{Flow, FoldSteps};
 use crate::{Querier, QueryError};
 
 mod blocks;
@@ -905,7 +906,7 @@ impl Querier {
         // The row groups in the window, in order; a block whose footer fails is damaged.
         let mut units: Vec<(usize, usize)> = Vec::new();
         let mut failed = vec![false; blocks.len()];
-        let mut read_any = vec![false; blocks.len()];
+        let read_any = vec![false; blocks.len()];
         for (bi, b) in blocks.iter().enumerate() {
             if block_outside(b, window) {
                 stats.skipped_blocks += 1;
@@ -931,59 +932,80 @@ impl Querier {
             recent: self.recent.clone(),
             tenant: tenant.to_owned(),
         });
-        // A row group's count on one of the query's runners, into a fork of the graph.
-        let work_shared = shared.clone();
-        let fetch_shared = shared.clone();
-        let mut inflight = self.workers.pipeline(
-            storage.reads_are_local(),
-            move |((bi, rg), part): ((usize, usize), ServiceGraph)| {
-                let b = &fetch_shared.blocks[bi];
-                let data = tokio::runtime::Handle::current().block_on(b.fetch_graph_columns(&*storage, rg))?;
-                Ok((bi, data, part))
-            },
-            move |(bi, data, mut part)| {
-                let sh = &work_shared;
-                let bytes = data.bytes();
-                let cols = data.graph_columns()?;
-                let spans = cols.span_id.len() as u64;
-                part.add_block_rows(&cols, |id, at_edge| sh.elsewhere(id, bi, at_edge));
-                Ok((bytes, spans, part))
-            },
-        );
-        let mut started = 0;
-        while started < units.len() && inflight.len() < self.workers.lookahead() {
-            inflight.push((units[started], g.fork()));
-            started += 1;
-        }
-        let mut at = 0;
-        while let Some(result) = inflight.next().await {
-            let (bi, _) = units[at];
-            at += 1;
-            if failed[bi] {
-                continue;
-            }
-            if g.budget_spent() {
-                // Row groups of the window are left unread.
-                g.mark_truncated();
-                break;
-            }
-            match result {
-                Ok((bytes, spans, part)) => {
-                    read_any[bi] = true;
-                    stats.inspected_bytes += bytes;
-                    stats.inspected_spans += spans;
-                    g.merge(part);
-                }
-                Err(QueryError::Block(e)) => {
-                    failed[bi] = true;
-                    self.db.block_failed(&shared.blocks[bi], e)?;
-                    stats.damaged_blocks += 1;
-                }
-            }
-            if let Some(&next) = units.get(started) {
-                inflight.push((next, g.fork()));
-                started += 1;
-            }
+        // A row group's count on one of the query's runners, into a fork of the graph, merged
+        // back in plan order by the runners (`Workers::fold`).
+        let placeholder = g.fork();
+        let state = GraphFold {
+            g: std::mem::replace(g, placeholder),
+            stats: std::mem::take(stats),
+            failed,
+            read_any,
+            stop: None,
+        };
+        let (fetch_shared, work_shared, take_shared) = (shared.clone(), shared.clone(), shared.clone());
+        let db = self.db.clone();
+        let folded = self
+            .workers
+            .fold(
+                storage.reads_are_local(),
+                units,
+                state,
+                FoldSteps {
+                    start: |st: &mut GraphFold, &(bi, rg): &(usize, usize)| ((bi, rg), st.g.fork()),
+                    fetch: move |((bi, rg), part): ((usize, usize), ServiceGraph)| {
+                        let b = &fetch_shared.blocks[bi];
+                        let data = tokio::runtime::Handle::current().block_on(b.fetch_graph_columns(&*storage, rg))?;
+                        Ok((bi, data, part))
+                    },
+                    work: move |(bi, data, mut part): (usize, weft_block::RowGroupData, ServiceGraph)| {
+                        let sh = &work_shared;
+                        let bytes = data.bytes();
+                        let cols = data.graph_columns()?;
+                        let spans = cols.span_id.len() as u64;
+                        part.add_block_rows(&cols, |id, at_edge| sh.elsewhere(id, bi, at_edge));
+                        Ok((bytes, spans, part))
+                    },
+                    take: move |st: &mut GraphFold, &(bi, _): &(usize, usize), result| {
+                        if st.failed[bi] {
+                            return Flow::Go;
+                        }
+                        if st.g.budget_spent() {
+                            // Row groups of the window are left unread.
+                            st.g.mark_truncated();
+                            return Flow::Stop;
+                        }
+                        match result {
+                            Ok((bytes, spans, part)) => {
+                                st.read_any[bi] = true;
+                                st.stats.inspected_bytes += bytes;
+                                st.stats.inspected_spans += spans;
+                                st.g.merge(part);
+                            }
+                            Err(QueryError::Block(e)) => {
+                                st.failed[bi] = true;
+                                if let Err(e) = db.block_failed(&take_shared.blocks[bi], e) {
+                                    st.stop = Some(e);
+                                    return Flow::Stop;
+                                }
+                                st.stats.damaged_blocks += 1;
+                            }
+                        }
+                        Flow::Go
+                    },
+                },
+            )
+            .await;
+        let GraphFold {
+            g: full,
+            stats: after,
+            failed,
+            read_any,
+            stop,
+        } = folded?;
+        *g = full;
+        *stats = after;
+        if let Some(e) = stop {
+            return Err(e.into());
         }
         for (bi, b) in shared.blocks.iter().enumerate() {
             if failed[bi] || block_outside(b, window) {
@@ -997,6 +1019,16 @@ impl Querier {
         }
         Ok(())
     }
+}
+
+/// A service graph scan's state while its row groups are read.
+struct GraphFold {
+    g: ServiceGraph,
+    stats: ScanStats,
+    failed: Vec<bool>,
+    read_any: Vec<bool>,
+    /// The error that stopped the scan (storage unreachable), if one did.
+    stop: Option<weft_block::BlockError>,
 }
 
 /// Bytes of head columns the service graph reads per span (IDs, kind, status, times and a
