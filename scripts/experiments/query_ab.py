@@ -39,10 +39,13 @@ def queries(data):
         "ser": (metrics, {"q": '{ resource.service.name = "checkout" } >> { status = error } | rate()', **w,
                           "step": step}),
         "err": (metrics, {"q": "{ status = error } | rate() by (resource.service.name)", **w, "step": step}),
+        "slow": (metrics, {"q": "{ duration > 1s } | rate()", **w, "step": step}),
+        "route": (metrics, {"q": "{ } | rate() by (span.http.route) | topk(5)", **w, "step": step}),
         "rbs": (metrics, {"q": "{ } | rate() by (resource.service.name)", **w, "step": step}),
         "rur": ("/api/search", {"q": "{nestedSetParent<0} >> {nestedSetParent<0 && status=error}", **w,
                                 "limit": "20"}),
         "tns": ("/api/v2/search/tag/name/values", {"q": '{ resource.service.name = "checkout" }', **w}),
+        "tsv": ("/api/v2/search/tag/resource.service.name/values", dict(w)),
         "grf": ("/api/service-graph", {**w, "maxSpans": "50000000"}),
     }
 
