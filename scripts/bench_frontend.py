@@ -37,7 +37,7 @@ SEARCHES = ["needle", "duration_gt_1s", "service_error", "sibling_error", "root_
 # of every span (all split into jobs too).
 METRICS = ["rate_by_service", "errors_rate", "duration_hist", "rate_per_count", "user_count", "root_rate",
            "service_error_rate"]
-LOOKUPS = ["tag_values", "tag_names", "service_graph_all"]
+LOOKUPS = ["tag_values", "tag_names", "tag_services", "tag_names_of_service", "service_graph_all"]
 FIXED = ["--target", "querier", "--compaction-interval", "0", "--scrub-interval", "0"]
 
 

@@ -138,6 +138,13 @@ class HeaderCodecTest {
       }
     }
     assertFalse(id.parse("2-5759e988-bd862e3fe1be46a994272793", 0, 35), "version");
+    assertFalse(id.parse("1_5759e988-bd862e3fe1be46a994272793", 0, 35), "first separator");
+    assertFalse(id.parse("1-5759e988_bd862e3fe1be46a994272793", 0, 35), "second separator");
+    assertTrue(id.parse("Root=1-5759e988-bd862e3fe1be46a994272793;", 5, 40), "8-digit epoch, in a range");
+    assertEquals(0x5759e988bd862e3fL, id.high);
+    assertEquals(0xe1be46a994272793L, id.low);
+    assertTrue(id.parse("\u0130=1-5759e988-bd862e3fe1be46a994272793", 2, 37), "in a UTF-16 string");
+    assertEquals(0xe1be46a994272793L, id.low);
     assertFalse(id.parse("1-05759e988-bd862e3fe1be46a994272793", 0, 36), "9-digit epoch");
     assertFalse(id.parse("1-5759e988-bd862e3fe1be46a99427279", 0, 34), "23-digit unique part");
     assertFalse(id.parse("1--bd862e3fe1be46a994272793", 0, 27), "empty epoch");

@@ -41,7 +41,14 @@ public final class XrayTraceId {
    */
   public boolean parse(String s, int off, int end) {
     int n = end - off;
-    if (n < 28 || n > LEN || s.charAt(off) != '1' || s.charAt(off + 1) != '-') {
+    if (n < 28 || n > LEN) {
+      return false;
+    }
+    byte[] latin1 = Latin1.bytes(s);
+    if (latin1 != null && n == LEN) {
+      return parseLatin1(latin1, off);
+    }
+    if (s.charAt(off) != '1' || s.charAt(off + 1) != '-') {
       return false;
     }
     int dash = end - 25;
@@ -52,9 +59,8 @@ public final class XrayTraceId {
     long a;
     long b;
     long c;
-    byte[] latin1 = Latin1.bytes(s);
-    if (latin1 != null) { // the string's bytes read once (Latin1)
-      epoch = n == LEN ? Hex.hex8(latin1, off + 2) : shortHex(s, off + 2, dash);
+    if (latin1 != null) { // a short epoch: the string's bytes read once (Latin1)
+      epoch = shortHex(s, off + 2, dash);
       a = Hex.hex8(latin1, dash + 1);
       b = Hex.hex8(latin1, dash + 9);
       c = Hex.hex8(latin1, dash + 17);
@@ -64,6 +70,22 @@ public final class XrayTraceId {
       b = Hex.hex8(s, dash + 9);
       c = Hex.hex8(s, dash + 17);
     }
+    return set(epoch, a, b, c);
+  }
+
+  /**
+   * The usual case, an 8-digit epoch, from the string's Latin-1 bytes: the separators are
+   * tested on the bytes too, not through {@code charAt} (a coder test and a bounds check each).
+   */
+  private boolean parseLatin1(byte[] s, int off) {
+    if (s[off] != '1' || s[off + 1] != '-' || s[off + 10] != '-') {
+      return false;
+    }
+    return set(Hex.hex8(s, off + 2), Hex.hex8(s, off + 11), Hex.hex8(s, off + 19),
+        Hex.hex8(s, off + 27));
+  }
+
+  private boolean set(long epoch, long a, long b, long c) {
     if ((epoch | a | b | c) < 0) {
       return false;
     }
@@ -77,7 +99,6 @@ public final class XrayTraceId {
     return true;
   }
 
-  /** 1..7 lowercase hex digits in {@code s[from, to)}, or -1. */
   private static long shortHex(String s, int from, int to) {
     if (to <= from) {
       return -1;
