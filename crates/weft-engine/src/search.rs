@@ -251,10 +251,7 @@ impl Search {
         Ok(Search {
             evaluator,
             // Hits show the root's service and each span's `service.name`.
-            parts: Parts {
-                resource: true,
-                ..Parts::of(query)
-            },
+            parts: Parts::of(query).with_resource_key("service.name"),
             prefilter: Prefilter::new(query),
             params: SearchParams {
                 limit: params.limit.max(1),

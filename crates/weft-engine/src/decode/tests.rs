@@ -209,6 +209,107 @@ fn a_stored_span_answers_traceql() {
     assert_eq!(hits(r#"{ resource.service.name = "cart" }"#), 0);
 }
 
+#[test]
+fn a_query_decodes_the_attributes_it_names_and_answers_as_with_all() {
+    let row = stored(PbSpan {
+        trace_id: vec![1; 16].into(),
+        span_id: vec![2; 8].into(),
+        name: "GET /cart".into(),
+        start_time_unix_nano: 0,
+        end_time_unix_nano: 2_000_000_000,
+        attributes: vec![
+            kv("http.status_code", any_value::Value::IntValue(500)),
+            kv("http.route", s("/cart")),
+            kv("user.id", s("u-42")),
+            kv("host.cpus", any_value::Value::IntValue(4)),
+        ],
+        ..Default::default()
+    });
+    let keys = |span: &Span| {
+        let mut k: Vec<String> = span.span_attrs.iter().map(|(k, _)| format!("span.{k}")).collect();
+        k.extend(span.resource_attrs.iter().map(|(k, _)| format!("resource.{k}")));
+        k
+    };
+    let parts = |q: &str| Parts::of(&weft_traceql::parse(q).unwrap());
+    // Only what the query names; an unscoped name and `rootServiceName` read both scopes.
+    let only = decode_parts(&row, parts("{ span.http.status_code = 500 }"));
+    assert_eq!(keys(&only), ["span.http.status_code"]);
+    let only = decode_parts(&row, parts(r#"{ .host.cpus = 4 } | by(resource.service.name)"#));
+    assert_eq!(
+        keys(&only),
+        ["span.host.cpus", "resource.service.name", "resource.host.cpus"]
+    );
+    let only = decode_parts(&row, parts(r#"{ rootServiceName = "checkout" }"#));
+    assert_eq!(keys(&only), ["resource.service.name"]);
+    // A search's hits show each span's service.
+    let search = decode_parts(
+        &row,
+        parts("{ span.user.id = \"u-42\" }").with_resource_key("service.name"),
+    );
+    assert_eq!(keys(&search), ["span.user.id", "resource.service.name"]);
+    // compare() counts every attribute, and so does a query naming more keys than a list holds.
+    assert_eq!(parts("{ } | compare({ status = error })").keys, None);
+    assert_eq!(
+        parts("{ .a=1 && .b=1 && .c=1 && .d=1 && .e=1 && .f=1 && .g=1 && .h=1 && .i=1 }").keys,
+        None
+    );
+    assert!(
+        parts("{ .a=1 && .b=1 && .c=1 && .d=1 && .e=1 && .f=1 && .g=1 && .h=1 }")
+            .keys
+            .is_some()
+    );
+    // Decoding less never changes an answer.
+    let all = weft_traceql::Trace {
+        spans: vec![decode(&row)],
+    };
+    for q in [
+        "{ span.http.status_code = 500 }",
+        r#"{ .http.route = "/cart" && resource.service.name = "checkout" }"#,
+        r#"{ span.user.id != "u-42" }"#,
+        "{ span.missing = nil }",
+        "{ } | by(span.http.route) | count() > 0",
+        r#"{ resource.host.cpus = 8 } | select(span.user.id)"#,
+    ] {
+        let query = weft_traceql::parse(q).unwrap();
+        let some = weft_traceql::Trace {
+            spans: vec![decode_parts(&row, Parts::of(&query))],
+        };
+        assert_eq!(
+            weft_traceql::eval(&query, &some).unwrap(),
+            weft_traceql::eval(&query, &all).unwrap(),
+            "{q}"
+        );
+    }
+}
+
+#[test]
+fn key_prints_tell_keys_apart_by_length_and_ends() {
+    let mut k = Keys::default();
+    for key in ["a", "http.status_code", "http.request.method", "service.name"] {
+        assert!(k.add(key));
+    }
+    for key in ["a", "http.status_code", "http.request.method", "service.name"] {
+        assert!(k.holds(key.as_bytes()), "{key}");
+    }
+    for key in [
+        "",
+        "b",
+        "aa",
+        "http.status_codes",
+        "http.status_cade",
+        "service.names",
+        "http.response.method",
+    ] {
+        assert!(!k.holds(key.as_bytes()), "{key}");
+    }
+    let mut full = Keys::default();
+    for i in 0..Keys::MAX {
+        assert!(full.add(&format!("key{i}")));
+    }
+    assert!(full.add("key0"), "a key already held fits");
+    assert!(!full.add("one.more"));
+}
+
 proptest::proptest! {
     /// Corrupt stored bytes never panic the decoder.
     #[test]
@@ -306,7 +407,7 @@ fn raw_span_attributes_match_the_decoder() {
         b
     });
     proptest!(|(b in blob)| {
-        let want = key_values(&b, SPAN_ATTRIBUTES);
+        let want = key_values_of(&b, SPAN_ATTRIBUTES, None);
         let mut got = Vec::new();
         each_span_attribute(&b, |k, v| got.push((text(k), value(v), is_scalar(v))));
         prop_assert_eq!(got.len(), want.len());
