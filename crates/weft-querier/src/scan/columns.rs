@@ -16,19 +16,9 @@ use weft_block::Block;
 use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
-use super::{ScanPart, ScanStats, Window, block_outside, row_group_outside};
+use super::{ScanFold, ScanPart, ScanStats, Window, block_outside, row_group_outside};
 use crate::workers::{Flow, FoldSteps};
 use crate::{Querier, QueryError};
-
-/// A column scan's state while its row groups are read ([`crate::workers::Workers::fold`]).
-struct ColumnFold<M> {
-    m: M,
-    stats: ScanStats,
-    failed: Vec<bool>,
-    read_any: Vec<bool>,
-    /// The error that stopped the scan (storage unreachable), if one did.
-    stop: Option<weft_block::BlockError>,
-}
 
 /// One row group to read, and its span start times (statistics; the whole range if absent).
 struct Unit {
@@ -105,16 +95,10 @@ impl Querier {
         // query's runners; the forks are merged in plan order by the runners themselves
         // (`Workers::fold`), so the query's task is not woken per row group.
         let placeholder = m.fork();
-        let state = ColumnFold {
-            m: std::mem::replace(m, placeholder),
-            stats,
-            failed,
-            read_any,
-            stop: None,
-        };
+        let state = ScanFold::new(std::mem::replace(m, placeholder), stats, failed, read_any);
         let blocks = Arc::new(blocks);
         let storage = self.db.storage().clone();
-        let (db, at_start) = (self.db.clone(), blocks.clone());
+        let (db, at_start, at_take) = (self.db.clone(), blocks.clone(), blocks.clone());
         let folded = self
             .workers
             .fold(
@@ -122,12 +106,12 @@ impl Querier {
                 units,
                 state,
                 FoldSteps {
-                    start: move |st: &mut ColumnFold<M>, u: &Unit| {
+                    start: move |st: &mut ScanFold<M>, u: &Unit| {
                         (
                             at_start[u.block].clone(),
                             u.rg,
-                            st.m.needs_between(u.lo, u.hi),
-                            st.m.fork(),
+                            st.sink.needs_between(u.lo, u.hi),
+                            st.sink.fork(),
                         )
                     },
                     fetch: move |(b, rg, needs, fork): (Arc<Block>, usize, weft_block::MetricNeeds, M)| {
@@ -141,46 +125,22 @@ impl Querier {
                         fork.add_columns(&cols);
                         Ok((bytes, cols.start.len() as u64, fork))
                     },
-                    take: {
-                        let blocks = blocks.clone();
-                        move |st: &mut ColumnFold<M>, u: &Unit, result| {
-                            if st.m.done() {
-                                return Flow::Stop;
-                            }
-                            match result {
-                                _ if st.failed[u.block] => {}
-                                Ok((bytes, spans, part)) => {
-                                    st.read_any[u.block] = true;
-                                    st.stats.inspected_bytes += bytes;
-                                    st.stats.inspected_spans += spans;
-                                    st.m.merge(part);
-                                }
-                                Err(QueryError::Block(e)) => {
-                                    st.failed[u.block] = true;
-                                    if let Err(e) = db.block_failed(&blocks[u.block], e) {
-                                        st.stop = Some(e);
-                                        return Flow::Stop;
-                                    }
-                                    st.stats.damaged_blocks += 1;
-                                }
-                            }
-                            if st.m.done() { Flow::Stop } else { Flow::Go }
+                    take: move |st: &mut ScanFold<M>, u: &Unit, result| {
+                        if st.sink.done() {
+                            return Flow::Stop;
                         }
+                        if !st.failed[u.block]
+                            && st.take_read(&db, &at_take[u.block], u.block, result, M::merge) == Flow::Stop
+                        {
+                            return Flow::Stop;
+                        }
+                        if st.sink.done() { Flow::Stop } else { Flow::Go }
                     },
                 },
             )
             .await;
-        let ColumnFold {
-            m: full,
-            mut stats,
-            failed,
-            read_any,
-            stop,
-        } = folded?;
+        let (full, mut stats, failed, read_any) = folded?.finish()?;
         *m = full;
-        if let Some(e) = stop {
-            return Err(e.into());
-        }
         for (i, b) in blocks.iter().enumerate() {
             if failed[i] {
                 continue;

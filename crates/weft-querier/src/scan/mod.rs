@@ -935,13 +935,12 @@ impl Querier {
         // A row group's count on one of the query's runners, into a fork of the graph, merged
         // back in plan order by the runners (`Workers::fold`).
         let placeholder = g.fork();
-        let state = GraphFold {
-            g: std::mem::replace(g, placeholder),
-            stats: std::mem::take(stats),
+        let state = ScanFold::new(
+            std::mem::replace(g, placeholder),
+            std::mem::take(stats),
             failed,
             read_any,
-            stop: None,
-        };
+        );
         let (fetch_shared, work_shared, take_shared) = (shared.clone(), shared.clone(), shared.clone());
         let db = self.db.clone();
         let folded = self
@@ -951,7 +950,7 @@ impl Querier {
                 units,
                 state,
                 FoldSteps {
-                    start: |st: &mut GraphFold, &(bi, rg): &(usize, usize)| ((bi, rg), st.g.fork()),
+                    start: |st: &mut ScanFold<ServiceGraph>, &(bi, rg): &(usize, usize)| ((bi, rg), st.sink.fork()),
                     fetch: move |((bi, rg), part): ((usize, usize), ServiceGraph)| {
                         let b = &fetch_shared.blocks[bi];
                         let data = tokio::runtime::Handle::current().block_on(b.fetch_graph_columns(&*storage, rg))?;
@@ -965,48 +964,23 @@ impl Querier {
                         part.add_block_rows(&cols, |id, at_edge| sh.elsewhere(id, bi, at_edge));
                         Ok((bytes, spans, part))
                     },
-                    take: move |st: &mut GraphFold, &(bi, _): &(usize, usize), result| {
+                    take: move |st: &mut ScanFold<ServiceGraph>, &(bi, _): &(usize, usize), result| {
                         if st.failed[bi] {
                             return Flow::Go;
                         }
-                        if st.g.budget_spent() {
+                        if st.sink.budget_spent() {
                             // Row groups of the window are left unread.
-                            st.g.mark_truncated();
+                            st.sink.mark_truncated();
                             return Flow::Stop;
                         }
-                        match result {
-                            Ok((bytes, spans, part)) => {
-                                st.read_any[bi] = true;
-                                st.stats.inspected_bytes += bytes;
-                                st.stats.inspected_spans += spans;
-                                st.g.merge(part);
-                            }
-                            Err(QueryError::Block(e)) => {
-                                st.failed[bi] = true;
-                                if let Err(e) = db.block_failed(&take_shared.blocks[bi], e) {
-                                    st.stop = Some(e);
-                                    return Flow::Stop;
-                                }
-                                st.stats.damaged_blocks += 1;
-                            }
-                        }
-                        Flow::Go
+                        st.take_read(&db, &take_shared.blocks[bi], bi, result, ServiceGraph::merge)
                     },
                 },
             )
             .await;
-        let GraphFold {
-            g: full,
-            stats: after,
-            failed,
-            read_any,
-            stop,
-        } = folded?;
+        let (full, after, failed, read_any) = folded?.finish()?;
         *g = full;
         *stats = after;
-        if let Some(e) = stop {
-            return Err(e.into());
-        }
         for (bi, b) in shared.blocks.iter().enumerate() {
             if failed[bi] || block_outside(b, window) {
                 continue;
@@ -1021,14 +995,70 @@ impl Querier {
     }
 }
 
-/// A service graph scan's state while its row groups are read.
-struct GraphFold {
-    g: ServiceGraph,
+/// A scan's state while the runners fold its row groups' results ([`Workers::fold`]): the
+/// sink, what was read, and the error that stopped the scan, if one did.
+///
+/// [`Workers::fold`]: crate::workers::Workers::fold
+struct ScanFold<S> {
+    sink: S,
     stats: ScanStats,
     failed: Vec<bool>,
     read_any: Vec<bool>,
-    /// The error that stopped the scan (storage unreachable), if one did.
+    /// Storage unreachable, or a version this build cannot read: the query fails with it.
     stop: Option<weft_block::BlockError>,
+}
+
+impl<S> ScanFold<S> {
+    fn new(sink: S, stats: ScanStats, failed: Vec<bool>, read_any: Vec<bool>) -> ScanFold<S> {
+        ScanFold {
+            sink,
+            stats,
+            failed,
+            read_any,
+            stop: None,
+        }
+    }
+
+    /// Takes a row group of block `bi` read into a fork (its bytes, spans and the fork, merged
+    /// with `merge`), or its failure: the block is skipped from then on, and quarantined or
+    /// counted by [`Db::block_failed`]; an error that must fail the query stops the scan.
+    ///
+    /// [`Db::block_failed`]: weft_db::Db::block_failed
+    fn take_read(
+        &mut self,
+        db: &weft_db::Db,
+        block: &Arc<Block>,
+        bi: usize,
+        result: Result<(u64, u64, S), QueryError>,
+        merge: impl FnOnce(&mut S, S),
+    ) -> Flow {
+        match result {
+            Ok((bytes, spans, part)) => {
+                self.read_any[bi] = true;
+                self.stats.inspected_bytes += bytes;
+                self.stats.inspected_spans += spans;
+                merge(&mut self.sink, part);
+            }
+            Err(QueryError::Block(e)) => {
+                self.failed[bi] = true;
+                if let Err(e) = db.block_failed(block, e) {
+                    self.stop = Some(e);
+                    return Flow::Stop;
+                }
+                self.stats.damaged_blocks += 1;
+            }
+        }
+        Flow::Go
+    }
+
+    /// The sink, the stats, and which blocks failed and which were read; the error that
+    /// stopped the scan, if one did.
+    fn finish(self) -> Result<(S, ScanStats, Vec<bool>, Vec<bool>), QueryError> {
+        match self.stop {
+            Some(e) => Err(e.into()),
+            None => Ok((self.sink, self.stats, self.failed, self.read_any)),
+        }
+    }
 }
 
 /// Bytes of head columns the service graph reads per span (IDs, kind, status, times and a
