@@ -64,7 +64,8 @@ pub struct Parts {
 /// Up to [`Keys::MAX`] attribute keys: the span and resource attributes a query names. The
 /// others are skipped without decoding their values. A first page of
 /// `{ span.http.status_code = 500 }` decoded every attribute of the 990 traces of a row group
-/// into owned strings: half its CPU in allocating, UTF-8 checks and freeing.
+/// into owned strings: about 40 % of its CPU in allocating, freeing, UTF-8 checks and the
+/// decoders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Keys {
     prints: [KeyPrint; Keys::MAX],
