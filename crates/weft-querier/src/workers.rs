@@ -127,25 +127,8 @@ impl Workers {
                     if tx.is_closed() {
                         continue;
                     }
-                    let permit = || {
-                        handle.block_on(permits.clone().acquire_owned()).map_err(|_| {
-                            QueryError::from(BlockError::Corrupt("the query workers were shut down".into()))
-                        })
-                    };
-                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let early = if local_reads { Some(permit()?) } else { None };
-                        let fetched = weft_storage::with_io_inline(|| fetch(job))?;
-                        if tx.is_closed() {
-                            // The scan stopped while this was fetched: nobody takes the work.
-                            return Err(BlockError::Corrupt("the scan stopped".into()).into());
-                        }
-                        let _permit = match early {
-                            Some(p) => p,
-                            None => permit()?,
-                        };
-                        work(fetched)
-                    }))
-                    .unwrap_or_else(|_| Err(BlockError::Corrupt("a query worker failed".into()).into()));
+                    // The scan stopped while this was fetched: nobody takes the work.
+                    let out = run_job(&handle, &permits, local_reads, job, &*fetch, &*work, || !tx.is_closed());
                     let _ = tx.send(out);
                 }
             });
@@ -377,21 +360,7 @@ impl Workers {
                             }
                         }
                     };
-                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let permit = || {
-                            handle.block_on(permits.clone().acquire_owned()).map_err(|_| {
-                                QueryError::from(BlockError::Corrupt("the query workers were shut down".into()))
-                            })
-                        };
-                        let early = if local_reads { Some(permit()?) } else { None };
-                        let fetched = weft_storage::with_io_inline(|| fetch(job))?;
-                        let _permit = match early {
-                            Some(p) => p,
-                            None => permit()?,
-                        };
-                        work(fetched)
-                    }))
-                    .unwrap_or_else(|_| Err(BlockError::Corrupt("a query worker failed".into()).into()));
+                    let out = run_job(&handle, &permits, local_reads, job, &*fetch, &*work, || true);
                     // Take this result and the later ones waiting, in unit order.
                     let mut g = lock();
                     if g.finished {
@@ -450,6 +419,38 @@ impl Workers {
         }
         Ok(g.state.take().expect("the fold's state is taken once"))
     }
+}
+
+/// One job on a runner: fetched (local-disk I/O inline) and given to `work`, holding one of
+/// `permits` for both when reads are local, else for `work` only; `wanted` is asked between
+/// the two (false: the result is dropped, so the work is skipped). A panic is an error.
+fn run_job<J, F, R>(
+    handle: &tokio::runtime::Handle,
+    permits: &Arc<Semaphore>,
+    local_reads: bool,
+    job: J,
+    fetch: &dyn Fn(J) -> Result<F, QueryError>,
+    work: &dyn Fn(F) -> Result<R, QueryError>,
+    wanted: impl Fn() -> bool,
+) -> Result<R, QueryError> {
+    let permit = || {
+        handle
+            .block_on(permits.clone().acquire_owned())
+            .map_err(|_| QueryError::from(BlockError::Corrupt("the query workers were shut down".into())))
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let early = if local_reads { Some(permit()?) } else { None };
+        let fetched = weft_storage::with_io_inline(|| fetch(job))?;
+        if !wanted() {
+            return Err(BlockError::Corrupt("the scan stopped".into()).into());
+        }
+        let _permit = match early {
+            Some(p) => p,
+            None => permit()?,
+        };
+        work(fetched)
+    }))
+    .unwrap_or_else(|_| Err(BlockError::Corrupt("a query worker failed".into()).into()))
 }
 
 /// The cores of this machine, the default parallelism.
