@@ -151,13 +151,15 @@ pub fn read_trace(
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let rows = row_count(meta, rg)?;
-    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
-    let lo = ids.partition_point(|v| v.data() < trace_id.as_slice());
-    let hi = ids.partition_point(|v| v.data() <= trace_id.as_slice());
+    let ids = fixed_dict_column(&rgr, col::TRACE_ID, rows, false, 16)?;
+    // Rows are sorted by trace ID, so the IDs of the rows are too.
+    let id_of = |&k: &u32| ids.values[k as usize].as_ref();
+    let lo = ids.ids.partition_point(|k| id_of(k) < trace_id.as_slice());
+    let hi = ids.ids.partition_point(|k| id_of(k) <= trace_id.as_slice());
     if lo == hi {
         return Ok(Vec::new());
     }
-    read_span_rows(&rgr, dedicated, lo, hi - lo, |_| *trace_id, |_| true)
+    read_span_rows(&rgr, dedicated, rows, lo..hi, |_| *trace_id, |_| true)
 }
 
 /// Returns every span of row group `rg`, in block order (by trace ID within the row group). `chunk` must hold the
@@ -172,7 +174,7 @@ pub fn read_row_group(
 ) -> Result<Vec<SpanRow>, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let rows = row_count(meta, rg)?;
-    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, rows, false)?;
+    let ids = fixed_dict_column(&rgr, col::TRACE_ID, rows, false, 16)?;
     let mask: Option<Vec<bool>> = keep.map(|k| {
         let mut m = vec![false; rows];
         for r in k {
@@ -183,104 +185,122 @@ pub fn read_row_group(
     read_span_rows(
         &rgr,
         dedicated,
-        0,
         rows,
-        |i| ids[i].data().try_into().unwrap_or([0; 16]),
+        0..rows,
+        |i| ids.values[ids.ids[i] as usize].as_ref().try_into().unwrap_or([0; 16]),
         |i| mask.as_ref().is_none_or(|m| m[i]),
     )
 }
 
-/// Reads rows `lo..lo + n` of a row group; `trace_id(i)` gives the trace ID of row `lo + i`.
-/// Only rows `lo + i` with `keep(i)` are assembled (columns are decoded whole either way; the
-/// per-row copies and the re-assembly of moved attributes are what `keep` saves).
+/// Reads rows `range` of a row group of `rows` rows; `trace_id(i)` gives the trace ID of row
+/// `range.start + i`. Only rows `range.start + i` with `keep(i)` are assembled.
+///
+/// Every byte-string column is read as its dictionary and one index per row
+/// ([`dict_column`]), whole, for weft's chunks hold one dictionary page and one index page
+/// each. The generic column reader hands out every value of every row as a `Bytes` of the
+/// page, an atomic increment and decrement each: with the buffers it fills with defaults,
+/// about a sixth of a whole-trace query's CPU (docs/benchmarks/query-parallelism.md). A header
+/// shared by rows (resource, scope) is copied once per read.
 fn read_span_rows(
     rgr: &RowGroup<'_>,
     dedicated: &[DedicatedColumn],
-    lo: usize,
-    n: usize,
+    rows: usize,
+    range: std::ops::Range<usize>,
     trace_id: impl Fn(usize) -> [u8; 16],
     keep: impl Fn(usize) -> bool,
 ) -> Result<Vec<SpanRow>, BlockError> {
+    let (lo, n) = (range.start, range.len());
     let fixed = |v: &[u8]| -> [u8; 8] { v.try_into().unwrap_or([0; 8]) };
-    let text = |v: &parquet::data_type::ByteArray| String::from_utf8_lossy(v.data()).into_owned();
-    let (span_ids, _) = read::<FixedLenByteArrayType>(rgr, col::SPAN_ID, lo, n, false)?;
-    let (parents, pdef) = read::<FixedLenByteArrayType>(rgr, col::PARENT, lo, n, true)?;
-    let (names, _) = read::<ByteArrayType>(rgr, col::NAME, lo, n, false)?;
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let strings = |c: usize, optional: bool| dict_column(rgr, c, rows, optional).map(|d| Column::new(d, lo));
+    let span_ids = plain_fixed::<8>(rgr, col::SPAN_ID, rows)?;
+    let parents = Column::new(fixed_dict_column(rgr, col::PARENT, rows, true, 8)?, lo);
+    let names = strings(col::NAME, false)?;
     let (kinds, _) = read::<Int32Type>(rgr, col::KIND, lo, n, false)?;
     let (starts, _) = read::<Int64Type>(rgr, col::START, lo, n, false)?;
     let (durs, _) = read::<Int64Type>(rgr, col::DURATION, lo, n, false)?;
     let (codes, _) = read::<Int32Type>(rgr, col::STATUS_CODE, lo, n, false)?;
-    let (msgs, mdef) = read::<ByteArrayType>(rgr, col::STATUS_MESSAGE, lo, n, true)?;
-    let (res, _) = read::<ByteArrayType>(rgr, col::RESOURCE, lo, n, false)?;
-    let (scopes, _) = read::<ByteArrayType>(rgr, col::SCOPE, lo, n, false)?;
-    let blob = |i| -> Result<Vec<Option<parquet::data_type::ByteArray>>, BlockError> {
-        let (v, d) = read::<ByteArrayType>(rgr, i, lo, n, true)?;
-        Ok(spread(v, &d, n))
-    };
-    let owned = |b: &Option<parquet::data_type::ByteArray>| -> Bytes {
-        b.as_ref().map(|b| Bytes::copy_from_slice(b.data())).unwrap_or_default()
-    };
-    let attrs = blob(col::ATTRIBUTES)?;
+    let msgs = strings(col::STATUS_MESSAGE, true)?;
+    let mut res = strings(col::RESOURCE, false)?;
+    let mut scopes = strings(col::SCOPE, false)?;
+    let attrs = strings(col::ATTRIBUTES, true)?;
+    let events = strings(col::EVENTS, true)?;
+    let links = strings(col::LINKS, true)?;
+    let extra = strings(col::EXTRA, true)?;
     let moved = SpanDedicated::read(rgr, dedicated, lo, n)?;
     let attributes = |i: usize| -> Bytes {
-        let stored = attrs[i].as_ref().map_or(&[][..], |b| b.data());
         let more = if moved.is_empty() { 0 } else { moved.appended_len(i) };
         if more == 0 {
-            return Bytes::copy_from_slice(stored);
+            return attrs.copy(i);
         }
+        let stored = attrs.get(i);
         // Sized once: growing by doubling took two or three reallocations per span.
         let mut out = Vec::with_capacity(stored.len() + more);
         out.extend_from_slice(stored);
         moved.append(i, &mut out);
         Bytes::from(out)
     };
-    // Resource and scope headers repeat across a row group's spans (one per service and
-    // library), and their column is dictionary-encoded, so the rows of one header hold the
-    // same dictionary bytes: each distinct header is copied once and its spans share it.
-    let (mut resources, mut scopes_seen) = (Shared::default(), Shared::default());
-    let events = blob(col::EVENTS)?;
-    let links = blob(col::LINKS)?;
-    let extra = blob(col::EXTRA)?;
-    let parents = spread(parents, &pdef, n);
-    let msgs = spread(msgs, &mdef, n);
     let mut out = Vec::new();
     for i in (0..n).filter(|&i| keep(i)) {
         out.push(SpanRow {
             trace_id: trace_id(i),
-            span_id: fixed(span_ids[i].data()),
-            parent_span_id: parents[i].as_ref().map(|p| fixed(p.data())).unwrap_or([0; 8]),
-            name: text(&names[i]),
+            span_id: span_ids[lo + i],
+            parent_span_id: fixed(parents.get(i)),
+            name: text(names.get(i)),
             kind: kinds[i].clamp(0, 255) as u8,
             start_unix_nano: starts[i] as u64,
             duration_nano: durs[i],
             status_code: codes[i].clamp(0, 255) as u8,
-            status_message: msgs[i].as_ref().map(text).unwrap_or_default(),
-            resource: resources.get(res[i].data()),
-            scope: scopes_seen.get(scopes[i].data()),
+            status_message: text(msgs.get(i)),
+            resource: res.owned(i),
+            scope: scopes.owned(i),
             attributes: attributes(i),
-            events: owned(&events[i]),
-            links: owned(&links[i]),
-            extra: owned(&extra[i]),
+            events: events.copy(i),
+            links: links.copy(i),
+            extra: extra.copy(i),
         });
     }
     Ok(out)
 }
 
-/// Copies of the values of one dictionary-encoded column, by where the decoded value lies:
-/// values decoded from one dictionary entry are the same bytes at the same address, so they
-/// share one copy. Other values (a plain-encoded page) are copied as before.
-#[derive(Default)]
-struct Shared {
-    copies: crate::hash::FastMap<(usize, usize), Bytes>,
+/// A byte-string column of a row group, read from row `lo` on.
+struct Column {
+    dict: DictColumn,
+    lo: usize,
+    copies: Vec<Option<Bytes>>,
 }
 
-impl Shared {
-    fn get(&mut self, v: &[u8]) -> Bytes {
-        // The address identifies the bytes only while the page that holds them lives, which
-        // is the whole read: the row group's decoded values are all held until it returns.
-        self.copies
-            .entry((v.as_ptr() as usize, v.len()))
-            .or_insert_with(|| Bytes::copy_from_slice(v))
+impl Column {
+    fn new(dict: DictColumn, lo: usize) -> Column {
+        Column {
+            dict,
+            lo,
+            copies: Vec::new(),
+        }
+    }
+
+    /// Row `lo + i`'s value (empty when null).
+    fn get(&self, i: usize) -> &[u8] {
+        &self.dict.values[self.dict.ids[self.lo + i] as usize]
+    }
+
+    /// Row `lo + i`'s value copied: a row outlives the read and must not hold the page. For
+    /// values most rows have their own of (attributes); a shared copy of one would cost an
+    /// allocation more (`Bytes` moves a `Vec` to a shared buffer on its first clone).
+    fn copy(&self, i: usize) -> Bytes {
+        Bytes::copy_from_slice(self.get(i))
+    }
+
+    /// [`Self::copy`] made once per distinct value, for values many rows share (resource and
+    /// scope headers, one per service and library).
+    fn owned(&mut self, i: usize) -> Bytes {
+        let id = self.dict.ids[self.lo + i] as usize;
+        if self.copies.is_empty() {
+            self.copies.resize(self.dict.values.len(), None);
+        }
+        let values = &self.dict.values;
+        self.copies[id]
+            .get_or_insert_with(|| Bytes::copy_from_slice(&values[id]))
             .clone()
     }
 }
@@ -582,10 +602,10 @@ fn dict_pages(
             Page::DataPage {
                 buf,
                 num_values,
-                encoding: Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY,
+                encoding: encoding @ (Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY | Encoding::PLAIN),
                 def_level_encoding,
                 ..
-            } if !optional || def_level_encoding == Encoding::RLE => {
+            } if (!optional || def_level_encoding == Encoding::RLE) && (optional || encoding != Encoding::PLAIN) => {
                 let num = num_values as usize;
                 if out.ids.len() + num > n {
                     return Err(corrupt(format!("pages hold more than the row group's {n} rows")));
@@ -608,6 +628,19 @@ fn dict_pages(
                 } else {
                     num
                 };
+                if encoding == Encoding::PLAIN {
+                    // weft writes an optional chunk with no value at all (events in a row
+                    // group without any) as a PLAIN page of definition levels alone.
+                    if present > 0 {
+                        return Ok(None);
+                    }
+                    let null = *out.null.get_or_insert_with(|| {
+                        out.values.push(Bytes::new());
+                        out.values.len() as u32 - 1
+                    });
+                    out.ids.resize(out.ids.len() + num, null);
+                    continue;
+                }
                 let width = *buf
                     .get(p)
                     .ok_or_else(|| corrupt("page ends before the bit width".into()))?;

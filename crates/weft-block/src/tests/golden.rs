@@ -34,6 +34,26 @@ async fn golden_v1_block_stays_readable() {
             let rows = block.find_trace(&store, &id).await.unwrap();
             assert_eq!(decode_rows(&rows), spans_of(&req, &id), "golden block {prefix}");
         }
+        assert_row_groups_hold_the_spans(&store, &block, &req).await;
+    }
+}
+
+/// Every span of `req` reads back from a scan of `block`'s row groups (the whole-trace
+/// queries' read), each trace's spans in the order a trace fetch returns them.
+async fn assert_row_groups_hold_the_spans(
+    store: &weft_storage::LocalStorage,
+    block: &Block,
+    req: &ExportTraceServiceRequest,
+) {
+    let mut all = Vec::new();
+    for rg in 0..block.row_group_count() {
+        let (rows, _) = block.read_row_group(store, rg).await.unwrap();
+        all.extend(rows);
+    }
+    assert_eq!(all.len(), block.meta.span_count as usize);
+    for id in trace_ids(req) {
+        let rows: Vec<_> = all.iter().filter(|r| r.trace_id == id).cloned().collect();
+        assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(req, &id)));
     }
 }
 
@@ -71,6 +91,7 @@ async fn golden_v2_block_with_dedicated_columns_stays_readable() {
         let rows = block.find_trace(&store, &id).await.unwrap();
         assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
     }
+    assert_row_groups_hold_the_spans(&store, &block, &req).await;
     assert_metric_columns_match_rows(&store, &block).await;
 }
 
@@ -91,6 +112,7 @@ async fn golden_index_v3_block_with_key_lists_stays_readable() {
         let rows = block.find_trace(&store, &id).await.unwrap();
         assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
     }
+    assert_row_groups_hold_the_spans(&store, &block, &req).await;
     assert_metric_columns_match_rows(&store, &block).await;
 }
 
@@ -112,6 +134,7 @@ async fn golden_format_3_time_sliced_block_stays_readable() {
         assert_eq!(normalized(decode_rows(&rows)), normalized(spans_of(&req, &id)));
         assert_eq!(block.index.candidates(&id).len(), 1);
     }
+    assert_row_groups_hold_the_spans(&store, &block, &req).await;
     assert_metric_columns_match_rows(&store, &block).await;
 }
 

@@ -3,6 +3,7 @@
 
 mod column_append;
 mod dedicated_columns;
+mod foreign_layout;
 mod golden;
 mod integrity;
 mod metric_columns;
