@@ -70,7 +70,7 @@ pub fn read_filter_columns(
         }
     }
     if needs.attributes {
-        let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
+        let moved = SpanDedicated::read(&rgr, dedicated, n, 0, n)?;
         if !moved.is_empty() {
             let mut buf = Vec::new();
             for (i, a) in out.blobs[0].iter_mut().enumerate() {
@@ -205,7 +205,7 @@ pub fn read_metric_columns(
     if needs.blobs {
         out.dedicated_mask = vec![0; n];
         for (bit, (c, d)) in span_dedicated(dedicated).enumerate() {
-            let values = read_dedicated(&rgr, c, d.value_type, 0, n)?;
+            let values = read_dedicated(&rgr, c, d.value_type, n, 0, n)?;
             for (i, m) in out.dedicated_mask.iter_mut().enumerate() {
                 if SpanDedicated::value(&values, i).is_some() {
                     *m |= 1 << bit;
@@ -245,7 +245,7 @@ fn dedicated_key_values(rgr: &RowGroup<'_>, c: usize, d: &DedicatedColumn, n: us
         }
         return Ok(ids);
     }
-    let values = read_dedicated(rgr, c, d.value_type, 0, n)?;
+    let values = read_dedicated(rgr, c, d.value_type, n, 0, n)?;
     let mut interner = DictBuilder::default();
     let mut kv = Vec::new();
     for i in 0..n {
@@ -275,7 +275,7 @@ fn span_attribute_columns(
     for (k, key) in keys.iter().enumerate() {
         match span_column(dedicated, key) {
             Some((c, d)) if d.complete => out[k] = dedicated_key_values(rgr, c, d, n)?,
-            Some((c, d)) => from_blob.push((k, Some(read_dedicated(rgr, c, d.value_type, 0, n)?))),
+            Some((c, d)) => from_blob.push((k, Some(read_dedicated(rgr, c, d.value_type, n, 0, n)?))),
             None => from_blob.push((k, None)),
         }
     }

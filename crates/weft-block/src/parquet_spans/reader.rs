@@ -227,7 +227,7 @@ fn read_span_rows(
     let events = strings(col::EVENTS, true)?;
     let links = strings(col::LINKS, true)?;
     let extra = strings(col::EXTRA, true)?;
-    let moved = SpanDedicated::read(rgr, dedicated, lo, n)?;
+    let moved = SpanDedicated::read(rgr, dedicated, rows, lo, n)?;
     let attributes = |i: usize| -> Bytes {
         let more = if moved.is_empty() { 0 } else { moved.appended_len(i) };
         if more == 0 {
@@ -334,7 +334,7 @@ pub fn append_row_group(
     let blobs = [col::ATTRIBUTES, col::EVENTS, col::LINKS, col::EXTRA].map(|c| dict_column(&rgr, c, n, true));
     let [attrs, events, links, extra] = blobs;
     let (attrs, events, links, extra) = (attrs?, events?, links?, extra?);
-    let moved = SpanDedicated::read(&rgr, dedicated, 0, n)?;
+    let moved = SpanDedicated::read(&rgr, dedicated, n, 0, n)?;
     for (what, c) in [
         ("trace_id", &trace),
         ("parent_span_id", &parents),
@@ -677,19 +677,25 @@ fn dict_pages(
 
 use super::chunk::decode_rle_hybrid;
 
-/// Reads rows `lo..lo + n` of dedicated column `c`, of type `t`.
+/// Reads rows `lo..lo + n` of dedicated column `c`, of type `t`, in a row group of `rows`
+/// rows. A string column keeps its dictionary ([`dict_column`]).
 pub(super) fn read_dedicated(
     rgr: &RowGroup<'_>,
     c: usize,
     t: ValueType,
+    rows: usize,
     lo: usize,
     n: usize,
 ) -> Result<DedicatedValues, BlockError> {
     use parquet::data_type::{BoolType, DoubleType};
     Ok(match t {
         ValueType::String => {
-            let (v, def) = read::<ByteArrayType>(rgr, c, lo, n, true)?;
-            DedicatedValues::Str(spread(v, &def, n))
+            let mut d = dict_column(rgr, c, rows, true)?;
+            if lo > 0 || n < rows {
+                d.ids.drain(..lo.min(rows));
+                d.ids.truncate(n);
+            }
+            DedicatedValues::Str(d)
         }
         ValueType::Int => {
             let (v, def) = read::<Int64Type>(rgr, c, lo, n, true)?;
@@ -713,18 +719,20 @@ pub(super) struct SpanDedicated {
 }
 
 pub(super) enum DedicatedValues {
-    Str(Vec<Option<parquet::data_type::ByteArray>>),
+    /// Null rows have the id [`DictColumn::null`].
+    Str(DictColumn),
     Int(Vec<Option<i64>>),
     Double(Vec<Option<f64>>),
     Bool(Vec<Option<bool>>),
 }
 
 impl SpanDedicated {
-    /// Reads rows `lo..lo + n` of every span-scope column of `dedicated`. Their schema index
-    /// follows the `weft_span_v1` columns, in `dedicated` order.
+    /// Reads rows `lo..lo + n` of every span-scope column of `dedicated`, in a row group of
+    /// `rows` rows. Their schema index follows the `weft_span_v1` columns, in `dedicated` order.
     pub(super) fn read(
         rgr: &RowGroup<'_>,
         dedicated: &[DedicatedColumn],
+        rows: usize,
         lo: usize,
         n: usize,
     ) -> Result<SpanDedicated, BlockError> {
@@ -733,7 +741,7 @@ impl SpanDedicated {
             if d.scope != DedicatedScope::Span {
                 continue;
             }
-            let values = read_dedicated(rgr, col::EXTRA + 1 + k, d.value_type, lo, n)?;
+            let values = read_dedicated(rgr, col::EXTRA + 1 + k, d.value_type, rows, lo, n)?;
             cols.push((d.name.as_bytes().to_vec(), values));
         }
         Ok(SpanDedicated { cols })
@@ -745,7 +753,10 @@ impl SpanDedicated {
 
     pub(super) fn value(v: &DedicatedValues, i: usize) -> Option<Scalar<'_>> {
         match v {
-            DedicatedValues::Str(v) => v[i].as_ref().map(|b| Scalar::Str(b.data())),
+            DedicatedValues::Str(d) => {
+                let id = d.ids[i];
+                (d.null != Some(id)).then(|| Scalar::Str(&d.values[id as usize]))
+            }
             DedicatedValues::Int(v) => v[i].map(Scalar::Int),
             DedicatedValues::Double(v) => v[i].map(Scalar::Double),
             DedicatedValues::Bool(v) => v[i].map(Scalar::Bool),
