@@ -862,6 +862,18 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
         assert partial == "1" and names <= {"svc-0", "svc-1"}
     r = frontend.get(f"/api/v2/traces/{next(iter(kept))}")
     assert r.status_code == 200, "trace by ID from the live store still up"
+    # A trace only the dead live store holds is not "not found" without a word: the 404 of
+    # every API says a live store did not answer.
+    lost = next(iter(every - kept))
+    for what, url in (("tempo", f"{frontend.api}/api/traces/{lost}"),
+                      ("tempo v2", f"{frontend.api}/api/v2/traces/{lost}"),
+                      ("jaeger", f"{frontend.jaeger}/api/traces/{lost}"),
+                      ("jaeger api/v3", f"{frontend.jaeger}/api/v3/traces/{lost}"),
+                      ("zipkin", f"{frontend.zipkin}/api/v2/trace/{lost}")):
+        r = requests.get(url, timeout=30)
+        assert r.headers.get("x-weft-partial-live-stores") == "1", f"{what}: {r.status_code} {r.text[:200]}"
+        if what.startswith("tempo"):
+            assert r.status_code == 404 and "live store did not answer" in r.text, f"{what}: {r.text[:200]}"
 
     live[1].proc.send_signal(signal.SIGSTOP)
     try:

@@ -102,13 +102,30 @@ pub trait RecentSpans: Send + Sync {
     fn holds(&self, tenant: &str, id: &[u8; 16]) -> bool;
 
     /// Copies out the recent spans of trace `id` of `tenant` (not de-duplicated). Async:
-    /// recent spans held by other processes (live stores) are fetched.
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow>;
+    /// recent spans held by other processes (live stores) are fetched, and a holder that does
+    /// not answer is counted ([`RecentTrace::unanswered`]), never taken for "no spans".
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> RecentTrace;
 
     /// Whether trace `id` may have recent spans in another process, which reads it whole
     /// (a query frontend's, for a querier reading blocks for it). By default, none does.
     fn held_elsewhere(&self, _id: &[u8; 16]) -> bool {
         false
+    }
+}
+
+/// The recent spans of one trace ([`RecentSpans::trace`]).
+#[derive(Debug, Default)]
+pub struct RecentTrace {
+    pub rows: Vec<SpanRow>,
+    /// Holders of recent spans (live stores) that did not answer: the trace may lack the
+    /// spans of their partitions, so an answer built on it is partial.
+    pub unanswered: u64,
+}
+
+impl From<Vec<SpanRow>> for RecentTrace {
+    /// Spans read whole (every holder answered).
+    fn from(rows: Vec<SpanRow>) -> RecentTrace {
+        RecentTrace { rows, unanswered: 0 }
     }
 }
 
@@ -135,8 +152,8 @@ impl RecentSpans for NoRecentSpans {
         false
     }
 
-    async fn trace(&self, _tenant: &str, _id: &[u8; 16]) -> Vec<SpanRow> {
-        Vec::new()
+    async fn trace(&self, _tenant: &str, _id: &[u8; 16]) -> RecentTrace {
+        RecentTrace::default()
     }
 }
 
@@ -168,13 +185,13 @@ impl RecentSpans for Snapshot {
             .any(|p| p.of(tenant).is_some_and(|c| c.traces.contains_key(id)))
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> RecentTrace {
         let mut out = Vec::new();
         for c in self.parts.iter().filter_map(|p| p.of(tenant)) {
             if let Some(&last) = c.traces.get(id) {
                 c.copy_rows(c.trace_rows(last), &mut out);
             }
         }
-        out
+        out.into()
     }
 }

@@ -27,7 +27,6 @@ use weft_admission::limits::{RateLimiter, TraceSizes};
 use weft_admission::metrics::{IngestMetrics, RefuseReason};
 use weft_admission::{PushError, PushOutcome, TraceConsumer, admit_request};
 use weft_block::Origin;
-use weft_block::row::SpanRow;
 use weft_db::Db;
 use weft_db::recent::{FrozenSpans, RecentSpans, RecentView};
 use weft_head::{BuilderSink, Cut, CutOptions, CutPolicy, Head, write_cut};
@@ -440,8 +439,8 @@ impl RecentSpans for Ingest {
         self.head.holds(tenant, id)
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
-        self.head.find_trace(tenant, id)
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> weft_db::recent::RecentTrace {
+        self.head.find_trace(tenant, id).into()
     }
 }
 

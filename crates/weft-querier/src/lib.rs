@@ -72,9 +72,24 @@ pub struct FoundTrace {
     /// Blocks that may hold the trace but were skipped because they are damaged: spans may be
     /// missing, and the answer should say it is partial.
     pub damaged_blocks: u64,
+    /// Live stores that did not answer for the trace's recent spans: spans may be missing
+    /// (a trace not found may still exist), and the answer should say it is partial.
+    pub unanswered_live_stores: u64,
     /// Held while a large trace is in memory ([`weft_db::LARGE_TRACE_READ_BYTES`]); keep it
     /// until the trace is no longer needed (e.g. its response is written).
     pub large_read: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl FoundTrace {
+    /// What the read left out, as a scan says it: damaged blocks and live stores that did
+    /// not answer (the other figures are 0).
+    pub fn stats(&self) -> scan::ScanStats {
+        scan::ScanStats {
+            damaged_blocks: self.damaged_blocks,
+            unanswered_live_stores: self.unanswered_live_stores,
+            ..Default::default()
+        }
+    }
 }
 
 /// Recent spans, plus traces held elsewhere that count as held here ([`Querier::also_held`]).
@@ -105,7 +120,7 @@ impl RecentSpans for AlsoHeld {
         self.elsewhere.iter().any(|f| f.may_contain(id))
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> weft_db::recent::RecentTrace {
         self.inner.trace(tenant, id).await
     }
 }
@@ -191,7 +206,7 @@ impl Querier {
     }
 
     /// The recent spans of trace `id` of `tenant` (not de-duplicated).
-    pub async fn recent_trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    pub async fn recent_trace(&self, tenant: &str, id: &[u8; 16]) -> weft_db::recent::RecentTrace {
         self.recent.trace(tenant, id).await
     }
 
@@ -260,7 +275,7 @@ impl Querier {
         // under load missed hundreds of acknowledged spans. The copy is bounded by the head's
         // own size limit, and queries by `--max-concurrent-queries`.
         let recent_bytes = self.recent_trace_bytes(tenant, id);
-        let head = self.recent.trace(tenant, id).await;
+        let weft_db::recent::RecentTrace { rows: head, unanswered } = self.recent.trace(tenant, id).await;
         let mut found = read(self.db.trace_candidates(tenant, id, range)).await?;
         found.damaged_blocks += self.db.quarantined_holding(tenant, id, range);
         let (mut rows, mut bytes, mut truncated) = (found.rows, found.bytes, found.truncated);
@@ -299,6 +314,7 @@ impl Querier {
             truncated,
             blocks_read: found.blocks_read,
             damaged_blocks: found.damaged_blocks,
+            unanswered_live_stores: unanswered,
             large_read,
         })
     }

@@ -660,8 +660,9 @@ impl RecentSpans for LiveStore {
         self.parts.iter().any(|p| p.head.holds(tenant, id))
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
-        self.parts.iter().flat_map(|p| p.head.find_trace(tenant, id)).collect()
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> weft_db::recent::RecentTrace {
+        let rows: Vec<SpanRow> = self.parts.iter().flat_map(|p| p.head.find_trace(tenant, id)).collect();
+        rows.into()
     }
 }
 

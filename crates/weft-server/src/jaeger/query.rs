@@ -21,7 +21,8 @@ use weft_translate::jaeger::ui::{Dependencies, Query as JQuery, UiTrace, convert
 
 use crate::app::AppState;
 use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
-use crate::query::{mark_partial, read_failed};
+use crate::query::read_failed;
+use crate::query::reply::mark_scanned;
 use crate::query::{parse_query, run_scan};
 
 /// Jaeger's default `limit` of a trace search.
@@ -154,12 +155,17 @@ pub(super) fn rows_to_trace(rows: &[SpanRow]) -> UiTrace {
     TracesData::decode(&data[..]).map(|d| convert(&d)).unwrap_or_default()
 }
 
-/// A trace, with how many damaged blocks that may hold it were left out.
-pub(super) async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(UiTrace, u64), Response> {
+/// A trace, with what the read left out (damaged blocks that may hold it, live stores that
+/// did not answer).
+pub(super) async fn read_trace(
+    st: &AppState,
+    tenant: &str,
+    id: &[u8; 16],
+) -> Result<(UiTrace, weft_querier::scan::ScanStats), Response> {
     let found = crate::query::jobs::trace::find_trace(st, tenant, id, None, st.cfg.query.max_trace_response_bytes)
         .await
         .map_err(|e| read_failed(&e, "reading trace", error))?;
-    Ok((rows_to_trace(&found.rows), found.damaged_blocks))
+    Ok((rows_to_trace(&found.rows), found.stats()))
 }
 
 /// `GET /api/traces/{id}`.
@@ -172,10 +178,10 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
             );
         };
         match read_trace(&s, &tenant, &tid).await {
-            Ok((t, damaged)) if t.spans.is_empty() => {
-                mark_partial(error(StatusCode::NOT_FOUND, "trace not found"), damaged)
+            Ok((t, left_out)) if t.spans.is_empty() => {
+                mark_scanned(error(StatusCode::NOT_FOUND, "trace not found"), &left_out)
             }
-            Ok((t, damaged)) => mark_partial(envelope(json!([t.to_json()]), 1), damaged),
+            Ok((t, left_out)) => mark_scanned(envelope(json!([t.to_json()]), 1), &left_out),
             Err(r) => r,
         }
     })
@@ -231,14 +237,15 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
             .collect();
         if !ids.is_empty() {
             let mut out = Vec::new();
-            let mut damaged = 0;
+            let mut left_out = weft_querier::scan::ScanStats::default();
             for id in ids {
                 let Some(tid) = weft_translate::parse_hex_id::<16>(id.trim()) else {
                     return error(StatusCode::BAD_REQUEST, format!("cannot parse traceID param: {id:?}"));
                 };
                 match read_trace(&s, &tenant, &tid).await {
                     Ok((t, d)) => {
-                        damaged = damaged.max(d);
+                        left_out.damaged_blocks = left_out.damaged_blocks.max(d.damaged_blocks);
+                        left_out.unanswered_live_stores = left_out.unanswered_live_stores.max(d.unanswered_live_stores);
                         if !t.spans.is_empty() {
                             out.push(t.to_json());
                         }
@@ -247,7 +254,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
                 }
             }
             let n = out.len();
-            return mark_partial(envelope(Json::Array(out), n), damaged);
+            return mark_scanned(envelope(Json::Array(out), n), &left_out);
         }
         let Some(service) = get("service") else {
             return error(StatusCode::BAD_REQUEST, "parameter 'service' is required");
@@ -332,7 +339,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
         };
         let data: Vec<Json> = traces.iter().map(|rows| rows_to_trace(rows).to_json()).collect();
         let n = data.len();
-        crate::query::reply::mark_scanned(envelope(Json::Array(data), n), &stats)
+        mark_scanned(envelope(Json::Array(data), n), &stats)
     })
     .await
 }
@@ -414,7 +421,7 @@ pub async fn dependencies(
         };
         let data = sink.deps.to_json();
         let n = data.as_array().map_or(0, Vec::len);
-        crate::query::reply::mark_scanned(envelope(data, n), &stats)
+        mark_scanned(envelope(data, n), &stats)
     })
     .await
 }

@@ -17,7 +17,7 @@ use weft_otlp::pb::trace::TracesData;
 use super::query::*;
 use crate::app::AppState;
 use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote};
-use crate::query::{mark_partial, read_failed};
+use crate::query::read_failed;
 use weft_translate::jaeger::v3::FindQuery;
 
 /// `query.searchDepth` when absent: Jaeger's default.
@@ -151,7 +151,7 @@ pub async fn v3_trace(
         } else {
             vec![rows_to_data(&found.rows)]
         };
-        mark_partial(v3_traces(traces, raw), found.damaged_blocks)
+        crate::query::reply::mark_scanned(v3_traces(traces, raw), &found.stats())
     })
     .await
 }

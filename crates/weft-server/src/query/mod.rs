@@ -12,7 +12,7 @@ pub mod foreign;
 pub mod jobs;
 pub mod reply;
 
-pub(crate) use reply::{mark_partial, read_failed};
+pub(crate) use reply::read_failed;
 
 /// The limits of the query service, which every query API shares.
 #[derive(Debug, Clone, clap::Args)]

@@ -23,7 +23,7 @@ pub fn parse_trace_id(s: &str) -> Result<[u8; 16], String> {
 pub const PARTIAL_HEADER: &str = "x-weft-partial-damaged-blocks";
 
 /// Marks a reply partial ([`PARTIAL_HEADER`]) when `damaged_blocks` were left out.
-pub(crate) fn mark_partial(mut r: Response, damaged_blocks: u64) -> Response {
+fn mark_partial(mut r: Response, damaged_blocks: u64) -> Response {
     if damaged_blocks > 0 {
         r.headers_mut().insert(PARTIAL_HEADER, damaged_blocks.into());
     }
@@ -73,6 +73,26 @@ pub fn damaged_message(n: u64) -> String {
         "{n} damaged block{} skipped: the answer may be missing spans (the blocks are quarantined; see weft_block_quarantined in /metrics)",
         if n == 1 { " was" } else { "s were" }
     )
+}
+
+/// The message of an answer that `n` live stores did not answer for.
+pub fn live_stores_message(n: u64) -> String {
+    format!(
+        "{n} live store{} did not answer: spans not yet in a block may be missing",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+/// What a trace read left out, as one message, or `None` when it read everything.
+pub(crate) fn trace_partial_message(found: &weft_querier::FoundTrace) -> Option<String> {
+    let mut parts = Vec::new();
+    if found.damaged_blocks > 0 {
+        parts.push(damaged_message(found.damaged_blocks));
+    }
+    if found.unanswered_live_stores > 0 {
+        parts.push(live_stores_message(found.unanswered_live_stores));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Spans as every API but Zipkin's shows them, in place:

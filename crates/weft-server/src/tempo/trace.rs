@@ -1,8 +1,9 @@
 //! Tempo's trace by ID: `GET /api/traces/{id}` (v1 shape) and `GET /api/v2/traces/{id}`.
 
 use crate::app::AppState;
+use crate::query::LIVE_STORES_PARTIAL_HEADER;
 use crate::query::reply::{
-    PARTIAL_HEADER, damaged_message, hide_zipkin_original, mark_partial, parse_trace_id, read_failed,
+    PARTIAL_HEADER, hide_zipkin_original, mark_scanned, parse_trace_id, read_failed, trace_partial_message,
 };
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -70,12 +71,13 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     let mut rows = std::mem::take(&mut found.rows);
     hide_zipkin_original(&mut rows);
     if rows.is_empty() {
-        // Not found in what could be read; a damaged block that may have held it says so.
-        let msg = match found.damaged_blocks {
-            0 => format!("trace not found: {}", weft_core::hex(&id)),
-            n => format!("trace not found: {}; {}", weft_core::hex(&id), damaged_message(n)),
+        // Not found in what could be read; a damaged block that may have held it, or a live
+        // store that did not answer, says so.
+        let msg = match trace_partial_message(&found) {
+            None => format!("trace not found: {}", weft_core::hex(&id)),
+            Some(m) => format!("trace not found: {}; {m}", weft_core::hex(&id)),
         };
-        return mark_partial(error(StatusCode::NOT_FOUND, msg), found.damaged_blocks);
+        return mark_scanned(error(StatusCode::NOT_FOUND, msg), &found.stats());
     }
     // A trace over the read cap: the earliest spans, marked as Tempo marks partial results
     // (v2 `status: PARTIAL` with a message) and, for every shape, a response header.
@@ -88,9 +90,7 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
             rows.len()
         ));
     }
-    if found.damaged_blocks > 0 {
-        partial.push(damaged_message(found.damaged_blocks));
-    }
+    partial.extend(trace_partial_message(&found));
     let mut resp_headers = HeaderMap::new();
     resp_headers.insert("x-weft-blocks-read", found.blocks_read.into());
     if found.truncated {
@@ -98,6 +98,9 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
     }
     if found.damaged_blocks > 0 {
         resp_headers.insert(PARTIAL_HEADER, found.damaged_blocks.into());
+    }
+    if found.unanswered_live_stores > 0 {
+        resp_headers.insert(LIVE_STORES_PARTIAL_HEADER, found.unanswered_live_stores.into());
     }
     let truncated = (!partial.is_empty()).then(|| partial.join("; "));
     let wants_proto = headers

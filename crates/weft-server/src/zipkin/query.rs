@@ -21,7 +21,8 @@ use weft_translate::zipkin::query::{DependencyLinker, QueryRequest, TraceSpan, c
 
 use crate::app::AppState;
 use crate::query::foreign::{ForeignQuery, ForeignSearch, query_with_tenant, quote, values};
-use crate::query::{mark_partial, read_failed};
+use crate::query::read_failed;
+use crate::query::reply::mark_scanned;
 use crate::query::{parse_query, run_scan};
 
 type Params = Query<HashMap<String, String>>;
@@ -238,7 +239,7 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         let body = json(Json::Array(
             traces.iter().map(|rows| trace_json(&rows_to_spans(rows))).collect(),
         ));
-        crate::query::reply::mark_scanned(body, &stats)
+        mark_scanned(body, &stats)
     })
     .await
 }
@@ -249,12 +250,17 @@ fn trace_id(s: &str) -> Result<[u8; 16], String> {
         .ok_or_else(|| format!("invalid trace ID {s:?}: expected 1 to 32 hex characters"))
 }
 
-/// A trace's spans, with how many damaged blocks that may hold it were left out.
-async fn read_trace(st: &AppState, tenant: &str, id: &[u8; 16]) -> Result<(Vec<TraceSpan>, u64), Response> {
+/// A trace's spans, with what the read left out (damaged blocks that may hold it, live
+/// stores that did not answer).
+async fn read_trace(
+    st: &AppState,
+    tenant: &str,
+    id: &[u8; 16],
+) -> Result<(Vec<TraceSpan>, weft_querier::scan::ScanStats), Response> {
     let found = crate::query::jobs::trace::find_trace(st, tenant, id, None, st.cfg.query.max_trace_response_bytes)
         .await
         .map_err(|e| read_failed(&e, "reading trace", text))?;
-    Ok((rows_to_spans(&found.rows), found.damaged_blocks))
+    Ok((rows_to_spans(&found.rows), found.stats()))
 }
 
 /// `GET /api/v2/trace/{id}`.
@@ -265,14 +271,14 @@ pub async fn trace(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id)
             Err(e) => return bad(e),
         };
         match read_trace(&s, &tenant, &tid).await {
-            Ok((spans, damaged)) if spans.is_empty() => mark_partial(
+            Ok((spans, left_out)) if spans.is_empty() => mark_scanned(
                 text(
                     StatusCode::NOT_FOUND,
                     format!("trace {} not found", id.trim().to_lowercase()),
                 ),
-                damaged,
+                &left_out,
             ),
-            Ok((spans, damaged)) => mark_partial(json(trace_json(&spans)), damaged),
+            Ok((spans, left_out)) => mark_scanned(json(trace_json(&spans)), &left_out),
             Err(r) => r,
         }
     })
@@ -287,7 +293,7 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
         };
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
-        let mut damaged = 0;
+        let mut left_out = weft_querier::scan::ScanStats::default();
         for id in ids.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let tid = match trace_id(id) {
                 Ok(t) => t,
@@ -298,7 +304,8 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
             }
             match read_trace(&s, &tenant, &tid).await {
                 Ok((spans, d)) => {
-                    damaged = damaged.max(d);
+                    left_out.damaged_blocks = left_out.damaged_blocks.max(d.damaged_blocks);
+                    left_out.unanswered_live_stores = left_out.unanswered_live_stores.max(d.unanswered_live_stores);
                     if !spans.is_empty() {
                         out.push(trace_json(&spans));
                     }
@@ -306,7 +313,7 @@ pub async fn trace_many(State(st): State<Arc<AppState>>, headers: HeaderMap, Que
                 Err(r) => return r,
             }
         }
-        mark_partial(json(Json::Array(out)), damaged)
+        mark_scanned(json(Json::Array(out)), &left_out)
     })
     .await
 }
@@ -365,7 +372,7 @@ pub async fn dependencies(State(st): State<Arc<AppState>>, headers: HeaderMap, Q
             Err(r) => return r,
         };
         let body = json(Json::Array(sink.linker.links().iter().map(|l| l.to_json()).collect()));
-        crate::query::reply::mark_scanned(body, &stats)
+        mark_scanned(body, &stats)
     })
     .await
 }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use weft_block::Block;
 use weft_block::index::Bloom;
 use weft_block::row::SpanRow;
-use weft_db::recent::{FrozenSpans, NoRecentSpans, RecentSpans, RecentView, Snapshot};
+use weft_db::recent::{FrozenSpans, NoRecentSpans, RecentSpans, RecentTrace, RecentView, Snapshot};
 use weft_querier::Querier;
 
 use super::{JOB_VERSION, Peers, Versioned, unhex};
@@ -310,7 +310,7 @@ impl RecentSpans for RemoteRecent {
             .is_some_and(|h| h.iter().any(|(_, f)| f.may_contain(id)))
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> RecentTrace {
         let peers: Vec<SocketAddr> = match &self.held {
             Some(h) => h.iter().filter(|(_, f)| f.may_contain(id)).map(|&(a, _)| a).collect(),
             None => self.live.peers().await,
@@ -318,17 +318,22 @@ impl RecentSpans for RemoteRecent {
         let reads = peers
             .iter()
             .map(|&p| async move { (p, self.fetch(p, tenant, id).await) });
-        let mut rows = Vec::new();
+        let mut out = RecentTrace {
+            // No live store to ask (a DNS name that resolves to none): none answered.
+            unanswered: u64::from(self.held.is_none() && peers.is_empty()),
+            ..Default::default()
+        };
         for (p, r) in futures::future::join_all(reads).await {
             match r {
-                Ok(r) => rows.extend(r),
+                Ok(r) => out.rows.extend(r),
                 Err(e) => {
+                    out.unanswered += 1;
                     self.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(live_store = %p, trace_id = %weft_core::hex(id), error = %e, "reading a trace's recent spans from a live store failed; the trace may be missing spans");
                 }
             }
         }
-        rows
+        out
     }
 }
 
@@ -390,7 +395,7 @@ pub async fn recent_traces_job(State(st): State<Arc<AppState>>, headers: HeaderM
             Err(r) => return r,
         };
         for id in q.recent_trace_ids(&tenant) {
-            let spans = q.recent_trace(&tenant, &id).await;
+            let spans = q.recent_trace(&tenant, &id).await.rows;
             if prefilter
                 .as_ref()
                 .is_none_or(|pf| pf.is_trivial() || pf.leaves_passed(spans.iter()) != 0)
@@ -666,7 +671,7 @@ impl RecentSpans for Candidates {
         self.copied.holds(tenant, id) || self.others.holds(tenant, id)
     }
 
-    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> Vec<SpanRow> {
+    async fn trace(&self, tenant: &str, id: &[u8; 16]) -> RecentTrace {
         if self.copied.holds(tenant, id) {
             // A copied trace came with all its recent spans.
             return self.copied.trace(tenant, id).await;
