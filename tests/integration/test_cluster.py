@@ -811,6 +811,31 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
             requests.get(url, timeout=5)
     wait_for(lambda: search()[0] == every, 30, "every trace through the live stores", 0.3)
     assert search()[1] is None and count() == (270.0, None) and services() == ({"svc-0", "svc-1"}, None)
+
+    def grpc_answers():
+        """A streamed search (its last reply and its trailers) and a streamed range query."""
+        import grpc
+        from test_tempo_streaming import PB
+        channel = grpc.insecure_channel(f"127.0.0.1:{frontend.http_port}")
+        try:
+            call = channel.unary_stream("/tempopb.StreamingQuerier/Search",
+                                        request_serializer=lambda m: m.SerializeToString(),
+                                        response_deserializer=PB["SearchResponse"].FromString)(
+                PB["SearchRequest"](Query="{ }", Limit=1000, start=window["start"], end=window["end"]), timeout=30)
+            replies = list(call)
+            trailers = dict(call.trailing_metadata() or ())
+            rng = list(channel.unary_stream("/tempopb.StreamingQuerier/MetricsQueryRange",
+                                            request_serializer=lambda m: m.SerializeToString(),
+                                            response_deserializer=PB["QueryRangeResponse"].FromString)(
+                PB["QueryRangeRequest"](query="{ } | count_over_time()", start=(base // 10**9 - 60) * 10**9,
+                                        end=(base // 10**9 + 120) * 10**9, step=60 * 10**9), timeout=30))
+            return replies[-1], trailers, rng[-1]
+        finally:
+            channel.close()
+
+    whole_reply, whole_trailers, whole_rng = grpc_answers()
+    assert len(whole_reply.traces) == len(every) and "x-weft-partial-live-stores" not in whole_trailers
+    assert whole_rng.status == 0 and whole_rng.message == ""
     # With live store 0 out: the blocks' traces and live store 1's.
     kept = in_blocks | {t for t, p in traces.items() if p in (2, 3)}
     assert len(in_blocks) < len(kept) < len(every)
@@ -874,6 +899,12 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
         assert r.headers.get("x-weft-partial-live-stores") == "1", f"{what}: {r.status_code} {r.text[:200]}"
         if what.startswith("tempo"):
             assert r.status_code == 404 and "live store did not answer" in r.text, f"{what}: {r.text[:200]}"
+    # Tempo's streaming gRPC API says it too: a metrics reply's status is PARTIAL with the
+    # message, and a search stream's trailers carry the header.
+    search_reply, search_trailers, rng = grpc_answers()
+    assert len(search_reply.traces) == len(kept) and search_trailers.get("x-weft-partial-live-stores") == "1"
+    assert rng.status == 1 and "live store did not answer" in rng.message, rng
+    assert sum(x.value for s in rng.series for x in s.samples) == 3 * len(kept)
 
     live[1].proc.send_signal(signal.SIGSTOP)
     try:

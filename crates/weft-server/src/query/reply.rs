@@ -83,16 +83,29 @@ pub fn live_stores_message(n: u64) -> String {
     )
 }
 
-/// What a trace read left out, as one message, or `None` when it read everything.
-pub(crate) fn trace_partial_message(found: &weft_querier::FoundTrace) -> Option<String> {
+/// What a scan left out, as one message, or `None` when it read everything: the text of
+/// Tempo's `PARTIAL` status (`message`), beside the `x-weft-partial-*` headers.
+pub(crate) fn partial_message(stats: &weft_querier::scan::ScanStats) -> Option<String> {
     let mut parts = Vec::new();
-    if found.damaged_blocks > 0 {
-        parts.push(damaged_message(found.damaged_blocks));
+    if stats.damaged_blocks > 0 {
+        parts.push(damaged_message(stats.damaged_blocks));
     }
-    if found.unanswered_live_stores > 0 {
-        parts.push(live_stores_message(found.unanswered_live_stores));
+    if stats.unanswered_live_stores > 0 {
+        parts.push(live_stores_message(stats.unanswered_live_stores));
+    }
+    if stats.truncated_traces > 0 {
+        parts.push(format!(
+            "{} trace{} larger than the read cap were evaluated on their earliest spans only",
+            stats.truncated_traces,
+            if stats.truncated_traces == 1 { "" } else { "s" }
+        ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// [`partial_message`] of a trace read.
+pub(crate) fn trace_partial_message(found: &weft_querier::FoundTrace) -> Option<String> {
+    partial_message(&found.stats())
 }
 
 /// Spans as every API but Zipkin's shows them, in place:

@@ -187,7 +187,16 @@ fn labels(ls: &[(String, Value)]) -> Json {
 }
 
 /// `GET /api/metrics/query_range`: one sample per step that has a value, at the step's start.
-pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected) -> String {
+///
+/// `partial`: the message of an answer that left something out, sent as Tempo sends a partial
+/// answer (`"status": "PARTIAL"` and `"message"`).
+pub fn query_range_response(
+    series: &[Series],
+    start_ns: u64,
+    step_ns: u64,
+    m: &Inspected,
+    partial: Option<&str>,
+) -> String {
     use std::io::Write;
     // Written as text, not built as a `serde_json::Value` tree: a tree costs about 1 KB per
     // sample, the text about 50 bytes, and a query may return millions of samples.
@@ -233,6 +242,10 @@ pub fn query_range_response(series: &[Series], start_ns: u64, step_ns: u64, m: &
     }
     out.extend_from_slice(b"],\"metrics\":");
     serde_json::to_writer(&mut out, &metrics(m)).expect("writing to memory");
+    if let Some(msg) = partial {
+        out.extend_from_slice(b",\"status\":\"PARTIAL\",\"message\":");
+        serde_json::to_writer(&mut out, msg).expect("writing to memory");
+    }
     out.push(b'}');
     String::from_utf8(out).expect("serde_json writes utf-8")
 }
@@ -281,7 +294,8 @@ pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<ExemplarReply> 
 }
 
 /// `GET /api/metrics/query`: the query evaluated as one step over the whole range.
-pub fn query_instant_response(series: &[Series], m: &Inspected) -> Json {
+/// An instant reply; `partial` as for [`query_range_response`].
+pub fn query_instant_response(series: &[Series], m: &Inspected, partial: Option<&str>) -> Json {
     let series: Vec<Json> = series
         .iter()
         .filter_map(|s| {
@@ -289,7 +303,12 @@ pub fn query_instant_response(series: &[Series], m: &Inspected) -> Json {
             Some(json!({ "labels": labels(&s.labels), "value": v }))
         })
         .collect();
-    json!({ "series": series, "metrics": metrics(m) })
+    let mut out = json!({ "series": series, "metrics": metrics(m) });
+    if let Some(msg) = partial {
+        out["status"] = json!("PARTIAL");
+        out["message"] = json!(msg);
+    }
+    out
 }
 
 /// A tag value of `/api/v2/search/tag/<tag>/values`, typed as Tempo types them: `string`,

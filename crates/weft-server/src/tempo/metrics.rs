@@ -34,10 +34,14 @@ pub(crate) async fn metrics_query(
     };
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
+    let partial = crate::query::reply::partial_message(&stats);
     if instant {
-        json_scanned(tempo::query_instant_response(&series, &m), &stats)
+        json_scanned(tempo::query_instant_response(&series, &m, partial.as_deref()), &stats)
     } else {
-        json_text_scanned(tempo::query_range_response(&series, start, step, &m), &stats)
+        json_text_scanned(
+            tempo::query_range_response(&series, start, step, &m, partial.as_deref()),
+            &stats,
+        )
     }
 }
 

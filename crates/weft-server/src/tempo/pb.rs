@@ -302,6 +302,9 @@ pub fn metrics(m: &Inspected) -> SearchMetrics {
     }
 }
 
+/// `PartialStatus.PARTIAL` of Tempo's metrics replies (`COMPLETE` is 0).
+pub const PARTIAL: i32 = 1;
+
 /// A range reply: one sample per step that has a value, at the step's start.
 pub fn query_range(series: &[Series], start_ns: u64, step_ns: u64, m: &Inspected) -> QueryRangeResponse {
     QueryRangeResponse {

@@ -129,8 +129,13 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         .await
                         .map_err(status_of)?;
                     let m = query::inspected(&stats, &state, &tenant);
-                    let reply = pb::query_range(&series, start, step, &m);
+                    let mut reply = pb::query_range(&series, start, step, &m);
+                    if let Some(msg) = query::reply::partial_message(&stats) {
+                        reply.status = pb::PARTIAL;
+                        reply.message = msg;
+                    }
                     let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
+                    let _ = tx.send(Err(end_of(&stats))).await;
                 }
                 "MetricsQueryInstant" => {
                     let r = pb::QueryInstantRequest::decode(body).map_err(bad_message)?;
@@ -143,8 +148,13 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         .await
                         .map_err(status_of)?;
                     let m = query::inspected(&stats, &state, &tenant);
-                    let reply = pb::query_instant(&series, &m);
+                    let mut reply = pb::query_instant(&series, &m);
+                    if let Some(msg) = query::reply::partial_message(&stats) {
+                        reply.status = pb::PARTIAL;
+                        reply.message = msg;
+                    }
                     let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
+                    let _ = tx.send(Err(end_of(&stats))).await;
                 }
                 other => {
                     return Err(Status::unimplemented(format!(
@@ -242,20 +252,42 @@ async fn search(
             }
         }
     };
-    let reply = match result {
+    match result {
         Ok((hits, stats)) => {
             let m = query::inspected(&stats, &state, &tenant);
-            Ok(Bytes::from(
-                pb::SearchResponse {
-                    traces: hits.iter().map(pb::hit).collect(),
-                    metrics: Some(pb::metrics(&m)),
-                }
-                .encode_to_vec(),
-            ))
+            let reply = pb::SearchResponse {
+                traces: hits.iter().map(pb::hit).collect(),
+                metrics: Some(pb::metrics(&m)),
+            };
+            if tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.is_ok() {
+                let _ = tx.send(Err(end_of(&stats))).await;
+            }
         }
-        Err(r) => Err(status_of(r)),
+        Err(r) => {
+            let _ = tx.send(Err(status_of(r))).await;
+        }
+    }
+}
+
+/// The end of a stream that answered: status OK, and in the trailers the `x-weft-partial-*`
+/// headers of what the answer left out, as the HTTP API sends them (Tempo's `SearchResponse`
+/// has no partial status; its metrics replies also carry one, `status: PARTIAL`), with the
+/// message as `grpc-message`.
+fn end_of(stats: &weft_querier::scan::ScanStats) -> Status {
+    let Some(msg) = query::reply::partial_message(stats) else {
+        return Status::ok("");
     };
-    let _ = tx.send(reply).await;
+    let mut md = tonic::metadata::MetadataMap::new();
+    for (name, n) in [
+        (query::reply::PARTIAL_HEADER, stats.damaged_blocks),
+        (query::LIVE_STORES_PARTIAL_HEADER, stats.unanswered_live_stores),
+        (query::TRUNCATED_TRACES_HEADER, stats.truncated_traces),
+    ] {
+        if n > 0 {
+            md.insert(name, n.into());
+        }
+    }
+    Status::with_metadata(tonic::Code::Ok, msg, md)
 }
 
 impl tower::Service<http::Request<hyper::body::Incoming>> for StreamingQuerier {

@@ -78,7 +78,7 @@ fn metrics_samples_sit_at_step_starts() {
         values: vec![Some(1.0), None, Some(3.0)],
         exemplars: Vec::new(),
     }];
-    let text = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default());
+    let text = query_range_response(&series, 10_000_000_000, 5_000_000_000, &Inspected::default(), None);
     let j: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(j["series"][0]["samples"][0]["value"], 1.0);
     assert_eq!(j["series"][0]["labels"][0]["value"]["stringValue"], "api");
