@@ -864,6 +864,21 @@ def test_a_live_store_killed_or_hung_makes_answers_partial_never_wrong(weft_fact
             assert took < 5, f"a search took {took:.1f}s"
         return answers
 
+    # A hung querier (SIGSTOP): a search with a job on it waits one job timeout (2 s) and
+    # answers whole; the searches after it leave it out and do not wait.
+    peers[1].proc.send_signal(signal.SIGSTOP)
+    try:
+        first = search()
+        assert first[:2] == (every, None) and first[2] < 8, f"{first[1]} {first[2]:.1f}s"
+        for _ in range(4):
+            got, partial, took = search()
+            assert (got, partial) == (every, None)
+            assert took < 1.5, f"a search waited {took:.1f}s on the hung querier (after {first[2]:.1f}s)"
+    finally:
+        peers[1].proc.send_signal(signal.SIGCONT)
+    # Back: a probe of its /ready gives it jobs again; the answers stay whole.
+    wait_for(lambda: search()[:2] == (every, None), 30, "searches with the querier back")
+
     # A block-only querier killed while searches run: its jobs go to the other; nothing partial.
     def whole(got, partial):
         assert (got, partial) == (every, None)

@@ -54,6 +54,11 @@ pub const JOB_VERSION: u32 = 3;
 pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
 /// How long resolved peer addresses are used before the names are resolved again.
 const RESOLVE_EVERY: Duration = Duration::from_secs(5);
+/// How long a querier whose job timed out, or that refused the connection, gets no new jobs
+/// before a probe of its `/ready` may bring it back (a probe that fails waits as long again).
+const SUSPECT_FOR: Duration = Duration::from_secs(10);
+/// How long that probe waits for an answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Jobs per peer a search is split into: the next job of a peer is ready when one ends.
 const JOBS_PER_PEER: usize = 2;
 
@@ -328,11 +333,28 @@ impl WireHit {
 /// The queriers a frontend sends jobs to: `--query-peers`, each `host:port`; a name that
 /// resolves to several addresses is several queriers. Names are resolved again every few
 /// seconds, so queriers behind a DNS name may come and go.
+///
+/// A querier that let a job time out, or refused its connection, is *suspect*: new queries
+/// leave it out ([`Peers::peers`]) and a job being retried skips it, until a probe of its
+/// `/ready` answers. A hung querier (stopped, or stuck in a long pause) then costs the queries
+/// that had a job on it one `--query-job-timeout`, not every query after it. The same type
+/// holds the live stores ([`Peers::all`]), which are never left out: each owns partitions no
+/// other process answers for.
 pub struct Peers {
     names: Vec<String>,
     client: reqwest::Client,
     timeout: Duration,
     resolved: parking_lot::Mutex<Option<(Instant, Vec<SocketAddr>)>>,
+    suspects: Arc<parking_lot::Mutex<HashMap<SocketAddr, Suspect>>>,
+}
+
+/// A peer left out of new jobs ([`Peers`]).
+#[derive(Debug, Clone, Copy)]
+struct Suspect {
+    /// When a probe may bring it back.
+    until: Instant,
+    /// A probe is running.
+    probing: bool,
 }
 
 impl Peers {
@@ -351,6 +373,7 @@ impl Peers {
             client: reqwest::Client::new(),
             timeout,
             resolved: parking_lot::Mutex::new(None),
+            suspects: Arc::default(),
         })
     }
 
@@ -414,6 +437,11 @@ impl Peers {
         body: &impl Serialize,
     ) -> Result<(reqwest::header::HeaderMap, Bytes), String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        let unreachable = |e: &reqwest::Error| {
+            if e.is_timeout() || e.is_connect() {
+                self.suspect(peer);
+            }
+        };
         let reply = self
             .client
             .post(format!("http://{peer}{path}"))
@@ -423,19 +451,85 @@ impl Peers {
             .body(body)
             .send()
             .await
+            .inspect_err(unreachable)
             .map_err(|e| format!("sending the job: {e}"))?;
         let status = reply.status();
         let headers = reply.headers().clone();
-        let bytes = reply.bytes().await.map_err(|e| format!("reading the reply: {e}"))?;
+        let bytes = reply
+            .bytes()
+            .await
+            .inspect_err(unreachable)
+            .map_err(|e| format!("reading the reply: {e}"))?;
+        if self.suspects.lock().remove(&peer).is_some() {
+            tracing::info!(%peer, "a query peer answers again");
+        }
         if !status.is_success() {
             return Err(format!("{status}: {}", String::from_utf8_lossy(&bytes)));
         }
         Ok((headers, bytes))
     }
 
-    /// The peers' addresses now.
+    /// The queriers' addresses now, without the suspect ones (every one, when all are). A
+    /// suspect whose time is up is probed in the background.
     pub(crate) async fn peers(&self) -> Vec<SocketAddr> {
+        let all = self.addrs().await;
+        let now = Instant::now();
+        let mut suspects = self.suspects.lock();
+        suspects.retain(|a, _| all.contains(a));
+        let mut out = Vec::with_capacity(all.len());
+        for &a in &all {
+            match suspects.get_mut(&a) {
+                None => out.push(a),
+                Some(s) if s.until <= now && !s.probing => {
+                    s.probing = true;
+                    self.probe(a);
+                }
+                Some(_) => {}
+            }
+        }
+        if out.is_empty() { all } else { out }
+    }
+
+    /// Every address now, suspect or not (live stores).
+    pub(crate) async fn all(&self) -> Vec<SocketAddr> {
         self.addrs().await
+    }
+
+    /// Whether `peer` is left out of new jobs.
+    pub(crate) fn is_suspect(&self, peer: SocketAddr) -> bool {
+        self.suspects.lock().contains_key(&peer)
+    }
+
+    fn suspect(&self, peer: SocketAddr) {
+        let until = Instant::now() + SUSPECT_FOR;
+        let mut suspects = self.suspects.lock();
+        if suspects.insert(peer, Suspect { until, probing: false }).is_none() {
+            tracing::warn!(%peer, "a query peer did not answer in time; new jobs leave it out until it answers a probe");
+        }
+    }
+
+    /// Asks `peer`'s `/ready`: an answer ends its suspicion, anything else waits
+    /// [`SUSPECT_FOR`] again.
+    fn probe(&self, peer: SocketAddr) {
+        let (client, suspects) = (self.client.clone(), self.suspects.clone());
+        tokio::spawn(async move {
+            let ok = client
+                .get(format!("http://{peer}/ready"))
+                .timeout(PROBE_TIMEOUT)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            let mut suspects = suspects.lock();
+            if ok {
+                suspects.remove(&peer);
+                tracing::info!(%peer, "a query peer answers its probe; it gets jobs again");
+            } else if let Some(s) = suspects.get_mut(&peer) {
+                *s = Suspect {
+                    until: Instant::now() + SUSPECT_FOR,
+                    probing: false,
+                };
+            }
+        });
     }
 }
 
@@ -504,7 +598,7 @@ pub(crate) async fn search<S: SearchSink>(
     window: Option<Window>,
     sink: &mut S,
 ) -> Result<Option<ScanStats>, Response> {
-    let addrs = peers.addrs().await;
+    let addrs = peers.peers().await;
     if addrs.is_empty() && st.live.is_none() {
         return Ok(None);
     }
@@ -740,6 +834,9 @@ pub(crate) async fn dispatch_to<R: serde::de::DeserializeOwned + Versioned, T>(
 ) -> Option<T> {
     for attempt in 0..addrs.len() {
         let peer = addrs[(k + attempt) % addrs.len()];
+        if attempt + 1 < addrs.len() && peers.is_suspect(peer) {
+            continue; // another job found it hung since this query began
+        }
         let reply: Result<R, String> = peers.post(peer, path, tenant, job).await;
         let decoded = reply.and_then(|r| {
             if r.version() != JOB_VERSION {

@@ -141,7 +141,7 @@ where
     J: Serialize,
 {
     let q = st.querier();
-    let addrs = live.peers().await;
+    let addrs = live.all().await;
     let mut attempt = 0;
     loop {
         let mut blocks = q.blocks(tenant);
@@ -313,7 +313,7 @@ impl RecentSpans for RemoteRecent {
     async fn trace(&self, tenant: &str, id: &[u8; 16]) -> RecentTrace {
         let peers: Vec<SocketAddr> = match &self.held {
             Some(h) => h.iter().filter(|(_, f)| f.may_contain(id)).map(|&(a, _)| a).collect(),
-            None => self.live.peers().await,
+            None => self.live.all().await,
         };
         let reads = peers
             .iter()

@@ -154,6 +154,9 @@ async fn send(
 ) -> Option<Part> {
     for attempt in 0..addrs.len() {
         let peer = addrs[(k + attempt) % addrs.len()];
+        if attempt + 1 < addrs.len() && peers.is_suspect(peer) {
+            continue; // another job found it hung since this query began
+        }
         let reply = peers
             .post_for_reply(peer, TRACE_JOB_PATH, tenant, job)
             .await
