@@ -92,16 +92,18 @@ METRICS = [
 
 
 def _series(querier, q: str) -> list:
-    """The series of a range query over the test's spans, without exemplars (each querier picks
-    its own within the limit), values to 12 significant digits (sums of floats may differ in
-    their last bits with the order they are added in)."""
+    """The series of a range query over the test's spans with their exemplars (the same however
+    the query was split), values to 12 significant digits (sums of floats may differ in their
+    last bits with the order they are added in)."""
     start = BASE // 10**9 - 60
     r = querier.get("/api/metrics/query_range", params={"q": q, "start": start, "end": start + 600, "step": "30s"})
     assert r.status_code == 200, f"{querier.name} {q}: {r.status_code} {r.text[:300]}"
     out = []
     for s in r.json()["series"]:
         samples = [(x.get("timestampMs"), float(f"{float(x.get('value', 0)):.12g}")) for x in s.get("samples", [])]
-        out.append((repr(s.get("labels")), samples))
+        exemplars = [(repr(e.get("labels")), e.get("timestampMs"), float(f"{float(e.get('value', 0)):.12g}"))
+                     for e in s.get("exemplars", [])]
+        out.append((repr(s.get("labels")), samples, exemplars))
     return sorted(out)
 
 
@@ -316,6 +318,7 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
 
     # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
     # much past the job timeout.
+    want_all = [_traces(alone, p) for p in SEARCHES]
     peers[0].proc.send_signal(signal.SIGSTOP)
     try:
         for params in SEARCHES[:3]:
@@ -327,6 +330,11 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
         assert _jobs(frontend, "failed") > 0, "jobs to the hung peer timed out"
     finally:
         peers[0].proc.send_signal(signal.SIGCONT)
+    # Resumed, it gets jobs again once it answers a probe of its /ready (10 s after it was
+    # left out).
+    served = _jobs(peers[0], "served")
+    wait_for(lambda: [_traces(frontend, p) for p in SEARCHES] == want_all and _jobs(peers[0], "served") > served,
+             30, "the resumed peer to get jobs again", 0.5)
 
     # A peer killed while searches run: the jobs it held go to the other one; every search
     # completes with the same answer.

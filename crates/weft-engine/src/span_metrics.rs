@@ -348,10 +348,11 @@ impl SpanMetrics {
         self.run.exemplars(limit);
     }
 
-    /// Whether exemplars are still wanted from spans starting in `[lo, hi]`, so a source of
-    /// such spans should give trace IDs ([`MetricNeeds::trace_ids`]).
-    pub fn wants_exemplars_between(&self, lo: u64, hi: u64) -> bool {
-        self.run.wants_exemplars_between(lo, hi)
+    /// Whether exemplars could still come from spans starting in `[lo, hi]` whose trace IDs
+    /// are at least `min_trace` (when known), so a source of such spans should give trace
+    /// IDs ([`MetricNeeds::trace_ids`], [`MetricsRun::wants_exemplars_between`]).
+    pub fn wants_exemplars_between(&self, lo: u64, hi: u64, min_trace: Option<&[u8; 16]>) -> bool {
+        self.run.wants_exemplars_between(lo, hi, min_trace)
     }
 
     /// Bounds the series and points the query may hold ([`MetricsRun::limit`]).

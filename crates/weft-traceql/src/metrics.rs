@@ -307,12 +307,16 @@ impl MetricsRun {
         self.operands[k].acc.exemplars.wants()
     }
 
-    /// Whether some operand would still take an exemplar of a span starting in `[lo, hi]`
-    /// (nanoseconds): a source whose spans all start there need not offer any otherwise.
-    pub fn wants_exemplars_between(&self, lo: u64, hi: u64) -> bool {
+    /// Whether some operand could still take an exemplar of a span starting in `[lo, hi]`
+    /// (nanoseconds) whose trace ID is at least `min_trace` (when known): a source whose
+    /// spans are all such need not offer any otherwise. Exemplars are the spans of the
+    /// smallest trace IDs in each time bucket, so once a bucket holds two, a source of larger
+    /// IDs (a row group, by its index's ID range) has none to give.
+    pub fn wants_exemplars_between(&self, lo: u64, hi: u64, min_trace: Option<&[u8; 16]>) -> bool {
+        let min = min_trace.map_or(0, accumulator::trace_prefix);
         self.operands
             .iter()
-            .any(|o| o.acc.exemplars.wants_between((o.acc.start, o.acc.end), lo, hi))
+            .any(|o| o.acc.exemplars.wants_between((o.acc.start, o.acc.end), lo, hi, min))
     }
 
     /// Offers a span that [`MetricsRun::record_in`] added to `series` of operand `k`, with

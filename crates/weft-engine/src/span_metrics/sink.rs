@@ -12,9 +12,10 @@ use super::{HeadRows, SpanMetrics};
 pub trait ColumnSink {
     /// The columns to read from each row group.
     fn needs(&self) -> &MetricNeeds;
-    /// The columns to read from a row group whose spans start within `[lo, hi]`; by default
+    /// The columns to read from a row group whose spans start within `[lo, hi]` and whose
+    /// smallest trace ID is `min_trace` (when the block's index says); by default
     /// [`Self::needs`].
-    fn needs_between(&self, _lo: u64, _hi: u64) -> MetricNeeds {
+    fn needs_between(&self, _lo: u64, _hi: u64, _min_trace: Option<&[u8; 16]>) -> MetricNeeds {
         self.needs().clone()
     }
     /// Whether a row group with these statistics and value bloom may hold a span that counts
@@ -62,12 +63,13 @@ impl ColumnSink for SpanMetrics {
         &self.needs
     }
 
-    fn needs_between(&self, lo: u64, hi: u64) -> MetricNeeds {
-        // Trace IDs (16 B per trace plus an index per span) only while exemplars are still
-        // wanted in the row group's time range: the first row group of each range usually
-        // fills its buckets.
+    fn needs_between(&self, lo: u64, hi: u64, min_trace: Option<&[u8; 16]>) -> MetricNeeds {
+        // Trace IDs (16 B per trace plus an index per span) only while a span of the row group
+        // could still be an exemplar: its time range has a bucket with room, or its smallest
+        // trace ID is below one that a bucket holds. Random IDs make that rare after the
+        // first row groups of each range.
         MetricNeeds {
-            trace_ids: self.wants_exemplars_between(lo, hi),
+            trace_ids: self.wants_exemplars_between(lo, hi, min_trace),
             ..self.needs.clone()
         }
     }

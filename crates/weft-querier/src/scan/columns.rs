@@ -107,10 +107,12 @@ impl Querier {
                 state,
                 FoldSteps {
                     start: move |st: &mut ScanFold<M>, u: &Unit| {
+                        let b = &at_start[u.block];
+                        let min_trace = b.index.row_groups.get(u.rg).map(|r| &r.min);
                         (
-                            at_start[u.block].clone(),
+                            b.clone(),
                             u.rg,
-                            st.sink.needs_between(u.lo, u.hi),
+                            st.sink.needs_between(u.lo, u.hi, min_trace),
                             st.sink.fork(),
                         )
                     },

@@ -33,78 +33,153 @@ pub(super) struct Accumulator {
     pub(super) exemplars: ExemplarPicker,
 }
 
-/// Chooses exemplars as Tempo does: the range is cut into `limit / 2` equal buckets of at most
-/// two exemplars each, shared by every series of the query, and a trace gives at most one.
-/// The first spans offered win.
+/// Chooses exemplars, as Tempo spreads them: the range is cut into `limit / 2` equal buckets
+/// of at most two exemplars each, shared by every series of the query, and a trace gives at
+/// most one.
+///
+/// Which spans: each bucket keeps the [`CANDIDATES`] smallest keys (trace ID, start, span ID)
+/// of distinct traces, a uniform sample since trace IDs are random, and when the run finishes
+/// the buckets in turn take their first two candidates of traces no earlier bucket took
+/// ([`ExemplarPicker::chosen`]), up to `limit`. Unlike "the first spans offered win", that
+/// does not depend on the order spans come in: a query split over row groups, query workers
+/// or queriers, merged in any order, picks the same exemplars as one scan (the smallest keys
+/// of a union are among the smallest of each part). The spare candidates stand in for traces
+/// an earlier bucket took: a long trace of a small ID would otherwise take a slot in every
+/// bucket it spans.
 #[derive(Debug, Default, Clone)]
 pub(super) struct ExemplarPicker {
     limit: usize,
-    buckets: Vec<u8>,
-    traces: std::collections::HashSet<[u8; 16]>,
-    /// (group, exemplar).
-    taken: Vec<(usize, Exemplar)>,
+    /// Per bucket, (group, exemplar) of distinct traces, smallest key first.
+    best: Vec<[Option<(usize, Exemplar)>; CANDIDATES]>,
+    /// Per bucket, the first 8 bytes (big-endian) of the largest trace ID of a full bucket,
+    /// `u64::MAX` while it has room: a span whose trace ID begins above it cannot be taken.
+    ceiling: Vec<u64>,
+    /// The largest of `ceiling`.
+    top: u64,
+}
+
+/// Candidates a bucket keeps for its two exemplars ([`ExemplarPicker`]).
+const CANDIDATES: usize = 4;
+
+/// The order exemplars are chosen in (smallest first).
+fn exemplar_key(e: &Exemplar) -> ([u8; 16], u64, Option<[u8; 8]>) {
+    (e.trace_id, e.timestamp_ns, e.span_id)
+}
+
+/// The first 8 bytes of a trace ID, big-endian: compared as the ID is.
+#[inline]
+pub(crate) fn trace_prefix(id: &[u8; 16]) -> u64 {
+    u64::from_be_bytes([id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]])
 }
 
 impl ExemplarPicker {
     pub(super) fn new(limit: usize) -> ExemplarPicker {
+        let n = if limit == 0 { 0 } else { (limit / 2).max(1) };
         ExemplarPicker {
             limit,
-            buckets: vec![0; (limit / 2).max(1)],
-            ..Default::default()
+            best: vec![Default::default(); n],
+            ceiling: vec![u64::MAX; n],
+            top: if n == 0 { 0 } else { u64::MAX },
         }
     }
 
+    /// Whether exemplars are asked for at all.
     #[inline]
     pub(super) fn wants(&self) -> bool {
-        self.taken.len() < self.limit
+        self.limit > 0
     }
 
-    /// Whether a span starting in `[lo, hi]` could still be taken: a bucket that overlaps it
-    /// has room.
+    fn bucket_of(&self, range: (u64, u64), t: u64) -> usize {
+        let n = self.best.len() as u128;
+        ((t.clamp(range.0, range.1 - 1) - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize
+    }
+
+    /// Whether a span starting in `[lo, hi]` whose trace ID begins at or above `min_trace`
+    /// ([`trace_prefix`]; 0 when unknown) could still be taken: a bucket that overlaps the
+    /// time has room, or holds a larger trace ID.
     #[inline]
-    pub(super) fn wants_between(&self, range: (u64, u64), lo: u64, hi: u64) -> bool {
-        if !self.wants() || hi < range.0 || lo >= range.1 {
+    pub(super) fn wants_between(&self, range: (u64, u64), lo: u64, hi: u64, min_trace: u64) -> bool {
+        if !self.wants() || hi < range.0 || lo >= range.1 || min_trace > self.top {
             return false;
         }
-        let n = self.buckets.len() as u128;
-        let at = |t: u64| {
-            ((t.clamp(range.0, range.1 - 1) - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize
-        };
-        self.buckets[at(lo)..=at(hi)].iter().any(|&c| c < 2)
+        let (a, b) = (self.bucket_of(range, lo), self.bucket_of(range, hi));
+        self.ceiling[a..=b].iter().any(|&c| c >= min_trace)
     }
 
-    /// A picker that takes only what this one still has room for, to be merged back with
-    /// [`ExemplarPicker::merge`].
+    /// A picker for a part of the spans (its own groups), merged back with
+    /// [`ExemplarPicker::merge`]. It holds no candidate but keeps this one's ceilings, which
+    /// only let it skip sooner the spans this one would refuse anyway.
     fn fork(&self) -> ExemplarPicker {
         ExemplarPicker {
-            taken: Vec::new(),
-            ..self.clone()
+            limit: self.limit,
+            best: vec![Default::default(); self.best.len()],
+            ceiling: self.ceiling.clone(),
+            top: self.top,
         }
     }
 
-    /// Offers a fork's exemplars, in the order it took them, with their groups renumbered by
-    /// `group`: the spans a part offered after the spans this picker saw, as if offered here.
+    /// Offers a part's candidates, with their groups renumbered by `group`.
     fn merge(&mut self, range: (u64, u64), part: ExemplarPicker, group: impl Fn(usize) -> Option<usize>) {
-        for (g, e) in part.taken {
+        for (g, e) in part.candidates() {
             if let Some(g) = group(g) {
                 self.offer(range, g, e);
             }
         }
     }
 
+    /// Every candidate held, bucket by bucket: what a part hands on ([`AccState::exemplars`]).
+    fn candidates(self) -> impl Iterator<Item = (usize, Exemplar)> {
+        self.best.into_iter().flatten().flatten()
+    }
+
+    /// The exemplars chosen: each bucket in turn takes its first two candidates of traces not
+    /// taken yet, at most `limit` in all.
+    fn chosen(self) -> Vec<(usize, Exemplar)> {
+        let limit = self.limit;
+        let mut traces = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for bucket in self.best {
+            let fresh = bucket.into_iter().flatten().filter(|(_, e)| traces.insert(e.trace_id));
+            out.extend(fresh.take(2));
+        }
+        out.truncate(limit);
+        out
+    }
+
     #[inline]
     fn offer(&mut self, range: (u64, u64), group: usize, e: Exemplar) {
-        if !self.wants() || e.timestamp_ns < range.0 || e.timestamp_ns >= range.1 || self.traces.contains(&e.trace_id) {
+        let prefix = trace_prefix(&e.trace_id);
+        if !self.wants() || e.timestamp_ns < range.0 || e.timestamp_ns >= range.1 || prefix > self.top {
             return;
         }
-        let n = self.buckets.len() as u128;
-        let b = ((e.timestamp_ns - range.0) as u128 * n / (range.1 - range.0) as u128).min(n - 1) as usize;
-        if self.buckets[b] >= 2 {
+        let b = self.bucket_of(range, e.timestamp_ns);
+        if prefix > self.ceiling[b] {
             return;
         }
-        self.buckets[b] += 1;
-        self.traces.insert(e.trace_id);
-        self.taken.push((group, e));
+        let key = exemplar_key(&e);
+        let slots = &mut self.best[b];
+        let key_at = |s: &Option<(usize, Exemplar)>| s.as_ref().map(|(_, x)| exemplar_key(x));
+        if let Some(k) = slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|(_, x)| x.trace_id == e.trace_id))
+        {
+            // The same trace: it keeps its smaller key, at the same place (the trace ID,
+            // which orders the slots first, is the same).
+            if key_at(&slots[k]).is_some_and(|old| key < old) {
+                slots[k] = Some((group, e));
+            }
+            return;
+        }
+        // Slots are filled in order, smallest key first: insert before the first larger one.
+        let Some(at) = slots.iter().position(|s| key_at(s).is_none_or(|x| key < x)) else {
+            return;
+        };
+        slots[at..].rotate_right(1);
+        slots[at] = Some((group, e));
+        if let Some((_, last)) = &slots[CANDIDATES - 1] {
+            self.ceiling[b] = trace_prefix(&last.trace_id);
+            self.top = self.ceiling.iter().copied().max().unwrap_or(0);
+        }
     }
 }
 
@@ -295,7 +370,7 @@ impl Accumulator {
                 .collect(),
             over_limit: self.over_limit,
             compare,
-            exemplars: self.exemplars.taken,
+            exemplars: self.exemplars.candidates().collect(),
         }
     }
 
@@ -354,11 +429,12 @@ impl Accumulator {
                 );
             }
         }
-        part.exemplars.taken = state
-            .exemplars
-            .into_iter()
-            .filter(|(g, _)| *g < part.groups.len())
-            .collect();
+        let range = (part.start, part.end);
+        for (g, e) in state.exemplars {
+            if g < part.groups.len() {
+                part.exemplars.offer(range, g, e);
+            }
+        }
         Ok(part)
     }
 
@@ -729,7 +805,7 @@ impl Accumulator {
         }
         let step_seconds = self.step as f64 / 1e9;
         let mut exemplars: Vec<Vec<Exemplar>> = vec![Vec::new(); self.groups.len()];
-        for (n, e) in self.exemplars.taken {
+        for (n, e) in self.exemplars.chosen() {
             exemplars[n].push(e);
         }
         let (start, step) = (self.start, self.step);
