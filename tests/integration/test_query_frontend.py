@@ -24,7 +24,7 @@ BATCHES = 6
 TRACES_PER_BATCH = 40
 SPANS = 4
 # The job protocol version this build speaks (spec/jobs.md).
-JOB_VERSION = 3
+JOB_VERSION = 4
 
 
 def _send_traces(ingester) -> int:

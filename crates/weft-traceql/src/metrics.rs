@@ -71,7 +71,7 @@ use crate::ast::{BinaryOp, MetricsExpr, Query};
 use crate::eval::{CSecond, EvalError, Evaluator, TraceEnv};
 use crate::trace::{Trace, Value};
 
-pub use accumulator::{AccState, CompareState, Data as StepData, GroupState};
+pub use accumulator::{AccState, CompareState, Data as StepData, ExactSum, GroupState};
 use accumulator::{Accumulator, ExemplarPicker, cmp_labels};
 use second_stage::{binary, second_stages};
 

@@ -49,7 +49,7 @@ pub mod trace;
 pub mod whole;
 
 /// The version of the job protocol this build speaks.
-pub const JOB_VERSION: u32 = 3;
+pub const JOB_VERSION: u32 = 4;
 /// Where a querier answers search jobs.
 pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
 /// How long resolved peer addresses are used before the names are resolved again.

@@ -246,14 +246,77 @@ pub struct CompareState {
     pub too_many: bool,
 }
 
+/// A sum of floats that is the same in whatever order they are added: a query split over
+/// row groups or queriers sums the same values in other groupings, and floating-point
+/// addition is not associative (a cluster's `avg_over_time` differed from one querier's in
+/// its last digit).
+///
+/// Values are added as integers, exactly, where they can be: whole numbers below 2^63 in
+/// magnitude (counts, integer attributes) as they are; others below 2^10 (durations in
+/// seconds up to 17 minutes, ratios) as multiples of 2^-76, which for a value above 2^-23
+/// loses nothing (it already is one) and below that less than a float's own rounding. 2^40
+/// values of the largest size still fit. The rest (larger fractions, NaN, infinities) go to
+/// a float sum, which alone depends on the order. The result adds the three in a fixed order.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ExactSum {
+    /// The sum of the whole values.
+    pub int: i128,
+    /// The sum of the small fractional values, in units of 2^-76.
+    pub fixed: i128,
+    /// The sum of the others.
+    pub wide: f64,
+}
+
+impl ExactSum {
+    /// 2^76.
+    const SCALE: f64 = 75_557_863_725_914_323_419_136.0;
+    /// Fractional values below this magnitude go to `fixed`.
+    const SMALL: f64 = 1024.0;
+    /// Whole values below this magnitude go to `int`.
+    const WHOLE: f64 = 9_223_372_036_854_775_808.0;
+
+    #[inline]
+    pub fn add(&mut self, v: f64) {
+        if v.fract() == 0.0 && v.abs() < Self::WHOLE {
+            if let Some(s) = self.int.checked_add(v as i128) {
+                self.int = s;
+                return;
+            }
+        } else if v.abs() < Self::SMALL {
+            // Multiplying by a power of two is exact; rounding gives each value one integer.
+            if let Some(s) = self.fixed.checked_add((v * Self::SCALE).round() as i128) {
+                self.fixed = s;
+                return;
+            }
+        }
+        self.wide += v;
+    }
+
+    pub fn merge(&mut self, o: ExactSum) {
+        match self.int.checked_add(o.int) {
+            Some(s) => self.int = s,
+            None => self.wide += o.int as f64,
+        }
+        match self.fixed.checked_add(o.fixed) {
+            Some(s) => self.fixed = s,
+            None => self.wide += o.fixed as f64 / Self::SCALE,
+        }
+        self.wide += o.wide;
+    }
+
+    pub fn value(&self) -> f64 {
+        self.int as f64 + self.fixed as f64 / Self::SCALE + self.wide
+    }
+}
+
 /// Per-step state of one series.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Data {
     Count(Vec<u64>),
     Min(Vec<Option<f64>>),
     Max(Vec<Option<f64>>),
-    Sum(Vec<Option<f64>>),
-    Avg(Vec<(f64, u64)>),
+    Sum(Vec<Option<ExactSum>>),
+    Avg(Vec<(ExactSum, u64)>),
     /// `quantile_over_time`: exact values up to a bound, then a sketch ([`super::sketch`]).
     Values(Vec<super::sketch::Quantiles>),
 }
@@ -276,9 +339,17 @@ impl Data {
             (Data::Count(a), Data::Count(b)) => each(a, b, |x, y| *x += y),
             (Data::Min(a), Data::Min(b)) => each(a, b, |x, y| opt(x, y, f64::min)),
             (Data::Max(a), Data::Max(b)) => each(a, b, |x, y| opt(x, y, f64::max)),
-            (Data::Sum(a), Data::Sum(b)) => each(a, b, |x, y| opt(x, y, |p, q| p + q)),
+            (Data::Sum(a), Data::Sum(b)) => each(a, b, |x, y| {
+                *x = match (*x, y) {
+                    (Some(mut p), Some(q)) => {
+                        p.merge(q);
+                        Some(p)
+                    }
+                    (p, q) => p.or(q),
+                }
+            }),
             (Data::Avg(a), Data::Avg(b)) => each(a, b, |x, y| {
-                x.0 += y.0;
+                x.0.merge(y.0);
                 x.1 += y.1;
             }),
             (Data::Values(a), Data::Values(b)) => each(a, b, |x, y| x.merge(y)),
@@ -393,7 +464,8 @@ impl Accumulator {
             }
             let len = match &g.data {
                 Data::Count(v) => v.len(),
-                Data::Min(v) | Data::Max(v) | Data::Sum(v) => v.len(),
+                Data::Min(v) | Data::Max(v) => v.len(),
+                Data::Sum(v) => v.len(),
                 Data::Avg(v) => v.len(),
                 Data::Values(v) => v.len(),
             };
@@ -738,7 +810,7 @@ impl Accumulator {
                 MetricsFn::MinOverTime => Data::Min(vec![None; steps]),
                 MetricsFn::MaxOverTime => Data::Max(vec![None; steps]),
                 MetricsFn::SumOverTime => Data::Sum(vec![None; steps]),
-                MetricsFn::AvgOverTime => Data::Avg(vec![(0.0, 0); steps]),
+                MetricsFn::AvgOverTime => Data::Avg(vec![(ExactSum::default(), 0); steps]),
                 MetricsFn::QuantileOverTime => Data::Values(vec![Default::default(); steps]),
             };
             groups.push(Group {
@@ -790,9 +862,9 @@ impl Accumulator {
             Data::Count(c) => c[step] += 1,
             Data::Min(m) => m[step] = Some(m[step].map_or(v, |x| x.min(v))),
             Data::Max(m) => m[step] = Some(m[step].map_or(v, |x| x.max(v))),
-            Data::Sum(s) => s[step] = Some(s[step].unwrap_or(0.0) + v),
+            Data::Sum(s) => s[step].get_or_insert_with(ExactSum::default).add(v),
             Data::Avg(a) => {
-                a[step].0 += v;
+                a[step].0.add(v);
                 a[step].1 += 1;
             }
             Data::Values(vs) => vs[step].push(v),
@@ -843,13 +915,21 @@ impl Accumulator {
                         exemplars,
                     });
                 }
-                Data::Min(values) | Data::Max(values) | Data::Sum(values) => out.push(Series {
+                Data::Min(values) | Data::Max(values) => out.push(Series {
                     labels,
                     values,
                     exemplars,
                 }),
+                Data::Sum(sums) => out.push(Series {
+                    labels,
+                    values: sums.iter().map(|s| s.map(|s| s.value())).collect(),
+                    exemplars,
+                }),
                 Data::Avg(sums) => {
-                    let values = sums.iter().map(|&(sum, n)| (n > 0).then(|| sum / n as f64)).collect();
+                    let values = sums
+                        .iter()
+                        .map(|&(sum, n)| (n > 0).then(|| sum.value() / n as f64))
+                        .collect();
                     out.push(Series {
                         labels,
                         values,

@@ -782,7 +782,8 @@ proptest::proptest! {
             let mut taken = std::collections::HashSet::new();
             for (w, g) in want.iter().zip(&got) {
                 proptest::prop_assert_eq!(&w.labels, &g.labels, "`{}`", q);
-                assert_close(&g.values, &w.values);
+                // Exactly: sums and averages add their values as integers (`ExactSum`).
+                proptest::prop_assert_eq!(&g.values, &w.values, "`{}`: split or not, the same values", q);
                 proptest::prop_assert_eq!(&w.exemplars, &g.exemplars, "`{}`: split or not, the same exemplars", q);
                 for e in &g.exemplars {
                     proptest::prop_assert!(taken.insert(e.trace_id), "`{}`: one exemplar per trace", q);
@@ -791,4 +792,52 @@ proptest::proptest! {
             proptest::prop_assert!(taken.len() <= exemplars, "`{}`: {} exemplars", q, taken.len());
         }
     }
+}
+
+/// An [`ExactSum`](super::ExactSum) is the same bits whatever order or grouping its values
+/// are added in, where a float sum is not: durations in seconds (fractions below 2^10), whole
+/// numbers, and the rest (fractions of 2^10 or more) kept apart.
+#[test]
+fn exact_sums_do_not_depend_on_order_or_grouping() {
+    use super::ExactSum;
+    let values: Vec<f64> = (0..2000u64)
+        .map(|i| match i % 4 {
+            0 => (i * 7919 % 100_000) as f64 / 1e9, // durations of up to 100 µs, in seconds
+            1 => (i * 104_729 % 3_000_000_000) as f64 / 1e9, // up to 3 s
+            2 => (i % 600) as f64,                  // status codes, counts
+            _ => 0.1 + i as f64 * 1e-7,
+        })
+        .collect();
+    let sum_of = |vals: &mut dyn Iterator<Item = f64>| {
+        let mut s = ExactSum::default();
+        vals.for_each(|v| s.add(v));
+        s
+    };
+    let forward = sum_of(&mut values.iter().copied()).value();
+    let backward = sum_of(&mut values.iter().rev().copied()).value();
+    let mut grouped = ExactSum::default();
+    for chunk in values.chunks(37).rev() {
+        grouped.merge(sum_of(&mut chunk.iter().copied()));
+    }
+    assert_eq!(forward.to_bits(), backward.to_bits());
+    assert_eq!(forward.to_bits(), grouped.value().to_bits());
+    let float = |vals: &mut dyn Iterator<Item = f64>| vals.fold(0.0, |a, v| a + v);
+    let (f, b) = (
+        float(&mut values.iter().copied()),
+        float(&mut values.iter().rev().copied()),
+    );
+    assert_ne!(
+        f.to_bits(),
+        b.to_bits(),
+        "a float sum of these values depends on the order"
+    );
+    assert!((forward - f).abs() <= 1e-12 * f.abs(), "{forward} against {f}");
+    // Fractions of 2^10 or more are a float sum, and wholes past 2^63 too.
+    let mut s = ExactSum::default();
+    for v in [2048.5, 1e30, -3.0, 1e-9] {
+        s.add(v);
+    }
+    assert_eq!(s.int, -3);
+    assert_eq!(s.wide, 2048.5 + 1e30);
+    assert!((s.value() - (1e30 + 2045.5 + 1e-9)).abs() <= 1e15);
 }

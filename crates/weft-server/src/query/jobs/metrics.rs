@@ -17,7 +17,7 @@ use weft_engine::search::Metrics;
 use weft_engine::span_metrics::SpanMetrics;
 use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::metrics::sketch::{Quantiles, Sketch};
-use weft_traceql::metrics::{AccState, CompareState, GroupState, StepData};
+use weft_traceql::metrics::{AccState, CompareState, ExactSum, GroupState, StepData};
 use weft_traceql::{Exemplar, parse};
 
 use super::whole::{WholePart, WholeQuery};
@@ -134,9 +134,10 @@ pub enum WireData {
     Count(Vec<u64>),
     Min(Vec<Option<u64>>),
     Max(Vec<Option<u64>>),
-    Sum(Vec<Option<u64>>),
-    /// `[sum bits, count]`.
-    Avg(Vec<(u64, u64)>),
+    /// Exact sums ([`WireSum`]).
+    Sum(Vec<Option<WireSum>>),
+    /// `[sum, count]`.
+    Avg(Vec<(WireSum, u64)>),
     /// Quantiles: per step, every value counted (bits), or past 1,024 of them a sketch.
     Values(Vec<WireQuantiles>),
 }
@@ -199,6 +200,25 @@ pub struct WireExemplar {
     pub timestamp_ns: u64,
 }
 
+/// An [`ExactSum`]: `[int high 64 bits (signed), int low 64 bits, fixed high, fixed low, bits
+/// of wide]`.
+pub type WireSum = (i64, u64, i64, u64, u64);
+
+fn wire_sum(s: &ExactSum) -> WireSum {
+    let split = |x: i128| ((x >> 64) as i64, x as u64);
+    let ((ih, il), (fh, fl)) = (split(s.int), split(s.fixed));
+    (ih, il, fh, fl, s.wide.to_bits())
+}
+
+fn exact_sum((ih, il, fh, fl, wide): WireSum) -> ExactSum {
+    let join = |hi: i64, lo: u64| (i128::from(hi) << 64) | i128::from(lo);
+    ExactSum {
+        int: join(ih, il),
+        fixed: join(fh, fl),
+        wide: f64::from_bits(wide),
+    }
+}
+
 fn bits(v: &[Option<f64>]) -> Vec<Option<u64>> {
     v.iter().map(|x| x.map(f64::to_bits)).collect()
 }
@@ -221,8 +241,8 @@ impl WireAcc {
                         StepData::Count(c) => WireData::Count(c.clone()),
                         StepData::Min(v) => WireData::Min(bits(v)),
                         StepData::Max(v) => WireData::Max(bits(v)),
-                        StepData::Sum(v) => WireData::Sum(bits(v)),
-                        StepData::Avg(v) => WireData::Avg(v.iter().map(|(s, n)| (s.to_bits(), *n)).collect()),
+                        StepData::Sum(v) => WireData::Sum(v.iter().map(|s| s.as_ref().map(wire_sum)).collect()),
+                        StepData::Avg(v) => WireData::Avg(v.iter().map(|(s, n)| (wire_sum(s), *n)).collect()),
                         StepData::Values(v) => WireData::Values(v.iter().map(WireQuantiles::of).collect()),
                     },
                     used: g.used,
@@ -293,10 +313,8 @@ impl WireAcc {
                             WireData::Count(c) => StepData::Count(c),
                             WireData::Min(v) => StepData::Min(floats(v)),
                             WireData::Max(v) => StepData::Max(floats(v)),
-                            WireData::Sum(v) => StepData::Sum(floats(v)),
-                            WireData::Avg(v) => {
-                                StepData::Avg(v.into_iter().map(|(s, n)| (f64::from_bits(s), n)).collect())
-                            }
+                            WireData::Sum(v) => StepData::Sum(v.into_iter().map(|s| s.map(exact_sum)).collect()),
+                            WireData::Avg(v) => StepData::Avg(v.into_iter().map(|(s, n)| (exact_sum(s), n)).collect()),
                             WireData::Values(v) => {
                                 StepData::Values(v.into_iter().map(WireQuantiles::quantiles).collect::<Result<_, _>>()?)
                             }
@@ -661,5 +679,46 @@ mod tests {
         );
         let huge: WireQuantiles = serde_json::from_str(&huge).unwrap();
         assert!(huge.quantiles().is_err());
+    }
+
+    /// Sums and averages cross the wire as exact sums, every part bit for bit: negative and
+    /// past 64 bits, and the float part.
+    #[test]
+    fn exact_sums_cross_the_wire_unchanged() {
+        let sums = [
+            ExactSum::default(),
+            ExactSum {
+                int: -(1 << 100) - 7,
+                fixed: (1 << 90) + 12_345,
+                wide: -2048.5,
+            },
+            ExactSum {
+                int: i128::MAX,
+                fixed: i128::MIN,
+                wide: f64::INFINITY,
+            },
+        ];
+        let state = AccState {
+            groups: vec![
+                GroupState {
+                    by: Vec::new(),
+                    bucket: None,
+                    data: StepData::Sum(vec![None, Some(sums[1]), Some(sums[2])]),
+                    used: true,
+                },
+                GroupState {
+                    by: Vec::new(),
+                    bucket: None,
+                    data: StepData::Avg(sums.iter().enumerate().map(|(n, s)| (*s, n as u64)).collect()),
+                    used: true,
+                },
+            ],
+            over_limit: false,
+            compare: Default::default(),
+            exemplars: Vec::new(),
+        };
+        let json = serde_json::to_string(&WireAcc::of(&state)).unwrap();
+        let back: WireAcc = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.state().unwrap(), state, "{json}");
     }
 }
