@@ -173,7 +173,13 @@ impl Conn {
             let written = tokio::time::timeout(timeout, w.write_all(&frame)).await;
             let failed = match written {
                 Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(format!("writing to Kafka broker {}: {e}", self.addr)),
+                // A TLS 1.3 broker refuses a client certificate after the handshake: its alert
+                // can come back on the first write as well as on a read.
+                Ok(Err(e)) => Some(format!(
+                    "writing to Kafka broker {}: {e}{}",
+                    self.addr,
+                    security::alert_hint(&e).unwrap_or("")
+                )),
                 Err(_) => Some(format!("writing to Kafka broker {} timed out", self.addr)),
             };
             if let Some(msg) = failed {
