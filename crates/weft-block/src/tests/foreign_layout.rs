@@ -12,6 +12,24 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::writer::SerializedFileWriter;
 use std::sync::Arc;
 
+/// Writes the next column of `rg`: `vals` of the rows that have one, with a definition level
+/// per row for an optional column.
+fn column<T: parquet::data_type::DataType>(
+    rg: &mut parquet::file::writer::SerializedRowGroupWriter<'_, Vec<u8>>,
+    vals: &[T::T],
+    defs: Option<&[i16]>,
+) {
+    let mut c = rg.next_column().unwrap().unwrap();
+    c.typed::<T>().write_batch(vals, defs, None).unwrap();
+    c.close().unwrap();
+}
+
+/// The present values of an optional column and a definition level per row.
+fn optional<V>(rows: &[SpanRow], get: impl Fn(&SpanRow) -> Option<V>) -> (Vec<V>, Vec<i16>) {
+    let defs = rows.iter().map(|r| i16::from(get(r).is_some())).collect();
+    (rows.iter().filter_map(get).collect(), defs)
+}
+
 /// `rows` written as one row group of `weft_span_v1` by Parquet's own column writer.
 fn write_generic(rows: &[SpanRow], props: WriterProperties) -> Bytes {
     let schema = Arc::new(parquet::schema::parser::parse_message_type(crate::parquet_spans::SCHEMA).unwrap());
@@ -19,86 +37,42 @@ fn write_generic(rows: &[SpanRow], props: WriterProperties) -> Bytes {
     let mut rg = w.next_row_group().unwrap();
     let fixed = |v: &[u8]| FixedLenByteArray::from(v.to_vec());
     let bytes = |v: &[u8]| ByteArray::from(v.to_vec());
-    // An optional column: the values of the rows that have one, and a level per row.
-    let optional = |get: &dyn Fn(&SpanRow) -> Option<ByteArray>| -> (Vec<ByteArray>, Vec<i16>) {
-        let vals: Vec<_> = rows.iter().filter_map(get).collect();
-        let defs = rows.iter().map(|r| i16::from(get(r).is_some())).collect();
-        (vals, defs)
-    };
-    let blob = |b: &Bytes| (!b.is_empty()).then(|| bytes(b));
-    let mut c = rg.next_column().unwrap().unwrap();
+    let each = |f: &dyn Fn(&SpanRow) -> ByteArray| rows.iter().map(f).collect::<Vec<_>>();
     let ids: Vec<_> = rows.iter().map(|r| fixed(&r.trace_id)).collect();
-    c.typed::<FixedLenByteArrayType>()
-        .write_batch(&ids, None, None)
-        .unwrap();
-    c.close().unwrap();
-    let mut c = rg.next_column().unwrap().unwrap();
+    column::<FixedLenByteArrayType>(&mut rg, &ids, None);
     let ids: Vec<_> = rows.iter().map(|r| fixed(&r.span_id)).collect();
-    c.typed::<FixedLenByteArrayType>()
-        .write_batch(&ids, None, None)
-        .unwrap();
-    c.close().unwrap();
-    let mut c = rg.next_column().unwrap().unwrap();
-    let vals: Vec<_> = rows
-        .iter()
-        .filter(|r| r.parent_span_id != [0; 8])
-        .map(|r| fixed(&r.parent_span_id))
-        .collect();
-    let defs: Vec<i16> = rows.iter().map(|r| i16::from(r.parent_span_id != [0; 8])).collect();
-    c.typed::<FixedLenByteArrayType>()
-        .write_batch(&vals, Some(&defs), None)
-        .unwrap();
-    c.close().unwrap();
-    let mut c = rg.next_column().unwrap().unwrap();
-    let names: Vec<_> = rows.iter().map(|r| bytes(r.name.as_bytes())).collect();
-    c.typed::<ByteArrayType>().write_batch(&names, None, None).unwrap();
-    c.close().unwrap();
-    let ints: [fn(&SpanRow) -> i32; 1] = [|r| i32::from(r.kind)];
-    for f in ints {
-        let mut c = rg.next_column().unwrap().unwrap();
-        let v: Vec<i32> = rows.iter().map(f).collect();
-        c.typed::<Int32Type>().write_batch(&v, None, None).unwrap();
-        c.close().unwrap();
-    }
-    let longs: [fn(&SpanRow) -> i64; 2] = [|r| r.start_unix_nano as i64, |r| r.duration_nano];
-    for f in longs {
-        let mut c = rg.next_column().unwrap().unwrap();
-        let v: Vec<i64> = rows.iter().map(f).collect();
-        c.typed::<Int64Type>().write_batch(&v, None, None).unwrap();
-        c.close().unwrap();
-    }
-    let mut c = rg.next_column().unwrap().unwrap();
-    let v: Vec<i32> = rows.iter().map(|r| i32::from(r.status_code)).collect();
-    c.typed::<Int32Type>().write_batch(&v, None, None).unwrap();
-    c.close().unwrap();
-    let mut c = rg.next_column().unwrap().unwrap();
-    let (vals, defs) = optional(&|r| (!r.status_message.is_empty()).then(|| bytes(r.status_message.as_bytes())));
-    c.typed::<ByteArrayType>()
-        .write_batch(&vals, Some(&defs), None)
-        .unwrap();
-    c.close().unwrap();
-    let mut c = rg.next_column().unwrap().unwrap();
-    let v: Vec<_> = rows
-        .iter()
-        .map(|r| bytes(crate::columns::service_name(&r.resource).unwrap_or_default().as_bytes()))
-        .collect();
-    c.typed::<ByteArrayType>().write_batch(&v, None, None).unwrap();
-    c.close().unwrap();
-    let required: [fn(&SpanRow) -> &[u8]; 2] = [|r| &r.resource, |r| &r.scope];
-    for f in required {
-        let mut c = rg.next_column().unwrap().unwrap();
-        let v: Vec<_> = rows.iter().map(|r| bytes(f(r))).collect();
-        c.typed::<ByteArrayType>().write_batch(&v, None, None).unwrap();
-        c.close().unwrap();
-    }
+    column::<FixedLenByteArrayType>(&mut rg, &ids, None);
+    let (parents, defs) = optional(rows, |r| (r.parent_span_id != [0; 8]).then(|| fixed(&r.parent_span_id)));
+    column::<FixedLenByteArrayType>(&mut rg, &parents, Some(&defs));
+    column::<ByteArrayType>(&mut rg, &each(&|r| bytes(r.name.as_bytes())), None);
+    column::<Int32Type>(
+        &mut rg,
+        &rows.iter().map(|r| i32::from(r.kind)).collect::<Vec<_>>(),
+        None,
+    );
+    column::<Int64Type>(
+        &mut rg,
+        &rows.iter().map(|r| r.start_unix_nano as i64).collect::<Vec<_>>(),
+        None,
+    );
+    column::<Int64Type>(&mut rg, &rows.iter().map(|r| r.duration_nano).collect::<Vec<_>>(), None);
+    column::<Int32Type>(
+        &mut rg,
+        &rows.iter().map(|r| i32::from(r.status_code)).collect::<Vec<_>>(),
+        None,
+    );
+    let (msgs, defs) = optional(rows, |r| {
+        (!r.status_message.is_empty()).then(|| bytes(r.status_message.as_bytes()))
+    });
+    column::<ByteArrayType>(&mut rg, &msgs, Some(&defs));
+    let service = |r: &SpanRow| bytes(crate::columns::service_name(&r.resource).unwrap_or_default().as_bytes());
+    column::<ByteArrayType>(&mut rg, &each(&service), None);
+    column::<ByteArrayType>(&mut rg, &each(&|r| bytes(&r.resource)), None);
+    column::<ByteArrayType>(&mut rg, &each(&|r| bytes(&r.scope)), None);
     let blobs: [fn(&SpanRow) -> &Bytes; 4] = [|r| &r.attributes, |r| &r.events, |r| &r.links, |r| &r.extra];
     for f in blobs {
-        let mut c = rg.next_column().unwrap().unwrap();
-        let (vals, defs) = optional(&|r| blob(f(r)));
-        c.typed::<ByteArrayType>()
-            .write_batch(&vals, Some(&defs), None)
-            .unwrap();
-        c.close().unwrap();
+        let (vals, defs) = optional(rows, |r| (!f(r).is_empty()).then(|| bytes(f(r))));
+        column::<ByteArrayType>(&mut rg, &vals, Some(&defs));
     }
     rg.close().unwrap();
     Bytes::from(w.into_inner().unwrap())
