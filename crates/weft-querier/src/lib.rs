@@ -12,6 +12,7 @@
 //! - [`Querier::scan_columns`] and [`Querier::scan_service_graph`]: span-at-a-time metrics,
 //!   the tag APIs without a filter, and the service graph from columns.
 
+pub mod fair;
 pub mod live;
 pub mod scan;
 pub mod workers;

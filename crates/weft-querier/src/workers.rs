@@ -3,25 +3,28 @@
 //! A scan cuts its work into pieces (a row group's decode and filter) and runs up to
 //! `parallelism` of them at once, each holding one of the querier's `parallelism` permits
 //! while it runs on a blocking thread of the query runtime (niced below ingest, ADR 0005).
-//! Permits are handed out first come, first served, and a query asks for one piece at a
-//! time per slot it fills: a heavy query that holds every permit gives one back after each
-//! piece, and a light query waiting in line gets the next one. So a query never waits for
-//! more than one piece of each other running query, however many pieces they have left.
+//! A query asks for one permit at a time per runner, and gives it back after each piece.
+//! Permits are shared between tenants ([`FairSlots`]): a freed permit goes to the waiting
+//! tenant holding the fewest, and within a tenant to the piece that waited longest. So a
+//! tenant's light query takes the next free core, however many heavy queries another tenant
+//! runs (it shares the cores with them half and half, not one part in as many queries as
+//! they run), and a query never waits for more than one piece of each other running query
+//! of its own tenant.
 //!
 //! Results stay deterministic: a scan consumes its pieces' results in the order it planned
 //! them, whichever thread finished first.
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
 use weft_block::BlockError;
 
 use crate::QueryError;
+use crate::fair::FairSlots;
 
 /// The permits of one querier's query workers.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Workers {
-    permits: Arc<Semaphore>,
+    permits: Arc<FairSlots>,
     parallelism: usize,
 }
 
@@ -30,7 +33,7 @@ impl Workers {
     pub fn new(parallelism: usize) -> Workers {
         let parallelism = parallelism.max(1);
         Workers {
-            permits: Arc::new(Semaphore::new(parallelism)),
+            permits: FairSlots::new(parallelism),
             parallelism,
         }
     }
@@ -82,11 +85,12 @@ struct PipeState<J, R> {
 }
 
 impl Workers {
-    /// Starts the runners of one query. Each job pushed to the returned [`Pipeline`] is
-    /// `fetch`ed, then given to `work`; results come back in push order. `local_reads`: the
-    /// fetch is CPU work and holds the permit too (see [`Pipeline`]). Both run on a blocking
-    /// thread and may drive futures with `tokio::runtime::Handle::current().block_on`.
-    pub fn pipeline<J, F, R, Fe, W>(&self, local_reads: bool, fetch: Fe, work: W) -> Pipeline<J, R>
+    /// Starts the runners of one query of `tenant`. Each job pushed to the returned
+    /// [`Pipeline`] is `fetch`ed, then given to `work`; results come back in push order.
+    /// `local_reads`: the fetch is CPU work and holds the permit too (see [`Pipeline`]). Both
+    /// run on a blocking thread and may drive futures with
+    /// `tokio::runtime::Handle::current().block_on`.
+    pub fn pipeline<J, F, R, Fe, W>(&self, tenant: &str, local_reads: bool, fetch: Fe, work: W) -> Pipeline<J, R>
     where
         J: Send + 'static,
         R: Send + 'static,
@@ -102,6 +106,7 @@ impl Workers {
         });
         let (fetch, work) = (Arc::new(fetch), Arc::new(work));
         let handle = tokio::runtime::Handle::current();
+        let tenant: Arc<str> = Arc::from(tenant);
         let runners = if local_reads {
             self.parallelism
         } else {
@@ -109,7 +114,7 @@ impl Workers {
         };
         for _ in 0..runners {
             let (shared, fetch, work) = (shared.clone(), fetch.clone(), work.clone());
-            let (permits, handle) = (self.permits.clone(), handle.clone());
+            let (permits, handle, tenant) = (self.permits.clone(), handle.clone(), tenant.clone());
             tokio::task::spawn_blocking(move || {
                 loop {
                     let (job, tx) = {
@@ -128,7 +133,9 @@ impl Workers {
                         continue;
                     }
                     // The scan stopped while this was fetched: nobody takes the work.
-                    let out = run_job(&handle, &permits, local_reads, job, &*fetch, &*work, || !tx.is_closed());
+                    let out = run_job(&handle, (&permits, &tenant), local_reads, job, &*fetch, &*work, || {
+                        !tx.is_closed()
+                    });
                     let _ = tx.send(out);
                 }
             });
@@ -265,6 +272,7 @@ impl Workers {
     /// their current unit.
     pub async fn fold<U, S, J, F, R, St, Fe, W, T>(
         &self,
+        tenant: &str,
         local_reads: bool,
         units: Vec<U>,
         state: S,
@@ -313,10 +321,11 @@ impl Workers {
         });
         let (start, fetch, work, take) = (Arc::new(start), Arc::new(fetch), Arc::new(work), Arc::new(take));
         let handle = tokio::runtime::Handle::current();
+        let tenant: Arc<str> = Arc::from(tenant);
         for _ in 0..runners {
             let (fold, start, fetch, work, take) =
                 (fold.clone(), start.clone(), fetch.clone(), work.clone(), take.clone());
-            let (permits, handle) = (self.permits.clone(), handle.clone());
+            let (permits, handle, tenant) = (self.permits.clone(), handle.clone(), tenant.clone());
             tokio::task::spawn_blocking(move || {
                 // However the runner leaves, the fold must not wait for it.
                 struct Leave<'a, U, S, R>(&'a Fold<U, S, R>);
@@ -360,7 +369,7 @@ impl Workers {
                             }
                         }
                     };
-                    let out = run_job(&handle, &permits, local_reads, job, &*fetch, &*work, || true);
+                    let out = run_job(&handle, (&permits, &tenant), local_reads, job, &*fetch, &*work, || true);
                     // Take this result and the later ones waiting, in unit order.
                     let mut g = lock();
                     if g.finished {
@@ -422,31 +431,28 @@ impl Workers {
 }
 
 /// One job on a runner: fetched (local-disk I/O inline) and given to `work`, holding one of
-/// `permits` for both when reads are local, else for `work` only; `wanted` is asked between
-/// the two (false: the result is dropped, so the work is skipped). A panic is an error.
+/// `permits` (as its tenant's) for both when reads are local, else for `work` only; `wanted`
+/// is asked between the two (false: the result is dropped, so the work is skipped). A panic
+/// is an error.
 fn run_job<J, F, R>(
     handle: &tokio::runtime::Handle,
-    permits: &Arc<Semaphore>,
+    (permits, tenant): (&Arc<FairSlots>, &Arc<str>),
     local_reads: bool,
     job: J,
     fetch: &dyn Fn(J) -> Result<F, QueryError>,
     work: &dyn Fn(F) -> Result<R, QueryError>,
     wanted: impl Fn() -> bool,
 ) -> Result<R, QueryError> {
-    let permit = || {
-        handle
-            .block_on(permits.clone().acquire_owned())
-            .map_err(|_| QueryError::from(BlockError::Corrupt("the query workers were shut down".into())))
-    };
+    let permit = || handle.block_on(permits.acquire(tenant.clone()));
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let early = if local_reads { Some(permit()?) } else { None };
+        let early = if local_reads { Some(permit()) } else { None };
         let fetched = weft_storage::with_io_inline(|| fetch(job))?;
         if !wanted() {
             return Err(BlockError::Corrupt("the scan stopped".into()).into());
         }
         let _permit = match early {
             Some(p) => p,
-            None => permit()?,
+            None => permit(),
         };
         work(fetched)
     }))
@@ -464,9 +470,13 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    /// A pipeline whose jobs sleep `ms` and note themselves in `order`.
-    fn sleeper(w: &Workers, order: Arc<parking_lot::Mutex<Vec<&'static str>>>) -> Pipeline<(u64, &'static str), ()> {
-        w.pipeline(true, Ok, move |(ms, name): (u64, &'static str)| {
+    /// A pipeline of `tenant` whose jobs sleep `ms` and note themselves in `order`.
+    fn sleeper(
+        w: &Workers,
+        tenant: &str,
+        order: Arc<parking_lot::Mutex<Vec<&'static str>>>,
+    ) -> Pipeline<(u64, &'static str), ()> {
+        w.pipeline(tenant, true, Ok, move |(ms, name): (u64, &'static str)| {
             std::thread::sleep(Duration::from_millis(ms));
             order.lock().push(name);
             Ok(())
@@ -481,7 +491,7 @@ mod tests {
         let query = || {
             let (running, most) = (running.clone(), most.clone());
             // Remote reads: twice the runners, still two computing at once.
-            let mut p = w.pipeline(false, Ok, move |()| {
+            let mut p = w.pipeline("t", false, Ok, move |()| {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(10));
@@ -506,7 +516,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn results_come_in_push_order_and_a_dropped_pipeline_lets_go() {
         let w = Workers::new(3);
-        let mut p = w.pipeline(true, Ok, |k: u64| {
+        let mut p = w.pipeline("t", true, Ok, |k: u64| {
             std::thread::sleep(Duration::from_millis((7 - k % 7) * 2));
             Ok(k)
         });
@@ -518,7 +528,7 @@ mod tests {
         }
         drop(p);
         // The permits are free again: a new query runs at once.
-        let mut q = w.pipeline(true, Ok, |k: u64| Ok(k + 1));
+        let mut q = w.pipeline("t", true, Ok, |k: u64| Ok(k + 1));
         q.push(1);
         let got = tokio::time::timeout(Duration::from_secs(5), q.next()).await.unwrap();
         assert_eq!(got.unwrap().unwrap(), 2);
@@ -528,7 +538,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_job_is_an_error_not_a_hang() {
         let w = Workers::new(1);
-        let mut p = w.pipeline(true, Ok, |k: u64| if k == 1 { panic!("job {k}") } else { Ok(k) });
+        let mut p = w.pipeline("t", true, Ok, |k: u64| if k == 1 { panic!("job {k}") } else { Ok(k) });
         for k in 0..3 {
             p.push(k);
         }
@@ -542,12 +552,12 @@ mod tests {
         // One permit; a heavy query has 20 jobs queued.
         let w = Workers::new(1);
         let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let mut heavy = sleeper(&w, order.clone());
+        let mut heavy = sleeper(&w, "t", order.clone());
         for _ in 0..20 {
             heavy.push((5, "heavy"));
         }
         tokio::time::sleep(Duration::from_millis(12)).await;
-        let mut light = sleeper(&w, order.clone());
+        let mut light = sleeper(&w, "t", order.clone());
         light.push((0, "light"));
         light.next().await.unwrap().unwrap();
         while let Some(r) = heavy.next().await {
@@ -556,6 +566,39 @@ mod tests {
         let order = order.lock();
         let at = order.iter().position(|s| *s == "light").unwrap();
         assert!(at <= 4, "the light job ran after {at} heavy jobs: {order:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenants_light_query_shares_the_cores_with_another_tenants_many_queries() {
+        // Two permits; tenant a runs six queries of ten pieces each, two runners apiece, so
+        // twelve wait for a permit at every moment. Tenant b then asks for four pieces.
+        let w = Workers::new(2);
+        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut heavy: Vec<_> = (0..6).map(|_| sleeper(&w, "a", order.clone())).collect();
+        for p in &mut heavy {
+            for _ in 0..10 {
+                p.push((5, "a"));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(12)).await;
+        let mut light = sleeper(&w, "b", order.clone());
+        for _ in 0..4 {
+            light.push((5, "b"));
+        }
+        while let Some(r) = light.next().await {
+            r.unwrap();
+        }
+        for p in &mut heavy {
+            while let Some(r) = p.next().await {
+                r.unwrap();
+            }
+        }
+        let order = order.lock();
+        let last = order.iter().rposition(|s| *s == "b").unwrap();
+        // b holds one of the two permits from its first free one on: its four pieces end
+        // within about four of a's (first come, first served, they waited behind twelve
+        // of a's pieces each: the last ended after about fifty).
+        assert!(last <= 14, "b's last piece ended after {last} pieces: {order:?}");
     }
 
     /// A fold that notes, in unit order, each unit's result; unit `k` sleeps so that later
@@ -596,7 +639,7 @@ mod tests {
             let w = Workers::new(parallelism);
             let started = Arc::new(AtomicUsize::new(0));
             let seen = w
-                .fold(local, (0..20).collect(), Vec::new(), noting(started.clone(), None))
+                .fold("t", local, (0..20).collect(), Vec::new(), noting(started.clone(), None))
                 .await
                 .unwrap();
             // Unit 13's work panicked: an error result in its place, not a hang.
@@ -606,7 +649,7 @@ mod tests {
         }
         let w = Workers::new(2);
         let none = w
-            .fold(true, Vec::<u64>::new(), vec![7], noting(Arc::default(), None))
+            .fold("t", true, Vec::<u64>::new(), vec![7], noting(Arc::default(), None))
             .await
             .unwrap();
         assert_eq!(none, vec![7]);
@@ -617,7 +660,13 @@ mod tests {
         let w = Workers::new(2);
         let started = Arc::new(AtomicUsize::new(0));
         let seen = w
-            .fold(true, (0..100).collect(), Vec::new(), noting(started.clone(), Some(4)))
+            .fold(
+                "t",
+                true,
+                (0..100).collect(),
+                Vec::new(),
+                noting(started.clone(), Some(4)),
+            )
             .await
             .unwrap();
         assert_eq!(seen, vec![0, 10, 20, 30, 40]);
@@ -650,11 +699,11 @@ mod tests {
             },
         };
         // Remote reads: twice the runners, still two computing at once; given up after 30 ms.
-        let long = w.fold(false, (0..1000).collect(), (), steps);
+        let long = w.fold("t", false, (0..1000).collect(), (), steps);
         assert!(tokio::time::timeout(Duration::from_millis(30), long).await.is_err());
         assert_eq!(most.load(Ordering::SeqCst), 2);
         // The abandoned fold's runners leave after their unit: a new one runs at once.
-        let quick = w.fold(true, vec![1u64], vec![], noting(Arc::default(), None));
+        let quick = w.fold("t", true, vec![1u64], vec![], noting(Arc::default(), None));
         let got = tokio::time::timeout(Duration::from_secs(5), quick)
             .await
             .unwrap()
@@ -676,7 +725,7 @@ mod tests {
                 Flow::Go
             },
         };
-        let r = tokio::time::timeout(Duration::from_secs(5), w.fold(true, (0..10).collect(), (), steps)).await;
+        let r = tokio::time::timeout(Duration::from_secs(5), w.fold("t", true, (0..10).collect(), (), steps)).await;
         assert!(r.unwrap().is_err());
     }
 }

@@ -26,6 +26,7 @@ use crate::ops::Histogram;
 use crate::receivers::udp::UdpStats;
 use crate::tempo::streaming::{HttpPort, StreamingQuerier};
 use crate::tenant::Tenants;
+use weft_querier::fair::FairSlots;
 
 /// What every handler shares.
 pub struct AppState {
@@ -40,8 +41,8 @@ pub struct AppState {
     /// Request bytes held by requests being received, over every port.
     pub budget: Arc<RequestBudget>,
     /// Queries (search, tags, metrics, service graph, trace by ID) running at once, shared
-    /// fairly between tenants.
-    pub queries: Arc<crate::query::fair::FairSlots>,
+    /// fairly between tenants; a tenant running none is lent one beyond the total.
+    pub queries: Arc<FairSlots>,
     /// Counters of every port this process serves, by name.
     pub ports: PortStats,
     /// The query runtime (lower priority than ingest), for query handlers served on a port
@@ -54,9 +55,10 @@ pub struct AppState {
     pub live: Option<Arc<crate::query::jobs::Peers>>,
     /// Search jobs sent and answered.
     pub jobs: crate::query::jobs::JobStats,
-    /// Jobs (parts of other queriers' queries) running here at once: twice the query slots.
-    /// Apart from the query slots, which the frontends' own queries hold while they wait.
-    pub job_slots: Arc<tokio::sync::Semaphore>,
+    /// Jobs (parts of other queriers' queries) running here at once: twice the query slots,
+    /// shared between tenants as the query slots are. Apart from the query slots, which the
+    /// frontends' own queries hold while they wait.
+    pub job_slots: Arc<FairSlots>,
     /// Jaeger remote sampling's strategies, once its API is built (where receivers run).
     pub sampling: std::sync::OnceLock<Arc<crate::sampling::Sampling>>,
     /// The service names of each block, read once (Zipkin's service spellings).
@@ -74,15 +76,16 @@ impl AppState {
             live.as_ref()
                 .map(|_| crate::query::jobs::Peers::of(Vec::new(), timeout))
         });
+        let slots = cfg.query.max_concurrent_queries.max(1);
         AppState {
             peers,
             live,
             jobs: Default::default(),
-            job_slots: Arc::new(tokio::sync::Semaphore::new(2 * cfg.query.max_concurrent_queries.max(1))),
+            job_slots: FairSlots::lending(2 * slots, 2 * slots),
             sampling: Default::default(),
             service_names: Default::default(),
             budget: Arc::new(RequestBudget::new(cfg.receivers.max_inflight_request_bytes)),
-            queries: crate::query::fair::FairSlots::new(cfg.query.max_concurrent_queries),
+            queries: FairSlots::lending(slots, slots),
             cfg,
             tenants,
             modules,

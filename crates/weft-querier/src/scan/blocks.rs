@@ -119,6 +119,7 @@ impl Scan<'_> {
         let (seen, late) = (floor.clone(), floor.clone());
         let (fetch_shared, head) = (shared.clone(), shared.clone());
         let mut results = self.q.workers.pipeline(
+            self.tenant,
             local,
             move |(u, part): (Unit, Option<Box<dyn TracePart>>)| {
                 if u.newest < seen.load(Ordering::Relaxed) {

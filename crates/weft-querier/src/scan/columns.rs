@@ -102,6 +102,7 @@ impl Querier {
         let folded = self
             .workers
             .fold(
+                tenant,
                 storage.reads_are_local(),
                 units,
                 state,

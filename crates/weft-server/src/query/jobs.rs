@@ -867,12 +867,12 @@ pub(crate) async fn accept<J: serde::de::DeserializeOwned + Versioned>(
     headers: &HeaderMap,
     body: &[u8],
     what: &str,
-) -> Result<(Arc<str>, tokio::sync::OwnedSemaphorePermit, J), Response> {
+) -> Result<(Arc<str>, weft_querier::fair::Slot, J), Response> {
     let tenant = st
         .tenants
         .resolve(headers)
         .map_err(|e| text(StatusCode::UNAUTHORIZED, e.0))?;
-    let slot = job_slot(st).await?;
+    let slot = job_slot(st, tenant.clone()).await?;
     let job: J = serde_json::from_slice(body).map_err(|e| bad(format!("invalid {what} job: {e}")))?;
     if job.version() != JOB_VERSION {
         return Err(bad(format!(
@@ -1122,9 +1122,9 @@ pub(crate) fn json_reply(reply: &impl Serialize) -> Response {
 
 /// A job slot (`AppState::job_slots`), or the 429 a frontend answers by sending the job to
 /// another querier.
-pub(crate) async fn job_slot(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
-    match tokio::time::timeout(crate::query::QUERY_QUEUE_WAIT, st.job_slots.clone().acquire_owned()).await {
-        Ok(Ok(permit)) => Ok(permit),
+pub(crate) async fn job_slot(st: &AppState, tenant: Arc<str>) -> Result<weft_querier::fair::Slot, Response> {
+    match tokio::time::timeout(crate::query::QUERY_QUEUE_WAIT, st.job_slots.acquire(tenant)).await {
+        Ok(slot) => Ok(slot),
         _ => Err(text(
             StatusCode::TOO_MANY_REQUESTS,
             "too many jobs: this querier's job slots (twice --max-concurrent-queries) stayed taken; send the job elsewhere",

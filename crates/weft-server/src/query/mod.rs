@@ -7,7 +7,6 @@
 //! query read, and the replies to reads that failed or skipped damaged blocks ([`reply`]).
 //! Each API's folder turns these into its own reply shapes.
 
-pub mod fair;
 pub mod foreign;
 pub mod jobs;
 pub mod reply;
@@ -31,7 +30,8 @@ pub struct QueryOptions {
     pub max_metrics_points: u64,
     /// Queries that read storage (search, tags, metrics, service graph, trace by ID) run at
     /// once; more wait up to 30 s for a slot, then get 429. Waiting queries queue per tenant:
-    /// a freed slot goes to the waiting tenant running the fewest ([`fair`]).
+    /// a freed slot goes to the waiting tenant running the fewest, and a tenant running none
+    /// starts at once, beyond this limit, up to twice it ([`weft_querier::fair`]).
     #[arg(long, env = "WEFT_MAX_CONCURRENT_QUERIES", default_value_t = 8)]
     pub max_concurrent_queries: usize,
     /// Pieces of query work (a row group's decode and filter) run at once over all queries,
