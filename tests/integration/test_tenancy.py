@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+import requests
 
 from otlpdata import canon_spans, make_request, make_span, new_trace_id
 from weftlib import block_metas, wait_for_block_spans
@@ -108,3 +111,51 @@ def test_bearer_tokens_map_to_tenants_and_guard_metrics(weft_factory, tmp_path):
     assert 'tenant="team-a"' in text
     assert "team-b" not in text, "another tenant is visible in /metrics"
     assert "weft_wal_bytes_written_total" in text
+
+
+def test_one_tenants_heavy_queries_do_not_hold_up_anothers(weft_factory, weft_bin):
+    """Tenant A fills the only query slot (`--max-concurrent-queries 1`) and the only core of
+    the query workers with heavy metrics queries, more queued behind. Tenant B's small query
+    must not wait for them: a tenant running no query is lent a slot, and the workers hand a
+    freed core to the tenant holding the fewest. Before, B's query waited in line until A's
+    first query ended."""
+    srv = weft_factory("--multitenancy", "--max-concurrent-queries", "1", "--query-parallelism", "1")
+    subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic", "--tenant", A,
+                    "--max-spans", "200000", "--seed", "7", "--duration", "300"],
+                   check=True, capture_output=True, timeout=300)
+    tid_b, req_b = one_trace("light", 5)
+    srv.send(req_b, tenant=B)
+    now = int(time.time())
+    heavy = {"q": '{ resource.service.name != "x" } >> { status = error } | rate() by (resource.service.name)',
+             "start": now - 7200, "end": now + 60, "step": "60"}
+    light = {"q": "{ } | count_over_time() by (resource.service.name)", "start": now - 600, "end": now + 60,
+             "step": "60"}
+
+    def query(tenant: str, params: dict) -> tuple[float, dict]:
+        r = requests.get(f"{srv.api}/api/metrics/query_range", params=params,
+                         headers={"X-Scope-OrgID": tenant}, timeout=120)
+        assert r.status_code == 200, f"{tenant}: {r.status_code} {r.text[:300]}"
+        return time.monotonic(), r.json()
+
+    t0 = time.monotonic()
+    _, alone = query(A, heavy)
+    heavy_alone = time.monotonic() - t0
+    assert alone["series"], "the heavy query finds A's spans"
+    t0 = time.monotonic()
+    _, b_alone = query(B, light)
+    light_alone = time.monotonic() - t0
+    assert [s["samples"] for s in b_alone["series"]] and \
+        sum(float(x["value"]) for s in b_alone["series"] for x in s["samples"]) == 5, b_alone
+    # The comparison below needs A's query to last well beyond B's.
+    assert heavy_alone > 5 * light_alone, (heavy_alone, light_alone)
+
+    with ThreadPoolExecutor(4) as pool:
+        a_done = [pool.submit(query, A, heavy) for _ in range(3)]
+        time.sleep(heavy_alone / 4)
+        assert not any(f.done() for f in a_done), "A's queries ended before B's began: too little data"
+        b_done, b = query(B, light)
+        a_first = min(f.result()[0] for f in a_done)
+    assert b == b_alone, "B's answer is the same under A's load"
+    assert b_done < a_first, (
+        f"B's query ended {b_done - a_first:.2f} s after A's first heavy query "
+        f"(A alone {heavy_alone:.2f} s, B alone {light_alone:.3f} s): it waited for A's queries")
