@@ -399,6 +399,36 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
     r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
                     json={"version": JOB_VERSION, "window": [5, 1], "max_spans": 10, "blocks": [], "listing": []}, timeout=10)
     assert r.status_code == 400 and "empty window" in r.text, r.text
+    # Found by a hostile-input audit: each of these killed the querier, froze it or got a 500.
+    now = time.time_ns()
+    r = q.http.post(f"{q.api}/internal/v1/jobs/metrics",
+                    json={"version": JOB_VERSION, "q": "{ } | rate()", "start": now - 3600 * 10**9, "end": now,
+                          "step": 15 * 10**9, "exemplars": 1 << 40, "max_series": 1000, "max_points": 2000000,
+                          "blocks": [], "listing": []}, timeout=10)
+    assert r.status_code == 400 and "exemplars" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                    json={"version": JOB_VERSION, "params": {"q": " | ".join(["{ }"] * 30000)}, "floor": None,
+                          "blocks": [], "listing": []}, timeout=10)
+    assert r.status_code == 400 and "nests too deeply" in r.text, r.text[:300]
+    r = q.get("/api/search", params={"q": " | ".join(["{ }"] * 5000)})
+    assert r.status_code == 400 and "nests too deeply" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/tag-values",
+                    json={"version": JOB_VERSION, "query": "{ }", "field": "name", "window": [5, 1], "cap": 10,
+                          "blocks": [], "listing": []}, timeout=10)
+    assert r.status_code == 400 and "window ends" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/trace",
+                    json={"version": JOB_VERSION, "trace_id": "00000000000000000000000000000001", "blocks": ["a\nb"],
+                          "max_bytes": 1}, timeout=10)
+    assert r.status_code == 400 and "not a block ID" in r.text, r.text[:300]
+    # 200,000 unknown blocks in a listing (8 MB, above the 2 MiB a job's body could be): answered
+    # at once (each was compared with every other: 33 s of CPU in a release build).
+    listing = [f"01a24000-0000-7000-8000-{i:012x}" for i in range(200_000)]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                    json={"version": JOB_VERSION, "params": {"q": "{ }"}, "floor": None, "blocks": [],
+                          "listing": listing}, timeout=20)
+    assert r.status_code == 200, r.text[:300]
+    assert len(r.json()["outcome"]["missing_blocks"]) == len(listing)
+    assert q.get("/ready").status_code == 200
 
 
 def test_an_all_in_one_frontend_with_block_only_queriers_evaluates_split_traces_whole(weft_factory, tmp_path):

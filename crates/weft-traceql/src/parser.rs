@@ -190,9 +190,17 @@ impl Parser {
         let (first, mut d) = self.stage(depth)?;
         let mut stages = vec![first];
         loop {
+            // Each stage is a level for what walks a pipeline (the prefilter nests one `and`
+            // per stage), so a long flat pipeline counts as deep, and a stage nests from the
+            // depth the stages before it reached.
+            if depth + stages.len() as u32 > MAX_DEPTH {
+                return self.error(format!(
+                    "query nests too deeply (more than {MAX_DEPTH} levels; each pipeline stage counts as one)"
+                ));
+            }
             if *self.peek() == Tok::Pipe {
                 self.advance();
-                let (stage, sd) = self.stage(depth)?;
+                let (stage, sd) = self.stage(depth + stages.len() as u32)?;
                 d = d.max(sd);
                 stages.push(stage);
             } else if let Some(op) = comparison_op(self.peek())
@@ -578,6 +586,15 @@ mod tests {
         assert!(parse(&minus).unwrap_err().message.contains("nests too deeply"));
         let spansets = format!("{{ }}{}", " && { }".repeat(10_000));
         assert!(parse(&spansets).unwrap_err().message.contains("nests too deeply"));
+        let stages = format!("{{ }}{}", " | { }".repeat(30_000));
+        assert!(
+            parse(&stages)
+                .unwrap_err()
+                .message
+                .contains("each pipeline stage counts")
+        );
+        let metrics = format!("{{ }}{} | rate()", " | { }".repeat(30_000));
+        assert!(parse(&metrics).unwrap_err().message.contains("nests too deeply"));
     }
 
     #[test]
@@ -590,6 +607,7 @@ mod tests {
             format!("{{ 2{} = 1 }}", " ^ 2".repeat(n)),
             format!("{{ }}{}", " >> { }".repeat(n)),
             format!("{}{{ }}{}", "(".repeat(n), " | { })".repeat(n)),
+            format!("{{ }}{}", " | { }".repeat(n)),
         ];
         // Half the default 2 MiB thread stack, in a debug build (the worst case needs about 550 KiB).
         let worker = std::thread::Builder::new()

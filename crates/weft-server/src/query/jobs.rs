@@ -59,6 +59,8 @@ const RESOLVE_EVERY: Duration = Duration::from_secs(5);
 const SUSPECT_FOR: Duration = Duration::from_secs(10);
 /// How long that probe waits for an answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest job body a querier takes: a listing of about 1.5 million blocks.
+pub const MAX_JOB_BYTES: usize = 64 << 20;
 /// Jobs per peer a search is split into: the next job of a peer is ready when one ends.
 const JOBS_PER_PEER: usize = 2;
 
@@ -1214,8 +1216,9 @@ async fn serve_search(
             Err(e) => return scan_failed(e),
         }
     };
+    let mut listed: HashSet<String> = outcome.missing_blocks.iter().cloned().collect();
     for id in unknown {
-        if !outcome.missing_blocks.contains(&id) {
+        if listed.insert(id.clone()) {
             outcome.missing_blocks.push(id);
         }
     }

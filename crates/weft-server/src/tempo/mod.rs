@@ -40,7 +40,10 @@ impl Api for TempoOptions {
             .route("/api/v2/search/tag/{tag}/values", get(search::tag_values_v2))
             .route("/api/metrics/query_range", get(metrics::query_range))
             .route("/api/metrics/query", get(metrics::query_instant))
-            .route("/api/service-graph", get(metrics::service_graph))
+            .route("/api/service-graph", get(metrics::service_graph));
+        // A job names every block of its listing: tens of thousands for a large tenant, more
+        // than the default 2 MiB body.
+        let jobs = Router::new()
             .route(
                 crate::query::jobs::SEARCH_JOB_PATH,
                 axum::routing::post(crate::query::jobs::search_job),
@@ -69,10 +72,11 @@ impl Api for TempoOptions {
                 crate::query::jobs::trace::TRACE_JOB_PATH,
                 axum::routing::post(crate::query::jobs::trace::trace_job),
             )
-            .layer(axum::middleware::from_fn_with_state(
-                st.clone(),
-                crate::query::admit_query,
-            ));
+            .layer(axum::extract::DefaultBodyLimit::max(crate::query::jobs::MAX_JOB_BYTES));
+        let routes = routes.merge(jobs).layer(axum::middleware::from_fn_with_state(
+            st.clone(),
+            crate::query::admit_query,
+        ));
         s.http_routes(routes);
         s.http_grpc(streaming::StreamingQuerier::new(st));
         Ok(())

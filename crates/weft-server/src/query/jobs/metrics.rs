@@ -547,6 +547,13 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
     if job.end <= job.start || job.step == 0 {
         return bad("invalid metrics job: an empty range or a zero step");
     }
+    if job.exemplars > crate::tempo::metrics::MAX_EXEMPLARS {
+        return bad(format!(
+            "invalid metrics job: {} exemplars asked, at most {} are served",
+            job.exemplars,
+            crate::tempo::metrics::MAX_EXEMPLARS
+        ));
+    }
     let r = MetricsRequest {
         q: job.q.clone(),
         query,

@@ -517,8 +517,8 @@ async fn serve_whole<S: WholeLookup>(
     what: &str,
     make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
 ) -> Response {
-    let made = weft_traceql::parse(&job.query)
-        .map_err(|e| e.to_string())
+    let made = window_ok(&job)
+        .and_then(|()| weft_traceql::parse(&job.query).map_err(|e| e.to_string()))
         .and_then(|query| make(&job, &query));
     let mut sink = match made {
         Ok(s) => s,
@@ -549,6 +549,14 @@ async fn serve_whole<S: WholeLookup>(
     json_reply(&reply)
 }
 
+/// A tag job's window, if it has one, must not end before it starts.
+fn window_ok(job: &TagsJob) -> Result<(), String> {
+    match job.window {
+        Some((lo, hi)) if lo > hi => Err(format!("the window ends ({hi}) before it starts ({lo})")),
+        _ => Ok(()),
+    }
+}
+
 /// Answers a tag job from columns with the sink `make` builds for it.
 async fn serve<S: Lookup>(
     st: &AppState,
@@ -557,8 +565,8 @@ async fn serve<S: Lookup>(
     what: &str,
     make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
 ) -> Response {
-    let made = weft_traceql::parse(&job.query)
-        .map_err(|e| e.to_string())
+    let made = window_ok(&job)
+        .and_then(|()| weft_traceql::parse(&job.query).map_err(|e| e.to_string()))
         .and_then(|query| make(&job, &query));
     let mut sink = match made {
         Ok(s) => s,

@@ -9,6 +9,7 @@
 //! querier fails or times out goes to the next one, then is read here; a querier that does not
 //! know a block of its run (compacted away since) makes the frontend read that run itself.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -214,14 +215,23 @@ pub async fn trace_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         Ok(id) => id,
         Err(e) => return bad(format!("invalid trace job: {e}")),
     };
+    // Block IDs are UUIDs; those not known here come back in a header, so each must be one.
+    if let Some(id) = job
+        .blocks
+        .iter()
+        .find(|id| id.is_empty() || id.len() > 64 || !id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
+    {
+        return bad(format!("invalid trace job: {id:?} is not a block ID"));
+    }
     let q = st.querier();
     let missing = super::unknown_blocks(q, &tenant, &job.blocks).await;
+    let order: HashMap<&str, usize> = job.blocks.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
     let mut known: Vec<Arc<Block>> = q
         .blocks(&tenant)
         .into_iter()
-        .filter(|b| job.blocks.contains(&b.meta.block_id))
+        .filter(|b| order.contains_key(b.meta.block_id.as_str()))
         .collect();
-    known.sort_by_key(|b| job.blocks.iter().position(|id| *id == b.meta.block_id));
+    known.sort_by_key(|b| order[b.meta.block_id.as_str()]);
     let found = match q
         .db()
         .read_trace(&id, &known, job.max_bytes, q.config().parallelism)
@@ -237,7 +247,20 @@ pub async fn trace_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         .header(TRUNCATED_HEADER, if found.truncated { "true" } else { "false" })
         .header(DAMAGED_HEADER, found.damaged_blocks)
         .header(READ_HEADER, found.blocks_read)
-        .header(MISSING_HEADER, missing.join(","))
+        .header(MISSING_HEADER, named(&missing))
         .body(axum::body::Body::from(weft_block::row::encode_traces_data(&found.rows)))
         .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "building the reply failed"))
+}
+
+/// Most missing blocks a trace job's reply names ([`MISSING_HEADER`]); the frontend only
+/// needs to know that some are, and a header has to stay small.
+const MISSING_NAMED: usize = 100;
+
+/// The header value naming `missing`: the first [`MISSING_NAMED`], then `...` if there are more.
+fn named(missing: &[String]) -> String {
+    let mut out = missing[..missing.len().min(MISSING_NAMED)].join(",");
+    if missing.len() > MISSING_NAMED {
+        out.push_str(",...");
+    }
+    out
 }
