@@ -27,13 +27,16 @@ pub struct FilterColumns {
     pub trace_ids: Vec<[u8; 16]>,
     pub start: Vec<i64>,
     pub duration: Vec<i64>,
-    pub(crate) name: Vec<parquet::data_type::ByteArray>,
+    pub(crate) name: DictColumn,
     pub(crate) status: Vec<i32>,
     pub(crate) kind: Vec<i32>,
-    pub(crate) resource: Vec<parquet::data_type::ByteArray>,
-    pub(crate) scope: Vec<parquet::data_type::ByteArray>,
-    /// Attributes, events and links: one entry per row, `None` for an empty list.
-    pub(crate) blobs: [Vec<Option<parquet::data_type::ByteArray>>; 3],
+    pub(crate) resource: DictColumn,
+    pub(crate) scope: DictColumn,
+    /// Attributes, events and links (empty for an empty list).
+    pub(crate) blobs: [DictColumn; 3],
+    /// In a block with dedicated columns: per row, its attributes with the values moved to
+    /// those columns appended, where it has any (none read: empty).
+    pub(crate) assembled: Vec<Option<Box<[u8]>>>,
     /// Whether each row has a parent span ID.
     pub(crate) has_parent: Vec<bool>,
 }
@@ -60,13 +63,9 @@ pub struct FilterRow<'a> {
     i: usize,
 }
 
-fn bytes_at(v: &[parquet::data_type::ByteArray], i: usize) -> &[u8] {
-    v.get(i).map(|b| b.data()).unwrap_or_default()
-}
-
 impl crate::row::SpanFields for FilterRow<'_> {
     fn name(&self) -> &[u8] {
-        bytes_at(&self.cols.name, self.i)
+        self.cols.name.get(self.i)
     }
     fn start_unix_nano(&self) -> u64 {
         self.cols.start[self.i] as u64
@@ -85,27 +84,26 @@ impl crate::row::SpanFields for FilterRow<'_> {
         self.cols.kind.get(self.i).map(|&c| c.clamp(0, 255) as u8).unwrap_or(0)
     }
     fn resource(&self) -> &[u8] {
-        bytes_at(&self.cols.resource, self.i)
+        self.cols.resource.get(self.i)
     }
     fn scope(&self) -> &[u8] {
-        bytes_at(&self.cols.scope, self.i)
+        self.cols.scope.get(self.i)
     }
     fn attributes(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[0], self.i)
+        match self.cols.assembled.get(self.i) {
+            Some(Some(a)) => a,
+            _ => self.cols.blobs[0].get(self.i),
+        }
     }
     fn events(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[1], self.i)
+        self.cols.blobs[1].get(self.i)
     }
     fn links(&self) -> &[u8] {
-        blob_at(&self.cols.blobs[2], self.i)
+        self.cols.blobs[2].get(self.i)
     }
     fn has_parent(&self) -> bool {
         self.cols.has_parent.get(self.i).copied().unwrap_or(false)
     }
-}
-
-fn blob_at(v: &[Option<parquet::data_type::ByteArray>], i: usize) -> &[u8] {
-    v.get(i).and_then(|b| b.as_ref()).map(|b| b.data()).unwrap_or_default()
 }
 
 /// Which columns [`metric_columns`](crate::RowGroupData::metric_columns) reads besides start
@@ -174,6 +172,16 @@ pub struct DictColumn {
     pub ids: Vec<u32>,
     /// The id of the rows that are null, if any is.
     pub null: Option<u32>,
+}
+
+impl DictColumn {
+    /// Row `i`'s value: empty when null, or when the column was not read (no rows).
+    pub fn get(&self, i: usize) -> &[u8] {
+        self.ids
+            .get(i)
+            .and_then(|&id| self.values.get(id as usize))
+            .map_or(&[], |v| &v[..])
+    }
 }
 
 /// Builds a [`DictColumn`] row by row: equal values get equal ids (the empty value is id 0),

@@ -35,7 +35,7 @@
 pub mod chunk;
 mod dedicated_columns;
 mod pages;
-mod query_columns;
+pub(crate) mod query_columns;
 pub mod reader;
 pub mod writer;
 

@@ -5,14 +5,14 @@ use super::col;
 use super::reader::RowGroup;
 use super::reader::{
     DedicatedValues, RangeChunk, SpanDedicated, dict_column, fixed_dict_column, read, read_dedicated, row_count,
-    row_group_reader, spread,
+    row_group_reader,
 };
 use crate::BlockError;
 use crate::dedicated::{Scalar, append_key_value, pick_attributes};
 use crate::meta::{DedicatedColumn, DedicatedScope, ValueType};
 use crate::read::{DictBuilder, DictColumn, FilterColumns, GraphColumns, MetricColumns, MetricNeeds, Needs};
 use bytes::Bytes;
-use parquet::data_type::{ByteArrayType, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::data_type::{FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::metadata::ParquetMetaData;
 
 /// Reads the columns `needs` asks for (plus trace IDs, start times and durations) of every row
@@ -27,15 +27,18 @@ pub fn read_filter_columns(
 ) -> Result<FilterColumns, BlockError> {
     let rgr = row_group_reader(meta, rg, chunk)?;
     let n = row_count(meta, rg)?;
-    let (ids, _) = read::<FixedLenByteArrayType>(&rgr, col::TRACE_ID, 0, n, false)?;
+    // Byte strings as their dictionary and one id per row, as the row reader takes them: the
+    // generic column reader hands out a `Bytes` of the page per value of every row.
+    let ids = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
+    let distinct: Vec<[u8; 16]> = ids.values.iter().map(|v| v[..].try_into().unwrap_or([0; 16])).collect();
     let mut out = FilterColumns {
-        trace_ids: ids.iter().map(|v| v.data().try_into().unwrap_or([0; 16])).collect(),
+        trace_ids: ids.ids.iter().map(|&i| distinct[i as usize]).collect(),
         start: read::<Int64Type>(&rgr, col::START, 0, n, false)?.0,
         duration: read::<Int64Type>(&rgr, col::DURATION, 0, n, false)?.0,
         ..Default::default()
     };
     if needs.name {
-        out.name = read::<ByteArrayType>(&rgr, col::NAME, 0, n, false)?.0;
+        out.name = dict_column(&rgr, col::NAME, n, false)?;
     }
     if needs.status {
         out.status = read::<Int32Type>(&rgr, col::STATUS_CODE, 0, n, false)?.0;
@@ -44,17 +47,15 @@ pub fn read_filter_columns(
         out.kind = read::<Int32Type>(&rgr, col::KIND, 0, n, false)?.0;
     }
     if needs.resource {
-        out.resource = read::<ByteArrayType>(&rgr, col::RESOURCE, 0, n, false)?.0;
+        out.resource = dict_column(&rgr, col::RESOURCE, n, false)?;
     }
     if needs.scope {
-        out.scope = read::<ByteArrayType>(&rgr, col::SCOPE, 0, n, false)?.0;
+        out.scope = dict_column(&rgr, col::SCOPE, n, false)?;
     }
     if needs.parent {
-        let (v, d) = read::<FixedLenByteArrayType>(&rgr, col::PARENT, 0, n, true)?;
-        out.has_parent = spread(v, &d, n)
-            .into_iter()
-            .map(|p| p.is_some_and(|p| p.data().iter().any(|&b| b != 0)))
-            .collect();
+        let parents = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;
+        let set: Vec<bool> = parents.values.iter().map(|p| p.iter().any(|&b| b != 0)).collect();
+        out.has_parent = parents.ids.iter().map(|&i| set[i as usize]).collect();
     }
     for (k, (c, need)) in [
         (col::ATTRIBUTES, needs.attributes),
@@ -65,22 +66,23 @@ pub fn read_filter_columns(
     .enumerate()
     {
         if need {
-            let (v, d) = read::<ByteArrayType>(&rgr, c, 0, n, true)?;
-            out.blobs[k] = spread(v, &d, n);
+            out.blobs[k] = dict_column(&rgr, c, n, true)?;
         }
     }
     if needs.attributes {
         let moved = SpanDedicated::read(&rgr, dedicated, n, 0, n)?;
         if !moved.is_empty() {
-            let mut buf = Vec::new();
-            for (i, a) in out.blobs[0].iter_mut().enumerate() {
-                if moved.any(i) {
-                    buf.clear();
-                    buf.extend_from_slice(a.as_ref().map(|b| b.data()).unwrap_or_default());
-                    moved.append(i, &mut buf);
-                    *a = Some(parquet::data_type::ByteArray::from(buf.clone()));
-                }
-            }
+            out.assembled = (0..n)
+                .map(|i| {
+                    moved.any(i).then(|| {
+                        let stored = out.blobs[0].get(i);
+                        let mut buf = Vec::with_capacity(stored.len() + moved.appended_len(i));
+                        buf.extend_from_slice(stored);
+                        moved.append(i, &mut buf);
+                        buf.into_boxed_slice()
+                    })
+                })
+                .collect();
         }
     }
     Ok(out)

@@ -4,7 +4,9 @@
 //! pages and hands the rest to the generic column reader.
 
 use super::*;
+use crate::parquet_spans::query_columns::read_filter_columns;
 use crate::parquet_spans::reader::{RangeChunk, read_row_group};
+use crate::read::Needs;
 use bytes::Bytes;
 use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::WriterProperties;
@@ -82,11 +84,52 @@ fn read_back(file: Bytes) -> Vec<SpanRow> {
     let reader = SerializedFileReader::new(file.clone()).unwrap();
     let meta = reader.metadata();
     assert_eq!(meta.num_row_groups(), 1);
-    let chunk = RangeChunk {
+    read_row_group(meta, 0, whole(&file), &[], None).unwrap()
+}
+
+fn whole(file: &Bytes) -> RangeChunk {
+    RangeChunk {
         pieces: Arc::from(vec![(0u64, file.clone())]),
         file_len: file.len() as u64,
+    }
+}
+
+/// What a search's filter sees of each span: the row group's filter columns, every one read.
+type Seen = (
+    [u8; 16],
+    (u64, i64, u8, u8, bool),
+    [Vec<u8>; 6], // name, resource, scope, attributes, events, links
+);
+
+fn seen(trace_id: [u8; 16], f: impl crate::row::SpanFields) -> Seen {
+    (
+        trace_id,
+        (
+            f.start_unix_nano(),
+            f.duration_nano(),
+            f.status_code(),
+            f.kind(),
+            f.has_parent(),
+        ),
+        [f.name(), f.resource(), f.scope(), f.attributes(), f.events(), f.links()].map(<[u8]>::to_vec),
+    )
+}
+
+fn filter_back(file: Bytes) -> Vec<Seen> {
+    let reader = SerializedFileReader::new(file.clone()).unwrap();
+    let all = Needs {
+        name: true,
+        status: true,
+        kind: true,
+        resource: true,
+        scope: true,
+        attributes: true,
+        events: true,
+        links: true,
+        parent: true,
     };
-    read_row_group(meta, 0, chunk, &[], None).unwrap()
+    let cols = read_filter_columns(reader.metadata(), 0, whole(&file), &[], all).unwrap();
+    (0..cols.len()).map(|i| seen(cols.trace_ids[i], cols.row(i))).collect()
 }
 
 #[tokio::test]
@@ -123,7 +166,10 @@ async fn row_groups_of_other_writers_read_as_the_same_spans() {
         ),
         ("the generic writer's defaults", WriterProperties::builder().build()),
     ];
+    let want: Vec<Seen> = rows.iter().map(|r| seen(r.trace_id, r)).collect();
     for (what, props) in layouts {
-        assert_eq!(read_back(write_generic(&rows, props)), rows, "{what}");
+        let file = write_generic(&rows, props);
+        assert_eq!(read_back(file.clone()), rows, "{what}");
+        assert_eq!(filter_back(file), want, "{what}: the filter columns");
     }
 }
