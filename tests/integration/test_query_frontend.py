@@ -416,6 +416,14 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": JOB_VERSION, "query": "{ }", "field": "name", "window": [5, 1], "cap": 10,
                           "blocks": [], "listing": []}, timeout=10)
     assert r.status_code == 400 and "window ends" in r.text, r.text[:300]
+    jaeger = {"service": "api", "operation": None, "tags": [], "start_min_us": 1700003600000000,
+              "start_max_us": 1700000000000000, "duration_min_us": None, "duration_max_us": None}
+    for limit, query in ((20, jaeger), (0, {**jaeger, "start_max_us": 1700007200000000})):
+        r = q.http.post(f"{q.api}/internal/v1/jobs/search",
+                        json={"version": JOB_VERSION, "params": {}, "floor": None, "blocks": [], "listing": [],
+                              "foreign": {"filter": "{ }", "limit": limit, "api": "jaeger", "query": query}},
+                        timeout=10)
+        assert r.status_code == 400 and "empty time range" in r.text, (limit, r.status_code, r.text[:300])
     r = q.http.post(f"{q.api}/internal/v1/jobs/trace",
                     json={"version": JOB_VERSION, "trace_id": "00000000000000000000000000000001", "blocks": ["a\nb"],
                           "max_bytes": 1}, timeout=10)

@@ -1141,6 +1141,13 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         Err(r) => return r,
     };
     if let Some(f) = &job.foreign {
+        let (lo, hi) = f.window();
+        if lo > hi || f.limit == 0 {
+            return bad(format!(
+                "invalid search job: an empty time range ({lo} to {hi} ns) or a limit of 0 (limit {})",
+                f.limit
+            ));
+        }
         let sink = match f.newest() {
             Ok(s) => s.fresh(job.floor.unwrap_or(0)),
             Err(e) => return bad(format!("invalid search job: {e}")),
