@@ -131,8 +131,9 @@
 //!
 //! # Limits
 //!
-//! Nesting deeper than [`MAX_DEPTH`] (parentheses, operator chains, unary chains) is a parse
-//! error, so every later walk of the tree has bounded recursion.
+//! Nesting deeper than [`MAX_DEPTH`] (parentheses, operator chains, unary chains, pipeline
+//! stages: each stage is a level) is a parse error, so every later walk of the tree has bounded
+//! recursion.
 
 pub mod ast;
 pub mod eval;
