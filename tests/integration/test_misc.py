@@ -70,6 +70,37 @@ def test_json_is_the_default(weft):
         assert key in r.json()
 
 
+def test_hostile_query_parameters_get_a_400_or_the_right_answer(weft):
+    """Found by a black-box audit of the query APIs: each of these panicked (the connection
+    dropped without a reply), answered 500, or answered 200 with a wrong window."""
+    import requests
+    tid, req = sample_trace()
+    weft.send(req)
+    for params in ({"start": "2023-11-14T22:13:20+1\u00e912"},   # a multi-byte character: panicked
+                   {"start": "2600-01-01T00:00:00Z"},             # wrapped to 1970: 200 with traces
+                   {"start": "2023-13-45T99:99:99Z"},             # normalised: 200
+                   {"start": "2023-02-29T00:00:00Z"}):
+        r = weft.get("/api/search", params={"q": "{ }", **params})
+        assert r.status_code == 400 and "RFC 3339" in r.text, (params, r.status_code, r.text[:200])
+    r = weft.get("/api/search/tag/%25a%C3%A9x/values")    # panicked
+    assert r.status_code == 200, r.text[:200]
+    r = requests.get(f"{weft.jaeger}/api/v3/traces", timeout=15, params={
+        "query.startTimeMin": "2023-11-14T22:13:20+1\u00e912", "query.startTimeMax": "2023-11-14T23:13:20Z"})
+    assert r.status_code == 400, (r.status_code, r.text[:200])
+    # Windows whose end was past u64 nanoseconds wrapped to nothing, where they mean "all".
+    r = requests.get(f"{weft.jaeger}/api/dependencies", timeout=15,
+                     params={"endTs": 18446744073709, "lookback": 18446744073709})
+    assert r.status_code == 200 and r.json()["errors"] is None, r.text[:200]
+    assert requests.get(f"{weft.zipkin}/api/v2/traces", timeout=15,
+                        params={"endTs": 18446744073709, "lookback": 18446744073709}).json(), \
+        "Zipkin's search of all time finds the trace"
+    # 130 tags: the chain of conditions passed the nesting limit.
+    tags = " ".join(f"k{i}=v{i}" for i in range(130))
+    r = weft.get("/api/search", params={"tags": tags})
+    assert r.status_code == 200 and r.json()["traces"] == [], r.text[:200]
+    assert weft.get("/ready").status_code == 200
+
+
 def test_start_end_params(weft):
     tid, req = sample_trace()
     weft.send(req)

@@ -51,7 +51,8 @@ fn go_bool(name: &str, v: &str) -> Result<bool, String> {
 
 /// An RFC 3339 time parameter, in Unix nanoseconds.
 fn v3_time(name: &str, v: &str) -> Result<u64, String> {
-    crate::query::parse_rfc3339(v).ok_or_else(|| format!("malformed parameter {name}: {v:?} is not an RFC 3339 time"))
+    crate::query::parse_rfc3339(v)
+        .ok_or_else(|| format!("malformed parameter {name}: {v:?} is not an RFC 3339 time from 1970 to 2554"))
 }
 
 fn rows_to_data(rows: &[SpanRow]) -> TracesData {

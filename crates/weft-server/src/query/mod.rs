@@ -242,18 +242,33 @@ pub fn parse_time(name: &str, s: &str) -> Result<u64, String> {
     {
         return Ok((f * 1e9) as u64);
     }
-    parse_rfc3339(s).ok_or_else(|| format!("invalid {name} {s:?}: expected Unix seconds or an RFC 3339 time"))
+    parse_rfc3339(s)
+        .ok_or_else(|| format!("invalid {name} {s:?}: expected Unix seconds or an RFC 3339 time from 1970 to 2554"))
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix nanoseconds.
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix nanoseconds: `None` for anything else, a
+/// field out of its range (month 13, February 30, hour 24) included, and for a time before
+/// 1970 or after 2554 (beyond 64-bit nanoseconds).
 pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+    if !s.is_ascii() || b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| {
+        let t = s.get(r)?;
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse::<i64>().ok())?
+    };
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    // A leap second (:60) reads as the second after :59, as most parsers take it.
+    if !(1..=12).contains(&mo) || d < 1 || d > month_days[mo as usize - 1] || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
     let mut i = 19;
     let mut nanos = 0i64;
     if b.get(i) == Some(&b'.') {
@@ -262,15 +277,21 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
         while i < b.len() && b[i].is_ascii_digit() {
             i += 1;
         }
+        if i == start {
+            return None; // a '.' without digits
+        }
         let frac = &s[start..i];
         let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
         nanos = digits.parse().ok()?;
     }
     let offset = match &s[i..] {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let oh: i64 = o[1..3].parse().ok()?;
-            let om: i64 = o[4..6].parse().ok()?;
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && o.as_bytes()[3] == b':' => {
+            let digits = |t: &str| t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse::<i64>().ok())?;
+            let (oh, om) = (digits(&o[1..3])?, digits(&o[4..6])?);
+            if oh > 23 || om > 59 {
+                return None;
+            }
             let v = (oh * 60 + om) * 60;
             if o.starts_with('-') { -v } else { v }
         }
@@ -284,7 +305,10 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    u64::try_from(secs).ok().map(|s| s * 1_000_000_000 + nanos as u64)
+    u64::try_from(secs)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos as u64)
 }
 
 pub(crate) fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
@@ -396,8 +420,20 @@ pub fn logfmt_to_traceql(tags: &str) -> Result<String, String> {
     Ok(if conds.is_empty() {
         "{ }".to_owned()
     } else {
-        format!("{{ {} }}", conds.join(" && "))
+        format!("{{ {} }}", all_of(&conds))
     })
+}
+
+/// `conds` joined by `&&`, in parenthesised groups of at most 32 when there are more: a flat
+/// chain of more than 128 would pass TraceQL's nesting limit (each `&&` of a chain nests).
+fn all_of(conds: &[String]) -> String {
+    const GROUP: usize = 32;
+    if conds.len() <= GROUP {
+        return conds.join(" && ");
+    }
+    let per = conds.len().div_ceil(GROUP);
+    let groups: Vec<String> = conds.chunks(per).map(|c| format!("({})", all_of(c))).collect();
+    groups.join(" && ")
 }
 
 pub(crate) fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected {
@@ -548,6 +584,46 @@ mod tests {
             Ok(1_700_000_000_250_000_000)
         );
         assert!(parse_time("start", "yesterday").unwrap_err().contains("start"));
+        assert_eq!(
+            parse_time("start", "2024-02-29T00:00:00Z"),
+            Ok(1_709_164_800_000_000_000)
+        );
+        // Found by an audit: multi-byte characters panicked, fields out of range were
+        // normalised, and years from 2555 wrapped to near 1970.
+        for bad in [
+            "2023-11-14T22:13:20+1\u{e9}12",
+            "2023-11-14T22:13:\u{e9}0Z",
+            "2023-13-45T99:99:99Z",
+            "2023-02-29T00:00:00Z",
+            "2023-11-14T24:00:00Z",
+            "2023-11-14T22:13:20.+01:00",
+            "2023-11-14T22:13:20+24:00",
+            "2023-11-14T22:13:2-Z",
+            "2600-01-01T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert!(parse_time("start", bad).is_err(), "{bad}");
+        }
+        assert!(parse_time("start", "2554-07-21T23:34:33Z").is_ok());
+    }
+
+    #[test]
+    fn percent_escapes_decode_and_anything_else_stays() {
+        assert_eq!(crate::tempo::search::percent_decode("a%2Eb"), "a.b");
+        // A '%' before a multi-byte character panicked.
+        assert_eq!(crate::tempo::search::percent_decode("%a\u{e9}x"), "%a\u{e9}x");
+        assert_eq!(crate::tempo::search::percent_decode("%+1%"), "%+1%");
+    }
+
+    #[test]
+    fn many_tags_stay_within_the_nesting_limit() {
+        for n in [33, 130, 1_000, 5_000] {
+            let tags: Vec<String> = (0..n).map(|i| format!("k{i}=v{i}")).collect();
+            let q = logfmt_to_traceql(&tags.join(" ")).unwrap();
+            let parsed = weft_traceql::parse(&q).unwrap_or_else(|e| panic!("{n} tags: {e}"));
+            assert_eq!(q.matches(" = ").count(), n);
+            assert!(weft_traceql::validate(&parsed).is_ok(), "{n} tags");
+        }
     }
 
     #[test]

@@ -29,7 +29,9 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         Err(r) => return r,
     };
     st.search_latency.observe(started.elapsed().as_secs_f64());
-    json_scanned(tempo::search_response(&hits, &inspected(&stats, &st, &tenant)), &stats)
+    let body = tempo::search_response_text(&hits, &inspected(&stats, &st, &tenant));
+    drop(hits);
+    json_text_scanned(body, &stats)
 }
 
 /// A search with Tempo's parameters (`q` or `tags`, `limit`, `spss`, `minDuration`,
@@ -414,8 +416,8 @@ pub(crate) fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+            && let Some(hex) = s.get(i + 1..i + 3).filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+            && let Ok(v) = u8::from_str_radix(hex, 16)
         {
             out.push(v);
             i += 3;

@@ -107,7 +107,7 @@ impl QueryRequest {
         let end = self.end_ts.saturating_mul(1_000_000);
         (
             end.saturating_sub(self.lookback.saturating_mul(1_000_000)),
-            end + 999_999,
+            end.saturating_add(999_999),
         )
     }
 

@@ -37,6 +37,20 @@ fn search_hits_use_tempos_types() {
         ],
     };
     let j = hit(&h);
+    let mut other = h.clone();
+    other.trace_id[0] = 1;
+    let m = Inspected {
+        bytes: 7,
+        traces: 2,
+        ..Inspected::default()
+    };
+    for hits in [vec![], vec![h.clone()], vec![h.clone(), other]] {
+        assert_eq!(
+            search_response_text(&hits, &m),
+            search_response(&hits, &m).to_string(),
+            "written a trace at a time, the same bytes"
+        );
+    }
     assert_eq!(j["traceID"], "ab00000000000000", "leading zeros stripped");
     assert_eq!(j["rootServiceName"], "<root span not yet received>");
     assert_eq!(j["startTimeUnixNano"], "1700000000000000000");
