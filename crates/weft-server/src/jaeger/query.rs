@@ -359,8 +359,10 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, RawQuer
             Err(r) => return r,
         };
         let n = traces.len();
-        let each = traces.into_iter().map(|rows| rows_to_trace(&rows).to_json());
-        mark_scanned(envelope_each(each, n), &stats)
+        let reply = crate::query::off_the_runtime(move || {
+            envelope_each(traces.into_iter().map(|rows| rows_to_trace(&rows).to_json()), n)
+        });
+        mark_scanned(reply, &stats)
     })
     .await
 }

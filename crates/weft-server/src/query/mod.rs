@@ -171,6 +171,17 @@ pub(crate) fn json_scanned(v: serde_json::Value, stats: &ScanStats) -> Response 
     json_text_scanned(v.to_string(), stats)
 }
 
+/// Runs `f`, CPU work that may take seconds (a large reply's conversion and JSON), with the
+/// runtime's other tasks moved to its other threads meanwhile, so that `/ready` and light
+/// queries on the same runtime are not held up behind it (eight 150 MB replies at once held
+/// `/ready` for 5.5 s). Outside a multi-threaded runtime, `f` simply runs.
+pub(crate) fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// [`json_scanned`] for a reply already written as JSON text.
 pub(crate) fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
     let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();

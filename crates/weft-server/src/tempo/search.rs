@@ -29,8 +29,8 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         Err(r) => return r,
     };
     st.search_latency.observe(started.elapsed().as_secs_f64());
-    let body = tempo::search_response_text(&hits, &inspected(&stats, &st, &tenant));
-    drop(hits);
+    let m = inspected(&stats, &st, &tenant);
+    let body = crate::query::off_the_runtime(move || tempo::search_response_text(&hits, &m));
     json_text_scanned(body, &stats)
 }
 
