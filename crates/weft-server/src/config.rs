@@ -256,7 +256,12 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         if secs.is_finite() && secs >= 0.0 {
             return Ok((secs * 1e9) as u64);
         }
-        return Err(format!("invalid duration {s:?}: must not be negative"));
+        let why = if secs.is_finite() {
+            "must not be negative"
+        } else {
+            "must be a finite number"
+        };
+        return Err(format!("invalid duration {s:?}: {why}"));
     }
     weft_core::parse_duration(s, true).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }

@@ -331,8 +331,9 @@ pub(crate) fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a s
 pub(crate) fn search_window(p: &HashMap<String, String>) -> Result<Option<Window>, String> {
     let start = param(p, "start").map(|s| parse_time("start", s)).transpose()?;
     let end = param(p, "end").map(|s| parse_time("end", s)).transpose()?;
+    // `end` names its whole second: a start inside it is before the end.
     if let (Some(s), Some(e)) = (start, end)
-        && s > e
+        && s > e.saturating_add(999_999_999)
     {
         return Err(format!(
             "invalid range: start {} is after end {}",
