@@ -101,13 +101,7 @@ impl FairSlots {
 
     fn release(self: &Arc<Self>, tenant: Arc<str>) {
         let mut st = self.state.lock();
-        st.used -= 1;
-        if let Some(n) = st.running.get_mut(&tenant) {
-            *n -= 1;
-            if *n == 0 {
-                st.running.remove(&tenant);
-            }
-        }
+        st.give_back(&tenant);
         // Hand slots on while the next waiter may take one (a lent slot given back frees none).
         while let Some(next) = st.next_tenant() {
             if !self.may_take(&st, &next) {
@@ -132,13 +126,7 @@ impl FairSlots {
                 // take the lock again).
                 Err(slot) => {
                     std::mem::forget(slot);
-                    st.used -= 1;
-                    if let Some(n) = st.running.get_mut(&next) {
-                        *n -= 1;
-                        if *n == 0 {
-                            st.running.remove(&next);
-                        }
-                    }
+                    st.give_back(&next);
                 }
             }
         }
@@ -149,6 +137,16 @@ impl State {
     fn take(&mut self, tenant: &Arc<str>) {
         self.used += 1;
         *self.running.entry(tenant.clone()).or_default() += 1;
+    }
+
+    fn give_back(&mut self, tenant: &Arc<str>) {
+        self.used -= 1;
+        if let Some(n) = self.running.get_mut(tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.running.remove(tenant);
+            }
+        }
     }
 
     /// The tenant whose oldest waiting request is next: the one holding the fewest slots,

@@ -619,6 +619,21 @@ mod tests {
         assert!(parse_time("start", "2554-07-21T23:34:33Z").is_ok());
     }
 
+    proptest::proptest! {
+        /// Times and tag names come from any client: no input panics.
+        #[test]
+        fn any_time_or_escaped_name_is_parsed_or_refused(
+            s in "\\PC{0,40}",
+            t in "[0-9T:Z.+\\-\u{e9}]{19,32}",
+            tail in "[0-9:Z.+\\-\u{e9}]{0,8}",
+        ) {
+            let _ = parse_time("start", &s);
+            let _ = parse_time("start", &t);
+            let _ = parse_rfc3339(&format!("2023-11-14T22:13:20{tail}"));
+            let _ = crate::tempo::search::percent_decode(&s);
+        }
+    }
+
     #[test]
     fn percent_escapes_decode_and_anything_else_stays() {
         assert_eq!(crate::tempo::search::percent_decode("a%2Eb"), "a.b");
