@@ -6,7 +6,10 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import socket
+import subprocess
 import time
+import urllib.parse
 
 import grpc
 import pytest
@@ -18,6 +21,7 @@ from otlpdata import (
     new_trace_id,
     to_otlp_json,
 )
+from test_tempo_streaming import PB
 from weftlib import PROTOBUF, SINGLE_TENANT, parse_export_response
 
 REFUSED = "weft_spans_refused_total"
@@ -399,3 +403,81 @@ def test_refusals_never_answer_500(weft_factory):
     assert srv.metric("weft_spans_received_total", tenant=SINGLE_TENANT) == 16 * 3
     assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="request_too_large") or 0) > 0
     assert (srv.metric(REFUSED, tenant=SINGLE_TENANT, reason="invalid") or 0) > 0
+
+
+def test_a_query_whose_client_went_away_stops_reading(weft_factory, weft_bin):
+    """A client that gives up on a query (Grafana cancels the previous search as the user types;
+    a script times out) must not leave the query reading on: on each query API, a heavy query
+    is started and its connection closed early, and the server's CPU must then fall idle while
+    the whole query, run to its end, keeps a core busy for seconds. Before, Jaeger's and
+    Zipkin's searches ran to their end on a task of their own, and a streamed gRPC search that
+    had found nothing new to send noticed only at its end."""
+    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0")
+    subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
+                    "--max-spans", "300000", "--seed", "3", "--duration", "300"],
+                   check=True, capture_output=True, timeout=300)
+    now = int(time.time())
+    nothing = '{ span.http.url =~ ".*no-such.*" }'  # matches each span's URL, finds none
+    tempo = "/api/search?" + urllib.parse.urlencode({"q": nothing, "start": now - 7200, "end": now + 60,
+                                                     "limit": 20})
+    jaeger = "/api/traces?" + urllib.parse.urlencode({"service": "frontend", "limit": 10000,
+                                                      "lookback": "3h", "tags": '{"no.such":"tag"}'})
+    zipkin = "/api/v2/traces?" + urllib.parse.urlencode({"serviceName": "frontend", "limit": 10000,
+                                                         "lookback": 10_800_000, "endTs": (now + 60) * 1000,
+                                                         "annotationQuery": "no.such=tag"})
+    ports = {"tempo": srv.http_port, "jaeger": srv.jaeger_query_port, "zipkin": srv.zipkin_port}
+    paths = {"tempo": tempo, "jaeger": jaeger, "zipkin": zipkin}
+
+    def cpu() -> float:
+        return srv.metric("process_cpu_seconds_total")
+
+    def grpc_search(timeout: float) -> None:
+        channel = grpc.insecure_channel(f"127.0.0.1:{srv.http_port}")
+        try:
+            call = channel.unary_stream("/tempopb.StreamingQuerier/Search",
+                                        request_serializer=lambda m: m.SerializeToString(),
+                                        response_deserializer=PB["SearchResponse"].FromString)
+            list(call(PB["SearchRequest"](Query=nothing, Limit=20, start=now - 7200, end=now + 60,
+                                           SpansPerSpanSet=3), timeout=timeout))
+        finally:
+            channel.close()
+
+    def run(api: str, cancel_after: float | None) -> None:
+        """The query, to its end, or with its connection closed (the call cancelled) after
+        `cancel_after` seconds."""
+        if api == "grpc":
+            try:
+                grpc_search(cancel_after or 300)
+            except grpc.RpcError as e:
+                assert cancel_after and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+            return
+        s = socket.create_connection(("127.0.0.1", ports[api]))
+        s.sendall(f"GET {paths[api]} HTTP/1.1\r\nHost: weft\r\nConnection: close\r\n\r\n".encode())
+        if cancel_after is None:
+            s.settimeout(300)
+            head = s.recv(64)
+            assert head.startswith(b"HTTP/1.1 200"), (api, head)
+            while s.recv(1 << 16):
+                pass
+        else:
+            time.sleep(cancel_after)
+            running = srv.metric("weft_queries_running", tenant=SINGLE_TENANT)
+            assert running == 1, f"{api}: weft_queries_running is {running} while the query runs"
+        s.close()
+
+    for api in ["tempo", "grpc", "jaeger", "zipkin"]:
+        c0, t0 = cpu(), time.monotonic()
+        run(api, None)
+        whole, whole_cpu = time.monotonic() - t0, cpu() - c0
+        assert whole > 2.5 and whole_cpu > 0.6 * whole, (
+            f"{api}: the query took {whole:.2f} s and {whole_cpu:.2f} CPU-s; too little data to tell")
+        run(api, 0.5)
+        time.sleep(0.5)
+        # (A tenant holding no slot and waiting for none has no sample.)
+        assert not srv.metric("weft_queries_running", tenant=SINGLE_TENANT), f"{api}: the slot is still held"
+        c1 = cpu()
+        time.sleep(whole / 2)
+        after = cpu() - c1
+        assert after < 0.15 * whole / 2, (
+            f"{api}: {after:.2f} CPU-s in the {whole / 2:.1f} s after the client went away "
+            f"(the whole query: {whole:.1f} s, {whole_cpu:.1f} CPU-s): it read on")

@@ -88,6 +88,27 @@ impl FairSlots {
             .expect("a waiting request's sender is kept until it gets a slot")
     }
 
+    /// Slots held and requests waiting now, by tenant (tenants with neither are left out),
+    /// sorted by tenant: for `/metrics`.
+    pub fn by_tenant(&self) -> Vec<(Arc<str>, usize, usize)> {
+        let st = self.state.lock();
+        // A request that stopped waiting stays queued until a slot is handed on.
+        let waiting = |t: &Arc<str>| {
+            st.waiting
+                .get(t)
+                .map_or(0, |q| q.iter().filter(|(_, tx)| !tx.is_closed()).count())
+        };
+        let mut out: Vec<(Arc<str>, usize, usize)> =
+            st.running.iter().map(|(t, &n)| (t.clone(), n, waiting(t))).collect();
+        for t in st.waiting.keys() {
+            if !st.running.contains_key(t) && waiting(t) > 0 {
+                out.push((t.clone(), 0, waiting(t)));
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// Whether `tenant` may take a slot now: one is free, or it holds none and one may be lent.
     fn may_take(&self, st: &State, tenant: &Arc<str>) -> bool {
         st.used < self.total || (st.used < self.total + self.lend && !st.running.contains_key(tenant))
@@ -175,6 +196,21 @@ mod tests {
     /// Polls `f` once: `Some` when it is ready.
     async fn now<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
         tokio::time::timeout(Duration::from_millis(20), f).await.ok()
+    }
+
+    #[tokio::test]
+    async fn by_tenant_counts_held_and_still_waiting() {
+        let slots = FairSlots::new(1);
+        let a1 = slots.acquire(t("a")).await;
+        let mut a2 = Box::pin(slots.acquire(t("a")));
+        let mut b1 = Box::pin(slots.acquire(t("b")));
+        assert!(now(&mut a2).await.is_none() && now(&mut b1).await.is_none());
+        assert_eq!(slots.by_tenant(), vec![(t("a"), 1, 1), (t("b"), 0, 1)]);
+        drop(b1);
+        assert_eq!(slots.by_tenant(), vec![(t("a"), 1, 1)], "b stopped waiting");
+        drop(a1);
+        let _a2 = now(&mut a2).await.expect("a's next gets the slot");
+        assert_eq!(slots.by_tenant(), vec![(t("a"), 1, 0)]);
     }
 
     #[tokio::test]

@@ -369,6 +369,24 @@ pub async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Res
         "Requests refused (503) because the request budget stayed exhausted.",
         b.refusals.load(Ordering::Relaxed) as f64,
     );
+    let slots = st.queries.by_tenant();
+    for (name, help, pick) in [
+        (
+            "weft_queries_running",
+            "Queries holding a query slot (--max-concurrent-queries), by tenant.",
+            (|&(_, n, _)| n) as fn(&(Arc<str>, usize, usize)) -> usize,
+        ),
+        (
+            "weft_queries_waiting",
+            "Queries waiting for a query slot, by tenant.",
+            |&(_, _, n)| n,
+        ),
+    ] {
+        out.family(name, Kind::Gauge, help);
+        for t in &slots {
+            out.sample(name, &[("tenant", &t.0)], pick(t) as f64);
+        }
+    }
     out.family(
         "weft_query_duration_seconds",
         Kind::Histogram,

@@ -43,11 +43,22 @@ pub(crate) fn quote(s: &str) -> String {
 }
 
 /// Runs `f` on the query runtime (lower priority than ingest), as the Tempo API's port does.
+/// Dropping the returned future (the client went away) aborts `f` at its next await, as
+/// dropping a handler on the query port does: a spawned task would otherwise read on to the
+/// end of a search nobody waits for.
 async fn on_query_runtime<F>(st: &Arc<AppState>, f: F) -> Response
 where
     F: std::future::Future<Output = Response> + Send + 'static,
 {
-    match st.background.spawn(f).await {
+    struct AbortOnDrop(tokio::task::AbortHandle);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let task = st.background.spawn(f);
+    let _abort = AbortOnDrop(task.abort_handle());
+    match task.await {
         Ok(r) => r,
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {e}")),
     }

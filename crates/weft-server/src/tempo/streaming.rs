@@ -236,6 +236,9 @@ async fn search(
     let result = loop {
         tokio::select! {
             r = &mut run => break r,
+            // The client cancelled the call: stop reading (a search that finds nothing new
+            // would otherwise only notice at its end).
+            _ = tx.closed() => return,
             _ = tick.tick() => {
                 let fresh: Vec<pb::TraceSearchMetadata> = progress
                     .lock()
