@@ -7,7 +7,8 @@ docs/benchmarks/reply-memory.md (2026-12-05).
 DATA_DIR is a data directory with multi-tenancy (tenant `heavy` by default), e.g. the one
 `scripts/experiments/tenant_fairness.py --keep DIR` loads (DIR/data). Runs one Jaeger search of
 10,000 traces of service `frontend` and one Tempo search of 10,000 traces with 1,000 spans each,
-printing time, body size and the process's peak RSS (VmHWM), then 8 Jaeger searches of 2,000
+printing time, body size and the process's peak RSS (VmHWM), the same for a Zipkin search of 10,000
+traces, then 8 Jaeger searches of 2,000
 traces at once while /ready is polled every 50 ms. Ports 3700, 16996 and a few others must be
 free.
 """
@@ -33,7 +34,8 @@ try:
     time.sleep(2)
     J = "http://127.0.0.1:16996/api/traces?service=frontend&limit=10000&lookback=1e308"
     T = "http://127.0.0.1:3700/api/search?limit=10000&spss=1000&q=%7B%7D%20%7C%20select(.user.id,.http.route,name,duration,status,kind)&start=0&end=2000000000"
-    for name, u in (("jaeger", J), ("tempo", T)):
+    Z = "http://127.0.0.1:9722/api/v2/traces?serviceName=frontend&limit=10000&lookback=4000000000000&endTs=4000000000000"
+    for name, u in (("jaeger", J), ("tempo", T), ("zipkin", Z)):
         d, n = get(u); print(f"{name}: {d:.1f} s, {n/1e6:.0f} MB body, peak RSS so far {hwm()} MB", flush=True)
     stop = threading.Event(); ready = []
     def probe():

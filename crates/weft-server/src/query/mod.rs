@@ -103,7 +103,13 @@ pub async fn admit_query(
     // Requests without a valid tenant wait as one more tenant; their handler answers 401.
     let tenant = st.tenants.resolve(req.headers()).unwrap_or_else(|_| Arc::from(""));
     match tokio::time::timeout(QUERY_QUEUE_WAIT, st.queries.acquire(tenant)).await {
-        Ok(_slot) => next.run(req).await,
+        // The slot is held until the reply's body is written out (or its client went away):
+        // a large reply is converted as it is sent ([`reply::streamed`]), and that work and
+        // the spans it holds count against the limit as the read does.
+        Ok(slot) => next
+            .run(req)
+            .await
+            .map(|body| axum::body::Body::new(HoldingSlot { body, _slot: slot })),
         _ => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "5")],
@@ -114,6 +120,32 @@ pub async fn admit_query(
             ),
         )
             .into_response(),
+    }
+}
+
+/// A reply's body and the query slot its query holds until the body is done.
+struct HoldingSlot {
+    body: axum::body::Body,
+    _slot: weft_querier::fair::Slot,
+}
+
+impl http_body::Body for HoldingSlot {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -171,20 +203,9 @@ pub(crate) fn json_scanned(v: serde_json::Value, stats: &ScanStats) -> Response 
     json_text_scanned(v.to_string(), stats)
 }
 
-/// Runs `f`, CPU work that may take seconds (a large reply's conversion and JSON), with the
-/// runtime's other tasks moved to its other threads meanwhile, so that `/ready` and light
-/// queries on the same runtime are not held up behind it (eight 150 MB replies at once held
-/// `/ready` for 5.5 s). Outside a multi-threaded runtime, `f` simply runs.
-pub(crate) fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
-/// [`json_scanned`] for a reply already written as JSON text.
-pub(crate) fn json_text_scanned(body: String, stats: &ScanStats) -> Response {
-    let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+/// [`json_scanned`] for a reply already written as JSON text, or streamed.
+pub(crate) fn json_text_scanned(body: impl Into<axum::body::Body>, stats: &ScanStats) -> Response {
+    let mut r = ([(header::CONTENT_TYPE, "application/json")], body.into()).into_response();
     // What weft can say beyond Tempo's reply messages, which clients decode strictly.
     let h = r.headers_mut();
     h.insert(INSPECTED_BLOCKS_HEADER, stats.inspected_blocks.into());

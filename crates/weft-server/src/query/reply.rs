@@ -203,3 +203,95 @@ mod tests {
         assert!(matches!(super::shown(&plain), std::borrow::Cow::Borrowed(_)));
     }
 }
+
+/// Text sent per chunk of a streamed reply ([`streamed`]), and chunks buffered ahead of a
+/// slow client.
+const CHUNK_BYTES: usize = 64 << 10;
+const CHUNKS_AHEAD: usize = 4;
+
+type ChunkSender = tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>;
+
+/// Where the producer of a [`streamed`] reply writes.
+pub(crate) struct Chunks {
+    /// Text written and not sent yet.
+    pub buf: Vec<u8>,
+    tx: ChunkSender,
+}
+
+/// The client of a [`streamed`] reply went away: stop writing.
+#[derive(Debug)]
+pub(crate) struct Gone;
+
+impl Chunks {
+    /// Sends what was written once it is a chunk's worth.
+    pub fn flush_if_full(&mut self) -> Result<(), Gone> {
+        if self.buf.len() < CHUNK_BYTES {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)));
+        self.tx.blocking_send(Ok(chunk.into())).map_err(|_| Gone)
+    }
+
+    /// Ends the reply with an error, the text not yet sent dropped: the client sees the
+    /// response cut short. The producer returns the [`Gone`] this gives.
+    pub fn fail(&mut self, msg: String) -> Gone {
+        self.buf.clear();
+        let _ = self.tx.blocking_send(Err(std::io::Error::other(msg)));
+        Gone
+    }
+}
+
+/// A response body that `produce` writes on a blocking thread of the current runtime (the
+/// query runtime), sent to the client a chunk at a time as it is written. A large reply so
+/// costs a few chunks of text, not its whole text; the runtime's threads stay free for other
+/// requests; and when the client goes away, the next chunk's send fails and the producer
+/// stops (a reply of 10,000 Jaeger traces is seconds of CPU after the read).
+pub(crate) fn streamed(produce: impl FnOnce(&mut Chunks) -> Result<(), Gone> + Send + 'static) -> axum::body::Body {
+    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        let mut out = Chunks {
+            buf: Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)),
+            tx,
+        };
+        if produce(&mut out).is_ok() && !out.buf.is_empty() {
+            let _ = out.tx.blocking_send(Ok(std::mem::take(&mut out.buf).into()));
+        }
+    });
+    axum::body::Body::new(ChannelBody(rx))
+}
+
+/// `prefix`, the JSON of each of `items` separated by commas, then `suffix`: a JSON array
+/// (maybe inside an object), [`streamed`]. Each item is converted only when the client has
+/// taken the text before it.
+pub(crate) fn streamed_json_items<I>(prefix: String, items: I, suffix: String) -> axum::body::Body
+where
+    I: Iterator<Item = serde_json::Value> + Send + 'static,
+{
+    streamed(move |out| {
+        out.buf.extend_from_slice(prefix.as_bytes());
+        for (i, item) in items.enumerate() {
+            if i > 0 {
+                out.buf.push(b',');
+            }
+            serde_json::to_writer(&mut out.buf, &item).expect("writing to memory");
+            out.flush_if_full()?;
+        }
+        out.buf.extend_from_slice(suffix.as_bytes());
+        Ok(())
+    })
+}
+
+/// A response body fed by a channel of chunks.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Result<bytes::Bytes, std::io::Error>>);
+
+impl http_body::Body for ChannelBody {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx).map(|c| c.map(|r| r.map(http_body::Frame::data)))
+    }
+}

@@ -164,22 +164,18 @@ pub fn metadata_metrics(m: &Inspected) -> Json {
     })
 }
 
-/// [`search_response`] as JSON text, written a trace at a time: the whole tree of 10,000
-/// traces with 1,000 spans each held several GB before it was written.
-pub fn search_response_text(hits: &[Hit], m: &Inspected) -> String {
+/// [`search_response`] as JSON text, written a trace at a time as the client takes it: the
+/// whole tree of 10,000 traces with 1,000 spans each held several GB before it was written.
+pub fn search_response_body(hits: Vec<Hit>, m: &Inspected) -> axum::body::Body {
     // The keys in the order `search_response`'s map writes them.
-    let mut out = format!("{{\"metrics\":{},\"traces\":[", metrics(m));
-    for (i, h) in hits.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&hit(h).to_string());
-    }
-    out.push_str("]}");
-    out
+    crate::query::reply::streamed_json_items(
+        format!("{{\"metrics\":{},\"traces\":[", metrics(m)),
+        hits.into_iter().map(|h| hit(&h)),
+        "]}".to_owned(),
+    )
 }
 
-/// `GET /api/search` as a tree: what [`search_response_text`] writes.
+/// `GET /api/search` as a tree: what [`search_response_body`] writes.
 #[cfg(test)]
 pub fn search_response(hits: &[Hit], m: &Inspected) -> Json {
     json!({

@@ -30,8 +30,7 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
     };
     st.search_latency.observe(started.elapsed().as_secs_f64());
     let m = inspected(&stats, &st, &tenant);
-    let body = crate::query::off_the_runtime(move || tempo::search_response_text(&hits, &m));
-    json_text_scanned(body, &stats)
+    json_text_scanned(tempo::search_response_body(hits, &m), &stats)
 }
 
 /// A search with Tempo's parameters (`q` or `tags`, `limit`, `spss`, `minDuration`,

@@ -134,9 +134,6 @@ pub async fn trace_by_id(st: &AppState, headers: &HeaderMap, id: &str, params: &
 /// trace (which took 1.5–2.8 GiB for 200,000 spans). A resource whose spans span several
 /// pieces appears in several batches, as OTLP allows.
 const JSON_PIECE_SPANS: usize = 256;
-/// Text sent per chunk, and chunks buffered ahead of a slow client.
-const JSON_CHUNK_BYTES: usize = 64 << 10;
-const JSON_CHUNKS_AHEAD: usize = 4;
 
 /// The v1 (`{"batches": [...]}`) or v2 (`{"trace": {"resourceSpans": [...]}}`) JSON of a
 /// trace, written piece by piece on a blocking thread and streamed to the client.
@@ -146,12 +143,10 @@ fn stream_trace_json(
     v2: bool,
     partial: Option<String>,
 ) -> axum::body::Body {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(JSON_CHUNKS_AHEAD);
-    tokio::task::spawn_blocking(move || {
+    crate::query::reply::streamed(move |out| {
         // Held until the trace is written, so large traces in memory at once stay few.
         let _large_read = large_read;
-        let mut buf: Vec<u8> = Vec::with_capacity(JSON_CHUNK_BYTES + (JSON_CHUNK_BYTES >> 2));
-        buf.extend_from_slice(if v2 {
+        out.buf.extend_from_slice(if v2 {
             br#"{"trace":{"resourceSpans":["#
         } else {
             br#"{"batches":["#
@@ -161,47 +156,24 @@ fn stream_trace_json(
             let data = weft_block::row::encode_traces_data(piece);
             // Straight from protobuf to JSON text: no message tree, no JSON tree (a span with
             // 1.4M attributes took 2.2 GiB through both).
-            if let Err(e) = weft_otlp::json::write_resource_spans_json(&data, &mut first, &mut buf) {
+            if let Err(e) = weft_otlp::json::write_resource_spans_json(&data, &mut first, &mut out.buf) {
                 tracing::error!(error = %e, "stored trace does not decode; response cut short");
-                let _ = tx.blocking_send(Err(std::io::Error::other(format!("stored trace does not decode: {e}"))));
-                return;
+                return Err(out.fail(format!("stored trace does not decode: {e}")));
             }
-            if buf.len() >= JSON_CHUNK_BYTES
-                && tx
-                    .blocking_send(Ok(bytes::Bytes::from(std::mem::take(&mut buf))))
-                    .is_err()
-            {
-                return; // the client went away
-            }
+            out.flush_if_full()?;
         }
-        buf.push(b']');
+        out.buf.push(b']');
         if v2 {
-            buf.push(b'}');
+            out.buf.push(b'}');
         }
         // v1 (`tempopb.Trace`) has no field for it: the x-weft-* headers say so.
         if let (Some(msg), true) = (&partial, v2) {
-            buf.extend_from_slice(br#","status":"PARTIAL","message":"#);
-            serde_json::to_writer(&mut buf, msg).expect("writing to memory");
+            out.buf.extend_from_slice(br#","status":"PARTIAL","message":"#);
+            serde_json::to_writer(&mut out.buf, msg).expect("writing to memory");
         }
-        buf.push(b'}');
-        let _ = tx.blocking_send(Ok(bytes::Bytes::from(buf)));
-    });
-    axum::body::Body::new(ChannelBody(rx))
-}
-
-/// A response body fed by a channel of chunks.
-struct ChannelBody(tokio::sync::mpsc::Receiver<Result<bytes::Bytes, std::io::Error>>);
-
-impl http_body::Body for ChannelBody {
-    type Data = bytes::Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
-        self.0.poll_recv(cx).map(|c| c.map(|r| r.map(http_body::Frame::data)))
-    }
+        out.buf.push(b'}');
+        Ok(())
+    })
 }
 
 pub async fn trace_v1(

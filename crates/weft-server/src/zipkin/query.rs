@@ -236,10 +236,12 @@ pub async fn traces(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
             Ok(x) => x,
             Err(r) => return r,
         };
-        let body = json(Json::Array(
-            traces.iter().map(|rows| trace_json(&rows_to_spans(rows))).collect(),
-        ));
-        mark_scanned(body, &stats)
+        // Written a trace at a time as the client takes it, as Jaeger's search is.
+        let items = traces.into_iter().map(|rows| trace_json(&rows_to_spans(&rows)));
+        let mut r = crate::query::reply::streamed_json_items("[".to_owned(), items, "]".to_owned()).into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        mark_scanned(r, &stats)
     })
     .await
 }

@@ -2,55 +2,38 @@ use super::*;
 use weft_engine::search::{Hit, HitSpan, HitSpanset, ServiceCount};
 use weft_traceql::Value;
 
-#[test]
-fn search_hits_use_tempos_types() {
-    let mut id = [0u8; 16];
-    id[8] = 0xab;
-    let h = Hit {
-        trace_id: id,
-        root_service_name: String::new(),
-        root_trace_name: "GET /".into(),
-        start_unix_nano: 1_700_000_000_000_000_000,
-        duration_nano: 1_500_000_000,
-        spansets: vec![HitSpanset {
-            spans: vec![HitSpan {
-                span_id: [0, 0, 0, 0, 0, 0, 0, 7],
-                name: "db".into(),
-                start_unix_nano: 5,
-                duration_nano: 6,
-                attributes: vec![("http.status_code".into(), Value::Int(500))],
-            }],
-            matched: 4,
-            attributes: vec![("count()".into(), Value::Int(4))],
-        }],
-        service_stats: vec![
-            ServiceCount {
-                service: "api".into(),
-                spans: 3,
-                errors: 0,
-            },
-            ServiceCount {
-                service: "db".into(),
-                spans: 2,
-                errors: 1,
-            },
-        ],
-    };
-    let j = hit(&h);
-    let mut other = h.clone();
-    other.trace_id[0] = 1;
+#[tokio::test]
+async fn a_search_reply_written_trace_by_trace_is_the_same_bytes() {
+    let h = a_hit();
     let m = Inspected {
         bytes: 7,
         traces: 2,
         ..Inspected::default()
     };
-    for hits in [vec![], vec![h.clone()], vec![h.clone(), other]] {
+    // Up to 3,000 hits: more than one chunk of the streamed body.
+    let many: Vec<Hit> = (0..3000u32)
+        .map(|i| {
+            let mut x = h.clone();
+            x.trace_id[..4].copy_from_slice(&i.to_be_bytes());
+            x
+        })
+        .collect();
+    for hits in [vec![], vec![h.clone()], many] {
+        let streamed = axum::body::to_bytes(search_response_body(hits.clone(), &m), usize::MAX)
+            .await
+            .unwrap();
         assert_eq!(
-            search_response_text(&hits, &m),
+            std::str::from_utf8(&streamed).unwrap(),
             search_response(&hits, &m).to_string(),
             "written a trace at a time, the same bytes"
         );
     }
+}
+
+#[test]
+fn search_hits_use_tempos_types() {
+    let h = a_hit();
+    let j = hit(&h);
     assert_eq!(j["traceID"], "ab00000000000000", "leading zeros stripped");
     assert_eq!(j["rootServiceName"], "<root span not yet received>");
     assert_eq!(j["startTimeUnixNano"], "1700000000000000000");
@@ -115,4 +98,39 @@ fn metrics_samples_sit_at_step_starts() {
             "totalJobs"
         ]
     );
+}
+
+fn a_hit() -> Hit {
+    let mut id = [0u8; 16];
+    id[8] = 0xab;
+    Hit {
+        trace_id: id,
+        root_service_name: String::new(),
+        root_trace_name: "GET /".into(),
+        start_unix_nano: 1_700_000_000_000_000_000,
+        duration_nano: 1_500_000_000,
+        spansets: vec![HitSpanset {
+            spans: vec![HitSpan {
+                span_id: [0, 0, 0, 0, 0, 0, 0, 7],
+                name: "db".into(),
+                start_unix_nano: 5,
+                duration_nano: 6,
+                attributes: vec![("http.status_code".into(), Value::Int(500))],
+            }],
+            matched: 4,
+            attributes: vec![("count()".into(), Value::Int(4))],
+        }],
+        service_stats: vec![
+            ServiceCount {
+                service: "api".into(),
+                spans: 3,
+                errors: 0,
+            },
+            ServiceCount {
+                service: "db".into(),
+                spans: 2,
+                errors: 1,
+            },
+        ],
+    }
 }
