@@ -6,8 +6,9 @@
 //! goes to the HTTP router. Each call runs the same query as its HTTP endpoint, through the same
 //! parameter checks ([`query::run_search`], [`crate::tempo::metrics::run_metrics`]), and answers with
 //! a stream of replies. Search streams its results progressively: every [`PROGRESS_EVERY`] while
-//! the scan runs it sends the hits found so far that it has not sent yet, then a final message
-//! with the complete result. Metrics send the complete result once. Tempo's clients (Grafana)
+//! the scan runs it sends the hits found so far that it has not sent yet, then the complete
+//! result (in messages of at most 4 MiB, [`MAX_SEARCH_MESSAGE`]). Metrics send the complete
+//! result once. Tempo's clients (Grafana)
 //! merge a search stream by trace ID and keep the last `metrics`.
 //!
 //! Served: `Search`, `MetricsQueryRange`, `MetricsQueryInstant` (what Grafana calls). The tag
@@ -246,11 +247,8 @@ async fn search(
                     .filter(|h| sent.insert(h.trace_id))
                     .map(pb::hit)
                     .collect();
-                if !fresh.is_empty() {
-                    let reply = pb::SearchResponse { traces: fresh, metrics: Some(pb::SearchMetrics::default()) };
-                    if tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.is_err() {
-                        return; // the client went away
-                    }
+                if !fresh.is_empty() && send_hits(&tx, fresh, pb::SearchMetrics::default()).await.is_err() {
+                    return; // the client went away
                 }
             }
         }
@@ -258,11 +256,8 @@ async fn search(
     match result {
         Ok((hits, stats)) => {
             let m = query::inspected(&stats, &state, &tenant);
-            let reply = pb::SearchResponse {
-                traces: hits.iter().map(pb::hit).collect(),
-                metrics: Some(pb::metrics(&m)),
-            };
-            if tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.is_ok() {
+            let traces = hits.iter().map(pb::hit).collect();
+            if send_hits(&tx, traces, pb::metrics(&m)).await.is_ok() {
                 let _ = tx.send(Err(end_of(&stats))).await;
             }
         }
@@ -270,6 +265,48 @@ async fn search(
             let _ = tx.send(Err(status_of(r))).await;
         }
     }
+}
+
+/// Most bytes of one search reply message: the receive limit gRPC clients have by default
+/// (grpc-go's, so Grafana's, and grpcio's), which a reply of many traces with their spans
+/// passes easily (1,000 traces of 100 selected spans).
+const MAX_SEARCH_MESSAGE: usize = 4 << 20;
+
+/// Sends `traces` as search replies of at most [`MAX_SEARCH_MESSAGE`] bytes each (a trace
+/// larger than that alone), each with `metrics`: at least one message. Clients merge the
+/// messages by trace ID, so several messages are one answer. `Err`: the client went away.
+async fn send_hits(
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
+    traces: Vec<pb::TraceSearchMetadata>,
+    metrics: pb::SearchMetrics,
+) -> Result<(), ()> {
+    for reply in search_messages(traces, metrics) {
+        tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.map_err(|_| ())?;
+    }
+    Ok(())
+}
+
+/// [`send_hits`]'s messages.
+fn search_messages(traces: Vec<pb::TraceSearchMetadata>, metrics: pb::SearchMetrics) -> Vec<pb::SearchResponse> {
+    let base = prost::encoding::message::encoded_len(2, &metrics);
+    let mut out = Vec::new();
+    let (mut batch, mut size) = (Vec::new(), base);
+    for t in traces {
+        let len = prost::encoding::message::encoded_len(1, &t);
+        if !batch.is_empty() && size + len > MAX_SEARCH_MESSAGE {
+            out.push(std::mem::take(&mut batch));
+            size = base;
+        }
+        size += len;
+        batch.push(t);
+    }
+    out.push(batch);
+    out.into_iter()
+        .map(|traces| pb::SearchResponse {
+            traces,
+            metrics: Some(metrics.clone()),
+        })
+        .collect()
 }
 
 /// The end of a stream that answered: status OK, and in the trailers the `x-weft-partial-*`
@@ -372,6 +409,32 @@ mod tests {
             let _ = pb::QueryRangeRequest::decode(&bytes[..]);
             let _ = pb::QueryInstantRequest::decode(&bytes[..]);
         }
+    }
+
+    #[test]
+    fn a_large_result_goes_in_messages_clients_accept() {
+        let trace = |i: usize, pad: usize| pb::TraceSearchMetadata {
+            trace_id: format!("{i:032x}"),
+            root_trace_name: "x".repeat(pad),
+            ..Default::default()
+        };
+        let m = pb::SearchMetrics {
+            inspected_traces: 7,
+            ..Default::default()
+        };
+        // 10 MB of traces: three messages under the limit, in order, each with the metrics.
+        let traces: Vec<_> = (0..1000).map(|i| trace(i, 10_000)).collect();
+        let msgs = search_messages(traces.clone(), m.clone());
+        assert_eq!(msgs.len(), 3);
+        assert!(
+            msgs.iter()
+                .all(|r| r.encoded_len() <= MAX_SEARCH_MESSAGE && r.metrics == Some(m.clone()))
+        );
+        assert_eq!(msgs.into_iter().flat_map(|r| r.traces).collect::<Vec<_>>(), traces);
+        // A trace over the limit goes alone; nothing at all is still one message.
+        let msgs = search_messages(vec![trace(1, 10), trace(2, 5 << 20), trace(3, 10)], m.clone());
+        assert_eq!(msgs.iter().map(|r| r.traces.len()).collect::<Vec<_>>(), [1, 1, 1]);
+        assert_eq!(search_messages(vec![], m.clone()).len(), 1);
     }
 
     #[test]
