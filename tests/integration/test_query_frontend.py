@@ -428,6 +428,23 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": JOB_VERSION, "trace_id": "00000000000000000000000000000001", "blocks": ["a\nb"],
                           "max_bytes": 1}, timeout=10)
     assert r.status_code == 400 and "not a block ID" in r.text, r.text[:300]
+    # Fields that only some jobs read, and blocks outside the listing, are refused, not ignored.
+    block = "01a24000-0000-7000-8000-000000000001"
+    r = q.http.post(f"{q.api}/internal/v1/jobs/metrics",
+                    json={"version": JOB_VERSION, "q": "{ } | rate()", "start": now - 3600 * 10**9, "end": now,
+                          "step": 15 * 10**9, "exemplars": 0, "max_series": 1000, "max_points": 2000000, "blocks": [],
+                          "listing": [], "traces": ["zz"]}, timeout=10)
+    assert r.status_code == 400 and "whole traces" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
+                    json={"version": JOB_VERSION, "window": [1, 5], "max_spans": 10, "blocks": [], "listing": [],
+                          "exclude": ["not hex"]}, timeout=10)
+    assert r.status_code == 400 and "filtered by `q`" in r.text, r.text[:300]
+    for path, job in (("search", {"params": {"q": "{ }"}, "floor": None}),
+                      ("tag-names", {"query": "{ }", "window": [1, 5], "cap": 10}),
+                      ("service-graph", {"window": [1, 5], "max_spans": 10})):
+        r = q.http.post(f"{q.api}/internal/v1/jobs/{path}",
+                        json={"version": JOB_VERSION, **job, "blocks": [block], "listing": []}, timeout=10)
+        assert r.status_code == 400 and "not in the job's listing" in r.text, (path, r.text[:300])
     # 200,000 unknown blocks in a listing (8 MB, above the 2 MiB a job's body could be): answered
     # at once (each was compared with every other: 33 s of CPU in a release build).
     listing = [f"01a24000-0000-7000-8000-{i:012x}" for i in range(200_000)]

@@ -885,6 +885,17 @@ pub(crate) async fn accept<J: serde::de::DeserializeOwned + Versioned>(
     Ok((tenant, slot, job))
 }
 
+/// The refusal of a job naming a block outside the listing it was planned from (a frontend's jobs
+/// are runs of its listing; a querier checks the listing, not the blocks, against its own).
+pub(crate) fn unlisted(what: &str, blocks: &[String], listing: &[String]) -> Option<Response> {
+    let listed: HashSet<&str> = listing.iter().map(String::as_str).collect();
+    let b = blocks.iter().find(|b| !listed.contains(b.as_str()))?;
+    Some(bad(format!(
+        "invalid {what} job: block {:?} is not in the job's listing",
+        b.chars().take(64).collect::<String>()
+    )))
+}
+
 /// What the frontend has merged so far: the parts' outcomes, and the traces to read whole
 /// here at the end.
 struct Merged<'a> {
@@ -1140,6 +1151,9 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = unlisted("search", &job.blocks, &job.listing) {
+        return r;
+    }
     if let Some(f) = &job.foreign {
         let (lo, hi) = f.window();
         if lo > hi || f.limit == 0 {

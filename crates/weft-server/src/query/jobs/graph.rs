@@ -299,6 +299,9 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = super::unlisted("service-graph", &job.blocks, &job.listing) {
+        return r;
+    }
     if job.window.0 > job.window.1 || job.max_spans == 0 {
         return bad("invalid service-graph job: an empty window or no span budget");
     }
@@ -333,6 +336,9 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             head: served.head,
             outcome: Some(served.outcome),
         });
+    }
+    if !(job.exclude.is_empty() && job.traces.is_empty()) {
+        return bad("invalid service-graph job: `exclude` and `traces` are for a graph filtered by `q`");
     }
     let everything = weft_traceql::parse("{ }").expect("valid");
     let mut g = match ServiceGraph::new(&everything, Some(job.window), job.max_spans) {

@@ -540,6 +540,9 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = super::unlisted("metrics", &job.blocks, &job.listing) {
+        return r;
+    }
     let query = match parse(&job.q) {
         Ok(q) => q,
         Err(e) => return bad(format!("invalid metrics job: {e}")),
@@ -589,6 +592,11 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
             outcome: Some(served.outcome),
             head: served.head,
         });
+    }
+    if !(job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty()) {
+        return bad(
+            "invalid metrics job: `exclude`, `recent` and `traces` are for a query over whole traces (`whole`)",
+        );
     }
     if job.head {
         return metrics_head_job(&st, &tenant, &job, &r, window).await;

@@ -474,6 +474,9 @@ pub async fn tag_values_job(State(st): State<Arc<AppState>>, headers: HeaderMap,
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = super::unlisted("tag-values", &job.blocks, &job.listing) {
+        return r;
+    }
     let field = |job: &TagsJob| tag_field(job.field.as_deref().ok_or("no field")?, true);
     if job.whole {
         return serve_whole(&st, &tenant, job, "tag-values", |job, query| {
@@ -495,6 +498,9 @@ pub async fn tag_names_job(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = super::unlisted("tag-names", &job.blocks, &job.listing) {
+        return r;
+    }
     if job.whole {
         return serve_whole(&st, &tenant, job, "tag-names", |job, query| {
             TagNames::new(query, job.cap).map_err(|e| e.to_string())
