@@ -376,7 +376,7 @@ impl Querier {
         let mut scan = Scan::new(self, tenant, window);
         scan.floor_of = sink.floor_of();
         if part.head {
-            scan.head(sink);
+            scan.head(sink).await;
         }
         // What the head part took, for the outcome: the blocks step moves `handled` aside.
         let head_handled = scan.handled.clone();
@@ -594,7 +594,11 @@ impl<'a> Scan<'a> {
         self.finish_trace(rows, sink);
     }
 
-    fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
+    /// Offers or defers the head's traces. Synchronous work on the query's task, so it
+    /// yields after every [`HEAD_CHUNK`] traces: a query whose client went away (or that ran
+    /// past `--query-timeout`) stops there, and the runtime's other tasks run meanwhile (a
+    /// Zipkin search over a full head was a second of CPU that nothing could stop).
+    async fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
         let recent = self.q.recent.clone();
         let tenant = self.tenant;
         // Looked up again in each view below: the active part may have been cut since.
@@ -626,6 +630,7 @@ impl<'a> Scan<'a> {
             for (piece, split) in pieces {
                 self.take(piece, split, sink);
             }
+            tokio::task::yield_now().await;
         }
         // Cuts: frozen, read without holding the view, newest first.
         for (k, cut) in cuts.iter().enumerate().rev() {
@@ -643,10 +648,13 @@ impl<'a> Scan<'a> {
                         .enumerate()
                         .any(|(j, c)| j != k && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)))
             };
-            for (last, id) in newest_first(cols) {
+            for (n, (last, id)) in newest_first(cols).into_iter().enumerate() {
                 if let Some(piece) = self.head_piece(cols, last, sink) {
                     let split = others_hold(&id);
                     self.take(piece, split, sink);
+                }
+                if n % HEAD_CHUNK == HEAD_CHUNK - 1 {
+                    tokio::task::yield_now().await;
                 }
             }
         }
