@@ -22,7 +22,7 @@ from otlpdata import (
     to_otlp_json,
 )
 from test_tempo_streaming import PB
-from weftlib import PROTOBUF, SINGLE_TENANT, parse_export_response
+from weftlib import PROTOBUF, SINGLE_TENANT, block_metas, parse_export_response, wait_for
 
 REFUSED = "weft_spans_refused_total"
 
@@ -414,7 +414,7 @@ def test_a_query_whose_client_went_away_stops_reading(weft_factory, weft_bin):
     had found nothing new to send noticed only at its end."""
     srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0")
     subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
-                    "--max-spans", "300000", "--seed", "3", "--duration", "300"],
+                    "--max-spans", "400000", "--seed", "3", "--duration", "300"],
                    check=True, capture_output=True, timeout=300)
     now = int(time.time())
     nothing = '{ span.http.url =~ ".*no-such.*" }'  # matches each span's URL, finds none
@@ -465,19 +465,77 @@ def test_a_query_whose_client_went_away_stops_reading(weft_factory, weft_bin):
             assert running == 1, f"{api}: weft_queries_running is {running} while the query runs"
         s.close()
 
+    # CPU time, not wall time, says how much work is left: the query runtime is niced, so on a
+    # busy machine a query may take far longer than its CPU time. Contention can only make
+    # the check below pass when it should not, never fail when it should not.
     for api in ["tempo", "grpc", "jaeger", "zipkin"]:
-        c0, t0 = cpu(), time.monotonic()
+        c0 = cpu()
         run(api, None)
-        whole, whole_cpu = time.monotonic() - t0, cpu() - c0
-        assert whole > 2.5 and whole_cpu > 0.6 * whole, (
-            f"{api}: the query took {whole:.2f} s and {whole_cpu:.2f} CPU-s; too little data to tell")
+        whole_cpu = cpu() - c0
+        assert whole_cpu > 2.5, f"{api}: the query took {whole_cpu:.2f} CPU-s; too little data to tell"
+        # At most 1 CPU-s is spent by the time the client has gone for 0.5 s; at least 1.5
+        # remain, which a query that reads on spends in the next 2 s on an idle core.
         run(api, 0.5)
-        time.sleep(0.5)
         # (A tenant holding no slot and waiting for none has no sample.)
-        assert not srv.metric("weft_queries_running", tenant=SINGLE_TENANT), f"{api}: the slot is still held"
+        wait_for(lambda: not srv.metric("weft_queries_running", tenant=SINGLE_TENANT), 3,
+                 f"{api}: the query's slot given back after its client went away")
+        time.sleep(0.5)
         c1 = cpu()
-        time.sleep(whole / 2)
+        time.sleep(2)
         after = cpu() - c1
-        assert after < 0.15 * whole / 2, (
-            f"{api}: {after:.2f} CPU-s in the {whole / 2:.1f} s after the client went away "
-            f"(the whole query: {whole:.1f} s, {whole_cpu:.1f} CPU-s): it read on")
+        assert after < 0.3, (
+            f"{api}: {after:.2f} CPU-s in the 2 s after the client went away "
+            f"(the whole query: {whole_cpu:.1f} CPU-s): it read on")
+
+
+def test_a_query_past_query_timeout_is_stopped_with_a_504(weft_factory, weft_bin):
+    """`--query-timeout`: a query still reading when it runs out is answered 504 (gRPC:
+    DEADLINE_EXCEEDED) with a message naming the flag, on every query API, and its work stops
+    (the process falls idle) instead of reading on."""
+    # Every span stays in the head, which is scanned on the query's own task (not the query
+    # workers) and yields between chunks of traces.
+    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0", "--query-timeout", "0.5",
+                       "--block-max-age", "3600", "--block-max-spans", "10000000",
+                       "--block-max-bytes", str(1 << 30))
+    subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
+                    "--max-spans", "200000", "--seed", "4", "--duration", "300", "--time-range-secs", "600"],
+                   check=True, capture_output=True, timeout=300)
+    now = int(time.time())
+    slow = '{ span.http.url =~ ".*no-such.*" }'
+    window = {"start": now - 7200, "end": now + 60}
+    calls = {
+        "tempo search": lambda: srv.get("/api/search", params={"q": slow, **window}, timeout=60),
+        "tempo metrics": lambda: srv.get("/api/metrics/query_range",
+                                         params={"q": "{ } >> " + slow + " | rate()", "step": "60", **window},
+                                         timeout=60),
+        "jaeger": lambda: srv.http.get(f"{srv.jaeger}/api/traces", params={
+            "service": "frontend", "limit": 10000, "lookback": "3h", "tags": '{"no.such":"tag"}'}, timeout=60),
+        "zipkin": lambda: srv.http.get(f"{srv.zipkin}/api/v2/traces", params={
+            "serviceName": "frontend", "limit": 10000, "lookback": 10_800_000, "endTs": (now + 60) * 1000,
+            "annotationQuery": "no.such=tag"}, timeout=60),
+    }
+    for api, call in calls.items():
+        t0 = time.monotonic()
+        r = call()
+        took = time.monotonic() - t0
+        assert r.status_code == 504 and "--query-timeout" in r.text, (api, r.status_code, r.text[:300])
+        assert took < 10, f"{api}: answered after {took:.1f} s"
+        time.sleep(0.5)  # the piece of work running at the time ends
+        c1 = srv.metric("process_cpu_seconds_total")
+        time.sleep(1.5)
+        after = srv.metric("process_cpu_seconds_total") - c1
+        assert after < 0.3, f"{api}: {after:.2f} CPU-s in the 1.5 s after the 504: the query read on"
+    channel = grpc.insecure_channel(f"127.0.0.1:{srv.http_port}")
+    try:
+        call = channel.unary_stream("/tempopb.StreamingQuerier/Search",
+                                    request_serializer=lambda m: m.SerializeToString(),
+                                    response_deserializer=PB["SearchResponse"].FromString)
+        with pytest.raises(grpc.RpcError) as e:
+            list(call(PB["SearchRequest"](Query=slow, Limit=20, SpansPerSpanSet=3, **window), timeout=60))
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and "--query-timeout" in e.value.details()
+    finally:
+        channel.close()
+    assert not block_metas(srv.data_dir), "a block was cut: the head was not what was read"
+    # A quick query is unaffected.
+    r = srv.get("/api/search", params={"q": '{ resource.service.name = "frontend" }', "limit": 5, **window})
+    assert r.status_code == 200 and len(r.json()["traces"]) == 5, r.text[:300]

@@ -58,6 +58,10 @@ pub struct QueryOptions {
     /// Seconds a querier has to answer one job before the job goes to another querier.
     #[arg(long, env = "WEFT_QUERY_JOB_TIMEOUT", default_value_t = 30.0)]
     pub query_job_timeout: f64,
+    /// Seconds a query that reads storage may run once it has its slot: past that its work
+    /// stops and it is answered 504 (gRPC: DEADLINE_EXCEEDED), naming this limit. 0: none.
+    #[arg(long, env = "WEFT_QUERY_TIMEOUT", default_value_t = 300.0)]
+    pub query_timeout: f64,
 }
 
 impl QueryOptions {
@@ -77,7 +81,24 @@ impl QueryOptions {
             self.query_job_timeout.is_finite() && self.query_job_timeout > 0.0,
             "query_job_timeout must be a positive number of seconds"
         );
+        anyhow::ensure!(
+            self.query_timeout.is_finite() && self.query_timeout >= 0.0,
+            "query_timeout must be a number of seconds, 0 for none"
+        );
         Ok(())
+    }
+
+    /// `--query-timeout`, `None` for no limit.
+    pub(crate) fn timeout(&self) -> Option<std::time::Duration> {
+        (self.query_timeout > 0.0).then(|| std::time::Duration::from_secs_f64(self.query_timeout))
+    }
+
+    /// The message of a query stopped by `--query-timeout`.
+    pub(crate) fn timeout_message(&self) -> String {
+        format!(
+            "the query ran longer than {}s (--query-timeout) and was stopped; narrow its time range or its filter",
+            self.query_timeout
+        )
     }
 }
 
@@ -106,10 +127,18 @@ pub async fn admit_query(
         // The slot is held until the reply's body is written out (or its client went away):
         // a large reply is converted as it is sent ([`reply::streamed`]), and that work and
         // the spans it holds count against the limit as the read does.
-        Ok(slot) => next
-            .run(req)
-            .await
-            .map(|body| axum::body::Body::new(HoldingSlot { body, _slot: slot })),
+        Ok(slot) => {
+            let run = next.run(req);
+            let reply = match st.cfg.query.timeout() {
+                None => run.await,
+                // Dropping the handler stops its work, as when its client goes away.
+                Some(t) => match tokio::time::timeout(t, run).await {
+                    Ok(r) => r,
+                    Err(_) => text(StatusCode::GATEWAY_TIMEOUT, st.cfg.query.timeout_message()),
+                },
+            };
+            reply.map(|body| axum::body::Body::new(HoldingSlot { body, _slot: slot }))
+        }
         _ => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "5")],

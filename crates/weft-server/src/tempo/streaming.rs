@@ -126,9 +126,8 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         p.insert("step".to_owned(), format!("{}ns", r.step));
                     }
                     p.insert("exemplars".to_owned(), r.exemplars.to_string());
-                    let (series, start, step, stats) = crate::tempo::metrics::run_metrics(&state, &tenant, &p, false)
-                        .await
-                        .map_err(status_of)?;
+                    let (series, start, step, stats) =
+                        within_timeout(&state, crate::tempo::metrics::run_metrics(&state, &tenant, &p, false)).await?;
                     let m = query::inspected(&stats, &state, &tenant);
                     let mut reply = pb::query_range(&series, start, step, &m);
                     if let Some(msg) = query::reply::partial_message(&stats) {
@@ -145,9 +144,8 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         ("start".to_owned(), r.start.to_string()),
                         ("end".to_owned(), r.end.to_string()),
                     ]);
-                    let (series, _, _, stats) = crate::tempo::metrics::run_metrics(&state, &tenant, &p, true)
-                        .await
-                        .map_err(status_of)?;
+                    let (series, _, _, stats) =
+                        within_timeout(&state, crate::tempo::metrics::run_metrics(&state, &tenant, &p, true)).await?;
                     let m = query::inspected(&stats, &state, &tenant);
                     let mut reply = pb::query_instant(&series, &m);
                     if let Some(msg) = query::reply::partial_message(&stats) {
@@ -165,6 +163,20 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
             }
             Ok(tonic::Response::new(ReplyStream::new(rx)))
         })
+    }
+}
+
+/// Runs a query's future within `--query-timeout`: its error reply or the timeout as a status.
+async fn within_timeout<T>(
+    state: &AppState,
+    run: impl Future<Output = Result<T, axum::response::Response>>,
+) -> Result<T, Status> {
+    match state.cfg.query.timeout() {
+        None => run.await.map_err(status_of),
+        Some(t) => match tokio::time::timeout(t, run).await {
+            Ok(r) => r.map_err(status_of),
+            Err(_) => Err(Status::deadline_exceeded(state.cfg.query.timeout_message())),
+        },
     }
 }
 
@@ -210,6 +222,7 @@ fn status_of(r: axum::response::Response) -> Status {
         404 => tonic::Code::NotFound,
         429 => tonic::Code::ResourceExhausted,
         503 => tonic::Code::Unavailable,
+        504 => tonic::Code::DeadlineExceeded,
         _ => tonic::Code::Internal,
     };
     let message = r
@@ -234,9 +247,16 @@ async fn search(
     let mut sent: HashSet<[u8; 16]> = HashSet::new();
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     tick.tick().await;
+    let limit = state.cfg.query.timeout();
+    let deadline = tokio::time::sleep(limit.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(deadline);
     let result = loop {
         tokio::select! {
             r = &mut run => break r,
+            _ = &mut deadline, if limit.is_some() => {
+                let _ = tx.send(Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
+                return;
+            }
             // The client cancelled the call: stop reading (a search that finds nothing new
             // would otherwise only notice at its end).
             _ = tx.closed() => return,
