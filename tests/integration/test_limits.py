@@ -22,7 +22,7 @@ from otlpdata import (
     to_otlp_json,
 )
 from test_tempo_streaming import PB
-from weftlib import PROTOBUF, SINGLE_TENANT, block_metas, parse_export_response, wait_for
+from weftlib import PROTOBUF, SINGLE_TENANT, block_metas, parse_export_response, wait_for, wait_for_block_spans
 
 REFUSED = "weft_spans_refused_total"
 
@@ -412,10 +412,12 @@ def test_a_query_whose_client_went_away_stops_reading(weft_factory, weft_bin):
     the whole query, run to its end, keeps a core busy for seconds. Before, Jaeger's and
     Zipkin's searches ran to their end on a task of their own, and a streamed gRPC search that
     had found nothing new to send noticed only at its end."""
-    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0")
+    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0", "--block-max-age", "1")
     subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
                     "--max-spans", "400000", "--seed", "3", "--duration", "300"],
                    check=True, capture_output=True, timeout=300)
+    # Every span in a block before anything is measured: no cut runs beside the queries.
+    wait_for_block_spans(srv, 400_000, timeout=120)
     now = int(time.time())
     nothing = '{ span.http.url =~ ".*no-such.*" }'  # matches each span's URL, finds none
     tempo = "/api/search?" + urllib.parse.urlencode({"q": nothing, "start": now - 7200, "end": now + 60,
@@ -537,5 +539,6 @@ def test_a_query_past_query_timeout_is_stopped_with_a_504(weft_factory, weft_bin
         channel.close()
     assert not block_metas(srv.data_dir), "a block was cut: the head was not what was read"
     # A quick query is unaffected.
-    r = srv.get("/api/search", params={"q": '{ resource.service.name = "frontend" }', "limit": 5, **window})
+    r = srv.get("/api/search", params={"q": '{ resource.service.name = "frontend" }', "limit": 5,
+                                       "start": now - 120, "end": now + 60})
     assert r.status_code == 200 and len(r.json()["traces"]) == 5, r.text[:300]

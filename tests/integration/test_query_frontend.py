@@ -439,6 +439,10 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": JOB_VERSION, "window": [1, 5], "max_spans": 10, "blocks": [], "listing": [],
                           "exclude": ["not hex"]}, timeout=10)
     assert r.status_code == 400 and "filtered by `q`" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/tag-names",
+                    json={"version": JOB_VERSION, "query": "{ }", "window": [1, 5], "cap": 10, "blocks": [],
+                          "listing": [], "recent": ["00"]}, timeout=10)
+    assert r.status_code == 400 and "whole traces" in r.text, r.text[:300]
     for path, job in (("search", {"params": {"q": "{ }"}, "floor": None}),
                       ("tag-names", {"query": "{ }", "window": [1, 5], "cap": 10}),
                       ("service-graph", {"window": [1, 5], "max_spans": 10})):

@@ -621,7 +621,13 @@ impl<'a> Scan<'a> {
                     let Some((cols, last)) = holders.next() else {
                         continue;
                     };
-                    let split = holders.next().is_some();
+                    // Split also when a cut taken before the scan holds it: that cut may have
+                    // been written to a block and left the view since (a scan yields between
+                    // chunks), and it is read below, where `handled` would skip it.
+                    let split = holders.next().is_some()
+                        || cuts
+                            .iter()
+                            .any(|c| c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)));
                     if let Some(piece) = self.head_piece(cols, last, sink) {
                         pieces.push((piece, split));
                     }
@@ -638,9 +644,15 @@ impl<'a> Scan<'a> {
                 continue;
             };
             let others_hold = |id: &[u8; 16]| {
+                // The active part, and cuts made since the scan began (of spans that were
+                // active then), as they are now.
                 let mut active = false;
                 recent.view(tenant, &mut |v| {
-                    active = v.active.is_some_and(|c| c.traces.contains_key(id));
+                    active = v.active.is_some_and(|c| c.traces.contains_key(id))
+                        || v.frozen.iter().any(|c| {
+                            !cuts.iter().any(|old| Arc::ptr_eq(old, c))
+                                && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id))
+                        });
                 });
                 active
                     || cuts

@@ -888,6 +888,9 @@ pub(crate) async fn accept<J: serde::de::DeserializeOwned + Versioned>(
 /// The refusal of a job naming a block outside the listing it was planned from (a frontend's jobs
 /// are runs of its listing; a querier checks the listing, not the blocks, against its own).
 pub(crate) fn unlisted(what: &str, blocks: &[String], listing: &[String]) -> Option<Response> {
+    if blocks.is_empty() {
+        return None;
+    }
     let listed: HashSet<&str> = listing.iter().map(String::as_str).collect();
     let b = blocks.iter().find(|b| !listed.contains(b.as_str()))?;
     Some(bad(format!(

@@ -58,8 +58,10 @@ pub struct QueryOptions {
     /// Seconds a querier has to answer one job before the job goes to another querier.
     #[arg(long, env = "WEFT_QUERY_JOB_TIMEOUT", default_value_t = 30.0)]
     pub query_job_timeout: f64,
-    /// Seconds a query that reads storage may run once it has its slot: past that its work
-    /// stops and it is answered 504 (gRPC: DEADLINE_EXCEEDED), naming this limit. 0: none.
+    /// Seconds a query that reads storage may run once it has its slot, until its reply
+    /// begins: past that its work stops and it is answered 504 (gRPC: DEADLINE_EXCEEDED),
+    /// naming this limit. 0: none. (Writing a large reply out is bounded apart: a client that
+    /// takes nothing for 30 s is given up.)
     #[arg(long, env = "WEFT_QUERY_TIMEOUT", default_value_t = 300.0)]
     pub query_timeout: f64,
 }
@@ -124,9 +126,10 @@ pub async fn admit_query(
     // Requests without a valid tenant wait as one more tenant; their handler answers 401.
     let tenant = st.tenants.resolve(req.headers()).unwrap_or_else(|_| Arc::from(""));
     match tokio::time::timeout(QUERY_QUEUE_WAIT, st.queries.acquire(tenant)).await {
-        // The slot is held until the reply's body is written out (or its client went away):
-        // a large reply is converted as it is sent ([`reply::streamed`]), and that work and
-        // the spans it holds count against the limit as the read does.
+        // The slot is held until the reply's body is written out (or its client went away, or
+        // `REPLY_STALL` passed): a large reply is converted as it is sent
+        // ([`reply::streamed`]), and that work and the spans it holds count against the
+        // limit as the read does.
         Ok(slot) => {
             let run = next.run(req);
             let reply = match st.cfg.query.timeout() {
@@ -137,7 +140,7 @@ pub async fn admit_query(
                     Err(_) => text(StatusCode::GATEWAY_TIMEOUT, st.cfg.query.timeout_message()),
                 },
             };
-            reply.map(|body| axum::body::Body::new(HoldingSlot { body, _slot: slot }))
+            reply.map(|body| axum::body::Body::new(HoldingSlot::new(body, slot)))
         }
         _ => (
             StatusCode::TOO_MANY_REQUESTS,
@@ -152,10 +155,23 @@ pub async fn admit_query(
     }
 }
 
-/// A reply's body and the query slot its query holds until the body is done.
+/// A reply's body, and the query slot its query holds until the body is done or
+/// [`reply::REPLY_STALL`] has passed since the reply began (a client that stopped reading
+/// must not keep a slot for ever; the slot bounds the work, which is done by then).
 struct HoldingSlot {
     body: axum::body::Body,
-    _slot: weft_querier::fair::Slot,
+    _done: tokio::sync::oneshot::Sender<()>,
+}
+
+impl HoldingSlot {
+    fn new(body: axum::body::Body, slot: weft_querier::fair::Slot) -> HoldingSlot {
+        let (done, body_dropped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _ = tokio::time::timeout(reply::REPLY_STALL, body_dropped).await;
+        });
+        HoldingSlot { body, _done: done }
+    }
 }
 
 impl http_body::Body for HoldingSlot {

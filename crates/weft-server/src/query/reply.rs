@@ -209,16 +209,30 @@ mod tests {
 const CHUNK_BYTES: usize = 64 << 10;
 const CHUNKS_AHEAD: usize = 4;
 
-type ChunkSender = tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>;
+/// How long a reply's client may take no text at all before the reply is given up: as a
+/// server's write timeout, so that a client that stopped reading does not keep a producer
+/// thread waiting for ever.
+pub(crate) const REPLY_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the producer of a [`streamed`] reply sends: text, an error that cuts the reply short,
+/// or its end. A channel that closes without the end (the producer panicked or gave up) cuts
+/// the reply short too, so that a client never takes a truncated reply for a whole one.
+enum Piece {
+    Text(bytes::Bytes),
+    Fail(std::io::Error),
+    End,
+}
 
 /// Where the producer of a [`streamed`] reply writes.
 pub(crate) struct Chunks {
     /// Text written and not sent yet.
     pub buf: Vec<u8>,
-    tx: ChunkSender,
+    tx: tokio::sync::mpsc::Sender<Piece>,
+    rt: tokio::runtime::Handle,
 }
 
-/// The client of a [`streamed`] reply went away: stop writing.
+/// The client of a [`streamed`] reply went away, or took nothing for [`REPLY_STALL`]: stop
+/// writing.
 #[derive(Debug)]
 pub(crate) struct Gone;
 
@@ -229,14 +243,21 @@ impl Chunks {
             return Ok(());
         }
         let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)));
-        self.tx.blocking_send(Ok(chunk.into())).map_err(|_| Gone)
+        self.send(Piece::Text(chunk.into()))
+    }
+
+    fn send(&self, piece: Piece) -> Result<(), Gone> {
+        match self.rt.block_on(tokio::time::timeout(REPLY_STALL, self.tx.send(piece))) {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(Gone),
+        }
     }
 
     /// Ends the reply with an error, the text not yet sent dropped: the client sees the
     /// response cut short. The producer returns the [`Gone`] this gives.
     pub fn fail(&mut self, msg: String) -> Gone {
         self.buf.clear();
-        let _ = self.tx.blocking_send(Err(std::io::Error::other(msg)));
+        let _ = self.send(Piece::Fail(std::io::Error::other(msg)));
         Gone
     }
 }
@@ -244,20 +265,27 @@ impl Chunks {
 /// A response body that `produce` writes on a blocking thread of the current runtime (the
 /// query runtime), sent to the client a chunk at a time as it is written. A large reply so
 /// costs a few chunks of text, not its whole text; the runtime's threads stay free for other
-/// requests; and when the client goes away, the next chunk's send fails and the producer
-/// stops (a reply of 10,000 Jaeger traces is seconds of CPU after the read).
+/// requests; and when the client goes away (or takes nothing for [`REPLY_STALL`]) the next
+/// chunk's send fails and the producer stops (a reply of 10,000 Jaeger traces is seconds of
+/// CPU after the read). A reply the producer did not finish (it failed, gave up or panicked)
+/// ends in an error, never as if it were whole.
 pub(crate) fn streamed(produce: impl FnOnce(&mut Chunks) -> Result<(), Gone> + Send + 'static) -> axum::body::Body {
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    let rt = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let mut out = Chunks {
             buf: Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)),
             tx,
+            rt,
         };
-        if produce(&mut out).is_ok() && !out.buf.is_empty() {
-            let _ = out.tx.blocking_send(Ok(std::mem::take(&mut out.buf).into()));
+        if produce(&mut out).is_ok() {
+            let rest = std::mem::take(&mut out.buf);
+            if rest.is_empty() || out.send(Piece::Text(rest.into())).is_ok() {
+                let _ = out.send(Piece::End);
+            }
         }
     });
-    axum::body::Body::new(ChannelBody(rx))
+    axum::body::Body::new(ChannelBody { rx, ended: false })
 }
 
 /// `prefix`, the JSON of each of `items` separated by commas, then `suffix`: a JSON array
@@ -281,8 +309,11 @@ where
     })
 }
 
-/// A response body fed by a channel of chunks.
-struct ChannelBody(tokio::sync::mpsc::Receiver<Result<bytes::Bytes, std::io::Error>>);
+/// A response body fed by a [`streamed`] reply's producer.
+struct ChannelBody {
+    rx: tokio::sync::mpsc::Receiver<Piece>,
+    ended: bool,
+}
 
 impl http_body::Body for ChannelBody {
     type Data = bytes::Bytes;
@@ -292,6 +323,70 @@ impl http_body::Body for ChannelBody {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
-        self.0.poll_recv(cx).map(|c| c.map(|r| r.map(http_body::Frame::data)))
+        use std::task::Poll;
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        Poll::Ready(match std::task::ready!(self.rx.poll_recv(cx)) {
+            Some(Piece::Text(b)) => Some(Ok(http_body::Frame::data(b))),
+            Some(Piece::Fail(e)) => {
+                self.ended = true;
+                Some(Err(e))
+            }
+            Some(Piece::End) => {
+                self.ended = true;
+                None
+            }
+            None => {
+                self.ended = true;
+                Some(Err(std::io::Error::other(
+                    "the reply's producer stopped before its end",
+                )))
+            }
+        })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+}
+
+#[cfg(test)]
+mod streamed_tests {
+    use super::*;
+
+    async fn collect(body: axum::body::Body) -> Result<Vec<u8>, String> {
+        axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map(|b| b.to_vec())
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_whole_or_ends_in_an_error() {
+        // Whole: every chunk, in order, then the end.
+        let text: Vec<u8> = (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let t = text.clone();
+        let body = streamed(move |out| {
+            for c in t.chunks(1000) {
+                out.buf.extend_from_slice(c);
+                out.flush_if_full()?;
+            }
+            Ok(())
+        });
+        assert_eq!(collect(body).await.unwrap(), text);
+        // A producer that panics half way, fails or gives up never looks like a whole reply.
+        let body = streamed(|out| {
+            out.buf.extend_from_slice(&[7; 200_000]);
+            out.flush_if_full()?;
+            panic!("a bug in a conversion");
+        });
+        assert!(collect(body).await.is_err(), "a panic must cut the reply short");
+        let body = streamed(|out| Err(out.fail("stored trace does not decode".into())));
+        assert!(collect(body).await.unwrap_err().contains("does not decode"));
+        let body = streamed(|_| Err(Gone));
+        assert!(collect(body).await.is_err());
+        // An empty reply is whole.
+        assert_eq!(collect(streamed(|_| Ok(()))).await.unwrap(), Vec::<u8>::new());
     }
 }

@@ -134,8 +134,8 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         reply.status = pb::PARTIAL;
                         reply.message = msg;
                     }
-                    let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
-                    let _ = tx.send(Err(end_of(&stats))).await;
+                    let _ = send(&tx, Ok(Bytes::from(reply.encode_to_vec()))).await;
+                    let _ = send(&tx, Err(end_of(&stats))).await;
                 }
                 "MetricsQueryInstant" => {
                     let r = pb::QueryInstantRequest::decode(body).map_err(bad_message)?;
@@ -152,8 +152,8 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         reply.status = pb::PARTIAL;
                         reply.message = msg;
                     }
-                    let _ = tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await;
-                    let _ = tx.send(Err(end_of(&stats))).await;
+                    let _ = send(&tx, Ok(Bytes::from(reply.encode_to_vec()))).await;
+                    let _ = send(&tx, Err(end_of(&stats))).await;
                 }
                 other => {
                     return Err(Status::unimplemented(format!(
@@ -254,7 +254,7 @@ async fn search(
         tokio::select! {
             r = &mut run => break r,
             _ = &mut deadline, if limit.is_some() => {
-                let _ = tx.send(Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
+                let _ = send(&tx, Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
                 return;
             }
             // The client cancelled the call: stop reading (a search that finds nothing new
@@ -278,12 +278,21 @@ async fn search(
             let m = query::inspected(&stats, &state, &tenant);
             let traces = hits.iter().map(pb::hit).collect();
             if send_hits(&tx, traces, pb::metrics(&m)).await.is_ok() {
-                let _ = tx.send(Err(end_of(&stats))).await;
+                let _ = send(&tx, Err(end_of(&stats))).await;
             }
         }
         Err(r) => {
-            let _ = tx.send(Err(status_of(r))).await;
+            let _ = send(&tx, Err(status_of(r))).await;
         }
+    }
+}
+
+/// Sends one message of a search stream. `Err`: the client went away, or took nothing for
+/// [`query::reply::REPLY_STALL`] (the search then gives up, and its slot is freed).
+async fn send(tx: &tokio::sync::mpsc::Sender<Result<Bytes, Status>>, m: Result<Bytes, Status>) -> Result<(), ()> {
+    match tokio::time::timeout(query::reply::REPLY_STALL, tx.send(m)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
     }
 }
 
@@ -301,7 +310,7 @@ async fn send_hits(
     metrics: pb::SearchMetrics,
 ) -> Result<(), ()> {
     for reply in search_messages(traces, metrics) {
-        tx.send(Ok(Bytes::from(reply.encode_to_vec()))).await.map_err(|_| ())?;
+        send(tx, Ok(Bytes::from(reply.encode_to_vec()))).await?;
     }
     Ok(())
 }

@@ -572,6 +572,13 @@ async fn serve<S: Lookup>(
     make: impl FnOnce(&TagsJob, &weft_traceql::Query) -> Result<S, String>,
 ) -> Response {
     let made = window_ok(&job)
+        .and_then(|()| {
+            if job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty() {
+                Ok(())
+            } else {
+                Err("`exclude`, `recent` and `traces` are for a lookup over whole traces (`whole`)".into())
+            }
+        })
         .and_then(|()| weft_traceql::parse(&job.query).map_err(|e| e.to_string()))
         .and_then(|query| make(&job, &query));
     let mut sink = match made {
