@@ -54,6 +54,7 @@ use crate::{Querier, QueryError};
 
 mod blocks;
 mod columns;
+mod head;
 use blocks::block_outside;
 
 /// Traces copied out of the active head per read-lock hold.
@@ -141,6 +142,12 @@ fn offerable(
 /// The trace IDs of `cols`, the trace whose span arrived last first: a search keeps the most
 /// recent traces, so once its result is full, older pieces are skipped before being copied.
 /// Each with its last row.
+/// Whether any of `blocks` may hold trace `id`.
+fn in_blocks(blocks: &[Arc<Block>], id: &[u8; 16]) -> bool {
+    let h = trace_id_hashes(id);
+    blocks.iter().any(|b| b.index.may_hold_hashed(id, h))
+}
+
 fn newest_first(cols: &SpanColumns) -> Vec<(u32, [u8; 16])> {
     let mut by_last: Vec<(u32, [u8; 16])> = cols.traces.iter().map(|(id, &last)| (last, *id)).collect();
     by_last.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
@@ -376,7 +383,7 @@ impl Querier {
         let mut scan = Scan::new(self, tenant, window);
         scan.floor_of = sink.floor_of();
         if part.head {
-            scan.head(sink).await;
+            scan.head(sink).await?;
         }
         // What the head part took, for the outcome: the blocks step moves `handled` aside.
         let head_handled = scan.handled.clone();
@@ -594,11 +601,12 @@ impl<'a> Scan<'a> {
         self.finish_trace(rows, sink);
     }
 
-    /// Offers or defers the head's traces. Synchronous work on the query's task, so it
-    /// yields after every [`HEAD_CHUNK`] traces: a query whose client went away (or that ran
-    /// past `--query-timeout`) stops there, and the runtime's other tasks run meanwhile (a
-    /// Zipkin search over a full head was a second of CPU that nothing could stop).
-    async fn head(&mut self, sink: &mut (dyn TraceSink + Send)) {
+    /// Offers or defers the head's traces: the active part's on the query's runners
+    /// ([`head`]), chunk by chunk; the cuts' on the query's task, yielding after every
+    /// [`HEAD_CHUNK`] traces. Either way a query whose client went away (or that ran past
+    /// `--query-timeout`) stops within a chunk (a Zipkin search over a full head had been a
+    /// second of CPU that nothing could stop).
+    async fn head(&mut self, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
         let recent = self.q.recent.clone();
         let tenant = self.tenant;
         // Looked up again in each view below: the active part may have been cut since.
@@ -607,37 +615,9 @@ impl<'a> Scan<'a> {
             ids = v.active.map(newest_first).unwrap_or_default();
         });
         let cuts = recent.frozen();
-        // Active head: a chunk of traces per view (so the builder is never held up for long).
-        // A trace that was cut since the ids were taken is found in the newer cut.
-        for chunk in ids.chunks(HEAD_CHUNK) {
-            let mut pieces = Vec::new();
-            recent.view(tenant, &mut |v| {
-                for (_, id) in chunk {
-                    let mut holders = v
-                        .active
-                        .into_iter()
-                        .chain(v.frozen.iter().filter_map(|c| c.of(tenant)))
-                        .filter_map(|c| c.traces.get(id).map(|&last| (c, last)));
-                    let Some((cols, last)) = holders.next() else {
-                        continue;
-                    };
-                    // Split also when a cut taken before the scan holds it: that cut may have
-                    // been written to a block and left the view since (a scan yields between
-                    // chunks), and it is read below, where `handled` would skip it.
-                    let split = holders.next().is_some()
-                        || cuts
-                            .iter()
-                            .any(|c| c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)));
-                    if let Some(piece) = self.head_piece(cols, last, sink) {
-                        pieces.push((piece, split));
-                    }
-                }
-            });
-            for (piece, split) in pieces {
-                self.take(piece, split, sink);
-            }
-            tokio::task::yield_now().await;
-        }
+        // Active head: chunks of traces on the query's runners, a view each (so the builder
+        // is never held up for long).
+        self.active_head(ids, &cuts, sink).await?;
         // Cuts: frozen, read without holding the view, newest first.
         for (k, cut) in cuts.iter().enumerate().rev() {
             let Some(cols) = cut.of(tenant) else {
@@ -670,6 +650,7 @@ impl<'a> Scan<'a> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Tests the spans of one trace in a head part (its last row `last`) in place, and copies
