@@ -288,12 +288,7 @@ impl Scan<'_> {
             }
             match p.piece {
                 Piece::Note => self.note(p.id, p.passed),
-                Piece::Defer => {
-                    self.note(p.id, p.passed);
-                    self.started(p.id, p.start);
-                    self.handled.insert(p.id);
-                    self.deferred.push(p.id);
-                }
+                Piece::Defer => self.defer(p.id, p.passed, p.start),
                 Piece::Offer(rows) => {
                     self.handled.insert(p.id);
                     self.finish_trace(rows, sink);

@@ -122,12 +122,7 @@ impl Scan<'_> {
             }
             match p.kind {
                 Kind::Note => self.note(p.id, p.passed),
-                Kind::Defer => {
-                    self.handled.insert(p.id);
-                    self.note(p.id, p.passed);
-                    self.started(p.id, p.start);
-                    self.deferred.push(p.id);
-                }
+                Kind::Defer => self.defer(p.id, p.passed, p.start),
                 Kind::Offer(rows) => {
                     self.handled.insert(p.id);
                     self.finish_trace(rows, sink);

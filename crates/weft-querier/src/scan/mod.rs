@@ -550,6 +550,15 @@ impl<'a> Scan<'a> {
         *s = self.floor_of.join(*s, bound);
     }
 
+    /// Defers trace `id`, a piece of which passed `passed` leaves with bound `start`: it is
+    /// stored elsewhere too, and read whole at the end.
+    fn defer(&mut self, id: [u8; 16], passed: u64, start: u64) {
+        self.note(id, passed);
+        self.started(id, start);
+        self.handled.insert(id);
+        self.deferred.push(id);
+    }
+
     /// Notes the leaves a piece of trace `id` passed.
     fn note(&mut self, id: [u8; 16], passed: u64) {
         *self.passed.entry(id).or_default() |= passed;
@@ -591,13 +600,11 @@ impl<'a> Scan<'a> {
     /// hold the trace.
     fn take(&mut self, (rows, passed): (Vec<SpanRow>, u64), split: bool, sink: &mut (dyn TraceSink + Send)) {
         let id = rows[0].trace_id;
-        self.handled.insert(id);
         if split || self.in_other_block(&id, None) {
-            self.note(id, passed);
-            self.started(id, self.floor_of.bound(rows.iter().map(|r| r.start_unix_nano)));
-            self.deferred.push(id);
+            self.defer(id, passed, self.floor_of.bound(rows.iter().map(|r| r.start_unix_nano)));
             return;
         }
+        self.handled.insert(id);
         self.finish_trace(rows, sink);
     }
 
