@@ -248,13 +248,17 @@ async fn search(
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     tick.tick().await;
     let limit = state.cfg.query.timeout();
-    // (No limit: a sleep that never ends in practice; the branch is off anyway.)
-    let deadline = tokio::time::sleep(limit.unwrap_or(Duration::from_secs(365 * 86_400)));
+    let deadline = async move {
+        match limit {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(deadline);
     let result = loop {
         tokio::select! {
             r = &mut run => break r,
-            _ = &mut deadline, if limit.is_some() => {
+            _ = &mut deadline => {
                 let _ = send(&tx, Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
                 return;
             }
