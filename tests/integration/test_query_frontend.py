@@ -315,6 +315,10 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     assert _jobs(frontend, "sent_traces") > 0, "split traces were read whole on the peers"
     assert all(_jobs(p, "served") > 0 for p in peers), "both peers answered jobs"
     assert _jobs(frontend, "replanned") == 0, "the block lists agreed"
+    # A search's metrics count the frontend's jobs (the head part, then each block job), all
+    # done at its end, as Tempo's frontend counts its jobs for Grafana's progress.
+    m = frontend.get("/api/search", params=SEARCHES[2]).json()["metrics"]
+    assert m["totalJobs"] > 2 and m["completedJobs"] == m["totalJobs"], m
 
     # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
     # much past the job timeout.

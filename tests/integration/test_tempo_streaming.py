@@ -7,6 +7,7 @@ with grpcio's generic stub over plain-text HTTP/2, as Grafana does for an http:/
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import grpc
@@ -203,3 +204,40 @@ def test_a_search_answer_over_a_clients_message_limit_arrives_whole(weft_factory
         assert pads == {a["value"]["stringValue"] for sp in t["spanSet"]["spans"] for a in sp["attributes"]
                         if a["key"] == "pad"}
     assert replies[-1].metrics.inspectedSpans == 6000, replies[-1].metrics
+
+
+def test_a_streamed_search_reports_its_progress_as_tempos_frontend_does(weft_factory, weft_bin):
+    """Grafana shows a streamed search's progress from the last message's `completedJobs` of
+    `totalJobs` (and its inspected figures). Tempo's frontend sends them as its jobs complete.
+    Before, weft's progress messages carried empty metrics and the final one said 1 job of 1,
+    so Grafana's progress stood at nothing until the search ended."""
+    from weftlib import block_metas, wait_for_block_spans
+
+    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0", "--block-max-age", "1")
+    subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
+                    "--max-spans", "200000", "--seed", "5", "--duration", "300"],
+                   check=True, capture_output=True, timeout=300)
+    wait_for_block_spans(srv, 200_000, timeout=120)
+    blocks = block_metas(srv.data_dir)
+    now = int(time.time())
+    # Matches no span but must look at every URL: the search reads every row group.
+    q = '{ span.http.url =~ ".*no-such.*" }'
+    replies = stream(srv, "Search", PB["SearchRequest"](Query=q, Limit=20, start=now - 7200, end=now + 60,
+                                                         SpansPerSpanSet=3), "SearchResponse", timeout=300)
+    final = replies[-1].metrics
+    assert final.totalJobs > 1 and final.completedJobs == final.totalJobs, final
+    assert final.totalBlocks == len(blocks), (final, len(blocks))
+    spans = final.inspectedSpans
+    assert spans >= 200_000, final  # whole traces: the load may end a few spans over
+    progress = [r.metrics for r in replies[:-1] if r.HasField("metrics") and r.metrics.totalJobs]
+    assert progress, f"no progress message in {len(replies)} messages: the search took too little time to tell"
+    for before, after in zip(progress, progress[1:] + [final]):
+        assert before.totalJobs == final.totalJobs and before.totalBlocks == final.totalBlocks, (before, final)
+        assert before.completedJobs <= after.completedJobs, (before, after)
+        assert before.inspectedBytes <= after.inspectedBytes and before.inspectedSpans <= after.inspectedSpans
+    assert any(0 < p.completedJobs < final.totalJobs and 0 < p.inspectedSpans < spans for p in progress), progress
+
+    # The HTTP API's metrics count the same jobs.
+    http = srv.get("/api/search", params={"q": q, "limit": "20", "start": str(now - 7200),
+                                          "end": str(now + 60)}).json()
+    assert (http["metrics"]["completedJobs"], http["metrics"]["totalJobs"]) == (final.totalJobs, final.totalJobs)

@@ -53,6 +53,24 @@ pub trait TraceSink {
     }
     /// Adds what a [`fork`](Self::fork) of this sink was offered, as if offered here next.
     fn merge(&mut self, _part: Box<dyn TracePart>) {}
+    /// How far the scan feeding this sink has got, told now and then while it runs (after
+    /// each row group or job) and once at its end; a later report supersedes an earlier one.
+    /// For progress reports only: nothing in the answer depends on it.
+    fn progress(&mut self, _p: ScanProgress) {}
+}
+
+/// How far a scan has got ([`TraceSink::progress`]): what it inspected so far and its units
+/// of work, done and planned. A unit is the recent spans (the head, or the live stores' part)
+/// or one row group of a block when a process reads alone; one job when a frontend shares the
+/// query out. Units the scan found it need not read (before the sink's floor, outside the
+/// window) count as completed, so a scan that ends says `completed_jobs == total_jobs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanProgress {
+    pub inspected_traces: u64,
+    pub inspected_spans: u64,
+    pub inspected_bytes: u64,
+    pub completed_jobs: u64,
+    pub total_jobs: u64,
 }
 
 /// What a sink's [`TraceSink::start_floor`] bounds, and so which start of a trace's piece a

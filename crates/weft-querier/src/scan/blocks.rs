@@ -92,12 +92,27 @@ struct Shared {
 }
 
 impl Scan<'_> {
-    /// Reads the blocks (newest row groups first) into `sink`.
-    pub(super) async fn blocks(&mut self, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
+    /// Reads the blocks (newest row groups first) into `sink`. `head_units`: 1 when this part
+    /// read the head before, which its progress reports count as one unit done.
+    pub(super) async fn blocks(
+        &mut self,
+        sink: &mut (dyn TraceSink + Send),
+        head_units: u64,
+    ) -> Result<(), QueryError> {
         let mut failed = vec![false; self.blocks.len()];
         let mut read_any = vec![false; self.blocks.len()];
         let prefilter = sink.prefilter().clone();
         let units = self.plan(&prefilter, &mut failed).await?;
+        // Progress is told only by a part that reads blocks (a head-only part is one job of a
+        // frontend, which tells its own).
+        let tells = self.read.iter().any(|&r| r);
+        let total = head_units + units.len() as u64;
+        let tell = |scan: &Scan<'_>, sink: &mut (dyn TraceSink + Send), done: u64| {
+            if tells {
+                sink.progress(scan.stats.progress(done, total));
+            }
+        };
+        tell(self, sink, head_units);
         let shared = Arc::new(Shared {
             blocks: self.blocks.clone(),
             needs: prefilter.needs(),
@@ -188,6 +203,7 @@ impl Scan<'_> {
                     self.saw_all = false;
                 }
             }
+            tell(self, sink, head_units + at as u64);
             // Queued once the floor took this row group in, so a read the floor now rules out
             // is not started.
             while started < units.len() && results.len() < depth && sink.wants_start(units[started].newest) {
@@ -195,8 +211,10 @@ impl Scan<'_> {
                 started += 1;
             }
         }
-        // Reads still running are dropped: they stop at their next look at the floor.
+        // Reads still running are dropped: they stop at their next look at the floor. The row
+        // groups not read are ones the scan ruled out: done too.
         floor.store(u64::MAX, Ordering::Relaxed);
+        tell(self, sink, total);
         for (i, b) in self.blocks.iter().enumerate() {
             if failed[i] || !self.read[i] || block_outside(b, self.window) {
                 continue;

@@ -47,7 +47,7 @@ use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_engine::graph::ServiceGraph;
 use weft_engine::prefilter::Prefilter;
-use weft_engine::search::{FloorOf, TraceSink};
+use weft_engine::search::{FloorOf, ScanProgress, TraceSink};
 
 use crate::workers::{Flow, FoldSteps};
 use crate::{Querier, QueryError};
@@ -93,6 +93,18 @@ pub struct ScanStats {
 }
 
 impl ScanStats {
+    /// What a progress report ([`ScanProgress`]) says of these figures, with `done` of
+    /// `total` units completed.
+    pub fn progress(&self, done: u64, total: u64) -> ScanProgress {
+        ScanProgress {
+            inspected_traces: self.inspected_traces,
+            inspected_spans: self.inspected_spans,
+            inspected_bytes: self.inspected_bytes,
+            completed_jobs: done,
+            total_jobs: total,
+        }
+    }
+
     /// Adds the figures of another part of the same scan; `total_blocks` is the listing's, the
     /// same for every part.
     pub fn add(&mut self, o: &ScanStats) {
@@ -401,7 +413,7 @@ impl Querier {
             .filter(|id| !scan.blocks.iter().any(|b| &b.meta.block_id == *id))
             .cloned()
             .collect();
-        scan.blocks(sink).await?;
+        scan.blocks(sink, u64::from(part.head)).await?;
         scan.handled.extend(head_handled);
         let window_skipped = scan
             .window_skipped

@@ -669,12 +669,22 @@ pub(crate) async fn search<S: SearchSink>(
             })
         }
     };
+    // Progress: the head part is one job done, then each block job as it is merged.
+    let total = 1 + jobs.len() as u64;
+    let mut seen = ScanStats::default();
+    for p in &parts {
+        seen.add(&p.stats);
+    }
+    sink.progress(seen.progress(1, total));
     let mut merged = Merged {
         q,
         taken,
         floor: &floor,
         parts,
         recheck: Vec::new(),
+        seen,
+        done: 1,
+        total,
     };
     let mut jobs = jobs.into_iter().enumerate();
     // The newest job first, alone: a search that fills its limit there gives the others the
@@ -751,6 +761,7 @@ pub(crate) async fn search<S: SearchSink>(
     // A foreign search's result holds traces other queriers found: read whole here.
     let found = sink.to_read();
     stats.add(&q.read_whole(tenant, window, &found, sink).await.map_err(scan_failed)?);
+    sink.progress(stats.progress(total, total));
     Ok(Some(stats))
 }
 
@@ -914,6 +925,11 @@ struct Merged<'a> {
     /// its block piece for the whole trace. Read whole here at the end, as one scan would
     /// have deferred them.
     recheck: Vec<[u8; 16]>,
+    /// What the head part and the jobs merged so far inspected, and the jobs done of `total`
+    /// (the head part counts as one), for the sink's progress reports.
+    seen: ScanStats,
+    done: u64,
+    total: u64,
 }
 
 impl Merged<'_> {
@@ -937,6 +953,9 @@ impl Merged<'_> {
         if let Some(f) = sink.start_floor() {
             self.floor.store(f, Ordering::Release);
         }
+        self.seen.add(&outcome.stats);
+        self.done += 1;
+        sink.progress(self.seen.progress(self.done, self.total));
         self.parts.push(outcome);
         true
     }

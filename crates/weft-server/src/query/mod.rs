@@ -523,6 +523,8 @@ pub(crate) fn inspected(s: &ScanStats, st: &AppState, tenant: &str) -> Inspected
         skipped_blocks: s.skipped_blocks,
         total_blocks: s.total_blocks,
         total_block_bytes: st.querier().blocks(tenant).iter().map(|b| b.meta.size_bytes).sum(),
+        completed_jobs: 1,
+        total_jobs: 1,
     }
 }
 

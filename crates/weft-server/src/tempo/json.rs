@@ -136,6 +136,21 @@ pub struct Inspected {
     pub skipped_blocks: u64,
     pub total_blocks: u64,
     pub total_block_bytes: u64,
+    /// Units of work done and planned ([`weft_engine::search::ScanProgress`]): 1 and 1 for a
+    /// query that does not count them.
+    pub completed_jobs: u64,
+    pub total_jobs: u64,
+}
+
+impl Inspected {
+    /// These figures with the job counts of a scan's last progress report, when it told one.
+    pub fn with_jobs(mut self, p: Option<weft_engine::search::ScanProgress>) -> Inspected {
+        if let Some(p) = p {
+            self.completed_jobs = p.completed_jobs;
+            self.total_jobs = p.total_jobs;
+        }
+        self
+    }
 }
 
 /// Tempo's `SearchMetrics` (fields 1–7 in Tempo 3), the `metrics` of search and metrics
@@ -145,8 +160,8 @@ pub fn metrics(m: &Inspected) -> Json {
         "inspectedTraces": m.traces,
         "inspectedBytes": m.bytes.to_string(),
         "totalBlocks": m.total_blocks,
-        "completedJobs": 1,
-        "totalJobs": 1,
+        "completedJobs": m.completed_jobs,
+        "totalJobs": m.total_jobs,
         "totalBlockBytes": m.total_block_bytes.to_string(),
         "inspectedSpans": m.spans.to_string(),
     })
@@ -157,8 +172,8 @@ pub fn metrics(m: &Inspected) -> Json {
 pub fn metadata_metrics(m: &Inspected) -> Json {
     json!({
         "inspectedBytes": m.bytes.to_string(),
-        "totalJobs": 1,
-        "completedJobs": 1,
+        "totalJobs": m.total_jobs,
+        "completedJobs": m.completed_jobs,
         "totalBlocks": m.total_blocks,
         "totalBlockBytes": m.total_block_bytes.to_string(),
     })

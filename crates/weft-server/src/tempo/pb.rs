@@ -295,8 +295,8 @@ pub fn metrics(m: &Inspected) -> SearchMetrics {
         inspected_traces: m.traces.min(u64::from(u32::MAX)) as u32,
         inspected_bytes: m.bytes,
         total_blocks: m.total_blocks as u32,
-        completed_jobs: 1,
-        total_jobs: 1,
+        completed_jobs: m.completed_jobs.min(u64::from(u32::MAX)) as u32,
+        total_jobs: m.total_jobs.min(u64::from(u32::MAX)) as u32,
         total_block_bytes: m.total_block_bytes,
         inspected_spans: m.spans,
     }

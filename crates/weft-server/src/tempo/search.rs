@@ -11,7 +11,7 @@ use axum::response::Response;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_engine::search::{Hit, Search, SearchParams, TagNames, TagScope, TraceSink};
+use weft_engine::search::{Hit, ScanProgress, Search, SearchParams, TagNames, TagScope, TraceSink};
 use weft_engine::tags::ColumnTagNames;
 use weft_querier::scan::{ScanStats, Window};
 use weft_traceql::Query as TraceQl;
@@ -24,49 +24,62 @@ pub async fn search(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
-    let (hits, stats) = match run_search(&st, &tenant, &p).await {
+    let (hits, stats, progress) = match run_search(&st, &tenant, &p).await {
         Ok(r) => r,
         Err(r) => return r,
     };
     st.search_latency.observe(started.elapsed().as_secs_f64());
-    let m = inspected(&stats, &st, &tenant);
+    let m = inspected(&stats, &st, &tenant).with_jobs(progress);
     json_text_scanned(tempo::search_response_body(hits, &m), &stats)
 }
 
+/// A search's answer: its hits, what it inspected, and its scan's last progress report (for
+/// the job counts of Tempo's metrics).
+pub(crate) type Searched = (Vec<Hit>, ScanStats, Option<ScanProgress>);
+
 /// A search with Tempo's parameters (`q` or `tags`, `limit`, `spss`, `minDuration`,
-/// `maxDuration`, `start`, `end`): its hits and what it inspected, or the error reply.
-pub(crate) async fn run_search(
-    st: &AppState,
-    tenant: &str,
-    p: &HashMap<String, String>,
-) -> Result<(Vec<weft_engine::search::Hit>, ScanStats), Response> {
+/// `maxDuration`, `start`, `end`), or the error reply.
+pub(crate) async fn run_search(st: &AppState, tenant: &str, p: &HashMap<String, String>) -> Result<Searched, Response> {
     run_search_progress(st, tenant, p, Arc::default()).await
 }
 
-/// [`run_search`], publishing the hits found so far into `progress` as the scan goes (at most
-/// every 100 ms), for progressive results.
+/// What a running search has published for a streamed reply ([`run_search_progress`]).
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    /// The hits so far (at most 100 ms old).
+    pub hits: Vec<Hit>,
+    /// The scan's last progress report, if it told one yet.
+    pub progress: Option<ScanProgress>,
+}
+
+/// [`run_search`], publishing into `progress` the hits found so far (at most every 100 ms)
+/// and how far the scan has got, for progressive results.
 pub(crate) async fn run_search_progress(
     st: &AppState,
     tenant: &str,
     p: &HashMap<String, String>,
-    progress: Arc<parking_lot::Mutex<Vec<weft_engine::search::Hit>>>,
-) -> Result<(Vec<weft_engine::search::Hit>, ScanStats), Response> {
+    progress: Arc<parking_lot::Mutex<Published>>,
+) -> Result<Searched, Response> {
     let (sink, window) = search_request(p).map_err(|r| *r)?;
     let mut sink = Progress {
         inner: sink,
         out: progress,
         last: Instant::now(),
+        progress: None,
     };
     if let Some(peers) = &st.peers {
         let request = SearchJob::of(p.clone(), None);
         match crate::query::jobs::search(st, peers, tenant, &request, window, &mut sink).await? {
-            Some(stats) => return Ok((sink.inner.finish(), stats)),
+            Some(stats) => return Ok((sink.inner.finish(), stats, sink.progress)),
             // The queriers' block lists and this one's differ: read it all here.
-            None => sink.inner = search_request(p).map_err(|r| *r)?.0,
+            None => {
+                sink.inner = search_request(p).map_err(|r| *r)?.0;
+                sink.progress = None;
+            }
         }
     }
     let stats = run_scan(st, tenant, window, &mut sink).await?;
-    Ok((sink.inner.finish(), stats))
+    Ok((sink.inner.finish(), stats, sink.progress))
 }
 
 /// The search Tempo's `/api/search` parameters ask for (`q` or `tags`, `limit`, `spss`,
@@ -127,11 +140,12 @@ pub(crate) fn search_request(p: &HashMap<String, String>) -> Result<(Search, Opt
     }
 }
 
-/// A search sink that publishes its hits so far now and then.
+/// A search sink that publishes its hits so far now and then, and its scan's progress.
 pub(crate) struct Progress {
     inner: Search,
-    out: Arc<parking_lot::Mutex<Vec<weft_engine::search::Hit>>>,
+    out: Arc<parking_lot::Mutex<Published>>,
     last: Instant,
+    progress: Option<ScanProgress>,
 }
 
 impl TraceSink for Progress {
@@ -159,6 +173,13 @@ impl TraceSink for Progress {
     fn merge(&mut self, part: Box<dyn weft_engine::search::TracePart>) {
         TraceSink::merge(&mut self.inner, part);
         self.publish();
+    }
+
+    fn progress(&mut self, p: ScanProgress) {
+        self.progress = Some(p);
+        if self.streamed() {
+            self.out.lock().progress = Some(p);
+        }
     }
 }
 
@@ -196,10 +217,15 @@ impl SearchSink for Progress {
 impl Progress {
     /// Publishes the hits so far, at most every 100 ms, when a streaming reply is waiting.
     fn publish(&mut self) {
-        if self.last.elapsed() >= std::time::Duration::from_millis(100) && Arc::strong_count(&self.out) > 1 {
-            *self.out.lock() = self.inner.hits_so_far();
+        if self.last.elapsed() >= std::time::Duration::from_millis(100) && self.streamed() {
+            self.out.lock().hits = self.inner.hits_so_far();
             self.last = Instant::now();
         }
+    }
+
+    /// Whether a streamed reply reads what this search publishes.
+    fn streamed(&self) -> bool {
+        Arc::strong_count(&self.out) > 1
     }
 }
 

@@ -29,8 +29,12 @@ use tonic::codec::{CompressionEncoding, EnabledCompressionEncodings};
 
 use crate::app::AppState;
 use crate::query;
+use crate::tempo::json::Inspected;
 use crate::tempo::pb;
+use crate::tempo::search::Published;
+use weft_engine::search::ScanProgress;
 use weft_otlp::grpc::RawCodec;
+use weft_querier::scan::ScanStats;
 
 /// The gRPC service name.
 pub const SERVICE: &str = "tempopb.StreamingQuerier";
@@ -241,10 +245,16 @@ async fn search(
     p: HashMap<String, String>,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
 ) {
-    let progress = Arc::new(parking_lot::Mutex::new(Vec::<weft_engine::search::Hit>::new()));
+    let progress = Arc::new(parking_lot::Mutex::new(Published::default()));
     let run = crate::tempo::search::run_search_progress(&state, &tenant, &p, progress.clone());
     tokio::pin!(run);
     let mut sent: HashSet<[u8; 16]> = HashSet::new();
+    // The listing's totals, as the final metrics give them, for the progress messages.
+    let listing = Inspected {
+        total_blocks: state.querier().blocks(&tenant).len() as u64,
+        ..query::inspected(&ScanStats::default(), &state, &tenant)
+    };
+    let mut told: Option<ScanProgress> = None;
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     tick.tick().await;
     let limit = state.cfg.query.timeout();
@@ -266,21 +276,29 @@ async fn search(
             // would otherwise only notice at its end).
             _ = tx.closed() => return,
             _ = tick.tick() => {
-                let fresh: Vec<pb::TraceSearchMetadata> = progress
-                    .lock()
-                    .iter()
-                    .filter(|h| sent.insert(h.trace_id))
-                    .map(pb::hit)
-                    .collect();
-                if !fresh.is_empty() && send_hits(&tx, fresh, pb::SearchMetrics::default()).await.is_err() {
+                let (fresh, now) = {
+                    let published = progress.lock();
+                    let fresh: Vec<pb::TraceSearchMetadata> =
+                        published.hits.iter().filter(|h| sent.insert(h.trace_id)).map(pb::hit).collect();
+                    (fresh, published.progress)
+                };
+                // A message when there are new hits or the scan got further, as Tempo's
+                // frontend sends one as jobs complete: Grafana shows the last one's
+                // `completedJobs` of `totalJobs` as the search's progress.
+                if fresh.is_empty() && (now.is_none() || now == told) {
+                    continue;
+                }
+                told = now;
+                let metrics = now.map_or_else(pb::SearchMetrics::default, |p| pb::metrics(&progress_figures(&listing, p)));
+                if send_hits(&tx, fresh, metrics).await.is_err() {
                     return; // the client went away
                 }
             }
         }
     };
     match result {
-        Ok((hits, stats)) => {
-            let m = query::inspected(&stats, &state, &tenant);
+        Ok((hits, stats, progress)) => {
+            let m = query::inspected(&stats, &state, &tenant).with_jobs(progress);
             let traces = hits.iter().map(pb::hit).collect();
             if send_hits(&tx, traces, pb::metrics(&m)).await.is_ok() {
                 let _ = send(&tx, Err(end_of(&stats))).await;
@@ -289,6 +307,19 @@ async fn search(
         Err(r) => {
             let _ = send(&tx, Err(status_of(r))).await;
         }
+    }
+}
+
+/// The metrics of a progress message: what the scan inspected so far and its jobs, with the
+/// listing's totals.
+fn progress_figures(listing: &Inspected, p: ScanProgress) -> Inspected {
+    Inspected {
+        bytes: p.inspected_bytes,
+        traces: p.inspected_traces,
+        spans: p.inspected_spans,
+        completed_jobs: p.completed_jobs,
+        total_jobs: p.total_jobs,
+        ..*listing
     }
 }
 
