@@ -186,3 +186,96 @@ async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_root
     }
     node.shutdown().await;
 }
+
+/// The head holds its traces in arrival order, not by start: here mostly by start with jitter,
+/// the trace that starts last arriving first and a late span of the oldest trace arriving
+/// last. A first page from the head is still exactly the newest matches, and it stops before
+/// reading every chunk of the head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_the_head_the_newest_matches_latest_first_and_early() {
+    const N: u64 = 3000;
+    let starts = |t: u64| -> u64 {
+        match t {
+            1 => BASE + (N + 500) * 1_000_000,
+            _ => BASE + t * 1_000_000 + (t * 7919 % 97) * 1_000_000,
+        }
+    };
+    let span = |t: u64, k: u64, start: u64| Span {
+        trace_id: trace_id(t).to_vec().into(),
+        span_id: (t * 4 + k + 1).to_be_bytes().to_vec().into(),
+        name: if t.is_multiple_of(2) { "even" } else { "odd" }.into(),
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + 1_000,
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::in_memory(dir.path(), 16).await;
+    let tenant: Arc<str> = Arc::from("t");
+    let mut arrival: Vec<u64> = (0..N).collect();
+    arrival.swap(0, 1); // trace 1, the latest start, arrives first
+    for batch in arrival.chunks(100) {
+        let spans = batch.iter().map(|&t| span(t, 0, starts(t))).collect();
+        node.push(&tenant, common::export(spans)).await.unwrap();
+    }
+    // A child of trace 0 (the earliest start) starting after every other span, arriving last:
+    // trace 0 still starts first.
+    let late = span(0, 1, BASE + (N + 900) * 1_000_000);
+    node.push(&tenant, common::export(vec![late])).await.unwrap();
+    assert!(node.blocks("t").is_empty(), "everything in the head");
+    let want = |matches: fn(u64) -> bool, limit: usize| -> Vec<[u8; 16]> {
+        let mut all: Vec<(u64, [u8; 16])> = (0..N)
+            .filter(|&t| matches(t))
+            .map(|t| (starts(t), trace_id(t)))
+            .collect();
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        all.into_iter().take(limit).map(|(_, id)| id).collect()
+    };
+    for parallelism in [1, 2, 8] {
+        node = node.with_parallelism(parallelism);
+        for (query, matches) in [
+            ("{ }", (|_| true) as fn(u64) -> bool),
+            ("{ name = \"odd\" }", |t| t % 2 == 1),
+            ("{ name = \"even\" }", |t| t.is_multiple_of(2)),
+        ] {
+            for limit in [1, 7, 20, 600] {
+                let q = weft_traceql::parse(query).unwrap();
+                let params = SearchParams {
+                    limit,
+                    ..Default::default()
+                };
+                let mut sink = Search::new(&q, params).unwrap();
+                let stats = node.scan("t", None, &mut sink).await.unwrap();
+                let got: Vec<[u8; 16]> = sink.finish().into_iter().map(|h| h.trace_id).collect();
+                let what = format!("`{query}` limit {limit}, parallelism {parallelism}");
+                assert_eq!(got, want(matches, limit), "{what}");
+                if limit <= 20 {
+                    assert!(stats.inspected_spans < N / 2, "{what}: stops early ({stats:?})");
+                }
+            }
+        }
+        // Zipkin's order: by a span's start (here the earliest root's), the latest start of
+        // each trace's spans bounding it.
+        for all in [true, false] {
+            for limit in [1, 7, 20, 600] {
+                use weft_engine::newest::{Newest, Order};
+                let q = weft_traceql::parse("{ }").unwrap();
+                let prefilter = weft_engine::prefilter::Prefilter::new(&q);
+                let mut sink = Newest::new(prefilter, Arc::new(ByRoot(all)), Order::SpanStartMicros, limit);
+                let stats = node.scan("t", None, &mut sink).await.unwrap();
+                let got: Vec<[u8; 16]> = sink.into_traces().iter().map(|t| t[0].trace_id).collect();
+                let mut keys: Vec<(u64, [u8; 16])> = (0..N)
+                    .filter(|&t| all || t % 2 == 1)
+                    .map(|t| ((starts(t) + 500) / 1000, trace_id(t)))
+                    .collect();
+                keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+                let want: Vec<[u8; 16]> = keys.into_iter().take(limit).map(|(_, id)| id).collect();
+                let what = format!("Zipkin's order, all {all}, limit {limit}, parallelism {parallelism}");
+                assert_eq!(got, want, "{what}");
+                if limit <= 20 {
+                    assert!(stats.inspected_spans < N / 2, "{what}: stops early ({stats:?})");
+                }
+            }
+        }
+    }
+    node.shutdown().await;
+}

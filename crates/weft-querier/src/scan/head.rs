@@ -70,10 +70,13 @@ type ChunkJob = (Chunk, Option<Box<dyn TracePart>>);
 
 impl Scan<'_> {
     /// Offers or defers the traces of the active head, `ids` (newest first), on the query's
-    /// runners. `cuts`: the frozen parts listed when the head part began.
+    /// runners; `bounds`: each chunk's latest start ([`super::chunk_bounds`]), so that no chunk
+    /// is read once the sink wants nothing that early. `cuts`: the frozen parts listed when the
+    /// head part began.
     pub(super) async fn active_head(
         &mut self,
         ids: Vec<(u32, [u8; 16])>,
+        bounds: Vec<u64>,
         cuts: &[Arc<FrozenSpans>],
         sink: &mut (dyn TraceSink + Send),
     ) -> Result<(), QueryError> {
@@ -91,7 +94,7 @@ impl Scan<'_> {
             floor_of: self.floor_of,
             floor: floor.clone(),
         });
-        let mut chunks: VecDeque<Chunk> = ids.chunks(HEAD_CHUNK).map(<[_]>::to_vec).collect();
+        let mut chunks: VecDeque<(Chunk, u64)> = ids.chunks(HEAD_CHUNK).map(<[_]>::to_vec).zip(bounds).collect();
         let mut results = self.q.workers.pipeline(
             self.tenant,
             true,
@@ -138,15 +141,20 @@ impl Scan<'_> {
     }
 }
 
-/// Queues chunks until `n` are in flight.
+/// Queues chunks until `n` are in flight. None once the sink wants nothing as early as the
+/// next chunk's latest start: the bounds do not rise, so no later chunk holds anything either.
 fn queue(
     results: &mut Pipeline<ChunkJob, ChunkOut>,
-    chunks: &mut VecDeque<Chunk>,
+    chunks: &mut VecDeque<(Chunk, u64)>,
     sink: &(dyn TraceSink + Send),
     n: usize,
 ) {
     while results.len() < n {
-        let Some(c) = chunks.pop_front() else { break };
+        let Some((c, latest)) = chunks.pop_front() else { break };
+        if !sink.wants_start(latest) {
+            chunks.clear();
+            break;
+        }
         results.push((c, sink.fork()));
     }
 }
@@ -181,6 +189,12 @@ fn read_chunk(sh: &HeadShared, chunk: &[(u32, [u8; 16])], mut part: Option<Box<d
                 out.spans += 1;
                 out.bytes += cols.row_bytes(r);
             }
+            // The whole trace starts no later than this piece: once the sink has a floor, a
+            // piece before it is left out before its spans are tested.
+            let bound = || sh.floor_of.bound(rows().map(|r| r.start_unix_nano()));
+            if floor > 0 && bound() < floor && overlaps(rows(), sh.window) {
+                continue;
+            }
             let passed = sh.prefilter.leaves_passed(rows());
             if passed == 0 {
                 continue;
@@ -195,8 +209,7 @@ fn read_chunk(sh: &HeadShared, chunk: &[(u32, [u8; 16])], mut part: Option<Box<d
                 candidates.push((piece, false));
                 continue;
             }
-            // The whole trace starts no later than this piece.
-            let start = sh.floor_of.bound(rows().map(|r| r.start_unix_nano()));
+            let start = bound();
             if floor > 0 && start < floor {
                 continue;
             }

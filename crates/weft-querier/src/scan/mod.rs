@@ -40,9 +40,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
+use weft_block::Block;
+use weft_block::columns::SpanColumns;
 use weft_block::hash::trace_id_hashes;
 use weft_block::row::{SpanFields, SpanRow, dedup_spans};
-use weft_block::{Block, columns::SpanColumns};
 use weft_db::recent::FrozenSpans;
 use weft_db::span_bytes as row_bytes;
 use weft_engine::graph::ServiceGraph;
@@ -151,19 +152,77 @@ fn offerable(
     Some(rows)
 }
 
-/// The trace IDs of `cols`, the trace whose span arrived last first: a search keeps the most
-/// recent traces, so once its result is full, older pieces are skipped before being copied.
-/// Each with its last row.
 /// Whether any of `blocks` may hold trace `id`.
 fn in_blocks(blocks: &[Arc<Block>], id: &[u8; 16]) -> bool {
     let h = trace_id_hashes(id);
     blocks.iter().any(|b| b.index.may_hold_hashed(id, h))
 }
 
-fn newest_first(cols: &SpanColumns) -> Vec<(u32, [u8; 16])> {
-    let mut by_last: Vec<(u32, [u8; 16])> = cols.traces.iter().map(|(id, &last)| (last, *id)).collect();
-    by_last.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
-    by_last
+/// The traces of a head part `cols`, each with its last row, in the order a scan reads them,
+/// and for each chunk of [`HEAD_CHUNK`] of them a bound on their pieces' bounds
+/// ([`FloorOf::bound`] of their spans' starts) that also bounds every later chunk's. A search
+/// keeps the traces that start last, so once its result is full, no chunk after one whose
+/// bound it no longer wants is read: the head's first page stops early, as a block's does at
+/// a row group's statistics (1M spans in the head: 38–56 → 11–15 ms).
+///
+/// The head keeps its rows in arrival order, which clock skew, batching and late spans
+/// separate from start order, so each trace gets a bound of its own:
+/// - its earliest start ([`FloorOf::TraceStart`]) is at most the start of any of its spans,
+///   so the start of its last row bounds it (SDKs export a span when it ends, so that is most
+///   often the root, and the bound is the trace's start);
+/// - its latest start ([`FloorOf::SpanStart`]) needs all its rows: one pass over the head's
+///   rows, each reaching its trace's rows before it through `prev`.
+///
+/// The traces are then cut into tiers by bound, latest first: 256, 256, 512, 1,024 traces and
+/// so on, doubling. A first page is usually filled by the first tier. Within a tier they are
+/// read in arrival order, newest first: traces in bound order lie all over the head's rows,
+/// and a scan that reads everything (a needle, a structural query) lost 6–30 % to the cache
+/// misses when the whole head was read in that order; in tiers it reads as fast as in
+/// arrival order. Each chunk's bound is its tier's first.
+fn newest_first(cols: &SpanColumns, floor_of: FloorOf) -> (Vec<(u32, [u8; 16])>, Vec<u64>) {
+    let start = &cols.start;
+    let latest: Vec<u64> = match floor_of {
+        FloorOf::TraceStart => Vec::new(),
+        FloorOf::SpanStart => {
+            let mut upto: Vec<u64> = Vec::with_capacity(start.len());
+            for (r, &s) in start.iter().enumerate() {
+                let before = cols.prev.get(r).and_then(|&p| upto.get(p as usize));
+                upto.push(before.map_or(s, |&b| b.max(s)));
+            }
+            upto
+        }
+    };
+    let bound = |last: u32| match floor_of {
+        FloorOf::TraceStart => start.get(last as usize),
+        FloorOf::SpanStart => latest.get(last as usize),
+    };
+    // One key per trace: its bound, then its last row.
+    let mut order: Vec<u128> = cols
+        .traces
+        .values()
+        .map(|&last| u128::from(bound(last).copied().unwrap_or(u64::MAX)) << 32 | u128::from(last))
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    let mut bounds = Vec::with_capacity(order.len().div_ceil(HEAD_CHUNK));
+    let (mut at, mut size) = (0, HEAD_CHUNK);
+    while at < order.len() {
+        let end = (at + size).min(order.len());
+        let tier_bound = (order[at] >> 32) as u64;
+        order[at..end].sort_unstable_by_key(|&k| std::cmp::Reverse(k as u32));
+        bounds.extend(std::iter::repeat_n(tier_bound, (end - at).div_ceil(HEAD_CHUNK)));
+        at = end;
+        if at > HEAD_CHUNK {
+            size *= 2;
+        }
+    }
+    let ids = order
+        .into_iter()
+        .map(|k| {
+            let last = k as u32;
+            (last, cols.trace_id[last as usize])
+        })
+        .collect();
+    (ids, bounds)
 }
 
 struct Scan<'a> {
@@ -627,16 +686,18 @@ impl<'a> Scan<'a> {
     /// second of CPU that nothing could stop).
     async fn head(&mut self, sink: &mut (dyn TraceSink + Send)) -> Result<(), QueryError> {
         let recent = self.q.recent.clone();
-        let tenant = self.tenant;
+        let (tenant, floor_of) = (self.tenant, self.floor_of);
         // Looked up again in each view below: the active part may have been cut since.
-        let mut ids: Vec<(u32, [u8; 16])> = Vec::new();
+        let (mut ids, mut bounds) = (Vec::new(), Vec::new());
         recent.view(tenant, &mut |v| {
-            ids = v.active.map(newest_first).unwrap_or_default();
+            if let Some(cols) = v.active {
+                (ids, bounds) = newest_first(cols, floor_of);
+            }
         });
         let cuts = recent.frozen();
         // Active head: chunks of traces on the query's runners, a view each (so the builder
         // is never held up for long).
-        self.active_head(ids, &cuts, sink).await?;
+        self.active_head(ids, bounds, &cuts, sink).await?;
         // Cuts: frozen, read without holding the view, newest first.
         for (k, cut) in cuts.iter().enumerate().rev() {
             let Some(cols) = cut.of(tenant) else {
@@ -659,7 +720,11 @@ impl<'a> Scan<'a> {
                         .enumerate()
                         .any(|(j, c)| j != k && c.of(tenant).is_some_and(|cc| cc.traces.contains_key(id)))
             };
-            for (n, (last, id)) in newest_first(cols).into_iter().enumerate() {
+            let (ids, bounds) = newest_first(cols, self.floor_of);
+            for (n, (last, id)) in ids.into_iter().enumerate() {
+                if n % HEAD_CHUNK == 0 && !sink.wants_start(bounds[n / HEAD_CHUNK]) {
+                    break; // nothing from here on starts late enough
+                }
                 if let Some(piece) = self.head_piece(cols, last, sink) {
                     let split = others_hold(&id);
                     self.take(piece, split, sink);
