@@ -70,7 +70,7 @@ type ChunkJob = (Chunk, Option<Box<dyn TracePart>>);
 
 impl Scan<'_> {
     /// Offers or defers the traces of the active head, `ids` (newest first), on the query's
-    /// runners; `bounds`: each chunk's latest start ([`super::chunk_bounds`]), so that no chunk
+    /// runners; `bounds`: each chunk's latest start ([`super::newest_first`]), so that no chunk
     /// is read once the sink wants nothing that early. `cuts`: the frozen parts listed when the
     /// head part began.
     pub(super) async fn active_head(
@@ -105,11 +105,14 @@ impl Scan<'_> {
         // sets rules out most of the rest, as a block's first row group does), then one per
         // runner, one more as each is taken.
         let depth = self.q.workers.parallelism();
-        queue(&mut results, &mut chunks, sink, 1);
+        let mut stopped = queue(&mut results, &mut chunks, sink, 1);
         while let Some(out) = results.next().await {
             self.take_chunk(out?, sink);
             floor.store(sink.start_floor().unwrap_or(0), Ordering::Relaxed);
-            queue(&mut results, &mut chunks, sink, depth);
+            stopped |= queue(&mut results, &mut chunks, sink, depth);
+        }
+        if stopped {
+            self.skipped_head_chunks();
         }
         Ok(())
     }
@@ -142,21 +145,23 @@ impl Scan<'_> {
 }
 
 /// Queues chunks until `n` are in flight. None once the sink wants nothing as early as the
-/// next chunk's latest start: the bounds do not rise, so no later chunk holds anything either.
+/// next chunk's bound: the bounds do not rise, so no later chunk holds anything either. True
+/// when it left the rest out so.
 fn queue(
     results: &mut Pipeline<ChunkJob, ChunkOut>,
     chunks: &mut VecDeque<(Chunk, u64)>,
     sink: &(dyn TraceSink + Send),
     n: usize,
-) {
+) -> bool {
     while results.len() < n {
-        let Some((c, latest)) = chunks.pop_front() else { break };
-        if !sink.wants_start(latest) {
+        let Some((c, bound)) = chunks.pop_front() else { break };
+        if !sink.wants_start(bound) {
             chunks.clear();
-            break;
+            return true;
         }
         results.push((c, sink.fork()));
     }
+    false
 }
 
 /// A runner's part: tests the chunk's traces in place under a view of the recent spans and

@@ -615,6 +615,17 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Notes that chunks of a head part were left out by their bounds ([`newest_first`]).
+    /// Their traces start too early for the sink. In Zipkin's order ([`FloorOf::SpanStart`])
+    /// a trace whose spans there all start too early may still be wanted for a later piece
+    /// elsewhere, and the leaves its pieces here passed were not noted: every deferred trace
+    /// is then fetched rather than ruled out by what was noted.
+    fn skipped_head_chunks(&mut self) {
+        if self.floor_of == FloorOf::SpanStart {
+            self.saw_all = false;
+        }
+    }
+
     /// Notes the bound of a piece of deferred trace `id` ([`FloorOf::bound`]).
     fn started(&mut self, id: [u8; 16], bound: u64) {
         let s = self.starts.entry(id).or_insert(bound);
@@ -723,6 +734,7 @@ impl<'a> Scan<'a> {
             let (ids, bounds) = newest_first(cols, self.floor_of);
             for (n, (last, id)) in ids.into_iter().enumerate() {
                 if n % HEAD_CHUNK == 0 && !sink.wants_start(bounds[n / HEAD_CHUNK]) {
+                    self.skipped_head_chunks();
                     break; // nothing from here on starts late enough
                 }
                 if let Some(piece) = self.head_piece(cols, last, sink) {

@@ -75,6 +75,7 @@ pub(crate) async fn run_search_progress(
             None => {
                 sink.inner = search_request(p).map_err(|r| *r)?.0;
                 sink.progress = None;
+                sink.out.lock().progress = None;
             }
         }
     }
