@@ -44,12 +44,37 @@ fn request(traces: std::ops::Range<u64>, keep: &dyn Fn(u64) -> bool) -> Bytes {
 
 /// The `limit` matching traces that start last, latest first, ties by trace ID.
 fn newest(matches: impl Fn(u64) -> bool, limit: usize) -> Vec<[u8; 16]> {
-    let mut all: Vec<(u64, [u8; 16])> = (0..TRACES)
-        .filter(|&t| matches(t))
-        .map(|t| (start(t), trace_id(t)))
-        .collect();
+    latest_keys((0..TRACES).filter(|&t| matches(t)).map(|t| (start(t), trace_id(t))), limit)
+}
+
+/// The IDs of the `limit` latest keys, latest first, ties by trace ID.
+fn latest_keys(keys: impl Iterator<Item = (u64, [u8; 16])>, limit: usize) -> Vec<[u8; 16]> {
+    let mut all: Vec<(u64, [u8; 16])> = keys.collect();
     all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     all.into_iter().take(limit).map(|(_, id)| id).collect()
+}
+
+/// A search of `query` with `limit` on the node's tenant "t": the trace IDs in order, and what
+/// it read.
+async fn search(node: &Node, query: &str, limit: usize) -> (Vec<[u8; 16]>, weft_querier::scan::ScanStats) {
+    let q = weft_traceql::parse(query).unwrap();
+    let params = SearchParams {
+        limit,
+        ..Default::default()
+    };
+    let mut sink = Search::new(&q, params).unwrap();
+    let stats = node.scan("t", None, &mut sink).await.unwrap();
+    (sink.finish().into_iter().map(|h| h.trace_id).collect(), stats)
+}
+
+/// A search in Zipkin's order ([`ByRoot`]) with `limit`, as [`search`].
+async fn zipkin_search(node: &Node, all: bool, limit: usize) -> (Vec<[u8; 16]>, weft_querier::scan::ScanStats) {
+    use weft_engine::newest::{Newest, Order};
+    let q = weft_traceql::parse("{ }").unwrap();
+    let prefilter = weft_engine::prefilter::Prefilter::new(&q);
+    let mut sink = Newest::new(prefilter, Arc::new(ByRoot(all)), Order::SpanStartMicros, limit);
+    let stats = node.scan("t", None, &mut sink).await.unwrap();
+    (sink.into_traces().iter().map(|t| t[0].trace_id).collect(), stats)
 }
 
 /// A node holding the traces, `request` making each request: blocks cut by time, four blocks
@@ -81,14 +106,7 @@ async fn the_newest_matches_latest_first_and_early() {
             ("{ name = \"odd\" }", |t| t % 2 == 1),
         ] {
             for limit in [1, 7, 20] {
-                let q = weft_traceql::parse(query).unwrap();
-                let params = SearchParams {
-                    limit,
-                    ..Default::default()
-                };
-                let mut sink = Search::new(&q, params).unwrap();
-                let stats = node.scan("t", None, &mut sink).await.unwrap();
-                let got: Vec<[u8; 16]> = sink.finish().into_iter().map(|h| h.trace_id).collect();
+                let (got, stats) = search(&node, query, limit).await;
                 assert_eq!(
                     got,
                     newest(matches, limit),
@@ -148,30 +166,17 @@ impl weft_engine::newest::Matcher for ByRoot {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_zipkins_order_the_newest_roots_first_and_early_even_with_skewed_roots() {
-    use weft_engine::newest::{Newest, Order};
     let dir = tempfile::tempdir().unwrap();
     let mut node = load(dir.path(), request_with_roots).await;
     let want = |all: bool, limit: usize| -> Vec<[u8; 16]> {
-        let mut keys: Vec<(u64, [u8; 16])> = (0..TRACES)
-            .filter(|&t| all || t % 2 == 1)
-            .map(|t| ((root_start(t) + 500) / 1000, trace_id(t)))
-            .collect();
-        keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        keys.into_iter().take(limit).map(|(_, id)| id).collect()
+        let keys = (0..TRACES).filter(|&t| all || t % 2 == 1);
+        latest_keys(keys.map(|t| ((root_start(t) + 500) / 1000, trace_id(t))), limit)
     };
     for parallelism in [1, 2, 8] {
         node = node.with_parallelism(parallelism);
         for all in [true, false] {
             for limit in [1, 7, 20] {
-                let q = weft_traceql::parse("{ }").unwrap();
-                let mut sink = Newest::new(
-                    weft_engine::prefilter::Prefilter::new(&q),
-                    Arc::new(ByRoot(all)),
-                    Order::SpanStartMicros,
-                    limit,
-                );
-                let stats = node.scan("t", None, &mut sink).await.unwrap();
-                let got: Vec<[u8; 16]> = sink.into_traces().iter().map(|t| t[0].trace_id).collect();
+                let (got, stats) = zipkin_search(&node, all, limit).await;
                 assert_eq!(
                     got,
                     want(all, limit),
@@ -223,12 +228,7 @@ async fn from_the_head_the_newest_matches_latest_first_and_early() {
     node.push(&tenant, common::export(vec![late])).await.unwrap();
     assert!(node.blocks("t").is_empty(), "everything in the head");
     let want = |matches: fn(u64) -> bool, limit: usize| -> Vec<[u8; 16]> {
-        let mut all: Vec<(u64, [u8; 16])> = (0..N)
-            .filter(|&t| matches(t))
-            .map(|t| (starts(t), trace_id(t)))
-            .collect();
-        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        all.into_iter().take(limit).map(|(_, id)| id).collect()
+        latest_keys((0..N).filter(|&t| matches(t)).map(|t| (starts(t), trace_id(t))), limit)
     };
     for parallelism in [1, 2, 8] {
         node = node.with_parallelism(parallelism);
@@ -238,14 +238,7 @@ async fn from_the_head_the_newest_matches_latest_first_and_early() {
             ("{ name = \"even\" }", |t| t.is_multiple_of(2)),
         ] {
             for limit in [1, 7, 20, 600] {
-                let q = weft_traceql::parse(query).unwrap();
-                let params = SearchParams {
-                    limit,
-                    ..Default::default()
-                };
-                let mut sink = Search::new(&q, params).unwrap();
-                let stats = node.scan("t", None, &mut sink).await.unwrap();
-                let got: Vec<[u8; 16]> = sink.finish().into_iter().map(|h| h.trace_id).collect();
+                let (got, stats) = search(&node, query, limit).await;
                 let what = format!("`{query}` limit {limit}, parallelism {parallelism}");
                 assert_eq!(got, want(matches, limit), "{what}");
                 if limit <= 20 {
@@ -257,18 +250,9 @@ async fn from_the_head_the_newest_matches_latest_first_and_early() {
         // each trace's spans bounding it.
         for all in [true, false] {
             for limit in [1, 7, 20, 600] {
-                use weft_engine::newest::{Newest, Order};
-                let q = weft_traceql::parse("{ }").unwrap();
-                let prefilter = weft_engine::prefilter::Prefilter::new(&q);
-                let mut sink = Newest::new(prefilter, Arc::new(ByRoot(all)), Order::SpanStartMicros, limit);
-                let stats = node.scan("t", None, &mut sink).await.unwrap();
-                let got: Vec<[u8; 16]> = sink.into_traces().iter().map(|t| t[0].trace_id).collect();
-                let mut keys: Vec<(u64, [u8; 16])> = (0..N)
-                    .filter(|&t| all || t % 2 == 1)
-                    .map(|t| ((starts(t) + 500) / 1000, trace_id(t)))
-                    .collect();
-                keys.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-                let want: Vec<[u8; 16]> = keys.into_iter().take(limit).map(|(_, id)| id).collect();
+                let (got, stats) = zipkin_search(&node, all, limit).await;
+                let keys = (0..N).filter(|&t| all || t % 2 == 1);
+                let want = latest_keys(keys.map(|t| ((starts(t) + 500) / 1000, trace_id(t))), limit);
                 let what = format!("Zipkin's order, all {all}, limit {limit}, parallelism {parallelism}");
                 assert_eq!(got, want, "{what}");
                 if limit <= 20 {
