@@ -44,7 +44,10 @@ fn request(traces: std::ops::Range<u64>, keep: &dyn Fn(u64) -> bool) -> Bytes {
 
 /// The `limit` matching traces that start last, latest first, ties by trace ID.
 fn newest(matches: impl Fn(u64) -> bool, limit: usize) -> Vec<[u8; 16]> {
-    latest_keys((0..TRACES).filter(|&t| matches(t)).map(|t| (start(t), trace_id(t))), limit)
+    latest_keys(
+        (0..TRACES).filter(|&t| matches(t)).map(|t| (start(t), trace_id(t))),
+        limit,
+    )
 }
 
 /// The IDs of the `limit` latest keys, latest first, ties by trace ID.
