@@ -70,7 +70,7 @@ type ChunkJob = (Chunk, Option<Box<dyn TracePart>>);
 
 impl Scan<'_> {
     /// Offers or defers the traces of the active head, `ids` (newest first), on the query's
-    /// runners; `bounds`: each chunk's latest start ([`super::newest_first`]), so that no chunk
+    /// runners; `bounds`: each chunk's bound ([`super::newest_first`]), so that no chunk
     /// is read once the sink wants nothing that early. `cuts`: the frozen parts listed when the
     /// head part began.
     pub(super) async fn active_head(
