@@ -56,6 +56,10 @@ public final class ExportPipeline implements SpanSink {
   private final int shared;
   private final int wakeMask;
   private final int batchSize;
+  /** Spans a ring keeps back from a drain that need not take all (see {@link #drain}). */
+  private final int keep;
+  /** The ring the next drain starts at (export thread only). */
+  private int nextRing;
   private final long delayNanos;
   private final Resource resource;
   private final SpanExporter exporter;
@@ -108,6 +112,9 @@ public final class ExportPipeline implements SpanSink {
     this.ringMask = n - 1;
     this.shared = n / 2;
     this.batchSize = Math.min(config.maxExportBatchSize, config.maxQueueSize);
+    // Two cache lines of compressed references, and never more than a small part of a batch or a
+    // ring, so that a drain always has something to take once a batch is waiting.
+    this.keep = Math.min(32, Math.min(batchSize, per) / 16);
     // Wake the exporter when a ring crosses a multiple of a quarter of its capacity (a power of two
     // so that the check on span end is one AND), which leaves three quarters as slack while it
     // wakes up. Not more often: LockSupport.unpark is a futex wake of several microseconds, and
@@ -216,31 +223,30 @@ public final class ExportPipeline implements SpanSink {
     queueFullLog.log("export queue full, span dropped"); // its record is left to the GC
   }
 
-  private int drain(List<SpanRecord> batch, int[] from) {
+  /**
+   * Takes spans into the batch, a run from each ring in turn (starting one ring further each call,
+   * so that no ring waits behind the others), up to a full batch. Unless {@code all}, the last
+   * {@link #keep} spans of each ring are left where they are: those slots share cache lines with
+   * the ones its producer is writing, and reading right behind a producer moved each line between
+   * the cores once per span, not once per line (export_queue_2_thread: the export thread's time per
+   * span; docs/benchmarks/java-sdk-floor.md).
+   */
+  private int drain(List<SpanRecord> batch, int[] from, boolean all) {
     int got = 0;
-    boolean progress = true;
-    while (batch.size() < batchSize && progress) {
-      progress = false;
-      for (int i = 0; i < rings.length; i++) {
-        SpanRecord s = rings[i].poll();
-        if (s != null) {
-          from[batch.size()] = i;
-          batch.add(s);
-          got++;
-          progress = true;
-          if (batch.size() >= batchSize) {
-            break;
-          }
-        }
-      }
+    int skip = all ? 0 : keep;
+    int start = nextRing++;
+    for (int k = 0; k < rings.length && batch.size() < batchSize; k++) {
+      int i = (start + k) & ringMask;
+      got += rings[i].drainTo(batch, from, i, batchSize - batch.size(), skip);
     }
     return got;
   }
 
-  private long queuedSpans() {
+  /** Spans that {@link #drain} would take now without {@code all}. */
+  private long drainable() {
     long n = 0;
     for (Ring r : rings) {
-      n += r.size();
+      n += Math.max(0, r.size() - keep);
     }
     return n;
   }
@@ -287,9 +293,10 @@ public final class ExportPipeline implements SpanSink {
     while (true) {
       long flushTicket = flushRequested.get();
       boolean stop = stopping;
-      int got = drain(batch, from);
       long now = System.nanoTime();
       boolean urgent = flushTicket > flushDone || stop;
+      boolean all = urgent || now >= next;
+      int got = drain(batch, from, all);
       if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
         export(batch, from);
         next = System.nanoTime() + delayNanos;
@@ -308,7 +315,7 @@ public final class ExportPipeline implements SpanSink {
       if (now >= next) {
         next = now + delayNanos;
       }
-      if (got == 0 && queued()) {
+      if (got == 0 && all && queued()) {
         // A producer has claimed a slot but not yet published its span (it may have been
         // descheduled between the two): give it the CPU instead of spinning on the slot.
         Thread.yield();
@@ -321,7 +328,8 @@ public final class ExportPipeline implements SpanSink {
         // ever being empty, and the exporter then took spans a few at a time right behind them,
         // on the cache lines they write (export_queue_1_thread: the process's CPU 14.7 -> 14.1 s
         // in a 10.6 s run, the same ns per span; docs/benchmarks/java-sdk-floor.md).
-        if (queuedSpans() < batchSize - batch.size() && flushRequested.get() == flushDone && !stopping) {
+        if (drainable() < batchSize - batch.size() && flushRequested.get() == flushDone
+            && !stopping) {
           LockSupport.parkNanos(this, Math.max(1, next - now));
         }
         parked = false;
@@ -472,16 +480,30 @@ public final class ExportPipeline implements SpanSink {
       return owner;
     }
 
-    SpanRecord poll() {
+    /**
+     * Moves up to {@code max} spans, in order, to {@code out} (noting {@code ring} for each in
+     * {@code from}), leaving the last {@code keep} spans of the ring; stops at a slot still being
+     * published. Returns how many it moved. Export thread only.
+     */
+    int drainTo(List<SpanRecord> out, int[] from, int ring, int max, int keep) {
       long h = head.get();
-      int i = (int) h & mask;
-      SpanRecord s = slots.get(i);
-      if (s == null) {
-        return null;
+      long n = Math.min(max, (tail.get() & ~LEASED) - h - keep);
+      int got = 0;
+      while (got < n) {
+        int i = (int) (h + got) & mask;
+        SpanRecord s = slots.get(i);
+        if (s == null) {
+          break;
+        }
+        slots.lazySet(i, null);
+        from[out.size()] = ring;
+        out.add(s);
+        got++;
       }
-      slots.lazySet(i, null);
-      head.lazySet(h + 1);
-      return s;
+      if (got > 0) {
+        head.lazySet(h + got);
+      }
+      return got;
     }
 
     long size() {

@@ -27,6 +27,35 @@ import org.junit.jupiter.api.Test;
 
 /** Export lanes (ExportPipeline "Design constraints"): rings one thread leases and offers to alone. */
 class LaneTest {
+  /** The ring's next span, or null. */
+  static SpanRecord poll(ExportPipeline.Ring ring) {
+    List<SpanRecord> out = new ArrayList<>();
+    return ring.drainTo(out, new int[1], 0, 1, 0) == 1 ? out.get(0) : null;
+  }
+
+  @Test
+  void aDrainTakesARunInOrderAndCanLeaveTheNewestSpans() {
+    ExportPipeline.Ring ring = new ExportPipeline.Ring(8);
+    List<SpanRecord> offered = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      SpanRecord r = rec();
+      offered.add(r);
+      assertEquals(i, ring.offer(r));
+    }
+    List<SpanRecord> out = new ArrayList<>();
+    int[] from = new int[8];
+    assertEquals(4, ring.drainTo(out, from, 3, 8, 2), "the newest two stay");
+    assertEquals(offered.subList(0, 4), out);
+    assertEquals(3, from[0]);
+    assertEquals(3, from[3]);
+    assertEquals(0, ring.drainTo(out, from, 3, 8, 2), "nothing beyond what it keeps");
+    assertEquals(1, ring.drainTo(out, from, 3, 1, 0), "at most max");
+    assertEquals(1, ring.drainTo(out, from, 3, 8, 0));
+    assertEquals(offered, out);
+    assertEquals(0, ring.size());
+    assertEquals(6, ring.offer(rec()), "the freed slots are offered again");
+  }
+
   static SpanRecord rec() {
     return new SpanRecord(new SpanLimits(8, 100, 8, 8, 8, 8));
   }
@@ -50,9 +79,9 @@ class LaneTest {
     assertEquals(3, ring.size());
     ring.freeIfOwnerDead();
     assertSame(owner, ring.owner(), "not freed while the dead owner's spans are queued");
-    assertSame(a, ring.poll());
-    assertTrue(ring.poll() != null && ring.poll() != null);
-    assertNull(ring.poll());
+    assertSame(a, poll(ring));
+    assertTrue(poll(ring) != null && poll(ring) != null);
+    assertNull(poll(ring));
     ring.freeIfOwnerDead();
     assertNull(ring.owner());
     assertEquals(3, ring.offer(rec()), "freed: the sequence continues for every producer");
@@ -66,7 +95,7 @@ class LaneTest {
     assertEquals(0, ring.offerOwned(rec()));
     assertEquals(1, ring.offerOwned(rec()));
     assertEquals(-1, ring.offerOwned(rec()));
-    ring.poll();
+    poll(ring);
     assertEquals(2, ring.offerOwned(rec()));
   }
 
