@@ -319,6 +319,21 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     # done at its end, as Tempo's frontend counts its jobs for Grafana's progress.
     m = frontend.get("/api/search", params=SEARCHES[2]).json()["metrics"]
     assert m["totalJobs"] > 2 and m["completedJobs"] == m["totalJobs"], m
+    # So do streamed metrics queries, span-local and over whole traces, whose last message is
+    # the HTTP API's answer.
+    from test_tempo_streaming import PB, stream
+    start = BASE - 60 * 10**9
+    for q in (METRICS[0], METRICS[-3]):
+        replies = stream(frontend, "MetricsQueryRange", PB["QueryRangeRequest"](
+            query=q, start=start, end=start + 600 * 10**9, step=30 * 10**9), "QueryRangeResponse", timeout=60)
+        final = replies[-1]
+        assert final.metrics.totalJobs > 2 and final.metrics.completedJobs == final.metrics.totalJobs, (q, final.metrics)
+        got = sorted((sorted((kv.key, kv.value.string_value) for kv in s.labels), sum(x.value for x in s.samples))
+                     for s in final.series)
+        http = frontend.get("/api/metrics/query_range", params={
+            "q": q, "start": str(start), "end": str(start + 600 * 10**9), "step": "30s"}).json()["series"]
+        assert got == sorted((sorted((kv["key"], kv["value"].get("stringValue", "")) for kv in s["labels"]),
+                              sum(float(x["value"]) for x in s["samples"])) for s in http), q
 
     # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
     # much past the job timeout.

@@ -241,3 +241,49 @@ def test_a_streamed_search_reports_its_progress_as_tempos_frontend_does(weft_fac
     http = srv.get("/api/search", params={"q": q, "limit": "20", "start": str(now - 7200),
                                           "end": str(now + 60)}).json()
     assert (http["metrics"]["completedJobs"], http["metrics"]["totalJobs"]) == (final.totalJobs, final.totalJobs)
+
+
+def test_a_streamed_metrics_query_sends_the_series_so_far_as_it_reads(weft_factory, weft_bin):
+    """With streaming on, Grafana draws each metrics message in place of the one before, so
+    Tempo's frontend sends the whole series counted so far as its jobs complete, and a chart
+    fills in while the query runs. Before, weft sent one message at the end: nothing to see
+    until the whole range was read. Each message here must hold whole series (never more than
+    the answer, and less before the end), its progress must only grow, and the last must be
+    the HTTP API's answer."""
+    from weftlib import wait_for_block_spans
+
+    srv = weft_factory("--query-parallelism", "1", "--compaction-interval", "0", "--block-max-age", "1")
+    subprocess.run([str(weft_bin), "loadgen", "--endpoint", srv.grpc_target, "--realistic",
+                    "--max-spans", "1000000", "--seed", "5", "--duration", "300"],
+                   check=True, capture_output=True, timeout=300)
+    wait_for_block_spans(srv, 1_000_000, timeout=180)
+    now = time.time_ns()
+    start, end, step = now - 7200 * 10**9, now + 60 * 10**9, 60 * 10**9
+
+    def totals(series) -> dict:
+        return {tuple((kv.key, kv.value.string_value) for kv in s.labels): sum(x.value for x in s.samples)
+                for s in series}
+
+    # Span-local (counted from columns) and over whole traces (a structural query). Each takes
+    # over a second in a debug build: several progress intervals.
+    for q in ("{ } | count_over_time() by (resource.service.name, name)", "{ } >> { } | count_over_time()"):
+        replies = stream(srv, "MetricsQueryRange", PB["QueryRangeRequest"](query=q, start=start, end=end, step=step),
+                         "QueryRangeResponse", timeout=300)
+        final = replies[-1]
+        want = totals(final.series)
+        assert want and final.metrics.completedJobs == final.metrics.totalJobs > 1, (q, final.metrics)
+        partial = replies[:-1]
+        print(q, len(replies), [(r.metrics.completedJobs, r.metrics.totalJobs, sum(totals(r.series).values()))
+                                for r in replies])
+        assert partial, f"`{q}`: no message before the answer ({len(replies)} in all)"
+        for before, after in zip(partial, partial[1:] + [final]):
+            assert before.metrics.completedJobs <= after.metrics.completedJobs, (q, before.metrics, after.metrics)
+            assert before.metrics.inspectedSpans <= after.metrics.inspectedSpans, (q, before.metrics, after.metrics)
+            got, later = totals(before.series), totals(after.series)
+            assert all(got[k] <= later.get(k, 0) for k in got), (q, got, later)
+        assert any(sum(totals(r.series).values()) < sum(want.values()) for r in partial), q
+        assert all(r.metrics.completedJobs < r.metrics.totalJobs for r in partial), q
+        http = srv.get("/api/metrics/query_range", params={"q": q, "start": str(start), "end": str(end),
+                                                           "step": "60s"}).json()
+        assert {tuple((kv["key"], kv["value"].get("stringValue", "")) for kv in s["labels"]):
+                sum(float(x["value"]) for x in s["samples"]) for s in http["series"]} == want, q

@@ -73,6 +73,33 @@ pub struct ScanProgress {
     pub total_jobs: u64,
 }
 
+/// Told a metrics query's partial answer as its scan goes ([`Metrics::watch`],
+/// [`SpanMetrics::watch`](crate::span_metrics::SpanMetrics::watch)): the run so far (take its
+/// [`MetricsRun::snapshot`] when wanted) and the scan's progress. Called on the thread that
+/// merges the scan's parts, under the scan's lock: keep it short, and throttle snapshots.
+#[derive(Clone)]
+pub struct Watch(std::sync::Arc<WatchFn>);
+
+/// What a [`Watch`] calls.
+type WatchFn = dyn Fn(&MetricsRun, ScanProgress) + Send + Sync;
+
+impl Watch {
+    pub fn new(f: impl Fn(&MetricsRun, ScanProgress) + Send + Sync + 'static) -> Watch {
+        Watch(std::sync::Arc::new(f))
+    }
+
+    /// Tells the watcher `run` and `p`.
+    pub fn tell(&self, run: &MetricsRun, p: ScanProgress) {
+        (self.0)(run, p)
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watch")
+    }
+}
+
 /// What a sink's [`TraceSink::start_floor`] bounds, and so which start of a trace's piece a
 /// scan compares with it ([`FloorOf::bound`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -557,6 +584,8 @@ pub struct Metrics {
     run: MetricsRun,
     parts: Parts,
     prefilter: Prefilter,
+    /// Told the run as the scan's parts are merged (forks have none).
+    watch: Option<Watch>,
 }
 
 impl Metrics {
@@ -566,7 +595,20 @@ impl Metrics {
             run: MetricsRun::new(query, start_ns, end_ns, step_ns)?,
             parts: Parts::of(query),
             prefilter: Prefilter::new(query),
+            watch: None,
         })
+    }
+
+    /// Tells `w` the run so far at each progress report of the scan ([`TraceSink::progress`]).
+    pub fn watch(&mut self, w: Watch) {
+        self.watch = Some(w);
+    }
+
+    /// Tells the watcher, if any, the run so far (a frontend after merging a job).
+    pub fn tell(&self, p: ScanProgress) {
+        if let Some(w) = &self.watch {
+            w.tell(&self.run, p);
+        }
     }
 
     /// Bounds the series and points the query may hold ([`MetricsRun::limit`]).
@@ -614,6 +656,7 @@ impl TraceSink for Metrics {
             run: self.run.fork(),
             parts: self.parts,
             prefilter: self.prefilter.clone(),
+            watch: None,
         }))
     }
 
@@ -621,6 +664,10 @@ impl TraceSink for Metrics {
         if let Ok(part) = part.into_any().downcast::<Metrics>() {
             self.run.merge(part.run);
         }
+    }
+
+    fn progress(&mut self, p: ScanProgress) {
+        self.tell(p);
     }
 }
 

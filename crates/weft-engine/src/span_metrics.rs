@@ -88,6 +88,8 @@ pub struct SpanMetrics {
     prefilter: Prefilter,
     /// The parts of [`SpanSource::key`] the query reads.
     mask: KeyMask,
+    /// Told the run as the scan's parts are merged (forks have none).
+    watch: Option<crate::search::Watch>,
 }
 
 /// How one operand's spans are evaluated, and its cache.
@@ -201,6 +203,7 @@ impl SpanMetrics {
                 spans: vec![Default::default()],
             },
             prefilter: Prefilter::new(query),
+            watch: None,
         }))
     }
 
@@ -335,6 +338,19 @@ impl SpanMetrics {
             one: self.one.clone(),
             prefilter: self.prefilter.clone(),
             mask: self.mask,
+            watch: None,
+        }
+    }
+
+    /// Tells `w` the run so far at each progress report of the scan ([`ColumnSink::progress`]).
+    pub fn watch(&mut self, w: crate::search::Watch) {
+        self.watch = Some(w);
+    }
+
+    /// Tells the watcher, if any, the run so far (a frontend after merging a job).
+    pub fn tell(&self, p: crate::search::ScanProgress) {
+        if let Some(w) = &self.watch {
+            w.tell(&self.run, p);
         }
     }
 

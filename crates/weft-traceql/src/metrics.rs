@@ -251,6 +251,23 @@ impl MetricsRun {
         }
     }
 
+    /// The series of what the run has counted so far, as [`MetricsRun::finish_within_limits`]
+    /// would give them now; the run goes on. A streamed query's partial answers.
+    pub fn snapshot(&self) -> Result<Vec<Series>, EvalError> {
+        MetricsRun {
+            operands: self
+                .operands
+                .iter()
+                .map(|o| Operand {
+                    evaluator: o.evaluator.clone(),
+                    acc: o.acc.clone(),
+                })
+                .collect(),
+            plan: self.plan.clone(),
+        }
+        .finish_within_limits()
+    }
+
     /// What the run counted, one state per operand, as plain data: a job's part of a query
     /// split across queriers, added to the frontend's run with [`MetricsRun::merge_state`].
     pub fn into_state(self) -> Vec<AccState> {

@@ -56,6 +56,10 @@ pub trait ColumnSink {
     fn merge(&mut self, part: Self)
     where
         Self: Sized;
+    /// How far the scan feeding this sink has got, told after the head and after each row
+    /// group merged, as [`TraceSink::progress`](crate::search::TraceSink::progress). For
+    /// progress reports only.
+    fn progress(&mut self, _p: crate::search::ScanProgress) {}
 }
 
 impl ColumnSink for SpanMetrics {
@@ -92,5 +96,9 @@ impl ColumnSink for SpanMetrics {
 
     fn merge(&mut self, part: Self) {
         SpanMetrics::merge(self, part)
+    }
+
+    fn progress(&mut self, p: crate::search::ScanProgress) {
+        self.tell(p)
     }
 }

@@ -91,6 +91,11 @@ impl Querier {
         let units = self
             .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
+        // Progress: the head is one unit, each row group to read another (those ruled out are
+        // not counted).
+        let head_units = u64::from(part.head);
+        let total = head_units + units.len() as u64;
+        m.progress(stats.progress(head_units, total));
         // Each row group is fetched, decoded and added to a fork of the sink on one of the
         // query's runners; the forks are merged in plan order by the runners themselves
         // (`Workers::fold`), so the query's task is not woken per row group.
@@ -137,6 +142,9 @@ impl Querier {
                         {
                             return Flow::Stop;
                         }
+                        st.taken += 1;
+                        let p = st.stats.progress(head_units + st.taken, total);
+                        st.sink.progress(p);
                         if st.sink.done() { Flow::Stop } else { Flow::Go }
                     },
                 },
@@ -144,6 +152,7 @@ impl Querier {
             .await;
         let (full, mut stats, failed, read_any) = folded?.finish()?;
         *m = full;
+        m.progress(stats.progress(total, total));
         for (i, b) in blocks.iter().enumerate() {
             if failed[i] {
                 continue;

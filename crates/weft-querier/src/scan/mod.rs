@@ -1104,6 +1104,8 @@ struct ScanFold<S> {
     read_any: Vec<bool>,
     /// Storage unreachable, or a version this build cannot read: the query fails with it.
     stop: Option<weft_block::BlockError>,
+    /// Results taken so far (for progress reports).
+    taken: u64,
 }
 
 impl<S> ScanFold<S> {
@@ -1114,6 +1116,7 @@ impl<S> ScanFold<S> {
             failed,
             read_any,
             stop: None,
+            taken: 0,
         }
     }
 

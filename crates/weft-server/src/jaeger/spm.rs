@@ -167,7 +167,7 @@ async fn run(
     ]
     .into_iter()
     .collect();
-    let (series, _, _, _) = crate::tempo::metrics::run_metrics(st, tenant, &params, false).await?;
+    let (series, _, _, _) = crate::tempo::metrics::run_metrics(st, tenant, &params, false, None).await?;
     Ok(series
         .into_iter()
         .map(|s| {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weft_core::now_ns;
 use weft_engine::graph::ServiceGraph;
-use weft_engine::search::Metrics;
+use weft_engine::search::{Metrics, Watch};
 use weft_engine::span_metrics::SpanMetrics;
 use weft_querier::scan::ScanStats;
 use weft_traceql::Query as TraceQl;
@@ -28,7 +28,7 @@ pub(crate) async fn metrics_query(
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
-    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant).await {
+    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant, None).await {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -144,12 +144,14 @@ pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Res
 
 /// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
 /// start and step (nanoseconds) and what it inspected, or the error reply. An instant query is
-/// one step over the whole range.
+/// one step over the whole range. `watch` is told the run so far as the scan goes (the
+/// streamed API's partial answers).
 pub(crate) async fn run_metrics(
     st: &AppState,
     tenant: &str,
     p: &HashMap<String, String>,
     instant: bool,
+    watch: Option<Watch>,
 ) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
     let r = metrics_request(p, instant).map_err(|r| *r)?;
     let (start, end, step) = (r.start, r.end, r.step);
@@ -159,9 +161,14 @@ pub(crate) async fn run_metrics(
     let (series, stats) = match r.span_metrics(max_series, max_points).map_err(eval_error)? {
         Some(mut m) => {
             let split = match &st.peers {
-                Some(peers) => crate::query::jobs::metrics::span_metrics(st, peers, tenant, &r, window).await?,
+                Some(peers) => {
+                    crate::query::jobs::metrics::span_metrics(st, peers, tenant, &r, window, watch.clone()).await?
+                }
                 None => None,
             };
+            if let Some(w) = watch.clone() {
+                m.watch(w);
+            }
             match split {
                 Some((m, stats)) => (m.finish(), stats),
                 None => {
@@ -172,13 +179,18 @@ pub(crate) async fn run_metrics(
         }
         None => {
             let split = match &st.peers {
-                Some(peers) => crate::query::jobs::metrics::trace_metrics(st, peers, tenant, &r, window).await?,
+                Some(peers) => {
+                    crate::query::jobs::metrics::trace_metrics(st, peers, tenant, &r, window, watch.clone()).await?
+                }
                 None => None,
             };
             match split {
                 Some((m, stats)) => (m.finish(), stats),
                 None => {
                     let mut sink = r.trace_metrics(max_series, max_points).map_err(eval_error)?;
+                    if let Some(w) = watch {
+                        sink.watch(w);
+                    }
                     let stats = run_scan(st, tenant, window, &mut sink).await?;
                     (sink.finish(), stats)
                 }

@@ -7,9 +7,10 @@
 //! parameter checks ([`query::run_search`], [`crate::tempo::metrics::run_metrics`]), and answers with
 //! a stream of replies. Search streams its results progressively: every [`PROGRESS_EVERY`] while
 //! the scan runs it sends the hits found so far that it has not sent yet, then the complete
-//! result (in messages of at most 4 MiB, [`MAX_SEARCH_MESSAGE`]). Metrics send the complete
-//! result once. Tempo's clients (Grafana)
-//! merge a search stream by trace ID and keep the last `metrics`.
+//! result (in messages of at most 4 MiB, [`MAX_SEARCH_MESSAGE`]). Metrics queries send, as
+//! often, the whole series counted so far when the scan got further, then the complete result
+//! ([`metrics`]). Tempo's clients (Grafana) merge a search stream by trace ID, draw each
+//! metrics message in place of the one before, and keep the last `metrics`.
 //!
 //! Served: `Search`, `MetricsQueryRange`, `MetricsQueryInstant` (what Grafana calls). The tag
 //! RPCs answer UNIMPLEMENTED naming the HTTP endpoint to use.
@@ -130,16 +131,11 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         p.insert("step".to_owned(), format!("{}ns", r.step));
                     }
                     p.insert("exemplars".to_owned(), r.exemplars.to_string());
-                    let (series, start, step, stats) =
-                        within_timeout(&state, crate::tempo::metrics::run_metrics(&state, &tenant, &p, false)).await?;
-                    let m = query::inspected(&stats, &state, &tenant);
-                    let mut reply = pb::query_range(&series, start, step, &m);
-                    if let Some(msg) = query::reply::partial_message(&stats) {
-                        reply.status = pb::PARTIAL;
-                        reply.message = msg;
-                    }
-                    let _ = send(&tx, Ok(Bytes::from(reply.encode_to_vec()))).await;
-                    let _ = send(&tx, Err(end_of(&stats))).await;
+                    crate::tempo::metrics::metrics_request(&p, false).map_err(|r| status_of(*r))?;
+                    tokio::spawn(async move {
+                        metrics(state, tenant, p, false, tx).await;
+                        drop(slot);
+                    });
                 }
                 "MetricsQueryInstant" => {
                     let r = pb::QueryInstantRequest::decode(body).map_err(bad_message)?;
@@ -148,16 +144,11 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         ("start".to_owned(), r.start.to_string()),
                         ("end".to_owned(), r.end.to_string()),
                     ]);
-                    let (series, _, _, stats) =
-                        within_timeout(&state, crate::tempo::metrics::run_metrics(&state, &tenant, &p, true)).await?;
-                    let m = query::inspected(&stats, &state, &tenant);
-                    let mut reply = pb::query_instant(&series, &m);
-                    if let Some(msg) = query::reply::partial_message(&stats) {
-                        reply.status = pb::PARTIAL;
-                        reply.message = msg;
-                    }
-                    let _ = send(&tx, Ok(Bytes::from(reply.encode_to_vec()))).await;
-                    let _ = send(&tx, Err(end_of(&stats))).await;
+                    crate::tempo::metrics::metrics_request(&p, true).map_err(|r| status_of(*r))?;
+                    tokio::spawn(async move {
+                        metrics(state, tenant, p, true, tx).await;
+                        drop(slot);
+                    });
                 }
                 other => {
                     return Err(Status::unimplemented(format!(
@@ -167,20 +158,6 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
             }
             Ok(tonic::Response::new(ReplyStream::new(rx)))
         })
-    }
-}
-
-/// Runs a query's future within `--query-timeout`: its error reply or the timeout as a status.
-async fn within_timeout<T>(
-    state: &AppState,
-    run: impl Future<Output = Result<T, axum::response::Response>>,
-) -> Result<T, Status> {
-    match state.cfg.query.timeout() {
-        None => run.await.map_err(status_of),
-        Some(t) => match tokio::time::timeout(t, run).await {
-            Ok(r) => r.map_err(status_of),
-            Err(_) => Err(Status::deadline_exceeded(state.cfg.query.timeout_message())),
-        },
     }
 }
 
@@ -301,6 +278,114 @@ async fn search(
             let m = query::inspected(&stats, &state, &tenant).with_jobs(progress);
             let traces = hits.iter().map(pb::hit).collect();
             if send_hits(&tx, traces, pb::metrics(&m)).await.is_ok() {
+                let _ = send(&tx, Err(end_of(&stats))).await;
+            }
+        }
+        Err(r) => {
+            let _ = send(&tx, Err(status_of(r))).await;
+        }
+    }
+}
+
+/// Runs a metrics query (range, or `instant`), sending at most every [`PROGRESS_EVERY`] while it
+/// runs the series counted so far, then the complete result. As Tempo's
+/// frontend does, each message holds whole series, not increments: Grafana draws each message
+/// in place of the one before, so a chart fills in as blocks are read, newest first.
+async fn metrics(
+    state: Arc<AppState>,
+    tenant: Arc<str>,
+    p: HashMap<String, String>,
+    instant: bool,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
+) {
+    let (start, step) = match crate::tempo::metrics::metrics_request(&p, instant) {
+        Ok(r) => (r.start, r.step),
+        Err(r) => {
+            let _ = send(&tx, Err(status_of(*r))).await;
+            return;
+        }
+    };
+    // The latest progress told (the final message's jobs), and snapshots of the series so far,
+    // at most one per PROGRESS_EVERY, sent as soon as taken.
+    let latest = Arc::new(parking_lot::Mutex::new(None::<ScanProgress>));
+    let (snap_tx, mut snaps) = tokio::sync::mpsc::channel::<(Vec<weft_traceql::Series>, ScanProgress)>(1);
+    let watch = {
+        let latest = latest.clone();
+        let taken = parking_lot::Mutex::new(std::time::Instant::now());
+        // Told after every row group or job merged, under the scan's lock: a snapshot copies
+        // the run's series, so only when one is due and the last one was sent.
+        weft_engine::search::Watch::new(move |run, progress| {
+            *latest.lock() = Some(progress);
+            let mut taken = taken.lock();
+            // Not once every unit is done: the answer follows at once.
+            let last = progress.completed_jobs >= progress.total_jobs;
+            if last || taken.elapsed() < PROGRESS_EVERY || snap_tx.capacity() == 0 {
+                return;
+            }
+            *taken = std::time::Instant::now();
+            if let Ok(series) = run.snapshot()
+                && !series.is_empty()
+            {
+                let _ = snap_tx.try_send((series, progress));
+            }
+        })
+    };
+    let run = crate::tempo::metrics::run_metrics(&state, &tenant, &p, instant, Some(watch));
+    tokio::pin!(run);
+    let listing = Inspected {
+        total_blocks: state.querier().blocks(&tenant).len() as u64,
+        ..query::inspected(&ScanStats::default(), &state, &tenant)
+    };
+    let encode = |series: &[weft_traceql::Series], m: &Inspected| -> Bytes {
+        if instant {
+            Bytes::from(pb::query_instant(series, m).encode_to_vec())
+        } else {
+            Bytes::from(pb::query_range(series, start, step, m).encode_to_vec())
+        }
+    };
+    let limit = state.cfg.query.timeout();
+    let deadline = async move {
+        match limit {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let result = loop {
+        tokio::select! {
+            r = &mut run => break r,
+            _ = &mut deadline => {
+                let _ = send(&tx, Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
+                return;
+            }
+            _ = tx.closed() => return,
+            Some((series, progress)) = snaps.recv() => {
+                if send(&tx, Ok(encode(&series, &progress_figures(&listing, progress)))).await.is_err() {
+                    return; // the client went away
+                }
+            }
+        }
+    };
+    match result {
+        Ok((series, _, _, stats)) => {
+            let m = query::inspected(&stats, &state, &tenant).with_jobs(*latest.lock());
+            let reply = match query::reply::partial_message(&stats) {
+                // A partial answer says so in the message's status, as Tempo's metrics replies do.
+                Some(msg) if instant => {
+                    let mut r = pb::query_instant(&series, &m);
+                    r.status = pb::PARTIAL;
+                    r.message = msg;
+                    Bytes::from(r.encode_to_vec())
+                }
+                Some(msg) => {
+                    let mut r = pb::query_range(&series, start, step, &m);
+                    r.status = pb::PARTIAL;
+                    r.message = msg;
+                    Bytes::from(r.encode_to_vec())
+                }
+                None => encode(&series, &m),
+            };
+            if send(&tx, Ok(reply)).await.is_ok() {
                 let _ = send(&tx, Err(end_of(&stats))).await;
             }
         }

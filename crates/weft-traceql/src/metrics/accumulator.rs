@@ -13,7 +13,7 @@ use crate::trace::Value;
 
 use super::{Exemplar, Series};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Accumulator {
     pub(super) start: u64,
     pub(super) end: u64,
@@ -189,14 +189,14 @@ impl ExemplarPicker {
 pub(crate) const MAX_COMPARE_VALUES: usize = 1000;
 
 /// `compare()`'s counts of one attribute in one group, per step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct AttrCounts {
     total: Vec<u64>,
     values: HashMap<GroupKey, (Value, Vec<u64>)>,
     too_many: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Group {
     /// The value of each `by` field, nil included.
     by: Vec<Value>,

@@ -841,3 +841,45 @@ fn exact_sums_do_not_depend_on_order_or_grouping() {
     assert_eq!(s.wide, 2048.5 + 1e30);
     assert!((s.value() - (1e30 + 2045.5 + 1e-9)).abs() <= 1e15);
 }
+
+/// A streamed query's partial answers: a snapshot is what the traces added so far give, and
+/// the run goes on to the answer of all of them.
+#[test]
+fn a_snapshot_is_the_answer_so_far_and_the_run_goes_on() {
+    use crate::MetricsRun;
+    let traces: Vec<Trace> = (0..6u64)
+        .map(|i| {
+            let mut t = fixture();
+            for s in &mut t.spans {
+                s.start_unix_nano += i * 250;
+                s.trace_id[0] = i as u8;
+            }
+            t
+        })
+        .collect();
+    for q in [
+        "{ } | count_over_time() by (resource.service.name)",
+        "{ } | quantile_over_time(duration, .5, .9)",
+        "({ } | count_over_time()) / ({ } | count_over_time() by (kind))",
+        "{ } >> { } | rate()",
+    ] {
+        let query = parse(q).unwrap();
+        let mut run = MetricsRun::new(&query, 900, 2500, 300).unwrap();
+        for t in &traces[..3] {
+            run.add(t);
+        }
+        let half = eval_metrics(&query, &traces[..3], 900, 2500, 300).unwrap();
+        assert_eq!(run.snapshot().unwrap(), half, "`{q}` after half");
+        assert_eq!(
+            run.snapshot().unwrap(),
+            half,
+            "`{q}`: a snapshot leaves the run as it was"
+        );
+        for t in &traces[3..] {
+            run.add(t);
+        }
+        let all = eval_metrics(&query, &traces, 900, 2500, 300).unwrap();
+        assert_ne!(half, all, "`{q}`: the fixture must change the answer");
+        assert_eq!(run.finish(), all, "`{q}`");
+    }
+}

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use weft_engine::search::Metrics;
+use weft_engine::search::{Metrics, Watch};
 use weft_engine::span_metrics::SpanMetrics;
 use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
 use weft_traceql::metrics::sketch::{Quantiles, Sketch};
@@ -353,6 +353,7 @@ pub(crate) async fn span_metrics(
     tenant: &str,
     r: &MetricsRequest,
     window: Option<Window>,
+    watch: Option<Watch>,
 ) -> Result<Option<(SpanMetrics, ScanStats)>, Response> {
     let addrs = peers.peers().await;
     if addrs.is_empty() && st.live.is_none() {
@@ -377,6 +378,9 @@ pub(crate) async fn span_metrics(
         ..MetricsJob::of(r, max_series, max_points, false)
     };
     let mut m = fresh().map_err(|r| *r)?;
+    if let Some(w) = watch {
+        m.watch(w);
+    }
     let q = st.querier();
     let (mut stats, blocks, listing) = match &st.live {
         // The recent spans here, with the listing taken in the same view: the cuts it covers
@@ -413,6 +417,10 @@ pub(crate) async fn span_metrics(
         }
     };
     let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    // Progress, told after each job merged: the recent spans are one unit, each job one.
+    let total = 1 + jobs.len() as u64;
+    let mut merged = 1;
+    m.tell(stats.progress(merged, total));
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, listing, blocks, fresh, template) = (&addrs, &listing, &blocks, &fresh, &template);
         async move {
@@ -460,6 +468,8 @@ pub(crate) async fn span_metrics(
             ));
         }
         stats.add(&part_stats);
+        merged += 1;
+        m.tell(stats.progress(merged, total));
     }
     Ok(Some((m, stats)))
 }
@@ -473,6 +483,7 @@ pub(crate) async fn trace_metrics(
     tenant: &str,
     r: &MetricsRequest,
     window: Option<Window>,
+    watch: Option<Watch>,
 ) -> Result<Option<(Metrics, ScanStats)>, Response> {
     let query = WholeMetrics {
         r,
@@ -480,6 +491,9 @@ pub(crate) async fn trace_metrics(
         max_points: st.cfg.query.max_metrics_points,
     };
     let mut m = query.sink().map_err(|r| *r)?;
+    if let Some(w) = watch {
+        m.watch(w);
+    }
     Ok(super::whole::run(st, peers, tenant, window, &query, &mut m)
         .await?
         .map(|stats| (m, stats)))

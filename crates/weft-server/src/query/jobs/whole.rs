@@ -176,11 +176,16 @@ pub(crate) async fn run<Q: WholeQuery>(
         }
     };
     let jobs = plan(blocks, width * JOBS_PER_PEER);
+    // Progress, told the sink after each job merged: the head part is one unit, each job one.
+    let total = 1 + jobs.len() as u64;
+    let mut told = ScanStats::default();
+    sink.progress(told.progress(1, total));
     let mut parts = parts;
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
         .map(run)
         .buffered(width);
     let mut full = false;
+    let mut merged = 1;
     while let Some(d) = done.next().await {
         let (state, mut outcome) = d?;
         if !outcome.missing_blocks.is_empty() {
@@ -194,6 +199,9 @@ pub(crate) async fn run<Q: WholeQuery>(
             break;
         }
         query.merge(sink, state).map_err(merge_failed)?;
+        merged += 1;
+        told.add(&outcome.stats);
+        sink.progress(told.progress(merged, total));
         outcome.forget(taken);
         parts.push(outcome);
     }
