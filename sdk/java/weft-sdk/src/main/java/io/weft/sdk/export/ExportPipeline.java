@@ -291,13 +291,20 @@ public final class ExportPipeline implements SpanSink {
     List<SpanRecord> batch = new ArrayList<>(batchSize);
     int[] from = new int[batchSize];
     long next = System.nanoTime() + delayNanos;
+    // When a drain next takes the spans it leaves to their producers (see drain): at least once
+    // per schedule delay, however often full batches go out, so that a ring whose producer has
+    // gone quiet (or died, whose lane is then freed) is not left holding them.
+    long sweep = next;
     while (true) {
       long flushTicket = flushRequested.get();
       boolean stop = stopping;
       long now = System.nanoTime();
       boolean urgent = flushTicket > flushDone || stop;
-      boolean all = urgent || now >= next;
+      boolean all = urgent || now >= next || now >= sweep;
       int got = drain(batch, from, all);
+      if (all) {
+        sweep = now + delayNanos;
+      }
       if (batch.size() >= batchSize || (!batch.isEmpty() && (now >= next || urgent))) {
         export(batch, from);
         next = System.nanoTime() + delayNanos;
@@ -316,7 +323,7 @@ public final class ExportPipeline implements SpanSink {
       if (now >= next) {
         next = now + delayNanos;
       }
-      if (got == 0 && all && queued()) {
+      if (got == 0 && (all ? queued() : drainable() > 0)) {
         // A producer has claimed a slot but not yet published its span (it may have been
         // descheduled between the two): give it the CPU instead of spinning on the slot.
         Thread.yield();
@@ -331,7 +338,7 @@ public final class ExportPipeline implements SpanSink {
         // in a 10.6 s run, the same ns per span; docs/benchmarks/java-sdk-floor.md).
         if (drainable() < batchSize - batch.size() && flushRequested.get() == flushDone
             && !stopping) {
-          LockSupport.parkNanos(this, Math.max(1, next - now));
+          LockSupport.parkNanos(this, Math.max(1, Math.min(next, sweep) - now));
         }
         parked = false;
       }

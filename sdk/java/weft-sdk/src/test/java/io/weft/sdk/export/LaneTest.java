@@ -116,6 +116,66 @@ class LaneTest {
   }
 
   /**
+   * A drain leaves the newest spans of each ring to their producer unless it must take all; a
+   * thread that ends a few spans and goes quiet while another keeps full batches going out (so
+   * the schedule delay never passes between exports) still has its spans exported within a few
+   * delays. Before, they waited until the load stopped.
+   */
+  @Test
+  void spansLeftInAQuietRingGoOutWithinTheDelayUnderLoad() throws Exception {
+    Set<String> exported = Collections.synchronizedSet(new HashSet<>());
+    SpanExporter exporter = new SpanExporter() {
+      @Override
+      public void export(Resource resource, List<? extends ReadableSpan> batch,
+          ExportStats stats) {
+        for (ReadableSpan s : batch) {
+          exported.add(s.name());
+        }
+        stats.exported.add(batch.size());
+      }
+
+      @Override
+      public boolean retainsSpans() {
+        return false;
+      }
+    };
+    WeftTracerProvider provider = WeftTracerProvider.builder().setSampler(Sampler.alwaysOn())
+        .setExporter(exporter)
+        .setBatchConfig(new ExportPipeline.Config().setMaxQueueSize(1 << 16)
+            .setMaxExportBatchSize(512).setScheduleDelay(Duration.ofMillis(200)))
+        .build();
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    try {
+      Tracer t = provider.get("t");
+      Thread busy = new Thread(() -> {
+        while (!stop.get()) {
+          t.spanBuilder("load").startSpan().end();
+        }
+      });
+      busy.start();
+      Thread quiet = new Thread(() -> {
+        for (int i = 0; i < 5; i++) {
+          t.spanBuilder("quiet-" + i).startSpan().end();
+        }
+      });
+      quiet.start();
+      quiet.join();
+      long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+      while (System.nanoTime() < deadline && exported.stream().filter(n -> n.startsWith("quiet")).count() < 5) {
+        Thread.sleep(20);
+      }
+      assertTrue(busy.isAlive(), "the load ran throughout");
+      stop.set(true);
+      busy.join();
+      assertEquals(5, exported.stream().filter(n -> n.startsWith("quiet")).count(),
+          "the quiet thread's spans were exported while the load went on");
+    } finally {
+      stop.set(true);
+      provider.shutdown(Duration.ofSeconds(10));
+    }
+  }
+
+  /**
    * More threads than lanes, spans ended on the thread that started them and on another one, and
    * threads that die so that their lanes go to new threads: every span is exported exactly once.
    */
