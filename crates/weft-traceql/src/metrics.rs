@@ -138,7 +138,7 @@ pub fn eval_metrics<'a>(
 /// A metrics query being run over traces fed one at a time, so the caller can stream traces
 /// from storage without holding them all: [`MetricsRun::add`] each trace once, then
 /// [`MetricsRun::finish`]. Gives the same series as [`eval_metrics`] over the same traces.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct MetricsRun {
     /// One per metrics query: the query itself, or each operand of metrics arithmetic.
     operands: Vec<Operand>,
@@ -146,7 +146,7 @@ pub struct MetricsRun {
     plan: Plan,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Operand {
     evaluator: Evaluator,
     acc: Accumulator,
@@ -252,20 +252,10 @@ impl MetricsRun {
     }
 
     /// The series of what the run has counted so far, as [`MetricsRun::finish_within_limits`]
-    /// would give them now; the run goes on. A streamed query's partial answers.
+    /// would give them now; the run goes on. A streamed query's partial answers (which clone
+    /// the run where it is counted, and finish the copy elsewhere).
     pub fn snapshot(&self) -> Result<Vec<Series>, EvalError> {
-        MetricsRun {
-            operands: self
-                .operands
-                .iter()
-                .map(|o| Operand {
-                    evaluator: o.evaluator.clone(),
-                    acc: o.acc.clone(),
-                })
-                .collect(),
-            plan: self.plan.clone(),
-        }
-        .finish_within_limits()
+        self.clone().finish_within_limits()
     }
 
     /// What the run counted, one state per operand, as plain data: a job's part of a query

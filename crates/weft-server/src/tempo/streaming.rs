@@ -308,12 +308,12 @@ async fn metrics(
     // The latest progress told (the final message's jobs), and snapshots of the series so far,
     // at most one per PROGRESS_EVERY, sent as soon as taken.
     let latest = Arc::new(parking_lot::Mutex::new(None::<ScanProgress>));
-    let (snap_tx, mut snaps) = tokio::sync::mpsc::channel::<(Vec<weft_traceql::Series>, ScanProgress)>(1);
+    let (snap_tx, mut snaps) = tokio::sync::mpsc::channel::<(weft_traceql::MetricsRun, ScanProgress)>(1);
     let watch = {
         let latest = latest.clone();
         let taken = parking_lot::Mutex::new(std::time::Instant::now());
-        // Told after every row group or job merged, under the scan's lock: a snapshot copies
-        // the run's series, so only when one is due and the last one was sent.
+        // Told after every row group or job merged, under the scan's lock: a copy of the run is
+        // taken there only when one is due and the last one was sent, and finished here.
         weft_engine::search::Watch::new(move |run, progress| {
             *latest.lock() = Some(progress);
             let mut taken = taken.lock();
@@ -323,11 +323,7 @@ async fn metrics(
                 return;
             }
             *taken = std::time::Instant::now();
-            if let Ok(series) = run.snapshot()
-                && !series.is_empty()
-            {
-                let _ = snap_tx.try_send((series, progress));
-            }
+            let _ = snap_tx.try_send((run.clone(), progress));
         })
     };
     let run = crate::tempo::metrics::run_metrics(&state, &tenant, &p, instant, Some(watch));
@@ -359,7 +355,12 @@ async fn metrics(
                 return;
             }
             _ = tx.closed() => return,
-            Some((series, progress)) = snaps.recv() => {
+            Some((copy, progress)) = snaps.recv() => {
+                // Over a limit (the answer will say so) or nothing counted yet: nothing to draw.
+                let Ok(series) = copy.finish_within_limits() else { continue };
+                if series.is_empty() {
+                    continue;
+                }
                 if send(&tx, Ok(encode(&series, &progress_figures(&listing, progress)))).await.is_err() {
                     return; // the client went away
                 }
