@@ -331,9 +331,11 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
         got = sorted((sorted((kv.key, kv.value.string_value) for kv in s.labels), sum(x.value for x in s.samples))
                      for s in final.series)
         http = frontend.get("/api/metrics/query_range", params={
-            "q": q, "start": str(start), "end": str(start + 600 * 10**9), "step": "30s"}).json()["series"]
+            "q": q, "start": str(start), "end": str(start + 600 * 10**9), "step": "30s"}).json()
         assert got == sorted((sorted((kv["key"], kv["value"].get("stringValue", "")) for kv in s["labels"]),
-                              sum(float(x["value"]) for x in s["samples"])) for s in http), q
+                              sum(float(x["value"]) for x in s["samples"])) for s in http["series"]), q
+        assert (http["metrics"]["completedJobs"], http["metrics"]["totalJobs"]) == (
+            final.metrics.totalJobs, final.metrics.totalJobs), (q, http["metrics"])
 
     # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
     # much past the job timeout.

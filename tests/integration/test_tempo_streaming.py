@@ -287,3 +287,6 @@ def test_a_streamed_metrics_query_sends_the_series_so_far_as_it_reads(weft_facto
                                                            "step": "60s"}).json()
         assert {tuple((kv["key"], kv["value"].get("stringValue", "")) for kv in s["labels"]):
                 sum(float(x["value"]) for x in s["samples"]) for s in http["series"]} == want, q
+        # The HTTP reply counts the same jobs.
+        jobs = (http["metrics"]["completedJobs"], http["metrics"]["totalJobs"])
+        assert jobs == (final.metrics.totalJobs, final.metrics.totalJobs), (q, http["metrics"])

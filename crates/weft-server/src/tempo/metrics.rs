@@ -28,12 +28,19 @@ pub(crate) async fn metrics_query(
         Ok(t) => t,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
     };
-    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant, None).await {
+    // The scan's last progress report: the reply's jobs, as a streamed query's last message has
+    // them.
+    let jobs = Arc::new(parking_lot::Mutex::new(None));
+    let watch = {
+        let jobs = jobs.clone();
+        Watch::new(move |_, p| *jobs.lock() = Some(p))
+    };
+    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant, Some(watch)).await {
         Ok(r) => r,
         Err(r) => return r,
     };
     st.metrics_latency.observe(started.elapsed().as_secs_f64());
-    let m = inspected(&stats, &st, &tenant);
+    let m = inspected(&stats, &st, &tenant).with_jobs(*jobs.lock());
     let partial = crate::query::reply::partial_message(&stats);
     if instant {
         json_scanned(tempo::query_instant_response(&series, &m, partial.as_deref()), &stats)
