@@ -227,20 +227,11 @@ async fn search(
     tokio::pin!(run);
     let mut sent: HashSet<[u8; 16]> = HashSet::new();
     // The listing's totals, as the final metrics give them, for the progress messages.
-    let listing = Inspected {
-        total_blocks: state.querier().blocks(&tenant).len() as u64,
-        ..query::inspected(&ScanStats::default(), &state, &tenant)
-    };
+    let listing = listing(&state, &tenant);
     let mut told: Option<ScanProgress> = None;
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     tick.tick().await;
-    let limit = state.cfg.query.timeout();
-    let deadline = async move {
-        match limit {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
+    let deadline = deadline(&state);
     tokio::pin!(deadline);
     let result = loop {
         tokio::select! {
@@ -328,10 +319,7 @@ async fn metrics(
     };
     let run = crate::tempo::metrics::run_metrics(&state, &tenant, &p, instant, Some(watch));
     tokio::pin!(run);
-    let listing = Inspected {
-        total_blocks: state.querier().blocks(&tenant).len() as u64,
-        ..query::inspected(&ScanStats::default(), &state, &tenant)
-    };
+    let listing = listing(&state, &tenant);
     let encode = |series: &[weft_traceql::Series], m: &Inspected| -> Bytes {
         if instant {
             Bytes::from(pb::query_instant(series, m).encode_to_vec())
@@ -339,13 +327,7 @@ async fn metrics(
             Bytes::from(pb::query_range(series, start, step, m).encode_to_vec())
         }
     };
-    let limit = state.cfg.query.timeout();
-    let deadline = async move {
-        match limit {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
+    let deadline = deadline(&state);
     tokio::pin!(deadline);
     let result = loop {
         tokio::select! {
@@ -393,6 +375,25 @@ async fn metrics(
         Err(r) => {
             let _ = send(&tx, Err(status_of(r))).await;
         }
+    }
+}
+
+/// When a streamed query passes `--query-timeout` (never without one).
+fn deadline(state: &AppState) -> impl Future<Output = ()> + use<> {
+    let limit = state.cfg.query.timeout();
+    async move {
+        match limit {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The tenant's block listing as progress messages give it (`totalBlocks`, `totalBlockBytes`).
+fn listing(state: &AppState, tenant: &str) -> Inspected {
+    Inspected {
+        total_blocks: state.querier().blocks(tenant).len() as u64,
+        ..query::inspected(&ScanStats::default(), state, tenant)
     }
 }
 

@@ -16,17 +16,38 @@ import io.weft.sdk.trace.SpanRecord;
 import io.weft.sdk.trace.WeftTracerProvider;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /** Export lanes (ExportPipeline "Design constraints"): rings one thread leases and offers to alone. */
 class LaneTest {
+  /** An exporter that adds the name of each span it is given to {@code names}, and recycles. */
+  static SpanExporter collecting(Collection<String> names) {
+    return new SpanExporter() {
+      @Override
+      public void export(Resource resource, List<? extends ReadableSpan> batch,
+          ExportStats stats) {
+        for (ReadableSpan s : batch) {
+          names.add(s.name());
+        }
+        stats.exported.add(batch.size());
+      }
+
+      @Override
+      public boolean retainsSpans() {
+        return false;
+      }
+    };
+  }
+
   /** The ring's next span, or null. */
   static SpanRecord poll(ExportPipeline.Ring ring) {
     List<SpanRecord> out = new ArrayList<>();
@@ -124,27 +145,13 @@ class LaneTest {
   @Test
   void spansLeftInAQuietRingGoOutWithinTheDelayUnderLoad() throws Exception {
     Set<String> exported = Collections.synchronizedSet(new HashSet<>());
-    SpanExporter exporter = new SpanExporter() {
-      @Override
-      public void export(Resource resource, List<? extends ReadableSpan> batch,
-          ExportStats stats) {
-        for (ReadableSpan s : batch) {
-          exported.add(s.name());
-        }
-        stats.exported.add(batch.size());
-      }
-
-      @Override
-      public boolean retainsSpans() {
-        return false;
-      }
-    };
+    SpanExporter exporter = collecting(exported);
     WeftTracerProvider provider = WeftTracerProvider.builder().setSampler(Sampler.alwaysOn())
         .setExporter(exporter)
         .setBatchConfig(new ExportPipeline.Config().setMaxQueueSize(1 << 16)
             .setMaxExportBatchSize(512).setScheduleDelay(Duration.ofMillis(200)))
         .build();
-    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    AtomicBoolean stop = new AtomicBoolean();
     try {
       Tracer t = provider.get("t");
       Thread busy = new Thread(() -> {
@@ -182,21 +189,7 @@ class LaneTest {
   @Test
   void everySpanIsExportedOnceWhateverThreadEndsIt() throws Exception {
     List<String> names = Collections.synchronizedList(new ArrayList<>());
-    SpanExporter exporter = new SpanExporter() {
-      @Override
-      public void export(Resource resource, List<? extends ReadableSpan> batch,
-          ExportStats stats) {
-        for (ReadableSpan s : batch) {
-          names.add(s.name());
-        }
-        stats.exported.add(batch.size());
-      }
-
-      @Override
-      public boolean retainsSpans() {
-        return false;
-      }
-    };
+    SpanExporter exporter = collecting(names);
     WeftTracerProvider provider = WeftTracerProvider.builder().setSampler(Sampler.alwaysOn())
         .setExporter(exporter)
         .setBatchConfig(new ExportPipeline.Config().setMaxQueueSize(1 << 16)
