@@ -239,7 +239,7 @@ def test_a_streamed_search_reports_its_progress_as_tempos_frontend_does(weft_fac
 
     # The HTTP API's metrics count the same jobs.
     http = srv.get("/api/search", params={"q": q, "limit": "20", "start": str(now - 7200),
-                                          "end": str(now + 60)}).json()
+                                          "end": str(now + 60)}, timeout=300).json()
     assert (http["metrics"]["completedJobs"], http["metrics"]["totalJobs"]) == (final.totalJobs, final.totalJobs)
 
 
@@ -284,7 +284,7 @@ def test_a_streamed_metrics_query_sends_the_series_so_far_as_it_reads(weft_facto
         assert any(sum(totals(r.series).values()) < sum(want.values()) for r in partial), q
         assert all(r.metrics.completedJobs < r.metrics.totalJobs for r in partial), q
         http = srv.get("/api/metrics/query_range", params={"q": q, "start": str(start), "end": str(end),
-                                                           "step": "60s"}).json()
+                                                           "step": "60s"}, timeout=300).json()
         assert {tuple((kv["key"], kv["value"].get("stringValue", "")) for kv in s["labels"]):
                 sum(float(x["value"]) for x in s["samples"]) for s in http["series"]} == want, q
         # The HTTP reply counts the same jobs.
