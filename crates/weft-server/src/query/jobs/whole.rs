@@ -179,6 +179,9 @@ pub(crate) async fn run<Q: WholeQuery>(
     // Progress, told the sink after each job merged: the head part is one unit, each job one.
     let total = 1 + jobs.len() as u64;
     let mut told = ScanStats::default();
+    for p in &parts {
+        told.add(&p.stats);
+    }
     sink.progress(told.progress(1, total));
     let mut parts = parts;
     let mut done = futures::stream::iter(jobs.into_iter().enumerate())
