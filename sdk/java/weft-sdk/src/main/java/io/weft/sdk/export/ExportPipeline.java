@@ -29,9 +29,10 @@ import java.util.logging.Logger;
  * it goes to a shared ring. When the chosen ring is full the span goes to any ring not leased;
  * when all are full it is dropped, counted and logged at most once a minute. The export thread
  * frees the lane of a thread that has died once the lane is empty. It takes spans a run from
- * each ring at a time and, until a flush or the schedule delay, leaves the newest few of each
- * ring to their producer's cache (see {@link #drain}). Memory stays bounded while the backend is down: the rings plus one batch (the exporter retries
- * one batch at a time while the rings fill and then drop).
+ * each ring at a time and leaves the newest few of each ring to their producer's cache, taking
+ * them too on a flush and at least once per schedule delay (see {@link #drain}). Memory stays
+ * bounded while the backend is down: the rings plus one batch (the exporter retries one batch at
+ * a time while the rings fill and then drop).
  *
  * <p><b>Record recycling.</b> Beside each ring is a pool of {@link SpanRecord}s that new spans
  * take their record from (clearing it). When the exporter does not keep the spans of a batch
