@@ -398,6 +398,49 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     assert _jobs(frontend, "sent") > before
 
 
+def test_a_tag_value_list_filled_by_the_newest_job_sends_no_other_job(weft_factory, tmp_path):
+    """A lookup of values that fills its cap (1,000 values) in the newest blocks sends that job
+    alone, as a search that fills its limit does: side by side from the start, every querier
+    paid a job's fixed cost for nothing. A lookup that does not fill still reads every block
+    and answers as one querier alone does."""
+    data = tmp_path / "shared-data"
+    ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.5",
+                             "--compaction-interval", "0", data_dir=data)
+    sent = 0
+    # Older blocks with a few values each, then one block of 1,200 distinct values.
+    for b, count in enumerate([60, 60, 60, 60, 1200]):
+        spans = [make_span(new_trace_id(), new_span_id(), name=f"op-{b}", start=BASE + (b * 10_000 + i) * 1000,
+                           end=BASE + (b * 10_000 + i) * 1000 + 500, attributes={"u": f"user-{b}-{i}", "b": b})
+                 for i in range(count)]
+        ingester.send(make_request(spans, service="svc"))
+        sent += len(spans)
+        time.sleep(1.2)  # the ingester cuts a block every 0.5 s
+    metas = wait_for_block_spans(ingester, sent)
+    assert len(metas) >= 5, f"several blocks to split: {len(metas)}"
+
+    def querier(name: str, *args: str):
+        return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *args,
+                             data_dir=data)
+    alone = querier("alone")
+    peers = [querier(f"peer{i}") for i in range(2)]
+    frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers))
+
+    path = "/api/v2/search/tag/span.u/values"
+    before = _jobs(frontend, "sent")
+    r = frontend.get(path)
+    assert r.status_code == 200, r.text[:300]
+    values = r.json()["tagValues"]
+    assert len(values) == 1000 and r.headers.get("x-weft-tag-values-truncated") == "true", (len(values), r.headers)
+    assert all(v["value"].startswith("user-4-") for v in values), "the newest block's values"
+    assert _jobs(frontend, "sent") - before == 1, "only the newest job was sent"
+    # Values that do not fill: every job, the same answer as alone.
+    before = _jobs(frontend, "sent")
+    assert _values(frontend, "/api/v2/search/tag/span.b/values", {}) == \
+        _values(alone, "/api/v2/search/tag/span.b/values", {})
+    assert len(_values(alone, "/api/v2/search/tag/span.b/values", {})) == 5
+    assert _jobs(frontend, "sent") - before >= 2, "a list that does not fill reads every job"
+
+
 def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
     q = weft_factory("--target", "querier")
     r = q.http.post(f"{q.api}/internal/v1/jobs/search", data=b"{not json", timeout=10)

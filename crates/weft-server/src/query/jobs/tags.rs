@@ -108,6 +108,8 @@ trait Lookup: ColumnSink + Send + Sized + 'static {
     fn listed(self, reply: &mut TagsJobReply);
     /// Full: later parts cannot change the answer.
     fn full(&self) -> bool;
+    /// Whether it can ever be [`Lookup::full`].
+    fn can_fill(&self) -> bool;
 }
 
 /// A reply's values, decoded.
@@ -154,6 +156,10 @@ impl Lookup for ColumnTagValues {
     fn full(&self) -> bool {
         self.truncated()
     }
+
+    fn can_fill(&self) -> bool {
+        true
+    }
 }
 
 impl Lookup for ColumnTagNames {
@@ -169,6 +175,10 @@ impl Lookup for ColumnTagNames {
     }
 
     fn full(&self) -> bool {
+        false
+    }
+
+    fn can_fill(&self) -> bool {
         false
     }
 }
@@ -440,9 +450,24 @@ async fn lookup<S: Lookup>(
             Ok::<TagsJobReply, Response>(reply)
         }
     };
-    let mut done = futures::stream::iter(plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate())
-        .map(run)
-        .buffered(width);
+    if sink.full() {
+        // The recent spans filled the list: no block can change it.
+        return Ok(Some((sink, stats)));
+    }
+    let mut jobs = plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate().peekable();
+    // A lookup that can fill (values, with a cap) sends the newest job first, alone, as a search
+    // does: a list it fills leaves the others unsent. Side by side from the start, each querier
+    // paid its job's fixed cost for nothing (CPU per querier 1.4x, 2.4x, 2.9x the ideal at 1, 2
+    // and 4 queriers for a user-ID lookup capped in its first block). A lookup that cannot
+    // fill (names) sends them all at once.
+    let first = match jobs.peek() {
+        Some(_) if sink.can_fill() => jobs.next(),
+        _ => None,
+    };
+    let mut done = futures::stream::iter(first)
+        .map(&run)
+        .buffered(1)
+        .chain(futures::stream::iter(jobs).map(&run).buffered(width));
     while let Some(part) = done.next().await {
         let part = part?;
         if !part.missing_blocks.is_empty() {
