@@ -53,7 +53,21 @@ MESSAGES = {
     "QueryInstantResponse": [("series", 1, ".tempopb.InstantSeries", True),
                              ("metrics", 2, ".tempopb.SearchMetrics", False),
                              ("status", 3, "int32", False), ("message", 4, "string", False)],
-    "SearchTagsRequest": [("scope", 1, "string", False)],
+    "SearchTagsRequest": [("scope", 1, "string", False), ("query", 2, "string", False), ("start", 3, "uint32", False),
+                          ("end", 4, "uint32", False)],
+    "MetadataMetrics": [("inspectedBytes", 1, "uint64", False), ("totalJobs", 2, "uint32", False),
+                        ("completedJobs", 3, "uint32", False), ("totalBlocks", 4, "uint32", False),
+                        ("totalBlockBytes", 5, "uint64", False)],
+    "SearchTagsResponse": [("tagNames", 1, "string", True), ("metrics", 2, ".tempopb.MetadataMetrics", False)],
+    "SearchTagsV2Scope": [("name", 1, "string", False), ("tags", 2, "string", True)],
+    "SearchTagsV2Response": [("scopes", 1, ".tempopb.SearchTagsV2Scope", True),
+                             ("metrics", 2, ".tempopb.MetadataMetrics", False)],
+    "SearchTagValuesRequest": [("tagName", 1, "string", False), ("query", 2, "string", False),
+                               ("start", 4, "uint32", False), ("end", 5, "uint32", False)],
+    "SearchTagValuesResponse": [("tagValues", 1, "string", True), ("metrics", 2, ".tempopb.MetadataMetrics", False)],
+    "TagValue": [("type", 1, "string", False), ("value", 2, "string", False)],
+    "SearchTagValuesV2Response": [("tagValues", 1, ".tempopb.TagValue", True),
+                                  ("metrics", 2, ".tempopb.MetadataMetrics", False)],
 }
 
 
@@ -161,13 +175,73 @@ def test_streaming_search_and_metrics_answer_like_the_http_api(weft_factory):
         raise AssertionError("a bad query was answered")
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "parse" in e.details().lower(), e
-    try:
-        stream(srv, "SearchTags", PB["SearchTagsRequest"](scope="span"), "SearchResponse")
-        raise AssertionError("SearchTags was answered")
-    except grpc.RpcError as e:
-        assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "/api/v2/search/tags" in e.details(), e
+    for method, req, want in [
+        ("SearchTagsV2", PB["SearchTagsRequest"](scope="spam"), "scope"),
+        ("SearchTagValuesV2", PB["SearchTagValuesRequest"](tagName="not a tag"), "not a tag"),
+        ("SearchTagValues", PB["SearchTagValuesRequest"](tagName="service.name", start=end_s, end=start_s), "start"),
+    ]:
+        try:
+            stream(srv, method, req, method.replace("Request", "") + "Response")
+            raise AssertionError(f"{method} with a bad request was answered")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and want in e.details(), (method, e)
     # The HTTP API on the same port is unaffected.
     assert srv.get("/api/echo").status_code == 200
+
+
+def test_streamed_tag_lookups_answer_like_the_http_api(weft_factory):
+    """tempo-cli's `query api search-tags` and `search-tag-values` with `--use-grpc` call the
+    streaming tag RPCs: each answers the HTTP API's lists in one message, with its metrics."""
+    srv = weft_factory("--block-max-age", "1")
+    now = time.time_ns()
+    for i in range(12):
+        tid = new_trace_id()
+        root = make_span(tid, name=f"op-{i % 3}", start=now - 60_000_000_000 + i * 1_000_000, kind=2,
+                         attributes={"http.route": f"/r/{i % 4}"})
+        child = make_span(tid, parent=root.span_id, name="child", start=now - 59_000_000_000,
+                          attributes={"db.system": "pg"})
+        srv.send(make_request([root, child], service=f"svc-{i % 2}"))
+    start_s, end_s = (now - 600_000_000_000) // 10**9, now // 10**9 + 60
+    window = {"start": str(start_s), "end": str(end_s)}
+
+    def one(method, req, reply):
+        replies = stream(srv, method, req, reply)
+        assert len(replies) == 1, (method, replies)
+        return replies[0]
+
+    for scope in ("", "span", "resource", "intrinsic"):
+        r = one("SearchTagsV2", PB["SearchTagsRequest"](scope=scope, start=start_s, end=end_s), "SearchTagsV2Response")
+        http = srv.get("/api/v2/search/tags", params={**window, **({"scope": scope} if scope else {})}).json()
+        assert [(s.name, list(s.tags)) for s in r.scopes] == [(s["name"], s["tags"]) for s in http["scopes"]], scope
+        if scope != "intrinsic":
+            assert r.metrics.totalJobs >= 1 and r.metrics.completedJobs == r.metrics.totalJobs, (scope, r.metrics)
+        else:
+            assert not r.HasField("metrics"), "the intrinsics read nothing: empty metrics, as over HTTP"
+    r = one("SearchTagsV2", PB["SearchTagsRequest"](start=start_s, end=end_s), "SearchTagsV2Response")
+    scopes = {s.name: set(s.tags) for s in r.scopes}
+    assert {"http.route", "db.system"} <= scopes["span"] and "service.name" in scopes["resource"], scopes
+    # Filtered by a query: only the keys of the spans it matches.
+    r = one("SearchTagsV2", PB["SearchTagsRequest"](scope="span", query='{ name = "child" }', start=start_s, end=end_s),
+            "SearchTagsV2Response")
+    assert set(r.scopes[0].tags) == {"db.system"}, r
+    r = one("SearchTags", PB["SearchTagsRequest"](start=start_s, end=end_s), "SearchTagsResponse")
+    assert list(r.tagNames) == srv.get("/api/search/tags", params=window).json()["tagNames"]
+
+    r = one("SearchTagValuesV2", PB["SearchTagValuesRequest"](tagName="resource.service.name", start=start_s,
+                                                              end=end_s), "SearchTagValuesV2Response")
+    http = srv.get("/api/v2/search/tag/resource.service.name/values", params=window).json()
+    assert [(v.type, v.value) for v in r.tagValues] == [(v["type"], v["value"]) for v in http["tagValues"]]
+    assert sorted(v.value for v in r.tagValues) == ["svc-0", "svc-1"] and r.metrics.totalJobs >= 1
+    r = one("SearchTagValuesV2", PB["SearchTagValuesRequest"](tagName="span.http.route", query='{ resource.service.name = "svc-0" }',
+                                                              start=start_s, end=end_s), "SearchTagValuesV2Response")
+    assert sorted(v.value for v in r.tagValues) == ["/r/0", "/r/2"], r  # even i
+    r = one("SearchTagValuesV2", PB["SearchTagValuesRequest"](tagName="status"), "SearchTagValuesV2Response")
+    assert [(v.type, v.value) for v in r.tagValues] == [("keyword", "ok"), ("keyword", "error"), ("keyword", "unset")]
+    # v1 names an attribute, whatever its scope, and answers text sorted.
+    r = one("SearchTagValues", PB["SearchTagValuesRequest"](tagName="http.route", start=start_s, end=end_s),
+            "SearchTagValuesResponse")
+    assert list(r.tagValues) == srv.get("/api/search/tag/http.route/values", params=window).json()["tagValues"]
+    assert list(r.tagValues) == ["/r/0", "/r/1", "/r/2", "/r/3"], r
 
 
 def test_a_search_answer_over_a_clients_message_limit_arrives_whole(weft_factory):

@@ -339,9 +339,9 @@ pub fn query_instant_response(series: &[Series], m: &Inspected, partial: Option<
 }
 
 /// A tag value of `/api/v2/search/tag/<tag>/values`, typed as Tempo types them: `string`,
-/// `int`, `float`, `bool`, `duration`, and `keyword` for statuses and kinds.
-pub fn typed_value(v: &Value) -> Json {
-    let (ty, text) = match v {
+/// `int`, `float`, `bool`, `duration`, and `keyword` for statuses and kinds; and its text.
+pub fn typed(v: &Value) -> (&'static str, String) {
+    match v {
         Value::Str(s) => ("string", s.clone()),
         Value::Int(i) => ("int", i.to_string()),
         Value::Float(f) => ("float", f.to_string()),
@@ -350,16 +350,12 @@ pub fn typed_value(v: &Value) -> Json {
         Value::Status(s) => ("keyword", s.name().to_owned()),
         Value::Kind(k) => ("keyword", k.name().to_owned()),
         Value::Nil | Value::Array(_) => ("string", String::new()),
-    };
-    json!({ "type": ty, "value": text })
+    }
 }
 
 /// The text of a value in `/api/search/tag/<tag>/values` (v1: strings only).
 pub fn value_text(v: &Value) -> String {
-    match typed_value(v)["value"].as_str() {
-        Some(s) => s.to_owned(),
-        None => String::new(),
-    }
+    typed(v).1
 }
 
 #[cfg(test)]

@@ -356,3 +356,109 @@ pub fn query_instant(series: &[Series], m: &Inspected) -> QueryInstantResponse {
         message: String::new(),
     }
 }
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagsRequest {
+    #[prost(string, tag = "1")]
+    pub scope: String,
+    #[prost(string, tag = "2")]
+    pub query: String,
+    #[prost(uint32, tag = "3")]
+    pub start: u32,
+    #[prost(uint32, tag = "4")]
+    pub end: u32,
+    #[prost(uint32, tag = "5")]
+    pub max_tags_per_scope: u32,
+    #[prost(uint32, tag = "6")]
+    pub stale_values_threshold: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagsResponse {
+    #[prost(string, repeated, tag = "1")]
+    pub tag_names: Vec<String>,
+    #[prost(message, optional, tag = "2")]
+    pub metrics: Option<MetadataMetrics>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagsV2Response {
+    #[prost(message, repeated, tag = "1")]
+    pub scopes: Vec<SearchTagsV2Scope>,
+    #[prost(message, optional, tag = "2")]
+    pub metrics: Option<MetadataMetrics>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagsV2Scope {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, repeated, tag = "2")]
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagValuesRequest {
+    #[prost(string, tag = "1")]
+    pub tag_name: String,
+    #[prost(string, tag = "2")]
+    pub query: String,
+    #[prost(uint32, tag = "4")]
+    pub start: u32,
+    #[prost(uint32, tag = "5")]
+    pub end: u32,
+    #[prost(uint32, tag = "6")]
+    pub max_tag_values: u32,
+    #[prost(uint32, tag = "7")]
+    pub stale_value_threshold: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagValuesResponse {
+    #[prost(string, repeated, tag = "1")]
+    pub tag_values: Vec<String>,
+    #[prost(message, optional, tag = "2")]
+    pub metrics: Option<MetadataMetrics>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TagValue {
+    #[prost(string, tag = "1")]
+    pub r#type: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct SearchTagValuesV2Response {
+    #[prost(message, repeated, tag = "1")]
+    pub tag_values: Vec<TagValue>,
+    #[prost(message, optional, tag = "2")]
+    pub metrics: Option<MetadataMetrics>,
+}
+
+/// What a tag lookup read (`tempopb.MetadataMetrics`).
+#[derive(Clone, PartialEq, Message)]
+pub struct MetadataMetrics {
+    #[prost(uint64, tag = "1")]
+    pub inspected_bytes: u64,
+    #[prost(uint32, tag = "2")]
+    pub total_jobs: u32,
+    #[prost(uint32, tag = "3")]
+    pub completed_jobs: u32,
+    #[prost(uint32, tag = "4")]
+    pub total_blocks: u32,
+    #[prost(uint64, tag = "5")]
+    pub total_block_bytes: u64,
+}
+
+/// A tag lookup's metrics, as `/api/v2/search/tags` gives them in JSON.
+pub fn metadata_metrics(m: &Inspected) -> MetadataMetrics {
+    MetadataMetrics {
+        inspected_bytes: m.bytes,
+        total_jobs: m.total_jobs.min(u64::from(u32::MAX)) as u32,
+        completed_jobs: m.completed_jobs.min(u64::from(u32::MAX)) as u32,
+        total_blocks: m.total_blocks.min(u64::from(u32::MAX)) as u32,
+        total_block_bytes: m.total_block_bytes,
+    }
+}

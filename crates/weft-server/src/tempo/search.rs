@@ -4,7 +4,7 @@
 use crate::app::AppState;
 use crate::query::jobs::{SearchJob, SearchJobReply, SearchSink};
 use crate::query::*;
-use crate::tempo::json::{self as tempo};
+use crate::tempo::json::{self as tempo, Inspected};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -293,61 +293,56 @@ pub(crate) async fn collect_tags(
     Ok((keys, stats))
 }
 
-/// `GET /api/search/tags`: span and resource attribute keys.
-pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let tenant = match st.tenants.resolve(&headers) {
-        Ok(t) => t,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
-    };
-    let (names, stats) = match collect_tags(&st, &tenant, &p).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let scopes: Vec<TagScope> = match param(&p, "scope") {
-        None | Some("all") => TagScope::ALL.to_vec(),
-        Some("intrinsic") => {
-            return json(serde_json::json!({ "tagNames": INTRINSICS, "metrics": {} }));
-        }
-        Some(s) => match TagScope::parse(s) {
-            Some(scope) => vec![scope],
-            None => return bad(format!("invalid scope: {s}")),
-        },
-    };
-    let mut all = BTreeSet::new();
-    for scope in scopes {
-        all.extend(names.get(&scope).into_iter().flatten().cloned());
-    }
-    json_scanned(
-        serde_json::json!({ "tagNames": all, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
-        &stats,
-    )
+/// What the tag-name lookups answer, over HTTP and the streaming gRPC API alike: per scope,
+/// its keys (v1 answers them as one list), and what was read; `None` when nothing was (only
+/// the intrinsics were asked for), which Tempo answers with empty metrics.
+pub(crate) struct TagNamesAnswer {
+    pub scopes: Vec<(String, Vec<String>)>,
+    pub metrics: Option<Inspected>,
+    pub stats: ScanStats,
 }
 
-/// `GET /api/v2/search/tags?scope=`: keys per scope, plus the intrinsics.
-pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
-    let tenant = match st.tenants.resolve(&headers) {
-        Ok(t) => t,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
-    };
-    let wanted: Vec<&str> = match param(&p, "scope") {
-        None | Some("all") => vec!["resource", "span", "event", "link", "instrumentation", "intrinsic"],
-        Some(s) if s == "intrinsic" || TagScope::parse(s).is_some() => vec![s],
-        Some(s) => {
-            return bad(format!(
+impl TagNamesAnswer {
+    /// The keys of every scope as v1 answers them: one list, sorted, without repeats.
+    pub fn one_list(&self) -> Vec<String> {
+        let all: BTreeSet<&String> = self.scopes.iter().flat_map(|(_, keys)| keys).collect();
+        all.into_iter().cloned().collect()
+    }
+}
+
+/// The scopes a tag-name lookup asks for (`scope`): v2 names `intrinsic` as a scope of its
+/// own, v1 answers it alone. An error names the scope that is not one.
+pub(crate) fn tag_name_scopes(p: &HashMap<String, String>, v2: bool) -> Result<Vec<&'static str>, String> {
+    const V2: [&str; 6] = ["resource", "span", "event", "link", "instrumentation", "intrinsic"];
+    match param(p, "scope") {
+        None | Some("all") if v2 => Ok(V2.to_vec()),
+        None | Some("all") => Ok(TagScope::ALL.iter().map(|s| s.name()).collect()),
+        Some("intrinsic") => Ok(vec!["intrinsic"]),
+        Some(s) => match TagScope::parse(s) {
+            Some(scope) => Ok(vec![scope.name()]),
+            None if v2 => Err(format!(
                 "invalid scope {s:?}: expected resource, span, event, link, instrumentation, intrinsic or all"
-            ));
-        }
-    };
-    let needs_scan = wanted.iter().any(|s| *s != "intrinsic");
-    let (names, stats) = if needs_scan {
-        match collect_tags(&st, &tenant, &p).await {
-            Ok((n, s)) => (Some(n), s),
-            Err(r) => return r,
-        }
+            )),
+            None => Err(format!("invalid scope: {s}")),
+        },
+    }
+}
+
+/// Looks up the tag names `p` asks for (`scope`, `q`, `start`, `end`).
+pub(crate) async fn tag_names_answer(
+    st: &AppState,
+    tenant: &str,
+    p: &HashMap<String, String>,
+    v2: bool,
+) -> Result<TagNamesAnswer, Response> {
+    let wanted = tag_name_scopes(p, v2).map_err(bad)?;
+    let (names, stats) = if wanted.iter().any(|s| *s != "intrinsic") {
+        let (n, s) = collect_tags(st, tenant, p).await?;
+        (Some(n), s)
     } else {
         (None, ScanStats::default())
     };
-    let scopes: Vec<serde_json::Value> = wanted
+    let scopes = wanted
         .iter()
         .map(|&s| {
             let tags: Vec<String> = match TagScope::parse(s) {
@@ -358,13 +353,98 @@ pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(
                     .unwrap_or_default(),
                 None => INTRINSICS.iter().map(|s| s.to_string()).collect(),
             };
-            serde_json::json!({ "name": s, "tags": tags })
+            (s.to_owned(), tags)
         })
         .collect();
-    json_scanned(
-        serde_json::json!({ "scopes": scopes, "metrics": tempo::metadata_metrics(&inspected(&stats, &st, &tenant)) }),
-        &stats,
-    )
+    let metrics = names.is_some().then(|| inspected(&stats, st, tenant));
+    Ok(TagNamesAnswer { scopes, metrics, stats })
+}
+
+/// `GET /api/search/tags`: span and resource attribute keys.
+pub async fn tags_v1(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    tag_names(st, headers, p, false).await
+}
+
+/// `GET /api/v2/search/tags?scope=`: keys per scope, plus the intrinsics.
+pub async fn tags_v2(State(st): State<Arc<AppState>>, headers: HeaderMap, Query(p): Params) -> Response {
+    tag_names(st, headers, p, true).await
+}
+
+async fn tag_names(st: Arc<AppState>, headers: HeaderMap, p: HashMap<String, String>, v2: bool) -> Response {
+    let tenant = match st.tenants.resolve(&headers) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.0),
+    };
+    let a = match tag_names_answer(&st, &tenant, &p, v2).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let metrics = a
+        .metrics
+        .as_ref()
+        .map_or_else(|| serde_json::json!({}), tempo::metadata_metrics);
+    if v2 {
+        let scopes: Vec<serde_json::Value> = a
+            .scopes
+            .iter()
+            .map(|(name, tags)| serde_json::json!({ "name": name, "tags": tags }))
+            .collect();
+        json_scanned(serde_json::json!({ "scopes": scopes, "metrics": metrics }), &a.stats)
+    } else if a.metrics.is_none() {
+        json(serde_json::json!({ "tagNames": a.one_list(), "metrics": metrics }))
+    } else {
+        json_scanned(
+            serde_json::json!({ "tagNames": a.one_list(), "metrics": metrics }),
+            &a.stats,
+        )
+    }
+}
+
+/// What the tag-value lookups answer, over HTTP and the streaming gRPC API alike: each value's
+/// type and text (v2 in the order found; v1 sorted, without repeats), whether more were left
+/// out, and what was read; `None` for the tags whose values are fixed (Tempo answers them with
+/// empty metrics, without reading storage).
+pub(crate) struct TagValuesAnswer {
+    pub values: Vec<(&'static str, String)>,
+    pub truncated: bool,
+    pub metrics: Option<Inspected>,
+    pub stats: ScanStats,
+}
+
+/// Looks up the values of `tag` that `p` asks for (`q`, `start`, `end`).
+pub(crate) async fn tag_values_answer(
+    st: &AppState,
+    tenant: &str,
+    tag: &str,
+    p: &HashMap<String, String>,
+    v2: bool,
+) -> Result<TagValuesAnswer, Response> {
+    if let Some(fixed) = virtual_values(tag, v2) {
+        let ty = if v2 { "keyword" } else { "string" };
+        return Ok(TagValuesAnswer {
+            values: fixed.iter().map(|v| (ty, v.to_string())).collect(),
+            truncated: false,
+            metrics: None,
+            stats: ScanStats::default(),
+        });
+    }
+    let field = tag_field(tag, v2).map_err(bad)?;
+    let window = search_window(p).map_err(bad)?;
+    let (values, truncated, stats) =
+        distinct_values(st, tenant, &filter_query(p), field, window, MAX_TAG_VALUES).await?;
+    let values = if v2 {
+        values.iter().map(tempo::typed).collect()
+    } else {
+        let texts: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
+        texts.into_iter().map(|t| ("string", t)).collect()
+    };
+    let metrics = Some(inspected(&stats, st, tenant));
+    Ok(TagValuesAnswer {
+        values,
+        truncated,
+        metrics,
+        stats,
+    })
 }
 
 pub(crate) async fn tag_values(
@@ -380,57 +460,39 @@ pub(crate) async fn tag_values(
     };
     // Grafana encodes the tag twice; axum decoded it once.
     let tag = if tag.contains('%') { percent_decode(&tag) } else { tag };
-    if let Some(values) = virtual_values(&tag, v2) {
-        return json(values);
-    }
-    let field = match tag_field(&tag, v2) {
-        Ok(f) => f,
-        Err(e) => return bad(e),
+    let a = match tag_values_answer(&st, &tenant, &tag, &p, v2).await {
+        Ok(a) => a,
+        Err(r) => return r,
     };
-    let window = match search_window(&p) {
-        Ok(w) => w,
-        Err(e) => return bad(e),
-    };
-    let (values, truncated, stats) =
-        match distinct_values(&st, &tenant, &filter_query(&p), field, window, MAX_TAG_VALUES).await {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
-    let metrics = tempo::metadata_metrics(&inspected(&stats, &st, &tenant));
-    let mut r = if v2 {
-        let vals: Vec<_> = values.iter().map(tempo::typed_value).collect();
-        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
+    let vals: Vec<serde_json::Value> = if v2 {
+        a.values
+            .iter()
+            .map(|(ty, v)| serde_json::json!({ "type": ty, "value": v }))
+            .collect()
     } else {
-        let vals: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
-        json_scanned(serde_json::json!({ "tagValues": vals, "metrics": metrics }), &stats)
+        a.values.iter().map(|(_, v)| serde_json::json!(v)).collect()
     };
-    if truncated {
+    let Some(m) = &a.metrics else {
+        return json(serde_json::json!({ "tagValues": vals, "metrics": {} }));
+    };
+    let mut r = json_scanned(
+        serde_json::json!({ "tagValues": vals, "metrics": tempo::metadata_metrics(m) }),
+        &a.stats,
+    );
+    if a.truncated {
         r.headers_mut()
             .insert(TRUNCATED_VALUES_HEADER, axum::http::HeaderValue::from_static("true"));
     }
     r
 }
 
-/// Tags whose values are fixed, answered without reading storage, as Tempo does.
-pub(crate) fn virtual_values(tag: &str, v2: bool) -> Option<serde_json::Value> {
-    let keywords = |vs: &[&str]| {
-        let vals: Vec<_> = vs
-            .iter()
-            .map(|v| serde_json::json!({ "type": "keyword", "value": v }))
-            .collect();
-        serde_json::json!({ "tagValues": vals, "metrics": {} })
-    };
+/// Tags whose values are fixed, answered without reading storage, as Tempo does: v2 gives
+/// them as keywords.
+pub(crate) fn virtual_values(tag: &str, v2: bool) -> Option<&'static [&'static str]> {
     match (tag, v2) {
-        ("status" | "span:status", true) => Some(keywords(&["ok", "error", "unset"])),
-        ("kind" | "span:kind", true) => Some(keywords(&[
-            "client",
-            "server",
-            "producer",
-            "consumer",
-            "internal",
-            "unspecified",
-        ])),
-        ("status.code", false) => Some(serde_json::json!({ "tagValues": ["unset", "ok", "error"], "metrics": {} })),
+        ("status" | "span:status", true) => Some(&["ok", "error", "unset"]),
+        ("kind" | "span:kind", true) => Some(&["client", "server", "producer", "consumer", "internal", "unspecified"]),
+        ("status.code", false) => Some(&["unset", "ok", "error"]),
         _ => None,
     }
 }

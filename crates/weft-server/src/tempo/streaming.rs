@@ -12,8 +12,10 @@
 //! ([`metrics`]). Tempo's clients (Grafana) merge a search stream by trace ID, draw each
 //! metrics message in place of the one before, and keep the last `metrics`.
 //!
-//! Served: `Search`, `MetricsQueryRange`, `MetricsQueryInstant` (what Grafana calls). The tag
-//! RPCs answer UNIMPLEMENTED naming the HTTP endpoint to use.
+//! Every method is served: `Search`, `MetricsQueryRange`, `MetricsQueryInstant` (what Grafana
+//! calls) progressively; the tag lookups (`SearchTags`, `SearchTagsV2`, `SearchTagValues`,
+//! `SearchTagValuesV2`, which tempo-cli calls with `--use-grpc`) in one message each
+//! ([`tags`]).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -150,11 +152,29 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         drop(slot);
                     });
                 }
-                other => {
-                    return Err(Status::unimplemented(format!(
-                        "{SERVICE}/{other} is not served over gRPC; use the HTTP API (/api/v2/search/tags, /api/v2/search/tag/<tag>/values)"
-                    )));
+                "SearchTags" | "SearchTagsV2" => {
+                    let r = pb::SearchTagsRequest::decode(body).map_err(bad_message)?;
+                    let v2 = name == "SearchTagsV2";
+                    let p = tag_params(&r.scope, &r.query, r.start, r.end)?;
+                    crate::tempo::search::tag_name_scopes(&p, v2).map_err(Status::invalid_argument)?;
+                    tokio::spawn(async move {
+                        tags(state, tenant, TagLookup::Names { p, v2 }, tx).await;
+                        drop(slot);
+                    });
                 }
+                "SearchTagValues" | "SearchTagValuesV2" => {
+                    let r = pb::SearchTagValuesRequest::decode(body).map_err(bad_message)?;
+                    let v2 = name == "SearchTagValuesV2";
+                    if crate::tempo::search::virtual_values(&r.tag_name, v2).is_none() {
+                        query::tag_field(&r.tag_name, v2).map_err(Status::invalid_argument)?;
+                    }
+                    let p = tag_params("", &r.query, r.start, r.end)?;
+                    tokio::spawn(async move {
+                        tags(state, tenant, TagLookup::Values { tag: r.tag_name, p, v2 }, tx).await;
+                        drop(slot);
+                    });
+                }
+                other => return Err(Status::unimplemented(format!("{SERVICE}/{other} is not a method"))),
             }
             Ok(tonic::Response::new(ReplyStream::new(rx)))
         })
@@ -212,6 +232,131 @@ fn status_of(r: axum::response::Response) -> Status {
         .map(|t| t.0.clone())
         .unwrap_or_else(|| format!("query failed with HTTP status {}", r.status()));
     Status::new(code, message)
+}
+
+/// The HTTP parameters of a tag request (`SearchTagsRequest`, `SearchTagValuesRequest`): the
+/// scope and filter when given, and the window when given (Unix seconds, 0 for none). A window
+/// that is not one is refused before the stream starts.
+fn tag_params(scope: &str, q: &str, start: u32, end: u32) -> Result<HashMap<String, String>, Status> {
+    let mut p = HashMap::new();
+    for (k, v) in [("scope", scope), ("q", q)] {
+        if !v.is_empty() {
+            p.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    for (k, v) in [("start", start), ("end", end)] {
+        if v > 0 {
+            p.insert(k.to_owned(), v.to_string());
+        }
+    }
+    query::search_window(&p).map_err(Status::invalid_argument)?;
+    Ok(p)
+}
+
+/// A tag lookup of the streaming API.
+enum TagLookup {
+    Names {
+        p: HashMap<String, String>,
+        v2: bool,
+    },
+    Values {
+        tag: String,
+        p: HashMap<String, String>,
+        v2: bool,
+    },
+}
+
+/// Answers a tag lookup as its HTTP twin does, in one message (a list of names or values is
+/// small, and its last job decides it), then the call's status: OK, saying what was partial,
+/// and `x-weft-tag-values-truncated` when values were left out.
+async fn tags(
+    state: Arc<AppState>,
+    tenant: Arc<str>,
+    lookup: TagLookup,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
+) {
+    use crate::tempo::search::{tag_names_answer, tag_values_answer};
+    let metrics = |m: &Option<Inspected>| m.as_ref().map(pb::metadata_metrics);
+    let answer = async {
+        match &lookup {
+            TagLookup::Names { p, v2 } => {
+                let a = tag_names_answer(&state, &tenant, p, *v2).await?;
+                let reply = if *v2 {
+                    let scopes = a
+                        .scopes
+                        .iter()
+                        .map(|(name, tags)| pb::SearchTagsV2Scope {
+                            name: name.clone(),
+                            tags: tags.clone(),
+                        })
+                        .collect();
+                    pb::SearchTagsV2Response {
+                        scopes,
+                        metrics: metrics(&a.metrics),
+                    }
+                    .encode_to_vec()
+                } else {
+                    pb::SearchTagsResponse {
+                        tag_names: a.one_list(),
+                        metrics: metrics(&a.metrics),
+                    }
+                    .encode_to_vec()
+                };
+                Ok((reply, a.stats, false))
+            }
+            TagLookup::Values { tag, p, v2 } => {
+                let a = tag_values_answer(&state, &tenant, tag, p, *v2).await?;
+                let reply = if *v2 {
+                    let tag_values = a
+                        .values
+                        .into_iter()
+                        .map(|(ty, value)| pb::TagValue {
+                            r#type: ty.to_owned(),
+                            value,
+                        })
+                        .collect();
+                    pb::SearchTagValuesV2Response {
+                        tag_values,
+                        metrics: metrics(&a.metrics),
+                    }
+                    .encode_to_vec()
+                } else {
+                    pb::SearchTagValuesResponse {
+                        tag_values: a.values.into_iter().map(|(_, v)| v).collect(),
+                        metrics: metrics(&a.metrics),
+                    }
+                    .encode_to_vec()
+                };
+                Ok::<_, axum::response::Response>((reply, a.stats, a.truncated))
+            }
+        }
+    };
+    let deadline = deadline(&state);
+    let result = tokio::select! {
+        r = answer => r,
+        _ = deadline => {
+            let _ = send(&tx, Err(Status::deadline_exceeded(state.cfg.query.timeout_message()))).await;
+            return;
+        }
+        _ = tx.closed() => return,
+    };
+    match result {
+        Ok((reply, stats, truncated)) => {
+            if send(&tx, Ok(Bytes::from(reply))).await.is_ok() {
+                let mut end = end_of(&stats);
+                if truncated {
+                    end.metadata_mut().insert(
+                        query::TRUNCATED_VALUES_HEADER,
+                        tonic::metadata::MetadataValue::from_static("true"),
+                    );
+                }
+                let _ = send(&tx, Err(end)).await;
+            }
+        }
+        Err(r) => {
+            let _ = send(&tx, Err(status_of(r))).await;
+        }
+    }
 }
 
 /// Runs a search, sending the hits found so far every [`PROGRESS_EVERY`], then the final

@@ -57,13 +57,10 @@ fn values_and_durations_print_like_tempo() {
     assert_eq!(duration_text(1_500_000_000), "1500ms");
     assert_eq!(duration_text(2_000_000_000), "2s");
     assert_eq!(duration_text(7), "7ns");
+    assert_eq!(typed(&Value::Bool(true)), ("bool", "true".to_owned()));
     assert_eq!(
-        typed_value(&Value::Bool(true)),
-        serde_json::json!({"type": "bool", "value": "true"})
-    );
-    assert_eq!(
-        typed_value(&Value::Status(weft_traceql::ast::Status::Error)),
-        serde_json::json!({"type": "keyword", "value": "error"})
+        typed(&Value::Status(weft_traceql::ast::Status::Error)),
+        ("keyword", "error".to_owned())
     );
     assert_eq!(any_value(&Value::Float(0.5)), serde_json::json!({"doubleValue": 0.5}));
 }
