@@ -294,8 +294,8 @@ pub(crate) async fn collect_tags(
 }
 
 /// What the tag-name lookups answer, over HTTP and the streaming gRPC API alike: per scope,
-/// its keys (v1 answers them as one list), and what was read; `None` when nothing was (only
-/// the intrinsics were asked for), which Tempo answers with empty metrics.
+/// its keys (v1 answers them as one list), and what was read; `None` for v1's intrinsics,
+/// which it answers with empty metrics.
 pub(crate) struct TagNamesAnswer {
     pub scopes: Vec<(String, Vec<String>)>,
     pub metrics: Option<Inspected>,
@@ -335,6 +335,10 @@ pub(crate) async fn tag_names_answer(
     p: &HashMap<String, String>,
     v2: bool,
 ) -> Result<TagNamesAnswer, Response> {
+    if !v2 {
+        // v1 names a bad window before a bad scope, and checks it for the intrinsics too.
+        search_window(p).map_err(bad)?;
+    }
     let wanted = tag_name_scopes(p, v2).map_err(bad)?;
     let (names, stats) = if wanted.iter().any(|s| *s != "intrinsic") {
         let (n, s) = collect_tags(st, tenant, p).await?;
@@ -356,7 +360,8 @@ pub(crate) async fn tag_names_answer(
             (s.to_owned(), tags)
         })
         .collect();
-    let metrics = names.is_some().then(|| inspected(&stats, st, tenant));
+    // v1 answers the intrinsics alone with empty metrics; v2 always gives them.
+    let metrics = (names.is_some() || v2).then(|| inspected(&stats, st, tenant));
     Ok(TagNamesAnswer { scopes, metrics, stats })
 }
 

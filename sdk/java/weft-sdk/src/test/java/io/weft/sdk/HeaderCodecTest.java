@@ -202,6 +202,9 @@ class HeaderCodecTest {
       }
     }
     assertFalse(id.parse("2-5759e988-bd862e3fe1be46a994272793", 0, 35), "version");
+    // A range whose end overflows int still has 35 characters: refused, never read unchecked.
+    int far = Integer.MAX_VALUE - 2;
+    assertFalse(id.parse(s, far, far + 35), "an offset past the string");
     assertFalse(id.parse("1_5759e988-bd862e3fe1be46a994272793", 0, 35), "first separator");
     assertFalse(id.parse("1-5759e988_bd862e3fe1be46a994272793", 0, 35), "second separator");
     assertTrue(id.parse("Root=1-5759e988-bd862e3fe1be46a994272793;", 5, 40), "8-digit epoch, in a range");

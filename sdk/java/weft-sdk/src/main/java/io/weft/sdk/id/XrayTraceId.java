@@ -81,7 +81,7 @@ public final class XrayTraceId {
    * {@code charAt} (a coder test and a bounds check each).
    */
   private boolean parseLatin1(byte[] s, int off) {
-    if (off < 0 || off + LEN > s.length) {
+    if (off < 0 || off > s.length - LEN) { // not off + LEN: it can overflow
       return false;
     }
     long e = Latin1.load8(s, off + 2);

@@ -15,10 +15,12 @@ import java.util.Arrays;
  * is above {@code U+00FF} (a proof the public API cannot give without a second pass or a copy).
  *
  * <p>The fields are reached through {@code sun.misc.Unsafe} (module {@code jdk.unsupported}),
- * only on JDK 17 to 22: from JDK 23 its memory-access methods are deprecated for removal and JDK
- * 24 warns on their first use. Anything unexpected at class initialization (a field missing, a
- * layout that does not read back as written, a security manager refusing) turns this off, and
- * {@link #bytes} returns null for every string, so callers fall back to {@code charAt}.
+ * only on JDK 17 to 22 and on processors that allow unaligned 8-byte loads ({@link #load8}:
+ * x86-64, AArch64, ppc64le, s390x): from JDK 23 its memory-access methods are deprecated for
+ * removal and JDK 24 warns on their first use. Anything unexpected at class initialization (a
+ * field missing, a layout that does not read back as written, a security manager refusing)
+ * turns this off, and {@link #bytes} returns null for every string, so callers fall back to
+ * {@code charAt}.
  *
  * <p>Internal: callers must never write into the array returned, since the string would change.
  */
@@ -36,7 +38,11 @@ public final class Latin1 {
     long coder = -1;
     long bytes = -1;
     try {
-      if (Runtime.version().feature() <= 22 && !Boolean.getBoolean("weft.sdk.noUnsafe")) {
+      // load8 reads 8 bytes at any offset: only where unaligned loads are allowed.
+      boolean unaligned = java.util.Set.of("amd64", "x86_64", "aarch64", "ppc64le", "s390x")
+          .contains(System.getProperty("os.arch", ""));
+      if (unaligned && Runtime.version().feature() <= 22
+          && !Boolean.getBoolean("weft.sdk.noUnsafe")) {
         Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
         f.setAccessible(true);
         sun.misc.Unsafe candidate = (sun.misc.Unsafe) f.get(null);
