@@ -299,4 +299,39 @@ func TestStreamingQuerierWithGrpcGo(t *testing.T) {
 	if _, err := call("Search", req, "SearchResponse"); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a bad query: %v, want InvalidArgument", err)
 	}
+
+	// The tag lookups, as tempo-cli's `query api search-tags` and `search-tag-values` call
+	// them with --use-grpc: one reply each.
+	start, end := uint32(now.Add(-10*time.Minute).Unix()), uint32(now.Add(time.Minute).Unix())
+	treq := newMessage("SearchTagsRequest")
+	set(treq, "start", protoreflect.ValueOfUint32(start))
+	set(treq, "end", protoreflect.ValueOfUint32(end))
+	treplies, err := call("SearchTagsV2", treq, "SearchTagsV2Response")
+	if err != nil || len(treplies) != 1 || list(treplies[0], "scopes").Len() < 3 {
+		t.Fatalf("SearchTagsV2: %v %v", err, treplies)
+	}
+	if treplies, err = call("SearchTags", treq, "SearchTagsResponse"); err != nil || len(treplies) != 1 ||
+		list(treplies[0], "tagNames").Len() == 0 {
+		t.Fatalf("SearchTags: %v %v", err, treplies)
+	}
+	vreq := newMessage("SearchTagValuesRequest")
+	set(vreq, "tagName", protoreflect.ValueOfString("http.route"))
+	set(vreq, "start", protoreflect.ValueOfUint32(start))
+	set(vreq, "end", protoreflect.ValueOfUint32(end))
+	vreplies, err := call("SearchTagValues", vreq, "SearchTagValuesResponse")
+	if err != nil || len(vreplies) != 1 || list(vreplies[0], "tagValues").Len() != 3 {
+		t.Fatalf("SearchTagValues: want 3 routes: %v %v", err, vreplies)
+	}
+	set(vreq, "tagName", protoreflect.ValueOfString("resource.service.name"))
+	vreplies, err = call("SearchTagValuesV2", vreq, "SearchTagValuesV2Response")
+	if err != nil || len(vreplies) != 1 || list(vreplies[0], "tagValues").Len() == 0 {
+		t.Fatalf("SearchTagValuesV2: %v %v", err, vreplies)
+	}
+	if ty := get(list(vreplies[0], "tagValues").Get(0).Message(), "type").String(); ty != "string" {
+		t.Fatalf("SearchTagValuesV2: a service name typed %q", ty)
+	}
+	set(treq, "scope", protoreflect.ValueOfString("spam"))
+	if _, err := call("SearchTagsV2", treq, "SearchTagsV2Response"); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a bad scope: %v, want InvalidArgument", err)
+	}
 }
