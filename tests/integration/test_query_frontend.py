@@ -265,6 +265,19 @@ def _jobs(srv, outcome: str) -> float:
     return srv.metric("weft_query_jobs_total", outcome=outcome) or 0
 
 
+def _alone_and_split(weft_factory, data, *frontend_args: str):
+    """Queriers on the shared `data`: one that reads everything alone, two peers, and a frontend
+    that splits its queries over the peers (`frontend_args` added)."""
+    def querier(name: str, *args: str):
+        return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *args,
+                             data_dir=data)
+    alone = querier("alone")
+    peers = [querier(f"peer{i}") for i in range(2)]
+    frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
+                       *frontend_args)
+    return alone, peers, frontend
+
+
 def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_path):
     data = tmp_path / "shared-data"
     ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "0.5",
@@ -273,13 +286,7 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     metas = wait_for_block_spans(ingester, sent)
     assert len(metas) >= 5, f"several blocks to split: {len(metas)}"
 
-    def querier(name: str, *args: str):
-        return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *args,
-                             data_dir=data)
-    alone = querier("alone")
-    peers = [querier(f"peer{i}") for i in range(2)]
-    frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers),
-                       "--query-job-timeout", "2")
+    alone, peers, frontend = _alone_and_split(weft_factory, data, "--query-job-timeout", "2")
 
     sent = _jobs(frontend, "sent")
     for api, path, params in _foreign_searches():
@@ -418,12 +425,7 @@ def test_a_tag_value_list_filled_by_the_newest_job_sends_no_other_job(weft_facto
     metas = wait_for_block_spans(ingester, sent)
     assert len(metas) >= 5, f"several blocks to split: {len(metas)}"
 
-    def querier(name: str, *args: str):
-        return start_sharing(weft_factory, name, "--target", "querier", "--blocklist-poll", "0.2", *args,
-                             data_dir=data)
-    alone = querier("alone")
-    peers = [querier(f"peer{i}") for i in range(2)]
-    frontend = querier("frontend", "--query-peers", ",".join(f"127.0.0.1:{p.http_port}" for p in peers))
+    alone, peers, frontend = _alone_and_split(weft_factory, data)
 
     path = "/api/v2/search/tag/span.u/values"
     before = _jobs(frontend, "sent")
