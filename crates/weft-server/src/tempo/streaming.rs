@@ -267,8 +267,8 @@ enum TagLookup {
 }
 
 /// Answers a tag lookup as its HTTP twin does, in one message (a list of names or values is
-/// small, and its last job decides it), then the call's status: OK, saying what was partial,
-/// and `x-weft-tag-values-truncated` when values were left out.
+/// small, and until its last job it is only a part of the answer), then the call's status:
+/// OK, saying what was partial, and `x-weft-tag-values-truncated` when values were left out.
 async fn tags(
     state: Arc<AppState>,
     tenant: Arc<str>,
