@@ -705,6 +705,37 @@ mod tests {
             }
             let _ = pb::QueryRangeRequest::decode(&bytes[..]);
             let _ = pb::QueryInstantRequest::decode(&bytes[..]);
+            // Tag requests: their strings reach the scope, window and tag checks before the
+            // stream starts.
+            if let Ok(r) = pb::SearchTagsRequest::decode(&bytes[..])
+                && let Ok(p) = tag_params(&r.scope, &r.query, r.start, r.end)
+            {
+                for v2 in [false, true] {
+                    let _ = crate::tempo::search::tag_name_scopes(&p, v2);
+                }
+            }
+            if let Ok(r) = pb::SearchTagValuesRequest::decode(&bytes[..]) {
+                let _ = tag_params("", &r.query, r.start, r.end);
+                for v2 in [false, true] {
+                    let _ = query::tag_field(&r.tag_name, v2);
+                }
+            }
+        }
+
+        /// Any tag name and window a tag request carries is judged, never a panic; a window
+        /// whose start is after its end is refused before the stream starts.
+        #[test]
+        fn tag_request_fields_are_judged(tag in ".{0,40}", scope in ".{0,12}", start in any::<u32>(), end in any::<u32>()) {
+            for v2 in [false, true] {
+                let _ = query::tag_field(&tag, v2);
+            }
+            match tag_params(&scope, "", start, end) {
+                Ok(p) => {
+                    let _ = crate::tempo::search::tag_name_scopes(&p, true);
+                    prop_assert!(start == 0 || end == 0 || start <= end, "{start} > {end} accepted");
+                }
+                Err(s) => prop_assert_eq!(s.code(), tonic::Code::InvalidArgument),
+            }
         }
     }
 
