@@ -109,7 +109,7 @@ trait Lookup: ColumnSink + Send + Sized + 'static {
     /// Full: later parts cannot change the answer.
     fn full(&self) -> bool;
     /// Whether it can ever be [`Lookup::full`].
-    fn can_fill(&self) -> bool;
+    const CAN_FILL: bool;
 }
 
 /// A reply's values, decoded.
@@ -157,9 +157,7 @@ impl Lookup for ColumnTagValues {
         self.truncated()
     }
 
-    fn can_fill(&self) -> bool {
-        true
-    }
+    const CAN_FILL: bool = true;
 }
 
 impl Lookup for ColumnTagNames {
@@ -178,9 +176,7 @@ impl Lookup for ColumnTagNames {
         false
     }
 
-    fn can_fill(&self) -> bool {
-        false
-    }
+    const CAN_FILL: bool = false;
 }
 
 /// A lookup whose filter needs whole traces, split as a search is: the head part, jobs over
@@ -454,16 +450,13 @@ async fn lookup<S: Lookup>(
         // The recent spans filled the list: no block can change it.
         return Ok(Some((sink, stats)));
     }
-    let mut jobs = plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate().peekable();
+    let mut jobs = plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate();
     // A lookup that can fill (values, with a cap) sends the newest job first, alone, as a search
     // does: a list it fills leaves the others unsent. Side by side from the start, each querier
     // paid its job's fixed cost for nothing (CPU per querier 1.4x, 2.4x, 2.9x the ideal at 1, 2
     // and 4 queriers for a user-ID lookup capped in its first block). A lookup that cannot
     // fill (names) sends them all at once.
-    let first = match jobs.peek() {
-        Some(_) if sink.can_fill() => jobs.next(),
-        _ => None,
-    };
+    let first = if S::CAN_FILL { jobs.next() } else { None };
     let mut done = futures::stream::iter(first)
         .map(&run)
         .buffered(1)
