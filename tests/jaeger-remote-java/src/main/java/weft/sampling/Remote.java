@@ -13,7 +13,12 @@ import java.util.Map;
 
 /**
  * Samples root spans with the OpenTelemetry Java Jaeger remote sampler polling a gRPC endpoint,
- * and prints how many of each operation it sampled, as JSON.
+ * and prints how many of each operation it sampled and how long each operation's loop took, as
+ * JSON.
+ *
+ * <p>The sampler polls once a minute, its default. Each poll builds a new sampler, and a new rate
+ * limiter starts with a full balance, so a faster poll landing inside a loop would hand out a
+ * second burst of credits.
  *
  * <p>Usage: {@code Remote http://127.0.0.1:5779 SERVICE N OP...}
  */
@@ -26,7 +31,7 @@ public final class Remote {
         JaegerRemoteSampler.builder()
             .setEndpoint(endpoint)
             .setServiceName(service)
-            .setPollingInterval(Duration.ofMillis(100))
+            .setPollingInterval(Duration.ofSeconds(60))
             .build();
     String initial = sampler.toString();
     long deadline = System.nanoTime() + 15_000_000_000L;
@@ -39,9 +44,11 @@ public final class Remote {
     }
     IdGenerator ids = IdGenerator.random();
     Map<String, Integer> sampled = new LinkedHashMap<>();
+    Map<String, Double> seconds = new LinkedHashMap<>();
     for (int i = 3; i < args.length; i++) {
       String op = args[i];
       int count = 0;
+      long start = System.nanoTime();
       for (int k = 0; k < n; k++) {
         SamplingDecision d =
             sampler
@@ -52,12 +59,19 @@ public final class Remote {
           count++;
         }
       }
+      seconds.put(op, (System.nanoTime() - start) / 1e9);
       sampled.put(op, count);
     }
     sampler.close();
     StringBuilder out = new StringBuilder("{\"sampled\": {");
     String sep = "";
     for (Map.Entry<String, Integer> e : sampled.entrySet()) {
+      out.append(sep).append('"').append(e.getKey().replace("\"", "\\\"")).append("\": ").append(e.getValue());
+      sep = ", ";
+    }
+    out.append("}, \"seconds\": {");
+    sep = "";
+    for (Map.Entry<String, Double> e : seconds.entrySet()) {
       out.append(sep).append('"').append(e.getKey().replace("\"", "\\\"")).append("\": ").append(e.getValue());
       sep = ", ";
     }
