@@ -165,15 +165,17 @@ pub(crate) async fn run_metrics(
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
     let (max_series, max_points) = (st.cfg.query.max_metrics_series, st.cfg.query.max_metrics_points);
+    let relay = watch.map(Relay::new);
     let (series, stats) = match r.span_metrics(max_series, max_points).map_err(eval_error)? {
         Some(mut m) => {
             let split = match &st.peers {
                 Some(peers) => {
-                    crate::query::jobs::metrics::span_metrics(st, peers, tenant, &r, window, watch.clone()).await?
+                    let w = relay.as_ref().map(Relay::split);
+                    crate::query::jobs::metrics::span_metrics(st, peers, tenant, &r, window, w).await?
                 }
                 None => None,
             };
-            if let Some(w) = watch.clone() {
+            if let Some(w) = relay.as_ref().map(Relay::fallback) {
                 m.watch(w);
             }
             match split {
@@ -187,7 +189,8 @@ pub(crate) async fn run_metrics(
         None => {
             let split = match &st.peers {
                 Some(peers) => {
-                    crate::query::jobs::metrics::trace_metrics(st, peers, tenant, &r, window, watch.clone()).await?
+                    let w = relay.as_ref().map(Relay::split);
+                    crate::query::jobs::metrics::trace_metrics(st, peers, tenant, &r, window, w).await?
                 }
                 None => None,
             };
@@ -195,7 +198,7 @@ pub(crate) async fn run_metrics(
                 Some((m, stats)) => (m.finish(), stats),
                 None => {
                     let mut sink = r.trace_metrics(max_series, max_points).map_err(eval_error)?;
-                    if let Some(w) = watch {
+                    if let Some(w) = relay.as_ref().map(Relay::fallback) {
                         sink.watch(w);
                     }
                     let stats = run_scan(st, tenant, window, &mut sink).await?;
@@ -209,6 +212,54 @@ pub(crate) async fn run_metrics(
         Err(e) => return Err(eval_error(e)),
     };
     Ok((series, start, step, stats))
+}
+
+/// A metrics query's watcher, handed first to the split over the queriers and then, when the
+/// frontend replans and counts alone, to the scan here. That scan counts from nothing, so it
+/// is told on only once it has done as large a share of its work as the split last told (and
+/// always at its end): a streamed chart does not start over from an empty count.
+struct Relay {
+    watch: Watch,
+    /// The split's last progress: completed and total units.
+    reached: Arc<parking_lot::Mutex<(u64, u64)>>,
+}
+
+impl Relay {
+    fn new(watch: Watch) -> Relay {
+        Relay {
+            watch,
+            reached: Arc::new(parking_lot::Mutex::new((0, 1))),
+        }
+    }
+
+    /// The watcher for the split, which notes how far it got.
+    fn split(&self) -> Watch {
+        let (watch, reached) = (self.watch.clone(), self.reached.clone());
+        Watch::new(move |run, p| {
+            *reached.lock() = (p.completed_jobs, p.total_jobs.max(1));
+            watch.tell(run, p)
+        })
+    }
+
+    /// The watcher for the scan here.
+    fn fallback(&self) -> Watch {
+        let (done, of) = *self.reached.lock();
+        if done == 0 {
+            return self.watch.clone();
+        }
+        let watch = self.watch.clone();
+        Watch::new(move |run, p| {
+            if caught_up(p, done, of) {
+                watch.tell(run, p)
+            }
+        })
+    }
+}
+
+/// Whether progress `p` is at its end or has done at least `done` of `of` of its own units.
+fn caught_up(p: weft_engine::search::ScanProgress, done: u64, of: u64) -> bool {
+    p.completed_jobs >= p.total_jobs
+        || u128::from(p.completed_jobs) * u128::from(of) >= u128::from(done) * u128::from(p.total_jobs)
 }
 
 /// The most exemplars a range query returns, as Tempo's default `max_exemplars`.
@@ -375,4 +426,60 @@ pub async fn service_graph(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         out["damagedBlocks"] = stats.damaged_blocks.into();
     }
     json_scanned(out, &stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_engine::search::ScanProgress;
+
+    fn progress(completed_jobs: u64, total_jobs: u64) -> ScanProgress {
+        ScanProgress {
+            completed_jobs,
+            total_jobs,
+            ..ScanProgress::default()
+        }
+    }
+
+    /// A replanned query's scan here is told on from the share of its work the split reached,
+    /// and at its end; with nothing told by the split, all of it.
+    #[test]
+    fn a_fallback_scan_is_told_on_from_where_the_split_was() {
+        let query = weft_traceql::parse("{ } | rate()").unwrap();
+        let run = weft_traceql::MetricsRun::new(&query, 0, 10, 10).unwrap();
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let relay = Relay::new({
+            let seen = seen.clone();
+            Watch::new(move |_, p| seen.lock().push((p.completed_jobs, p.total_jobs)))
+        });
+        assert_eq!(relay.reached.lock().0, 0);
+        let split = relay.split();
+        split.tell(&run, progress(1, 5));
+        split.tell(&run, progress(3, 5));
+        let here = relay.fallback();
+        for done in [1, 5, 6, 9, 10] {
+            here.tell(&run, progress(done, 10));
+        }
+        assert_eq!(*seen.lock(), [(1, 5), (3, 5), (6, 10), (9, 10), (10, 10)]);
+
+        let told = Arc::new(parking_lot::Mutex::new(0));
+        let all = Relay::new({
+            let told = told.clone();
+            Watch::new(move |_, _| *told.lock() += 1)
+        });
+        let here = all.fallback();
+        for done in 0..=4 {
+            here.tell(&run, progress(done, 4));
+        }
+        assert_eq!(*told.lock(), 5);
+    }
+
+    #[test]
+    fn caught_up_compares_shares_without_overflow() {
+        assert!(caught_up(progress(0, 0), 1, 2));
+        assert!(!caught_up(progress(1, 3), 1, 2));
+        assert!(caught_up(progress(2, 4), 1, 2));
+        assert!(!caught_up(progress(u64::MAX / 2, u64::MAX), u64::MAX - 1, u64::MAX));
+        assert!(caught_up(progress(u64::MAX, u64::MAX), u64::MAX, u64::MAX));
+    }
 }
