@@ -435,12 +435,25 @@ def test_a_tag_value_list_filled_by_the_newest_job_sends_no_other_job(weft_facto
     assert len(values) == 1000 and r.headers.get("x-weft-tag-values-truncated") == "true", (len(values), r.headers)
     assert all(v["value"].startswith("user-4-") for v in values), "the newest block's values"
     assert _jobs(frontend, "sent") - before == 1, "only the newest job was sent"
+    # Its metrics count the recent spans and every job, those left unsent as done, as Tempo's
+    # frontend counts a lookup's jobs.
+    m = r.json()["metrics"]
+    assert m["totalJobs"] >= 3 and m["completedJobs"] == m["totalJobs"], m
     # Values that do not fill: every job, the same answer as alone.
     before = _jobs(frontend, "sent")
     assert _values(frontend, "/api/v2/search/tag/span.b/values", {}) == \
         _values(alone, "/api/v2/search/tag/span.b/values", {})
     assert len(_values(alone, "/api/v2/search/tag/span.b/values", {})) == 5
-    assert _jobs(frontend, "sent") - before >= 2, "a list that does not fill reads every job"
+    sent = _jobs(frontend, "sent") - before
+    assert sent >= 2, "a list that does not fill reads every job"
+    # Each reply counts its units: the frontend 1 + its jobs, a querier alone each row group it
+    # reads (at least one per block).
+    for srv, path in [(frontend, "/api/v2/search/tag/span.b/values"), (frontend, "/api/v2/search/tags"),
+                      (alone, "/api/v2/search/tag/span.b/values"), (alone, "/api/v2/search/tags"),
+                      (frontend, "/api/search/tag/b/values"), (frontend, "/api/search/tags")]:
+        m = srv.get(path).json()["metrics"]
+        assert m["completedJobs"] == m["totalJobs"], (srv.name, path, m)
+        assert m["totalJobs"] >= (1 + sent if srv is frontend else len(metas)), (srv.name, path, m)
 
 
 def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):

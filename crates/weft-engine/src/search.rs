@@ -735,6 +735,8 @@ pub struct TagNames {
     /// Most distinct keys kept per scope.
     cap: usize,
     pub keys: BTreeMap<TagScope, BTreeSet<String>>,
+    /// The scan's last progress report: the reply's jobs.
+    pub jobs: Option<ScanProgress>,
 }
 
 impl TagNames {
@@ -744,6 +746,7 @@ impl TagNames {
             prefilter: Prefilter::new(query),
             cap,
             keys: BTreeMap::new(),
+            jobs: None,
         })
     }
 
@@ -754,6 +757,7 @@ impl TagNames {
             prefilter: self.prefilter.clone(),
             cap: self.cap,
             keys: BTreeMap::new(),
+            jobs: None,
         }
     }
 
@@ -770,6 +774,10 @@ impl TagNames {
 impl TraceSink for TagNames {
     fn prefilter(&self) -> &Prefilter {
         &self.prefilter
+    }
+
+    fn progress(&mut self, p: ScanProgress) {
+        self.jobs = Some(p)
     }
 
     fn offer(&mut self, rows: &[SpanRow]) {
@@ -872,6 +880,8 @@ pub struct TagValues {
     prefilter: Prefilter,
     field: FieldExpr,
     pub(crate) list: ValueList,
+    /// The scan's last progress report: the reply's jobs.
+    pub jobs: Option<ScanProgress>,
 }
 
 impl TagValues {
@@ -883,6 +893,7 @@ impl TagValues {
             prefilter: Prefilter::new(query),
             field,
             list: ValueList::new(cap),
+            jobs: None,
         })
     }
 
@@ -903,6 +914,7 @@ impl TagValues {
             prefilter: self.prefilter.clone(),
             field: self.field.clone(),
             list: ValueList::new(self.list.cap),
+            jobs: None,
         }
     }
 
@@ -917,6 +929,10 @@ impl TagValues {
 impl TraceSink for TagValues {
     fn prefilter(&self) -> &Prefilter {
         &self.prefilter
+    }
+
+    fn progress(&mut self, p: ScanProgress) {
+        self.jobs = Some(p)
     }
 
     fn done(&self) -> bool {

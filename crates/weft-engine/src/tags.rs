@@ -51,7 +51,7 @@ use weft_traceql::{Evaluator, Query, Span, Trace, Value};
 use crate::decode::{KeysOf, Parts, decode_parts, each_attribute_key};
 use crate::graph::is_match_all;
 use crate::prefilter::Prefilter;
-use crate::search::{TagScope, ValueList, add_key, field_values};
+use crate::search::{ScanProgress, TagScope, ValueList, add_key, field_values};
 use crate::span_metrics::{
     BaseKey, ColumnSink, DurationReads, HeadRows, KeyMask, MAX_SPAN_KEYS, SpanSource, evaluated_duration,
     span_filter_needs,
@@ -215,8 +215,8 @@ impl SpanFilter {
     }
 }
 
-/// Implements [`ColumnSink`] for a tag collector with `needs` and `filter` fields and methods
-/// `add` (one source) and `is_done`.
+/// Implements [`ColumnSink`] for a tag collector with `needs`, `filter` and `jobs` fields and
+/// methods `add` (one source) and `is_done`.
 macro_rules! tag_column_sink {
     ($t:ty) => {
         impl ColumnSink for $t {
@@ -261,6 +261,10 @@ macro_rules! tag_column_sink {
             fn merge(&mut self, part: Self) {
                 self.merge_part(part)
             }
+
+            fn progress(&mut self, p: ScanProgress) {
+                self.jobs = Some(p)
+            }
         }
     };
 }
@@ -277,6 +281,8 @@ pub struct ColumnTagNames {
     pub keys: BTreeMap<TagScope, BTreeSet<String>>,
     /// Every key seen per scope, as stored.
     raw: BTreeMap<TagScope, HashSet<Box<[u8]>, FastBuild>>,
+    /// The scan's last progress report: the reply's jobs.
+    pub jobs: Option<ScanProgress>,
 }
 
 impl ColumnTagNames {
@@ -299,6 +305,7 @@ impl ColumnTagNames {
             cap,
             keys: BTreeMap::new(),
             raw: BTreeMap::new(),
+            jobs: None,
         })
     }
 
@@ -326,6 +333,7 @@ impl ColumnTagNames {
             cap: self.cap,
             keys: BTreeMap::new(),
             raw: BTreeMap::new(),
+            jobs: None,
         }
     }
 
@@ -446,6 +454,8 @@ pub struct ColumnTagValues {
     field: FieldExpr,
     id_of: IdOf,
     list: ValueList,
+    /// The scan's last progress report: the reply's jobs.
+    pub jobs: Option<ScanProgress>,
 }
 
 impl ColumnTagValues {
@@ -532,6 +542,7 @@ impl ColumnTagValues {
             field: field.clone(),
             id_of,
             list: ValueList::new(cap),
+            jobs: None,
         })
     }
 
@@ -566,6 +577,7 @@ impl ColumnTagValues {
             field: self.field.clone(),
             id_of: self.id_of,
             list: ValueList::new(self.list.cap),
+            jobs: None,
         }
     }
 

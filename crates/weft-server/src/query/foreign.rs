@@ -92,7 +92,9 @@ pub(crate) async fn values(st: &AppState, tenant: &str, filter: &str, field: &st
     let field = tag_field(field, true).map_err(bad)?;
     let end = weft_core::now_ns();
     let window = (end.saturating_sub(NAMES_LOOKBACK_MS * 1_000_000), end);
-    let (values, _, _) = distinct_values(st, tenant, &query, field, Some(window), MAX_NAMES).await?;
+    let values = distinct_values(st, tenant, &query, field, Some(window), MAX_NAMES)
+        .await?
+        .list;
     Ok(values.iter().map(tempo::value_text).collect())
 }
 

@@ -604,9 +604,30 @@ pub(crate) fn tag_field(tag: &str, v2: bool) -> Result<FieldExpr, String> {
         .ok_or_else(bad_tag)
 }
 
+/// What a tag lookup found: its list, whether more were left out, what the scan read, and its
+/// last progress report (the reply's jobs).
+pub(crate) struct Found<T> {
+    pub list: T,
+    pub truncated: bool,
+    pub stats: ScanStats,
+    pub jobs: Option<weft_engine::search::ScanProgress>,
+}
+
+impl<T> Found<T> {
+    /// A list of tag names, which is never cut (each scope keeps its cap).
+    pub fn keys(list: T, stats: ScanStats, jobs: Option<weft_engine::search::ScanProgress>) -> Found<T> {
+        Found {
+            list,
+            truncated: false,
+            stats,
+            jobs,
+        }
+    }
+}
+
 /// The distinct values of `field` over the spans matching `query` in `window`, at most `cap`
-/// (in the order first seen), whether more were left out, and what the scan read. Without a
-/// filter they are read from columns (`weft_engine::tags`), otherwise from whole traces.
+/// (in the order first seen). Without a filter they are read from columns
+/// (`weft_engine::tags`), otherwise from whole traces.
 pub(crate) async fn distinct_values(
     st: &AppState,
     tenant: &str,
@@ -614,7 +635,7 @@ pub(crate) async fn distinct_values(
     field: FieldExpr,
     window: Option<Window>,
     cap: usize,
-) -> Result<(Vec<weft_traceql::Value>, bool, ScanStats), Response> {
+) -> Result<Found<Vec<weft_traceql::Value>>, Response> {
     if let Some(peers) = &st.peers
         && let Some(found) = jobs::tags::tag_values(st, peers, tenant, query, &field, window, cap).await?
     {
@@ -622,13 +643,21 @@ pub(crate) async fn distinct_values(
     }
     if let Some(mut sink) = ColumnTagValues::new(query, &field, window, cap) {
         let stats = run_column_scan(st, tenant, window, &mut sink).await?;
-        let truncated = sink.truncated();
-        return Ok((sink.finish(), truncated, stats));
+        return Ok(Found {
+            truncated: sink.truncated(),
+            jobs: sink.jobs,
+            list: sink.finish(),
+            stats,
+        });
     }
     let mut sink = TagValues::new(query, field, cap).map_err(eval_error)?;
     let stats = run_scan(st, tenant, window, &mut sink).await?;
-    let truncated = sink.truncated();
-    Ok((sink.finish(), truncated, stats))
+    Ok(Found {
+        truncated: sink.truncated(),
+        jobs: sink.jobs,
+        list: sink.finish(),
+        stats,
+    })
 }
 
 #[cfg(test)]

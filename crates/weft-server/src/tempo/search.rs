@@ -269,28 +269,28 @@ pub(crate) async fn collect_tags(
     st: &AppState,
     tenant: &str,
     p: &HashMap<String, String>,
-) -> Result<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats), Response> {
+) -> Result<Found<BTreeMap<TagScope, BTreeSet<String>>>, Response> {
     let window = search_window(p).map_err(bad)?;
     let query = filter_query(p);
     let split = match &st.peers {
         Some(peers) => crate::query::jobs::tags::tag_names(st, peers, tenant, &query, window, MAX_TAGS).await?,
         None => None,
     };
-    let (mut keys, stats) = if let Some(found) = split {
+    let mut found = if let Some(found) = split {
         found
     } else if let Some(mut sink) = ColumnTagNames::new(&query, window, MAX_TAGS) {
         let stats = run_column_scan(st, tenant, window, &mut sink).await?;
-        (sink.keys, stats)
+        Found::keys(sink.keys, stats, sink.jobs)
     } else {
         let mut sink = TagNames::new(&query, MAX_TAGS).map_err(eval_error)?;
         let stats = run_scan(st, tenant, window, &mut sink).await?;
-        (sink.keys, stats)
+        Found::keys(sink.keys, stats, sink.jobs)
     };
     // weft's note for the Zipkin API is no attribute of the span's to offer (api::shown).
-    if let Some(span) = keys.get_mut(&TagScope::Span) {
+    if let Some(span) = found.list.get_mut(&TagScope::Span) {
         span.remove(weft_translate::zipkin::keys::ORIGINAL);
     }
-    Ok((keys, stats))
+    Ok(found)
 }
 
 /// What the tag-name lookups answer, over HTTP and the streaming gRPC API alike: per scope,
@@ -340,11 +340,11 @@ pub(crate) async fn tag_names_answer(
         search_window(p).map_err(bad)?;
     }
     let wanted = tag_name_scopes(p, v2).map_err(bad)?;
-    let (names, stats) = if wanted.iter().any(|s| *s != "intrinsic") {
-        let (n, s) = collect_tags(st, tenant, p).await?;
-        (Some(n), s)
+    let (names, stats, jobs) = if wanted.iter().any(|s| *s != "intrinsic") {
+        let found = collect_tags(st, tenant, p).await?;
+        (Some(found.list), found.stats, found.jobs)
     } else {
-        (None, ScanStats::default())
+        (None, ScanStats::default(), None)
     };
     let scopes = wanted
         .iter()
@@ -361,7 +361,7 @@ pub(crate) async fn tag_names_answer(
         })
         .collect();
     // v1 answers the intrinsics alone with empty metrics; v2 always gives them.
-    let metrics = (names.is_some() || v2).then(|| inspected(&stats, st, tenant));
+    let metrics = (names.is_some() || v2).then(|| inspected(&stats, st, tenant).with_jobs(jobs));
     Ok(TagNamesAnswer { scopes, metrics, stats })
 }
 
@@ -435,20 +435,19 @@ pub(crate) async fn tag_values_answer(
     }
     let field = tag_field(tag, v2).map_err(bad)?;
     let window = search_window(p).map_err(bad)?;
-    let (values, truncated, stats) =
-        distinct_values(st, tenant, &filter_query(p), field, window, MAX_TAG_VALUES).await?;
+    let found = distinct_values(st, tenant, &filter_query(p), field, window, MAX_TAG_VALUES).await?;
     let values = if v2 {
-        values.iter().map(tempo::typed).collect()
+        found.list.iter().map(tempo::typed).collect()
     } else {
-        let texts: BTreeSet<String> = values.iter().map(tempo::value_text).collect();
+        let texts: BTreeSet<String> = found.list.iter().map(tempo::value_text).collect();
         texts.into_iter().map(|t| ("string", t)).collect()
     };
-    let metrics = Some(inspected(&stats, st, tenant));
+    let metrics = Some(inspected(&found.stats, st, tenant).with_jobs(found.jobs));
     Ok(TagValuesAnswer {
         values,
-        truncated,
+        truncated: found.truncated,
         metrics,
-        stats,
+        stats: found.stats,
     })
 }
 

@@ -31,7 +31,7 @@ use weft_traceql::ast::FieldExpr;
 use super::whole::{WholePart, WholeQuery};
 use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan};
 use crate::app::AppState;
-use crate::query::{bad, scan_failed, tag_field};
+use crate::query::{Found, bad, scan_failed, tag_field};
 
 /// Where a querier answers tag-value jobs.
 pub const TAG_VALUES_JOB_PATH: &str = "/internal/v1/jobs/tag-values";
@@ -239,22 +239,28 @@ pub(crate) async fn tag_values(
     field: &FieldExpr,
     window: Option<Window>,
     cap: usize,
-) -> Result<Option<(Vec<Value>, bool, ScanStats)>, Response> {
+) -> Result<Option<Found<Vec<Value>>>, Response> {
     let job = template(query, Some(field.to_string()), window, cap);
     if let Some(sink) = ColumnTagValues::new(query, field, window, cap) {
         return Ok(lookup(st, peers, tenant, window, sink, job)
             .await?
-            .map(|(sink, stats)| {
-                let truncated = sink.truncated();
-                (sink.finish(), truncated, stats)
+            .map(|(sink, stats)| Found {
+                truncated: sink.truncated(),
+                jobs: sink.jobs,
+                list: sink.finish(),
+                stats,
             }));
     }
     let mut sink = TagValues::new(query, field.clone(), cap).map_err(crate::query::eval_error)?;
     let Some(stats) = whole_lookup(st, peers, tenant, window, &mut sink, job).await? else {
         return Ok(None);
     };
-    let truncated = sink.truncated();
-    Ok(Some((sink.finish(), truncated, stats)))
+    Ok(Some(Found {
+        truncated: sink.truncated(),
+        jobs: sink.jobs,
+        list: sink.finish(),
+        stats,
+    }))
 }
 
 /// The attribute keys per scope over the queriers of `--query-peers`, as [`tag_values`].
@@ -265,16 +271,16 @@ pub(crate) async fn tag_names(
     query: &weft_traceql::Query,
     window: Option<Window>,
     cap: usize,
-) -> Result<Option<(BTreeMap<TagScope, BTreeSet<String>>, ScanStats)>, Response> {
+) -> Result<Option<Found<BTreeMap<TagScope, BTreeSet<String>>>>, Response> {
     let job = template(query, None, window, cap);
     if let Some(sink) = ColumnTagNames::new(query, window, cap) {
         return Ok(lookup(st, peers, tenant, window, sink, job)
             .await?
-            .map(|(sink, stats)| (sink.keys, stats)));
+            .map(|(sink, stats)| Found::keys(sink.keys, stats, sink.jobs)));
     }
     let mut sink = TagNames::new(query, cap).map_err(crate::query::eval_error)?;
     let found = whole_lookup(st, peers, tenant, window, &mut sink, job).await?;
-    Ok(found.map(|stats| (sink.keys, stats)))
+    Ok(found.map(|stats| Found::keys(sink.keys, stats, sink.jobs)))
 }
 
 /// Runs a whole-trace lookup over the queriers as a search is split ([`super::whole`]).
@@ -416,6 +422,17 @@ async fn lookup<S: Lookup>(
         }
     };
     let fresh = sink.fork();
+    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    // Progress, as a metrics query tells it: the recent spans are one unit, each job one, and
+    // the jobs a full list leaves unsent count as done.
+    let total = 1 + jobs.len() as u64;
+    let mut merged = 1;
+    if sink.full() {
+        // The recent spans filled the list: no block can change it.
+        sink.progress(stats.progress(total, total));
+        return Ok(Some((sink, stats)));
+    }
+    sink.progress(stats.progress(merged, total));
     let run = |(k, job): (usize, Vec<usize>)| {
         let (addrs, listing, blocks, template, fresh) = (&addrs, &listing, &blocks, &template, &fresh);
         async move {
@@ -446,11 +463,7 @@ async fn lookup<S: Lookup>(
             Ok::<TagsJobReply, Response>(reply)
         }
     };
-    if sink.full() {
-        // The recent spans filled the list: no block can change it.
-        return Ok(Some((sink, stats)));
-    }
-    let mut jobs = plan(&blocks, width * JOBS_PER_PEER).into_iter().enumerate();
+    let mut jobs = jobs.into_iter().enumerate();
     // A lookup that can fill (values, with a cap) sends the newest job first, alone, as a search
     // does: a list it fills leaves the others unsent. Side by side from the start, each querier
     // paid its job's fixed cost for nothing (CPU per querier 1.4x, 2.4x, 2.9x the ideal at 1, 2
@@ -477,8 +490,13 @@ async fn lookup<S: Lookup>(
             tracing::warn!(tenant, error = %e, "a querier's tag list does not decode; looking tags up here alone");
             return Ok(None);
         }
+        merged += 1;
         if sink.full() {
             // Later parts cannot change the list.
+            merged = total;
+        }
+        sink.progress(stats.progress(merged, total));
+        if merged == total {
             break;
         }
     }
