@@ -11,6 +11,7 @@ import time
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from otlpdata import make_request, make_span, new_trace_id
+from weftlib import wait_for_block_spans
 
 
 def _scene(srv, now):
@@ -167,3 +168,36 @@ def test_compare_exemplars_and_span_attribute_metrics(weft_factory):
     got = {_labels(s).get("span.foo"): s["value"]
            for s in _metrics(srv, "{ } | count_over_time() by (span.foo)", now, instant=True)}
     assert got == {"x": 1, "y": 1, "<nil>": 9}, got
+
+
+def test_exemplars_name_their_span_whether_it_is_in_the_head_or_a_block(weft_factory):
+    """An exemplar's `trace:id` and `span:id` name a stored span, and a query over blocks picks
+    the exemplars a query over the head picks, labels and all (span-local metrics read blocks
+    by columns, the head by rows)."""
+    head = weft_factory(name="ex-head")
+    blocks = weft_factory("--block-max-age", "1", name="ex-blocks")
+    now = time.time_ns()
+
+    class Both:
+        def send(self, req):
+            head.send(req)
+            blocks.send(req)
+    _scene(Both(), now)
+    wait_for_block_spans(blocks, 10)
+    params = {"q": "{ } | count_over_time() by (name)", "start": str(now - 120_000_000_000),
+              "end": str(now + 1_000_000_000), "step": "10s"}
+
+    def exemplars(srv):
+        r = srv.get("/api/metrics/query_range", params=params)
+        assert r.status_code == 200, r.text
+        return [{kv["key"]: kv["value"]["stringValue"] for kv in e["labels"]}
+                for s in r.json()["series"] for e in s.get("exemplars", [])]
+
+    got = exemplars(blocks)
+    assert got == exemplars(head) and len(got) >= 2, got
+    for labels in got:
+        trace = blocks.fetch_trace(labels["trace:id"].rjust(32, "0"))
+        assert trace is not None, labels
+        names = {sp.span_id.hex(): sp.name for rs in trace.resource_spans for ss in rs.scope_spans
+                 for sp in ss.spans}
+        assert names.get(labels.get("span:id")) == labels["name"], (labels, names)

@@ -120,7 +120,8 @@ pub struct MetricNeeds {
     /// Span attribute keys whose values are read ([`MetricColumns::span_attributes`]), each
     /// once, in the order given.
     pub span_keys: Vec<String>,
-    /// Trace IDs, for exemplars ([`MetricColumns::trace_id`]).
+    /// Trace and span IDs, for exemplars ([`MetricColumns::trace_id`],
+    /// [`MetricColumns::span_id`]).
     pub trace_ids: bool,
     /// Parent span IDs, for whether a span is a root ([`MetricColumns::parent`]).
     pub parents: bool,
@@ -243,8 +244,11 @@ pub struct MetricColumns {
     /// key as encoded `Span.attributes` fields (what a span's attribute blob holds of it, in
     /// order), empty when the span has none. Equal ids mean equal bytes.
     pub span_attributes: Vec<DictColumn>,
-    /// 16-byte trace IDs.
+    /// With [`MetricNeeds::trace_ids`]: 16-byte trace IDs.
     pub trace_id: DictColumn,
+    /// With [`MetricNeeds::trace_ids`]: span IDs, so an exemplar names its span as one from
+    /// the head does.
+    pub span_id: Vec<[u8; 8]>,
     /// With [`MetricNeeds::parents`]: 8-byte parent span IDs, empty (null) for a root span.
     pub parent: DictColumn,
     /// With [`MetricNeeds::blobs`]: each span's `attributes` blob as stored, that is without

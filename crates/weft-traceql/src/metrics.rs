@@ -94,7 +94,8 @@ pub struct Series {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Exemplar {
     pub trace_id: [u8; 16],
-    /// Known where the span's ID was read (whole traces, the head).
+    /// Every source weft reads gives it (the head, whole traces, a block's columns); `None`
+    /// only from a caller that has no span IDs.
     pub span_id: Option<[u8; 8]>,
     /// The span's value of the metric's field (`quantile_over_time(duration, ...)`: its
     /// duration in seconds); `None` for the counting functions (`rate`, `count_over_time`,

@@ -4,8 +4,8 @@
 use super::col;
 use super::reader::RowGroup;
 use super::reader::{
-    DedicatedValues, RangeChunk, SpanDedicated, dict_column, fixed_dict_column, read, read_dedicated, row_count,
-    row_group_reader,
+    DedicatedValues, RangeChunk, SpanDedicated, dict_column, fixed_dict_column, plain_fixed, read, read_dedicated,
+    row_count, row_group_reader,
 };
 use crate::BlockError;
 use crate::dedicated::{Scalar, append_key_value, pick_attributes};
@@ -100,6 +100,7 @@ pub(crate) fn metric_columns(needs: &MetricNeeds, dedicated: &[DedicatedColumn])
         (needs.resource, col::RESOURCE),
         (needs.scope, col::SCOPE),
         (needs.trace_ids, col::TRACE_ID),
+        (needs.trace_ids, col::SPAN_ID),
         (needs.parents, col::PARENT),
     ] {
         if need {
@@ -190,6 +191,7 @@ pub fn read_metric_columns(
     }
     if needs.trace_ids {
         out.trace_id = fixed_dict_column(&rgr, col::TRACE_ID, n, false, 16)?;
+        out.span_id = plain_fixed::<8>(&rgr, col::SPAN_ID, n)?;
     }
     if needs.parents {
         out.parent = fixed_dict_column(&rgr, col::PARENT, n, true, 8)?;

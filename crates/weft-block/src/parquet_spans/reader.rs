@@ -463,7 +463,7 @@ const UNSEEN: u32 = u32::MAX;
 
 /// Reads a required FIXED_LEN_BYTE_ARRAY(`L`) column of `n` rows. The fast path takes the
 /// PLAIN data pages weft writes as they are; any other layout goes through the column reader.
-fn plain_fixed<const L: usize>(rgr: &RowGroup<'_>, c: usize, n: usize) -> Result<Vec<[u8; L]>, BlockError> {
+pub(super) fn plain_fixed<const L: usize>(rgr: &RowGroup<'_>, c: usize, n: usize) -> Result<Vec<[u8; L]>, BlockError> {
     use parquet::basic::Encoding;
     use parquet::column::page::Page;
     let mut out: Vec<[u8; L]> = Vec::with_capacity(n);

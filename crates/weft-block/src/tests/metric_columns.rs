@@ -49,6 +49,7 @@ pub(super) async fn assert_metric_columns_match_rows(store: &dyn weft_storage::S
             assert_eq!(dict_at(&c.resource, i), r.resource);
             assert_eq!(dict_at(&c.scope, i), r.scope);
             assert_eq!(dict_at(&c.trace_id, i), r.trace_id.as_slice());
+            assert_eq!(c.span_id[i], r.span_id, "span ID of row {i}");
             let parent: &[u8] = if r.parent_span_id == [0; 8] {
                 &[]
             } else {
@@ -59,7 +60,7 @@ pub(super) async fn assert_metric_columns_match_rows(store: &dyn weft_storage::S
         // Only what is asked for is read.
         let starts = part.metric_columns(&MetricNeeds::default()).unwrap();
         assert_eq!(starts.start, c.start);
-        assert!(starts.name.ids.is_empty() && starts.duration.is_empty());
+        assert!(starts.name.ids.is_empty() && starts.duration.is_empty() && starts.span_id.is_empty());
 
         assert_graph_columns_match_rows(store, block, rg, &rows, whole.bytes()).await;
 

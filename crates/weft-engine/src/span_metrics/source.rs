@@ -116,6 +116,11 @@ impl SpanSource for MetricColumns {
     }
 
     #[inline]
+    fn span_id(&self, i: usize) -> Option<[u8; 8]> {
+        self.span_id.get(i).copied()
+    }
+
+    #[inline]
     fn duration(&self, i: usize) -> i64 {
         self.duration.get(i).copied().unwrap_or(0)
     }

@@ -284,9 +284,10 @@ pub struct ExemplarReply {
     pub timestamp_ms: u64,
 }
 
-/// The exemplars of a series as Tempo's `Exemplar` messages. Labels: `trace:id` (hex, leading zeros trimmed, as Tempo writes it), `span:id` where
-/// known, and the series' `by()` labels. A counting function's exemplar takes the series'
-/// value at its step; one whose step has no value is left out, as Tempo leaves it.
+/// The exemplars of a series as Tempo's `Exemplar` messages. Labels: `trace:id` (hex, leading
+/// zeros trimmed, as Tempo writes it), `span:id` (every exemplar weft picks has one), and the
+/// series' `by()` labels. A counting function's exemplar takes the series' value at its step;
+/// one whose step has no value is left out, as Tempo leaves it.
 pub fn exemplars(s: &Series, start_ns: u64, step_ns: u64) -> Vec<ExemplarReply> {
     s.exemplars
         .iter()
