@@ -129,6 +129,7 @@ fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPa
 }
 
 async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool, limit: usize) {
+    let any_error = traces.iter().flatten().any(|&(_, error, _)| error);
     let dir = tempfile::tempdir().unwrap();
     let node = Node::in_memory(dir.path(), 8).await;
     let tenant: Arc<str> = Arc::from("t");
@@ -168,7 +169,12 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
     }
 
     let query = weft_traceql::parse(TRACE_METRICS).unwrap();
-    let metrics = || Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+    // Exemplars too: the same picks, span IDs and all, however the scan is split.
+    let metrics = || {
+        let mut m = Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+        m.exemplars(6);
+        m
+    };
     let mut whole = metrics();
     node.scan("t", window, &mut whole).await.unwrap();
     let mut merged = metrics();
@@ -183,9 +189,11 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
 
     let query = weft_traceql::parse(SPAN_METRICS).unwrap();
     let span_metrics = || {
-        SpanMetrics::new(&query, BASE, BASE + 100_000_000, 10_000_000)
+        let mut m = SpanMetrics::new(&query, BASE, BASE + 100_000_000, 10_000_000)
             .unwrap()
-            .unwrap()
+            .unwrap();
+        m.exemplars(6);
+        m
     };
     let mut whole = span_metrics();
     node.scan_columns("t", window, &mut whole).await.unwrap();
@@ -195,7 +203,12 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
         node.scan_columns_part("t", window, part, &mut sink).await.unwrap();
         merged.merge(sink);
     }
-    assert_eq!(merged.finish().unwrap(), whole.finish().unwrap(), "`{SPAN_METRICS}`");
+    let (merged, whole) = (merged.finish().unwrap(), whole.finish().unwrap());
+    assert_eq!(merged, whole, "`{SPAN_METRICS}`");
+    // Every exemplar names its span, whether it came from the head or a block's columns.
+    let picked: Vec<_> = whole.iter().flat_map(|s| &s.exemplars).collect();
+    assert_eq!(!picked.is_empty(), any_error, "{picked:?}");
+    assert!(picked.iter().all(|e| e.span_id.is_some()), "{picked:?}");
 
     let filter = weft_traceql::parse("{ status = error }").unwrap();
     let field = {
@@ -265,7 +278,12 @@ async fn traces_cut_from_the_head_after_the_head_part_count_once_when_excluded()
     node.push(&tenant, request(&traces, 3)).await.unwrap();
     let window = Some((BASE, BASE + 100_000_000));
     let query = weft_traceql::parse(TRACE_METRICS).unwrap();
-    let metrics = || Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+    // Exemplars too: the same picks, span IDs and all, however the scan is split.
+    let metrics = || {
+        let mut m = Metrics::new(&query, BASE, BASE + 100_000_000, 10_000_000).unwrap();
+        m.exemplars(6);
+        m
+    };
 
     let mut head_sink = metrics();
     let head = node
