@@ -777,7 +777,7 @@ def test_every_query_form_answers_on_the_cluster_as_on_the_single_binary(weft_fa
     S3-compatible server) and by the single binary sent the same spans: TraceQL searches of
     every kind at three limits, every metrics function (range and instant, exemplars
     included), tag names and values (v1, v2, scoped, filtered, without a window), traces by
-    ID, the service graph, Jaeger's and Zipkin's query APIs, and Tempo's streaming gRPC API.
+    ID, the service graph, Jaeger's (v1 and v3) and Zipkin's query APIs, and Tempo's streaming gRPC API.
     Every answer is equal, but for its job counts. Traces are split across requests, so across
     blocks and between blocks and the live stores."""
     from google.protobuf.json_format import MessageToDict
@@ -926,6 +926,9 @@ def test_every_query_form_answers_on_the_cluster_as_on_the_single_binary(weft_fa
 
     us = 10**6
     jaeger = {"start": (now - 3600) * us, "end": (now + 60) * us}
+
+    def rfc3339(seconds: int) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
     zipkin = {"endTs": (now + 60) * 1000, "lookback": 3600 * 1000}
     for base_url, path, params in [
         ("jaeger", "/api/services", None), ("jaeger", "/api/services/cart/operations", None),
@@ -936,6 +939,11 @@ def test_every_query_form_answers_on_the_cluster_as_on_the_single_binary(weft_fa
                                    **jaeger}),
         ("jaeger", "/api/traces", {"service": "db", "minDuration": "100ms", "limit": "50", **jaeger}),
         ("jaeger", "/api/dependencies", {"endTs": (now + 60) * 1000, "lookback": 3600 * 1000}),
+        ("jaeger", "/api/v3/services", None), ("jaeger", "/api/v3/operations", {"service": "db"}),
+        ("jaeger", "/api/v3/traces", {"query.serviceName": "cart", "query.searchDepth": "10",
+                                      "query.startTimeMin": rfc3339(now - 3600),
+                                      "query.startTimeMax": rfc3339(now + 60)}),
+        ("jaeger", f"/api/v3/traces/{tids[12].hex()}", None),
         ("zipkin", "/api/v2/services", None), ("zipkin", "/api/v2/spans", {"serviceName": "cart"}),
         ("zipkin", "/api/v2/remoteServices", {"serviceName": "cart"}),
         ("zipkin", "/api/v2/traces", {"serviceName": "db", "limit": "10", **zipkin}),
