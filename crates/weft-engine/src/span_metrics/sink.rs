@@ -69,9 +69,9 @@ impl ColumnSink for SpanMetrics {
 
     fn needs_between(&self, lo: u64, hi: u64, min_trace: Option<&[u8; 16]>) -> MetricNeeds {
         // Trace IDs (16 B per trace plus an index per span) and span IDs (8 B per span) only
-        // while a span of the row group could still be an exemplar: its time range has a bucket with room, or its smallest
-        // trace ID is below one that a bucket holds. Random IDs make that rare after the
-        // first row groups of each range.
+        // while a span of the row group could still be an exemplar: its time range has a
+        // bucket with room, or its smallest trace ID is below one that a bucket holds. Random
+        // IDs make that rare after the first row groups of each range.
         MetricNeeds {
             trace_ids: self.wants_exemplars_between(lo, hi, min_trace),
             ..self.needs.clone()
