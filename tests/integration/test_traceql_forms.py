@@ -201,3 +201,27 @@ def test_exemplars_name_their_span_whether_it_is_in_the_head_or_a_block(weft_fac
         names = {sp.span_id.hex(): sp.name for rs in trace.resource_spans for ss in rs.scope_spans
                  for sp in ss.spans}
         assert names.get(labels.get("span:id")) == labels["name"], (labels, names)
+
+
+def test_a_range_query_is_aligned_to_its_step_as_tempo_aligns_it(weft_factory):
+    """Start rounds down and end up to whole steps, so a chart of the last minutes refreshed a
+    few seconds later counts the same buckets (Tempo does the same since 2.5)."""
+    srv = weft_factory()
+    now = time.time_ns()
+    _scene(srv, now)
+    step = 10_000_000_000
+
+    def series(shift_ns):
+        r = srv.get("/api/metrics/query_range", params={
+            "q": "{ } | count_over_time() by (resource.service.name)", "step": "10s",
+            "start": str(now - 120_000_000_000 + shift_ns), "end": str(now + 10_000_000_000 + shift_ns)})
+        assert r.status_code == 200, r.text
+        return {_labels(s)["resource.service.name"]: [(int(x["timestampMs"]), x["value"]) for x in s["samples"]]
+                for s in r.json()["series"]}
+
+    first = series(0)
+    assert first and all(ts * 1_000_000 % step == 0 for samples in first.values() for ts, _ in samples), first
+    assert {k: sum(v for _, v in samples) for k, samples in first.items()} == {"svc-a": 6, "svc-b": 4}, first
+    # A refresh within the same steps (start and end 13 steps apart) sees the same buckets.
+    shift = step - (now - 120_000_000_000) % step - 1
+    assert series(shift) == first

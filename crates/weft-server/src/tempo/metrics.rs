@@ -139,6 +139,11 @@ pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Res
     } else {
         exemplar_limit(p, &query).map_err(|e| Box::new(bad(e)))?
     };
+    let (start, end) = if instant {
+        (start, end)
+    } else {
+        align_to_step(start, end, step)
+    };
     Ok(MetricsRequest {
         q: q.to_owned(),
         query,
@@ -147,6 +152,20 @@ pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Res
         step,
         exemplars,
     })
+}
+
+/// A range query's start rounded down and its end rounded up to multiples of `step`, as
+/// Tempo aligns them: a chart of "the last hour" refreshed a few seconds later keeps its
+/// buckets, where unaligned every refresh would shift them and move spans between points.
+fn align_to_step(start: u64, end: u64, step: u64) -> (u64, u64) {
+    if step == 0 {
+        return (start, end);
+    }
+    let up = match end % step {
+        0 => end,
+        r => end.saturating_add(step - r),
+    };
+    (start - start % step, up)
 }
 
 /// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
@@ -472,6 +491,36 @@ mod tests {
             here.tell(&run, progress(done, 4));
         }
         assert_eq!(*told.lock(), 5);
+    }
+
+    /// A range query's bounds move out to whole steps, so two refreshes a few seconds apart
+    /// count the same buckets; an instant query keeps its own.
+    #[test]
+    fn range_queries_are_aligned_to_their_step_as_tempo_aligns_them() {
+        let s = 1_000_000_000;
+        assert_eq!(align_to_step(61 * s, 3_599 * s, 60 * s), (60 * s, 3_600 * s));
+        assert_eq!(align_to_step(60 * s, 3_600 * s, 60 * s), (60 * s, 3_600 * s));
+        assert_eq!(align_to_step(7, u64::MAX - 1, 10), (0, u64::MAX));
+        let request = |start: &str, end: &str, instant| {
+            let p: HashMap<String, String> = [("q", "{ } | rate()"), ("start", start), ("end", end), ("step", "30s")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let r = metrics_request(&p, instant).unwrap_or_else(|_| panic!("{start}..{end}"));
+            (r.start / s, r.end / s, r.step / s)
+        };
+        assert_eq!(
+            request("1800000005", "1800003605", false),
+            (1_800_000_000, 1_800_003_630, 30)
+        );
+        assert_eq!(
+            request("1800000012", "1800003630", false),
+            (1_800_000_000, 1_800_003_630, 30)
+        );
+        assert_eq!(
+            request("1800000005", "1800003605", true),
+            (1_800_000_005, 1_800_003_605, 3_600)
+        );
     }
 
     #[test]
