@@ -205,7 +205,7 @@ def test_exemplars_name_their_span_whether_it_is_in_the_head_or_a_block(weft_fac
 
 def test_a_range_query_is_aligned_to_its_step_as_tempo_aligns_it(weft_factory):
     """Start rounds down and end up to whole steps, so a chart of the last minutes refreshed a
-    few seconds later counts the same buckets (Tempo does the same since 2.5)."""
+    few seconds later counts the same buckets (Tempo does the same: grafana/tempo#3490)."""
     srv = weft_factory()
     now = time.time_ns()
     _scene(srv, now)
