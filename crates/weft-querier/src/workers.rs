@@ -557,6 +557,10 @@ mod tests {
             heavy.push((5, "heavy"));
         }
         tokio::time::sleep(Duration::from_millis(12)).await;
+        // Counted from when the light job comes, not from the sleep, which a loaded machine
+        // stretches: the heavy job running then finishes, and at most one more starts before
+        // the push lands.
+        let done = order.lock().len();
         let mut light = sleeper(&w, "t", order.clone());
         light.push((0, "light"));
         light.next().await.unwrap().unwrap();
@@ -565,7 +569,10 @@ mod tests {
         }
         let order = order.lock();
         let at = order.iter().position(|s| *s == "light").unwrap();
-        assert!(at <= 4, "the light job ran after {at} heavy jobs: {order:?}");
+        assert!(
+            at <= done + 2 && done < 20,
+            "the light job ran after {at} heavy jobs, {done} done when it came: {order:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
