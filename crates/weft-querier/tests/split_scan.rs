@@ -1,5 +1,5 @@
-//! A scan split into parts (the head and any grouping of the blocks, each part into a sink of
-//! its own), the sinks merged in the parts' order and the split traces finished once, gives
+//! A scan split into parts (the head and any grouping of the blocks or of their row groups,
+//! each part into a sink of its own), the sinks merged in the parts' order and the split traces finished once, gives
 //! what one scan gives: the same search hits in the same order, the same metrics series, the
 //! same tag values. This is what lets a query frontend split a query into jobs (issue 47).
 
@@ -113,12 +113,24 @@ const SEARCHES: [&str; 4] = [
 const TRACE_METRICS: &str = "{ resource.service.name = \"a\" } >> { } | count_over_time() by (resource.service.name)";
 const SPAN_METRICS: &str = "{ status = error } | count_over_time() by (resource.service.name, name)";
 
-/// The parts: the head alone or with the first group, and the blocks grouped by `groups`.
-fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPart> {
+/// The parts: the head alone or with the first group, and the blocks grouped by `groups`;
+/// with `by_row_group`, each row group of each block goes to a group of its own choosing, so
+/// one block's row groups are split between parts, as a frontend splits a large block.
+fn parts(blocks: &[(String, usize)], groups: &[usize], head_alone: bool, by_row_group: bool) -> Vec<ScanPart> {
     let n = groups.iter().copied().max().unwrap_or(0) + 1;
     let mut parts: Vec<ScanPart> = (0..n).map(|_| ScanPart::of_blocks([])).collect();
-    for (id, &g) in block_ids.iter().zip(groups.iter().cycle()) {
-        parts[g].blocks.as_mut().unwrap().insert(id.clone());
+    let mut group = groups.iter().cycle();
+    for (id, row_groups) in blocks {
+        if !by_row_group {
+            let g = *group.next().unwrap();
+            parts[g].blocks.as_mut().unwrap().insert(id.clone());
+            continue;
+        }
+        for rg in 0..*row_groups {
+            let part = &mut parts[*group.next().unwrap()];
+            part.blocks.as_mut().unwrap().insert(id.clone());
+            part.row_groups.entry(id.clone()).or_default().insert(rg);
+        }
     }
     if head_alone {
         parts.insert(0, ScanPart::head_only());
@@ -128,7 +140,7 @@ fn parts(block_ids: &[String], groups: &[usize], head_alone: bool) -> Vec<ScanPa
     parts
 }
 
-async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool, limit: usize) {
+async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool, by_row_group: bool, limit: usize) {
     let any_error = traces.iter().flatten().any(|&(_, error, _)| error);
     let dir = tempfile::tempdir().unwrap();
     let node = Node::in_memory(dir.path(), 8).await;
@@ -139,8 +151,12 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
             node.flush().await;
         }
     }
-    let ids: Vec<String> = node.blocks("t").iter().map(|b| b.meta.block_id.clone()).collect();
-    let parts = parts(&ids, &groups, head_alone);
+    let blocks: Vec<(String, usize)> = node
+        .blocks("t")
+        .iter()
+        .map(|b| (b.meta.block_id.clone(), b.row_group_count()))
+        .collect();
+    let parts = parts(&blocks, &groups, head_alone, by_row_group);
     let window = Some((BASE, BASE + 100_000_000));
     let params = SearchParams {
         limit,
@@ -245,6 +261,7 @@ proptest! {
         traces in traces(),
         groups in proptest::collection::vec(0usize..3, 1..4),
         head_alone in any::<bool>(),
+        by_row_group in any::<bool>(),
         limit in 1usize..8,
     ) {
         tokio::runtime::Builder::new_multi_thread()
@@ -252,7 +269,7 @@ proptest! {
             .enable_all()
             .build()
             .unwrap()
-            .block_on(check(traces, groups, head_alone, limit));
+            .block_on(check(traces, groups, head_alone, by_row_group, limit));
     }
 }
 

@@ -245,6 +245,9 @@ impl Scan<'_> {
                 continue;
             }
             for rg in 0..b.row_group_count() {
+                if self.row_groups[i].as_ref().is_some_and(|only| !only.contains(&rg)) {
+                    continue; // another part's
+                }
                 let stats = match b.row_group_stats(storage, rg).await {
                     Ok(s) => s,
                     Err(e) => {

@@ -10,6 +10,7 @@
 //! asked before any row group was added it wanted them everywhere (a third of
 //! `{ } | rate() by (resource.service.name)`'s CPU went to exemplars nobody kept).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use weft_block::Block;
@@ -86,10 +87,11 @@ impl Querier {
         let mut blocks = self.head_columns(tenant, part.head, m, &mut stats);
         stats.total_blocks = blocks.len() as u64;
         blocks.retain(|b| part.reads(b));
+        let only: Vec<Option<HashSet<usize>>> = blocks.iter().map(|b| part.row_groups_of(b)).collect();
         let mut failed = vec![false; blocks.len()];
         let mut read_any = vec![false; blocks.len()];
         let units = self
-            .plan_columns(&blocks, window, m, &mut stats, &mut failed, &mut read_any)
+            .plan_columns(&blocks, &only, window, m, &mut stats, &mut failed, &mut read_any)
             .await?;
         // Progress: the head is one unit, each row group to read another (those ruled out are
         // not counted).
@@ -209,11 +211,14 @@ impl Querier {
     }
 
     /// The row groups to read, in block order: those in the window that the sink's filter
-    /// does not rule out, and whose tag names the index cannot give (those are taken here).
-    /// A block whose footer fails is marked in `failed`.
+    /// does not rule out, and whose tag names the index cannot give (those are taken here);
+    /// of a block whose `only` is set, those of its row groups alone. A block whose footer
+    /// fails is marked in `failed`.
+    #[allow(clippy::too_many_arguments)]
     async fn plan_columns(
         &self,
         blocks: &[Arc<Block>],
+        only: &[Option<HashSet<usize>>],
         window: Option<Window>,
         m: &mut (impl ColumnSink + Send),
         stats: &mut ScanStats,
@@ -233,6 +238,9 @@ impl Querier {
             for rg in 0..b.row_group_count() {
                 if m.done() {
                     break;
+                }
+                if only[i].as_ref().is_some_and(|only| !only.contains(&rg)) {
+                    continue; // another part's
                 }
                 let planned: Result<Option<(u64, u64)>, QueryError> = async {
                     // Skipped by time, or by the filter's prefilter on the footer statistics

@@ -233,6 +233,9 @@ struct Scan<'a> {
     /// Which of `blocks` this part reads (every block is still asked whether it may hold a
     /// trace).
     read: Vec<bool>,
+    /// Of each of `blocks` this part reads, the row groups it reads when not all
+    /// ([`ScanPart::row_groups`]).
+    row_groups: Vec<Option<HashSet<usize>>>,
     /// Traces already offered or deferred.
     handled: HashSet<[u8; 16]>,
     deferred: Vec<[u8; 16]>,
@@ -269,6 +272,11 @@ pub struct ScanPart {
     pub head: bool,
     /// Read these blocks of the listing, by ID; `None`: all of them.
     pub blocks: Option<HashSet<String>>,
+    /// Of a block named here, read only these row groups (the others are another part's);
+    /// a block not named here is read whole. Parts may split a block this way as they split
+    /// the listing: a trace whose rows cross a row-group boundary is deferred by every part
+    /// that meets a piece of it, as in one scan.
+    pub row_groups: HashMap<String, HashSet<usize>>,
     /// Traces another part took already (the frontend's head part, when a block cut from its
     /// head since may hold them again): pieces of them are skipped, as one scan skips the
     /// traces its head part handled, though the leaves they pass still count.
@@ -281,7 +289,7 @@ impl ScanPart {
         ScanPart {
             head: true,
             blocks: None,
-            exclude: HashSet::new(),
+            ..ScanPart::default()
         }
     }
 
@@ -290,7 +298,7 @@ impl ScanPart {
         ScanPart {
             head: true,
             blocks: Some(HashSet::new()),
-            exclude: HashSet::new(),
+            ..ScanPart::default()
         }
     }
 
@@ -299,12 +307,17 @@ impl ScanPart {
         ScanPart {
             head: false,
             blocks: Some(ids.into_iter().collect()),
-            exclude: HashSet::new(),
+            ..ScanPart::default()
         }
     }
 
     fn reads(&self, b: &Block) -> bool {
         self.blocks.as_ref().is_none_or(|ids| ids.contains(&b.meta.block_id))
+    }
+
+    /// The row groups of `b` this part reads, when not all of them.
+    fn row_groups_of(&self, b: &Block) -> Option<HashSet<usize>> {
+        self.row_groups.get(&b.meta.block_id).cloned()
     }
 }
 
@@ -465,6 +478,7 @@ impl Querier {
         scan.stats.total_blocks = scan.blocks.len() as u64;
         scan.blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         scan.read = scan.blocks.iter().map(|b| part.reads(b)).collect();
+        scan.row_groups = scan.blocks.iter().map(|b| part.row_groups_of(b)).collect();
         let missing_blocks = part
             .blocks
             .iter()
@@ -604,6 +618,7 @@ impl<'a> Scan<'a> {
             window,
             blocks: q.blocks(tenant),
             read: Vec::new(),
+            row_groups: Vec::new(),
             handled: HashSet::new(),
             deferred: Vec::new(),
             passed: HashMap::new(),

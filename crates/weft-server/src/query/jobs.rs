@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! frontend:  head part here ─► list the tenant's blocks ─► jobs: runs of that listing, newest
-//!            first, by bytes ─► each to a peer (one at a time per peer; a failed or timed-out
+//!            first, by bytes (a search's: by what it may read, heavy blocks split by row
+//!            group, [`plan_search`]) ─► each to a peer (one at a time per peer; a failed or timed-out
 //!            job goes to the next peer, then runs here) ─► merged in job order ─► split
 //!            traces read whole once, here (Querier::finish_scan)
 //! querier:   job ─► the same search, its floor raised ─► Querier::scan_part over the job's
@@ -49,7 +50,7 @@ pub mod trace;
 pub mod whole;
 
 /// The version of the job protocol this build speaks.
-pub const JOB_VERSION: u32 = 4;
+pub const JOB_VERSION: u32 = 5;
 /// Where a querier answers search jobs.
 pub const SEARCH_JOB_PATH: &str = "/internal/v1/jobs/search";
 /// How long resolved peer addresses are used before the names are resolved again.
@@ -75,6 +76,10 @@ pub struct SearchJob {
     pub floor: Option<u64>,
     /// The blocks this job reads, by ID.
     pub blocks: Vec<String>,
+    /// Of a block in `blocks` named here, the only row groups this job reads (a large block
+    /// is split between jobs by row group); the others are read whole.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub row_groups: HashMap<String, Vec<u32>>,
     /// Every block of the listing the search was planned from.
     pub listing: Vec<String>,
     /// A trace job: these traces (hex IDs), read whole and searched, instead of `blocks`.
@@ -95,6 +100,17 @@ pub struct SearchJob {
 }
 
 impl SearchJob {
+    /// The share of the stored spans this job reads: its blocks, some of them by row group.
+    pub(crate) fn part(&self) -> ScanPart {
+        let mut part = ScanPart::of_blocks(self.blocks.iter().cloned());
+        part.row_groups = self
+            .row_groups
+            .iter()
+            .map(|(id, rgs)| (id.clone(), rgs.iter().map(|&rg| rg as usize).collect()))
+            .collect();
+        part
+    }
+
     /// A job of the search `params` (Tempo's) or `foreign` asks for, reading nothing yet.
     pub(crate) fn of(params: HashMap<String, String>, foreign: Option<ForeignSearch>) -> SearchJob {
         SearchJob {
@@ -102,6 +118,7 @@ impl SearchJob {
             params,
             floor: None,
             blocks: Vec::new(),
+            row_groups: HashMap::new(),
             listing: Vec::new(),
             traces: Vec::new(),
             recent: Vec::new(),
@@ -625,7 +642,7 @@ pub(crate) async fn search<S: SearchSink>(
     };
     let parts = std::mem::take(&mut head.parts);
     let (q, blocks, listing, recent, taken) = (&head.querier, &head.blocks, &head.listing, &head.recent, &head.taken);
-    let jobs = plan(blocks, width * JOBS_PER_PEER);
+    let jobs = plan_search(blocks, width * JOBS_PER_PEER, sink.prefilter(), sink.floor_of());
     let floor = AtomicU64::new(sink.start_floor().unwrap_or(0));
     let job_of = |floor: u64, blocks: Vec<String>, traces: Vec<String>| SearchJob {
         floor: (floor > 0).then_some(floor),
@@ -635,21 +652,19 @@ pub(crate) async fn search<S: SearchSink>(
         recent: recent.clone(),
         ..request.clone()
     };
-    let run = |(k, job): (usize, Vec<usize>)| {
+    let run = |(k, job): (usize, Planned)| {
         let (addrs, floor, blocks, job_of, template) = (&addrs, &floor, &blocks, &job_of, &template);
         async move {
-            let newest = job.iter().map(|&i| blocks[i].meta.max_end_unix_nano).max().unwrap_or(0);
             let f = floor.load(Ordering::Acquire);
-            if f > 0 && newest < f {
-                // No trace with a piece in these blocks starts late enough.
+            if f > 0 && job.newest < f {
+                // No trace with a piece in these row groups starts late enough.
                 st.jobs.skipped.fetch_add(1, Ordering::Relaxed);
                 return Ok(Done {
                     hits: Vec::new(),
-                    outcome: PartOutcome::before_floor(job.len() as u64),
+                    outcome: PartOutcome::before_floor(job.blocks_begun),
                 });
             }
-            let ids: Vec<String> = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
-            let job = job_of(f, ids, Vec::new());
+            let job = job.job(blocks, job_of(f, Vec::new(), Vec::new()));
             if let Some(d) = dispatch::<S>(st, peers, addrs, k, tenant, &job).await
                 && (d.outcome.missing_blocks.is_empty() || st.live.is_none())
             {
@@ -658,9 +673,8 @@ pub(crate) async fn search<S: SearchSink>(
             // Every peer failed (or, with live stores, did not know the listing): this
             // querier reads the job itself.
             let mut local = S::local(template, f);
-            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
             let outcome = q
-                .scan_part(tenant, window, &part, &mut local)
+                .scan_part(tenant, window, &job.part(), &mut local)
                 .await
                 .map_err(scan_failed)?;
             Ok::<_, Response>(Done {
@@ -961,6 +975,181 @@ impl Merged<'_> {
     }
 }
 
+/// A search job as planned ([`plan_search`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Planned {
+    /// Blocks of the listing (indices into it), each read whole (`None`) or by the row
+    /// groups named.
+    units: Vec<(usize, Option<Vec<u32>>)>,
+    /// No trace with a piece in these row groups starts after this (Unix ns; for a floor of
+    /// a span's start, no span starts after it): once the merged result's floor passes it,
+    /// the job is not sent.
+    newest: u64,
+    /// The blocks this job reads whole or whose first share it holds: how many a job not
+    /// sent counts as skipped, so that a block split between jobs counts once.
+    blocks_begun: u64,
+}
+
+impl Planned {
+    /// `base` (a job of the same search, reading nothing) reading this job's share of
+    /// `blocks`, the listing it was planned from.
+    fn job(&self, blocks: &[Arc<weft_block::Block>], base: SearchJob) -> SearchJob {
+        let id = |i: usize| blocks[i].meta.block_id.clone();
+        SearchJob {
+            blocks: self.units.iter().map(|&(i, _)| id(i)).collect(),
+            row_groups: self
+                .units
+                .iter()
+                .filter_map(|(i, rgs)| rgs.clone().map(|rgs| (id(*i), rgs)))
+                .collect(),
+            ..base
+        }
+    }
+}
+
+/// What a row group the prefilter cannot rule out costs a job, against one it can: the
+/// footer statistics and the index of a block are read whatever the query, counted as an
+/// eighth of one of its row groups.
+const RULED_OUT_BLOCK_SHARE: u64 = 8;
+
+/// Splits a search over `blocks` (newest first) into about `n` jobs of about equal cost, in
+/// order: the first jobs hold the newest row groups, so a full result can skip the last ones.
+///
+/// A job's cost is the bytes of the row groups it reads that the query's `prefilter` does
+/// not rule out by the index's value blooms (which compaction writes): a search for a rare
+/// value costs what the blocks cut from the head since the last compaction cost, as they have
+/// no blooms, and little else. A block costing more than a job's share is split into runs of
+/// its row groups, newest first (by the index's trace starts, when it has them), so that such
+/// a search divides over the queriers too. Without the split, the newest blocks (unbloomed)
+/// were one job, and one querier did nearly all of a needle search at any number of queriers
+/// (docs/benchmarks/query-frontend.md, 2026-12-06).
+pub(crate) fn plan_search(
+    blocks: &[Arc<weft_block::Block>],
+    n: usize,
+    prefilter: &weft_engine::prefilter::Prefilter,
+    floor_of: weft_engine::search::FloorOf,
+) -> Vec<Planned> {
+    let shapes: Vec<Shape> = blocks
+        .iter()
+        .map(|b| {
+            let blooms = &b.index.value_blooms;
+            let stats = weft_block::RowGroupStats::default();
+            Shape {
+                size_bytes: b.meta.size_bytes,
+                may_match: (0..b.row_group_count())
+                    .map(|rg| blooms.is_empty() || prefilter.row_group_may_match(&stats, blooms.get(rg)))
+                    .collect(),
+                trace_starts: &b.index.trace_starts,
+                max_end: b.meta.max_end_unix_nano,
+            }
+        })
+        .collect();
+    plan_shapes(&shapes, n, floor_of == weft_engine::search::FloorOf::TraceStart)
+}
+
+/// What [`plan_search`] needs of a block.
+struct Shape<'a> {
+    size_bytes: u64,
+    /// Per row group: whether the prefilter may match it (the index's value bloom, if any).
+    may_match: Vec<bool>,
+    /// The index's bounds of each row group's trace starts (time-sliced blocks), or empty.
+    trace_starts: &'a [(u64, u64)],
+    max_end: u64,
+}
+
+/// [`plan_search`] over the blocks' shapes. `trace_floor`: the search's floor is of a trace's
+/// start (Tempo's and Jaeger's order), which the index's trace starts bound.
+fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned> {
+    // Per block: the cost of reading its footer and index, and of each row group.
+    let costs: Vec<(u64, Vec<u64>)> = blocks
+        .iter()
+        .map(|b| {
+            let each = (b.size_bytes / b.may_match.len().max(1) as u64).max(RULED_OUT_BLOCK_SHARE);
+            let per_rg = b.may_match.iter().map(|&may| if may { each } else { 0 }).collect();
+            (each / RULED_OUT_BLOCK_SHARE, per_rg)
+        })
+        .collect();
+    let total: u64 = costs.iter().map(|(base, rgs)| base + rgs.iter().sum::<u64>()).sum();
+    let per = total.div_ceil(n.max(1) as u64).max(1);
+    let mut jobs = Packer {
+        jobs: Vec::new(),
+        acc: per,
+        per,
+    };
+    for (i, (b, (base, rg_costs))) in blocks.iter().zip(&costs).enumerate() {
+        let cost = base + rg_costs.iter().sum::<u64>();
+        // A block that fits (a quarter over is fine) goes whole, as other queries plan.
+        if cost <= jobs.room() + per / 4 || rg_costs.len() < 2 {
+            jobs.add((i, None), cost, b.max_end, true);
+            continue;
+        }
+        // Else runs of its row groups fill this job and the next ones, newest first: in a
+        // time-sliced block the index bounds each row group's trace starts, which also bound
+        // a floor of the trace's start.
+        let timed = b.trace_starts.len() == rg_costs.len();
+        let mut order: Vec<usize> = (0..rg_costs.len()).collect();
+        if timed {
+            order.sort_by_key(|&rg| (std::cmp::Reverse(b.trace_starts[rg].1), rg));
+        }
+        let bound = |rgs: &[u32]| {
+            if trace_floor && timed {
+                let latest = rgs.iter().map(|&rg| b.trace_starts[rg as usize].1).max();
+                latest.unwrap_or(b.max_end).min(b.max_end)
+            } else {
+                b.max_end
+            }
+        };
+        let (mut run, mut run_cost, mut begins) = (Vec::new(), *base, true);
+        for (k, &rg) in order.iter().enumerate() {
+            run.push(rg as u32);
+            run_cost += rg_costs[rg];
+            if run_cost >= jobs.room() || k + 1 == order.len() {
+                let newest = bound(&run);
+                jobs.add((i, Some(std::mem::take(&mut run))), run_cost, newest, begins);
+                (run_cost, begins) = (0, false);
+            }
+        }
+    }
+    jobs.jobs
+}
+
+/// Search jobs being filled to about `per` each ([`plan_shapes`]).
+struct Packer {
+    jobs: Vec<Planned>,
+    /// The cost of the last job so far (at least `per`: full, the next unit opens a job).
+    acc: u64,
+    per: u64,
+}
+
+impl Packer {
+    /// What the job being filled can take before it is full.
+    fn room(&self) -> u64 {
+        if self.acc >= self.per {
+            self.per
+        } else {
+            self.per - self.acc
+        }
+    }
+
+    /// Adds a block, whole or by the row groups named, to the job being filled (a new one if
+    /// it is full).
+    fn add(&mut self, unit: (usize, Option<Vec<u32>>), cost: u64, newest: u64, begins: bool) {
+        if self.acc >= self.per {
+            self.jobs.push(Planned {
+                units: Vec::new(),
+                newest: 0,
+                blocks_begun: 0,
+            });
+            self.acc = 0;
+        }
+        let job = self.jobs.last_mut().expect("pushed");
+        job.newest = job.newest.max(newest);
+        job.blocks_begun += u64::from(begins);
+        job.units.push(unit);
+        self.acc += cost;
+    }
+}
+
 /// Splits `blocks` (newest first) into at most `n` runs of about equal bytes, in order: the
 /// first jobs hold the newest blocks, so a full result can skip the last ones.
 pub(crate) fn plan(blocks: &[Arc<weft_block::Block>], n: usize) -> Vec<Vec<usize>> {
@@ -1176,6 +1365,12 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     if let Some(r) = unlisted("search", &job.blocks, &job.listing) {
         return r;
     }
+    if let Some(id) = job.row_groups.keys().find(|id| !job.blocks.contains(id)) {
+        return bad(format!(
+            "invalid search job: row groups of block {:?}, which the job does not read",
+            id.chars().take(64).collect::<String>()
+        ));
+    }
     if let Some(f) = &job.foreign {
         let (lo, hi) = f.window();
         if lo > hi || f.limit == 0 {
@@ -1240,8 +1435,7 @@ async fn serve_search(
     let q = held.as_ref().unwrap_or(st.querier());
     let unknown = unknown_blocks(q, tenant, &job.listing).await;
     let mut outcome = if job.traces.is_empty() {
-        let part = ScanPart::of_blocks(job.blocks.iter().cloned());
-        match q.scan_part(tenant, window, &part, &mut sink).await {
+        match q.scan_part(tenant, window, &job.part(), &mut sink).await {
             Ok(o) => o.to_wire(),
             Err(e) => return scan_failed(e),
         }
@@ -1269,4 +1463,162 @@ async fn serve_search(
     reply.outcome = outcome;
     sink.reply(&mut reply);
     json_reply(&reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block of `may.len()` row groups of `rg_bytes` each; `may` says which the prefilter
+    /// may match; `starts` bounds their trace starts (empty: not time-sliced).
+    fn shape(starts: &[(u64, u64)], rg_bytes: u64, may: Vec<bool>, max_end: u64) -> Shape<'_> {
+        Shape {
+            size_bytes: rg_bytes * may.len() as u64,
+            may_match: may,
+            trace_starts: starts,
+            max_end,
+        }
+    }
+
+    /// Every row group of every block, once over all jobs (a whole block counts all of its).
+    fn covered(jobs: &[Planned], groups: &[usize]) -> Vec<Vec<u32>> {
+        let mut seen: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
+        for j in jobs {
+            for (b, rgs) in &j.units {
+                match rgs {
+                    None => seen[*b].extend(0..groups[*b] as u32),
+                    Some(r) => seen[*b].extend(r),
+                }
+            }
+        }
+        for s in &mut seen {
+            s.sort_unstable();
+        }
+        seen
+    }
+
+    #[test]
+    fn a_needle_search_splits_the_unbloomed_newest_blocks_between_jobs() {
+        // Two blocks cut from the head (no blooms: every row group may match), newest first,
+        // then ten compacted blocks whose blooms rule out all but one row group.
+        let starts: Vec<Vec<(u64, u64)>> = (0..12u64)
+            .map(|b| (0..16).map(|rg| (b * 100 + rg, 1000 - b * 50 - rg)).collect())
+            .collect();
+        let mut blocks = vec![
+            shape(&starts[0], 1000, vec![true; 16], 2000),
+            shape(&starts[1], 1000, vec![true; 16], 1900),
+        ];
+        for (b, s) in starts.iter().enumerate().skip(2) {
+            blocks.push(shape(
+                s,
+                1000,
+                (0..16).map(|rg| rg == 3 && b == 7).collect(),
+                1800 - b as u64,
+            ));
+        }
+        let jobs = plan_shapes(&blocks, 8, true);
+        let all: Vec<Vec<u32>> = (0..12).map(|_| (0..16).collect()).collect();
+        assert_eq!(covered(&jobs, &[16; 12]), all, "every row group read once: {jobs:?}");
+        // The 33 row groups that cost divide: no job holds more than a fifth of them.
+        let cost = |j: &Planned| -> usize {
+            j.units
+                .iter()
+                .map(|(b, rgs)| match rgs {
+                    None => (0..16).filter(|&rg| blocks[*b].may_match[rg]).count(),
+                    Some(r) => r.iter().filter(|&&rg| blocks[*b].may_match[rg as usize]).count(),
+                })
+                .sum()
+        };
+        assert!(jobs.len() >= 6, "{jobs:?}");
+        assert!(
+            jobs.iter().all(|j| cost(j) <= 33 / 5),
+            "{:?}",
+            jobs.iter().map(cost).collect::<Vec<_>>()
+        );
+        // Newest first: the first job holds the newest block's newest row groups, and its
+        // bound is their latest trace start, not the block's end.
+        assert_eq!(jobs[0].units[0].0, 0);
+        assert_eq!(jobs[0].units[0].1.as_ref().unwrap()[0], 0);
+        assert_eq!(jobs[0].newest, 1000);
+        assert!(jobs[1].newest < jobs[0].newest);
+        // A block split between jobs is begun once.
+        assert_eq!(jobs.iter().map(|j| j.blocks_begun).sum::<u64>(), 12);
+    }
+
+    #[test]
+    fn without_blooms_small_blocks_are_planned_whole_by_bytes_as_other_queries_are() {
+        let starts: Vec<(u64, u64)> = Vec::new();
+        let blocks: Vec<Shape<'_>> = (0..10)
+            .map(|b| shape(&starts, 100 + b, vec![true; 4], 1000 - b))
+            .collect();
+        let jobs = plan_shapes(&blocks, 4, true);
+        assert!(
+            jobs.iter().all(|j| j.units.iter().all(|(_, rgs)| rgs.is_none())),
+            "{jobs:?}"
+        );
+        let order: Vec<usize> = jobs.iter().flat_map(|j| j.units.iter().map(|u| u.0)).collect();
+        assert_eq!(order, (0..10).collect::<Vec<_>>());
+        assert!((3..=5).contains(&jobs.len()), "{jobs:?}");
+        assert_eq!(jobs[0].newest, 1000, "a whole block is bound by its end");
+    }
+
+    #[test]
+    fn a_split_block_without_trace_starts_or_with_a_span_floor_is_bound_by_its_end() {
+        let starts: Vec<(u64, u64)> = (0..8).map(|rg| (rg, 10 + rg)).collect();
+        let none: Vec<(u64, u64)> = Vec::new();
+        for (s, trace_floor) in [(&starts, false), (&none, true)] {
+            let blocks = vec![shape(s, 1000, vec![true; 8], 5000), shape(s, 10, vec![true; 8], 4000)];
+            let jobs = plan_shapes(&blocks, 4, trace_floor);
+            assert!(jobs.len() >= 3, "{jobs:?}");
+            assert!(
+                jobs.iter()
+                    .filter(|j| j.units.iter().any(|u| u.0 == 0))
+                    .all(|j| j.newest == 5000),
+                "{jobs:?}"
+            );
+            assert_eq!(covered(&jobs, &[8, 8]), vec![(0..8).collect::<Vec<u32>>(); 2]);
+        }
+    }
+
+    #[test]
+    fn any_shapes_are_covered_once_in_newest_first_order() {
+        // A small deterministic generator: blocks of 1 to 12 row groups, some bloomed.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..200 {
+            let count = 1 + next(12) as usize;
+            let groups: Vec<usize> = (0..count).map(|_| 1 + next(12) as usize).collect();
+            let starts: Vec<Vec<(u64, u64)>> = groups
+                .iter()
+                .map(|&g| (0..g as u64).map(|rg| (rg, next(1000))).collect())
+                .collect();
+            let blocks: Vec<Shape<'_>> = groups
+                .iter()
+                .enumerate()
+                .map(|(b, &g)| {
+                    let may = (0..g).map(|_| next(3) > 0).collect();
+                    shape(&starts[b], 1 + next(5000), may, 10_000 - b as u64)
+                })
+                .collect();
+            let n = 1 + next(10) as usize;
+            let jobs = plan_shapes(&blocks, n, next(2) == 0);
+            let all: Vec<Vec<u32>> = groups.iter().map(|&g| (0..g as u32).collect()).collect();
+            assert_eq!(covered(&jobs, &groups), all, "{jobs:?}");
+            // Blocks appear in listing order, each named once per job.
+            let order: Vec<usize> = jobs.iter().flat_map(|j| j.units.iter().map(|u| u.0)).collect();
+            assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+            for j in &jobs {
+                let mut names: Vec<usize> = j.units.iter().map(|u| u.0).collect();
+                names.dedup();
+                assert_eq!(names.len(), j.units.len(), "{j:?}");
+            }
+            assert_eq!(jobs.iter().map(|j| j.blocks_begun).sum::<u64>(), count as u64);
+            assert!(jobs.len() <= 2 * n + count, "{} jobs for n = {n}", jobs.len());
+        }
+    }
 }
