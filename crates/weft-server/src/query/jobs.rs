@@ -988,6 +988,8 @@ pub(crate) struct Planned {
     /// The blocks this job reads whole or whose first share it holds: how many a job not
     /// sent counts as skipped, so that a block split between jobs counts once.
     blocks_begun: u64,
+    /// What it was planned to cost ([`plan_shapes`]).
+    cost: u64,
 }
 
 impl Planned {
@@ -1070,13 +1072,30 @@ fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned
         })
         .collect();
     let total: u64 = costs.iter().map(|(base, rgs)| base + rgs.iter().sum::<u64>()).sum();
-    let per = total.div_ceil(n.max(1) as u64).max(1);
+    let n = n.max(1);
+    let mut per = total.div_ceil(n as u64).max(1);
+    // Runs of whole row groups fall a little short of `per`, which leaves a last job of the
+    // shortfall: it would be a querier's third where the others have two. A share raised by
+    // that job's cost over the others gives `n` jobs.
+    for _ in 0..3 {
+        let jobs = pack(blocks, &costs, per, trace_floor);
+        match jobs.last() {
+            Some(last) if jobs.len() > n => per += last.cost.div_ceil(n as u64),
+            _ => return jobs,
+        }
+    }
+    pack(blocks, &costs, per, trace_floor)
+}
+
+/// [`plan_shapes`] with a share of `per` per job; `costs` per block: its footer's and index's,
+/// and each row group's.
+fn pack(blocks: &[Shape<'_>], costs: &[(u64, Vec<u64>)], per: u64, trace_floor: bool) -> Vec<Planned> {
     let mut jobs = Packer {
         jobs: Vec::new(),
-        acc: per,
+        open: false,
         per,
     };
-    for (i, (b, (base, rg_costs))) in blocks.iter().zip(&costs).enumerate() {
+    for (i, (b, (base, rg_costs))) in blocks.iter().zip(costs).enumerate() {
         let cost = base + rg_costs.iter().sum::<u64>();
         // A block that fits (a quarter over is fine) goes whole, as other queries plan.
         if cost <= jobs.room() + per / 4 || rg_costs.len() < 2 {
@@ -1085,7 +1104,8 @@ fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned
         }
         // Else runs of its row groups fill this job and the next ones, newest first: in a
         // time-sliced block the index bounds each row group's trace starts, which also bound
-        // a floor of the trace's start.
+        // a floor of the trace's start. A row group goes to the job being filled when at
+        // least half of it fits.
         let timed = b.trace_starts.len() == rg_costs.len();
         let mut order: Vec<usize> = (0..rg_costs.len()).collect();
         if timed {
@@ -1100,53 +1120,96 @@ fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned
             }
         };
         let (mut run, mut run_cost, mut begins) = (Vec::new(), *base, true);
-        for (k, &rg) in order.iter().enumerate() {
+        for rg in order {
+            if run_cost + rg_costs[rg] / 2 > jobs.room() {
+                // The job being filled takes the run so far, and no more.
+                if !run.is_empty() {
+                    let newest = bound(&run);
+                    jobs.push((i, Some(std::mem::take(&mut run))), run_cost, newest, begins);
+                    (run_cost, begins) = (0, false);
+                }
+                jobs.close();
+            }
             run.push(rg as u32);
             run_cost += rg_costs[rg];
-            if run_cost >= jobs.room() || k + 1 == order.len() {
-                let newest = bound(&run);
-                jobs.add((i, Some(std::mem::take(&mut run))), run_cost, newest, begins);
-                (run_cost, begins) = (0, false);
-            }
         }
+        jobs.push((i, Some(run.clone())), run_cost, bound(&run), begins);
     }
-    jobs.jobs
+    jobs.finish()
 }
 
 /// Search jobs being filled to about `per` each ([`plan_shapes`]).
 struct Packer {
     jobs: Vec<Planned>,
-    /// The cost of the last job so far (at least `per`: full, the next unit opens a job).
-    acc: u64,
+    /// The last job takes more.
+    open: bool,
     per: u64,
 }
 
 impl Packer {
-    /// What the job being filled can take before it is full.
+    /// What the job being filled can take before it is full (a new job's all of `per`).
     fn room(&self) -> u64 {
-        if self.acc >= self.per {
-            self.per
-        } else {
-            self.per - self.acc
+        match self.jobs.last() {
+            Some(j) if self.open => self.per.saturating_sub(j.cost),
+            _ => self.per,
         }
     }
 
-    /// Adds a block, whole or by the row groups named, to the job being filled (a new one if
-    /// it is full).
+    /// Adds a whole block to the job being filled, or to a new one if that is full or would
+    /// be fuller after than it is short before.
     fn add(&mut self, unit: (usize, Option<Vec<u32>>), cost: u64, newest: u64, begins: bool) {
-        if self.acc >= self.per {
+        let room = self.room();
+        if self.open && room < self.per && cost.saturating_sub(room) > room {
+            self.open = false;
+        }
+        self.push(unit, cost, newest, begins);
+    }
+
+    /// Adds a block, whole or by the row groups named, to the job being filled (a new one if
+    /// none is).
+    fn push(&mut self, unit: (usize, Option<Vec<u32>>), cost: u64, newest: u64, begins: bool) {
+        if !self.open {
             self.jobs.push(Planned {
                 units: Vec::new(),
                 newest: 0,
                 blocks_begun: 0,
+                cost: 0,
             });
-            self.acc = 0;
+            self.open = true;
         }
         let job = self.jobs.last_mut().expect("pushed");
         job.newest = job.newest.max(newest);
         job.blocks_begun += u64::from(begins);
         job.units.push(unit);
-        self.acc += cost;
+        job.cost += cost;
+        if job.cost >= self.per {
+            self.open = false;
+        }
+    }
+
+    /// The job being filled takes no more.
+    fn close(&mut self) {
+        self.open = false;
+    }
+
+    /// The jobs, a last one of under a quarter of `per` joined to the one before (a round
+    /// trip for a scrap costs more than it saves).
+    fn finish(mut self) -> Vec<Planned> {
+        if self.jobs.len() >= 2 && self.jobs.last().is_some_and(|j| j.cost < self.per / 4) {
+            let last = self.jobs.pop().expect("two");
+            let job = self.jobs.last_mut().expect("one");
+            job.newest = job.newest.max(last.newest);
+            job.blocks_begun += last.blocks_begun;
+            job.cost += last.cost;
+            for (b, rgs) in last.units {
+                match (job.units.last_mut(), rgs) {
+                    // Two runs of one block are one entry (a job names a block once).
+                    (Some((have_b, Some(have))), Some(more)) if *have_b == b => have.extend(more),
+                    (_, rgs) => job.units.push((b, rgs)),
+                }
+            }
+        }
+        self.jobs
     }
 }
 
@@ -1529,7 +1592,14 @@ mod tests {
                 })
                 .sum()
         };
-        assert!(jobs.len() >= 6, "{jobs:?}");
+        assert_eq!(jobs.len(), 8, "as many jobs as asked: {jobs:?}");
+        // Planned costs are even: none more than a fifth over the mean.
+        let mean = jobs.iter().map(|j| j.cost).sum::<u64>() / jobs.len() as u64;
+        assert!(
+            jobs.iter().all(|j| j.cost * 5 <= mean * 6),
+            "{:?}",
+            jobs.iter().map(|j| j.cost).collect::<Vec<_>>()
+        );
         assert!(
             jobs.iter().all(|j| cost(j) <= 33 / 5),
             "{:?}",
