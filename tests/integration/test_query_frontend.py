@@ -502,6 +502,14 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
         assert _traces(frontend, params) == want, params
     for api, path, params in _foreign_searches():
         assert _foreign(frontend, api, path, params) == _foreign(alone, api, path, params), (api, path, params)
+    # Span-local metrics are weighed and split the same way.
+    for q in ['{ span.user = "needle" } | count_over_time() by (resource.service.name)',
+              '{ span.user = "needle" || span.k = 4 } | rate() by (name)', "{ status = error } | count_over_time()"]:
+        before = _jobs(frontend, "sent")
+        want = _series(alone, q)
+        assert want, f"{q} has series"
+        assert _series(frontend, q) == want, q
+        assert _jobs(frontend, "sent") - before > len(metas), (q, _jobs(frontend, "sent") - before, len(metas))
 
 
 def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
@@ -579,6 +587,11 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
     r = q.http.post(f"{q.api}/internal/v1/jobs/search",
                     json={"version": JOB_VERSION, "params": {"q": "{ }"}, "floor": None, "blocks": [],
                           "row_groups": {block: [0, 1]}, "listing": [block]}, timeout=10)
+    assert r.status_code == 400 and "does not read" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/metrics",
+                    json={"version": JOB_VERSION, "q": "{ } | rate()", "start": now - 3600 * 10**9, "end": now,
+                          "step": 15 * 10**9, "exemplars": 0, "max_series": 1000, "max_points": 2000000, "blocks": [],
+                          "row_groups": {block: [3]}, "listing": [block]}, timeout=10)
     assert r.status_code == 400 and "does not read" in r.text, r.text[:300]
     # 200,000 unknown blocks in a listing (8 MB, above the 2 MiB a job's body could be): answered
     # at once (each was compared with every other: 33 s of CPU in a release build).

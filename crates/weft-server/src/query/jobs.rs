@@ -102,13 +102,7 @@ pub struct SearchJob {
 impl SearchJob {
     /// The share of the stored spans this job reads: its blocks, some of them by row group.
     pub(crate) fn part(&self) -> ScanPart {
-        let mut part = ScanPart::of_blocks(self.blocks.iter().cloned());
-        part.row_groups = self
-            .row_groups
-            .iter()
-            .map(|(id, rgs)| (id.clone(), rgs.iter().map(|&rg| rg as usize).collect()))
-            .collect();
-        part
+        part_of(&self.blocks, &self.row_groups)
     }
 
     /// A job of the search `params` (Tempo's) or `foreign` asks for, reading nothing yet.
@@ -924,6 +918,30 @@ pub(crate) fn unlisted(what: &str, blocks: &[String], listing: &[String]) -> Opt
     )))
 }
 
+/// The share of the stored spans a job reads: `blocks`, those named in `row_groups` by the
+/// row groups listed.
+pub(crate) fn part_of(blocks: &[String], row_groups: &HashMap<String, Vec<u32>>) -> ScanPart {
+    let mut part = ScanPart::of_blocks(blocks.iter().cloned());
+    part.row_groups = row_groups
+        .iter()
+        .map(|(id, rgs)| (id.clone(), rgs.iter().map(|&rg| rg as usize).collect()))
+        .collect();
+    part
+}
+
+/// The refusal of a job whose `row_groups` name a block it does not read.
+pub(crate) fn row_groups_unread(
+    what: &str,
+    blocks: &[String],
+    row_groups: &HashMap<String, Vec<u32>>,
+) -> Option<Response> {
+    let id = row_groups.keys().find(|id| !blocks.contains(id))?;
+    Some(bad(format!(
+        "invalid {what} job: row groups of block {:?}, which the job does not read",
+        id.chars().take(64).collect::<String>()
+    )))
+}
+
 /// What the frontend has merged so far: the parts' outcomes, and the traces to read whole
 /// here at the end.
 struct Merged<'a> {
@@ -996,16 +1014,23 @@ impl Planned {
     /// `base` (a job of the same search, reading nothing) reading this job's share of
     /// `blocks`, the listing it was planned from.
     fn job(&self, blocks: &[Arc<weft_block::Block>], base: SearchJob) -> SearchJob {
-        let id = |i: usize| blocks[i].meta.block_id.clone();
+        let (blocks, row_groups) = self.share(blocks);
         SearchJob {
-            blocks: self.units.iter().map(|&(i, _)| id(i)).collect(),
-            row_groups: self
-                .units
-                .iter()
-                .filter_map(|(i, rgs)| rgs.clone().map(|rgs| (id(*i), rgs)))
-                .collect(),
+            blocks,
+            row_groups,
             ..base
         }
+    }
+
+    /// This job's share of `blocks` (the listing it was planned from): the IDs of its blocks,
+    /// and the row groups of those it reads in part, as jobs name them.
+    pub(crate) fn share(&self, blocks: &[Arc<weft_block::Block>]) -> (Vec<String>, HashMap<String, Vec<u32>>) {
+        let id = |i: usize| blocks[i].meta.block_id.clone();
+        let rgs = self
+            .units
+            .iter()
+            .filter_map(|(i, rgs)| rgs.clone().map(|rgs| (id(*i), rgs)));
+        (self.units.iter().map(|&(i, _)| id(i)).collect(), rgs.collect())
     }
 }
 
@@ -1031,6 +1056,18 @@ pub(crate) fn plan_search(
     prefilter: &weft_engine::prefilter::Prefilter,
     floor_of: weft_engine::search::FloorOf,
 ) -> Vec<Planned> {
+    let trace_floor = floor_of == weft_engine::search::FloorOf::TraceStart;
+    plan_by_reads(blocks, n, |s, v| prefilter.row_group_may_match(s, v), trace_floor)
+}
+
+/// [`plan_search`] for any query whose row groups `may_match` tells apart by their
+/// statistics and value bloom (span-local metrics, without a floor: `trace_floor` false).
+pub(crate) fn plan_by_reads(
+    blocks: &[Arc<weft_block::Block>],
+    n: usize,
+    may_match: impl Fn(&weft_block::RowGroupStats, Option<&weft_block::index::Bloom>) -> bool,
+    trace_floor: bool,
+) -> Vec<Planned> {
     let shapes: Vec<Shape> = blocks
         .iter()
         .map(|b| {
@@ -1039,14 +1076,14 @@ pub(crate) fn plan_search(
             Shape {
                 size_bytes: b.meta.size_bytes,
                 may_match: (0..b.row_group_count())
-                    .map(|rg| blooms.is_empty() || prefilter.row_group_may_match(&stats, blooms.get(rg)))
+                    .map(|rg| blooms.is_empty() || may_match(&stats, blooms.get(rg)))
                     .collect(),
                 trace_starts: &b.index.trace_starts,
                 max_end: b.meta.max_end_unix_nano,
             }
         })
         .collect();
-    plan_shapes(&shapes, n, floor_of == weft_engine::search::FloorOf::TraceStart)
+    plan_shapes(&shapes, n, trace_floor)
 }
 
 /// What [`plan_search`] needs of a block.
@@ -1428,11 +1465,8 @@ pub async fn search_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bod
     if let Some(r) = unlisted("search", &job.blocks, &job.listing) {
         return r;
     }
-    if let Some(id) = job.row_groups.keys().find(|id| !job.blocks.contains(id)) {
-        return bad(format!(
-            "invalid search job: row groups of block {:?}, which the job does not read",
-            id.chars().take(64).collect::<String>()
-        ));
+    if let Some(r) = row_groups_unread("search", &job.blocks, &job.row_groups) {
+        return r;
     }
     if let Some(f) = &job.foreign {
         let (lo, hi) = f.window();

@@ -4,6 +4,7 @@
 //! range) and adds their counts in job order (`MetricsRun::merge_state`). Metrics over whole
 //! traces (structural queries) split as a search does ([`super::whole`]). Queriers answer at
 //! `POST /internal/v1/jobs/metrics`.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -15,13 +16,13 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use weft_engine::search::{Metrics, Watch};
 use weft_engine::span_metrics::SpanMetrics;
-use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
+use weft_querier::scan::{ScanStats, Window, WireOutcome};
 use weft_traceql::metrics::sketch::{Quantiles, Sketch};
 use weft_traceql::metrics::{AccState, CompareState, ExactSum, GroupState, StepData};
 use weft_traceql::{Exemplar, parse};
 
 use super::whole::{WholePart, WholeQuery};
-use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, plan, unhex};
+use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, unhex};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 use crate::tempo::metrics::MetricsRequest;
@@ -45,6 +46,10 @@ pub struct MetricsJob {
     pub max_series: usize,
     pub max_points: u64,
     pub blocks: Vec<String>,
+    /// Span-local: of a block in `blocks` named here, the only row groups this job reads, as
+    /// in search jobs.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub row_groups: HashMap<String, Vec<u32>>,
     pub listing: Vec<String>,
     /// A query over whole traces (not span-local): the job scans whole traces and replies
     /// with what it leaves to the frontend too (`outcome`).
@@ -83,6 +88,7 @@ impl MetricsJob {
             max_series,
             max_points,
             blocks: Vec::new(),
+            row_groups: HashMap::new(),
             listing: Vec::new(),
             whole,
             exclude: Vec::new(),
@@ -416,16 +422,25 @@ pub(crate) async fn span_metrics(
             (stats, h.blocks, h.listing)
         }
     };
-    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    // Weighed by the row groups the query may read, as a search's are.
+    let jobs = super::plan_by_reads(
+        &blocks,
+        width * JOBS_PER_PEER,
+        |s, v| m.row_group_may_match(s, v),
+        false,
+    );
     // Progress, told after each job merged: the recent spans are one unit, each job one.
     let total = 1 + jobs.len() as u64;
     let mut merged = 1;
     m.tell(stats.progress(merged, total));
-    let run = |(k, job): (usize, Vec<usize>)| {
+    let run = |(k, job): (usize, super::Planned)| {
         let (addrs, listing, blocks, fresh, template) = (&addrs, &listing, &blocks, &fresh, &template);
         async move {
-            let ids = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
-            let job = template(ids, listing.clone(), false);
+            let (ids, row_groups) = job.share(blocks);
+            let job = MetricsJob {
+                row_groups,
+                ..template(ids, listing.clone(), false)
+            };
             let decode = |r: MetricsJobReply| {
                 let state = r.state.into_iter().map(WireAcc::state).collect::<Result<Vec<_>, _>>()?;
                 Ok((state, r.stats, r.missing_blocks))
@@ -438,7 +453,7 @@ pub(crate) async fn span_metrics(
             // Every peer failed (or, with live stores, did not know the listing).
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
             let mut local = fresh().map_err(|r| *r)?;
-            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
+            let part = super::part_of(&job.blocks, &job.row_groups);
             let stats = q
                 .scan_columns_part(tenant, window, &part, &mut local)
                 .await
@@ -581,6 +596,9 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
     };
     let window = Some((job.start, job.end - 1));
     if job.whole {
+        if !job.row_groups.is_empty() {
+            return bad("invalid metrics job: `row_groups` is for a span-local query, not one over whole traces");
+        }
         let mut m = match r.trace_metrics(job.max_series, job.max_points) {
             Ok(m) => m,
             Err(e) => return crate::query::eval_error(e),
@@ -612,10 +630,13 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
             "invalid metrics job: `exclude`, `recent` and `traces` are for a query over whole traces (`whole`)",
         );
     }
+    if let Some(r) = super::row_groups_unread("metrics", &job.blocks, &job.row_groups) {
+        return r;
+    }
     if job.head {
         return metrics_head_job(&st, &tenant, &job, &r, window).await;
     }
-    let part = ScanPart::of_blocks(job.blocks.iter().cloned());
+    let part = super::part_of(&job.blocks, &job.row_groups);
     let mut m = match r.span_metrics(job.max_series, job.max_points) {
         Ok(Some(m)) => m,
         Ok(None) => return bad("invalid metrics job: the query needs whole traces"),
