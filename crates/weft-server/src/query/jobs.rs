@@ -993,7 +993,7 @@ impl Merged<'_> {
     }
 }
 
-/// A search job as planned ([`plan_search`]).
+/// A job as planned ([`plan_search`], [`plan_by_reads`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Planned {
     /// Blocks of the listing (indices into it), each read whole (`None`) or by the row
@@ -1086,7 +1086,7 @@ pub(crate) fn plan_by_reads(
     plan_shapes(&shapes, n, trace_floor)
 }
 
-/// What [`plan_search`] needs of a block.
+/// What [`plan_by_reads`] needs of a block.
 struct Shape<'a> {
     size_bytes: u64,
     /// Per row group: whether the prefilter may match it (the index's value bloom, if any).
@@ -1175,7 +1175,7 @@ fn pack(blocks: &[Shape<'_>], costs: &[(u64, Vec<u64>)], per: u64, trace_floor: 
     jobs.finish()
 }
 
-/// Search jobs being filled to about `per` each ([`plan_shapes`]).
+/// Jobs being filled to about `per` each ([`plan_shapes`]).
 struct Packer {
     jobs: Vec<Planned>,
     /// The last job takes more.
