@@ -1170,7 +1170,8 @@ fn pack(blocks: &[Shape<'_>], costs: &[(u64, Vec<u64>)], per: u64, trace_floor: 
             run.push(rg as u32);
             run_cost += rg_costs[rg];
         }
-        jobs.push((i, Some(run.clone())), run_cost, bound(&run), begins);
+        let newest = bound(&run);
+        jobs.push((i, Some(run)), run_cost, newest, begins);
     }
     jobs.finish()
 }
