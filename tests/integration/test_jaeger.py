@@ -741,7 +741,11 @@ def test_jaeger_monitor_tab_metrics_from_spans(weft):
     from otlpdata import make_request, make_span, new_trace_id
     from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-    end_ms = time.time_ns() // 1_000_000
+    # The newest time 40 s past a whole minute: a whole minute falls among the spans, so a window
+    # aligned to whole steps (as Tempo's query_range aligns) would split them; Jaeger's points,
+    # as Prometheus evaluates them, are over the steps ending exactly at endTs.
+    now_ms = time.time_ns() // 1_000_000
+    end_ms = now_ms - (now_ms - 40_000) % 60_000
     at = lambda i: (end_ms - 50_000 + i * 1000) * 1_000_000  # in the last minute before end_ms
     spans = []
     for i in range(20):
@@ -780,15 +784,16 @@ def test_jaeger_monitor_tab_metrics_from_spans(weft):
     errors = spm("errors")
     assert errors["name"] == "service_error_rate"
     assert abs(errors["metrics"][0]["metricPoints"][0]["gaugeValue"]["doubleValue"] - 5 / 30) < 1e-9, errors
-    # A quantile over the last step, in ms, as weft's own TraceQL metrics compute it.
+    # A quantile over the last step, in ms, as weft's own TraceQL metrics compute it over that
+    # minute (an instant query: one step over exactly the range asked).
     lat = spm("latencies", quantile="0.5", step=60000, groupByOperation="true")
     assert lat["name"] == "service_operation_latencies"
     got = {next(l["value"] for l in m["labels"] if l["name"] == "operation"): m["metricPoints"][0]["gaugeValue"]["doubleValue"]
            for m in lat["metrics"]}
-    own = requests.get(weft.api + "/api/metrics/query_range", timeout=30, params={
+    own = requests.get(weft.api + "/api/metrics/query", timeout=30, params={
         "q": '{ resource.service.name = "web" && kind = server } | quantile_over_time(duration, 0.5) by (name)',
-        "start": str((end_ms - 60_000) * 1_000_000), "end": str(end_ms * 1_000_000), "step": "60s"}).json()
-    want = {s["labels"][0]["value"]["stringValue"]: s["samples"][0]["value"] * 1000 for s in own["series"]}
+        "start": str((end_ms - 60_000) * 1_000_000), "end": str(end_ms * 1_000_000)}).json()
+    want = {s["labels"][0]["value"]["stringValue"]: s["value"] * 1000 for s in own["series"]}
     assert got.keys() == want.keys() == {"GET /a", "GET /b"}, (got, want)
     assert all(abs(got[k] - want[k]) < 1e-6 for k in got), (got, want)
     assert 5 <= got["GET /a"] <= 20 and 4 <= got["GET /b"] <= 6, got

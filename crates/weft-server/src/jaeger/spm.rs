@@ -26,6 +26,7 @@ use weft_traceql::Value;
 use super::query::{error, query_pairs as pairs, unauthorized};
 use crate::app::AppState;
 use crate::query::foreign::{query_with_tenant, quote};
+use crate::tempo::metrics::Form;
 
 /// Which figure a route answers.
 #[derive(Clone, Copy)]
@@ -167,7 +168,7 @@ async fn run(
     ]
     .into_iter()
     .collect();
-    let (series, _, _, _) = crate::tempo::metrics::run_metrics(st, tenant, &params, false, None).await?;
+    let (series, _, _, _) = crate::tempo::metrics::run_metrics(st, tenant, &params, Form::Exact, None).await?;
     Ok(series
         .into_iter()
         .map(|s| {

@@ -35,7 +35,7 @@ pub(crate) async fn metrics_query(
         let jobs = jobs.clone();
         Watch::new(move |_, p| *jobs.lock() = Some(p))
     };
-    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, instant, Some(watch)).await {
+    let (series, start, step, stats) = match run_metrics(&st, &tenant, &p, Form::tempo(instant), Some(watch)).await {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -90,9 +90,29 @@ impl MetricsRequest {
     }
 }
 
-/// Parses Tempo's metrics parameters (`q`, `start`, `end`, `since`, `step`, `exemplars`). An
-/// instant query is one step over the whole range.
-pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Result<MetricsRequest, Box<Response>> {
+/// How a metrics query's range becomes its steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Tempo's `query_range`: start down and end up to whole steps.
+    Range,
+    /// Tempo's `query`: one step over the whole range, as asked.
+    Instant,
+    /// Steps from exactly `start`, as Prometheus evaluates a range: Jaeger's SPM API, whose
+    /// last point is over the step ending at its `endTs`.
+    Exact,
+}
+
+impl Form {
+    /// Tempo's form: a range query, or `instant`.
+    pub(crate) fn tempo(instant: bool) -> Form {
+        if instant { Form::Instant } else { Form::Range }
+    }
+}
+
+/// Parses Tempo's metrics parameters (`q`, `start`, `end`, `since`, `step`, `exemplars`) in the
+/// given form.
+pub(crate) fn metrics_request(p: &HashMap<String, String>, form: Form) -> Result<MetricsRequest, Box<Response>> {
+    let instant = form == Form::Instant;
     let Some(q) = param(p, "q").or_else(|| param(p, "query")) else {
         return Err(Box::new(bad("missing q: a TraceQL metrics query such as { } | rate()")));
     };
@@ -139,10 +159,9 @@ pub(crate) fn metrics_request(p: &HashMap<String, String>, instant: bool) -> Res
     } else {
         exemplar_limit(p, &query).map_err(|e| Box::new(bad(e)))?
     };
-    let (start, end) = if instant {
-        (start, end)
-    } else {
-        align_to_step(start, end, step)
+    let (start, end) = match form {
+        Form::Range => align_to_step(start, end, step),
+        Form::Instant | Form::Exact => (start, end),
     };
     Ok(MetricsRequest {
         q: q.to_owned(),
@@ -169,17 +188,17 @@ fn align_to_step(start: u64, end: u64, step: u64) -> (u64, u64) {
 }
 
 /// A metrics query with Tempo's parameters (`q`, `start`, `end`, `since`, `step`): its series,
-/// start and step (nanoseconds) and what it inspected, or the error reply. An instant query is
-/// one step over the whole range. `watch` is told the run so far as the scan goes (the
+/// start and step (nanoseconds) and what it inspected, or the error reply. `form` says how the
+/// range becomes steps. `watch` is told the run so far as the scan goes (the
 /// streamed API's partial answers).
 pub(crate) async fn run_metrics(
     st: &AppState,
     tenant: &str,
     p: &HashMap<String, String>,
-    instant: bool,
+    form: Form,
     watch: Option<Watch>,
 ) -> Result<(Vec<weft_traceql::Series>, u64, u64, ScanStats), Response> {
-    let r = metrics_request(p, instant).map_err(|r| *r)?;
+    let r = metrics_request(p, form).map_err(|r| *r)?;
     let (start, end, step) = (r.start, r.end, r.step);
     // Span-local queries over columns, one span at a time; the rest over whole traces.
     let window = Some((start, end - 1));
@@ -494,32 +513,37 @@ mod tests {
     }
 
     /// A range query's bounds move out to whole steps, so two refreshes a few seconds apart
-    /// count the same buckets; an instant query keeps its own.
+    /// count the same buckets; an instant query keeps its own, and so do Jaeger's SPM points,
+    /// which Prometheus evaluates at exactly start + k·step.
     #[test]
     fn range_queries_are_aligned_to_their_step_as_tempo_aligns_them() {
         let s = 1_000_000_000;
         assert_eq!(align_to_step(61 * s, 3_599 * s, 60 * s), (60 * s, 3_600 * s));
         assert_eq!(align_to_step(60 * s, 3_600 * s, 60 * s), (60 * s, 3_600 * s));
         assert_eq!(align_to_step(7, u64::MAX - 1, 10), (0, u64::MAX));
-        let request = |start: &str, end: &str, instant| {
+        let request = |start: &str, end: &str, form| {
             let p: HashMap<String, String> = [("q", "{ } | rate()"), ("start", start), ("end", end), ("step", "30s")]
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect();
-            let r = metrics_request(&p, instant).unwrap_or_else(|_| panic!("{start}..{end}"));
+            let r = metrics_request(&p, form).unwrap_or_else(|_| panic!("{start}..{end}"));
             (r.start / s, r.end / s, r.step / s)
         };
         assert_eq!(
-            request("1800000005", "1800003605", false),
+            request("1800000005", "1800003605", Form::Range),
             (1_800_000_000, 1_800_003_630, 30)
         );
         assert_eq!(
-            request("1800000012", "1800003630", false),
+            request("1800000012", "1800003630", Form::Range),
             (1_800_000_000, 1_800_003_630, 30)
         );
         assert_eq!(
-            request("1800000005", "1800003605", true),
+            request("1800000005", "1800003605", Form::Instant),
             (1_800_000_005, 1_800_003_605, 3_600)
+        );
+        assert_eq!(
+            request("1800000005", "1800003605", Form::Exact),
+            (1_800_000_005, 1_800_003_605, 30)
         );
     }
 

@@ -33,6 +33,7 @@ use tonic::codec::{CompressionEncoding, EnabledCompressionEncodings};
 use crate::app::AppState;
 use crate::query;
 use crate::tempo::json::Inspected;
+use crate::tempo::metrics::Form;
 use crate::tempo::pb;
 use crate::tempo::search::Published;
 use weft_engine::search::ScanProgress;
@@ -133,7 +134,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         p.insert("step".to_owned(), format!("{}ns", r.step));
                     }
                     p.insert("exemplars".to_owned(), r.exemplars.to_string());
-                    crate::tempo::metrics::metrics_request(&p, false).map_err(|r| status_of(*r))?;
+                    crate::tempo::metrics::metrics_request(&p, Form::Range).map_err(|r| status_of(*r))?;
                     tokio::spawn(async move {
                         metrics(state, tenant, p, false, tx).await;
                         drop(slot);
@@ -146,7 +147,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Method {
                         ("start".to_owned(), r.start.to_string()),
                         ("end".to_owned(), r.end.to_string()),
                     ]);
-                    crate::tempo::metrics::metrics_request(&p, true).map_err(|r| status_of(*r))?;
+                    crate::tempo::metrics::metrics_request(&p, Form::Instant).map_err(|r| status_of(*r))?;
                     tokio::spawn(async move {
                         metrics(state, tenant, p, true, tx).await;
                         drop(slot);
@@ -434,7 +435,7 @@ async fn metrics(
     instant: bool,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, Status>>,
 ) {
-    let (start, step) = match crate::tempo::metrics::metrics_request(&p, instant) {
+    let (start, step) = match crate::tempo::metrics::metrics_request(&p, Form::tempo(instant)) {
         Ok(r) => (r.start, r.step),
         Err(r) => {
             let _ = send(&tx, Err(status_of(*r))).await;
@@ -462,7 +463,7 @@ async fn metrics(
             let _ = snap_tx.try_send((run.clone(), progress));
         })
     };
-    let run = crate::tempo::metrics::run_metrics(&state, &tenant, &p, instant, Some(watch));
+    let run = crate::tempo::metrics::run_metrics(&state, &tenant, &p, Form::tempo(instant), Some(watch));
     tokio::pin!(run);
     let listing = listing(&state, &tenant);
     let encode = |series: &[weft_traceql::Series], m: &Inspected| -> Bytes {
