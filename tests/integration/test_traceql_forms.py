@@ -43,7 +43,11 @@ def _labels(s):
 
 def test_metrics_comparisons_arithmetic_and_topk(weft_factory):
     srv = weft_factory()
-    now = time.time_ns()
+    # 60 s past a multiple of the range queries' 121 s step (and not ahead of the clock): the
+    # step that holds the spans (now - 30 s, now - 20 s) is [now - 60 s, now + 61 s), whole, as
+    # a range query aligns its steps to multiples of the step.
+    t = time.time_ns()
+    now = t - (t - 60 * 10**9) % (121 * 10**9)
     _scene(srv, now)
     count = {_labels(s).get("resource.service.name"): s["value"]
              for s in _metrics(srv, "{ } | count_over_time() by (resource.service.name)", now, instant=True)}

@@ -333,7 +333,7 @@ async function chartQuery(page, testid) {
   u.search = new URLSearchParams({ q, start: `${Number(startMs) / 1000}`, end: `${Number(endMs) / 1000}`, step: `${Number(stepMs) / 1000}s` }).toString();
   const r = await fetch(u);
   assert.equal(r.status, 200, `${q}: ${await r.clone().text()}`);
-  return { q, body: await r.json() };
+  return { q, stepMs, body: await r.json() };
 }
 
 /** The points a chart drew, by series name: [[timestampMs, value], …]. */
@@ -386,6 +386,13 @@ test("monitor: the RED view draws what the metrics API computes, exemplars open 
   const errAt = new Map(samples(errs.body.series[0]));
   const ratio = samples(rate.body.series[0]).filter(([, r]) => r > 0).map(([t, r]) => [t, (errAt.get(t) ?? 0) / r]);
   assert.deepEqual((await drawn(page, "chart-errors"))["error rate"], ratio, "error rate = errors/s over requests/s, step by step");
+  // The failed spans' exemplars sit on the error-rate line, at the step (a multiple of the step,
+  // as the API aligns them) that holds them.
+  const errExemplars = page.getByTestId("chart-errors").getByTestId("exemplar");
+  assert.ok((await errExemplars.count()) > 0, "the error chart shows the failed spans' exemplars");
+  for (const id of await errExemplars.evaluateAll((es) => es.map((e) => e.getAttribute("data-trace-id")))) {
+    assert.ok(ids.has(id), `an error exemplar is one of the traces sent: ${id}`);
+  }
   await page.screenshot({ path: join(artifacts, "monitor-service.png") });
 
   // An exemplar opens its trace at its span.
@@ -417,6 +424,7 @@ test("monitor: the RED view draws what the metrics API computes, exemplars open 
   const cp = new URL(page.url()).searchParams;
   assert.equal(cp.get("q"), '{ resource.service.name = "mon-api" && status = error }');
   assert.ok(Number(cp.get("end")) > Number(cp.get("start")) && !cp.get("range"), "the step's own time range");
+  assert.equal(Number(cp.get("start")) % (Number(errs.stepMs) / 1000), 0, `one of the API's steps: ${cp}`);
   await page.close();
 });
 

@@ -83,6 +83,13 @@ function redQueries(s: State, by: string, withOp: boolean): { rate: string; erro
 const EXEMPLARS = 30;
 
 const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+/** The range a range query answers over, in ms: its start down and its end up to whole steps,
+ *  as the API aligns them (so a chart's steps are the API's and a point's step is found by
+ *  rounding down to a multiple of the step). */
+function stepBounds(t: TimeRange, step: number): { startMs: number; endMs: number } {
+  return { startMs: Math.floor(t.start / step) * step * 1000, endMs: Math.ceil(t.end / step) * step * 1000 };
+}
+
 /** About 100 points over the range, at a round step (seconds). */
 function stepFor(t: TimeRange): number {
   const want = (t.end - t.start) / 100;
@@ -317,8 +324,7 @@ export function monitorPage(url: URL): Page {
 
   /** The three charts of a service (or an operation): requests, error rate, duration. */
   function serviceCharts(s: State, t: TimeRange, step: number, q: { rate: string; errors: string; duration: string }, cr: MetricsRangeResponse, ce: MetricsRangeResponse, cd: MetricsRangeResponse): HTMLElement[] {
-    const startMs = t.start * 1000;
-    const endMs = t.end * 1000;
+    const { startMs, endMs } = stepBounds(t, step);
     const stepMs = step * 1000;
     const rate = points(cr.series?.[0]?.samples);
     const errors = points(ce.series?.[0]?.samples);
@@ -337,7 +343,7 @@ export function monitorPage(url: URL): Page {
       }
       return out;
     };
-    const stepOf = (tMs: number) => startMs + Math.floor((tMs - startMs) / stepMs) * stepMs;
+    const stepOf = (tMs: number) => Math.floor(tMs / stepMs) * stepMs;
     const openTrace = (e: ChartExemplar) => navigate(`/trace/${e.traceId}${e.spanId ? `?span=${e.spanId}` : ''}`);
     const stepRange = (tMs: number): TimeRange => ({ range: '', start: Math.floor(tMs / 1000), end: Math.ceil((tMs + stepMs) / 1000) });
     const common = { startMs, endMs, stepMs, onExemplar: openTrace };
@@ -392,8 +398,7 @@ export function monitorPage(url: URL): Page {
   function renderTable() {
     const s = state;
     const t = s.time;
-    const startMs = t.start * 1000;
-    const endMs = t.end * 1000;
+    const { startMs, endMs } = stepBounds(t, stepFor(t));
     const dir = s.desc ? -1 : 1;
     const key = (g: Group): number | string =>
       s.sort === 'name' ? g.name : s.sort === 'rate' ? g.total.rate : s.sort === 'errors' ? (g.total.rate ? g.total.errors / g.total.rate : 0) : isFinite(g.total[s.sort]) ? g.total[s.sort] : -1;
