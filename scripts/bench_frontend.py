@@ -13,11 +13,15 @@ Method:
      run, then --runs timed runs one at a time. Record the median wall time and, over the timed runs, every process's CPU-seconds
      per search (from /proc), and the jobs the frontend sent.
   4. Print per search and count: the frontend's CPU per search and per job, the queriers'
-     mean and largest CPU per search, and their mean against the lone querier's divided by
-     the count (1.0: the work divides exactly). Write JSON to --out.
+     mean and largest CPU per search, and the mean (div) and the largest (bdiv) against the
+     lone querier's divided by the count (1.0: the work divides exactly). Write JSON to --out.
 
 Every process runs on this machine's cores, so wall times show the split's overhead, not the
-speed-up of separate machines; the CPU figures are what each machine would spend.
+speed-up of separate machines. Queriers running side by side on a small machine also slow each
+other (they share its caches and memory bandwidth), which separate machines would not: with
+--one-job-at-a-time the frontend reaches each querier through a relay in this script, and the
+relays let one job run at a time over all of them, so each querier's CPU is what it would spend
+on a machine of its own (the wall times are then meaningless).
 """
 import argparse
 import json
@@ -25,7 +29,11 @@ import os
 import shutil
 import statistics
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_parallelism  # noqa: E402  (loading the data, the needle)
@@ -53,7 +61,51 @@ def parse_args():
     ap.add_argument("--service", default="checkout")
     ap.add_argument("--only", default=None, help="comma-separated query names to run (default: all)")
     ap.add_argument("--out", default="bench-frontend.json")
+    ap.add_argument("--one-job-at-a-time", action="store_true",
+                    help="relay the frontend's jobs so that one runs at a time over all queriers (CPU as on separate machines)")
     return ap.parse_args()
+
+
+class Relay:
+    """Forwards a frontend's requests to one querier; every relay of the run holds one lock while a
+    request is forwarded, so one job runs at a time over all the queriers."""
+
+    LOCK = threading.Lock()
+
+    def __init__(self, target_port):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                skip = {"host", "content-length", "connection", "transfer-encoding"}
+                req = urllib.request.Request(f"http://127.0.0.1:{target_port}{self.path}", data=body, method=self.command,
+                                             headers={k: v for k, v in self.headers.items() if k.lower() not in skip})
+                with Relay.LOCK:
+                    try:
+                        with urllib.request.urlopen(req, timeout=300) as r:
+                            code, data, headers = r.status, r.read(), r.headers
+                    except urllib.error.HTTPError as e:
+                        code, data, headers = e.code, e.read(), e.headers
+                self.send_response(code)
+                for k, v in headers.items():
+                    if k.lower() not in skip | {"date", "server"}:
+                        self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def jobs_sent(frontend):
@@ -119,11 +171,15 @@ def main():
     results = {}
     failures = []
     for count in [0] + counts:
-        servers = []
+        servers, relays = [], []
         try:
             peers = [bench_search.Server(weft, None, FIXED, data=data) for _ in range(count)]
             servers += peers
-            extra = ["--query-peers", ",".join(f"127.0.0.1:{p.http}" for p in peers)] if peers else []
+            ports = [p.http for p in peers]
+            if args.one_job_at_a_time:
+                relays = [Relay(p) for p in ports]
+                ports = [r.port for r in relays]
+            extra = ["--query-peers", ",".join(f"127.0.0.1:{p}" for p in ports)] if peers else []
             frontend = bench_search.Server(weft, None, FIXED + extra, data=data)
             servers.append(frontend)
             label = "alone" if count == 0 else f"{count} queriers"
@@ -134,6 +190,8 @@ def main():
         finally:
             for s in servers:
                 s.stop(keep=False)
+            for r in relays:
+                r.stop()
     table = []
     for name in names(args):
         alone = next(r for r in results[0] if r["name"] == name)
@@ -148,22 +206,26 @@ def main():
                 "querier_cpu_s_mean": round(mean, 4), "querier_cpu_s_max": max(r["querier_cpu_s"]),
                 # 1.0: each querier spends exactly the lone querier's CPU divided by the count.
                 "division": round(mean / (alone["frontend_cpu_s"] / count), 2) if alone["frontend_cpu_s"] else None,
+                # The same for the busiest querier.
+                "busiest_division": round(max(r["querier_cpu_s"]) / (alone["frontend_cpu_s"] / count), 2)
+                if alone["frontend_cpu_s"] else None,
                 "jobs_per_search": r["jobs_per_search"],
             }
         table.append(row)
     out = {"benchmark": "query frontend", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"cpus": os.cpu_count()}, "spans": spans, "blocks": len(metas), "runs": args.runs,
+           "machine": {"cpus": os.cpu_count()}, "one_job_at_a_time": args.one_job_at_a_time, "spans": spans, "blocks": len(metas), "runs": args.runs,
            "queries": table, "failures": failures}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
     print(f"\n{'query':<18}{'alone ms':>10}{'alone cpu':>10}" +
-          "".join(f"{'n=' + str(c) + ' ms':>10}{'fe cpu':>8}{'q cpu':>8}{'max':>7}{'div':>6}" for c in counts))
+          "".join(f"{'n=' + str(c) + ' ms':>10}{'fe cpu':>8}{'q cpu':>8}{'max':>7}{'div':>6}{'bdiv':>6}" for c in counts))
     for row in table:
         line = f"{row['name']:<18}{row['alone_ms']:>10.1f}{row['alone_cpu_s']:>10.3f}"
         for c in counts:
             r = row[f"q{c}"]
             line += (f"{r['ms']:>10.1f}{r['frontend_cpu_s']:>8.3f}{r['querier_cpu_s_mean']:>8.3f}"
-                     f"{r['querier_cpu_s_max']:>7.3f}{r['division'] or float('nan'):>6.2f}")
+                     f"{r['querier_cpu_s_max']:>7.3f}{r['division'] or float('nan'):>6.2f}"
+                     f"{r['busiest_division'] or float('nan'):>6.2f}")
         print(line)
     print(f"\nwrote {args.out}")
     if not args.data_dir and not args.keep_data:

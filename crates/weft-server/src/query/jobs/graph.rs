@@ -6,6 +6,7 @@
 //! A graph of the traces matching a filter (`q`) reads whole traces: it splits as a search
 //! does ([`super::whole`]). Queriers answer at `POST /internal/v1/jobs/service-graph`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -35,6 +36,10 @@ pub struct GraphJob {
     /// The span budget of the whole graph.
     pub max_spans: u64,
     pub blocks: Vec<String>,
+    /// With `q`: of a block in `blocks` named here, the only row groups this job reads, as in
+    /// search jobs.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub row_groups: HashMap<String, Vec<u32>>,
     pub listing: Vec<String>,
     /// The trace IDs the frontend's recent spans hold, as a filter (`super::recent_filter`):
     /// a call whose parent may be there is kept aside for the frontend.
@@ -96,6 +101,7 @@ pub(crate) async fn service_graph(
         window,
         max_spans,
         blocks,
+        row_groups: HashMap::new(),
         listing,
         recent,
         head,
@@ -260,6 +266,7 @@ impl WholeQuery for WholeGraph {
             window: self.window,
             max_spans: self.max_spans,
             blocks: p.blocks,
+            row_groups: p.row_groups,
             listing: p.listing,
             recent: p.recent,
             head: p.head,
@@ -317,6 +324,7 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
         };
         let part = WholePart::of(
             &job.blocks,
+            &job.row_groups,
             &job.listing,
             &job.recent,
             &job.exclude,
@@ -337,8 +345,8 @@ pub async fn graph_job(State(st): State<Arc<AppState>>, headers: HeaderMap, body
             outcome: Some(served.outcome),
         });
     }
-    if !(job.exclude.is_empty() && job.traces.is_empty()) {
-        return bad("invalid service-graph job: `exclude` and `traces` are for a graph filtered by `q`");
+    if !(job.exclude.is_empty() && job.traces.is_empty() && job.row_groups.is_empty()) {
+        return bad("invalid service-graph job: `exclude`, `traces` and `row_groups` are for a graph filtered by `q`");
     }
     let everything = weft_traceql::parse("{ }").expect("valid");
     let mut g = match ServiceGraph::new(&everything, Some(job.window), job.max_spans) {

@@ -537,6 +537,7 @@ impl WholeQuery for WholeMetrics<'_> {
     fn job(&self, p: WholePart) -> MetricsJob {
         MetricsJob {
             blocks: p.blocks,
+            row_groups: p.row_groups,
             listing: p.listing,
             recent: p.recent,
             exclude: p.exclude,
@@ -596,15 +597,13 @@ pub async fn metrics_job(State(st): State<Arc<AppState>>, headers: HeaderMap, bo
     };
     let window = Some((job.start, job.end - 1));
     if job.whole {
-        if !job.row_groups.is_empty() {
-            return bad("invalid metrics job: `row_groups` is for a span-local query, not one over whole traces");
-        }
         let mut m = match r.trace_metrics(job.max_series, job.max_points) {
             Ok(m) => m,
             Err(e) => return crate::query::eval_error(e),
         };
         let part = WholePart::of(
             &job.blocks,
+            &job.row_groups,
             &job.listing,
             &job.recent,
             &job.exclude,

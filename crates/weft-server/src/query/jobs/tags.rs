@@ -11,7 +11,7 @@
 //! part, runs of the listing as `whole` jobs (each replying with its list and the traces it
 //! leaves to the frontend), lists added in job order, split traces read whole once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -53,6 +53,10 @@ pub struct TagsJob {
     /// Most distinct values, or most keys per scope.
     pub cap: usize,
     pub blocks: Vec<String>,
+    /// Whole traces: of a block in `blocks` named here, the only row groups this job reads, as
+    /// in search jobs.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub row_groups: HashMap<String, Vec<u32>>,
     pub listing: Vec<String>,
     /// A head job, for a live store: its recent spans not covered by `listing`, instead of
     /// `blocks` (`super::live`).
@@ -322,6 +326,7 @@ impl<S: WholeLookup + Sync> WholeQuery for WholeTags<S> {
     fn job(&self, p: WholePart) -> TagsJob {
         TagsJob {
             blocks: p.blocks,
+            row_groups: p.row_groups,
             listing: p.listing,
             recent: p.recent,
             exclude: p.exclude,
@@ -359,6 +364,7 @@ fn template(query: &weft_traceql::Query, field: Option<String>, window: Option<W
         window,
         cap,
         blocks: Vec::new(),
+        row_groups: HashMap::new(),
         listing: Vec::new(),
         head: false,
         whole: false,
@@ -568,6 +574,7 @@ async fn serve_whole<S: WholeLookup>(
     };
     let part = WholePart::of(
         &job.blocks,
+        &job.row_groups,
         &job.listing,
         &job.recent,
         &job.exclude,
@@ -609,10 +616,13 @@ async fn serve<S: Lookup>(
 ) -> Response {
     let made = window_ok(&job)
         .and_then(|()| {
-            if job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty() {
+            if job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty() && job.row_groups.is_empty() {
                 Ok(())
             } else {
-                Err("`exclude`, `recent` and `traces` are for a lookup over whole traces (`whole`)".into())
+                Err(
+                    "`exclude`, `recent`, `traces` and `row_groups` are for a lookup over whole traces (`whole`)"
+                        .into(),
+                )
             }
         })
         .and_then(|()| weft_traceql::parse(&job.query).map_err(|e| e.to_string()))

@@ -5,7 +5,8 @@
 //! jobs when there are enough of them. Each kind says how its jobs and counts look
 //! ([`WholeQuery`]); [`run`] is the frontend's side and [`serve`] the querier's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use axum::http::StatusCode;
@@ -14,10 +15,11 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use weft_engine::search::TraceSink;
+use weft_querier::Querier;
 use weft_querier::scan::{PartOutcome, ScanPart, ScanStats, Window, WireOutcome};
 
 use super::live::{HeadExtras, HeadReply};
-use super::{JOBS_PER_PEER, Peers, TRACE_JOB_MIN, Versioned, job_querier, plan, unhex, unknown_blocks};
+use super::{JOBS_PER_PEER, Peers, Planned, TRACE_JOB_MIN, Versioned, job_querier, unhex, unknown_blocks};
 use crate::app::AppState;
 use crate::query::{bad, scan_failed, text};
 
@@ -25,6 +27,8 @@ use crate::query::{bad, scan_failed, text};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WholePart {
     pub blocks: Vec<String>,
+    /// Of a block in `blocks` named here, the only row groups the job reads (as in search jobs).
+    pub row_groups: HashMap<String, Vec<u32>>,
     pub listing: Vec<String>,
     /// The frontend's recent-trace filters.
     pub recent: Vec<String>,
@@ -40,6 +44,7 @@ impl WholePart {
     /// The part a job's fields name.
     pub fn of(
         blocks: &[String],
+        row_groups: &HashMap<String, Vec<u32>>,
         listing: &[String],
         recent: &[String],
         exclude: &[String],
@@ -48,6 +53,7 @@ impl WholePart {
     ) -> WholePart {
         WholePart {
             blocks: blocks.to_vec(),
+            row_groups: row_groups.clone(),
             listing: listing.to_vec(),
             recent: recent.to_vec(),
             exclude: exclude.to_vec(),
@@ -147,11 +153,13 @@ pub(crate) async fn run<Q: WholeQuery>(
         exclude: exclude.iter().map(|id| weft_core::hex(id)).collect(),
         ..WholePart::default()
     };
-    let run = |(k, job): (usize, Vec<usize>)| {
+    let run = |(k, job): (usize, Planned)| {
         let (addrs, template, exclude) = (&addrs, &template, &exclude);
         async move {
+            let (ids, row_groups) = job.share(blocks);
             let part = WholePart {
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                blocks: ids,
+                row_groups,
                 ..template.clone()
             };
             let body = query.job(part.clone());
@@ -166,7 +174,7 @@ pub(crate) async fn run<Q: WholeQuery>(
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
             let mut local = query.sink().map_err(|r| *r)?;
-            let mut scan = ScanPart::of_blocks(part.blocks);
+            let mut scan = super::part_of(&part.blocks, &part.row_groups);
             scan.exclude = exclude.iter().copied().collect();
             let outcome = q
                 .scan_part(tenant, window, &scan, &mut local)
@@ -175,7 +183,15 @@ pub(crate) async fn run<Q: WholeQuery>(
             Ok::<_, Response>((query.state(local), outcome))
         }
     };
-    let jobs = plan(blocks, width * JOBS_PER_PEER);
+    // Weighed by the row groups the query's filter may read, a heavy block split by row group,
+    // as a search's jobs are (without a floor: every matching trace counts).
+    let prefilter = sink.prefilter();
+    let jobs = super::plan_by_reads(
+        blocks,
+        width * JOBS_PER_PEER,
+        |s, v| prefilter.row_group_may_match(s, v),
+        false,
+    );
     // Progress, told the sink after each job merged: the head part is one unit, each job one.
     let total = 1 + jobs.len() as u64;
     let mut told = ScanStats::default();
@@ -224,27 +240,42 @@ pub(crate) async fn run<Q: WholeQuery>(
         stats.add(&q.read_whole(tenant, window, &split, sink).await.map_err(scan_failed)?);
         return Ok(Some(stats));
     }
-    let read = |(k, ids): (usize, Vec<[u8; 16]>)| {
-        let addrs = &addrs;
-        async move {
-            let body = query.job(WholePart {
-                traces: ids.iter().map(|id| weft_core::hex(id)).collect(),
-                ..WholePart::default()
-            });
-            if let Some(reply) =
-                super::dispatch_to(st, peers, addrs, k, tenant, Q::PATH, &body, |r| query.decode(r)).await
-            {
-                st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
-                return Ok((reply.0, reply.1.stats));
-            }
-            st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
-            let mut local = query.sink().map_err(|r| *r)?;
-            let stats = q
-                .read_whole(tenant, window, &ids, &mut local)
-                .await
-                .map_err(scan_failed)?;
-            Ok::<_, Response>((query.state(local), stats))
+    stats.add(&trace_jobs(st, peers, &addrs, tenant, window, query, q, &split, sink).await?);
+    Ok(Some(stats))
+}
+
+/// Reads the traces `split` (stored in several places) whole over the queriers `addrs`, as
+/// trace jobs in one run each, into `sink`; a run whose queriers all failed is read here by `q`.
+#[allow(clippy::too_many_arguments)]
+async fn trace_jobs<Q: WholeQuery>(
+    st: &AppState,
+    peers: &Peers,
+    addrs: &[SocketAddr],
+    tenant: &str,
+    window: Option<Window>,
+    query: &Q,
+    q: &Querier,
+    split: &[[u8; 16]],
+    sink: &mut Q::Sink,
+) -> Result<ScanStats, Response> {
+    let mut stats = ScanStats::default();
+    let read = |(k, ids): (usize, Vec<[u8; 16]>)| async move {
+        let body = query.job(WholePart {
+            traces: ids.iter().map(|id| weft_core::hex(id)).collect(),
+            ..WholePart::default()
+        });
+        if let Some(reply) = super::dispatch_to(st, peers, addrs, k, tenant, Q::PATH, &body, |r| query.decode(r)).await
+        {
+            st.jobs.sent_traces.fetch_add(1, Ordering::Relaxed);
+            return Ok((reply.0, reply.1.stats));
         }
+        st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
+        let mut local = query.sink().map_err(|r| *r)?;
+        let stats = q
+            .read_whole(tenant, window, &ids, &mut local)
+            .await
+            .map_err(scan_failed)?;
+        Ok::<_, Response>((query.state(local), stats))
     };
     let per = split.len().div_ceil(addrs.len());
     let mut done = futures::stream::iter(split.chunks(per).map(<[_]>::to_vec).enumerate())
@@ -255,7 +286,7 @@ pub(crate) async fn run<Q: WholeQuery>(
         query.merge(sink, state).map_err(merge_failed)?;
         stats.add(&part_stats);
     }
-    Ok(Some(stats))
+    Ok(stats)
 }
 
 /// What a querier's part of a whole-trace query read ([`serve`]).
@@ -291,6 +322,14 @@ pub(crate) async fn serve(
             head: Some(extras),
         });
     }
+    if !part.row_groups.is_empty() && (part.head || !part.traces.is_empty()) {
+        return Err(invalid(
+            "`row_groups` is for a job that reads blocks, not a head or trace job".into(),
+        ));
+    }
+    if let Some(r) = super::row_groups_unread(what, &part.blocks, &part.row_groups) {
+        return Err(r);
+    }
     let held = job_querier(st.querier(), &part.recent).map_err(invalid)?;
     let q = held.as_ref().unwrap_or(st.querier());
     if !part.traces.is_empty() {
@@ -308,7 +347,7 @@ pub(crate) async fn serve(
             head: None,
         });
     }
-    let mut scan = ScanPart::of_blocks(part.blocks.iter().cloned());
+    let mut scan = super::part_of(&part.blocks, &part.row_groups);
     scan.exclude = ids(&part.exclude).map_err(invalid)?.into_iter().collect::<HashSet<_>>();
     let missing_blocks = unknown_blocks(q, tenant, &part.listing).await;
     let outcome = q.scan_part(tenant, window, &scan, sink).await.map_err(scan_failed)?;
