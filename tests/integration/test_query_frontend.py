@@ -461,8 +461,8 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
     rare value reads them whole and little else. The frontend weighs blocks by what a search
     may read and splits such a block between jobs by row group (`row_groups`, job protocol
     v5), so the work divides over the queriers. The answers equal a lone querier's, with traces
-    whose rows cross a row-group boundary read whole once. Span-local metrics and queries over
-    whole traces (metrics, a filtered graph, tag lookups) are weighed and split the same way."""
+    whose rows cross a row-group boundary read whole once. Span-local metrics, tag lookups and
+    queries over whole traces (metrics, a filtered graph) are weighed and split the same way."""
     data = tmp_path / "shared-data"
     ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "3",
                              "--compaction-interval", "0", data_dir=data)
@@ -511,9 +511,12 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
         assert want, f"{q} has series"
         assert _series(frontend, q) == want, q
         assert _jobs(frontend, "sent") - before > len(metas), (q, _jobs(frontend, "sent") - before, len(metas))
-    # So are queries over whole traces: metrics, a filtered service graph, tag lookups.
+    # So are tag lookups from columns, and queries over whole traces: metrics, a filtered
+    # service graph, tag lookups.
     both = '{ span.user = "needle" } && { span.k = 0 }'
     for what, ask in [
+        ("tag names", lambda s: _names(s, "/api/v2/search/tags", {})),
+        ("tag values", lambda s: _values(s, "/api/v2/search/tag/name/values", {})),
         ("metrics", lambda s: _series(s, '{ } >> { span.user = "needle" } | count_over_time() by (resource.service.name)')),
         ("metrics", lambda s: _series(s, both + " | count_over_time()")),
         ("graph", lambda s: _graph(s, both)[0]),

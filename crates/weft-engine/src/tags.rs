@@ -242,6 +242,10 @@ macro_rules! tag_column_sink {
                 self.take_keys(stats, keys)
             }
 
+            fn takes_row_group_keys(&self) -> bool {
+                self.takes_keys()
+            }
+
             fn add_head(&mut self, rows: &HeadRows<'_>) {
                 self.add(rows)
             }
@@ -348,6 +352,11 @@ impl ColumnTagNames {
                 add_key(&mut self.keys, self.cap, scope, &key);
             }
         }
+    }
+
+    /// Whether [`Self::take_keys`] takes a row group whose spans all start inside the window.
+    fn takes_keys(&self) -> bool {
+        self.filter.is_none()
     }
 
     /// Takes a row group's names from the index's key lists when every span of it counts: no
@@ -586,6 +595,11 @@ impl ColumnTagValues {
     fn merge_part(&mut self, part: ColumnTagValues) {
         self.list.extend(part.list.values);
         self.list.truncated |= part.list.truncated;
+    }
+
+    /// Values are not in the key lists.
+    fn takes_keys(&self) -> bool {
+        false
     }
 
     /// Values are not in the key lists.

@@ -37,6 +37,12 @@ pub trait ColumnSink {
     ) -> bool {
         false
     }
+    /// Whether [`Self::take_row_group_keys`] takes a row group whose statistics put every span
+    /// inside the query's window: a planner's hint that such row groups, in a block whose index
+    /// lists keys, cost next to nothing. By default false.
+    fn takes_row_group_keys(&self) -> bool {
+        false
+    }
     /// Adds the spans of head columns.
     fn add_head(&mut self, rows: &HeadRows<'_>);
     /// Adds the spans of a row group, read with [`Self::needs_between`].

@@ -1057,30 +1057,38 @@ pub(crate) fn plan_search(
     floor_of: weft_engine::search::FloorOf,
 ) -> Vec<Planned> {
     let trace_floor = floor_of == weft_engine::search::FloorOf::TraceStart;
-    plan_by_reads(blocks, n, |s, v| prefilter.row_group_may_match(s, v), trace_floor)
+    let reads = |b: &weft_block::Block, rg| bloom_may_match(b, rg, |s, v| prefilter.row_group_may_match(s, v));
+    plan_by_reads(blocks, n, reads, trace_floor)
 }
 
-/// [`plan_search`] for any query whose row groups `may_match` tells apart by their
-/// statistics and value bloom (span-local metrics, without a floor: `trace_floor` false).
+/// Whether a query whose filter `may_match` tells row groups apart by their statistics and
+/// value bloom may match row group `rg` of `b` by its bloom: always, in a block without blooms
+/// (one cut from the head; compaction writes them).
+pub(crate) fn bloom_may_match(
+    b: &weft_block::Block,
+    rg: usize,
+    may_match: impl Fn(&weft_block::RowGroupStats, Option<&weft_block::index::Bloom>) -> bool,
+) -> bool {
+    let blooms = &b.index.value_blooms;
+    blooms.is_empty() || may_match(&weft_block::RowGroupStats::default(), blooms.get(rg))
+}
+
+/// [`plan_search`] for any query that `reads` tells which row groups of a block it reads
+/// (span-local metrics, whole-trace queries and tag lookups, without a floor: `trace_floor`
+/// false); the others weigh almost nothing.
 pub(crate) fn plan_by_reads(
     blocks: &[Arc<weft_block::Block>],
     n: usize,
-    may_match: impl Fn(&weft_block::RowGroupStats, Option<&weft_block::index::Bloom>) -> bool,
+    reads: impl Fn(&weft_block::Block, usize) -> bool,
     trace_floor: bool,
 ) -> Vec<Planned> {
     let shapes: Vec<Shape> = blocks
         .iter()
-        .map(|b| {
-            let blooms = &b.index.value_blooms;
-            let stats = weft_block::RowGroupStats::default();
-            Shape {
-                size_bytes: b.meta.size_bytes,
-                may_match: (0..b.row_group_count())
-                    .map(|rg| blooms.is_empty() || may_match(&stats, blooms.get(rg)))
-                    .collect(),
-                trace_starts: &b.index.trace_starts,
-                max_end: b.meta.max_end_unix_nano,
-            }
+        .map(|b| Shape {
+            size_bytes: b.meta.size_bytes,
+            may_match: (0..b.row_group_count()).map(|rg| reads(b, rg)).collect(),
+            trace_starts: &b.index.trace_starts,
+            max_end: b.meta.max_end_unix_nano,
         })
         .collect();
     plan_shapes(&shapes, n, trace_floor)

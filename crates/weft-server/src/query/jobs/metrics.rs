@@ -426,7 +426,7 @@ pub(crate) async fn span_metrics(
     let jobs = super::plan_by_reads(
         &blocks,
         width * JOBS_PER_PEER,
-        |s, v| m.row_group_may_match(s, v),
+        |b, rg| super::bloom_may_match(b, rg, |s, v| m.row_group_may_match(s, v)),
         false,
     );
     // Progress, told after each job merged: the recent spans are one unit, each job one.

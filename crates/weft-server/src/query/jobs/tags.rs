@@ -24,12 +24,12 @@ use serde::{Deserialize, Serialize};
 use weft_engine::search::{TagNames, TagScope, TagValues, TraceSink};
 use weft_engine::span_metrics::ColumnSink;
 use weft_engine::tags::{ColumnTagNames, ColumnTagValues};
-use weft_querier::scan::{ScanPart, ScanStats, Window, WireOutcome};
+use weft_querier::scan::{ScanStats, Window, WireOutcome};
 use weft_traceql::Value;
 use weft_traceql::ast::FieldExpr;
 
 use super::whole::{WholePart, WholeQuery};
-use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply, plan};
+use super::{JOB_VERSION, JOBS_PER_PEER, Peers, WireValue, json_reply};
 use crate::app::AppState;
 use crate::query::{Found, bad, scan_failed, tag_field};
 
@@ -428,7 +428,15 @@ async fn lookup<S: Lookup>(
         }
     };
     let fresh = sink.fork();
-    let jobs = plan(&blocks, width * JOBS_PER_PEER);
+    // Weighed by the row groups the lookup reads, a heavy block split by row group, as a
+    // search's jobs are: names of a row group the index lists keys for cost next to nothing,
+    // so a names lookup reads mostly the blocks cut from the head since the last compaction
+    // (which have no key lists), and by bytes those were one job on one querier.
+    let keys = sink.takes_row_group_keys();
+    let reads = |b: &weft_block::Block, rg| {
+        !(keys && b.index.keys.is_some()) && super::bloom_may_match(b, rg, |s, v| sink.row_group_may_match(s, v))
+    };
+    let jobs = super::plan_by_reads(&blocks, width * JOBS_PER_PEER, reads, false);
     // Progress, as a metrics query tells it: the recent spans are one unit, each job one, and
     // the jobs a full list leaves unsent count as done.
     let total = 1 + jobs.len() as u64;
@@ -439,11 +447,13 @@ async fn lookup<S: Lookup>(
         return Ok(Some((sink, stats)));
     }
     sink.progress(stats.progress(merged, total));
-    let run = |(k, job): (usize, Vec<usize>)| {
+    let run = |(k, job): (usize, super::Planned)| {
         let (addrs, listing, blocks, template, fresh) = (&addrs, &listing, &blocks, &template, &fresh);
         async move {
+            let (ids, row_groups) = job.share(blocks);
             let job = TagsJob {
-                blocks: job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect(),
+                blocks: ids,
+                row_groups,
                 listing: listing.clone(),
                 ..template.clone()
             };
@@ -455,7 +465,7 @@ async fn lookup<S: Lookup>(
             }
             st.jobs.ran_here.fetch_add(1, Ordering::Relaxed);
             let mut local = fresh.fork();
-            let part = ScanPart::of_blocks(job.blocks.iter().cloned());
+            let part = super::part_of(&job.blocks, &job.row_groups);
             let stats = q
                 .scan_columns_part(tenant, window, &part, &mut local)
                 .await
@@ -616,13 +626,12 @@ async fn serve<S: Lookup>(
 ) -> Response {
     let made = window_ok(&job)
         .and_then(|()| {
-            if job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty() && job.row_groups.is_empty() {
-                Ok(())
+            if !(job.exclude.is_empty() && job.recent.is_empty() && job.traces.is_empty()) {
+                Err("`exclude`, `recent` and `traces` are for a lookup over whole traces (`whole`)".into())
+            } else if job.head && !job.row_groups.is_empty() {
+                Err("`row_groups` is for a job that reads blocks, not a head job".into())
             } else {
-                Err(
-                    "`exclude`, `recent`, `traces` and `row_groups` are for a lookup over whole traces (`whole`)"
-                        .into(),
-                )
+                Ok(())
             }
         })
         .and_then(|()| weft_traceql::parse(&job.query).map_err(|e| e.to_string()))
@@ -651,9 +660,12 @@ async fn serve<S: Lookup>(
         sink.listed(&mut reply);
         return json_reply(&reply);
     }
+    if let Some(r) = super::row_groups_unread(what, &job.blocks, &job.row_groups) {
+        return r;
+    }
     let q = st.querier();
     let missing = super::unknown_blocks(q, tenant, &job.listing).await;
-    let part = ScanPart::of_blocks(job.blocks.iter().cloned());
+    let part = super::part_of(&job.blocks, &job.row_groups);
     let stats = match q.scan_columns_part(tenant, job.window, &part, &mut sink).await {
         Ok(s) => s,
         Err(e) => return scan_failed(e),

@@ -189,7 +189,7 @@ pub(crate) async fn run<Q: WholeQuery>(
     let jobs = super::plan_by_reads(
         blocks,
         width * JOBS_PER_PEER,
-        |s, v| prefilter.row_group_may_match(s, v),
+        |b, rg| super::bloom_may_match(b, rg, |s, v| prefilter.row_group_may_match(s, v)),
         false,
     );
     // Progress, told the sink after each job merged: the head part is one unit, each job one.
