@@ -69,9 +69,15 @@ python3 scripts/bench_search.py --weft target/release/weft --spans "${SEARCH_SPA
 python3 scripts/bench_parallelism.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
     --out bench-out/parallelism.json
 # One search over many queriers (docs/benchmarks/query-frontend.md): CPU per querier per search
-# with 1, 2 and 4 queriers behind a frontend, against one querier alone.
+# with 1, 2 and 4 queriers behind a frontend, against one querier alone; then on the same spans
+# with one job at a time over all queriers, which do not then slow each other as queriers
+# sharing this machine's cores do (what each would spend on a machine of its own).
 python3 scripts/bench_frontend.py --weft target/release/weft --spans "${SEARCH_SPANS:-10000000}" \
-    --out bench-out/frontend.json
+    --keep-data --out bench-out/frontend.json
+kept="$(python3 -c 'import json; print(json.load(open("bench-out/frontend.json"))["data_dir"])')"
+python3 scripts/bench_frontend.py --weft target/release/weft --data-dir "$kept" --one-job-at-a-time \
+    --out bench-out/frontend-one-job-at-a-time.json
+rm -rf "$kept"
 # The web UI opens a 100,000-span trace within 3 seconds on the release binary, and each of its
 # views (statistics, flame graph, service graph, zoom) within 1 second (BENCHMARKS.md, "Also
 # standing"); the times are printed.

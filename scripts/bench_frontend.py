@@ -213,7 +213,9 @@ def main():
             }
         table.append(row)
     out = {"benchmark": "query frontend", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"cpus": os.cpu_count()}, "one_job_at_a_time": args.one_job_at_a_time, "spans": spans, "blocks": len(metas), "runs": args.runs,
+           "machine": {"cpus": os.cpu_count()}, "one_job_at_a_time": args.one_job_at_a_time,
+           # The loaded spans, when kept (--keep-data): for another run with --data-dir.
+           "data_dir": kept if args.keep_data and not args.data_dir else None, "spans": spans, "blocks": len(metas), "runs": args.runs,
            "queries": table, "failures": failures}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
