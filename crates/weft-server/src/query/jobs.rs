@@ -1097,7 +1097,8 @@ pub(crate) fn plan_by_reads(
 /// What [`plan_by_reads`] needs of a block.
 struct Shape<'a> {
     size_bytes: u64,
-    /// Per row group: whether the prefilter may match it (the index's value bloom, if any).
+    /// Per row group: whether the query reads it (its value bloom admits the filter; for tag
+    /// names, the index does not list its keys). The others weigh nothing.
     may_match: Vec<bool>,
     /// The index's bounds of each row group's trace starts (time-sliced blocks), or empty.
     trace_starts: &'a [(u64, u64)],
