@@ -8,10 +8,12 @@ Method:
      benchmark's data, kept), or reuse --data-dir.
   2. For each count of queriers: start them (`--target querier` on the data directory,
      compaction and the scrubber off) and a frontend (`--target querier --query-peers ...`),
-     all on this machine. For a querier alone: one querier, no peers.
+     all on this machine, every count at once. For a querier alone: one querier, no peers.
   3. For each search and metrics query of the search benchmark named below: one warm-up
-     run, then --runs timed runs one at a time. Record the median wall time and, over the timed runs, every process's CPU-seconds
-     per search (from /proc), and the jobs the frontend sent.
+     run per setup, then --runs timed runs, the setups taking turns run by run (the lone
+     querier, then 1, 2, 4 queriers, then again), so that a machine whose speed drifts moves
+     every setup alike. Record the median wall time and, over the timed runs, every process's
+     CPU-seconds per search (from /proc), and the jobs the frontend sent.
   4. Print per search and count: the frontend's CPU per search and per job, the queriers'
      mean and largest CPU per search, and the mean (div) and the largest (bdiv) against the
      lone querier's divided by the count (1.0: the work divides exactly). Write JSON to --out.
@@ -121,31 +123,43 @@ def names(args):
     return [n for n in every if not args.only or n in args.only.split(",")]
 
 
-def measure(frontend, peers, args, window, needle, start, end):
-    """Per query: wall p50, CPU-seconds per query of the frontend and of each querier."""
-    ns = argparse.Namespace(runs=args.runs, timeout=args.timeout, service=args.service, measure_timeouts=0)
-    warm = argparse.Namespace(**{**vars(ns), "runs": 1})
-    procs = [frontend] + peers
-    rows = []
+def measure(setups, args, window, needle, start, end):
+    """Per query and setup (a frontend and its queriers; the lone querier has none): wall p50,
+    CPU-seconds per query of the frontend and of each querier. The setups take turns run by
+    run, so that a machine that speeds up or slows down during the benchmark moves every
+    setup's figures alike, not only those of the setup running at the time."""
+    ns = argparse.Namespace(runs=1, timeout=args.timeout, service=args.service, measure_timeouts=0)
+    rows = {count: [] for count in setups}
     for name in names(args):
         bench_search.ONLY = {name}
-        if name in SEARCHES or name.startswith("tag_"):
-            def group(a):
+
+        def group(frontend, a):
+            if name in SEARCHES or name.startswith("tag_"):
                 return bench_search.search_queries(frontend, a, window, needle)
-        elif name.startswith("service_graph"):
-            def group(a):
+            if name.startswith("service_graph"):
                 return bench_search.graph_queries(frontend, a, window)
-        else:
-            def group(a):
-                return bench_search.metrics_queries(frontend, a, window, start, end)
-        group(warm)
-        cpu0 = [bench_search.cpu_seconds(p.proc.pid) for p in procs]
-        jobs0 = jobs_sent(frontend) if peers else 0
-        (q,) = [r for r in group(ns) if not r.get("skipped")]
-        cpu = [(bench_search.cpu_seconds(p.proc.pid) - c) / args.runs for p, c in zip(procs, cpu0)]
-        jobs = ((jobs_sent(frontend) - jobs0) / args.runs) if peers else 0
-        rows.append({"name": name, "ok": q.get("ok"), "p50_ms": q.get("p50_ms"), "frontend_cpu_s": round(cpu[0], 4),
-                     "querier_cpu_s": [round(c, 4) for c in cpu[1:]], "jobs_per_search": round(jobs, 2)})
+            return bench_search.metrics_queries(frontend, a, window, start, end)
+
+        for frontend, _ in setups.values():
+            group(frontend, ns)  # warm-up
+        acc = {count: {"ok": True, "ms": [], "cpu": [0.0] * (1 + len(peers)), "jobs": 0.0}
+               for count, (_, peers) in setups.items()}
+        for _ in range(args.runs):
+            for count, (frontend, peers) in setups.items():
+                a = acc[count]
+                procs = [frontend] + peers
+                cpu0 = [bench_search.cpu_seconds(p.proc.pid) for p in procs]
+                jobs0 = jobs_sent(frontend) if peers else 0
+                (q,) = [r for r in group(frontend, ns) if not r.get("skipped")]
+                a["cpu"] = [t + bench_search.cpu_seconds(p.proc.pid) - c for t, p, c in zip(a["cpu"], procs, cpu0)]
+                a["jobs"] += (jobs_sent(frontend) - jobs0) if peers else 0
+                a["ok"] = a["ok"] and bool(q.get("ok"))
+                a["ms"].append(q.get("p50_ms"))
+        for count, a in acc.items():
+            cpu = [c / args.runs for c in a["cpu"]]
+            rows[count].append({"name": name, "ok": a["ok"], "p50_ms": statistics.median(a["ms"]),
+                                "frontend_cpu_s": round(cpu[0], 4), "querier_cpu_s": [round(c, 4) for c in cpu[1:]],
+                                "jobs_per_search": round(a["jobs"] / args.runs, 2)})
     return rows
 
 
@@ -168,30 +182,31 @@ def main():
     data = os.path.join(kept, "data")
     counts = [int(c) for c in args.queriers.split(",")]
     print(f"{spans} spans in {len(metas)} blocks; queriers {counts}", flush=True)
-    results = {}
     failures = []
-    for count in [0] + counts:
-        servers, relays = [], []
-        try:
+    servers, relays, setups = [], [], {}
+    try:
+        # Every setup at once (idle ones cost next to nothing: compaction and the scrubber off),
+        # taking turns query by query and run by run (measure).
+        for count in [0] + counts:
             peers = [bench_search.Server(weft, None, FIXED, data=data) for _ in range(count)]
             servers += peers
             ports = [p.http for p in peers]
             if args.one_job_at_a_time:
-                relays = [Relay(p) for p in ports]
-                ports = [r.port for r in relays]
+                relays += [Relay(p) for p in ports]
+                ports = [r.port for r in relays[-count:]] if count else []
             extra = ["--query-peers", ",".join(f"127.0.0.1:{p}" for p in ports)] if peers else []
             frontend = bench_search.Server(weft, None, FIXED + extra, data=data)
             servers.append(frontend)
+            setups[count] = (frontend, peers)
+        results = measure(setups, args, window, needle, start, end)
+        for count, rows in results.items():
             label = "alone" if count == 0 else f"{count} queriers"
-            print(f"{label}:", flush=True)
-            rows = measure(frontend, peers, args, window, needle, start, end)
-            results[count] = rows
             failures += [f"{r['name']} with {label}" for r in rows if not r["ok"]]
-        finally:
-            for s in servers:
-                s.stop(keep=False)
-            for r in relays:
-                r.stop()
+    finally:
+        for s in servers:
+            s.stop(keep=False)
+        for r in relays:
+            r.stop()
     table = []
     for name in names(args):
         alone = next(r for r in results[0] if r["name"] == name)

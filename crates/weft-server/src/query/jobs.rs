@@ -646,9 +646,11 @@ pub(crate) async fn search<S: SearchSink>(
         recent: recent.clone(),
         ..request.clone()
     };
+    let turns = Turns::new(width);
     let run = |(k, job): (usize, Planned)| {
-        let (addrs, floor, blocks, job_of, template) = (&addrs, &floor, &blocks, &job_of, &template);
+        let (addrs, floor, blocks, job_of, template, turns) = (&addrs, &floor, &blocks, &job_of, &template, &turns);
         async move {
+            let _turn = turns.take(k).await;
             let f = floor.load(Ordering::Acquire);
             if f > 0 && job.newest < f {
                 // No trace with a piece in these row groups starts late enough.
@@ -694,7 +696,8 @@ pub(crate) async fn search<S: SearchSink>(
         done: 1,
         total,
     };
-    let mut jobs = jobs.into_iter().enumerate();
+    let count = jobs.len();
+    let mut jobs = assigned(jobs, width);
     // The newest job first, alone: a search that fills its limit there gives the others the
     // floor it reached, and the jobs whose blocks all end before it are not sent at all
     // (searching them side by side from the start cost up to 9x the CPU of one querier).
@@ -704,7 +707,7 @@ pub(crate) async fn search<S: SearchSink>(
             return Ok(None);
         }
     }
-    let mut done = futures::stream::iter(jobs).map(run).buffered(width);
+    let mut done = futures::stream::iter(jobs).map(run).buffered(count.max(1));
     while let Some(d) = done.next().await {
         if !merged.absorb(st, tenant, d?, sink) {
             return Ok(None);
@@ -998,7 +1001,7 @@ impl Merged<'_> {
 pub(crate) struct Planned {
     /// Blocks of the listing (indices into it), each read whole (`None`) or by the row
     /// groups named.
-    units: Vec<(usize, Option<Vec<u32>>)>,
+    pub(crate) units: Vec<(usize, Option<Vec<u32>>)>,
     /// No trace with a piece in these row groups starts after this (Unix ns; for a floor of
     /// a span's start, no span starts after it): once the merged result's floor passes it,
     /// the job is not sent.
@@ -1007,7 +1010,7 @@ pub(crate) struct Planned {
     /// sent counts as skipped, so that a block split between jobs counts once.
     blocks_begun: u64,
     /// What it was planned to cost ([`plan_shapes`]).
-    cost: u64,
+    pub(crate) cost: u64,
 }
 
 impl Planned {
@@ -1034,10 +1037,27 @@ impl Planned {
     }
 }
 
-/// What a row group the prefilter cannot rule out costs a job, against one it can: the
-/// footer statistics and the index of a block are read whatever the query, counted as an
-/// eighth of one of its row groups.
-const RULED_OUT_BLOCK_SHARE: u64 = 8;
+/// What reading a block's footer statistics, index and blooms costs a job, against reading one
+/// of its row groups: they are read whatever the query. Measured per job, one job at a time
+/// (docs/benchmarks/query-frontend.md, 2026-12-06, "per job"): a search spends about 0.4 ms on
+/// each block its blooms rule out and 2.5 ms on a row group of a needle's column, a span-local
+/// column scan (metrics, tag lookups) 0.17 ms and 3.8 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockShare {
+    /// Searches and queries over whole traces: an eighth of a row group.
+    Traces,
+    /// Span-local column scans: a twenty-fourth.
+    Columns,
+}
+
+impl BlockShare {
+    fn divisor(self) -> u64 {
+        match self {
+            BlockShare::Traces => 8,
+            BlockShare::Columns => 24,
+        }
+    }
+}
 
 /// Splits a search over `blocks` (newest first) into about `n` jobs of about equal cost, in
 /// order: the first jobs hold the newest row groups, so a full result can skip the last ones.
@@ -1058,7 +1078,7 @@ pub(crate) fn plan_search(
 ) -> Vec<Planned> {
     let trace_floor = floor_of == weft_engine::search::FloorOf::TraceStart;
     let reads = |b: &weft_block::Block, rg| bloom_may_match(b, rg, |s, v| prefilter.row_group_may_match(s, v));
-    plan_by_reads(blocks, n, reads, trace_floor)
+    plan_by_reads(blocks, n, reads, trace_floor, BlockShare::Traces)
 }
 
 /// Whether a query whose filter `may_match` tells row groups apart by their statistics and
@@ -1075,23 +1095,25 @@ pub(crate) fn bloom_may_match(
 
 /// [`plan_search`] for any query that `reads` tells which row groups of a block it reads
 /// (span-local metrics, whole-trace queries and tag lookups, without a floor: `trace_floor`
-/// false); the others weigh almost nothing.
+/// false); the others weigh what `share` says a block's footer and index cost.
 pub(crate) fn plan_by_reads(
     blocks: &[Arc<weft_block::Block>],
     n: usize,
     reads: impl Fn(&weft_block::Block, usize) -> bool,
     trace_floor: bool,
+    share: BlockShare,
 ) -> Vec<Planned> {
     let shapes: Vec<Shape> = blocks
         .iter()
         .map(|b| Shape {
             size_bytes: b.meta.size_bytes,
             may_match: (0..b.row_group_count()).map(|rg| reads(b, rg)).collect(),
+            rows: b.index.row_groups.iter().map(|r| r.rows).collect(),
             trace_starts: &b.index.trace_starts,
             max_end: b.meta.max_end_unix_nano,
         })
         .collect();
-    plan_shapes(&shapes, n, trace_floor)
+    plan_shapes(&shapes, n, trace_floor, share)
 }
 
 /// What [`plan_by_reads`] needs of a block.
@@ -1100,6 +1122,9 @@ struct Shape<'a> {
     /// Per row group: whether the query reads it (its value bloom admits the filter; for tag
     /// names, the index does not list its keys). The others weigh nothing.
     may_match: Vec<bool>,
+    /// Per row group, its spans (the index's count), which share out the block's bytes: the
+    /// last row group of a time slice can hold a twentieth of a full one.
+    rows: Vec<u32>,
     /// The index's bounds of each row group's trace starts (time-sliced blocks), or empty.
     trace_starts: &'a [(u64, u64)],
     max_end: u64,
@@ -1107,14 +1132,24 @@ struct Shape<'a> {
 
 /// [`plan_search`] over the blocks' shapes. `trace_floor`: the search's floor is of a trace's
 /// start (Tempo's and Jaeger's order), which the index's trace starts bound.
-fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned> {
+fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool, share: BlockShare) -> Vec<Planned> {
     // Per block: the cost of reading its footer and index, and of each row group.
     let costs: Vec<(u64, Vec<u64>)> = blocks
         .iter()
         .map(|b| {
-            let each = (b.size_bytes / b.may_match.len().max(1) as u64).max(RULED_OUT_BLOCK_SHARE);
-            let per_rg = b.may_match.iter().map(|&may| if may { each } else { 0 }).collect();
-            (each / RULED_OUT_BLOCK_SHARE, per_rg)
+            let groups = b.may_match.len().max(1) as u64;
+            let each = (b.size_bytes / groups).max(share.divisor());
+            let rows: u64 = b.rows.iter().map(|&r| u64::from(r)).sum();
+            let bytes = |rg: usize| match b.rows.get(rg) {
+                Some(&r) if rows > 0 && b.rows.len() == b.may_match.len() => {
+                    (u128::from(b.size_bytes) * u128::from(r) / u128::from(rows)) as u64
+                }
+                _ => each,
+            };
+            let per_rg = (0..b.may_match.len())
+                .map(|rg| if b.may_match[rg] { bytes(rg).max(1) } else { 0 })
+                .collect();
+            (each / share.divisor(), per_rg)
         })
         .collect();
     let total: u64 = costs.iter().map(|(base, rgs)| base + rgs.iter().sum::<u64>()).sum();
@@ -1131,6 +1166,50 @@ fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool) -> Vec<Planned
         }
     }
     pack(blocks, &costs, per, trace_floor)
+}
+
+/// The querier (an index into `peers` of them) each job of `costs` (as planned) goes to: the
+/// costliest first, each to the querier with the least planned so far (longest processing
+/// time first). Jobs of equal cost go round the queriers in order, as job k to querier
+/// k mod n did; a job planned heavier than the others is paired with a lighter one, where
+/// k mod n paired jobs by their place in the plan.
+pub(crate) fn assign(costs: &[u64], peers: usize) -> Vec<usize> {
+    let peers = peers.max(1);
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(costs[j]));
+    let mut load = vec![(0u64, 0usize); peers];
+    let mut to = vec![0; costs.len()];
+    for j in order {
+        let p = (0..peers).min_by_key(|&p| (load[p], p)).expect("a peer");
+        load[p] = (load[p].0 + costs[j], load[p].1 + 1);
+        to[j] = p;
+    }
+    to
+}
+
+/// `jobs` with the querier [`assign`] gives each, in plan order.
+pub(crate) fn assigned(jobs: Vec<Planned>, peers: usize) -> impl Iterator<Item = (usize, Planned)> {
+    let to = assign(&jobs.iter().map(|j| j.cost).collect::<Vec<_>>(), peers);
+    to.into_iter().zip(jobs)
+}
+
+/// The queriers' turns for the jobs of one query: a job waits for the querier [`assign`] gave
+/// it before it is sent, so that each querier runs one of the query's jobs at a time while the
+/// others run theirs. Every job is started at once and waits here, in plan order (the
+/// semaphores are first come, first served), and a search's job reads the floor only when its
+/// turn comes.
+pub(crate) struct Turns(Vec<tokio::sync::Semaphore>);
+
+impl Turns {
+    pub(crate) fn new(peers: usize) -> Turns {
+        Turns((0..peers.max(1)).map(|_| tokio::sync::Semaphore::new(1)).collect())
+    }
+
+    /// Waits for querier `peer`'s turn, which ends when the permit is dropped.
+    pub(crate) async fn take(&self, peer: usize) -> tokio::sync::SemaphorePermit<'_> {
+        let s = &self.0[peer % self.0.len()];
+        s.acquire().await.expect("the semaphores are never closed")
+    }
 }
 
 /// [`plan_shapes`] with a share of `per` per job; `costs` per block: its footer's and index's,
@@ -1581,6 +1660,7 @@ mod tests {
     fn shape(starts: &[(u64, u64)], rg_bytes: u64, may: Vec<bool>, max_end: u64) -> Shape<'_> {
         Shape {
             size_bytes: rg_bytes * may.len() as u64,
+            rows: Vec::new(),
             may_match: may,
             trace_starts: starts,
             max_end,
@@ -1623,7 +1703,7 @@ mod tests {
                 1800 - b as u64,
             ));
         }
-        let jobs = plan_shapes(&blocks, 8, true);
+        let jobs = plan_shapes(&blocks, 8, true, BlockShare::Traces);
         let all: Vec<Vec<u32>> = (0..12).map(|_| (0..16).collect()).collect();
         assert_eq!(covered(&jobs, &[16; 12]), all, "every row group read once: {jobs:?}");
         // The 33 row groups that cost divide: no job holds more than a fifth of them.
@@ -1660,12 +1740,49 @@ mod tests {
     }
 
     #[test]
+    fn jobs_go_to_the_least_loaded_querier_costliest_first() {
+        // Equal costs go round the queriers in order, as k mod n did.
+        assert_eq!(assign(&[5; 8], 4), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        // Two heavy jobs are not paired on one querier because of their places in the plan:
+        // k mod n put jobs 0 and 2 (12 each) on querier 0 and 1 and 3 (6 each) on querier 1.
+        let to = assign(&[12, 6, 12, 6], 2);
+        assert_ne!(to[0], to[2], "{to:?}");
+        let mut load = [0u64; 2];
+        for (j, &p) in to.iter().enumerate() {
+            load[p] += [12, 6, 12, 6][j];
+        }
+        assert_eq!(load, [18, 18]);
+        assert_eq!(assign(&[], 3), Vec::<usize>::new());
+        assert_eq!(
+            assign(&[1, 2], 0),
+            vec![0, 0],
+            "no peers: all to the first (the caller reads them)"
+        );
+    }
+
+    #[test]
+    fn a_row_group_weighs_its_share_of_the_blocks_spans() {
+        // Four row groups, the last a twentieth of the others (the end of a time slice): by
+        // the block's average, each weighed 762 bytes and the small one as much as a full one.
+        let none: Vec<(u64, u64)> = Vec::new();
+        let mut block = shape(&none, 0, vec![true; 4], 2000);
+        block.size_bytes = 3050;
+        block.rows = vec![1000, 1000, 1000, 50];
+        let jobs = plan_shapes(&[block], 3, false, BlockShare::Columns);
+        let costs: Vec<u64> = jobs.iter().map(|j| j.cost).collect();
+        // The first job also reads the block's footer and index: 762 / 24.
+        assert_eq!(costs, vec![31 + 1000, 1000, 1000 + 50], "{jobs:?}");
+        let rgs: Vec<Option<Vec<u32>>> = jobs.iter().map(|j| j.units[0].1.clone()).collect();
+        assert_eq!(rgs, vec![Some(vec![0]), Some(vec![1]), Some(vec![2, 3])]);
+    }
+
+    #[test]
     fn without_blooms_small_blocks_are_planned_whole_by_bytes_as_other_queries_are() {
         let starts: Vec<(u64, u64)> = Vec::new();
         let blocks: Vec<Shape<'_>> = (0..10)
             .map(|b| shape(&starts, 100 + b, vec![true; 4], 1000 - b))
             .collect();
-        let jobs = plan_shapes(&blocks, 4, true);
+        let jobs = plan_shapes(&blocks, 4, true, BlockShare::Traces);
         assert!(
             jobs.iter().all(|j| j.units.iter().all(|(_, rgs)| rgs.is_none())),
             "{jobs:?}"
@@ -1682,7 +1799,7 @@ mod tests {
         let none: Vec<(u64, u64)> = Vec::new();
         for (s, trace_floor) in [(&starts, false), (&none, true)] {
             let blocks = vec![shape(s, 1000, vec![true; 8], 5000), shape(s, 10, vec![true; 8], 4000)];
-            let jobs = plan_shapes(&blocks, 4, trace_floor);
+            let jobs = plan_shapes(&blocks, 4, trace_floor, BlockShare::Traces);
             assert!(jobs.len() >= 3, "{jobs:?}");
             assert!(
                 jobs.iter()
@@ -1720,7 +1837,7 @@ mod tests {
                 })
                 .collect();
             let n = 1 + next(10) as usize;
-            let jobs = plan_shapes(&blocks, n, next(2) == 0);
+            let jobs = plan_shapes(&blocks, n, next(2) == 0, BlockShare::Traces);
             let all: Vec<Vec<u32>> = groups.iter().map(|&g| (0..g as u32).collect()).collect();
             assert_eq!(covered(&jobs, &groups), all, "{jobs:?}");
             // Blocks appear in listing order, each named once per job.

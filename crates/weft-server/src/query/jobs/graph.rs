@@ -156,9 +156,11 @@ pub(crate) async fn service_graph(
         None => st.querier(),
     };
     let empty: &ServiceGraph = g;
+    let turns = super::Turns::new(width);
     let run = |(k, job): (usize, Vec<usize>)| {
-        let (addrs, listing, blocks, recent, job_of) = (&addrs, &listing, &blocks, &recent, &job_of);
+        let (addrs, listing, blocks, recent, job_of, turns) = (&addrs, &listing, &blocks, &recent, &job_of, &turns);
         async move {
+            let _turn = turns.take(k).await;
             let ids = job.iter().map(|&i| blocks[i].meta.block_id.clone()).collect();
             let job = job_of(ids, listing.clone(), recent.clone(), false);
             let decode = |r: GraphJobReply| Ok((r.state, r.stats, r.missing_blocks));
@@ -178,9 +180,14 @@ pub(crate) async fn service_graph(
         }
     };
     let jobs = plan(&blocks, width * JOBS_PER_PEER);
-    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+    let costs: Vec<u64> = jobs
+        .iter()
+        .map(|j| j.iter().map(|&i| blocks[i].meta.size_bytes).sum())
+        .collect();
+    let count = jobs.len().max(1);
+    let mut done = futures::stream::iter(super::assign(&costs, width).into_iter().zip(jobs))
         .map(run)
-        .buffered(width);
+        .buffered(count);
     while let Some(part) = done.next().await {
         let (state, part_stats, missing) = part?;
         if !missing.is_empty() {

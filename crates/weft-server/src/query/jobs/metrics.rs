@@ -428,14 +428,17 @@ pub(crate) async fn span_metrics(
         width * JOBS_PER_PEER,
         |b, rg| super::bloom_may_match(b, rg, |s, v| m.row_group_may_match(s, v)),
         false,
+        super::BlockShare::Columns,
     );
     // Progress, told after each job merged: the recent spans are one unit, each job one.
     let total = 1 + jobs.len() as u64;
     let mut merged = 1;
     m.tell(stats.progress(merged, total));
+    let turns = super::Turns::new(width);
     let run = |(k, job): (usize, super::Planned)| {
-        let (addrs, listing, blocks, fresh, template) = (&addrs, &listing, &blocks, &fresh, &template);
+        let (addrs, listing, blocks, fresh, template, turns) = (&addrs, &listing, &blocks, &fresh, &template, &turns);
         async move {
+            let _turn = turns.take(k).await;
             let (ids, row_groups) = job.share(blocks);
             let job = MetricsJob {
                 row_groups,
@@ -461,9 +464,10 @@ pub(crate) async fn span_metrics(
             Ok::<_, Response>((local.into_state(), stats, Vec::new()))
         }
     };
-    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+    let count = jobs.len().max(1);
+    let mut done = futures::stream::iter(super::assigned(jobs, width))
         .map(run)
-        .buffered(width);
+        .buffered(count);
     while let Some(d) = done.next().await {
         let (state, part_stats, missing) = d?;
         if !missing.is_empty() {

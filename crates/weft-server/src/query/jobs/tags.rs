@@ -436,7 +436,7 @@ async fn lookup<S: Lookup>(
     let reads = |b: &weft_block::Block, rg| {
         !(keys && b.index.keys.is_some()) && super::bloom_may_match(b, rg, |s, v| sink.row_group_may_match(s, v))
     };
-    let jobs = super::plan_by_reads(&blocks, width * JOBS_PER_PEER, reads, false);
+    let jobs = super::plan_by_reads(&blocks, width * JOBS_PER_PEER, reads, false, super::BlockShare::Columns);
     // Progress, as a metrics query tells it: the recent spans are one unit, each job one, and
     // the jobs a full list leaves unsent count as done.
     let total = 1 + jobs.len() as u64;
@@ -447,9 +447,11 @@ async fn lookup<S: Lookup>(
         return Ok(Some((sink, stats)));
     }
     sink.progress(stats.progress(merged, total));
+    let turns = super::Turns::new(width);
     let run = |(k, job): (usize, super::Planned)| {
-        let (addrs, listing, blocks, template, fresh) = (&addrs, &listing, &blocks, &template, &fresh);
+        let (addrs, listing, blocks, template, fresh, turns) = (&addrs, &listing, &blocks, &template, &fresh, &turns);
         async move {
+            let _turn = turns.take(k).await;
             let (ids, row_groups) = job.share(blocks);
             let job = TagsJob {
                 blocks: ids,
@@ -479,7 +481,8 @@ async fn lookup<S: Lookup>(
             Ok::<TagsJobReply, Response>(reply)
         }
     };
-    let mut jobs = jobs.into_iter().enumerate();
+    let count = jobs.len().max(1);
+    let mut jobs = super::assigned(jobs, width);
     // A lookup that can fill (values, with a cap) sends the newest job first, alone, as a search
     // does: a list it fills leaves the others unsent. Side by side from the start, each querier
     // paid its job's fixed cost for nothing (CPU per querier 1.4x, 2.4x, 2.9x the ideal at 1, 2
@@ -489,7 +492,7 @@ async fn lookup<S: Lookup>(
     let mut done = futures::stream::iter(first)
         .map(&run)
         .buffered(1)
-        .chain(futures::stream::iter(jobs).map(&run).buffered(width));
+        .chain(futures::stream::iter(jobs).map(&run).buffered(count));
     while let Some(part) = done.next().await {
         let part = part?;
         if !part.missing_blocks.is_empty() {

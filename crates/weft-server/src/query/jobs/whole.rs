@@ -153,9 +153,11 @@ pub(crate) async fn run<Q: WholeQuery>(
         exclude: exclude.iter().map(|id| weft_core::hex(id)).collect(),
         ..WholePart::default()
     };
+    let turns = super::Turns::new(width);
     let run = |(k, job): (usize, Planned)| {
-        let (addrs, template, exclude) = (&addrs, &template, &exclude);
+        let (addrs, template, exclude, turns) = (&addrs, &template, &exclude, &turns);
         async move {
+            let _turn = turns.take(k).await;
             let (ids, row_groups) = job.share(blocks);
             let part = WholePart {
                 blocks: ids,
@@ -191,6 +193,7 @@ pub(crate) async fn run<Q: WholeQuery>(
         width * JOBS_PER_PEER,
         |b, rg| super::bloom_may_match(b, rg, |s, v| prefilter.row_group_may_match(s, v)),
         false,
+        super::BlockShare::Traces,
     );
     // Progress, told the sink after each job merged: the head part is one unit, each job one.
     let total = 1 + jobs.len() as u64;
@@ -200,9 +203,10 @@ pub(crate) async fn run<Q: WholeQuery>(
     }
     sink.progress(told.progress(1, total));
     let mut parts = parts;
-    let mut done = futures::stream::iter(jobs.into_iter().enumerate())
+    let count = jobs.len().max(1);
+    let mut done = futures::stream::iter(super::assigned(jobs, width))
         .map(run)
-        .buffered(width);
+        .buffered(count);
     let mut full = false;
     let mut merged = 1;
     while let Some(d) = done.next().await {
