@@ -697,7 +697,7 @@ pub(crate) async fn search<S: SearchSink>(
         total,
     };
     let count = jobs.len();
-    let mut jobs = assigned(jobs, width);
+    let mut jobs = assigned(jobs, width, true);
     // The newest job first, alone: a search that fills its limit there gives the others the
     // floor it reached, and the jobs whose blocks all end before it are not sent at all
     // (searching them side by side from the start cost up to 9x the CPU of one querier).
@@ -1167,15 +1167,19 @@ fn plan_shapes(blocks: &[Shape<'_>], n: usize, trace_floor: bool, share: BlockSh
     pack(blocks, &costs, per, trace_floor)
 }
 
-/// The querier (an index into `peers` of them) each job of `costs` (as planned) goes to: the
-/// costliest first, each to the querier with the least planned so far (longest processing
-/// time first). Jobs of equal cost go round the queriers in order, as job k to querier
-/// k mod n did; a job planned heavier than the others is paired with a lighter one, where
-/// k mod n paired jobs by their place in the plan.
-pub(crate) fn assign(costs: &[u64], peers: usize) -> Vec<usize> {
+/// The querier (an index into `peers` of them) each job of `costs` (as planned) goes to: each
+/// to the querier with the least planned so far, the costliest first (longest processing time
+/// first), or in plan order when `in_order` (a search that stops early by it: the first jobs,
+/// newest, then go to different queriers and run first, each querier's later jobs after them).
+/// Jobs of equal cost go round the queriers in order, as job k to querier k mod n did; a job
+/// planned heavier than the others is paired with a lighter one, where k mod n paired jobs by
+/// their place in the plan.
+pub(crate) fn assign(costs: &[u64], peers: usize, in_order: bool) -> Vec<usize> {
     let peers = peers.max(1);
     let mut order: Vec<usize> = (0..costs.len()).collect();
-    order.sort_by_key(|&j| std::cmp::Reverse(costs[j]));
+    if !in_order {
+        order.sort_by_key(|&j| std::cmp::Reverse(costs[j]));
+    }
     let mut load = vec![(0u64, 0usize); peers];
     let mut to = vec![0; costs.len()];
     for j in order {
@@ -1187,8 +1191,8 @@ pub(crate) fn assign(costs: &[u64], peers: usize) -> Vec<usize> {
 }
 
 /// `jobs` with the querier [`assign`] gives each, in plan order.
-pub(crate) fn assigned(jobs: Vec<Planned>, peers: usize) -> impl Iterator<Item = (usize, Planned)> {
-    let to = assign(&jobs.iter().map(|j| j.cost).collect::<Vec<_>>(), peers);
+pub(crate) fn assigned(jobs: Vec<Planned>, peers: usize, in_order: bool) -> impl Iterator<Item = (usize, Planned)> {
+    let to = assign(&jobs.iter().map(|j| j.cost).collect::<Vec<_>>(), peers, in_order);
     to.into_iter().zip(jobs)
 }
 
@@ -1741,19 +1745,24 @@ mod tests {
     #[test]
     fn jobs_go_to_the_least_loaded_querier_costliest_first() {
         // Equal costs go round the queriers in order, as k mod n did.
-        assert_eq!(assign(&[5; 8], 4), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(assign(&[5; 8], 4, false), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(assign(&[5; 8], 4, true), vec![0, 1, 2, 3, 0, 1, 2, 3]);
         // Two heavy jobs are not paired on one querier because of their places in the plan:
         // k mod n put jobs 0 and 2 (12 each) on querier 0 and 1 and 3 (6 each) on querier 1.
-        let to = assign(&[12, 6, 12, 6], 2);
+        let to = assign(&[12, 6, 12, 6], 2, false);
         assert_ne!(to[0], to[2], "{to:?}");
         let mut load = [0u64; 2];
         for (j, &p) in to.iter().enumerate() {
             load[p] += [12, 6, 12, 6][j];
         }
         assert_eq!(load, [18, 18]);
-        assert_eq!(assign(&[], 3), Vec::<usize>::new());
+        assert_eq!(assign(&[], 3, false), Vec::<usize>::new());
+        // In plan order, the first jobs go to different queriers whatever they cost (a
+        // search's newest run first), the later ones to the least loaded: job 3 joins the
+        // light job 1, not the heavy job 0 it would by k mod n.
+        assert_eq!(assign(&[4, 1, 4, 1, 1], 3, true), vec![0, 1, 2, 1, 1]);
         assert_eq!(
-            assign(&[1, 2], 0),
+            assign(&[1, 2], 0, false),
             vec![0, 0],
             "no peers: all to the first (the caller reads them)"
         );

@@ -185,7 +185,7 @@ pub(crate) async fn service_graph(
         .map(|j| j.iter().map(|&i| blocks[i].meta.size_bytes).sum())
         .collect();
     let count = jobs.len().max(1);
-    let mut done = futures::stream::iter(super::assign(&costs, width).into_iter().zip(jobs))
+    let mut done = futures::stream::iter(super::assign(&costs, width, false).into_iter().zip(jobs))
         .map(run)
         .buffered(count);
     while let Some(part) = done.next().await {

@@ -465,7 +465,7 @@ pub(crate) async fn span_metrics(
         }
     };
     let count = jobs.len().max(1);
-    let mut done = futures::stream::iter(super::assigned(jobs, width))
+    let mut done = futures::stream::iter(super::assigned(jobs, width, false))
         .map(run)
         .buffered(count);
     while let Some(d) = done.next().await {

@@ -482,7 +482,7 @@ async fn lookup<S: Lookup>(
         }
     };
     let count = jobs.len().max(1);
-    let mut jobs = super::assigned(jobs, width);
+    let mut jobs = super::assigned(jobs, width, S::CAN_FILL);
     // A lookup that can fill (values, with a cap) sends the newest job first, alone, as a search
     // does: a list it fills leaves the others unsent. Side by side from the start, each querier
     // paid its job's fixed cost for nothing (CPU per querier 1.4x, 2.4x, 2.9x the ideal at 1, 2

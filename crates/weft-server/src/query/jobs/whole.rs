@@ -204,7 +204,7 @@ pub(crate) async fn run<Q: WholeQuery>(
     sink.progress(told.progress(1, total));
     let mut parts = parts;
     let count = jobs.len().max(1);
-    let mut done = futures::stream::iter(super::assigned(jobs, width))
+    let mut done = futures::stream::iter(super::assigned(jobs, width, false))
         .map(run)
         .buffered(count);
     let mut full = false;
