@@ -1001,7 +1001,7 @@ impl Merged<'_> {
 pub(crate) struct Planned {
     /// Blocks of the listing (indices into it), each read whole (`None`) or by the row
     /// groups named.
-    pub(crate) units: Vec<(usize, Option<Vec<u32>>)>,
+    units: Vec<(usize, Option<Vec<u32>>)>,
     /// No trace with a piece in these row groups starts after this (Unix ns; for a floor of
     /// a span's start, no span starts after it): once the merged result's floor passes it,
     /// the job is not sent.
@@ -1010,7 +1010,7 @@ pub(crate) struct Planned {
     /// sent counts as skipped, so that a block split between jobs counts once.
     blocks_begun: u64,
     /// What it was planned to cost ([`plan_shapes`]).
-    pub(crate) cost: u64,
+    cost: u64,
 }
 
 impl Planned {
