@@ -362,7 +362,7 @@ impl ColumnTagNames {
     /// Takes a row group's names from the index's key lists when every span of it counts: no
     /// filter, and every span starting inside the window.
     fn take_keys(&mut self, stats: &RowGroupStats, keys: &mut dyn Iterator<Item = (KeyScope, &[u8])>) -> bool {
-        if self.filter.is_some() {
+        if !self.takes_keys() {
             return false;
         }
         // Every span starts inside the window (and none ends before it starts).
