@@ -461,8 +461,9 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
     rare value reads them whole and little else. The frontend weighs blocks by what a search
     may read and splits such a block between jobs by row group (`row_groups`, job protocol
     v5), so the work divides over the queriers. The answers equal a lone querier's, with traces
-    whose rows cross a row-group boundary read whole once. Span-local metrics, tag lookups and
-    queries over whole traces (metrics, a filtered graph) are weighed and split the same way."""
+    whose rows cross a row-group boundary read whole once. Span-local metrics, the graph of
+    every trace, tag lookups and queries over whole traces (metrics, a filtered graph) are
+    weighed and split the same way."""
     data = tmp_path / "shared-data"
     ingester = start_sharing(weft_factory, "ingester", "--target", "ingester", "--block-max-age", "3",
                              "--compaction-interval", "0", data_dir=data)
@@ -511,6 +512,12 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
         assert want, f"{q} has series"
         assert _series(frontend, q) == want, q
         assert _jobs(frontend, "sent") - before > len(metas), (q, _jobs(frontend, "sent") - before, len(metas))
+    # So is the graph of every trace, from columns.
+    before = _jobs(frontend, "sent")
+    want = _graph(alone)
+    assert want[0] and want[2] is not False, f"a complete graph with services: {want}"
+    assert _graph(frontend) == want, "graph of every trace"
+    assert _jobs(frontend, "sent") - before > len(metas), ("graph", _jobs(frontend, "sent") - before, len(metas))
     # So are tag lookups from columns, and queries over whole traces: metrics, a filtered
     # service graph, tag lookups.
     both = '{ span.user = "needle" } && { span.k = 0 }'
@@ -610,6 +617,10 @@ def test_a_bad_job_gets_a_400_that_names_the_problem(weft_factory):
                     json={"version": JOB_VERSION, "q": "{ } | rate()", "start": now - 3600 * 10**9, "end": now,
                           "step": 15 * 10**9, "exemplars": 0, "max_series": 1000, "max_points": 2000000, "blocks": [],
                           "row_groups": {block: [3]}, "listing": [block]}, timeout=10)
+    assert r.status_code == 400 and "does not read" in r.text, r.text[:300]
+    r = q.http.post(f"{q.api}/internal/v1/jobs/service-graph",
+                    json={"version": JOB_VERSION, "window": [1, 5], "max_spans": 10, "blocks": [],
+                          "row_groups": {block: [2]}, "listing": [block]}, timeout=10)
     assert r.status_code == 400 and "does not read" in r.text, r.text[:300]
     # 200,000 unknown blocks in a listing (8 MB, above the 2 MiB a job's body could be): answered
     # at once (each was compared with every other: 33 s of CPU in a release build).

@@ -1,7 +1,7 @@
 //! A scan split into parts (the head and any grouping of the blocks or of their row groups,
 //! each part into a sink of its own), the sinks merged in the parts' order and the split traces finished once, gives
 //! what one scan gives: the same search hits in the same order, the same metrics series, the
-//! same tag values. This is what lets a query frontend split a query into jobs (issue 47).
+//! same tag values, the same service graph. This is what lets a query frontend split a query into jobs (issue 47).
 
 mod common;
 
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::Node;
 use proptest::prelude::*;
+use weft_engine::graph::ServiceGraph;
 use weft_engine::search::{Metrics, Search, SearchParams, TraceSink};
 use weft_engine::span_metrics::SpanMetrics;
 use weft_engine::tags::ColumnTagValues;
@@ -250,7 +251,52 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
         v
     };
     assert_eq!(set(merged.finish()), set(whole.finish()), "tag values of span.user");
+
+    // The service graph of every trace, as a frontend splits it: the head here, each part's
+    // blocks or row groups counted apart and merged as the wire carries them, the calls kept
+    // aside resolved once at the end.
+    let every = weft_traceql::parse("{ }").unwrap();
+    let graph = || ServiceGraph::new(&every, window, u64::MAX).unwrap();
+    let mut whole = graph();
+    node.scan_service_graph("t", window, &mut whole).await.unwrap();
+    let mut merged = graph();
+    node.scan_service_graph_head("t", window, &mut merged).await;
+    for part in &parts {
+        let mut sink = merged.fork();
+        node.scan_service_graph_part("t", window, part, &mut sink)
+            .await
+            .unwrap();
+        merged.merge_state(sink.into_state()).unwrap();
+    }
+    let mut stats = weft_querier::scan::ScanStats::default();
+    node.resolve_service_graph("t", &mut merged, &mut stats).await.unwrap();
+    assert_eq!(merged.unresolved_calls, 0, "split as {parts:?}");
+    assert!(merged.complete() && whole.complete());
+    assert_eq!(
+        graph_shape(&merged),
+        graph_shape(&whole),
+        "service graph split as {parts:?}"
+    );
     node.shutdown().await;
+}
+
+/// A graph's services and edges with their counts and latency buckets' quantiles.
+#[allow(clippy::type_complexity)]
+fn graph_shape(g: &ServiceGraph) -> (Vec<(String, u64, u64, u64)>, Vec<(String, String, u64, u64, u64, u64)>) {
+    let services = g
+        .services()
+        .into_iter()
+        .map(|(n, s)| (n.to_owned(), s.spans, s.errors, s.roots))
+        .collect();
+    let edges = g
+        .edges()
+        .into_iter()
+        .map(|(a, b, e)| {
+            let (p50, p99) = (e.latency_quantile(0.5), e.latency_quantile(0.99));
+            (a.to_owned(), b.to_owned(), e.calls, e.errors, p50, p99)
+        })
+        .collect();
+    (services, edges)
 }
 
 proptest! {

@@ -839,7 +839,8 @@ impl Querier {
         g: &mut ServiceGraph,
     ) -> Result<ScanStats, QueryError> {
         let (mut stats, blocks, cuts) = self.graph_head(tenant, window, g).await;
-        self.graph_blocks(tenant, window, (blocks, Vec::new()), cuts, g, &mut stats)
+        let only = vec![None; blocks.len()];
+        self.graph_blocks(tenant, window, (blocks, Vec::new()), &only, cuts, g, &mut stats)
             .await?;
         self.resolve_service_graph(tenant, g, &mut stats).await?;
         Ok(stats)
@@ -860,26 +861,26 @@ impl Querier {
         (stats, blocks)
     }
 
-    /// A job's part of a service graph: counts the blocks named in `ids` (newest first) into
-    /// `g`. A call whose parent may be in another block of the tenant or in the recent spans
-    /// here is kept aside in `g`, for the frontend to resolve.
+    /// A job's part of a service graph: counts the blocks `part` names (newest first; of a
+    /// block it names row groups of, those row groups) into `g`. The recent spans are counted
+    /// by [`Querier::scan_service_graph_head`], whatever `part.head` says. A call whose parent
+    /// may be in another row group or block of the tenant, or in the recent spans here, is
+    /// kept aside in `g` for the frontend to resolve, so the jobs' parts of a block add up to
+    /// what one scan of it counts.
     pub async fn scan_service_graph_part(
         &self,
         tenant: &str,
         window: Option<Window>,
-        ids: &std::collections::HashSet<String>,
+        part: &ScanPart,
         g: &mut ServiceGraph,
     ) -> Result<ScanStats, QueryError> {
         debug_assert!(g.counts_every_trace());
         let mut stats = ScanStats::default();
-        let (mut blocks, others): (Vec<_>, Vec<_>) = self
-            .db
-            .blocks(tenant)
-            .into_iter()
-            .partition(|b| ids.contains(&b.meta.block_id));
+        let (mut blocks, others): (Vec<_>, Vec<_>) = self.db.blocks(tenant).into_iter().partition(|b| part.reads(b));
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
+        let only: Vec<_> = blocks.iter().map(|b| part.row_groups_of(b)).collect();
         let cuts = self.recent.frozen();
-        self.graph_blocks(tenant, window, (blocks, others), cuts, g, &mut stats)
+        self.graph_blocks(tenant, window, (blocks, others), &only, cuts, g, &mut stats)
             .await?;
         stats.inspected_traces = g.inspected_traces;
         Ok(stats)
@@ -1001,7 +1002,8 @@ impl GraphShared {
 
 impl Querier {
     /// The blocks part of [`Querier::scan_service_graph`]: every row group in the window of
-    /// `blocks` (the tenant's `others` only tell whether a trace is split),
+    /// `blocks` (of a block whose `only` is set, those row groups; the tenant's `others` only
+    /// tell whether a trace is split),
     /// newest blocks first, counted into a fork of `g` on the query workers (up to
     /// `--query-parallelism` at once) and merged back in that order, until the span budget
     /// is spent, so the graph is the same whatever the timing.
@@ -1010,6 +1012,7 @@ impl Querier {
         tenant: &str,
         window: Option<Window>,
         (blocks, others): (Vec<Arc<Block>>, Vec<Arc<Block>>),
+        only: &[Option<HashSet<usize>>],
         cuts: Vec<Arc<FrozenSpans>>,
         g: &mut ServiceGraph,
         stats: &mut ScanStats,
@@ -1025,6 +1028,9 @@ impl Querier {
                 continue;
             }
             for rg in 0..b.row_group_count() {
+                if only[bi].as_ref().is_some_and(|o| !o.contains(&rg)) {
+                    continue; // another job's
+                }
                 match row_group_outside(b, &*storage, rg, window).await {
                     Ok(true) => stats.skipped_row_groups += 1,
                     Ok(false) => units.push((bi, rg)),
