@@ -839,9 +839,12 @@ impl Querier {
         g: &mut ServiceGraph,
     ) -> Result<ScanStats, QueryError> {
         let (mut stats, blocks, cuts) = self.graph_head(tenant, window, g).await;
-        let only = vec![None; blocks.len()];
-        self.graph_blocks(tenant, window, (blocks, Vec::new()), &only, cuts, g, &mut stats)
-            .await?;
+        let part = GraphPart {
+            only: vec![None; blocks.len()],
+            blocks,
+            others: Vec::new(),
+        };
+        self.graph_blocks(tenant, window, part, cuts, g, &mut stats).await?;
         self.resolve_service_graph(tenant, g, &mut stats).await?;
         Ok(stats)
     }
@@ -880,8 +883,8 @@ impl Querier {
         blocks.sort_by_key(|b| std::cmp::Reverse(b.meta.max_end_unix_nano));
         let only: Vec<_> = blocks.iter().map(|b| part.row_groups_of(b)).collect();
         let cuts = self.recent.frozen();
-        self.graph_blocks(tenant, window, (blocks, others), &only, cuts, g, &mut stats)
-            .await?;
+        let part = GraphPart { blocks, only, others };
+        self.graph_blocks(tenant, window, part, cuts, g, &mut stats).await?;
         stats.inspected_traces = g.inspected_traces;
         Ok(stats)
     }
@@ -958,6 +961,16 @@ impl Querier {
     }
 }
 
+/// The blocks a service-graph scan counts ([`Querier::graph_blocks`]).
+struct GraphPart {
+    /// Newest first.
+    blocks: Vec<Arc<Block>>,
+    /// Per block of `blocks`: the only row groups counted, when not all.
+    only: Vec<Option<HashSet<usize>>>,
+    /// The tenant's other blocks: they only tell whether a trace is split.
+    others: Vec<Arc<Block>>,
+}
+
 /// What the workers counting a service graph's row groups share, read only.
 struct GraphShared {
     blocks: Vec<Arc<Block>>,
@@ -1002,8 +1015,7 @@ impl GraphShared {
 
 impl Querier {
     /// The blocks part of [`Querier::scan_service_graph`]: every row group in the window of
-    /// `blocks` (of a block whose `only` is set, those row groups; the tenant's `others` only
-    /// tell whether a trace is split),
+    /// the part's blocks (of a block whose `only` is set, those row groups),
     /// newest blocks first, counted into a fork of `g` on the query workers (up to
     /// `--query-parallelism` at once) and merged back in that order, until the span budget
     /// is spent, so the graph is the same whatever the timing.
@@ -1011,8 +1023,7 @@ impl Querier {
         &self,
         tenant: &str,
         window: Option<Window>,
-        (blocks, others): (Vec<Arc<Block>>, Vec<Arc<Block>>),
-        only: &[Option<HashSet<usize>>],
+        GraphPart { blocks, only, others }: GraphPart,
         cuts: Vec<Arc<FrozenSpans>>,
         g: &mut ServiceGraph,
         stats: &mut ScanStats,
