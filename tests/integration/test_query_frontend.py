@@ -518,6 +518,11 @@ def test_a_needle_search_splits_a_block_cut_from_the_head_by_row_group(weft_fact
     assert want[0] and want[2] is not False, f"a complete graph with services: {want}"
     assert _graph(frontend) == want, "graph of every trace"
     assert _jobs(frontend, "sent") - before > len(metas), ("graph", _jobs(frontend, "sent") - before, len(metas))
+    # A block split between jobs counts once (it was once per job that read some of it).
+    for srv in (alone, frontend):
+        r = srv.get("/api/service-graph", params={"start": BASE // 10**9 - 60, "end": BASE // 10**9 + 600})
+        counted = int(r.headers["x-weft-inspected-blocks"]) + int(r.headers["x-weft-skipped-blocks"])
+        assert counted == len(metas), (srv.name, dict(r.headers), len(metas))
     # So are tag lookups from columns, and queries over whole traces: metrics, a filtered
     # service graph, tag lookups.
     both = '{ span.user = "needle" } && { span.k = 0 }'

@@ -212,14 +212,23 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
         m.exemplars(6);
         m
     };
+    // Each block counts once, inspected or skipped, however its row groups are split.
+    let blocks_counted = |s: &weft_querier::scan::ScanStats| s.inspected_blocks + s.skipped_blocks;
     let mut whole = span_metrics();
-    node.scan_columns("t", window, &mut whole).await.unwrap();
+    let whole_stats = node.scan_columns("t", window, &mut whole).await.unwrap();
     let mut merged = span_metrics();
+    let mut counted = 0;
     for part in &parts {
         let mut sink = merged.fork();
-        node.scan_columns_part("t", window, part, &mut sink).await.unwrap();
+        counted += blocks_counted(&node.scan_columns_part("t", window, part, &mut sink).await.unwrap());
         merged.merge(sink);
     }
+    assert_eq!(
+        counted,
+        blocks_counted(&whole_stats),
+        "blocks counted, split as {parts:?}"
+    );
+    assert_eq!(counted, blocks.len() as u64);
     let (merged, whole) = (merged.finish().unwrap(), whole.finish().unwrap());
     assert_eq!(merged, whole, "`{SPAN_METRICS}`");
     // Every exemplar names its span, whether it came from the head or a block's columns.
@@ -258,16 +267,25 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
     let every = weft_traceql::parse("{ }").unwrap();
     let graph = || ServiceGraph::new(&every, window, u64::MAX).unwrap();
     let mut whole = graph();
-    node.scan_service_graph("t", window, &mut whole).await.unwrap();
+    let whole_stats = node.scan_service_graph("t", window, &mut whole).await.unwrap();
     let mut merged = graph();
     node.scan_service_graph_head("t", window, &mut merged).await;
+    let mut counted = 0;
     for part in &parts {
         let mut sink = merged.fork();
-        node.scan_service_graph_part("t", window, part, &mut sink)
-            .await
-            .unwrap();
+        counted += blocks_counted(
+            &node
+                .scan_service_graph_part("t", window, part, &mut sink)
+                .await
+                .unwrap(),
+        );
         merged.merge_state(sink.into_state()).unwrap();
     }
+    assert_eq!(
+        counted,
+        blocks_counted(&whole_stats),
+        "graph: blocks counted, split as {parts:?}"
+    );
     let mut stats = weft_querier::scan::ScanStats::default();
     node.resolve_service_graph("t", &mut merged, &mut stats).await.unwrap();
     assert_eq!(merged.unresolved_calls, 0, "split as {parts:?}");

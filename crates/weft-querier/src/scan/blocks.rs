@@ -28,7 +28,7 @@ use weft_db::recent::RecentSpans;
 use weft_engine::prefilter::Prefilter;
 use weft_engine::search::{FloorOf, TracePart, TraceSink};
 
-use super::{Scan, Window, offerable, overlaps};
+use super::{Scan, Window, counts_block, offerable, overlaps};
 use crate::QueryError;
 
 /// One row group to read.
@@ -216,7 +216,11 @@ impl Scan<'_> {
         floor.store(u64::MAX, Ordering::Relaxed);
         tell(self, sink, total);
         for (i, b) in self.blocks.iter().enumerate() {
-            if failed[i] || !self.read[i] || block_outside(b, self.window) {
+            if failed[i]
+                || !self.read[i]
+                || block_outside(b, self.window)
+                || !counts_block(b, self.row_groups[i].as_ref())
+            {
                 continue;
             }
             if read_any[i] {
@@ -240,7 +244,7 @@ impl Scan<'_> {
             }
             let b = self.blocks[i].clone();
             if block_outside(&b, self.window) {
-                self.stats.skipped_blocks += 1;
+                self.stats.skipped_blocks += u64::from(counts_block(&b, self.row_groups[i].as_ref()));
                 self.window_skipped.push((i, None));
                 continue;
             }

@@ -17,7 +17,7 @@ use weft_block::Block;
 use weft_db::recent::FrozenSpans;
 use weft_engine::span_metrics::{ColumnSink, HeadRows};
 
-use super::{ScanFold, ScanPart, ScanStats, Window, block_outside, row_group_outside};
+use super::{ScanFold, ScanPart, ScanStats, Window, block_outside, counts_block, row_group_outside};
 use crate::workers::{Flow, FoldSteps};
 use crate::{Querier, QueryError};
 
@@ -156,7 +156,7 @@ impl Querier {
         *m = full;
         m.progress(stats.progress(total, total));
         for (i, b) in blocks.iter().enumerate() {
-            if failed[i] {
+            if failed[i] || !counts_block(b, only[i].as_ref()) {
                 continue;
             }
             if read_any[i] {
@@ -232,7 +232,7 @@ impl Querier {
                 break;
             }
             if block_outside(b, window) {
-                stats.skipped_blocks += 1;
+                stats.skipped_blocks += u64::from(counts_block(b, only[i].as_ref()));
                 continue;
             }
             for rg in 0..b.row_group_count() {

@@ -1065,9 +1065,10 @@ impl BlockShare {
 /// A job's cost is the spans of the row groups it reads that the query's `prefilter` does
 /// not rule out by the index's value blooms (which compaction writes): a search for a rare
 /// value costs what the blocks cut from the head since the last compaction cost, as they have
-/// no blooms, and little else. A block costing more than a job's share is split into runs of
-/// its row groups, newest first (by the index's trace starts, when it has them), so that such
-/// a search divides over the queriers too. Without the split, the newest blocks (unbloomed)
+/// no blooms, and little else. A block that would overfill the job being filled by half a
+/// row group or more is split there into runs of its row groups, newest first (by the index's
+/// trace starts, when it has them), so that such a search divides over the queriers too, and
+/// jobs differ by less than a row group. Without the split, the newest blocks (unbloomed)
 /// were one job, and one querier did nearly all of a needle search at any number of queriers
 /// (docs/benchmarks/query-frontend.md, 2026-12-06).
 pub(crate) fn plan_search(
@@ -1241,6 +1242,8 @@ fn pack(blocks: &[Shape<'_>], costs: &[(u64, Vec<u64>)], per: u64, trace_floor: 
         let timed = b.trace_starts.len() == rg_costs.len();
         let mut order: Vec<usize> = (0..rg_costs.len()).collect();
         if timed {
+            // As `weft_querier::scan::first_row_group` orders them: the job holding the first
+            // counts the block (inspected or skipped) for the query.
             order.sort_by_key(|&rg| (std::cmp::Reverse(b.trace_starts[rg].1), rg));
         }
         let bound = |rgs: &[u32]| {
