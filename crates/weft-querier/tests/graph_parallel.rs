@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::Node;
+use common::{Node, graph_shape as shape};
 use weft_engine::graph::ServiceGraph;
 use weft_otlp::pb::collector::ExportTraceServiceRequest;
 use weft_otlp::pb::common::{AnyValue, KeyValue, any_value::Value as V};
@@ -94,26 +94,6 @@ fn request(traces: impl Iterator<Item = u64>, keep: impl Fn(u64, usize) -> bool)
             .collect(),
     };
     Bytes::from(req.encode_to_vec())
-}
-
-/// Services and edges with their counts and latency quantiles.
-type Shape = (Vec<(String, u64, u64, u64)>, Vec<(String, String, u64, u64, u64, u64)>);
-
-fn shape(g: &ServiceGraph) -> Shape {
-    let services = g
-        .services()
-        .into_iter()
-        .map(|(n, s)| (n.to_owned(), s.spans, s.errors, s.roots))
-        .collect();
-    let edges = g
-        .edges()
-        .into_iter()
-        .map(|(a, b, e)| {
-            let (p50, p99) = (e.latency_quantile(0.5), e.latency_quantile(0.99));
-            (a.to_owned(), b.to_owned(), e.calls, e.errors, p50, p99)
-        })
-        .collect();
-    (services, edges)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::Node;
+use common::{Node, graph_shape};
 use proptest::prelude::*;
 use weft_engine::graph::ServiceGraph;
 use weft_engine::search::{Metrics, Search, SearchParams, TraceSink};
@@ -296,25 +296,6 @@ async fn check(traces: Vec<Vec<SpanSpec>>, groups: Vec<usize>, head_alone: bool,
         "service graph split as {parts:?}"
     );
     node.shutdown().await;
-}
-
-/// A graph's services and edges with their counts and latency buckets' quantiles.
-#[allow(clippy::type_complexity)]
-fn graph_shape(g: &ServiceGraph) -> (Vec<(String, u64, u64, u64)>, Vec<(String, String, u64, u64, u64, u64)>) {
-    let services = g
-        .services()
-        .into_iter()
-        .map(|(n, s)| (n.to_owned(), s.spans, s.errors, s.roots))
-        .collect();
-    let edges = g
-        .edges()
-        .into_iter()
-        .map(|(a, b, e)| {
-            let (p50, p99) = (e.latency_quantile(0.5), e.latency_quantile(0.99));
-            (a.to_owned(), b.to_owned(), e.calls, e.errors, p50, p99)
-        })
-        .collect();
-    (services, edges)
 }
 
 proptest! {

@@ -112,3 +112,24 @@ pub fn export(spans: Vec<weft_otlp::pb::trace::Span>) -> Bytes {
     };
     Bytes::from(req.encode_to_vec())
 }
+
+/// A service graph's services (spans, errors, roots) and edges (calls, errors, latency p50 and
+/// p99), for comparing graphs counted different ways.
+pub type GraphShape = (Vec<(String, u64, u64, u64)>, Vec<(String, String, u64, u64, u64, u64)>);
+
+pub fn graph_shape(g: &weft_engine::graph::ServiceGraph) -> GraphShape {
+    let services = g
+        .services()
+        .into_iter()
+        .map(|(n, s)| (n.to_owned(), s.spans, s.errors, s.roots))
+        .collect();
+    let edges = g
+        .edges()
+        .into_iter()
+        .map(|(a, b, e)| {
+            let (p50, p99) = (e.latency_quantile(0.5), e.latency_quantile(0.99));
+            (a.to_owned(), b.to_owned(), e.calls, e.errors, p50, p99)
+        })
+        .collect();
+    (services, edges)
+}
