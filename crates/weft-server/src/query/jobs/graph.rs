@@ -183,9 +183,9 @@ pub(crate) async fn service_graph(
             Ok::<_, Response>((local.into_state(), stats, Vec::new()))
         }
     };
-    // Every row group of the window is read, weighed by its spans, and a block heavier than a
-    // job's share is split by row group, as a span-local metric's are: by whole blocks, the
-    // busiest of 4 queriers held 1.12 of the ideal at best.
+    // Every row group is weighed by its spans, and the block at a job's edge is split there by
+    // row group, as a span-local metric's are: by whole blocks, the busiest of 4 queriers held
+    // 1.12 of the ideal at best.
     let jobs = super::plan_by_reads(
         &blocks,
         width * JOBS_PER_PEER,
