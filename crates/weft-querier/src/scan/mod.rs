@@ -128,26 +128,28 @@ impl ScanStats {
 /// An inclusive time window in Unix nanoseconds.
 pub type Window = (u64, u64);
 
-/// The first of `b`'s row groups in the order a frontend splits a block between jobs: the
-/// newest trace starts first when the index bounds each row group's (time-sliced blocks), else
-/// row group 0. Its job holds the block's first share (`blocks_begun` in weft-server's plan).
-pub fn first_row_group(b: &Block) -> usize {
-    let starts = &b.index.trace_starts;
-    if starts.len() != b.row_group_count() {
-        return 0;
+/// The order in which a frontend splits a block of `row_groups` row groups between jobs:
+/// newest trace starts first when the index bounds each row group's (`trace_starts`, in
+/// time-sliced blocks), else row group 0 first. The job holding the first holds the block's
+/// first share (`blocks_begun` in weft-server's plan) and counts the block ([`counts_block`]).
+pub fn split_order(trace_starts: &[(u64, u64)], row_groups: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..row_groups).collect();
+    if trace_starts.len() == row_groups {
+        order.sort_by_key(|&rg| (std::cmp::Reverse(trace_starts[rg].1), rg));
     }
-    (0..starts.len())
-        .min_by_key(|&rg| (std::cmp::Reverse(starts[rg].1), rg))
-        .unwrap_or(0)
+    order
 }
 
 /// Whether a part reading `only` of `b`'s row groups (`None`: all) counts the block in
 /// `ScanStats::inspected_blocks` or `skipped_blocks`: a block split between the parts of one
-/// query counts once, in the part holding its [`first_row_group`], as inspected when that
+/// query counts once, in the part holding the first row group of its [`split_order`], as inspected when that
 /// part read any of it. Counted in every part, a block split between the jobs of 4 queriers
 /// was reported as 30 of 23 blocks inspected.
 fn counts_block(b: &Block, only: Option<&HashSet<usize>>) -> bool {
-    only.is_none_or(|o| o.contains(&first_row_group(b)))
+    only.is_none_or(|o| {
+        let first = split_order(&b.index.trace_starts, b.row_group_count()).first().copied();
+        first.is_some_and(|rg| o.contains(&rg))
+    })
 }
 
 fn overlaps<F: SpanFields>(rows: impl IntoIterator<Item = F>, w: Option<Window>) -> bool {

@@ -1240,12 +1240,8 @@ fn pack(blocks: &[Shape<'_>], costs: &[(u64, Vec<u64>)], per: u64, trace_floor: 
         // a floor of the trace's start. A row group goes to the job being filled when at
         // least half of it fits.
         let timed = b.trace_starts.len() == rg_costs.len();
-        let mut order: Vec<usize> = (0..rg_costs.len()).collect();
-        if timed {
-            // As `weft_querier::scan::first_row_group` orders them: the job holding the first
-            // counts the block (inspected or skipped) for the query.
-            order.sort_by_key(|&rg| (std::cmp::Reverse(b.trace_starts[rg].1), rg));
-        }
+        // The querier counts the block (inspected or skipped) in the job holding the first.
+        let order = weft_querier::scan::split_order(b.trace_starts, rg_costs.len());
         let bound = |rgs: &[u32]| {
             if trace_floor && timed {
                 let latest = rgs.iter().map(|&rg| b.trace_starts[rg as usize].1).max();
