@@ -6,6 +6,7 @@ import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.opentelemetry.context.propagation.TextMapSetter;
 import io.weft.sdk.id.Hex;
 import io.weft.sdk.id.XrayTraceId;
+import io.weft.sdk.internal.Latin1;
 import io.weft.sdk.trace.WeftSpanContext;
 import io.weft.sdk.trace.WeftTraceState;
 import java.util.Collection;
@@ -101,14 +102,56 @@ public final class XrayPropagator implements TextMapPropagator {
     // is decoded without scanning for its fields (xray_parse (weft_header) benchmark). A header
     // that only looks canonical (a Root value holding a ';', say) goes through the scan, so the
     // answer is always the scan's.
-    if (v.length() == LEN && v.startsWith("Root=") && v.startsWith(";Parent=", 40)
-        && v.startsWith(";Sampled=", 64)) {
-      WeftSpanContext sc = decode(v, 5, 40, 48, 64, 73, LEN, -1, -1);
+    if (v.length() == LEN) {
+      byte[] latin1 = Latin1.bytes(v);
+      WeftSpanContext sc = latin1 != null ? canonical(v, latin1)
+          : v.startsWith("Root=") && v.startsWith(";Parent=", 40) && v.startsWith(";Sampled=", 64)
+              ? decode(v, 5, 40, 48, 64, 73, LEN, -1, -1) : null;
       if (sc != null) {
         return sc;
       }
     }
     return scan(v);
+  }
+
+  private static final long ROOT = word("\0\0\0Root=");
+  private static final long PARENT = word(";Parent=");
+  private static final long SAMPLED = word("Sampled=");
+
+  /** Eight ASCII characters as {@link Latin1#load8} reads them. */
+  private static long word(String s) {
+    long w = 0;
+    for (int i = 0; i < 8; i++) {
+      w = w << 8 | s.charAt(i);
+    }
+    return w;
+  }
+
+  /**
+   * The canonical header from its Latin-1 bytes ({@code s.length == LEN}): the field names are
+   * compared 8 bytes at a time and the parent's 16 digits checked and packed as two words, where
+   * {@code startsWith} compared 22 characters one by one and {@link Hex#hex8} checked each word
+   * with its own bounds test and branch (xray_parse (weft_header): 33.5 -> 19.1-20.4 ns; checking
+   * the trace ID's words with the parent's, one branch for all six, measured no better). Null when
+   * anything differs; {@link #parse} then scans.
+   */
+  private static WeftSpanContext canonical(String v, byte[] s) {
+    long p1 = Latin1.load8(s, 48);
+    long p2 = Latin1.load8(s, 56);
+    int f = Latin1.at(s, 73);
+    if ((Latin1.load8(s, 0) >>> 24) != ROOT || Latin1.load8(s, 40) != PARENT
+        || Latin1.load8(s, 65) != SAMPLED || Latin1.at(s, 64) != ';'
+        || (Hex.hexBits(p1) & Hex.hexBits(p2) & Hex.HIGH_BITS) != Hex.HIGH_BITS
+        || (f != '1' && f != '0' && f != '?')) {
+      return null;
+    }
+    long sid = Hex.pack16(Hex.nibbles(p1), Hex.nibbles(p2));
+    XrayTraceId id = new XrayTraceId(); // scalar-replaced once parse is inlined
+    if (sid == 0 || !id.parse(v, 5, 40)) {
+      return null;
+    }
+    return WeftSpanContext.createRemote(id.high, id.low, sid,
+        f == '1' ? WeftSpanContext.SAMPLED : 0, WeftTraceState.EMPTY, false, false, null);
   }
 
   private static WeftSpanContext scan(String v) {
