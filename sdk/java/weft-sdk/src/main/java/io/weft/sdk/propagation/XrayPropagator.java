@@ -114,6 +114,7 @@ public final class XrayPropagator implements TextMapPropagator {
     return scan(v);
   }
 
+  // "Root=" as the word at 0 holds it once shifted down past the three bytes after it
   private static final long ROOT = word("\0\0\0Root=");
   private static final long PARENT = word(";Parent=");
   private static final long SAMPLED = word("Sampled=");
