@@ -347,6 +347,7 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     # A peer that hangs (stopped): its jobs time out and go to the other one; no search waits
     # much past the job timeout.
     want_all = [_traces(alone, p) for p in SEARCHES]
+    taken_back = frontend.stderr_path.read_text().count("a query peer answers")
     peers[0].proc.send_signal(signal.SIGSTOP)
     try:
         for params in SEARCHES[:3]:
@@ -359,7 +360,14 @@ def test_a_search_split_over_queriers_answers_as_one_querier(weft_factory, tmp_p
     finally:
         peers[0].proc.send_signal(signal.SIGCONT)
     # Resumed, it gets jobs again once it answers a probe of its /ready (10 s after it was
-    # left out).
+    # left out; a query starts the probe). Its `served` count alone does not show that: on
+    # SIGCONT it serves the jobs that timed out while it was stopped, still in its socket.
+    def back() -> bool:
+        if frontend.stderr_path.read_text().count("a query peer answers") > taken_back:
+            return True
+        assert [_traces(frontend, p) for p in SEARCHES] == want_all, "searches while the peer is left out"
+        return False
+    wait_for(back, 30, "the frontend to take the resumed peer back", 0.5)
     served = _jobs(peers[0], "served")
     wait_for(lambda: [_traces(frontend, p) for p in SEARCHES] == want_all and _jobs(peers[0], "served") > served,
              30, "the resumed peer to get jobs again", 0.5)
