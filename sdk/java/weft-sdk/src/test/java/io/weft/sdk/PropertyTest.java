@@ -176,6 +176,42 @@ class PropertyTest {
     }
   }
 
+  /**
+   * Traceparent.parseSpanContext parses the value as it is and trims only when that fails: the
+   * same answer as parsing the trimmed value, whatever spaces and tabs surround it, for version 00
+   * and for a later version with a suffix.
+   */
+  @Property(tries = 3000)
+  void aTraceparentParsesAsItsTrimmedValue(@ForAll("paddedTraceparents") String v) {
+    int a = 0;
+    int b = v.length();
+    while (a < b && (v.charAt(a) == ' ' || v.charAt(a) == '\t')) {
+      a++;
+    }
+    while (b > a && (v.charAt(b - 1) == ' ' || v.charAt(b - 1) == '\t')) {
+      b--;
+    }
+    Traceparent want = new Traceparent();
+    boolean ok = want.parse(v.substring(a, b));
+    WeftSpanContext got = Traceparent.parseSpanContext(v);
+    assertEquals(ok, got != null, v);
+    if (ok) {
+      assertEquals(want.traceIdHigh, got.traceIdHigh(), v);
+      assertEquals(want.traceIdLow, got.traceIdLow(), v);
+      assertEquals(want.spanId, got.spanIdLong(), v);
+      assertEquals(want.flags, got.flags(), v);
+    }
+  }
+
+  @Provide
+  Arbitrary<String> paddedTraceparents() {
+    Arbitrary<String> ows = Arbitraries.of("", "", " ", "\t", "  ", " \t ");
+    Arbitrary<String> value = Arbitraries.oneOf(
+        mutated("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        mutated("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-what \tnext"));
+    return Combinators.combine(ows, value, ows).as((x, y, z) -> x + y + z);
+  }
+
   @Property(tries = 2000)
   void xrayHeaderParsingNeverThrowsAndTheFixedOffsetsAgreeWithTheScan(
       @ForAll("xrayHeaders") String v) {

@@ -119,9 +119,12 @@ final class Carriers {
     return sc.isValid() ? sc : null;
   }
 
-  /** {@code ctx} with {@code sc} as its span (the context is its own non-recording span). */
+  /**
+   * {@code ctx} with {@code sc} as its span (the context is its own non-recording span); one
+   * object when {@code ctx} is the root ({@link RemoteParentContext}).
+   */
   static Context withSpanContext(Context ctx, WeftSpanContext sc) {
-    return ctx.with(sc);
+    return RemoteParentContext.with(ctx, sc);
   }
 
   static WeftBaggage baggage(Context ctx) {

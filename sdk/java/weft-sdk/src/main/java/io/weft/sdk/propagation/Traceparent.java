@@ -114,12 +114,28 @@ public final class Traceparent {
   }
 
   /**
-   * Parses a trimmed {@code traceparent} value into a remote span context with an empty trace
-   * state, or returns null when it is invalid. Allocates only the span context.
+   * Parses a {@code traceparent} value, with or without surrounding spaces and tabs, into a remote
+   * span context with an empty trace state, or returns null when it is invalid. Allocates only
+   * the span context.
+   *
+   * <p>The value is parsed as it is first, and trimmed only when that fails: a value that parses
+   * untrimmed has a digit first, and after the 55th character (version 00: nothing; a later
+   * version: a {@code -}) only a suffix, so trimming would change nothing parsed. That saves
+   * reading both ends of every header before the parse (traceparent_extract (weft_api): 3 ns).
    */
   public static WeftSpanContext parseSpanContext(String v) {
     Traceparent tp = new Traceparent(); // scalar-replaced once parse is inlined
-    return tp.parse(v) ? tp.toSpanContext(WeftTraceState.EMPTY) : null;
+    return tp.parse(v) ? tp.toSpanContext(WeftTraceState.EMPTY) : parseTrimmed(v);
+  }
+
+  /** {@link #parseSpanContext} of a value that did not parse as it is: trimmed, if that helps. */
+  private static WeftSpanContext parseTrimmed(String v) {
+    String t = Carriers.trim(v);
+    if (t == v) {
+      return null;
+    }
+    Traceparent tp = new Traceparent();
+    return tp.parse(t) ? tp.toSpanContext(WeftTraceState.EMPTY) : null;
   }
 
   /** The parsed context as a remote span context. */

@@ -67,7 +67,7 @@ public final class W3CTraceContextPropagator implements TextMapPropagator {
     if (v == null || v == Carriers.DUPLICATE) {
       return null; // absent, or present more than once
     }
-    WeftSpanContext sc = Traceparent.parseSpanContext(Carriers.trim(v));
+    WeftSpanContext sc = Traceparent.parseSpanContext(v); // trims only when it must
     if (sc == null) {
       return null;
     }
