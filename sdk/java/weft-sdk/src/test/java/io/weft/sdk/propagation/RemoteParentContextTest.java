@@ -14,8 +14,7 @@ import io.opentelemetry.api.trace.TraceState;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.ContextKey;
 import io.opentelemetry.context.Scope;
-import io.opentelemetry.context.propagation.TextMapGetter;
-import java.util.Map;
+import io.weft.sdk.TestCarrier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,22 +24,11 @@ import org.junit.jupiter.api.Test;
  */
 class RemoteParentContextTest {
   static final String TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-  static final TextMapGetter<Map<String, String>> GETTER = new TextMapGetter<>() {
-    @Override
-    public Iterable<String> keys(Map<String, String> c) {
-      return c.keySet();
-    }
-
-    @Override
-    public String get(Map<String, String> c, String key) {
-      return c.get(key);
-    }
-  };
   static final ContextKey<String> OTHER = ContextKey.named("other");
 
   static Context extract(Context into) {
-    return W3CTraceContextPropagator.getInstance().extract(into, Map.of("traceparent", TP),
-        GETTER);
+    return W3CTraceContextPropagator.getInstance().extract(into,
+        new TestCarrier().add("traceparent", TP), TestCarrier.GETTER);
   }
 
   @Test
