@@ -2,7 +2,8 @@
 # Runs the JMH benchmarks (benchmarks/, JMH 1.37 with the GC profiler) with weft beside the
 # OpenTelemetry Java SDK 1.68.0 and the AWS X-Ray SDK for Java 2.18.2 in the same run, and prints
 # one table: scenario, weft ns/op, the other SDK's ns/op, the ratio, B/op of each, the target and
-# whether it is met, and the spans the export queue dropped per op.
+# whether it is met, and the spans the export queue dropped per op. Below it, FloorBench's lower
+# bound for each sampled span scenario as a fraction of OpenTelemetry's time in the same run.
 #
 # Two passes: the headline rows (the scenarios with a target) with 2 forks x 5 x 1 s measurement
 # after 3 x 1 s warm-up (HEADLINE_ARGS), and the other rows with 1 fork x 3 x 1 s after 2 x 1 s
@@ -13,7 +14,7 @@ cd "$(dirname "$0")"
 mvn -B -ntp -q package -DskipTests -pl benchmarks -am
 mkdir -p target
 rm -f target/jmh-*.json target/jmh-*.log
-headline='SpanBench\.(span_sampled|export_queue)|TraceparentBench\.traceparent_extract|XrayBench\.xray_parse'
+headline='SpanBench\.(span_sampled|export_queue)|FloorBench|TraceparentBench\.traceparent_extract|XrayBench\.xray_parse'
 run() { # name, args, filters...
     local name=$1 args=$2
     shift 2
@@ -95,4 +96,12 @@ for r in table:
 for name in ("clock_nano_time", "lock_uncontended"):
     if name in rows:
         print(f"{name}: {rows[name][0]:.1f} ns/op")
+# FloorBench: what any SDK must do for a sampled span scenario, beside OpenTelemetry's time
+for name in sorted(rows):
+    if name.startswith("floor_") and name[len("floor_"):] + "_otel" in rows:
+        scenario = name[len("floor_"):]
+        f, o = rows[name][0], rows[scenario + "_otel"][0]
+        w = rows.get(scenario + "_weft", (float("nan"),))[0]
+        print(f"{name}: {f:.1f} ns/op = {f / o:.2f} of OpenTelemetry's {scenario} "
+              f"(weft {w / o:.2f}, {w - f:.1f} ns above it)")
 PY
