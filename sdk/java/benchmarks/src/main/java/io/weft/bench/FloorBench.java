@@ -78,8 +78,9 @@ public class FloorBench {
   }
 
   /**
-   * The benchmark thread's ring of ended spans and its export thread (JMH runs these benchmarks on
-   * one thread, the ring's one producer).
+   * The benchmark thread's ring of ended spans and its export thread. JMH runs these benchmarks on
+   * one thread, the ring's one producer; the ring is not safe for more. What the producer writes
+   * per span is in its {@link Lane}, apart from the fields here, which it only reads.
    */
   @State(Scope.Benchmark)
   public static class Export {
@@ -91,7 +92,7 @@ public class FloorBench {
     final AtomicLong head = new AtomicLong(); // written by the export thread once per drain
     volatile boolean parked;
     volatile boolean stop;
-    long exported; // export thread only: the sum of the spans' durations
+    long exported; // export thread only, once per drain: the sum of the spans' durations
     private Thread worker;
 
     @Setup(Level.Trial)
@@ -113,18 +114,20 @@ public class FloorBench {
       while (!stop) {
         long n = tail.get() - h - KEEP;
         long got = 0;
+        long sum = 0;
         for (; got < n; got++) {
           int i = (int) (h + got) & (CAPACITY - 1);
           Span s = slots.get(i);
           if (s == null) {
             break;
           }
-          exported += s.end - s.start;
+          sum += s.end - s.start;
           slots.lazySet(i, null);
         }
         h += got;
         if (got > 0) {
           head.lazySet(h);
+          exported += sum;
         }
         if (got == 0 || tail.get() - h - KEEP < 512) {
           parked = true;
@@ -139,6 +142,7 @@ public class FloorBench {
 
   /** What belongs to the producing thread: its ring position and its spans' attributes. */
   static final class Lane {
+    Export ring; // the ring tail and headCache belong to (a new one per JMH trial)
     long tail;
     long headCache;
     final String[] keys = new String[16];
@@ -166,6 +170,11 @@ public class FloorBench {
       throw new AssertionError();
     }
     s.end = System.nanoTime();
+    if (lane.ring != e) {
+      lane.ring = e;
+      lane.tail = 0;
+      lane.headCache = 0;
+    }
     long t = lane.tail;
     if (t - lane.headCache >= Export.CAPACITY) { // the ring holds a quarter of a second of spans
       while (t - (lane.headCache = e.head.get()) >= Export.CAPACITY) {
