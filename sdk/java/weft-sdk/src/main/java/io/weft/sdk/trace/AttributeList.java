@@ -15,8 +15,11 @@ import java.util.List;
  * bits) and everything else in an {@code Object[]}. {@code Span.setAttribute(String, long)}
  * therefore allocates neither a boxed {@code Long} nor an {@link AttributeKey} (the
  * span_sampled_4_attrs benchmark). Not thread-safe: the owning span synchronises.
+ *
+ * <p>Sealed: a {@link SpanRecord} is its span's attribute list (see there why), and nothing else
+ * extends it.
  */
-public final class AttributeList {
+public sealed class AttributeList permits SpanRecord {
   public static final byte STRING = 0;
   public static final byte BOOLEAN = 1;
   public static final byte LONG = 2;

@@ -6,8 +6,15 @@ import io.opentelemetry.api.trace.StatusCode;
 import java.util.Arrays;
 
 /**
- * Everything a sampled span records besides its IDs, stored flat: attributes in one
- * {@link AttributeList}, events and links in parallel arrays. This is what the exporter encodes.
+ * Everything a sampled span records besides its IDs, stored flat: the span's attributes are the
+ * record's own (it is an {@link AttributeList}), events and links are parallel arrays. This is
+ * what the exporter encodes.
+ *
+ * <p>Why a record is its attribute list rather than holding one: a recycled record is cold when
+ * a span takes it (it was last written about a thousand spans before), and each object between
+ * the pool and the attribute arrays is one more cache miss that the next load waits for. As one
+ * object the chain is pool slot, record, arrays (span_sampled_10_attrs_1_event: −4 to −8 ns in
+ * three alternated runs; docs/benchmarks/java-sdk-floor.md).
  *
  * <p><b>Recycling.</b> A record belongs to one live span at a time. The span gives it up when it
  * ends (under the span's lock, and never touches it again), so an ended span that the application
@@ -19,7 +26,7 @@ import java.util.Arrays;
  * <p>Not thread-safe: the owning span, builder, or (after the hand-off) export thread is the only
  * one that touches it.
  */
-public final class SpanRecord implements ReadableSpan {
+public final class SpanRecord extends AttributeList implements ReadableSpan {
   /** Arrays that grew past this many entries are dropped on recycling, to bound pooled memory. */
   private static final int KEEP = 32;
 
@@ -39,7 +46,6 @@ public final class SpanRecord implements ReadableSpan {
   long endEpochNanos;
   StatusCode statusCode;
   String statusMessage;
-  private AttributeList attributes;
   // The thread that took the record and the export lane that thread holds alone (-1 for none):
   // ending the span on that thread publishes it with a plain release store (ExportPipeline).
   private Thread producer;
@@ -58,6 +64,7 @@ public final class SpanRecord implements ReadableSpan {
 
   /** An empty record for spans limited by {@code limits}. */
   public SpanRecord(SpanLimits limits) {
+    super(limits.maxAttributes, limits.maxAttributeValueLength);
     this.limits = limits;
     clear();
   }
@@ -76,9 +83,7 @@ public final class SpanRecord implements ReadableSpan {
     parentSpanId = 0;
     parentRemote = false;
     endEpochNanos = 0;
-    if (attributes != null) {
-      attributes.clear(KEEP);
-    }
+    clear(KEEP);
     if (eventCount > 0) {
       Arrays.fill(eventNames, 0, eventCount, null);
       for (int i = 0; i < eventCount; i++) {
@@ -125,14 +130,9 @@ public final class SpanRecord implements ReadableSpan {
     return lane;
   }
 
-  /** The span's attributes, created on first use. */
+  /** The span's attributes: the record's own (see the class comment). */
   AttributeList attrs() {
-    AttributeList a = attributes;
-    if (a == null) {
-      a = new AttributeList(limits.maxAttributes, limits.maxAttributeValueLength);
-      attributes = a;
-    }
-    return a;
+    return this;
   }
 
   void addEvent(String name, Attributes attributes, long epochNanos) {
@@ -239,8 +239,7 @@ public final class SpanRecord implements ReadableSpan {
 
   @Override
   public AttributeList attributes() {
-    return attributes == null || (attributes.size() == 0 && attributes.dropped() == 0) ? null
-        : attributes;
+    return size() == 0 && dropped() == 0 ? null : this;
   }
 
   @Override
@@ -301,10 +300,5 @@ public final class SpanRecord implements ReadableSpan {
   @Override
   public InstrumentationScope scope() {
     return scope;
-  }
-
-  @Override
-  public String toString() {
-    return "SpanRecord{name=" + name + ", spanId=" + Long.toHexString(spanId) + "}";
   }
 }
