@@ -65,7 +65,7 @@ class HeaderCodecTest {
         assertEquals(want >= 0, good, () -> "input " + s);
         if (good) {
           assertEquals(want << 32 | 0x0123abcdL,
-              Hex.pack16(Hex.nibbles(w), Hex.nibbles(java.nio.ByteBuffer.wrap(base).getLong())));
+              Hex.decode16(w, java.nio.ByteBuffer.wrap(base).getLong()));
         }
       }
     }
@@ -86,7 +86,7 @@ class HeaderCodecTest {
       assertEquals(ra >= 0, (Hex.hexBits(a) & Hex.HIGH_BITS) == Hex.HIGH_BITS, s);
       assertEquals(rb >= 0, (Hex.hexBits(b) & Hex.HIGH_BITS) == Hex.HIGH_BITS, s);
       if (ra >= 0 && rb >= 0) {
-        assertEquals(ra << 32 | rb, Hex.pack16(Hex.nibbles(a), Hex.nibbles(b)), s);
+        assertEquals(ra << 32 | rb, Hex.decode16(a, b), s);
       }
     }
   }

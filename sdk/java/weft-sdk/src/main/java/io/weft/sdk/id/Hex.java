@@ -156,13 +156,16 @@ public final class Hex {
   }
 
   /**
-   * The 16 digits whose {@link #nibbles} are {@code na} (high half) and {@code nb} as one long.
-   * The two interleave into one long ({@code a0 b0 a1 b1 ...}) that three delta swaps unzip
-   * (Hacker's Delight 7-6): 17 operations, against 20 for gathering each half on its own
-   * (xray_parse benchmark).
+   * The 16 digits of {@code a} (the high half) and {@code b}, two words that {@link #hexBits}
+   * found good, as one long. Their nibbles are found together, interleaved in one long
+   * ({@code a0 b0 a1 b1 ...}): the low nibbles of both words, plus 9 for each letter (the only
+   * digits with bit 6 set). Three delta swaps then unzip it (Hacker's Delight 7-6). 29 operations,
+   * against 31 for each word's {@link #nibbles} first and 32 for gathering each half on its own
+   * (xray_parse benchmark: 12.2 -> 11.7 ns side by side).
    */
-  public static long pack16(long na, long nb) {
-    long m = na << 4 | nb;
+  public static long decode16(long a, long b) {
+    long l = (a >>> 2 & ONES << 4) | (b >>> 6 & ONES);
+    long m = ((a & 0x0f * ONES) << 4 | (b & 0x0f * ONES)) + (l << 3) + l;
     long t = (m ^ (m >>> 4)) & 0x00f000f000f000f0L;
     m ^= t ^ (t << 4);
     t = (m ^ (m >>> 8)) & 0x0000ff000000ff00L;

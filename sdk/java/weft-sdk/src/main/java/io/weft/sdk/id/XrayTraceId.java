@@ -93,8 +93,8 @@ public final class XrayTraceId {
         || Latin1.at(s, off + 1) != '-' || Latin1.at(s, off + 10) != '-') {
       return false;
     }
-    long hi = Hex.pack16(Hex.nibbles(e), Hex.nibbles(a));
-    long lo = Hex.pack16(Hex.nibbles(b), Hex.nibbles(c));
+    long hi = Hex.decode16(e, a);
+    long lo = Hex.decode16(b, c);
     if ((hi | lo) == 0) {
       return false;
     }

@@ -41,7 +41,7 @@ public final class Traceparent {
   /**
    * A Latin-1 string's own bytes ({@link Latin1}): the six 8-digit words are loaded unchecked
    * ({@code s.length == n >= LEN}, checked by {@link #parse}), validated together with one
-   * branch and packed two at a time ({@link Hex#hexBits}, {@link Hex#pack16}); the version and
+   * branch and packed two at a time ({@link Hex#hexBits}, {@link Hex#decode16}); the version and
    * flags go through the same word check.
    *
    * <p>Why a loop that loads each word twice: written out with the six words held from check to
@@ -67,9 +67,9 @@ public final class Traceparent {
     // keeps only their two low bits, which are the low bits of x.
     int x = (int) Hex.nibbles(vf);
     return set(x >>> 20 & 0xf0 | x >>> 16 & 0x0f,
-        Hex.pack16(Hex.nibbles(Latin1.load8(s, 3)), Hex.nibbles(Latin1.load8(s, 11))),
-        Hex.pack16(Hex.nibbles(Latin1.load8(s, 19)), Hex.nibbles(Latin1.load8(s, 27))),
-        Hex.pack16(Hex.nibbles(Latin1.load8(s, 36)), Hex.nibbles(Latin1.load8(s, 44))),
+        Hex.decode16(Latin1.load8(s, 3), Latin1.load8(s, 11)),
+        Hex.decode16(Latin1.load8(s, 19), Latin1.load8(s, 27)),
+        Hex.decode16(Latin1.load8(s, 36), Latin1.load8(s, 44)),
         x, n, n > LEN && Latin1.at(s, LEN) != '-');
   }
 

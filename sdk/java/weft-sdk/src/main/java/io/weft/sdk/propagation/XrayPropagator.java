@@ -146,7 +146,7 @@ public final class XrayPropagator implements TextMapPropagator {
         || (f != '1' && f != '0' && f != '?')) {
       return null;
     }
-    long sid = Hex.pack16(Hex.nibbles(p1), Hex.nibbles(p2));
+    long sid = Hex.decode16(p1, p2);
     XrayTraceId id = new XrayTraceId(); // scalar-replaced once parse is inlined
     if (sid == 0 || !id.parse(v, 5, 40)) {
       return null;
